@@ -1,0 +1,406 @@
+/*
+ * ember.h — the public C ABI of libember, an embeddable LLM inference runtime.
+ *
+ * This header is the manual. Every function is documented where it is declared: what it does, who owns
+ * what it returns, what may be NULL, which thread may call it and which errors it gives.
+ *
+ * Conventions that hold for every function below (read these once):
+ *
+ *  - Handles are opaque. Each object has a create/load function and a free function; free accepts NULL.
+ *  - Params structs begin with `uint32_t struct_size` and are passed by pointer. Call the matching
+ *    `*_params_init()` first: it sets struct_size and fills the defaults. Fields are never reordered or
+ *    removed; new ones are appended and read only when struct_size covers them, so a caller compiled
+ *    against an older header still works. A NULL params pointer means "all defaults".
+ *  - Every fallible call returns an `ember_status`: EMBER_OK (0) on success, a positive value for a
+ *    non-error outcome worth telling apart (e.g. EMBER_END_OF_GENERATION), a negative value on error.
+ *    The numbers are stable. On error, `ember_last_error()` returns a message naming what went wrong
+ *    (thread-local: it describes the last failing call made on the calling thread).
+ *  - No exception, assert, `abort()` or `exit()` ever leaves the library: out-of-memory and internal
+ *    failures are returned as statuses.
+ *  - Strings are UTF-8 and NUL-terminated unless a length is passed beside them.
+ *  - Variable-size output uses the two-call idiom: pass NULL (capacity 0) to learn the size, then call
+ *    again with a buffer at least that large. A too-small non-NULL buffer gives
+ *    EMBER_ERR_BUFFER_TOO_SMALL and still reports the size needed.
+ *
+ * Threads: an `ember_model` is immutable after loading and may be shared by any number of sessions on
+ * any threads. An `ember_session` or `ember_sampler` must be used by one thread at a time (different
+ * sessions may run concurrently). Functions that take no handle are safe from any thread.
+ */
+#ifndef EMBER_EMBER_H
+#define EMBER_EMBER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && !defined(EMBER_STATIC)
+#  ifdef EMBER_BUILD
+#    define EMBER_API __declspec(dllexport)
+#  else
+#    define EMBER_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__)
+#  define EMBER_API __attribute__((visibility("default")))
+#else
+#  define EMBER_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------------------------------- */
+
+/** The library release this header belongs to (semantic versioning). */
+#define EMBER_VERSION_MAJOR 0
+#define EMBER_VERSION_MINOR 1
+#define EMBER_VERSION_PATCH 0
+#define EMBER_VERSION_STRING "0.1.0"
+
+/** The ABI generation. It changes only if a published function or struct must break, which we never
+ *  plan to do: functions whose meaning must change get a `_v2` beside the old one. */
+#define EMBER_ABI_VERSION 1
+
+/** The release string of the loaded library, e.g. "0.1.0". Static storage; never NULL. */
+EMBER_API const char *ember_version(void);
+
+/** The ABI generation of the loaded library; compare with EMBER_ABI_VERSION. */
+EMBER_API uint32_t ember_abi_version(void);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Status and errors
+ * ------------------------------------------------------------------------------------------------- */
+
+/** Result of every fallible call. Values are stable and never renumbered. */
+typedef enum ember_status {
+    EMBER_OK = 0,
+    /** Generation ended because the model produced an end-of-generation token (not an error). */
+    EMBER_END_OF_GENERATION = 1,
+    /** A callback returned false and the work stopped early (not an error). */
+    EMBER_STOPPED = 2,
+
+    /** An argument was NULL where it may not be, out of range, or a struct_size was too small. */
+    EMBER_ERR_INVALID_ARGUMENT = -1,
+    /** Memory (host or device) could not be allocated. */
+    EMBER_ERR_OUT_OF_MEMORY = -2,
+    /** A file could not be opened, mapped or read. */
+    EMBER_ERR_IO = -3,
+    /** The model file is malformed: bad magic, truncated, inconsistent metadata, tensor out of bounds. */
+    EMBER_ERR_INVALID_MODEL = -4,
+    /** Well-formed input that this build cannot handle: unknown architecture, tensor type, backend. */
+    EMBER_ERR_UNSUPPORTED = -5,
+    /** A progress callback returned false: the operation was cancelled and nothing was created. */
+    EMBER_ERR_CANCELLED = -6,
+    /** The session's context is full: truncate it or create one with a larger n_ctx. */
+    EMBER_ERR_CONTEXT_FULL = -7,
+    /** The caller's buffer is too small; the size needed was still reported. */
+    EMBER_ERR_BUFFER_TOO_SMALL = -8,
+    /** A metadata key or other named item does not exist. */
+    EMBER_ERR_NOT_FOUND = -9,
+    /** A metadata value exists but has another type than the one asked for. */
+    EMBER_ERR_TYPE_MISMATCH = -10,
+    /** A compute backend failed (device lost, driver error). */
+    EMBER_ERR_BACKEND = -11,
+    /** The call is not valid in the object's current state (e.g. no logits before the first feed). */
+    EMBER_ERR_INVALID_STATE = -12,
+    /** A bug in ember. The message says where; please report it. */
+    EMBER_ERR_INTERNAL = -100
+} ember_status;
+
+/** A short constant name for a status ("EMBER_ERR_IO"); "unknown status" for other values. */
+EMBER_API const char *ember_status_string(ember_status status);
+
+/** The message of the last failing call on this thread ("" if none). The pointer stays valid until the
+ *  next ember call on the same thread. Successful calls do not clear it. */
+EMBER_API const char *ember_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Logging (silent by default)
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef enum ember_log_level {
+    EMBER_LOG_DEBUG = 0,
+    EMBER_LOG_INFO = 1,
+    EMBER_LOG_WARN = 2,
+    EMBER_LOG_ERROR = 3
+} ember_log_level;
+
+/** A log sink. `message` is one line without the trailing newline, valid only during the call. It may
+ *  be called from any thread that is running ember work, so it must be thread-safe. */
+typedef void (*ember_log_fn)(ember_log_level level, const char *message, void *user_data);
+
+/** Sets the process-wide log sink (NULL: silent, the default) and the lowest level passed to it.
+ *  Messages of a model with its own sink (ember_model_params.log) go there instead. Thread-safe. */
+EMBER_API void ember_log_set(ember_log_fn fn, void *user_data, ember_log_level min_level);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Models
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct ember_model ember_model;
+typedef int32_t ember_token;
+
+/** Load progress, in [0, 1], called on the loading thread. Return false to cancel the load: the load
+ *  then fails with EMBER_ERR_CANCELLED and frees everything it allocated. */
+typedef bool (*ember_progress_fn)(float progress, void *user_data);
+
+typedef struct ember_model_params {
+    uint32_t struct_size;
+    /** Optional progress callback (default NULL). */
+    ember_progress_fn progress;
+    void *progress_user_data;
+    /** Load only the metadata and tokenizer, no weights (default false). Such a model tokenizes but
+     *  cannot create sessions; any architecture, known or not, loads this way. */
+    bool vocab_only;
+    /** Optional log sink for this model's messages (default NULL: the process-wide sink). */
+    ember_log_fn log;
+    void *log_user_data;
+} ember_model_params;
+
+/** Fills *params with the defaults and sets struct_size. */
+EMBER_API void ember_model_params_init(ember_model_params *params);
+
+/** Loads a GGUF file (versions 2 and 3). The file is memory-mapped and validated before use: magic,
+ *  version, counts, string lengths, types, shapes and that every tensor lies inside the file.
+ *  Errors: EMBER_ERR_IO (cannot open/map), EMBER_ERR_INVALID_MODEL (malformed; the message names the
+ *  field), EMBER_ERR_UNSUPPORTED (unknown architecture or tensor type, named in the message),
+ *  EMBER_ERR_CANCELLED, EMBER_ERR_OUT_OF_MEMORY. On success *out owns the model; release it with
+ *  ember_model_free() after every session using it has been freed. On failure *out is set to NULL. */
+EMBER_API ember_status ember_model_load(const char *path, const ember_model_params *params,
+                                        ember_model **out);
+
+/** Frees a model. NULL is a no-op. All sessions created on it must have been freed first. */
+EMBER_API void ember_model_free(ember_model *model);
+
+/** A summary of a loaded model. Strings are owned by the model and live as long as it does. */
+typedef struct ember_model_info {
+    uint32_t struct_size;
+    const char *architecture; /**< general.architecture, e.g. "llama" */
+    const char *name;         /**< general.name, or "" */
+    uint64_t n_params;        /**< number of weights (0 for a vocab-only load) */
+    uint64_t size_bytes;      /**< bytes of tensor data in the file */
+    uint32_t n_ctx_train;     /**< trained context length */
+    uint32_t n_vocab;
+    uint32_t n_embd;
+    uint32_t n_layer;
+    uint32_t n_head;
+    uint32_t n_head_kv;
+} ember_model_info;
+
+/** Fills *info (whose struct_size the caller sets; ember_model_info_init does it). Thread-safe. */
+EMBER_API void ember_model_info_init(ember_model_info *info);
+EMBER_API ember_status ember_model_get_info(const ember_model *model, ember_model_info *info);
+
+/** Number of metadata key/value pairs in the file. Thread-safe. */
+EMBER_API ember_status ember_model_meta_count(const ember_model *model, size_t *out_count);
+
+/** The key of the i-th metadata pair. The string is owned by the model. EMBER_ERR_NOT_FOUND when i is
+ *  out of range. */
+EMBER_API ember_status ember_model_meta_key(const ember_model *model, size_t i, const char **out_key);
+
+/** Any metadata value rendered as text (numbers in decimal, booleans as true/false, arrays as
+ *  "[a, b, ...]" truncated after 16 elements). Two-call idiom on buf/capacity; *out_len receives the
+ *  length without the NUL (the buffer needs *out_len + 1 bytes). EMBER_ERR_NOT_FOUND if absent. */
+EMBER_API ember_status ember_model_meta_string(const ember_model *model, const char *key, char *buf,
+                                               size_t capacity, size_t *out_len);
+
+/** Typed metadata reads. Integer types of any width convert to int64 when the value fits; floats of
+ *  either width convert to double. EMBER_ERR_NOT_FOUND if absent, EMBER_ERR_TYPE_MISMATCH otherwise. */
+EMBER_API ember_status ember_model_meta_int(const ember_model *model, const char *key, int64_t *out);
+EMBER_API ember_status ember_model_meta_float(const ember_model *model, const char *key, double *out);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Tokenizer (part of the model; thread-safe)
+ * ------------------------------------------------------------------------------------------------- */
+
+/** Flags for ember_tokenize. */
+enum {
+    /** Add BOS (and EOS) where the model's metadata asks for them. */
+    EMBER_TOKENIZE_ADD_SPECIAL = 1u << 0,
+    /** Parse special tokens written in the text (e.g. "<s>", "<|im_start|>") as those tokens. Without
+     *  this flag such text is tokenized as plain text: untrusted input cannot inject control tokens. */
+    EMBER_TOKENIZE_PARSE_SPECIAL = 1u << 1
+};
+
+/** Tokenizes `text` (`text_len` bytes; it need not be NUL-terminated; NULL only with length 0).
+ *  Two-call idiom: with tokens NULL and capacity 0, *out_count receives the number of tokens. */
+EMBER_API ember_status ember_tokenize(const ember_model *model, const char *text, size_t text_len,
+                                      uint32_t flags, ember_token *tokens, size_t capacity,
+                                      size_t *out_count);
+
+/** Flags for ember_token_to_piece and ember_detokenize. */
+enum {
+    /** Render control tokens (BOS, EOS, ...) as their text; by default they produce nothing. */
+    EMBER_DETOKENIZE_RENDER_SPECIAL = 1u << 0,
+    /** Keep the leading space that SentencePiece models put before the first word (default: removed
+     *  by ember_detokenize when the text starts with a BOS or at the start). */
+    EMBER_DETOKENIZE_KEEP_LEADING_SPACE = 1u << 1
+};
+
+/** The bytes one token stands for (for byte tokens, one raw byte: possibly part of a UTF-8 character).
+ *  Two-call idiom; *out_len is the length in bytes (no NUL is written). EMBER_ERR_INVALID_ARGUMENT for
+ *  an id outside the vocabulary. */
+EMBER_API ember_status ember_token_to_piece(const ember_model *model, ember_token token, uint32_t flags,
+                                            char *buf, size_t capacity, size_t *out_len);
+
+/** The text of a token sequence, NUL-terminated. Two-call idiom; *out_len excludes the NUL, the buffer
+ *  needs *out_len + 1 bytes. Invalid UTF-8 that the tokens spell is replaced by U+FFFD. */
+EMBER_API ember_status ember_detokenize(const ember_model *model, const ember_token *tokens, size_t n_tokens,
+                                        uint32_t flags, char *buf, size_t capacity, size_t *out_len);
+
+/** Special token ids; -1 when the model has none. */
+EMBER_API ember_token ember_token_bos(const ember_model *model);
+EMBER_API ember_token ember_token_eos(const ember_model *model);
+/** True when the token ends generation (EOS, EOT, <|im_end|>, ...). */
+EMBER_API bool ember_token_is_eog(const ember_model *model, ember_token token);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Sessions: one sequence's state (KV cache, logits) on one model
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct ember_session ember_session;
+
+typedef enum ember_backend_kind {
+    EMBER_BACKEND_AUTO = 0, /**< the best backend available on this machine */
+    EMBER_BACKEND_CPU = 1,
+    EMBER_BACKEND_CUDA = 2,
+    EMBER_BACKEND_VULKAN = 3
+} ember_backend_kind;
+
+typedef struct ember_session_params {
+    uint32_t struct_size;
+    /** Context length in tokens (default 0: the model's trained context, capped at 4096). */
+    uint32_t n_ctx;
+    /** Worker threads for the CPU backend (default 0: the number of physical cores, at most 8). */
+    uint32_t n_threads;
+    /** Tokens evaluated per forward pass when feeding long prompts (default 256). */
+    uint32_t n_batch;
+    /** Seed for anything random the session does (default 0). */
+    uint64_t seed;
+    /** Backend choice (default EMBER_BACKEND_AUTO). */
+    ember_backend_kind backend;
+} ember_session_params;
+
+EMBER_API void ember_session_params_init(ember_session_params *params);
+
+/** Creates a session on `model` (which must outlive it). Allocates the KV cache for n_ctx tokens.
+ *  Errors: EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad params), EMBER_ERR_UNSUPPORTED (backend
+ *  not available in this build or on this machine), EMBER_ERR_OUT_OF_MEMORY. */
+EMBER_API ember_status ember_session_create(const ember_model *model, const ember_session_params *params,
+                                            ember_session **out);
+
+/** Frees a session. NULL is a no-op. */
+EMBER_API void ember_session_free(ember_session *session);
+
+/** Evaluates `n_tokens` tokens after the current position (a prompt: prefill; one token: decode) in
+ *  chunks of n_batch, and keeps the logits of the last one. EMBER_ERR_CONTEXT_FULL if they would not
+ *  fit (nothing is evaluated then); EMBER_ERR_INVALID_ARGUMENT for ids outside the vocabulary. */
+EMBER_API ember_status ember_session_feed(ember_session *session, const ember_token *tokens, size_t n_tokens);
+
+/** The logits (n_vocab floats) after the last fed token. The pointer is owned by the session and is
+ *  valid until the next call that changes it (feed, truncate, generate). EMBER_ERR_INVALID_STATE
+ *  before anything was fed or right after a truncate. */
+EMBER_API ember_status ember_session_logits(const ember_session *session, const float **out_logits,
+                                            size_t *out_n_vocab);
+
+/** Number of tokens in the session (the position of the next token). */
+EMBER_API ember_status ember_session_position(const ember_session *session, uint32_t *out_position);
+
+/** The session's context length in tokens. */
+EMBER_API ember_status ember_session_context_length(const ember_session *session, uint32_t *out_n_ctx);
+
+/** Rolls the session back to its first `n_tokens` tokens (KV cache included); n_tokens must be <= the
+ *  position. Logits are invalid afterwards until the next feed. */
+EMBER_API ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Samplers
+ *
+ * A sampler turns logits into a token. The chain always runs in this order (a stage whose parameter
+ * has its neutral value is skipped):
+ *   1. penalties over the last `penalty_last_n` accepted tokens: repetition (divide positive logits,
+ *      multiply negative ones, by repeat_penalty), then frequency (minus count * frequency_penalty) and
+ *      presence (minus presence_penalty if seen);
+ *   2. if temperature <= 0: greedy — the highest logit wins (ties: the lowest id); stages 3–6 skipped;
+ *   3. top-k: keep the k highest logits;
+ *   4. top-p: keep the smallest set whose probability reaches top_p;
+ *   5. min-p: drop tokens whose probability is below min_p times the top token's;
+ *   6. temperature: divide logits by it, softmax, draw with the sampler's own random generator
+ *      (seeded by `seed`, so a fixed seed repeats its draws).
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct ember_sampler ember_sampler;
+
+typedef struct ember_sampler_params {
+    uint32_t struct_size;
+    float temperature;       /**< default 1.0; <= 0 means greedy */
+    int32_t top_k;           /**< default 0 (off) */
+    float top_p;             /**< default 1.0 (off) */
+    float min_p;             /**< default 0.0 (off) */
+    float repeat_penalty;    /**< default 1.0 (off) */
+    float frequency_penalty; /**< default 0.0 (off) */
+    float presence_penalty;  /**< default 0.0 (off) */
+    int32_t penalty_last_n;  /**< default 64; tokens of history the penalties see */
+    uint64_t seed;           /**< default 0 */
+} ember_sampler_params;
+
+EMBER_API void ember_sampler_params_init(ember_sampler_params *params);
+
+/** Creates a sampler. EMBER_ERR_INVALID_ARGUMENT for out-of-range values (negative top_k, top_p
+ *  outside (0, 1], min_p outside [0, 1], repeat_penalty <= 0, negative penalty_last_n). */
+EMBER_API ember_status ember_sampler_create(const ember_sampler_params *params, ember_sampler **out);
+EMBER_API void ember_sampler_free(ember_sampler *sampler);
+
+/** Samples a token from `logits` (n_vocab floats; not modified). Does not record it: call
+ *  ember_sampler_accept for the token actually used, so penalties see it. */
+EMBER_API ember_status ember_sampler_sample(ember_sampler *sampler, const float *logits, size_t n_vocab,
+                                            ember_token *out_token);
+
+/** Records a token in the sampler's penalty history. */
+EMBER_API ember_status ember_sampler_accept(ember_sampler *sampler, ember_token token);
+
+/** Clears the penalty history and re-seeds the random generator with the params' seed. */
+EMBER_API ember_status ember_sampler_reset(ember_sampler *sampler);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Generation
+ * ------------------------------------------------------------------------------------------------- */
+
+/** Pull one token: samples from the session's current logits, records it in the sampler, and (unless it
+ *  ends generation) feeds it so the next logits are ready. One call does one decode step, so a game
+ *  loop can call it once per frame. `out_text`/`out_text_len` (either may be NULL) receive the text
+ *  this step completes: always whole UTF-8 characters — bytes of a character split across tokens are
+ *  held back until it is complete. The text is owned by the session, valid until its next call.
+ *  Returns EMBER_OK, or EMBER_END_OF_GENERATION when the sampled token ends generation (the token is
+ *  still returned and not fed; the remaining held-back text, if any, is returned), or an error. */
+EMBER_API ember_status ember_generate_next(ember_session *session, ember_sampler *sampler,
+                                           ember_token *out_token, const char **out_text,
+                                           size_t *out_text_len);
+
+/** Streaming callback: one generated token and the text it completes (possibly empty; whole UTF-8
+ *  characters only; valid during the call). Runs on the calling thread. Return false to stop. */
+typedef bool (*ember_token_fn)(ember_token token, const char *text, size_t text_len, void *user_data);
+
+typedef struct ember_generate_params {
+    uint32_t struct_size;
+    uint32_t max_tokens;      /**< default 128; 0 means until end of generation or a full context */
+    ember_token_fn on_token;  /**< may be NULL */
+    void *user_data;
+} ember_generate_params;
+
+EMBER_API void ember_generate_params_init(ember_generate_params *params);
+
+/** Generates up to max_tokens with ember_generate_next, calling on_token for each. *out_count (may be
+ *  NULL) receives the number of tokens generated. Returns EMBER_OK when max_tokens were generated,
+ *  EMBER_END_OF_GENERATION, EMBER_STOPPED (the callback returned false) or an error (including
+ *  EMBER_ERR_CONTEXT_FULL when max_tokens is 0 and the context fills). */
+EMBER_API ember_status ember_generate(ember_session *session, ember_sampler *sampler,
+                                      const ember_generate_params *params, size_t *out_count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMBER_EMBER_H */

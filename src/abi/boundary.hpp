@@ -1,0 +1,57 @@
+// boundary.hpp — the one place where C++ meets the C ABI.
+//
+// Every exported function body runs inside ember::abi::guard(), which catches everything (ember::Error,
+// std::bad_alloc, any other exception), stores the message in the calling thread's last-error slot and
+// returns the matching ember_status. Nothing thrown inside ever reaches the host application.
+#pragma once
+
+#include "core/error.hpp"
+
+#include <ember/ember.h>
+
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace ember::abi {
+
+std::string &last_error();
+ember_status set_error(ember_status status, const std::string &message);
+
+template <class F>
+ember_status guard(const char *fn_name, F &&body) noexcept {
+    try {
+        return body();
+    } catch (const Error &e) {
+        return set_error(e.status(), std::string(fn_name) + ": " + e.what());
+    } catch (const std::bad_alloc &) {
+        return set_error(EMBER_ERR_OUT_OF_MEMORY, std::string(fn_name) + ": out of memory");
+    } catch (const std::exception &e) {
+        return set_error(EMBER_ERR_INTERNAL, std::string(fn_name) + ": internal error: " + e.what());
+    } catch (...) {
+        return set_error(EMBER_ERR_INTERNAL, std::string(fn_name) + ": internal error: unknown exception");
+    }
+}
+
+// Throws EMBER_ERR_INVALID_ARGUMENT naming the parameter when p is NULL.
+#define EMBER_REQUIRE_ARG(p) \
+    do { if (!(p)) ::ember::fail(EMBER_ERR_INVALID_ARGUMENT, "'%s' must not be NULL", #p); } while (0)
+
+// Reads a caller's params struct: copies min(struct_size, sizeof(T)) bytes over the defaults, so an
+// older, smaller struct gets defaults for fields it does not have. A struct_size smaller than the
+// first version of the struct (v1_size) is an error.
+template <class T, class Init>
+T read_params(const T *user, size_t v1_size, Init init, const char *what) {
+    T p;
+    init(&p);
+    if (!user) return p;
+    if (user->struct_size < v1_size)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "%s.struct_size is %u, smaller than any version of the struct (%zu); "
+             "call %s_init() first", what, user->struct_size, v1_size, what);
+    const size_t n = user->struct_size < sizeof(T) ? user->struct_size : sizeof(T);
+    std::memcpy(static_cast<void *>(&p), user, n);
+    p.struct_size = sizeof(T);
+    return p;
+}
+
+} // namespace ember::abi

@@ -1,0 +1,96 @@
+// kernels.hpp — the CPU backend's compute kernels.
+//
+// Conventions: activations are f32, row-major, one row per token. A weight matrix W has n_out rows of
+// n_in elements (GGUF ne[0] = n_in, ne[1] = n_out), stored in its GGUF type and used as stored: Q8_0 and
+// Q4_0 weights are multiplied against activations quantized to Q8_0 on the fly (int8 dot products),
+// F16/BF16/F32 against f32 activations. Each kernel picks its ISA variant once, at first use
+// (AVX2+FMA+F16C where the CPU has them, scalar otherwise); tests/test_cpu_kernels.cpp checks every
+// variant against a double-precision reference.
+#pragma once
+
+#include "core/dtype.hpp"
+#include "cpu/threadpool.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ember::cpu {
+
+struct WeightView {
+    DType type = DType::F32;
+    int64_t n_in = 0;       // elements per row (GGUF ne[0])
+    int64_t n_out = 0;      // rows (GGUF ne[1])
+    const void *data = nullptr;
+    size_t row_bytes = 0;   // dtype_row_bytes(type, n_in)
+};
+
+// Reusable scratch memory for kernels (quantized activations); grows on demand, never shrinks.
+struct Scratch {
+    std::vector<uint8_t> bytes;
+    void *get(size_t n) { if (bytes.size() < n) bytes.resize(n); return bytes.data(); }
+};
+
+// --- conversions -----------------------------------------------------------------------------------
+// n must be a multiple of the type's block size.
+void dequantize_row(DType type, const void *src, float *dst, int64_t n);
+void quantize_row_q8_0(const float *src, BlockQ8_0 *dst, int64_t n);
+// Reference quantizer for Q4_0 (tests and the synthetic-model writer).
+void quantize_row_q4_0(const float *src, BlockQ4_0 *dst, int64_t n);
+
+// out[t][:] = dequantized row ids[t] of W (the embedding lookup). ids are checked by the caller.
+void get_rows(const WeightView &w, const int32_t *ids, int64_t n_ids, float *out);
+
+// --- matrix products -------------------------------------------------------------------------------
+// Y[t][o] = sum_i W[o][i] * X[t][i] + (bias ? bias[o] : 0), for t < n_tokens, o < n_out.
+// X has n_tokens rows of w.n_in floats; Y has n_tokens rows of w.n_out floats.
+void matmul(ThreadPool &pool, Scratch &scratch, const WeightView &w, const float *x, int64_t n_tokens,
+            float *y, const float *bias);
+
+// Several weights that read the same input (Q/K/V, gate/up) in one parallel pass: the input is
+// quantized once and one dispatch covers all outputs. n_w <= 4.
+void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w, int n_w,
+                  const float *x, int64_t n_tokens, float *const *y, const float *const *bias);
+
+// --- elementwise and normalisation -----------------------------------------------------------------
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w   (out may equal x)
+void rms_norm(const float *x, const float *w, float *out, int64_t n_rows, int64_t dim, float eps);
+// out = silu(gate) * up, n elements (out may alias either input)
+void swiglu(const float *gate, const float *up, float *out, int64_t n);
+// x += y
+void add_inplace(float *x, const float *y, int64_t n);
+
+// --- rotary position embedding ---------------------------------------------------------------------
+struct RopeParams {
+    int n_rot = 0;                   // rotated dims per head (even, <= head_dim); the rest pass through
+    bool neox = false;               // false: rotate pairs (2i, 2i+1) (llama); true: (i, i + n_rot/2) (qwen2)
+    float theta_base = 10000.0f;
+    float freq_scale = 1.0f;         // linear scaling: angle *= freq_scale
+    const float *freq_factors = nullptr;  // optional n_rot/2 divisors of each frequency (Llama-3 scaling)
+};
+// x has n_tokens rows of n_heads * head_dim floats; token t is at position pos[t]. In place.
+// angle(t, i) = pos[t] * freq_scale * theta_base^(-2i/n_rot) / freq_factors[i]
+void rope(float *x, int64_t n_tokens, int n_heads, int head_dim, const int32_t *pos, const RopeParams &p);
+
+// --- attention ---------------------------------------------------------------------------------------
+struct AttnParams {
+    int n_head = 0;
+    int n_head_kv = 0;   // divides n_head (grouped-query attention: head h reads kv head h / (n_head / n_head_kv))
+    int head_dim = 0;
+    float scale = 0;     // usually 1 / sqrt(head_dim)
+};
+// Causal attention, flash style: keys are visited in tiles with an online softmax, so no score matrix is
+// ever materialised. q: n_tokens rows of n_head * head_dim; query t sees cache positions 0..q_pos[t].
+// k_cache, v_cache: f16, row p = position p, each row n_head_kv * head_dim values. out like q.
+void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, int64_t n_tokens,
+               const uint16_t *k_cache, const uint16_t *v_cache, float *out, const AttnParams &p);
+
+// Writes n_tokens rows of n (f32) into f16 rows of the cache starting at row `first_row`.
+void store_f16(const float *src, uint16_t *dst, int64_t n_rows, int64_t n);
+
+// Which ISA variant the kernels use on this CPU ("avx2" or "scalar").
+const char *isa_name();
+// Tests: force the scalar variants (true) or the best available (false).
+void force_scalar(bool on);
+
+} // namespace ember::cpu

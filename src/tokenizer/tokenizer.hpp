@@ -1,0 +1,80 @@
+// tokenizer.hpp — text <-> token ids, built from a GGUF file's tokenizer.ggml.* metadata.
+//
+// Two families: SentencePiece-style ("llama": score-driven merges of the "▁"-escaped text with byte
+// fallback) and byte-level BPE ("gpt2": a pre-tokenizer regex splits the text, then ranked merges),
+// with the pre-tokenizers "default"/"gpt-2", "llama-bpe" (also "llama3") and "qwen2".
+// A Tokenizer is immutable after construction and safe to use from any number of threads.
+#pragma once
+
+#include "gguf/gguf.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ember {
+
+// Token attributes as GGUF's tokenizer.ggml.token_type numbers them.
+enum class TokenType : int32_t {
+    UNDEFINED = 0, NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5, BYTE = 6,
+};
+
+class Tokenizer {
+public:
+    // Throws Error(EMBER_ERR_INVALID_MODEL) for missing/inconsistent tokenizer metadata (naming the key)
+    // and Error(EMBER_ERR_UNSUPPORTED) for an unknown tokenizer.ggml.model or .pre (naming it).
+    static std::unique_ptr<Tokenizer> from_gguf(const gguf::File &file);
+    virtual ~Tokenizer() = default;
+
+    // add_special: BOS (and EOS) as tokenizer.ggml.add_bos_token / add_eos_token say (defaults: SPM adds
+    // BOS, BPE as the metadata says). parse_special: text matching a CONTROL or USER_DEFINED token's
+    // text becomes that token; otherwise such text is tokenized as plain text.
+    virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
+
+    // The bytes a token stands for ("▁" -> ' ', <0xAB> -> one byte, GPT-2 byte-level chars -> bytes).
+    // CONTROL tokens give "" unless render_special. id must be < n_vocab() (checked by the caller).
+    virtual std::string token_to_piece(int32_t id, bool render_special) const = 0;
+
+    // Concatenated pieces. For SPM models with add_space_prefix, the one space the tokenizer put before
+    // the text is removed from the start unless keep_leading_space. Bytes are passed through as they
+    // are (the ABI layer replaces invalid UTF-8).
+    virtual std::string detokenize(const int32_t *ids, size_t n, bool render_special, bool keep_leading_space) const = 0;
+
+    int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }
+    int32_t bos() const { return bos_; }   // -1 if none
+    int32_t eos() const { return eos_; }   // -1 if none
+    bool is_eog(int32_t id) const;         // EOS, EOT, and tokens like <|im_end|>, <|endoftext|>, <|eot_id|>
+    bool add_bos() const { return add_bos_; }
+    bool add_eos() const { return add_eos_; }
+    TokenType type(int32_t id) const { return types_[static_cast<size_t>(id)]; }
+    const std::string &text(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
+    const std::string &model_name() const { return model_; }   // "llama" or "gpt2"
+    const std::string &pre_name() const { return pre_; }
+
+protected:
+    std::vector<std::string> tokens_;
+    std::vector<TokenType> types_;
+    std::vector<int32_t> eog_ids_;
+    std::string model_, pre_;
+    int32_t bos_ = -1, eos_ = -1;
+    bool add_bos_ = false, add_eos_ = false;
+};
+
+// Assembles a byte stream into whole UTF-8 characters: push() returns the complete characters so far and
+// holds back an incomplete tail; invalid sequences come out as U+FFFD. Used for streaming generation.
+class Utf8Stream {
+public:
+    std::string push(std::string_view bytes);
+    std::string flush();   // whatever is held back (an incomplete tail becomes U+FFFD)
+    void reset() { pending_.clear(); }
+
+private:
+    std::string pending_;
+};
+
+// Replaces invalid UTF-8 in s with U+FFFD.
+std::string utf8_sanitize(std::string_view s);
+
+} // namespace ember

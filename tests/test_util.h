@@ -1,0 +1,33 @@
+/* test_util.h — helpers shared by the tests (C and C++). */
+#ifndef EMBER_TEST_UTIL_H
+#define EMBER_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The test's exit code for "skipped" under ctest (SKIP_RETURN_CODE). */
+#define EMBER_TEST_SKIP 77
+
+/* Path of a file under ../shared/models (env EMBER_SHARED_MODELS), or NULL if that file does not exist.
+ * Returns a static buffer (valid until the next call). */
+const char *test_shared_model(const char *relative);
+/* Same for the repo's own models/ folder (env EMBER_REPO_MODELS). */
+const char *test_repo_model(const char *relative);
+/* Prints "SKIP: <reason>" and exits with EMBER_TEST_SKIP if path is NULL. */
+void test_require(const char *path, const char *what);
+
+/* Deterministic uniform floats in [lo, hi) (xorshift64*). */
+float test_randf(uint64_t *state, float lo, float hi);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
