@@ -6,10 +6,22 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+#include <cmocka.h> /* cmocka 1.1's header has no extern "C" of its own */
+
+#ifdef __cplusplus
+/* cmocka's fail() macro would shadow ember::fail (and std::ios::fail) in C++ tests: use fail_msg(). */
+#undef fail
+#undef fail_msg
+#define fail_msg(msg, ...)                                  \
+    do {                                                    \
+        print_error("ERROR: " msg "\n", ##__VA_ARGS__);     \
+        _fail(__FILE__, __LINE__);                          \
+    } while (0)
 #endif
 
 /* The test's exit code for "skipped" under ctest (SKIP_RETURN_CODE). */

@@ -187,6 +187,7 @@ typedef struct ember_model_info {
     uint32_t n_layer;
     uint32_t n_head;
     uint32_t n_head_kv;
+    uint64_t kv_bytes_per_token; /**< KV-cache bytes one token of context takes (f16 cache) */
 } ember_model_info;
 
 /** Fills *info (whose struct_size the caller sets; ember_model_info_init does it). Thread-safe. */
@@ -211,18 +212,34 @@ EMBER_API ember_status ember_model_meta_string(const ember_model *model, const c
 EMBER_API ember_status ember_model_meta_int(const ember_model *model, const char *key, int64_t *out);
 EMBER_API ember_status ember_model_meta_float(const ember_model *model, const char *key, double *out);
 
+/** One tensor of the file. Strings are owned by the model and live as long as it does. */
+typedef struct ember_tensor_info {
+    uint32_t struct_size;
+    const char *name;
+    const char *type;   /**< GGUF type name, e.g. "Q8_0" */
+    uint32_t n_dims;
+    int64_t dims[4];    /**< dims[0] is the innermost (row length); unused dims are 1 */
+    uint64_t n_bytes;
+} ember_tensor_info;
+
+EMBER_API void ember_tensor_info_init(ember_tensor_info *info);
+
+/** Number of tensors in the file (0 for vocab-only files). Thread-safe. */
+EMBER_API ember_status ember_model_tensor_count(const ember_model *model, size_t *out_count);
+
+/** Describes the i-th tensor. EMBER_ERR_NOT_FOUND when i is out of range. Thread-safe. */
+EMBER_API ember_status ember_model_tensor_info(const ember_model *model, size_t i, ember_tensor_info *info);
+
 /* ---------------------------------------------------------------------------------------------------
  * Tokenizer (part of the model; thread-safe)
  * ------------------------------------------------------------------------------------------------- */
 
-/** Flags for ember_tokenize. */
-enum {
-    /** Add BOS (and EOS) where the model's metadata asks for them. */
-    EMBER_TOKENIZE_ADD_SPECIAL = 1u << 0,
-    /** Parse special tokens written in the text (e.g. "<s>", "<|im_start|>") as those tokens. Without
-     *  this flag such text is tokenized as plain text: untrusted input cannot inject control tokens. */
-    EMBER_TOKENIZE_PARSE_SPECIAL = 1u << 1
-};
+/* Flags for ember_tokenize. */
+/** Add BOS (and EOS) where the model's metadata asks for them. */
+#define EMBER_TOKENIZE_ADD_SPECIAL (1u << 0)
+/** Parse special tokens written in the text (e.g. "<s>", "<|im_start|>") as those tokens. Without this
+ *  flag such text is tokenized as plain text: untrusted input cannot inject control tokens. */
+#define EMBER_TOKENIZE_PARSE_SPECIAL (1u << 1)
 
 /** Tokenizes `text` (`text_len` bytes; it need not be NUL-terminated; NULL only with length 0).
  *  Two-call idiom: with tokens NULL and capacity 0, *out_count receives the number of tokens. */
@@ -230,14 +247,12 @@ EMBER_API ember_status ember_tokenize(const ember_model *model, const char *text
                                       uint32_t flags, ember_token *tokens, size_t capacity,
                                       size_t *out_count);
 
-/** Flags for ember_token_to_piece and ember_detokenize. */
-enum {
-    /** Render control tokens (BOS, EOS, ...) as their text; by default they produce nothing. */
-    EMBER_DETOKENIZE_RENDER_SPECIAL = 1u << 0,
-    /** Keep the leading space that SentencePiece models put before the first word (default: removed
-     *  by ember_detokenize when the text starts with a BOS or at the start). */
-    EMBER_DETOKENIZE_KEEP_LEADING_SPACE = 1u << 1
-};
+/* Flags for ember_token_to_piece and ember_detokenize. */
+/** Render control tokens (BOS, EOS, ...) as their text; by default they produce nothing. */
+#define EMBER_DETOKENIZE_RENDER_SPECIAL (1u << 0)
+/** Keep the space that SentencePiece models put before the first word (by default ember_detokenize
+ *  removes it from the start of the text). */
+#define EMBER_DETOKENIZE_KEEP_LEADING_SPACE (1u << 1)
 
 /** The bytes one token stands for (for byte tokens, one raw byte: possibly part of a UTF-8 character).
  *  Two-call idiom; *out_len is the length in bytes (no NUL is written). EMBER_ERR_INVALID_ARGUMENT for

@@ -17,3 +17,21 @@ ember_status set_error(ember_status status, const std::string &message) {
 }
 
 } // namespace ember::abi
+
+#include "abi/handles.hpp"
+
+namespace ember::abi {
+
+ember_status copy_out(const std::string &s, char *buf, size_t capacity, size_t *out_len, bool with_nul) {
+    if (out_len) *out_len = s.size();
+    if (!buf && capacity == 0) return EMBER_OK;
+    if (!buf) fail(EMBER_ERR_INVALID_ARGUMENT, "buf is NULL but capacity is %zu", capacity);
+    const size_t need = s.size() + (with_nul ? 1 : 0);
+    if (capacity < need)
+        fail(EMBER_ERR_BUFFER_TOO_SMALL, "buffer of %zu bytes is too small: %zu needed", capacity, need);
+    std::memcpy(buf, s.data(), s.size());
+    if (with_nul) buf[s.size()] = '\0';
+    return EMBER_OK;
+}
+
+} // namespace ember::abi

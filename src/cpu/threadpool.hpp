@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace ember::cpu {
@@ -29,7 +30,10 @@ public:
     // when all calls have returned. fn must not throw. Not reentrant: one run at a time per pool.
     template <class F>
     void run(F &&fn) {
-        run_impl([](void *ctx, int ith, int nth) { (*static_cast<F *>(ctx))(ith, nth); }, &fn);
+        // remove_reference: F is an lvalue reference when fn is a named callable.
+        using Callable = std::remove_reference_t<F>;
+        run_impl([](void *ctx, int ith, int nth) { (*static_cast<Callable *>(ctx))(ith, nth); },
+                 const_cast<void *>(static_cast<const void *>(&fn)));
     }
 
     // Splits [0, n) into contiguous chunks, one per thread, and calls fn(begin, end) for non-empty ones.
@@ -47,6 +51,8 @@ private:
     using Fn = void (*)(void *ctx, int ith, int nth);
     void run_impl(Fn fn, void *ctx);
     void worker(int ith);
+    // Waits until generation_ differs from `seen` (spinning first, then sleeping); returns the new value.
+    uint64_t wait_for_job(uint64_t seen);
 
     int n_threads_;
     std::vector<std::thread> workers_;

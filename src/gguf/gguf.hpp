@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace ember::gguf {
@@ -99,19 +100,30 @@ private:
     size_t data_offset_ = 0;
     std::vector<KV> kvs_;
     std::vector<TensorInfo> tensors_;
+    // Keys are views into the parsed bytes, values index kvs_/tensors_, so copies and moves stay valid.
+    std::unordered_map<std::string_view, size_t> kv_index_;
+    std::unordered_map<std::string_view, size_t> tensor_index_;
 };
 
 // Builds GGUF files in memory: used by tests (valid and deliberately broken files) and by the
 // synthetic-model generator for benchmarks. Always writes version 3 unless set_version is called.
+// Tensor shapes and data sizes are checked; duplicate keys or names are not (tests write broken files).
+// Only set_alignment changes the layout: a general.alignment added with add_u32 is written as given.
 class Writer {
 public:
     void set_version(uint32_t v) { version_ = v; }
     void set_alignment(uint32_t a);  // also writes general.alignment
 
+    void add_u8(const std::string &key, uint8_t v);
+    void add_i8(const std::string &key, int8_t v);
+    void add_u16(const std::string &key, uint16_t v);
+    void add_i16(const std::string &key, int16_t v);
     void add_u32(const std::string &key, uint32_t v);
     void add_i32(const std::string &key, int32_t v);
     void add_u64(const std::string &key, uint64_t v);
+    void add_i64(const std::string &key, int64_t v);
     void add_f32(const std::string &key, float v);
+    void add_f64(const std::string &key, double v);
     void add_bool(const std::string &key, bool v);
     void add_string(const std::string &key, const std::string &v);
     void add_array_string(const std::string &key, const std::vector<std::string> &v);

@@ -1,1 +1,45 @@
-int main() { return 0; }
+// main.cpp — `ember`: run, tokenize, info and bench on GGUF models.
+#include "cli.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+static void print_help() {
+    std::printf(
+        "ember %s — run GGUF language models\n\n"
+        "usage:\n"
+        "  ember run -m MODEL -p PROMPT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
+        "            [--repeat-penalty R] [--repeat-last-n N] [--frequency-penalty F] [--presence-penalty P]\n"
+        "            [-t THREADS] [-c CTX] [--backend auto|cpu|cuda|vulkan] [--no-bos] [--special] [--stats]\n"
+        "      Prints the prompt and streams the continuation. --temp 0 is greedy. Sampling defaults:\n"
+        "      temp 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalties, a random seed.\n"
+        "  ember tokenize -m MODEL [--no-bos] [--special] TEXT\n"
+        "      Prints the token ids as a JSON array. --special parses special tokens such as <s> in TEXT.\n"
+        "  ember info -m MODEL [--tensors] [-c CTX]\n"
+        "      Metadata, a tensor summary and the memory a session needs.\n"
+        "  ember bench -m MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-c CTX]\n"
+        "      One JSON line: prefill_tok_s, decode_tok_s, load_s, peak_rss_mb.\n"
+        "  ember version | help\n",
+        ember_version());
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_help();
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!std::strcmp(cmd, "run")) return cli::cmd_run(argc, argv);
+    if (!std::strcmp(cmd, "tokenize")) return cli::cmd_tokenize(argc, argv);
+    if (!std::strcmp(cmd, "info")) return cli::cmd_info(argc, argv);
+    if (!std::strcmp(cmd, "bench")) return cli::cmd_bench(argc, argv);
+    if (!std::strcmp(cmd, "version") || !std::strcmp(cmd, "--version")) {
+        std::printf("ember %s (ABI %u)\n", ember_version(), ember_abi_version());
+        return 0;
+    }
+    if (!std::strcmp(cmd, "help") || !std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h")) {
+        print_help();
+        return 0;
+    }
+    return cli::usage_error(std::string("unknown command '") + cmd + "'");
+}

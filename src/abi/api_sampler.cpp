@@ -1,0 +1,79 @@
+// api_sampler.cpp — samplers through the C ABI.
+#include "abi/handles.hpp"
+
+#include <cstring>
+
+using namespace ember;
+using ember::abi::guard;
+
+extern "C" {
+
+void ember_sampler_params_init(ember_sampler_params *params) {
+    if (!params) return;
+    std::memset(params, 0, sizeof *params);
+    params->struct_size = sizeof *params;
+    const SamplerParams d;
+    params->temperature = d.temperature;
+    params->top_k = d.top_k;
+    params->top_p = d.top_p;
+    params->min_p = d.min_p;
+    params->repeat_penalty = d.repeat_penalty;
+    params->frequency_penalty = d.frequency_penalty;
+    params->presence_penalty = d.presence_penalty;
+    params->penalty_last_n = d.penalty_last_n;
+    params->seed = d.seed;
+}
+
+ember_status ember_sampler_create(const ember_sampler_params *params, ember_sampler **out) {
+    if (out) *out = nullptr;
+    return guard("ember_sampler_create", [&] {
+        EMBER_REQUIRE_ARG(out);
+        const ember_sampler_params p = abi::read_params(params, sizeof(ember_sampler_params), ember_sampler_params_init,
+                                                        "ember_sampler_params");
+        SamplerParams s;
+        s.temperature = p.temperature;
+        s.top_k = p.top_k;
+        s.top_p = p.top_p;
+        s.min_p = p.min_p;
+        s.repeat_penalty = p.repeat_penalty;
+        s.frequency_penalty = p.frequency_penalty;
+        s.presence_penalty = p.presence_penalty;
+        s.penalty_last_n = p.penalty_last_n;
+        s.seed = p.seed;
+        auto h = std::make_unique<ember_sampler>();
+        h->sampler = std::make_unique<Sampler>(s);
+        *out = h.release();
+        return EMBER_OK;
+    });
+}
+
+void ember_sampler_free(ember_sampler *sampler) { delete sampler; }
+
+ember_status ember_sampler_sample(ember_sampler *sampler, const float *logits, size_t n_vocab, ember_token *out_token) {
+    return guard("ember_sampler_sample", [&] {
+        EMBER_REQUIRE_ARG(sampler);
+        EMBER_REQUIRE_ARG(logits);
+        EMBER_REQUIRE_ARG(out_token);
+        if (n_vocab == 0 || n_vocab > INT32_MAX) fail(EMBER_ERR_INVALID_ARGUMENT, "n_vocab %zu is out of range", n_vocab);
+        *out_token = sampler->sampler->sample(logits, n_vocab);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_sampler_accept(ember_sampler *sampler, ember_token token) {
+    return guard("ember_sampler_accept", [&] {
+        EMBER_REQUIRE_ARG(sampler);
+        sampler->sampler->accept(token);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_sampler_reset(ember_sampler *sampler) {
+    return guard("ember_sampler_reset", [&] {
+        EMBER_REQUIRE_ARG(sampler);
+        sampler->sampler->reset();
+        return EMBER_OK;
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,90 @@
+// api_session.cpp — sessions through the C ABI.
+#include "abi/handles.hpp"
+
+#include <cstring>
+
+using namespace ember;
+using ember::abi::guard;
+
+extern "C" {
+
+void ember_session_params_init(ember_session_params *params) {
+    if (!params) return;
+    std::memset(params, 0, sizeof *params);
+    params->struct_size = sizeof *params;
+    params->n_batch = 256;
+    params->backend = EMBER_BACKEND_AUTO;
+}
+
+ember_status ember_session_create(const ember_model *model, const ember_session_params *params, ember_session **out) {
+    if (out) *out = nullptr;
+    return guard("ember_session_create", [&] {
+        EMBER_REQUIRE_ARG(model);
+        EMBER_REQUIRE_ARG(out);
+        const ember_session_params p = abi::read_params(params, sizeof(ember_session_params), ember_session_params_init,
+                                                        "ember_session_params");
+        if (p.backend < EMBER_BACKEND_AUTO || p.backend > EMBER_BACKEND_VULKAN)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)p.backend);
+        SessionOptions o;
+        o.n_ctx = p.n_ctx;
+        o.n_threads = p.n_threads;
+        o.n_batch = p.n_batch;
+        o.seed = p.seed;
+        o.backend = p.backend;
+        auto h = std::make_unique<ember_session>();
+        h->session = std::make_unique<Session>(*model->model, o);
+        *out = h.release();
+        return EMBER_OK;
+    });
+}
+
+void ember_session_free(ember_session *session) { delete session; }
+
+ember_status ember_session_feed(ember_session *session, const ember_token *tokens, size_t n_tokens) {
+    return guard("ember_session_feed", [&] {
+        EMBER_REQUIRE_ARG(session);
+        if (!tokens && n_tokens) fail(EMBER_ERR_INVALID_ARGUMENT, "tokens is NULL but n_tokens is %zu", n_tokens);
+        session->session->feed(tokens, n_tokens);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_session_logits(const ember_session *session, const float **out_logits, size_t *out_n_vocab) {
+    return guard("ember_session_logits", [&] {
+        EMBER_REQUIRE_ARG(session);
+        EMBER_REQUIRE_ARG(out_logits);
+        const float *l = session->session->logits();
+        if (out_n_vocab) *out_n_vocab = session->session->n_vocab();
+        *out_logits = l;
+        if (!l) fail(EMBER_ERR_INVALID_STATE, "no logits: nothing was fed since the session was created or truncated");
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_session_position(const ember_session *session, uint32_t *out_position) {
+    return guard("ember_session_position", [&] {
+        EMBER_REQUIRE_ARG(session);
+        EMBER_REQUIRE_ARG(out_position);
+        *out_position = session->session->position();
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_session_context_length(const ember_session *session, uint32_t *out_n_ctx) {
+    return guard("ember_session_context_length", [&] {
+        EMBER_REQUIRE_ARG(session);
+        EMBER_REQUIRE_ARG(out_n_ctx);
+        *out_n_ctx = session->session->n_ctx();
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens) {
+    return guard("ember_session_truncate", [&] {
+        EMBER_REQUIRE_ARG(session);
+        session->session->truncate(n_tokens);
+        return EMBER_OK;
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,48 @@
+// handles.hpp — what the opaque C handles hold, and helpers for struct_size-versioned output structs.
+#pragma once
+
+#include "abi/boundary.hpp"
+#include "model/model.hpp"
+#include "sampler/sampler.hpp"
+#include "session/session.hpp"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct ember_model {
+    std::unique_ptr<ember::Model> model;
+    // NUL-terminated copies of names that are views into the file, for the C API to hand out.
+    std::vector<std::string> meta_keys;
+    std::vector<std::string> tensor_names;
+};
+
+struct ember_session {
+    std::unique_ptr<ember::Session> session;
+    std::string text;   // the text of the last ember_generate_next step (handed out by pointer)
+};
+
+struct ember_sampler {
+    std::unique_ptr<ember::Sampler> sampler;
+};
+
+namespace ember::abi {
+
+// Writes `full` into the caller's struct, only as many bytes as its struct_size covers (an older caller's
+// smaller struct gets the fields it knows). struct_size below the first version's size is an error.
+template <class T>
+void write_out(T *user, const T &full, size_t v1_size, const char *what) {
+    if (user->struct_size < v1_size)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "%s.struct_size is %u, smaller than any version of the struct (%zu); "
+             "call %s_init() first", what, user->struct_size, v1_size, what);
+    const uint32_t size = user->struct_size;
+    std::memcpy(static_cast<void *>(user), &full, size < sizeof(T) ? size : sizeof(T));
+    user->struct_size = size;
+}
+
+// Two-call idiom for byte output: reports the length and copies when the buffer is large enough.
+// with_nul: the buffer must also hold a terminating NUL.
+ember_status copy_out(const std::string &s, char *buf, size_t capacity, size_t *out_len, bool with_nul);
+
+} // namespace ember::abi

@@ -1,0 +1,99 @@
+// attention.cpp — causal attention over the f16 KV cache: threading over (token, head) pairs, and the
+// scalar per-pair kernel (the AVX2 one is in attention_avx2.cpp).
+//
+// Flash style: for one query, keys are visited in tiles of kAttnTile; a running maximum m, running sum
+// l and an unnormalised output accumulator are rescaled by e^(m_old - m_new) whenever a tile raises the
+// maximum. Memory is O(head_dim) per pair, whatever the context length.
+#include "core/error.hpp"
+#include "core/fp16.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/vec_dot.hpp"
+
+#include <atomic>
+#include <cmath>
+
+namespace ember::cpu {
+
+namespace {
+constexpr int kMaxHeadDim = 256;
+// As in matmul: below this many multiply-adds the pool costs more than it saves.
+constexpr int64_t kMinParallelMacs = 16 * 1024;
+} // namespace
+
+void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, int64_t n_tokens, const uint16_t *k_cache,
+               const uint16_t *v_cache, float *out, const AttnParams &p) {
+    if (p.head_dim <= 0 || p.head_dim > kMaxHeadDim || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "cpu attention: head_dim %d, n_head %d, n_head_kv %d unsupported", p.head_dim,
+             p.n_head, p.n_head_kv);
+    const detail::KernelTable &k = detail::kernels();
+    const int group = p.n_head / p.n_head_kv;
+    const int64_t q_row = static_cast<int64_t>(p.n_head) * p.head_dim;
+    const size_t kv_row = static_cast<size_t>(p.n_head_kv) * static_cast<size_t>(p.head_dim);
+    const int64_t n_items = n_tokens * p.n_head;
+
+    // Item c: later tokens first, since a causal query's cost grows with its position and the dynamic
+    // hand-out below balances best when the big pieces go first.
+    auto item = [&](int64_t c) {
+        const int64_t t = n_tokens - 1 - c / p.n_head;
+        const int h = static_cast<int>(c % p.n_head);
+        detail::AttnHead a;
+        a.q = q + t * q_row + static_cast<int64_t>(h) * p.head_dim;
+        a.k = k_cache + static_cast<size_t>(h / group) * static_cast<size_t>(p.head_dim);
+        a.v = v_cache + static_cast<size_t>(h / group) * static_cast<size_t>(p.head_dim);
+        a.kv_stride = kv_row;
+        a.n_keys = static_cast<int64_t>(q_pos[t]) + 1;
+        a.head_dim = p.head_dim;
+        a.scale = p.scale;
+        a.out = out + t * q_row + static_cast<int64_t>(h) * p.head_dim;
+        k.attend_head(a);
+    };
+
+    int64_t macs = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) macs += (static_cast<int64_t>(q_pos[t]) + 1) * q_row * 2;
+    if (pool.size() == 1 || n_items < 2 || macs < kMinParallelMacs) {
+        for (int64_t c = 0; c < n_items; ++c) item(c);
+        return;
+    }
+    std::atomic<int64_t> next{0};
+    pool.run([&](int, int) {
+        for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) item(c);
+    });
+}
+
+namespace detail {
+
+void attend_head_scalar(const AttnHead &a) {
+    const int hd = a.head_dim;
+    float acc[kMaxHeadDim];
+    for (int i = 0; i < hd; ++i) acc[i] = 0;
+    float m = -INFINITY, l = 0;
+    float s[kAttnTile];
+    for (int64_t j0 = 0; j0 < a.n_keys; j0 += kAttnTile) {
+        const int nk = static_cast<int>(a.n_keys - j0 < kAttnTile ? a.n_keys - j0 : kAttnTile);
+        float tmax = -INFINITY;
+        for (int j = 0; j < nk; ++j) {
+            const uint16_t *kr = a.k + static_cast<size_t>(j0 + j) * a.kv_stride;
+            float dot = 0;
+            for (int i = 0; i < hd; ++i) dot += a.q[i] * fp16_to_fp32(kr[i]);
+            s[j] = dot * a.scale;
+            tmax = std::fmax(tmax, s[j]);
+        }
+        const float m_new = std::fmax(m, tmax);
+        const float corr = std::exp(m - m_new);  // 0 on the first tile (m = -inf)
+        l *= corr;
+        for (int i = 0; i < hd; ++i) acc[i] *= corr;
+        for (int j = 0; j < nk; ++j) {
+            const float pj = std::exp(s[j] - m_new);
+            l += pj;
+            const uint16_t *vr = a.v + static_cast<size_t>(j0 + j) * a.kv_stride;
+            for (int i = 0; i < hd; ++i) acc[i] += pj * fp16_to_fp32(vr[i]);
+        }
+        m = m_new;
+    }
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    for (int i = 0; i < hd; ++i) a.out[i] = acc[i] * inv;
+}
+
+} // namespace detail
+
+} // namespace ember::cpu

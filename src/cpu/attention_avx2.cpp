@@ -1,0 +1,119 @@
+// attention_avx2.cpp — the per-(token, head) attention kernel for AVX2 + FMA + F16C; the algorithm is
+// described in attention.cpp. K and V rows are read as f16 and widened with F16C on the fly.
+#include "cpu/simd_avx2.hpp"
+#include "cpu/vec_dot.hpp"
+
+namespace ember::cpu::detail {
+
+namespace {
+
+constexpr int kMaxHeadDim = 256;
+
+inline __m256 load_h8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+
+// q . k for one key, head_dim = n8 * 8 + tail.
+inline float dot_qk(const float *q, const uint16_t *k, int hd) {
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_h8(k + i), acc);
+    float s = avx2_hsum(acc);
+    for (; i < hd; ++i) s += q[i] * avx2_half_to_float(k[i]);
+    return s;
+}
+
+// Four keys at once: four independent FMA chains instead of one, and one combined horizontal sum.
+inline __m128 dot_qk4(const float *q, const uint16_t *k0, size_t stride, int hd8) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < hd8; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        a0 = _mm256_fmadd_ps(qv, load_h8(k0 + i), a0);
+        a1 = _mm256_fmadd_ps(qv, load_h8(k0 + stride + i), a1);
+        a2 = _mm256_fmadd_ps(qv, load_h8(k0 + 2 * stride + i), a2);
+        a3 = _mm256_fmadd_ps(qv, load_h8(k0 + 3 * stride + i), a3);
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+} // namespace
+
+void attend_head_avx2(const AttnHead &a) {
+    const int hd = a.head_dim;
+    const int hd8 = hd & ~7;
+    alignas(32) float acc[kMaxHeadDim];
+    for (int i = 0; i < hd; ++i) acc[i] = 0;
+    float m = -__builtin_inff(), l = 0;
+    alignas(32) float s[kAttnTile], pr[kAttnTile];
+
+    for (int64_t j0 = 0; j0 < a.n_keys; j0 += kAttnTile) {
+        const int nk = static_cast<int>(a.n_keys - j0 < kAttnTile ? a.n_keys - j0 : kAttnTile);
+        const uint16_t *kt = a.k + static_cast<size_t>(j0) * a.kv_stride;
+        const uint16_t *vt = a.v + static_cast<size_t>(j0) * a.kv_stride;
+
+        // Scores of the tile; the padding past nk is -inf, so it takes part in the max harmlessly
+        // and gets weight 0 below.
+        int j = 0;
+        if (hd8 == hd) {
+            const __m128 scale = _mm_set1_ps(a.scale);
+            for (; j + 4 <= nk; j += 4)
+                _mm_store_ps(s + j, _mm_mul_ps(dot_qk4(a.q, kt + static_cast<size_t>(j) * a.kv_stride, a.kv_stride, hd8), scale));
+        }
+        for (; j < nk; ++j) s[j] = dot_qk(a.q, kt + static_cast<size_t>(j) * a.kv_stride, hd) * a.scale;
+        for (; j < kAttnTile; ++j) s[j] = -__builtin_inff();
+        __m256 vmax = _mm256_load_ps(s);
+        for (int c = 8; c < kAttnTile; c += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + c));
+        const float tmax = avx2_hmax(vmax);
+        const float m_new = m > tmax ? m : tmax;
+
+        // e^(s - m_new) for the tile; then mask the padding to exactly 0 (the clamped exp leaves ~1e-38).
+        const __m256 mv = _mm256_set1_ps(m_new);
+        __m256 lsum = _mm256_setzero_ps();
+        for (int c = 0; c < kAttnTile; c += 8) {
+            const __m256 live = _mm256_cmp_ps(_mm256_load_ps(s + c), _mm256_set1_ps(-__builtin_inff()), _CMP_NEQ_OQ);
+            const __m256 p = _mm256_and_ps(avx2_exp(_mm256_sub_ps(_mm256_load_ps(s + c), mv)), live);
+            _mm256_store_ps(pr + c, p);
+            lsum = _mm256_add_ps(lsum, p);
+        }
+        // Rescale what came before. On the first tile m = -inf: the clamped exp gives ~1e-38 times l = 0
+        // and acc = 0, still 0.
+        const float corr = _mm256_cvtss_f32(avx2_exp(_mm256_set1_ps(m - m_new)));
+        l = l * corr + avx2_hsum(lsum);
+
+        // acc = acc * corr + sum_j p_j v_j, 32 output dims at a time so that 4 accumulators stay in
+        // registers across all keys of the tile.
+        const __m256 cv = _mm256_set1_ps(corr);
+        int i = 0;
+        for (; i + 32 <= hd8; i += 32) {
+            __m256 a0 = _mm256_mul_ps(_mm256_load_ps(acc + i), cv), a1 = _mm256_mul_ps(_mm256_load_ps(acc + i + 8), cv);
+            __m256 a2 = _mm256_mul_ps(_mm256_load_ps(acc + i + 16), cv), a3 = _mm256_mul_ps(_mm256_load_ps(acc + i + 24), cv);
+            for (int jj = 0; jj < nk; ++jj) {
+                const __m256 pj = _mm256_broadcast_ss(pr + jj);
+                const uint16_t *vr = vt + static_cast<size_t>(jj) * a.kv_stride + i;
+                a0 = _mm256_fmadd_ps(pj, load_h8(vr), a0);
+                a1 = _mm256_fmadd_ps(pj, load_h8(vr + 8), a1);
+                a2 = _mm256_fmadd_ps(pj, load_h8(vr + 16), a2);
+                a3 = _mm256_fmadd_ps(pj, load_h8(vr + 24), a3);
+            }
+            _mm256_store_ps(acc + i, a0);
+            _mm256_store_ps(acc + i + 8, a1);
+            _mm256_store_ps(acc + i + 16, a2);
+            _mm256_store_ps(acc + i + 24, a3);
+        }
+        for (; i < hd8; i += 8) {
+            __m256 a0 = _mm256_mul_ps(_mm256_load_ps(acc + i), cv);
+            for (int jj = 0; jj < nk; ++jj)
+                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(pr + jj), load_h8(vt + static_cast<size_t>(jj) * a.kv_stride + i), a0);
+            _mm256_store_ps(acc + i, a0);
+        }
+        for (; i < hd; ++i) {
+            float a0 = acc[i] * corr;
+            for (int jj = 0; jj < nk; ++jj) a0 += pr[jj] * avx2_half_to_float(vt[static_cast<size_t>(jj) * a.kv_stride + i]);
+            acc[i] = a0;
+        }
+        m = m_new;
+    }
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    for (int i = 0; i < hd; ++i) a.out[i] = acc[i] * inv;
+}
+
+} // namespace ember::cpu::detail

@@ -1,0 +1,151 @@
+// matmul.cpp — matrix products: argument checks, activation quantization, and splitting the output
+// rows over the thread pool. The inner loops are the row kernels of vec_dot_*.cpp.
+#include "core/error.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/vec_dot.hpp"
+
+#include <atomic>
+
+namespace ember::cpu {
+
+namespace {
+
+using detail::KernelTable;
+using detail::MatmulJob;
+using detail::MatmulRowsFn;
+using detail::QuantActs;
+using detail::WeightKind;
+
+// Below this many multiply-adds a job is done on the calling thread: waking a worker and waiting for
+// it (~0.5 us with spinning workers) would cost more than the work (a 64x64 product is ~0.2 us).
+constexpr int64_t kMinParallelMacs = 32 * 1024;
+// Quantizing the input takes ~1 ns per element; spread it over the pool above this many elements.
+constexpr int64_t kMinParallelQuant = 64 * 1024;
+// Row chunks per thread handed out dynamically: enough that a thread that starts late (a worker
+// waking up) or is slowed by another process still ends within about 1/8 of its share of the others.
+constexpr int kChunksPerThread = 8;
+
+WeightKind weight_kind(DType t) {
+    switch (t) {
+    case DType::F32: return detail::kWF32;
+    case DType::F16: return detail::kWF16;
+    case DType::BF16: return detail::kWBF16;
+    case DType::Q8_0: return detail::kWQ8_0;
+    case DType::Q4_0: return detail::kWQ4_0;
+    default: fail(EMBER_ERR_UNSUPPORTED, "cpu matmul: weight type %s is not supported", dtype_name(t));
+    }
+}
+
+bool is_quantized(WeightKind k) { return k == detail::kWQ8_0 || k == detail::kWQ4_0; }
+
+// Quantizes n_tokens rows of n_in floats into scratch (layout in vec_dot.hpp). The scratch buffer only
+// ever grows, so a steady decode loop allocates nothing.
+QuantActs quantize_input(ThreadPool &pool, Scratch &scratch, const KernelTable &k, const float *x, int64_t n_in,
+                         int64_t n_tokens) {
+    const int64_t nb = n_in / 32;
+    auto round64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
+    const size_t qs_bytes = round64(static_cast<size_t>(n_tokens * n_in));
+    const size_t d_bytes = round64(static_cast<size_t>(n_tokens * nb) * sizeof(float));
+    const size_t s_bytes = round64(static_cast<size_t>(n_tokens * nb) * sizeof(int32_t));
+    auto addr = reinterpret_cast<uintptr_t>(scratch.get(qs_bytes + d_bytes + s_bytes + 64));
+    auto *base = reinterpret_cast<uint8_t *>((addr + 63) & ~uintptr_t{63});  // aligned loads of qs rows
+    auto *qs = reinterpret_cast<int8_t *>(base);
+    auto *d = reinterpret_cast<float *>(base + qs_bytes);
+    auto *sum = reinterpret_cast<int32_t *>(base + qs_bytes + d_bytes);
+    auto rows = [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) k.quantize_acts(x + t * n_in, n_in, qs + t * n_in, d + t * nb, sum + t * nb);
+    };
+    if (pool.size() > 1 && n_tokens > 1 && n_tokens * n_in >= kMinParallelQuant)
+        pool.parallel_for(n_tokens, rows);
+    else
+        rows(0, n_tokens);
+    return QuantActs{qs, d, sum, nb};
+}
+
+struct Segment {
+    MatmulRowsFn fn;
+    MatmulJob job;
+    int64_t n_out;
+};
+
+void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs) {
+    int64_t total = 0;
+    for (int s = 0; s < n_seg; ++s) total += segs[s].n_out;
+    const int nth = pool.size();
+    if (nth == 1 || macs < kMinParallelMacs || total < 2) {
+        for (int s = 0; s < n_seg; ++s) segs[s].fn(segs[s].job, 0, segs[s].n_out);
+        return;
+    }
+    // Chunks are a multiple of 4 rows so that the decode tile (4 rows) never splits at a chunk edge.
+    int64_t chunk = (total + nth * kChunksPerThread - 1) / (nth * kChunksPerThread);
+    chunk = chunk < 8 ? 8 : (chunk + 3) & ~int64_t{3};
+    int64_t first[5] = {0, 0, 0, 0, 0};  // first chunk index of each segment
+    for (int s = 0; s < n_seg; ++s) first[s + 1] = first[s] + (segs[s].n_out + chunk - 1) / chunk;
+    const int64_t n_chunks = first[n_seg];
+    std::atomic<int64_t> next{0};
+    pool.run([&](int, int) {
+        for (;;) {
+            const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+            if (c >= n_chunks) return;
+            int s = 0;
+            while (c >= first[s + 1]) ++s;
+            const int64_t r0 = (c - first[s]) * chunk;
+            const int64_t r1 = r0 + chunk < segs[s].n_out ? r0 + chunk : segs[s].n_out;
+            segs[s].fn(segs[s].job, r0, r1);
+        }
+    });
+}
+
+void check_weight(const WeightView &w, int64_t n_in) {
+    if (w.n_in != n_in)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "cpu matmul: weights disagree on the input size (%lld vs %lld)",
+             static_cast<long long>(w.n_in), static_cast<long long>(n_in));
+    if (is_quantized(weight_kind(w.type)) && w.n_in % 32 != 0)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "cpu matmul: %s row of %lld elements is not whole blocks", dtype_name(w.type),
+             static_cast<long long>(w.n_in));
+}
+
+} // namespace
+
+void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w, int n_w, const float *x,
+                  int64_t n_tokens, float *const *y, const float *const *bias) {
+    if (n_w < 1 || n_w > 4) fail(EMBER_ERR_INVALID_ARGUMENT, "cpu matmul_multi: %d weights (1..4)", n_w);
+    if (n_tokens <= 0) return;
+    const int64_t n_in = w[0]->n_in;
+    bool any_quantized = false;
+    for (int i = 0; i < n_w; ++i) {
+        check_weight(*w[i], n_in);
+        any_quantized |= is_quantized(weight_kind(w[i]->type));
+    }
+    const KernelTable &k = detail::kernels();
+    const QuantActs xq = any_quantized ? quantize_input(pool, scratch, k, x, n_in, n_tokens) : QuantActs{};
+
+    Segment segs[4];
+    int64_t macs = 0;
+    for (int i = 0; i < n_w; ++i) {
+        Segment &s = segs[i];
+        s.fn = k.matmul[weight_kind(w[i]->type)];
+        s.n_out = w[i]->n_out;
+        s.job.w = static_cast<const uint8_t *>(w[i]->data);
+        s.job.row_bytes = w[i]->row_bytes;
+        s.job.n_in = n_in;
+        s.job.n_tokens = n_tokens;
+        s.job.x = x;
+        s.job.xq = xq;
+        s.job.y = y[i];
+        s.job.y_stride = w[i]->n_out;
+        s.job.bias = bias ? bias[i] : nullptr;
+        macs += s.n_out * n_in * n_tokens;
+    }
+    run_segments(pool, segs, n_w, macs);
+}
+
+void matmul(ThreadPool &pool, Scratch &scratch, const WeightView &w, const float *x, int64_t n_tokens, float *y,
+            const float *bias) {
+    const WeightView *ws[1] = {&w};
+    float *ys[1] = {y};
+    const float *bs[1] = {bias};
+    matmul_multi(pool, scratch, ws, 1, x, n_tokens, ys, bs);
+}
+
+} // namespace ember::cpu

@@ -1,0 +1,99 @@
+// vec_dot.hpp — private to src/cpu: the per-ISA kernel table behind kernels.hpp.
+//
+// Every kernel with an AVX2 variant has a scalar twin with the same signature; cpu_features.cpp picks
+// one table at first use (or as force_scalar says) and the public entry points call through it. Only
+// the inner loops live behind the table: threading, chunking and argument checks stay in the
+// baseline-compiled files, so the AVX2 files hold nothing that could run before the CPU check.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ember::cpu::detail {
+
+// Activations quantized for the integer paths, token-major. Token t has n_in int8 values at
+// qs + t * n_in, and for each of its nb = n_in / 32 blocks a scale d (value = d * q) and the block's
+// sum of q at index t * nb + b. The scale stays f32 rather than fp16 (nothing stores these, so there is
+// no reason to lose the precision), and the sum lets Q4_0 weights be multiplied as unsigned nibbles
+// with the offset of 8 taken out once per block (see vec_dot_avx2.cpp).
+struct QuantActs {
+    const int8_t *qs = nullptr;
+    const float *d = nullptr;
+    const int32_t *sum = nullptr;
+    int64_t nb = 0;
+};
+
+// One weight's share of a matmul: rows [r0, r1) of W against all n_tokens activation rows.
+struct MatmulJob {
+    const uint8_t *w = nullptr;  // row 0 of the weight
+    size_t row_bytes = 0;
+    int64_t n_in = 0;
+    int64_t n_tokens = 0;
+    const float *x = nullptr;    // f32 activations (F32/F16/BF16 weights), row stride n_in
+    QuantActs xq;                // quantized activations (Q8_0/Q4_0 weights)
+    float *y = nullptr;          // output, row stride y_stride (= n_out)
+    int64_t y_stride = 0;
+    const float *bias = nullptr;
+};
+using MatmulRowsFn = void (*)(const MatmulJob &job, int64_t r0, int64_t r1);
+
+enum WeightKind : int { kWF32 = 0, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWeightKinds };
+
+// One (token, head) pair of attention: n_keys cache rows, kv_stride elements apart.
+struct AttnHead {
+    const float *q = nullptr;
+    const uint16_t *k = nullptr;
+    const uint16_t *v = nullptr;
+    size_t kv_stride = 0;
+    int64_t n_keys = 0;
+    int head_dim = 0;
+    float scale = 0;
+    float *out = nullptr;
+};
+
+struct KernelTable {
+    const char *name;
+    MatmulRowsFn matmul[kWeightKinds];
+    // Quantizes one row of n (multiple of 32) floats into qs, d[n/32], sum[n/32] (QuantActs layout).
+    void (*quantize_acts)(const float *x, int64_t n, int8_t *qs, float *d, int32_t *sum);
+    void (*attend_head)(const AttnHead &a);
+    void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
+    void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
+};
+
+// The table in use (never null).
+const KernelTable &kernels();
+
+// Scalar variants (vec_dot_scalar.cpp, attention.cpp, elementwise.cpp).
+void matmul_rows_f32_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_f16_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_bf16_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q8_0_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_0_scalar(const MatmulJob &, int64_t, int64_t);
+void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, int32_t *sum);
+void attend_head_scalar(const AttnHead &a);
+void swiglu_scalar(const float *gate, const float *up, float *out, int64_t n);
+void f32_to_f16_scalar(const float *src, uint16_t *dst, int64_t n);
+
+// AVX2+FMA+F16C variants (*_avx2.cpp); call only when the CPU has them.
+void matmul_rows_f32_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_f16_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_bf16_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q8_0_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
+void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, int32_t *sum);
+void attend_head_avx2(const AttnHead &a);
+void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
+void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
+
+// Shared tiling constants: both variants group tokens the same way, so a given output element is
+// summed in the same order whichever variant, thread count or row chunk computes it (results do not
+// depend on the number of threads).
+constexpr int kTokTile = 4;      // token rows that share one pass over a weight row tile
+constexpr int kAttnTile = 32;    // keys per online-softmax step
+
+// Rows handled per call to the row kernel's cache block: about this many weight bytes stay hot in L2
+// while every token group passes over them.
+constexpr size_t kRowBlockBytes = 128 * 1024;
+
+} // namespace ember::cpu::detail

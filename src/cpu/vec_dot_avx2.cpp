@@ -1,0 +1,255 @@
+// vec_dot_avx2.cpp — matmul row kernels and the activation quantizer for AVX2 + FMA + F16C.
+// Compiled with -mavx2 -mfma -mf16c and reached only through the kernel table (see simd_avx2.hpp for
+// why nothing here calls ordinary inline functions from other headers).
+//
+// Shape of the work. A call covers rows [r0, r1) of one weight for all tokens. Rows are taken in cache
+// blocks of about kRowBlockBytes; within a block, tokens go in groups of kTokTile and each group makes
+// one pass over the block in register tiles of R rows x T tokens. So in prefill every weight row loaded
+// from memory serves 4 tokens from registers, and the block serves every token group from L2; in
+// decode (T = 1) the tile is 4 rows so that one activation load serves 4 weight rows.
+//
+// Each output keeps its own 8-lane accumulator, updated in the same order whatever the tile shape, so
+// a result does not depend on how rows were split into tiles or across threads.
+#include "core/dtype.hpp"
+#include "cpu/simd_avx2.hpp"
+#include "cpu/vec_dot.hpp"
+
+namespace ember::cpu::detail {
+
+namespace {
+
+// ---- Q8_0 weights x Q8 activations -------------------------------------------------------------------
+// _mm256_maddubs_epi16 multiplies unsigned by signed bytes, and both operands here are signed. The sign
+// trick moves the sign of w onto x: w * x = |w| * (x * sign(w)). |w| fits an unsigned byte even for
+// w = -128 (abs gives 0x80 = 128), and x * sign(w) cannot overflow because activations stay in
+// [-127, 127]; a pair sum is at most 2 * 128 * 127 = 32512, so the int16 result never saturates.
+// _mm256_madd_epi16 against ones then widens to 8 int32 partial sums, which are exact; the block's two
+// scales are applied once per block in float.
+struct Q8_0 {
+    template <int R, int T>
+    static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
+        const int64_t nb = job.xq.nb;
+        const __m256i ones = _mm256_set1_epi16(1);
+        const BlockQ8_0 *w[R];
+        for (int i = 0; i < R; ++i)
+            w[i] = reinterpret_cast<const BlockQ8_0 *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
+        const int8_t *xq[T];
+        const float *xd[T];
+        for (int t = 0; t < T; ++t) {
+            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
+            xd[t] = job.xq.d + (t0 + t) * nb;
+        }
+        __m256 acc[R][T];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+
+        for (int64_t b = 0; b < nb; ++b) {
+            __m256i xv[T];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + b * 32));
+#pragma GCC unroll 8
+            for (int i = 0; i < R; ++i) {
+                const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][b].qs));
+                const __m256i aw = _mm256_abs_epi8(wv);
+                const float dw = avx2_half_to_float(w[i][b].d);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) {
+                    const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[t], wv));
+                    const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                    acc[i][t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * xd[t][b]), acc[i][t]);
+                }
+            }
+        }
+        store<R, T>(job, r, t0, acc);
+    }
+
+    template <int R, int T>
+    static void store(const MatmulJob &job, int64_t r, int64_t t0, __m256 (&acc)[R][T]) {
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) {
+            const float bias = job.bias ? job.bias[r + i] : 0.0f;
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) job.y[(t0 + t) * job.y_stride + r + i] = avx2_hsum(acc[i][t]) + bias;
+        }
+    }
+};
+
+// ---- Q4_0 weights x Q8 activations -------------------------------------------------------------------
+// The nibbles are already unsigned (0..15), so they go straight into maddubs as the unsigned operand:
+// sum (n - 8) x = sum n x - 8 sum x. The 8 sum x term comes from the activation block sums computed
+// at quantization: subtracting sum x from each of the 8 int32 lanes removes 8 sum x in total. That is
+// one subtract per block instead of the two sign operations the sign trick needs. No saturation:
+// 2 * 15 * 127 = 3810.
+struct Q4_0 {
+    template <int R, int T>
+    static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
+        const int64_t nb = job.xq.nb;
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        // Elements 0..15 are the low nibbles and sit in the low 128-bit lane, like x[0..15]; elements
+        // 16..31 are the high nibbles: shifting only the upper lane by 4 lines them up with x[16..31].
+        const __m256i shift = _mm256_set_epi64x(4, 4, 0, 0);
+        const BlockQ4_0 *w[R];
+        for (int i = 0; i < R; ++i)
+            w[i] = reinterpret_cast<const BlockQ4_0 *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
+        const int8_t *xq[T];
+        const float *xd[T];
+        const int32_t *xs[T];
+        for (int t = 0; t < T; ++t) {
+            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
+            xd[t] = job.xq.d + (t0 + t) * nb;
+            xs[t] = job.xq.sum + (t0 + t) * nb;
+        }
+        __m256 acc[R][T];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+
+        for (int64_t b = 0; b < nb; ++b) {
+            __m256i xv[T], xsum[T];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+                xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + b * 32));
+                xsum[t] = _mm256_set1_epi32(xs[t][b]);
+            }
+#pragma GCC unroll 8
+            for (int i = 0; i < R; ++i) {
+                const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w[i][b].qs));
+                const __m256i nib = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(raw), shift), low4);
+                const float dw = avx2_half_to_float(w[i][b].d);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) {
+                    const __m256i p32 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(nib, xv[t]), ones), xsum[t]);
+                    acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_set1_ps(dw * xd[t][b]), acc[i][t]);
+                }
+            }
+        }
+        Q8_0::store<R, T>(job, r, t0, acc);
+    }
+};
+
+// ---- float weights x f32 activations -----------------------------------------------------------------
+// 8 elements per step, one FMA per (row, token). Loaders turn 8 stored elements into 8 floats; the
+// n_in % 8 tail is summed in scalar.
+struct LoadF32 {
+    static __m256 load8(const uint8_t *row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float *>(row) + i); }
+    static float load1(const uint8_t *row, int64_t i) { return reinterpret_cast<const float *>(row)[i]; }
+};
+struct LoadF16 {
+    static __m256 load8(const uint8_t *row, int64_t i) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(reinterpret_cast<const uint16_t *>(row) + i)));
+    }
+    static float load1(const uint8_t *row, int64_t i) { return avx2_half_to_float(reinterpret_cast<const uint16_t *>(row)[i]); }
+};
+struct LoadBF16 {
+    // bf16 is the top half of an f32: widen to 32 bits and shift into place.
+    static __m256 load8(const uint8_t *row, int64_t i) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(reinterpret_cast<const uint16_t *>(row) + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    static float load1(const uint8_t *row, int64_t i) { return avx2_bf16_to_float(reinterpret_cast<const uint16_t *>(row)[i]); }
+};
+
+template <class L>
+struct Float {
+    template <int R, int T>
+    static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
+        const int64_t n = job.n_in;
+        const uint8_t *w[R];
+        for (int i = 0; i < R; ++i) w[i] = job.w + static_cast<size_t>(r + i) * job.row_bytes;
+        const float *x[T];
+        for (int t = 0; t < T; ++t) x[t] = job.x + (t0 + t) * n;
+        __m256 acc[R][T];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+        int64_t k = 0;
+        for (; k + 8 <= n; k += 8) {
+            __m256 xv[T];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
+#pragma GCC unroll 8
+            for (int i = 0; i < R; ++i) {
+                const __m256 wv = L::load8(w[i], k);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) {
+            const float bias = job.bias ? job.bias[r + i] : 0.0f;
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+                float s = avx2_hsum(acc[i][t]);
+                for (int64_t j = k; j < n; ++j) s += L::load1(w[i], j) * x[t][j];
+                job.y[(t0 + t) * job.y_stride + r + i] = s + bias;
+            }
+        }
+    }
+};
+
+// Decode tiles 4 rows (registers: 4 accumulators + 1 activation + weights); prefill tiles 2 rows x 4
+// tokens, 8 accumulators, the most that leaves room for 4 activation vectors in 16 ymm registers.
+template <class K, int T>
+void rows_for_tokens(const MatmulJob &job, int64_t rb, int64_t re, int64_t t0) {
+    constexpr int R = T == 1 ? 4 : 2;
+    int64_t r = rb;
+    for (; r + R <= re; r += R) K::template tile<R, T>(job, r, t0);
+    for (; r < re; ++r) K::template tile<1, T>(job, r, t0);
+}
+
+template <class K>
+void drive(const MatmulJob &job, int64_t r0, int64_t r1) {
+    int64_t block = static_cast<int64_t>(kRowBlockBytes / (job.row_bytes ? job.row_bytes : 1));
+    block = block < 4 ? 4 : block & ~int64_t{3};
+    for (int64_t rb = r0; rb < r1; rb += block) {
+        const int64_t re = rb + block < r1 ? rb + block : r1;
+        for (int64_t t0 = 0; t0 < job.n_tokens; t0 += kTokTile) {
+            switch (job.n_tokens - t0 < kTokTile ? job.n_tokens - t0 : kTokTile) {
+            case 1: rows_for_tokens<K, 1>(job, rb, re, t0); break;
+            case 2: rows_for_tokens<K, 2>(job, rb, re, t0); break;
+            case 3: rows_for_tokens<K, 3>(job, rb, re, t0); break;
+            default: rows_for_tokens<K, 4>(job, rb, re, t0); break;
+            }
+        }
+    }
+}
+
+} // namespace
+
+void matmul_rows_f32_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadF32>>(job, r0, r1); }
+void matmul_rows_f16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadF16>>(job, r0, r1); }
+void matmul_rows_bf16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadBF16>>(job, r0, r1); }
+void matmul_rows_q8_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q8_0>(job, r0, r1); }
+void matmul_rows_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q4_0>(job, r0, r1); }
+
+// Same arithmetic as quantize_acts_scalar (max|x|, 127 / max, multiply, round to nearest even), so both
+// variants produce identical activations.
+void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, int32_t *sum) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    // packs works within 128-bit lanes; this puts the 4-byte groups back in element order.
+    const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const float *xb = x + ib * 32;
+        __m256 v[4];
+        for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(xb + 8 * k);
+        const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
+                                       _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+        const float amax = avx2_hmax(m);
+        const float id = amax > 0 ? 127.0f / amax : 0.0f;
+        d[ib] = amax / 127.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; ++k)
+            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        sum[ib] = avx2_hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(qs + ib * 32), _mm256_permutevar8x32_epi32(p, unshuffle));
+    }
+}
+
+} // namespace ember::cpu::detail

@@ -1,0 +1,65 @@
+// model.hpp — a loaded model: the mapped file, its parsed metadata, tokenizer and decoder description.
+//
+// Immutable after load() returns, so any number of sessions on any threads share it. The only mutable
+// part is the per-backend weight cache (backend_model()), which is guarded by a mutex.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "core/log.hpp"
+#include "core/mapped_file.hpp"
+#include "gguf/gguf.hpp"
+#include "model/model_desc.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace ember {
+
+struct LoadOptions {
+    bool vocab_only = false;
+    // Progress in [0, 1]; returning false cancels (load() then throws EMBER_ERR_CANCELLED).
+    std::function<bool(float)> progress;
+    LogSink log;
+};
+
+class Model {
+public:
+    // Throws Error: EMBER_ERR_IO, EMBER_ERR_INVALID_MODEL, EMBER_ERR_UNSUPPORTED, EMBER_ERR_CANCELLED.
+    static std::unique_ptr<Model> load(const std::string &path, const LoadOptions &opts);
+
+    const gguf::File &gguf() const { return gguf_; }
+    const Tokenizer &tokenizer() const { return *tokenizer_; }
+    bool vocab_only() const { return vocab_only_; }
+    const ModelDesc &desc() const { return desc_; }
+    const std::string &arch() const { return arch_; }
+    const std::string &name() const { return name_; }
+    uint64_t n_params() const { return n_params_; }
+    uint64_t size_bytes() const { return size_bytes_; }
+    const LogSink &log() const { return log_; }
+
+    // The weights of this model on `backend`, loaded on first use (thread-safe).
+    BackendModel &backend_model(Backend &backend) const;
+
+private:
+    Model() = default;
+    void build_desc(const LoadOptions &opts);
+
+    std::unique_ptr<MappedFile> file_;
+    gguf::File gguf_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    bool vocab_only_ = false;
+    std::string arch_, name_;
+    uint64_t n_params_ = 0, size_bytes_ = 0;
+    std::deque<TensorRef> tensors_;   // stable addresses: ModelDesc points into it
+    ModelDesc desc_;
+    LogSink log_;
+    mutable std::mutex backend_mutex_;
+    mutable std::map<Backend *, std::unique_ptr<BackendModel>> backend_models_;
+};
+
+} // namespace ember

@@ -1,0 +1,103 @@
+#include "sampler/sampler.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace ember {
+
+Sampler::Sampler(const SamplerParams &p) : p_(p), rng_(p.seed) {
+    if (!std::isfinite(p.temperature)) fail(EMBER_ERR_INVALID_ARGUMENT, "temperature must be finite");
+    if (p.top_k < 0) fail(EMBER_ERR_INVALID_ARGUMENT, "top_k must be >= 0 (0 = off), got %d", p.top_k);
+    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) fail(EMBER_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1], got %g", p.top_p);
+    if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) fail(EMBER_ERR_INVALID_ARGUMENT, "min_p must be in [0, 1], got %g", p.min_p);
+    if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty))
+        fail(EMBER_ERR_INVALID_ARGUMENT, "repeat_penalty must be > 0 (1 = off), got %g", p.repeat_penalty);
+    if (!std::isfinite(p.frequency_penalty) || !std::isfinite(p.presence_penalty))
+        fail(EMBER_ERR_INVALID_ARGUMENT, "frequency_penalty and presence_penalty must be finite");
+    if (p.penalty_last_n < 0) fail(EMBER_ERR_INVALID_ARGUMENT, "penalty_last_n must be >= 0, got %d", p.penalty_last_n);
+}
+
+void Sampler::reset() {
+    history_.clear();
+    rng_.seed(p_.seed);
+}
+
+void Sampler::accept(int32_t token) {
+    if (p_.penalty_last_n == 0) return;
+    history_.push_back(token);
+    while (history_.size() > static_cast<size_t>(p_.penalty_last_n)) history_.pop_front();
+}
+
+int32_t Sampler::sample(const float *logits, size_t n_vocab) {
+    if (n_vocab == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "n_vocab is 0");
+    cand_.resize(n_vocab);
+    for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
+
+    // 1. Penalties over the recent history.
+    const bool penalize = !history_.empty() &&
+        (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f);
+    if (penalize) {
+        std::unordered_map<int32_t, int> counts;
+        for (int32_t t : history_) ++counts[t];
+        for (const auto &[id, count] : counts) {
+            if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
+            float &l = cand_[static_cast<size_t>(id)].logit;
+            l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+            l -= static_cast<float>(count) * p_.frequency_penalty + p_.presence_penalty;
+        }
+    }
+
+    // 2. Greedy: the highest logit, lowest id on ties.
+    if (p_.temperature <= 0.0f) {
+        size_t best = 0;
+        for (size_t i = 1; i < n_vocab; ++i)
+            if (cand_[i].logit > cand_[best].logit) best = i;
+        return cand_[best].id;
+    }
+
+    auto by_logit = [](const Cand &a, const Cand &b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+    size_t n = n_vocab;
+    // 3. top-k: only the k best need ordering.
+    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
+        n = static_cast<size_t>(p_.top_k);
+        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(), by_logit);
+    } else {
+        std::sort(cand_.begin(), cand_.end(), by_logit);
+    }
+    // Probabilities at temperature 1 for the truncation stages (as the chain order says).
+    std::vector<double> prob(n);
+    const double max_l = cand_[0].logit;
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) sum += prob[i] = std::exp(static_cast<double>(cand_[i].logit) - max_l);
+    // 4. top-p: smallest prefix reaching top_p.
+    if (p_.top_p < 1.0f) {
+        double acc = 0;
+        for (size_t i = 0; i < n; ++i) {
+            acc += prob[i] / sum;
+            if (acc >= p_.top_p) { n = i + 1; break; }
+        }
+    }
+    // 5. min-p relative to the top token (prob[0] / sum is the top probability).
+    if (p_.min_p > 0.0f) {
+        const double cut = p_.min_p * prob[0];
+        size_t keep = 1;
+        while (keep < n && prob[keep] >= cut) ++keep;
+        n = keep;
+    }
+    // 6. temperature, softmax over the survivors, draw.
+    double total = 0;
+    for (size_t i = 0; i < n; ++i)
+        total += prob[i] = std::exp((static_cast<double>(cand_[i].logit) - max_l) / p_.temperature);
+    std::uniform_real_distribution<double> u(0.0, total);
+    double r = u(rng_), acc = 0;
+    for (size_t i = 0; i < n; ++i) {
+        acc += prob[i];
+        if (r < acc) return cand_[i].id;
+    }
+    return cand_[n - 1].id;
+}
+
+} // namespace ember

@@ -1,0 +1,95 @@
+#include "session/session.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace ember {
+
+uint32_t default_thread_count() {
+    // Physical cores: count distinct (package, core) pairs; SMT siblings share the memory bandwidth
+    // that decode is bound by, so they rarely help.
+    std::set<std::pair<int, int>> cores;
+    for (unsigned cpu = 0; cpu < 1024; ++cpu) {
+        const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+        std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
+        int p = 0, c = 0;
+        if (!(pkg >> p) || !(core >> c)) break;
+        cores.insert({p, c});
+    }
+    uint32_t n = static_cast<uint32_t>(cores.size());
+    if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+    return std::min(n, 8u);
+}
+
+Session::Session(const Model &model, const SessionOptions &opts) : model_(model) {
+    if (model.vocab_only())
+        fail(EMBER_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; load it with weights to create a session");
+    const HParams &hp = model.desc().hp;
+    n_ctx_ = opts.n_ctx ? opts.n_ctx : std::min(hp.n_ctx_train ? hp.n_ctx_train : kDefaultMaxCtx, kDefaultMaxCtx);
+    if (n_ctx_ > (1u << 24)) fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u is too large", n_ctx_);
+    n_batch_ = std::min(opts.n_batch ? opts.n_batch : 256u, n_ctx_);
+    n_threads_ = opts.n_threads ? opts.n_threads : default_thread_count();
+    if (n_threads_ > 256) fail(EMBER_ERR_INVALID_ARGUMENT, "n_threads %u is too large", n_threads_);
+    backend_ = backend_find(opts.backend);
+    if (!backend_)
+        fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)opts.backend);
+    ContextParams cp;
+    cp.n_ctx = n_ctx_;
+    cp.n_threads = n_threads_;
+    cp.n_batch = n_batch_;
+    ctx_ = model.backend_model(*backend_).create_context(cp);
+    logits_.resize(hp.n_vocab);
+    tokens_.reserve(n_ctx_);
+}
+
+void Session::feed(const int32_t *tokens, size_t n) {
+    if (n == 0) return;
+    if (n > n_ctx_ - tokens_.size())
+        fail(EMBER_ERR_CONTEXT_FULL, "%zu tokens do not fit: %zu of %u context positions are used", n, tokens_.size(), n_ctx_);
+    const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
+    for (size_t i = 0; i < n; ++i)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "token %d at index %zu is outside the vocabulary (0..%d)", tokens[i], i, n_vocab - 1);
+    logits_valid_ = false;
+    for (size_t off = 0; off < n; off += n_batch_) {
+        const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n_batch_, n - off));
+        const bool last = off + chunk == n;
+        ctx_->forward(tokens + off, chunk, position(), last ? logits_.data() : nullptr);
+        tokens_.insert(tokens_.end(), tokens + off, tokens + off + chunk);
+    }
+    logits_valid_ = true;
+}
+
+void Session::truncate(uint32_t n) {
+    if (n > position()) fail(EMBER_ERR_INVALID_ARGUMENT, "cannot truncate to %u tokens: the session has %u", n, position());
+    // The cache rows past n are simply overwritten by the next feed.
+    tokens_.resize(n);
+    logits_valid_ = false;
+    utf8_.reset();
+}
+
+GenStep Session::next(Sampler &sampler) {
+    if (!logits_valid_) fail(EMBER_ERR_INVALID_STATE, "no logits: feed the prompt before generating");
+    // Refuse before sampling, so a full context leaves the sampler's history untouched.
+    if (position() >= n_ctx_) fail(EMBER_ERR_CONTEXT_FULL, "the context is full (%u tokens)", n_ctx_);
+    GenStep step;
+    step.token = sampler.sample(logits_.data(), logits_.size());
+    sampler.accept(step.token);
+    const Tokenizer &tok = model_.tokenizer();
+    if (tok.is_eog(step.token)) {
+        step.end_of_generation = true;
+        step.text = utf8_.flush();
+        return step;
+    }
+    std::string piece = tok.token_to_piece(step.token, false);
+    feed(&step.token, 1);
+    step.text = utf8_.push(piece);
+    return step;
+}
+
+} // namespace ember

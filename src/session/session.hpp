@@ -1,0 +1,68 @@
+// session.hpp — one sequence on one model: the backend context (KV cache), the tokens so far, the
+// logits of the last one, and the streaming text state of generation.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "model/model.hpp"
+#include "sampler/sampler.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+struct SessionOptions {
+    uint32_t n_ctx = 0;          // 0: the trained context, capped at kDefaultMaxCtx
+    uint32_t n_threads = 0;      // 0: physical cores, at most 8
+    uint32_t n_batch = 256;
+    uint64_t seed = 0;
+    ember_backend_kind backend = EMBER_BACKEND_AUTO;
+};
+
+// Result of one generation step.
+struct GenStep {
+    int32_t token = -1;
+    bool end_of_generation = false;
+    std::string text;            // whole UTF-8 characters completed by this step
+};
+
+class Session {
+public:
+    static constexpr uint32_t kDefaultMaxCtx = 4096;
+
+    // Throws EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad options), EMBER_ERR_UNSUPPORTED (backend).
+    Session(const Model &model, const SessionOptions &opts);
+
+    // Evaluates tokens after the current position in chunks of n_batch; keeps the last logits.
+    void feed(const int32_t *tokens, size_t n);
+    // nullptr before the first feed and after truncate.
+    const float *logits() const { return logits_valid_ ? logits_.data() : nullptr; }
+    uint32_t n_vocab() const { return model_.desc().hp.n_vocab; }
+    uint32_t position() const { return static_cast<uint32_t>(tokens_.size()); }
+    uint32_t n_ctx() const { return n_ctx_; }
+    void truncate(uint32_t n);
+
+    // Samples from the current logits, records the token in the sampler, feeds it unless it ends
+    // generation, and returns it with the text it completes.
+    GenStep next(Sampler &sampler);
+
+    const Model &model() const { return model_; }
+    const char *backend_name() const { return backend_->name(); }
+    uint32_t n_threads() const { return n_threads_; }
+
+private:
+    const Model &model_;
+    Backend *backend_ = nullptr;
+    std::unique_ptr<BackendContext> ctx_;
+    uint32_t n_ctx_ = 0, n_batch_ = 0, n_threads_ = 0;
+    std::vector<int32_t> tokens_;
+    std::vector<float> logits_;
+    bool logits_valid_ = false;
+    Utf8Stream utf8_;
+};
+
+uint32_t default_thread_count();
+
+} // namespace ember

@@ -1,0 +1,189 @@
+// tokenizer_common.cpp — vocabulary loading, special tokens, and the tokenize/detokenize skeleton shared
+// by the SPM and BPE tokenizers.
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "tokenizer/tokenizer_impl.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+#include <limits>
+
+namespace ember {
+
+bool Tokenizer::is_eog(int32_t id) const {
+    return std::find(eog_ids_.begin(), eog_ids_.end(), id) != eog_ids_.end();
+}
+
+namespace tok {
+
+namespace {
+
+const gguf::Value &require_array(const gguf::File &file, const char *key) {
+    const gguf::Value *v = file.get_array(key);
+    if (!v) fail(EMBER_ERR_INVALID_MODEL, "missing %s", key);
+    return *v;
+}
+
+void check_count(const gguf::Value &v, const char *key, size_t n_tokens) {
+    if (v.count != n_tokens)
+        fail(EMBER_ERR_INVALID_MODEL, "%s has %" PRIu64 " entries but tokenizer.ggml.tokens has %zu", key, v.count,
+             n_tokens);
+}
+
+bool is_integer_elem(gguf::ValueType t) {
+    using T = gguf::ValueType;
+    return t == T::U8 || t == T::I8 || t == T::U16 || t == T::I16 || t == T::U32 || t == T::I32 || t == T::U64 ||
+           t == T::I64;
+}
+
+// Texts of control tokens that end a turn in the chat formats we know, beyond what eos/eot name.
+constexpr const char *kEndOfGenerationTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end|>", "</s>", "<|end_of_text|>", "<end_of_turn>",
+};
+
+} // namespace
+
+void TokenizerBase::load_vocab(const gguf::File &file, std::string_view model, bool add_bos_default) {
+    model_ = std::string(model);
+
+    const gguf::Value &toks = require_array(file, "tokenizer.ggml.tokens");
+    if (toks.elem_type != gguf::ValueType::STRING)
+        fail(EMBER_ERR_INVALID_MODEL, "tokenizer.ggml.tokens is an array of %s, expected strings",
+             gguf::value_type_name(toks.elem_type));
+    if (toks.strs.empty()) fail(EMBER_ERR_INVALID_MODEL, "tokenizer.ggml.tokens is empty");
+    if (toks.strs.size() > size_t(std::numeric_limits<int32_t>::max()))
+        fail(EMBER_ERR_INVALID_MODEL, "tokenizer.ggml.tokens has too many entries (%zu)", toks.strs.size());
+    const size_t n = toks.strs.size();
+    tokens_.reserve(n);
+    for (std::string_view s : toks.strs) tokens_.emplace_back(s);
+
+    types_.assign(n, TokenType::NORMAL);
+    if (const gguf::Value *tt = file.get_array("tokenizer.ggml.token_type")) {
+        check_count(*tt, "tokenizer.ggml.token_type", n);
+        if (!is_integer_elem(tt->elem_type))
+            fail(EMBER_ERR_INVALID_MODEL, "tokenizer.ggml.token_type is an array of %s, expected integers",
+                 gguf::value_type_name(tt->elem_type));
+        for (size_t i = 0; i < n; ++i) {
+            int64_t t;
+            if (tt->elem_type == gguf::ValueType::I32) {
+                int32_t v;
+                std::memcpy(&v, tt->elems + 4 * i, 4);
+                t = v;
+            } else {
+                t = tt->array_int(i);
+            }
+            if (t < 0 || t > int64_t(TokenType::BYTE))
+                fail(EMBER_ERR_INVALID_MODEL, "tokenizer.ggml.token_type: token %zu has type %" PRId64 " (valid: 0..6)",
+                     i, t);
+            types_[i] = TokenType(t);
+        }
+    }
+
+    // A later duplicate text wins, as in llama.cpp (real vocabularies have none).
+    ids_.build(tokens_);
+
+    auto special_id = [&](const char *key) -> int32_t {
+        const std::optional<int64_t> v = file.get_int(key);
+        if (!v || *v == 0xFFFFFFFF || *v == -1) return -1;
+        if (*v < 0 || *v >= int64_t(n)) {
+            log_msg(nullptr, EMBER_LOG_WARN, "tokenizer: %s = %" PRId64 " is outside the vocabulary (%zu tokens); ignored",
+                    key, *v, n);
+            return -1;
+        }
+        return int32_t(*v);
+    };
+    bos_ = special_id("tokenizer.ggml.bos_token_id");
+    eos_ = special_id("tokenizer.ggml.eos_token_id");
+    unk_ = special_id("tokenizer.ggml.unknown_token_id");
+    eot_ = special_id("tokenizer.ggml.eot_token_id");
+    pad_ = special_id("tokenizer.ggml.padding_token_id");
+    add_bos_ = file.get_bool("tokenizer.ggml.add_bos_token").value_or(add_bos_default) && bos_ >= 0;
+    add_eos_ = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false) && eos_ >= 0;
+
+    if (eos_ >= 0) eog_ids_.push_back(eos_);
+    if (eot_ >= 0 && eot_ != eos_) eog_ids_.push_back(eot_);
+    for (const char *t : kEndOfGenerationTexts) {
+        const int32_t id = find(t);
+        if (id >= 0 && types_[id] == TokenType::CONTROL &&
+            std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end())
+            eog_ids_.push_back(id);
+    }
+
+    // UNKNOWN is included because some vocabularies (Phi-3's [PADn]) mark added tokens that way.
+    for (size_t i = 0; i < n; ++i) {
+        const TokenType t = types_[i];
+        if ((t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN) && !tokens_[i].empty())
+            specials_by_byte_[uint8_t(tokens_[i][0])].push_back(int32_t(i));
+    }
+    for (auto &v : specials_by_byte_)
+        std::stable_sort(v.begin(), v.end(),
+                         [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
+}
+
+std::vector<Fragment> TokenizerBase::split_special(std::string_view text) const {
+    std::vector<Fragment> frags;
+    size_t start = 0, i = 0;
+    while (i < text.size()) {
+        int32_t hit = -1;
+        for (int32_t id : specials_by_byte_[uint8_t(text[i])]) {
+            if (text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
+                hit = id;
+                break;
+            }
+        }
+        if (hit < 0) {
+            ++i;
+            continue;
+        }
+        if (i > start) frags.push_back({text.substr(start, i - start)});
+        frags.push_back({{}, hit});
+        i += tokens_[hit].size();
+        start = i;
+    }
+    if (start < text.size()) frags.push_back({text.substr(start)});
+    return frags;
+}
+
+std::vector<int32_t> TokenizerBase::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+    std::vector<int32_t> out;
+    out.reserve(text.size() / 3 + 2);
+    if (add_special && add_bos_) out.push_back(bos_);
+    if (!parse_special) {
+        if (!text.empty()) encode(text, true, out);
+    } else {
+        bool first_or_after_special = true;
+        for (const Fragment &f : split_special(text)) {
+            if (f.special >= 0) {
+                out.push_back(f.special);
+                first_or_after_special = true;
+            } else {
+                encode(f.text, first_or_after_special, out);
+                first_or_after_special = false;
+            }
+        }
+    }
+    if (add_special && add_eos_) out.push_back(eos_);
+    return out;
+}
+
+std::string TokenizerBase::detokenize(const int32_t *ids, size_t n, bool render_special,
+                                      bool keep_leading_space) const {
+    std::string out;
+    size_t i = 0;
+    if (n > 0 && bos_ >= 0 && ids[0] == bos_) {
+        out += token_to_piece(bos_, render_special);
+        i = 1;
+    }
+    // The space SentencePiece put before the text lives in the first token after BOS.
+    if (i < n && strip_leading_space_ && !keep_leading_space) {
+        std::string piece = token_to_piece(ids[i], render_special);
+        out.append(piece, !piece.empty() && piece[0] == ' ' ? 1 : 0);
+        ++i;
+    }
+    for (; i < n; ++i) out += token_to_piece(ids[i], render_special);
+    return out;
+}
+
+} // namespace tok
+} // namespace ember

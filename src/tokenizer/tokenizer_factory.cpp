@@ -1,0 +1,19 @@
+// tokenizer_factory.cpp — Tokenizer::from_gguf: picks the tokenizer family from tokenizer.ggml.model.
+#include "core/error.hpp"
+#include "tokenizer/tokenizer_impl.hpp"
+
+namespace ember {
+
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File &file) {
+    const std::optional<std::string_view> model = file.get_string("tokenizer.ggml.model");
+    if (!model) fail(EMBER_ERR_INVALID_MODEL, "missing tokenizer.ggml.model");
+    if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(file);
+    if (*model == "gpt2") {
+        const std::string_view pre = file.get_string("tokenizer.ggml.pre").value_or("default");
+        return std::make_unique<tok::BpeTokenizer>(file, pre);
+    }
+    fail(EMBER_ERR_UNSUPPORTED, "unsupported tokenizer model '%.*s' (tokenizer.ggml.model; supported: llama, gpt2)",
+         int(std::min<size_t>(model->size(), 100)), model->data());
+}
+
+} // namespace ember

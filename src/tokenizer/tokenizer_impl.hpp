@@ -1,0 +1,86 @@
+// tokenizer_impl.hpp — what the SPM and BPE tokenizers share (vocabulary, special tokens, the
+// tokenize/detokenize skeleton), and the two tokenizer classes. Private to src/tokenizer.
+#pragma once
+
+#include "tokenizer/hash_index.hpp"
+#include "tokenizer/pretokenize.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <array>
+#include <string_view>
+#include <vector>
+
+namespace ember::tok {
+
+// A piece of the input: plain text, or a special token that parse_special found written in it.
+struct Fragment {
+    std::string_view text;
+    int32_t special = -1;
+};
+
+class TokenizerBase : public Tokenizer {
+public:
+    std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const override;
+    std::string detokenize(const int32_t *ids, size_t n, bool render_special, bool keep_leading_space) const override;
+
+protected:
+    // Reads tokens, token types and the special ids, and builds the lookup tables. `model` is the value of
+    // tokenizer.ggml.model; add_bos_default applies when tokenizer.ggml.add_bos_token is absent.
+    void load_vocab(const gguf::File &file, std::string_view model, bool add_bos_default);
+
+    // Encodes one plain-text fragment; first_or_after_special says whether it starts the input or
+    // follows a special token (SentencePiece puts its space prefix there).
+    virtual void encode(std::string_view text, bool first_or_after_special, std::vector<int32_t> &out) const = 0;
+
+    // Token id of exactly this text, or -1.
+    int32_t find(std::string_view text) const { return ids_.find(text); }
+    int32_t find(std::string_view text, uint64_t hash) const { return ids_.find(text, hash); }
+    void ids_prefetch(uint64_t hash) const { ids_.prefetch(hash); }
+
+    int32_t unk_ = -1, eot_ = -1, pad_ = -1;
+    // SPM with add_space_prefix: detokenize drops the space the tokenizer added at the start.
+    bool strip_leading_space_ = false;
+
+private:
+    std::vector<Fragment> split_special(std::string_view text) const;
+
+    TokenIndex ids_;   // over tokens_, which never changes once built
+    // Tokens parse_special recognizes, by first byte, longest text first (leftmost-longest matching).
+    std::array<std::vector<int32_t>, 256> specials_by_byte_;
+};
+
+// SentencePiece-style: score-driven merges of UTF-8 characters over the "▁"-escaped text.
+class SpmTokenizer final : public TokenizerBase {
+public:
+    explicit SpmTokenizer(const gguf::File &file);
+    std::string token_to_piece(int32_t id, bool render_special) const override;
+
+protected:
+    void encode(std::string_view text, bool first_or_after_special, std::vector<int32_t> &out) const override;
+
+private:
+    std::vector<float> scores_;
+    std::array<int32_t, 256> byte_tokens_{};   // the <0xAB> token of each byte, or -1
+    bool add_space_prefix_ = true;
+};
+
+// Byte-level BPE (GPT-2 style): regex pre-tokenization, then merges by rank within each piece.
+class BpeTokenizer final : public TokenizerBase {
+public:
+    BpeTokenizer(const gguf::File &file, std::string_view pre);
+    std::string token_to_piece(int32_t id, bool render_special) const override;
+
+protected:
+    void encode(std::string_view text, bool first_or_after_special, std::vector<int32_t> &out) const override;
+
+private:
+    void encode_piece(std::string_view piece, std::vector<int32_t> &out) const;
+
+    PreTokenizer pre_kind_ = PreTokenizer::Gpt2;
+    // Llama 3 looks a whole piece up in the vocabulary before merging (Hugging Face's ignore_merges).
+    bool ignore_merges_ = false;
+    PairIndex merges_;   // (left id, right id) -> rank and merged token
+    std::array<int32_t, 256> byte_tokens_{};   // the token of each byte's alphabet character, or -1
+};
+
+} // namespace ember::tok

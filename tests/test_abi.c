@@ -1,0 +1,368 @@
+/* test_abi.c — the C ABI contract, from C: statuses and messages, NULLs, struct_size, two-call idiom,
+ * cancellation, state errors, and that malformed input comes back as an error and never a crash. */
+#include "test_util.h"
+
+#include <ember/ember.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *model_260k(void) {
+    const char *p = test_repo_model("stories260K.gguf");
+    if (!p) p = test_shared_model("stories260K/stories260K.gguf");
+    test_require(p, "stories260K.gguf");
+    static char path[4096];
+    snprintf(path, sizeof path, "%s", p);
+    return path;
+}
+
+static ember_model *load(const char *path) {
+    ember_model *m = NULL;
+    ember_status st = ember_model_load(path, NULL, &m);
+    if (st != EMBER_OK) fprintf(stderr, "load failed: %s\n", ember_last_error());
+    assert_int_equal(st, EMBER_OK);
+    assert_non_null(m);
+    return m;
+}
+
+static void test_versions_and_statuses(void **state) {
+    (void)state;
+    assert_string_equal(ember_version(), EMBER_VERSION_STRING);
+    assert_int_equal(ember_abi_version(), EMBER_ABI_VERSION);
+    assert_string_equal(ember_status_string(EMBER_OK), "EMBER_OK");
+    assert_string_equal(ember_status_string(EMBER_ERR_INVALID_MODEL), "EMBER_ERR_INVALID_MODEL");
+    assert_string_equal(ember_status_string(EMBER_ERR_CONTEXT_FULL), "EMBER_ERR_CONTEXT_FULL");
+    assert_string_equal(ember_status_string((ember_status)-77), "unknown status");
+    /* The numbers are part of the ABI. */
+    assert_int_equal(EMBER_ERR_INVALID_ARGUMENT, -1);
+    assert_int_equal(EMBER_ERR_INVALID_MODEL, -4);
+    assert_int_equal(EMBER_ERR_INTERNAL, -100);
+}
+
+static void test_nulls(void **state) {
+    (void)state;
+    ember_model *m = (ember_model *)0x1;
+    assert_int_equal(ember_model_load(NULL, NULL, &m), EMBER_ERR_INVALID_ARGUMENT);
+    assert_null(m);
+    assert_non_null(strstr(ember_last_error(), "path"));
+    assert_int_equal(ember_model_load("x", NULL, NULL), EMBER_ERR_INVALID_ARGUMENT);
+    ember_model_free(NULL);
+    ember_session_free(NULL);
+    ember_sampler_free(NULL);
+    size_t n = 0;
+    assert_int_equal(ember_tokenize(NULL, "a", 1, 0, NULL, 0, &n), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_session_feed(NULL, NULL, 0), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_sampler_sample(NULL, NULL, 0, NULL), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_generate_next(NULL, NULL, NULL, NULL, NULL), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_token_bos(NULL), -1);
+    assert_false(ember_token_is_eog(NULL, 2));
+    ember_model_params_init(NULL); /* must not crash */
+}
+
+static void test_bad_files(void **state) {
+    (void)state;
+    ember_model *m = NULL;
+    assert_int_equal(ember_model_load("/nonexistent/model.gguf", NULL, &m), EMBER_ERR_IO);
+    assert_non_null(strstr(ember_last_error(), "/nonexistent/model.gguf"));
+
+    char path[] = "/tmp/ember_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char junk[] = "this is not a gguf file at all, just text";
+    assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    close(fd);
+    assert_int_equal(ember_model_load(path, NULL, &m), EMBER_ERR_INVALID_MODEL);
+    assert_null(m);
+    assert_non_null(strstr(ember_last_error(), "magic"));
+
+    /* A real model cut short at several points: always INVALID_MODEL, never a crash. */
+    FILE *f = fopen(model_260k(), "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *bytes = malloc((size_t)size);
+    assert_int_equal(fread(bytes, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    const long cuts[] = {0, 3, 10, 24, 100, 1000, 20000, size / 2, size - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; ++i) {
+        FILE *o = fopen(path, "wb");
+        fwrite(bytes, 1, (size_t)cuts[i], o);
+        fclose(o);
+        ember_status st = ember_model_load(path, NULL, &m);
+        if (st != EMBER_ERR_INVALID_MODEL) fprintf(stderr, "cut at %ld: %d %s\n", cuts[i], st, ember_last_error());
+        assert_int_equal(st, EMBER_ERR_INVALID_MODEL);
+        assert_null(m);
+        assert_true(strlen(ember_last_error()) > 10);
+    }
+    free(bytes);
+    unlink(path);
+}
+
+static bool cancel_at_half(float p, void *ud) {
+    float *last = ud;
+    assert_true(p >= *last); /* progress never goes back */
+    *last = p;
+    return p < 0.5f;
+}
+
+static bool record(float p, void *ud) {
+    float *last = ud;
+    assert_true(p >= *last && p <= 1.0f);
+    *last = p;
+    return true;
+}
+
+static void test_progress_and_cancel(void **state) {
+    (void)state;
+    ember_model_params mp;
+    ember_model_params_init(&mp);
+    assert_int_equal(mp.struct_size, sizeof mp);
+    float last = 0;
+    mp.progress = cancel_at_half;
+    mp.progress_user_data = &last;
+    ember_model *m = (ember_model *)0x1;
+    assert_int_equal(ember_model_load(model_260k(), &mp, &m), EMBER_ERR_CANCELLED);
+    assert_null(m);
+    last = 0;
+    mp.progress = record;
+    assert_int_equal(ember_model_load(model_260k(), &mp, &m), EMBER_OK);
+    assert_true(last == 1.0f);
+    ember_model_free(m);
+}
+
+static void test_struct_size(void **state) {
+    (void)state;
+    ember_model *m = load(model_260k());
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.struct_size = 3; /* smaller than any version */
+    ember_session *s = NULL;
+    assert_int_equal(ember_session_create(m, &sp, &s), EMBER_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ember_last_error(), "struct_size"));
+    /* A NULL params pointer means defaults. */
+    assert_int_equal(ember_session_create(m, NULL, &s), EMBER_OK);
+    uint32_t n_ctx = 0;
+    assert_int_equal(ember_session_context_length(s, &n_ctx), EMBER_OK);
+    assert_int_equal(n_ctx, 2048); /* the trained context of stories260K */
+    ember_session_free(s);
+
+    /* Output struct: an older, smaller ember_model_info gets only the fields it has. */
+    ember_model_info info;
+    memset(&info, 0xAB, sizeof info);
+    info.struct_size = (uint32_t)offsetof(ember_model_info, kv_bytes_per_token);
+    assert_int_equal(ember_model_get_info(m, &info), EMBER_OK);
+    assert_int_equal(info.n_layer, 5);
+    assert_true(info.kv_bytes_per_token == 0xABABABABABABABABull); /* untouched */
+    ember_model_free(m);
+}
+
+static void test_model_queries(void **state) {
+    (void)state;
+    ember_model *m = load(model_260k());
+    ember_model_info info;
+    ember_model_info_init(&info);
+    assert_int_equal(ember_model_get_info(m, &info), EMBER_OK);
+    assert_string_equal(info.architecture, "llama");
+    assert_int_equal(info.n_vocab, 512);
+    assert_int_equal(info.n_embd, 64);
+    assert_int_equal(info.n_layer, 5);
+    assert_int_equal(info.n_head, 8);
+    assert_int_equal(info.n_head_kv, 4);
+    assert_int_equal(info.n_ctx_train, 2048);
+    assert_true(info.n_params > 200000 && info.n_params < 400000);
+    assert_int_equal(info.kv_bytes_per_token, 2 * 5 * 32 * 2);
+
+    size_t len = 0;
+    assert_int_equal(ember_model_meta_string(m, "general.architecture", NULL, 0, &len), EMBER_OK);
+    assert_int_equal(len, 5);
+    char small[3];
+    assert_int_equal(ember_model_meta_string(m, "general.architecture", small, sizeof small, &len),
+                     EMBER_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(len, 5);
+    char buf[16];
+    assert_int_equal(ember_model_meta_string(m, "general.architecture", buf, sizeof buf, &len), EMBER_OK);
+    assert_string_equal(buf, "llama");
+    int64_t v = 0;
+    assert_int_equal(ember_model_meta_int(m, "llama.block_count", &v), EMBER_OK);
+    assert_int_equal(v, 5);
+    assert_int_equal(ember_model_meta_int(m, "general.architecture", &v), EMBER_ERR_TYPE_MISMATCH);
+    assert_int_equal(ember_model_meta_int(m, "no.such.key", &v), EMBER_ERR_NOT_FOUND);
+    double d = 0;
+    assert_int_equal(ember_model_meta_float(m, "llama.attention.layer_norm_rms_epsilon", &d), EMBER_OK);
+    assert_true(d > 0.9e-5 && d < 1.1e-5);
+    size_t count = 0;
+    assert_int_equal(ember_model_meta_count(m, &count), EMBER_OK);
+    assert_true(count >= 10);
+    const char *key = NULL;
+    assert_int_equal(ember_model_meta_key(m, 0, &key), EMBER_OK);
+    assert_non_null(key);
+    assert_int_equal(ember_model_meta_key(m, count, &key), EMBER_ERR_NOT_FOUND);
+    assert_int_equal(ember_model_tensor_count(m, &count), EMBER_OK);
+    assert_int_equal(count, 48);
+    ember_tensor_info ti;
+    ember_tensor_info_init(&ti);
+    assert_int_equal(ember_model_tensor_info(m, 0, &ti), EMBER_OK);
+    assert_string_equal(ti.type, "F32");
+    assert_int_equal(ember_model_tensor_info(m, 48, &ti), EMBER_ERR_NOT_FOUND);
+    ember_model_free(m);
+}
+
+static void test_tokenizer_api(void **state) {
+    (void)state;
+    ember_model *m = load(model_260k());
+    const char *text = "Once upon a time";
+    size_t n = 0;
+    assert_int_equal(ember_tokenize(m, text, strlen(text), EMBER_TOKENIZE_ADD_SPECIAL, NULL, 0, &n), EMBER_OK);
+    assert_true(n >= 2);
+    ember_token one[1];
+    size_t n2 = 0;
+    assert_int_equal(ember_tokenize(m, text, strlen(text), EMBER_TOKENIZE_ADD_SPECIAL, one, 1, &n2),
+                     EMBER_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(n2, n);
+    ember_token toks[64];
+    assert_int_equal(ember_tokenize(m, text, strlen(text), EMBER_TOKENIZE_ADD_SPECIAL, toks, 64, &n2), EMBER_OK);
+    assert_int_equal(toks[0], ember_token_bos(m));
+    assert_int_equal(ember_tokenize(m, text, strlen(text), 0x80, toks, 64, &n2), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_tokenize(m, NULL, 5, 0, toks, 64, &n2), EMBER_ERR_INVALID_ARGUMENT);
+
+    char out[128];
+    size_t len = 0;
+    assert_int_equal(ember_detokenize(m, toks, n, 0, out, sizeof out, &len), EMBER_OK);
+    assert_string_equal(out, text);
+    assert_int_equal(len, strlen(text));
+    assert_int_equal(ember_token_to_piece(m, 512, 0, out, sizeof out, &len), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_token_to_piece(m, -1, 0, out, sizeof out, &len), EMBER_ERR_INVALID_ARGUMENT);
+    /* BOS renders as nothing unless asked. */
+    assert_int_equal(ember_token_to_piece(m, ember_token_bos(m), 0, out, sizeof out, &len), EMBER_OK);
+    assert_int_equal(len, 0);
+    assert_int_equal(ember_token_to_piece(m, ember_token_bos(m), EMBER_DETOKENIZE_RENDER_SPECIAL, out, sizeof out, &len),
+                     EMBER_OK);
+    assert_true(len > 0);
+    assert_true(ember_token_is_eog(m, ember_token_eos(m)));
+    assert_false(ember_token_is_eog(m, toks[1]));
+    ember_model_free(m);
+}
+
+static void test_session_states(void **state) {
+    (void)state;
+    ember_model *m = load(model_260k());
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_ctx = 8;
+    sp.n_threads = 2;
+    ember_session *s = NULL;
+    assert_int_equal(ember_session_create(m, &sp, &s), EMBER_OK);
+    const float *logits = NULL;
+    size_t nv = 0;
+    assert_int_equal(ember_session_logits(s, &logits, &nv), EMBER_ERR_INVALID_STATE);
+    ember_token bad = 9999;
+    assert_int_equal(ember_session_feed(s, &bad, 1), EMBER_ERR_INVALID_ARGUMENT);
+    ember_token toks[9] = {1, 403, 407, 261, 378, 432, 383, 286, 261};
+    assert_int_equal(ember_session_feed(s, toks, 9), EMBER_ERR_CONTEXT_FULL);
+    uint32_t pos = 99;
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    assert_int_equal(pos, 0); /* nothing was evaluated */
+    assert_int_equal(ember_session_feed(s, toks, 4), EMBER_OK);
+    assert_int_equal(ember_session_logits(s, &logits, &nv), EMBER_OK);
+    assert_int_equal(nv, 512);
+    float saved[512];
+    memcpy(saved, logits, sizeof saved);
+    assert_int_equal(ember_session_truncate(s, 5), EMBER_ERR_INVALID_ARGUMENT);
+    /* Roll back one token and evaluate it again: the same logits. */
+    assert_int_equal(ember_session_truncate(s, 3), EMBER_OK);
+    assert_int_equal(ember_session_logits(s, &logits, &nv), EMBER_ERR_INVALID_STATE);
+    assert_int_equal(ember_session_feed(s, toks + 3, 1), EMBER_OK);
+    assert_int_equal(ember_session_logits(s, &logits, &nv), EMBER_OK);
+    for (int i = 0; i < 512; ++i) assert_true(fabsf(logits[i] - saved[i]) <= 1e-4f);
+    /* Roll back into a different continuation: different logits. */
+    assert_int_equal(ember_session_truncate(s, 3), EMBER_OK);
+    assert_int_equal(ember_session_feed(s, toks + 5, 1), EMBER_OK);
+    assert_int_equal(ember_session_logits(s, &logits, &nv), EMBER_OK);
+    int differ = 0;
+    for (int i = 0; i < 512; ++i) differ += fabsf(logits[i] - saved[i]) > 1e-3f;
+    assert_true(differ > 10);
+    ember_session_free(s);
+
+    /* A vocab-only model cannot run. */
+    ember_model_params mp;
+    ember_model_params_init(&mp);
+    mp.vocab_only = true;
+    ember_model *vm = NULL;
+    assert_int_equal(ember_model_load(model_260k(), &mp, &vm), EMBER_OK);
+    assert_int_equal(ember_session_create(vm, NULL, &s), EMBER_ERR_INVALID_ARGUMENT);
+    assert_null(s);
+    ember_model_free(vm);
+    ember_model_free(m);
+}
+
+static void test_sampler_api(void **state) {
+    (void)state;
+    ember_sampler_params p;
+    ember_sampler_params_init(&p);
+    ember_sampler *s = NULL;
+    p.top_p = 0;
+    assert_int_equal(ember_sampler_create(&p, &s), EMBER_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ember_last_error(), "top_p"));
+    ember_sampler_params_init(&p);
+    p.top_k = -1;
+    assert_int_equal(ember_sampler_create(&p, &s), EMBER_ERR_INVALID_ARGUMENT);
+    ember_sampler_params_init(&p);
+    p.temperature = 0;
+    assert_int_equal(ember_sampler_create(&p, &s), EMBER_OK);
+    float logits[5] = {0.1f, 2.0f, -1.0f, 2.0f, 1.5f};
+    ember_token t = -1;
+    assert_int_equal(ember_sampler_sample(s, logits, 5, &t), EMBER_OK);
+    assert_int_equal(t, 1); /* greedy, lowest id on ties */
+    assert_int_equal(ember_sampler_sample(s, logits, 0, &t), EMBER_ERR_INVALID_ARGUMENT);
+    ember_sampler_free(s);
+}
+
+static void test_logging(void **state);
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_versions_and_statuses),
+        cmocka_unit_test(test_nulls),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_progress_and_cancel),
+        cmocka_unit_test(test_struct_size),
+        cmocka_unit_test(test_model_queries),
+        cmocka_unit_test(test_tokenizer_api),
+        cmocka_unit_test(test_session_states),
+        cmocka_unit_test(test_sampler_api),
+        cmocka_unit_test(test_logging),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+static int g_log_count;
+static void log_sink(ember_log_level level, const char *msg, void *ud) {
+    (void)level;
+    if (strstr(msg, "loaded")) ++*(int *)ud;
+}
+
+static void test_logging(void **state) {
+    (void)state;
+    /* Silent by default; a process-wide sink sees load messages; a per-model sink takes precedence. */
+    ember_log_set(log_sink, &g_log_count, EMBER_LOG_DEBUG);
+    ember_model *m = load(model_260k());
+    ember_model_free(m);
+    assert_int_equal(g_log_count, 1);
+    int own = 0;
+    ember_model_params mp;
+    ember_model_params_init(&mp);
+    mp.log = log_sink;
+    mp.log_user_data = &own;
+    assert_int_equal(ember_model_load(model_260k(), &mp, &m), EMBER_OK);
+    ember_model_free(m);
+    assert_int_equal(own, 1);
+    assert_int_equal(g_log_count, 1);
+    ember_log_set(NULL, NULL, EMBER_LOG_INFO);
+    m = load(model_260k());
+    ember_model_free(m);
+    assert_int_equal(g_log_count, 1);
+}

@@ -1,0 +1,123 @@
+/* test_cli.c — the ember CLI as a user runs it: the golden story, token ids as JSON, the bench JSON line,
+ * and errors as a message and a non-zero exit, never a signal. */
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static const char *cli(void) {
+    const char *p = getenv("EMBER_CLI");
+    if (!p || !*p) {
+        printf("SKIP: EMBER_CLI is not set (run under ctest)\n");
+        exit(EMBER_TEST_SKIP);
+    }
+    return p;
+}
+
+/* Runs a shell command, captures stdout (and stderr when merge_stderr), returns the exit status; fails
+ * the test if the process died from a signal. */
+static int run(const char *cmd, char *out, size_t cap, int merge_stderr) {
+    char full[8192];
+    snprintf(full, sizeof full, "%s%s", cmd, merge_stderr ? " 2>&1" : " 2>/dev/null");
+    FILE *p = popen(full, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    assert_false(WIFSIGNALED(st));
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static const char *model15(void) {
+    static char buf[4096];
+    const char *p = test_repo_model("stories15M-q8_0.gguf");
+    test_require(p, "models/stories15M-q8_0.gguf");
+    snprintf(buf, sizeof buf, "%s", p);
+    return buf;
+}
+
+static void test_run_golden(void **state) {
+    (void)state;
+    char cmd[8192], out[8192];
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Once upon a time' -n 40 --temp 0", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    const char *want = "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+                       "sunshine. One day, she saw a big, red ball in the sky. It";
+    if (strncmp(out, want, strlen(want)) != 0) fprintf(stderr, "got: %s\n", out);
+    assert_int_equal(strncmp(out, want, strlen(want)), 0);
+}
+
+static void test_tokenize(void **state) {
+    (void)state;
+    char cmd[8192], out[8192];
+    snprintf(cmd, sizeof cmd, "'%s' tokenize -m '%s' 'Once upon a time'", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_string_equal(out, "[1, 9038, 2501, 263, 931]\n");
+    snprintf(cmd, sizeof cmd, "'%s' tokenize -m '%s' --no-bos 'Once upon a time'", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_string_equal(out, "[9038, 2501, 263, 931]\n");
+    /* Special tokens are text unless --special. */
+    snprintf(cmd, sizeof cmd, "'%s' tokenize -m '%s' --no-bos --special '<s>Hi'", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_int_equal(strncmp(out, "[1, ", 4), 0);
+    snprintf(cmd, sizeof cmd, "'%s' tokenize -m '%s' --no-bos '<s>Hi'", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_null(strstr(out, "[1,"));
+    /* Vocab-only files of other architectures tokenize too. */
+    const char *vocab = test_shared_model("ggml-vocab/ggml-vocab-qwen2.gguf");
+    if (vocab) {
+        snprintf(cmd, sizeof cmd, "'%s' tokenize -m '%s' 'Hello world'", cli(), vocab);
+        assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+        assert_string_equal(out, "[9707, 1879]\n");
+    }
+}
+
+static void test_info_and_bench(void **state) {
+    (void)state;
+    char cmd[8192], out[65536];
+    snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_non_null(strstr(out, "architecture:  llama"));
+    assert_non_null(strstr(out, "Q8_0"));
+    assert_non_null(strstr(out, "KV cache"));
+    snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -t 1 -p 16 -n 4", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_non_null(strstr(out, "\"prefill_tok_s\":"));
+    assert_non_null(strstr(out, "\"decode_tok_s\":"));
+    assert_non_null(strstr(out, "\"load_s\":"));
+    assert_non_null(strstr(out, "\"peak_rss_mb\":"));
+    assert_int_equal(out[0], '{');
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    char cmd[8192], out[8192];
+    snprintf(cmd, sizeof cmd, "'%s' run -m /nonexistent.gguf -p hi", cli());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 1);
+    assert_non_null(strstr(out, "/nonexistent.gguf"));
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p hi --bogus", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 2);
+    assert_non_null(strstr(out, "--bogus"));
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p hi --top-p 7", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 1);
+    assert_non_null(strstr(out, "top_p"));
+    snprintf(cmd, sizeof cmd, "'%s' frobnicate", cli());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 2);
+    /* A file that is not a model. */
+    snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), cli());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 1);
+    assert_non_null(strstr(out, "magic"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_golden),
+        cmocka_unit_test(test_tokenize),
+        cmocka_unit_test(test_info_and_bench),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,155 @@
+// test_sampler.cpp — the sampling chain: each stage's effect, seeded repeatability, and that draws follow
+// the distribution they should (frequency bounds chosen at > 5 standard deviations for the draw counts).
+#include "test_util.h"
+
+#include "core/error.hpp"
+#include "sampler/sampler.hpp"
+
+#include <cmath>
+#include <vector>
+
+using ember::Sampler;
+using ember::SamplerParams;
+
+static std::vector<float> log_probs(const std::vector<double> &p) {
+    std::vector<float> l;
+    for (double x : p) l.push_back(static_cast<float>(std::log(x)));
+    return l;
+}
+
+static std::vector<double> frequencies(Sampler &s, const std::vector<float> &logits, int draws) {
+    std::vector<double> f(logits.size(), 0.0);
+    for (int i = 0; i < draws; ++i) f[static_cast<size_t>(s.sample(logits.data(), logits.size()))] += 1.0 / draws;
+    return f;
+}
+
+static void test_greedy_and_penalties(void **) {
+    SamplerParams p;
+    p.temperature = 0;
+    Sampler g(p);
+    std::vector<float> l = {1.0f, 3.0f, 2.9f, -1.0f};
+    assert_int_equal(g.sample(l.data(), l.size()), 1);
+
+    p.repeat_penalty = 1.5f;  // 3.0 / 1.5 = 2.0 < 2.9
+    Sampler r(p);
+    r.accept(1);
+    assert_int_equal(r.sample(l.data(), l.size()), 2);
+    r.reset();  // history cleared
+    assert_int_equal(r.sample(l.data(), l.size()), 1);
+
+    SamplerParams f;
+    f.temperature = 0;
+    f.frequency_penalty = 0.06f;  // twice seen: 3.0 - 0.12 < 2.9
+    Sampler fr(f);
+    fr.accept(1);
+    assert_int_equal(fr.sample(l.data(), l.size()), 1);  // once: 2.94 > 2.9
+    fr.accept(1);
+    assert_int_equal(fr.sample(l.data(), l.size()), 2);
+
+    SamplerParams pr;
+    pr.temperature = 0;
+    pr.presence_penalty = 0.2f;
+    pr.penalty_last_n = 1;  // only the last token counts
+    Sampler ps(pr);
+    ps.accept(1);
+    assert_int_equal(ps.sample(l.data(), l.size()), 2);
+    ps.accept(3);  // 1 falls out of the window
+    assert_int_equal(ps.sample(l.data(), l.size()), 1);
+}
+
+static void test_distribution(void **) {
+    const std::vector<double> probs = {0.5, 0.3, 0.15, 0.05};
+    const auto l = log_probs(probs);
+    SamplerParams p;
+    p.seed = 42;
+    Sampler s(p);
+    const int draws = 40000;
+    const auto f = frequencies(s, l, draws);
+    for (size_t i = 0; i < probs.size(); ++i) {
+        const double sd = std::sqrt(probs[i] * (1 - probs[i]) / draws);
+        assert_true(std::fabs(f[i] - probs[i]) < 6 * sd);
+    }
+}
+
+static void test_truncation_stages(void **) {
+    const auto l = log_probs({0.5, 0.3, 0.15, 0.05});
+    SamplerParams k;
+    k.top_k = 2;
+    Sampler sk(k);
+    auto f = frequencies(sk, l, 20000);
+    assert_true(f[2] == 0 && f[3] == 0);
+    assert_true(std::fabs(f[0] - 0.625) < 0.03);  // renormalised 0.5 / 0.8
+
+    SamplerParams tp;
+    tp.top_p = 0.75f;  // 0.5 + 0.3 reaches it: two survive
+    Sampler stp(tp);
+    f = frequencies(stp, l, 20000);
+    assert_true(f[2] == 0 && f[3] == 0 && f[1] > 0.3);
+
+    SamplerParams mp;
+    mp.min_p = 0.25f;  // cut at 0.125: the 0.05 token goes
+    Sampler smp(mp);
+    f = frequencies(smp, l, 20000);
+    assert_true(f[3] == 0 && f[2] > 0.1);
+
+    SamplerParams cold;
+    cold.temperature = 0.25f;  // p^4 renormalised: 0.0625 / (0.0625 + 0.0081 + ...) ≈ 0.88
+    Sampler sc(cold);
+    f = frequencies(sc, l, 20000);
+    assert_true(f[0] > 0.85 && f[0] < 0.91);
+}
+
+static void test_seed_repeatability(void **) {
+    const auto l = log_probs({0.25, 0.25, 0.25, 0.25});
+    SamplerParams p;
+    p.seed = 7;
+    Sampler a(p), b(p);
+    std::vector<int> sa, sb;
+    for (int i = 0; i < 200; ++i) {
+        sa.push_back(a.sample(l.data(), l.size()));
+        sb.push_back(b.sample(l.data(), l.size()));
+    }
+    assert_true(sa == sb);
+    a.reset();
+    for (int i = 0; i < 200; ++i) assert_int_equal(a.sample(l.data(), l.size()), sa[static_cast<size_t>(i)]);
+    p.seed = 8;
+    Sampler c(p);
+    int same = 0;
+    for (int i = 0; i < 200; ++i) same += c.sample(l.data(), l.size()) == sa[static_cast<size_t>(i)];
+    assert_true(same < 120);  // independent streams agree ~50 times in 200
+}
+
+static void test_invalid(void **) {
+    auto bad = [](SamplerParams p) {
+        try {
+            Sampler s(p);
+        } catch (const ember::Error &e) {
+            return e.status() == EMBER_ERR_INVALID_ARGUMENT;
+        }
+        return false;
+    };
+    SamplerParams p;
+    p.top_p = 1.5f;
+    assert_true(bad(p));
+    p = {};
+    p.min_p = -0.1f;
+    assert_true(bad(p));
+    p = {};
+    p.repeat_penalty = 0;
+    assert_true(bad(p));
+    p = {};
+    p.temperature = NAN;
+    assert_true(bad(p));
+    p = {};
+    p.penalty_last_n = -1;
+    assert_true(bad(p));
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_and_penalties), cmocka_unit_test(test_distribution),
+        cmocka_unit_test(test_truncation_stages),    cmocka_unit_test(test_seed_repeatability),
+        cmocka_unit_test(test_invalid),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}

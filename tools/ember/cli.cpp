@@ -1,0 +1,163 @@
+#include "cli.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+namespace cli {
+
+bool Args::has(const std::string &name) const { return opts.count(name) > 0; }
+
+std::string Args::str(const std::string &name, const std::string &fallback) const {
+    auto it = opts.find(name);
+    return it == opts.end() ? fallback : it->second;
+}
+
+long Args::integer(const std::string &name, long fallback) const {
+    auto it = opts.find(name);
+    if (it == opts.end()) return fallback;
+    errno = 0;
+    char *end = nullptr;
+    long v = std::strtol(it->second.c_str(), &end, 10);
+    if (errno || end == it->second.c_str() || *end) {
+        std::fprintf(stderr, "ember: %s expects an integer, got '%s'\n", name.c_str(), it->second.c_str());
+        std::exit(2);
+    }
+    return v;
+}
+
+double Args::number(const std::string &name, double fallback) const {
+    auto it = opts.find(name);
+    if (it == opts.end()) return fallback;
+    errno = 0;
+    char *end = nullptr;
+    double v = std::strtod(it->second.c_str(), &end);
+    if (errno || end == it->second.c_str() || *end) {
+        std::fprintf(stderr, "ember: %s expects a number, got '%s'\n", name.c_str(), it->second.c_str());
+        std::exit(2);
+    }
+    return v;
+}
+
+bool Args::flag(const std::string &name) const {
+    for (const auto &f : flags)
+        if (f == name) return true;
+    return false;
+}
+
+Args parse(int argc, char **argv, int first, const std::vector<std::string> &value_opts,
+           const std::vector<std::string> &flag_opts) {
+    Args a;
+    auto is_in = [](const std::vector<std::string> &v, const std::string &s) {
+        for (const auto &x : v)
+            if (x == s) return true;
+        return false;
+    };
+    for (int i = first; i < argc; ++i) {
+        std::string s = argv[i];
+        if (s == "--") {
+            for (++i; i < argc; ++i) a.positional.push_back(argv[i]);
+            break;
+        }
+        if (s.size() > 1 && s[0] == '-' && !(s.size() > 1 && (std::isdigit((unsigned char)s[1]) || s[1] == '.'))) {
+            std::string value;
+            bool inline_value = false;
+            if (auto eq = s.find('='); s.rfind("--", 0) == 0 && eq != std::string::npos) {
+                value = s.substr(eq + 1);
+                s = s.substr(0, eq);
+                inline_value = true;
+            }
+            if (is_in(value_opts, s)) {
+                if (!inline_value) {
+                    if (i + 1 >= argc) {
+                        std::fprintf(stderr, "ember: option %s needs a value\n", s.c_str());
+                        std::exit(2);
+                    }
+                    value = argv[++i];
+                }
+                a.opts[s] = value;
+            } else if (is_in(flag_opts, s)) {
+                a.flags.push_back(s);
+            } else {
+                std::fprintf(stderr, "ember: unknown option %s (see 'ember help')\n", s.c_str());
+                std::exit(2);
+            }
+        } else {
+            a.positional.push_back(s);
+        }
+    }
+    return a;
+}
+
+int fail(const char *what, ember_status status) {
+    std::fprintf(stderr, "ember: %s: %s (%s)\n", what, ember_last_error(), ember_status_string(status));
+    return 1;
+}
+
+int usage_error(const std::string &message) {
+    std::fprintf(stderr, "ember: %s (see 'ember help')\n", message.c_str());
+    return 2;
+}
+
+namespace {
+bool progress_bar(float f, void *) {
+    const int width = 30;
+    const int filled = static_cast<int>(f * width + 0.5f);
+    std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled, "##############################", width - filled, "",
+                 static_cast<int>(f * 100 + 0.5f));
+    if (f >= 1.0f) std::fprintf(stderr, "\r%*s\r", width + 20, "");
+    return true;
+}
+} // namespace
+
+ember_model *load_model(const std::string &path, bool vocab_only, bool progress) {
+    ember_model_params mp;
+    ember_model_params_init(&mp);
+    mp.vocab_only = vocab_only;
+    if (progress && isatty(STDERR_FILENO)) mp.progress = progress_bar;
+    ember_model *model = nullptr;
+    ember_status st = ember_model_load(path.c_str(), &mp, &model);
+    if (st != EMBER_OK) {
+        fail("cannot load model", st);
+        return nullptr;
+    }
+    return model;
+}
+
+} // namespace cli
+
+namespace cli {
+
+bool tokenize(const ember_model *model, const std::string &text, uint32_t flags, std::vector<ember_token> &out) {
+    size_t n = 0;
+    ember_status st = ember_tokenize(model, text.data(), text.size(), flags, nullptr, 0, &n);
+    if (st != EMBER_OK) return fail("tokenize", st), false;
+    out.resize(n);
+    st = ember_tokenize(model, text.data(), text.size(), flags, out.data(), out.size(), &n);
+    if (st != EMBER_OK) return fail("tokenize", st), false;
+    return true;
+}
+
+ember_session *create_session(const ember_model *model, const Args &a) {
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_threads = static_cast<uint32_t>(a.integer("-t", 0));
+    sp.n_ctx = static_cast<uint32_t>(a.integer("-c", 0));
+    const std::string backend = a.str("--backend", "auto");
+    if (backend == "auto") sp.backend = EMBER_BACKEND_AUTO;
+    else if (backend == "cpu") sp.backend = EMBER_BACKEND_CPU;
+    else if (backend == "cuda") sp.backend = EMBER_BACKEND_CUDA;
+    else if (backend == "vulkan") sp.backend = EMBER_BACKEND_VULKAN;
+    else {
+        usage_error("--backend must be auto, cpu, cuda or vulkan");
+        return nullptr;
+    }
+    ember_session *s = nullptr;
+    ember_status st = ember_session_create(model, &sp, &s);
+    if (st != EMBER_OK) fail("cannot create session", st);
+    return s;
+}
+
+} // namespace cli

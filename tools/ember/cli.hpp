@@ -1,0 +1,51 @@
+// cli.hpp — shared pieces of the ember CLI: argument parsing and error reporting.
+// The CLI uses the public C API only, like any application would.
+#pragma once
+
+#include <ember/ember.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cli {
+
+// Parsed command line: options with values ("-m" → "model.gguf"), flags ("--special"), and positionals.
+struct Args {
+    std::map<std::string, std::string> opts;
+    std::vector<std::string> flags;
+    std::vector<std::string> positional;
+
+    bool has(const std::string &name) const;
+    std::string str(const std::string &name, const std::string &fallback) const;
+    long integer(const std::string &name, long fallback) const;       // exits with a message if malformed
+    double number(const std::string &name, double fallback) const;
+    bool flag(const std::string &name) const;
+};
+
+// Parses argv[first..]. `value_opts` lists the options that take a value (long and short spellings);
+// `flag_opts` those that do not. Unknown options are an error (message, exit 2).
+Args parse(int argc, char **argv, int first, const std::vector<std::string> &value_opts,
+           const std::vector<std::string> &flag_opts);
+
+// Prints "ember: <what>: <ember_last_error()>" to stderr and returns 1 (for `return fail(...)`).
+int fail(const char *what, ember_status status);
+// Prints "ember: <message>" to stderr and returns 2 (usage errors).
+int usage_error(const std::string &message);
+
+// Loads a model or reports the error; nullptr on failure. Shows a progress bar on a terminal when asked.
+ember_model *load_model(const std::string &path, bool vocab_only, bool progress);
+
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+} // namespace cli
+
+namespace cli {
+// Tokenizes with the two-call idiom; false (after reporting) on error.
+bool tokenize(const ember_model *model, const std::string &text, uint32_t flags, std::vector<ember_token> &out);
+// Creates a session from the common options (-t, -c, --backend); nullptr (after reporting) on error.
+ember_session *create_session(const ember_model *model, const Args &a);
+} // namespace cli

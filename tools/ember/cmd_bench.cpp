@@ -1,0 +1,106 @@
+// cmd_bench.cpp — `ember bench`: prefill and decode speed, load time and peak memory, as one JSON line.
+//
+// Measured the way the peer script (../shared/peer/bench.mjs) measures llama.cpp, so the figures compare:
+// the prompt is BOS + a fixed English text, tokenized, repeated and cut to P tokens; one warm-up run
+// (P-token prompt + 1 token) is done and rolled back first; prefill = P tokens evaluated and the first
+// token sampled; decode = G steps of one token each, greedy, end-of-generation tokens not stopping it.
+#include "cli.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <sys/resource.h>
+
+namespace cli {
+
+namespace {
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool greedy(ember_session *s, ember_sampler *sampler, ember_token *out) {
+    const float *logits = nullptr;
+    size_t n = 0;
+    ember_status st = ember_session_logits(s, &logits, &n);
+    if (st == EMBER_OK) st = ember_sampler_sample(sampler, logits, n, out);
+    if (st != EMBER_OK) return fail("sample", st), false;
+    return true;
+}
+} // namespace
+
+int cmd_bench(int argc, char **argv) {
+    const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend"}, {});
+    const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
+    if (model_path.empty()) return usage_error("bench: -m MODEL is required");
+    const long P = a.integer("-p", 128), G = a.integer("-n", 64);
+    if (P < 1 || G < 1) return usage_error("bench: -p and -n must be >= 1");
+    Args sa = a;
+    if (!a.has("-c")) sa.opts["-c"] = std::to_string(((P + G + 8 + 255) / 256) * 256);
+
+    const double t_load0 = now();
+    ember_model *model = load_model(model_path, false, false);
+    if (!model) return 1;
+    ember_session *s = create_session(model, sa);
+    if (!s) return ember_model_free(model), 1;
+    const double load_s = now() - t_load0;
+
+    ember_sampler_params spp;
+    ember_sampler_params_init(&spp);
+    spp.temperature = 0;
+    ember_sampler *sampler = nullptr;
+    ember_sampler_create(&spp, &sampler);
+
+    std::vector<ember_token> body, prompt;
+    const char *text = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
+                       "weights were random, but every layer still had to be read from memory for each new token. ";
+    int rc = 1;
+    double prefill_s = 0, decode_s = 0;
+    ember_token tok = 0;
+    std::vector<ember_token> out;
+    if (!tokenize(model, text, 0, body) || body.empty()) goto done;
+    if (ember_token_bos(model) >= 0) prompt.push_back(ember_token_bos(model));
+    while (prompt.size() < static_cast<size_t>(P)) prompt.insert(prompt.end(), body.begin(), body.end());
+    prompt.resize(static_cast<size_t>(P));
+
+    for (int run = 0; run < 2; ++run) {  // run 0 warms up (page faults, first touch), run 1 is measured
+        ember_status st = ember_session_truncate(s, 0);
+        const double t0 = now();
+        if (st == EMBER_OK) st = ember_session_feed(s, prompt.data(), prompt.size());
+        if (st != EMBER_OK) { fail("prefill", st); goto done; }
+        if (!greedy(s, sampler, &tok)) goto done;
+        const double t1 = now();
+        const long steps = run == 0 ? 1 : G;
+        out.clear();
+        for (long i = 0; i < steps; ++i) {
+            st = ember_session_feed(s, &tok, 1);
+            if (st != EMBER_OK) { fail("decode", st); goto done; }
+            if (!greedy(s, sampler, &tok)) goto done;
+            out.push_back(tok);
+        }
+        prefill_s = t1 - t0;
+        decode_s = now() - t1;
+    }
+    {
+        struct rusage ru {};
+        getrusage(RUSAGE_SELF, &ru);
+        ember_model_info info;
+        ember_model_info_init(&info);
+        ember_model_get_info(model, &info);
+        uint32_t n_ctx = 0;
+        ember_session_context_length(s, &n_ctx);
+        std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"architecture\":\"%s\",\"threads\":%ld,"
+                    "\"context_size\":%u,\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"prefill_tok_s\":%.2f,"
+                    "\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,\"first_token\":%d,\"decode_tokens\":[",
+                    ember_version(), model_path.c_str(), info.architecture, a.integer("-t", 0), n_ctx, P, G,
+                    P / prefill_s, G / decode_s, load_s, ru.ru_maxrss / 1024.0, out.empty() ? -1 : out.front());
+        for (size_t i = 0; i < out.size(); ++i) std::printf(i ? ",%d" : "%d", out[i]);
+        std::printf("]}\n");
+        rc = 0;
+    }
+done:
+    ember_sampler_free(sampler);
+    ember_session_free(s);
+    ember_model_free(model);
+    return rc;
+}
+
+} // namespace cli
