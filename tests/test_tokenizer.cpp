@@ -173,6 +173,36 @@ void test_round_trip(void **) {
     assert_int_equal(bad, 0);
 }
 
+// Arbitrary bytes, invalid UTF-8 included, come back exactly: SPM spells what it cannot merge with byte
+// tokens, and byte-level BPE keeps raw bytes through its pre-tokenizer. (A literal U+2581 would come
+// back as a space from SPM, by design; the generator never forms one.)
+void test_round_trip_bytes(void **) {
+    static const char *const kPieces[] = {" ", "  ", "\n", "\t", "a", "Z", "7", "'s", "!", "\xC3\xA9", "\xE4\xB8\xAD",
+                                          "\xF0\x9F\xA6\x99", "\xFF", "\xC3", "\x80", "\xED\xA0\x80", "\xF0\x9F"};
+    uint64_t state = 0x1234567;
+    std::vector<std::string> texts;
+    for (int k = 0; k < 300; ++k) {
+        std::string t;
+        const int n = int(test_randf(&state, 1, 24));
+        for (int i = 0; i < n; ++i) t += kPieces[size_t(test_randf(&state, 0, 17))];
+        texts.push_back(t);
+    }
+    size_t bad = 0;
+    for (const char *name : kVocabs) {
+        const auto tok = load(name);
+        for (const std::string &t : texts) {
+            const std::vector<int32_t> ids = tok->tokenize(t, false, false);
+            for (int32_t id : ids) assert_true(id >= 0 && id < tok->n_vocab());
+            const std::string back = tok->detokenize(ids.data(), ids.size(), false, false);
+            if (back != t) {
+                ++bad;
+                std::printf("  BYTES %s: \"%s\" -> \"%s\"\n", name, escaped(t).c_str(), escaped(back).c_str());
+            }
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
 // ---- 3. add_special / parse_special / end of generation ----------------------------------------------
 
 void test_special_spm(void **) {
@@ -425,6 +455,7 @@ int main(void) {
     const struct CMUnitTest with_data[] = {
         cmocka_unit_test(test_vectors),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_round_trip_bytes),
         cmocka_unit_test(test_special_spm),
         cmocka_unit_test(test_special_bpe),
         cmocka_unit_test(test_speed),

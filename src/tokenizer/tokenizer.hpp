@@ -29,17 +29,21 @@ public:
     virtual ~Tokenizer() = default;
 
     // add_special: BOS (and EOS) as tokenizer.ggml.add_bos_token / add_eos_token say (defaults: SPM adds
-    // BOS, BPE as the metadata says). parse_special: text matching a CONTROL or USER_DEFINED token's
-    // text becomes that token; otherwise such text is tokenized as plain text.
+    // BOS, BPE as the metadata says). parse_special: text matching a CONTROL, USER_DEFINED or UNKNOWN
+    // token's text becomes that token (leftmost match first, the longest text among those starting
+    // there); otherwise such text is tokenized as plain text. With SPM, text that follows a special token
+    // gets the space prefix again, as at the start (llama.cpp does the same).
     virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
 
     // The bytes a token stands for ("▁" -> ' ', <0xAB> -> one byte, GPT-2 byte-level chars -> bytes).
-    // CONTROL tokens give "" unless render_special. id must be < n_vocab() (checked by the caller).
+    // CONTROL, UNKNOWN and UNUSED tokens give "" unless render_special (then their text); USER_DEFINED
+    // tokens always give their text as it is. id must be < n_vocab() (checked by the caller).
     virtual std::string token_to_piece(int32_t id, bool render_special) const = 0;
 
     // Concatenated pieces. For SPM models with add_space_prefix, the one space the tokenizer put before
-    // the text is removed from the start unless keep_leading_space. Bytes are passed through as they
-    // are (the ABI layer replaces invalid UTF-8).
+    // the text is removed from the piece of the first token (the first after BOS when ids start with BOS)
+    // unless keep_leading_space. Bytes are passed through as they are (the ABI layer replaces invalid
+    // UTF-8).
     virtual std::string detokenize(const int32_t *ids, size_t n, bool render_special, bool keep_leading_space) const = 0;
 
     int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }

@@ -20,6 +20,11 @@ struct Fragment {
 
 class TokenizerBase : public Tokenizer {
 public:
+    TokenizerBase() = default;
+    // The token index points into tokens_, so a copy would point into the original.
+    TokenizerBase(const TokenizerBase &) = delete;
+    TokenizerBase &operator=(const TokenizerBase &) = delete;
+
     std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const override;
     std::string detokenize(const int32_t *ids, size_t n, bool render_special, bool keep_leading_space) const override;
 

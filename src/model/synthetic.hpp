@@ -1,0 +1,37 @@
+// synthetic.hpp — GGUF models of any shape with random weights, written by our own GGUF writer.
+//
+// For tests (architecture features the shipped real models do not exercise: biases, NEOX rope, rope
+// scaling factors, GQA shapes) and for speed measurements on realistic shapes (a TinyLlama-shaped Q4_0
+// model, say) without downloading anything. The vocabulary is a small SentencePiece-style one.
+#pragma once
+
+#include "core/dtype.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+struct SyntheticSpec {
+    std::string arch = "llama";   // "llama" or "qwen2"
+    uint32_t n_vocab = 64;        // >= 8
+    uint32_t n_embd = 64;
+    uint32_t n_layer = 2;
+    uint32_t n_head = 4;
+    uint32_t n_head_kv = 2;
+    uint32_t n_ff = 96;
+    uint32_t n_ctx = 512;
+    DType type = DType::F32;      // matrices: F32, F16, BF16, Q8_0, Q4_0 (norms and biases stay F32)
+    bool tied_output = true;      // no output.weight: the embedding matrix is reused
+    bool qkv_bias = false;        // Q/K/V biases (qwen2 requires them)
+    bool rope_freqs = false;      // add a rope_freqs.weight tensor (Llama-3 style scaling factors)
+    float rope_theta = 10000.0f;
+    uint64_t seed = 1;
+};
+
+// The GGUF file's bytes. Weights are uniform in ±1/sqrt(n_in) (norm weights around 1), so activations
+// stay O(1) through the layers.
+std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &spec);
+
+} // namespace ember
