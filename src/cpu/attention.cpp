@@ -15,14 +15,13 @@
 namespace ember::cpu {
 
 namespace {
-constexpr int kMaxHeadDim = 256;
 // As in matmul: below this many multiply-adds the pool costs more than it saves.
 constexpr int64_t kMinParallelMacs = 16 * 1024;
 } // namespace
 
 void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, int64_t n_tokens, const uint16_t *k_cache,
                const uint16_t *v_cache, float *out, const AttnParams &p) {
-    if (p.head_dim <= 0 || p.head_dim > kMaxHeadDim || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
+    if (p.head_dim <= 0 || p.head_dim > detail::kMaxHeadDim || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cpu attention: head_dim %d, n_head %d, n_head_kv %d unsupported", p.head_dim,
              p.n_head, p.n_head_kv);
     const detail::KernelTable &k = detail::kernels();
@@ -54,9 +53,10 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, int64_t n
         for (int64_t c = 0; c < n_items; ++c) item(c);
         return;
     }
-    std::atomic<int64_t> next{0};
-    pool.run([&](int, int) {
-        for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) item(c);
+    // As in matmul, thread i takes item i first and only the rest through the shared counter.
+    std::atomic<int64_t> next{pool.size()};
+    pool.run([&](int ith, int) {
+        for (int64_t c = ith; c < n_items; c = next.fetch_add(1, std::memory_order_relaxed)) item(c);
     });
 }
 
@@ -64,7 +64,7 @@ namespace detail {
 
 void attend_head_scalar(const AttnHead &a) {
     const int hd = a.head_dim;
-    float acc[kMaxHeadDim];
+    float acc[detail::kMaxHeadDim];
     for (int i = 0; i < hd; ++i) acc[i] = 0;
     float m = -INFINITY, l = 0;
     float s[kAttnTile];

@@ -7,7 +7,6 @@ namespace ember::cpu::detail {
 
 namespace {
 
-constexpr int kMaxHeadDim = 256;
 
 inline __m256 load_h8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
 

@@ -85,7 +85,8 @@ struct AttnParams {
 void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, int64_t n_tokens,
                const uint16_t *k_cache, const uint16_t *v_cache, float *out, const AttnParams &p);
 
-// Writes n_tokens rows of n (f32) into f16 rows of the cache starting at row `first_row`.
+// Converts n_rows contiguous rows of n floats to f16 (round to nearest even) into dst, e.g. a KV cache
+// row range (the caller offsets dst to its first row).
 void store_f16(const float *src, uint16_t *dst, int64_t n_rows, int64_t n);
 
 // Which ISA variant the kernels use on this CPU ("avx2" or "scalar").

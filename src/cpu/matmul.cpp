@@ -21,9 +21,15 @@ using detail::WeightKind;
 constexpr int64_t kMinParallelMacs = 32 * 1024;
 // Quantizing the input takes ~1 ns per element; spread it over the pool above this many elements.
 constexpr int64_t kMinParallelQuant = 64 * 1024;
-// Row chunks per thread handed out dynamically: enough that a thread that starts late (a worker
-// waking up) or is slowed by another process still ends within about 1/8 of its share of the others.
-constexpr int kChunksPerThread = 8;
+// Row chunks per thread. Handed out dynamically, so that a thread that starts late (a worker waking
+// up) or is slowed by another process does not hold up the others by more than a chunk; but few,
+// because each hand-out is an atomic RMW whose cache line moves between cores (measured: 2-4 per
+// thread is best for 288 x 288 .. 288 x 2304, 1 and 8 are 10-20% slower).
+constexpr int kChunksPerThread = 3;
+// Big products (prefill) are split finer: there a hand-out costs nothing next to a chunk, and a late
+// thread would otherwise leave a large piece of work for the end.
+constexpr int kChunksPerThreadBig = 16;
+constexpr int64_t kBigMacs = int64_t{1} << 24;
 
 WeightKind weight_kind(DType t) {
     switch (t) {
@@ -46,12 +52,12 @@ QuantActs quantize_input(ThreadPool &pool, Scratch &scratch, const KernelTable &
     auto round64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
     const size_t qs_bytes = round64(static_cast<size_t>(n_tokens * n_in));
     const size_t d_bytes = round64(static_cast<size_t>(n_tokens * nb) * sizeof(float));
-    const size_t s_bytes = round64(static_cast<size_t>(n_tokens * nb) * sizeof(int32_t));
+    const size_t s_bytes = round64(static_cast<size_t>(n_tokens * nb) * sizeof(float));
     auto addr = reinterpret_cast<uintptr_t>(scratch.get(qs_bytes + d_bytes + s_bytes + 64));
     auto *base = reinterpret_cast<uint8_t *>((addr + 63) & ~uintptr_t{63});  // aligned loads of qs rows
     auto *qs = reinterpret_cast<int8_t *>(base);
     auto *d = reinterpret_cast<float *>(base + qs_bytes);
-    auto *sum = reinterpret_cast<int32_t *>(base + qs_bytes + d_bytes);
+    auto *sum = reinterpret_cast<float *>(base + qs_bytes + d_bytes);
     auto rows = [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) k.quantize_acts(x + t * n_in, n_in, qs + t * n_in, d + t * nb, sum + t * nb);
     };
@@ -77,16 +83,17 @@ void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs
         return;
     }
     // Chunks are a multiple of 4 rows so that the decode tile (4 rows) never splits at a chunk edge.
-    int64_t chunk = (total + nth * kChunksPerThread - 1) / (nth * kChunksPerThread);
+    const int64_t per_thread = macs >= kBigMacs ? kChunksPerThreadBig : kChunksPerThread;
+    int64_t chunk = (total + nth * per_thread - 1) / (nth * per_thread);
     chunk = chunk < 8 ? 8 : (chunk + 3) & ~int64_t{3};
     int64_t first[5] = {0, 0, 0, 0, 0};  // first chunk index of each segment
     for (int s = 0; s < n_seg; ++s) first[s + 1] = first[s] + (segs[s].n_out + chunk - 1) / chunk;
     const int64_t n_chunks = first[n_seg];
-    std::atomic<int64_t> next{0};
-    pool.run([&](int, int) {
-        for (;;) {
-            const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
-            if (c >= n_chunks) return;
+    // Thread i starts with chunk i without touching the shared counter (each RMW on it moves a cache
+    // line between cores, ~0.1 us here); only the rest are handed out dynamically.
+    std::atomic<int64_t> next{nth};
+    pool.run([&](int ith, int) {
+        for (int64_t c = ith; c < n_chunks; c = next.fetch_add(1, std::memory_order_relaxed)) {
             int s = 0;
             while (c >= first[s + 1]) ++s;
             const int64_t r0 = (c - first[s]) * chunk;

@@ -116,7 +116,7 @@ namespace detail {
 // Activations: d = max|x| / 127 (f32), q = round(x * (127 / max|x|)), ties to even. Multiplying by the
 // reciprocal (as the AVX2 twin does) rather than dividing keeps the two variants bit-identical; the
 // product is at most 127 * (1 + 2^-22), which still rounds to 127.
-void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, int32_t *sum) {
+void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float *sum) {
     for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
         const float *xb = x + ib * QK8_0;
         float amax = 0;
@@ -129,7 +129,7 @@ void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, int32
             qs[ib * QK8_0 + j] = static_cast<int8_t>(q);
             s += q;
         }
-        sum[ib] = s;
+        sum[ib] = static_cast<float>(s);
     }
 }
 

@@ -19,7 +19,7 @@ namespace ember::cpu::detail {
 struct QuantActs {
     const int8_t *qs = nullptr;
     const float *d = nullptr;
-    const int32_t *sum = nullptr;
+    const float *sum = nullptr;   // integers, exact in float: |sum| <= 32 * 127
     int64_t nb = 0;
 };
 
@@ -55,7 +55,7 @@ struct KernelTable {
     const char *name;
     MatmulRowsFn matmul[kWeightKinds];
     // Quantizes one row of n (multiple of 32) floats into qs, d[n/32], sum[n/32] (QuantActs layout).
-    void (*quantize_acts)(const float *x, int64_t n, int8_t *qs, float *d, int32_t *sum);
+    void (*quantize_acts)(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
     void (*attend_head)(const AttnHead &a);
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
@@ -70,7 +70,7 @@ void matmul_rows_f16_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_bf16_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q8_0_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_scalar(const MatmulJob &, int64_t, int64_t);
-void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, int32_t *sum);
+void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 void attend_head_scalar(const AttnHead &a);
 void swiglu_scalar(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_scalar(const float *src, uint16_t *dst, int64_t n);
@@ -81,19 +81,21 @@ void matmul_rows_f16_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_bf16_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q8_0_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
-void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, int32_t *sum);
+void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 void attend_head_avx2(const AttnHead &a);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
-// Shared tiling constants: both variants group tokens the same way, so a given output element is
-// summed in the same order whichever variant, thread count or row chunk computes it (results do not
-// depend on the number of threads).
-constexpr int kTokTile = 4;      // token rows that share one pass over a weight row tile
-constexpr int kAttnTile = 32;    // keys per online-softmax step
+// Within one variant an output element is always summed in the same order, whatever tile, row chunk
+// or thread computes it, so results do not depend on the thread count (tests/test_cpu_kernels.cpp
+// checks 1, 2 and 3 threads for bit-identical output).
+constexpr int kTokTile = 4;      // AVX2: token rows that share one pass over a weight row tile
+constexpr int kAttnTile = 32;    // keys per online-softmax step (a 128-byte score buffer on the stack)
+constexpr int kMaxHeadDim = 256; // attention keeps one head's accumulator on the stack
 
-// Rows handled per call to the row kernel's cache block: about this many weight bytes stay hot in L2
-// while every token group passes over them.
+// AVX2 prefill: weight rows are walked in blocks of about this many bytes, and every token group
+// passes over a block before the next, so the block is read from memory once and then from L2
+// (512 KiB per core on Zen 3; half of it leaves room for the activations).
 constexpr size_t kRowBlockBytes = 128 * 1024;
 
 } // namespace ember::cpu::detail

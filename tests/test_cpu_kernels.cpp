@@ -1,0 +1,824 @@
+// test_cpu_kernels.cpp — the CPU kernels against plain double-precision references, for both ISA
+// variants (scalar, and AVX2 where the CPU has it), and the thread pool.
+//
+// Every bound below is derived in the comment next to it from what the kernel is allowed to lose
+// (u = 2^-24 is the unit roundoff of float). Set EMBER_KERNEL_BENCH=1 to also print matmul timings.
+#include "test_util.h"
+
+#include "core/dtype.hpp"
+#include "core/fp16.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/threadpool.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+using namespace ember;
+using namespace ember::cpu;
+
+namespace {
+
+constexpr double kU = 1.0 / 16777216.0;  // 2^-24
+
+// Pools live on the heap: a failed cmocka assertion longjmps out of the test without running
+// destructors, and a leaked pool's workers must not be left waiting inside memory (the stack) that the
+// next test reuses for its own pool.
+std::unique_ptr<ThreadPool> make_pool(int n) { return std::make_unique<ThreadPool>(n); }
+
+// Runs f(variant) with the scalar kernels forced (variant 0), then with the best available (variant 1).
+template <class F>
+void for_each_variant(F &&f) {
+    for (int v = 0; v < 2; ++v) {
+        force_scalar(v == 0);
+        f(v);
+    }
+    force_scalar(false);
+}
+
+std::vector<float> rand_vec(uint64_t *st, size_t n, float lo, float hi) {
+    std::vector<float> v(n);
+    for (auto &x : v) x = test_randf(st, lo, hi);
+    return v;
+}
+
+// Exact value of a half, decoded independently of core/fp16.hpp. 0x7c00 (inf) is given the value
+// 65536, the next step of the grid, which is what round-to-nearest compares against at the top.
+double half_value(uint16_t h) {
+    const int e = (h >> 10) & 31;
+    const int m = h & 1023;
+    const double s = (h & 0x8000) ? -1.0 : 1.0;
+    if (e == 0) return s * std::ldexp(m, -24);
+    if (e == 31) return m ? NAN : s * 65536.0;
+    return s * std::ldexp(1024 + m, e - 25);
+}
+
+// Nearest half to v (ties to even) by search over the monotone grid of non-negative halves.
+uint16_t ref_fp16(float f) {
+    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    const double v = std::fabs(static_cast<double>(f));
+    uint32_t lo = 0, hi = 0x7c00;  // invariant: value(lo) <= v
+    if (v >= 65536.0) return sign | 0x7c00;
+    while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (half_value(static_cast<uint16_t>(mid)) <= v) lo = mid; else hi = mid;
+    }
+    const double d0 = v - half_value(static_cast<uint16_t>(lo)), d1 = half_value(static_cast<uint16_t>(hi)) - v;
+    const uint32_t r = d0 < d1 ? lo : (d1 < d0 ? hi : ((lo & 1) ? hi : lo));
+    return static_cast<uint16_t>(sign | r);
+}
+
+uint16_t ref_bf16(float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    const uint32_t lo = bits >> 16;  // truncation toward zero; lo + 1 is the next value away from zero
+    auto val = [](uint32_t b) {
+        if ((b & 0x7fff) == 0x7f80) return std::copysign(std::ldexp(1.0, 128), (b & 0x8000) ? -1.0 : 1.0);
+        uint32_t w = b << 16;
+        float x;
+        std::memcpy(&x, &w, 4);
+        return static_cast<double>(x);
+    };
+    const double v = std::fabs(static_cast<double>(f));
+    const double d0 = v - std::fabs(val(lo)), d1 = std::fabs(val(lo + 1)) - v;
+    return static_cast<uint16_t>(d0 < d1 ? lo : (d1 < d0 ? lo + 1 : ((lo & 1) ? lo + 1 : lo)));
+}
+
+// Floats spread over many binades (sign, exponent and mantissa random), within [2^emin, 2^emax).
+float rand_float_binades(uint64_t *st, int emin, int emax) {
+    const int e = emin + static_cast<int>(test_randf(st, 0, static_cast<float>(emax - emin)));
+    const float m = test_randf(st, 1.0f, 2.0f);
+    const float s = test_randf(st, 0, 1) < 0.5f ? -1.0f : 1.0f;
+    return s * std::ldexp(m, e);
+}
+
+} // namespace
+
+// ---- fp16 / bf16 --------------------------------------------------------------------------------------
+
+// All 65536 halves: fp16_to_fp32 is exact (compared with an independent decoding), and float -> half
+// gives the half back (NaN stays NaN), in fp32_to_fp16 and in both variants of store_f16.
+static void test_fp16_exhaustive(void **) {
+    std::vector<float> f(65536);
+    for (uint32_t h = 0; h < 65536; ++h) {
+        f[h] = fp16_to_fp32(static_cast<uint16_t>(h));
+        const double ref = half_value(static_cast<uint16_t>(h));
+        const bool nan = ((h >> 10) & 31) == 31 && (h & 1023);
+        if (nan) {
+            assert_true(std::isnan(f[h]));
+        } else if (((h >> 10) & 31) == 31) {
+            assert_true(std::isinf(f[h]) && (f[h] < 0) == ((h & 0x8000) != 0));
+            assert_int_equal(fp32_to_fp16(f[h]), h);
+        } else {
+            if (static_cast<double>(f[h]) != ref) fail_msg("fp16_to_fp32(0x%04x) = %g, want %g", h, f[h], ref);
+            assert_int_equal(fp32_to_fp16(f[h]), h);
+        }
+    }
+    for_each_variant([&](int) {
+        std::vector<uint16_t> back(65536);
+        store_f16(f.data(), back.data(), 256, 256);
+        for (uint32_t h = 0; h < 65536; ++h) {
+            const bool nan = ((h >> 10) & 31) == 31 && (h & 1023);
+            if (nan) {
+                assert_true(((back[h] >> 10) & 31) == 31 && (back[h] & 1023));
+            } else if (back[h] != h) {
+                fail_msg("%s store_f16(half 0x%04x) = 0x%04x", isa_name(), h, back[h]);
+            }
+        }
+    });
+}
+
+// Random floats, rounding ties included, against the nearest-even half found by search in double: the
+// result must be exactly that half (bound 0 ulp). Overflow (>= 65520) must give inf.
+static void test_fp16_rounding(void **) {
+    uint64_t st = 0x1234;
+    std::vector<float> x;
+    for (int i = 0; i < 100000; ++i) x.push_back(rand_float_binades(&st, -27, 17));
+    // Exact midpoints between neighbouring halves (representable in float), both signs.
+    for (int i = 0; i < 20000; ++i) {
+        const uint16_t h = static_cast<uint16_t>(test_randf(&st, 0, 31743));
+        const double mid = (half_value(h) + half_value(static_cast<uint16_t>(h + 1))) / 2;
+        x.push_back(static_cast<float>((i & 1) ? -mid : mid));
+    }
+    x.push_back(65519.0f);
+    x.push_back(65520.0f);
+    x.push_back(-70000.0f);
+    x.push_back(1e-9f);
+    x.push_back(0.0f);
+    x.push_back(-0.0f);
+    for (float v : x) {
+        const uint16_t want = ref_fp16(v);
+        if (fp32_to_fp16(v) != want) fail_msg("fp32_to_fp16(%.9g) = 0x%04x, want 0x%04x", v, fp32_to_fp16(v), want);
+    }
+    for_each_variant([&](int) {
+        std::vector<uint16_t> h(x.size());
+        store_f16(x.data(), h.data(), 1, static_cast<int64_t>(x.size()));
+        for (size_t i = 0; i < x.size(); ++i)
+            if (h[i] != ref_fp16(x[i])) fail_msg("%s store_f16(%.9g) = 0x%04x, want 0x%04x", isa_name(), x[i], h[i], ref_fp16(x[i]));
+    });
+}
+
+// bf16: all 65536 values convert exactly to f32 and back; random floats round to the nearest-even
+// bf16 (exact match; NaN stays NaN).
+static void test_bf16(void **) {
+    for (uint32_t b = 0; b < 65536; ++b) {
+        const float f = bf16_to_fp32(static_cast<uint16_t>(b));
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        assert_int_equal(bits, b << 16);
+        if (std::isnan(f)) assert_true(std::isnan(bf16_to_fp32(fp32_to_bf16(f))));
+        else assert_int_equal(fp32_to_bf16(f), b);
+    }
+    uint64_t st = 0x777;
+    for (int i = 0; i < 200000; ++i) {
+        float v = rand_float_binades(&st, -126, 127);
+        if (i % 4 == 0) {  // exact midpoint between two bf16 values
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            bits = (bits & 0xffff0000u) | 0x8000u;
+            std::memcpy(&v, &bits, 4);
+        }
+        if (fp32_to_bf16(v) != ref_bf16(v)) fail_msg("fp32_to_bf16(%.9g) = 0x%04x, want 0x%04x", v, fp32_to_bf16(v), ref_bf16(v));
+    }
+}
+
+// ---- quantization -------------------------------------------------------------------------------------
+
+// Rows with block scales spread over 4 decades, an all-zero block and a lone outlier.
+static std::vector<float> quant_test_row(uint64_t *st, int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float scale = std::pow(10.0f, test_randf(st, -2, 2));
+        for (int j = 0; j < 32; ++j) x[b * 32 + j] = b == 1 ? 0.0f : test_randf(st, -1, 1) * scale;
+        if (b == 2) x[b * 32 + 5] = 40.0f;
+    }
+    return x;
+}
+
+// Q8_0: q = round(x / d) with d the stored fp16 scale, so |x - d q| <= d/2; the slack d * 1e-4 covers
+// the float rounding of x * (1/d) before it is rounded to an integer (|x/d| <= 127, so that product
+// is off by at most ~127 * 2u = 1.5e-5). The stored scale must be max|x| / 127 to fp16 precision.
+static void test_quant_q8_0(void **) {
+    uint64_t st = 42;
+    const int64_t n = 4096;
+    const std::vector<float> x = quant_test_row(&st, n);
+    std::vector<BlockQ8_0> q(n / 32);
+    quantize_row_q8_0(x.data(), q.data(), n);
+    std::vector<float> y(n);
+    dequantize_row(DType::Q8_0, q.data(), y.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const double d = fp16_to_fp32(q[b].d);
+        double amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[b * 32 + j]));
+        assert_true(std::fabs(d - amax / 127) <= amax / 127 * (1.0 / 2048));
+        for (int j = 0; j < 32; ++j) {
+            const double err = std::fabs(static_cast<double>(y[b * 32 + j]) - x[b * 32 + j]);
+            if (err > d * (0.5 + 1e-4)) fail_msg("Q8_0 block %lld elem %d: err %g > d/2 = %g", (long long)b, j, err, d / 2);
+            assert_true(q[b].qs[j] >= -127);
+        }
+    }
+    // Layout: value = d * qs[j].
+    BlockQ8_0 blk;
+    blk.d = fp32_to_fp16(0.5f);
+    for (int j = 0; j < 32; ++j) blk.qs[j] = static_cast<int8_t>(j - 16);
+    float v[32];
+    dequantize_row(DType::Q8_0, &blk, v, 32);
+    for (int j = 0; j < 32; ++j) assert_true(v[j] == 0.5f * static_cast<float>(j - 16));
+}
+
+// Q4_0: codes 0..15 stand for -8..7 times d, with d = max / -8 for the element `max` of largest
+// magnitude. Elements round to the nearest code (error <= d/2, + the same 1e-4 d slack as Q8_0), except
+// on the side opposite to `max`, where x/d can reach +8 but the largest code is 7: there the clamp can
+// cost a whole step, so the bound for the block is |d|, and d/2 for elements not at code 15.
+static void test_quant_q4_0(void **) {
+    uint64_t st = 43;
+    const int64_t n = 4096;
+    const std::vector<float> x = quant_test_row(&st, n);
+    std::vector<BlockQ4_0> q(n / 32);
+    quantize_row_q4_0(x.data(), q.data(), n);
+    std::vector<float> y(n);
+    dequantize_row(DType::Q4_0, q.data(), y.data(), n);
+    int clamped = 0;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const double d = std::fabs(fp16_to_fp32(q[b].d));
+        for (int j = 0; j < 32; ++j) {
+            const int code = j < 16 ? (q[b].qs[j] & 15) : (q[b].qs[j - 16] >> 4);
+            const double err = std::fabs(static_cast<double>(y[b * 32 + j]) - x[b * 32 + j]);
+            const double bound = (code == 15 ? 1.0 : 0.5 + 1e-4) * d + d * 1e-4;
+            if (err > bound) fail_msg("Q4_0 block %lld elem %d (code %d): err %g > %g (d %g)", (long long)b, j, code, err, bound, d);
+            clamped += code == 15 && err > d * 0.5001;
+        }
+    }
+    assert_true(clamped > 0);  // the clamp case did occur, so the wider bound was needed
+    // Layout: element j < 16 in the low nibble of qs[j], element j + 16 in the high nibble.
+    BlockQ4_0 blk;
+    blk.d = fp32_to_fp16(1.0f);
+    for (int j = 0; j < 16; ++j) blk.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+    float v[32];
+    dequantize_row(DType::Q4_0, &blk, v, 32);
+    for (int j = 0; j < 16; ++j) {
+        assert_true(v[j] == static_cast<float>(j - 8));
+        assert_true(v[j + 16] == static_cast<float>(7 - j));
+    }
+}
+
+// ---- weights for the matmul tests ----------------------------------------------------------------------
+
+struct TestWeight {
+    DType type;
+    int64_t n_in, n_out;
+    std::vector<uint8_t> data;
+    std::vector<float> deq;  // the exact values the weight stands for
+    WeightView view() const {
+        WeightView w;
+        w.type = type;
+        w.n_in = n_in;
+        w.n_out = n_out;
+        w.data = data.data();
+        w.row_bytes = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
+        return w;
+    }
+};
+
+static TestWeight make_weight(DType type, int64_t n_out, int64_t n_in, uint64_t *st) {
+    TestWeight w{type, n_in, n_out, {}, {}};
+    const size_t rb = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
+    w.data.resize(rb * static_cast<size_t>(n_out));
+    w.deq.resize(static_cast<size_t>(n_in * n_out));
+    for (int64_t r = 0; r < n_out; ++r) {
+        const std::vector<float> src = rand_vec(st, static_cast<size_t>(n_in), -1, 1);
+        uint8_t *row = w.data.data() + rb * static_cast<size_t>(r);
+        switch (type) {
+        case DType::F32: std::memcpy(row, src.data(), rb); break;
+        case DType::F16:
+            for (int64_t i = 0; i < n_in; ++i) reinterpret_cast<uint16_t *>(row)[i] = fp32_to_fp16(src[i]);
+            break;
+        case DType::BF16:
+            for (int64_t i = 0; i < n_in; ++i) reinterpret_cast<uint16_t *>(row)[i] = fp32_to_bf16(src[i]);
+            break;
+        case DType::Q8_0: {
+            auto *b = reinterpret_cast<BlockQ8_0 *>(row);
+            quantize_row_q8_0(src.data(), b, n_in);
+            // A valid Q8_0 file may hold -128, which the sign trick must survive (|-128| = 128 unsigned).
+            if (r % 3 == 0) b[0].qs[r % 32] = -128;
+            break;
+        }
+        case DType::Q4_0: quantize_row_q4_0(src.data(), reinterpret_cast<BlockQ4_0 *>(row), n_in); break;
+        default: fail_msg("type");
+        }
+        dequantize_row(type, row, w.deq.data() + r * n_in, n_in);
+    }
+    return w;
+}
+
+static bool is_quant(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+
+// Reference y[t][o] in double and the error bound for each output.
+//
+// Float weights (F32/F16/BF16): the weights are exact floats and so are the activations, so the only
+// error is rounding in the sum. Both variants sum in 8 interleaved lanes (n_in / 8 FMAs or multiply-adds
+// per lane) and then add the lanes and the bias: the classic bound gives
+// |err| <= gamma_k * (sum |w x| + |bias|) with k = n_in/8 + 8 (a few spare for the lane sums), ~1e-6
+// at n_in = 288 and 3e-5 at 4096.
+//
+// Q8_0/Q4_0 weights: activations are quantized to 8 bits per block of 32 with d_b = max_b|x| / 127, so
+// each x_i is off by at most d_b/2 (+1e-4 d_b for the float product before rounding, as in
+// test_quant_q8_0); the weights are exact. So |err| <= sum_b (0.5 + 1e-4) d_b sum_{i in b} |w_i|, plus
+// float rounding of the per-block terms and their sum, gamma_{nb+8} * (sum|w x| + that + |bias|).
+// For random data this is ~1/127 of sum |w_i x_i| (mean |x| ≈ max/2), the "1e-2 relative" rule.
+// Q4_0 is summed as sum n x - 8 sum x (nibbles n = w/d + 8), terms of size up to (|w| + 16|d|)|x|, so
+// its rounding part is taken relative to sum (|w_i| + 16 |d_b|) |x_i| instead.
+struct Reference {
+    std::vector<double> y, bound;
+    std::vector<double> rounding;  // the float-rounding part of bound
+    std::vector<double> sum_abs;   // sum |w x|
+};
+
+static Reference reference(const TestWeight &w, const std::vector<float> &x, int64_t nt, const float *bias) {
+    const int64_t n = w.n_in, nb = n / 32;
+    Reference ref;
+    ref.y.resize(static_cast<size_t>(nt * w.n_out));
+    ref.bound.resize(ref.y.size());
+    ref.rounding.resize(ref.y.size());
+    ref.sum_abs.resize(ref.y.size());
+    std::vector<double> dx(static_cast<size_t>(nt * nb));
+    for (int64_t t = 0; t < nt; ++t)
+        for (int64_t b = 0; b < nb; ++b) {
+            double amax = 0;
+            for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[t * n + b * 32 + j]));
+            dx[t * nb + b] = amax / 127;
+        }
+    for (int64_t t = 0; t < nt; ++t)
+        for (int64_t o = 0; o < w.n_out; ++o) {
+            const float *wr = w.deq.data() + o * n;
+            const float *xr = x.data() + t * n;
+            double s = 0, sa = 0, qerr = 0, sa4 = 0;
+            // Quantized types: n_in is whole blocks. Float types may have a partial last "block" (the
+            // n_in = 172 shapes), which only the plain sums below see.
+            for (int64_t b = 0; b * 32 < n; ++b) {
+                double wa = 0;
+                const double d4 = w.type == DType::Q4_0
+                    ? std::fabs(fp16_to_fp32(reinterpret_cast<const BlockQ4_0 *>(w.data.data() + static_cast<size_t>(o) * w.view().row_bytes)[b].d))
+                    : 0.0;
+                for (int64_t i = b * 32; i < (b + 1) * 32 && i < n; ++i) {
+                    s += static_cast<double>(wr[i]) * xr[i];
+                    sa += std::fabs(static_cast<double>(wr[i]) * xr[i]);
+                    sa4 += (std::fabs(static_cast<double>(wr[i])) + 16 * d4) * std::fabs(xr[i]);
+                    wa += std::fabs(static_cast<double>(wr[i]));
+                }
+                if (is_quant(w.type)) qerr += (0.5 + 1e-4) * dx[t * nb + b] * wa;
+            }
+            const double bb = bias ? bias[o] : 0.0;
+            const size_t k = static_cast<size_t>(t * w.n_out + o);
+            ref.y[k] = s + bb;
+            ref.sum_abs[k] = sa;
+            if (is_quant(w.type)) {
+                const double mag = w.type == DType::Q4_0 ? sa4 + qerr * 17 : sa + qerr;
+                ref.rounding[k] = (nb + 8) * kU * (mag + std::fabs(bb)) * 1.01;
+                ref.bound[k] = qerr + ref.rounding[k];
+            } else {
+                ref.rounding[k] = (n / 8 + 8) * kU * (sa + std::fabs(bb)) * 1.01;
+                ref.bound[k] = ref.rounding[k];
+            }
+        }
+    return ref;
+}
+
+static const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+
+// Every weight type x n_in {32, 64, (172), 288, 768, 4096} x n_out {1, 7, 288, 513} x n_tokens {1, 3, 17},
+// bias on every other shape. Each output is held to its bound from reference(); the two variants must
+// also agree within twice the rounding part of it (they compute the same exact block sums from the same
+// quantized activations and differ only in the order of float additions).
+static void test_matmul(void **) {
+    auto pool_owner = make_pool(2);
+    ThreadPool &pool = *pool_owner;
+    Scratch scratch;
+    uint64_t st = 7;
+    // 172 (not whole blocks, nor a multiple of 8: the scalar tails) only for the float types, which
+    // allow any row length (stories260K's FFN has 172).
+    const int64_t n_ins[] = {32, 64, 172, 288, 768, 4096};
+    const int64_t n_outs[] = {1, 7, 288, 513};
+    const int64_t n_toks[] = {1, 3, 17};
+    for (DType type : kAllTypes) {
+        double worst_rel = 0;  // max |err| / sum|w x|, for the record
+        int shape = 0;
+        for (int64_t n_in : n_ins)
+            for (int64_t n_out : n_outs) {
+                if (n_in % 32 != 0 && is_quant(type)) continue;
+                const TestWeight w = make_weight(type, n_out, n_in, &st);
+                for (int64_t nt : n_toks) {
+                    std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * n_in), -1, 1);
+                    for (int64_t t = 0; t < nt; ++t)  // vary the magnitude per token and per block
+                        for (int64_t i = 0; i < n_in; ++i) x[t * n_in + i] *= (t % 2 ? 30.0f : 1.0f) * (i / 32 % 3 ? 1.0f : 0.01f);
+                    const bool with_bias = (shape++ % 2) == 1;
+                    const std::vector<float> bias = rand_vec(&st, static_cast<size_t>(n_out), -2, 2);
+                    const float *bp = with_bias ? bias.data() : nullptr;
+                    const Reference ref = reference(w, x, nt, bp);
+                    std::vector<float> y[2];
+                    for_each_variant([&](int v) {
+                        y[v].assign(static_cast<size_t>(nt * n_out), NAN);
+                        matmul(pool, scratch, w.view(), x.data(), nt, y[v].data(), bp);
+                        for (size_t i = 0; i < y[v].size(); ++i) {
+                            const double err = std::fabs(y[v][i] - ref.y[i]);
+                            if (!(err <= ref.bound[i]))
+                                fail_msg("%s %s n_in %lld n_out %lld nt %lld out %zu: %.9g vs %.9g, err %g > bound %g",
+                                         isa_name(), dtype_name(type), (long long)n_in, (long long)n_out, (long long)nt, i,
+                                         y[v][i], ref.y[i], err, ref.bound[i]);
+                        }
+                    });
+                    for (size_t i = 0; i < y[0].size(); ++i) {
+                        const double agree = 2 * ref.rounding[i];
+                        if (!(std::fabs(y[0][i] - y[1][i]) <= agree))
+                            fail_msg("%s variants disagree: %.9g vs %.9g (allowed %g)", dtype_name(type), y[0][i], y[1][i], agree);
+                        if (n_in == 288) worst_rel = std::fmax(worst_rel, std::fabs(y[1][i] - ref.y[i]) / ref.sum_abs[i]);
+                    }
+                }
+            }
+        print_message("matmul %-5s ok; worst |err| / sum|w x| at n_in 288: %.2e\n", dtype_name(type), worst_rel);
+    }
+}
+
+// matmul_multi over several weights (mixed types, with and without bias) gives exactly what separate
+// matmuls give: the per-output summation order does not depend on how rows are grouped or split, so
+// equality is exact. Likewise the thread count (1, 2, 3) does not change any result.
+static void test_matmul_multi(void **) {
+    Scratch scratch;
+    uint64_t st = 99;
+    const int64_t n_in = 288;
+    const TestWeight w[4] = {make_weight(DType::Q8_0, 288, n_in, &st), make_weight(DType::Q8_0, 97, n_in, &st),
+                             make_weight(DType::Q4_0, 130, n_in, &st), make_weight(DType::F16, 7, n_in, &st)};
+    for (int64_t nt : {1, 5, 17}) {
+        const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * n_in), -1, 1);
+        std::vector<float> bias[4], sep[4], multi[4];
+        for (int i = 0; i < 4; ++i) bias[i] = rand_vec(&st, static_cast<size_t>(w[i].n_out), -1, 1);
+        for_each_variant([&](int) {
+            for (int threads : {1, 2, 3}) {
+                auto pool_owner = make_pool(threads);
+                ThreadPool &pool = *pool_owner;
+                const WeightView views[4] = {w[0].view(), w[1].view(), w[2].view(), w[3].view()};
+                const WeightView *wp[4] = {&views[0], &views[1], &views[2], &views[3]};
+                float *yp[4];
+                const float *bp[4] = {bias[0].data(), nullptr, bias[2].data(), bias[3].data()};
+                for (int i = 0; i < 4; ++i) {
+                    multi[i].assign(static_cast<size_t>(nt * w[i].n_out), NAN);
+                    yp[i] = multi[i].data();
+                }
+                matmul_multi(pool, scratch, wp, 4, x.data(), nt, yp, bp);
+                for (int i = 0; i < 4; ++i) {
+                    if (threads == 1) {
+                        sep[i].assign(multi[i].size(), NAN);
+                        matmul(pool, scratch, views[i], x.data(), nt, sep[i].data(), bp[i]);
+                    }
+                    if (std::memcmp(sep[i].data(), multi[i].data(), sep[i].size() * sizeof(float)) != 0)
+                        fail_msg("%s: matmul_multi weight %d (%d threads, %lld tokens) differs from matmul", isa_name(), i,
+                                 threads, (long long)nt);
+                }
+            }
+        });
+    }
+}
+
+// ---- elementwise -----------------------------------------------------------------------------------------
+
+// rms_norm: |err| <= 1e-5 |ref| (it needs a few float roundings, ~1e-7; the sum of squares is in double).
+// Also in place.
+static void test_rms_norm(void **) {
+    uint64_t st = 5;
+    for (int64_t dim : {8, 288, 4096}) {
+        const int64_t rows = 3;
+        std::vector<float> x = rand_vec(&st, static_cast<size_t>(rows * dim), -3, 3);
+        const std::vector<float> w = rand_vec(&st, static_cast<size_t>(dim), -2, 2);
+        std::vector<float> out(x.size());
+        rms_norm(x.data(), w.data(), out.data(), rows, dim, 1e-5f);
+        for (int64_t r = 0; r < rows; ++r) {
+            double ss = 0;
+            for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(x[r * dim + i]) * x[r * dim + i];
+            const double sc = 1.0 / std::sqrt(ss / dim + 1e-5);
+            for (int64_t i = 0; i < dim; ++i) {
+                const double ref = x[r * dim + i] * sc * w[i];
+                assert_true(std::fabs(out[r * dim + i] - ref) <= 1e-5 * std::fabs(ref));
+            }
+        }
+        rms_norm(x.data(), w.data(), x.data(), rows, dim, 1e-5f);
+        assert_memory_equal(x.data(), out.data(), x.size() * sizeof(float));
+    }
+}
+
+// swiglu: |err| <= 1e-5 |ref| for |g| <= 30 (e^x is accurate to ~2e-7 relative, the rest is a few float
+// roundings); for very negative g the result only has to be ~0 (|out| <= 1e-30: the true value is
+// below 1e-35 and the AVX2 exp clamps its argument at 88.3). n = 1003 exercises the vector tail; the
+// second call aliases out with gate.
+static void test_swiglu(void **) {
+    uint64_t st = 6;
+    const int64_t n = 1003;
+    std::vector<float> g = rand_vec(&st, n, -30, 30);
+    const std::vector<float> u = rand_vec(&st, n, -2, 2);
+    g[0] = -100;
+    g[1] = 100;
+    g[2] = -88.5f;
+    g[3] = 0;
+    for_each_variant([&](int) {
+        std::vector<float> out(n);
+        swiglu(g.data(), u.data(), out.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+            const double ref = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+            if (g[i] < -80) {
+                assert_true(std::fabs(out[i]) <= 1e-30);
+            } else if (!(std::fabs(out[i] - ref) <= 1e-5 * std::fabs(ref))) {
+                fail_msg("%s swiglu(%g, %g) = %.9g, want %.9g", isa_name(), g[i], u[i], out[i], ref);
+            }
+        }
+        std::vector<float> g2 = g;
+        swiglu(g2.data(), u.data(), g2.data(), n);
+        assert_memory_equal(g2.data(), out.data(), n * sizeof(float));
+    });
+}
+
+// add_inplace: each element is one float addition, exactly what the reference float sum gives.
+static void test_add(void **) {
+    uint64_t st = 8;
+    std::vector<float> x = rand_vec(&st, 1001, -10, 10);
+    const std::vector<float> y = rand_vec(&st, 1001, -10, 10);
+    std::vector<float> ref(x.size());
+    for (size_t i = 0; i < x.size(); ++i) ref[i] = x[i] + y[i];
+    add_inplace(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    assert_memory_equal(x.data(), ref.data(), x.size() * sizeof(float));
+}
+
+// rope, both pairings, with and without freq_factors and freq_scale, n_rot < head_dim, positions up
+// to 5000: each rotated value within 1e-5 * (|x0| + |x1|) of the double reference (cos and sin are taken
+// in double and rounded, then two products and a sum: ~3u in theory; relative to |x0| + |x1| because
+// the output itself may be near 0 by cancellation). Dims past n_rot are untouched.
+static void test_rope(void **) {
+    uint64_t st = 9;
+    const int n_heads = 3, hd = 64;
+    const int64_t nt = 5;
+    const int32_t pos[nt] = {0, 1, 17, 1000, 5000};
+    std::vector<float> ff(32);
+    for (auto &f : ff) f = test_randf(&st, 1, 8);
+    struct Case { int n_rot; bool neox; float base, fscale; bool factors; };
+    const Case cases[] = {{64, false, 10000, 1, false}, {32, false, 10000, 1, false}, {64, true, 1e6f, 1, false},
+                          {48, true, 10000, 0.25f, true}, {32, false, 500000, 1, true}};
+    for (const Case &c : cases) {
+        RopeParams p;
+        p.n_rot = c.n_rot;
+        p.neox = c.neox;
+        p.theta_base = c.base;
+        p.freq_scale = c.fscale;
+        p.freq_factors = c.factors ? ff.data() : nullptr;
+        const std::vector<float> x0 = rand_vec(&st, static_cast<size_t>(nt * n_heads * hd), -2, 2);
+        std::vector<float> x = x0;
+        rope(x.data(), nt, n_heads, hd, pos, p);
+        const int half = c.n_rot / 2;
+        for (int64_t t = 0; t < nt; ++t)
+            for (int h = 0; h < n_heads; ++h) {
+                const float *a = x0.data() + (t * n_heads + h) * hd;
+                const float *b = x.data() + (t * n_heads + h) * hd;
+                for (int i = 0; i < half; ++i) {
+                    const int i0 = c.neox ? i : 2 * i, i1 = c.neox ? i + half : 2 * i + 1;
+                    double ang = pos[t] * static_cast<double>(c.fscale) * std::pow(static_cast<double>(c.base), -2.0 * i / c.n_rot);
+                    if (c.factors) ang /= ff[i];
+                    const double r0 = a[i0] * std::cos(ang) - a[i1] * std::sin(ang);
+                    const double r1 = a[i0] * std::sin(ang) + a[i1] * std::cos(ang);
+                    const double bound = 1e-5 * (std::fabs(a[i0]) + std::fabs(a[i1]));
+                    if (!(std::fabs(b[i0] - r0) <= bound && std::fabs(b[i1] - r1) <= bound))
+                        fail_msg("rope n_rot %d neox %d pos %d pair %d: (%g, %g) vs (%g, %g)", c.n_rot, c.neox, pos[t], i, b[i0],
+                                 b[i1], r0, r1);
+                }
+                for (int i = c.n_rot; i < hd; ++i) assert_true(b[i] == a[i]);
+            }
+    }
+}
+
+// ---- attention --------------------------------------------------------------------------------------
+
+// Random q, k, v (k and v stored as f16 through store_f16; the reference reads back the same f16
+// values), full softmax in double. Bound: 1e-4 absolute. The output is a convex combination of v
+// rows (|v| <= 1), so absolute error is the natural measure; float rounding in the scores (~hd * u *
+// |q||k| * scale, ~1e-6) and the e^x approximation (~2e-7 relative) move the weights by ~1e-6
+// relative, far inside 1e-4. The "sharp" cases scale the scores by 8 so the softmax is peaked and the
+// running maximum changes between tiles.
+static void test_attention(void **) {
+    auto pool_owner = make_pool(2);
+    ThreadPool &pool = *pool_owner;
+    uint64_t st = 11;
+    struct Heads { int n_head, n_head_kv; };
+    for (Heads hh : {Heads{6, 6}, Heads{8, 4}})
+        for (int hd : {8, 20, 48, 64, 128, 256})  // 20: the non-multiple-of-8 tails; 256: the largest
+            for (int mode = 0; mode < 3; ++mode) {  // 0 decode, 1 prefill, 2 decode with sharp scores
+                const int64_t nt = mode == 1 ? 37 : 1;
+                std::vector<int32_t> qpos(static_cast<size_t>(nt));
+                for (int64_t t = 0; t < nt; ++t) qpos[t] = mode == 1 ? static_cast<int32_t>(5 + t) : 100;
+                const int64_t n_pos = qpos[nt - 1] + 1;
+                const int64_t kv_row = static_cast<int64_t>(hh.n_head_kv) * hd;
+                const std::vector<float> kf = rand_vec(&st, static_cast<size_t>(n_pos * kv_row), -1, 1);
+                const std::vector<float> vf = rand_vec(&st, static_cast<size_t>(n_pos * kv_row), -1, 1);
+                const std::vector<float> q = rand_vec(&st, static_cast<size_t>(nt * hh.n_head * hd), -2, 2);
+                AttnParams p;
+                p.n_head = hh.n_head;
+                p.n_head_kv = hh.n_head_kv;
+                p.head_dim = hd;
+                p.scale = (mode == 2 ? 8.0f : 1.0f) / std::sqrt(static_cast<float>(hd));
+                for_each_variant([&](int) {
+                    std::vector<uint16_t> kc(kf.size()), vc(vf.size());
+                    store_f16(kf.data(), kc.data(), n_pos, kv_row);
+                    store_f16(vf.data(), vc.data(), n_pos, kv_row);
+                    std::vector<float> out(q.size(), NAN);
+                    attention(pool, q.data(), qpos.data(), nt, kc.data(), vc.data(), out.data(), p);
+                    const int group = hh.n_head / hh.n_head_kv;
+                    std::vector<double> s(static_cast<size_t>(n_pos));
+                    for (int64_t t = 0; t < nt; ++t)
+                        for (int h = 0; h < hh.n_head; ++h) {
+                            const float *qh = q.data() + (t * hh.n_head + h) * hd;
+                            const int64_t kvo = static_cast<int64_t>(h / group) * hd;
+                            double m = -INFINITY;
+                            for (int64_t j = 0; j <= qpos[t]; ++j) {
+                                double d = 0;
+                                for (int i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * fp16_to_fp32(kc[j * kv_row + kvo + i]);
+                                s[j] = d * p.scale;
+                                m = std::fmax(m, s[j]);
+                            }
+                            double l = 0;
+                            for (int64_t j = 0; j <= qpos[t]; ++j) l += (s[j] = std::exp(s[j] - m));
+                            for (int i = 0; i < hd; ++i) {
+                                double o = 0;
+                                for (int64_t j = 0; j <= qpos[t]; ++j) o += s[j] * fp16_to_fp32(vc[j * kv_row + kvo + i]);
+                                o /= l;
+                                const double got = out[(t * hh.n_head + h) * hd + i];
+                                if (!(std::fabs(got - o) <= 1e-4))
+                                    fail_msg("%s attention heads %d/%d hd %d mode %d t %lld h %d i %d: %.7g vs %.7g", isa_name(),
+                                             hh.n_head, hh.n_head_kv, hd, mode, (long long)t, h, i, got, o);
+                            }
+                        }
+                });
+            }
+}
+
+// get_rows returns exactly the dequantized rows asked for (ids repeat and come in any order).
+static void test_get_rows(void **) {
+    uint64_t st = 12;
+    for (DType type : kAllTypes) {
+        const TestWeight w = make_weight(type, 10, 64, &st);
+        const int32_t ids[] = {3, 0, 9, 3};
+        std::vector<float> out(4 * 64, NAN);
+        get_rows(w.view(), ids, 4, out.data());
+        for (int t = 0; t < 4; ++t)
+            assert_memory_equal(out.data() + t * 64, w.deq.data() + ids[t] * 64, 64 * sizeof(float));
+    }
+}
+
+// ---- thread pool ---------------------------------------------------------------------------------------
+
+// run() calls fn exactly once per thread index with the right nth (also for a named, lvalue callable).
+static void test_pool_run(void **) {
+    for (int n = 1; n <= 4; ++n) {
+        auto pool_owner = make_pool(n);
+        ThreadPool &pool = *pool_owner;
+        assert_int_equal(pool.size(), n);
+        std::atomic<int> hits[4] = {};
+        std::atomic<int> bad_nth{0};
+        auto fn = [&](int ith, int nth) {
+            if (nth != n || ith < 0 || ith >= n) bad_nth.fetch_add(1);
+            else hits[ith].fetch_add(1);
+        };
+        for (int rep = 0; rep < 100; ++rep) pool.run(fn);
+        for (int i = 0; i < n; ++i) assert_int_equal(hits[i].load(), 100);
+        assert_int_equal(bad_nth.load(), 0);
+    }
+}
+
+// parallel_for covers [0, n) exactly once, including n smaller than the thread count and n = 0.
+static void test_pool_parallel_for(void **) {
+    for (int threads = 1; threads <= 4; ++threads) {
+        auto pool_owner = make_pool(threads);
+        ThreadPool &pool = *pool_owner;
+        for (int64_t n : {0, 1, 3, 7, 1000, 12345}) {
+            std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+            for (auto &s : seen) s.store(0);
+            std::atomic<int> empty{0};  // counted, not asserted: cmocka must not fail on a worker thread
+            pool.parallel_for(n, [&](int64_t b, int64_t e) {
+                if (b >= e) empty.fetch_add(1);
+                for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+            });
+            for (int64_t i = 0; i < n; ++i) assert_int_equal(seen[static_cast<size_t>(i)].load(), 1);
+            assert_int_equal(empty.load(), 0);
+        }
+    }
+}
+
+// Many back-to-back runs (the spinning hand-off), then runs separated by pauses long enough that the
+// workers fall asleep (the condition-variable hand-off): a lost wake-up would hang here. The job's
+// plain (non-atomic) writes must be visible to the caller after run() returns.
+static void test_pool_stress(void **) {
+    for (int threads : {2, 3, 4}) {
+        auto pool_owner = make_pool(threads);
+        ThreadPool &pool = *pool_owner;
+        std::vector<int64_t> slot(static_cast<size_t>(threads), 0);
+        const int reps = threads == 2 ? 10000 : 2000;
+        for (int rep = 0; rep < reps; ++rep) {
+            pool.run([&](int ith, int) { slot[static_cast<size_t>(ith)] += 1; });
+            for (int i = 0; i < threads; ++i)
+                if (slot[static_cast<size_t>(i)] != rep + 1) fail_msg("%d threads: slot %d = %lld after %d runs", threads, i, (long long)slot[i], rep + 1);
+        }
+        for (int rep = 0; rep < 20; ++rep) {
+            std::this_thread::sleep_for(std::chrono::microseconds(rep % 2 ? 1000 : 150));
+            pool.run([&](int ith, int) { slot[static_cast<size_t>(ith)] += 1; });
+        }
+        for (int i = 0; i < threads; ++i) assert_int_equal(slot[static_cast<size_t>(i)], reps + 20);
+    }
+}
+
+// Destruction with workers never used, spinning, or asleep.
+static void test_pool_destroy(void **) {
+    make_pool(4).reset();  // never used
+    {
+        auto pool = make_pool(3);  // workers still spinning after the job
+        pool->run([](int, int) {});
+    }
+    {
+        auto pool = make_pool(2);  // workers asleep
+        pool->run([](int, int) {});
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    make_pool(1).reset();
+}
+
+// ---- timings (EMBER_KERNEL_BENCH=1) ----------------------------------------------------------------------
+
+static void bench_one(ThreadPool &pool, Scratch &scratch, const TestWeight &w, int64_t nt) {
+    uint64_t st = 3;
+    const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * w.n_in), -1, 1);
+    std::vector<float> y(static_cast<size_t>(nt * w.n_out));
+    const WeightView v = w.view();
+    for (int i = 0; i < 20; ++i) matmul(pool, scratch, v, x.data(), nt, y.data(), nullptr);
+    double best = 1e30;
+    for (int trial = 0; trial < 5; ++trial) {
+        const int iters = static_cast<int>(2e8 / static_cast<double>(w.data.size() * static_cast<size_t>(nt)) + 10);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) matmul(pool, scratch, v, x.data(), nt, y.data(), nullptr);
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+        best = std::fmin(best, us);
+    }
+    // Decode is a stream over the weights (GB/s); prefill reuses them (multiply-adds per second).
+    const double rate = nt == 1 ? static_cast<double>(w.data.size()) / (best * 1e3)
+                                : static_cast<double>(w.n_in * w.n_out * nt) / (best * 1e3);
+    print_message("bench %-6s %-4s %4lld -> %5lld, %3lld tok, %d thr: %9.2f us/call, %6.1f %s\n", isa_name(),
+                  dtype_name(w.type), (long long)w.n_in, (long long)w.n_out, (long long)nt, pool.size(), best, rate,
+                  nt == 1 ? "GB/s of weights" : "GMAC/s");
+}
+
+static void test_bench(void **) {
+    const char *env = std::getenv("EMBER_KERNEL_BENCH");
+    if (!env || !*env || *env == '0') return;
+    uint64_t st = 1;
+    const TestWeight big = make_weight(DType::Q8_0, 32000, 288, &st);
+    const TestWeight ffn = make_weight(DType::Q8_0, 768, 288, &st);
+    const TestWeight ffn4 = make_weight(DType::Q4_0, 768, 288, &st);
+    const TestWeight ffn16 = make_weight(DType::F16, 768, 288, &st);
+    Scratch scratch;
+    for_each_variant([&](int v) {
+        for (int threads : {1, 2}) {
+            auto pool_owner = make_pool(threads);
+            ThreadPool &pool = *pool_owner;
+            if (v == 1 || threads == 1) bench_one(pool, scratch, big, 1);
+            bench_one(pool, scratch, ffn, 1);
+            if (v == 1) {
+                bench_one(pool, scratch, ffn4, 1);
+                bench_one(pool, scratch, ffn16, 1);
+                bench_one(pool, scratch, ffn, 64);
+            }
+        }
+    });
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fp16_exhaustive),
+        cmocka_unit_test(test_fp16_rounding),
+        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_quant_q8_0),
+        cmocka_unit_test(test_quant_q4_0),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_rms_norm),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_add),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_get_rows),
+        cmocka_unit_test(test_pool_run),
+        cmocka_unit_test(test_pool_parallel_for),
+        cmocka_unit_test(test_pool_stress),
+        cmocka_unit_test(test_pool_destroy),
+        cmocka_unit_test(test_bench),
+    };
+    std::printf("cpu kernels: best variant is %s\n", isa_name());
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
