@@ -1,8 +1,9 @@
 // cpu_forward.cpp — the decoder forward pass on the CPU.
 //
 // One layer: x += Wo·attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)); x += Wd·(silu(Wg·n(x)) * Wu·n(x)),
-// with n() an RMSNorm. Matrix products and attention are threaded inside the kernels; the elementwise
-// steps are a few microseconds and run on the calling thread.
+// with n() an RMSNorm. Matrix products and attention are threaded inside the kernels. The elementwise
+// steps are split across the threads by token rows when a prompt chunk is long enough to pay for the
+// dispatch; for one token (decode) they take a few microseconds and run on the calling thread.
 #include "cpu/cpu_context.hpp"
 
 #include "core/error.hpp"
@@ -25,6 +26,19 @@ WeightView view(const TensorRef *t) {
 }
 
 const float *f32(const TensorRef *t) { return t ? static_cast<const float *>(t->data) : nullptr; }
+
+// Below this many token rows an elementwise step runs on the calling thread (a dispatch costs more).
+constexpr uint32_t kMinRowsToSplit = 4;
+
+// fn(begin, end) over token rows [0, n), split across the pool when worthwhile.
+template <class F>
+void for_rows(ThreadPool &pool, uint32_t n, F &&fn) {
+    if (n < kMinRowsToSplit || pool.size() == 1) {
+        fn(int64_t{0}, int64_t{n});
+        return;
+    }
+    pool.parallel_for(n, fn);
+}
 
 template <class T>
 void resize(std::vector<T> &v, size_t n) {
@@ -62,16 +76,17 @@ size_t CpuContext::memory_bytes() const {
 void CpuContext::layer(uint32_t il, uint32_t n, uint32_t pos0) {
     const HParams &hp = desc_.hp;
     const LayerWeights &w = desc_.layers[il];
-    const size_t kv_row = hp.n_embd_kv();
-    uint16_t *kc = k_cache_.data() + static_cast<size_t>(il) * params_.n_ctx * kv_row;
-    uint16_t *vc = v_cache_.data() + static_cast<size_t>(il) * params_.n_ctx * kv_row;
+    const int64_t d = hp.n_embd, nq = hp.n_embd_q(), nkv = hp.n_embd_kv(), nff = hp.n_ff;
+    uint16_t *kc = k_cache_.data() + static_cast<size_t>(il) * params_.n_ctx * nkv;
+    uint16_t *vc = v_cache_.data() + static_cast<size_t>(il) * params_.n_ctx * nkv;
+    float *x = x_.data(), *xn = xn_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data();
 
-    rms_norm(x_.data(), f32(w.attn_norm), xn_.data(), n, hp.n_embd, hp.norm_eps);
+    for_rows(pool_, n, [&](int64_t b, int64_t e) { rms_norm(x + b * d, f32(w.attn_norm), xn + b * d, e - b, d, hp.norm_eps); });
     const WeightView wq = view(w.wq), wk = view(w.wk), wv = view(w.wv);
     const WeightView *qkv[3] = {&wq, &wk, &wv};
-    float *qkv_out[3] = {q_.data(), k_.data(), v_.data()};
+    float *qkv_out[3] = {q, k, v};
     const float *qkv_bias[3] = {f32(w.bq), f32(w.bk), f32(w.bv)};
-    matmul_multi(pool_, scratch_, qkv, 3, xn_.data(), n, qkv_out, qkv_bias);
+    matmul_multi(pool_, scratch_, qkv, 3, xn, n, qkv_out, qkv_bias);
 
     RopeParams rp;
     rp.n_rot = static_cast<int>(hp.n_rot);
@@ -79,30 +94,35 @@ void CpuContext::layer(uint32_t il, uint32_t n, uint32_t pos0) {
     rp.theta_base = hp.rope_theta;
     rp.freq_scale = hp.rope_freq_scale;
     rp.freq_factors = f32(desc_.rope_freqs);
-    rope(q_.data(), n, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim), pos_.data(), rp);
-    rope(k_.data(), n, static_cast<int>(hp.n_head_kv), static_cast<int>(hp.head_dim), pos_.data(), rp);
-    store_f16(k_.data(), kc + static_cast<size_t>(pos0) * kv_row, n, static_cast<int64_t>(kv_row));
-    store_f16(v_.data(), vc + static_cast<size_t>(pos0) * kv_row, n, static_cast<int64_t>(kv_row));
+    uint16_t *kc_at = kc + static_cast<size_t>(pos0) * nkv, *vc_at = vc + static_cast<size_t>(pos0) * nkv;
+    for_rows(pool_, n, [&](int64_t b, int64_t e) {
+        rope(q + b * nq, e - b, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim), pos_.data() + b, rp);
+        rope(k + b * nkv, e - b, static_cast<int>(hp.n_head_kv), static_cast<int>(hp.head_dim), pos_.data() + b, rp);
+        store_f16(k + b * nkv, kc_at + b * nkv, e - b, nkv);
+        store_f16(v + b * nkv, vc_at + b * nkv, e - b, nkv);
+    });
 
     AttnParams ap;
     ap.n_head = static_cast<int>(hp.n_head);
     ap.n_head_kv = static_cast<int>(hp.n_head_kv);
     ap.head_dim = static_cast<int>(hp.head_dim);
     ap.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-    attention(pool_, q_.data(), pos_.data(), n, kc, vc, attn_.data(), ap);
+    attention(pool_, q, pos_.data(), n, kc, vc, attn_.data(), ap);
 
-    matmul(pool_, scratch_, view(w.wo), attn_.data(), n, tmp_.data(), f32(w.bo));
-    add_inplace(x_.data(), tmp_.data(), static_cast<int64_t>(n) * hp.n_embd);
-
-    rms_norm(x_.data(), f32(w.ffn_norm), xn_.data(), n, hp.n_embd, hp.norm_eps);
+    float *tmp = tmp_.data(), *gate = gate_.data(), *up = up_.data();
+    matmul(pool_, scratch_, view(w.wo), attn_.data(), n, tmp, f32(w.bo));
+    for_rows(pool_, n, [&](int64_t b, int64_t e) {
+        add_inplace(x + b * d, tmp + b * d, (e - b) * d);
+        rms_norm(x + b * d, f32(w.ffn_norm), xn + b * d, e - b, d, hp.norm_eps);
+    });
     const WeightView wg = view(w.ffn_gate), wu = view(w.ffn_up);
     const WeightView *gu[2] = {&wg, &wu};
-    float *gu_out[2] = {gate_.data(), up_.data()};
+    float *gu_out[2] = {gate, up};
     const float *gu_bias[2] = {nullptr, nullptr};
-    matmul_multi(pool_, scratch_, gu, 2, xn_.data(), n, gu_out, gu_bias);
-    swiglu(gate_.data(), up_.data(), gate_.data(), static_cast<int64_t>(n) * hp.n_ff);
-    matmul(pool_, scratch_, view(w.ffn_down), gate_.data(), n, tmp_.data(), nullptr);
-    add_inplace(x_.data(), tmp_.data(), static_cast<int64_t>(n) * hp.n_embd);
+    matmul_multi(pool_, scratch_, gu, 2, xn, n, gu_out, gu_bias);
+    for_rows(pool_, n, [&](int64_t b, int64_t e) { swiglu(gate + b * nff, up + b * nff, gate + b * nff, (e - b) * nff); });
+    matmul(pool_, scratch_, view(w.ffn_down), gate, n, tmp, nullptr);
+    for_rows(pool_, n, [&](int64_t b, int64_t e) { add_inplace(x + b * d, tmp + b * d, (e - b) * d); });
 }
 
 void CpuContext::forward(const int32_t *tokens, uint32_t n, uint32_t pos0, float *logits) {
