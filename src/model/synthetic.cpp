@@ -6,6 +6,7 @@
 #include "gguf/gguf.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -66,9 +67,19 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     w.add_f32(a + "rope.freq_base", s.rope_theta);
     w.add_u32(a + "rope.dimension_count", head_dim);
 
-    // Vocabulary: <unk>, <s>, </s>, then "▁" and single letters and pairs, enough to fill n_vocab.
+    // Vocabulary: <unk>, <s>, </s>; the 256 byte tokens <0x00>..<0xFF> when there is room (any text then
+    // tokenizes, as with real SentencePiece vocabularies, and other runtimes accept the file); then "▁",
+    // single letters and numbered pieces up to n_vocab.
     std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
     std::vector<int32_t> types = {2, 3, 3};
+    if (s.n_vocab >= 3 + 256 + 32) {
+        for (int b = 0; b < 256; ++b) {
+            char name[8];
+            std::snprintf(name, sizeof name, "<0x%02X>", b);
+            tokens.push_back(name);
+            types.push_back(6);
+        }
+    }
     for (uint32_t i = 0; tokens.size() < s.n_vocab; ++i) {
         std::string t = i == 0 ? "\xe2\x96\x81" : std::string(1, static_cast<char>('a' + (i - 1) % 26));
         if (i > 26) t = "\xe2\x96\x81" + t + std::to_string(i);
