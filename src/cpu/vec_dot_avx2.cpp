@@ -14,6 +14,8 @@
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
+#include <utility>
+
 namespace ember::cpu::detail {
 
 namespace {
@@ -91,12 +93,17 @@ struct Q8_0 {
     // which cost a load slot rather than an ALU slot: per (row, block) 1 ALU op where a scalar convert,
     // multiply and broadcast take 4. Measured on Zen 3 (decode tile): 4.2 instead of 4.4 cycles per
     // row-block; the rest is the integer products (maddubs + madd alone take 2.7).
+    // The lane index of _mm_insert_epi16 must be a constant expression at every optimisation level, so
+    // the R - 1 inserts are expanded from an index sequence rather than a loop.
+    template <class Block, int R, size_t... I>
+    static __m128i gather_scales(const Block *const (&w)[R], int64_t b, std::index_sequence<I...>) {
+        __m128i h = _mm_cvtsi32_si128(w[0][b].d);
+        ((h = _mm_insert_epi16(h, w[I + 1][b].d, static_cast<int>(I + 1))), ...);
+        return h;
+    }
     template <class Block, int R, int T>
     static void block_scales_impl(const Block *const (&w)[R], int64_t b, const float *const (&xd)[T], float (&sc)[T][4]) {
-        __m128i h = _mm_cvtsi32_si128(w[0][b].d);
-#pragma GCC unroll 4
-        for (int i = 1; i < R; ++i) h = _mm_insert_epi16(h, w[i][b].d, i);
-        const __m128 dw = _mm_cvtph_ps(h);
+        const __m128 dw = _mm_cvtph_ps(gather_scales<Block, R>(w, b, std::make_index_sequence<R - 1>{}));
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) _mm_store_ps(sc[t], _mm_mul_ps(dw, _mm_broadcast_ss(xd[t] + b)));
     }
