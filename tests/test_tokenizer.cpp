@@ -274,6 +274,12 @@ void test_special_bpe(void **) {
     const std::vector<int32_t> hdr = llama3->tokenize("<|start_header_id|>user<|end_header_id|>", false, true);
     assert_int_equal(hdr.size(), 3);
     assert_int_equal(hdr[0], id_of(*llama3, "<|start_header_id|>"));
+    // Llama-3 vocabularies start with BOS when the metadata does not say otherwise (this file has no
+    // tokenizer.ggml.add_bos_token), as llama.cpp does.
+    assert_true(llama3->add_bos());
+    const std::vector<int32_t> with_bos = llama3->tokenize("Hello", true, false);
+    assert_int_equal(with_bos[0], llama3->bos());
+    assert_int_equal(with_bos.size(), llama3->tokenize("Hello", false, false).size() + 1);
 }
 
 // ---- 4. Utf8Stream and utf8_sanitize -------------------------------------------------------------------

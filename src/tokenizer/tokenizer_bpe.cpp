@@ -53,7 +53,9 @@ BpeTokenizer::BpeTokenizer(const gguf::File &file, std::string_view pre) {
              int(std::min<size_t>(pre.size(), 100)), pre.data());
     }
     pre_ = std::string(pre);
-    load_vocab(file, "gpt2", false);
+    // Without an explicit tokenizer.ggml.add_bos_token, Llama-3 vocabularies start with BOS (that is how
+    // the model was trained, and what llama.cpp does); GPT-2 and Qwen2 do not.
+    load_vocab(file, "gpt2", pre_kind_ == PreTokenizer::Llama3);
 
     std::string buf;
     for (int b = 0; b < 256; ++b) {
