@@ -4,6 +4,7 @@
 
 #include <ember/ember.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -163,6 +164,55 @@ static void test_prefill_matches_decode(void **state) {
     ember_model_free(m);
 }
 
+/* One model shared by sessions on several threads at once (the header promises a model is immutable and
+ * shareable): each thread must still produce the golden continuation. */
+struct shared_run {
+    const ember_model *model;
+    int ok;
+};
+
+static void *generate_golden(void *arg) {
+    struct shared_run *r = arg;
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_threads = 1;
+    sp.n_ctx = 64;
+    ember_session *s = NULL;
+    ember_sampler_params pp;
+    ember_sampler_params_init(&pp);
+    pp.temperature = 0;
+    ember_sampler *smp = NULL;
+    r->ok = ember_session_create(r->model, &sp, &s) == EMBER_OK && ember_sampler_create(&pp, &smp) == EMBER_OK &&
+            ember_session_feed(s, kGolden15M, 5) == EMBER_OK;
+    for (size_t i = 5; r->ok && i < N(kGolden15M); ++i) {
+        ember_token t = -1;
+        r->ok = ember_generate_next(s, smp, &t, NULL, NULL) == EMBER_OK && t == kGolden15M[i];
+    }
+    ember_sampler_free(smp);
+    ember_session_free(s);
+    return NULL;
+}
+
+static void test_shared_model_threads(void **state) {
+    (void)state;
+    REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    ember_model *m = NULL;
+    assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);
+    enum { kThreads = 4 };
+    pthread_t th[kThreads];
+    struct shared_run runs[kThreads];
+    for (int i = 0; i < kThreads; ++i) {
+        runs[i].model = m;
+        runs[i].ok = 0;
+        assert_int_equal(pthread_create(&th[i], NULL, generate_golden, &runs[i]), 0);
+    }
+    for (int i = 0; i < kThreads; ++i) {
+        pthread_join(th[i], NULL);
+        assert_true(runs[i].ok);
+    }
+    ember_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stories15M_q8_0_golden),
@@ -170,6 +220,7 @@ int main(void) {
         cmocka_unit_test(test_stories260K_q8_0_mixed_types),
         cmocka_unit_test(test_stories15M_q4_0_runs),
         cmocka_unit_test(test_prefill_matches_decode),
+        cmocka_unit_test(test_shared_model_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
