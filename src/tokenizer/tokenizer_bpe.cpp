@@ -179,18 +179,9 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t> &ou
 }
 
 std::string BpeTokenizer::token_to_piece(int32_t id, bool render_special) const {
-    const std::string &t = tokens_[size_t(id)];
-    switch (types_[size_t(id)]) {
-    case TokenType::CONTROL:
-    case TokenType::UNKNOWN:
-    case TokenType::UNUSED:
-        return render_special ? t : std::string();
-    case TokenType::USER_DEFINED:
-        return t;
-    default:
-        break;
-    }
     std::string piece;
+    if (special_piece(id, render_special, piece)) return piece;
+    const std::string &t = tokens_[size_t(id)];
     piece.reserve(t.size());
     const auto *p = reinterpret_cast<const uint8_t *>(t.data());
     for (size_t i = 0; i < t.size();) {

@@ -185,5 +185,20 @@ std::string TokenizerBase::detokenize(const int32_t *ids, size_t n, bool render_
     return out;
 }
 
+bool TokenizerBase::special_piece(int32_t id, bool render_special, std::string &out) const {
+    switch (types_[size_t(id)]) {
+    case TokenType::CONTROL:
+    case TokenType::UNKNOWN:
+    case TokenType::UNUSED:
+        out = render_special ? tokens_[size_t(id)] : std::string();
+        return true;
+    case TokenType::USER_DEFINED:
+        out = tokens_[size_t(id)];
+        return true;
+    default:
+        return false;
+    }
+}
+
 } // namespace tok
 } // namespace ember

@@ -37,6 +37,11 @@ protected:
     // follows a special token (SentencePiece puts its space prefix there).
     virtual void encode(std::string_view text, bool first_or_after_special, std::vector<int32_t> &out) const = 0;
 
+    // The piece of a token shown by its text rather than decoded from it: control, unknown and unused
+    // tokens (their text only when render_special, else ""), user-defined ones (always). Returns false
+    // for the tokens each tokenizer decodes its own way.
+    bool special_piece(int32_t id, bool render_special, std::string &out) const;
+
     // Token id of exactly this text, or -1.
     int32_t find(std::string_view text) const { return ids_.find(text); }
     int32_t find(std::string_view text, uint64_t hash) const { return ids_.find(text, hash); }

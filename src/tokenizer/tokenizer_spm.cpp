@@ -145,22 +145,11 @@ void SpmTokenizer::encode(std::string_view text, bool first_or_after_special, st
 }
 
 std::string SpmTokenizer::token_to_piece(int32_t id, bool render_special) const {
-    const std::string &t = tokens_[size_t(id)];
-    switch (types_[size_t(id)]) {
-    case TokenType::CONTROL:
-    case TokenType::UNKNOWN:
-    case TokenType::UNUSED:
-        return render_special ? t : std::string();
-    case TokenType::USER_DEFINED:
-        return t;
-    case TokenType::BYTE:
-        if (const int b = byte_token_value(t); b >= 0) return std::string(1, char(b));
-        break;
-    case TokenType::NORMAL:
-    case TokenType::UNDEFINED:
-        break;
-    }
     std::string piece;
+    if (special_piece(id, render_special, piece)) return piece;
+    const std::string &t = tokens_[size_t(id)];
+    if (types_[size_t(id)] == TokenType::BYTE)
+        if (const int b = byte_token_value(t); b >= 0) return std::string(1, char(b));
     piece.reserve(t.size());
     for (size_t i = 0; i < t.size();) {
         if (t.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
