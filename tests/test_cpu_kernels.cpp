@@ -10,6 +10,7 @@
 #include "cpu/kernels.hpp"
 #include "cpu/threadpool.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -599,66 +600,275 @@ static void test_rope(void **) {
 
 // ---- attention --------------------------------------------------------------------------------------
 
-// Random q, k, v (k and v stored as f16 through store_f16; the reference reads back the same f16
-// values), full softmax in double. Bound: 1e-4 absolute. The output is a convex combination of v
-// rows (|v| <= 1), so absolute error is the natural measure; float rounding in the scores (~hd * u *
-// |q||k| * scale, ~1e-6) and the e^x approximation (~2e-7 relative) move the weights by ~1e-6
-// relative, far inside 1e-4. The "sharp" cases scale the scores by 8 so the softmax is peaked and the
-// running maximum changes between tiles.
+namespace {
+
+// One sequence's cache as written: n_pos rows of n_head_kv * head_dim f16 values, position-major
+// (random values in [-1, 1], rounded by store_f16), and the block table that places it in a pool.
+struct AttnSeq {
+    int64_t n_pos = 0;
+    std::vector<uint16_t> k, v;
+    std::vector<int32_t> table;
+};
+
+AttnSeq make_attn_seq(uint64_t *st, int64_t n_pos, int64_t kv_row) {
+    AttnSeq s;
+    s.n_pos = n_pos;
+    const std::vector<float> kf = rand_vec(st, static_cast<size_t>(n_pos * kv_row), -1, 1);
+    const std::vector<float> vf = rand_vec(st, static_cast<size_t>(n_pos * kv_row), -1, 1);
+    s.k.resize(kf.size());
+    s.v.resize(vf.size());
+    store_f16(kf.data(), s.k.data(), n_pos, kv_row);
+    store_f16(vf.data(), s.v.data(), n_pos, kv_row);
+    return s;
+}
+
+// Random 0..n-1 (Fisher-Yates).
+std::vector<int32_t> rand_perm(uint64_t *st, int64_t n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(i);
+    for (int64_t i = n - 1; i > 0; --i) {
+        const int64_t j = std::min<int64_t>(i, static_cast<int64_t>(test_randf(st, 0, static_cast<float>(i + 1))));
+        std::swap(p[i], p[j]);
+    }
+    return p;
+}
+
+// A pool of f16 K/V blocks for one layer.
+struct AttnPool {
+    uint32_t bs = 0;
+    int64_t kv_row = 0;
+    std::vector<uint16_t> k, v;
+    PagedKv view() const { return PagedKv{k.data(), v.data(), bs}; }
+};
+
+// Gives each sequence ceil(n_pos / bs) blocks, in the order of `blocks` (a permutation of the pool's
+// blocks, which number the sequences' total plus `spare`), sets its table (exactly that long, so a
+// read past it is an ASan error) and copies its rows in. Rows that belong to no position hold NaN, so
+// reading one shows in the output.
+AttnPool place_seqs(const std::vector<AttnSeq *> &seqs, uint32_t bs, int64_t kv_row, const std::vector<int32_t> &blocks) {
+    AttnPool pool;
+    pool.bs = bs;
+    pool.kv_row = kv_row;
+    pool.k.assign(blocks.size() * bs * static_cast<size_t>(kv_row), 0x7e00);
+    pool.v = pool.k;
+    size_t next = 0;
+    for (AttnSeq *s : seqs) {
+        s->table.resize(static_cast<size_t>((s->n_pos + bs - 1) / bs));
+        for (int32_t &b : s->table) b = blocks.at(next++);
+        for (int64_t j = 0; j < s->n_pos; ++j) {
+            const size_t dst = (static_cast<size_t>(s->table[j / bs]) * bs + static_cast<size_t>(j % bs)) * kv_row;
+            std::memcpy(&pool.k[dst], &s->k[j * kv_row], kv_row * sizeof(uint16_t));
+            std::memcpy(&pool.v[dst], &s->v[j * kv_row], kv_row * sizeof(uint16_t));
+        }
+    }
+    return pool;
+}
+
+int64_t blocks_needed(const std::vector<AttnSeq *> &seqs, uint32_t bs) {
+    int64_t n = 0;
+    for (const AttnSeq *s : seqs) n += (s->n_pos + bs - 1) / bs;
+    return n;
+}
+
+// Checks out (n_tokens rows) against full softmax attention in double, computed from each token's
+// sequence as written (position-major, not through the pool), so a row read from the wrong place in
+// the pool shows up. Bound: 1e-4 absolute. The output is a convex combination of v rows (|v| <= 1), so
+// absolute error is the natural measure; float rounding in the scores (~hd * u * |q||k| * scale, ~1e-6)
+// and the e^x approximation (~2e-7 relative) move the weights by ~1e-6 relative, far inside 1e-4.
+void check_attention(const std::vector<float> &q, const std::vector<int32_t> &qpos, const std::vector<const AttnSeq *> &qseq,
+                     const AttnParams &p, const std::vector<float> &out, const char *what) {
+    const int64_t kv_row = static_cast<int64_t>(p.n_head_kv) * p.head_dim;
+    const int hd = p.head_dim, group = p.n_head / p.n_head_kv;
+    std::vector<double> s;
+    for (size_t t = 0; t < qpos.size(); ++t) {
+        const AttnSeq &sq = *qseq[t];
+        s.resize(static_cast<size_t>(qpos[t]) + 1);
+        for (int h = 0; h < p.n_head; ++h) {
+            const float *qh = q.data() + (t * p.n_head + h) * hd;
+            const int64_t kvo = static_cast<int64_t>(h / group) * hd;
+            double m = -INFINITY;
+            for (int64_t j = 0; j <= qpos[t]; ++j) {
+                double d = 0;
+                for (int i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * fp16_to_fp32(sq.k[j * kv_row + kvo + i]);
+                s[j] = d * p.scale;
+                m = std::fmax(m, s[j]);
+            }
+            double l = 0;
+            for (int64_t j = 0; j <= qpos[t]; ++j) l += (s[j] = std::exp(s[j] - m));
+            for (int i = 0; i < hd; ++i) {
+                double o = 0;
+                for (int64_t j = 0; j <= qpos[t]; ++j) o += s[j] * fp16_to_fp32(sq.v[j * kv_row + kvo + i]);
+                o /= l;
+                const double got = out[(t * p.n_head + h) * hd + i];
+                if (!(std::fabs(got - o) <= 1e-4))
+                    fail_msg("%s attention %s heads %d/%d hd %d: t %zu (pos %d) h %d i %d: %.7g vs %.7g", isa_name(), what,
+                             p.n_head, p.n_head_kv, hd, t, qpos[t], h, i, got, o);
+            }
+        }
+    }
+}
+
+AttnParams attn_params(int n_head, int n_head_kv, int hd, float sharpness) {
+    AttnParams p;
+    p.n_head = n_head;
+    p.n_head_kv = n_head_kv;
+    p.head_dim = hd;
+    p.scale = sharpness / std::sqrt(static_cast<float>(hd));
+    return p;
+}
+
+} // namespace
+
+// One sequence whose blocks are scattered over the pool in random order, for block sizes 1, 7 (not a
+// divisor of the 32-position tile), 16 and 32, in decode and causal prefill. The "sharp" mode scales
+// the scores by 8 so the softmax is peaked and the running maximum changes between tiles.
 static void test_attention(void **) {
     auto pool_owner = make_pool(2);
     ThreadPool &pool = *pool_owner;
     uint64_t st = 11;
     struct Heads { int n_head, n_head_kv; };
-    for (Heads hh : {Heads{6, 6}, Heads{8, 4}})
-        for (int hd : {8, 20, 48, 64, 128, 256})  // 20: the non-multiple-of-8 tails; 256: the largest
-            for (int mode = 0; mode < 3; ++mode) {  // 0 decode, 1 prefill, 2 decode with sharp scores
-                const int64_t nt = mode == 1 ? 37 : 1;
-                std::vector<int32_t> qpos(static_cast<size_t>(nt));
-                for (int64_t t = 0; t < nt; ++t) qpos[t] = mode == 1 ? static_cast<int32_t>(5 + t) : 100;
-                const int64_t n_pos = qpos[nt - 1] + 1;
+    for (uint32_t bs : {1u, 7u, 16u, 32u})
+        for (Heads hh : {Heads{6, 6}, Heads{8, 4}})
+            for (int hd : {8, 20, 48, 64, 128, 256})  // 20: the non-multiple-of-8 tails; 256: the largest
+                for (int mode = 0; mode < 3; ++mode) {  // 0 decode, 1 prefill, 2 decode with sharp scores
+                    const int64_t nt = mode == 1 ? 37 : 1;
+                    std::vector<int32_t> qpos(static_cast<size_t>(nt));
+                    for (int64_t t = 0; t < nt; ++t) qpos[t] = mode == 1 ? static_cast<int32_t>(5 + t) : 100;
+                    const int64_t kv_row = static_cast<int64_t>(hh.n_head_kv) * hd;
+                    AttnSeq seq = make_attn_seq(&st, qpos[nt - 1] + 1, kv_row);
+                    const AttnPool kv = place_seqs({&seq}, bs, kv_row, rand_perm(&st, blocks_needed({&seq}, bs) + 3));
+                    const std::vector<const int32_t *> tables(static_cast<size_t>(nt), seq.table.data());
+                    const std::vector<const AttnSeq *> qseq(static_cast<size_t>(nt), &seq);
+                    const std::vector<float> q = rand_vec(&st, static_cast<size_t>(nt * hh.n_head * hd), -2, 2);
+                    const AttnParams p = attn_params(hh.n_head, hh.n_head_kv, hd, mode == 2 ? 8.0f : 1.0f);
+                    char what[64];
+                    std::snprintf(what, sizeof what, "block %u mode %d", bs, mode);
+                    for_each_variant([&](int) {
+                        std::vector<float> out(q.size(), NAN);
+                        attention(pool, q.data(), qpos.data(), tables.data(), nt, kv.view(), out.data(), p);
+                        check_attention(q, qpos, qseq, p, out, what);
+                    });
+                }
+}
+
+// Tokens of several sequences in one call, as continuous batching makes them: each has its own table
+// and length, the tokens come interleaved, and one sequence contributes a causal prefill run. Each
+// token's output must also be bit-identical to what it gets alone (batching must not change results)
+// and for 1, 2 and 3 threads.
+static void test_attention_batch(void **) {
+    auto pool1 = make_pool(1), pool2 = make_pool(2), pool3 = make_pool(3);
+    ThreadPool *pools[] = {pool1.get(), pool2.get(), pool3.get()};
+    uint64_t st = 13;
+    struct Heads { int n_head, n_head_kv; };
+    for (uint32_t bs : {16u, 7u})
+        for (Heads hh : {Heads{8, 4}, Heads{6, 6}})
+            for (int hd : {8, 48, 64, 128}) {
                 const int64_t kv_row = static_cast<int64_t>(hh.n_head_kv) * hd;
-                const std::vector<float> kf = rand_vec(&st, static_cast<size_t>(n_pos * kv_row), -1, 1);
-                const std::vector<float> vf = rand_vec(&st, static_cast<size_t>(n_pos * kv_row), -1, 1);
-                const std::vector<float> q = rand_vec(&st, static_cast<size_t>(nt * hh.n_head * hd), -2, 2);
-                AttnParams p;
-                p.n_head = hh.n_head;
-                p.n_head_kv = hh.n_head_kv;
-                p.head_dim = hd;
-                p.scale = (mode == 2 ? 8.0f : 1.0f) / std::sqrt(static_cast<float>(hd));
+                AttnSeq a = make_attn_seq(&st, 43, kv_row), b = make_attn_seq(&st, 101, kv_row), c = make_attn_seq(&st, 6, kv_row);
+                std::vector<AttnSeq *> seqs = {&a, &b, &c};
+                const AttnPool kv = place_seqs(seqs, bs, kv_row, rand_perm(&st, blocks_needed(seqs, bs) + 5));
+                // a's prefill run 40..42, interleaved with b decoding at 100 and c at 5.
+                const std::vector<int32_t> qpos = {40, 100, 41, 5, 42};
+                const std::vector<const AttnSeq *> qseq = {&a, &b, &a, &c, &a};
+                std::vector<const int32_t *> tables;
+                for (const AttnSeq *s : qseq) tables.push_back(s->table.data());
+                const int64_t nt = static_cast<int64_t>(qpos.size());
+                const int64_t q_row = static_cast<int64_t>(hh.n_head) * hd;
+                const std::vector<float> q = rand_vec(&st, static_cast<size_t>(nt * q_row), -2, 2);
+                const AttnParams p = attn_params(hh.n_head, hh.n_head_kv, hd, 4.0f);
+                char what[64];
+                std::snprintf(what, sizeof what, "batch block %u", bs);
                 for_each_variant([&](int) {
-                    std::vector<uint16_t> kc(kf.size()), vc(vf.size());
-                    store_f16(kf.data(), kc.data(), n_pos, kv_row);
-                    store_f16(vf.data(), vc.data(), n_pos, kv_row);
                     std::vector<float> out(q.size(), NAN);
-                    attention(pool, q.data(), qpos.data(), nt, kc.data(), vc.data(), out.data(), p);
-                    const int group = hh.n_head / hh.n_head_kv;
-                    std::vector<double> s(static_cast<size_t>(n_pos));
-                    for (int64_t t = 0; t < nt; ++t)
-                        for (int h = 0; h < hh.n_head; ++h) {
-                            const float *qh = q.data() + (t * hh.n_head + h) * hd;
-                            const int64_t kvo = static_cast<int64_t>(h / group) * hd;
-                            double m = -INFINITY;
-                            for (int64_t j = 0; j <= qpos[t]; ++j) {
-                                double d = 0;
-                                for (int i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * fp16_to_fp32(kc[j * kv_row + kvo + i]);
-                                s[j] = d * p.scale;
-                                m = std::fmax(m, s[j]);
-                            }
-                            double l = 0;
-                            for (int64_t j = 0; j <= qpos[t]; ++j) l += (s[j] = std::exp(s[j] - m));
-                            for (int i = 0; i < hd; ++i) {
-                                double o = 0;
-                                for (int64_t j = 0; j <= qpos[t]; ++j) o += s[j] * fp16_to_fp32(vc[j * kv_row + kvo + i]);
-                                o /= l;
-                                const double got = out[(t * hh.n_head + h) * hd + i];
-                                if (!(std::fabs(got - o) <= 1e-4))
-                                    fail_msg("%s attention heads %d/%d hd %d mode %d t %lld h %d i %d: %.7g vs %.7g", isa_name(),
-                                             hh.n_head, hh.n_head_kv, hd, mode, (long long)t, h, i, got, o);
-                            }
-                        }
+                    attention(*pool2, q.data(), qpos.data(), tables.data(), nt, kv.view(), out.data(), p);
+                    check_attention(q, qpos, qseq, p, out, what);
+                    for (ThreadPool *tp : pools) {
+                        std::vector<float> again(q.size(), NAN);
+                        attention(*tp, q.data(), qpos.data(), tables.data(), nt, kv.view(), again.data(), p);
+                        assert_memory_equal(again.data(), out.data(), out.size() * sizeof(float));
+                    }
+                    for (int64_t t = 0; t < nt; ++t) {
+                        std::vector<float> alone(static_cast<size_t>(q_row), NAN);
+                        attention(*pool2, q.data() + t * q_row, &qpos[t], &tables[t], 1, kv.view(), alone.data(), p);
+                        assert_memory_equal(alone.data(), out.data() + t * q_row, alone.size() * sizeof(float));
+                    }
                 });
             }
+}
+
+// Uneven batches: one sequence far along (position 1000) beside 15 short ones (position 10). Checked
+// against the reference and across thread counts; the work is split per (token, head), costliest
+// first, so this is also where a bad split would show as a slow test.
+static void test_attention_uneven(void **) {
+    auto pool1 = make_pool(1), pool3 = make_pool(3);
+    uint64_t st = 14;
+    const int n_head = 8, n_head_kv = 4, hd = 64;
+    const int64_t kv_row = static_cast<int64_t>(n_head_kv) * hd;
+    std::vector<AttnSeq> store;
+    store.reserve(16);
+    std::vector<AttnSeq *> seqs;
+    for (int i = 0; i < 16; ++i) {
+        store.push_back(make_attn_seq(&st, i == 3 ? 1001 : 11, kv_row));
+        seqs.push_back(&store.back());
+    }
+    const AttnPool kv = place_seqs(seqs, 16, kv_row, rand_perm(&st, blocks_needed(seqs, 16)));
+    std::vector<int32_t> qpos;
+    std::vector<const AttnSeq *> qseq;
+    std::vector<const int32_t *> tables;
+    for (AttnSeq *s : seqs) {
+        qpos.push_back(static_cast<int32_t>(s->n_pos - 1));
+        qseq.push_back(s);
+        tables.push_back(s->table.data());
+    }
+    const int64_t nt = static_cast<int64_t>(qpos.size());
+    const std::vector<float> q = rand_vec(&st, static_cast<size_t>(nt * n_head * hd), -2, 2);
+    const AttnParams p = attn_params(n_head, n_head_kv, hd, 1.0f);
+    for_each_variant([&](int) {
+        std::vector<float> out(q.size(), NAN), again(q.size(), NAN);
+        attention(*pool3, q.data(), qpos.data(), tables.data(), nt, kv.view(), out.data(), p);
+        check_attention(q, qpos, qseq, p, out, "uneven");
+        attention(*pool1, q.data(), qpos.data(), tables.data(), nt, kv.view(), again.data(), p);
+        assert_memory_equal(again.data(), out.data(), out.size() * sizeof(float));
+    });
+}
+
+// Where the blocks lie does not matter, to the bit: the same sequence in an identity layout (block i
+// at pool block i, i.e. a contiguous cache), in permuted pool blocks with the table permuted to match,
+// and with other block sizes. Tiles are cut by position, not by block (see attention.cpp), so even
+// the block size leaves every rounding unchanged.
+static void test_attention_layout(void **) {
+    auto pool_owner = make_pool(2);
+    ThreadPool &pool = *pool_owner;
+    uint64_t st = 15;
+    for (int hd : {48, 20}) {
+        const int n_head = 8, n_head_kv = 4;
+        const int64_t kv_row = static_cast<int64_t>(n_head_kv) * hd;
+        AttnSeq seq = make_attn_seq(&st, 150, kv_row);
+        const int64_t nt = 9;  // a prefill run ending at the last position
+        std::vector<int32_t> qpos;
+        for (int64_t t = 0; t < nt; ++t) qpos.push_back(static_cast<int32_t>(seq.n_pos - nt + t));
+        const std::vector<float> q = rand_vec(&st, static_cast<size_t>(nt * n_head * hd), -2, 2);
+        const AttnParams p = attn_params(n_head, n_head_kv, hd, 4.0f);
+        for_each_variant([&](int) {
+            std::vector<float> ref;
+            for (uint32_t bs : {16u, 16u, 1u, 7u, 32u, 150u, 256u}) {
+                const int64_t nb = blocks_needed({&seq}, bs);
+                std::vector<int32_t> blocks(static_cast<size_t>(nb));
+                for (int64_t i = 0; i < nb; ++i) blocks[i] = static_cast<int32_t>(i);
+                if (!ref.empty()) blocks = rand_perm(&st, nb);  // the first layout is the identity
+                const AttnPool kv = place_seqs({&seq}, bs, kv_row, blocks);
+                const std::vector<const int32_t *> tables(static_cast<size_t>(nt), seq.table.data());
+                std::vector<float> out(q.size(), NAN);
+                attention(pool, q.data(), qpos.data(), tables.data(), nt, kv.view(), out.data(), p);
+                if (ref.empty()) {
+                    check_attention(q, qpos, std::vector<const AttnSeq *>(static_cast<size_t>(nt), &seq), p, out, "identity");
+                    ref = out;
+                } else if (std::memcmp(out.data(), ref.data(), ref.size() * sizeof(float)) != 0) {
+                    fail_msg("%s attention hd %d: block size %u, permuted blocks, differs from the identity layout", isa_name(), hd, bs);
+                }
+            }
+        });
+    }
 }
 
 // get_rows returns exactly the dequantized rows asked for (ids repeat and come in any order).
@@ -812,6 +1022,9 @@ int main(void) {
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_batch),
+        cmocka_unit_test(test_attention_uneven),
+        cmocka_unit_test(test_attention_layout),
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_pool_run),
         cmocka_unit_test(test_pool_parallel_for),

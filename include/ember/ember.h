@@ -414,6 +414,162 @@ EMBER_API void ember_generate_params_init(ember_generate_params *params);
 EMBER_API ember_status ember_generate(ember_session *session, ember_sampler *sampler,
                                       const ember_generate_params *params, size_t *out_count);
 
+
+/* ---------------------------------------------------------------------------------------------------
+ * Engine: many sequences on one model, batched continuously
+ *
+ * An engine owns one KV cache (a pool of fixed-size blocks) and, by default, a worker thread. Each step
+ * the worker puts the next token of every generating request and chunks of pending prompts into one
+ * forward pass, so the weights are read once for all of them. Requests are submitted, polled without
+ * blocking, and cancelled at any time (also in the middle of a long prompt). Full blocks of evaluated
+ * prompts stay cached after a request ends: a later request whose prompt starts with the same tokens
+ * (a system prompt, an earlier chat turn) reuses them instead of recomputing them.
+ *
+ * Threads: every engine and request function may be called from any thread, concurrently. Callbacks
+ * (ember_request_params.on_token) run on the engine's worker thread (or inside ember_engine_step).
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct ember_engine ember_engine;
+typedef struct ember_request ember_request;
+
+typedef struct ember_engine_params {
+    uint32_t struct_size;
+    /** Longest sequence (prompt + generated) in tokens (default 0: the trained context, capped at 4096). */
+    uint32_t n_ctx;
+    /** Sequences that generate at the same time (default 8); more requests wait in a queue. */
+    uint32_t n_seq_max;
+    /** KV-cache budget in bytes (default 0: enough for n_seq_max sequences of n_ctx tokens). */
+    uint64_t kv_bytes;
+    /** Worker threads for the CPU backend (default 0: physical cores, at most 8). */
+    uint32_t n_threads;
+    /** Most tokens in one forward pass (default 256): bounds the latency a long prompt adds to a step. */
+    uint32_t n_batch;
+    /** Backend choice (default EMBER_BACKEND_AUTO). */
+    ember_backend_kind backend;
+    /** false (default): the engine runs its own worker thread. true: no thread; the caller advances the
+     *  engine with ember_engine_step() (e.g. once per frame of a game loop). */
+    bool manual_step;
+} ember_engine_params;
+
+EMBER_API void ember_engine_params_init(ember_engine_params *params);
+
+/** Creates an engine on `model`, which must outlive it. Allocates the whole KV cache up front.
+ *  Errors: EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad params), EMBER_ERR_UNSUPPORTED (backend),
+ *  EMBER_ERR_OUT_OF_MEMORY. */
+EMBER_API ember_status ember_engine_create(const ember_model *model, const ember_engine_params *params,
+                                           ember_engine **out);
+
+/** Stops the worker and frees the engine. Requests still running are cancelled; their handles stay
+ *  valid (polls report EMBER_REQUEST_CANCELLED) until ember_request_free. NULL is a no-op. */
+EMBER_API void ember_engine_free(ember_engine *engine);
+
+/** Manual mode only: runs one step (one forward pass over everything ready). *out_busy (may be NULL)
+ *  says whether any request is still queued or running afterwards. EMBER_ERR_INVALID_STATE if the
+ *  engine has a worker thread. */
+EMBER_API ember_status ember_engine_step(ember_engine *engine, bool *out_busy);
+
+/** A snapshot of an engine's load. */
+typedef struct ember_engine_stats {
+    uint32_t struct_size;
+    uint32_t n_blocks;         /**< KV-cache blocks in all */
+    uint32_t n_blocks_used;    /**< held by running requests or pinned prefixes */
+    uint32_t n_blocks_cached;  /**< holding reusable prompt prefixes, evicted when blocks run short */
+    uint32_t block_size;       /**< tokens per block */
+    uint32_t n_running;        /**< requests evaluating or generating */
+    uint32_t n_queued;         /**< requests waiting for a slot */
+    uint64_t kv_bytes;         /**< bytes of the KV cache */
+} ember_engine_stats;
+
+EMBER_API void ember_engine_stats_init(ember_engine_stats *stats);
+/** Fills *stats (struct_size set by ember_engine_stats_init). Taken between steps: never blocks on one
+ *  for long. */
+EMBER_API ember_status ember_engine_get_stats(ember_engine *engine, ember_engine_stats *stats);
+
+/** What an engine with given params would take, computed by the code that sizes the real allocations
+ *  (nothing is allocated). */
+typedef struct ember_memory_estimate {
+    uint32_t struct_size;
+    uint64_t weights_bytes;  /**< tensor data; the CPU backend maps it from the file instead of copying */
+    uint64_t kv_bytes;       /**< the KV cache */
+    uint64_t compute_bytes;  /**< activations, scratch and logits */
+    uint64_t total_bytes;    /**< the sum */
+} ember_memory_estimate;
+
+EMBER_API void ember_memory_estimate_init(ember_memory_estimate *estimate);
+
+/** Estimates the memory of ember_engine_create(model, params). params may be NULL (defaults). */
+EMBER_API ember_status ember_estimate_memory(const ember_model *model, const ember_engine_params *params,
+                                             ember_memory_estimate *out);
+
+/** The same for a model file not yet loaded (it is mapped and parsed, and released again). */
+EMBER_API ember_status ember_estimate_memory_file(const char *path, const ember_engine_params *params,
+                                                  ember_memory_estimate *out);
+
+/** Evaluates `tokens` once and keeps their KV blocks resident until the engine is freed, so every
+ *  request starting with them (a system prompt) skips that work and the blocks are never evicted.
+ *  Blocks until done. Only whole blocks are kept: a tail shorter than a block is recomputed. */
+EMBER_API ember_status ember_engine_pin_prefix(ember_engine *engine, const ember_token *tokens, size_t n_tokens);
+
+/** Called on the engine's thread for each generated token with the text it completes (whole UTF-8
+ *  characters only; valid during the call). Return false to cancel the request. */
+typedef bool (*ember_request_token_fn)(ember_request *request, ember_token token, const char *text,
+                                       size_t text_len, void *user_data);
+
+typedef struct ember_request_params {
+    uint32_t struct_size;
+    /** The prompt (copied at submit; at least one token). */
+    const ember_token *prompt;
+    size_t n_prompt;
+    /** Tokens to generate at most (default 128; 0 means until end of generation or a full context). */
+    uint32_t max_tokens;
+    /** Sampling (NULL: greedy). Copied at submit. */
+    const ember_sampler_params *sampling;
+    /** Optional streaming callback and its user_data. */
+    ember_request_token_fn on_token;
+    void *user_data;
+} ember_request_params;
+
+EMBER_API void ember_request_params_init(ember_request_params *params);
+
+/** Queues a request. *out receives its handle, which the caller frees with ember_request_free (also
+ *  after the engine is gone). Errors: EMBER_ERR_INVALID_ARGUMENT (empty prompt, token outside the
+ *  vocabulary, prompt longer than n_ctx), EMBER_ERR_INVALID_STATE (engine shutting down). */
+EMBER_API ember_status ember_request_submit(ember_engine *engine, const ember_request_params *params,
+                                           ember_request **out);
+
+typedef enum ember_request_state {
+    EMBER_REQUEST_QUEUED = 0,    /**< waiting for a free slot */
+    EMBER_REQUEST_RUNNING = 1,   /**< evaluating its prompt or generating */
+    EMBER_REQUEST_DONE = 2,      /**< finished: end of generation, max_tokens, or a full context */
+    EMBER_REQUEST_CANCELLED = 3, /**< cancelled by ember_request_cancel, a callback, or the engine's end */
+    EMBER_REQUEST_FAILED = 4     /**< an error; ember_request_error() says which */
+} ember_request_state;
+
+/** Never blocks on the engine's work: copies the tokens generated since the previous poll (up to
+ *  `capacity`; the rest stay for the next poll) and reports the request's state. tokens may be NULL
+ *  with capacity 0 to read the state and the number of new tokens alone (*out_count) without
+ *  consuming them. */
+EMBER_API ember_status ember_request_poll(ember_request *request, ember_token *tokens, size_t capacity,
+                                         size_t *out_count, ember_request_state *out_state);
+
+/** The text generated so far (whole UTF-8 characters). Two-call idiom; *out_len excludes the NUL. */
+EMBER_API ember_status ember_request_text(ember_request *request, char *buf, size_t capacity, size_t *out_len);
+
+/** Blocks until the request is no longer queued or running, or timeout_ms passes (0: do not wait,
+ *  UINT32_MAX: no limit). Returns EMBER_OK when it ended, EMBER_STOPPED on time-out. */
+EMBER_API ember_status ember_request_wait(ember_request *request, uint32_t timeout_ms);
+
+/** Cancels a request at the next step boundary (between prompt chunks too); its KV blocks are
+ *  released. Cancelling an ended request does nothing. */
+EMBER_API ember_status ember_request_cancel(ember_request *request);
+
+/** Why a request failed: *out_status receives its error status (EMBER_OK if it has not failed) and
+ *  *out_message (may be NULL) a message owned by the request, valid until it is freed. */
+EMBER_API ember_status ember_request_error(ember_request *request, ember_status *out_status, const char **out_message);
+
+/** Cancels the request if it still runs and frees the handle. NULL is a no-op. */
+EMBER_API void ember_request_free(ember_request *request);
+
 #ifdef __cplusplus
 }
 #endif

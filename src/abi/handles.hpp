@@ -2,6 +2,7 @@
 #pragma once
 
 #include "abi/boundary.hpp"
+#include "engine/engine.hpp"
 #include "model/model.hpp"
 #include "sampler/sampler.hpp"
 #include "session/session.hpp"
@@ -25,6 +26,14 @@ struct ember_session {
 
 struct ember_sampler {
     std::unique_ptr<ember::Sampler> sampler;
+};
+
+struct ember_engine {
+    std::unique_ptr<ember::Engine> engine;
+};
+
+struct ember_request {
+    std::shared_ptr<ember::Request> request;   // shared with the engine, which may outlive or predecease it
 };
 
 namespace ember::abi {

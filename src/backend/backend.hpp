@@ -23,19 +23,38 @@ namespace ember {
 constexpr uint32_t kBackendApiVersion = 1;
 
 struct ContextParams {
-    uint32_t n_ctx = 0;       // KV cache capacity in tokens
+    uint32_t n_blocks = 0;     // KV-cache blocks this context holds (its block pool's size)
+    uint32_t block_size = 16;  // tokens per block
     uint32_t n_threads = 1;
-    uint32_t n_batch = 256;   // largest n passed to forward()
+    uint32_t n_batch = 256;    // largest n_tokens passed to forward()
+    uint32_t n_logits = 1;     // largest n_logits passed to forward()
+};
+
+// One forward pass over tokens of one or more sequences (continuous batching puts the decode tokens of
+// many sequences and chunks of prompts into one pass: every weight is read once for all of them).
+struct Batch {
+    uint32_t n_tokens = 0;
+    const int32_t *tokens = nullptr;          // [n_tokens]
+    const int32_t *pos = nullptr;             // [n_tokens] position of each token in its sequence
+    // [n_tokens] the block table of each token's sequence: position j is in block table[j / block_size].
+    // Tokens of one sequence at positions p..p+k see each other causally (all K/V rows of the batch are
+    // written before attention reads them).
+    const int32_t *const *tables = nullptr;
+    uint32_t n_logits = 0;
+    const int32_t *logits_rows = nullptr;     // [n_logits] which tokens' logits to compute
+    float *logits = nullptr;                  // [n_logits][n_vocab]
 };
 
 class BackendContext {
 public:
     virtual ~BackendContext() = default;
-    // Evaluates tokens[0..n) at positions pos0..pos0+n-1 (n <= n_batch, pos0 + n <= n_ctx), writing them
-    // into the KV cache. If logits is not null, writes the logits of the last token (n_vocab floats).
-    // Cache rows at positions >= pos0 are overwritten, which is how truncation rolls back.
-    virtual void forward(const int32_t *tokens, uint32_t n, uint32_t pos0, float *logits) = 0;
-    // Bytes this context allocated (KV cache and scratch).
+    // Evaluates the batch: writes each token's K/V rows into its block at its position, and the
+    // requested logits. Rows already in the cache are only read, so rolling a sequence back is just
+    // forgetting positions (the next forward overwrites them).
+    virtual void forward(const Batch &batch) = 0;
+    // Copies every layer's K/V rows of block src into block dst (copy-on-write of shared blocks).
+    virtual void copy_block(int32_t src, int32_t dst) = 0;
+    // Bytes this context allocated (KV cache and activations).
     virtual size_t memory_bytes() const = 0;
 };
 
@@ -55,6 +74,8 @@ public:
     virtual int score() const = 0;
     // The ModelDesc (and the memory its TensorRefs point into) outlives the returned object.
     virtual std::unique_ptr<BackendModel> load_model(const ModelDesc &desc) = 0;
+    // Bytes a context with these params would allocate (KV cache and activations), without allocating.
+    virtual size_t context_bytes(const ModelDesc &desc, const ContextParams &params) const = 0;
 };
 
 // The backends of this build that can run here, best first; the CPU backend is always present.

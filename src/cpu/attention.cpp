@@ -1,16 +1,24 @@
-// attention.cpp — causal attention over the f16 KV cache: threading over (token, head) pairs, and the
-// scalar per-pair kernel (the AVX2 one is in attention_avx2.cpp).
+// attention.cpp — causal attention over the paged f16 KV cache: threading over (token, head) pairs, and
+// the scalar per-pair kernel (the AVX2 one is in attention_avx2.cpp).
 //
-// Flash style: for one query, keys are visited in tiles of kAttnTile; a running maximum m, running sum
-// l and an unnormalised output accumulator are rescaled by e^(m_old - m_new) whenever a tile raises the
-// maximum. Memory is O(head_dim) per pair, whatever the context length.
+// Flash style: for one query, keys are visited in tiles of kAttnTile positions; a running maximum m,
+// running sum l and an unnormalised output accumulator are rescaled by e^(m_old - m_new) whenever a
+// tile raises the maximum. Memory is O(head_dim) per pair, whatever the context length.
+//
+// A tile is kAttnTile consecutive positions, not one cache block: its rows are looked up in the block
+// table once (attn_tile_rows) and then addressed through an offset array. Tiles the size of a block
+// would, at block size 16, double the per-tile work (maximum, rescaling, the exp of the correction) for
+// the same keys. And since tile boundaries then depend on positions alone, every rounding does too: the
+// output is bit-identical for any block size and any placement of the blocks in the pool.
 #include "core/error.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/vec_dot.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <vector>
 
 namespace ember::cpu {
 
@@ -19,27 +27,46 @@ namespace {
 constexpr int64_t kMinParallelMacs = 16 * 1024;
 } // namespace
 
-void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, int64_t n_tokens, const uint16_t *k_cache,
-               const uint16_t *v_cache, float *out, const AttnParams &p) {
+void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int32_t *const *q_table,
+               int64_t n_tokens, const PagedKv &kv, float *out, const AttnParams &p) {
     if (p.head_dim <= 0 || p.head_dim > detail::kMaxHeadDim || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cpu attention: head_dim %d, n_head %d, n_head_kv %d unsupported", p.head_dim,
              p.n_head, p.n_head_kv);
+    if (n_tokens <= 0) return;
+    if (kv.block_size == 0 || !q_table)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "cpu attention: block size %u, block tables %p", kv.block_size,
+             static_cast<const void *>(q_table));
     const detail::KernelTable &k = detail::kernels();
     const int group = p.n_head / p.n_head_kv;
     const int64_t q_row = static_cast<int64_t>(p.n_head) * p.head_dim;
     const size_t kv_row = static_cast<size_t>(p.n_head_kv) * static_cast<size_t>(p.head_dim);
     const int64_t n_items = n_tokens * p.n_head;
 
-    // Item c: later tokens first, since a causal query's cost grows with its position and the dynamic
-    // hand-out below balances best when the big pieces go first.
+    // Items go out costliest first (a query's cost is its number of keys), so the dynamic hand-out
+    // below ends on small items and the threads finish together. For one sequence's run of positions
+    // that is just the tokens in reverse; a batch mixing sequences needs the sort.
+    bool ascending = true;
+    for (int64_t t = 1; t < n_tokens && ascending; ++t) ascending = q_pos[t] >= q_pos[t - 1];
+    std::vector<int64_t> order;
+    if (!ascending) {
+        order.resize(static_cast<size_t>(n_tokens));
+        for (int64_t t = 0; t < n_tokens; ++t) order[static_cast<size_t>(t)] = t;
+        std::sort(order.begin(), order.end(), [q_pos](int64_t a, int64_t b) {
+            return q_pos[a] != q_pos[b] ? q_pos[a] > q_pos[b] : a > b;
+        });
+    }
+
     auto item = [&](int64_t c) {
-        const int64_t t = n_tokens - 1 - c / p.n_head;
+        const int64_t rank = c / p.n_head;
+        const int64_t t = order.empty() ? n_tokens - 1 - rank : order[static_cast<size_t>(rank)];
         const int h = static_cast<int>(c % p.n_head);
         detail::AttnHead a;
         a.q = q + t * q_row + static_cast<int64_t>(h) * p.head_dim;
-        a.k = k_cache + static_cast<size_t>(h / group) * static_cast<size_t>(p.head_dim);
-        a.v = v_cache + static_cast<size_t>(h / group) * static_cast<size_t>(p.head_dim);
+        a.k = kv.k + static_cast<size_t>(h / group) * static_cast<size_t>(p.head_dim);
+        a.v = kv.v + static_cast<size_t>(h / group) * static_cast<size_t>(p.head_dim);
         a.kv_stride = kv_row;
+        a.table = q_table[t];
+        a.block_size = kv.block_size;
         a.n_keys = static_cast<int64_t>(q_pos[t]) + 1;
         a.head_dim = p.head_dim;
         a.scale = p.scale;
@@ -48,7 +75,7 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, int64_t n
     };
 
     int64_t macs = 0;
-    for (int64_t t = 0; t < n_tokens; ++t) macs += (static_cast<int64_t>(q_pos[t]) + 1) * q_row * 2;
+    for (int64_t t = 0; t < n_tokens; ++t) macs += std::max<int64_t>(static_cast<int64_t>(q_pos[t]) + 1, 0) * q_row * 2;
     if (pool.size() == 1 || n_items < 2 || macs < kMinParallelMacs) {
         for (int64_t c = 0; c < n_items; ++c) item(c);
         return;
@@ -68,11 +95,13 @@ void attend_head_scalar(const AttnHead &a) {
     for (int i = 0; i < hd; ++i) acc[i] = 0;
     float m = -INFINITY, l = 0;
     float s[kAttnTile];
+    size_t off[kAttnTile];
     for (int64_t j0 = 0; j0 < a.n_keys; j0 += kAttnTile) {
         const int nk = static_cast<int>(a.n_keys - j0 < kAttnTile ? a.n_keys - j0 : kAttnTile);
+        attn_tile_rows(a, j0, nk, off);
         float tmax = -INFINITY;
         for (int j = 0; j < nk; ++j) {
-            const uint16_t *kr = a.k + static_cast<size_t>(j0 + j) * a.kv_stride;
+            const uint16_t *kr = a.k + off[j];
             float dot = 0;
             for (int i = 0; i < hd; ++i) dot += a.q[i] * fp16_to_fp32(kr[i]);
             s[j] = dot * a.scale;
@@ -85,7 +114,7 @@ void attend_head_scalar(const AttnHead &a) {
         for (int j = 0; j < nk; ++j) {
             const float pj = std::exp(s[j] - m_new);
             l += pj;
-            const uint16_t *vr = a.v + static_cast<size_t>(j0 + j) * a.kv_stride;
+            const uint16_t *vr = a.v + off[j];
             for (int i = 0; i < hd; ++i) acc[i] += pj * fp16_to_fp32(vr[i]);
         }
         m = m_new;

@@ -1,5 +1,6 @@
-// attention_avx2.cpp — the per-(token, head) attention kernel for AVX2 + FMA + F16C; the algorithm is
-// described in attention.cpp. K and V rows are read as f16 and widened with F16C on the fly.
+// attention_avx2.cpp — the per-(token, head) attention kernel for AVX2 + FMA + F16C; the algorithm and
+// the paging are described in attention.cpp. K and V rows are read as f16 and widened with F16C on the
+// fly, each through its offset in the tile's row table (a tile may span several cache blocks).
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -21,14 +22,15 @@ inline float dot_qk(const float *q, const uint16_t *k, int hd) {
 }
 
 // Four keys at once: four independent FMA chains instead of one, and one combined horizontal sum.
-inline __m128 dot_qk4(const float *q, const uint16_t *k0, size_t stride, int hd8) {
+inline __m128 dot_qk4(const float *q, const uint16_t *k, const size_t *off, int hd8) {
+    const uint16_t *k0 = k + off[0], *k1 = k + off[1], *k2 = k + off[2], *k3 = k + off[3];
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < hd8; i += 8) {
         const __m256 qv = _mm256_loadu_ps(q + i);
         a0 = _mm256_fmadd_ps(qv, load_h8(k0 + i), a0);
-        a1 = _mm256_fmadd_ps(qv, load_h8(k0 + stride + i), a1);
-        a2 = _mm256_fmadd_ps(qv, load_h8(k0 + 2 * stride + i), a2);
-        a3 = _mm256_fmadd_ps(qv, load_h8(k0 + 3 * stride + i), a3);
+        a1 = _mm256_fmadd_ps(qv, load_h8(k1 + i), a1);
+        a2 = _mm256_fmadd_ps(qv, load_h8(k2 + i), a2);
+        a3 = _mm256_fmadd_ps(qv, load_h8(k3 + i), a3);
     }
     const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
@@ -43,11 +45,11 @@ void attend_head_avx2(const AttnHead &a) {
     for (int i = 0; i < hd; ++i) acc[i] = 0;
     float m = -__builtin_inff(), l = 0;
     alignas(32) float s[kAttnTile], pr[kAttnTile];
+    size_t off[kAttnTile];
 
     for (int64_t j0 = 0; j0 < a.n_keys; j0 += kAttnTile) {
         const int nk = static_cast<int>(a.n_keys - j0 < kAttnTile ? a.n_keys - j0 : kAttnTile);
-        const uint16_t *kt = a.k + static_cast<size_t>(j0) * a.kv_stride;
-        const uint16_t *vt = a.v + static_cast<size_t>(j0) * a.kv_stride;
+        attn_tile_rows(a, j0, nk, off);
 
         // Scores of the tile; the padding past nk is -inf, so it takes part in the max harmlessly
         // and gets weight 0 below.
@@ -55,9 +57,9 @@ void attend_head_avx2(const AttnHead &a) {
         if (hd8 == hd) {
             const __m128 scale = _mm_set1_ps(a.scale);
             for (; j + 4 <= nk; j += 4)
-                _mm_store_ps(s + j, _mm_mul_ps(dot_qk4(a.q, kt + static_cast<size_t>(j) * a.kv_stride, a.kv_stride, hd8), scale));
+                _mm_store_ps(s + j, _mm_mul_ps(dot_qk4(a.q, a.k, off + j, hd8), scale));
         }
-        for (; j < nk; ++j) s[j] = dot_qk(a.q, kt + static_cast<size_t>(j) * a.kv_stride, hd) * a.scale;
+        for (; j < nk; ++j) s[j] = dot_qk(a.q, a.k + off[j], hd) * a.scale;
         for (; j < kAttnTile; ++j) s[j] = -__builtin_inff();
         __m256 vmax = _mm256_load_ps(s);
         for (int c = 8; c < kAttnTile; c += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + c));
@@ -87,7 +89,7 @@ void attend_head_avx2(const AttnHead &a) {
             __m256 a2 = _mm256_mul_ps(_mm256_load_ps(acc + i + 16), cv), a3 = _mm256_mul_ps(_mm256_load_ps(acc + i + 24), cv);
             for (int jj = 0; jj < nk; ++jj) {
                 const __m256 pj = _mm256_broadcast_ss(pr + jj);
-                const uint16_t *vr = vt + static_cast<size_t>(jj) * a.kv_stride + i;
+                const uint16_t *vr = a.v + off[jj] + i;
                 a0 = _mm256_fmadd_ps(pj, load_h8(vr), a0);
                 a1 = _mm256_fmadd_ps(pj, load_h8(vr + 8), a1);
                 a2 = _mm256_fmadd_ps(pj, load_h8(vr + 16), a2);
@@ -101,12 +103,12 @@ void attend_head_avx2(const AttnHead &a) {
         for (; i < hd8; i += 8) {
             __m256 a0 = _mm256_mul_ps(_mm256_load_ps(acc + i), cv);
             for (int jj = 0; jj < nk; ++jj)
-                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(pr + jj), load_h8(vt + static_cast<size_t>(jj) * a.kv_stride + i), a0);
+                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(pr + jj), load_h8(a.v + off[jj] + i), a0);
             _mm256_store_ps(acc + i, a0);
         }
         for (; i < hd; ++i) {
             float a0 = acc[i] * corr;
-            for (int jj = 0; jj < nk; ++jj) a0 += pr[jj] * avx2_half_to_float(vt[static_cast<size_t>(jj) * a.kv_stride + i]);
+            for (int jj = 0; jj < nk; ++jj) a0 += pr[jj] * avx2_half_to_float(a.v[off[jj] + i]);
             acc[i] = a0;
         }
         m = m_new;

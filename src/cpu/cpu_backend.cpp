@@ -25,6 +25,9 @@ public:
     std::unique_ptr<BackendModel> load_model(const ModelDesc &desc) override {
         return std::make_unique<CpuModel>(desc);
     }
+    size_t context_bytes(const ModelDesc &desc, const ContextParams &params) const override {
+        return cpu::cpu_context_sizes(desc, params).bytes();
+    }
 };
 
 } // namespace

@@ -1,4 +1,4 @@
-// cpu_context.hpp — the CPU backend's per-sequence state: an f16 KV cache, activation buffers, threads.
+// cpu_context.hpp — the CPU backend's context: a paged f16 KV cache, activation buffers, threads.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -9,25 +9,41 @@
 
 namespace ember::cpu {
 
+// Everything a CpuContext allocates, as counts: computed before allocating, and by memory estimates
+// (one function, so an estimate is what the context will really take).
+struct CpuContextSizes {
+    size_t kv_values = 0;                       // f16 values in K (and as many in V), all layers
+    size_t rows = 0;                            // activation rows (max of n_batch and n_logits)
+    size_t embd = 0, q = 0, kv = 0, ff = 0;     // row widths of the activation buffers
+    size_t scratch = 0;                         // bytes of quantized activations
+    size_t bytes() const {
+        return 2 * kv_values * sizeof(uint16_t) + rows * (3 * embd + 2 * q + 2 * kv + 2 * ff) * sizeof(float) + scratch;
+    }
+};
+CpuContextSizes cpu_context_sizes(const ModelDesc &desc, const ContextParams &params);
+
 class CpuContext final : public BackendContext {
 public:
     CpuContext(const ModelDesc &desc, const ContextParams &params);
-    void forward(const int32_t *tokens, uint32_t n, uint32_t pos0, float *logits) override;
+    void forward(const Batch &batch) override;
+    void copy_block(int32_t src, int32_t dst) override;
     size_t memory_bytes() const override;
 
 private:
-    void layer(uint32_t il, uint32_t n, uint32_t pos0);
+    void layer(uint32_t il, const Batch &b);
+    // K (or V) of layer il, block 0, row 0; a block is block_size rows of n_embd_kv values.
+    uint16_t *k_layer(uint32_t il) { return k_cache_.data() + il * layer_stride_; }
+    uint16_t *v_layer(uint32_t il) { return v_cache_.data() + il * layer_stride_; }
 
     const ModelDesc &desc_;
     ContextParams params_;
     ThreadPool pool_;
     Scratch scratch_;
-    // KV cache: per layer n_ctx rows of n_embd_kv f16 values, row = position.
+    size_t layer_stride_ = 0;    // f16 values per layer: n_blocks * block_size * n_embd_kv
     std::vector<uint16_t> k_cache_, v_cache_;
     // Activations for up to n_batch tokens.
     std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
-    std::vector<int32_t> pos_;
-    std::vector<float> rope_factors_;
+    size_t bytes_ = 0;
 };
 
 } // namespace ember::cpu

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -47,41 +48,61 @@ void resize(std::vector<T> &v, size_t n) {
 
 } // namespace
 
+CpuContextSizes cpu_context_sizes(const ModelDesc &desc, const ContextParams &params) {
+    const HParams &hp = desc.hp;
+    CpuContextSizes z;
+    z.kv_values = static_cast<size_t>(params.n_blocks) * params.block_size * hp.n_embd_kv() * hp.n_layer;
+    z.rows = std::max(params.n_batch, params.n_logits);
+    z.embd = hp.n_embd;
+    z.q = hp.n_embd_q();
+    z.kv = hp.n_embd_kv();
+    z.ff = hp.n_ff;
+    // The widest quantized matmul input: any of the embedding, attention output or FFN hidden rows.
+    for (size_t n_in : {z.embd, z.q, z.ff})
+        if (n_in % 32 == 0) z.scratch = std::max(z.scratch, matmul_scratch_bytes(static_cast<int64_t>(n_in), static_cast<int64_t>(z.rows)));
+    return z;
+}
+
 CpuContext::CpuContext(const ModelDesc &desc, const ContextParams &params)
     : desc_(desc), params_(params), pool_(static_cast<int>(params.n_threads < 1 ? 1 : params.n_threads)) {
-    const HParams &hp = desc.hp;
-    if (params_.n_ctx == 0 || params_.n_batch == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx and n_batch must be positive");
-    const size_t kv = static_cast<size_t>(hp.n_layer) * params_.n_ctx * hp.n_embd_kv();
-    resize(k_cache_, kv);
-    resize(v_cache_, kv);
-    const size_t nb = params_.n_batch;
-    resize(x_, nb * hp.n_embd);
-    resize(xn_, nb * hp.n_embd);
-    resize(q_, nb * hp.n_embd_q());
-    resize(k_, nb * hp.n_embd_kv());
-    resize(v_, nb * hp.n_embd_kv());
-    resize(attn_, nb * hp.n_embd_q());
-    resize(tmp_, nb * hp.n_embd);
-    resize(gate_, nb * hp.n_ff);
-    resize(up_, nb * hp.n_ff);
-    resize(pos_, nb);
+    if (params_.n_blocks == 0 || params_.block_size == 0 || params_.n_batch == 0 || params_.n_logits == 0)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "n_blocks, block_size, n_batch and n_logits must be positive");
+    const CpuContextSizes z = cpu_context_sizes(desc, params_);
+    layer_stride_ = z.kv_values / desc.hp.n_layer;
+    resize(k_cache_, z.kv_values);
+    resize(v_cache_, z.kv_values);
+    resize(x_, z.rows * z.embd);
+    resize(xn_, z.rows * z.embd);
+    resize(tmp_, z.rows * z.embd);
+    resize(q_, z.rows * z.q);
+    resize(attn_, z.rows * z.q);
+    resize(k_, z.rows * z.kv);
+    resize(v_, z.rows * z.kv);
+    resize(gate_, z.rows * z.ff);
+    resize(up_, z.rows * z.ff);
+    scratch_.get(z.scratch);
+    bytes_ = z.bytes();
 }
 
-size_t CpuContext::memory_bytes() const {
-    return (k_cache_.size() + v_cache_.size()) * sizeof(uint16_t) +
-           (x_.size() + xn_.size() + q_.size() + k_.size() + v_.size() + attn_.size() + tmp_.size() +
-            gate_.size() + up_.size()) * sizeof(float) + scratch_.bytes.capacity();
+size_t CpuContext::memory_bytes() const { return bytes_; }
+
+void CpuContext::copy_block(int32_t src, int32_t dst) {
+    const size_t block = static_cast<size_t>(params_.block_size) * desc_.hp.n_embd_kv();
+    for (uint32_t il = 0; il < desc_.hp.n_layer; ++il) {
+        std::memcpy(k_layer(il) + dst * block, k_layer(il) + src * block, block * sizeof(uint16_t));
+        std::memcpy(v_layer(il) + dst * block, v_layer(il) + src * block, block * sizeof(uint16_t));
+    }
 }
 
-void CpuContext::layer(uint32_t il, uint32_t n, uint32_t pos0) {
+void CpuContext::layer(uint32_t il, const Batch &b) {
     const HParams &hp = desc_.hp;
     const LayerWeights &w = desc_.layers[il];
+    const uint32_t n = b.n_tokens, bs = params_.block_size;
     const int64_t d = hp.n_embd, nq = hp.n_embd_q(), nkv = hp.n_embd_kv(), nff = hp.n_ff;
-    uint16_t *kc = k_cache_.data() + static_cast<size_t>(il) * params_.n_ctx * nkv;
-    uint16_t *vc = v_cache_.data() + static_cast<size_t>(il) * params_.n_ctx * nkv;
+    uint16_t *kc = k_layer(il), *vc = v_layer(il);
     float *x = x_.data(), *xn = xn_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data();
 
-    for_rows(pool_, n, [&](int64_t b, int64_t e) { rms_norm(x + b * d, f32(w.attn_norm), xn + b * d, e - b, d, hp.norm_eps); });
+    for_rows(pool_, n, [&](int64_t r0, int64_t r1) { rms_norm(x + r0 * d, f32(w.attn_norm), xn + r0 * d, r1 - r0, d, hp.norm_eps); });
     const WeightView wq = view(w.wq), wk = view(w.wk), wv = view(w.wv);
     const WeightView *qkv[3] = {&wq, &wk, &wv};
     float *qkv_out[3] = {q, k, v};
@@ -94,12 +115,16 @@ void CpuContext::layer(uint32_t il, uint32_t n, uint32_t pos0) {
     rp.theta_base = hp.rope_theta;
     rp.freq_scale = hp.rope_freq_scale;
     rp.freq_factors = f32(desc_.rope_freqs);
-    uint16_t *kc_at = kc + static_cast<size_t>(pos0) * nkv, *vc_at = vc + static_cast<size_t>(pos0) * nkv;
-    for_rows(pool_, n, [&](int64_t b, int64_t e) {
-        rope(q + b * nq, e - b, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim), pos_.data() + b, rp);
-        rope(k + b * nkv, e - b, static_cast<int>(hp.n_head_kv), static_cast<int>(hp.head_dim), pos_.data() + b, rp);
-        store_f16(k + b * nkv, kc_at + b * nkv, e - b, nkv);
-        store_f16(v + b * nkv, vc_at + b * nkv, e - b, nkv);
+    for_rows(pool_, n, [&](int64_t r0, int64_t r1) {
+        rope(q + r0 * nq, r1 - r0, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim), b.pos + r0, rp);
+        rope(k + r0 * nkv, r1 - r0, static_cast<int>(hp.n_head_kv), static_cast<int>(hp.head_dim), b.pos + r0, rp);
+        // Each token's K/V row goes to its own sequence's block at its position.
+        for (int64_t t = r0; t < r1; ++t) {
+            const int32_t p = b.pos[t];
+            const size_t row = (static_cast<size_t>(b.tables[t][p / bs]) * bs + p % bs) * nkv;
+            store_f16(k + t * nkv, kc + row, 1, nkv);
+            store_f16(v + t * nkv, vc + row, 1, nkv);
+        }
     });
 
     AttnParams ap;
@@ -107,37 +132,48 @@ void CpuContext::layer(uint32_t il, uint32_t n, uint32_t pos0) {
     ap.n_head_kv = static_cast<int>(hp.n_head_kv);
     ap.head_dim = static_cast<int>(hp.head_dim);
     ap.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-    attention(pool_, q, pos_.data(), n, kc, vc, attn_.data(), ap);
+    PagedKv kv;
+    kv.k = kc;
+    kv.v = vc;
+    kv.block_size = bs;
+    attention(pool_, q, b.pos, b.tables, n, kv, attn_.data(), ap);
 
     float *tmp = tmp_.data(), *gate = gate_.data(), *up = up_.data();
     matmul(pool_, scratch_, view(w.wo), attn_.data(), n, tmp, f32(w.bo));
-    for_rows(pool_, n, [&](int64_t b, int64_t e) {
-        add_inplace(x + b * d, tmp + b * d, (e - b) * d);
-        rms_norm(x + b * d, f32(w.ffn_norm), xn + b * d, e - b, d, hp.norm_eps);
+    for_rows(pool_, n, [&](int64_t r0, int64_t r1) {
+        add_inplace(x + r0 * d, tmp + r0 * d, (r1 - r0) * d);
+        rms_norm(x + r0 * d, f32(w.ffn_norm), xn + r0 * d, r1 - r0, d, hp.norm_eps);
     });
     const WeightView wg = view(w.ffn_gate), wu = view(w.ffn_up);
     const WeightView *gu[2] = {&wg, &wu};
     float *gu_out[2] = {gate, up};
     const float *gu_bias[2] = {nullptr, nullptr};
     matmul_multi(pool_, scratch_, gu, 2, xn, n, gu_out, gu_bias);
-    for_rows(pool_, n, [&](int64_t b, int64_t e) { swiglu(gate + b * nff, up + b * nff, gate + b * nff, (e - b) * nff); });
+    for_rows(pool_, n, [&](int64_t r0, int64_t r1) { swiglu(gate + r0 * nff, up + r0 * nff, gate + r0 * nff, (r1 - r0) * nff); });
     matmul(pool_, scratch_, view(w.ffn_down), gate, n, tmp, nullptr);
-    for_rows(pool_, n, [&](int64_t b, int64_t e) { add_inplace(x + b * d, tmp + b * d, (e - b) * d); });
+    for_rows(pool_, n, [&](int64_t r0, int64_t r1) { add_inplace(x + r0 * d, tmp + r0 * d, (r1 - r0) * d); });
 }
 
-void CpuContext::forward(const int32_t *tokens, uint32_t n, uint32_t pos0, float *logits) {
+void CpuContext::forward(const Batch &b) {
     const HParams &hp = desc_.hp;
-    if (n == 0 || n > params_.n_batch || pos0 + n > params_.n_ctx)
-        fail(EMBER_ERR_INTERNAL, "cpu forward: %u tokens at %u exceed batch %u / context %u", n, pos0,
-             params_.n_batch, params_.n_ctx);
-    for (uint32_t i = 0; i < n; ++i) pos_[i] = static_cast<int32_t>(pos0 + i);
-    get_rows(view(desc_.tok_embd), tokens, n, x_.data());
-    for (uint32_t il = 0; il < hp.n_layer; ++il) layer(il, n, pos0);
-    if (!logits) return;
-    // Only the last token's logits are needed: normalise and project that row alone.
-    const float *last = x_.data() + static_cast<size_t>(n - 1) * hp.n_embd;
-    rms_norm(last, f32(desc_.output_norm), xn_.data(), 1, hp.n_embd, hp.norm_eps);
-    matmul(pool_, scratch_, view(desc_.output), xn_.data(), 1, logits, nullptr);
+    if (b.n_tokens == 0 || b.n_tokens > params_.n_batch || b.n_logits > params_.n_logits)
+        fail(EMBER_ERR_INTERNAL, "cpu forward: %u tokens / %u logits exceed the context's %u / %u", b.n_tokens,
+             b.n_logits, params_.n_batch, params_.n_logits);
+    for (uint32_t t = 0; t < b.n_tokens; ++t) {
+        const int32_t block = b.tables[t][b.pos[t] / static_cast<int32_t>(params_.block_size)];
+        if (b.pos[t] < 0 || block < 0 || static_cast<uint32_t>(block) >= params_.n_blocks)
+            fail(EMBER_ERR_INTERNAL, "cpu forward: token %u at position %d maps to block %d of %u", t, b.pos[t],
+                 block, params_.n_blocks);
+    }
+    get_rows(view(desc_.tok_embd), b.tokens, b.n_tokens, x_.data());
+    for (uint32_t il = 0; il < hp.n_layer; ++il) layer(il, b);
+    if (b.n_logits == 0) return;
+    // Only the requested rows go through the output norm and the vocabulary projection, together.
+    const int64_t d = hp.n_embd;
+    for (uint32_t i = 0; i < b.n_logits; ++i)
+        rms_norm(x_.data() + static_cast<int64_t>(b.logits_rows[i]) * d, f32(desc_.output_norm), xn_.data() + i * d, 1, d,
+                 hp.norm_eps);
+    matmul(pool_, scratch_, view(desc_.output), xn_.data(), b.n_logits, b.logits, nullptr);
 }
 
 } // namespace ember::cpu

@@ -47,6 +47,9 @@ void get_rows(const WeightView &w, const int32_t *ids, int64_t n_ids, float *out
 void matmul(ThreadPool &pool, Scratch &scratch, const WeightView &w, const float *x, int64_t n_tokens,
             float *y, const float *bias);
 
+// Scratch bytes matmul needs for n_tokens rows of n_in inputs (the most it grows to).
+size_t matmul_scratch_bytes(int64_t n_in, int64_t n_tokens);
+
 // Several weights that read the same input (Q/K/V, gate/up) in one parallel pass: the input is
 // quantized once and one dispatch covers all outputs. n_w <= 4.
 void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w, int n_w,
@@ -79,11 +82,20 @@ struct AttnParams {
     int head_dim = 0;
     float scale = 0;     // usually 1 / sqrt(head_dim)
 };
-// Causal attention, flash style: keys are visited in tiles with an online softmax, so no score matrix is
-// ever materialised. q: n_tokens rows of n_head * head_dim; query t sees cache positions 0..q_pos[t].
-// k_cache, v_cache: f16, row p = position p, each row n_head_kv * head_dim values. out like q.
-void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, int64_t n_tokens,
-               const uint16_t *k_cache, const uint16_t *v_cache, float *out, const AttnParams &p);
+// One layer's paged K/V cache: block b, row r (position r within that block) of K starts at
+// k + (b * block_size + r) * n_head_kv * head_dim f16 values; V likewise.
+struct PagedKv {
+    const uint16_t *k = nullptr;
+    const uint16_t *v = nullptr;
+    uint32_t block_size = 0;
+};
+// Causal attention over a paged f16 cache, flash style: keys are visited block by block with an online
+// softmax, so no score matrix is ever materialised. q: n_tokens rows of n_head * head_dim. Query t sees
+// positions 0..q_pos[t] of its own sequence, whose block table is q_table[t] (position j is in block
+// q_table[t][j / block_size], row j % block_size); tokens of different sequences can share one call.
+// out like q.
+void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int32_t *const *q_table,
+               int64_t n_tokens, const PagedKv &kv, float *out, const AttnParams &p);
 
 // Converts n_rows contiguous rows of n floats to f16 (round to nearest even) into dst, e.g. a KV cache
 // row range (the caller offsets dst to its first row).

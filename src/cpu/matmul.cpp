@@ -44,16 +44,27 @@ WeightKind weight_kind(DType t) {
 
 bool is_quantized(WeightKind k) { return k == detail::kWQ8_0 || k == detail::kWQ4_0; }
 
+// Scratch layout for n_tokens quantized rows of n_in: int8 values, then per-block scales, then per-block
+// sums, each 64-byte aligned (one function, so the memory estimate and the kernel agree).
+struct ActLayout {
+    size_t qs_bytes, d_bytes, s_bytes;
+    size_t total() const { return qs_bytes + d_bytes + s_bytes + 64; }
+};
+ActLayout act_layout(int64_t n_in, int64_t n_tokens) {
+    const int64_t nb = n_in / 32;
+    auto round64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
+    return {round64(static_cast<size_t>(n_tokens * n_in)), round64(static_cast<size_t>(n_tokens * nb) * sizeof(float)),
+            round64(static_cast<size_t>(n_tokens * nb) * sizeof(float))};
+}
+
 // Quantizes n_tokens rows of n_in floats into scratch (layout in vec_dot.hpp). The scratch buffer only
 // ever grows, so a steady decode loop allocates nothing.
 QuantActs quantize_input(ThreadPool &pool, Scratch &scratch, const KernelTable &k, const float *x, int64_t n_in,
                          int64_t n_tokens) {
     const int64_t nb = n_in / 32;
-    auto round64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
-    const size_t qs_bytes = round64(static_cast<size_t>(n_tokens * n_in));
-    const size_t d_bytes = round64(static_cast<size_t>(n_tokens * nb) * sizeof(float));
-    const size_t s_bytes = round64(static_cast<size_t>(n_tokens * nb) * sizeof(float));
-    auto addr = reinterpret_cast<uintptr_t>(scratch.get(qs_bytes + d_bytes + s_bytes + 64));
+    const ActLayout lay = act_layout(n_in, n_tokens);
+    const size_t qs_bytes = lay.qs_bytes, d_bytes = lay.d_bytes;
+    auto addr = reinterpret_cast<uintptr_t>(scratch.get(lay.total()));
     auto *base = reinterpret_cast<uint8_t *>((addr + 63) & ~uintptr_t{63});  // aligned loads of qs rows
     auto *qs = reinterpret_cast<int8_t *>(base);
     auto *d = reinterpret_cast<float *>(base + qs_bytes);
@@ -113,6 +124,8 @@ void check_weight(const WeightView &w, int64_t n_in) {
 }
 
 } // namespace
+
+size_t matmul_scratch_bytes(int64_t n_in, int64_t n_tokens) { return act_layout(n_in, n_tokens).total(); }
 
 void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w, int n_w, const float *x,
                   int64_t n_tokens, float *const *y, const float *const *bias) {

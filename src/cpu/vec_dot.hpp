@@ -39,17 +39,37 @@ using MatmulRowsFn = void (*)(const MatmulJob &job, int64_t r0, int64_t r1);
 
 enum WeightKind : int { kWF32 = 0, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWeightKinds };
 
-// One (token, head) pair of attention: n_keys cache rows, kv_stride elements apart.
+// One (token, head) pair of attention over a paged cache: positions 0..n_keys-1, position j in row
+// j % block_size of block table[j / block_size]. k and v point at this head's slice of row 0 of block 0;
+// row n is kv_stride elements after row n - 1, across block boundaries too.
 struct AttnHead {
     const float *q = nullptr;
     const uint16_t *k = nullptr;
     const uint16_t *v = nullptr;
     size_t kv_stride = 0;
+    const int32_t *table = nullptr;
+    uint32_t block_size = 0;
     int64_t n_keys = 0;
     int head_dim = 0;
     float scale = 0;
     float *out = nullptr;
 };
+
+// Element offsets from a.k (and a.v) of the rows of positions j0 .. j0 + n - 1: one table look-up and
+// one multiply per block touched, then a running sum along the block's rows. No table entry past the
+// block of position j0 + n - 1 is read: the table may end there. static, not just inline: the AVX2
+// files call it too, and a shared COMDAT copy could be one compiled with -mavx2 (see simd_avx2.hpp).
+static inline void attn_tile_rows(const AttnHead &a, int64_t j0, int n, size_t *off) {
+    // Positions fit in 32 bits (they come from int32 q_pos), and a 32-bit divide is the cheaper one.
+    const uint32_t bs = static_cast<uint32_t>(a.block_size);
+    uint32_t b = static_cast<uint32_t>(j0) / bs;
+    uint32_t r = static_cast<uint32_t>(j0) - b * bs;
+    for (int j = 0; j < n; r = 0, ++b) {
+        size_t o = (static_cast<size_t>(a.table[b]) * bs + r) * a.kv_stride;
+        const int end = bs - r < static_cast<uint32_t>(n - j) ? j + static_cast<int>(bs - r) : n;
+        for (; j < end; ++j, o += a.kv_stride) off[j] = o;
+    }
+}
 
 struct KernelTable {
     const char *name;
@@ -90,7 +110,7 @@ void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 // or thread computes it, so results do not depend on the thread count (tests/test_cpu_kernels.cpp
 // checks 1, 2 and 3 threads for bit-identical output).
 constexpr int kTokTile = 4;      // AVX2: token rows that share one pass over a weight row tile
-constexpr int kAttnTile = 32;    // keys per online-softmax step (a 128-byte score buffer on the stack)
+constexpr int kAttnTile = 32;    // positions per online-softmax step, whatever the cache block size (see attention.cpp)
 constexpr int kMaxHeadDim = 256; // attention keeps one head's accumulator on the stack
 
 // AVX2 prefill: weight rows are walked in blocks of about this many bytes, and every token group

@@ -38,37 +38,62 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     backend_ = backend_find(opts.backend);
     if (!backend_)
         fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)opts.backend);
+    // One spare block: rolling back into a block that was already full and published makes the next write
+    // copy it first (copy-on-write), which briefly needs one block more than the context holds.
+    const uint32_t n_blocks = (n_ctx_ + kBlockSize - 1) / kBlockSize + 1;
     ContextParams cp;
-    cp.n_ctx = n_ctx_;
+    cp.n_blocks = n_blocks;
+    cp.block_size = kBlockSize;
     cp.n_threads = n_threads_;
     cp.n_batch = n_batch_;
+    cp.n_logits = 1;
     ctx_ = model.backend_model(*backend_).create_context(cp);
+    pool_ = std::make_unique<kv::BlockPool>(n_blocks, kBlockSize);
+    seq_ = std::make_unique<kv::KvSequence>(*pool_);
     logits_.resize(hp.n_vocab);
-    tokens_.reserve(n_ctx_);
+    pos_.resize(n_batch_);
+    tables_.resize(n_batch_);
 }
 
 void Session::feed(const int32_t *tokens, size_t n) {
     if (n == 0) return;
-    if (n > n_ctx_ - tokens_.size())
-        fail(EMBER_ERR_CONTEXT_FULL, "%zu tokens do not fit: %zu of %u context positions are used", n, tokens_.size(), n_ctx_);
+    if (n > n_ctx_ - position())
+        fail(EMBER_ERR_CONTEXT_FULL, "%zu tokens do not fit: %u of %u context positions are used", n, position(), n_ctx_);
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
     for (size_t i = 0; i < n; ++i)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             fail(EMBER_ERR_INVALID_ARGUMENT, "token %d at index %zu is outside the vocabulary (0..%d)", tokens[i], i, n_vocab - 1);
     logits_valid_ = false;
+    const auto copy = [this](int32_t src, int32_t dst) { ctx_->copy_block(src, dst); };
     for (size_t off = 0; off < n; off += n_batch_) {
         const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n_batch_, n - off));
-        const bool last = off + chunk == n;
-        ctx_->forward(tokens + off, chunk, position(), last ? logits_.data() : nullptr);
-        tokens_.insert(tokens_.end(), tokens + off, tokens + off + chunk);
+        if (!seq_->reserve(chunk, copy))
+            fail(EMBER_ERR_INTERNAL, "KV blocks exhausted at position %u of %u", position(), n_ctx_);
+        const int32_t *table = seq_->blocks().data();
+        for (uint32_t i = 0; i < chunk; ++i) {
+            pos_[i] = static_cast<int32_t>(position() + i);
+            tables_[i] = table;
+        }
+        const int32_t last_row = static_cast<int32_t>(chunk - 1);
+        Batch b;
+        b.n_tokens = chunk;
+        b.tokens = tokens + off;
+        b.pos = pos_.data();
+        b.tables = tables_.data();
+        if (off + chunk == n) {
+            b.n_logits = 1;
+            b.logits_rows = &last_row;
+            b.logits = logits_.data();
+        }
+        ctx_->forward(b);
+        seq_->commit(tokens + off, chunk);
     }
     logits_valid_ = true;
 }
 
 void Session::truncate(uint32_t n) {
     if (n > position()) fail(EMBER_ERR_INVALID_ARGUMENT, "cannot truncate to %u tokens: the session has %u", n, position());
-    // The cache rows past n are simply overwritten by the next feed.
-    tokens_.resize(n);
+    seq_->truncate(n);
     logits_valid_ = false;
     utf8_.reset();
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "kv/kv_sequence.hpp"
 #include "model/model.hpp"
 #include "sampler/sampler.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -31,6 +32,7 @@ struct GenStep {
 class Session {
 public:
     static constexpr uint32_t kDefaultMaxCtx = 4096;
+    static constexpr uint32_t kBlockSize = 16;   // tokens per KV-cache block
 
     // Throws EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad options), EMBER_ERR_UNSUPPORTED (backend).
     Session(const Model &model, const SessionOptions &opts);
@@ -40,7 +42,7 @@ public:
     // nullptr before the first feed and after truncate.
     const float *logits() const { return logits_valid_ ? logits_.data() : nullptr; }
     uint32_t n_vocab() const { return model_.desc().hp.n_vocab; }
-    uint32_t position() const { return static_cast<uint32_t>(tokens_.size()); }
+    uint32_t position() const { return seq_->size(); }
     uint32_t n_ctx() const { return n_ctx_; }
     void truncate(uint32_t n);
 
@@ -57,7 +59,12 @@ private:
     Backend *backend_ = nullptr;
     std::unique_ptr<BackendContext> ctx_;
     uint32_t n_ctx_ = 0, n_batch_ = 0, n_threads_ = 0;
-    std::vector<int32_t> tokens_;
+    // A session is one sequence in a block pool of its own, evaluated by the same batched, paged forward
+    // pass the engine uses for many sequences.
+    std::unique_ptr<kv::BlockPool> pool_;
+    std::unique_ptr<kv::KvSequence> seq_;
+    std::vector<int32_t> pos_;
+    std::vector<const int32_t *> tables_;
     std::vector<float> logits_;
     bool logits_valid_ = false;
     Utf8Stream utf8_;

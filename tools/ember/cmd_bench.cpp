@@ -6,8 +6,10 @@
 // token sampled; decode = G steps of one token each, greedy, end-of-generation tokens not stopping it.
 #include "cli.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <sys/resource.h>
 
 namespace cli {
@@ -27,12 +29,96 @@ bool greedy(ember_session *s, ember_sampler *sampler, ember_token *out) {
 }
 } // namespace
 
+namespace {
+// --parallel N: N requests with different prompts of P tokens run through one engine at once. Reports
+// the aggregate decode rate (N * G tokens over the time from the last first token to the end) and the
+// mean time to first token.
+int bench_parallel(const Args &a, const std::string &model_path, long P, long G, long N) {
+    const double t_load0 = now();
+    ember_model *model = load_model(model_path, false, false);
+    if (!model) return 1;
+    ember_engine_params ep;
+    ember_engine_params_init(&ep);
+    ep.n_threads = static_cast<uint32_t>(a.integer("-t", 0));
+    ep.n_seq_max = static_cast<uint32_t>(N);
+    ep.n_ctx = static_cast<uint32_t>(a.integer("-c", ((P + G + 8 + 255) / 256) * 256));
+    ember_engine *engine = nullptr;
+    ember_status st = ember_engine_create(model, &ep, &engine);
+    if (st != EMBER_OK) return fail("cannot create engine", st), ember_model_free(model), 1;
+    const double load_s = now() - t_load0;
+
+    std::vector<ember_token> body;
+    const char *text = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
+                       "weights were random, but every layer still had to be read from memory for each new token. ";
+    if (!tokenize(model, text, 0, body) || body.empty()) return ember_engine_free(engine), ember_model_free(model), 1;
+    std::vector<std::vector<ember_token>> prompts(static_cast<size_t>(N));
+    for (long i = 0; i < N; ++i) {
+        auto &p = prompts[static_cast<size_t>(i)];
+        if (ember_token_bos(model) >= 0) p.push_back(ember_token_bos(model));
+        // A different first word per request, so no request reuses another's prompt blocks.
+        p.push_back(body[static_cast<size_t>(i) % body.size()]);
+        while (p.size() < static_cast<size_t>(P)) p.insert(p.end(), body.begin(), body.end());
+        p.resize(static_cast<size_t>(P));
+    }
+    std::vector<ember_request *> reqs(static_cast<size_t>(N), nullptr);
+    std::vector<double> first(static_cast<size_t>(N), 0.0);
+    const double t0 = now();
+    for (long i = 0; i < N; ++i) {
+        ember_request_params rp;
+        ember_request_params_init(&rp);
+        rp.prompt = prompts[static_cast<size_t>(i)].data();
+        rp.n_prompt = prompts[static_cast<size_t>(i)].size();
+        rp.max_tokens = static_cast<uint32_t>(G);
+        if ((st = ember_request_submit(engine, &rp, &reqs[static_cast<size_t>(i)])) != EMBER_OK) {
+            fail("submit", st);
+            break;
+        }
+    }
+    size_t generated = 0;
+    for (bool running = st == EMBER_OK; running;) {
+        running = false;
+        for (long i = 0; i < N; ++i) {
+            size_t n = 0;
+            ember_request_state rs;
+            ember_request_poll(reqs[static_cast<size_t>(i)], nullptr, 0, &n, &rs);
+            if (n > 0 && first[static_cast<size_t>(i)] == 0) first[static_cast<size_t>(i)] = now();
+            running |= rs == EMBER_REQUEST_QUEUED || rs == EMBER_REQUEST_RUNNING;
+        }
+        if (running) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    const double t_end = now();
+    double last_first = t0, ttft = 0;
+    for (long i = 0; i < N; ++i) {
+        size_t n = 0;
+        ember_request_state rs;
+        ember_request_poll(reqs[static_cast<size_t>(i)], nullptr, 0, &n, &rs);
+        generated += n;
+        last_first = std::max(last_first, first[static_cast<size_t>(i)]);
+        ttft += first[static_cast<size_t>(i)] - t0;
+        ember_request_free(reqs[static_cast<size_t>(i)]);
+    }
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"threads\":%ld,\"parallel\":%ld,"
+                "\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"generated_total\":%zu,\"decode_tok_s_total\":%.2f,"
+                "\"mean_ttft_s\":%.4f,\"wall_s\":%.3f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f}\n",
+                ember_version(), model_path.c_str(), a.integer("-t", 0), N, P, G, generated,
+                (generated - static_cast<size_t>(N)) / std::max(1e-9, t_end - last_first), ttft / N, t_end - t0, load_s,
+                ru.ru_maxrss / 1024.0);
+    ember_engine_free(engine);
+    ember_model_free(model);
+    return st == EMBER_OK ? 0 : 1;
+}
+} // namespace
+
 int cmd_bench(int argc, char **argv) {
-    const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend"}, {});
+    const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--parallel"}, {});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
-    const long P = a.integer("-p", 128), G = a.integer("-n", 64);
+    const long P = a.integer("-p", 128), G = a.integer("-n", 64), N = a.integer("--parallel", 0);
     if (P < 1 || G < 1) return usage_error("bench: -p and -n must be >= 1");
+    if (N < 0 || N > 1024) return usage_error("bench: --parallel must be in 1..1024");
+    if (N > 0) return bench_parallel(a, model_path, P, G, N);
     Args sa = a;
     if (!a.has("-c")) sa.opts["-c"] = std::to_string(((P + G + 8 + 255) / 256) * 256);
 

@@ -17,8 +17,9 @@ static void print_help() {
         "      Prints the token ids as a JSON array. --special parses special tokens such as <s> in TEXT.\n"
         "  ember info -m MODEL [--tensors] [-c CTX]\n"
         "      Metadata, a tensor summary and the memory a session needs.\n"
-        "  ember bench -m MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-c CTX]\n"
-        "      One JSON line: prefill_tok_s, decode_tok_s, load_s, peak_rss_mb.\n"
+        "  ember bench -m MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-c CTX] [--parallel N]\n"
+        "      One JSON line: prefill_tok_s, decode_tok_s, load_s, peak_rss_mb. With --parallel N, N requests\n"
+        "      run at once through the batching engine: decode_tok_s_total and mean time to first token.\n"
         "  ember version | help\n",
         ember_version());
 }

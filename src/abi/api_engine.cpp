@@ -1,0 +1,267 @@
+// api_engine.cpp — engines and requests through the C ABI.
+#include "abi/handles.hpp"
+
+#include <chrono>
+#include <cstring>
+
+using namespace ember;
+using ember::abi::guard;
+
+namespace {
+SamplerParams to_sampler_params(const ember_sampler_params &p) {
+    SamplerParams s;
+    s.temperature = p.temperature;
+    s.top_k = p.top_k;
+    s.top_p = p.top_p;
+    s.min_p = p.min_p;
+    s.repeat_penalty = p.repeat_penalty;
+    s.frequency_penalty = p.frequency_penalty;
+    s.presence_penalty = p.presence_penalty;
+    s.penalty_last_n = p.penalty_last_n;
+    s.seed = p.seed;
+    return s;
+}
+} // namespace
+
+extern "C" {
+
+void ember_engine_params_init(ember_engine_params *params) {
+    if (!params) return;
+    std::memset(params, 0, sizeof *params);
+    params->struct_size = sizeof *params;
+    params->n_seq_max = 8;
+    params->n_batch = 256;
+    params->backend = EMBER_BACKEND_AUTO;
+}
+
+namespace {
+EngineOptions engine_options(const ember_engine_params *params) {
+    const ember_engine_params p = abi::read_params(params, sizeof(ember_engine_params), ember_engine_params_init,
+                                                   "ember_engine_params");
+    if (p.backend < EMBER_BACKEND_AUTO || p.backend > EMBER_BACKEND_VULKAN)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)p.backend);
+    EngineOptions o;
+    o.n_ctx = p.n_ctx;
+    o.n_seq_max = p.n_seq_max;
+    o.kv_bytes = p.kv_bytes;
+    o.n_threads = p.n_threads;
+    o.n_batch = p.n_batch;
+    o.backend = p.backend;
+    o.manual_step = p.manual_step;
+    return o;
+}
+
+void write_estimate(const Model &model, const ember_engine_params *params, ember_memory_estimate *out) {
+    const MemoryEstimate m = estimate_engine_memory(model, engine_options(params));
+    ember_memory_estimate full;
+    ember_memory_estimate_init(&full);
+    full.weights_bytes = m.weights_bytes;
+    full.kv_bytes = m.kv_bytes;
+    full.compute_bytes = m.compute_bytes;
+    full.total_bytes = m.weights_bytes + m.kv_bytes + m.compute_bytes;
+    abi::write_out(out, full, sizeof(ember_memory_estimate), "ember_memory_estimate");
+}
+} // namespace
+
+void ember_memory_estimate_init(ember_memory_estimate *estimate) {
+    if (!estimate) return;
+    std::memset(estimate, 0, sizeof *estimate);
+    estimate->struct_size = sizeof *estimate;
+}
+
+ember_status ember_estimate_memory(const ember_model *model, const ember_engine_params *params, ember_memory_estimate *out) {
+    return guard("ember_estimate_memory", [&] {
+        EMBER_REQUIRE_ARG(model);
+        EMBER_REQUIRE_ARG(out);
+        write_estimate(*model->model, params, out);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_estimate_memory_file(const char *path, const ember_engine_params *params, ember_memory_estimate *out) {
+    return guard("ember_estimate_memory_file", [&] {
+        EMBER_REQUIRE_ARG(path);
+        EMBER_REQUIRE_ARG(out);
+        write_estimate(*Model::load(path, LoadOptions{}), params, out);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_engine_create(const ember_model *model, const ember_engine_params *params, ember_engine **out) {
+    if (out) *out = nullptr;
+    return guard("ember_engine_create", [&] {
+        EMBER_REQUIRE_ARG(model);
+        EMBER_REQUIRE_ARG(out);
+        const EngineOptions o = engine_options(params);
+        auto h = std::make_unique<ember_engine>();
+        h->engine = std::make_unique<Engine>(*model->model, o);
+        *out = h.release();
+        return EMBER_OK;
+    });
+}
+
+void ember_engine_free(ember_engine *engine) { delete engine; }
+
+ember_status ember_engine_step(ember_engine *engine, bool *out_busy) {
+    return guard("ember_engine_step", [&] {
+        EMBER_REQUIRE_ARG(engine);
+        if (!engine->engine->manual())
+            fail(EMBER_ERR_INVALID_STATE, "the engine runs its own worker thread (manual_step is false)");
+        const bool busy = engine->engine->step();
+        if (out_busy) *out_busy = busy;
+        return EMBER_OK;
+    });
+}
+
+void ember_engine_stats_init(ember_engine_stats *stats) {
+    if (!stats) return;
+    std::memset(stats, 0, sizeof *stats);
+    stats->struct_size = sizeof *stats;
+}
+
+ember_status ember_engine_get_stats(ember_engine *engine, ember_engine_stats *stats) {
+    return guard("ember_engine_get_stats", [&] {
+        EMBER_REQUIRE_ARG(engine);
+        EMBER_REQUIRE_ARG(stats);
+        const Engine::Stats s = engine->engine->stats();
+        const EnginePlan &p = engine->engine->plan();
+        ember_engine_stats full;
+        ember_engine_stats_init(&full);
+        full.n_blocks = p.n_blocks;
+        full.n_blocks_used = s.n_blocks_used;
+        full.n_blocks_cached = s.n_blocks_cached;
+        full.block_size = p.block_size;
+        full.n_running = s.n_running;
+        full.n_queued = s.n_queued;
+        full.kv_bytes = p.kv_bytes;
+        abi::write_out(stats, full, sizeof(ember_engine_stats), "ember_engine_stats");
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_engine_pin_prefix(ember_engine *engine, const ember_token *tokens, size_t n_tokens) {
+    return guard("ember_engine_pin_prefix", [&] {
+        EMBER_REQUIRE_ARG(engine);
+        EMBER_REQUIRE_ARG(tokens);
+        engine->engine->pin_prefix(tokens, n_tokens);
+        return EMBER_OK;
+    });
+}
+
+void ember_request_params_init(ember_request_params *params) {
+    if (!params) return;
+    std::memset(params, 0, sizeof *params);
+    params->struct_size = sizeof *params;
+    params->max_tokens = 128;
+}
+
+ember_status ember_request_submit(ember_engine *engine, const ember_request_params *params, ember_request **out) {
+    if (out) *out = nullptr;
+    return guard("ember_request_submit", [&] {
+        EMBER_REQUIRE_ARG(engine);
+        EMBER_REQUIRE_ARG(params);
+        EMBER_REQUIRE_ARG(out);
+        const ember_request_params p = abi::read_params(params, sizeof(ember_request_params), ember_request_params_init,
+                                                        "ember_request_params");
+        if (!p.prompt && p.n_prompt) fail(EMBER_ERR_INVALID_ARGUMENT, "prompt is NULL but n_prompt is %zu", p.n_prompt);
+        auto r = std::make_shared<Request>();
+        r->prompt.assign(p.prompt, p.prompt + p.n_prompt);
+        r->max_tokens = p.max_tokens;
+        SamplerParams sp;
+        sp.temperature = 0;  // NULL sampling: greedy
+        if (p.sampling) {
+            const ember_sampler_params s = abi::read_params(p.sampling, sizeof(ember_sampler_params),
+                                                            ember_sampler_params_init, "ember_sampler_params");
+            sp = to_sampler_params(s);
+        }
+        r->sampler = std::make_unique<Sampler>(sp);
+        auto h = std::make_unique<ember_request>();
+        r->on_token = p.on_token;
+        r->user_data = p.user_data;
+        r->handle = h.get();
+        h->request = r;
+        engine->engine->submit(r);
+        *out = h.release();
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_request_poll(ember_request *request, ember_token *tokens, size_t capacity, size_t *out_count,
+                                ember_request_state *out_state) {
+    return guard("ember_request_poll", [&] {
+        EMBER_REQUIRE_ARG(request);
+        if (!tokens && capacity) fail(EMBER_ERR_INVALID_ARGUMENT, "tokens is NULL but capacity is %zu", capacity);
+        Request &r = *request->request;
+        std::lock_guard<std::mutex> lock(r.mutex);
+        const size_t available = r.tokens.size() - r.polled;
+        const size_t n = tokens ? std::min(available, capacity) : available;
+        if (tokens) {
+            std::copy(r.tokens.begin() + static_cast<std::ptrdiff_t>(r.polled),
+                      r.tokens.begin() + static_cast<std::ptrdiff_t>(r.polled + n), tokens);
+            r.polled += n;
+        }
+        if (out_count) *out_count = n;
+        if (out_state) *out_state = r.state;
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_request_text(ember_request *request, char *buf, size_t capacity, size_t *out_len) {
+    return guard("ember_request_text", [&] {
+        EMBER_REQUIRE_ARG(request);
+        EMBER_REQUIRE_ARG(out_len);
+        std::string text;
+        {
+            std::lock_guard<std::mutex> lock(request->request->mutex);
+            text = request->request->text;
+        }
+        return abi::copy_out(text, buf, capacity, out_len, true);
+    });
+}
+
+ember_status ember_request_wait(ember_request *request, uint32_t timeout_ms) {
+    return guard("ember_request_wait", [&] {
+        EMBER_REQUIRE_ARG(request);
+        Request &r = *request->request;
+        std::unique_lock<std::mutex> lock(r.mutex);
+        auto done = [&] { return r.ended_locked(); };
+        if (timeout_ms == UINT32_MAX) r.ended.wait(lock, done);
+        else if (!r.ended.wait_for(lock, std::chrono::milliseconds(timeout_ms), done)) return EMBER_STOPPED;
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_request_cancel(ember_request *request) {
+    return guard("ember_request_cancel", [&] {
+        EMBER_REQUIRE_ARG(request);
+        request->request->cancel = true;
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_request_error(ember_request *request, ember_status *out_status, const char **out_message) {
+    return guard("ember_request_error", [&] {
+        EMBER_REQUIRE_ARG(request);
+        EMBER_REQUIRE_ARG(out_status);
+        Request &r = *request->request;
+        std::lock_guard<std::mutex> lock(r.mutex);
+        *out_status = r.error;
+        if (out_message) *out_message = r.error_message.c_str();
+        return EMBER_OK;
+    });
+}
+
+void ember_request_free(ember_request *request) {
+    if (!request) return;
+    Request &r = *request->request;
+    {
+        // Wait out a callback in flight and make sure no later one sees this handle.
+        std::lock_guard<std::recursive_mutex> cb(r.cb_mutex);
+        r.on_token = nullptr;
+        r.handle = nullptr;
+    }
+    r.cancel = true;
+    delete request;
+}
+
+} // extern "C"

@@ -1,0 +1,347 @@
+// engine.cpp — the step loop of continuous batching.
+//
+// A step: drop cancelled requests; admit queued ones into free slots (adopting cached prefix blocks);
+// build one batch — first the pending token of every generating request (decode latency matters most),
+// then chunks of prompts up to n_batch tokens; evaluate it; sample for every request whose last needed
+// token was in the batch. KV blocks come from one pool; a request that cannot get a block waits for
+// others to release theirs, and fails only if nothing else could ever release one.
+#include "engine/engine.hpp"
+
+#include "core/error.hpp"
+#include "session/session.hpp"
+
+#include <algorithm>
+
+namespace ember {
+
+EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
+    if (model.vocab_only())
+        fail(EMBER_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; load it with weights to create an engine");
+    const HParams &hp = model.desc().hp;
+    EnginePlan p;
+    p.block_size = Engine::kBlockSize;
+    p.n_ctx = opts.n_ctx ? opts.n_ctx : std::min(hp.n_ctx_train ? hp.n_ctx_train : Session::kDefaultMaxCtx,
+                                                 Session::kDefaultMaxCtx);
+    p.n_seq_max = opts.n_seq_max ? opts.n_seq_max : 8;
+    if (p.n_ctx > (1u << 24) || p.n_seq_max > 4096)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u or n_seq_max %u is too large", p.n_ctx, p.n_seq_max);
+    p.n_batch = std::max(opts.n_batch ? opts.n_batch : 256u, p.n_seq_max);
+    p.n_threads = opts.n_threads ? opts.n_threads : default_thread_count();
+    const uint64_t block_bytes = 2ull * hp.n_layer * p.block_size * hp.n_embd_kv() * sizeof(uint16_t);
+    const uint64_t per_seq = (p.n_ctx + p.block_size - 1) / p.block_size;
+    const uint64_t blocks = opts.kv_bytes ? opts.kv_bytes / block_bytes : per_seq * p.n_seq_max + p.n_seq_max;
+    if (blocks < per_seq + 1)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "a KV budget of %llu bytes holds %llu blocks; one sequence of %u tokens needs %llu",
+             (unsigned long long)opts.kv_bytes, (unsigned long long)blocks, p.n_ctx, (unsigned long long)per_seq + 1);
+    if (blocks > (1u << 30)) fail(EMBER_ERR_INVALID_ARGUMENT, "KV budget too large");
+    p.n_blocks = static_cast<uint32_t>(blocks);
+    p.kv_bytes = blocks * block_bytes;
+    return p;
+}
+
+namespace {
+ContextParams context_params(const EnginePlan &p) {
+    ContextParams cp;
+    cp.n_blocks = p.n_blocks;
+    cp.block_size = p.block_size;
+    cp.n_threads = p.n_threads;
+    cp.n_batch = p.n_batch;
+    cp.n_logits = p.n_seq_max;
+    return cp;
+}
+
+Backend &find_backend(ember_backend_kind kind) {
+    Backend *backend = backend_find(kind);
+    if (!backend) fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)kind);
+    return *backend;
+}
+} // namespace
+
+MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &opts) {
+    const EnginePlan plan = plan_engine(model, opts);
+    MemoryEstimate m;
+    m.weights_bytes = model.size_bytes();
+    m.kv_bytes = plan.kv_bytes;
+    const uint64_t context = find_backend(opts.backend).context_bytes(model.desc(), context_params(plan));
+    m.compute_bytes = context - plan.kv_bytes + static_cast<uint64_t>(plan.n_seq_max) * model.desc().hp.n_vocab * sizeof(float);
+    return m;
+}
+
+Engine::Engine(const Model &model, const EngineOptions &opts)
+    : model_(model), opts_(opts), plan_(plan_engine(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
+    ctx_ = model.backend_model(find_backend(opts.backend)).create_context(context_params(plan_));
+    logits_.resize(static_cast<size_t>(plan_.n_seq_max) * model.desc().hp.n_vocab);
+    if (!opts_.manual_step) worker_ = std::thread([this] { worker_main(); });
+}
+
+Engine::~Engine() {
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        stop_ = true;
+    }
+    queue_cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    std::lock_guard<std::mutex> step(step_mutex_);
+    // Sequences hold blocks of pool_, which dies with the engine: release them first.
+    for (auto &r : active_) finish(r, EMBER_REQUEST_CANCELLED);
+    for (auto &r : queue_) finish(r, EMBER_REQUEST_CANCELLED);
+    for (auto &r : pinned_) r->seq.reset();
+    flush_ended();
+}
+
+void Engine::submit(const std::shared_ptr<Request> &r) {
+    const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
+    if (r->prompt.empty()) fail(EMBER_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (r->prompt.size() >= plan_.n_ctx)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "a prompt of %zu tokens leaves no room in a context of %u", r->prompt.size(), plan_.n_ctx);
+    for (size_t i = 0; i < r->prompt.size(); ++i)
+        if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "prompt token %d at index %zu is outside the vocabulary", r->prompt[i], i);
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        if (stop_) fail(EMBER_ERR_INVALID_STATE, "the engine is shutting down");
+        queue_.push_back(r);
+    }
+    queue_cv_.notify_one();
+}
+
+void Engine::notify() { queue_cv_.notify_one(); }
+
+void Engine::worker_main() {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(queue_mutex_);
+            queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty() || has_active_; });
+            if (stop_) return;
+        }
+        try {
+            step();
+        } catch (const std::exception &e) {
+            // A failed step fails the requests it carried; the engine itself keeps running.
+            std::lock_guard<std::mutex> step(step_mutex_);
+            for (auto &r : active_) finish(r, EMBER_REQUEST_FAILED, EMBER_ERR_INTERNAL, e.what());
+            active_.clear();
+            publish();
+            flush_ended();
+        }
+    }
+}
+
+bool Engine::step() {
+    std::lock_guard<std::mutex> lock(step_mutex_);
+    return step_locked();
+}
+
+void Engine::finish(const std::shared_ptr<Request> &r, ember_request_state state, ember_status error,
+                    const std::string &message, bool keep_seq) {
+    if (r->finished) return;
+    r->finished = true;
+    if (!keep_seq) r->seq.reset();  // full blocks stay cached in the pool for later prompts that share them
+    ended_.push_back({r, state, error, message, r->utf8.flush()});
+}
+
+void Engine::flush_ended() {
+    for (Ended &e : ended_) {
+        Request &r = *e.request;
+        {
+            std::lock_guard<std::mutex> lock(r.mutex);
+            r.text += e.tail;
+            r.state = e.state;
+            r.error = e.error;
+            r.error_message = e.message;
+        }
+        r.ended.notify_all();
+    }
+    ended_.clear();
+}
+
+void Engine::emit(Request &r, int32_t token) {
+    const std::string text = r.utf8.push(model_.tokenizer().token_to_piece(token, false));
+    {
+        std::lock_guard<std::mutex> lock(r.mutex);
+        r.tokens.push_back(token);
+        r.text += text;
+    }
+    std::lock_guard<std::recursive_mutex> cb(r.cb_mutex);
+    if (r.on_token && !r.on_token(r.handle, token, text.data(), text.size(), r.user_data)) r.cancel = true;
+}
+
+void Engine::admit() {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    while (!queue_.empty() && active_.size() < plan_.n_seq_max) {
+        std::shared_ptr<Request> r = queue_.front();
+        queue_.pop_front();
+        if (r->cancel) {
+            finish(r, EMBER_REQUEST_CANCELLED);
+            continue;
+        }
+        r->seq = std::make_unique<kv::KvSequence>(pool_);
+        r->n_evaluated = r->seq->adopt_prefix(r->prompt.data(), static_cast<uint32_t>(r->prompt.size()));
+        {
+            std::lock_guard<std::mutex> rl(r->mutex);
+            r->state = EMBER_REQUEST_RUNNING;
+        }
+        active_.push_back(std::move(r));
+    }
+    // Queued requests cancelled while every slot is busy end now, not when a slot frees.
+    for (auto it = queue_.begin(); it != queue_.end();) {
+        if ((*it)->cancel) {
+            finish(*it, EMBER_REQUEST_CANCELLED);
+            it = queue_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+bool Engine::step_locked() {
+    // 1. Cancellations take effect at step boundaries, between prompt chunks too.
+    std::erase_if(active_, [this](const std::shared_ptr<Request> &r) {
+        if (!r->cancel) return false;
+        finish(r, EMBER_REQUEST_CANCELLED);
+        return true;
+    });
+    admit();
+
+    // 2. Build the batch: pending decode tokens first, then prompt chunks.
+    const auto copy = [this](int32_t src, int32_t dst) { ctx_->copy_block(src, dst); };
+    b_tokens_.clear();
+    b_pos_.clear();
+    b_tables_.clear();
+    b_logit_rows_.clear();
+    b_logit_req_.clear();
+    std::vector<std::pair<Request *, uint32_t>> fed;  // request, tokens it put in the batch
+    uint32_t budget = plan_.n_batch;
+    bool starved = false;
+    auto add = [&](const std::shared_ptr<Request> &self, const int32_t *toks, uint32_t n, bool logits) {
+        Request &r = *self;
+        if (!r.seq->reserve(n, copy)) {
+            starved = true;
+            return;
+        }
+        const uint32_t p0 = r.seq->size();
+        for (uint32_t i = 0; i < n; ++i) {
+            b_tokens_.push_back(toks[i]);
+            b_pos_.push_back(static_cast<int32_t>(p0 + i));
+            b_tables_.push_back(nullptr);  // set after all reserves (tables may move while they grow)
+        }
+        if (logits) {
+            b_logit_rows_.push_back(static_cast<int32_t>(b_tokens_.size() - 1));
+            b_logit_req_.push_back(self);
+        }
+        fed.emplace_back(&r, n);
+        budget -= n;
+    };
+    for (auto &r : active_)
+        if (r->pending >= 0 && budget > 0) add(r, &r->pending, 1, true);
+    for (auto &r : active_) {
+        const uint32_t left = static_cast<uint32_t>(r->prompt.size()) - r->n_evaluated;
+        if (left == 0 || budget == 0) continue;
+        const uint32_t n = std::min(left, budget);
+        add(r, r->prompt.data() + r->n_evaluated, n, n == left && !r->pin);
+    }
+    if (fed.empty()) {
+        if (starved) {
+            // Nothing can run and nothing holds blocks that a step would free: the budget is too small
+            // for even one of the waiting requests. Fail the newest one so the others can proceed.
+            finish(active_.back(), EMBER_REQUEST_FAILED, EMBER_ERR_OUT_OF_MEMORY, "the KV cache budget is exhausted");
+            active_.pop_back();
+        }
+        const bool busy = publish();
+        flush_ended();
+        return busy;
+    }
+    {
+        size_t row = 0;
+        for (auto &[r, n] : fed)
+            for (uint32_t i = 0; i < n; ++i) b_tables_[row++] = r->seq->blocks().data();
+    }
+
+    // 3. One forward pass for everything.
+    Batch b;
+    b.n_tokens = static_cast<uint32_t>(b_tokens_.size());
+    b.tokens = b_tokens_.data();
+    b.pos = b_pos_.data();
+    b.tables = b_tables_.data();
+    b.n_logits = static_cast<uint32_t>(b_logit_rows_.size());
+    b.logits_rows = b_logit_rows_.data();
+    b.logits = logits_.data();
+    ctx_->forward(b);
+    {
+        size_t row = 0;
+        for (auto &[r, n] : fed) {
+            r->seq->commit(b_tokens_.data() + row, n);
+            row += n;
+            if (r->pending >= 0) r->pending = -1;  // a decode token (always alone) was just fed
+            else r->n_evaluated += n;
+        }
+    }
+
+    // 4. Sample, emit, and end what is done.
+    const size_t n_vocab = model_.desc().hp.n_vocab;
+    for (size_t i = 0; i < b_logit_req_.size(); ++i) {
+        const std::shared_ptr<Request> &self = b_logit_req_[i];
+        Request &r = *self;
+        const int32_t tok = r.sampler->sample(logits_.data() + i * n_vocab, n_vocab);
+        r.sampler->accept(tok);
+        ++r.generated;
+        if (model_.tokenizer().is_eog(tok)) {
+            finish(self, EMBER_REQUEST_DONE);
+            continue;
+        }
+        emit(r, tok);
+        if ((r.max_tokens && r.generated >= r.max_tokens) || r.seq->size() + 1 > plan_.n_ctx) {
+            finish(self, EMBER_REQUEST_DONE);
+            continue;
+        }
+        r.pending = tok;
+    }
+    // Pinned prefixes leave the active set once evaluated, keeping their blocks.
+    for (auto &r : active_)
+        if (r->pin && r->n_evaluated == r->prompt.size()) {
+            pinned_.push_back(r);
+            finish(r, EMBER_REQUEST_DONE, EMBER_OK, {}, /*keep_seq=*/true);
+        }
+    std::erase_if(active_, [](const std::shared_ptr<Request> &r) { return r->finished; });
+    const bool busy = publish();
+    flush_ended();
+    return busy;
+}
+
+bool Engine::publish() {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    has_active_ = !active_.empty();
+    published_.n_blocks_cached = pool_.n_cached();
+    published_.n_blocks_used = pool_.n_blocks() - pool_.n_free();
+    published_.n_running = static_cast<uint32_t>(active_.size());
+    published_.n_queued = static_cast<uint32_t>(queue_.size());
+    return !active_.empty() || !queue_.empty();
+}
+
+Engine::Stats Engine::stats() {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    Stats s = published_;
+    s.n_queued = static_cast<uint32_t>(queue_.size());
+    return s;
+}
+
+void Engine::pin_prefix(const int32_t *tokens, size_t n) {
+    auto r = std::make_shared<Request>();
+    r->prompt.assign(tokens, tokens + n);
+    r->pin = true;
+    r->sampler = std::make_unique<Sampler>(SamplerParams{});
+    submit(r);
+    if (opts_.manual_step) {
+        for (;;) {
+            step();
+            std::lock_guard<std::mutex> lock(r->mutex);
+            if (r->ended_locked()) break;
+        }
+    }
+    std::unique_lock<std::mutex> lock(r->mutex);
+    r->ended.wait(lock, [&] { return r->ended_locked(); });
+    if (r->state != EMBER_REQUEST_DONE)
+        fail(r->error ? r->error : EMBER_ERR_CANCELLED, "pinning the prefix failed: %s", r->error_message.c_str());
+}
+
+} // namespace ember

@@ -1,0 +1,120 @@
+// engine.hpp — continuous batching: many requests on one model share one paged KV cache and one forward
+// pass per step. See the Engine section of ember.h for the contract.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "engine/request.hpp"
+#include "kv/block_pool.hpp"
+#include "model/model.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ember {
+
+struct EngineOptions {
+    uint32_t n_ctx = 0;
+    uint32_t n_seq_max = 8;
+    uint64_t kv_bytes = 0;
+    uint32_t n_threads = 0;
+    uint32_t n_batch = 256;
+    ember_backend_kind backend = EMBER_BACKEND_AUTO;
+    bool manual_step = false;
+};
+
+// The sizes an engine allocates, computed before allocating anything (ember_estimate_memory uses the
+// same function).
+struct EnginePlan {
+    uint32_t n_ctx = 0, n_seq_max = 0, n_batch = 0, n_threads = 0;
+    uint32_t block_size = 0, n_blocks = 0;
+    uint64_t kv_bytes = 0;
+};
+EnginePlan plan_engine(const Model &model, const EngineOptions &opts);
+
+// What an engine allocates, from the same plan and the same backend sizing it allocates with.
+struct MemoryEstimate {
+    uint64_t weights_bytes = 0;   // tensor data (mapped from the file by the CPU backend, not copied)
+    uint64_t kv_bytes = 0;        // the KV cache
+    uint64_t compute_bytes = 0;   // activations and scratch
+};
+MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &opts);
+
+class Engine {
+public:
+    static constexpr uint32_t kBlockSize = 16;
+
+    Engine(const Model &model, const EngineOptions &opts);
+    ~Engine();
+    Engine(const Engine &) = delete;
+    Engine &operator=(const Engine &) = delete;
+
+    // Validates and queues. Throws EMBER_ERR_INVALID_ARGUMENT / EMBER_ERR_INVALID_STATE.
+    void submit(const std::shared_ptr<Request> &r);
+    // Manual mode: one step; returns whether work remains.
+    bool step();
+    // Evaluates tokens and keeps them resident (see ember_engine_pin_prefix). Blocks.
+    void pin_prefix(const int32_t *tokens, size_t n);
+    // Wakes the worker (a request was cancelled while queued).
+    void notify();
+
+    struct Stats {
+        uint32_t n_blocks_used = 0, n_blocks_cached = 0, n_running = 0, n_queued = 0;
+    };
+    // Read under the locks the step publishes them with; a snapshot between steps.
+    Stats stats();
+
+    const EnginePlan &plan() const { return plan_; }
+    bool manual() const { return opts_.manual_step; }
+
+private:
+    bool step_locked();
+    // Publishes the counts stats() reports and whether work remains (returned).
+    bool publish();
+    void worker_main();
+    void admit();
+    // Ends a request: releases its KV sequence (unless keep_seq: a pinned prefix) and queues its final
+    // state, which flush_ended() makes visible after the step published its stats, so whoever sees the
+    // request end also sees the engine's counts without it.
+    void finish(const std::shared_ptr<Request> &r, ember_request_state state, ember_status error = EMBER_OK,
+                const std::string &message = {}, bool keep_seq = false);
+    void flush_ended();
+    void emit(Request &r, int32_t token);
+
+    const Model &model_;
+    EngineOptions opts_;
+    EnginePlan plan_;
+    std::unique_ptr<BackendContext> ctx_;
+    kv::BlockPool pool_;
+
+    std::mutex queue_mutex_;
+    std::condition_variable queue_cv_;
+    std::deque<std::shared_ptr<Request>> queue_;
+    bool stop_ = false;
+    bool has_active_ = false;          // mirrors !active_.empty() for the worker's wait, under queue_mutex_
+    Stats published_;                  // pool and slot counts as of the end of the last step, under queue_mutex_
+
+    std::mutex step_mutex_;            // one step at a time (manual mode, pin_prefix)
+    std::vector<std::shared_ptr<Request>> active_;
+    std::vector<std::shared_ptr<Request>> pinned_;
+    // Batch buffers, reused every step.
+    std::vector<int32_t> b_tokens_, b_pos_, b_logit_rows_;
+    std::vector<const int32_t *> b_tables_;
+    std::vector<std::shared_ptr<Request>> b_logit_req_;
+    struct Ended {
+        std::shared_ptr<Request> request;
+        ember_request_state state;
+        ember_status error;
+        std::string message;
+        std::string tail;  // text held back by the UTF-8 stream
+    };
+    std::vector<Ended> ended_;
+    std::vector<float> logits_;
+
+    std::thread worker_;
+};
+
+} // namespace ember

@@ -1,0 +1,60 @@
+// request.hpp — one generation request: what the app submitted, what the engine produced so far, and
+// the engine-side state (its KV sequence, how much of the prompt is evaluated).
+//
+// Shared between the app's handle and the engine (shared_ptr), so either side may go first. The output
+// fields are guarded by `mutex`, held only for short copies: a poll never waits for a forward pass.
+#pragma once
+
+#include "kv/kv_sequence.hpp"
+#include "sampler/sampler.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <ember/ember.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+struct Request {
+    // Fixed at submit.
+    std::vector<int32_t> prompt;
+    uint32_t max_tokens = 0;          // 0: until end of generation or a full context
+    std::unique_ptr<Sampler> sampler;
+    bool pin = false;                 // a pinned prefix: keep the sequence after the prompt, generate nothing
+
+    // The streaming callback. cb_mutex is held while it runs and while the app's handle detaches, so a
+    // callback never sees a freed handle (recursive: the callback may free its own request).
+    std::recursive_mutex cb_mutex;
+    ember_request_token_fn on_token = nullptr;
+    void *user_data = nullptr;
+    ember_request *handle = nullptr;
+
+    // Output, shared with pollers.
+    std::mutex mutex;
+    std::condition_variable ended;    // notified when state leaves QUEUED/RUNNING
+    std::vector<int32_t> tokens;
+    size_t polled = 0;
+    std::string text;
+    ember_request_state state = EMBER_REQUEST_QUEUED;
+    ember_status error = EMBER_OK;
+    std::string error_message;
+
+    std::atomic<bool> cancel{false};
+
+    // Engine thread only.
+    bool finished = false;            // ended; its state becomes visible when the step publishes
+    std::unique_ptr<kv::KvSequence> seq;
+    uint32_t n_evaluated = 0;         // prompt tokens whose K/V rows are in the cache
+    int32_t pending = -1;             // sampled token still to be fed (-1: none)
+    uint32_t generated = 0;
+    Utf8Stream utf8;
+
+    bool ended_locked() const { return state != EMBER_REQUEST_QUEUED && state != EMBER_REQUEST_RUNNING; }
+};
+
+} // namespace ember
