@@ -105,6 +105,8 @@ typedef enum ember_status {
     EMBER_ERR_BACKEND = -11,
     /** The call is not valid in the object's current state (e.g. no logits before the first feed). */
     EMBER_ERR_INVALID_STATE = -12,
+    /** Saved data is truncated, corrupted, from a newer format version or from another model. */
+    EMBER_ERR_CORRUPT_DATA = -13,
     /** A bug in ember. The message says where; please report it. */
     EMBER_ERR_INTERNAL = -100
 } ember_status;
@@ -329,6 +331,20 @@ EMBER_API ember_status ember_session_context_length(const ember_session *session
 /** Rolls the session back to its first `n_tokens` tokens (KV cache included); n_tokens must be <= the
  *  position. Logits are invalid afterwards until the next feed. */
 EMBER_API ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens);
+
+/** Saves the session's state — its tokens, KV cache rows and last logits — in a versioned format with a
+ *  checksum. Two-call idiom on buf/capacity; *out_len receives the size. Restoring it (into a session on
+ *  the same model, possibly in another process) gives bit-identical logits to recomputing. */
+EMBER_API ember_status ember_session_save(const ember_session *session, void *buf, size_t capacity, size_t *out_len);
+
+/** Replaces the session's state by a saved one. The data is validated completely first: truncated or
+ *  corrupted data, another format version or another model give EMBER_ERR_CORRUPT_DATA, a state longer
+ *  than the session's context EMBER_ERR_CONTEXT_FULL; the session is unchanged then. */
+EMBER_API ember_status ember_session_restore(ember_session *session, const void *data, size_t size);
+
+/** The same to and from a file (EMBER_ERR_IO when it cannot be written or read). */
+EMBER_API ember_status ember_session_save_file(const ember_session *session, const char *path);
+EMBER_API ember_status ember_session_restore_file(ember_session *session, const char *path);
 
 /* ---------------------------------------------------------------------------------------------------
  * Samplers

@@ -2,6 +2,9 @@
 #include "abi/handles.hpp"
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <vector>
 
 using namespace ember;
 using ember::abi::guard;
@@ -83,6 +86,56 @@ ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens) {
     return guard("ember_session_truncate", [&] {
         EMBER_REQUIRE_ARG(session);
         session->session->truncate(n_tokens);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_session_save(const ember_session *session, void *buf, size_t capacity, size_t *out_len) {
+    return guard("ember_session_save", [&] {
+        EMBER_REQUIRE_ARG(session);
+        EMBER_REQUIRE_ARG(out_len);
+        const std::vector<uint8_t> bytes = session->session->save();
+        *out_len = bytes.size();
+        if (!buf && capacity == 0) return EMBER_OK;
+        if (!buf) fail(EMBER_ERR_INVALID_ARGUMENT, "buf is NULL but capacity is %zu", capacity);
+        if (capacity < bytes.size())
+            fail(EMBER_ERR_BUFFER_TOO_SMALL, "buffer of %zu bytes is too small: %zu needed", capacity, bytes.size());
+        std::memcpy(buf, bytes.data(), bytes.size());
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_session_restore(ember_session *session, const void *data, size_t size) {
+    return guard("ember_session_restore", [&] {
+        EMBER_REQUIRE_ARG(session);
+        if (!data && size) fail(EMBER_ERR_INVALID_ARGUMENT, "data is NULL but size is %zu", size);
+        session->session->restore(static_cast<const uint8_t *>(data), size);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_session_save_file(const ember_session *session, const char *path) {
+    return guard("ember_session_save_file", [&] {
+        EMBER_REQUIRE_ARG(session);
+        EMBER_REQUIRE_ARG(path);
+        const std::vector<uint8_t> bytes = session->session->save();
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        f.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        f.close();
+        if (!f) fail(EMBER_ERR_IO, "cannot write '%s'", path);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_session_restore_file(ember_session *session, const char *path) {
+    return guard("ember_session_restore_file", [&] {
+        EMBER_REQUIRE_ARG(session);
+        EMBER_REQUIRE_ARG(path);
+        std::ifstream f(path, std::ios::binary);
+        if (!f) fail(EMBER_ERR_IO, "cannot open '%s'", path);
+        const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        if (f.bad()) fail(EMBER_ERR_IO, "cannot read '%s'", path);
+        session->session->restore(bytes.data(), bytes.size());
         return EMBER_OK;
     });
 }

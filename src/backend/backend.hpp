@@ -56,6 +56,12 @@ public:
     virtual void copy_block(int32_t src, int32_t dst) = 0;
     // Bytes this context allocated (KV cache and activations).
     virtual size_t memory_bytes() const = 0;
+    // Bytes of one position's K/V rows over all layers (K and V together): what a saved state holds per token.
+    virtual size_t kv_bytes_per_token() const = 0;
+    // Copies the K/V rows of positions 0..n-1 of the sequence with block table `table` into dst
+    // (n * kv_bytes_per_token() bytes, in a layout of the backend's choosing that write_kv reads back).
+    virtual void read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const = 0;
+    virtual void write_kv(const int32_t *table, uint32_t n, const uint8_t *src) = 0;
 };
 
 class BackendModel {

@@ -36,6 +36,25 @@ inline __m128 dot_qk4(const float *q, const uint16_t *k, const size_t *off, int 
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
+// acc[0, 8 NV) = acc * corr + sum_j pr[j] * (v + off[j])[0, 8 NV), with NV accumulators held in
+// registers across all keys of the tile. Up to 8 (64 dims) per pass, so that a head of 48 dims is one
+// pass of 6 rather than a pass of 4 and a pass of 1, whose lone FMA chain would wait out the FMA
+// latency at every key. Each element still sums in key order, so the pass split changes no result.
+template <int NV>
+inline void accumulate_v(float *acc, const uint16_t *v, const size_t *off, const float *pr, int nk, __m256 corr) {
+    __m256 a[NV];
+#pragma GCC unroll 8
+    for (int u = 0; u < NV; ++u) a[u] = _mm256_mul_ps(_mm256_load_ps(acc + 8 * u), corr);
+    for (int jj = 0; jj < nk; ++jj) {
+        const __m256 pj = _mm256_broadcast_ss(pr + jj);
+        const uint16_t *vr = v + off[jj];
+#pragma GCC unroll 8
+        for (int u = 0; u < NV; ++u) a[u] = _mm256_fmadd_ps(pj, load_h8(vr + 8 * u), a[u]);
+    }
+#pragma GCC unroll 8
+    for (int u = 0; u < NV; ++u) _mm256_store_ps(acc + 8 * u, a[u]);
+}
+
 } // namespace
 
 void attend_head_avx2(const AttnHead &a) {
@@ -80,32 +99,21 @@ void attend_head_avx2(const AttnHead &a) {
         const float corr = _mm256_cvtss_f32(avx2_exp(_mm256_set1_ps(m - m_new)));
         l = l * corr + avx2_hsum(lsum);
 
-        // acc = acc * corr + sum_j p_j v_j, 32 output dims at a time so that 4 accumulators stay in
-        // registers across all keys of the tile.
+        // acc = acc * corr + sum_j p_j v_j, up to 64 dims per pass over the tile's keys.
         const __m256 cv = _mm256_set1_ps(corr);
         int i = 0;
-        for (; i + 32 <= hd8; i += 32) {
-            __m256 a0 = _mm256_mul_ps(_mm256_load_ps(acc + i), cv), a1 = _mm256_mul_ps(_mm256_load_ps(acc + i + 8), cv);
-            __m256 a2 = _mm256_mul_ps(_mm256_load_ps(acc + i + 16), cv), a3 = _mm256_mul_ps(_mm256_load_ps(acc + i + 24), cv);
-            for (int jj = 0; jj < nk; ++jj) {
-                const __m256 pj = _mm256_broadcast_ss(pr + jj);
-                const uint16_t *vr = a.v + off[jj] + i;
-                a0 = _mm256_fmadd_ps(pj, load_h8(vr), a0);
-                a1 = _mm256_fmadd_ps(pj, load_h8(vr + 8), a1);
-                a2 = _mm256_fmadd_ps(pj, load_h8(vr + 16), a2);
-                a3 = _mm256_fmadd_ps(pj, load_h8(vr + 24), a3);
-            }
-            _mm256_store_ps(acc + i, a0);
-            _mm256_store_ps(acc + i + 8, a1);
-            _mm256_store_ps(acc + i + 16, a2);
-            _mm256_store_ps(acc + i + 24, a3);
+        for (; i + 64 <= hd8; i += 64) accumulate_v<8>(acc + i, a.v + i, off, pr, nk, cv);
+        switch ((hd8 - i) / 8) {
+        case 1: accumulate_v<1>(acc + i, a.v + i, off, pr, nk, cv); break;
+        case 2: accumulate_v<2>(acc + i, a.v + i, off, pr, nk, cv); break;
+        case 3: accumulate_v<3>(acc + i, a.v + i, off, pr, nk, cv); break;
+        case 4: accumulate_v<4>(acc + i, a.v + i, off, pr, nk, cv); break;
+        case 5: accumulate_v<5>(acc + i, a.v + i, off, pr, nk, cv); break;
+        case 6: accumulate_v<6>(acc + i, a.v + i, off, pr, nk, cv); break;
+        case 7: accumulate_v<7>(acc + i, a.v + i, off, pr, nk, cv); break;
+        default: break;
         }
-        for (; i < hd8; i += 8) {
-            __m256 a0 = _mm256_mul_ps(_mm256_load_ps(acc + i), cv);
-            for (int jj = 0; jj < nk; ++jj)
-                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(pr + jj), load_h8(a.v + off[jj] + i), a0);
-            _mm256_store_ps(acc + i, a0);
-        }
+        i = hd8;
         for (; i < hd; ++i) {
             float a0 = acc[i] * corr;
             for (int jj = 0; jj < nk; ++jj) a0 += pr[jj] * avx2_half_to_float(a.v[off[jj] + i]);

@@ -28,12 +28,20 @@ public:
     void forward(const Batch &batch) override;
     void copy_block(int32_t src, int32_t dst) override;
     size_t memory_bytes() const override;
+    size_t kv_bytes_per_token() const override;
+    void read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const override;
+    void write_kv(const int32_t *table, uint32_t n, const uint8_t *src) override;
 
 private:
     void layer(uint32_t il, const Batch &b);
     // K (or V) of layer il, block 0, row 0; a block is block_size rows of n_embd_kv values.
     uint16_t *k_layer(uint32_t il) { return k_cache_.data() + il * layer_stride_; }
     uint16_t *v_layer(uint32_t il) { return v_cache_.data() + il * layer_stride_; }
+    // The f16 row of position p (block table `table`) in layer il's K or V cache.
+    size_t row_offset(uint32_t il, const int32_t *table, uint32_t p) const {
+        const uint32_t bs = params_.block_size;
+        return il * layer_stride_ + (static_cast<size_t>(table[p / bs]) * bs + p % bs) * desc_.hp.n_embd_kv();
+    }
 
     const ModelDesc &desc_;
     ContextParams params_;

@@ -86,6 +86,23 @@ CpuContext::CpuContext(const ModelDesc &desc, const ContextParams &params)
 
 size_t CpuContext::memory_bytes() const { return bytes_; }
 
+size_t CpuContext::kv_bytes_per_token() const { return 2ull * desc_.hp.n_layer * desc_.hp.n_embd_kv() * sizeof(uint16_t); }
+
+// Layout: for each layer, the K rows of positions 0..n-1, then their V rows.
+void CpuContext::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const {
+    const size_t row = desc_.hp.n_embd_kv() * sizeof(uint16_t);
+    for (uint32_t il = 0; il < desc_.hp.n_layer; ++il)
+        for (const auto *cache : {&k_cache_, &v_cache_})
+            for (uint32_t p = 0; p < n; ++p, dst += row) std::memcpy(dst, cache->data() + row_offset(il, table, p), row);
+}
+
+void CpuContext::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
+    const size_t row = desc_.hp.n_embd_kv() * sizeof(uint16_t);
+    for (uint32_t il = 0; il < desc_.hp.n_layer; ++il)
+        for (auto *cache : {&k_cache_, &v_cache_})
+            for (uint32_t p = 0; p < n; ++p, src += row) std::memcpy(cache->data() + row_offset(il, table, p), src, row);
+}
+
 void CpuContext::copy_block(int32_t src, int32_t dst) {
     const size_t block = static_cast<size_t>(params_.block_size) * desc_.hp.n_embd_kv();
     for (uint32_t il = 0; il < desc_.hp.n_layer; ++il) {

@@ -46,6 +46,11 @@ public:
     uint32_t n_ctx() const { return n_ctx_; }
     void truncate(uint32_t n);
 
+    // The session's state (tokens, KV rows, last logits) as bytes; restore() validates such bytes
+    // completely (EMBER_ERR_CORRUPT_DATA otherwise, leaving the session unchanged) and replaces the state.
+    std::vector<uint8_t> save() const;
+    void restore(const uint8_t *data, size_t size);
+
     // Samples from the current logits, records the token in the sampler, feeds it unless it ends
     // generation, and returns it with the text it completes.
     GenStep next(Sampler &sampler);

@@ -1,0 +1,133 @@
+// session_state.cpp — saving a session's state (tokens, KV rows, last logits) to bytes and back.
+//
+// Format, version 1, little-endian:
+//   "EMBERSES"  u32 version  u32 header_bytes (40)  u64 model fingerprint
+//   u32 n_tokens  u32 n_vocab  u32 kv_bytes_per_token  u32 has_logits
+//   i32 tokens[n_tokens]  KV rows [n_tokens * kv_bytes_per_token]  f32 logits[n_vocab] if has_logits
+//   u64 checksum of every byte before it
+// Everything is validated before the session is touched: a truncated, corrupted, newer or foreign state
+// is an error (EMBER_ERR_CORRUPT_DATA) and the session keeps what it had.
+#include "session/session.hpp"
+
+#include "core/error.hpp"
+
+#include <cstring>
+#include <fstream>
+
+namespace ember {
+
+namespace {
+
+constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'S', 'E', 'S'};
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kHeaderBytes = 40;
+
+uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+// A 64-bit checksum, 8 bytes at a time: detects any corruption, not an adversary.
+uint64_t checksum(const uint8_t *p, size_t n) {
+    uint64_t h = 0x243f6a8885a308d3ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        h = mix(h, w);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p + i, n - i);
+    return mix(h, tail);
+}
+
+// Identifies the model a state belongs to: its shape and its weights' size and first bytes.
+uint64_t fingerprint(const Model &m) {
+    const HParams &hp = m.desc().hp;
+    uint64_t h = 0;
+    for (uint64_t v : {uint64_t{hp.n_vocab}, uint64_t{hp.n_embd}, uint64_t{hp.n_layer}, uint64_t{hp.n_head},
+                       uint64_t{hp.n_head_kv}, uint64_t{hp.head_dim}, uint64_t{hp.n_ff}, m.n_params(), m.size_bytes()})
+        h = mix(h, v);
+    const TensorRef *emb = m.desc().tok_embd;
+    return mix(h, checksum(static_cast<const uint8_t *>(emb->data), std::min<size_t>(emb->n_bytes, 4096)));
+}
+
+template <class T>
+void put(std::vector<uint8_t> &out, T v) {
+    const auto *p = reinterpret_cast<const uint8_t *>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+}
+
+template <class T>
+T get(const uint8_t *p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+} // namespace
+
+std::vector<uint8_t> Session::save() const {
+    const uint32_t n = position();
+    const size_t kv_tok = ctx_->kv_bytes_per_token();
+    std::vector<uint8_t> out;
+    out.reserve(kHeaderBytes + n * (4 + kv_tok) + logits_.size() * 4 + 8);
+    out.insert(out.end(), kMagic, kMagic + 8);
+    put<uint32_t>(out, kVersion);
+    put<uint32_t>(out, kHeaderBytes);
+    put<uint64_t>(out, fingerprint(model_));
+    put<uint32_t>(out, n);
+    put<uint32_t>(out, n_vocab());
+    put<uint32_t>(out, static_cast<uint32_t>(kv_tok));
+    put<uint32_t>(out, logits_valid_ ? 1 : 0);
+    for (int32_t t : seq_->tokens()) put<int32_t>(out, t);
+    const size_t at = out.size();
+    out.resize(at + n * kv_tok);
+    ctx_->read_kv(seq_->blocks().data(), n, out.data() + at);
+    if (logits_valid_)
+        out.insert(out.end(), reinterpret_cast<const uint8_t *>(logits_.data()),
+                   reinterpret_cast<const uint8_t *>(logits_.data() + logits_.size()));
+    put<uint64_t>(out, checksum(out.data(), out.size()));
+    return out;
+}
+
+void Session::restore(const uint8_t *data, size_t size) {
+    auto corrupt = [](const char *why) { fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: %s", why); };
+    if (size < kHeaderBytes + 8) corrupt("it is shorter than a header");
+    if (std::memcmp(data, kMagic, 8) != 0) corrupt("bad magic (not a saved ember session)");
+    const uint32_t version = get<uint32_t>(data + 8);
+    if (version != kVersion)
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has format version %u; this build reads version %u", version, kVersion);
+    if (get<uint32_t>(data + 12) != kHeaderBytes) corrupt("unexpected header size");
+    if (get<uint64_t>(data + size - 8) != checksum(data, size - 8)) corrupt("checksum mismatch (truncated or corrupted)");
+    if (get<uint64_t>(data + 16) != fingerprint(model_)) corrupt("it was saved from a different model");
+    const uint32_t n = get<uint32_t>(data + 24), nv = get<uint32_t>(data + 28), kv_tok = get<uint32_t>(data + 32);
+    const bool has_logits = get<uint32_t>(data + 36) != 0;
+    if (nv != n_vocab() || kv_tok != ctx_->kv_bytes_per_token()) corrupt("vocabulary or cache layout differs");
+    if (n > n_ctx_) fail(EMBER_ERR_CONTEXT_FULL, "the saved state has %u tokens; this session holds %u", n, n_ctx_);
+    const uint64_t expect = uint64_t{kHeaderBytes} + uint64_t{n} * (4 + kv_tok) + (has_logits ? uint64_t{nv} * 4 : 0) + 8;
+    if (expect != size) corrupt("its length does not match its header");
+    const uint8_t *tokens = data + kHeaderBytes;
+    for (uint32_t i = 0; i < n; ++i) {
+        const int32_t t = get<int32_t>(tokens + 4 * i);
+        if (t < 0 || static_cast<uint32_t>(t) >= nv) corrupt("a token is outside the vocabulary");
+    }
+
+    // Valid: replace the session's state.
+    seq_->truncate(0);
+    utf8_.reset();
+    logits_valid_ = false;
+    if (!seq_->reserve(n, [this](int32_t src, int32_t dst) { ctx_->copy_block(src, dst); }))
+        fail(EMBER_ERR_INTERNAL, "KV blocks exhausted restoring %u tokens", n);
+    ctx_->write_kv(seq_->blocks().data(), n, tokens + 4ull * n);
+    std::vector<int32_t> ids(n);
+    std::memcpy(ids.data(), tokens, 4ull * n);
+    seq_->commit(ids.data(), n);
+    if (has_logits) {
+        std::memcpy(logits_.data(), tokens + 4ull * n + uint64_t{n} * kv_tok, 4ull * nv);
+        logits_valid_ = true;
+    }
+}
+
+} // namespace ember
