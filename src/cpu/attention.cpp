@@ -5,11 +5,13 @@
 // running sum l and an unnormalised output accumulator are rescaled by e^(m_old - m_new) whenever a
 // tile raises the maximum. Memory is O(head_dim) per pair, whatever the context length.
 //
-// A tile is kAttnTile consecutive positions, not one cache block: its rows are looked up in the block
-// table once (attn_tile_rows) and then addressed through an offset array. Tiles the size of a block
-// would, at block size 16, double the per-tile work (maximum, rescaling, the exp of the correction) for
-// the same keys. And since tile boundaries then depend on positions alone, every rounding does too: the
-// output is bit-identical for any block size and any placement of the blocks in the pool.
+// A tile is kAttnTile consecutive positions, not one cache block: its rows are found in the block table
+// once per tile (attn_tile_runs, vec_dot.hpp) as a few runs of consecutive rows, along which the loops
+// step a pointer as they did over a contiguous cache. Tiles the size of a block would, at block size
+// 16, double the per-tile work (maximum, rescaling, the exp of the correction) for the same keys. And
+// as tile boundaries depend on positions alone, so does every rounding: the output is bit-identical
+// for any block size and any placement of the blocks in the pool (the AVX2 kernel sees to it that
+// grouping keys by run changes no score either).
 #include "core/error.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
@@ -95,27 +97,31 @@ void attend_head_scalar(const AttnHead &a) {
     for (int i = 0; i < hd; ++i) acc[i] = 0;
     float m = -INFINITY, l = 0;
     float s[kAttnTile];
-    size_t off[kAttnTile];
+    AttnRuns runs;
     for (int64_t j0 = 0; j0 < a.n_keys; j0 += kAttnTile) {
         const int nk = static_cast<int>(a.n_keys - j0 < kAttnTile ? a.n_keys - j0 : kAttnTile);
-        attn_tile_rows(a, j0, nk, off);
+        attn_tile_runs(a, j0, nk, runs);
         float tmax = -INFINITY;
-        for (int j = 0; j < nk; ++j) {
-            const uint16_t *kr = a.k + off[j];
-            float dot = 0;
-            for (int i = 0; i < hd; ++i) dot += a.q[i] * fp16_to_fp32(kr[i]);
-            s[j] = dot * a.scale;
-            tmax = std::fmax(tmax, s[j]);
+        for (int r = 0; r < runs.n; ++r) {
+            const uint16_t *kr = a.k + runs.off[r];
+            for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, kr += a.kv_stride) {
+                float dot = 0;
+                for (int i = 0; i < hd; ++i) dot += a.q[i] * fp16_to_fp32(kr[i]);
+                s[j] = dot * a.scale;
+                tmax = std::fmax(tmax, s[j]);
+            }
         }
         const float m_new = std::fmax(m, tmax);
         const float corr = std::exp(m - m_new);  // 0 on the first tile (m = -inf)
         l *= corr;
         for (int i = 0; i < hd; ++i) acc[i] *= corr;
-        for (int j = 0; j < nk; ++j) {
-            const float pj = std::exp(s[j] - m_new);
-            l += pj;
-            const uint16_t *vr = a.v + off[j];
-            for (int i = 0; i < hd; ++i) acc[i] += pj * fp16_to_fp32(vr[i]);
+        for (int r = 0; r < runs.n; ++r) {
+            const uint16_t *vr = a.v + runs.off[r];
+            for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, vr += a.kv_stride) {
+                const float pj = std::exp(s[j] - m_new);
+                l += pj;
+                for (int i = 0; i < hd; ++i) acc[i] += pj * fp16_to_fp32(vr[i]);
+            }
         }
         m = m_new;
     }

@@ -1,6 +1,6 @@
 // attention_avx2.cpp — the per-(token, head) attention kernel for AVX2 + FMA + F16C; the algorithm and
 // the paging are described in attention.cpp. K and V rows are read as f16 and widened with F16C on the
-// fly, each through its offset in the tile's row table (a tile may span several cache blocks).
+// fly, run by run (a tile may span several cache blocks).
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -11,45 +11,56 @@ namespace {
 
 inline __m256 load_h8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
 
+// Lane j of the result is the sum of the 8 lanes of a_j, added in one fixed tree: within each 128-bit
+// half by hadd, then the halves. The same tree for one key or four, so a score does not depend on
+// whether its key fell in a group of four, which is decided by where the runs of a tile start.
+inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
 // q . k for one key, head_dim = n8 * 8 + tail.
 inline float dot_qk(const float *q, const uint16_t *k, int hd) {
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_h8(k + i), acc);
-    float s = avx2_hsum(acc);
+    float s = _mm_cvtss_f32(hsum4(acc, acc, acc, acc));
     for (; i < hd; ++i) s += q[i] * avx2_half_to_float(k[i]);
     return s;
 }
 
-// Four keys at once: four independent FMA chains instead of one, and one combined horizontal sum.
-inline __m128 dot_qk4(const float *q, const uint16_t *k, const size_t *off, int hd8) {
-    const uint16_t *k0 = k + off[0], *k1 = k + off[1], *k2 = k + off[2], *k3 = k + off[3];
+// Four keys at once (rows k0, k0 + stride, ...): four independent FMA chains instead of one.
+inline __m128 dot_qk4(const float *q, const uint16_t *k0, size_t stride, int hd8) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < hd8; i += 8) {
         const __m256 qv = _mm256_loadu_ps(q + i);
         a0 = _mm256_fmadd_ps(qv, load_h8(k0 + i), a0);
-        a1 = _mm256_fmadd_ps(qv, load_h8(k1 + i), a1);
-        a2 = _mm256_fmadd_ps(qv, load_h8(k2 + i), a2);
-        a3 = _mm256_fmadd_ps(qv, load_h8(k3 + i), a3);
+        a1 = _mm256_fmadd_ps(qv, load_h8(k0 + stride + i), a1);
+        a2 = _mm256_fmadd_ps(qv, load_h8(k0 + 2 * stride + i), a2);
+        a3 = _mm256_fmadd_ps(qv, load_h8(k0 + 3 * stride + i), a3);
     }
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    return hsum4(a0, a1, a2, a3);
 }
 
-// acc[0, 8 NV) = acc * corr + sum_j pr[j] * (v + off[j])[0, 8 NV), with NV accumulators held in
-// registers across all keys of the tile. Up to 8 (64 dims) per pass, so that a head of 48 dims is one
-// pass of 6 rather than a pass of 4 and a pass of 1, whose lone FMA chain would wait out the FMA
-// latency at every key. Each element still sums in key order, so the pass split changes no result.
+// acc[0, 8 NV) = acc * corr + sum_j pr[j] * v_j[0, 8 NV), v_j the row of key j (v offset as in runs),
+// with NV accumulators held in registers across all keys of the tile. With fewer than 4, the FMA chains
+// wait out their own latency at every key, so what is left beyond whole passes of 4 joins the last
+// pass: a head of 48 dims is one pass of 6, where a pass of 4 and two of 1 made the whole kernel ~10%
+// slower. Not 8 per pass: two passes of 4 measured a few per cent faster at head_dim 64. Each element
+// sums in key order whatever the passes, so how they are cut changes no result.
 template <int NV>
-inline void accumulate_v(float *acc, const uint16_t *v, const size_t *off, const float *pr, int nk, __m256 corr) {
+inline void accumulate_v(float *acc, const uint16_t *v, size_t stride, const AttnRuns &runs, const float *pr,
+                         __m256 corr) {
     __m256 a[NV];
 #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) a[u] = _mm256_mul_ps(_mm256_load_ps(acc + 8 * u), corr);
-    for (int jj = 0; jj < nk; ++jj) {
-        const __m256 pj = _mm256_broadcast_ss(pr + jj);
-        const uint16_t *vr = v + off[jj];
+    for (int r = 0; r < runs.n; ++r) {
+        const uint16_t *vr = v + runs.off[r];
+        for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, vr += stride) {
+            const __m256 pj = _mm256_broadcast_ss(pr + j);
 #pragma GCC unroll 8
-        for (int u = 0; u < NV; ++u) a[u] = _mm256_fmadd_ps(pj, load_h8(vr + 8 * u), a[u]);
+            for (int u = 0; u < NV; ++u) a[u] = _mm256_fmadd_ps(pj, load_h8(vr + 8 * u), a[u]);
+        }
     }
 #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) _mm256_store_ps(acc + 8 * u, a[u]);
@@ -60,26 +71,30 @@ inline void accumulate_v(float *acc, const uint16_t *v, const size_t *off, const
 void attend_head_avx2(const AttnHead &a) {
     const int hd = a.head_dim;
     const int hd8 = hd & ~7;
+    const size_t stride = a.kv_stride;
     alignas(32) float acc[kMaxHeadDim];
     for (int i = 0; i < hd; ++i) acc[i] = 0;
     float m = -__builtin_inff(), l = 0;
     alignas(32) float s[kAttnTile], pr[kAttnTile];
-    size_t off[kAttnTile];
+    AttnRuns runs;
 
     for (int64_t j0 = 0; j0 < a.n_keys; j0 += kAttnTile) {
         const int nk = static_cast<int>(a.n_keys - j0 < kAttnTile ? a.n_keys - j0 : kAttnTile);
-        attn_tile_rows(a, j0, nk, off);
+        attn_tile_runs(a, j0, nk, runs);
 
         // Scores of the tile; the padding past nk is -inf, so it takes part in the max harmlessly
         // and gets weight 0 below.
-        int j = 0;
-        if (hd8 == hd) {
-            const __m128 scale = _mm_set1_ps(a.scale);
-            for (; j + 4 <= nk; j += 4)
-                _mm_store_ps(s + j, _mm_mul_ps(dot_qk4(a.q, a.k, off + j, hd8), scale));
+        const __m128 scale = _mm_set1_ps(a.scale);
+        for (int r = 0; r < runs.n; ++r) {
+            const uint16_t *kr = a.k + runs.off[r];
+            int j = runs.start[r];
+            const int end = runs.start[r + 1];
+            if (hd8 == hd)
+                for (; j + 4 <= end; j += 4, kr += 4 * stride)
+                    _mm_storeu_ps(s + j, _mm_mul_ps(dot_qk4(a.q, kr, stride, hd8), scale));
+            for (; j < end; ++j, kr += stride) s[j] = dot_qk(a.q, kr, hd) * a.scale;
         }
-        for (; j < nk; ++j) s[j] = dot_qk(a.q, a.k + off[j], hd) * a.scale;
-        for (; j < kAttnTile; ++j) s[j] = -__builtin_inff();
+        for (int j = nk; j < kAttnTile; ++j) s[j] = -__builtin_inff();
         __m256 vmax = _mm256_load_ps(s);
         for (int c = 8; c < kAttnTile; c += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + c));
         const float tmax = avx2_hmax(vmax);
@@ -99,24 +114,27 @@ void attend_head_avx2(const AttnHead &a) {
         const float corr = _mm256_cvtss_f32(avx2_exp(_mm256_set1_ps(m - m_new)));
         l = l * corr + avx2_hsum(lsum);
 
-        // acc = acc * corr + sum_j p_j v_j, up to 64 dims per pass over the tile's keys.
+        // acc = acc * corr + sum_j p_j v_j: passes of 32 dims, the last one taking the rest (up to 56
+        // dims) so that no pass is left with only a few accumulators.
         const __m256 cv = _mm256_set1_ps(corr);
         int i = 0;
-        for (; i + 64 <= hd8; i += 64) accumulate_v<8>(acc + i, a.v + i, off, pr, nk, cv);
+        for (; hd8 - i >= 64; i += 32) accumulate_v<4>(acc + i, a.v + i, stride, runs, pr, cv);
         switch ((hd8 - i) / 8) {
-        case 1: accumulate_v<1>(acc + i, a.v + i, off, pr, nk, cv); break;
-        case 2: accumulate_v<2>(acc + i, a.v + i, off, pr, nk, cv); break;
-        case 3: accumulate_v<3>(acc + i, a.v + i, off, pr, nk, cv); break;
-        case 4: accumulate_v<4>(acc + i, a.v + i, off, pr, nk, cv); break;
-        case 5: accumulate_v<5>(acc + i, a.v + i, off, pr, nk, cv); break;
-        case 6: accumulate_v<6>(acc + i, a.v + i, off, pr, nk, cv); break;
-        case 7: accumulate_v<7>(acc + i, a.v + i, off, pr, nk, cv); break;
+        case 1: accumulate_v<1>(acc + i, a.v + i, stride, runs, pr, cv); break;
+        case 2: accumulate_v<2>(acc + i, a.v + i, stride, runs, pr, cv); break;
+        case 3: accumulate_v<3>(acc + i, a.v + i, stride, runs, pr, cv); break;
+        case 4: accumulate_v<4>(acc + i, a.v + i, stride, runs, pr, cv); break;
+        case 5: accumulate_v<5>(acc + i, a.v + i, stride, runs, pr, cv); break;
+        case 6: accumulate_v<6>(acc + i, a.v + i, stride, runs, pr, cv); break;
+        case 7: accumulate_v<7>(acc + i, a.v + i, stride, runs, pr, cv); break;
         default: break;
         }
-        i = hd8;
-        for (; i < hd; ++i) {
+        for (i = hd8; i < hd; ++i) {
             float a0 = acc[i] * corr;
-            for (int jj = 0; jj < nk; ++jj) a0 += pr[jj] * avx2_half_to_float(a.v[off[jj] + i]);
+            for (int r = 0; r < runs.n; ++r) {
+                const uint16_t *vr = a.v + runs.off[r] + i;
+                for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, vr += stride) a0 += pr[j] * avx2_half_to_float(*vr);
+            }
             acc[i] = a0;
         }
         m = m_new;

@@ -55,22 +55,6 @@ struct AttnHead {
     float *out = nullptr;
 };
 
-// Element offsets from a.k (and a.v) of the rows of positions j0 .. j0 + n - 1: one table look-up and
-// one multiply per block touched, then a running sum along the block's rows. No table entry past the
-// block of position j0 + n - 1 is read: the table may end there. static, not just inline: the AVX2
-// files call it too, and a shared COMDAT copy could be one compiled with -mavx2 (see simd_avx2.hpp).
-static inline void attn_tile_rows(const AttnHead &a, int64_t j0, int n, size_t *off) {
-    // Positions fit in 32 bits (they come from int32 q_pos), and a 32-bit divide is the cheaper one.
-    const uint32_t bs = static_cast<uint32_t>(a.block_size);
-    uint32_t b = static_cast<uint32_t>(j0) / bs;
-    uint32_t r = static_cast<uint32_t>(j0) - b * bs;
-    for (int j = 0; j < n; r = 0, ++b) {
-        size_t o = (static_cast<size_t>(a.table[b]) * bs + r) * a.kv_stride;
-        const int end = bs - r < static_cast<uint32_t>(n - j) ? j + static_cast<int>(bs - r) : n;
-        for (; j < end; ++j, o += a.kv_stride) off[j] = o;
-    }
-}
-
 struct KernelTable {
     const char *name;
     MatmulRowsFn matmul[kWeightKinds];
@@ -112,6 +96,38 @@ void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 constexpr int kTokTile = 4;      // AVX2: token rows that share one pass over a weight row tile
 constexpr int kAttnTile = 32;    // positions per online-softmax step, whatever the cache block size (see attention.cpp)
 constexpr int kMaxHeadDim = 256; // attention keeps one head's accumulator on the stack
+
+// The rows of one attention tile (positions j0 .. j0 + n - 1 of an AttnHead) as runs of consecutive
+// rows: run r covers the tile's keys start[r] .. start[r + 1] - 1, whose rows begin off[r] elements
+// after a.k (and a.v), kv_stride apart. A run is a block's share of the tile, or several blocks that
+// follow each other in the pool; along a run the kernels step a pointer as over a contiguous cache.
+struct AttnRuns {
+    int n = 0;
+    int start[kAttnTile + 1];
+    size_t off[kAttnTile];
+};
+
+// One table look-up per block the tile touches, none past the block of its last position (the table
+// may end there). static, not just inline: the AVX2 file calls it too, and a shared COMDAT copy could
+// be one compiled with -mavx2 (see simd_avx2.hpp).
+static inline void attn_tile_runs(const AttnHead &a, int64_t j0, int n, AttnRuns &runs) {
+    // Positions fit in 32 bits (they come from int32 q_pos), and a 32-bit divide is the cheaper one.
+    const uint32_t bs = a.block_size;
+    uint32_t b = static_cast<uint32_t>(j0) / bs;
+    uint32_t r = static_cast<uint32_t>(j0) - b * bs;
+    runs.n = 0;
+    for (int j = 0; j < n; r = 0, ++b) {
+        const size_t o = (static_cast<size_t>(a.table[b]) * bs + r) * a.kv_stride;
+        const int last = runs.n - 1;
+        if (last < 0 || o != runs.off[last] + static_cast<size_t>(j - runs.start[last]) * a.kv_stride) {
+            runs.start[runs.n] = j;
+            runs.off[runs.n] = o;
+            ++runs.n;
+        }
+        j += bs - r < static_cast<uint32_t>(n - j) ? static_cast<int>(bs - r) : n - j;
+    }
+    runs.start[runs.n] = n;
+}
 
 // AVX2 prefill: weight rows are walked in blocks of about this many bytes, and every token group
 // passes over a block before the next, so the block is read from memory once and then from L2

@@ -20,6 +20,7 @@ static void print_help() {
         "  ember bench -m MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-c CTX] [--parallel N]\n"
         "      One JSON line: prefill_tok_s, decode_tok_s, load_s, peak_rss_mb. With --parallel N, N requests\n"
         "      run at once through the batching engine: decode_tok_s_total and mean time to first token.\n"
+        "      With --prefix-reuse, two requests sharing a P-token prefix: both times to first token.\n"
         "  ember version | help\n",
         ember_version());
 }
