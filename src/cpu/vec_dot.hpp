@@ -94,7 +94,7 @@ void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 // or thread computes it, so results do not depend on the thread count (tests/test_cpu_kernels.cpp
 // checks 1, 2 and 3 threads for bit-identical output).
 constexpr int kTokTile = 4;      // AVX2: token rows that share one pass over a weight row tile
-constexpr int kAttnTile = 32;    // positions per online-softmax step, whatever the cache block size (see attention.cpp)
+constexpr int kAttnTile = 32;    // positions per online-softmax step, whatever the cache block size
 constexpr int kMaxHeadDim = 256; // attention keeps one head's accumulator on the stack
 
 // The rows of one attention tile (positions j0 .. j0 + n - 1 of an AttnHead) as runs of consecutive
