@@ -7,21 +7,6 @@
 using namespace ember;
 using ember::abi::guard;
 
-namespace {
-SamplerParams to_sampler_params(const ember_sampler_params &p) {
-    SamplerParams s;
-    s.temperature = p.temperature;
-    s.top_k = p.top_k;
-    s.top_p = p.top_p;
-    s.min_p = p.min_p;
-    s.repeat_penalty = p.repeat_penalty;
-    s.frequency_penalty = p.frequency_penalty;
-    s.presence_penalty = p.presence_penalty;
-    s.penalty_last_n = p.penalty_last_n;
-    s.seed = p.seed;
-    return s;
-}
-} // namespace
 
 extern "C" {
 
@@ -172,7 +157,7 @@ ember_status ember_request_submit(ember_engine *engine, const ember_request_para
         if (p.sampling) {
             const ember_sampler_params s = abi::read_params(p.sampling, sizeof(ember_sampler_params),
                                                             ember_sampler_params_init, "ember_sampler_params");
-            sp = to_sampler_params(s);
+            sp = abi::sampler_params_from(s);
         }
         r->sampler = std::make_unique<Sampler>(sp);
         auto h = std::make_unique<ember_request>();

@@ -6,6 +6,22 @@
 using namespace ember;
 using ember::abi::guard;
 
+namespace ember::abi {
+SamplerParams sampler_params_from(const ember_sampler_params &p) {
+    SamplerParams s;
+    s.temperature = p.temperature;
+    s.top_k = p.top_k;
+    s.top_p = p.top_p;
+    s.min_p = p.min_p;
+    s.repeat_penalty = p.repeat_penalty;
+    s.frequency_penalty = p.frequency_penalty;
+    s.presence_penalty = p.presence_penalty;
+    s.penalty_last_n = p.penalty_last_n;
+    s.seed = p.seed;
+    return s;
+}
+} // namespace ember::abi
+
 extern "C" {
 
 void ember_sampler_params_init(ember_sampler_params *params) {
@@ -30,18 +46,8 @@ ember_status ember_sampler_create(const ember_sampler_params *params, ember_samp
         EMBER_REQUIRE_ARG(out);
         const ember_sampler_params p = abi::read_params(params, sizeof(ember_sampler_params), ember_sampler_params_init,
                                                         "ember_sampler_params");
-        SamplerParams s;
-        s.temperature = p.temperature;
-        s.top_k = p.top_k;
-        s.top_p = p.top_p;
-        s.min_p = p.min_p;
-        s.repeat_penalty = p.repeat_penalty;
-        s.frequency_penalty = p.frequency_penalty;
-        s.presence_penalty = p.presence_penalty;
-        s.penalty_last_n = p.penalty_last_n;
-        s.seed = p.seed;
         auto h = std::make_unique<ember_sampler>();
-        h->sampler = std::make_unique<Sampler>(s);
+        h->sampler = std::make_unique<Sampler>(abi::sampler_params_from(p));
         *out = h.release();
         return EMBER_OK;
     });

@@ -50,6 +50,9 @@ void write_out(T *user, const T &full, size_t v1_size, const char *what) {
     user->struct_size = size;
 }
 
+// The C sampler params as the core's (api_sampler.cpp).
+SamplerParams sampler_params_from(const ember_sampler_params &p);
+
 // Two-call idiom for byte output: reports the length and copies when the buffer is large enough.
 // with_nul: the buffer must also hold a terminating NUL.
 ember_status copy_out(const std::string &s, char *buf, size_t capacity, size_t *out_len, bool with_nul);

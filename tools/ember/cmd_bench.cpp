@@ -19,6 +19,21 @@ double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The benchmark prompt as the peer script builds it: BOS + a fixed English text, tokenized, repeated and
+// cut to n tokens. variant >= 0 puts a different word right after BOS, so such prompts share no block.
+bool bench_prompt(const ember_model *model, long n, long variant, std::vector<ember_token> &out) {
+    std::vector<ember_token> body;
+    const char *text = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
+                       "weights were random, but every layer still had to be read from memory for each new token. ";
+    if (!tokenize(model, text, 0, body) || body.empty()) return false;
+    out.clear();
+    if (ember_token_bos(model) >= 0) out.push_back(ember_token_bos(model));
+    if (variant >= 0) out.push_back(body[static_cast<size_t>(variant) % body.size()]);
+    while (out.size() < static_cast<size_t>(n)) out.insert(out.end(), body.begin(), body.end());
+    out.resize(static_cast<size_t>(n));
+    return true;
+}
+
 bool greedy(ember_session *s, ember_sampler *sampler, ember_token *out) {
     const float *logits = nullptr;
     size_t n = 0;
@@ -47,19 +62,11 @@ int bench_parallel(const Args &a, const std::string &model_path, long P, long G,
     if (st != EMBER_OK) return fail("cannot create engine", st), ember_model_free(model), 1;
     const double load_s = now() - t_load0;
 
-    std::vector<ember_token> body;
-    const char *text = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
-                       "weights were random, but every layer still had to be read from memory for each new token. ";
-    if (!tokenize(model, text, 0, body) || body.empty()) return ember_engine_free(engine), ember_model_free(model), 1;
+    // A different first word per request, so no request reuses another's prompt blocks.
     std::vector<std::vector<ember_token>> prompts(static_cast<size_t>(N));
-    for (long i = 0; i < N; ++i) {
-        auto &p = prompts[static_cast<size_t>(i)];
-        if (ember_token_bos(model) >= 0) p.push_back(ember_token_bos(model));
-        // A different first word per request, so no request reuses another's prompt blocks.
-        p.push_back(body[static_cast<size_t>(i) % body.size()]);
-        while (p.size() < static_cast<size_t>(P)) p.insert(p.end(), body.begin(), body.end());
-        p.resize(static_cast<size_t>(P));
-    }
+    for (long i = 0; i < N; ++i)
+        if (!bench_prompt(model, P, i, prompts[static_cast<size_t>(i)]))
+            return ember_engine_free(engine), ember_model_free(model), 1;
     // Times come from the streaming callback (on the engine's thread) and the main thread blocks in
     // ember_request_wait: a polling loop here would compete with the engine's threads for the cores.
     struct Track {
@@ -137,17 +144,12 @@ int bench_prefix_reuse(const Args &a, const std::string &model_path, long P) {
     ember_engine *engine = nullptr;
     ember_status st = ember_engine_create(model, &ep, &engine);
     if (st != EMBER_OK) return fail("cannot create engine", st), ember_model_free(model), 1;
-    std::vector<ember_token> body, prompt;
-    const char *text = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
-                       "weights were random, but every layer still had to be read from memory for each new token. ";
-    tokenize(model, text, 0, body);
-    if (ember_token_bos(model) >= 0) prompt.push_back(ember_token_bos(model));
-    while (prompt.size() < static_cast<size_t>(P)) prompt.insert(prompt.end(), body.begin(), body.end());
-    prompt.resize(static_cast<size_t>(P));
+    std::vector<ember_token> prompt;
+    if (!bench_prompt(model, P + 1, -1, prompt)) return ember_engine_free(engine), ember_model_free(model), 1;
     double ttft[2] = {0, 0};
     for (int i = 0; i < 2 && st == EMBER_OK; ++i) {
         std::vector<ember_token> p = prompt;
-        p.push_back(body[static_cast<size_t>(i + 1)]);  // a different last token: a new turn on the same prefix
+        p.back() = prompt[static_cast<size_t>(i + 1)];  // a different last token: a new turn on the same prefix
         ember_request_params rp;
         ember_request_params_init(&rp);
         rp.prompt = p.data();
@@ -196,17 +198,12 @@ int cmd_bench(int argc, char **argv) {
     ember_sampler *sampler = nullptr;
     ember_sampler_create(&spp, &sampler);
 
-    std::vector<ember_token> body, prompt;
-    const char *text = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
-                       "weights were random, but every layer still had to be read from memory for each new token. ";
+    std::vector<ember_token> prompt;
     int rc = 1;
     double prefill_s = 0, decode_s = 0;
     ember_token tok = 0;
     std::vector<ember_token> out;
-    if (!tokenize(model, text, 0, body) || body.empty()) goto done;
-    if (ember_token_bos(model) >= 0) prompt.push_back(ember_token_bos(model));
-    while (prompt.size() < static_cast<size_t>(P)) prompt.insert(prompt.end(), body.begin(), body.end());
-    prompt.resize(static_cast<size_t>(P));
+    if (!bench_prompt(model, P, -1, prompt)) goto done;
 
     for (int run = 0; run < 2; ++run) {  // run 0 warms up (page faults, first touch), run 1 is measured
         ember_status st = ember_session_truncate(s, 0);
