@@ -527,7 +527,10 @@ EMBER_API ember_status ember_estimate_memory_file(const char *path, const ember_
 EMBER_API ember_status ember_engine_pin_prefix(ember_engine *engine, const ember_token *tokens, size_t n_tokens);
 
 /** Called on the engine's thread for each generated token with the text it completes (whole UTF-8
- *  characters only; valid during the call). Return false to cancel the request. */
+ *  characters only; valid during the call). Return false to cancel the request. It runs inside a step:
+ *  it may poll, submit, cancel or free requests (its own included), but must not call
+ *  ember_engine_step, ember_engine_pin_prefix or ember_engine_free, and should return quickly (every
+ *  request waits for it). */
 typedef bool (*ember_request_token_fn)(ember_request *request, ember_token token, const char *text,
                                        size_t text_len, void *user_data);
 
