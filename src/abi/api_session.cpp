@@ -95,13 +95,8 @@ ember_status ember_session_save(const ember_session *session, void *buf, size_t 
         EMBER_REQUIRE_ARG(session);
         EMBER_REQUIRE_ARG(out_len);
         const std::vector<uint8_t> bytes = session->session->save();
-        *out_len = bytes.size();
-        if (!buf && capacity == 0) return EMBER_OK;
-        if (!buf) fail(EMBER_ERR_INVALID_ARGUMENT, "buf is NULL but capacity is %zu", capacity);
-        if (capacity < bytes.size())
-            fail(EMBER_ERR_BUFFER_TOO_SMALL, "buffer of %zu bytes is too small: %zu needed", capacity, bytes.size());
-        std::memcpy(buf, bytes.data(), bytes.size());
-        return EMBER_OK;
+        return abi::copy_out(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()), buf, capacity,
+                             out_len, false);
     });
 }
 

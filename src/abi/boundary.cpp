@@ -22,7 +22,7 @@ ember_status set_error(ember_status status, const std::string &message) {
 
 namespace ember::abi {
 
-ember_status copy_out(const std::string &s, char *buf, size_t capacity, size_t *out_len, bool with_nul) {
+ember_status copy_out(std::string_view s, void *buf, size_t capacity, size_t *out_len, bool with_nul) {
     if (out_len) *out_len = s.size();
     if (!buf && capacity == 0) return EMBER_OK;
     if (!buf) fail(EMBER_ERR_INVALID_ARGUMENT, "buf is NULL but capacity is %zu", capacity);
@@ -30,7 +30,7 @@ ember_status copy_out(const std::string &s, char *buf, size_t capacity, size_t *
     if (capacity < need)
         fail(EMBER_ERR_BUFFER_TOO_SMALL, "buffer of %zu bytes is too small: %zu needed", capacity, need);
     std::memcpy(buf, s.data(), s.size());
-    if (with_nul) buf[s.size()] = '\0';
+    if (with_nul) static_cast<char *>(buf)[s.size()] = '\0';
     return EMBER_OK;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct ember_model {
@@ -55,6 +56,6 @@ SamplerParams sampler_params_from(const ember_sampler_params &p);
 
 // Two-call idiom for byte output: reports the length and copies when the buffer is large enough.
 // with_nul: the buffer must also hold a terminating NUL.
-ember_status copy_out(const std::string &s, char *buf, size_t capacity, size_t *out_len, bool with_nul);
+ember_status copy_out(std::string_view s, void *buf, size_t capacity, size_t *out_len, bool with_nul);
 
 } // namespace ember::abi

@@ -54,8 +54,6 @@ public:
     virtual void forward(const Batch &batch) = 0;
     // Copies every layer's K/V rows of block src into block dst (copy-on-write of shared blocks).
     virtual void copy_block(int32_t src, int32_t dst) = 0;
-    // Bytes this context allocated (KV cache and activations).
-    virtual size_t memory_bytes() const = 0;
     // Bytes of one position's K/V rows over all layers (K and V together): what a saved state holds per token.
     virtual size_t kv_bytes_per_token() const = 0;
     // Copies the K/V rows of positions 0..n-1 of the sequence with block table `table` into dst

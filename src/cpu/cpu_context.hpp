@@ -27,7 +27,6 @@ public:
     CpuContext(const ModelDesc &desc, const ContextParams &params);
     void forward(const Batch &batch) override;
     void copy_block(int32_t src, int32_t dst) override;
-    size_t memory_bytes() const override;
     size_t kv_bytes_per_token() const override;
     void read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const override;
     void write_kv(const int32_t *table, uint32_t n, const uint8_t *src) override;
@@ -51,7 +50,6 @@ private:
     std::vector<uint16_t> k_cache_, v_cache_;
     // Activations for up to n_batch tokens.
     std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
-    size_t bytes_ = 0;
 };
 
 } // namespace ember::cpu

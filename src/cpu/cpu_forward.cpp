@@ -81,10 +81,7 @@ CpuContext::CpuContext(const ModelDesc &desc, const ContextParams &params)
     resize(gate_, z.rows * z.ff);
     resize(up_, z.rows * z.ff);
     scratch_.get(z.scratch);
-    bytes_ = z.bytes();
 }
-
-size_t CpuContext::memory_bytes() const { return bytes_; }
 
 size_t CpuContext::kv_bytes_per_token() const { return 2ull * desc_.hp.n_layer * desc_.hp.n_embd_kv() * sizeof(uint16_t); }
 

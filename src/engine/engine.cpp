@@ -19,7 +19,7 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
         fail(EMBER_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; load it with weights to create an engine");
     const HParams &hp = model.desc().hp;
     EnginePlan p;
-    p.block_size = Engine::kBlockSize;
+    p.block_size = kv::kBlockSize;
     p.n_ctx = opts.n_ctx ? opts.n_ctx : std::min(hp.n_ctx_train ? hp.n_ctx_train : Session::kDefaultMaxCtx,
                                                  Session::kDefaultMaxCtx);
     p.n_seq_max = opts.n_seq_max ? opts.n_seq_max : 8;
@@ -105,13 +105,11 @@ void Engine::submit(const std::shared_ptr<Request> &r) {
     queue_cv_.notify_one();
 }
 
-void Engine::notify() { queue_cv_.notify_one(); }
-
 void Engine::worker_main() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(queue_mutex_);
-            queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty() || has_active_; });
+            queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty() || published_.n_running > 0; });
             if (stop_) return;
         }
         try {
@@ -210,7 +208,8 @@ bool Engine::step_locked() {
     b_tables_.clear();
     b_logit_rows_.clear();
     b_logit_req_.clear();
-    std::vector<std::pair<Request *, uint32_t>> fed;  // request, tokens it put in the batch
+    std::vector<std::pair<Request *, uint32_t>> &fed = b_fed_;
+    fed.clear();
     uint32_t budget = plan_.n_batch;
     bool starved = false;
     auto add = [&](const std::shared_ptr<Request> &self, const int32_t *toks, uint32_t n, bool logits) {
@@ -310,7 +309,6 @@ bool Engine::step_locked() {
 
 bool Engine::publish() {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    has_active_ = !active_.empty();
     published_.n_blocks_cached = pool_.n_cached();
     published_.n_blocks_used = pool_.n_blocks() - pool_.n_free();
     published_.n_running = static_cast<uint32_t>(active_.size());

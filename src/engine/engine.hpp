@@ -45,8 +45,6 @@ MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &o
 
 class Engine {
 public:
-    static constexpr uint32_t kBlockSize = 16;
-
     Engine(const Model &model, const EngineOptions &opts);
     ~Engine();
     Engine(const Engine &) = delete;
@@ -58,8 +56,6 @@ public:
     bool step();
     // Evaluates tokens and keeps them resident (see ember_engine_pin_prefix). Blocks.
     void pin_prefix(const int32_t *tokens, size_t n);
-    // Wakes the worker (a request was cancelled while queued).
-    void notify();
 
     struct Stats {
         uint32_t n_blocks_used = 0, n_blocks_cached = 0, n_running = 0, n_queued = 0;
@@ -94,8 +90,9 @@ private:
     std::condition_variable queue_cv_;
     std::deque<std::shared_ptr<Request>> queue_;
     bool stop_ = false;
-    bool has_active_ = false;          // mirrors !active_.empty() for the worker's wait, under queue_mutex_
-    Stats published_;                  // pool and slot counts as of the end of the last step, under queue_mutex_
+    // Pool and slot counts as of the end of the last step, under queue_mutex_ (the worker waits on
+    // n_running too).
+    Stats published_;
 
     std::mutex step_mutex_;            // one step at a time (manual mode, pin_prefix)
     std::vector<std::shared_ptr<Request>> active_;
@@ -104,6 +101,7 @@ private:
     std::vector<int32_t> b_tokens_, b_pos_, b_logit_rows_;
     std::vector<const int32_t *> b_tables_;
     std::vector<std::shared_ptr<Request>> b_logit_req_;
+    std::vector<std::pair<Request *, uint32_t>> b_fed_;   // each request in the batch and its token count
     struct Ended {
         std::shared_ptr<Request> request;
         ember_request_state state;

@@ -25,6 +25,10 @@
 
 namespace ember::kv {
 
+// Tokens per block for sessions and engines. 16 keeps the copy-on-write and the unshared tail of a
+// prompt small while a block still fills a whole attention tile's run of rows.
+constexpr uint32_t kBlockSize = 16;
+
 class BlockPool {
 public:
     BlockPool(uint32_t n_blocks, uint32_t block_size);

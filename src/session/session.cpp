@@ -40,15 +40,15 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
         fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)opts.backend);
     // One spare block: rolling back into a block that was already full and published makes the next write
     // copy it first (copy-on-write), which briefly needs one block more than the context holds.
-    const uint32_t n_blocks = (n_ctx_ + kBlockSize - 1) / kBlockSize + 1;
+    const uint32_t n_blocks = (n_ctx_ + kv::kBlockSize - 1) / kv::kBlockSize + 1;
     ContextParams cp;
     cp.n_blocks = n_blocks;
-    cp.block_size = kBlockSize;
+    cp.block_size = kv::kBlockSize;
     cp.n_threads = n_threads_;
     cp.n_batch = n_batch_;
     cp.n_logits = 1;
     ctx_ = model.backend_model(*backend_).create_context(cp);
-    pool_ = std::make_unique<kv::BlockPool>(n_blocks, kBlockSize);
+    pool_ = std::make_unique<kv::BlockPool>(n_blocks, kv::kBlockSize);
     seq_ = std::make_unique<kv::KvSequence>(*pool_);
     logits_.resize(hp.n_vocab);
     pos_.resize(n_batch_);

@@ -32,7 +32,6 @@ struct GenStep {
 class Session {
 public:
     static constexpr uint32_t kDefaultMaxCtx = 4096;
-    static constexpr uint32_t kBlockSize = 16;   // tokens per KV-cache block
 
     // Throws EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad options), EMBER_ERR_UNSUPPORTED (backend).
     Session(const Model &model, const SessionOptions &opts);
@@ -56,8 +55,6 @@ public:
     GenStep next(Sampler &sampler);
 
     const Model &model() const { return model_; }
-    const char *backend_name() const { return backend_->name(); }
-    uint32_t n_threads() const { return n_threads_; }
 
 private:
     const Model &model_;
