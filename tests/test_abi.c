@@ -1,8 +1,11 @@
 /* test_abi.c — the C ABI contract, from C: statuses and messages, NULLs, struct_size, two-call idiom,
  * cancellation, state errors, and that malformed input comes back as an error and never a crash. */
+#define _GNU_SOURCE /* dlvsym */
 #include "test_util.h"
 
 #include <ember/ember.h>
+
+#include <dlfcn.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -149,6 +152,60 @@ static void test_struct_size(void **state) {
     assert_int_equal(ember_session_context_length(s, &n_ctx), EMBER_OK);
     assert_int_equal(n_ctx, 2048); /* the trained context of stories260K */
     ember_session_free(s);
+
+    /* An EMBER_1 caller's struct is 32 bytes: what lies past it (garbage here, which as a kv_type would be
+     * refused) is not read, and the fields added since take their defaults. */
+    ember_session_params big[2];
+    memset(big, 0xAB, sizeof big);
+    ember_session_params_init(&big[0]);
+    memset((char *)&big[0] + 32, 0xAB, sizeof big[0] - 32);
+    big[0].struct_size = 32;
+    big[0].n_ctx = 64;
+    assert_int_equal(ember_session_create(m, &big[0], &s), EMBER_OK);
+    ember_session_free(s);
+    big[0].struct_size = sizeof big[0];
+    assert_int_equal(ember_session_create(m, &big[0], &s), EMBER_ERR_INVALID_ARGUMENT); /* now it is read */
+    assert_non_null(strstr(ember_last_error(), "kv_type"));
+    /* A newer caller's larger struct: the bytes past what this library knows are ignored. */
+    memset(big, 0xAB, sizeof big);
+    ember_session_params_init(&big[0]);
+    big[0].struct_size = sizeof big;
+    big[0].n_ctx = 64;
+    assert_int_equal(ember_session_create(m, &big[0], &s), EMBER_OK);
+    ember_session_free(s);
+    ember_engine_params ep[2];
+    memset(ep, 0xAB, sizeof ep);
+    ember_engine_params_init(&ep[0]);
+    memset((char *)&ep[0] + 40, 0xAB, sizeof ep[0] - 40);
+    ep[0].struct_size = 40;
+    ep[0].n_ctx = 64;
+    ep[0].n_seq_max = 1;
+    ep[0].manual_step = true;
+    ember_engine *e = NULL;
+    assert_int_equal(ember_engine_create(m, &ep[0], &e), EMBER_OK);
+    ember_engine_free(e);
+
+    /* The inits a program built against EMBER_1 calls write only the EMBER_1 struct (ELF symbol
+     * versions; in a static build there are none to look up). */
+    typedef void (*init_fn)(void *);
+    init_fn old_session = (init_fn)dlvsym(RTLD_DEFAULT, "ember_session_params_init", "EMBER_1");
+    init_fn old_engine = (init_fn)dlvsym(RTLD_DEFAULT, "ember_engine_params_init", "EMBER_1");
+    if (old_session && old_engine) {
+        unsigned char buf[64];
+        memset(buf, 0xCD, sizeof buf);
+        old_session(buf);
+        uint32_t size;
+        memcpy(&size, buf, 4);
+        assert_int_equal(size, 32);
+        for (size_t i = 32; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
+        memset(buf, 0xCD, sizeof buf);
+        old_engine(buf);
+        memcpy(&size, buf, 4);
+        assert_int_equal(size, 40);
+        for (size_t i = 40; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
+    } else {
+        printf("note: no EMBER_1 symbol versions to check (static build?)\n");
+    }
 
     /* Output struct: an older, smaller ember_model_info gets only the fields it has. */
     ember_model_info info;

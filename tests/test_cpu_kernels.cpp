@@ -602,25 +602,44 @@ static void test_rope(void **) {
 
 namespace {
 
-// One sequence's cache as written: n_pos rows of n_head_kv * head_dim f16 values, position-major
-// (random values in [-1, 1], rounded by store_f16), and the block table that places it in a pool.
+// One sequence's cache as written: n_pos rows of n_head_kv * head_dim values, position-major (random
+// values in [-1, 1], stored by store_kv_row as the cache type: rounded to f16, or quantized to Q8_0),
+// and the block table that places it in a pool.
 struct AttnSeq {
     int64_t n_pos = 0;
-    std::vector<uint16_t> k, v;
+    DType type = DType::F16;
+    size_t row_bytes = 0;
+    std::vector<uint8_t> k, v;
     std::vector<int32_t> table;
+    // The values as the cache holds them, dequantized (the reference works from these, so the bound
+    // below covers the kernel's arithmetic, not the cache type's rounding).
+    std::vector<float> kd, vd;
 };
 
-AttnSeq make_attn_seq(uint64_t *st, int64_t n_pos, int64_t kv_row) {
+AttnSeq make_attn_seq(uint64_t *st, int64_t n_pos, int64_t kv_row, DType type = DType::F16) {
     AttnSeq s;
     s.n_pos = n_pos;
+    s.type = type;
+    s.row_bytes = dtype_row_bytes(type, static_cast<uint64_t>(kv_row));
     const std::vector<float> kf = rand_vec(st, static_cast<size_t>(n_pos * kv_row), -1, 1);
     const std::vector<float> vf = rand_vec(st, static_cast<size_t>(n_pos * kv_row), -1, 1);
-    s.k.resize(kf.size());
-    s.v.resize(vf.size());
-    store_f16(kf.data(), s.k.data(), n_pos, kv_row);
-    store_f16(vf.data(), s.v.data(), n_pos, kv_row);
+    s.k.resize(static_cast<size_t>(n_pos) * s.row_bytes);
+    s.v.resize(s.k.size());
+    for (int64_t j = 0; j < n_pos; ++j) {
+        store_kv_row(type, kf.data() + j * kv_row, s.k.data() + j * s.row_bytes, kv_row);
+        store_kv_row(type, vf.data() + j * kv_row, s.v.data() + j * s.row_bytes, kv_row);
+    }
+    s.kd.resize(kf.size());
+    s.vd.resize(vf.size());
+    dequantize_row(type, s.k.data(), s.kd.data(), n_pos * kv_row);
+    dequantize_row(type, s.v.data(), s.vd.data(), n_pos * kv_row);
     return s;
 }
+
+// The cache types attention reads, and whether a shape suits one (Q8_0: rows of whole blocks, heads
+// read eight values at a time).
+constexpr DType kKvTypes[] = {DType::F16, DType::Q8_0};
+bool kv_shape_ok(DType type, int64_t kv_row, int hd) { return type == DType::F16 || (kv_row % 32 == 0 && hd % 8 == 0); }
 
 // Random 0..n-1 (Fisher-Yates).
 std::vector<int32_t> rand_perm(uint64_t *st, int64_t n) {
@@ -633,32 +652,44 @@ std::vector<int32_t> rand_perm(uint64_t *st, int64_t n) {
     return p;
 }
 
-// A pool of f16 K/V blocks for one layer.
+// A pool of K/V blocks for one layer.
 struct AttnPool {
     uint32_t bs = 0;
-    int64_t kv_row = 0;
-    std::vector<uint16_t> k, v;
-    PagedKv view() const { return PagedKv{k.data(), v.data(), bs}; }
+    DType type = DType::F16;
+    size_t row_bytes = 0;
+    std::vector<uint8_t> k, v;
+    PagedKv view() const {
+        PagedKv kv;
+        kv.k = k.data();
+        kv.v = v.data();
+        kv.type = type;
+        kv.row_bytes = row_bytes;
+        kv.block_size = bs;
+        return kv;
+    }
 };
 
 // Gives each sequence ceil(n_pos / bs) blocks, in the order of `blocks` (a permutation of the pool's
 // blocks, which number the sequences' total plus `spare`), sets its table (exactly that long, so a
-// read past it is an ASan error) and copies its rows in. Rows that belong to no position hold NaN, so
-// reading one shows in the output.
-AttnPool place_seqs(const std::vector<AttnSeq *> &seqs, uint32_t bs, int64_t kv_row, const std::vector<int32_t> &blocks) {
+// read past it is an ASan error) and copies its rows in. Rows that belong to no position hold NaN (the
+// bytes 00 7e repeated: an f16 NaN, and a NaN scale at the start of every Q8_0 block), so reading one
+// shows in the output.
+AttnPool place_seqs(const std::vector<AttnSeq *> &seqs, uint32_t bs, int64_t, const std::vector<int32_t> &blocks) {
     AttnPool pool;
     pool.bs = bs;
-    pool.kv_row = kv_row;
-    pool.k.assign(blocks.size() * bs * static_cast<size_t>(kv_row), 0x7e00);
+    pool.type = seqs.at(0)->type;
+    pool.row_bytes = seqs.at(0)->row_bytes;
+    pool.k.resize(blocks.size() * bs * pool.row_bytes);
+    for (size_t i = 0; i < pool.k.size(); ++i) pool.k[i] = i % 2 ? 0x7e : 0x00;
     pool.v = pool.k;
     size_t next = 0;
     for (AttnSeq *s : seqs) {
         s->table.resize(static_cast<size_t>((s->n_pos + bs - 1) / bs));
         for (int32_t &b : s->table) b = blocks.at(next++);
         for (int64_t j = 0; j < s->n_pos; ++j) {
-            const size_t dst = (static_cast<size_t>(s->table[j / bs]) * bs + static_cast<size_t>(j % bs)) * kv_row;
-            std::memcpy(&pool.k[dst], &s->k[j * kv_row], kv_row * sizeof(uint16_t));
-            std::memcpy(&pool.v[dst], &s->v[j * kv_row], kv_row * sizeof(uint16_t));
+            const size_t dst = (static_cast<size_t>(s->table[j / bs]) * bs + static_cast<size_t>(j % bs)) * pool.row_bytes;
+            std::memcpy(&pool.k[dst], &s->k[j * pool.row_bytes], pool.row_bytes);
+            std::memcpy(&pool.v[dst], &s->v[j * pool.row_bytes], pool.row_bytes);
         }
     }
     return pool;
@@ -689,7 +720,7 @@ void check_attention(const std::vector<float> &q, const std::vector<int32_t> &qp
             double m = -INFINITY;
             for (int64_t j = 0; j <= qpos[t]; ++j) {
                 double d = 0;
-                for (int i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * fp16_to_fp32(sq.k[j * kv_row + kvo + i]);
+                for (int i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * sq.kd[j * kv_row + kvo + i];
                 s[j] = d * p.scale;
                 m = std::fmax(m, s[j]);
             }
@@ -697,12 +728,12 @@ void check_attention(const std::vector<float> &q, const std::vector<int32_t> &qp
             for (int64_t j = 0; j <= qpos[t]; ++j) l += (s[j] = std::exp(s[j] - m));
             for (int i = 0; i < hd; ++i) {
                 double o = 0;
-                for (int64_t j = 0; j <= qpos[t]; ++j) o += s[j] * fp16_to_fp32(sq.v[j * kv_row + kvo + i]);
+                for (int64_t j = 0; j <= qpos[t]; ++j) o += s[j] * sq.vd[j * kv_row + kvo + i];
                 o /= l;
                 const double got = out[(t * p.n_head + h) * hd + i];
                 if (!(std::fabs(got - o) <= 1e-4))
-                    fail_msg("%s attention %s heads %d/%d hd %d: t %zu (pos %d) h %d i %d: %.7g vs %.7g", isa_name(), what,
-                             p.n_head, p.n_head_kv, hd, t, qpos[t], h, i, got, o);
+                    fail_msg("%s attention %s (%s cache) heads %d/%d hd %d: t %zu (pos %d) h %d i %d: %.7g vs %.7g", isa_name(),
+                             what, dtype_name(sq.type), p.n_head, p.n_head_kv, hd, t, qpos[t], h, i, got, o);
             }
         }
     }
@@ -727,15 +758,17 @@ static void test_attention(void **) {
     ThreadPool &pool = *pool_owner;
     uint64_t st = 11;
     struct Heads { int n_head, n_head_kv; };
+    for (DType type : kKvTypes)
     for (uint32_t bs : {1u, 7u, 16u, 32u})
         for (Heads hh : {Heads{6, 6}, Heads{8, 4}})
             for (int hd : {8, 20, 48, 64, 128, 256})  // 20: the non-multiple-of-8 tails; 256: the largest
                 for (int mode = 0; mode < 3; ++mode) {  // 0 decode, 1 prefill, 2 decode with sharp scores
+                    const int64_t kv_row = static_cast<int64_t>(hh.n_head_kv) * hd;
+                    if (!kv_shape_ok(type, kv_row, hd)) continue;
                     const int64_t nt = mode == 1 ? 37 : 1;
                     std::vector<int32_t> qpos(static_cast<size_t>(nt));
                     for (int64_t t = 0; t < nt; ++t) qpos[t] = mode == 1 ? static_cast<int32_t>(5 + t) : 100;
-                    const int64_t kv_row = static_cast<int64_t>(hh.n_head_kv) * hd;
-                    AttnSeq seq = make_attn_seq(&st, qpos[nt - 1] + 1, kv_row);
+                    AttnSeq seq = make_attn_seq(&st, qpos[nt - 1] + 1, kv_row, type);
                     const AttnPool kv = place_seqs({&seq}, bs, kv_row, rand_perm(&st, blocks_needed({&seq}, bs) + 3));
                     const std::vector<const int32_t *> tables(static_cast<size_t>(nt), seq.table.data());
                     const std::vector<const AttnSeq *> qseq(static_cast<size_t>(nt), &seq);
@@ -760,11 +793,14 @@ static void test_attention_batch(void **) {
     ThreadPool *pools[] = {pool1.get(), pool2.get(), pool3.get()};
     uint64_t st = 13;
     struct Heads { int n_head, n_head_kv; };
+    for (DType type : kKvTypes)
     for (uint32_t bs : {16u, 7u})
         for (Heads hh : {Heads{8, 4}, Heads{6, 6}})
             for (int hd : {8, 48, 64, 128}) {
                 const int64_t kv_row = static_cast<int64_t>(hh.n_head_kv) * hd;
-                AttnSeq a = make_attn_seq(&st, 43, kv_row), b = make_attn_seq(&st, 101, kv_row), c = make_attn_seq(&st, 6, kv_row);
+                if (!kv_shape_ok(type, kv_row, hd)) continue;
+                AttnSeq a = make_attn_seq(&st, 43, kv_row, type), b = make_attn_seq(&st, 101, kv_row, type),
+                        c = make_attn_seq(&st, 6, kv_row, type);
                 std::vector<AttnSeq *> seqs = {&a, &b, &c};
                 const AttnPool kv = place_seqs(seqs, bs, kv_row, rand_perm(&st, blocks_needed(seqs, bs) + 5));
                 // a's prefill run 40..42, interleaved with b decoding at 100 and c at 5.
@@ -804,11 +840,12 @@ static void test_attention_uneven(void **) {
     uint64_t st = 14;
     const int n_head = 8, n_head_kv = 4, hd = 64;
     const int64_t kv_row = static_cast<int64_t>(n_head_kv) * hd;
+    for (DType type : kKvTypes) {
     std::vector<AttnSeq> store;
     store.reserve(16);
     std::vector<AttnSeq *> seqs;
     for (int i = 0; i < 16; ++i) {
-        store.push_back(make_attn_seq(&st, i == 3 ? 1001 : 11, kv_row));
+        store.push_back(make_attn_seq(&st, i == 3 ? 1001 : 11, kv_row, type));
         seqs.push_back(&store.back());
     }
     const AttnPool kv = place_seqs(seqs, 16, kv_row, rand_perm(&st, blocks_needed(seqs, 16)));
@@ -830,6 +867,7 @@ static void test_attention_uneven(void **) {
         attention(*pool1, q.data(), qpos.data(), tables.data(), nt, kv.view(), again.data(), p);
         assert_memory_equal(again.data(), out.data(), out.size() * sizeof(float));
     });
+    }
 }
 
 // Where the blocks lie does not matter, to the bit: the same sequence in an identity layout (block i
@@ -840,10 +878,12 @@ static void test_attention_layout(void **) {
     auto pool_owner = make_pool(2);
     ThreadPool &pool = *pool_owner;
     uint64_t st = 15;
+    for (DType type : kKvTypes)
     for (int hd : {48, 20}) {
         const int n_head = 8, n_head_kv = 4;
         const int64_t kv_row = static_cast<int64_t>(n_head_kv) * hd;
-        AttnSeq seq = make_attn_seq(&st, 150, kv_row);
+        if (!kv_shape_ok(type, kv_row, hd)) continue;
+        AttnSeq seq = make_attn_seq(&st, 150, kv_row, type);
         const int64_t nt = 9;  // a prefill run ending at the last position
         std::vector<int32_t> qpos;
         for (int64_t t = 0; t < nt; ++t) qpos.push_back(static_cast<int32_t>(seq.n_pos - nt + t));

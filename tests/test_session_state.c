@@ -1,10 +1,12 @@
-/* test_session_state.c — save/restore of a session: bit-identical logits to recomputation, continuation
- * identical, and every kind of bad data (truncated, flipped bytes, another model, too long) refused with
- * the session left as it was. */
+/* test_session_state.c — save/restore and fork of a session: bit-identical logits to recomputation,
+ * continuation identical, every kind of bad data (truncated, flipped bytes, another model, too long,
+ * another cache type) refused with the session left as it was; forks sharing a cache, running short of
+ * blocks cleanly; the Q8_0 cache close to the f16 one. */
 #include "test_util.h"
 
 #include <ember/ember.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,14 +31,18 @@ static int teardown(void **state) {
     return 0;
 }
 
-static ember_session *make(const ember_model *m, uint32_t n_ctx) {
+static ember_session *make_kv(const ember_model *m, uint32_t n_ctx, uint32_t n_seq_max, ember_kv_type kv_type) {
     ember_session_params sp;
     ember_session_params_init(&sp);
     sp.n_ctx = n_ctx;
+    sp.n_seq_max = n_seq_max;
+    sp.kv_type = kv_type;
     ember_session *s = NULL;
     assert_int_equal(ember_session_create(m, &sp, &s), EMBER_OK);
     return s;
 }
+
+static ember_session *make(const ember_model *m, uint32_t n_ctx) { return make_kv(m, n_ctx, 1, EMBER_KV_F16); }
 
 static const ember_token kPrompt[] = {1, 9038, 2501, 263, 931, 29892, 727, 471, 263, 2217, 7826, 4257, 365, 2354,
                                       29889, 2296, 18012, 304, 1708, 5377, 297};
@@ -164,10 +170,174 @@ static void test_bad_data(void **state) {
     ember_session_free(small);
 }
 
+static uint32_t position(const ember_session *s) {
+    uint32_t pos = 0;
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    return pos;
+}
+
+/* A fresh session fed `n` tokens of `tokens`, for comparison. */
+static ember_session *recomputed(const ember_token *tokens, size_t n, ember_kv_type kv_type) {
+    ember_session *s = make_kv(g_model, 64, 1, kv_type);
+    assert_int_equal(ember_session_feed(s, tokens, n), EMBER_OK);
+    return s;
+}
+
+/* Forks share the prompt's blocks, including the partial last one (21 tokens: one full block of 16 and
+ * 5 more), and diverge by copy-on-write: each branch's logits are bit-identical to recomputing its whole
+ * token sequence, for either cache type, also after the parent is gone and for a fork of a fork. */
+static void test_fork(void **state) {
+    (void)state;
+    for (int kv = 0; kv < 2; ++kv) {
+        const ember_kv_type type = kv ? EMBER_KV_Q8_0 : EMBER_KV_F16;
+        ember_session *a = make_kv(g_model, 64, 2, type);
+        assert_int_equal(ember_session_feed(a, kPrompt, N_PROMPT), EMBER_OK);
+        ember_session *b = NULL;
+        assert_int_equal(ember_session_fork(a, &b), EMBER_OK);
+        assert_int_equal(position(b), N_PROMPT);
+        expect_same_logits(a, b);
+
+        ember_token ta[N_PROMPT + 3], tb[N_PROMPT + 3];
+        memcpy(ta, kPrompt, sizeof kPrompt);
+        memcpy(tb, kPrompt, sizeof kPrompt);
+        ta[N_PROMPT] = 450, ta[N_PROMPT + 1] = 11203, ta[N_PROMPT + 2] = 471;
+        tb[N_PROMPT] = 3118, tb[N_PROMPT + 1] = 29892, tb[N_PROMPT + 2] = 322;
+        assert_int_equal(ember_session_feed(a, ta + N_PROMPT, 2), EMBER_OK);
+        assert_int_equal(ember_session_feed(b, tb + N_PROMPT, 2), EMBER_OK);
+        ember_session *ra = recomputed(ta, N_PROMPT + 2, type), *rb = recomputed(tb, N_PROMPT + 2, type);
+        expect_same_logits(a, ra);
+        expect_same_logits(b, rb);
+
+        /* A fork of the fork, after rolling it back into the shared full block; then the parents go. */
+        assert_int_equal(ember_session_truncate(b, 12), EMBER_OK);
+        ember_session *c = NULL;
+        assert_int_equal(ember_session_fork(b, &c), EMBER_OK);
+        ember_session_free(a);
+        ember_session_free(b);
+        assert_int_equal(ember_session_feed(c, ta + 12, N_PROMPT + 3 - 12), EMBER_OK);
+        ember_session *rc = recomputed(ta, N_PROMPT + 3, type);
+        expect_same_logits(c, rc);
+        /* A fork's state saves like any session's. */
+        size_t len = 0;
+        unsigned char *buf = save(c, &len);
+        ember_session *d = make_kv(g_model, 64, 1, type);
+        assert_int_equal(ember_session_restore(d, buf, len), EMBER_OK);
+        expect_same_logits(d, rc);
+        free(buf);
+        ember_session_free(ra);
+        ember_session_free(rb);
+        ember_session_free(rc);
+        ember_session_free(c);
+        ember_session_free(d);
+    }
+    assert_int_equal(ember_session_fork(NULL, NULL), EMBER_ERR_INVALID_ARGUMENT);
+}
+
+/* A cache sized for one sequence of 32 tokens has 3 blocks. After a 20-token prompt (a full block and a
+ * partial one) and two forks, all three share both blocks; the parent's next token copies the partial
+ * block into the last free one; a fork's next token then needs a block too (the partial block is still
+ * shared by the other fork) and gets EMBER_ERR_OUT_OF_MEMORY, changing nothing. Once the parent is
+ * freed, it goes on. */
+static void test_fork_out_of_blocks(void **state) {
+    (void)state;
+    ember_session *a = make_kv(g_model, 32, 1, EMBER_KV_F16);
+    assert_int_equal(ember_session_feed(a, kPrompt, 20), EMBER_OK);
+    ember_session *b = NULL, *c = NULL;
+    assert_int_equal(ember_session_fork(a, &b), EMBER_OK);
+    assert_int_equal(ember_session_fork(b, &c), EMBER_OK);
+    assert_int_equal(ember_session_feed(a, kPrompt + 20, 1), EMBER_OK);
+    assert_int_equal(ember_session_feed(b, kPrompt + 20, 1), EMBER_ERR_OUT_OF_MEMORY);
+    assert_non_null(strstr(ember_last_error(), "n_seq_max"));
+    assert_int_equal(position(b), 20);
+    ember_session *r20 = recomputed(kPrompt, 20, EMBER_KV_F16);
+    expect_same_logits(b, r20);
+    /* Restoring a state into b runs into the same limit, and leaves b as it was. */
+    size_t len = 0;
+    unsigned char *buf = save(a, &len);
+    assert_int_equal(ember_session_restore(b, buf, len), EMBER_ERR_OUT_OF_MEMORY);
+    assert_int_equal(position(b), 20);
+    expect_same_logits(b, r20);
+    ember_session_free(a);
+    assert_int_equal(ember_session_feed(b, kPrompt + 20, 1), EMBER_OK);
+    ember_session *r21 = recomputed(kPrompt, 21, EMBER_KV_F16);
+    expect_same_logits(b, r21);
+    /* c, untouched by all this, still holds the 20-token state, and now owns the partial block alone. */
+    ember_session_free(b);
+    assert_int_equal(ember_session_feed(c, kPrompt + 20, 1), EMBER_OK);
+    expect_same_logits(c, r21);
+    free(buf);
+    ember_session_free(c);
+    ember_session_free(r20);
+    ember_session_free(r21);
+}
+
+/* The Q8_0 cache: the same greedy continuation as f16 on this prompt, logits close to f16's (the
+ * quantization moves each K/V value by at most half a step, 1/254 of its block's largest value), its
+ * own states round-trip, and an f16 state is refused by a Q8_0 session (and the other way round). */
+static void test_q8_0_cache(void **state) {
+    (void)state;
+    ember_session *f = recomputed(kPrompt, N_PROMPT, EMBER_KV_F16);
+    ember_session *q = recomputed(kPrompt, N_PROMPT, EMBER_KV_Q8_0);
+    ember_sampler_params sp;
+    ember_sampler_params_init(&sp);
+    sp.temperature = 0;
+    ember_sampler *s1 = NULL, *s2 = NULL;
+    ember_sampler_create(&sp, &s1);
+    ember_sampler_create(&sp, &s2);
+    double max_diff = 0, max_logit = 0;
+    for (int i = 0; i < 24; ++i) {
+        const float *lf = NULL, *lq = NULL;
+        size_t n = 0;
+        assert_int_equal(ember_session_logits(f, &lf, &n), EMBER_OK);
+        assert_int_equal(ember_session_logits(q, &lq, &n), EMBER_OK);
+        for (size_t j = 0; j < n; ++j) {
+            const double d = fabs((double)lf[j] - lq[j]);
+            if (d > max_diff) max_diff = d;
+            if (fabs(lf[j]) > max_logit) max_logit = fabs(lf[j]);
+        }
+        ember_token t1, t2;
+        assert_int_equal(ember_generate_next(f, s1, &t1, NULL, NULL), EMBER_OK);
+        assert_int_equal(ember_generate_next(q, s2, &t2, NULL, NULL), EMBER_OK);
+        assert_int_equal(t1, t2);
+    }
+    printf("q8_0 cache: max |logit difference| %.4f over 24 steps (largest |logit| %.2f)\n", max_diff, max_logit);
+    assert_true(max_diff < 0.05 * max_logit);
+    assert_true(max_diff > 0); /* it is really quantized */
+
+    size_t len = 0;
+    unsigned char *buf = save(q, &len);
+    size_t flen = 0;
+    unsigned char *fbuf = save(f, &flen);
+    assert_true(len < flen); /* 34 bytes per 32 values instead of 64 */
+    ember_session *q2 = make_kv(g_model, 64, 1, EMBER_KV_Q8_0);
+    assert_int_equal(ember_session_restore(q2, buf, len), EMBER_OK);
+    expect_same_logits(q2, q);
+    assert_int_equal(ember_session_restore(q2, fbuf, flen), EMBER_ERR_CORRUPT_DATA);
+    assert_non_null(strstr(ember_last_error(), "KV cache"));
+    assert_int_equal(ember_session_restore(f, buf, len), EMBER_ERR_CORRUPT_DATA);
+    expect_same_logits(q2, q); /* unchanged by the refusal */
+    free(buf);
+    free(fbuf);
+    ember_sampler_free(s1);
+    ember_sampler_free(s2);
+    ember_session_free(f);
+    ember_session_free(q);
+    ember_session_free(q2);
+
+    ember_session_params p;
+    ember_session_params_init(&p);
+    ember_session *bad = NULL;
+    p.kv_type = (ember_kv_type)7;
+    assert_int_equal(ember_session_create(g_model, &p, &bad), EMBER_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_data),
+        cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_fork_out_of_blocks),
+        cmocka_unit_test(test_q8_0_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

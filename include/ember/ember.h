@@ -10,7 +10,9 @@
  *  - Params structs begin with `uint32_t struct_size` and are passed by pointer. Call the matching
  *    `*_params_init()` first: it sets struct_size and fills the defaults. Fields are never reordered or
  *    removed; new ones are appended and read only when struct_size covers them, so a caller compiled
- *    against an older header still works. A NULL params pointer means "all defaults".
+ *    against an older header still works. A NULL params pointer means "all defaults". When a struct
+ *    grows, its init function gets a new symbol version (ELF builds): a program linked against the
+ *    older header keeps calling the init that writes only the older struct's bytes.
  *  - Every fallible call returns an `ember_status`: EMBER_OK (0) on success, a positive value for a
  *    non-error outcome worth telling apart (e.g. EMBER_END_OF_GENERATION), a negative value on error.
  *    The numbers are stable. On error, `ember_last_error()` returns a message naming what went wrong
@@ -24,7 +26,7 @@
  *
  * Threads: an `ember_model` is immutable after loading and may be shared by any number of sessions on
  * any threads. An `ember_session` or `ember_sampler` must be used by one thread at a time (different
- * sessions may run concurrently). Functions that take no handle are safe from any thread.
+ * sessions may run concurrently, forks of one session included). Functions that take no handle are safe from any thread.
  */
 #ifndef EMBER_EMBER_H
 #define EMBER_EMBER_H
@@ -55,9 +57,9 @@ extern "C" {
 
 /** The library release this header belongs to (semantic versioning). */
 #define EMBER_VERSION_MAJOR 0
-#define EMBER_VERSION_MINOR 1
+#define EMBER_VERSION_MINOR 2
 #define EMBER_VERSION_PATCH 0
-#define EMBER_VERSION_STRING "0.1.0"
+#define EMBER_VERSION_STRING "0.2.0"
 
 /** The ABI generation. It changes only if a published function or struct must break, which we never
  *  plan to do: functions whose meaning must change get a `_v2` beside the old one. */
@@ -286,6 +288,15 @@ typedef enum ember_backend_kind {
     EMBER_BACKEND_VULKAN = 3
 } ember_backend_kind;
 
+/** Element type of the KV cache. Q8_0 stores K and V in GGUF's Q8_0 blocks (32 values and one f16
+ *  scale: 1.0625 bytes per value instead of 2), so the same memory holds 1.88 times the tokens, for a
+ *  small quality cost (docs/benchmarks.md measures it on stories15M). It needs a model whose K/V rows
+ *  are a multiple of 32 values and whose head size is a multiple of 8 (EMBER_ERR_UNSUPPORTED otherwise). */
+typedef enum ember_kv_type {
+    EMBER_KV_F16 = 0,
+    EMBER_KV_Q8_0 = 1
+} ember_kv_type;
+
 typedef struct ember_session_params {
     uint32_t struct_size;
     /** Context length in tokens (default 0: the model's trained context, capped at 4096). */
@@ -298,6 +309,15 @@ typedef struct ember_session_params {
     uint64_t seed;
     /** Backend choice (default EMBER_BACKEND_AUTO). */
     ember_backend_kind backend;
+    /* --- EMBER_1.1 (a caller built against EMBER_1 passes struct_size 32 and gets the defaults) --- */
+    /** Keep 0 (what was padding in EMBER_1, named so that no later field lands in it). */
+    uint32_t reserved;
+    /** Sequences the session's KV cache is sized for: itself and the sessions forked from it
+     *  (ember_session_fork) share one cache of n_seq_max × n_ctx tokens (default 1). Blocks they have in
+     *  common are stored once, so forks of a long prompt fit even at the default. */
+    uint32_t n_seq_max;
+    /** KV cache element type (default EMBER_KV_F16). */
+    ember_kv_type kv_type;
 } ember_session_params;
 
 EMBER_API void ember_session_params_init(ember_session_params *params);
@@ -308,8 +328,18 @@ EMBER_API void ember_session_params_init(ember_session_params *params);
 EMBER_API ember_status ember_session_create(const ember_model *model, const ember_session_params *params,
                                             ember_session **out);
 
-/** Frees a session. NULL is a no-op. */
+/** Frees a session. NULL is a no-op. A session forked from it lives on. */
 EMBER_API void ember_session_free(ember_session *session);
+
+/** Creates a session that continues from `session`'s current state — its tokens, KV cache, logits —
+ *  without copying or recomputing anything: the two share their KV blocks until one of them writes
+ *  into a shared block, which it then copies first (copy-on-write; only a partial last block ever is).
+ *  Use it to branch a conversation, or to sample several continuations of one prompt. The fork has the
+ *  same model, params and cache; samplers are not part of a session (give each branch its own).
+ *  Sessions forked from one another may be used on different threads: their calls are serialized on
+ *  the cache they share. Feeding a branch fails with EMBER_ERR_OUT_OF_MEMORY (evaluating nothing) when
+ *  the shared cache has too few free blocks (see ember_session_params.n_seq_max). Since EMBER_1.1. */
+EMBER_API ember_status ember_session_fork(ember_session *session, ember_session **out);
 
 /** Evaluates `n_tokens` tokens after the current position (a prompt: prefill; one token: decode) in
  *  chunks of n_batch, and keeps the logits of the last one. EMBER_ERR_CONTEXT_FULL if they would not
@@ -465,6 +495,9 @@ typedef struct ember_engine_params {
     /** false (default): the engine runs its own worker thread. true: no thread; the caller advances the
      *  engine with ember_engine_step() (e.g. once per frame of a game loop). */
     bool manual_step;
+    /* --- EMBER_1.1 (a caller built against EMBER_1 passes struct_size 40 and gets the defaults) --- */
+    /** KV cache element type (default EMBER_KV_F16); kv_bytes then buys 1.88 times the tokens. */
+    ember_kv_type kv_type;
 } ember_engine_params;
 
 EMBER_API void ember_engine_params_init(ember_engine_params *params);

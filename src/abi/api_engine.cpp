@@ -2,6 +2,7 @@
 #include "abi/handles.hpp"
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 using namespace ember;
@@ -10,19 +11,40 @@ using ember::abi::guard;
 
 extern "C" {
 
-void ember_engine_params_init(ember_engine_params *params) {
-    if (!params) return;
-    std::memset(params, 0, sizeof *params);
-    params->struct_size = sizeof *params;
+// ember_engine_params grew in EMBER_1.1 (kv_type): as for ember_session_params_init, programs built
+// against EMBER_1 keep an init that writes only the 40 bytes their struct has.
+namespace {
+constexpr uint32_t kEngineParamsV1Size = offsetof(ember_engine_params, kv_type);
+void engine_params_defaults(ember_engine_params *params, uint32_t size) {
+    std::memset(params, 0, size);
+    params->struct_size = size;
     params->n_seq_max = 8;
     params->n_batch = 256;
     params->backend = EMBER_BACKEND_AUTO;
 }
+} // namespace
+
+EMBER_API void impl_ember_engine_params_init_1_1(ember_engine_params *params) {
+    if (!params) return;
+    engine_params_defaults(params, sizeof *params);
+    params->kv_type = EMBER_KV_F16;
+}
+EMBER_API void impl_ember_engine_params_init_1(ember_engine_params *params) {
+    if (params) engine_params_defaults(params, kEngineParamsV1Size);
+}
+#if EMBER_HAS_SYMBOL_VERSIONS
+EMBER_SYMBOL_VERSION_DEFAULT(impl_ember_engine_params_init_1_1, ember_engine_params_init, "EMBER_1.1");
+EMBER_SYMBOL_VERSION(impl_ember_engine_params_init_1, ember_engine_params_init, "EMBER_1");
+#else
+void ember_engine_params_init(ember_engine_params *params) { impl_ember_engine_params_init_1_1(params); }
+#endif
 
 namespace {
 EngineOptions engine_options(const ember_engine_params *params) {
-    const ember_engine_params p = abi::read_params(params, sizeof(ember_engine_params), ember_engine_params_init,
+    const ember_engine_params p = abi::read_params(params, kEngineParamsV1Size, impl_ember_engine_params_init_1_1,
                                                    "ember_engine_params");
+    if (p.kv_type != EMBER_KV_F16 && p.kv_type != EMBER_KV_Q8_0)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %d", (int)p.kv_type);
     if (p.backend < EMBER_BACKEND_AUTO || p.backend > EMBER_BACKEND_VULKAN)
         fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)p.backend);
     EngineOptions o;
@@ -33,6 +55,7 @@ EngineOptions engine_options(const ember_engine_params *params) {
     o.n_batch = p.n_batch;
     o.backend = p.backend;
     o.manual_step = p.manual_step;
+    o.kv_type = abi::kv_dtype(p.kv_type);
     return o;
 }
 

@@ -1,6 +1,7 @@
 // api_session.cpp — sessions through the C ABI.
 #include "abi/handles.hpp"
 
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -11,21 +12,43 @@ using ember::abi::guard;
 
 extern "C" {
 
-void ember_session_params_init(ember_session_params *params) {
-    if (!params) return;
-    std::memset(params, 0, sizeof *params);
-    params->struct_size = sizeof *params;
+// ember_session_params grew in EMBER_1.1. A program built against EMBER_1 passes the 32-byte struct of
+// then, so the EMBER_1 init must not write past it; programs built since get the whole struct.
+namespace {
+constexpr uint32_t kSessionParamsV1Size = offsetof(ember_session_params, n_seq_max);
+void session_params_defaults(ember_session_params *params, uint32_t size) {
+    std::memset(params, 0, size);
+    params->struct_size = size;
     params->n_batch = 256;
     params->backend = EMBER_BACKEND_AUTO;
 }
+} // namespace
+
+EMBER_API void impl_ember_session_params_init_1_1(ember_session_params *params) {
+    if (!params) return;
+    session_params_defaults(params, sizeof *params);
+    params->n_seq_max = 1;
+    params->kv_type = EMBER_KV_F16;
+}
+EMBER_API void impl_ember_session_params_init_1(ember_session_params *params) {
+    if (params) session_params_defaults(params, kSessionParamsV1Size);
+}
+#if EMBER_HAS_SYMBOL_VERSIONS
+EMBER_SYMBOL_VERSION_DEFAULT(impl_ember_session_params_init_1_1, ember_session_params_init, "EMBER_1.1");
+EMBER_SYMBOL_VERSION(impl_ember_session_params_init_1, ember_session_params_init, "EMBER_1");
+#else
+void ember_session_params_init(ember_session_params *params) { impl_ember_session_params_init_1_1(params); }
+#endif
 
 ember_status ember_session_create(const ember_model *model, const ember_session_params *params, ember_session **out) {
     if (out) *out = nullptr;
     return guard("ember_session_create", [&] {
         EMBER_REQUIRE_ARG(model);
         EMBER_REQUIRE_ARG(out);
-        const ember_session_params p = abi::read_params(params, sizeof(ember_session_params), ember_session_params_init,
-                                                        "ember_session_params");
+        const ember_session_params p = abi::read_params(params, kSessionParamsV1Size,
+                                                        impl_ember_session_params_init_1_1, "ember_session_params");
+        if (p.kv_type != EMBER_KV_F16 && p.kv_type != EMBER_KV_Q8_0)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %d", (int)p.kv_type);
         if (p.backend < EMBER_BACKEND_AUTO || p.backend > EMBER_BACKEND_VULKAN)
             fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)p.backend);
         SessionOptions o;
@@ -34,6 +57,8 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         o.n_batch = p.n_batch;
         o.seed = p.seed;
         o.backend = p.backend;
+        o.n_seq_max = p.n_seq_max;
+        o.kv_type = abi::kv_dtype(p.kv_type);
         auto h = std::make_unique<ember_session>();
         h->session = std::make_unique<Session>(*model->model, o);
         *out = h.release();
@@ -42,6 +67,18 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
 }
 
 void ember_session_free(ember_session *session) { delete session; }
+
+ember_status ember_session_fork(ember_session *session, ember_session **out) {
+    if (out) *out = nullptr;
+    return guard("ember_session_fork", [&] {
+        EMBER_REQUIRE_ARG(session);
+        EMBER_REQUIRE_ARG(out);
+        auto h = std::make_unique<ember_session>();
+        h->session = session->session->fork();
+        *out = h.release();
+        return EMBER_OK;
+    });
+}
 
 ember_status ember_session_feed(ember_session *session, const ember_token *tokens, size_t n_tokens) {
     return guard("ember_session_feed", [&] {

@@ -37,6 +37,20 @@ ember_status guard(const char *fn_name, F &&body) noexcept {
 #define EMBER_REQUIRE_ARG(p) \
     do { if (!(p)) ::ember::fail(EMBER_ERR_INVALID_ARGUMENT, "'%s' must not be NULL", #p); } while (0)
 
+// Exports the C function `impl` as the public symbol `name` under version node `node` (cmake/ember.map).
+// (impl is named outside ember_*, so the map keeps it local.) EMBER_SYMBOL_VERSION_DEFAULT marks the version new programs link to; EMBER_SYMBOL_VERSION an older one
+// that programs linked before keep calling. Where there are no symbol versions (non-ELF), `impl` is
+// wrapped as `name` with the default behaviour instead (see EMBER_SYMBOL_ALIAS at the call site).
+#if defined(__ELF__)
+#define EMBER_HAS_SYMBOL_VERSIONS 1
+#define EMBER_SYMBOL_VERSION(impl, name, node) __asm__(".symver " #impl "," #name "@" node)
+#define EMBER_SYMBOL_VERSION_DEFAULT(impl, name, node) __asm__(".symver " #impl "," #name "@@" node)
+#else
+#define EMBER_HAS_SYMBOL_VERSIONS 0
+#define EMBER_SYMBOL_VERSION(impl, name, node)
+#define EMBER_SYMBOL_VERSION_DEFAULT(impl, name, node)
+#endif
+
 // Reads a caller's params struct: copies min(struct_size, sizeof(T)) bytes over the defaults, so an
 // older, smaller struct gets defaults for fields it does not have. A struct_size smaller than the
 // first version of the struct (v1_size) is an error.

@@ -39,6 +39,8 @@ struct ember_request {
 
 namespace ember::abi {
 
+inline DType kv_dtype(ember_kv_type t) { return t == EMBER_KV_Q8_0 ? DType::Q8_0 : DType::F16; }
+
 // Writes `full` into the caller's struct, only as many bytes as its struct_size covers (an older caller's
 // smaller struct gets the fields it knows). struct_size below the first version's size is an error.
 template <class T>

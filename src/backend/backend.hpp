@@ -28,7 +28,17 @@ struct ContextParams {
     uint32_t n_threads = 1;
     uint32_t n_batch = 256;    // largest n_tokens passed to forward()
     uint32_t n_logits = 1;     // largest n_logits passed to forward()
+    DType kv_type = DType::F16; // element type of the K/V rows (F16 or Q8_0, see kv_format.cpp)
 };
+
+// The KV cache's row format, the same on every backend (a saved state moves between them): a row is one
+// position's K (or V) of one layer, n_embd_kv values of the cache type in GGUF's layout for that type.
+// Throws EMBER_ERR_UNSUPPORTED for a type or shape the cache cannot hold (Q8_0 needs n_embd_kv a
+// multiple of 32 and head_dim a multiple of 8).
+void check_kv_type(const HParams &hp, DType kv_type);
+size_t kv_row_bytes(const HParams &hp, DType kv_type);
+// K and V rows of all layers: what one token costs in the cache.
+inline size_t kv_bytes_per_token(const HParams &hp, DType kv_type) { return 2 * hp.n_layer * kv_row_bytes(hp, kv_type); }
 
 // One forward pass over tokens of one or more sequences (continuous batching puts the decode tokens of
 // many sequences and chunks of prompts into one pass: every weight is read once for all of them).

@@ -1,5 +1,5 @@
-// attention.cpp — causal attention over the paged f16 KV cache: threading over (token, head) pairs, and
-// the scalar per-pair kernel (the AVX2 one is in attention_avx2.cpp).
+// attention.cpp — causal attention over the paged KV cache (f16 or Q8_0 rows): threading over (token,
+// head) pairs, and the scalar per-pair kernels (the AVX2 ones are in attention_avx2.cpp).
 //
 // Flash style: for one query, keys are visited in tiles of kAttnTile positions; a running maximum m,
 // running sum l and an unnormalised output accumulator are rescaled by e^(m_old - m_new) whenever a
@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace ember::cpu {
@@ -38,10 +39,15 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
     if (kv.block_size == 0 || !q_table)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cpu attention: block size %u, block tables %p", kv.block_size,
              static_cast<const void *>(q_table));
+    const bool q8 = kv.type == DType::Q8_0;
+    if (!q8 && kv.type != DType::F16)
+        fail(EMBER_ERR_UNSUPPORTED, "cpu attention: KV cache type %s unsupported", dtype_name(kv.type));
+    if (q8 && p.head_dim % 8 != 0)
+        fail(EMBER_ERR_UNSUPPORTED, "cpu attention: a Q8_0 KV cache needs head_dim a multiple of 8 (got %d)", p.head_dim);
     const detail::KernelTable &k = detail::kernels();
+    const auto attend = q8 ? k.attend_head_q8_0 : k.attend_head;
     const int group = p.n_head / p.n_head_kv;
     const int64_t q_row = static_cast<int64_t>(p.n_head) * p.head_dim;
-    const size_t kv_row = static_cast<size_t>(p.n_head_kv) * static_cast<size_t>(p.head_dim);
     const int64_t n_items = n_tokens * p.n_head;
 
     // Items go out costliest first (a query's cost is its number of keys), so the dynamic hand-out
@@ -64,16 +70,19 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         const int h = static_cast<int>(c % p.n_head);
         detail::AttnHead a;
         a.q = q + t * q_row + static_cast<int64_t>(h) * p.head_dim;
-        a.k = kv.k + static_cast<size_t>(h / group) * static_cast<size_t>(p.head_dim);
-        a.v = kv.v + static_cast<size_t>(h / group) * static_cast<size_t>(p.head_dim);
-        a.kv_stride = kv_row;
+        const int head_off = (h / group) * p.head_dim;
+        const size_t head_bytes = q8 ? 0 : static_cast<size_t>(head_off) * sizeof(uint16_t);
+        a.k = kv.k + head_bytes;
+        a.v = kv.v + head_bytes;
+        a.kv_stride = kv.row_bytes;
+        a.head_off = q8 ? head_off : 0;
         a.table = q_table[t];
         a.block_size = kv.block_size;
         a.n_keys = static_cast<int64_t>(q_pos[t]) + 1;
         a.head_dim = p.head_dim;
         a.scale = p.scale;
         a.out = out + t * q_row + static_cast<int64_t>(h) * p.head_dim;
-        k.attend_head(a);
+        attend(a);
     };
 
     int64_t macs = 0;
@@ -91,7 +100,31 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
 
 namespace detail {
 
-void attend_head_scalar(const AttnHead &a) {
+namespace {
+
+// Element i of this head in a cache row, as f32.
+struct F16Row {
+    int head_off;
+    float at(const uint8_t *row, int i) const {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * static_cast<size_t>(i), sizeof h);
+        return fp16_to_fp32(h);
+    }
+};
+struct Q8Row {
+    int head_off;
+    float at(const uint8_t *row, int i) const {
+        const int e = head_off + i;
+        const uint8_t *b = row + static_cast<size_t>(e / QK8_0) * sizeof(BlockQ8_0);
+        uint16_t d;
+        std::memcpy(&d, b, sizeof d);
+        return fp16_to_fp32(d) * static_cast<float>(static_cast<int8_t>(b[2 + e % QK8_0]));
+    }
+};
+
+template <class Row>
+void attend_head(const AttnHead &a) {
+    const Row row{a.head_off};
     const int hd = a.head_dim;
     float acc[detail::kMaxHeadDim];
     for (int i = 0; i < hd; ++i) acc[i] = 0;
@@ -103,10 +136,10 @@ void attend_head_scalar(const AttnHead &a) {
         attn_tile_runs(a, j0, nk, runs);
         float tmax = -INFINITY;
         for (int r = 0; r < runs.n; ++r) {
-            const uint16_t *kr = a.k + runs.off[r];
+            const uint8_t *kr = a.k + runs.off[r];
             for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, kr += a.kv_stride) {
                 float dot = 0;
-                for (int i = 0; i < hd; ++i) dot += a.q[i] * fp16_to_fp32(kr[i]);
+                for (int i = 0; i < hd; ++i) dot += a.q[i] * row.at(kr, i);
                 s[j] = dot * a.scale;
                 tmax = std::fmax(tmax, s[j]);
             }
@@ -116,11 +149,11 @@ void attend_head_scalar(const AttnHead &a) {
         l *= corr;
         for (int i = 0; i < hd; ++i) acc[i] *= corr;
         for (int r = 0; r < runs.n; ++r) {
-            const uint16_t *vr = a.v + runs.off[r];
+            const uint8_t *vr = a.v + runs.off[r];
             for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, vr += a.kv_stride) {
                 const float pj = std::exp(s[j] - m_new);
                 l += pj;
-                for (int i = 0; i < hd; ++i) acc[i] += pj * fp16_to_fp32(vr[i]);
+                for (int i = 0; i < hd; ++i) acc[i] += pj * row.at(vr, i);
             }
         }
         m = m_new;
@@ -128,6 +161,11 @@ void attend_head_scalar(const AttnHead &a) {
     const float inv = l > 0 ? 1.0f / l : 0.0f;
     for (int i = 0; i < hd; ++i) a.out[i] = acc[i] * inv;
 }
+
+} // namespace
+
+void attend_head_scalar(const AttnHead &a) { attend_head<F16Row>(a); }
+void attend_head_q8_0_scalar(const AttnHead &a) { attend_head<Q8Row>(a); }
 
 } // namespace detail
 

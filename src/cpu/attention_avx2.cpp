@@ -1,6 +1,8 @@
 // attention_avx2.cpp — the per-(token, head) attention kernel for AVX2 + FMA + F16C; the algorithm and
 // the paging are described in attention.cpp. K and V rows are read as f16 and widened with F16C on the
-// fly, run by run (a tile may span several cache blocks).
+// fly, or as Q8_0 and scaled on the fly, run by run (a tile may span several cache blocks). One kernel
+// body serves both cache types through a row reader (F16Row, Q8Row): eight elements at a time, which
+// for Q8_0 always lie in one 32-element block since head_dim and head offsets are multiples of 8.
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -11,6 +13,28 @@ namespace {
 
 inline __m256 load_h8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
 
+// Elements i .. i + 7 (load8) or i (at) of this head in a cache row.
+struct F16Row {
+    int head_off;
+    __m256 load8(const uint8_t *row, int i) const { return load_h8(reinterpret_cast<const uint16_t *>(row) + i); }
+    float at(const uint8_t *row, int i) const { return avx2_half_to_float(reinterpret_cast<const uint16_t *>(row)[i]); }
+};
+struct Q8Row {
+    int head_off;
+    __m256 load8(const uint8_t *row, int i) const {
+        const int e = head_off + i;
+        const uint8_t *b = row + static_cast<size_t>(e >> 5) * 34;   // 34 = sizeof(BlockQ8_0)
+        const __m256 d = _mm256_set1_ps(avx2_half_to_float(*reinterpret_cast<const uint16_t *>(b)));
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(b + 2 + (e & 31)));
+        return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+    }
+    float at(const uint8_t *row, int i) const {
+        const int e = head_off + i;
+        const uint8_t *b = row + static_cast<size_t>(e >> 5) * 34;
+        return avx2_half_to_float(*reinterpret_cast<const uint16_t *>(b)) * static_cast<float>(static_cast<int8_t>(b[2 + (e & 31)]));
+    }
+};
+
 // Lane j of the result is the sum of the 8 lanes of a_j, added in one fixed tree: within each 128-bit
 // half by hadd, then the halves. The same tree for one key or four, so a score does not depend on
 // whether its key fell in a group of four, which is decided by where the runs of a tile start.
@@ -20,24 +44,26 @@ inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 }
 
 // q . k for one key, head_dim = n8 * 8 + tail.
-inline float dot_qk(const float *q, const uint16_t *k, int hd) {
+template <class Row>
+inline float dot_qk(const Row &row, const float *q, const uint8_t *k, int hd) {
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
-    for (; i + 8 <= hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_h8(k + i), acc);
+    for (; i + 8 <= hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), row.load8(k, i), acc);
     float s = _mm_cvtss_f32(hsum4(acc, acc, acc, acc));
-    for (; i < hd; ++i) s += q[i] * avx2_half_to_float(k[i]);
+    for (; i < hd; ++i) s += q[i] * row.at(k, i);
     return s;
 }
 
 // Four keys at once (rows k0, k0 + stride, ...): four independent FMA chains instead of one.
-inline __m128 dot_qk4(const float *q, const uint16_t *k0, size_t stride, int hd8) {
+template <class Row>
+inline __m128 dot_qk4(const Row &row, const float *q, const uint8_t *k0, size_t stride, int hd8) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < hd8; i += 8) {
         const __m256 qv = _mm256_loadu_ps(q + i);
-        a0 = _mm256_fmadd_ps(qv, load_h8(k0 + i), a0);
-        a1 = _mm256_fmadd_ps(qv, load_h8(k0 + stride + i), a1);
-        a2 = _mm256_fmadd_ps(qv, load_h8(k0 + 2 * stride + i), a2);
-        a3 = _mm256_fmadd_ps(qv, load_h8(k0 + 3 * stride + i), a3);
+        a0 = _mm256_fmadd_ps(qv, row.load8(k0, i), a0);
+        a1 = _mm256_fmadd_ps(qv, row.load8(k0 + stride, i), a1);
+        a2 = _mm256_fmadd_ps(qv, row.load8(k0 + 2 * stride, i), a2);
+        a3 = _mm256_fmadd_ps(qv, row.load8(k0 + 3 * stride, i), a3);
     }
     return hsum4(a0, a1, a2, a3);
 }
@@ -48,27 +74,27 @@ inline __m128 dot_qk4(const float *q, const uint16_t *k0, size_t stride, int hd8
 // pass: a head of 48 dims is one pass of 6, where a pass of 4 and two of 1 made the whole kernel ~10%
 // slower. Not 8 per pass: two passes of 4 measured a few per cent faster at head_dim 64. Each element
 // sums in key order whatever the passes, so how they are cut changes no result.
-template <int NV>
-inline void accumulate_v(float *acc, const uint16_t *v, size_t stride, const AttnRuns &runs, const float *pr,
-                         __m256 corr) {
+template <int NV, class Row>
+inline void accumulate_v(const Row &row, float *acc, const uint8_t *v, int i0, size_t stride, const AttnRuns &runs,
+                         const float *pr, __m256 corr) {
     __m256 a[NV];
 #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) a[u] = _mm256_mul_ps(_mm256_load_ps(acc + 8 * u), corr);
     for (int r = 0; r < runs.n; ++r) {
-        const uint16_t *vr = v + runs.off[r];
+        const uint8_t *vr = v + runs.off[r];
         for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, vr += stride) {
             const __m256 pj = _mm256_broadcast_ss(pr + j);
 #pragma GCC unroll 8
-            for (int u = 0; u < NV; ++u) a[u] = _mm256_fmadd_ps(pj, load_h8(vr + 8 * u), a[u]);
+            for (int u = 0; u < NV; ++u) a[u] = _mm256_fmadd_ps(pj, row.load8(vr, i0 + 8 * u), a[u]);
         }
     }
 #pragma GCC unroll 8
     for (int u = 0; u < NV; ++u) _mm256_store_ps(acc + 8 * u, a[u]);
 }
 
-} // namespace
-
-void attend_head_avx2(const AttnHead &a) {
+template <class Row>
+void attend_head(const AttnHead &a) {
+    const Row row{a.head_off};
     const int hd = a.head_dim;
     const int hd8 = hd & ~7;
     const size_t stride = a.kv_stride;
@@ -86,13 +112,13 @@ void attend_head_avx2(const AttnHead &a) {
         // and gets weight 0 below.
         const __m128 scale = _mm_set1_ps(a.scale);
         for (int r = 0; r < runs.n; ++r) {
-            const uint16_t *kr = a.k + runs.off[r];
+            const uint8_t *kr = a.k + runs.off[r];
             int j = runs.start[r];
             const int end = runs.start[r + 1];
             if (hd8 == hd)
                 for (; j + 4 <= end; j += 4, kr += 4 * stride)
-                    _mm_storeu_ps(s + j, _mm_mul_ps(dot_qk4(a.q, kr, stride, hd8), scale));
-            for (; j < end; ++j, kr += stride) s[j] = dot_qk(a.q, kr, hd) * a.scale;
+                    _mm_storeu_ps(s + j, _mm_mul_ps(dot_qk4(row, a.q, kr, stride, hd8), scale));
+            for (; j < end; ++j, kr += stride) s[j] = dot_qk(row, a.q, kr, hd) * a.scale;
         }
         for (int j = nk; j < kAttnTile; ++j) s[j] = -__builtin_inff();
         __m256 vmax = _mm256_load_ps(s);
@@ -118,22 +144,22 @@ void attend_head_avx2(const AttnHead &a) {
         // dims) so that no pass is left with only a few accumulators.
         const __m256 cv = _mm256_set1_ps(corr);
         int i = 0;
-        for (; hd8 - i >= 64; i += 32) accumulate_v<4>(acc + i, a.v + i, stride, runs, pr, cv);
+        for (; hd8 - i >= 64; i += 32) accumulate_v<4>(row, acc + i, a.v, i, stride, runs, pr, cv);
         switch ((hd8 - i) / 8) {
-        case 1: accumulate_v<1>(acc + i, a.v + i, stride, runs, pr, cv); break;
-        case 2: accumulate_v<2>(acc + i, a.v + i, stride, runs, pr, cv); break;
-        case 3: accumulate_v<3>(acc + i, a.v + i, stride, runs, pr, cv); break;
-        case 4: accumulate_v<4>(acc + i, a.v + i, stride, runs, pr, cv); break;
-        case 5: accumulate_v<5>(acc + i, a.v + i, stride, runs, pr, cv); break;
-        case 6: accumulate_v<6>(acc + i, a.v + i, stride, runs, pr, cv); break;
-        case 7: accumulate_v<7>(acc + i, a.v + i, stride, runs, pr, cv); break;
+        case 1: accumulate_v<1>(row, acc + i, a.v, i, stride, runs, pr, cv); break;
+        case 2: accumulate_v<2>(row, acc + i, a.v, i, stride, runs, pr, cv); break;
+        case 3: accumulate_v<3>(row, acc + i, a.v, i, stride, runs, pr, cv); break;
+        case 4: accumulate_v<4>(row, acc + i, a.v, i, stride, runs, pr, cv); break;
+        case 5: accumulate_v<5>(row, acc + i, a.v, i, stride, runs, pr, cv); break;
+        case 6: accumulate_v<6>(row, acc + i, a.v, i, stride, runs, pr, cv); break;
+        case 7: accumulate_v<7>(row, acc + i, a.v, i, stride, runs, pr, cv); break;
         default: break;
         }
         for (i = hd8; i < hd; ++i) {
             float a0 = acc[i] * corr;
             for (int r = 0; r < runs.n; ++r) {
-                const uint16_t *vr = a.v + runs.off[r] + i;
-                for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, vr += stride) a0 += pr[j] * avx2_half_to_float(*vr);
+                const uint8_t *vr = a.v + runs.off[r];
+                for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, vr += stride) a0 += pr[j] * row.at(vr, i);
             }
             acc[i] = a0;
         }
@@ -142,5 +168,10 @@ void attend_head_avx2(const AttnHead &a) {
     const float inv = l > 0 ? 1.0f / l : 0.0f;
     for (int i = 0; i < hd; ++i) a.out[i] = acc[i] * inv;
 }
+
+} // namespace
+
+void attend_head_avx2(const AttnHead &a) { attend_head<F16Row>(a); }
+void attend_head_q8_0_avx2(const AttnHead &a) { attend_head<Q8Row>(a); }
 
 } // namespace ember::cpu::detail

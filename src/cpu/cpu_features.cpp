@@ -18,6 +18,7 @@ const KernelTable kScalar = {
      matmul_rows_q4_0_scalar},
     quantize_acts_scalar,
     attend_head_scalar,
+    attend_head_q8_0_scalar,
     swiglu_scalar,
     f32_to_f16_scalar,
 };
@@ -29,6 +30,7 @@ const KernelTable kAvx2 = {
      matmul_rows_q4_0_avx2},
     quantize_acts_avx2,
     attend_head_avx2,
+    attend_head_q8_0_avx2,
     swiglu_avx2,
     f32_to_f16_avx2,
 };

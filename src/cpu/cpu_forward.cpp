@@ -51,7 +51,8 @@ void resize(std::vector<T> &v, size_t n) {
 CpuContextSizes cpu_context_sizes(const ModelDesc &desc, const ContextParams &params) {
     const HParams &hp = desc.hp;
     CpuContextSizes z;
-    z.kv_values = static_cast<size_t>(params.n_blocks) * params.block_size * hp.n_embd_kv() * hp.n_layer;
+    z.kv_rows = static_cast<size_t>(params.n_blocks) * params.block_size * hp.n_layer;
+    z.kv_row_bytes = kv_row_bytes(hp, params.kv_type);
     z.rows = std::max(params.n_batch, params.n_logits);
     z.embd = hp.n_embd;
     z.q = hp.n_embd_q();
@@ -67,10 +68,12 @@ CpuContext::CpuContext(const ModelDesc &desc, const ContextParams &params)
     : desc_(desc), params_(params), pool_(static_cast<int>(params.n_threads < 1 ? 1 : params.n_threads)) {
     if (params_.n_blocks == 0 || params_.block_size == 0 || params_.n_batch == 0 || params_.n_logits == 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "n_blocks, block_size, n_batch and n_logits must be positive");
+    check_kv_type(desc.hp, params_.kv_type);
     const CpuContextSizes z = cpu_context_sizes(desc, params_);
-    layer_stride_ = z.kv_values / desc.hp.n_layer;
-    resize(k_cache_, z.kv_values);
-    resize(v_cache_, z.kv_values);
+    row_bytes_ = z.kv_row_bytes;
+    layer_stride_ = z.kv_rows / desc.hp.n_layer * row_bytes_;
+    resize(k_cache_, z.kv_rows * row_bytes_);
+    resize(v_cache_, z.kv_rows * row_bytes_);
     resize(x_, z.rows * z.embd);
     resize(xn_, z.rows * z.embd);
     resize(tmp_, z.rows * z.embd);
@@ -83,28 +86,28 @@ CpuContext::CpuContext(const ModelDesc &desc, const ContextParams &params)
     scratch_.get(z.scratch);
 }
 
-size_t CpuContext::kv_bytes_per_token() const { return 2ull * desc_.hp.n_layer * desc_.hp.n_embd_kv() * sizeof(uint16_t); }
+size_t CpuContext::kv_bytes_per_token() const { return ember::kv_bytes_per_token(desc_.hp, params_.kv_type); }
 
 // Layout: for each layer, the K rows of positions 0..n-1, then their V rows.
 void CpuContext::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const {
-    const size_t row = desc_.hp.n_embd_kv() * sizeof(uint16_t);
+    const size_t row = row_bytes_;
     for (uint32_t il = 0; il < desc_.hp.n_layer; ++il)
         for (const auto *cache : {&k_cache_, &v_cache_})
             for (uint32_t p = 0; p < n; ++p, dst += row) std::memcpy(dst, cache->data() + row_offset(il, table, p), row);
 }
 
 void CpuContext::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
-    const size_t row = desc_.hp.n_embd_kv() * sizeof(uint16_t);
+    const size_t row = row_bytes_;
     for (uint32_t il = 0; il < desc_.hp.n_layer; ++il)
         for (auto *cache : {&k_cache_, &v_cache_})
             for (uint32_t p = 0; p < n; ++p, src += row) std::memcpy(cache->data() + row_offset(il, table, p), src, row);
 }
 
 void CpuContext::copy_block(int32_t src, int32_t dst) {
-    const size_t block = static_cast<size_t>(params_.block_size) * desc_.hp.n_embd_kv();
+    const size_t block = static_cast<size_t>(params_.block_size) * row_bytes_;
     for (uint32_t il = 0; il < desc_.hp.n_layer; ++il) {
-        std::memcpy(k_layer(il) + dst * block, k_layer(il) + src * block, block * sizeof(uint16_t));
-        std::memcpy(v_layer(il) + dst * block, v_layer(il) + src * block, block * sizeof(uint16_t));
+        std::memcpy(k_layer(il) + dst * block, k_layer(il) + src * block, block);
+        std::memcpy(v_layer(il) + dst * block, v_layer(il) + src * block, block);
     }
 }
 
@@ -113,7 +116,9 @@ void CpuContext::layer(uint32_t il, const Batch &b) {
     const LayerWeights &w = desc_.layers[il];
     const uint32_t n = b.n_tokens, bs = params_.block_size;
     const int64_t d = hp.n_embd, nq = hp.n_embd_q(), nkv = hp.n_embd_kv(), nff = hp.n_ff;
-    uint16_t *kc = k_layer(il), *vc = v_layer(il);
+    uint8_t *kc = k_layer(il), *vc = v_layer(il);
+    const DType kv_type = params_.kv_type;
+    const size_t row_bytes = row_bytes_;
     float *x = x_.data(), *xn = xn_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data();
 
     for_rows(pool_, n, [&](int64_t r0, int64_t r1) { rms_norm(x + r0 * d, f32(w.attn_norm), xn + r0 * d, r1 - r0, d, hp.norm_eps); });
@@ -135,9 +140,9 @@ void CpuContext::layer(uint32_t il, const Batch &b) {
         // Each token's K/V row goes to its own sequence's block at its position.
         for (int64_t t = r0; t < r1; ++t) {
             const int32_t p = b.pos[t];
-            const size_t row = (static_cast<size_t>(b.tables[t][p / bs]) * bs + p % bs) * nkv;
-            store_f16(k + t * nkv, kc + row, 1, nkv);
-            store_f16(v + t * nkv, vc + row, 1, nkv);
+            const size_t row = (static_cast<size_t>(b.tables[t][p / bs]) * bs + p % bs) * row_bytes;
+            store_kv_row(kv_type, k + t * nkv, kc + row, nkv);
+            store_kv_row(kv_type, v + t * nkv, vc + row, nkv);
         }
     });
 
@@ -149,6 +154,8 @@ void CpuContext::layer(uint32_t il, const Batch &b) {
     PagedKv kv;
     kv.k = kc;
     kv.v = vc;
+    kv.type = kv_type;
+    kv.row_bytes = row_bytes;
     kv.block_size = bs;
     attention(pool_, q, b.pos, b.tables, n, kv, attn_.data(), ap);
 

@@ -83,13 +83,17 @@ struct AttnParams {
     float scale = 0;     // usually 1 / sqrt(head_dim)
 };
 // One layer's paged K/V cache: block b, row r (position r within that block) of K starts at
-// k + (b * block_size + r) * n_head_kv * head_dim f16 values; V likewise.
+// k + (b * block_size + r) * row_bytes; V likewise. A row holds n_head_kv * head_dim values of `type`:
+// F16, or Q8_0 (blocks of 32 values with one f16 scale, GGUF's layout; a block may straddle two heads,
+// and head_dim must be a multiple of 8).
 struct PagedKv {
-    const uint16_t *k = nullptr;
-    const uint16_t *v = nullptr;
+    const uint8_t *k = nullptr;
+    const uint8_t *v = nullptr;
+    DType type = DType::F16;
+    size_t row_bytes = 0;
     uint32_t block_size = 0;
 };
-// Causal attention over a paged f16 cache, flash style: keys are visited block by block with an online
+// Causal attention over a paged cache, flash style: keys are visited block by block with an online
 // softmax, so no score matrix is ever materialised. q: n_tokens rows of n_head * head_dim. Query t sees
 // positions 0..q_pos[t] of its own sequence, whose block table is q_table[t] (position j is in block
 // q_table[t][j / block_size], row j % block_size); tokens of different sequences can share one call.
@@ -100,6 +104,8 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
 // Converts n_rows contiguous rows of n floats to f16 (round to nearest even) into dst, e.g. a KV cache
 // row range (the caller offsets dst to its first row).
 void store_f16(const float *src, uint16_t *dst, int64_t n_rows, int64_t n);
+// One row of n floats into a KV cache row of `type` (F16, or Q8_0 with n a multiple of 32).
+void store_kv_row(DType type, const float *src, uint8_t *dst, int64_t n);
 
 // Which ISA variant the kernels use on this CPU ("avx2" or "scalar").
 const char *isa_name();

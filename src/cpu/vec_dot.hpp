@@ -40,13 +40,16 @@ using MatmulRowsFn = void (*)(const MatmulJob &job, int64_t r0, int64_t r1);
 enum WeightKind : int { kWF32 = 0, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWeightKinds };
 
 // One (token, head) pair of attention over a paged cache: positions 0..n_keys-1, position j in row
-// j % block_size of block table[j / block_size]. k and v point at this head's slice of row 0 of block 0;
-// row n is kv_stride elements after row n - 1, across block boundaries too.
+// j % block_size of block table[j / block_size]. Row n of the cache starts kv_stride bytes after row
+// n - 1, across block boundaries too. For an F16 cache k and v point at this head's slice of row 0 of
+// block 0; for a Q8_0 cache (rows of 32-element blocks, which may straddle heads) at the start of that
+// row, and the head's elements begin at element head_off of each row.
 struct AttnHead {
     const float *q = nullptr;
-    const uint16_t *k = nullptr;
-    const uint16_t *v = nullptr;
+    const uint8_t *k = nullptr;
+    const uint8_t *v = nullptr;
     size_t kv_stride = 0;
+    int head_off = 0;
     const int32_t *table = nullptr;
     uint32_t block_size = 0;
     int64_t n_keys = 0;
@@ -60,7 +63,8 @@ struct KernelTable {
     MatmulRowsFn matmul[kWeightKinds];
     // Quantizes one row of n (multiple of 32) floats into qs, d[n/32], sum[n/32] (QuantActs layout).
     void (*quantize_acts)(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
-    void (*attend_head)(const AttnHead &a);
+    void (*attend_head)(const AttnHead &a);          // F16 cache
+    void (*attend_head_q8_0)(const AttnHead &a);     // Q8_0 cache (head_dim a multiple of 8)
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
 };
@@ -76,6 +80,7 @@ void matmul_rows_q8_0_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_scalar(const MatmulJob &, int64_t, int64_t);
 void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 void attend_head_scalar(const AttnHead &a);
+void attend_head_q8_0_scalar(const AttnHead &a);
 void swiglu_scalar(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_scalar(const float *src, uint16_t *dst, int64_t n);
 
@@ -87,6 +92,7 @@ void matmul_rows_q8_0_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
 void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 void attend_head_avx2(const AttnHead &a);
+void attend_head_q8_0_avx2(const AttnHead &a);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
@@ -98,7 +104,7 @@ constexpr int kAttnTile = 32;    // positions per online-softmax step, whatever 
 constexpr int kMaxHeadDim = 256; // attention keeps one head's accumulator on the stack
 
 // The rows of one attention tile (positions j0 .. j0 + n - 1 of an AttnHead) as runs of consecutive
-// rows: run r covers the tile's keys start[r] .. start[r + 1] - 1, whose rows begin off[r] elements
+// rows: run r covers the tile's keys start[r] .. start[r + 1] - 1, whose rows begin off[r] bytes
 // after a.k (and a.v), kv_stride apart. A run is a block's share of the tile, or several blocks that
 // follow each other in the pool; along a run the kernels step a pointer as over a contiguous cache.
 struct AttnRuns {

@@ -27,7 +27,9 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
         fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u or n_seq_max %u is too large", p.n_ctx, p.n_seq_max);
     p.n_batch = std::max(opts.n_batch ? opts.n_batch : 256u, p.n_seq_max);
     p.n_threads = opts.n_threads ? opts.n_threads : default_thread_count();
-    const uint64_t block_bytes = 2ull * hp.n_layer * p.block_size * hp.n_embd_kv() * sizeof(uint16_t);
+    check_kv_type(hp, opts.kv_type);
+    p.kv_type = opts.kv_type;
+    const uint64_t block_bytes = uint64_t{p.block_size} * kv_bytes_per_token(hp, p.kv_type);
     const uint64_t per_seq = (p.n_ctx + p.block_size - 1) / p.block_size;
     const uint64_t blocks = opts.kv_bytes ? opts.kv_bytes / block_bytes : per_seq * p.n_seq_max + p.n_seq_max;
     if (blocks < per_seq + 1)
@@ -47,6 +49,7 @@ ContextParams context_params(const EnginePlan &p) {
     cp.n_threads = p.n_threads;
     cp.n_batch = p.n_batch;
     cp.n_logits = p.n_seq_max;
+    cp.kv_type = p.kv_type;
     return cp;
 }
 

@@ -24,6 +24,7 @@ struct EngineOptions {
     uint32_t n_batch = 256;
     ember_backend_kind backend = EMBER_BACKEND_AUTO;
     bool manual_step = false;
+    DType kv_type = DType::F16;
 };
 
 // The sizes an engine allocates, computed before allocating anything (ember_estimate_memory uses the
@@ -32,6 +33,7 @@ struct EnginePlan {
     uint32_t n_ctx = 0, n_seq_max = 0, n_batch = 0, n_threads = 0;
     uint32_t block_size = 0, n_blocks = 0;
     uint64_t kv_bytes = 0;
+    DType kv_type = DType::F16;
 };
 EnginePlan plan_engine(const Model &model, const EngineOptions &opts);
 

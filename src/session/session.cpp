@@ -33,42 +33,82 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     n_ctx_ = opts.n_ctx ? opts.n_ctx : std::min(hp.n_ctx_train ? hp.n_ctx_train : kDefaultMaxCtx, kDefaultMaxCtx);
     if (n_ctx_ > (1u << 24)) fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u is too large", n_ctx_);
     n_batch_ = std::min(opts.n_batch ? opts.n_batch : 256u, n_ctx_);
-    n_threads_ = opts.n_threads ? opts.n_threads : default_thread_count();
-    if (n_threads_ > 256) fail(EMBER_ERR_INVALID_ARGUMENT, "n_threads %u is too large", n_threads_);
-    backend_ = backend_find(opts.backend);
-    if (!backend_)
+    const uint32_t n_threads = opts.n_threads ? opts.n_threads : default_thread_count();
+    if (n_threads > 256) fail(EMBER_ERR_INVALID_ARGUMENT, "n_threads %u is too large", n_threads);
+    const uint32_t n_seq = opts.n_seq_max ? opts.n_seq_max : 1;
+    if (n_seq > 4096) fail(EMBER_ERR_INVALID_ARGUMENT, "n_seq_max %u is too large", n_seq);
+    kv_type_ = opts.kv_type;
+    check_kv_type(hp, kv_type_);
+    Backend *backend = backend_find(opts.backend);
+    if (!backend)
         fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)opts.backend);
-    // One spare block: rolling back into a block that was already full and published makes the next write
-    // copy it first (copy-on-write), which briefly needs one block more than the context holds.
-    const uint32_t n_blocks = (n_ctx_ + kv::kBlockSize - 1) / kv::kBlockSize + 1;
+    // One spare block per sequence: rolling back into a block that was already full and published makes
+    // the next write copy it first (copy-on-write), which briefly needs one block more than the context.
+    const uint64_t n_blocks = uint64_t{n_seq} * ((n_ctx_ + kv::kBlockSize - 1) / kv::kBlockSize + 1);
+    if (n_blocks > (1u << 30)) fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u x n_seq_max %u is too large", n_ctx_, n_seq);
     ContextParams cp;
-    cp.n_blocks = n_blocks;
+    cp.n_blocks = static_cast<uint32_t>(n_blocks);
     cp.block_size = kv::kBlockSize;
-    cp.n_threads = n_threads_;
+    cp.n_threads = n_threads;
     cp.n_batch = n_batch_;
     cp.n_logits = 1;
-    ctx_ = model.backend_model(*backend_).create_context(cp);
-    pool_ = std::make_unique<kv::BlockPool>(n_blocks, kv::kBlockSize);
-    seq_ = std::make_unique<kv::KvSequence>(*pool_);
+    cp.kv_type = kv_type_;
+    kv_ = std::make_shared<SessionKv>();
+    kv_->ctx = model.backend_model(*backend).create_context(cp);
+    kv_->pool = std::make_unique<kv::BlockPool>(cp.n_blocks, kv::kBlockSize);
+    seq_ = std::make_unique<kv::KvSequence>(*kv_->pool);
     logits_.resize(hp.n_vocab);
     pos_.resize(n_batch_);
     tables_.resize(n_batch_);
 }
 
+Session::Session(const Session &parent, ForkTag)
+    : model_(parent.model_), n_ctx_(parent.n_ctx_), n_batch_(parent.n_batch_), kv_type_(parent.kv_type_),
+      kv_(parent.kv_), logits_(parent.logits_), logits_valid_(parent.logits_valid_), utf8_(parent.utf8_) {
+    // The caller holds kv_->mutex.
+    seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());
+    pos_.resize(n_batch_);
+    tables_.resize(n_batch_);
+}
+
+Session::~Session() {
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    seq_.reset();
+}
+
+std::unique_ptr<Session> Session::fork() {
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    return std::unique_ptr<Session>(new Session(*this, ForkTag{}));
+}
+
+kv::CopyBlockFn Session::copy_fn() const {
+    BackendContext *ctx = kv_->ctx.get();
+    return [ctx](int32_t src, int32_t dst) { ctx->copy_block(src, dst); };
+}
+
 void Session::feed(const int32_t *tokens, size_t n) {
     if (n == 0) return;
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    feed_locked(tokens, n);
+}
+
+void Session::feed_locked(const int32_t *tokens, size_t n) {
     if (n > n_ctx_ - position())
         fail(EMBER_ERR_CONTEXT_FULL, "%zu tokens do not fit: %u of %u context positions are used", n, position(), n_ctx_);
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
     for (size_t i = 0; i < n; ++i)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             fail(EMBER_ERR_INVALID_ARGUMENT, "token %d at index %zu is outside the vocabulary (0..%d)", tokens[i], i, n_vocab - 1);
+    // Every block the whole feed needs, up front: a cache shared with forks can run short, and then
+    // nothing is evaluated.
+    if (!seq_->reserve(static_cast<uint32_t>(n), copy_fn()))
+        fail(EMBER_ERR_OUT_OF_MEMORY,
+             "the KV cache this session shares with its forks has too few free blocks for %zu more tokens "
+             "(create the session with a larger n_seq_max)",
+             n);
     logits_valid_ = false;
-    const auto copy = [this](int32_t src, int32_t dst) { ctx_->copy_block(src, dst); };
     for (size_t off = 0; off < n; off += n_batch_) {
         const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n_batch_, n - off));
-        if (!seq_->reserve(chunk, copy))
-            fail(EMBER_ERR_INTERNAL, "KV blocks exhausted at position %u of %u", position(), n_ctx_);
         const int32_t *table = seq_->blocks().data();
         for (uint32_t i = 0; i < chunk; ++i) {
             pos_[i] = static_cast<int32_t>(position() + i);
@@ -85,13 +125,14 @@ void Session::feed(const int32_t *tokens, size_t n) {
             b.logits_rows = &last_row;
             b.logits = logits_.data();
         }
-        ctx_->forward(b);
+        kv_->ctx->forward(b);
         seq_->commit(tokens + off, chunk);
     }
     logits_valid_ = true;
 }
 
 void Session::truncate(uint32_t n) {
+    std::lock_guard<std::mutex> lock(kv_->mutex);
     if (n > position()) fail(EMBER_ERR_INVALID_ARGUMENT, "cannot truncate to %u tokens: the session has %u", n, position());
     seq_->truncate(n);
     logits_valid_ = false;

@@ -1,5 +1,6 @@
-// session.hpp — one sequence on one model: the backend context (KV cache), the tokens so far, the
-// logits of the last one, and the streaming text state of generation.
+// session.hpp — one sequence on one model: its share of a KV cache, the tokens so far, the logits of
+// the last one, and the streaming text state of generation. Sessions forked from one another share
+// one KV cache (SessionKv): blocks they have in common are stored once.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -9,6 +10,7 @@
 #include "tokenizer/tokenizer.hpp"
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,16 @@ struct SessionOptions {
     uint32_t n_batch = 256;
     uint64_t seed = 0;
     ember_backend_kind backend = EMBER_BACKEND_AUTO;
+    uint32_t n_seq_max = 1;      // sequences (forks) the shared cache is sized for
+    DType kv_type = DType::F16;
+};
+
+// The KV cache of a session and its forks: one backend context, one block pool, and the lock that
+// serializes their use of both (forks may be used from different threads).
+struct SessionKv {
+    std::unique_ptr<BackendContext> ctx;
+    std::unique_ptr<kv::BlockPool> pool;
+    std::mutex mutex;
 };
 
 // Result of one generation step.
@@ -35,8 +47,16 @@ public:
 
     // Throws EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad options), EMBER_ERR_UNSUPPORTED (backend).
     Session(const Model &model, const SessionOptions &opts);
+    ~Session();
+    Session(const Session &) = delete;
+    Session &operator=(const Session &) = delete;
+
+    // A new session that continues from this one's state (tokens, logits, text state), sharing its KV
+    // blocks: writes after the fork copy a shared partial block first.
+    std::unique_ptr<Session> fork();
 
     // Evaluates tokens after the current position in chunks of n_batch; keeps the last logits.
+    // EMBER_ERR_OUT_OF_MEMORY, evaluating nothing, when the cache shared with forks has too few free blocks.
     void feed(const int32_t *tokens, size_t n);
     // nullptr before the first feed and after truncate.
     const float *logits() const { return logits_valid_ ? logits_.data() : nullptr; }
@@ -57,13 +77,18 @@ public:
     const Model &model() const { return model_; }
 
 private:
+    struct ForkTag {};
+    Session(const Session &parent, ForkTag);
+    void feed_locked(const int32_t *tokens, size_t n);
+    kv::CopyBlockFn copy_fn() const;
+
     const Model &model_;
-    Backend *backend_ = nullptr;
-    std::unique_ptr<BackendContext> ctx_;
-    uint32_t n_ctx_ = 0, n_batch_ = 0, n_threads_ = 0;
-    // A session is one sequence in a block pool of its own, evaluated by the same batched, paged forward
-    // pass the engine uses for many sequences.
-    std::unique_ptr<kv::BlockPool> pool_;
+    uint32_t n_ctx_ = 0, n_batch_ = 0;
+    DType kv_type_ = DType::F16;
+    // A session is one sequence in a block pool (shared with its forks only), evaluated by the same
+    // batched, paged forward pass the engine uses for many sequences. seq_ is released under the lock
+    // before kv_ goes.
+    std::shared_ptr<SessionKv> kv_;
     std::unique_ptr<kv::KvSequence> seq_;
     std::vector<int32_t> pos_;
     std::vector<const int32_t *> tables_;

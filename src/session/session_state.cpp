@@ -1,10 +1,13 @@
 // session_state.cpp — saving a session's state (tokens, KV rows, last logits) to bytes and back.
 //
-// Format, version 1, little-endian:
-//   "EMBERSES"  u32 version  u32 header_bytes (40)  u64 model fingerprint
-//   u32 n_tokens  u32 n_vocab  u32 kv_bytes_per_token  u32 has_logits
+// Format, version 2, little-endian:
+//   "EMBERSES"  u32 version  u32 header_bytes (48)  u64 model fingerprint
+//   u32 n_tokens  u32 n_vocab  u32 kv_bytes_per_token  u32 has_logits  u32 kv_type (GGUF type id)  u32 0
 //   i32 tokens[n_tokens]  KV rows [n_tokens * kv_bytes_per_token]  f32 logits[n_vocab] if has_logits
 //   u64 checksum of every byte before it
+// Version 1 (EMBER_1) is the same without kv_type and the zero word (header_bytes 40), always F16; it is
+// still read. The KV rows are in the backend's read_kv layout, whose rows have the format every backend
+// shares (backend.hpp), so a state saved on one backend restores on another with the same cache type.
 // Everything is validated before the session is touched: a truncated, corrupted, newer or foreign state
 // is an error (EMBER_ERR_CORRUPT_DATA) and the session keeps what it had.
 #include "session/session.hpp"
@@ -19,8 +22,9 @@ namespace ember {
 namespace {
 
 constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'S', 'E', 'S'};
-constexpr uint32_t kVersion = 1;
-constexpr uint32_t kHeaderBytes = 40;
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kHeaderBytes = 48;
+constexpr uint32_t kHeaderBytesV1 = 40;
 
 uint64_t mix(uint64_t h, uint64_t v) {
     h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -69,8 +73,9 @@ T get(const uint8_t *p) {
 } // namespace
 
 std::vector<uint8_t> Session::save() const {
+    std::lock_guard<std::mutex> lock(kv_->mutex);
     const uint32_t n = position();
-    const size_t kv_tok = ctx_->kv_bytes_per_token();
+    const size_t kv_tok = kv_->ctx->kv_bytes_per_token();
     std::vector<uint8_t> out;
     out.reserve(kHeaderBytes + n * (4 + kv_tok) + logits_.size() * 4 + 8);
     out.insert(out.end(), kMagic, kMagic + 8);
@@ -81,10 +86,12 @@ std::vector<uint8_t> Session::save() const {
     put<uint32_t>(out, n_vocab());
     put<uint32_t>(out, static_cast<uint32_t>(kv_tok));
     put<uint32_t>(out, logits_valid_ ? 1 : 0);
+    put<uint32_t>(out, static_cast<uint32_t>(kv_type_));
+    put<uint32_t>(out, 0);
     for (int32_t t : seq_->tokens()) put<int32_t>(out, t);
     const size_t at = out.size();
     out.resize(at + n * kv_tok);
-    ctx_->read_kv(seq_->blocks().data(), n, out.data() + at);
+    kv_->ctx->read_kv(seq_->blocks().data(), n, out.data() + at);
     if (logits_valid_)
         out.insert(out.end(), reinterpret_cast<const uint8_t *>(logits_.data()),
                    reinterpret_cast<const uint8_t *>(logits_.data() + logits_.size()));
@@ -94,36 +101,51 @@ std::vector<uint8_t> Session::save() const {
 
 void Session::restore(const uint8_t *data, size_t size) {
     auto corrupt = [](const char *why) { fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: %s", why); };
-    if (size < kHeaderBytes + 8) corrupt("it is shorter than a header");
+    if (size < kHeaderBytesV1 + 8) corrupt("it is shorter than a header");
     if (std::memcmp(data, kMagic, 8) != 0) corrupt("bad magic (not a saved ember session)");
     const uint32_t version = get<uint32_t>(data + 8);
-    if (version != kVersion)
-        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has format version %u; this build reads version %u", version, kVersion);
-    if (get<uint32_t>(data + 12) != kHeaderBytes) corrupt("unexpected header size");
+    if (version != kVersion && version != 1)
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has format version %u; this build reads versions 1 and %u",
+             version, kVersion);
+    const uint32_t header = version == 1 ? kHeaderBytesV1 : kHeaderBytes;
+    if (get<uint32_t>(data + 12) != header) corrupt("unexpected header size");
+    if (size < header + 8) corrupt("it is shorter than a header");
     if (get<uint64_t>(data + size - 8) != checksum(data, size - 8)) corrupt("checksum mismatch (truncated or corrupted)");
     if (get<uint64_t>(data + 16) != fingerprint(model_)) corrupt("it was saved from a different model");
     const uint32_t n = get<uint32_t>(data + 24), nv = get<uint32_t>(data + 28), kv_tok = get<uint32_t>(data + 32);
     const bool has_logits = get<uint32_t>(data + 36) != 0;
-    if (nv != n_vocab() || kv_tok != ctx_->kv_bytes_per_token()) corrupt("vocabulary or cache layout differs");
+    const uint32_t kv_type = version == 1 ? static_cast<uint32_t>(DType::F16) : get<uint32_t>(data + 40);
+    if (kv_type != static_cast<uint32_t>(kv_type_))
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has a %s KV cache; this session's is %s", dtype_name(kv_type),
+             dtype_name(kv_type_));
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    if (nv != n_vocab() || kv_tok != kv_->ctx->kv_bytes_per_token()) corrupt("vocabulary or cache layout differs");
     if (n > n_ctx_) fail(EMBER_ERR_CONTEXT_FULL, "the saved state has %u tokens; this session holds %u", n, n_ctx_);
-    const uint64_t expect = uint64_t{kHeaderBytes} + uint64_t{n} * (4 + kv_tok) + (has_logits ? uint64_t{nv} * 4 : 0) + 8;
+    const uint64_t expect = uint64_t{header} + uint64_t{n} * (4 + kv_tok) + (has_logits ? uint64_t{nv} * 4 : 0) + 8;
     if (expect != size) corrupt("its length does not match its header");
-    const uint8_t *tokens = data + kHeaderBytes;
+    const uint8_t *tokens = data + header;
     for (uint32_t i = 0; i < n; ++i) {
         const int32_t t = get<int32_t>(tokens + 4 * i);
         if (t < 0 || static_cast<uint32_t>(t) >= nv) corrupt("a token is outside the vocabulary");
     }
 
-    // Valid: replace the session's state.
-    seq_->truncate(0);
-    utf8_.reset();
-    logits_valid_ = false;
-    if (!seq_->reserve(n, [this](int32_t src, int32_t dst) { ctx_->copy_block(src, dst); }))
-        fail(EMBER_ERR_INTERNAL, "KV blocks exhausted restoring %u tokens", n);
-    ctx_->write_kv(seq_->blocks().data(), n, tokens + 4ull * n);
+    // Valid. A cache shared with forks may be short of blocks: check before dropping the old state, so
+    // that the session is unchanged then. What this session alone holds comes back when its state goes.
+    uint32_t available = kv_->pool->n_free();
+    for (int32_t b : seq_->blocks()) available += kv_->pool->refcount(b) == 1 ? 1 : 0;
+    if ((n + kv::kBlockSize - 1) / kv::kBlockSize > available)
+        fail(EMBER_ERR_OUT_OF_MEMORY,
+             "the KV cache this session shares with its forks has too few free blocks for %u restored tokens", n);
+    seq_->clear();
+    kv::KvSequence restored(*kv_->pool);
+    if (!restored.reserve(n, copy_fn())) fail(EMBER_ERR_INTERNAL, "KV blocks exhausted restoring %u tokens", n);
+    kv_->ctx->write_kv(restored.blocks().data(), n, tokens + 4ull * n);
     std::vector<int32_t> ids(n);
     std::memcpy(ids.data(), tokens, 4ull * n);
-    seq_->commit(ids.data(), n);
+    restored.commit(ids.data(), n);
+    *seq_ = std::move(restored);
+    utf8_.reset();
+    logits_valid_ = false;
     if (has_logits) {
         std::memcpy(logits_.data(), tokens + 4ull * n + uint64_t{n} * kv_tok, 4ull * nv);
         logits_valid_ = true;
