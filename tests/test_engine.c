@@ -42,9 +42,12 @@ static size_t tokenize(const char *text, ember_token *out, size_t cap) {
 }
 
 /* Greedy continuation of a prompt by a plain session: the reference. */
-static void run_alone(const ember_token *prompt, size_t n, ember_token *out, size_t n_gen) {
+static void run_alone(const ember_token *prompt, size_t n, ember_token *out, size_t n_gen, ember_kv_type kv_type) {
+    ember_session_params p;
+    ember_session_params_init(&p);
+    p.kv_type = kv_type;
     ember_session *s = NULL;
-    assert_int_equal(ember_session_create(g_model, NULL, &s), EMBER_OK);
+    assert_int_equal(ember_session_create(g_model, &p, &s), EMBER_OK);
     ember_sampler_params sp;
     ember_sampler_params_init(&sp);
     sp.temperature = 0;
@@ -97,18 +100,22 @@ static const char *kPrompts[] = {
 };
 #define N_PROMPTS (sizeof kPrompts / sizeof kPrompts[0])
 
+/* For both cache types: each request's greedy tokens are those of a session with that cache type. */
 static void test_batched_equals_alone(void **state) {
     (void)state;
+    for (int kv = 0; kv < 2; ++kv) {
+    const ember_kv_type kv_type = kv ? EMBER_KV_Q8_0 : EMBER_KV_F16;
     ember_token prompts[N_PROMPTS][64], want[N_PROMPTS][N_GEN], got[N_PROMPTS][N_GEN + 4];
     size_t n[N_PROMPTS];
     for (size_t i = 0; i < N_PROMPTS; ++i) {
         n[i] = tokenize(kPrompts[i], prompts[i], 64);
-        run_alone(prompts[i], n[i], want[i], N_GEN);
+        run_alone(prompts[i], n[i], want[i], N_GEN, kv_type);
     }
     ember_engine_params ep;
     ember_engine_params_init(&ep);
     ep.n_seq_max = 4; /* fewer slots than requests: one waits in the queue */
     ep.n_ctx = 128;
+    ep.kv_type = kv_type;
     ember_engine *e = NULL;
     assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_OK);
     ember_request *r[N_PROMPTS];
@@ -116,7 +123,8 @@ static void test_batched_equals_alone(void **state) {
     for (size_t i = 0; i < N_PROMPTS; ++i) {
         assert_int_equal(collect(r[i], got[i], N_GEN + 4), N_GEN);
         for (size_t j = 0; j < N_GEN; ++j) {
-            if (got[i][j] != want[i][j]) fprintf(stderr, "prompt %zu token %zu: %d vs %d\n", i, j, got[i][j], want[i][j]);
+            if (got[i][j] != want[i][j])
+                fprintf(stderr, "kv %d prompt %zu token %zu: %d vs %d\n", kv, i, j, got[i][j], want[i][j]);
             assert_int_equal(got[i][j], want[i][j]);
         }
         ember_request_free(r[i]);
@@ -125,6 +133,7 @@ static void test_batched_equals_alone(void **state) {
     wait_idle(e, &st);
     assert_int_equal(st.n_blocks_used, 0);
     ember_engine_free(e);
+    }
 }
 
 static void test_prefix_reuse(void **state) {
@@ -137,7 +146,7 @@ static void test_prefix_reuse(void **state) {
     size_t n = tokenize(text, prompt, 1024);
     assert_true(n > 100);
     ember_token want[N_GEN], got[N_GEN + 4];
-    run_alone(prompt, n, want, N_GEN);
+    run_alone(prompt, n, want, N_GEN, EMBER_KV_F16);
 
     ember_engine_params ep;
     ember_engine_params_init(&ep);
@@ -256,7 +265,7 @@ static void test_pinned_prefix_and_errors(void **state) {
     wait_idle(e, &st);
     assert_true(st.n_blocks_used >= n / st.block_size); /* held by the pin, not evictable */
     ember_token want[N_GEN], got[N_GEN + 4];
-    run_alone(prompt, n, want, N_GEN);
+    run_alone(prompt, n, want, N_GEN, EMBER_KV_F16);
     ember_request *r = submit(e, prompt, n, N_GEN);
     assert_int_equal(collect(r, got, N_GEN + 4), N_GEN);
     for (size_t j = 0; j < N_GEN; ++j) assert_int_equal(got[j], want[j]);
@@ -313,6 +322,24 @@ static void test_memory_estimate(void **state) {
     assert_int_equal(ember_estimate_memory(g_model, &ep, &m2), EMBER_OK);
     assert_true(m2.kv_bytes <= m.kv_bytes);
     assert_int_equal(ember_estimate_memory_file("/nonexistent.gguf", &ep, &m2), EMBER_ERR_IO);
+    /* A Q8_0 cache: 34 bytes per 32 values instead of 64, for the same blocks; a budget buys more. */
+    ep.kv_bytes = 0;
+    ep.n_seq_max = 4;
+    ep.kv_type = EMBER_KV_Q8_0;
+    assert_int_equal(ember_estimate_memory(g_model, &ep, &m2), EMBER_OK);
+    assert_true(m2.kv_bytes == (uint64_t)(4 * (256 / 16) + 4) * 16 * (info.kv_bytes_per_token * 17 / 32));
+    assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_OK);
+    ember_engine_get_stats(e, &st);
+    assert_true(st.kv_bytes == m2.kv_bytes);
+    const uint32_t q8_blocks_default = st.n_blocks;
+    ember_engine_free(e);
+    ep.kv_bytes = m.kv_bytes;
+    assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_OK);
+    ember_engine_get_stats(e, &st);
+    assert_true(st.n_blocks > q8_blocks_default); /* the f16-sized budget holds 1.88x the blocks */
+    ember_engine_free(e);
+    ep.kv_type = (ember_kv_type)9;
+    assert_int_equal(ember_estimate_memory(g_model, &ep, &m2), EMBER_ERR_INVALID_ARGUMENT);
 }
 
 /* Stress: threads submit, poll, cancel and free requests concurrently (run under TSan too). */

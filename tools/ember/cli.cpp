@@ -140,20 +140,32 @@ bool tokenize(const ember_model *model, const std::string &text, uint32_t flags,
     return true;
 }
 
+bool kv_type_option(const Args &a, const char *name, ember_kv_type *out) {
+    const std::string v = a.str(name, kv_type_name(*out));
+    if (v == "f16") *out = EMBER_KV_F16;
+    else if (v == "q8_0") *out = EMBER_KV_Q8_0;
+    else return usage_error(std::string(name) + " must be f16 or q8_0"), false;
+    return true;
+}
+
+const char *kv_type_name(ember_kv_type t) { return t == EMBER_KV_Q8_0 ? "q8_0" : "f16"; }
+
+bool backend_option(const Args &a, ember_backend_kind *out) {
+    const std::string backend = a.str("--backend", "auto");
+    if (backend == "auto") *out = EMBER_BACKEND_AUTO;
+    else if (backend == "cpu") *out = EMBER_BACKEND_CPU;
+    else if (backend == "cuda") *out = EMBER_BACKEND_CUDA;
+    else if (backend == "vulkan") *out = EMBER_BACKEND_VULKAN;
+    else return usage_error("--backend must be auto, cpu, cuda or vulkan"), false;
+    return true;
+}
+
 ember_session *create_session(const ember_model *model, const Args &a) {
     ember_session_params sp;
     ember_session_params_init(&sp);
     sp.n_threads = static_cast<uint32_t>(a.integer("-t", 0));
     sp.n_ctx = static_cast<uint32_t>(a.integer("-c", 0));
-    const std::string backend = a.str("--backend", "auto");
-    if (backend == "auto") sp.backend = EMBER_BACKEND_AUTO;
-    else if (backend == "cpu") sp.backend = EMBER_BACKEND_CPU;
-    else if (backend == "cuda") sp.backend = EMBER_BACKEND_CUDA;
-    else if (backend == "vulkan") sp.backend = EMBER_BACKEND_VULKAN;
-    else {
-        usage_error("--backend must be auto, cpu, cuda or vulkan");
-        return nullptr;
-    }
+    if (!backend_option(a, &sp.backend) || !kv_type_option(a, "--kv-type", &sp.kv_type)) return nullptr;
     ember_session *s = nullptr;
     ember_status st = ember_session_create(model, &sp, &s);
     if (st != EMBER_OK) fail("cannot create session", st);

@@ -40,12 +40,17 @@ int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 } // namespace cli
 
 namespace cli {
 // Tokenizes with the two-call idiom; false (after reporting) on error.
 bool tokenize(const ember_model *model, const std::string &text, uint32_t flags, std::vector<ember_token> &out);
-// Creates a session from the common options (-t, -c, --backend); nullptr (after reporting) on error.
+// Creates a session from the common options (-t, -c, --backend, --kv-type); nullptr (after reporting) on error.
 ember_session *create_session(const ember_model *model, const Args &a);
+// Reads --backend, or a KV cache type option (f16 | q8_0; *out is the default); false after reporting.
+bool backend_option(const Args &a, ember_backend_kind *out);
+bool kv_type_option(const Args &a, const char *name, ember_kv_type *out);
+const char *kv_type_name(ember_kv_type t);
 } // namespace cli

@@ -34,6 +34,13 @@ bool bench_prompt(const ember_model *model, long n, long variant, std::vector<em
     return true;
 }
 
+// Engine params from the common options (-t, --backend, --kv-type).
+bool engine_params(const Args &a, ember_engine_params *ep) {
+    ember_engine_params_init(ep);
+    ep->n_threads = static_cast<uint32_t>(a.integer("-t", 0));
+    return backend_option(a, &ep->backend) && kv_type_option(a, "--kv-type", &ep->kv_type);
+}
+
 bool greedy(ember_session *s, ember_sampler *sampler, ember_token *out) {
     const float *logits = nullptr;
     size_t n = 0;
@@ -53,8 +60,7 @@ int bench_parallel(const Args &a, const std::string &model_path, long P, long G,
     ember_model *model = load_model(model_path, false, false);
     if (!model) return 1;
     ember_engine_params ep;
-    ember_engine_params_init(&ep);
-    ep.n_threads = static_cast<uint32_t>(a.integer("-t", 0));
+    if (!engine_params(a, &ep)) return ember_model_free(model), 2;
     ep.n_seq_max = static_cast<uint32_t>(N);
     ep.n_ctx = static_cast<uint32_t>(a.integer("-c", ((P + G + 8 + 255) / 256) * 256));
     ember_engine *engine = nullptr;
@@ -137,8 +143,7 @@ int bench_prefix_reuse(const Args &a, const std::string &model_path, long P) {
     ember_model *model = load_model(model_path, false, false);
     if (!model) return 1;
     ember_engine_params ep;
-    ember_engine_params_init(&ep);
-    ep.n_threads = static_cast<uint32_t>(a.integer("-t", 0));
+    if (!engine_params(a, &ep)) return ember_model_free(model), 2;
     ep.n_ctx = static_cast<uint32_t>(a.integer("-c", ((P + 64 + 255) / 256) * 256));
     ep.n_batch = 512;
     ember_engine *engine = nullptr;
@@ -174,7 +179,7 @@ int bench_prefix_reuse(const Args &a, const std::string &model_path, long P) {
 } // namespace
 
 int cmd_bench(int argc, char **argv) {
-    const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--parallel"}, {"--prefix-reuse"});
+    const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel"}, {"--prefix-reuse"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
     const long P = a.integer("-p", 128), G = a.integer("-n", 64), N = a.integer("--parallel", 0);
@@ -232,10 +237,10 @@ int cmd_bench(int argc, char **argv) {
         uint32_t n_ctx = 0;
         ember_session_context_length(s, &n_ctx);
         std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"architecture\":\"%s\",\"threads\":%ld,"
-                    "\"context_size\":%u,\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"prefill_tok_s\":%.2f,"
+                    "\"context_size\":%u,\"kv_type\":\"%s\",\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"prefill_tok_s\":%.2f,"
                     "\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,\"first_token\":%d,\"decode_tokens\":[",
-                    ember_version(), model_path.c_str(), info.architecture, a.integer("-t", 0), n_ctx, P, G,
-                    P / prefill_s, G / decode_s, load_s, ru.ru_maxrss / 1024.0, out.empty() ? -1 : out.front());
+                    ember_version(), model_path.c_str(), info.architecture, a.integer("-t", 0), n_ctx,
+                    a.str("--kv-type", "f16").c_str(), P, G, P / prefill_s, G / decode_s, load_s, ru.ru_maxrss / 1024.0, out.empty() ? -1 : out.front());
         for (size_t i = 0; i < out.size(); ++i) std::printf(i ? ",%d" : "%d", out[i]);
         std::printf("]}\n");
         rc = 0;

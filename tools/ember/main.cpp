@@ -1,4 +1,4 @@
-// main.cpp — `ember`: run, tokenize, info and bench on GGUF models.
+// main.cpp — `ember`: run, tokenize, info, bench and perplexity on GGUF models.
 #include "cli.hpp"
 
 #include <cstdio>
@@ -10,7 +10,8 @@ static void print_help() {
         "usage:\n"
         "  ember run -m MODEL -p PROMPT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
         "            [--repeat-penalty R] [--repeat-last-n N] [--frequency-penalty F] [--presence-penalty P]\n"
-        "            [-t THREADS] [-c CTX] [--backend auto|cpu|cuda|vulkan] [--no-bos] [--special] [--stats]\n"
+        "            [-t THREADS] [-c CTX] [--backend auto|cpu|cuda|vulkan] [--kv-type f16|q8_0] [--no-bos]\n"
+        "            [--special] [--stats]\n"
         "      Prints the prompt and streams the continuation. --temp 0 is greedy. Sampling defaults:\n"
         "      temp 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalties, a random seed.\n"
         "  ember tokenize -m MODEL [--no-bos] [--special] TEXT\n"
@@ -21,6 +22,10 @@ static void print_help() {
         "      One JSON line: prefill_tok_s, decode_tok_s, load_s, peak_rss_mb. With --parallel N, N requests\n"
         "      run at once through the batching engine: decode_tok_s_total and mean time to first token.\n"
         "      With --prefix-reuse, two requests sharing a P-token prefix: both times to first token.\n"
+        "      Also takes --backend and --kv-type.\n"
+        "  ember perplexity -m MODEL -f TEXT_FILE [-c CTX] [-t THREADS] [--kv-type T] [--compare-kv T]\n"
+        "      Perplexity of the text, in windows of CTX tokens (default 256) evaluated token by token. With\n"
+        "      --compare-kv, also the reference cache type's perplexity, top-1 agreement and mean KL.\n"
         "  ember version | help\n",
         ember_version());
 }
@@ -35,6 +40,7 @@ int main(int argc, char **argv) {
     if (!std::strcmp(cmd, "tokenize")) return cli::cmd_tokenize(argc, argv);
     if (!std::strcmp(cmd, "info")) return cli::cmd_info(argc, argv);
     if (!std::strcmp(cmd, "bench")) return cli::cmd_bench(argc, argv);
+    if (!std::strcmp(cmd, "perplexity")) return cli::cmd_perplexity(argc, argv);
     if (!std::strcmp(cmd, "version") || !std::strcmp(cmd, "--version")) {
         std::printf("ember %s (ABI %u)\n", ember_version(), ember_abi_version());
         return 0;
