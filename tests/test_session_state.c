@@ -7,6 +7,7 @@
 #include <ember/ember.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,47 @@ static void test_fork(void **state) {
     assert_int_equal(ember_session_fork(NULL, NULL), EMBER_ERR_INVALID_ARGUMENT);
 }
 
+/* Forks of one session on different threads at once (their calls are serialized on the shared cache):
+ * each thread feeds its own continuation token by token, and every branch ends bit-identical to
+ * recomputing it alone. Run under ThreadSanitizer as well. */
+struct branch {
+    ember_session *s;
+    ember_token tokens[N_PROMPT + 8];
+};
+
+static void *feed_branch(void *p) {
+    struct branch *b = p;
+    for (size_t i = N_PROMPT; i < N_PROMPT + 8; ++i)
+        if (ember_session_feed(b->s, &b->tokens[i], 1) != EMBER_OK) return (void *)1;
+    return NULL;
+}
+
+static void test_fork_threads(void **state) {
+    (void)state;
+    ember_session *root = make_kv(g_model, 64, 4, EMBER_KV_F16);
+    assert_int_equal(ember_session_feed(root, kPrompt, N_PROMPT), EMBER_OK);
+    struct branch br[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; ++i) {
+        assert_int_equal(ember_session_fork(root, &br[i].s), EMBER_OK);
+        memcpy(br[i].tokens, kPrompt, sizeof kPrompt);
+        for (int j = 0; j < 8; ++j) br[i].tokens[N_PROMPT + j] = 300 + 1000 * i + 37 * j;
+    }
+    ember_session_free(root); /* the branches keep the shared cache alive */
+    for (int i = 0; i < 3; ++i) assert_int_equal(pthread_create(&th[i], NULL, feed_branch, &br[i]), 0);
+    for (int i = 0; i < 3; ++i) {
+        void *rc = NULL;
+        pthread_join(th[i], &rc);
+        assert_null(rc);
+    }
+    for (int i = 0; i < 3; ++i) {
+        ember_session *r = recomputed(br[i].tokens, N_PROMPT + 8, EMBER_KV_F16);
+        expect_same_logits(br[i].s, r);
+        ember_session_free(r);
+        ember_session_free(br[i].s);
+    }
+}
+
 /* A cache sized for one sequence of 32 tokens has 3 blocks. After a 20-token prompt (a full block and a
  * partial one) and two forks, all three share both blocks; the parent's next token copies the partial
  * block into the last free one; a fork's next token then needs a block too (the partial block is still
@@ -336,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_data),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_fork_threads),
         cmocka_unit_test(test_fork_out_of_blocks),
         cmocka_unit_test(test_q8_0_cache),
     };
