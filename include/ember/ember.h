@@ -453,13 +453,76 @@ typedef struct ember_generate_params {
 
 EMBER_API void ember_generate_params_init(ember_generate_params *params);
 
-/** Generates up to max_tokens with ember_generate_next, calling on_token for each. *out_count (may be
+/** Generates up to max_tokens with ember_generate_next (or speculatively, when speculation is attached
+ *  to the session: same tokens, fewer passes), calling on_token for each. *out_count (may be
  *  NULL) receives the number of tokens generated. Returns EMBER_OK when max_tokens were generated,
  *  EMBER_END_OF_GENERATION, EMBER_STOPPED (the callback returned false) or an error (including
  *  EMBER_ERR_CONTEXT_FULL when max_tokens is 0 and the context fills). */
 EMBER_API ember_status ember_generate(ember_session *session, ember_sampler *sampler,
                                       const ember_generate_params *params, size_t *out_count);
 
+
+/* ---------------------------------------------------------------------------------------------------
+ * Speculative decoding (since EMBER_1.1)
+ *
+ * A session with speculation attached generates (ember_generate) several tokens per forward pass of its
+ * model, the target: a draft proposes k tokens — a smaller model with the same vocabulary, or, without
+ * any model, the tokens that followed an earlier occurrence of the text's last few tokens (lookup
+ * decoding: code being edited, a summary quoting its source) — and one target pass scores them all.
+ * The acceptance rule keeps a prefix of the proposal plus one token of the target's own, so that the
+ * output is distributed exactly as without speculation: greedy output is token for token the same, and
+ * sampled output follows the same distribution, with the whole sampler chain applied alike to the
+ * target's and the draft's logits. Rejected positions are rolled back (the target's cache ends as if
+ * only the emitted tokens had been fed).
+ *
+ * ember_generate_next never speculates (one target pass per call is its point); ember_generate does
+ * whenever speculation is attached. Switch it off for one request by detaching it (mode
+ * EMBER_SPEC_OFF) and attach it again later; a draft model's session is rebuilt on the next use.
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef enum ember_spec_mode {
+    EMBER_SPEC_OFF = 0,    /**< no speculation (detaches what was attached) */
+    EMBER_SPEC_DRAFT = 1,  /**< a draft model proposes */
+    EMBER_SPEC_LOOKUP = 2  /**< n-gram lookup in the session's own tokens proposes (no model) */
+} ember_spec_mode;
+
+typedef struct ember_spec_params {
+    uint32_t struct_size;
+    ember_spec_mode mode;           /**< default EMBER_SPEC_OFF */
+    /** EMBER_SPEC_DRAFT: the draft model (loaded with weights; must outlive the session). Its vocabulary
+     *  must be the target's, token for token: otherwise EMBER_ERR_INVALID_ARGUMENT names the first
+     *  difference. */
+    const ember_model *draft_model;
+    uint32_t k;                     /**< tokens proposed per target pass, 1..16 (default 4) */
+    bool adaptive;                  /**< default true: k moves in 1..k_max with the acceptance */
+    uint32_t k_max;                 /**< default 8 (adaptive only) */
+    uint32_t ngram_max;             /**< EMBER_SPEC_LOOKUP: longest suffix matched, 1..16 (default 3) */
+    uint32_t n_threads;             /**< the draft's CPU threads (default 0: as ember_session_params) */
+} ember_spec_params;
+
+EMBER_API void ember_spec_params_init(ember_spec_params *params);
+
+/** Attaches speculation to a session (replacing what was attached), or detaches it (params NULL or
+ *  mode EMBER_SPEC_OFF). A draft model gets a session of its own, with the target's context length.
+ *  Errors: EMBER_ERR_INVALID_ARGUMENT (bad params, vocabulary mismatch, vocab-only draft), those of
+ *  ember_session_create for the draft's session. A fork (ember_session_fork) starts without it. */
+EMBER_API ember_status ember_session_set_speculation(ember_session *session, const ember_spec_params *params);
+
+/** Counters since speculation was attached. */
+typedef struct ember_spec_stats {
+    uint32_t struct_size;
+    uint32_t k;                 /**< the current draft length (adaptive mode moves it) */
+    uint64_t drafted;           /**< tokens proposed */
+    uint64_t accepted;          /**< of those, kept */
+    uint64_t target_passes;     /**< forward passes of the target model */
+    uint64_t generated;         /**< tokens generated */
+    double acceptance_rate;     /**< accepted / drafted (0 when nothing was drafted) */
+    double tokens_per_pass;     /**< generated / target_passes */
+} ember_spec_stats;
+
+EMBER_API void ember_spec_stats_init(ember_spec_stats *stats);
+/** EMBER_ERR_INVALID_STATE when no speculation is attached. */
+EMBER_API ember_status ember_session_spec_stats(const ember_session *session, ember_spec_stats *stats);
 
 /* ---------------------------------------------------------------------------------------------------
  * Engine: many sequences on one model, batched continuously

@@ -39,6 +39,15 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
         const ember_generate_params p = abi::read_params(params, sizeof(ember_generate_params), ember_generate_params_init,
                                                          "ember_generate_params");
         size_t count = 0;
+        if (session->spec) {
+            const ember_status st = session->spec->generate(
+                *session->session, *sampler->sampler, p.max_tokens, [&](const GenStep &step) {
+                    ++count;
+                    if (out_count) *out_count = count;
+                    return !p.on_token || p.on_token(step.token, step.text.c_str(), step.text.size(), p.user_data);
+                });
+            return st;
+        }
         for (;;) {
             if (p.max_tokens && count >= p.max_tokens) return EMBER_OK;
             GenStep step = session->session->next(*sampler->sampler);
@@ -48,6 +57,69 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
             if (step.end_of_generation) return EMBER_END_OF_GENERATION;
             if (!go_on) return EMBER_STOPPED;
         }
+    });
+}
+
+void ember_spec_params_init(ember_spec_params *params) {
+    if (!params) return;
+    std::memset(params, 0, sizeof *params);
+    params->struct_size = sizeof *params;
+    params->mode = EMBER_SPEC_OFF;
+    params->k = 4;
+    params->adaptive = true;
+    params->k_max = 8;
+    params->ngram_max = 3;
+}
+
+ember_status ember_session_set_speculation(ember_session *session, const ember_spec_params *params) {
+    return guard("ember_session_set_speculation", [&] {
+        EMBER_REQUIRE_ARG(session);
+        const ember_spec_params p =
+            abi::read_params(params, sizeof(ember_spec_params), ember_spec_params_init, "ember_spec_params");
+        if (p.mode == EMBER_SPEC_OFF) {
+            session->spec.reset();
+            return EMBER_OK;
+        }
+        if (p.mode != EMBER_SPEC_DRAFT && p.mode != EMBER_SPEC_LOOKUP)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown speculation mode %d", (int)p.mode);
+        if (p.mode == EMBER_SPEC_DRAFT && !p.draft_model)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "EMBER_SPEC_DRAFT needs a draft_model");
+        spec::SpecOptions o;
+        o.draft = p.mode == EMBER_SPEC_DRAFT ? p.draft_model->model.get() : nullptr;
+        o.k = p.k;
+        o.adaptive = p.adaptive;
+        o.k_max = p.k_max;
+        o.ngram_max = p.ngram_max;
+        // Built before the old one goes, so a failure leaves what was attached.
+        session->spec = std::make_unique<spec::Speculator>(*session->session, o,
+                                                           p.n_threads ? p.n_threads : session->n_threads);
+        return EMBER_OK;
+    });
+}
+
+void ember_spec_stats_init(ember_spec_stats *stats) {
+    if (!stats) return;
+    std::memset(stats, 0, sizeof *stats);
+    stats->struct_size = sizeof *stats;
+}
+
+ember_status ember_session_spec_stats(const ember_session *session, ember_spec_stats *stats) {
+    return guard("ember_session_spec_stats", [&] {
+        EMBER_REQUIRE_ARG(session);
+        EMBER_REQUIRE_ARG(stats);
+        if (!session->spec) fail(EMBER_ERR_INVALID_STATE, "no speculation is attached to this session");
+        const spec::SpecStats &s = session->spec->stats();
+        ember_spec_stats full;
+        ember_spec_stats_init(&full);
+        full.k = session->spec->k();
+        full.drafted = s.drafted;
+        full.accepted = s.accepted;
+        full.target_passes = s.target_passes;
+        full.generated = s.generated;
+        full.acceptance_rate = s.drafted ? static_cast<double>(s.accepted) / static_cast<double>(s.drafted) : 0.0;
+        full.tokens_per_pass = s.target_passes ? static_cast<double>(s.generated) / static_cast<double>(s.target_passes) : 0.0;
+        abi::write_out(stats, full, sizeof(ember_spec_stats), "ember_spec_stats");
+        return EMBER_OK;
     });
 }
 

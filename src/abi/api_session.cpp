@@ -61,6 +61,7 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         o.kv_type = abi::kv_dtype(p.kv_type);
         auto h = std::make_unique<ember_session>();
         h->session = std::make_unique<Session>(*model->model, o);
+        h->n_threads = p.n_threads;
         *out = h.release();
         return EMBER_OK;
     });
@@ -75,6 +76,7 @@ ember_status ember_session_fork(ember_session *session, ember_session **out) {
         EMBER_REQUIRE_ARG(out);
         auto h = std::make_unique<ember_session>();
         h->session = session->session->fork();
+        h->n_threads = session->n_threads;
         *out = h.release();
         return EMBER_OK;
     });

@@ -6,6 +6,7 @@
 #include "model/model.hpp"
 #include "sampler/sampler.hpp"
 #include "session/session.hpp"
+#include "spec/speculator.hpp"
 
 #include <cstring>
 #include <memory>
@@ -23,6 +24,8 @@ struct ember_model {
 struct ember_session {
     std::unique_ptr<ember::Session> session;
     std::string text;   // the text of the last ember_generate_next step (handed out by pointer)
+    std::unique_ptr<ember::spec::Speculator> spec;   // attached speculation, if any
+    uint32_t n_threads = 0;                          // from the params, for a draft's session
 };
 
 struct ember_sampler {

@@ -31,17 +31,47 @@ void Sampler::accept(int32_t token) {
     while (history_.size() > static_cast<size_t>(p_.penalty_last_n)) history_.pop_front();
 }
 
+double TokenDist::prob(int32_t id) const {
+    for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] == id) return w[i] / total;
+    return 0.0;
+}
+
 int32_t Sampler::sample(const float *logits, size_t n_vocab) {
+    distribution(logits, n_vocab, nullptr, 0, dist_);
+    return draw(dist_);
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::draw(const TokenDist &d) {
+    if (d.ids.empty()) fail(EMBER_ERR_INTERNAL, "sampler: empty distribution");
+    if (greedy()) return d.ids[0];   // a greedy chain draws no random number
+    std::uniform_real_distribution<double> u(0.0, d.total);
+    double r = u(rng_), acc = 0;
+    for (size_t i = 0; i < d.ids.size(); ++i) {
+        acc += d.w[i];
+        if (r < acc) return d.ids[i];
+    }
+    return d.ids.back();
+}
+
+void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra, TokenDist &out) {
     if (n_vocab == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "n_vocab is 0");
+    out.clear();
     cand_.resize(n_vocab);
     for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
 
-    // 1. Penalties over the recent history.
-    const bool penalize = !history_.empty() &&
-        (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f);
+    // 1. Penalties over the recent history (and the tokens after it that the caller passes).
+    const bool penalize = (!history_.empty() || n_extra > 0) &&
+        (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) &&
+        p_.penalty_last_n > 0;
     if (penalize) {
         std::unordered_map<int32_t, int> counts;
-        for (int32_t t : history_) ++counts[t];
+        // The window is the last penalty_last_n tokens of history + extra.
+        const size_t total = history_.size() + n_extra, window = static_cast<size_t>(p_.penalty_last_n);
+        const size_t skip = total > window ? total - window : 0;
+        for (size_t i = skip; i < total; ++i) ++counts[i < history_.size() ? history_[i] : extra[i - history_.size()]];
         for (const auto &[id, count] : counts) {
             if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
             float &l = cand_[static_cast<size_t>(id)].logit;
@@ -55,7 +85,10 @@ int32_t Sampler::sample(const float *logits, size_t n_vocab) {
         size_t best = 0;
         for (size_t i = 1; i < n_vocab; ++i)
             if (cand_[i].logit > cand_[best].logit) best = i;
-        return cand_[best].id;
+        out.ids.push_back(cand_[best].id);
+        out.w.push_back(1.0);
+        out.total = 1.0;
+        return;
     }
 
     auto by_logit = [](const Cand &a, const Cand &b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
@@ -68,7 +101,8 @@ int32_t Sampler::sample(const float *logits, size_t n_vocab) {
         std::sort(cand_.begin(), cand_.end(), by_logit);
     }
     // Probabilities at temperature 1 for the truncation stages (as the chain order says).
-    std::vector<double> prob(n);
+    std::vector<double> &prob = out.w;
+    prob.resize(n);
     const double max_l = cand_[0].logit;
     double sum = 0;
     for (size_t i = 0; i < n; ++i) sum += prob[i] = std::exp(static_cast<double>(cand_[i].logit) - max_l);
@@ -87,17 +121,13 @@ int32_t Sampler::sample(const float *logits, size_t n_vocab) {
         while (keep < n && prob[keep] >= cut) ++keep;
         n = keep;
     }
-    // 6. temperature, softmax over the survivors, draw.
-    double total = 0;
-    for (size_t i = 0; i < n; ++i)
-        total += prob[i] = std::exp((static_cast<double>(cand_[i].logit) - max_l) / p_.temperature);
-    std::uniform_real_distribution<double> u(0.0, total);
-    double r = u(rng_), acc = 0;
+    // 6. temperature, softmax weights over the survivors.
+    prob.resize(n);
+    out.ids.resize(n);
     for (size_t i = 0; i < n; ++i) {
-        acc += prob[i];
-        if (r < acc) return cand_[i].id;
+        out.ids[i] = cand_[i].id;
+        out.total += prob[i] = std::exp((static_cast<double>(cand_[i].logit) - max_l) / p_.temperature);
     }
-    return cand_[n - 1].id;
 }
 
 } // namespace ember

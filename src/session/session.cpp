@@ -51,7 +51,7 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     cp.block_size = kv::kBlockSize;
     cp.n_threads = n_threads;
     cp.n_batch = n_batch_;
-    cp.n_logits = 1;
+    cp.n_logits = n_batch_;   // feed() with all_logits: one row per token of a chunk
     cp.kv_type = kv_type_;
     kv_ = std::make_shared<SessionKv>();
     kv_->ctx = model.backend_model(*backend).create_context(cp);
@@ -59,7 +59,9 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     seq_ = std::make_unique<kv::KvSequence>(*kv_->pool);
     logits_.resize(hp.n_vocab);
     pos_.resize(n_batch_);
+    rows_.resize(n_batch_);
     tables_.resize(n_batch_);
+    for (uint32_t i = 0; i < n_batch_; ++i) rows_[i] = static_cast<int32_t>(i);
 }
 
 Session::Session(const Session &parent, ForkTag)
@@ -68,6 +70,7 @@ Session::Session(const Session &parent, ForkTag)
     // The caller holds kv_->mutex.
     seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());
     pos_.resize(n_batch_);
+    rows_ = parent.rows_;
     tables_.resize(n_batch_);
 }
 
@@ -86,13 +89,13 @@ kv::CopyBlockFn Session::copy_fn() const {
     return [ctx](int32_t src, int32_t dst) { ctx->copy_block(src, dst); };
 }
 
-void Session::feed(const int32_t *tokens, size_t n) {
+void Session::feed(const int32_t *tokens, size_t n, float *all_logits) {
     if (n == 0) return;
     std::lock_guard<std::mutex> lock(kv_->mutex);
-    feed_locked(tokens, n);
+    feed_locked(tokens, n, all_logits);
 }
 
-void Session::feed_locked(const int32_t *tokens, size_t n) {
+void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits) {
     if (n > n_ctx_ - position())
         fail(EMBER_ERR_CONTEXT_FULL, "%zu tokens do not fit: %u of %u context positions are used", n, position(), n_ctx_);
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
@@ -120,7 +123,11 @@ void Session::feed_locked(const int32_t *tokens, size_t n) {
         b.tokens = tokens + off;
         b.pos = pos_.data();
         b.tables = tables_.data();
-        if (off + chunk == n) {
+        if (all_logits) {
+            b.n_logits = chunk;
+            b.logits_rows = rows_.data();
+            b.logits = all_logits + off * logits_.size();
+        } else if (off + chunk == n) {
             b.n_logits = 1;
             b.logits_rows = &last_row;
             b.logits = logits_.data();
@@ -128,6 +135,7 @@ void Session::feed_locked(const int32_t *tokens, size_t n) {
         kv_->ctx->forward(b);
         seq_->commit(tokens + off, chunk);
     }
+    if (all_logits) std::copy_n(all_logits + (n - 1) * logits_.size(), logits_.size(), logits_.data());
     logits_valid_ = true;
 }
 
@@ -139,6 +147,14 @@ void Session::truncate(uint32_t n) {
     utf8_.reset();
 }
 
+void Session::truncate(uint32_t n, const float *logits) {
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    if (n > position()) fail(EMBER_ERR_INVALID_ARGUMENT, "cannot truncate to %u tokens: the session has %u", n, position());
+    seq_->truncate(n);
+    std::copy_n(logits, logits_.size(), logits_.data());
+    logits_valid_ = true;
+}
+
 GenStep Session::next(Sampler &sampler) {
     if (!logits_valid_) fail(EMBER_ERR_INVALID_STATE, "no logits: feed the prompt before generating");
     // Refuse before sampling, so a full context leaves the sampler's history untouched.
@@ -146,16 +162,16 @@ GenStep Session::next(Sampler &sampler) {
     GenStep step;
     step.token = sampler.sample(logits_.data(), logits_.size());
     sampler.accept(step.token);
-    const Tokenizer &tok = model_.tokenizer();
-    if (tok.is_eog(step.token)) {
-        step.end_of_generation = true;
-        step.text = utf8_.flush();
-        return step;
-    }
-    std::string piece = tok.token_to_piece(step.token, false);
-    feed(&step.token, 1);
-    step.text = utf8_.push(piece);
+    step.end_of_generation = model_.tokenizer().is_eog(step.token);
+    if (!step.end_of_generation) feed(&step.token, 1);
+    step.text = text_of(step.token);
     return step;
+}
+
+std::string Session::text_of(int32_t token) {
+    const Tokenizer &tok = model_.tokenizer();
+    if (tok.is_eog(token)) return utf8_.flush();
+    return utf8_.push(tok.token_to_piece(token, false));
 }
 
 } // namespace ember

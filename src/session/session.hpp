@@ -55,15 +55,26 @@ public:
     // blocks: writes after the fork copy a shared partial block first.
     std::unique_ptr<Session> fork();
 
-    // Evaluates tokens after the current position in chunks of n_batch; keeps the last logits.
-    // EMBER_ERR_OUT_OF_MEMORY, evaluating nothing, when the cache shared with forks has too few free blocks.
-    void feed(const int32_t *tokens, size_t n);
+    // Evaluates tokens after the current position in chunks of n_batch; keeps the last logits, and
+    // with all_logits (n rows of n_vocab) every token's (a speculative verifier scores each drafted
+    // position). EMBER_ERR_OUT_OF_MEMORY, evaluating nothing, when the cache shared with forks has too
+    // few free blocks.
+    void feed(const int32_t *tokens, size_t n, float *all_logits = nullptr);
+    // The tokens evaluated so far.
+    const std::vector<int32_t> &tokens() const { return seq_->tokens(); }
+    // The text a generated token completes (whole UTF-8 characters), advancing the session's text
+    // stream; for an end-of-generation token, what the stream still held back.
+    std::string text_of(int32_t token);
     // nullptr before the first feed and after truncate.
     const float *logits() const { return logits_valid_ ? logits_.data() : nullptr; }
     uint32_t n_vocab() const { return model_.desc().hp.n_vocab; }
     uint32_t position() const { return seq_->size(); }
     uint32_t n_ctx() const { return n_ctx_; }
     void truncate(uint32_t n);
+    // Truncates and takes `logits` (n_vocab floats, computed for the n-th token by an earlier feed with
+    // all_logits) as the current logits, sparing the re-evaluation of that token. Unlike truncate(n),
+    // keeps the text stream: it rolls back tokens that were evaluated but never emitted (speculation).
+    void truncate(uint32_t n, const float *logits);
 
     // The session's state (tokens, KV rows, last logits) as bytes; restore() validates such bytes
     // completely (EMBER_ERR_CORRUPT_DATA otherwise, leaving the session unchanged) and replaces the state.
@@ -79,7 +90,7 @@ public:
 private:
     struct ForkTag {};
     Session(const Session &parent, ForkTag);
-    void feed_locked(const int32_t *tokens, size_t n);
+    void feed_locked(const int32_t *tokens, size_t n, float *all_logits);
     kv::CopyBlockFn copy_fn() const;
 
     const Model &model_;
@@ -90,7 +101,7 @@ private:
     // before kv_ goes.
     std::shared_ptr<SessionKv> kv_;
     std::unique_ptr<kv::KvSequence> seq_;
-    std::vector<int32_t> pos_;
+    std::vector<int32_t> pos_, rows_;
     std::vector<const int32_t *> tables_;
     std::vector<float> logits_;
     bool logits_valid_ = false;

@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include <algorithm>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -170,6 +172,33 @@ ember_session *create_session(const ember_model *model, const Args &a) {
     ember_status st = ember_session_create(model, &sp, &s);
     if (st != EMBER_OK) fail("cannot create session", st);
     return s;
+}
+
+bool attach_speculation(ember_session *s, const Args &a, ember_model **draft) {
+    *draft = nullptr;
+    const bool lookup = a.flag("--lookup");
+    if (!a.has("--draft") && !lookup) return true;
+    if (a.has("--draft") && lookup) return usage_error("--draft and --lookup exclude each other"), false;
+    ember_spec_params p;
+    ember_spec_params_init(&p);
+    p.mode = lookup ? EMBER_SPEC_LOOKUP : EMBER_SPEC_DRAFT;
+    p.k = static_cast<uint32_t>(a.integer("--draft-k", 4));
+    p.adaptive = !a.flag("--draft-fixed");
+    p.k_max = std::max<uint32_t>(p.k, 8);
+    p.n_threads = static_cast<uint32_t>(a.integer("-t", 0));
+    if (!lookup) {
+        *draft = load_model(a.str("--draft", ""), false, false);
+        if (!*draft) return false;
+        p.draft_model = *draft;
+    }
+    const ember_status st = ember_session_set_speculation(s, &p);
+    if (st != EMBER_OK) {
+        fail("cannot attach speculation", st);
+        ember_model_free(*draft);
+        *draft = nullptr;
+        return false;
+    }
+    return true;
 }
 
 } // namespace cli

@@ -53,4 +53,7 @@ ember_session *create_session(const ember_model *model, const Args &a);
 bool backend_option(const Args &a, ember_backend_kind *out);
 bool kv_type_option(const Args &a, const char *name, ember_kv_type *out);
 const char *kv_type_name(ember_kv_type t);
+// Attaches speculation from --draft MODEL / --lookup, --draft-k K, --draft-fixed (no options: nothing).
+// *draft receives the loaded draft model (the caller frees it after the session). False after reporting.
+bool attach_speculation(ember_session *s, const Args &a, ember_model **draft);
 } // namespace cli

@@ -179,7 +179,9 @@ int bench_prefix_reuse(const Args &a, const std::string &model_path, long P) {
 } // namespace
 
 int cmd_bench(int argc, char **argv) {
-    const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel"}, {"--prefix-reuse"});
+    const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel",
+                                        "--draft", "--draft-k", "--temp", "--seed"},
+                            {"--prefix-reuse", "--lookup", "--draft-fixed"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
     const long P = a.integer("-p", 128), G = a.integer("-n", 64), N = a.integer("--parallel", 0);
@@ -197,37 +199,63 @@ int cmd_bench(int argc, char **argv) {
     if (!s) return ember_model_free(model), 1;
     const double load_s = now() - t_load0;
 
+    // Greedy by default; --temp T samples (top-k 40, the given --seed), for speculation's sampled case.
     ember_sampler_params spp;
     ember_sampler_params_init(&spp);
-    spp.temperature = 0;
+    spp.temperature = static_cast<float>(a.number("--temp", 0.0));
+    spp.top_k = 40;
+    spp.seed = static_cast<uint64_t>(a.integer("--seed", 1));
     ember_sampler *sampler = nullptr;
-    ember_sampler_create(&spp, &sampler);
-
+    ember_model *draft = nullptr;
     std::vector<ember_token> prompt;
     int rc = 1;
     double prefill_s = 0, decode_s = 0;
     ember_token tok = 0;
     std::vector<ember_token> out;
+    ember_spec_stats warm, ss;
+    ember_spec_stats_init(&warm);
+    ember_spec_stats_init(&ss);
+    bool spec = false;
+    if (ember_sampler_create(&spp, &sampler) != EMBER_OK) { fail("bad --temp", EMBER_ERR_INVALID_ARGUMENT); goto done; }
+    if (!attach_speculation(s, sa, &draft)) goto done;
     if (!bench_prompt(model, P, -1, prompt)) goto done;
 
+    // Decode goes through ember_generate, which speculates when it is attached. Its first token comes
+    // from the logits prefill left (no forward pass), so G + 1 tokens cost G steps.
     for (int run = 0; run < 2; ++run) {  // run 0 warms up (page faults, first touch), run 1 is measured
+        ember_sampler_reset(sampler);
         ember_status st = ember_session_truncate(s, 0);
         const double t0 = now();
         if (st == EMBER_OK) st = ember_session_feed(s, prompt.data(), prompt.size());
         if (st != EMBER_OK) { fail("prefill", st); goto done; }
         if (!greedy(s, sampler, &tok)) goto done;
         const double t1 = now();
-        const long steps = run == 0 ? 1 : G;
+        if (run == 1) spec = ember_session_spec_stats(s, &warm) == EMBER_OK;
+        ember_sampler_reset(sampler);
         out.clear();
-        for (long i = 0; i < steps; ++i) {
-            st = ember_session_feed(s, &tok, 1);
-            if (st != EMBER_OK) { fail("decode", st); goto done; }
-            if (!greedy(s, sampler, &tok)) goto done;
-            out.push_back(tok);
+        ember_generate_params gp;
+        ember_generate_params_init(&gp);
+        gp.max_tokens = static_cast<uint32_t>(run == 0 ? 2 : G + 1);
+        gp.user_data = &out;
+        gp.on_token = [](ember_token t, const char *, size_t, void *ud) {
+            static_cast<std::vector<ember_token> *>(ud)->push_back(t);
+            return true;
+        };
+        // Bench text is arbitrary: end-of-generation tokens do not stop it, they are just counted.
+        while (out.size() < gp.max_tokens) {
+            gp.max_tokens -= static_cast<uint32_t>(out.size());
+            const size_t before = out.size();
+            st = ember_generate(s, sampler, &gp, nullptr);
+            gp.max_tokens += static_cast<uint32_t>(before);
+            if (st < 0) { fail("decode", st); goto done; }
+            if (st != EMBER_END_OF_GENERATION) break;
+            ember_session_feed(s, &out.back(), 1);  // carry on past it, as the peer does
         }
         prefill_s = t1 - t0;
         decode_s = now() - t1;
+        if (!out.empty()) out.erase(out.begin());   // the token prefill already sampled
     }
+    if (spec) ember_session_spec_stats(s, &ss);
     {
         struct rusage ru {};
         getrusage(RUSAGE_SELF, &ru);
@@ -237,10 +265,21 @@ int cmd_bench(int argc, char **argv) {
         uint32_t n_ctx = 0;
         ember_session_context_length(s, &n_ctx);
         std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"architecture\":\"%s\",\"threads\":%ld,"
-                    "\"context_size\":%u,\"kv_type\":\"%s\",\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"prefill_tok_s\":%.2f,"
-                    "\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,\"first_token\":%d,\"decode_tokens\":[",
+                    "\"context_size\":%u,\"kv_type\":\"%s\",\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"temperature\":%g,"
+                    "\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,",
                     ember_version(), model_path.c_str(), info.architecture, a.integer("-t", 0), n_ctx,
-                    a.str("--kv-type", "f16").c_str(), P, G, P / prefill_s, G / decode_s, load_s, ru.ru_maxrss / 1024.0, out.empty() ? -1 : out.front());
+                    a.str("--kv-type", "f16").c_str(), P, G, spp.temperature, P / prefill_s, G / decode_s, load_s,
+                    ru.ru_maxrss / 1024.0);
+        if (spec) {
+            const double drafted = static_cast<double>(ss.drafted - warm.drafted);
+            const double passes = static_cast<double>(ss.target_passes - warm.target_passes);
+            std::printf("\"speculation\":{\"mode\":\"%s\",\"k_final\":%u,\"drafted\":%.0f,\"acceptance_rate\":%.4f,"
+                        "\"tokens_per_target_pass\":%.3f},",
+                        a.flag("--lookup") ? "lookup" : "draft", ss.k, drafted,
+                        drafted > 0 ? static_cast<double>(ss.accepted - warm.accepted) / drafted : 0.0,
+                        passes > 0 ? static_cast<double>(ss.generated - warm.generated) / passes : 0.0);
+        }
+        std::printf("\"first_token\":%d,\"decode_tokens\":[", tok);
         for (size_t i = 0; i < out.size(); ++i) std::printf(i ? ",%d" : "%d", out[i]);
         std::printf("]}\n");
         rc = 0;
@@ -248,6 +287,7 @@ int cmd_bench(int argc, char **argv) {
 done:
     ember_sampler_free(sampler);
     ember_session_free(s);
+    ember_model_free(draft);
     ember_model_free(model);
     return rc;
 }

@@ -23,8 +23,9 @@ int cmd_run(int argc, char **argv) {
     const Args a = parse(argc, argv, 2,
                          {"-m", "--model", "-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k",
                           "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--frequency-penalty",
-                          "--presence-penalty", "-t", "--threads", "-c", "--ctx-size", "--backend", "--kv-type"},
-                         {"--no-bos", "--special", "--stats"});
+                          "--presence-penalty", "-t", "--threads", "-c", "--ctx-size", "--backend", "--kv-type", "--draft",
+                          "--draft-k"},
+                         {"--no-bos", "--special", "--stats", "--lookup", "--draft-fixed"});
     auto alias = [&](const char *s, const char *l) { return a.has(l) ? a.str(l, "") : a.str(s, ""); };
     const std::string model_path = alias("-m", "--model");
     if (model_path.empty()) return usage_error("run: -m MODEL is required");
@@ -54,10 +55,12 @@ int cmd_run(int argc, char **argv) {
     int rc = 1;
     ember_model *model = load_model(model_path, false, true);
     ember_session *session = nullptr;
+    ember_model *draft = nullptr;
     std::vector<ember_token> tokens;
     uint32_t flags = (a.flag("--no-bos") ? 0u : EMBER_TOKENIZE_ADD_SPECIAL) |
                      (a.flag("--special") ? EMBER_TOKENIZE_PARSE_SPECIAL : 0u);
-    if (model && (session = create_session(model, sa)) && tokenize(model, prompt, flags, tokens)) {
+    if (model && (session = create_session(model, sa)) && attach_speculation(session, sa, &draft) &&
+        tokenize(model, prompt, flags, tokens)) {
         if (tokens.empty()) {
             // Nothing to condition on: start from BOS if the model has one.
             if (ember_token_bos(model) < 0) {
@@ -94,11 +97,18 @@ int cmd_run(int argc, char **argv) {
             const double tg = std::chrono::duration<double>(t2 - t1).count();
             std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generated: %zu tokens, %.1f tok/s\n", tokens.size(),
                          tokens.size() / tp, state.n, state.n / (tg > 0 ? tg : 1));
+            ember_spec_stats ss;
+            ember_spec_stats_init(&ss);
+            if (ember_session_spec_stats(session, &ss) == EMBER_OK)
+                std::fprintf(stderr, "speculation: %llu drafted, %llu accepted (%.1f %%), %.2f tokens per target pass, k now %u\n",
+                             (unsigned long long)ss.drafted, (unsigned long long)ss.accepted, 100 * ss.acceptance_rate,
+                             ss.tokens_per_pass, ss.k);
         }
         rc = 0;
     }
 done:
     ember_session_free(session);
+    ember_model_free(draft);
     ember_model_free(model);
     ember_sampler_free(sampler);
     return rc;

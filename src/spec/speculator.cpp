@@ -1,0 +1,168 @@
+// speculator.cpp — see speculator.hpp for the round; ember.h for the contract.
+#include "spec/speculator.hpp"
+
+#include "core/error.hpp"
+#include "spec/lookup.hpp"
+
+#include <algorithm>
+
+namespace ember::spec {
+
+namespace {
+
+// The draft must speak the target's vocabulary: same size, same special tokens, same piece for every id.
+void check_vocab(const Model &target, const Model &draft) {
+    const Tokenizer &a = target.tokenizer(), &b = draft.tokenizer();
+    if (a.n_vocab() != b.n_vocab() || target.desc().hp.n_vocab != draft.desc().hp.n_vocab)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "draft model's vocabulary has %d tokens, the target's %d", b.n_vocab(), a.n_vocab());
+    if (a.bos() != b.bos() || a.eos() != b.eos())
+        fail(EMBER_ERR_INVALID_ARGUMENT, "draft model's BOS/EOS (%d/%d) differ from the target's (%d/%d)", b.bos(), b.eos(),
+             a.bos(), a.eos());
+    for (int32_t id = 0; id < a.n_vocab(); ++id)
+        if (a.token_to_piece(id, true) != b.token_to_piece(id, true) || a.is_eog(id) != b.is_eog(id))
+            fail(EMBER_ERR_INVALID_ARGUMENT, "draft model's vocabulary differs from the target's at token %d", id);
+}
+
+} // namespace
+
+Speculator::Speculator(const Session &target, const SpecOptions &opts, uint32_t n_threads) : opts_(opts), k_(opts.k) {
+    if (opts.k < 1 || opts.k > kMaxK) fail(EMBER_ERR_INVALID_ARGUMENT, "draft length k must be in 1..%u, got %u", kMaxK, opts.k);
+    if (opts.adaptive && (opts.k_max < opts.k || opts.k_max > kMaxK))
+        fail(EMBER_ERR_INVALID_ARGUMENT, "k_max must be in k..%u, got %u", kMaxK, opts.k_max);
+    if (!opts.draft && (opts.ngram_min < 1 || opts.ngram_max < opts.ngram_min || opts.ngram_max > 16))
+        fail(EMBER_ERR_INVALID_ARGUMENT, "lookup n-gram lengths must satisfy 1 <= ngram_min <= ngram_max <= 16");
+    if (opts.draft) {
+        if (opts.draft->vocab_only()) fail(EMBER_ERR_INVALID_ARGUMENT, "the draft model was loaded vocab-only");
+        check_vocab(target.model(), *opts.draft);
+        SessionOptions so;
+        so.n_ctx = target.n_ctx();
+        so.n_threads = n_threads;
+        draft_ = std::make_unique<Session>(*opts.draft, so);
+    }
+}
+
+void Speculator::adapt(uint32_t drafted, uint32_t accepted) {
+    if (!opts_.adaptive || drafted == 0) return;
+    // All accepted: drafting further would likely pay; fewer than half: each rejected token cost a
+    // position of the target pass (and a draft step) for nothing.
+    if (accepted == drafted) k_ = std::min(k_ + 1, opts_.k_max);
+    else if (2 * accepted < drafted) k_ = std::max(k_ - 1, 1u);
+}
+
+void Speculator::propose(const std::vector<int32_t> &ctx, Sampler &sampler, uint32_t k, std::vector<int32_t> &out) {
+    out.clear();
+    if (k == 0) return;
+    if (!draft_) {
+        out = lookup_proposal(ctx, k, opts_.ngram_min, opts_.ngram_max);
+        return;
+    }
+    // Catch up with ctx: keep the common prefix, evaluate the rest (at least one token, for logits).
+    const std::vector<int32_t> &held = draft_->tokens();
+    size_t common = static_cast<size_t>(std::mismatch(held.begin(), held.end(), ctx.begin(), ctx.end()).first - held.begin());
+    if (common == ctx.size()) --common;
+    draft_->truncate(static_cast<uint32_t>(common));
+    draft_->feed(ctx.data() + common, ctx.size() - common);
+    const size_t n_vocab = draft_->n_vocab();
+    const Tokenizer &tok = draft_->model().tokenizer();
+    if (q_.size() < k) q_.resize(k);
+    for (uint32_t i = 0; i < k; ++i) {
+        // The draft's distribution through the same chain, with the drafted tokens as pending history.
+        sampler.distribution(draft_->logits(), n_vocab, out.data(), out.size(), q_[i]);
+        const int32_t x = sampler.draw(q_[i]);
+        out.push_back(x);
+        if (tok.is_eog(x)) break;   // nothing worth drafting after the end
+        if (i + 1 < k) draft_->feed(&x, 1);
+    }
+}
+
+ember_status Speculator::generate(Session &target, Sampler &sampler, uint32_t max_tokens,
+                                  const std::function<bool(const GenStep &)> &emit) {
+    if (!target.logits()) fail(EMBER_ERR_INVALID_STATE, "no logits: feed the prompt before generating");
+    if (target.position() >= target.n_ctx()) fail(EMBER_ERR_CONTEXT_FULL, "the context is full (%u tokens)", target.n_ctx());
+    const Tokenizer &tok = target.model().tokenizer();
+    const size_t n_vocab = target.n_vocab();
+    const uint32_t n_ctx = target.n_ctx();
+    uint32_t count = 0;
+    ember_status status = EMBER_OK;
+    // Emits one token; false when generation ends with it (status says why).
+    auto emit_token = [&](int32_t t) {
+        GenStep step;
+        step.token = t;
+        step.end_of_generation = tok.is_eog(t);
+        step.text = target.text_of(t);
+        ++count;
+        ++stats_.generated;
+        const bool go_on = emit(step);
+        if (step.end_of_generation) return status = EMBER_END_OF_GENERATION, false;
+        if (!go_on) return status = EMBER_STOPPED, false;
+        if (max_tokens && count >= max_tokens) return status = EMBER_OK, false;
+        return true;
+    };
+
+    // The first token comes from the logits the session has; it is the pending token of round one.
+    int32_t z = sampler.sample(target.logits(), n_vocab);
+    sampler.accept(z);
+    if (!emit_token(z)) {
+        if (status != EMBER_END_OF_GENERATION) target.feed(&z, 1), ++stats_.target_passes;
+        return status;
+    }
+    std::vector<int32_t> ctx, xs, batch;
+    for (;;) {
+        // Here the target holds C, z is generated but not evaluated, z is no end of generation, |C| < n_ctx.
+        const uint32_t pos_z = target.position();
+        uint32_t k = std::min(k_, n_ctx - pos_z - 1);
+        // No more drafts than tokens still wanted: the round adds one of the target's own (count < max).
+        if (max_tokens) k = std::min(k, max_tokens - count - 1);
+        ctx.assign(target.tokens().begin(), target.tokens().end());
+        ctx.push_back(z);
+        propose(ctx, sampler, k, xs);
+        const uint32_t kk = static_cast<uint32_t>(xs.size());
+        batch.assign(1, z);
+        batch.insert(batch.end(), xs.begin(), xs.end());
+        rows_.resize((kk + 1) * n_vocab);
+        target.feed(batch.data(), batch.size(), rows_.data());
+        ++stats_.target_passes;
+        stats_.drafted += kk;
+
+        // Row r holds the logits after batch token r, i.e. after z, x_0, .., x_{r-1}.
+        uint32_t m = 0;
+        int32_t next = -1;
+        bool more = true;
+        for (uint32_t i = 0; i < kk && more; ++i) {
+            sampler.distribution(rows_.data() + i * n_vocab, n_vocab, nullptr, 0, p_);
+            const Verdict v = accept_or_replace(p_, draft_ ? &q_[i] : nullptr, xs[i], n_vocab, sampler, scratch_);
+            sampler.accept(v.token);
+            if (!v.accepted) {
+                next = v.token;
+                break;
+            }
+            ++m;
+            ++stats_.accepted;
+            more = emit_token(xs[i]);
+        }
+        adapt(kk, m);
+        if (!more) {
+            // Stopped at an accepted token: keep what plain generation would have evaluated (all of
+            // them but an end of generation), with the logits after it.
+            const uint32_t keep = m - (status == EMBER_END_OF_GENERATION ? 1 : 0);
+            target.truncate(pos_z + 1 + keep, rows_.data() + keep * n_vocab);
+            return status;
+        }
+        if (next < 0) {
+            // All accepted: the bonus token from the last row, if the context has room for it.
+            if (pos_z + 1 + kk >= n_ctx) fail(EMBER_ERR_CONTEXT_FULL, "the context is full (%u tokens)", n_ctx);
+            sampler.distribution(rows_.data() + kk * n_vocab, n_vocab, nullptr, 0, p_);
+            next = sampler.draw(p_);
+            sampler.accept(next);
+        }
+        // Forget the rejected positions; the logits after the last accepted one come from its row.
+        if (m < kk) target.truncate(pos_z + 1 + m, rows_.data() + m * n_vocab);
+        z = next;
+        if (!emit_token(z)) {
+            if (status != EMBER_END_OF_GENERATION) target.feed(&z, 1), ++stats_.target_passes;
+            return status;
+        }
+    }
+}
+
+} // namespace ember::spec

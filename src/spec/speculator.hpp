@@ -1,0 +1,69 @@
+// speculator.hpp — speculative generation on a session: a draft (a smaller model, or n-gram lookup in
+// the text so far) proposes k tokens, the target session scores them all in one forward pass, and the
+// acceptance rule (acceptance.hpp) keeps a prefix of them plus one token of the target's own, so every
+// target pass yields 1..k+1 tokens and the output is distributed exactly as without speculation.
+//
+// A round, with z the last generated token (not yet evaluated by the target) and C what the target holds:
+//   1. the draft catches up to C + z (one batched feed of what it lacks) and proposes x1..xk, drawing
+//      x_i from its chain distribution q_i (the sampler's chain, with x1..x_{i-1} as pending history);
+//   2. the target evaluates z, x1..xk in one pass, keeping the logits of every position;
+//   3. x_i is accepted against the target's p_i in order; the first rejection yields the replacement
+//      instead, and if all are accepted the last row yields a bonus token;
+//   4. the target's cache is truncated past what was accepted: rejected positions are simply forgotten.
+// See ember.h (Speculative decoding) for the contract.
+#pragma once
+
+#include "session/session.hpp"
+#include "spec/acceptance.hpp"
+
+#include <functional>
+#include <memory>
+
+namespace ember::spec {
+
+struct SpecOptions {
+    const Model *draft = nullptr;   // nullptr: n-gram lookup proposals
+    uint32_t k = 4;                 // tokens drafted per round (the start value when adaptive)
+    uint32_t k_max = 8;             // adaptive: largest k
+    bool adaptive = true;
+    uint32_t ngram_min = 1, ngram_max = 3;
+};
+
+struct SpecStats {
+    uint64_t drafted = 0, accepted = 0, target_passes = 0, generated = 0;
+};
+
+class Speculator {
+public:
+    static constexpr uint32_t kMaxK = 16;
+    // Checks the options and, with a draft model, that its vocabulary is the target's
+    // (EMBER_ERR_INVALID_ARGUMENT naming the first difference) and creates the draft session.
+    Speculator(const Session &target, const SpecOptions &opts, uint32_t n_threads);
+
+    // Generates on `target` (whose logits must be valid) until max_tokens (0: no limit), an
+    // end-of-generation token, or emit returning false; emit gets every token with its text. Leaves the
+    // target as plain generation would: every emitted token but an end-of-generation one evaluated, logits
+    // valid. Returns EMBER_OK, EMBER_END_OF_GENERATION or EMBER_STOPPED; throws EMBER_ERR_CONTEXT_FULL
+    // when the context fills first (as plain generation does).
+    ember_status generate(Session &target, Sampler &sampler, uint32_t max_tokens,
+                          const std::function<bool(const GenStep &)> &emit);
+
+    const SpecStats &stats() const { return stats_; }
+    uint32_t k() const { return k_; }
+
+private:
+    // x1..xk for the context `ctx` (C + z), with each draft distribution in q_ (draft mode).
+    void propose(const std::vector<int32_t> &ctx, Sampler &sampler, uint32_t k, std::vector<int32_t> &out);
+    void adapt(uint32_t drafted, uint32_t accepted);
+
+    SpecOptions opts_;
+    uint32_t k_;
+    std::unique_ptr<Session> draft_;
+    SpecStats stats_;
+    std::vector<TokenDist> q_;
+    std::vector<float> rows_;   // target logits of one round, (k + 1) x n_vocab
+    TokenDist p_;
+    AcceptScratch scratch_;
+};
+
+} // namespace ember::spec
