@@ -59,13 +59,24 @@ int32_t Sampler::draw(const TokenDist &d) {
 void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra, TokenDist &out) {
     if (n_vocab == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "n_vocab is 0");
     out.clear();
+    const bool penalize = (!history_.empty() || n_extra > 0) &&
+        (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) &&
+        p_.penalty_last_n > 0;
+    // Greedy without penalties is an argmax over the logits as they are (speculative decoding asks for
+    // a distribution per drafted position, so this path runs several times per token).
+    if (p_.temperature <= 0.0f && !penalize) {
+        size_t best = 0;
+        for (size_t i = 1; i < n_vocab; ++i)
+            if (logits[i] > logits[best]) best = i;
+        out.ids.push_back(static_cast<int32_t>(best));
+        out.w.push_back(1.0);
+        out.total = 1.0;
+        return;
+    }
     cand_.resize(n_vocab);
     for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
 
     // 1. Penalties over the recent history (and the tokens after it that the caller passes).
-    const bool penalize = (!history_.empty() || n_extra > 0) &&
-        (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) &&
-        p_.penalty_last_n > 0;
     if (penalize) {
         std::unordered_map<int32_t, int> counts;
         // The window is the last penalty_last_n tokens of history + extra.

@@ -21,10 +21,13 @@ double now() {
 
 // The benchmark prompt as the peer script builds it: BOS + a fixed English text, tokenized, repeated and
 // cut to n tokens. variant >= 0 puts a different word right after BOS, so such prompts share no block.
+// --text replaces the English text (e.g. a repetitive one, for lookup decoding).
+std::string g_text = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
+                     "weights were random, but every layer still had to be read from memory for each new token. ";
+
 bool bench_prompt(const ember_model *model, long n, long variant, std::vector<ember_token> &out) {
     std::vector<ember_token> body;
-    const char *text = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
-                       "weights were random, but every layer still had to be read from memory for each new token. ";
+    const std::string &text = g_text;
     if (!tokenize(model, text, 0, body) || body.empty()) return false;
     out.clear();
     if (ember_token_bos(model) >= 0) out.push_back(ember_token_bos(model));
@@ -180,10 +183,11 @@ int bench_prefix_reuse(const Args &a, const std::string &model_path, long P) {
 
 int cmd_bench(int argc, char **argv) {
     const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel",
-                                        "--draft", "--draft-k", "--temp", "--seed"},
+                                        "--draft", "--draft-k", "--temp", "--seed", "--text"},
                             {"--prefix-reuse", "--lookup", "--draft-fixed"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
+    if (a.has("--text")) g_text = a.str("--text", "") + " ";
     const long P = a.integer("-p", 128), G = a.integer("-n", 64), N = a.integer("--parallel", 0);
     if (P < 1 || G < 1) return usage_error("bench: -p and -n must be >= 1");
     if (N < 0 || N > 1024) return usage_error("bench: --parallel must be in 1..1024");
