@@ -2,8 +2,12 @@
 // measurements on realistic shapes without downloading anything (the weights mean nothing; the speed
 // does). Uses the core's synthetic-model writer, so it links the internals, unlike the ember CLI.
 //
-//   ember-synth -o OUT.gguf [--preset tinyllama|stories15m] [--arch llama|qwen2] [--type q4_0|q8_0|f16|bf16|f32]
+//   ember-synth -o OUT.gguf [--preset tinyllama|stories15m] [--arch llama|qwen2] [--type TYPE]
 //               [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N] [--vocab N] [--ctx N] [--seed N]
+//
+// TYPE: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or the mix q4_k_m (Q4_K with Q6_K
+// where it matters most; the recipe is in src/model/synthetic.cpp). Matrices whose rows are not whole
+// 256-element super-blocks get a legacy format instead of a K-quant (e.g. stories15m's 288).
 #include "core/error.hpp"
 #include "model/synthetic.hpp"
 
@@ -18,6 +22,12 @@ using namespace ember;
 static DType parse_type(const std::string &s) {
     if (s == "q4_0") return DType::Q4_0;
     if (s == "q8_0") return DType::Q8_0;
+    if (s == "q4_1") return DType::Q4_1;
+    if (s == "q5_0") return DType::Q5_0;
+    if (s == "q5_1") return DType::Q5_1;
+    if (s == "q4_k") return DType::Q4_K;
+    if (s == "q5_k") return DType::Q5_K;
+    if (s == "q6_k") return DType::Q6_K;
     if (s == "f16") return DType::F16;
     if (s == "bf16") return DType::BF16;
     if (s == "f32") return DType::F32;
@@ -48,7 +58,10 @@ int main(int argc, char **argv) {
         } else if (k == "--arch") {
             s.arch = v;
             s.qkv_bias = v == "qwen2";
-        } else if (k == "--type") s.type = parse_type(v);
+        } else if (k == "--type") {
+            if (v == "q4_k_m") s.mix = WeightMix::Q4_K_M;
+            else s.type = parse_type(v);
+        }
         else if (k == "--embd") s.n_embd = n;
         else if (k == "--layers") s.n_layer = n;
         else if (k == "--heads") s.n_head = n;
@@ -63,7 +76,7 @@ int main(int argc, char **argv) {
         }
     }
     if (out.empty()) {
-        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|stories15m] [--type q4_0|...] ...\n");
+        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|stories15m] [--type q4_0|q4_k_m|...] ...\n");
         return 2;
     }
     try {
@@ -71,7 +84,8 @@ int main(int argc, char **argv) {
         std::ofstream f(out, std::ios::binary);
         f.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
         if (!f) fail(EMBER_ERR_IO, "cannot write '%s'", out.c_str());
-        std::printf("wrote %s: %s, %zu bytes\n", out.c_str(), dtype_name(s.type), bytes.size());
+        std::printf("wrote %s: %s, %zu bytes\n", out.c_str(), s.mix == WeightMix::Q4_K_M ? "Q4_K_M" : dtype_name(s.type),
+                    bytes.size());
     } catch (const Error &e) {
         std::fprintf(stderr, "ember-synth: %s\n", e.what());
         return 1;

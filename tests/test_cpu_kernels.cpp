@@ -2,7 +2,8 @@
 // variants (scalar, and AVX2 where the CPU has it), and the thread pool.
 //
 // Every bound below is derived in the comment next to it from what the kernel is allowed to lose
-// (u = 2^-24 is the unit roundoff of float). Set EMBER_KERNEL_BENCH=1 to also print matmul timings.
+// (u = 2^-24 is the unit roundoff of float). Set EMBER_KERNEL_BENCH=1 to also print matmul timings
+// (EMBER_KERNEL_BENCH=formats: every quantized format at a TinyLlama shape; formats:Q4_K,Q6_K: those).
 #include "test_util.h"
 
 #include "core/dtype.hpp"
@@ -165,6 +166,36 @@ static void test_fp16_rounding(void **) {
     });
 }
 
+// Largest (up = false) or smallest (up = true) half value on the grid of non-negative halves <= or >= v
+// (0 <= v <= 65504), by search.
+static double half_grid(double v, bool up) {
+    uint32_t lo = 0, hi = 0x7bff;  // invariant: value(lo) <= v
+    while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (half_value(static_cast<uint16_t>(mid)) <= v) lo = mid; else hi = mid;
+    }
+    if (half_value(static_cast<uint16_t>(hi)) <= v) lo = hi;
+    const double f = half_value(static_cast<uint16_t>(lo));
+    return !up || f == v ? f : half_value(static_cast<uint16_t>(lo + 1));
+}
+
+// fp32_to_fp16_floor / _ceil (the quantizers' directed roundings): the largest half <= f and the
+// smallest half >= f, found by search, for random floats of both signs over the half range (subnormal
+// halves included), exact halves and zeros.
+static void test_fp16_directed(void **) {
+    uint64_t st = 0x4242;
+    std::vector<float> x = {0.0f, -0.0f, 1e-9f, -1e-9f, 65504.0f, -65504.0f, 1.0f, -1.0f};
+    for (int i = 0; i < 100000; ++i) x.push_back(rand_float_binades(&st, -30, 15));
+    for (float f : x) {
+        const double v = f;
+        const double want_lo = v >= 0 ? half_grid(v, false) : -half_grid(-v, true);
+        const double want_hi = v >= 0 ? half_grid(v, true) : -half_grid(-v, false);
+        const double lo = half_value(fp32_to_fp16_floor(f)), hi = half_value(fp32_to_fp16_ceil(f));
+        if (lo != want_lo || hi != want_hi)
+            fail_msg("fp16 floor/ceil of %.9g: %.9g / %.9g, want %.9g / %.9g", f, lo, hi, want_lo, want_hi);
+    }
+}
+
 // bf16: all 65536 values convert exactly to f32 and back; random floats round to the nearest-even
 // bf16 (exact match; NaN stays NaN).
 static void test_bf16(void **) {
@@ -269,13 +300,234 @@ static void test_quant_q4_0(void **) {
     }
 }
 
+// ---- the GGUF block layouts, decoded independently ---------------------------------------------------------
+//
+// Written from the GGUF/ggml block definitions, not from core/dtype.hpp or the conversions under test:
+// these decide what every quantized test expects.
+
+// Elements and bytes per block.
+static int ref_block_size(DType t) {
+    switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: return 1;
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 256;
+    default: return 32;
+    }
+}
+static size_t ref_block_bytes(DType t) {
+    switch (t) {
+    case DType::F32: return 4;
+    case DType::F16: case DType::BF16: return 2;
+    case DType::Q8_0: return 34;  // f16 d, 32 x int8
+    case DType::Q4_0: return 18;  // f16 d, 16 bytes of nibbles
+    case DType::Q4_1: return 20;  // f16 d, f16 m, 16 bytes of nibbles
+    case DType::Q5_0: return 22;  // f16 d, 4 bytes of fifth bits, 16 bytes of nibbles
+    case DType::Q5_1: return 24;  // f16 d, f16 m, 4 bytes of fifth bits, 16 bytes of nibbles
+    case DType::Q4_K: return 144; // f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
+    case DType::Q5_K: return 176; // as Q4_K with 32 bytes of fifth bits before the nibbles
+    case DType::Q6_K: return 210; // 128 bytes low nibbles, 64 bytes top 2 bits, 16 int8 scales, f16 d
+    default: return 0;
+    }
+}
+
+static bool is_quant(DType t) { return ref_block_size(t) > 1; }
+
+// One row of n elements: v, the exact value of each element; step, the value of one code step where
+// the element is (the block's or sub-block's scale); off, the magnitude of the offset the format adds
+// to or subtracts from the scaled code (Q4_0's 8 d, Q5_0's 16 d, Q4_1/Q5_1's m, the K-quants' dmin m,
+// Q6_K's 32 d scale; 0 for the others) — the kernels' float sums carry it beside the value.
+struct Decoded {
+    std::vector<double> v, step, off;
+};
+
+static Decoded ref_decode(DType type, const uint8_t *row, int64_t n) {
+    const size_t un = static_cast<size_t>(n);
+    Decoded out{std::vector<double>(un), std::vector<double>(un, 0.0), std::vector<double>(un, 0.0)};
+    const int bs = ref_block_size(type);
+    const size_t bb = ref_block_bytes(type);
+    auto u16 = [](const uint8_t *p) { return static_cast<uint16_t>(p[0] | p[1] << 8); };
+    for (int64_t b0 = 0; b0 < n; b0 += bs) {
+        const uint8_t *p = row + static_cast<size_t>(b0 / bs) * bb;
+        double *v = out.v.data() + b0, *step = out.step.data() + b0, *off = out.off.data() + b0;
+        switch (type) {
+        case DType::F32: {
+            float f;
+            std::memcpy(&f, p, 4);
+            v[0] = f;
+            break;
+        }
+        case DType::F16: v[0] = half_value(u16(p)); break;
+        case DType::BF16: {
+            const uint32_t bits = static_cast<uint32_t>(u16(p)) << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            v[0] = f;
+            break;
+        }
+        case DType::Q8_0: {
+            const double d = half_value(u16(p));
+            for (int j = 0; j < 32; ++j) {
+                v[j] = d * static_cast<int8_t>(p[2 + j]);
+                step[j] = std::fabs(d);
+            }
+            break;
+        }
+        case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: {
+            // Element j < 16 is the low nibble of byte j of the nibbles, element j + 16 its high nibble;
+            // the fifth bit of element j is bit j of the 4 bytes before them (little-endian).
+            const bool has_m = type == DType::Q4_1 || type == DType::Q5_1;
+            const bool has_h = type == DType::Q5_0 || type == DType::Q5_1;
+            const double d = half_value(u16(p)), m = has_m ? half_value(u16(p + 2)) : 0.0;
+            const uint8_t *qh = p + (has_m ? 4 : 2), *qs = qh + (has_h ? 4 : 0);
+            for (int j = 0; j < 32; ++j) {
+                int code = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+                if (has_h) code += 16 * ((qh[j / 8] >> (j % 8)) & 1);
+                step[j] = std::fabs(d);
+                if (has_m) {
+                    v[j] = d * code + m;
+                    off[j] = std::fabs(m);
+                } else {
+                    const int zero = has_h ? 16 : 8;
+                    v[j] = d * (code - zero);
+                    off[j] = zero * std::fabs(d);
+                }
+            }
+            break;
+        }
+        case DType::Q4_K: case DType::Q5_K: {
+            // The 12 scale bytes as three rows of four: A holds sc_0..3 in bits 0..5 and bits 4..5 of
+            // sc_4..7 in bits 6..7; B the same for the mins; C sc_4..7's bits 0..3 in its low nibbles and
+            // m_4..7's in its high nibbles. Sub-block j's codes: the low (j even) or high (j odd) nibbles
+            // of bytes 32 (j / 2) .. + 31; Q5_K's fifth bit of element l of sub-block j is bit j of qh[l].
+            const double d = half_value(u16(p)), dmin = half_value(u16(p + 2));
+            const uint8_t *A = p + 4, *B = p + 8, *C = p + 12;
+            const uint8_t *qh = p + 16, *qs = p + (type == DType::Q5_K ? 48 : 16);
+            for (int i = 0; i < 256; ++i) {
+                const int j = i / 32, l = i % 32;
+                const int sc = j < 4 ? A[j] & 63 : (C[j - 4] & 15) | (A[j - 4] >> 6) << 4;
+                const int m = j < 4 ? B[j] & 63 : (C[j - 4] >> 4) | (B[j - 4] >> 6) << 4;
+                int code = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+                if (type == DType::Q5_K) code += 16 * ((qh[l] >> j) & 1);
+                v[i] = d * sc * code - dmin * m;
+                step[i] = std::fabs(d * sc);
+                off[i] = std::fabs(dmin * m);
+            }
+            break;
+        }
+        case DType::Q6_K: {
+            // Element 128 h + 32 k + l: low 4 bits in the low (k < 2) or high nibble of
+            // ql[64 h + 32 (k % 2) + l], top 2 bits at bit 2k of qh[32 h + l]; scale i / 16.
+            const uint8_t *ql = p, *qh = p + 128;
+            const auto *scales = reinterpret_cast<const int8_t *>(p + 192);
+            const double d = half_value(u16(p + 208));
+            for (int i = 0; i < 256; ++i) {
+                const int h = i / 128, k = i % 128 / 32, l = i % 32;
+                const int low = (ql[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 15;
+                const int high = (qh[32 * h + l] >> (2 * k)) & 3;
+                v[i] = d * scales[i / 16] * (low + 16 * high - 32);
+                step[i] = std::fabs(d * scales[i / 16]);
+                off[i] = 32 * step[i];
+            }
+            break;
+        }
+        default: fail_msg("ref_decode: type %s", dtype_name(type));
+        }
+    }
+    return out;
+}
+
+static const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                  DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+static const DType kNewQuantTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// dtype_info agrees with the layouts above, and every type the kernels take is marked supported.
+static void test_block_layouts(void **) {
+    for (DType t : kAllTypes) {
+        const DTypeInfo &i = dtype_info(t);
+        if (static_cast<int>(i.block_size) != ref_block_size(t) || i.block_bytes != ref_block_bytes(t) || !i.supported)
+            fail_msg("%s: block %u x %u bytes, supported %d", dtype_name(t), i.block_size, i.block_bytes, i.supported);
+    }
+    assert_false(dtype_info(DType::Q8_K).supported);  // no kernel needs Q8_K
+}
+
+// The reference quantizers of the other formats, on quant_test_row (4096 elements: whole super-blocks),
+// decoded by ref_decode. Every element must be within half a step of its value, the step being the one
+// stored for its block or sub-block: those quantizers pick offsets and steps that cover the range (see
+// quant.cpp, quant_k.cpp), so no code is clamped, except with Q5_0, which follows Q4_0's recipe and can
+// lose a whole step on the side opposite its largest element (code 31), as in test_quant_q4_0.
+// Slack: a code is rounded from fl(fl(x + offset) / step), which is off by at most
+// 2.01 u (|x| + offset) / step, hence + 4 u (|x| + offset); and 1e-4 step for a code pushed a few ulps
+// past the top and clamped. The steps must also not be wasteful: at most the block's range over the
+// number of steps (times 1 + 2^-9 for the fp16 rounding of d, which is upward), and for the K-quants
+// at most one unit of the super-block scale above the sub-block's ideal step (6- or 8-bit scales are
+// rounded up), where the range includes the (sub-block's) offset rounded up to a whole step of dmin.
+static void test_quant_formats(void **) {
+    uint64_t st = 44;
+    const int64_t n = 4096;
+    const std::vector<float> x = quant_test_row(&st, n);
+    auto u16 = [](const uint8_t *p) { return half_value(static_cast<uint16_t>(p[0] | p[1] << 8)); };
+    for (DType type : kNewQuantTypes) {
+        std::vector<uint8_t> q(dtype_row_bytes(type, static_cast<uint64_t>(n)));
+        quantize_row(type, x.data(), q.data(), n);
+        const Decoded dec = ref_decode(type, q.data(), n);
+        const int k_max = type == DType::Q4_1 || type == DType::Q4_K ? 15 : 31;  // largest code (affine formats)
+        double worst = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double e = dec.step[i], err = std::fabs(dec.v[i] - x[i]);
+            double bound = (0.5 + 1e-4) * e + 4 * kU * (std::fabs(x[i]) + dec.off[i]);
+            if (type == DType::Q5_0) {
+                const double d = u16(q.data() + static_cast<size_t>(i / 32) * 22);
+                const long code = d != 0 ? std::lround(dec.v[i] / d) + 16 : 16;
+                if (code == 31) bound = (1.0 + 1e-4) * e;
+            }
+            if (!(err <= bound)) fail_msg("%s elem %lld: %.9g -> %.9g, err %g > %g (step %g)", dtype_name(type), (long long)i, x[i], dec.v[i], err, bound, e);
+            if (e > 0) worst = std::fmax(worst, err / e);
+        }
+        // Steps against ranges, per (sub-)block of `sub` elements.
+        const int sub = type == DType::Q6_K ? 16 : 32;
+        for (int64_t b0 = 0; b0 < n; b0 += sub) {
+            double lo = x[b0], hi = x[b0], amax = 0;
+            for (int64_t i = b0; i < b0 + sub; ++i) {
+                lo = std::fmin(lo, x[i]);
+                hi = std::fmax(hi, x[i]);
+                amax = std::fmax(amax, std::fabs(x[i]));
+            }
+            const double e = dec.step[b0];
+            const size_t sb = static_cast<size_t>(b0 / 256) * ref_block_bytes(type);  // super-block
+            double ideal = 0, slack = 0;
+            switch (type) {
+            case DType::Q4_1: case DType::Q5_1:
+                // m is the minimum rounded down to a half: hi - m <= hi - lo + 2^-10 |lo| + 2^-24 (the
+                // spacing of halves near lo); d is rounded up, by at most 2^-10 relative or 2^-24.
+                ideal = (hi - lo + std::fabs(lo) / 1024 + std::ldexp(1.0, -24)) / k_max * (1 + 1.0 / 512);
+                slack = std::ldexp(1.0, -24);
+                break;
+            case DType::Q5_0:  // d = max / -16 rounded to the nearest half
+                ideal = amax / 16 * (1 + 1.0 / 1024), slack = std::ldexp(1.0, -24);
+                break;
+            case DType::Q4_K: case DType::Q5_K: {
+                const double d = u16(q.data() + sb), dmin = u16(q.data() + sb + 2);
+                ideal = (hi - std::fmin(lo, 0.0) + dmin) / k_max * (1 + 1e-5);
+                slack = d;
+                break;
+            }
+            case DType::Q6_K: ideal = amax / 31 * (1 + 1e-5), slack = u16(q.data() + sb + 208); break;
+            default: break;
+            }
+            if (!(e <= ideal + slack)) fail_msg("%s block at %lld: step %g > %g + %g", dtype_name(type), (long long)b0, e, ideal, slack);
+        }
+        print_message("quantize %-5s ok; worst |err| / step %.4f\n", dtype_name(type), worst);
+    }
+}
+
 // ---- weights for the matmul tests ----------------------------------------------------------------------
 
 struct TestWeight {
     DType type;
     int64_t n_in, n_out;
     std::vector<uint8_t> data;
-    std::vector<float> deq;  // the exact values the weight stands for
+    std::vector<float> deq;      // dequantize_row's output: what get_rows must return
+    std::vector<double> exact;   // the values the weight stands for (ref_decode)
+    std::vector<double> off;     // ref_decode's offset magnitudes
     WeightView view() const {
         WeightView w;
         w.type = type;
@@ -287,11 +539,37 @@ struct TestWeight {
     }
 };
 
+// Arbitrary bytes for a row's codes, scales and mins, with its fp16 fields set to sizes that keep the
+// values O(1): blocks our quantizers never write (negative and -128 Q6_K scales, codes at both ends,
+// every bit pattern of the packed 6-bit scales, negative d and dmin) but a valid file may hold.
+static void scramble_row(DType type, uint8_t *row, size_t bytes, uint64_t *st) {
+    for (size_t i = 0; i < bytes; ++i) row[i] = static_cast<uint8_t>(test_randf(st, 0, 256));
+    auto put = [&](uint8_t *p, float lo, float hi) {  // a half of magnitude in [lo, hi), either sign
+        const float v = test_randf(st, lo, hi) * (test_randf(st, 0, 1) < 0.5f ? -1.0f : 1.0f);
+        const uint16_t h = fp32_to_fp16(v);
+        std::memcpy(p, &h, 2);
+    };
+    const size_t bb = ref_block_bytes(type);
+    for (uint8_t *p = row; p < row + bytes; p += bb) {
+        switch (type) {
+        case DType::Q4_1: put(p, 0.01f, 0.1f), put(p + 2, 0.0f, 1.0f); break;
+        case DType::Q5_0: put(p, 0.01f, 0.06f); break;
+        case DType::Q5_1: put(p, 0.005f, 0.05f), put(p + 2, 0.0f, 1.0f); break;
+        case DType::Q4_K: put(p, 5e-4f, 2e-3f), put(p + 2, 0.0f, 0.03f); break;
+        case DType::Q5_K: put(p, 2.5e-4f, 1e-3f), put(p + 2, 0.0f, 0.03f); break;
+        case DType::Q6_K: put(p + 208, 5e-5f, 2.5e-4f); break;
+        default: fail_msg("scramble_row: %s", dtype_name(type));
+        }
+    }
+}
+
 static TestWeight make_weight(DType type, int64_t n_out, int64_t n_in, uint64_t *st) {
-    TestWeight w{type, n_in, n_out, {}, {}};
+    TestWeight w{type, n_in, n_out, {}, {}, {}, {}};
     const size_t rb = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
     w.data.resize(rb * static_cast<size_t>(n_out));
     w.deq.resize(static_cast<size_t>(n_in * n_out));
+    w.exact.reserve(w.deq.size());
+    w.off.reserve(w.deq.size());
     for (int64_t r = 0; r < n_out; ++r) {
         const std::vector<float> src = rand_vec(st, static_cast<size_t>(n_in), -1, 1);
         uint8_t *row = w.data.data() + rb * static_cast<size_t>(r);
@@ -311,14 +589,31 @@ static TestWeight make_weight(DType type, int64_t n_out, int64_t n_in, uint64_t 
             break;
         }
         case DType::Q4_0: quantize_row_q4_0(src.data(), reinterpret_cast<BlockQ4_0 *>(row), n_in); break;
-        default: fail_msg("type");
+        default:
+            quantize_row(type, src.data(), row, n_in);
+            if (r % 3 == 0) scramble_row(type, row, rb, st);  // every third row: arbitrary content
+            break;
         }
         dequantize_row(type, row, w.deq.data() + r * n_in, n_in);
+        const Decoded dec = ref_decode(type, row, n_in);
+        w.exact.insert(w.exact.end(), dec.v.begin(), dec.v.end());
+        w.off.insert(w.off.end(), dec.off.begin(), dec.off.end());
     }
     return w;
 }
 
-static bool is_quant(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+// dequantize_row (and so get_rows) gives each element's exact value rounded once to float: exactly the
+// float nearest to ref_decode's value (which is exact in double: at most 50 significant bits). The
+// conversions are written so that every product in them is exact and only the final operation rounds.
+static void test_dequantize(void **) {
+    uint64_t st = 45;
+    for (DType type : kAllTypes) {
+        const TestWeight w = make_weight(type, 12, 512, &st);
+        for (size_t i = 0; i < w.deq.size(); ++i)
+            if (!(w.deq[i] == static_cast<float>(w.exact[i])))
+                fail_msg("%s elem %zu: dequantized %.9g, exact %.17g", dtype_name(type), i, w.deq[i], w.exact[i]);
+    }
+}
 
 // Reference y[t][o] in double and the error bound for each output.
 //
@@ -328,13 +623,17 @@ static bool is_quant(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 // |err| <= gamma_k * (sum |w x| + |bias|) with k = n_in/8 + 8 (a few spare for the lane sums), ~1e-6
 // at n_in = 288 and 3e-5 at 4096.
 //
-// Q8_0/Q4_0 weights: activations are quantized to 8 bits per block of 32 with d_b = max_b|x| / 127, so
+// Quantized weights: activations are quantized to 8 bits per block of 32 with d_b = max_b|x| / 127, so
 // each x_i is off by at most d_b/2 (+1e-4 d_b for the float product before rounding, as in
-// test_quant_q8_0); the weights are exact. So |err| <= sum_b (0.5 + 1e-4) d_b sum_{i in b} |w_i|, plus
-// float rounding of the per-block terms and their sum, gamma_{nb+8} * (sum|w x| + that + |bias|).
-// For random data this is ~1/127 of sum |w_i x_i| (mean |x| ≈ max/2), the "1e-2 relative" rule.
-// Q4_0 is summed as sum n x - 8 sum x (nibbles n = w/d + 8), terms of size up to (|w| + 16|d|)|x|, so
-// its rounding part is taken relative to sum (|w_i| + 16 |d_b|) |x_i| instead.
+// test_quant_q8_0); the weights are exact. So |err| <= qerr = sum_b (0.5 + 1e-4) d_b sum_{i in b} |w_i|,
+// plus float rounding. For random data qerr is ~1/127 of sum |w_i x_i| (mean |x| ≈ max/2), the "1e-2
+// relative" rule. The float sums add exact integer dot products of codes times scale products and, for
+// formats with an offset (ref_decode's off: Q4_0's 8 d, the mins, ...), the offset times the activations'
+// block sums: terms of magnitude at most sum (|w_i| + 2 off_i) (|x_i| + (0.5 + 1e-4) d_b) =: mag
+// (|d code| <= |w| + off). With at most k roundings on the way to an output (scale products, the running
+// sum, the lanes' sum, the offset term, the bias), |rounding| <= gamma_k (mag + |bias|): k = nb + 8 for
+// Q8_0/Q4_0 (one float term per block), 2 nb + 8 for the others (their scalar kernels add a block's
+// offset term separately; the AVX2 ones add at most nb + nb / 8 terms per lane).
 struct Reference {
     std::vector<double> y, bound;
     std::vector<double> rounding;  // the float-rounding part of bound
@@ -343,6 +642,7 @@ struct Reference {
 
 static Reference reference(const TestWeight &w, const std::vector<float> &x, int64_t nt, const float *bias) {
     const int64_t n = w.n_in, nb = n / 32;
+    const bool quant = is_quant(w.type);
     Reference ref;
     ref.y.resize(static_cast<size_t>(nt * w.n_out));
     ref.bound.resize(ref.y.size());
@@ -357,31 +657,30 @@ static Reference reference(const TestWeight &w, const std::vector<float> &x, int
         }
     for (int64_t t = 0; t < nt; ++t)
         for (int64_t o = 0; o < w.n_out; ++o) {
-            const float *wr = w.deq.data() + o * n;
+            const double *wr = w.exact.data() + o * n;
+            const double *wo = w.off.data() + o * n;
             const float *xr = x.data() + t * n;
-            double s = 0, sa = 0, qerr = 0, sa4 = 0;
+            double s = 0, sa = 0, qerr = 0, mag = 0;
             // Quantized types: n_in is whole blocks. Float types may have a partial last "block" (the
             // n_in = 172 shapes), which only the plain sums below see.
             for (int64_t b = 0; b * 32 < n; ++b) {
+                const double xe = quant ? (0.5 + 1e-4) * dx[t * nb + b] : 0.0;
                 double wa = 0;
-                const double d4 = w.type == DType::Q4_0
-                    ? std::fabs(fp16_to_fp32(reinterpret_cast<const BlockQ4_0 *>(w.data.data() + static_cast<size_t>(o) * w.view().row_bytes)[b].d))
-                    : 0.0;
                 for (int64_t i = b * 32; i < (b + 1) * 32 && i < n; ++i) {
-                    s += static_cast<double>(wr[i]) * xr[i];
-                    sa += std::fabs(static_cast<double>(wr[i]) * xr[i]);
-                    sa4 += (std::fabs(static_cast<double>(wr[i])) + 16 * d4) * std::fabs(xr[i]);
-                    wa += std::fabs(static_cast<double>(wr[i]));
+                    s += wr[i] * xr[i];
+                    sa += std::fabs(wr[i] * xr[i]);
+                    mag += (std::fabs(wr[i]) + 2 * wo[i]) * (std::fabs(xr[i]) + xe);
+                    wa += std::fabs(wr[i]);
                 }
-                if (is_quant(w.type)) qerr += (0.5 + 1e-4) * dx[t * nb + b] * wa;
+                qerr += xe * wa;
             }
             const double bb = bias ? bias[o] : 0.0;
             const size_t k = static_cast<size_t>(t * w.n_out + o);
             ref.y[k] = s + bb;
             ref.sum_abs[k] = sa;
-            if (is_quant(w.type)) {
-                const double mag = w.type == DType::Q4_0 ? sa4 + qerr * 17 : sa + qerr;
-                ref.rounding[k] = (nb + 8) * kU * (mag + std::fabs(bb)) * 1.01;
+            if (quant) {
+                const double depth = w.type == DType::Q8_0 || w.type == DType::Q4_0 ? nb + 8 : 2 * nb + 8;
+                ref.rounding[k] = depth * kU * (mag + std::fabs(bb)) * 1.01;
                 ref.bound[k] = qerr + ref.rounding[k];
             } else {
                 ref.rounding[k] = (n / 8 + 8) * kU * (sa + std::fabs(bb)) * 1.01;
@@ -391,12 +690,11 @@ static Reference reference(const TestWeight &w, const std::vector<float> &x, int
     return ref;
 }
 
-static const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
-
-// Every weight type x n_in {32, 64, (172), 288, 768, 4096} x n_out {1, 7, 288, 513} x n_tokens {1, 3, 17},
-// bias on every other shape. Each output is held to its bound from reference(); the two variants must
-// also agree within twice the rounding part of it (they compute the same exact block sums from the same
-// quantized activations and differ only in the order of float additions).
+// Every weight type x n_in {32, 64, (172), 256, 288, 768, 4096} (those that are whole blocks of the type)
+// x n_out {1, 7, 288, 513} x n_tokens {1, 3, 17}, bias on every other shape. Each output is held to its
+// bound from reference(); the two variants must also agree within twice the rounding part of it (they
+// compute the same exact block sums from the same quantized activations and differ only in the order
+// of float additions).
 static void test_matmul(void **) {
     auto pool_owner = make_pool(2);
     ThreadPool &pool = *pool_owner;
@@ -404,7 +702,7 @@ static void test_matmul(void **) {
     uint64_t st = 7;
     // 172 (not whole blocks, nor a multiple of 8: the scalar tails) only for the float types, which
     // allow any row length (stories260K's FFN has 172).
-    const int64_t n_ins[] = {32, 64, 172, 288, 768, 4096};
+    const int64_t n_ins[] = {32, 64, 172, 256, 288, 768, 4096};
     const int64_t n_outs[] = {1, 7, 288, 513};
     const int64_t n_toks[] = {1, 3, 17};
     for (DType type : kAllTypes) {
@@ -412,7 +710,7 @@ static void test_matmul(void **) {
         int shape = 0;
         for (int64_t n_in : n_ins)
             for (int64_t n_out : n_outs) {
-                if (n_in % 32 != 0 && is_quant(type)) continue;
+                if (n_in % ref_block_size(type) != 0 || (is_quant(type) && n_in % 32 != 0)) continue;
                 const TestWeight w = make_weight(type, n_out, n_in, &st);
                 for (int64_t nt : n_toks) {
                     std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * n_in), -1, 1);
@@ -438,23 +736,35 @@ static void test_matmul(void **) {
                         const double agree = 2 * ref.rounding[i];
                         if (!(std::fabs(y[0][i] - y[1][i]) <= agree))
                             fail_msg("%s variants disagree: %.9g vs %.9g (allowed %g)", dtype_name(type), y[0][i], y[1][i], agree);
-                        if (n_in == 288) worst_rel = std::fmax(worst_rel, std::fabs(y[1][i] - ref.y[i]) / ref.sum_abs[i]);
+                        if (n_in == 768) worst_rel = std::fmax(worst_rel, std::fabs(y[1][i] - ref.y[i]) / ref.sum_abs[i]);
                     }
                 }
             }
-        print_message("matmul %-5s ok; worst |err| / sum|w x| at n_in 288: %.2e\n", dtype_name(type), worst_rel);
+        print_message("matmul %-5s ok; worst |err| / sum|w x| at n_in 768: %.2e\n", dtype_name(type), worst_rel);
     }
 }
 
 // matmul_multi over several weights (mixed types, with and without bias) gives exactly what separate
 // matmuls give: the per-output summation order does not depend on how rows are grouped or split, so
-// equality is exact. Likewise the thread count (1, 2, 3) does not change any result.
+// equality is exact. Likewise the thread count (1, 2, 3) does not change any result. Three groups
+// cover every quantized type (the K-quants need n_in in whole super-blocks).
 static void test_matmul_multi(void **) {
     Scratch scratch;
     uint64_t st = 99;
-    const int64_t n_in = 288;
-    const TestWeight w[4] = {make_weight(DType::Q8_0, 288, n_in, &st), make_weight(DType::Q8_0, 97, n_in, &st),
-                             make_weight(DType::Q4_0, 130, n_in, &st), make_weight(DType::F16, 7, n_in, &st)};
+    struct Group {
+        int64_t n_in;
+        DType type[4];
+        int64_t n_out[4];
+    };
+    const Group groups[] = {
+        {288, {DType::Q8_0, DType::Q8_0, DType::Q4_0, DType::F16}, {288, 97, 130, 7}},
+        {512, {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1}, {130, 97, 64, 33}},
+        {256, {DType::Q5_0, DType::Q5_1, DType::Q6_K, DType::Q4_K}, {41, 100, 256, 7}},
+    };
+    for (const Group &g : groups) {
+    const int64_t n_in = g.n_in;
+    const TestWeight w[4] = {make_weight(g.type[0], g.n_out[0], n_in, &st), make_weight(g.type[1], g.n_out[1], n_in, &st),
+                             make_weight(g.type[2], g.n_out[2], n_in, &st), make_weight(g.type[3], g.n_out[3], n_in, &st)};
     for (int64_t nt : {1, 5, 17}) {
         const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * n_in), -1, 1);
         std::vector<float> bias[4], sep[4], multi[4];
@@ -478,11 +788,12 @@ static void test_matmul_multi(void **) {
                         matmul(pool, scratch, views[i], x.data(), nt, sep[i].data(), bp[i]);
                     }
                     if (std::memcmp(sep[i].data(), multi[i].data(), sep[i].size() * sizeof(float)) != 0)
-                        fail_msg("%s: matmul_multi weight %d (%d threads, %lld tokens) differs from matmul", isa_name(), i,
-                                 threads, (long long)nt);
+                        fail_msg("%s: matmul_multi weight %d (%s, %d threads, %lld tokens) differs from matmul", isa_name(), i,
+                                 dtype_name(w[i].type), threads, (long long)nt);
                 }
             }
         });
+    }
     }
 }
 
@@ -911,16 +1222,17 @@ static void test_attention_layout(void **) {
     }
 }
 
-// get_rows returns exactly the dequantized rows asked for (ids repeat and come in any order).
+// get_rows returns exactly the dequantized rows asked for (ids repeat and come in any order); those are
+// checked against the layouts by test_dequantize.
 static void test_get_rows(void **) {
     uint64_t st = 12;
     for (DType type : kAllTypes) {
-        const TestWeight w = make_weight(type, 10, 64, &st);
+        const TestWeight w = make_weight(type, 10, 256, &st);
         const int32_t ids[] = {3, 0, 9, 3};
-        std::vector<float> out(4 * 64, NAN);
+        std::vector<float> out(4 * 256, NAN);
         get_rows(w.view(), ids, 4, out.data());
         for (int t = 0; t < 4; ++t)
-            assert_memory_equal(out.data() + t * 64, w.deq.data() + ids[t] * 64, 64 * sizeof(float));
+            assert_memory_equal(out.data() + t * 256, w.deq.data() + ids[t] * 256, 256 * sizeof(float));
     }
 }
 
@@ -1027,6 +1339,24 @@ static void bench_one(ThreadPool &pool, Scratch &scratch, const TestWeight &w, i
 static void test_bench(void **) {
     const char *env = std::getenv("EMBER_KERNEL_BENCH");
     if (!env || !*env || *env == '0') return;
+    // The quantized formats at a TinyLlama shape (2048 -> 2048): decode (1 token) and prefill (64).
+    if (std::strstr(env, "formats")) {
+        uint64_t st = 2;
+        Scratch scratch;
+        const char *only = std::strchr(env, ':');  // formats:Q4_K,Q6_K runs those alone
+        for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+            if (only && !std::strstr(only, dtype_name(type))) continue;
+            const TestWeight w = make_weight(type, 2048, 2048, &st);
+            for_each_variant([&](int v) {
+                for (int threads : {1, 2}) {
+                    auto pool_owner = make_pool(threads);
+                    if (v == 1 || threads == 1) bench_one(*pool_owner, scratch, w, 1);
+                    if (v == 1) bench_one(*pool_owner, scratch, w, 64);
+                }
+            });
+        }
+        return;
+    }
     uint64_t st = 1;
     const TestWeight big = make_weight(DType::Q8_0, 32000, 288, &st);
     const TestWeight ffn = make_weight(DType::Q8_0, 768, 288, &st);
@@ -1052,9 +1382,13 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp16_exhaustive),
         cmocka_unit_test(test_fp16_rounding),
+        cmocka_unit_test(test_fp16_directed),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_quant_q8_0),
         cmocka_unit_test(test_quant_q4_0),
+        cmocka_unit_test(test_block_layouts),
+        cmocka_unit_test(test_quant_formats),
+        cmocka_unit_test(test_dequantize),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_rms_norm),

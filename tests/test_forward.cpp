@@ -4,7 +4,7 @@
 // and every weight type. Both the prefill (batched) and decode (one token at a time) paths are checked.
 //
 // The reference stores K and V rounded to f16, as the f16 KV cache does, and reads weights exactly as
-// stored (dequantized), so what remains is float32 rounding inside the kernels, plus, for Q8_0/Q4_0
+// stored (dequantized), so what remains is float32 rounding inside the kernels, plus, for quantized
 // weights, the 8-bit quantization of activations that the integer dot products use.
 #include "test_util.h"
 
@@ -230,6 +230,70 @@ void test_qwen2_q4_0(void **) {
     check_model(s, 2e-2, "qwen2 Q4_0");
 }
 
+// The K-quant mix: Q4_K, with Q6_K for the output matrix and for attn_v/ffn_down in layers 0 and 2
+// (model/synthetic.cpp's recipe), so both K-quant kernels and the mix's bookkeeping run in one model.
+// Rows must be whole 256-element super-blocks: n_embd 256, n_ff 512. The weights now carry 4-6 bits,
+// but the reference reads them exactly as stored, so what remains is the same 8-bit activation
+// quantization as for Q8_0/Q4_0, over one more layer: 2e-2.
+void test_llama_q4_k_m(void **) {
+    SyntheticSpec s;
+    s.mix = WeightMix::Q4_K_M;
+    s.n_embd = 256;
+    s.n_ff = 512;
+    s.n_layer = 3;
+    s.tied_output = false;
+    TempFile file(synthetic_model_gguf(s));
+    auto model = Model::load(file.path, LoadOptions{});
+    const ModelDesc &d = model->desc();
+    assert_int_equal(static_cast<int>(d.tok_embd->type), static_cast<int>(DType::Q4_K));
+    assert_int_equal(static_cast<int>(d.output->type), static_cast<int>(DType::Q6_K));
+    for (size_t l = 0; l < d.layers.size(); ++l) {
+        const DType more = l == 1 ? DType::Q4_K : DType::Q6_K;
+        assert_int_equal(static_cast<int>(d.layers[l].wv->type), static_cast<int>(more));
+        assert_int_equal(static_cast<int>(d.layers[l].ffn_down->type), static_cast<int>(more));
+        assert_int_equal(static_cast<int>(d.layers[l].wq->type), static_cast<int>(DType::Q4_K));
+        assert_int_equal(static_cast<int>(d.layers[l].ffn_up->type), static_cast<int>(DType::Q4_K));
+    }
+    check_model(s, 2e-2, "llama Q4_K_M mix (Q4_K + Q6_K), 3 layers");
+}
+
+// Q5_K throughout (the other K-quant with mins, and its fifth bits), with qwen2's biases and NEOX rope.
+void test_qwen2_q5_k(void **) {
+    SyntheticSpec s;
+    s.arch = "qwen2";
+    s.qkv_bias = true;
+    s.type = DType::Q5_K;
+    s.n_embd = 256;
+    s.n_head = 8;
+    s.n_ff = 256;
+    s.tied_output = false;
+    check_model(s, 2e-2, "qwen2 Q5_K, GQA 8/2");
+}
+
+// The legacy formats; 64 and 96 are not whole K-quant super-blocks, so a K-quant type here would fall
+// back to these anyway.
+void test_llama_q4_1(void **) {
+    SyntheticSpec s;
+    s.type = DType::Q4_1;
+    check_model(s, 2e-2, "llama Q4_1");
+}
+
+void test_qwen2_q5_0(void **) {
+    SyntheticSpec s;
+    s.arch = "qwen2";
+    s.qkv_bias = true;
+    s.type = DType::Q5_0;
+    s.tied_output = false;
+    check_model(s, 2e-2, "qwen2 Q5_0");
+}
+
+void test_llama_q5_1(void **) {
+    SyntheticSpec s;
+    s.type = DType::Q5_1;
+    s.n_head_kv = 4;
+    check_model(s, 2e-2, "llama Q5_1, MHA");
+}
+
 void test_missing_bias_is_an_error(void **) {
     // qwen2 requires Q/K/V biases: a file without them must be refused, naming the tensor.
     SyntheticSpec s;
@@ -254,6 +318,11 @@ int main() {
         cmocka_unit_test(test_llama_bf16_mha),
         cmocka_unit_test(test_llama_q8_0),
         cmocka_unit_test(test_qwen2_q4_0),
+        cmocka_unit_test(test_llama_q4_k_m),
+        cmocka_unit_test(test_qwen2_q5_k),
+        cmocka_unit_test(test_llama_q4_1),
+        cmocka_unit_test(test_qwen2_q5_0),
+        cmocka_unit_test(test_llama_q5_1),
         cmocka_unit_test(test_missing_bias_is_an_error),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);

@@ -71,4 +71,70 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+constexpr int QK4_1 = 32;
+struct BlockQ4_1 {
+    uint16_t d;              // scale
+    uint16_t m;              // offset (the block's minimum)
+    uint8_t qs[QK4_1 / 2];   // nibbles placed as in Q4_0; value = d * nibble + m
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+// Q5_0/Q5_1: Q4_0/Q4_1's nibbles plus a fifth bit per element: bit j of qh (read as a little-endian
+// 32-bit word) is bit 4 of element j's code.
+constexpr int QK5_0 = 32;
+struct BlockQ5_0 {
+    uint16_t d;              // scale
+    uint8_t qh[4];           // bit 4 of each code
+    uint8_t qs[QK5_0 / 2];   // bits 0..3, placed as in Q4_0; value = d * (code - 16)
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+constexpr int QK5_1 = 32;
+struct BlockQ5_1 {
+    uint16_t d;              // scale
+    uint16_t m;              // offset
+    uint8_t qh[4];           // bit 4 of each code
+    uint8_t qs[QK5_1 / 2];   // bits 0..3; value = d * code + m
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// ---- K-quants: super-blocks of 256 elements --------------------------------------------------------
+constexpr int QK_K = 256;
+
+// Q4_K: 8 sub-blocks of 32, each with a 6-bit scale sc and a 6-bit min m, packed into 12 bytes:
+// for j < 4, sc_j = scales[j] & 63 and m_j = scales[j + 4] & 63; for j >= 4, sc_j is the low nibble of
+// scales[j + 4] with the top two bits of scales[j - 4] above it, and m_j the high nibble of
+// scales[j + 4] with the top two bits of scales[j] above it. value = d * sc_j * code - dmin * m_j.
+// Codes: 32-byte group g of qs holds sub-block 2g in its low nibbles and sub-block 2g + 1 in its high
+// nibbles (element l of each in byte l).
+struct BlockQ4_K {
+    uint16_t d;              // scale of the sub-block scales
+    uint16_t dmin;           // scale of the sub-block mins
+    uint8_t scales[12];
+    uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// Q5_K: Q4_K plus a fifth bit: bit j of qh[l] is bit 4 of element l of sub-block j.
+struct BlockQ5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
+// Q6_K: 16 sub-blocks of 16 with a signed 8-bit scale each; value = d * scales[i / 16] * (code - 32)
+// for element i, code 6 bits. Each half h (elements 128h ..) uses ql[64h ..], qh[32h ..]; its element
+// 32k + l (k < 4, l < 32) has bits 0..3 in ql[64h + 32 (k & 1) + l] (low nibble for k < 2, high for
+// k >= 2) and bits 4..5 in bits 2k, 2k + 1 of qh[32h + l].
+struct BlockQ6_K {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
 } // namespace ember

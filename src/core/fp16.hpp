@@ -59,4 +59,20 @@ inline uint16_t fp32_to_bf16(float f) {
     return static_cast<uint16_t>(x >> 16);
 }
 
+// The largest half <= f and the smallest half >= f, for finite f within the half range (|f| <= 65504).
+// Quantizers store scales and offsets this way when the stored value must not fall short of the
+// range it has to cover (see cpu/quant.cpp).
+inline uint16_t fp32_to_fp16_floor(float f) {
+    uint16_t h = fp32_to_fp16(f);
+    if (fp16_to_fp32(h) > f) h = (h & 0x8000u) ? static_cast<uint16_t>(h + 1)          // more negative
+                               : (h == 0 ? uint16_t{0x8001} : static_cast<uint16_t>(h - 1));
+    return h;
+}
+inline uint16_t fp32_to_fp16_ceil(float f) {
+    uint16_t h = fp32_to_fp16(f);
+    if (fp16_to_fp32(h) < f) h = (h & 0x8000u) ? (h == 0x8000u ? uint16_t{0x0001} : static_cast<uint16_t>(h - 1))
+                               : static_cast<uint16_t>(h + 1);
+    return h;
+}
+
 } // namespace ember

@@ -15,7 +15,8 @@ namespace {
 const KernelTable kScalar = {
     "scalar",
     {matmul_rows_f32_scalar, matmul_rows_f16_scalar, matmul_rows_bf16_scalar, matmul_rows_q8_0_scalar,
-     matmul_rows_q4_0_scalar},
+     matmul_rows_q4_0_scalar, matmul_rows_q4_1_scalar, matmul_rows_q5_0_scalar, matmul_rows_q5_1_scalar,
+     matmul_rows_q4_k_scalar, matmul_rows_q5_k_scalar, matmul_rows_q6_k_scalar},
     quantize_acts_scalar,
     attend_head_scalar,
     attend_head_q8_0_scalar,
@@ -27,7 +28,8 @@ const KernelTable kScalar = {
 const KernelTable kAvx2 = {
     "avx2",
     {matmul_rows_f32_avx2, matmul_rows_f16_avx2, matmul_rows_bf16_avx2, matmul_rows_q8_0_avx2,
-     matmul_rows_q4_0_avx2},
+     matmul_rows_q4_0_avx2, matmul_rows_q4_1_avx2, matmul_rows_q5_0_avx2, matmul_rows_q5_1_avx2,
+     matmul_rows_q4_k_avx2, matmul_rows_q5_k_avx2, matmul_rows_q6_k_avx2},
     quantize_acts_avx2,
     attend_head_avx2,
     attend_head_q8_0_avx2,

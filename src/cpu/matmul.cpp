@@ -38,11 +38,18 @@ WeightKind weight_kind(DType t) {
     case DType::BF16: return detail::kWBF16;
     case DType::Q8_0: return detail::kWQ8_0;
     case DType::Q4_0: return detail::kWQ4_0;
+    case DType::Q4_1: return detail::kWQ4_1;
+    case DType::Q5_0: return detail::kWQ5_0;
+    case DType::Q5_1: return detail::kWQ5_1;
+    case DType::Q4_K: return detail::kWQ4_K;
+    case DType::Q5_K: return detail::kWQ5_K;
+    case DType::Q6_K: return detail::kWQ6_K;
     default: fail(EMBER_ERR_UNSUPPORTED, "cpu matmul: weight type %s is not supported", dtype_name(t));
     }
 }
 
-bool is_quantized(WeightKind k) { return k == detail::kWQ8_0 || k == detail::kWQ4_0; }
+// Every kind after the float ones multiplies against the quantized activations.
+bool is_quantized(WeightKind k) { return k >= detail::kWQ8_0; }
 
 // Scratch layout for n_tokens quantized rows of n_in: int8 values, then per-block scales, then per-block
 // sums, each 64-byte aligned (one function, so the memory estimate and the kernel agree).
@@ -118,7 +125,8 @@ void check_weight(const WeightView &w, int64_t n_in) {
     if (w.n_in != n_in)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cpu matmul: weights disagree on the input size (%lld vs %lld)",
              static_cast<long long>(w.n_in), static_cast<long long>(n_in));
-    if (is_quantized(weight_kind(w.type)) && w.n_in % 32 != 0)
+    // Quantized rows must be whole blocks of their type (32 or 256), and so whole activation blocks.
+    if (is_quantized(weight_kind(w.type)) && w.n_in % dtype_info(w.type).block_size != 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cpu matmul: %s row of %lld elements is not whole blocks", dtype_name(w.type),
              static_cast<long long>(w.n_in));
 }

@@ -1,8 +1,10 @@
 // quant.cpp — conversions between f32 and the stored weight types (scalar; none is on a hot path except
-// the activation quantizer, which has an AVX2 twin in vec_dot_avx2.cpp).
+// the activation quantizer, which has an AVX2 twin in vec_dot_avx2.cpp). The K-quants' own conversions
+// are in quant_k.cpp.
 #include "core/error.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/quant_k.hpp"
 #include "cpu/vec_dot.hpp"
 
 #include <cmath>
@@ -15,6 +17,85 @@ namespace {
 // Round to nearest, ties to even (the default FP environment), as _mm256_round_ps does in the AVX2
 // variant, so both variants produce the same integers.
 inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
+
+// Bit 4 of element j's code in a Q5_0/Q5_1 block.
+inline int q5_high_bit(const uint8_t *qh, int j) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    return static_cast<int>((h >> j) & 1) << 4;
+}
+
+// Q4_1/Q5_1 (value = d * code + m, code 0..kMax): m is the block's minimum rounded down to a half and d
+// its range over kMax rounded up, so (x - m) / d lies in [0, kMax] and every element rounds to within
+// d / 2 (no clamping is ever needed beyond float noise). llama.cpp rounds both to nearest, which can
+// leave the extremes a little outside the representable range; either way the block is valid.
+template <int kMax, class Block>
+void quantize_affine(const float *x, Block &b, uint8_t *code) {
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < 32; ++j) {
+        lo = std::fmin(lo, x[j]);
+        hi = std::fmax(hi, x[j]);
+    }
+    b.m = fp32_to_fp16_floor(lo);
+    const float m = fp16_to_fp32(b.m);
+    b.d = fp32_to_fp16_ceil((hi - m) / kMax);
+    const float d = fp16_to_fp32(b.d);
+    for (int j = 0; j < 32; ++j) {
+        int q = d > 0 ? round_even((x[j] - m) / d) : 0;
+        code[j] = static_cast<uint8_t>(q < 0 ? 0 : (q > kMax ? kMax : q));
+    }
+}
+
+// Low nibbles of 32 codes in Q4_0's placement (element j < 16 low, j + 16 high nibble of qs[j]).
+void pack_nibbles(const uint8_t *code, uint8_t *qs) {
+    for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((code[j] & 15) | (code[j + 16] & 15) << 4);
+}
+void pack_high_bits(const uint8_t *code, uint8_t *qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < 32; ++j) h |= static_cast<uint32_t>(code[j] >> 4) << j;
+    std::memcpy(qh, &h, 4);
+}
+
+void quantize_row_q4_1(const float *src, BlockQ4_1 *dst, int64_t n) {
+    uint8_t code[32];
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        quantize_affine<15>(src + ib * 32, dst[ib], code);
+        pack_nibbles(code, dst[ib].qs);
+    }
+}
+
+void quantize_row_q5_1(const float *src, BlockQ5_1 *dst, int64_t n) {
+    uint8_t code[32];
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        quantize_affine<31>(src + ib * 32, dst[ib], code);
+        pack_nibbles(code, dst[ib].qs);
+        pack_high_bits(code, dst[ib].qh);
+    }
+}
+
+// Q5_0 like Q4_0 (see quantize_row_q4_0) with codes 0..31 standing for -16..15 times d.
+void quantize_row_q5_0(const float *src, BlockQ5_0 *dst, int64_t n) {
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const float *x = src + ib * 32;
+        float amax = 0, max = 0;
+        for (int j = 0; j < 32; ++j) {
+            if (std::fabs(x[j]) > amax) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        }
+        dst[ib].d = fp32_to_fp16(max / -16.0f);
+        const float d = fp16_to_fp32(dst[ib].d);
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        uint8_t code[32];
+        for (int j = 0; j < 32; ++j) {
+            const int q = round_even(x[j] * id + 16.0f);
+            code[j] = static_cast<uint8_t>(q < 0 ? 0 : (q > 31 ? 31 : q));
+        }
+        pack_nibbles(code, dst[ib].qs);
+        pack_high_bits(code, dst[ib].qh);
+    }
+}
 
 } // namespace
 
@@ -53,8 +134,62 @@ void dequantize_row(DType type, const void *src, float *dst, int64_t n) {
         }
         return;
     }
+    case DType::Q4_1: {
+        // d * code is exact (11 + 4 significant bits): one rounding per element, in the addition.
+        const auto *b = static_cast<const BlockQ4_1 *>(src);
+        for (int64_t ib = 0; ib < n / QK4_1; ++ib) {
+            const float d = fp16_to_fp32(b[ib].d), m = fp16_to_fp32(b[ib].m);
+            float *o = dst + ib * QK4_1;
+            for (int j = 0; j < QK4_1 / 2; ++j) {
+                o[j] = d * static_cast<float>(b[ib].qs[j] & 0x0f) + m;
+                o[j + QK4_1 / 2] = d * static_cast<float>(b[ib].qs[j] >> 4) + m;
+            }
+        }
+        return;
+    }
+    case DType::Q5_0: {
+        const auto *b = static_cast<const BlockQ5_0 *>(src);
+        for (int64_t ib = 0; ib < n / QK5_0; ++ib) {
+            const float d = fp16_to_fp32(b[ib].d);
+            float *o = dst + ib * QK5_0;
+            for (int j = 0; j < QK5_0 / 2; ++j) {
+                o[j] = d * static_cast<float>(((b[ib].qs[j] & 0x0f) | q5_high_bit(b[ib].qh, j)) - 16);
+                o[j + 16] = d * static_cast<float>(((b[ib].qs[j] >> 4) | q5_high_bit(b[ib].qh, j + 16)) - 16);
+            }
+        }
+        return;
+    }
+    case DType::Q5_1: {
+        const auto *b = static_cast<const BlockQ5_1 *>(src);
+        for (int64_t ib = 0; ib < n / QK5_1; ++ib) {
+            const float d = fp16_to_fp32(b[ib].d), m = fp16_to_fp32(b[ib].m);
+            float *o = dst + ib * QK5_1;
+            for (int j = 0; j < QK5_1 / 2; ++j) {
+                o[j] = d * static_cast<float>((b[ib].qs[j] & 0x0f) | q5_high_bit(b[ib].qh, j)) + m;
+                o[j + 16] = d * static_cast<float>((b[ib].qs[j] >> 4) | q5_high_bit(b[ib].qh, j + 16)) + m;
+            }
+        }
+        return;
+    }
+    case DType::Q4_K: detail::dequantize_row_q4_k(static_cast<const BlockQ4_K *>(src), dst, n); return;
+    case DType::Q5_K: detail::dequantize_row_q5_k(static_cast<const BlockQ5_K *>(src), dst, n); return;
+    case DType::Q6_K: detail::dequantize_row_q6_k(static_cast<const BlockQ6_K *>(src), dst, n); return;
     default:
         fail(EMBER_ERR_UNSUPPORTED, "cpu: cannot dequantize tensor type %s", dtype_name(type));
+    }
+}
+
+void quantize_row(DType type, const float *src, void *dst, int64_t n) {
+    switch (type) {
+    case DType::Q8_0: quantize_row_q8_0(src, static_cast<BlockQ8_0 *>(dst), n); return;
+    case DType::Q4_0: quantize_row_q4_0(src, static_cast<BlockQ4_0 *>(dst), n); return;
+    case DType::Q4_1: quantize_row_q4_1(src, static_cast<BlockQ4_1 *>(dst), n); return;
+    case DType::Q5_0: quantize_row_q5_0(src, static_cast<BlockQ5_0 *>(dst), n); return;
+    case DType::Q5_1: quantize_row_q5_1(src, static_cast<BlockQ5_1 *>(dst), n); return;
+    case DType::Q4_K: detail::quantize_row_q4_k(src, static_cast<BlockQ4_K *>(dst), n); return;
+    case DType::Q5_K: detail::quantize_row_q5_k(src, static_cast<BlockQ5_K *>(dst), n); return;
+    case DType::Q6_K: detail::quantize_row_q6_k(src, static_cast<BlockQ6_K *>(dst), n); return;
+    default: fail(EMBER_ERR_UNSUPPORTED, "cpu: no quantizer for tensor type %s", dtype_name(type));
     }
 }
 

@@ -30,14 +30,16 @@ struct MatmulJob {
     int64_t n_in = 0;
     int64_t n_tokens = 0;
     const float *x = nullptr;    // f32 activations (F32/F16/BF16 weights), row stride n_in
-    QuantActs xq;                // quantized activations (Q8_0/Q4_0 weights)
+    QuantActs xq;                // quantized activations (quantized weights)
     float *y = nullptr;          // output, row stride y_stride (= n_out)
     int64_t y_stride = 0;
     const float *bias = nullptr;
 };
 using MatmulRowsFn = void (*)(const MatmulJob &job, int64_t r0, int64_t r1);
 
-enum WeightKind : int { kWF32 = 0, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWeightKinds };
+// The float kinds first: every kind from kWQ8_0 on takes the quantized activations (matmul.cpp relies on
+// the order).
+enum WeightKind : int { kWF32 = 0, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWQ4_1, kWQ5_0, kWQ5_1, kWQ4_K, kWQ5_K, kWQ6_K, kWeightKinds };
 
 // One (token, head) pair of attention over a paged cache: positions 0..n_keys-1, position j in row
 // j % block_size of block table[j / block_size]. Row n of the cache starts kv_stride bytes after row
@@ -78,6 +80,12 @@ void matmul_rows_f16_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_bf16_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q8_0_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_1_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q5_0_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q5_1_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_k_scalar(const MatmulJob &, int64_t, int64_t);  // vec_dot_k_scalar.cpp
+void matmul_rows_q5_k_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q6_k_scalar(const MatmulJob &, int64_t, int64_t);
 void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 void attend_head_scalar(const AttnHead &a);
 void attend_head_q8_0_scalar(const AttnHead &a);
@@ -90,6 +98,12 @@ void matmul_rows_f16_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_bf16_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q8_0_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_1_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q5_0_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q5_1_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_k_avx2(const MatmulJob &, int64_t, int64_t);  // vec_dot_k_avx2.cpp
+void matmul_rows_q5_k_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q6_k_avx2(const MatmulJob &, int64_t, int64_t);
 void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 void attend_head_avx2(const AttnHead &a);
 void attend_head_q8_0_avx2(const AttnHead &a);

@@ -11,31 +11,13 @@
 // Each output keeps its own 8-lane accumulator, updated in the same order whatever the tile shape, so
 // a result does not depend on how rows were split into tiles or across threads.
 #include "core/dtype.hpp"
+#include "cpu/matmul_avx2.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
-
-#include <utility>
 
 namespace ember::cpu::detail {
 
 namespace {
-
-// Decode (T = 1) streams each weight once, mostly from DRAM: a whole model does not stay in L3 between
-// tokens. The kernel is then too slow for the hardware prefetcher to keep enough lines in flight, so
-// the tile prefetches the weight bytes kPrefetchBytes ahead of where it reads, at the rate it consumes
-// them (a tile's rows are adjacent in memory, so "ahead" is simply further along the matrix).
-// Measured, Q8_0 288 x 160000 (46 MB): 13.8 -> 20.6 GB/s on one thread, 23 -> 40 GB/s on two; 4 KiB is
-// about DRAM latency times that rate with a margin (1 KiB: 16 GB/s, 8-16 KiB: no better).
-constexpr int64_t kPrefetchBytes = 4096;
-
-// Prefetches the lines a tile of R rows consumes at step `step`, when each row consumes `bytes` per
-// step, kPrefetchBytes ahead of `row0`. Prefetches never fault, so running past the end is harmless.
-template <int R, int bytes>
-inline void prefetch_step(const void *row0, int64_t step) {
-    const char *p = static_cast<const char *>(row0) + kPrefetchBytes + step * (R * bytes);
-#pragma GCC unroll 8
-    for (int k = 0; k <= R * bytes / 64; ++k) _mm_prefetch(p + 64 * k, _MM_HINT_T0);
-}
 
 // ---- Q8_0 weights x Q8 activations -------------------------------------------------------------------
 // _mm256_maddubs_epi16 multiplies unsigned by signed bytes, and both operands here are signed. The sign
@@ -93,17 +75,9 @@ struct Q8_0 {
     // which cost a load slot rather than an ALU slot: per (row, block) 1 ALU op where a scalar convert,
     // multiply and broadcast take 4. Measured on Zen 3 (decode tile): 4.2 instead of 4.4 cycles per
     // row-block; the rest is the integer products (maddubs + madd alone take 2.7).
-    // The lane index of _mm_insert_epi16 must be a constant expression at every optimisation level, so
-    // the R - 1 inserts are expanded from an index sequence rather than a loop.
-    template <class Block, int R, size_t... I>
-    static __m128i gather_scales(const Block *const (&w)[R], int64_t b, std::index_sequence<I...>) {
-        __m128i h = _mm_cvtsi32_si128(w[0][b].d);
-        ((h = _mm_insert_epi16(h, w[I + 1][b].d, static_cast<int>(I + 1))), ...);
-        return h;
-    }
     template <class Block, int R, int T>
     static void block_scales_impl(const Block *const (&w)[R], int64_t b, const float *const (&xd)[T], float (&sc)[T][4]) {
-        const __m128 dw = _mm_cvtph_ps(gather_scales<Block, R>(w, b, std::make_index_sequence<R - 1>{}));
+        const __m128 dw = load_halves<Block, R>(w, b, &Block::d);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) _mm_store_ps(sc[t], _mm_mul_ps(dw, _mm_broadcast_ss(xd[t] + b)));
     }
@@ -192,6 +166,85 @@ struct Q4_0 {
     }
 };
 
+// ---- Q4_1, Q5_0, Q5_1 weights x Q8 activations -------------------------------------------------------
+// Q4_0's scheme (unsigned codes straight into maddubs, nibbles lined up by the per-lane shift) with two
+// additions. Q5's fifth bit: the 32 bits of qh are spread one per byte (byte k of the broadcast word
+// takes qh byte k / 8 and keeps bit k % 8, as Q4_0's nibble order puts element k in byte k) and OR-ed in
+// as 16. No saturation: 2 * 31 * 127 = 7874. The offset: Q5_0's codes sit 16 above the value as Q4_0's
+// sit 8, taken off as 16 * d_w * d_x * sum x; Q4_1/Q5_1 add m, which contributes m * d_x * sum x. Either
+// way the term is accumulated for the R rows in the lanes of one register per token (corr).
+template <class Block, bool kHigh, bool kMin>
+struct Legacy {
+    static constexpr int kPrefillRows = 4;
+    template <int R, int T>
+    static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
+        static_assert(R <= 4 && T <= kTokTile);
+        const int64_t nb = job.xq.nb;
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        const __m256i shift = _mm256_set_epi64x(4, 4, 0, 0);
+        const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+        const __m256i bit4 = _mm256_set1_epi8(0x10);
+        const Block *w[R];
+        for (int i = 0; i < R; ++i)
+            w[i] = reinterpret_cast<const Block *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
+        const int8_t *xq[T];
+        const float *xd[T];
+        const float *xs[T];
+        for (int t = 0; t < T; ++t) {
+            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
+            xd[t] = job.xq.d + (t0 + t) * nb;
+            xs[t] = job.xq.sum + (t0 + t) * nb;
+        }
+        __m256 acc[R][T];
+        __m128 corr[T];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+            corr[t] = _mm_setzero_ps();
+#pragma GCC unroll 8
+            for (int i = 0; i < R; ++i) acc[i][t] = _mm256_setzero_ps();
+        }
+        alignas(16) float sc[T][4];
+
+        for (int64_t b = 0; b < nb; ++b) {
+            if (T == 1) prefetch_step<R, sizeof(Block)>(w[0], b);
+            Q8_0::block_scales_impl<Block, R, T>(w, b, xd, sc);
+            __m128 mv = _mm_setzero_ps();
+            if constexpr (kMin) mv = load_halves<Block, R>(w, b, &Block::m);
+            __m256i xv[T];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+                xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + b * 32));
+                if constexpr (kMin) corr[t] = _mm_fmadd_ps(mv, _mm_set1_ps(xd[t][b] * xs[t][b]), corr[t]);
+                else corr[t] = _mm_fmadd_ps(_mm_load_ps(sc[t]), _mm_broadcast_ss(xs[t] + b), corr[t]);
+            }
+#pragma GCC unroll 8
+            for (int i = 0; i < R; ++i) {
+                const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w[i][b].qs));
+                __m256i code = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(raw), shift), low4);
+                if constexpr (kHigh) {
+                    int32_t qh;
+                    __builtin_memcpy(&qh, w[i][b].qh, 4);
+                    const __m256i sel = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(qh), spread), bit);
+                    code = _mm256_or_si256(code, _mm256_and_si256(_mm256_cmpeq_epi8(sel, bit), bit4));
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) {
+                    const __m256i p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(code, xv[t]), ones);
+                    acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_broadcast_ss(&sc[t][i]), acc[i][t]);
+                }
+            }
+        }
+        // store() subtracts c: the offset's 16 * corr for Q5_0, minus the mins' term for Q4_1/Q5_1.
+        alignas(16) float c[T][4];
+        for (int t = 0; t < T; ++t)
+            _mm_store_ps(c[t], kMin ? _mm_sub_ps(_mm_setzero_ps(), corr[t]) : _mm_mul_ps(corr[t], _mm_set1_ps(16.0f)));
+        Q8_0::store<R, T>(job, r, t0, acc, c);
+    }
+};
+
 // ---- float weights x f32 activations -----------------------------------------------------------------
 // 8 elements per step, one FMA per (row, token). Loaders turn 8 stored elements into 8 floats; the
 // n_in % 8 tail is summed in scalar.
@@ -258,34 +311,9 @@ struct Float {
     }
 };
 
-// Decode tiles 4 rows: one activation load serves 4 weight rows. Prefill tiles K::kPrefillRows rows x
-// up to 4 tokens, chosen by measurement on Zen 3 (288 x 768, 64 tokens): for the integer kernels 4 x 4
-// beats 2 x 4 by ~10% although its 16 accumulators spill; for the float kernels 3 x 4 beats 2 x 4 by
-// ~25% and 4 x 4 by ~40%.
-template <class K, int T>
-void rows_for_tokens(const MatmulJob &job, int64_t rb, int64_t re, int64_t t0) {
-    constexpr int R = T == 1 ? 4 : K::kPrefillRows;
-    int64_t r = rb;
-    for (; r + R <= re; r += R) K::template tile<R, T>(job, r, t0);
-    for (; r < re; ++r) K::template tile<1, T>(job, r, t0);
-}
-
-template <class K>
-void drive(const MatmulJob &job, int64_t r0, int64_t r1) {
-    int64_t block = static_cast<int64_t>(kRowBlockBytes / (job.row_bytes ? job.row_bytes : 1));
-    block = block < 4 ? 4 : block & ~int64_t{3};
-    for (int64_t rb = r0; rb < r1; rb += block) {
-        const int64_t re = rb + block < r1 ? rb + block : r1;
-        for (int64_t t0 = 0; t0 < job.n_tokens; t0 += kTokTile) {
-            switch (job.n_tokens - t0 < kTokTile ? job.n_tokens - t0 : kTokTile) {
-            case 1: rows_for_tokens<K, 1>(job, rb, re, t0); break;
-            case 2: rows_for_tokens<K, 2>(job, rb, re, t0); break;
-            case 3: rows_for_tokens<K, 3>(job, rb, re, t0); break;
-            default: rows_for_tokens<K, 4>(job, rb, re, t0); break;
-            }
-        }
-    }
-}
+// Prefill tile shapes (K::kPrefillRows rows x up to 4 tokens), chosen by measurement on Zen 3 (288 x 768,
+// 64 tokens): for the integer kernels 4 x 4 beats 2 x 4 by ~10% although its 16 accumulators spill; for
+// the float kernels 3 x 4 beats 2 x 4 by ~25% and 4 x 4 by ~40%. The driver is in matmul_avx2.hpp.
 
 } // namespace
 
@@ -294,6 +322,9 @@ void matmul_rows_f16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<
 void matmul_rows_bf16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadBF16>>(job, r0, r1); }
 void matmul_rows_q8_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q8_0>(job, r0, r1); }
 void matmul_rows_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q4_0>(job, r0, r1); }
+void matmul_rows_q4_1_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ4_1, false, true>>(job, r0, r1); }
+void matmul_rows_q5_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ5_0, true, false>>(job, r0, r1); }
+void matmul_rows_q5_1_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ5_1, true, true>>(job, r0, r1); }
 
 // Same arithmetic as quantize_acts_scalar (max|x|, 127 / max, multiply, round to nearest even), so both
 // variants produce identical activations.

@@ -8,6 +8,7 @@
 #include "core/fp16.hpp"
 #include "cpu/vec_dot.hpp"
 
+#include <cstring>
 #include <vector>
 
 namespace ember::cpu::detail {
@@ -99,6 +100,56 @@ void matmul_rows_q4_0_scalar(const MatmulJob &job, int64_t r0, int64_t r1) {
             job.y[t * job.y_stride + r] = acc + b;
         }
     }
+}
+
+namespace {
+
+// Q4_1, Q5_0 and Q5_1: per block the integer sum of code * x is exact, and the format's offset enters
+// through the activations' block sum: Q5_0's code - 16 inside the integer sum, Q4_1/Q5_1's m as
+// m * d_x * sum x in float.
+template <class Block, bool kHigh, bool kMin>
+void matmul_rows_legacy(const MatmulJob &job, int64_t r0, int64_t r1) {
+    const int64_t nb = job.xq.nb;
+    for (int64_t r = r0; r < r1; ++r) {
+        const auto *w = reinterpret_cast<const Block *>(job.w + static_cast<size_t>(r) * job.row_bytes);
+        const float b = job.bias ? job.bias[r] : 0.0f;
+        for (int64_t t = 0; t < job.n_tokens; ++t) {
+            const int8_t *xq = job.xq.qs + t * job.n_in;
+            const float *xd = job.xq.d + t * nb;
+            const float *xs = job.xq.sum + t * nb;
+            float acc = 0;
+            for (int64_t ib = 0; ib < nb; ++ib) {
+                const int8_t *xb = xq + ib * 32;
+                uint32_t h = 0;
+                if constexpr (kHigh) std::memcpy(&h, w[ib].qh, 4);
+                int32_t s = 0;
+                for (int j = 0; j < 16; ++j) {
+                    int32_t c0 = w[ib].qs[j] & 0x0f, c1 = w[ib].qs[j] >> 4;
+                    if constexpr (kHigh) {
+                        c0 |= static_cast<int32_t>((h >> j) & 1) << 4;
+                        c1 |= static_cast<int32_t>((h >> (j + 16)) & 1) << 4;
+                    }
+                    if constexpr (!kMin) c0 -= 16, c1 -= 16;
+                    s += c0 * xb[j] + c1 * xb[j + 16];
+                }
+                acc += static_cast<float>(s) * (fp16_to_fp32(w[ib].d) * xd[ib]);
+                if constexpr (kMin) acc += fp16_to_fp32(w[ib].m) * (xd[ib] * xs[ib]);
+            }
+            job.y[t * job.y_stride + r] = acc + b;
+        }
+    }
+}
+
+} // namespace
+
+void matmul_rows_q4_1_scalar(const MatmulJob &job, int64_t r0, int64_t r1) {
+    matmul_rows_legacy<BlockQ4_1, false, true>(job, r0, r1);
+}
+void matmul_rows_q5_0_scalar(const MatmulJob &job, int64_t r0, int64_t r1) {
+    matmul_rows_legacy<BlockQ5_0, true, false>(job, r0, r1);
+}
+void matmul_rows_q5_1_scalar(const MatmulJob &job, int64_t r0, int64_t r1) {
+    matmul_rows_legacy<BlockQ5_1, true, true>(job, r0, r1);
 }
 
 } // namespace ember::cpu::detail

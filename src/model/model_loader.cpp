@@ -32,9 +32,8 @@ float get_f32(const gguf::File &f, const std::string &key, float fallback) {
     return static_cast<float>(*v);
 }
 
-bool is_matmul_type(DType t) {
-    return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
-}
+// The weight types the kernels take (core/dtype.cpp marks them).
+bool is_matmul_type(DType t) { return dtype_info(t).supported; }
 
 } // namespace
 
@@ -153,7 +152,8 @@ void Model::build_desc(const LoadOptions &opts) {
                  matrix ? std::to_string(n_out).c_str() : "");
         if (matrix && !is_matmul_type(t->type))
             fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s, which this build does not support "
-                 "(supported: F32, F16, BF16, Q8_0, Q4_0)", name.c_str(), dtype_name(t->type));
+                 "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", name.c_str(),
+                 dtype_name(t->type));
         if (!matrix && t->type != DType::F32)
             fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s; norms and biases must be F32", name.c_str(),
                  dtype_name(t->type));

@@ -2,7 +2,7 @@
 //
 // For tests (architecture features the shipped real models do not exercise: biases, NEOX rope, rope
 // scaling factors, GQA shapes) and for speed measurements on realistic shapes (a TinyLlama-shaped Q4_0
-// model, say) without downloading anything. The vocabulary is a small SentencePiece-style one.
+// or Q4_K_M model, say) without downloading anything. The vocabulary is a small SentencePiece-style one.
 #pragma once
 
 #include "core/dtype.hpp"
@@ -13,6 +13,9 @@
 
 namespace ember {
 
+// How the matrices' types are chosen: all `type`, or a mix by role (see synthetic.cpp for the recipe).
+enum class WeightMix { Uniform, Q4_K_M };
+
 struct SyntheticSpec {
     std::string arch = "llama";   // "llama" or "qwen2"
     uint32_t n_vocab = 64;        // >= 8
@@ -22,7 +25,9 @@ struct SyntheticSpec {
     uint32_t n_head_kv = 2;
     uint32_t n_ff = 96;
     uint32_t n_ctx = 512;
-    DType type = DType::F32;      // matrices: F32, F16, BF16, Q8_0, Q4_0 (norms and biases stay F32)
+    DType type = DType::F32;      // matrices: F32, F16, BF16 or a quantized type the CPU kernels take (norms
+                                  // and biases stay F32); K-quants need rows of whole 256-blocks, else fall back
+    WeightMix mix = WeightMix::Uniform;  // Q4_K_M: `type` is ignored
     bool tied_output = true;      // no output.weight: the embedding matrix is reused
     bool qkv_bias = false;        // Q/K/V biases (qwen2 requires them)
     bool rope_freqs = false;      // add a rope_freqs.weight tensor (Llama-3 style scaling factors)

@@ -1,0 +1,236 @@
+// vec_dot_k_avx2.cpp — matmul row kernels for the K-quant weights (Q4_K, Q5_K, Q6_K) on AVX2 + FMA +
+// F16C. Compiled with -mavx2 -mfma -mf16c and reached only through the kernel table (see simd_avx2.hpp
+// for why nothing here calls ordinary inline functions from other headers; quant_k.hpp's helper is
+// static for that reason).
+//
+// Same shape as the Q4_0/Q8_0 kernels (the driver in matmul_avx2.hpp: cache blocks of rows, token
+// groups of kTokTile, register tiles of R rows x T tokens, prefetching in decode), stepping a whole
+// super-block of 256 weights at a time. The activations come in blocks of 32 with their own scales, so
+// a super-block meets 8 of them: each 32-element piece is an exact integer dot product, converted once
+// and multiplied by the product of the weight's and the activations' scales for that piece (Q6_K's two
+// 16-element scales per piece are applied in the integers first). Each output keeps one 8-lane
+// accumulator, updated in the same order whatever the tile shape, so results do not depend on how rows
+// and tokens were split.
+#include "core/dtype.hpp"
+#include "cpu/matmul_avx2.hpp"
+#include "cpu/quant_k.hpp"
+#include "cpu/simd_avx2.hpp"
+#include "cpu/vec_dot.hpp"
+
+namespace ember::cpu::detail {
+
+namespace {
+
+// Broadcasts 16-bit element j of each 128-bit lane of v across that lane (a byte shuffle with the
+// byte pair 2j, 2j + 1 repeated).
+inline __m256i broadcast_i16(__m256i v, int j) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * j)));
+}
+
+// Q6_K: d_w(row i) * d_x(token t, activation block j of super-block s) for the R rows and T tokens of a
+// tile, as sc[t][i][j], read back with broadcast loads (a load slot instead of an ALU op per use).
+template <class Block, int R, int T>
+inline void super_block_scales(const Block *const (&w)[R], int64_t s, const float *const (&xd)[T], float (&sc)[T][4][8]) {
+    alignas(16) float d[4];
+    _mm_store_ps(d, load_halves<Block, R>(w, s, &Block::d));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+        const __m256 dx = _mm256_loadu_ps(xd[t] + 8 * s);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) _mm256_store_ps(sc[t][i], _mm256_mul_ps(dx, _mm256_broadcast_ss(&d[i])));
+    }
+}
+
+template <int R, int T>
+inline void store_tile(const MatmulJob &job, int64_t r, int64_t t0, __m256 (&acc)[R][T]) {
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+        const float bias = job.bias ? job.bias[r + i] : 0.0f;
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) job.y[(t0 + t) * job.y_stride + r + i] = avx2_hsum(acc[i][t]) + bias;
+    }
+}
+
+// ---- Q4_K, Q5_K ----------------------------------------------------------------------------------------
+// value = d * sc_j * code - dmin * m_j for sub-block j (32 elements, one activation block). The codes are
+// unsigned (0..15, or 0..31 with Q5_K's fifth bit), so they go straight into maddubs as in Q4_0: pairs
+// at most 2 * 31 * 127 = 7874, no saturation. The 6-bit scale is applied in float, where it is free:
+// d * sc_j is exact (11 + 6 significant bits), and (d * sc_j) * d_x is one product per row, token and
+// sub-block, like Q4_0's d * d_x (applying it in the integer widening instead would cost a shuffle per
+// row and sub-block to broadcast it). The mins need no per-element work: per super-block they
+// contribute dmin * sum_j m_j * d_x(j) * sum_x(j), an 8-lane product of the row's mins and the token's
+// per-block d_x * sum x, taken off the accumulator once. The 32-byte group g of qs holds sub-block 2g in
+// its low nibbles and 2g + 1 in its high nibbles, each element l in byte l, as the activations are laid
+// out: no shuffling.
+template <class Block, bool kHigh>
+struct K45 {
+    static constexpr int kPrefillRows = 4;
+    template <int R, int T>
+    static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
+        static_assert(R <= 4 && T <= kTokTile);
+        const int64_t nb = job.xq.nb, nsb = job.n_in / QK_K;
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        const __m256i bit4 = _mm256_set1_epi8(0x10);
+        const Block *w[R];
+        for (int i = 0; i < R; ++i)
+            w[i] = reinterpret_cast<const Block *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
+        const int8_t *xq[T];
+        const float *xd[T];
+        const float *xs[T];
+        for (int t = 0; t < T; ++t) {
+            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
+            xd[t] = job.xq.d + (t0 + t) * nb;
+            xs[t] = job.xq.sum + (t0 + t) * nb;
+        }
+        __m256 acc[R][T];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+        alignas(32) float sc[T][4][8];  // d * sc_j * d_x(j), read back with broadcast loads
+
+        for (int64_t s = 0; s < nsb; ++s) {
+            if (T == 1) prefetch_step<R, sizeof(Block)>(w[0], s);
+            alignas(16) float d[4], dmin[4];
+            _mm_store_ps(d, load_halves<Block, R>(w, s, &Block::d));
+            _mm_store_ps(dmin, load_halves<Block, R>(w, s, &Block::dmin));
+            __m256 dx[T], xm[T];  // per activation block: d_x, and d_x * sum x
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+                dx[t] = _mm256_loadu_ps(xd[t] + 8 * s);
+                xm[t] = _mm256_mul_ps(dx[t], _mm256_loadu_ps(xs[t] + 8 * s));
+            }
+#pragma GCC unroll 8
+            for (int i = 0; i < R; ++i) {
+                const KScaleMin sm = k_scale_min(w[i][s].scales);
+                auto widen = [](uint64_t bytes) {  // 8 bytes -> 8 floats
+                    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
+                };
+                const __m256 dsc = _mm256_mul_ps(widen(sm.sc), _mm256_broadcast_ss(&d[i]));
+                const __m256 mins = _mm256_mul_ps(widen(sm.m), _mm256_broadcast_ss(&dmin[i]));
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) {
+                    _mm256_store_ps(sc[t][i], _mm256_mul_ps(dsc, dx[t]));
+                    acc[i][t] = _mm256_fnmadd_ps(mins, xm[t], acc[i][t]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; ++g) {
+                __m256i x0[T], x1[T];
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) {
+                    x0[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + s * QK_K + 64 * g));
+                    x1[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + s * QK_K + 64 * g + 32));
+                }
+#pragma GCC unroll 8
+                for (int i = 0; i < R; ++i) {
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qs + 32 * g));
+                    __m256i lo = _mm256_and_si256(v, low4);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                    if constexpr (kHigh) {
+                        // Bits 2g and 2g + 1 of each qh byte are the fifth bits of sub-blocks 2g and 2g + 1.
+                        // The 16-bit shifts carry bits across the byte boundary, but only into bits that
+                        // the masks drop.
+                        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qh));
+                        const __m256i h = _mm256_srli_epi16(qh, 2 * g);
+                        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4));
+                        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), bit4));
+                    }
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; ++t) {
+                        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0[t]), ones);
+                        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&sc[t][i][2 * g]), acc[i][t]);
+                        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1[t]), ones);
+                        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(&sc[t][i][2 * g + 1]), acc[i][t]);
+                    }
+                }
+            }
+        }
+        store_tile<R, T>(job, r, t0, acc);
+    }
+};
+
+// ---- Q6_K ----------------------------------------------------------------------------------------------
+// value = d * scale_k * (code - 32), a signed 8-bit scale per 16 elements. The codes (0..63) go into
+// maddubs unsigned, and the offset is taken off in the same 16-bit pair sums: maddubs(32, x) per token
+// and activation block, shared by the R rows. Pairs: |2 * 63 * 127 - (-2 * 32 * 127)| <= 24130, no
+// saturation. Then madd against the scales — the low 128-bit lane (elements 0..15 of the activation
+// block) against its first 16-element scale, the high lane against the second — sums 4 elements per
+// int32 lane, at most 4 * 32 * 127 * 128, exact in float too.
+struct Q6K {
+    static constexpr int kPrefillRows = 4;  // 2 x 4 tiles measured no faster (2048 x 2048, 64 tokens)
+    template <int R, int T>
+    static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
+        static_assert(R <= 4 && T <= kTokTile);
+        const int64_t nb = job.xq.nb, nsb = job.n_in / QK_K;
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        const __m256i top2 = _mm256_set1_epi8(0x30);
+        const __m256i c32 = _mm256_set1_epi8(32);
+        // Scales reordered as [0, 2, .., 14 | 1, 3, .., 15] and widened: 16-bit element k of the low lane
+        // is then the scale of the first half of activation block k, of the high lane the second half.
+        const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        const BlockQ6_K *w[R];
+        for (int i = 0; i < R; ++i)
+            w[i] = reinterpret_cast<const BlockQ6_K *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
+        const int8_t *xq[T];
+        const float *xd[T];
+        for (int t = 0; t < T; ++t) {
+            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
+            xd[t] = job.xq.d + (t0 + t) * nb;
+        }
+        __m256 acc[R][T];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+        alignas(32) float sc[T][4][8];
+
+        for (int64_t s = 0; s < nsb; ++s) {
+            if (T == 1) prefetch_step<R, sizeof(BlockQ6_K)>(w[0], s);
+            super_block_scales<BlockQ6_K, R, T>(w, s, xd, sc);
+            __m256i scale16[R];
+#pragma GCC unroll 8
+            for (int i = 0; i < R; ++i)
+                scale16[i] = _mm256_cvtepi8_epi16(
+                    _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w[i][s].scales)), even_odd));
+            // Activation block kb = 4h + k is quarter k of half h: its low code bits are the low (k < 2) or
+            // high nibbles of ql[64h + 32 (k & 1) ..], its top two bits bits 2k, 2k + 1 of qh[32h ..].
+#pragma GCC unroll 8
+            for (int kb = 0; kb < 8; ++kb) {
+                const int h = kb / 4, k = kb % 4;
+                __m256i xv[T], xo[T];
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) {
+                    xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + s * QK_K + 32 * kb));
+                    xo[t] = _mm256_maddubs_epi16(c32, xv[t]);
+                }
+#pragma GCC unroll 8
+                for (int i = 0; i < R; ++i) {
+                    __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].ql + 64 * h + 32 * (k & 1)));
+                    if (k >= 2) lo = _mm256_srli_epi16(lo, 4);
+                    __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qh + 32 * h));
+                    // Bits 2k, 2k + 1 to bits 4, 5 (what crosses a byte boundary is masked off).
+                    hb = k < 2 ? _mm256_slli_epi16(hb, 4 - 2 * k) : _mm256_srli_epi16(hb, 2 * k - 4);
+                    const __m256i code = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_and_si256(hb, top2));
+                    const __m256i sv = broadcast_i16(scale16[i], kb);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; ++t) {
+                        const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(code, xv[t]), xo[t]);
+                        const __m256i p32 = _mm256_madd_epi16(p16, sv);
+                        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_broadcast_ss(&sc[t][i][kb]), acc[i][t]);
+                    }
+                }
+            }
+        }
+        store_tile<R, T>(job, r, t0, acc);
+    }
+};
+
+} // namespace
+
+void matmul_rows_q4_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<K45<BlockQ4_K, false>>(job, r0, r1); }
+void matmul_rows_q5_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<K45<BlockQ5_K, true>>(job, r0, r1); }
+void matmul_rows_q6_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q6K>(job, r0, r1); }
+
+} // namespace ember::cpu::detail
