@@ -3,10 +3,15 @@
 // The library is built for baseline x86-64 so it loads anywhere; the AVX2 variants are compiled
 // separately (*_avx2.cpp) and reached only through the table chosen here, after asking the CPU (and
 // the OS, which libgcc's check covers via XGETBV) whether AVX2, FMA and F16C are usable.
+//
+// EMBER_CPU_ISA=scalar (or avx2) caps the level, so CI runs every path on one machine; a level the CPU
+// lacks is never chosen, whatever the variable says (it can only lower the choice).
 #include "cpu/kernels.hpp"
 #include "cpu/vec_dot.hpp"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 namespace ember::cpu {
 namespace detail {
@@ -44,7 +49,13 @@ bool cpu_has_avx2() {
 }
 #endif
 
+// The highest level the CPU supports and EMBER_CPU_ISA allows (read once).
 const KernelTable *best() {
+    static const bool scalar_only = [] {
+        const char *cap = std::getenv("EMBER_CPU_ISA");
+        return cap && std::strcmp(cap, "scalar") == 0;
+    }();
+    if (scalar_only) return &kScalar;
 #if defined(__x86_64__) || defined(__i386__)
     static const bool avx2 = cpu_has_avx2();
     if (avx2) return &kAvx2;

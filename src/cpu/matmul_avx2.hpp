@@ -50,6 +50,24 @@ inline __m128 load_halves(const Block *const (&w)[R], int64_t b, uint16_t Block:
     return _mm_cvtph_ps(gather_halves<Block, R>(w, b, field, std::make_index_sequence<R - 1>{}));
 }
 
+// Where a tile of the integer kernels reads: R weight rows (as blocks of the weight type) and, for T
+// tokens, the quantized activations (values, block scales and block sums; QuantActs' layout).
+template <class Block, int R, int T>
+struct TileOperands {
+    const Block *w[R];
+    const int8_t *xq[T];
+    const float *xd[T];
+    const float *xs[T];
+    TileOperands(const MatmulJob &job, int64_t r, int64_t t0) {
+        for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const Block *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
+        for (int t = 0; t < T; ++t) {
+            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
+            xd[t] = job.xq.d + (t0 + t) * job.xq.nb;
+            xs[t] = job.xq.sum + (t0 + t) * job.xq.nb;
+        }
+    }
+};
+
 // Decode tiles 4 rows: one activation load serves 4 weight rows. Prefill tiles K::kPrefillRows rows x
 // up to 4 tokens (chosen per kernel by measurement).
 template <class K, int T>

@@ -33,15 +33,10 @@ struct Q8_0 {
         static_assert(R <= 4 && T <= kTokTile);
         const int64_t nb = job.xq.nb;
         const __m256i ones = _mm256_set1_epi16(1);
-        const BlockQ8_0 *w[R];
-        for (int i = 0; i < R; ++i)
-            w[i] = reinterpret_cast<const BlockQ8_0 *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
-        const int8_t *xq[T];
-        const float *xd[T];
-        for (int t = 0; t < T; ++t) {
-            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
-            xd[t] = job.xq.d + (t0 + t) * nb;
-        }
+        const TileOperands<BlockQ8_0, R, T> op(job, r, t0);
+        const auto &w = op.w;
+        const auto &xq = op.xq;
+        const auto &xd = op.xd;
         __m256 acc[R][T];
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i)
@@ -102,73 +97,14 @@ struct Q8_0 {
     }
 };
 
-// ---- Q4_0 weights x Q8 activations -------------------------------------------------------------------
-// The nibbles are already unsigned (0..15), so they go straight into maddubs as the unsigned operand:
-// sum (n - 8) x = sum n x - 8 sum x, no sign trick, and no saturation (2 * 15 * 127 = 3810). The
-// 8 sum x term needs no per-row work: sum x per block comes with the activations, and
+// ---- Q4_0, Q4_1, Q5_0, Q5_1 weights x Q8 activations -------------------------------------------------
+// Q4_0: the nibbles are already unsigned (0..15), so they go straight into maddubs as the unsigned
+// operand: sum (n - 8) x = sum n x - 8 sum x, no sign trick, and no saturation (2 * 15 * 127 = 3810).
+// The 8 sum x term needs no per-row work: sum x per block comes with the activations, and
 // 8 * d_w * d_x * sum x is accumulated for R rows at once in the lanes of one register (corr) and taken
-// off at the end.
-struct Q4_0 {
-    static constexpr int kPrefillRows = 4;
-    template <int R, int T>
-    static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
-        static_assert(R <= 4 && T <= kTokTile);
-        const int64_t nb = job.xq.nb;
-        const __m256i ones = _mm256_set1_epi16(1);
-        const __m256i low4 = _mm256_set1_epi8(0x0f);
-        // Elements 0..15 are the low nibbles and sit in the low 128-bit lane, like x[0..15]; elements
-        // 16..31 are the high nibbles: shifting only the upper lane by 4 lines them up with x[16..31].
-        const __m256i shift = _mm256_set_epi64x(4, 4, 0, 0);
-        const BlockQ4_0 *w[R];
-        for (int i = 0; i < R; ++i)
-            w[i] = reinterpret_cast<const BlockQ4_0 *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
-        const int8_t *xq[T];
-        const float *xd[T];
-        const float *xs[T];
-        for (int t = 0; t < T; ++t) {
-            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
-            xd[t] = job.xq.d + (t0 + t) * nb;
-            xs[t] = job.xq.sum + (t0 + t) * nb;
-        }
-        __m256 acc[R][T];
-        __m128 corr[T];
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-            corr[t] = _mm_setzero_ps();
-#pragma GCC unroll 8
-            for (int i = 0; i < R; ++i) acc[i][t] = _mm256_setzero_ps();
-        }
-        alignas(16) float sc[T][4];
-
-        for (int64_t b = 0; b < nb; ++b) {
-            if (T == 1) prefetch_step<R, sizeof(BlockQ4_0)>(w[0], b);
-            Q8_0::block_scales_impl<BlockQ4_0, R, T>(w, b, xd, sc);
-            __m256i xv[T];
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) {
-                xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + b * 32));
-                corr[t] = _mm_fmadd_ps(_mm_load_ps(sc[t]), _mm_broadcast_ss(xs[t] + b), corr[t]);
-            }
-#pragma GCC unroll 8
-            for (int i = 0; i < R; ++i) {
-                const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w[i][b].qs));
-                const __m256i nib = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(raw), shift), low4);
-#pragma GCC unroll 8
-                for (int t = 0; t < T; ++t) {
-                    const __m256i p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(nib, xv[t]), ones);
-                    acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_broadcast_ss(&sc[t][i]), acc[i][t]);
-                }
-            }
-        }
-        alignas(16) float c[T][4];
-        for (int t = 0; t < T; ++t) _mm_store_ps(c[t], _mm_mul_ps(corr[t], _mm_set1_ps(8.0f)));
-        Q8_0::store<R, T>(job, r, t0, acc, c);
-    }
-};
-
-// ---- Q4_1, Q5_0, Q5_1 weights x Q8 activations -------------------------------------------------------
-// Q4_0's scheme (unsigned codes straight into maddubs, nibbles lined up by the per-lane shift) with two
-// additions. Q5's fifth bit: the 32 bits of qh are spread one per byte (byte k of the broadcast word
+// off at the end. Elements 0..15 are the low nibbles and sit in the low 128-bit lane, like x[0..15];
+// elements 16..31 are the high nibbles: shifting only the upper lane by 4 lines them up with x[16..31].
+// The others add to this scheme. Q5's fifth bit: the 32 bits of qh are spread one per byte (byte k of the broadcast word
 // takes qh byte k / 8 and keeps bit k % 8, as Q4_0's nibble order puts element k in byte k) and OR-ed in
 // as 16. No saturation: 2 * 31 * 127 = 7874. The offset: Q5_0's codes sit 16 above the value as Q4_0's
 // sit 8, taken off as 16 * d_w * d_x * sum x; Q4_1/Q5_1 add m, which contributes m * d_x * sum x. Either
@@ -187,17 +123,11 @@ struct Legacy {
                                                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
         const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
         const __m256i bit4 = _mm256_set1_epi8(0x10);
-        const Block *w[R];
-        for (int i = 0; i < R; ++i)
-            w[i] = reinterpret_cast<const Block *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
-        const int8_t *xq[T];
-        const float *xd[T];
-        const float *xs[T];
-        for (int t = 0; t < T; ++t) {
-            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
-            xd[t] = job.xq.d + (t0 + t) * nb;
-            xs[t] = job.xq.sum + (t0 + t) * nb;
-        }
+        const TileOperands<Block, R, T> op(job, r, t0);
+        const auto &w = op.w;
+        const auto &xq = op.xq;
+        const auto &xd = op.xd;
+        const auto &xs = op.xs;
         __m256 acc[R][T];
         __m128 corr[T];
 #pragma GCC unroll 8
@@ -237,10 +167,11 @@ struct Legacy {
                 }
             }
         }
-        // store() subtracts c: the offset's 16 * corr for Q5_0, minus the mins' term for Q4_1/Q5_1.
+        // store() subtracts c: the offset's 8 (Q4_0) or 16 (Q5_0) * corr, minus the mins' term for Q4_1/Q5_1.
+        constexpr float kOffset = kHigh ? 16.0f : 8.0f;
         alignas(16) float c[T][4];
         for (int t = 0; t < T; ++t)
-            _mm_store_ps(c[t], kMin ? _mm_sub_ps(_mm_setzero_ps(), corr[t]) : _mm_mul_ps(corr[t], _mm_set1_ps(16.0f)));
+            _mm_store_ps(c[t], kMin ? _mm_sub_ps(_mm_setzero_ps(), corr[t]) : _mm_mul_ps(corr[t], _mm_set1_ps(kOffset)));
         Q8_0::store<R, T>(job, r, t0, acc, c);
     }
 };
@@ -321,7 +252,7 @@ void matmul_rows_f32_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<
 void matmul_rows_f16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadF16>>(job, r0, r1); }
 void matmul_rows_bf16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadBF16>>(job, r0, r1); }
 void matmul_rows_q8_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q8_0>(job, r0, r1); }
-void matmul_rows_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q4_0>(job, r0, r1); }
+void matmul_rows_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ4_0, false, false>>(job, r0, r1); }
 void matmul_rows_q4_1_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ4_1, false, true>>(job, r0, r1); }
 void matmul_rows_q5_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ5_0, true, false>>(job, r0, r1); }
 void matmul_rows_q5_1_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ5_1, true, true>>(job, r0, r1); }

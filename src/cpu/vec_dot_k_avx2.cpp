@@ -68,21 +68,15 @@ struct K45 {
     template <int R, int T>
     static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
         static_assert(R <= 4 && T <= kTokTile);
-        const int64_t nb = job.xq.nb, nsb = job.n_in / QK_K;
+        const int64_t nsb = job.n_in / QK_K;
         const __m256i ones = _mm256_set1_epi16(1);
         const __m256i low4 = _mm256_set1_epi8(0x0f);
         const __m256i bit4 = _mm256_set1_epi8(0x10);
-        const Block *w[R];
-        for (int i = 0; i < R; ++i)
-            w[i] = reinterpret_cast<const Block *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
-        const int8_t *xq[T];
-        const float *xd[T];
-        const float *xs[T];
-        for (int t = 0; t < T; ++t) {
-            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
-            xd[t] = job.xq.d + (t0 + t) * nb;
-            xs[t] = job.xq.sum + (t0 + t) * nb;
-        }
+        const TileOperands<Block, R, T> op(job, r, t0);
+        const auto &w = op.w;
+        const auto &xq = op.xq;
+        const auto &xd = op.xd;
+        const auto &xs = op.xs;
         __m256 acc[R][T];
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i)
@@ -163,22 +157,17 @@ struct Q6K {
     template <int R, int T>
     static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
         static_assert(R <= 4 && T <= kTokTile);
-        const int64_t nb = job.xq.nb, nsb = job.n_in / QK_K;
+        const int64_t nsb = job.n_in / QK_K;
         const __m256i low4 = _mm256_set1_epi8(0x0f);
         const __m256i top2 = _mm256_set1_epi8(0x30);
         const __m256i c32 = _mm256_set1_epi8(32);
         // Scales reordered as [0, 2, .., 14 | 1, 3, .., 15] and widened: 16-bit element k of the low lane
         // is then the scale of the first half of activation block k, of the high lane the second half.
         const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-        const BlockQ6_K *w[R];
-        for (int i = 0; i < R; ++i)
-            w[i] = reinterpret_cast<const BlockQ6_K *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
-        const int8_t *xq[T];
-        const float *xd[T];
-        for (int t = 0; t < T; ++t) {
-            xq[t] = job.xq.qs + (t0 + t) * job.n_in;
-            xd[t] = job.xq.d + (t0 + t) * nb;
-        }
+        const TileOperands<BlockQ6_K, R, T> op(job, r, t0);
+        const auto &w = op.w;
+        const auto &xq = op.xq;
+        const auto &xd = op.xd;
         __m256 acc[R][T];
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i)
