@@ -26,6 +26,11 @@ namespace {
 // about DRAM latency times that rate with a margin (1 KiB: 16 GB/s, 8-16 KiB: no better).
 constexpr int64_t kPrefetchBytes = 4096;
 
+// Whether a tile streams its weights from memory: in decode, and whenever all tokens fit one tile pass
+// (a few sequences decoding together, a speculative verification), each weight is read once and so
+// comes from DRAM. With more tokens, later passes over a row block find it in L2 (see drive()).
+inline bool streams(const MatmulJob &job, int T) { return T == 1 || job.n_tokens <= kTokTile; }
+
 // Prefetches the lines a tile of R rows consumes at step `step`, when each row consumes `bytes` per
 // step, kPrefetchBytes ahead of `row0`. Prefetches never fault, so running past the end is harmless.
 template <int R, int bytes>

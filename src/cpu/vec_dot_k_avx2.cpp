@@ -85,7 +85,7 @@ struct K45 {
         alignas(32) float sc[T][4][8];  // d * sc_j * d_x(j), read back with broadcast loads
 
         for (int64_t s = 0; s < nsb; ++s) {
-            if (T == 1) prefetch_step<R, sizeof(Block)>(w[0], s);
+            if (streams(job, T)) prefetch_step<R, sizeof(Block)>(w[0], s);
             alignas(16) float d[4], dmin[4];
             _mm_store_ps(d, load_halves<Block, R>(w, s, &Block::d));
             _mm_store_ps(dmin, load_halves<Block, R>(w, s, &Block::dmin));
@@ -176,7 +176,7 @@ struct Q6K {
         alignas(32) float sc[T][4][8];
 
         for (int64_t s = 0; s < nsb; ++s) {
-            if (T == 1) prefetch_step<R, sizeof(BlockQ6_K)>(w[0], s);
+            if (streams(job, T)) prefetch_step<R, sizeof(BlockQ6_K)>(w[0], s);
             super_block_scales<BlockQ6_K, R, T>(w, s, xd, sc);
             __m256i scale16[R];
 #pragma GCC unroll 8
