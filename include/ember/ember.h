@@ -494,7 +494,8 @@ typedef struct ember_spec_params {
      *  difference. */
     const ember_model *draft_model;
     uint32_t k;                     /**< tokens proposed per target pass, 1..16 (default 4) */
-    bool adaptive;                  /**< default true: k moves in 1..k_max with the acceptance */
+    bool adaptive;                  /**< default true: each round picks k in 1..k_max for the most tokens
+                                         per second, from the measured acceptance and costs */
     uint32_t k_max;                 /**< default 8 (adaptive only) */
     uint32_t ngram_max;             /**< EMBER_SPEC_LOOKUP: longest suffix matched, 1..16 (default 3) */
     uint32_t n_threads;             /**< the draft's CPU threads (default 0: as ember_session_params) */

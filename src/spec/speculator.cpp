@@ -5,6 +5,8 @@
 #include "spec/lookup.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 
 namespace ember::spec {
 
@@ -41,12 +43,24 @@ Speculator::Speculator(const Session &target, const SpecOptions &opts, uint32_t 
     }
 }
 
-void Speculator::adapt(uint32_t drafted, uint32_t accepted) {
+// With acceptance rate a per drafted token (each accepted independently, as a model), a round of k
+// drafts yields E(k) = (1 - a^(k+1)) / (1 - a) tokens and costs k draft steps and one target pass; the
+// k in 1..k_max with the most tokens per second is kept. Costs are measured rather than assumed because
+// they decide everything: a draft a quarter as costly as the target wants k of 2-3 at a = 0.75, n-gram
+// lookup (nearly free) the largest k its acceptance supports.
+void Speculator::adapt(uint32_t drafted, uint32_t accepted, double draft_s, double verify_s) {
     if (!opts_.adaptive || drafted == 0) return;
-    // All accepted: drafting further would likely pay; fewer than half: each rejected token cost a
-    // position of the target pass (and a draft step) for nothing.
-    if (accepted == drafted) k_ = std::min(k_ + 1, opts_.k_max);
-    else if (2 * accepted < drafted) k_ = std::max(k_ - 1, 1u);
+    const double w = rounds_ == 0 ? 1.0 : 0.15;   // the first round sets the estimates, later ones move them
+    alpha_ += w * (static_cast<double>(accepted) / drafted - alpha_);
+    step_s_ += w * (draft_s / drafted - step_s_);
+    pass_s_ += w * (verify_s - pass_s_);
+    ++rounds_;
+    const double a = std::clamp(alpha_, 0.01, 0.99);
+    double best = -1;
+    for (uint32_t k = 1; k <= opts_.k_max; ++k) {
+        const double rate = (1 - std::pow(a, k + 1)) / (1 - a) / (k * step_s_ + pass_s_);
+        if (rate > best) best = rate, k_ = k;
+    }
 }
 
 void Speculator::propose(const std::vector<int32_t> &ctx, Sampler &sampler, uint32_t k, std::vector<int32_t> &out) {
@@ -115,12 +129,15 @@ ember_status Speculator::generate(Session &target, Sampler &sampler, uint32_t ma
         if (max_tokens) k = std::min(k, max_tokens - count - 1);
         ctx.assign(target.tokens().begin(), target.tokens().end());
         ctx.push_back(z);
+        const auto t0 = std::chrono::steady_clock::now();
         propose(ctx, sampler, k, xs);
+        const auto t1 = std::chrono::steady_clock::now();
         const uint32_t kk = static_cast<uint32_t>(xs.size());
         batch.assign(1, z);
         batch.insert(batch.end(), xs.begin(), xs.end());
         rows_.resize((kk + 1) * n_vocab);
         target.feed(batch.data(), batch.size(), rows_.data());
+        const auto t2 = std::chrono::steady_clock::now();
         ++stats_.target_passes;
         stats_.drafted += kk;
 
@@ -140,7 +157,7 @@ ember_status Speculator::generate(Session &target, Sampler &sampler, uint32_t ma
             ++stats_.accepted;
             more = emit_token(xs[i]);
         }
-        adapt(kk, m);
+        adapt(kk, m, std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
         if (!more) {
             // Stopped at an accepted token: keep what plain generation would have evaluated (all of
             // them but an end of generation), with the logits after it.

@@ -54,10 +54,16 @@ public:
 private:
     // x1..xk for the context `ctx` (C + z), with each draft distribution in q_ (draft mode).
     void propose(const std::vector<int32_t> &ctx, Sampler &sampler, uint32_t k, std::vector<int32_t> &out);
-    void adapt(uint32_t drafted, uint32_t accepted);
+    // Re-chooses k from the running acceptance rate and the measured costs of a draft step and of a
+    // target pass (seconds), see adapt() in speculator.cpp.
+    void adapt(uint32_t drafted, uint32_t accepted, double draft_s, double verify_s);
 
     SpecOptions opts_;
     uint32_t k_;
+    // Running estimates (exponential averages) for adapt(): acceptance per drafted token, seconds per
+    // draft step, seconds per target pass; rounds seen.
+    double alpha_ = 0.7, step_s_ = 0, pass_s_ = 0;
+    uint32_t rounds_ = 0;
     std::unique_ptr<Session> draft_;
     SpecStats stats_;
     std::vector<TokenDist> q_;
