@@ -1,0 +1,76 @@
+// bandwidth.cpp — ember-bandwidth: the memory bandwidth this machine reaches, which bounds batch-1 decode
+// (tokens/s <= read bandwidth / bytes of weights read per token).
+//
+// Measures, for 1..T threads, reading a buffer far larger than the caches (the decode pattern: every
+// weight streamed once per token) and a STREAM-like copy (a[i] = b[i], counting the bytes read and
+// written). Each figure is the best of several passes. Prints one JSON line per thread count.
+//
+// usage: ember-bandwidth [THREADS=2] [MIB=1024]
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Four independent sums, so the loop is bound by loads rather than by one add chain. The result is
+// returned and printed, so the compiler cannot drop the reads.
+uint64_t read_sum(const uint64_t *p, size_t n) {
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) a += p[i], b += p[i + 1], c += p[i + 2], d += p[i + 3];
+    for (; i < n; ++i) a += p[i];
+    return a + b + c + d;
+}
+
+// Runs fn(thread, begin, end) on `threads` threads over [0, n) and returns the seconds taken.
+template <class F>
+double timed(int threads, size_t n, F fn) {
+    std::vector<std::thread> pool;
+    const double t0 = now();
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] { fn(t, n * t / threads, n * (t + 1) / threads); });
+    for (auto &th : pool) th.join();
+    return now() - t0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    const int max_threads = argc > 1 ? std::atoi(argv[1]) : 2;
+    const size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1024;
+    if (max_threads < 1 || mib < 64) {
+        std::fprintf(stderr, "usage: ember-bandwidth [THREADS>=1] [MIB>=64]\n");
+        return 2;
+    }
+    const size_t n = mib * 1024 * 1024 / sizeof(uint64_t);
+    std::vector<uint64_t> a(n), b(n);
+    // Touch every page first (with the threads that will read it, so pages land on their nodes).
+    timed(max_threads, n, [&](int, size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) a[i] = i, b[i] = ~i;
+    });
+    std::vector<uint64_t> sums(static_cast<size_t>(max_threads));
+    for (int threads = 1; threads <= max_threads; ++threads) {
+        double best_read = 1e30, best_copy = 1e30;
+        for (int pass = 0; pass < 5; ++pass) {
+            best_read = std::min(best_read, timed(threads, n, [&](int t, size_t lo, size_t hi) {
+                                     sums[static_cast<size_t>(t)] += read_sum(a.data() + lo, hi - lo);
+                                 }));
+            best_copy = std::min(best_copy, timed(threads, n, [&](int, size_t lo, size_t hi) {
+                                     std::memcpy(b.data() + lo, a.data() + lo, (hi - lo) * sizeof(uint64_t));
+                                 }));
+        }
+        const double bytes = static_cast<double>(n * sizeof(uint64_t));
+        uint64_t check = 0;
+        for (uint64_t s : sums) check ^= s;
+        std::printf("{\"threads\":%d,\"buffer_mib\":%zu,\"read_gb_s\":%.2f,\"copy_gb_s\":%.2f,\"check\":%llu}\n", threads,
+                    mib, bytes / best_read / 1e9, 2 * bytes / best_copy / 1e9, static_cast<unsigned long long>(check % 1000));
+    }
+    return 0;
+}
