@@ -217,6 +217,190 @@ static void test_struct_size(void **state) {
     ember_model_free(m);
 }
 
+/* Every params and output struct of the header, at a struct_size below any version (refused, naming
+ * struct_size) and at one larger than this library knows (a newer caller's: the unknown tail is not
+ * read, and for output structs not written, and their struct_size is kept). Structs that grew since
+ * EMBER_1 (session and engine params, model_info) are also tested at their EMBER_1 size above.
+ * (Add every new struct here.) */
+#define EXTRA 32
+#define BIG(type, var)                                        \
+    union {                                                   \
+        type s;                                               \
+        unsigned char bytes[sizeof(type) + EXTRA];            \
+    } var;                                                    \
+    memset(&var, 0xAB, sizeof var)
+
+static void expect_tail_untouched(const unsigned char *bytes, size_t from) {
+    for (size_t i = from; i < from + EXTRA; ++i) assert_int_equal(bytes[i], 0xAB);
+}
+
+static void expect_struct_size_error(ember_status st) {
+    assert_int_equal(st, EMBER_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ember_last_error(), "struct_size"));
+}
+
+static void test_struct_size_every_struct(void **state) {
+    (void)state;
+    ember_model *m = load(model_260k());
+
+    /* ember_model_params */
+    BIG(ember_model_params, mp);
+    ember_model_params_init(&mp.s);
+    mp.s.struct_size = sizeof mp.s + EXTRA;
+    ember_model *m2 = NULL;
+    assert_int_equal(ember_model_load(model_260k(), &mp.s, &m2), EMBER_OK);
+    ember_model_free(m2);
+    mp.s.struct_size = (uint32_t)offsetof(ember_model_params, log);
+    expect_struct_size_error(ember_model_load(model_260k(), &mp.s, &m2));
+    assert_null(m2);
+
+    /* ember_session_params (the EMBER_1 size is tested in test_struct_size) */
+    BIG(ember_session_params, sp);
+    ember_session_params_init(&sp.s);
+    sp.s.n_ctx = 32;
+    sp.s.struct_size = sizeof sp.s + EXTRA;
+    ember_session *s = NULL;
+    assert_int_equal(ember_session_create(m, &sp.s, &s), EMBER_OK);
+    ember_session_free(s);
+    sp.s.struct_size = 0;
+    expect_struct_size_error(ember_session_create(m, &sp.s, &s));
+
+    /* ember_sampler_params, directly and inside ember_request_params */
+    BIG(ember_sampler_params, smp);
+    ember_sampler_params_init(&smp.s);
+    smp.s.struct_size = sizeof smp.s + EXTRA;
+    ember_sampler *sampler = NULL;
+    assert_int_equal(ember_sampler_create(&smp.s, &sampler), EMBER_OK);
+    ember_sampler_free(sampler);
+    smp.s.struct_size = (uint32_t)offsetof(ember_sampler_params, seed);
+    expect_struct_size_error(ember_sampler_create(&smp.s, &sampler));
+    assert_null(sampler);
+
+    /* ember_generate_params */
+    ember_sampler_params greedy;
+    ember_sampler_params_init(&greedy);
+    greedy.temperature = 0;
+    assert_int_equal(ember_sampler_create(&greedy, &sampler), EMBER_OK);
+    ember_session_params_init(&sp.s);
+    sp.s.n_ctx = 32;
+    assert_int_equal(ember_session_create(m, &sp.s, &s), EMBER_OK);
+    const ember_token prompt[3] = {1, 403, 407};
+    assert_int_equal(ember_session_feed(s, prompt, 3), EMBER_OK);
+    BIG(ember_generate_params, gp);
+    ember_generate_params_init(&gp.s);
+    gp.s.max_tokens = 2;
+    gp.s.struct_size = sizeof gp.s + EXTRA;
+    size_t count = 0;
+    ember_status st = ember_generate(s, sampler, &gp.s, &count);
+    assert_true(st == EMBER_OK || st == EMBER_END_OF_GENERATION);
+    gp.s.struct_size = 4;
+    expect_struct_size_error(ember_generate(s, sampler, &gp.s, &count));
+    ember_session_free(s);
+    ember_sampler_free(sampler);
+
+    /* ember_engine_params (for engines and estimates), ember_request_params */
+    BIG(ember_engine_params, ep);
+    ember_engine_params_init(&ep.s);
+    ep.s.n_ctx = 64;
+    ep.s.n_seq_max = 1;
+    ep.s.manual_step = true;
+    ep.s.struct_size = sizeof ep.s + EXTRA;
+    ember_engine *e = NULL;
+    assert_int_equal(ember_engine_create(m, &ep.s, &e), EMBER_OK);
+    BIG(ember_memory_estimate, est);
+    ember_memory_estimate_init(&est.s);
+    assert_int_equal(ember_estimate_memory(m, &ep.s, &est.s), EMBER_OK);
+    BIG(ember_request_params, rp);
+    ember_request_params_init(&rp.s);
+    rp.s.prompt = prompt;
+    rp.s.n_prompt = 3;
+    rp.s.max_tokens = 1;
+    rp.s.sampling = &smp.s;
+    smp.s.struct_size = sizeof smp.s + EXTRA;
+    rp.s.struct_size = sizeof rp.s + EXTRA;
+    ember_request *r = NULL;
+    assert_int_equal(ember_request_submit(e, &rp.s, &r), EMBER_OK);
+    ember_request_free(r);
+    smp.s.struct_size = 8;
+    expect_struct_size_error(ember_request_submit(e, &rp.s, &r));
+    assert_null(r);
+    smp.s.struct_size = sizeof smp.s;
+    rp.s.struct_size = (uint32_t)offsetof(ember_request_params, user_data);
+    expect_struct_size_error(ember_request_submit(e, &rp.s, &r));
+    ep.s.struct_size = 36; /* below EMBER_1's 40 */
+    ember_engine *e2 = NULL;
+    expect_struct_size_error(ember_engine_create(m, &ep.s, &e2));
+    assert_null(e2);
+    expect_struct_size_error(ember_estimate_memory(m, &ep.s, &est.s));
+
+    /* Output structs: ember_model_info, ember_tensor_info, ember_engine_stats, ember_memory_estimate. */
+    BIG(ember_model_info, info);
+    ember_model_info_init(&info.s);
+    info.s.struct_size = sizeof info.s + EXTRA;
+    assert_int_equal(ember_model_get_info(m, &info.s), EMBER_OK);
+    assert_int_equal(info.s.struct_size, sizeof info.s + EXTRA);
+    assert_int_equal(info.s.n_layer, 5);
+    expect_tail_untouched(info.bytes, sizeof info.s);
+    info.s.struct_size = (uint32_t)offsetof(ember_model_info, n_ctx_train);
+    expect_struct_size_error(ember_model_get_info(m, &info.s));
+
+    BIG(ember_tensor_info, ti);
+    ember_tensor_info_init(&ti.s);
+    ti.s.struct_size = sizeof ti.s + EXTRA;
+    assert_int_equal(ember_model_tensor_info(m, 0, &ti.s), EMBER_OK);
+    assert_int_equal(ti.s.struct_size, sizeof ti.s + EXTRA);
+    assert_non_null(ti.s.name);
+    expect_tail_untouched(ti.bytes, sizeof ti.s);
+    ti.s.struct_size = (uint32_t)offsetof(ember_tensor_info, n_bytes);
+    expect_struct_size_error(ember_model_tensor_info(m, 0, &ti.s));
+
+    BIG(ember_engine_stats, es);
+    ember_engine_stats_init(&es.s);
+    es.s.struct_size = sizeof es.s + EXTRA;
+    assert_int_equal(ember_engine_get_stats(e, &es.s), EMBER_OK);
+    assert_int_equal(es.s.struct_size, sizeof es.s + EXTRA);
+    assert_int_equal(es.s.block_size, 16);
+    expect_tail_untouched(es.bytes, sizeof es.s);
+    es.s.struct_size = 0;
+    expect_struct_size_error(ember_engine_get_stats(e, &es.s));
+
+    ember_engine_params_init(&ep.s);
+    ep.s.n_ctx = 64;
+    memset(&est, 0xAB, sizeof est);
+    ember_memory_estimate_init(&est.s);
+    est.s.struct_size = sizeof est.s + EXTRA;
+    assert_int_equal(ember_estimate_memory(m, &ep.s, &est.s), EMBER_OK);
+    assert_int_equal(est.s.struct_size, sizeof est.s + EXTRA);
+    assert_true(est.s.total_bytes == est.s.weights_bytes + est.s.kv_bytes + est.s.compute_bytes);
+    expect_tail_untouched(est.bytes, sizeof est.s);
+    est.s.struct_size = (uint32_t)offsetof(ember_memory_estimate, total_bytes);
+    expect_struct_size_error(ember_estimate_memory(m, &ep.s, &est.s));
+
+    /* ember_spec_params (lookup decoding needs no draft model) and ember_spec_stats. */
+    ember_session_params_init(&sp.s);
+    sp.s.n_ctx = 32;
+    assert_int_equal(ember_session_create(m, &sp.s, &s), EMBER_OK);
+    BIG(ember_spec_params, spec);
+    ember_spec_params_init(&spec.s);
+    spec.s.mode = EMBER_SPEC_LOOKUP;
+    spec.s.struct_size = sizeof spec.s + EXTRA;
+    assert_int_equal(ember_session_set_speculation(s, &spec.s), EMBER_OK);
+    spec.s.struct_size = (uint32_t)offsetof(ember_spec_params, n_threads);
+    expect_struct_size_error(ember_session_set_speculation(s, &spec.s));
+    BIG(ember_spec_stats, ss);
+    ember_spec_stats_init(&ss.s);
+    ss.s.struct_size = sizeof ss.s + EXTRA;
+    assert_int_equal(ember_session_spec_stats(s, &ss.s), EMBER_OK);
+    assert_int_equal(ss.s.struct_size, sizeof ss.s + EXTRA);
+    expect_tail_untouched(ss.bytes, sizeof ss.s);
+    ss.s.struct_size = (uint32_t)offsetof(ember_spec_stats, tokens_per_pass);
+    expect_struct_size_error(ember_session_spec_stats(s, &ss.s));
+    ember_session_free(s);
+
+    ember_engine_free(e);
+    ember_model_free(m);
+}
+
 static void test_model_queries(void **state) {
     (void)state;
     ember_model *m = load(model_260k());
@@ -387,6 +571,7 @@ int main(void) {
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_progress_and_cancel),
         cmocka_unit_test(test_struct_size),
+        cmocka_unit_test(test_struct_size_every_struct),
         cmocka_unit_test(test_model_queries),
         cmocka_unit_test(test_tokenizer_api),
         cmocka_unit_test(test_session_states),

@@ -1,18 +1,43 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages that building and testing ember needs, if any are missing.
+# With --reliability also what tools/reliability.sh needs: libabigail's abidw/abidiff (the ABI gate) and
+# clang with its libFuzzer and sanitizer runtimes (clang-19 where the distribution has it, else clang).
 # Uses sudo when not run as root. Safe to run repeatedly.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libcmocka-dev)
+reliability=0
+[ "${1:-}" = "--reliability" ] && reliability=1
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+updated=0
+update() { [ $updated -eq 1 ] || { $sudo apt-get update -qq; updated=1; }; }
+
+if [ $reliability -eq 1 ]; then
+  packages+=(abigail-tools)
+  if installed clang-19 && installed libclang-rt-19-dev; then
+    packages+=(clang-19 libclang-rt-19-dev)
+  elif installed clang && installed libclang-rt-dev; then
+    packages+=(clang libclang-rt-dev)
+  else
+    update
+    if apt-cache policy clang-19 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+      packages+=(clang-19 libclang-rt-19-dev)
+    else
+      packages+=(clang libclang-rt-dev)
+    fi
+  fi
+fi
+
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
+update
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -43,10 +43,11 @@ namespace {
 EngineOptions engine_options(const ember_engine_params *params) {
     const ember_engine_params p = abi::read_params(params, kEngineParamsV1Size, impl_ember_engine_params_init_1_1,
                                                    "ember_engine_params");
-    if (p.kv_type != EMBER_KV_F16 && p.kv_type != EMBER_KV_Q8_0)
-        fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %d", (int)p.kv_type);
-    if (p.backend < EMBER_BACKEND_AUTO || p.backend > EMBER_BACKEND_VULKAN)
-        fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)p.backend);
+    const int64_t kv_type = abi::enum_value(p.kv_type), backend = abi::enum_value(p.backend);
+    if (kv_type != EMBER_KV_F16 && kv_type != EMBER_KV_Q8_0)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %lld", (long long)kv_type);
+    if (backend < EMBER_BACKEND_AUTO || backend > EMBER_BACKEND_VULKAN)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %lld", (long long)backend);
     EngineOptions o;
     o.n_ctx = p.n_ctx;
     o.n_seq_max = p.n_seq_max;

@@ -76,12 +76,13 @@ ember_status ember_session_set_speculation(ember_session *session, const ember_s
         EMBER_REQUIRE_ARG(session);
         const ember_spec_params p =
             abi::read_params(params, sizeof(ember_spec_params), ember_spec_params_init, "ember_spec_params");
-        if (p.mode == EMBER_SPEC_OFF) {
+        const int64_t mode = abi::enum_value(p.mode);
+        if (mode == EMBER_SPEC_OFF) {
             session->spec.reset();
             return EMBER_OK;
         }
-        if (p.mode != EMBER_SPEC_DRAFT && p.mode != EMBER_SPEC_LOOKUP)
-            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown speculation mode %d", (int)p.mode);
+        if (mode != EMBER_SPEC_DRAFT && mode != EMBER_SPEC_LOOKUP)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown speculation mode %lld", (long long)mode);
         if (p.mode == EMBER_SPEC_DRAFT && !p.draft_model)
             fail(EMBER_ERR_INVALID_ARGUMENT, "EMBER_SPEC_DRAFT needs a draft_model");
         spec::SpecOptions o;

@@ -47,10 +47,11 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         EMBER_REQUIRE_ARG(out);
         const ember_session_params p = abi::read_params(params, kSessionParamsV1Size,
                                                         impl_ember_session_params_init_1_1, "ember_session_params");
-        if (p.kv_type != EMBER_KV_F16 && p.kv_type != EMBER_KV_Q8_0)
-            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %d", (int)p.kv_type);
-        if (p.backend < EMBER_BACKEND_AUTO || p.backend > EMBER_BACKEND_VULKAN)
-            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)p.backend);
+        const int64_t kv_type = abi::enum_value(p.kv_type), backend = abi::enum_value(p.backend);
+        if (kv_type != EMBER_KV_F16 && kv_type != EMBER_KV_Q8_0)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %lld", (long long)kv_type);
+        if (backend < EMBER_BACKEND_AUTO || backend > EMBER_BACKEND_VULKAN)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %lld", (long long)backend);
         SessionOptions o;
         o.n_ctx = p.n_ctx;
         o.n_threads = p.n_threads;

@@ -7,11 +7,16 @@ std::string &last_error() {
     return msg;
 }
 
-ember_status set_error(ember_status status, const std::string &message) {
+ember_status set_error(ember_status status, const char *fn_name, const char *prefix, const char *message) noexcept {
+    std::string &msg = last_error();
     try {
-        last_error() = message;
+        msg.assign(fn_name).append(": ").append(prefix).append(message);
     } catch (...) {
-        // Out of memory while storing the message: the status still tells what happened.
+        // Out of memory for the message: keep what fits in the string's storage (at least the 15 bytes
+        // every std::string holds in place), so the message still says something true.
+        msg.clear();
+        const char *fallback = status == EMBER_ERR_OUT_OF_MEMORY ? "out of memory" : "error";
+        if (std::strlen(fallback) <= msg.capacity()) msg.append(fallback);
     }
     return status;
 }

@@ -12,24 +12,28 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <type_traits>
 
 namespace ember::abi {
 
 std::string &last_error();
-ember_status set_error(ember_status status, const std::string &message);
+// Stores "fn_name: prefix message" as the thread's last error and returns status. Never throws: out of
+// memory for the message, it stores what fits without allocating (the handlers below run while memory
+// may still be short, and an exception from them would terminate the host through guard's noexcept).
+ember_status set_error(ember_status status, const char *fn_name, const char *prefix, const char *message) noexcept;
 
 template <class F>
 ember_status guard(const char *fn_name, F &&body) noexcept {
     try {
         return body();
     } catch (const Error &e) {
-        return set_error(e.status(), std::string(fn_name) + ": " + e.what());
+        return set_error(e.status(), fn_name, "", e.what());
     } catch (const std::bad_alloc &) {
-        return set_error(EMBER_ERR_OUT_OF_MEMORY, std::string(fn_name) + ": out of memory");
+        return set_error(EMBER_ERR_OUT_OF_MEMORY, fn_name, "", "out of memory");
     } catch (const std::exception &e) {
-        return set_error(EMBER_ERR_INTERNAL, std::string(fn_name) + ": internal error: " + e.what());
+        return set_error(EMBER_ERR_INTERNAL, fn_name, "internal error: ", e.what());
     } catch (...) {
-        return set_error(EMBER_ERR_INTERNAL, std::string(fn_name) + ": internal error: unknown exception");
+        return set_error(EMBER_ERR_INTERNAL, fn_name, "internal error: ", "unknown exception");
     }
 }
 
@@ -50,6 +54,16 @@ ember_status guard(const char *fn_name, F &&body) noexcept {
 #define EMBER_SYMBOL_VERSION(impl, name, node)
 #define EMBER_SYMBOL_VERSION_DEFAULT(impl, name, node)
 #endif
+
+// The integer in an enum field of a caller's struct. A C caller may store any int there, and loading a
+// value outside the enumerators as the C++ enum type is undefined behaviour (UBSan flags it; a compiler
+// may fold the range check away), so fields are validated as integers before they are used as enums.
+template <class E>
+int64_t enum_value(const E &field) {
+    std::underlying_type_t<E> v;
+    std::memcpy(&v, &field, sizeof v);
+    return static_cast<int64_t>(v);
+}
 
 // Reads a caller's params struct: copies min(struct_size, sizeof(T)) bytes over the defaults, so an
 // older, smaller struct gets defaults for fields it does not have. A struct_size smaller than the

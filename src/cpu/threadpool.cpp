@@ -61,10 +61,19 @@ int usable_cpus() {
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
     spin_ns_ = n_threads_ <= usable_cpus() ? std::chrono::nanoseconds(kSpin).count() : 0;
     workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+    try {
+        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+    } catch (...) {
+        // A thread that could not start (out of memory or threads): the destructor will not run, so the
+        // ones already started are stopped and joined here, or they would end the process unjoined.
+        stop_workers();
+        throw;
+    }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
     if (workers_.empty()) return;
     stop_.store(true, std::memory_order_relaxed);  // published by the release below
     generation_.fetch_add(1, std::memory_order_seq_cst);

@@ -49,6 +49,7 @@ public:
     }
 
 private:
+    void stop_workers();   // wakes every started worker with stop_ set and joins it
     using Fn = void (*)(void *ctx, int ith, int nth);
     void run_impl(Fn fn, void *ctx);
     void worker(int ith);

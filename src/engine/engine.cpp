@@ -117,14 +117,30 @@ void Engine::worker_main() {
         }
         try {
             step();
+        } catch (const Error &e) {
+            fail_step(e.status(), e.what());
+        } catch (const std::bad_alloc &) {
+            fail_step(EMBER_ERR_OUT_OF_MEMORY, "out of memory");
         } catch (const std::exception &e) {
-            // A failed step fails the requests it carried; the engine itself keeps running.
-            std::lock_guard<std::mutex> step(step_mutex_);
-            for (auto &r : active_) finish(r, EMBER_REQUEST_FAILED, EMBER_ERR_INTERNAL, e.what());
-            active_.clear();
-            publish();
-            flush_ended();
+            fail_step(EMBER_ERR_INTERNAL, e.what());
         }
+    }
+}
+
+void Engine::fail_step(ember_status status, const char *message) noexcept {
+    // A failed step fails the requests it carried, with the step's status (out of memory is not a bug);
+    // the engine itself keeps running. Nothing may escape the worker thread: a request that cannot even
+    // be failed for want of memory stays active, and the next step takes it up again.
+    std::lock_guard<std::mutex> step(step_mutex_);
+    try {
+        for (auto &r : active_) finish(r, EMBER_REQUEST_FAILED, status, message);
+    } catch (...) {
+    }
+    std::erase_if(active_, [](const std::shared_ptr<Request> &r) { return r->finished; });
+    try {
+        publish();
+        flush_ended();
+    } catch (...) {
     }
 }
 
@@ -136,9 +152,9 @@ bool Engine::step() {
 void Engine::finish(const std::shared_ptr<Request> &r, ember_request_state state, ember_status error,
                     const std::string &message, bool keep_seq) {
     if (r->finished) return;
+    ended_.push_back({r, state, error, message, r->utf8.flush()});  // first: if it throws, nothing changed
     r->finished = true;
     if (!keep_seq) r->seq.reset();  // full blocks stay cached in the pool for later prompts that share them
-    ended_.push_back({r, state, error, message, r->utf8.flush()});
 }
 
 void Engine::flush_ended() {
@@ -169,20 +185,23 @@ void Engine::emit(Request &r, int32_t token) {
 
 void Engine::admit() {
     std::lock_guard<std::mutex> lock(queue_mutex_);
+    // A request leaves the queue only once everything that can fail (allocations) is done: if admitting
+    // it throws, it is still queued, and a later step admits it.
     while (!queue_.empty() && active_.size() < plan_.n_seq_max) {
         std::shared_ptr<Request> r = queue_.front();
-        queue_.pop_front();
         if (r->cancel) {
             finish(r, EMBER_REQUEST_CANCELLED);
+            queue_.pop_front();
             continue;
         }
-        r->seq = std::make_unique<kv::KvSequence>(pool_);
-        r->n_evaluated = r->seq->adopt_prefix(r->prompt.data(), static_cast<uint32_t>(r->prompt.size()));
-        {
-            std::lock_guard<std::mutex> rl(r->mutex);
-            r->state = EMBER_REQUEST_RUNNING;
-        }
-        active_.push_back(std::move(r));
+        auto seq = std::make_unique<kv::KvSequence>(pool_);
+        const uint32_t adopted = seq->adopt_prefix(r->prompt.data(), static_cast<uint32_t>(r->prompt.size()));
+        active_.push_back(r);
+        queue_.pop_front();
+        r->seq = std::move(seq);
+        r->n_evaluated = adopted;
+        std::lock_guard<std::mutex> rl(r->mutex);
+        r->state = EMBER_REQUEST_RUNNING;
     }
     // Queued requests cancelled while every slot is busy end now, not when a slot frees.
     for (auto it = queue_.begin(); it != queue_.end();) {

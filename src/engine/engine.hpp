@@ -73,6 +73,7 @@ private:
     // Publishes the counts stats() reports and whether work remains (returned).
     bool publish();
     void worker_main();
+    void fail_step(ember_status status, const char *message) noexcept;
     void admit();
     // Ends a request: releases its KV sequence (unless keep_seq: a pinned prefix) and queues its final
     // state, which flush_ended() makes visible after the step published its stats, so whoever sees the

@@ -166,11 +166,14 @@ public:
         return {reinterpret_cast<const char *>(take(len, field)), static_cast<size_t>(len)};
     }
 
-    // Keys and tensor names: identifiers that messages and lookups rely on.
+    // Keys and tensor names: identifiers that messages and lookups rely on. The C ABI hands them out as
+    // NUL-terminated strings and looks keys up by such strings, so a NUL inside one is refused too.
     std::string_view read_name(const char *field) {
         std::string_view s = read_string(field);
         if (s.empty()) invalid(format("%s is empty", field));
         if (!valid_utf8(s)) invalid(format("%s '%s' is not valid UTF-8", field, printable(s).c_str()));
+        if (s.find('\0') != std::string_view::npos)
+            invalid(format("%s '%s' contains a NUL byte", field, printable(s).c_str()));
         return s;
     }
 

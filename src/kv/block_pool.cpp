@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 
 #include <limits>
+#include <new>
 
 namespace ember::kv {
 
@@ -66,11 +67,18 @@ void BlockPool::unref(int32_t block) {
     if (refs_[b] == 0) fail(EMBER_ERR_INTERNAL, "unref of KV block %d, which is not in use", block);
     if (--refs_[b] > 0) return;
     if (hash_of_[b] != 0) {
-        lru_pos_[b] = lru_.insert(lru_.end(), block);
-        in_lru_[b] = true;
-    } else {
-        free_.push_back(block);
+        // unref runs in destructors and on error paths, so it must not fail: without memory for the LRU
+        // node, the block forgets its content and becomes free instead of cached.
+        try {
+            lru_pos_[b] = lru_.insert(lru_.end(), block);
+            in_lru_[b] = true;
+            return;
+        } catch (const std::bad_alloc &) {
+            by_hash_.erase(hash_of_[b]);
+            hash_of_[b] = 0;
+        }
     }
+    free_.push_back(block);  // never reallocates: reserved for every block
 }
 
 namespace {

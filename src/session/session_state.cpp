@@ -136,12 +136,12 @@ void Session::restore(const uint8_t *data, size_t size) {
     if ((n + kv::kBlockSize - 1) / kv::kBlockSize > available)
         fail(EMBER_ERR_OUT_OF_MEMORY,
              "the KV cache this session shares with its forks has too few free blocks for %u restored tokens", n);
+    std::vector<int32_t> ids(n);  // before the old state goes: out of memory here leaves it in place
+    if (n) std::memcpy(ids.data(), tokens, 4ull * n);  // (an empty vector's data() may be NULL)
     seq_->clear();
     kv::KvSequence restored(*kv_->pool);
     if (!restored.reserve(n, copy_fn())) fail(EMBER_ERR_INTERNAL, "KV blocks exhausted restoring %u tokens", n);
     kv_->ctx->write_kv(restored.blocks().data(), n, tokens + 4ull * n);
-    std::vector<int32_t> ids(n);
-    std::memcpy(ids.data(), tokens, 4ull * n);
     restored.commit(ids.data(), n);
     *seq_ = std::move(restored);
     utf8_.reset();

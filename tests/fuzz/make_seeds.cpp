@@ -1,0 +1,290 @@
+// make_seeds.cpp — writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/). Run it
+// only to regenerate them (tools/fuzz.sh --make-seeds); the seeds are committed.
+//
+// gguf:          tiny models written with our GGUF writer: llama with a SentencePiece vocabulary (F32,
+//                tied output), qwen2 with a byte-level BPE vocabulary and Q/K/V biases (F16), llama with
+//                Q8_0 weights, a vocab-only file of an unknown architecture, an empty version-2 file.
+// session_state: real states of models/stories260K.gguf (f16 and Q8_0 caches, with and without logits,
+//                empty), each behind the mode byte fuzz_session_state.cpp reads (0x03: repair checksum
+//                and fingerprint).
+// tokenizer:     texts behind a selector byte (vocabulary and flags, see fuzz_tokenizer.cpp).
+#include "core/dtype.hpp"
+#include "core/fp16.hpp"
+#include "gguf/gguf.hpp"
+
+#include <ember/ember.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace ember;
+
+namespace {
+
+std::string g_out;
+
+void write_file(const std::string &name, const void *data, size_t size) {
+    const std::string path = g_out + "/" + name;
+    FILE *f = std::fopen(path.c_str(), "wb");
+    if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) {
+        std::fprintf(stderr, "make_seeds: cannot write %s\n", path.c_str());
+        std::exit(1);
+    }
+    std::printf("%s (%zu bytes)\n", path.c_str(), size);
+}
+
+// Deterministic weights in [-0.5, 0.5).
+float next_weight(uint64_t &s) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>((s >> 40) & 0xFFFF) / 65536.0f - 0.5f;
+}
+
+// A matrix of n_out rows of n_in values in `type` (F32, F16 or Q8_0), or a vector when n_out == 0.
+void add_weight(gguf::Writer &w, const std::string &name, DType type, int64_t n_in, int64_t n_out, uint64_t &seed) {
+    const int64_t rows = n_out ? n_out : 1;
+    std::vector<float> v(static_cast<size_t>(n_in * rows));
+    for (float &x : v) x = next_weight(seed);
+    std::vector<int64_t> dims = n_out ? std::vector<int64_t>{n_in, n_out} : std::vector<int64_t>{n_in};
+    if (type == DType::F32 || !n_out) {
+        if (!n_out) for (float &x : v) x += 1.0f;   // norm weights around 1
+        w.add_tensor(name, DType::F32, dims, v.data(), v.size() * sizeof(float));
+    } else if (type == DType::F16) {
+        std::vector<uint16_t> h(v.size());
+        for (size_t i = 0; i < v.size(); ++i) h[i] = fp32_to_fp16(v[i]);
+        w.add_tensor(name, DType::F16, dims, h.data(), h.size() * 2);
+    } else {  // Q8_0: blocks of 32 values, an f16 scale and 32 int8
+        std::vector<uint8_t> q;
+        for (size_t b = 0; b < v.size(); b += 32) {
+            float amax = 0;
+            for (size_t i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(v[b + i]));
+            const float d = amax / 127.0f;
+            const uint16_t dh = fp32_to_fp16(d);
+            q.push_back(static_cast<uint8_t>(dh & 0xFF));
+            q.push_back(static_cast<uint8_t>(dh >> 8));
+            for (size_t i = 0; i < 32; ++i)
+                q.push_back(static_cast<uint8_t>(static_cast<int8_t>(d ? std::lround(v[b + i] / d) : 0)));
+        }
+        w.add_tensor(name, DType::Q8_0, dims, q.data(), q.size());
+    }
+}
+
+struct Shape {
+    const char *arch;
+    uint32_t n_embd, n_head, n_head_kv, n_ff, n_layer;
+    DType type;
+    bool bias, tied;
+};
+
+void add_decoder(gguf::Writer &w, const Shape &s, uint32_t n_vocab) {
+    const std::string a = std::string(s.arch) + ".";
+    w.add_string("general.architecture", s.arch);
+    w.add_string("general.name", std::string("fuzz seed ") + s.arch);
+    w.add_u32(a + "context_length", 64);
+    w.add_u32(a + "embedding_length", s.n_embd);
+    w.add_u32(a + "block_count", s.n_layer);
+    w.add_u32(a + "feed_forward_length", s.n_ff);
+    w.add_u32(a + "attention.head_count", s.n_head);
+    w.add_u32(a + "attention.head_count_kv", s.n_head_kv);
+    w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+    w.add_f32(a + "rope.freq_base", 10000.0f);
+    uint64_t seed = 7;
+    const int64_t hd = s.n_embd / s.n_head, nq = s.n_embd, nkv = hd * s.n_head_kv;
+    add_weight(w, "token_embd.weight", s.type, s.n_embd, n_vocab, seed);
+    add_weight(w, "output_norm.weight", DType::F32, s.n_embd, 0, seed);
+    if (!s.tied) add_weight(w, "output.weight", s.type, s.n_embd, n_vocab, seed);
+    for (uint32_t l = 0; l < s.n_layer; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        add_weight(w, p + "attn_norm.weight", DType::F32, s.n_embd, 0, seed);
+        add_weight(w, p + "attn_q.weight", s.type, s.n_embd, nq, seed);
+        add_weight(w, p + "attn_k.weight", s.type, s.n_embd, nkv, seed);
+        add_weight(w, p + "attn_v.weight", s.type, s.n_embd, nkv, seed);
+        add_weight(w, p + "attn_output.weight", s.type, nq, s.n_embd, seed);
+        if (s.bias) {
+            add_weight(w, p + "attn_q.bias", DType::F32, nq, 0, seed);
+            add_weight(w, p + "attn_k.bias", DType::F32, nkv, 0, seed);
+            add_weight(w, p + "attn_v.bias", DType::F32, nkv, 0, seed);
+        }
+        add_weight(w, p + "ffn_norm.weight", DType::F32, s.n_embd, 0, seed);
+        add_weight(w, p + "ffn_gate.weight", s.type, s.n_embd, s.n_ff, seed);
+        add_weight(w, p + "ffn_up.weight", s.type, s.n_embd, s.n_ff, seed);
+        add_weight(w, p + "ffn_down.weight", s.type, s.n_ff, s.n_embd, seed);
+    }
+}
+
+// SentencePiece: <unk> <s> </s>, the 256 byte tokens, a few pieces.
+uint32_t add_spm_vocab(gguf::Writer &w) {
+    std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {2, 3, 3};
+    for (int b = 0; b < 256; ++b) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        toks.push_back(hex);
+        types.push_back(6);
+    }
+    for (const char *p : {"\xe2\x96\x81", "\xe2\x96\x81the", "\xe2\x96\x81" "a", "on", "ce", "\xe2\x96\x81up", "ti", "me"}) {
+        toks.push_back(p);
+        types.push_back(1);
+    }
+    std::vector<float> scores(toks.size(), 0.0f);
+    for (size_t i = 259; i < toks.size(); ++i) scores[i] = -static_cast<float>(i);
+    w.add_string("tokenizer.ggml.model", "llama");
+    w.add_array_string("tokenizer.ggml.tokens", toks);
+    w.add_array_f32("tokenizer.ggml.scores", scores);
+    w.add_array_i32("tokenizer.ggml.token_type", types);
+    w.add_u32("tokenizer.ggml.bos_token_id", 1);
+    w.add_u32("tokenizer.ggml.eos_token_id", 2);
+    w.add_u32("tokenizer.ggml.unknown_token_id", 0);
+    return static_cast<uint32_t>(toks.size());
+}
+
+// Byte-level BPE: the 256 byte characters of GPT-2's mapping, some merges, two control tokens.
+uint32_t add_bpe_vocab(gguf::Writer &w, const char *pre) {
+    std::vector<std::string> toks;
+    std::vector<int32_t> types;
+    auto utf8 = [](uint32_t cp) {
+        std::string s;
+        if (cp < 0x80) s += static_cast<char>(cp);
+        else {
+            s += static_cast<char>(0xC0 | (cp >> 6));
+            s += static_cast<char>(0x80 | (cp & 0x3F));
+        }
+        return s;
+    };
+    // GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to 256 + n.
+    uint32_t extra = 0;
+    for (int b = 0; b < 256; ++b) {
+        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        toks.push_back(utf8(printable ? static_cast<uint32_t>(b) : 256 + extra++));
+        types.push_back(1);
+    }
+    const std::vector<std::string> merges = {"\xc4\xa0 t", "h e", "\xc4\xa0t he", "i n", "o n", "\xc4\xa0 a"};
+    for (const char *t : {"\xc4\xa0t", "he", "\xc4\xa0the", "in", "on", "\xc4\xa0" "a"}) {
+        toks.push_back(t);
+        types.push_back(1);
+    }
+    toks.push_back("<|endoftext|>");
+    types.push_back(3);
+    toks.push_back("<|im_start|>");
+    types.push_back(3);
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", pre);
+    w.add_array_string("tokenizer.ggml.tokens", toks);
+    w.add_array_i32("tokenizer.ggml.token_type", types);
+    w.add_array_string("tokenizer.ggml.merges", merges);
+    w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(toks.size() - 2));
+    return static_cast<uint32_t>(toks.size());
+}
+
+void gguf_seeds() {
+    {
+        gguf::Writer w;
+        const uint32_t nv = add_spm_vocab(w);
+        add_decoder(w, {"llama", 8, 2, 1, 16, 1, DType::F32, false, true}, nv);
+        const std::vector<uint8_t> b = w.to_bytes();
+        write_file("llama-spm-f32.gguf", b.data(), b.size());
+    }
+    {
+        gguf::Writer w;
+        const uint32_t nv = add_bpe_vocab(w, "qwen2");
+        add_decoder(w, {"qwen2", 8, 2, 2, 8, 1, DType::F16, true, false}, nv);
+        const std::vector<uint8_t> b = w.to_bytes();
+        write_file("qwen2-bpe-f16.gguf", b.data(), b.size());
+    }
+    {
+        gguf::Writer w;
+        const uint32_t nv = add_spm_vocab(w);
+        add_decoder(w, {"llama", 32, 4, 2, 32, 1, DType::Q8_0, false, true}, nv);
+        const std::vector<uint8_t> b = w.to_bytes();
+        write_file("llama-spm-q8_0.gguf", b.data(), b.size());
+    }
+    {
+        gguf::Writer w;
+        w.set_version(2);
+        w.add_string("general.architecture", "mamba");
+        add_bpe_vocab(w, "llama-bpe");
+        w.add_bool("tokenizer.ggml.add_bos_token", true);
+        const std::vector<uint8_t> b = w.to_bytes();
+        write_file("vocab-only-bpe-v2.gguf", b.data(), b.size());
+    }
+    {
+        gguf::Writer w;
+        w.set_version(2);
+        const std::vector<uint8_t> b = w.to_bytes();
+        write_file("empty-v2.gguf", b.data(), b.size());
+    }
+}
+
+void state_seed(const std::string &name, const ember_session *s) {
+    size_t len = 0;
+    ember_session_save(s, nullptr, 0, &len);
+    std::vector<uint8_t> bytes(len + 1);
+    bytes[0] = 0x03;  // repair checksum and fingerprint
+    ember_session_save(s, bytes.data() + 1, len, &len);
+    write_file(name, bytes.data(), bytes.size());
+}
+
+void session_seeds(const char *model_path) {
+    ember_model *m = nullptr;
+    if (ember_model_load(model_path, nullptr, &m) != EMBER_OK) {
+        std::fprintf(stderr, "make_seeds: %s\n", ember_last_error());
+        std::exit(1);
+    }
+    for (int q8 = 0; q8 < 2; ++q8) {
+        ember_session_params sp;
+        ember_session_params_init(&sp);
+        sp.n_ctx = 64;
+        sp.n_threads = 1;
+        sp.kv_type = q8 ? EMBER_KV_Q8_0 : EMBER_KV_F16;
+        ember_session *s = nullptr;
+        ember_session_create(m, &sp, &s);
+        const std::string kind = q8 ? "q8_0" : "f16";
+        state_seed("empty-" + kind + ".state", s);
+        const ember_token prompt[3] = {1, 403, 407};
+        ember_session_feed(s, prompt, 3);
+        state_seed("three-tokens-" + kind + ".state", s);
+        ember_session_truncate(s, 2);
+        state_seed("two-tokens-no-logits-" + kind + ".state", s);
+        ember_session_free(s);
+    }
+    ember_model_free(m);
+}
+
+void tokenizer_seeds() {
+    const struct {
+        const char *name;
+        unsigned char selector;
+        const char *text;
+    } texts[] = {
+        {"spm-plain", 0x00, "Once upon a time, there was a little girl named Lily."},
+        {"spm-special", 0x30, "<s>Hello</s> world <unk> \n\n  spaces  "},
+        {"bpe-gpt2", 0x01, "Hello world! It's 2024, isn't it? 12345 \xf0\x9f\x98\x80"},
+        {"bpe-llama3", 0x32, "<|begin_of_text|>The quick brown fox\r\n\tjumps \xe4\xbd\xa0\xe5\xa5\xbd"},
+        {"bpe-qwen2", 0x33, "<|im_start|>user\nWhat's 3+4?<|im_end|>\n   trailing"},
+        {"invalid-utf8", 0xC0, "\xff\xfe\xc3\x28 \xe2\x82 \xf0\x9f\x98 \xed\xa0\x80 ok"},
+        {"empty", 0x10, ""},
+    };
+    for (const auto &t : texts) {
+        std::string bytes(1, static_cast<char>(t.selector));
+        bytes += t.text;
+        write_file(std::string(t.name) + ".txt", bytes.data(), bytes.size());
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: make_seeds gguf|session_state|tokenizer OUT_DIR MODEL(stories260K.gguf)\n");
+        return 2;
+    }
+    g_out = argv[2];
+    const std::string what = argv[1];
+    if (what == "gguf") gguf_seeds();
+    else if (what == "session_state") session_seeds(argv[3]);
+    else if (what == "tokenizer") tokenizer_seeds();
+    else return 2;
+    return 0;
+}
