@@ -13,6 +13,7 @@
 #include "session/session.hpp"
 
 #include "core/error.hpp"
+#include "session/state_checksum.hpp"
 
 #include <cstring>
 #include <fstream>
@@ -26,35 +27,15 @@ constexpr uint32_t kVersion = 2;
 constexpr uint32_t kHeaderBytes = 48;
 constexpr uint32_t kHeaderBytesV1 = 40;
 
-uint64_t mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0xff51afd7ed558ccdull;
-    return h ^ (h >> 33);
-}
-
-// A 64-bit checksum, 8 bytes at a time: detects any corruption, not an adversary.
-uint64_t checksum(const uint8_t *p, size_t n) {
-    uint64_t h = 0x243f6a8885a308d3ull ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        std::memcpy(&w, p + i, 8);
-        h = mix(h, w);
-    }
-    uint64_t tail = 0;
-    std::memcpy(&tail, p + i, n - i);
-    return mix(h, tail);
-}
-
 // Identifies the model a state belongs to: its shape and its weights' size and first bytes.
 uint64_t fingerprint(const Model &m) {
     const HParams &hp = m.desc().hp;
     uint64_t h = 0;
     for (uint64_t v : {uint64_t{hp.n_vocab}, uint64_t{hp.n_embd}, uint64_t{hp.n_layer}, uint64_t{hp.n_head},
                        uint64_t{hp.n_head_kv}, uint64_t{hp.head_dim}, uint64_t{hp.n_ff}, m.n_params(), m.size_bytes()})
-        h = mix(h, v);
+        h = state_mix(h, v);
     const TensorRef *emb = m.desc().tok_embd;
-    return mix(h, checksum(static_cast<const uint8_t *>(emb->data), std::min<size_t>(emb->n_bytes, 4096)));
+    return state_mix(h, state_checksum(static_cast<const uint8_t *>(emb->data), std::min<size_t>(emb->n_bytes, 4096)));
 }
 
 template <class T>
@@ -95,7 +76,7 @@ std::vector<uint8_t> Session::save() const {
     if (logits_valid_)
         out.insert(out.end(), reinterpret_cast<const uint8_t *>(logits_.data()),
                    reinterpret_cast<const uint8_t *>(logits_.data() + logits_.size()));
-    put<uint64_t>(out, checksum(out.data(), out.size()));
+    put<uint64_t>(out, state_checksum(out.data(), out.size()));
     return out;
 }
 
@@ -110,7 +91,7 @@ void Session::restore(const uint8_t *data, size_t size) {
     const uint32_t header = version == 1 ? kHeaderBytesV1 : kHeaderBytes;
     if (get<uint32_t>(data + 12) != header) corrupt("unexpected header size");
     if (size < header + 8) corrupt("it is shorter than a header");
-    if (get<uint64_t>(data + size - 8) != checksum(data, size - 8)) corrupt("checksum mismatch (truncated or corrupted)");
+    if (get<uint64_t>(data + size - 8) != state_checksum(data, size - 8)) corrupt("checksum mismatch (truncated or corrupted)");
     if (get<uint64_t>(data + 16) != fingerprint(model_)) corrupt("it was saved from a different model");
     const uint32_t n = get<uint32_t>(data + 24), nv = get<uint32_t>(data + 28), kv_tok = get<uint32_t>(data + 32);
     const bool has_logits = get<uint32_t>(data + 36) != 0;

@@ -9,6 +9,7 @@
 // EMBER_ERR_OUT_OF_MEMORY; a refused state leaves the session as it was (its own saved bytes do not
 // change); an accepted one can be used (fed, generated from when it has logits, saved again).
 #include "fuzz_util.hpp"
+#include "session/state_checksum.hpp"
 
 #include <ember/ember.h>
 
@@ -19,26 +20,6 @@
 using namespace ember;
 
 namespace {
-
-// The checksum of session_state.cpp (a 64-bit mix over 8-byte words and the zero-padded tail).
-uint64_t mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0xff51afd7ed558ccdull;
-    return h ^ (h >> 33);
-}
-
-uint64_t checksum(const uint8_t *p, size_t n) {
-    uint64_t h = 0x243f6a8885a308d3ull ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        std::memcpy(&w, p + i, 8);
-        h = mix(h, w);
-    }
-    uint64_t tail = 0;
-    std::memcpy(&tail, p + i, n - i);
-    return mix(h, tail);
-}
 
 constexpr size_t kFingerprintAt = 16;
 
@@ -79,7 +60,7 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     const std::vector<uint8_t> real = save(g_session[0]);
     uint64_t stored;
     std::memcpy(&stored, real.data() + real.size() - 8, 8);
-    if (checksum(real.data(), real.size() - 8) != stored)
+    if (ember::state_checksum(real.data(), real.size() - 8) != stored)
         fuzz::broken("the fuzzer's checksum no longer matches src/session/session_state.cpp: update it");
     std::memcpy(g_fingerprint, real.data() + kFingerprintAt, 8);
     return 0;
@@ -91,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::vector<uint8_t> state(data + 1, data + size);
     if ((mode & 2) && state.size() >= kFingerprintAt + 8) std::memcpy(state.data() + kFingerprintAt, g_fingerprint, 8);
     if ((mode & 1) && state.size() >= 8) {
-        const uint64_t sum = checksum(state.data(), state.size() - 8);
+        const uint64_t sum = ember::state_checksum(state.data(), state.size() - 8);
         std::memcpy(state.data() + state.size() - 8, &sum, 8);
     }
     ember_session *s = g_session[(mode >> 2) & 1];
