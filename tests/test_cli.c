@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static const char *cli(void) {
     const char *p = getenv("EMBER_CLI");
@@ -128,6 +129,34 @@ static void test_perplexity(void **state) {
     assert_non_null(strstr(out, "f16 or q8_0"));
 }
 
+/* ember-convert-llama2c turns the original fp32 stories15M checkpoint into an F32 GGUF that tells the
+ * golden story, and refuses a file that is not a checkpoint. */
+static void test_convert_llama2c(void **state) {
+    (void)state;
+    const char *conv = getenv("EMBER_CONVERT");
+    const char *found = test_shared_model("stories15M/stories15M.bin");
+    if (!conv || !found) {
+        printf("SKIP part: %s absent\n", conv ? "../shared/models/stories15M/stories15M.bin" : "EMBER_CONVERT");
+        return;
+    }
+    char bin[2048], cmd[12288], out[8192], gguf[] = "/tmp/ember_f32_XXXXXX";
+    snprintf(bin, sizeof bin, "%s", found); /* the helper's buffer is reused by model15() */
+    const int fd = mkstemp(gguf);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s'", conv, bin, model15(), gguf);
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_non_null(strstr(out, "\"type\":\"F32\""));
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Once upon a time' -n 40 --temp 0", cli(), gguf);
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    const char *want = "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+                       "sunshine. One day, she saw a big, red ball in the sky. It";
+    if (strncmp(out, want, strlen(want)) != 0) fprintf(stderr, "got: %s\n", out);
+    assert_int_equal(strncmp(out, want, strlen(want)), 0);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s'", conv, model15(), model15(), gguf);
+    assert_int_equal(run(cmd, out, sizeof out, 1), 1);
+    unlink(gguf);
+}
+
 static void test_errors(void **state) {
     (void)state;
     char cmd[8192], out[8192];
@@ -154,6 +183,7 @@ int main(void) {
         cmocka_unit_test(test_tokenize),
         cmocka_unit_test(test_info_and_bench),
         cmocka_unit_test(test_perplexity),
+        cmocka_unit_test(test_convert_llama2c),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
