@@ -1,7 +1,7 @@
 /* test_engine.c — continuous batching through the public API: batched greedy output equals each
  * sequence run alone, prefix reuse gives the same output, cancellation (also mid-prompt) frees every
  * block, polls never wait for the engine, manual stepping, pinned prefixes, and many threads at once. */
-#include "test_util.h"
+#include "test_api_util.h"
 
 #include <ember/ember.h>
 
@@ -33,12 +33,6 @@ static int teardown(void **state) {
     (void)state;
     ember_model_free(g_model);
     return 0;
-}
-
-static size_t tokenize(const char *text, ember_token *out, size_t cap) {
-    size_t n = 0;
-    assert_int_equal(ember_tokenize(g_model, text, strlen(text), EMBER_TOKENIZE_ADD_SPECIAL, out, cap, &n), EMBER_OK);
-    return n;
 }
 
 /* Greedy continuation of a prompt by a plain session: the reference. */
@@ -108,7 +102,7 @@ static void test_batched_equals_alone(void **state) {
     ember_token prompts[N_PROMPTS][64], want[N_PROMPTS][N_GEN], got[N_PROMPTS][N_GEN + 4];
     size_t n[N_PROMPTS];
     for (size_t i = 0; i < N_PROMPTS; ++i) {
-        n[i] = tokenize(kPrompts[i], prompts[i], 64);
+        n[i] = test_tokenize(g_model, kPrompts[i], prompts[i], 64);
         run_alone(prompts[i], n[i], want[i], N_GEN, kv_type);
     }
     ember_engine_params ep;
@@ -143,7 +137,7 @@ static void test_prefix_reuse(void **state) {
     char text[4096] = "";
     for (int i = 0; i < 12; ++i) strcat(text, "Once upon a time, there was a little girl named Lily. ");
     ember_token prompt[1024];
-    size_t n = tokenize(text, prompt, 1024);
+    size_t n = test_tokenize(g_model, text, prompt, 1024);
     assert_true(n > 100);
     ember_token want[N_GEN], got[N_GEN + 4];
     run_alone(prompt, n, want, N_GEN, EMBER_KV_F16);
@@ -173,7 +167,7 @@ static void test_cancel_mid_prefill_frees_blocks(void **state) {
     char text[8192] = "";
     for (int i = 0; i < 30; ++i) strcat(text, "The cat sat on the mat and looked at the big red sun. ");
     ember_token prompt[2048];
-    size_t n = tokenize(text, prompt, 2048);
+    size_t n = test_tokenize(g_model, text, prompt, 2048);
     ember_engine_params ep;
     ember_engine_params_init(&ep);
     ep.manual_step = true; /* deterministic: we decide when steps happen */
@@ -215,7 +209,7 @@ static void test_poll_never_waits(void **state) {
     char text[8192] = "";
     for (int i = 0; i < 30; ++i) strcat(text, "A boy found a shiny stone near the river and kept it. ");
     ember_token prompt[2048];
-    size_t n = tokenize(text, prompt, 2048);
+    size_t n = test_tokenize(g_model, text, prompt, 2048);
     ember_engine_params ep;
     ember_engine_params_init(&ep);
     ep.n_ctx = 1024;
@@ -253,7 +247,7 @@ static void test_pinned_prefix_and_errors(void **state) {
     char text[4096] = "";
     for (int i = 0; i < 6; ++i) strcat(text, "You are a kind storyteller who tells short tales. ");
     ember_token prompt[1024];
-    size_t n = tokenize(text, prompt, 1024);
+    size_t n = test_tokenize(g_model, text, prompt, 1024);
     ember_engine_params ep;
     ember_engine_params_init(&ep);
     ep.n_ctx = 256;

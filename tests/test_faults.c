@@ -9,7 +9,7 @@
  * undefined behaviour, as with free()), and a model file truncated or rewritten in place while mapped
  * (reading the lost pages raises SIGBUS in the process; the library installs no signal handlers in its
  * host). docs/reliability.md says how applications replace model files safely. */
-#include "test_util.h"
+#include "test_api_util.h"
 
 #include <ember/ember.h>
 
@@ -37,12 +37,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static size_t tokenize(const char *text, ember_token *out, size_t cap) {
-    size_t n = 0;
-    assert_int_equal(ember_tokenize(g_model, text, strlen(text), EMBER_TOKENIZE_ADD_SPECIAL, out, cap, &n), EMBER_OK);
-    return n;
-}
-
 static ember_session *make_session(uint32_t n_ctx) {
     ember_session_params sp;
     ember_session_params_init(&sp);
@@ -50,15 +44,6 @@ static ember_session *make_session(uint32_t n_ctx) {
     sp.n_threads = 1;
     ember_session *s = NULL;
     assert_int_equal(ember_session_create(g_model, &sp, &s), EMBER_OK);
-    return s;
-}
-
-static ember_sampler *make_greedy(void) {
-    ember_sampler_params p;
-    ember_sampler_params_init(&p);
-    p.temperature = 0;
-    ember_sampler *s = NULL;
-    assert_int_equal(ember_sampler_create(&p, &s), EMBER_OK);
     return s;
 }
 
@@ -109,7 +94,7 @@ static void test_null_everywhere(void **state) {
     (void)state;
     ember_model *m = g_model;
     ember_session *s = make_session(32);
-    ember_sampler *smp = make_greedy();
+    ember_sampler *smp = test_greedy_sampler();
     ember_engine *e = make_engine(64, 1, true);
     ember_token tok[4] = {1, 2, 3, 4}, t;
     size_t n;
@@ -327,7 +312,7 @@ static void test_invalid_tokens_and_logits(void **state) {
     assert_int_equal(pos, 0); /* nothing was evaluated */
     const float *logits;
     assert_int_equal(ember_session_logits(s, &logits, &n), EMBER_ERR_INVALID_STATE);
-    ember_sampler *smp = make_greedy();
+    ember_sampler *smp = test_greedy_sampler();
     ember_token t;
     assert_int_equal(ember_generate_next(s, smp, &t, NULL, NULL), EMBER_ERR_INVALID_STATE); /* nothing fed */
     assert_int_equal(ember_session_truncate(s, 1), EMBER_ERR_INVALID_ARGUMENT);
@@ -384,7 +369,7 @@ static void test_invalid_tokens_and_logits(void **state) {
 static void test_context_overflow(void **state) {
     (void)state;
     ember_token prompt[64];
-    const size_t n = tokenize("Once upon a time", prompt, 64);
+    const size_t n = test_tokenize(g_model, "Once upon a time", prompt, 64);
     assert_true(n > 2 && n < 16);
     ember_session *s = make_session(16);
     ember_token many[17];
@@ -392,7 +377,7 @@ static void test_context_overflow(void **state) {
     assert_int_equal(ember_session_feed(s, many, 17), EMBER_ERR_CONTEXT_FULL);
     assert_int_equal(ember_session_feed(s, many, 16), EMBER_OK);
     assert_int_equal(ember_session_feed(s, many, 1), EMBER_ERR_CONTEXT_FULL);
-    ember_sampler *smp = make_greedy();
+    ember_sampler *smp = test_greedy_sampler();
     ember_token t;
     assert_int_equal(ember_generate_next(s, smp, &t, NULL, NULL), EMBER_ERR_CONTEXT_FULL);
     uint32_t pos = 0;
@@ -449,7 +434,7 @@ static void test_wrong_handles(void **state) {
     (void)state;
     /* A request handle stays usable after its engine is freed: its last state, its tokens, its text. */
     ember_token prompt[64];
-    const size_t n = tokenize("One day, a big bird flew over the town", prompt, 64);
+    const size_t n = test_tokenize(g_model, "One day, a big bird flew over the town", prompt, 64);
     ember_engine *e = make_engine(64, 1, true);
     ember_request *done = submit(e, prompt, n, 3, NULL, NULL);
     ember_request *running = submit(e, prompt, n, 40, NULL, NULL);
@@ -613,7 +598,7 @@ static void test_cancel_requests(void **state) {
     char text[2048] = "";
     for (int i = 0; i < 8; ++i) strcat(text, "The cat sat on the mat and looked at the sun. ");
     ember_token prompt[512];
-    const size_t n = tokenize(text, prompt, 512);
+    const size_t n = test_tokenize(g_model, text, prompt, 512);
     assert_true(n > 64);
     ember_engine_stats st;
 
@@ -685,7 +670,7 @@ static void test_cancel_requests(void **state) {
 
     /* ember_generate's callback stops it after k tokens. */
     ember_session *s = make_session(128);
-    ember_sampler *smp = make_greedy();
+    ember_sampler *smp = test_greedy_sampler();
     assert_int_equal(ember_session_feed(s, prompt, 12), EMBER_OK);
     ember_generate_params gp;
     ember_generate_params_init(&gp);
@@ -720,7 +705,7 @@ static void greedy_tokens(const ember_model *m, ember_token *out, int n_gen) {
     size_t n = 0;
     assert_int_equal(ember_tokenize(m, "Once upon a time", 16, EMBER_TOKENIZE_ADD_SPECIAL, prompt, 32, &n), EMBER_OK);
     assert_int_equal(ember_session_feed(s, prompt, n), EMBER_OK);
-    ember_sampler *smp = make_greedy();
+    ember_sampler *smp = test_greedy_sampler();
     for (int i = 0; i < n_gen; ++i) {
         const ember_status st = ember_generate_next(s, smp, &out[i], NULL, NULL);
         assert_true(st == EMBER_OK || st == EMBER_END_OF_GENERATION);

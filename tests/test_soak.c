@@ -5,7 +5,7 @@
  * end: it must not have grown by more than kToleranceBytes. (Under ASan or TSan the RSS is the
  * sanitizer's own business, its quarantine and shadow memory, so it is printed, not checked; their
  * leak checker does the checking there.) Label "soak": `ctest -L soak` runs it alone. */
-#include "test_util.h"
+#include "test_api_util.h"
 
 #include <ember/ember.h>
 
@@ -75,12 +75,6 @@ static const char *kPrompts[] = {
 };
 #define N_PROMPTS (sizeof kPrompts / sizeof kPrompts[0])
 
-static size_t tokenize(const char *text, ember_token *out, size_t cap) {
-    size_t n = 0;
-    assert_int_equal(ember_tokenize(g_model, text, strlen(text), EMBER_TOKENIZE_ADD_SPECIAL, out, cap, &n), EMBER_OK);
-    return n;
-}
-
 /* A session's life: prompt, sampled generation until the context fills, a save restored into a second
  * session that continues, a fork that branches off, a truncation and more generation. */
 static void session_round(int round) {
@@ -93,7 +87,7 @@ static void session_round(int round) {
     ember_session *s = NULL, *r = NULL, *f = NULL;
     assert_int_equal(ember_session_create(g_model, &sp, &s), EMBER_OK);
     ember_token prompt[64];
-    const size_t n = tokenize(kPrompts[round % N_PROMPTS], prompt, 64);
+    const size_t n = test_tokenize(g_model, kPrompts[round % N_PROMPTS], prompt, 64);
     assert_int_equal(ember_session_feed(s, prompt, n), EMBER_OK);
 
     ember_sampler_params smp;
@@ -172,7 +166,7 @@ static void engine_round(ember_engine *e, int round) {
     smp.temperature = 0.8f;
     smp.seed = (uint64_t)round * 7 + 1;
     for (int i = 0; i < N_REQ; ++i) {
-        const size_t n = tokenize(kPrompts[(round + i) % N_PROMPTS], prompts[i], 64);
+        const size_t n = test_tokenize(g_model, kPrompts[(round + i) % N_PROMPTS], prompts[i], 64);
         ember_request_params rp;
         ember_request_params_init(&rp);
         rp.prompt = prompts[i];
@@ -210,7 +204,7 @@ static void engine_lifecycle_round(int round) {
     ember_engine *e = NULL;
     assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_OK);
     ember_token prompt[64];
-    const size_t n = tokenize(kPrompts[round % N_PROMPTS], prompt, 64);
+    const size_t n = test_tokenize(g_model, kPrompts[round % N_PROMPTS], prompt, 64);
     ember_request *req[3];
     for (int i = 0; i < 3; ++i) {
         ember_request_params rp;

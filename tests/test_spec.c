@@ -4,7 +4,7 @@
  * fills), sampled output distributed as the target's (chi-square on the first speculated token), and
  * clean errors. The stories15M Q4_0 draft and the stories260K Q8_0 draft come from ../shared/models
  * (parts that need them say so and are skipped when absent); the rest uses models/. */
-#include "test_util.h"
+#include "test_api_util.h"
 
 #include <ember/ember.h>
 
@@ -73,19 +73,10 @@ static ember_session *fed_session(const ember_model *m, uint32_t n_ctx, const ch
     return s;
 }
 
-static ember_sampler *greedy_sampler(void) {
-    ember_sampler_params p;
-    ember_sampler_params_init(&p);
-    p.temperature = 0;
-    ember_sampler *s = NULL;
-    assert_int_equal(ember_sampler_create(&p, &s), EMBER_OK);
-    return s;
-}
-
 /* Generates with or without speculation (spec NULL); returns the status, fills c. */
 static ember_status run(ember_session *s, const ember_spec_params *spec, size_t max_tokens, struct collected *c) {
     if (spec) assert_int_equal(ember_session_set_speculation(s, spec), EMBER_OK);
-    ember_sampler *smp = greedy_sampler();
+    ember_sampler *smp = test_greedy_sampler();
     ember_generate_params gp;
     ember_generate_params_init(&gp);
     gp.max_tokens = (uint32_t)max_tokens;

@@ -8,36 +8,24 @@
 using namespace ember;
 using ember::abi::guard;
 
-
 extern "C" {
 
-// ember_engine_params grew in EMBER_1.1 (kv_type): as for ember_session_params_init, programs built
-// against EMBER_1 keep an init that writes only the 40 bytes their struct has.
+// ember_engine_params grew in EMBER_1.1 (kv_type): programs built against EMBER_1 keep an init that
+// writes only the 40 bytes their struct has (see ember_session_params_init).
 namespace {
 constexpr uint32_t kEngineParamsV1Size = offsetof(ember_engine_params, kv_type);
-void engine_params_defaults(ember_engine_params *params, uint32_t size) {
-    std::memset(params, 0, size);
-    params->struct_size = size;
-    params->n_seq_max = 8;
-    params->n_batch = 256;
-    params->backend = EMBER_BACKEND_AUTO;
+ember_engine_params engine_params_defaults() {
+    ember_engine_params p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.n_seq_max = 8;
+    p.n_batch = 256;
+    p.backend = EMBER_BACKEND_AUTO;
+    p.kv_type = EMBER_KV_F16;
+    return p;
 }
 } // namespace
-
-EMBER_API void impl_ember_engine_params_init_1_1(ember_engine_params *params) {
-    if (!params) return;
-    engine_params_defaults(params, sizeof *params);
-    params->kv_type = EMBER_KV_F16;
-}
-EMBER_API void impl_ember_engine_params_init_1(ember_engine_params *params) {
-    if (params) engine_params_defaults(params, kEngineParamsV1Size);
-}
-#if EMBER_HAS_SYMBOL_VERSIONS
-EMBER_SYMBOL_VERSION_DEFAULT(impl_ember_engine_params_init_1_1, ember_engine_params_init, "EMBER_1.1");
-EMBER_SYMBOL_VERSION(impl_ember_engine_params_init_1, ember_engine_params_init, "EMBER_1");
-#else
-void ember_engine_params_init(ember_engine_params *params) { impl_ember_engine_params_init_1_1(params); }
-#endif
+EMBER_GROWN_PARAMS_INIT(ember_engine_params, ember_engine_params_init, engine_params_defaults, kEngineParamsV1Size);
 
 namespace {
 EngineOptions engine_options(const ember_engine_params *params) {

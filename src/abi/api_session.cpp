@@ -12,33 +12,22 @@ using ember::abi::guard;
 
 extern "C" {
 
-// ember_session_params grew in EMBER_1.1. A program built against EMBER_1 passes the 32-byte struct of
-// then, so the EMBER_1 init must not write past it; programs built since get the whole struct.
+// ember_session_params grew in EMBER_1.1 (reserved, n_seq_max, kv_type): a program built against EMBER_1
+// passes the 32-byte struct of then, and its init must not write past it.
 namespace {
 constexpr uint32_t kSessionParamsV1Size = offsetof(ember_session_params, n_seq_max);
-void session_params_defaults(ember_session_params *params, uint32_t size) {
-    std::memset(params, 0, size);
-    params->struct_size = size;
-    params->n_batch = 256;
-    params->backend = EMBER_BACKEND_AUTO;
+ember_session_params session_params_defaults() {
+    ember_session_params p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.n_batch = 256;
+    p.backend = EMBER_BACKEND_AUTO;
+    p.n_seq_max = 1;
+    p.kv_type = EMBER_KV_F16;
+    return p;
 }
 } // namespace
-
-EMBER_API void impl_ember_session_params_init_1_1(ember_session_params *params) {
-    if (!params) return;
-    session_params_defaults(params, sizeof *params);
-    params->n_seq_max = 1;
-    params->kv_type = EMBER_KV_F16;
-}
-EMBER_API void impl_ember_session_params_init_1(ember_session_params *params) {
-    if (params) session_params_defaults(params, kSessionParamsV1Size);
-}
-#if EMBER_HAS_SYMBOL_VERSIONS
-EMBER_SYMBOL_VERSION_DEFAULT(impl_ember_session_params_init_1_1, ember_session_params_init, "EMBER_1.1");
-EMBER_SYMBOL_VERSION(impl_ember_session_params_init_1, ember_session_params_init, "EMBER_1");
-#else
-void ember_session_params_init(ember_session_params *params) { impl_ember_session_params_init_1_1(params); }
-#endif
+EMBER_GROWN_PARAMS_INIT(ember_session_params, ember_session_params_init, session_params_defaults, kSessionParamsV1Size);
 
 ember_status ember_session_create(const ember_model *model, const ember_session_params *params, ember_session **out) {
     if (out) *out = nullptr;

@@ -41,18 +41,25 @@ ember_status guard(const char *fn_name, F &&body) noexcept {
 #define EMBER_REQUIRE_ARG(p) \
     do { if (!(p)) ::ember::fail(EMBER_ERR_INVALID_ARGUMENT, "'%s' must not be NULL", #p); } while (0)
 
-// Exports the C function `impl` as the public symbol `name` under version node `node` (cmake/ember.map).
-// (impl is named outside ember_*, so the map keeps it local.) EMBER_SYMBOL_VERSION_DEFAULT marks the version new programs link to; EMBER_SYMBOL_VERSION an older one
-// that programs linked before keep calling. Where there are no symbol versions (non-ELF), `impl` is
-// wrapped as `name` with the default behaviour instead (see EMBER_SYMBOL_ALIAS at the call site).
+// Exports the C function `impl` as the public symbol `name` under version node `node` (cmake/ember.map;
+// impl is named outside ember_*, so the map keeps it local). EMBER_SYMBOL_VERSION_DEFAULT marks the
+// version new programs link to, EMBER_SYMBOL_VERSION an older one that programs linked before keep
+// calling. Without symbol versions (non-ELF) there is only the current function.
 #if defined(__ELF__)
-#define EMBER_HAS_SYMBOL_VERSIONS 1
 #define EMBER_SYMBOL_VERSION(impl, name, node) __asm__(".symver " #impl "," #name "@" node)
 #define EMBER_SYMBOL_VERSION_DEFAULT(impl, name, node) __asm__(".symver " #impl "," #name "@@" node)
+// The init of a params struct T that grew in EMBER_1.1: name@@EMBER_1.1 writes the whole struct,
+// name@EMBER_1 only the v1_size bytes a program built against EMBER_1 passes; both copy from
+// defaults(), which returns the whole struct with its defaults. impl_<name>_1_1 is the current one.
+#define EMBER_GROWN_PARAMS_INIT(T, name, defaults, v1_size)                                                   \
+    extern "C" EMBER_API void impl_##name##_1_1(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); } \
+    extern "C" EMBER_API void impl_##name##_1(T *p) { ::ember::abi::write_defaults(p, defaults(), v1_size); }     \
+    EMBER_SYMBOL_VERSION_DEFAULT(impl_##name##_1_1, name, "EMBER_1.1");                                      \
+    EMBER_SYMBOL_VERSION(impl_##name##_1, name, "EMBER_1")
 #else
-#define EMBER_HAS_SYMBOL_VERSIONS 0
-#define EMBER_SYMBOL_VERSION(impl, name, node)
-#define EMBER_SYMBOL_VERSION_DEFAULT(impl, name, node)
+#define EMBER_GROWN_PARAMS_INIT(T, name, defaults, v1_size)                                                   \
+    extern "C" void impl_##name##_1_1(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); }          \
+    extern "C" EMBER_API void name(T *p) { impl_##name##_1_1(p); }
 #endif
 
 // The integer in an enum field of a caller's struct. A C caller may store any int there, and loading a
@@ -63,6 +70,15 @@ int64_t enum_value(const E &field) {
     std::underlying_type_t<E> v;
     std::memcpy(&v, &field, sizeof v);
     return static_cast<int64_t>(v);
+}
+
+// An init function's work: the first `size` bytes of `defaults` into *user (NULL: nothing), with
+// struct_size = size (see EMBER_GROWN_PARAMS_INIT).
+template <class T>
+void write_defaults(T *user, const T &defaults, uint32_t size) {
+    if (!user) return;
+    std::memcpy(static_cast<void *>(user), &defaults, size);
+    user->struct_size = size;
 }
 
 // Reads a caller's params struct: copies min(struct_size, sizeof(T)) bytes over the defaults, so an

@@ -62,22 +62,12 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
     const bool penalize = (!history_.empty() || n_extra > 0) &&
         (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) &&
         p_.penalty_last_n > 0;
-    // Greedy without penalties is an argmax over the logits as they are (speculative decoding asks for
-    // a distribution per drafted position, so this path runs several times per token).
-    if (p_.temperature <= 0.0f && !penalize) {
-        size_t best = 0;
-        for (size_t i = 1; i < n_vocab; ++i)
-            if (logits[i] > logits[best]) best = i;
-        out.ids.push_back(static_cast<int32_t>(best));
-        out.w.push_back(1.0);
-        out.total = 1.0;
-        return;
-    }
-    cand_.resize(n_vocab);
-    for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
-
-    // 1. Penalties over the recent history (and the tokens after it that the caller passes).
+    // 1. Penalties over the recent history (and the tokens after it that the caller passes), on a copy;
+    // without them the logits are used as they are (greedy speculation asks for a distribution per
+    // drafted position, so copying nothing matters there).
+    const float *l = logits;
     if (penalize) {
+        penalized_.assign(logits, logits + n_vocab);
         std::unordered_map<int32_t, int> counts;
         // The window is the last penalty_last_n tokens of history + extra.
         const size_t total = history_.size() + n_extra, window = static_cast<size_t>(p_.penalty_last_n);
@@ -85,23 +75,26 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
         for (size_t i = skip; i < total; ++i) ++counts[i < history_.size() ? history_[i] : extra[i - history_.size()]];
         for (const auto &[id, count] : counts) {
             if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
-            float &l = cand_[static_cast<size_t>(id)].logit;
-            l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
-            l -= static_cast<float>(count) * p_.frequency_penalty + p_.presence_penalty;
+            float &x = penalized_[static_cast<size_t>(id)];
+            x = x > 0 ? x / p_.repeat_penalty : x * p_.repeat_penalty;
+            x -= static_cast<float>(count) * p_.frequency_penalty + p_.presence_penalty;
         }
+        l = penalized_.data();
     }
 
     // 2. Greedy: the highest logit, lowest id on ties.
     if (p_.temperature <= 0.0f) {
         size_t best = 0;
         for (size_t i = 1; i < n_vocab; ++i)
-            if (cand_[i].logit > cand_[best].logit) best = i;
-        out.ids.push_back(cand_[best].id);
+            if (l[i] > l[best]) best = i;
+        out.ids.push_back(static_cast<int32_t>(best));
         out.w.push_back(1.0);
         out.total = 1.0;
         return;
     }
 
+    cand_.resize(n_vocab);
+    for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), l[i]};
     auto by_logit = [](const Cand &a, const Cand &b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
     size_t n = n_vocab;
     // 3. top-k: only the k best need ordering.

@@ -56,7 +56,8 @@ private:
     std::mt19937_64 rng_;
     std::deque<int32_t> history_;
     struct Cand { int32_t id; float logit; };
-    std::vector<Cand> cand_;   // reused between calls
+    std::vector<Cand> cand_;          // reused between calls
+    std::vector<float> penalized_;    // logits after the penalties, reused between calls
     TokenDist dist_;
 };
 

@@ -38,7 +38,6 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     const uint32_t n_seq = opts.n_seq_max ? opts.n_seq_max : 1;
     if (n_seq > 4096) fail(EMBER_ERR_INVALID_ARGUMENT, "n_seq_max %u is too large", n_seq);
     kv_type_ = opts.kv_type;
-    check_kv_type(hp, kv_type_);
     Backend *backend = backend_find(opts.backend);
     if (!backend)
         fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)opts.backend);

@@ -22,12 +22,12 @@ double now() {
 // The benchmark prompt as the peer script builds it: BOS + a fixed English text, tokenized, repeated and
 // cut to n tokens. variant >= 0 puts a different word right after BOS, so such prompts share no block.
 // --text replaces the English text (e.g. a repetitive one, for lookup decoding).
-std::string g_text = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
+const char *const kBenchText = "The quick brown fox jumps over the lazy dog. In the beginning the model was small and the "
                      "weights were random, but every layer still had to be read from memory for each new token. ";
 
-bool bench_prompt(const ember_model *model, long n, long variant, std::vector<ember_token> &out) {
+bool bench_prompt(const ember_model *model, const Args &a, long n, long variant, std::vector<ember_token> &out) {
     std::vector<ember_token> body;
-    const std::string &text = g_text;
+    const std::string text = a.has("--text") ? a.str("--text", "") + " " : kBenchText;
     if (!tokenize(model, text, 0, body) || body.empty()) return false;
     out.clear();
     if (ember_token_bos(model) >= 0) out.push_back(ember_token_bos(model));
@@ -74,7 +74,7 @@ int bench_parallel(const Args &a, const std::string &model_path, long P, long G,
     // A different first word per request, so no request reuses another's prompt blocks.
     std::vector<std::vector<ember_token>> prompts(static_cast<size_t>(N));
     for (long i = 0; i < N; ++i)
-        if (!bench_prompt(model, P, i, prompts[static_cast<size_t>(i)]))
+        if (!bench_prompt(model, a, P, i, prompts[static_cast<size_t>(i)]))
             return ember_engine_free(engine), ember_model_free(model), 1;
     // Times come from the streaming callback (on the engine's thread) and the main thread blocks in
     // ember_request_wait: a polling loop here would compete with the engine's threads for the cores.
@@ -153,7 +153,7 @@ int bench_prefix_reuse(const Args &a, const std::string &model_path, long P) {
     ember_status st = ember_engine_create(model, &ep, &engine);
     if (st != EMBER_OK) return fail("cannot create engine", st), ember_model_free(model), 1;
     std::vector<ember_token> prompt;
-    if (!bench_prompt(model, P + 1, -1, prompt)) return ember_engine_free(engine), ember_model_free(model), 1;
+    if (!bench_prompt(model, a, P + 1, -1, prompt)) return ember_engine_free(engine), ember_model_free(model), 1;
     double ttft[2] = {0, 0};
     for (int i = 0; i < 2 && st == EMBER_OK; ++i) {
         std::vector<ember_token> p = prompt;
@@ -187,7 +187,6 @@ int cmd_bench(int argc, char **argv) {
                             {"--prefix-reuse", "--lookup", "--draft-fixed"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
-    if (a.has("--text")) g_text = a.str("--text", "") + " ";
     const long P = a.integer("-p", 128), G = a.integer("-n", 64), N = a.integer("--parallel", 0);
     if (P < 1 || G < 1) return usage_error("bench: -p and -n must be >= 1");
     if (N < 0 || N > 1024) return usage_error("bench: --parallel must be in 1..1024");
@@ -222,7 +221,7 @@ int cmd_bench(int argc, char **argv) {
     bool spec = false;
     if (ember_sampler_create(&spp, &sampler) != EMBER_OK) { fail("bad --temp", EMBER_ERR_INVALID_ARGUMENT); goto done; }
     if (!attach_speculation(s, sa, &draft)) goto done;
-    if (!bench_prompt(model, P, -1, prompt)) goto done;
+    if (!bench_prompt(model, a, P, -1, prompt)) goto done;
 
     // Decode goes through ember_generate, which speculates when it is attached. Its first token comes
     // from the logits prefill left (no forward pass), so G + 1 tokens cost G steps.
