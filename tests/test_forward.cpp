@@ -17,10 +17,12 @@
 #include "session/session.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <unistd.h>
+#include <thread>
 #include <vector>
 
 using namespace ember;
@@ -311,6 +313,45 @@ void test_missing_bias_is_an_error(void **) {
 
 } // namespace
 
+// A speculative draft runs on its target's worker threads (SessionOptions::share_threads_with). Sessions
+// that share a pool may still be fed from different threads at once: their runs take turns, and each
+// gets the logits it gets alone, bit for bit.
+void test_sessions_sharing_threads(void **) {
+    SyntheticSpec spec;
+    spec.type = DType::Q8_0;
+    spec.n_embd = 256;   // big enough that the matmuls go to the pool (matmul.cpp's kMinParallelMacs)
+    spec.n_ff = 512;
+    spec.n_vocab = 512;
+    TempFile file(synthetic_model_gguf(spec));
+    auto model = Model::load(file.path, LoadOptions{});
+    const std::vector<int32_t> a_tokens = {1, 7, 3, 12, 40, 5, 9, 22}, b_tokens = {1, 30, 31, 2, 17, 4, 8, 60};
+    SessionOptions o;
+    o.n_ctx = 64;
+    o.n_threads = 2;
+    auto solo = [&](const std::vector<int32_t> &t) {
+        Session s(*model, o);
+        s.feed(t.data(), t.size());
+        return std::vector<float>(s.logits(), s.logits() + s.n_vocab());
+    };
+    const std::vector<float> a_ref = solo(a_tokens), b_ref = solo(b_tokens);
+    Session a(*model, o);
+    SessionOptions ob = o;
+    ob.share_threads_with = &a;
+    Session b(*model, ob);
+    std::atomic<int> mismatches{0};
+    auto run = [&](Session &s, const std::vector<int32_t> &t, const std::vector<float> &ref) {
+        for (int round = 0; round < 50; ++round) {
+            s.truncate(0);
+            for (int32_t tok : t) s.feed(&tok, 1);   // many small runs, so the two threads interleave
+            if (std::memcmp(s.logits(), ref.data(), ref.size() * sizeof(float)) != 0) ++mismatches;
+        }
+    };
+    std::thread other([&] { run(b, b_tokens, b_ref); });
+    run(a, a_tokens, a_ref);
+    other.join();
+    assert_int_equal(mismatches.load(), 0);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_f32_gqa_rope_freqs_tied),
@@ -324,6 +365,7 @@ int main() {
         cmocka_unit_test(test_qwen2_q5_0),
         cmocka_unit_test(test_llama_q5_1),
         cmocka_unit_test(test_missing_bias_is_an_error),
+        cmocka_unit_test(test_sessions_sharing_threads),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -29,6 +29,11 @@ struct ContextParams {
     uint32_t n_batch = 256;    // largest n_tokens passed to forward()
     uint32_t n_logits = 1;     // largest n_logits passed to forward()
     DType kv_type = DType::F16; // element type of the K/V rows (F16 or Q8_0, see kv_format.cpp)
+    // A context of the same backend whose worker threads this one runs on instead of starting its own
+    // (then n_threads is that context's). For contexts used by turns, such as a speculative draft and
+    // its target: two pools would each keep their workers spinning for a while after a pass, on the
+    // cores the other pool's next pass needs. Ignored when it is another backend's context.
+    const class BackendContext *share_threads_with = nullptr;
 };
 
 // The KV cache's row format, the same on every backend (a saved state moves between them): a row is one

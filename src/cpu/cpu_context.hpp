@@ -46,7 +46,7 @@ private:
 
     const ModelDesc &desc_;
     ContextParams params_;
-    ThreadPool pool_;
+    std::shared_ptr<ThreadPool> pool_;   // shared with contexts made with share_threads_with
     Scratch scratch_;
     size_t row_bytes_ = 0;       // one position's K (or V) row of one layer
     size_t layer_stride_ = 0;    // bytes per layer: n_blocks * block_size * row_bytes_

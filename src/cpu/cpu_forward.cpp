@@ -65,7 +65,11 @@ CpuContextSizes cpu_context_sizes(const ModelDesc &desc, const ContextParams &pa
 }
 
 CpuContext::CpuContext(const ModelDesc &desc, const ContextParams &params)
-    : desc_(desc), params_(params), pool_(static_cast<int>(params.n_threads < 1 ? 1 : params.n_threads)) {
+    : desc_(desc), params_(params) {
+    if (auto *other = dynamic_cast<const CpuContext *>(params.share_threads_with))
+        pool_ = other->pool_;
+    else
+        pool_ = std::make_shared<ThreadPool>(static_cast<int>(params.n_threads < 1 ? 1 : params.n_threads));
     if (params_.n_blocks == 0 || params_.block_size == 0 || params_.n_batch == 0 || params_.n_logits == 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "n_blocks, block_size, n_batch and n_logits must be positive");
     check_kv_type(desc.hp, params_.kv_type);
@@ -121,12 +125,12 @@ void CpuContext::layer(uint32_t il, const Batch &b) {
     const size_t row_bytes = row_bytes_;
     float *x = x_.data(), *xn = xn_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data();
 
-    for_rows(pool_, n, [&](int64_t r0, int64_t r1) { rms_norm(x + r0 * d, f32(w.attn_norm), xn + r0 * d, r1 - r0, d, hp.norm_eps); });
+    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) { rms_norm(x + r0 * d, f32(w.attn_norm), xn + r0 * d, r1 - r0, d, hp.norm_eps); });
     const WeightView wq = view(w.wq), wk = view(w.wk), wv = view(w.wv);
     const WeightView *qkv[3] = {&wq, &wk, &wv};
     float *qkv_out[3] = {q, k, v};
     const float *qkv_bias[3] = {f32(w.bq), f32(w.bk), f32(w.bv)};
-    matmul_multi(pool_, scratch_, qkv, 3, xn, n, qkv_out, qkv_bias);
+    matmul_multi(*pool_, scratch_, qkv, 3, xn, n, qkv_out, qkv_bias);
 
     RopeParams rp;
     rp.n_rot = static_cast<int>(hp.n_rot);
@@ -134,7 +138,7 @@ void CpuContext::layer(uint32_t il, const Batch &b) {
     rp.theta_base = hp.rope_theta;
     rp.freq_scale = hp.rope_freq_scale;
     rp.freq_factors = f32(desc_.rope_freqs);
-    for_rows(pool_, n, [&](int64_t r0, int64_t r1) {
+    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) {
         rope(q + r0 * nq, r1 - r0, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim), b.pos + r0, rp);
         rope(k + r0 * nkv, r1 - r0, static_cast<int>(hp.n_head_kv), static_cast<int>(hp.head_dim), b.pos + r0, rp);
         // Each token's K/V row goes to its own sequence's block at its position.
@@ -157,11 +161,11 @@ void CpuContext::layer(uint32_t il, const Batch &b) {
     kv.type = kv_type;
     kv.row_bytes = row_bytes;
     kv.block_size = bs;
-    attention(pool_, q, b.pos, b.tables, n, kv, attn_.data(), ap);
+    attention(*pool_, q, b.pos, b.tables, n, kv, attn_.data(), ap);
 
     float *tmp = tmp_.data(), *gate = gate_.data(), *up = up_.data();
-    matmul(pool_, scratch_, view(w.wo), attn_.data(), n, tmp, f32(w.bo));
-    for_rows(pool_, n, [&](int64_t r0, int64_t r1) {
+    matmul(*pool_, scratch_, view(w.wo), attn_.data(), n, tmp, f32(w.bo));
+    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) {
         add_inplace(x + r0 * d, tmp + r0 * d, (r1 - r0) * d);
         rms_norm(x + r0 * d, f32(w.ffn_norm), xn + r0 * d, r1 - r0, d, hp.norm_eps);
     });
@@ -169,10 +173,10 @@ void CpuContext::layer(uint32_t il, const Batch &b) {
     const WeightView *gu[2] = {&wg, &wu};
     float *gu_out[2] = {gate, up};
     const float *gu_bias[2] = {nullptr, nullptr};
-    matmul_multi(pool_, scratch_, gu, 2, xn, n, gu_out, gu_bias);
-    for_rows(pool_, n, [&](int64_t r0, int64_t r1) { swiglu(gate + r0 * nff, up + r0 * nff, gate + r0 * nff, (r1 - r0) * nff); });
-    matmul(pool_, scratch_, view(w.ffn_down), gate, n, tmp, nullptr);
-    for_rows(pool_, n, [&](int64_t r0, int64_t r1) { add_inplace(x + r0 * d, tmp + r0 * d, (r1 - r0) * d); });
+    matmul_multi(*pool_, scratch_, gu, 2, xn, n, gu_out, gu_bias);
+    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) { swiglu(gate + r0 * nff, up + r0 * nff, gate + r0 * nff, (r1 - r0) * nff); });
+    matmul(*pool_, scratch_, view(w.ffn_down), gate, n, tmp, nullptr);
+    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) { add_inplace(x + r0 * d, tmp + r0 * d, (r1 - r0) * d); });
 }
 
 void CpuContext::forward(const Batch &b) {
@@ -194,7 +198,7 @@ void CpuContext::forward(const Batch &b) {
     for (uint32_t i = 0; i < b.n_logits; ++i)
         rms_norm(x_.data() + static_cast<int64_t>(b.logits_rows[i]) * d, f32(desc_.output_norm), xn_.data() + i * d, 1, d,
                  hp.norm_eps);
-    matmul(pool_, scratch_, view(desc_.output), xn_.data(), b.n_logits, b.logits, nullptr);
+    matmul(*pool_, scratch_, view(desc_.output), xn_.data(), b.n_logits, b.logits, nullptr);
 }
 
 } // namespace ember::cpu

@@ -121,6 +121,8 @@ void ThreadPool::run_impl(Fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
+    // Uncontended (~20 ns) unless two contexts that share the pool run at once, which then take turns.
+    std::lock_guard<std::mutex> run_lock(run_mutex_);
     fn_ = fn;
     ctx_ = ctx;
     pending_.store(n_threads_ - 1, std::memory_order_relaxed);

@@ -28,7 +28,8 @@ public:
     int size() const { return n_threads_; }
 
     // Calls fn(ith, nth) once on each of the nth = size() threads (ith = 0 on the caller) and returns
-    // when all calls have returned. fn must not throw. Not reentrant: one run at a time per pool.
+    // when all calls have returned. fn must not throw. Not reentrant (fn must not call run on the same
+    // pool), but callers on different threads may share a pool: their runs take turns.
     template <class F>
     void run(F &&fn) {
         // remove_reference: F is an lvalue reference when fn is a named callable.
@@ -63,6 +64,7 @@ private:
     alignas(64) std::atomic<uint64_t> generation_{0};
     alignas(64) std::atomic<int> pending_{0};
     std::atomic<bool> stop_{false};
+    std::mutex run_mutex_;             // one run at a time (contexts may share a pool, see backend.hpp)
     std::mutex mutex_;
     std::condition_variable cv_;       // workers sleep here between jobs
     std::condition_variable done_cv_;  // the caller sleeps here when workers are late

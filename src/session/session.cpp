@@ -45,6 +45,7 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     // the next write copy it first (copy-on-write), which briefly needs one block more than the context.
     const uint64_t n_blocks = uint64_t{n_seq} * ((n_ctx_ + kv::kBlockSize - 1) / kv::kBlockSize + 1);
     if (n_blocks > (1u << 30)) fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u x n_seq_max %u is too large", n_ctx_, n_seq);
+    backend_kind_ = backend->kind();
     ContextParams cp;
     cp.n_blocks = static_cast<uint32_t>(n_blocks);
     cp.block_size = kv::kBlockSize;
@@ -52,6 +53,7 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     cp.n_batch = n_batch_;
     cp.n_logits = n_batch_;   // feed() with all_logits: one row per token of a chunk
     cp.kv_type = kv_type_;
+    if (opts.share_threads_with) cp.share_threads_with = opts.share_threads_with->kv_->ctx.get();
     kv_ = std::make_shared<SessionKv>();
     kv_->ctx = model.backend_model(*backend).create_context(cp);
     kv_->pool = std::make_unique<kv::BlockPool>(cp.n_blocks, kv::kBlockSize);
@@ -65,6 +67,7 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
 
 Session::Session(const Session &parent, ForkTag)
     : model_(parent.model_), n_ctx_(parent.n_ctx_), n_batch_(parent.n_batch_), kv_type_(parent.kv_type_),
+      backend_kind_(parent.backend_kind_),
       kv_(parent.kv_), logits_(parent.logits_), logits_valid_(parent.logits_valid_), utf8_(parent.utf8_) {
     // The caller holds kv_->mutex.
     seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());

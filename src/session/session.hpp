@@ -24,6 +24,9 @@ struct SessionOptions {
     ember_backend_kind backend = EMBER_BACKEND_AUTO;
     uint32_t n_seq_max = 1;      // sequences (forks) the shared cache is sized for
     DType kv_type = DType::F16;
+    // Run on this session's worker threads instead of starting new ones (same backend only; see
+    // ContextParams::share_threads_with): for a speculative draft, which takes turns with its target.
+    const class Session *share_threads_with = nullptr;
 };
 
 // The KV cache of a session and its forks: one backend context, one block pool, and the lock that
@@ -86,6 +89,7 @@ public:
     GenStep next(Sampler &sampler);
 
     const Model &model() const { return model_; }
+    ember_backend_kind backend_kind() const { return backend_kind_; }
 
 private:
     struct ForkTag {};
@@ -96,6 +100,7 @@ private:
     const Model &model_;
     uint32_t n_ctx_ = 0, n_batch_ = 0;
     DType kv_type_ = DType::F16;
+    ember_backend_kind backend_kind_ = EMBER_BACKEND_CPU;   // the backend that runs this session
     // A session is one sequence in a block pool (shared with its forks only), evaluated by the same
     // batched, paged forward pass the engine uses for many sequences. seq_ is released under the lock
     // before kv_ goes.

@@ -39,6 +39,10 @@ Speculator::Speculator(const Session &target, const SpecOptions &opts, uint32_t 
         SessionOptions so;
         so.n_ctx = target.n_ctx();
         so.n_threads = n_threads;
+        so.backend = target.backend_kind();
+        // Draft and target take turns on the same thread: one set of workers serves both (two pools
+        // would each spin for a while after their pass on the cores the other's pass needs).
+        so.share_threads_with = &target;
         draft_ = std::make_unique<Session>(*opts.draft, so);
     }
 }
