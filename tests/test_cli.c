@@ -92,6 +92,13 @@ static void test_info_and_bench(void **state) {
     assert_non_null(strstr(out, "\"load_s\":"));
     assert_non_null(strstr(out, "\"peak_rss_mb\":"));
     assert_int_equal(out[0], '{');
+    /* With speculation the plain target runs in turn: greedy lookup decoding must give its tokens. */
+    snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -t 1 -p 16 -n 12 --lookup --rounds 2", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_non_null(strstr(out, "\"rounds\":2"));
+    assert_non_null(strstr(out, "\"baseline_decode_tok_s\":"));
+    assert_non_null(strstr(out, "\"speedup\":"));
+    assert_non_null(strstr(out, "\"same_tokens_as_baseline\":true"));
 }
 
 static double json_number(const char *json, const char *key) {

@@ -181,9 +181,60 @@ int bench_prefix_reuse(const Args &a, const std::string &model_path, long P) {
 }
 } // namespace
 
+namespace {
+struct RunResult {
+    double prefill_s = 0, decode_s = 0;
+    ember_token first = 0;
+    std::vector<ember_token> out;   // the decoded tokens, after the first
+};
+
+// One run on s from an empty context: prefill the prompt and sample the first token, then n_gen tokens
+// through ember_generate (which speculates when speculation is attached; its first token comes from the
+// logits prefill left, so n_gen + 1 tokens cost n_gen steps).
+bool bench_run(ember_session *s, ember_sampler *sampler, const std::vector<ember_token> &prompt, uint32_t n_gen, RunResult &r) {
+    ember_sampler_reset(sampler);
+    ember_status st = ember_session_truncate(s, 0);
+    const double t0 = now();
+    if (st == EMBER_OK) st = ember_session_feed(s, prompt.data(), prompt.size());
+    if (st != EMBER_OK) return fail("prefill", st), false;
+    if (!greedy(s, sampler, &r.first)) return false;
+    const double t1 = now();
+    ember_sampler_reset(sampler);
+    r.out.clear();
+    ember_generate_params gp;
+    ember_generate_params_init(&gp);
+    gp.max_tokens = n_gen + 1;
+    gp.user_data = &r.out;
+    gp.on_token = [](ember_token t, const char *, size_t, void *ud) {
+        static_cast<std::vector<ember_token> *>(ud)->push_back(t);
+        return true;
+    };
+    // Bench text is arbitrary: end-of-generation tokens do not stop it, they are just counted.
+    while (r.out.size() < gp.max_tokens) {
+        gp.max_tokens -= static_cast<uint32_t>(r.out.size());
+        const size_t before = r.out.size();
+        st = ember_generate(s, sampler, &gp, nullptr);
+        gp.max_tokens += static_cast<uint32_t>(before);
+        if (st < 0) return fail("decode", st), false;
+        if (st != EMBER_END_OF_GENERATION) break;
+        ember_session_feed(s, &r.out.back(), 1);  // carry on past it, as the peer does
+    }
+    r.prefill_s = t1 - t0;
+    r.decode_s = now() - t1;
+    if (!r.out.empty()) r.out.erase(r.out.begin());   // the token prefill already sampled
+    return true;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+} // namespace
+
 int cmd_bench(int argc, char **argv) {
     const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel",
-                                        "--draft", "--draft-k", "--temp", "--seed", "--text"},
+                                        "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds"},
                             {"--prefix-reuse", "--lookup", "--draft-fixed"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
@@ -192,6 +243,9 @@ int cmd_bench(int argc, char **argv) {
     if (N < 0 || N > 1024) return usage_error("bench: --parallel must be in 1..1024");
     if (a.flag("--prefix-reuse")) return bench_prefix_reuse(a, model_path, P);
     if (N > 0) return bench_parallel(a, model_path, P, G, N);
+    const bool speculating = a.has("--draft") || a.flag("--lookup");
+    const long rounds = a.integer("--rounds", speculating ? 3 : 1);
+    if (rounds < 1 || rounds > 100) return usage_error("bench: --rounds must be in 1..100");
     Args sa = a;
     if (!a.has("-c")) sa.opts["-c"] = std::to_string(((P + G + 8 + 255) / 256) * 256);
 
@@ -210,53 +264,36 @@ int cmd_bench(int argc, char **argv) {
     spp.seed = static_cast<uint64_t>(a.integer("--seed", 1));
     ember_sampler *sampler = nullptr;
     ember_model *draft = nullptr;
+    ember_session *base = nullptr;   // with speculation: the same target without it, measured in turn
     std::vector<ember_token> prompt;
     int rc = 1;
-    double prefill_s = 0, decode_s = 0;
-    ember_token tok = 0;
-    std::vector<ember_token> out;
+    RunResult r, rb;
+    std::vector<double> prefill, decode, base_decode, speedup;
     ember_spec_stats warm, ss;
     ember_spec_stats_init(&warm);
     ember_spec_stats_init(&ss);
-    bool spec = false;
+    bool spec = false, same_tokens = true;
     if (ember_sampler_create(&spp, &sampler) != EMBER_OK) { fail("bad --temp", EMBER_ERR_INVALID_ARGUMENT); goto done; }
     if (!attach_speculation(s, sa, &draft)) goto done;
+    if (speculating && !(base = create_session(model, sa))) goto done;
     if (!bench_prompt(model, a, P, -1, prompt)) goto done;
 
-    // Decode goes through ember_generate, which speculates when it is attached. Its first token comes
-    // from the logits prefill left (no forward pass), so G + 1 tokens cost G steps.
-    for (int run = 0; run < 2; ++run) {  // run 0 warms up (page faults, first touch), run 1 is measured
-        ember_sampler_reset(sampler);
-        ember_status st = ember_session_truncate(s, 0);
-        const double t0 = now();
-        if (st == EMBER_OK) st = ember_session_feed(s, prompt.data(), prompt.size());
-        if (st != EMBER_OK) { fail("prefill", st); goto done; }
-        if (!greedy(s, sampler, &tok)) goto done;
-        const double t1 = now();
-        if (run == 1) spec = ember_session_spec_stats(s, &warm) == EMBER_OK;
-        ember_sampler_reset(sampler);
-        out.clear();
-        ember_generate_params gp;
-        ember_generate_params_init(&gp);
-        gp.max_tokens = static_cast<uint32_t>(run == 0 ? 2 : G + 1);
-        gp.user_data = &out;
-        gp.on_token = [](ember_token t, const char *, size_t, void *ud) {
-            static_cast<std::vector<ember_token> *>(ud)->push_back(t);
-            return true;
-        };
-        // Bench text is arbitrary: end-of-generation tokens do not stop it, they are just counted.
-        while (out.size() < gp.max_tokens) {
-            gp.max_tokens -= static_cast<uint32_t>(out.size());
-            const size_t before = out.size();
-            st = ember_generate(s, sampler, &gp, nullptr);
-            gp.max_tokens += static_cast<uint32_t>(before);
-            if (st < 0) { fail("decode", st); goto done; }
-            if (st != EMBER_END_OF_GENERATION) break;
-            ember_session_feed(s, &out.back(), 1);  // carry on past it, as the peer does
+    // A warm-up run each (page faults, first touch), then the measured rounds, alternating the plain
+    // session and the speculating one so that both see the same machine (a shared one drifts).
+    if (!bench_run(s, sampler, prompt, 1, r) || (base && !bench_run(base, sampler, prompt, 1, rb))) goto done;
+    spec = ember_session_spec_stats(s, &warm) == EMBER_OK;
+    for (long i = 0; i < rounds; ++i) {
+        if (base) {
+            if (!bench_run(base, sampler, prompt, static_cast<uint32_t>(G), rb)) goto done;
+            base_decode.push_back(G / rb.decode_s);
         }
-        prefill_s = t1 - t0;
-        decode_s = now() - t1;
-        if (!out.empty()) out.erase(out.begin());   // the token prefill already sampled
+        if (!bench_run(s, sampler, prompt, static_cast<uint32_t>(G), r)) goto done;
+        prefill.push_back(P / r.prefill_s);
+        decode.push_back(G / r.decode_s);
+        if (base) {
+            speedup.push_back(rb.decode_s / r.decode_s);
+            same_tokens = same_tokens && rb.first == r.first && rb.out == r.out;
+        }
     }
     if (spec) ember_session_spec_stats(s, &ss);
     {
@@ -269,26 +306,32 @@ int cmd_bench(int argc, char **argv) {
         ember_session_context_length(s, &n_ctx);
         std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"architecture\":\"%s\",\"threads\":%ld,"
                     "\"context_size\":%u,\"kv_type\":\"%s\",\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"temperature\":%g,"
-                    "\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,",
+                    "\"rounds\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,",
                     ember_version(), model_path.c_str(), info.architecture, a.integer("-t", 0), n_ctx,
-                    a.str("--kv-type", "f16").c_str(), P, G, spp.temperature, P / prefill_s, G / decode_s, load_s,
+                    a.str("--kv-type", "f16").c_str(), P, G, spp.temperature, rounds, median(prefill), median(decode), load_s,
                     ru.ru_maxrss / 1024.0);
         if (spec) {
+            // Medians over the rounds; the speedup is the median of each round's ratio to the plain
+            // session's run just before it. With sampling both draw from the same seed, but speculation
+            // consumes random numbers differently, so only greedy output is expected to be identical.
             const double drafted = static_cast<double>(ss.drafted - warm.drafted);
             const double passes = static_cast<double>(ss.target_passes - warm.target_passes);
             std::printf("\"speculation\":{\"mode\":\"%s\",\"k_final\":%u,\"drafted\":%.0f,\"acceptance_rate\":%.4f,"
-                        "\"tokens_per_target_pass\":%.3f},",
+                        "\"tokens_per_target_pass\":%.3f,\"baseline_decode_tok_s\":%.2f,\"speedup\":%.3f,"
+                        "\"same_tokens_as_baseline\":%s},",
                         a.flag("--lookup") ? "lookup" : "draft", ss.k, drafted,
                         drafted > 0 ? static_cast<double>(ss.accepted - warm.accepted) / drafted : 0.0,
-                        passes > 0 ? static_cast<double>(ss.generated - warm.generated) / passes : 0.0);
+                        passes > 0 ? static_cast<double>(ss.generated - warm.generated) / passes : 0.0, median(base_decode),
+                        median(speedup), same_tokens ? "true" : "false");
         }
-        std::printf("\"first_token\":%d,\"decode_tokens\":[", tok);
-        for (size_t i = 0; i < out.size(); ++i) std::printf(i ? ",%d" : "%d", out[i]);
+        std::printf("\"first_token\":%d,\"decode_tokens\":[", r.first);
+        for (size_t i = 0; i < r.out.size(); ++i) std::printf(i ? ",%d" : "%d", r.out[i]);
         std::printf("]}\n");
         rc = 0;
     }
 done:
     ember_sampler_free(sampler);
+    ember_session_free(base);
     ember_session_free(s);
     ember_model_free(draft);
     ember_model_free(model);
