@@ -190,7 +190,8 @@ static void test_struct_size(void **state) {
     typedef void (*init_fn)(void *);
     init_fn old_session = (init_fn)dlvsym(RTLD_DEFAULT, "ember_session_params_init", "EMBER_1");
     init_fn old_engine = (init_fn)dlvsym(RTLD_DEFAULT, "ember_engine_params_init", "EMBER_1");
-    if (old_session && old_engine) {
+    init_fn old_generate = (init_fn)dlvsym(RTLD_DEFAULT, "ember_generate_params_init", "EMBER_1");
+    if (old_session && old_engine && old_generate) {
         unsigned char buf[64];
         memset(buf, 0xCD, sizeof buf);
         old_session(buf);
@@ -203,6 +204,11 @@ static void test_struct_size(void **state) {
         memcpy(&size, buf, 4);
         assert_int_equal(size, 40);
         for (size_t i = 40; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
+        memset(buf, 0xCD, sizeof buf);
+        old_generate(buf);
+        memcpy(&size, buf, 4);
+        assert_int_equal(size, 24);
+        for (size_t i = 24; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
     } else {
         printf("note: no EMBER_1 symbol versions to check (static build?)\n");
     }
@@ -220,7 +226,7 @@ static void test_struct_size(void **state) {
 /* Every params and output struct of the header, at a struct_size below any version (refused, naming
  * struct_size) and at one larger than this library knows (a newer caller's: the unknown tail is not
  * read, and for output structs not written, and their struct_size is kept). Structs that grew since
- * EMBER_1 (session and engine params, model_info) are also tested at their EMBER_1 size above.
+ * EMBER_1 (session, engine and generate params, model_info) are also tested at their EMBER_1 size above.
  * (Add every new struct here.) */
 #define EXTRA 32
 #define BIG(type, var)                                        \
@@ -293,6 +299,15 @@ static void test_struct_size_every_struct(void **state) {
     size_t count = 0;
     ember_status st = ember_generate(s, sampler, &gp.s, &count);
     assert_true(st == EMBER_OK || st == EMBER_END_OF_GENERATION);
+    /* An EMBER_1 caller's ember_generate_params is 24 bytes; what lies past it is not read. */
+    memset(&gp, 0xAB, sizeof gp);
+    gp.s.struct_size = 24;
+    gp.s.max_tokens = 1;
+    gp.s.on_token = NULL;
+    gp.s.user_data = NULL;
+    st = ember_generate(s, sampler, &gp.s, &count);
+    assert_true(st == EMBER_OK || st == EMBER_END_OF_GENERATION);
+    assert_int_equal(count, 1);
     gp.s.struct_size = 4;
     expect_struct_size_error(ember_generate(s, sampler, &gp.s, &count));
     ember_session_free(s);

@@ -169,6 +169,52 @@ static void test_greedy_identical(void **state) {
     check_same_as_plain(g_draft, EMBER_SPEC_DRAFT, 3, true);
 }
 
+/* ember_generate_params.speculate = false decodes plainly for one call with the draft kept: calls that
+ * alternate give the plain continuation, the plain calls draft nothing, and the speculative ones after
+ * them still speculate (the draft catches up on what it missed). */
+static void test_switch_per_call(void **state) {
+    (void)state;
+    const ember_model *draft = g_draft ? g_draft : g_target;
+    struct collected plain = {0};
+    ember_session *a = fed_session(g_target, 128, kPrompts[2], NULL, NULL);
+    assert_int_equal(run(a, NULL, 40, &plain), EMBER_OK);
+    ember_session_free(a);
+
+    ember_token prompt[256];
+    size_t n_prompt = 0;
+    ember_session *b = fed_session(g_target, 128, kPrompts[2], prompt, &n_prompt);
+    ember_spec_params p;
+    ember_spec_params_init(&p);
+    p.mode = EMBER_SPEC_DRAFT;
+    p.draft_model = draft;
+    p.k = 3;
+    assert_int_equal(ember_session_set_speculation(b, &p), EMBER_OK);
+    ember_sampler *smp = test_greedy_sampler();
+    struct collected got = {0};
+    uint64_t drafted_before = 0;
+    for (int call = 0; call < 8; ++call) {
+        ember_generate_params gp;
+        ember_generate_params_init(&gp);
+        assert_true(gp.speculate); /* the default */
+        gp.max_tokens = 5;
+        gp.on_token = collect;
+        gp.user_data = &got;
+        gp.speculate = call % 2 == 1;
+        assert_int_equal(ember_generate(b, smp, &gp, NULL), EMBER_OK);
+        ember_spec_stats st;
+        ember_spec_stats_init(&st);
+        assert_int_equal(ember_session_spec_stats(b, &st), EMBER_OK);
+        if (gp.speculate) assert_true(st.drafted > drafted_before);
+        else assert_true(st.drafted == drafted_before);
+        drafted_before = st.drafted;
+    }
+    ember_sampler_free(smp);
+    assert_int_equal(got.n, 40);
+    assert_memory_equal(got.t, plain.t, 40 * sizeof(ember_token));
+    expect_fresh_state(g_target, b, prompt, n_prompt, got.t, got.n, 128);
+    ember_session_free(b);
+}
+
 /* A callback that stops early, and a context that fills: the session ends exactly as plain generation
  * leaves it (every emitted token but an end of generation evaluated). */
 static void test_stop_and_context_full(void **state) {
@@ -378,6 +424,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_stop_and_context_full),
+        cmocka_unit_test(test_switch_per_call),
         cmocka_unit_test(test_sampled_distribution),
         cmocka_unit_test(test_errors),
     };

@@ -57,9 +57,9 @@ extern "C" {
 
 /** The library release this header belongs to (semantic versioning). */
 #define EMBER_VERSION_MAJOR 0
-#define EMBER_VERSION_MINOR 2
+#define EMBER_VERSION_MINOR 3
 #define EMBER_VERSION_PATCH 0
-#define EMBER_VERSION_STRING "0.2.0"
+#define EMBER_VERSION_STRING "0.3.0"
 
 /** The ABI generation. It changes only if a published function or struct must break, which we never
  *  plan to do: functions whose meaning must change get a `_v2` beside the old one. */
@@ -449,12 +449,16 @@ typedef struct ember_generate_params {
     uint32_t max_tokens;      /**< default 128; 0 means until end of generation or a full context */
     ember_token_fn on_token;  /**< may be NULL */
     void *user_data;
+    /* --- EMBER_1.2 (a caller built against EMBER_1 passes struct_size 24 and gets the defaults) --- */
+    /** Default true: speculate when speculation is attached to the session; false: plain decoding for
+     *  this call, with the attached draft kept (it catches up on the next speculative call). */
+    bool speculate;
 } ember_generate_params;
 
 EMBER_API void ember_generate_params_init(ember_generate_params *params);
 
 /** Generates up to max_tokens with ember_generate_next (or speculatively, when speculation is attached
- *  to the session: same tokens, fewer passes), calling on_token for each. *out_count (may be
+ *  to the session and params->speculate is set: same tokens, fewer passes), calling on_token for each. *out_count (may be
  *  NULL) receives the number of tokens generated. Returns EMBER_OK when max_tokens were generated,
  *  EMBER_END_OF_GENERATION, EMBER_STOPPED (the callback returned false) or an error (including
  *  EMBER_ERR_CONTEXT_FULL when max_tokens is 0 and the context fills). */
@@ -476,8 +480,9 @@ EMBER_API ember_status ember_generate(ember_session *session, ember_sampler *sam
  * only the emitted tokens had been fed).
  *
  * ember_generate_next never speculates (one target pass per call is its point); ember_generate does
- * whenever speculation is attached. Switch it off for one request by detaching it (mode
- * EMBER_SPEC_OFF) and attach it again later; a draft model's session is rebuilt on the next use.
+ * whenever speculation is attached, unless ember_generate_params.speculate is false (since EMBER_1.2:
+ * speculation off for one call, the draft kept). Detaching (mode EMBER_SPEC_OFF) frees the draft's
+ * session instead; attaching again rebuilds it.
  * ------------------------------------------------------------------------------------------------- */
 
 typedef enum ember_spec_mode {

@@ -1,6 +1,7 @@
 // api_generate.cpp — pull (one token per call) and streaming generation.
 #include "abi/handles.hpp"
 
+#include <cstddef>
 #include <cstring>
 
 using namespace ember;
@@ -23,12 +24,20 @@ ember_status ember_generate_next(ember_session *session, ember_sampler *sampler,
     });
 }
 
-void ember_generate_params_init(ember_generate_params *params) {
-    if (!params) return;
-    std::memset(params, 0, sizeof *params);
-    params->struct_size = sizeof *params;
-    params->max_tokens = 128;
+namespace {
+// What a caller built against EMBER_1 passes (struct_size 24): the fields before `speculate`.
+constexpr uint32_t kGenerateParamsV1Size = offsetof(ember_generate_params, speculate);
+ember_generate_params generate_params_defaults() {
+    ember_generate_params p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.max_tokens = 128;
+    p.speculate = true;
+    return p;
 }
+} // namespace
+
+EMBER_GROWN_PARAMS_INIT_1_2(ember_generate_params, ember_generate_params_init, generate_params_defaults, kGenerateParamsV1Size);
 
 ember_status ember_generate(ember_session *session, ember_sampler *sampler, const ember_generate_params *params,
                             size_t *out_count) {
@@ -36,10 +45,10 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
     return guard("ember_generate", [&] {
         EMBER_REQUIRE_ARG(session);
         EMBER_REQUIRE_ARG(sampler);
-        const ember_generate_params p = abi::read_params(params, sizeof(ember_generate_params), ember_generate_params_init,
+        const ember_generate_params p = abi::read_params(params, kGenerateParamsV1Size, impl_ember_generate_params_init_1_2,
                                                          "ember_generate_params");
         size_t count = 0;
-        if (session->spec) {
+        if (session->spec && p.speculate) {
             const ember_status st = session->spec->generate(
                 *session->session, *sampler->sampler, p.max_tokens, [&](const GenStep &step) {
                     ++count;

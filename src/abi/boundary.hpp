@@ -48,19 +48,22 @@ ember_status guard(const char *fn_name, F &&body) noexcept {
 #if defined(__ELF__)
 #define EMBER_SYMBOL_VERSION(impl, name, node) __asm__(".symver " #impl "," #name "@" node)
 #define EMBER_SYMBOL_VERSION_DEFAULT(impl, name, node) __asm__(".symver " #impl "," #name "@@" node)
-// The init of a params struct T that grew in EMBER_1.1: name@@EMBER_1.1 writes the whole struct,
+// The init of a params struct T that grew in a later node (EMBER_1.1 here): name@@EMBER_1.1 writes the whole struct,
 // name@EMBER_1 only the v1_size bytes a program built against EMBER_1 passes; both copy from
 // defaults(), which returns the whole struct with its defaults. impl_<name>_1_1 is the current one.
-#define EMBER_GROWN_PARAMS_INIT(T, name, defaults, v1_size)                                                   \
-    extern "C" EMBER_API void impl_##name##_1_1(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); } \
+#define EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)                                    \
+    extern "C" EMBER_API void impl_##name##_##tag(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); } \
     extern "C" EMBER_API void impl_##name##_1(T *p) { ::ember::abi::write_defaults(p, defaults(), v1_size); }     \
-    EMBER_SYMBOL_VERSION_DEFAULT(impl_##name##_1_1, name, "EMBER_1.1");                                      \
+    EMBER_SYMBOL_VERSION_DEFAULT(impl_##name##_##tag, name, node);                                           \
     EMBER_SYMBOL_VERSION(impl_##name##_1, name, "EMBER_1")
 #else
-#define EMBER_GROWN_PARAMS_INIT(T, name, defaults, v1_size)                                                   \
-    extern "C" void impl_##name##_1_1(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); }          \
-    extern "C" EMBER_API void name(T *p) { impl_##name##_1_1(p); }
+#define EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)                                    \
+    extern "C" void impl_##name##_##tag(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); }        \
+    extern "C" EMBER_API void name(T *p) { impl_##name##_##tag(p); }
 #endif
+// The structs that grew in EMBER_1.1 and EMBER_1.2 (one growth each so far).
+#define EMBER_GROWN_PARAMS_INIT(T, name, defaults, v1_size) EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, 1_1, "EMBER_1.1")
+#define EMBER_GROWN_PARAMS_INIT_1_2(T, name, defaults, v1_size) EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, 1_2, "EMBER_1.2")
 
 // The integer in an enum field of a caller's struct. A C caller may store any int there, and loading a
 // value outside the enumerators as the C++ enum type is undefined behaviour (UBSan flags it; a compiler

@@ -32,7 +32,7 @@ bad=$(echo "$syms" | grep -Ev '^ember_[a-z0-9_]+@@?EMBER_(1(\.[0-9]+)?|EXPERIMEN
 if [ -n "$bad" ]; then
   echo "unexpected exported symbols:"; echo "$bad"; exit 1
 fi
-for old in ember_session_params_init@EMBER_1 ember_engine_params_init@EMBER_1; do
+for old in ember_session_params_init@EMBER_1 ember_engine_params_init@EMBER_1 ember_generate_params_init@EMBER_1; do
   echo "$syms" | grep -qx "$old" || { echo "missing $old (programs built against EMBER_1 need it)"; exit 1; }
 done
 n=$(echo "$syms" | grep -c '@@EMBER_1')
