@@ -252,7 +252,10 @@ void matmul_rows_f32_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<
 void matmul_rows_f16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadF16>>(job, r0, r1); }
 void matmul_rows_bf16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadBF16>>(job, r0, r1); }
 void matmul_rows_q8_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q8_0>(job, r0, r1); }
-void matmul_rows_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ4_0, false, false>>(job, r0, r1); }
+void matmul_rows_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_q4_0_avx2(job, r0, r1);
+    drive<Legacy<BlockQ4_0, false, false>>(job, r0, r1);
+}
 void matmul_rows_q4_1_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ4_1, false, true>>(job, r0, r1); }
 void matmul_rows_q5_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ5_0, true, false>>(job, r0, r1); }
 void matmul_rows_q5_1_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ5_1, true, true>>(job, r0, r1); }
