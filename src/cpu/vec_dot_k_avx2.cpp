@@ -223,6 +223,9 @@ void matmul_rows_q4_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
     drive<K45<BlockQ4_K, false>>(job, r0, r1);
 }
 void matmul_rows_q5_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<K45<BlockQ5_K, true>>(job, r0, r1); }
-void matmul_rows_q6_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q6K>(job, r0, r1); }
+void matmul_rows_q6_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_q6_k_avx2(job, r0, r1);
+    drive<Q6K>(job, r0, r1);
+}
 
 } // namespace ember::cpu::detail
