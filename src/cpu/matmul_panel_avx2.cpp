@@ -77,6 +77,11 @@ inline __m256i broadcast4(const int8_t *x) {
     return _mm256_set1_epi32(v);
 }
 
+// Left alone, GCC reassociates a block's chain of 16-bit adds into a tree over all 8 x T products,
+// which keeps them all live and spills the tile (measured: Q4_K 2048 x 2048, 64 tokens, 2 threads,
+// ~95 -> ~115 GMAC/s with the chain kept). An empty asm that "changes" the sum pins the order.
+inline void keep_in_register(__m256i &v) { __asm__("" : "+x"(v)); }
+
 // The accumulators start at 0 on the first chunk and from y otherwise (lanes where `mask` is set);
 // y gets them raw, plus the bias after the last chunk.
 struct ChunkEdges {
@@ -96,12 +101,14 @@ inline void store_acc(const MatmulJob &job, int64_t r, const PanelTokens<T> &op,
 }
 
 // ---- Q4_0, Q4_K ------------------------------------------------------------------------------------
-// A packed block holds the 8 rows' nibbles as 4 vectors P_k: byte 4i + j of P_k is row i's byte 4k + j
-// in Q4_0's order (low nibble element 4k + j, high nibble element 16 + 4k + j); s is the scale of the
+// A packed block holds the 8 rows' codes one per byte (0..15) as 8 vectors: byte 4i + j of vector k is
+// row i's element 4k + j, so vector k meets the activation bytes 4k .. 4k + 3. s is the scale of the
 // codes (Q4_0: d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j; Q4_0 takes its
-// offset of 8 in the integers instead).
+// offset of 8 in the integers instead). The nibbles are split when packing rather than in the kernel:
+// with the split in the kernel (128 bytes per block) the 4-token tile spilled its accumulators, and
+// the packed layout measured ~10 % slower (see docs/benchmarks.md).
 struct alignas(32) Q4Block {
-    uint8_t q[128];
+    uint8_t q[256];
     float s[kPanelRows];
     float m[kPanelRows];
 };
@@ -112,7 +119,6 @@ struct Q4Panel {
     // T tokens against n packed blocks (activation blocks b0 ..) of the panel at row r.
     template <int T>
     static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
-        const __m256i low4 = _mm256_set1_epi8(0x0f);
         const __m256i ones = _mm256_set1_epi16(1);
         const PanelTokens<T> op(job, b0, r, t0);
         __m256 acc[T];
@@ -121,15 +127,13 @@ struct Q4Panel {
             __m256i isum[T];
 #pragma GCC unroll 4
             for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k) {
-                const __m256i p = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].q + 32 * k));
-                const __m256i lo = _mm256_and_si256(p, low4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) {
+                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].q + 32 * k));
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
-                    isum[t] = _mm256_add_epi16(isum[t], _mm256_maddubs_epi16(lo, broadcast4(op.xq[t] + b * 32 + 4 * k)));
-                    isum[t] = _mm256_add_epi16(isum[t], _mm256_maddubs_epi16(hi, broadcast4(op.xq[t] + b * 32 + 16 + 4 * k)));
+                    isum[t] = _mm256_add_epi16(isum[t], _mm256_maddubs_epi16(w, broadcast4(op.xq[t] + b * 32 + 4 * k)));
+                    keep_in_register(isum[t]);
                 }
             }
             const __m256 s = _mm256_load_ps(pb[b].s);
@@ -152,10 +156,12 @@ struct Q4Panel {
     }
 };
 
-// Q4_0: blocks [b0, b0 + n) of the panel's rows, already in the packed nibble order.
+// Q4_0: blocks [b0, b0 + n) of the panel's rows. Byte l of qs holds element l in its low nibble and
+// l + 16 in its high nibble, so the transposed bytes split into vectors 0..3 and 4..7.
 struct PackQ4_0 : Q4Panel<false> {
     static constexpr int64_t kUnit = 1;  // activation blocks per weight block
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
         for (int64_t b = 0; b < n; ++b) {
             __m128i src[kPanelRows];
             alignas(16) uint16_t d[kPanelRows];
@@ -164,7 +170,14 @@ struct PackQ4_0 : Q4Panel<false> {
                 src[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs));
                 d[i] = blk->d;
             }
-            transpose_groups(src, out[b].q);
+            alignas(32) uint8_t both[128];
+            transpose_groups(src, both);
+            auto *q = reinterpret_cast<__m256i *>(out[b].q);
+            for (int k = 0; k < 4; ++k) {
+                const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i *>(both + 32 * k));
+                _mm256_store_si256(q + k, _mm256_and_si256(v, low4));
+                _mm256_store_si256(q + 4 + k, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+            }
             _mm256_store_ps(out[b].s, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(d))));
         }
     }
@@ -176,7 +189,7 @@ inline __m256 widen_bytes(uint64_t bytes) {  // 8 unsigned bytes -> 8 floats
 
 // Q4_K: super-blocks [b0 / 8, (b0 + n) / 8) (n and b0 multiples of 8), one packed block per sub-block.
 // The 32-byte group g of qs holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles,
-// element l in byte l; the pack moves element l + 16 into the high nibble of byte l, Q4_0's order.
+// element l in byte l: each half of a group's masked nibbles is one transpose.
 struct PackQ4_K : Q4Panel<true> {
     static constexpr int64_t kUnit = QK_K / 32;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
@@ -184,31 +197,34 @@ struct PackQ4_K : Q4Panel<true> {
         for (int64_t sb = 0; sb < n / kUnit; ++sb) {
             const int64_t s = b0 / kUnit + sb;
             Block *pb = out + sb * kUnit;
-            alignas(32) float dsc[kPanelRows][8], dmin[kPanelRows][8];
-            __m128i lo[kPanelRows][4], hi[kPanelRows][4];
+            const BlockQ4_K *blk[kPanelRows];
             for (int i = 0; i < kPanelRows; ++i) {
-                const auto *blk = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
-                const KScaleMin sm = k_scale_min(blk->scales);
+                blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
+                const KScaleMin sm = k_scale_min(blk[i]->scales);
                 // d * sc_j and dmin * m_j are exact (11 + 6 significant bits).
-                _mm256_store_ps(dsc[i], _mm256_mul_ps(widen_bytes(sm.sc), _mm256_set1_ps(avx2_half_to_float(blk->d))));
-                _mm256_store_ps(dmin[i], _mm256_mul_ps(widen_bytes(sm.m), _mm256_set1_ps(avx2_half_to_float(blk->dmin))));
-                for (int g = 0; g < 4; ++g) {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->qs + 32 * g));
-                    const __m256i l = _mm256_and_si256(v, low4);
-                    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-                    // Codes are < 16, so a 16-bit shift by 4 keeps each within its byte.
-                    lo[i][g] = _mm_or_si128(_mm256_castsi256_si128(l), _mm_slli_epi16(_mm256_extracti128_si256(l, 1), 4));
-                    hi[i][g] = _mm_or_si128(_mm256_castsi256_si128(h), _mm_slli_epi16(_mm256_extracti128_si256(h, 1), 4));
+                alignas(32) float dsc[8], dmin[8];
+                _mm256_store_ps(dsc, _mm256_mul_ps(widen_bytes(sm.sc), _mm256_set1_ps(avx2_half_to_float(blk[i]->d))));
+                _mm256_store_ps(dmin, _mm256_mul_ps(widen_bytes(sm.m), _mm256_set1_ps(avx2_half_to_float(blk[i]->dmin))));
+                for (int j = 0; j < kUnit; ++j) {
+                    pb[j].s[i] = dsc[j];
+                    pb[j].m[i] = dmin[j];
                 }
             }
-            for (int j = 0; j < kUnit; ++j) {
-                __m128i src[kPanelRows];
+            for (int g = 0; g < 4; ++g) {
+                __m128i lo[2][kPanelRows], hi[2][kPanelRows];  // [half of the group][row]
                 for (int i = 0; i < kPanelRows; ++i) {
-                    src[i] = j % 2 ? hi[i][j / 2] : lo[i][j / 2];
-                    pb[j].s[i] = dsc[i][j];
-                    pb[j].m[i] = dmin[i][j];
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk[i]->qs + 32 * g));
+                    const __m256i l = _mm256_and_si256(v, low4);
+                    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                    lo[0][i] = _mm256_castsi256_si128(l);
+                    lo[1][i] = _mm256_extracti128_si256(l, 1);
+                    hi[0][i] = _mm256_castsi256_si128(h);
+                    hi[1][i] = _mm256_extracti128_si256(h, 1);
                 }
-                transpose_groups(src, pb[j].q);
+                transpose_groups(lo[0], pb[2 * g].q);
+                transpose_groups(lo[1], pb[2 * g].q + 128);
+                transpose_groups(hi[0], pb[2 * g + 1].q);
+                transpose_groups(hi[1], pb[2 * g + 1].q + 128);
             }
         }
     }
@@ -294,6 +310,7 @@ struct PackQ6_K {
                         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_xor_si256(broadcast4(x), flip), w0),
                                                            _mm256_maddubs_epi16(_mm256_xor_si256(broadcast4(x + 4), flip), w1));
                         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
+                        keep_in_register(isum[t]);
                     }
                 }
             }
