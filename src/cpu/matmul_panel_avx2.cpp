@@ -1,23 +1,25 @@
-// matmul_panel_avx2.cpp — the prefill GEMM for 4-bit weights (Q4_0, Q4_K) on AVX2: 8-row panels
+// matmul_panel_avx2.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights on AVX2: 8-row panels
 // repacked on the fly into an interleaved layout, so that one integer product serves 8 rows at once.
-// Compiled with -mavx2 -mfma -mf16c and reached only through the kernel table (see simd_avx2.hpp).
+// Compiled with -mavx2 -mfma -mf16c and reached only through the kernel table (see simd_avx2.hpp); the
+// row kernels hand a matmul over when it has more tokens than one tile pass (kTokTile).
 //
 // Why. The row tiles of matmul_avx2.hpp multiply one row's 32 weights by one token's 32 activations
 // per _mm256_maddubs_epi16, and then need a madd, a convert and an FMA per (row, token, block) to apply
 // that block's scales: 4 vector ops per 32 multiply-adds, with 16 accumulators that spill. Here a
 // 32-byte vector holds 4 consecutive weights of each of 8 rows, multiplied by the same 4 activations
 // broadcast to every row: one maddubs still does 32 multiply-adds, but its 16-bit pair sums belong to
-// 8 rows (2 lanes each), so the 8 products of a block add up in 16 bits (at most 8 * 2 * 15 * 127 =
-// 30480, no saturation) and one madd, convert and FMA finish a block for 8 rows: about 2.6 ops per 32
-// multiply-adds instead of 4, no horizontal sums, and 4 tokens' accumulators fit in registers.
-// Measured on Zen 3, 2048 -> 5632, 128 tokens, 2 threads: see docs/benchmarks.md (2026-11-21).
+// 8 rows (2 lanes each), so a block's 8 products add up in 16 bits (Q4: at most 8 * 2 * 15 * 127 =
+// 30480, no saturation) and one madd, convert and FMA finish the block for 8 rows: about 2.4 ops per 32
+// multiply-adds instead of 4, no horizontal sums, and a 4-token tile fits the 16 registers.
+// Measured (TinyLlama shape, 128-token prompt, 2 threads): prefill Q4_0 0.87 -> ~1.4x llama.cpp,
+// Q4_K_M 0.73 -> ~1.3x (docs/benchmarks.md, 2026-11-21).
 //
-// Layout. Weights stay as stored in the file (decode streams them as they are, and nothing is copied
-// at load); a panel of 8 rows x up to kChunkBlocks blocks of 32 is repacked into a small buffer on the
-// stack (24 KiB, in L1) and then multiplied against every token of a slab, so the repacking (a 4-byte
-// transpose, ~2 % of the multiply time at 128 tokens) is amortised over the slab. A packed block holds
-// the 8 rows' nibbles as 4 vectors P_k: byte 4i + j of P_k is row i's byte 4k + j in Q4_0's order (low
-// nibble element 4k + j, high nibble element 16 + 4k + j), and the rows' scales as floats.
+// Layout. Weights stay as stored in the file: decode streams them as they are (the row kernels), and
+// nothing is copied or kept at load. A panel of 8 rows x one k-chunk (up to kPackBytes) is repacked
+// into a buffer on the stack, in L1, and then multiplied against every token of a slab, so the
+// repacking (a 4-byte transpose and nibble split) is amortised over up to 128 tokens (perf: under 10 %
+// of the panel time at 64 tokens). A packed block holds the 8 rows' codes one per byte as 8 vectors,
+// byte 4i + j of vector k being row i's element 4k + j, and the rows' scales for that block.
 //
 // Order. Every output lane computes its row alone with the same operations whatever panel, chunk or
 // thread it falls in (partial panels repeat a row in the unused lanes and never store them), and
@@ -34,8 +36,9 @@ namespace {
 
 constexpr int kPanelRows = 8;
 // A k-chunk of a panel is packed into a buffer on the stack of at most kPackBytes (in L1, which is
-// 32 KiB), and multiplied against kSlabTokens tokens before the next panel is packed. The slab's
-// activations for one chunk (128 tokens x 128 blocks x 40 B = 640 KiB at most) come from L2/L3.
+// 32 KiB here; 24 KiB leaves room for the activations passing through), and multiplied against
+// kSlabTokens tokens before the next panel is packed. The slab's activations for one chunk (128 tokens
+// x 76 blocks x 40 B = 380 KiB at most) stay in L2 across the panels.
 constexpr size_t kPackBytes = 24 * 1024;
 constexpr int64_t kSlabTokens = 128;
 
@@ -104,9 +107,10 @@ inline void store_acc(const MatmulJob &job, int64_t r, const PanelTokens<T> &op,
 // A packed block holds the 8 rows' codes one per byte (0..15) as 8 vectors: byte 4i + j of vector k is
 // row i's element 4k + j, so vector k meets the activation bytes 4k .. 4k + 3. s is the scale of the
 // codes (Q4_0: d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j; Q4_0 takes its
-// offset of 8 in the integers instead). The nibbles are split when packing rather than in the kernel:
-// with the split in the kernel (128 bytes per block) the 4-token tile spilled its accumulators, and
-// the packed layout measured ~10 % slower (see docs/benchmarks.md).
+// offset of 8 in the integers instead). The nibbles are split when packing rather than in the kernel
+// (256 bytes per block rather than 128): the kernel then does no masking, and its 8 weight vectors
+// are plain loads, which leaves registers for the 4-token tile (the two measured within this
+// machine's noise, +-15 %, on 2048 x 2048 x 64 tokens; the register budget decided).
 struct alignas(32) Q4Block {
     uint8_t q[256];
     float s[kPanelRows];
