@@ -839,6 +839,37 @@ static void test_matmul_panels(void **) {
     }
 }
 
+// A token's result does not depend on how many tokens its matmul had: 9 tokens at once (the panel GEMM
+// for Q4_0/Q4_K/Q6_K), in groups of 3 and 4 (row tiles of several tokens) and one at a time (decode)
+// give the same bits, for every weight type and both variants. Batched decoding, speculative
+// verification and saved states rely on it (batched == alone, bit-identical to recomputation).
+static void test_matmul_batch_invariant(void **) {
+    auto pool_owner = make_pool(2);
+    ThreadPool &pool = *pool_owner;
+    Scratch scratch;
+    uint64_t st = 77;
+    const int64_t n_in = 512, n_out = 13, nt = 9;
+    for (DType type : kAllTypes) {
+        const TestWeight w = make_weight(type, n_out, n_in, &st);
+        const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * n_in), -1, 1);
+        const std::vector<float> bias = rand_vec(&st, static_cast<size_t>(n_out), -1, 1);
+        for_each_variant([&](int) {
+            std::vector<float> all(static_cast<size_t>(nt * n_out), NAN);
+            matmul(pool, scratch, w.view(), x.data(), nt, all.data(), bias.data());
+            for (int64_t group : {1, 3, 4}) {
+                std::vector<float> part(all.size(), NAN);
+                for (int64_t t = 0; t < nt; t += group) {
+                    const int64_t g = nt - t < group ? nt - t : group;
+                    matmul(pool, scratch, w.view(), x.data() + t * n_in, g, part.data() + t * n_out, bias.data());
+                }
+                if (std::memcmp(all.data(), part.data(), all.size() * sizeof(float)) != 0)
+                    fail_msg("%s %s: %lld tokens at once differ from groups of %lld", isa_name(), dtype_name(type),
+                             (long long)nt, (long long)group);
+            }
+        });
+    }
+}
+
 // ---- elementwise -----------------------------------------------------------------------------------------
 
 // rms_norm: |err| <= 1e-5 |ref| (it needs a few float roundings, ~1e-7; the sum of squares is in double).
@@ -1434,6 +1465,7 @@ int main(void) {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_matmul_panels),
+        cmocka_unit_test(test_matmul_batch_invariant),
         cmocka_unit_test(test_rms_norm),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_add),
