@@ -8,9 +8,11 @@
 // super-block of 256 weights at a time. The activations come in blocks of 32 with their own scales, so
 // a super-block meets 8 of them: each 32-element piece is an exact integer dot product, converted once
 // and multiplied by the product of the weight's and the activations' scales for that piece (Q6_K's two
-// 16-element scales per piece are applied in the integers first). Each output keeps one 8-lane
-// accumulator, updated in the same order whatever the tile shape, so results do not depend on how rows
-// and tokens were split.
+// 16-element scales per piece are applied in the integers first). Q5_K keeps one 8-lane accumulator per
+// output; Q4_K and Q6_K reduce each piece to one integer per row first and accumulate with the float
+// operations of their panel GEMM (matmul_panel_avx2.cpp), which takes over above kTokTile tokens. Either
+// way an output is updated in the same order whatever the tile shape, so results do not depend on how
+// rows and tokens were split, nor on how many tokens a matmul had.
 #include "core/dtype.hpp"
 #include "cpu/matmul_avx2.hpp"
 #include "cpu/quant_k.hpp"
