@@ -797,6 +797,79 @@ static void test_matmul_multi(void **) {
     }
 }
 
+// The prefill GEMM (matmul_panel_avx2.cpp, more tokens than one tile pass) walks token slabs of 128,
+// k-chunks of its packing buffer (64 to 76 blocks of 32), panels of 8 rows and token groups of 4: these
+// shapes cross every one of those edges (n_in of 3, 4 or 9 chunks; row counts not a multiple of 8;
+// slabs with a remainder; 5 tokens, just past a tile pass). Each output is held to the reference's
+// bound, and 1, 2 and 3 threads (row chunks split differently) give the same bits.
+static void test_matmul_panels(void **) {
+    Scratch scratch;
+    uint64_t st = 123;
+    struct Shape {
+        DType type;
+        int64_t n_in, n_out, nt;
+    };
+    const Shape shapes[] = {
+        {DType::Q4_0, 8192, 19, 133}, {DType::Q4_K, 8192, 13, 131}, {DType::Q6_K, 5632, 21, 130},
+        {DType::Q4_0, 2048, 9, 5},    {DType::Q4_K, 4096, 27, 6},   {DType::Q6_K, 256, 3, 5},
+    };
+    for (const Shape &sh : shapes) {
+        const TestWeight w = make_weight(sh.type, sh.n_out, sh.n_in, &st);
+        std::vector<float> x = rand_vec(&st, static_cast<size_t>(sh.nt * sh.n_in), -1, 1);
+        for (int64_t t = 0; t < sh.nt; ++t)
+            for (int64_t i = 0; i < sh.n_in; ++i) x[t * sh.n_in + i] *= (t % 3 ? 1.0f : 20.0f) * (i / 32 % 5 ? 1.0f : 0.02f);
+        const std::vector<float> bias = rand_vec(&st, static_cast<size_t>(sh.n_out), -2, 2);
+        const Reference ref = reference(w, x, sh.nt, bias.data());
+        for_each_variant([&](int) {
+            std::vector<float> first;
+            for (int threads : {1, 2, 3}) {
+                auto pool_owner = make_pool(threads);
+                std::vector<float> y(static_cast<size_t>(sh.nt * sh.n_out), NAN);
+                matmul(*pool_owner, scratch, w.view(), x.data(), sh.nt, y.data(), bias.data());
+                for (size_t i = 0; i < y.size(); ++i)
+                    if (!(std::fabs(y[i] - ref.y[i]) <= ref.bound[i]))
+                        fail_msg("%s %s n_in %lld n_out %lld nt %lld out %zu: %.9g vs %.9g, bound %g", isa_name(),
+                                 dtype_name(sh.type), (long long)sh.n_in, (long long)sh.n_out, (long long)sh.nt, i, y[i],
+                                 ref.y[i], ref.bound[i]);
+                if (threads == 1) first = y;
+                else if (std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) != 0)
+                    fail_msg("%s %s: %d threads differ from 1", isa_name(), dtype_name(sh.type), threads);
+            }
+        });
+    }
+}
+
+// A token's result does not depend on how many tokens its matmul had: 9 tokens at once (the panel GEMM
+// for Q4_0/Q4_K/Q6_K), in groups of 3 and 4 (row tiles of several tokens) and one at a time (decode)
+// give the same bits, for every weight type and both variants. Batched decoding, speculative
+// verification and saved states rely on it (batched == alone, bit-identical to recomputation).
+static void test_matmul_batch_invariant(void **) {
+    auto pool_owner = make_pool(2);
+    ThreadPool &pool = *pool_owner;
+    Scratch scratch;
+    uint64_t st = 77;
+    const int64_t n_in = 512, n_out = 13, nt = 9;
+    for (DType type : kAllTypes) {
+        const TestWeight w = make_weight(type, n_out, n_in, &st);
+        const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * n_in), -1, 1);
+        const std::vector<float> bias = rand_vec(&st, static_cast<size_t>(n_out), -1, 1);
+        for_each_variant([&](int) {
+            std::vector<float> all(static_cast<size_t>(nt * n_out), NAN);
+            matmul(pool, scratch, w.view(), x.data(), nt, all.data(), bias.data());
+            for (int64_t group : {1, 3, 4}) {
+                std::vector<float> part(all.size(), NAN);
+                for (int64_t t = 0; t < nt; t += group) {
+                    const int64_t g = nt - t < group ? nt - t : group;
+                    matmul(pool, scratch, w.view(), x.data() + t * n_in, g, part.data() + t * n_out, bias.data());
+                }
+                if (std::memcmp(all.data(), part.data(), all.size() * sizeof(float)) != 0)
+                    fail_msg("%s %s: %lld tokens at once differ from groups of %lld", isa_name(), dtype_name(type),
+                             (long long)nt, (long long)group);
+            }
+        });
+    }
+}
+
 // ---- elementwise -----------------------------------------------------------------------------------------
 
 // rms_norm: |err| <= 1e-5 |ref| (it needs a few float roundings, ~1e-7; the sum of squares is in double).
@@ -1391,6 +1464,8 @@ int main(void) {
         cmocka_unit_test(test_dequantize),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_matmul_panels),
+        cmocka_unit_test(test_matmul_batch_invariant),
         cmocka_unit_test(test_rms_norm),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_add),

@@ -55,6 +55,48 @@ inline __m128 load_halves(const Block *const (&w)[R], int64_t b, uint16_t Block:
     return _mm_cvtph_ps(gather_halves<Block, R>(w, b, field, std::make_index_sequence<R - 1>{}));
 }
 
+// The exact integer totals of R rows' 8-lane partial sums, row i in lane i (R = 1 or 4). The panel GEMM
+// (matmul_panel_avx2.cpp) holds a block's product for each row as one integer in its row's lane and
+// applies the block's scales to it; the Q4_0/Q4_K/Q6_K tiles reduce to the same integers and apply
+// the same float operations in the same order, so that a token's result does not depend on how many
+// tokens its matmul had (batched decoding, speculative verification and prefill agree bit for bit
+// with decoding alone).
+template <int R>
+inline __m128i rows_in_lanes(const __m256i (&p)[R]) {
+    if constexpr (R == 1) {
+        return _mm_cvtsi32_si128(avx2_hsum_i32(p[0]));
+    } else {
+        static_assert(R == 4);
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    }
+}
+// The same from maddubs' 16-bit pair sums, when 4 of them add up without overflow in 16 bits (Q4_0:
+// 4 * 3810): the pairs are added across rows first, so that one madd widens all R rows (R = 1 or 4).
+template <int R>
+inline __m128i rows_in_lanes16(const __m256i (&p)[R]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    if constexpr (R == 1) {
+        return _mm_cvtsi32_si128(avx2_hsum_i32(_mm256_madd_epi16(p[0], ones)));
+    } else {
+        static_assert(R == 4);
+        const __m256i h = _mm256_madd_epi16(_mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3])), ones);
+        return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    }
+}
+
+// y = the R lanes of acc[t] (rows r .. r + R - 1) + bias, as the panel GEMM stores them.
+template <int R, int T>
+inline void store_lanes(const MatmulJob &job, int64_t r, int64_t t0, const __m128 (&acc)[T]) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+        alignas(16) float v[4];
+        _mm_store_ps(v, acc[t]);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) job.y[(t0 + t) * job.y_stride + r + i] = v[i] + (job.bias ? job.bias[r + i] : 0.0f);
+    }
+}
+
 // Where a tile of the integer kernels reads: R weight rows (as blocks of the weight type) and, for T
 // tokens, the quantized activations (values, block scales and block sums; QuantActs' layout).
 template <class Block, int R, int T>

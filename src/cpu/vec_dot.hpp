@@ -105,6 +105,11 @@ void matmul_rows_q4_k_avx2(const MatmulJob &, int64_t, int64_t);  // vec_dot_k_a
 void matmul_rows_q5_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q6_k_avx2(const MatmulJob &, int64_t, int64_t);
 void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
+// The prefill GEMM on 8-row panels repacked on the fly (matmul_panel_avx2.cpp); the row kernels above
+// hand over to it when a matmul has more tokens than one tile pass (kTokTile).
+void matmul_panels_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_q4_k_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_q6_k_avx2(const MatmulJob &, int64_t, int64_t);
 void attend_head_avx2(const AttnHead &a);
 void attend_head_q8_0_avx2(const AttnHead &a);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);

@@ -8,6 +8,9 @@
 // from memory serves 4 tokens from registers, and the block serves every token group from L2; in
 // decode (T = 1) the tile is 4 rows so that one activation load serves 4 weight rows.
 //
+// Q4_0 prefill (more tokens than one tile pass) goes to the panel GEMM instead (matmul_panel_avx2.cpp),
+// as do Q4_K and Q6_K's; the tiles here still serve decode, small batches and the other formats.
+//
 // Each output keeps its own 8-lane accumulator, updated in the same order whatever the tile shape, so
 // a result does not depend on how rows were split into tiles or across threads.
 #include "core/dtype.hpp"
@@ -176,6 +179,48 @@ struct Legacy {
     }
 };
 
+// ---- Q4_0 weights x Q8 activations, the panel GEMM's arithmetic -------------------------------------------
+// Codes as in Legacy (unsigned nibbles into maddubs, the offset of 8 taken off with the block sums), but
+// each block's product is reduced to one exact integer per row (rows_in_lanes) before its scales are
+// applied, with the float operations of the panel GEMM, so decode and small batches (here) give the same
+// bits as prefill and large batches (matmul_panel_avx2.cpp). Decode measured no slower than with
+// Legacy's 8-lane accumulators: the reduction replaces R - 1 converts and FMAs per block.
+struct Q4_0 {
+    static constexpr int kPrefillRows = 4;
+    template <int R, int T>
+    static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
+        static_assert(R <= 4 && T <= kTokTile);
+        const int64_t nb = job.xq.nb;
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        const __m256i shift = _mm256_set_epi64x(4, 4, 0, 0);
+        const TileOperands<BlockQ4_0, R, T> op(job, r, t0);
+        __m128 acc[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            if (streams(job, T)) prefetch_step<R, sizeof(BlockQ4_0)>(op.w[0], b);
+            const __m128 dw = load_halves<BlockQ4_0, R>(op.w, b, &BlockQ4_0::d);
+            __m256i code[R];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; ++i) {
+                const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i *>(op.w[i][b].qs));
+                code[i] = _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(raw), shift), low4);
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+                const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(op.xq[t] + b * 32));
+                __m256i p[R];
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) p[i] = _mm256_maddubs_epi16(code[i], xv);
+                __m128 f = _mm_cvtepi32_ps(rows_in_lanes16<R>(p));
+                f = _mm_fnmadd_ps(_mm_set1_ps(8.0f), _mm_broadcast_ss(op.xs[t] + b), f);
+                acc[t] = _mm_fmadd_ps(f, _mm_mul_ps(dw, _mm_broadcast_ss(op.xd[t] + b)), acc[t]);
+            }
+        }
+        store_lanes<R, T>(job, r, t0, acc);
+    }
+};
+
 // ---- float weights x f32 activations -----------------------------------------------------------------
 // 8 elements per step, one FMA per (row, token). Loaders turn 8 stored elements into 8 floats; the
 // n_in % 8 tail is summed in scalar.
@@ -252,7 +297,10 @@ void matmul_rows_f32_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<
 void matmul_rows_f16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadF16>>(job, r0, r1); }
 void matmul_rows_bf16_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Float<LoadBF16>>(job, r0, r1); }
 void matmul_rows_q8_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q8_0>(job, r0, r1); }
-void matmul_rows_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ4_0, false, false>>(job, r0, r1); }
+void matmul_rows_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_q4_0_avx2(job, r0, r1);
+    drive<Q4_0>(job, r0, r1);
+}
 void matmul_rows_q4_1_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ4_1, false, true>>(job, r0, r1); }
 void matmul_rows_q5_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ5_0, true, false>>(job, r0, r1); }
 void matmul_rows_q5_1_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Legacy<BlockQ5_1, true, true>>(job, r0, r1); }

@@ -8,9 +8,11 @@
 // super-block of 256 weights at a time. The activations come in blocks of 32 with their own scales, so
 // a super-block meets 8 of them: each 32-element piece is an exact integer dot product, converted once
 // and multiplied by the product of the weight's and the activations' scales for that piece (Q6_K's two
-// 16-element scales per piece are applied in the integers first). Each output keeps one 8-lane
-// accumulator, updated in the same order whatever the tile shape, so results do not depend on how rows
-// and tokens were split.
+// 16-element scales per piece are applied in the integers first). Q5_K keeps one 8-lane accumulator per
+// output; Q4_K and Q6_K reduce each piece to one integer per row first and accumulate with the float
+// operations of their panel GEMM (matmul_panel_avx2.cpp), which takes over above kTokTile tokens. Either
+// way an output is updated in the same order whatever the tile shape, so results do not depend on how
+// rows and tokens were split, nor on how many tokens a matmul had.
 #include "core/dtype.hpp"
 #include "cpu/matmul_avx2.hpp"
 #include "cpu/quant_k.hpp"
@@ -25,20 +27,6 @@ namespace {
 // byte pair 2j, 2j + 1 repeated).
 inline __m256i broadcast_i16(__m256i v, int j) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * j)));
-}
-
-// Q6_K: d_w(row i) * d_x(token t, activation block j of super-block s) for the R rows and T tokens of a
-// tile, as sc[t][i][j], read back with broadcast loads (a load slot instead of an ALU op per use).
-template <class Block, int R, int T>
-inline void super_block_scales(const Block *const (&w)[R], int64_t s, const float *const (&xd)[T], float (&sc)[T][4][8]) {
-    alignas(16) float d[4];
-    _mm_store_ps(d, load_halves<Block, R>(w, s, &Block::d));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-        const __m256 dx = _mm256_loadu_ps(xd[t] + 8 * s);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) _mm256_store_ps(sc[t][i], _mm256_mul_ps(dx, _mm256_broadcast_ss(&d[i])));
-    }
 }
 
 template <int R, int T>
@@ -168,16 +156,13 @@ struct Q6K {
         const auto &w = op.w;
         const auto &xq = op.xq;
         const auto &xd = op.xd;
-        __m256 acc[R][T];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i)
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
-        alignas(32) float sc[T][4][8];
+        __m128 acc[T];  // row i in lane i (see rows_in_lanes)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
 
         for (int64_t s = 0; s < nsb; ++s) {
             if (streams(job, T)) prefetch_step<R, sizeof(BlockQ6_K)>(w[0], s);
-            super_block_scales<BlockQ6_K, R, T>(w, s, xd, sc);
+            const __m128 dw = load_halves<BlockQ6_K, R>(w, s, &BlockQ6_K::d);
             __m256i scale16[R];
 #pragma GCC unroll 8
             for (int i = 0; i < R; ++i)
@@ -188,12 +173,7 @@ struct Q6K {
 #pragma GCC unroll 8
             for (int kb = 0; kb < 8; ++kb) {
                 const int h = kb / 4, k = kb % 4;
-                __m256i xv[T], xo[T];
-#pragma GCC unroll 8
-                for (int t = 0; t < T; ++t) {
-                    xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + s * QK_K + 32 * kb));
-                    xo[t] = _mm256_maddubs_epi16(c32, xv[t]);
-                }
+                __m256i code[R], sv[R];
 #pragma GCC unroll 8
                 for (int i = 0; i < R; ++i) {
                     __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].ql + 64 * h + 32 * (k & 1)));
@@ -201,25 +181,125 @@ struct Q6K {
                     __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qh + 32 * h));
                     // Bits 2k, 2k + 1 to bits 4, 5 (what crosses a byte boundary is masked off).
                     hb = k < 2 ? _mm256_slli_epi16(hb, 4 - 2 * k) : _mm256_srli_epi16(hb, 2 * k - 4);
-                    const __m256i code = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_and_si256(hb, top2));
-                    const __m256i sv = broadcast_i16(scale16[i], kb);
+                    code[i] = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_and_si256(hb, top2));
+                    sv[i] = broadcast_i16(scale16[i], kb);
+                }
 #pragma GCC unroll 8
-                    for (int t = 0; t < T; ++t) {
-                        const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(code, xv[t]), xo[t]);
-                        const __m256i p32 = _mm256_madd_epi16(p16, sv);
-                        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_broadcast_ss(&sc[t][i][kb]), acc[i][t]);
-                    }
+                for (int t = 0; t < T; ++t) {
+                    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + s * QK_K + 32 * kb));
+                    const __m256i xo = _mm256_maddubs_epi16(c32, xv);
+                    __m256i p32[R];
+#pragma GCC unroll 8
+                    for (int i = 0; i < R; ++i) p32[i] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(code[i], xv), xo), sv[i]);
+                    const __m128 f = _mm_cvtepi32_ps(rows_in_lanes<R>(p32));
+                    acc[t] = _mm_fmadd_ps(f, _mm_mul_ps(dw, _mm_broadcast_ss(xd[t] + 8 * s + kb)), acc[t]);
                 }
             }
         }
-        store_tile<R, T>(job, r, t0, acc);
+        store_lanes<R, T>(job, r, t0, acc);
+    }
+};
+
+// out[j][i] = v[i][j]: R rows' 8 per-sub-block values, as 8 vectors with row i in lane i (R = 1 or 4).
+// Two 4 x 4 transposes in registers: element by element through memory, Q4_K_M's decode was ~12 %
+// slower than with the old 8-lane tiles; this way ~3 % (4 alternating runs each, TinyLlama shape).
+template <int R>
+inline void rows_to_lanes(const __m256 (&v)[R], float (&out)[8][4]) {
+    if constexpr (R == 1) {
+        alignas(32) float t[8];
+        _mm256_store_ps(t, v[0]);
+        for (int j = 0; j < 8; ++j) out[j][0] = t[j];
+    } else {
+        static_assert(R == 4);
+        for (int half = 0; half < 2; ++half) {
+            __m128 r0 = half ? _mm256_extractf128_ps(v[0], 1) : _mm256_castps256_ps128(v[0]);
+            __m128 r1 = half ? _mm256_extractf128_ps(v[1], 1) : _mm256_castps256_ps128(v[1]);
+            __m128 r2 = half ? _mm256_extractf128_ps(v[2], 1) : _mm256_castps256_ps128(v[2]);
+            __m128 r3 = half ? _mm256_extractf128_ps(v[3], 1) : _mm256_castps256_ps128(v[3]);
+            const __m128 t0 = _mm_unpacklo_ps(r0, r1), t1 = _mm_unpackhi_ps(r0, r1);
+            const __m128 t2 = _mm_unpacklo_ps(r2, r3), t3 = _mm_unpackhi_ps(r2, r3);
+            _mm_store_ps(out[4 * half + 0], _mm_movelh_ps(t0, t2));
+            _mm_store_ps(out[4 * half + 1], _mm_movehl_ps(t2, t0));
+            _mm_store_ps(out[4 * half + 2], _mm_movelh_ps(t1, t3));
+            _mm_store_ps(out[4 * half + 3], _mm_movehl_ps(t3, t1));
+        }
+    }
+}
+
+// ---- Q4_K, the panel GEMM's arithmetic -------------------------------------------------------------------
+// K45's codes and scales, but each sub-block's product reduced to one exact integer per row
+// (rows_in_lanes16; pairs of at most 2 * 15 * 127, four of them fit 16 bits) and the sub-block's scale
+// and min applied with the panel GEMM's float operations, in its order (matmul_panel_avx2.cpp): the
+// same bits whatever the number of tokens in the matmul.
+struct Q4K {
+    static constexpr int kPrefillRows = 4;
+    template <int R, int T>
+    static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
+        static_assert(R <= 4 && T <= kTokTile);
+        const int64_t nsb = job.n_in / QK_K;
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        const TileOperands<BlockQ4_K, R, T> op(job, r, t0);
+        const auto &w = op.w;
+        __m128 acc[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+        alignas(16) float dsc[8][4] = {}, dmn[8][4] = {};  // [sub-block][row]: d * sc_j, dmin * m_j
+
+        for (int64_t s = 0; s < nsb; ++s) {
+            if (streams(job, T)) prefetch_step<R, sizeof(BlockQ4_K)>(w[0], s);
+            alignas(32) float xm[T][8];  // d_x * sum x per activation block, the same products as the panel's
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t)
+                _mm256_store_ps(xm[t], _mm256_mul_ps(_mm256_loadu_ps(op.xd[t] + 8 * s), _mm256_loadu_ps(op.xs[t] + 8 * s)));
+            __m256 a[R], m[R];  // row i: d * sc_j and dmin * m_j for j = 0..7
+#pragma GCC unroll 4
+            for (int i = 0; i < R; ++i) {
+                const KScaleMin sm = k_scale_min(w[i][s].scales);
+                auto widen = [](uint64_t bytes) {  // 8 bytes -> 8 floats
+                    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
+                };
+                a[i] = _mm256_mul_ps(widen(sm.sc), _mm256_set1_ps(avx2_half_to_float(w[i][s].d)));
+                m[i] = _mm256_mul_ps(widen(sm.m), _mm256_set1_ps(avx2_half_to_float(w[i][s].dmin)));
+            }
+            rows_to_lanes<R>(a, dsc);
+            rows_to_lanes<R>(m, dmn);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                const int g = j / 2;
+                __m256i code[R];
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) {
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qs + 32 * g));
+                    code[i] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, low4);
+                }
+                const __m128 sv = _mm_load_ps(dsc[j]), mv = _mm_load_ps(dmn[j]);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(op.xq[t] + s * QK_K + 32 * j));
+                    __m256i p[R];
+#pragma GCC unroll 4
+                    for (int i = 0; i < R; ++i) p[i] = _mm256_maddubs_epi16(code[i], xv);
+                    const int64_t b = 8 * s + j;
+                    const __m128 f = _mm_cvtepi32_ps(rows_in_lanes16<R>(p));
+                    acc[t] = _mm_fmadd_ps(f, _mm_mul_ps(sv, _mm_broadcast_ss(op.xd[t] + b)), acc[t]);
+                    acc[t] = _mm_fnmadd_ps(mv, _mm_broadcast_ss(&xm[t][j]), acc[t]);
+                }
+            }
+        }
+        store_lanes<R, T>(job, r, t0, acc);
     }
 };
 
 } // namespace
 
-void matmul_rows_q4_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<K45<BlockQ4_K, false>>(job, r0, r1); }
+void matmul_rows_q4_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_q4_k_avx2(job, r0, r1);
+    drive<Q4K>(job, r0, r1);
+}
 void matmul_rows_q5_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<K45<BlockQ5_K, true>>(job, r0, r1); }
-void matmul_rows_q6_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q6K>(job, r0, r1); }
+void matmul_rows_q6_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_q6_k_avx2(job, r0, r1);
+    drive<Q6K>(job, r0, r1);
+}
 
 } // namespace ember::cpu::detail

@@ -1,0 +1,377 @@
+// matmul_panel_avx2.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights on AVX2: 8-row panels
+// repacked on the fly into an interleaved layout, so that one integer product serves 8 rows at once.
+// Compiled with -mavx2 -mfma -mf16c and reached only through the kernel table (see simd_avx2.hpp); the
+// row kernels hand a matmul over when it has more tokens than one tile pass (kTokTile).
+//
+// Why. The row tiles of matmul_avx2.hpp multiply one row's 32 weights by one token's 32 activations
+// per _mm256_maddubs_epi16, and then need a madd, a convert and an FMA per (row, token, block) to apply
+// that block's scales: 4 vector ops per 32 multiply-adds, with 16 accumulators that spill. Here a
+// 32-byte vector holds 4 consecutive weights of each of 8 rows, multiplied by the same 4 activations
+// broadcast to every row: one maddubs still does 32 multiply-adds, but its 16-bit pair sums belong to
+// 8 rows (2 lanes each), so a block's 8 products add up in 16 bits (Q4: at most 8 * 2 * 15 * 127 =
+// 30480, no saturation) and one madd, convert and FMA finish the block for 8 rows: about 2.4 ops per 32
+// multiply-adds instead of 4, no horizontal sums, and a 4-token tile fits the 16 registers.
+// Measured (TinyLlama shape, 128-token prompt, 2 threads): prefill Q4_0 0.87 -> ~1.4x llama.cpp,
+// Q4_K_M 0.73 -> ~1.3x (docs/benchmarks.md, 2026-11-21).
+//
+// Layout. Weights stay as stored in the file: decode streams them as they are (the row kernels), and
+// nothing is copied or kept at load. A panel of 8 rows x one k-chunk (up to kPackBytes) is repacked
+// into a buffer on the stack, in L1, and then multiplied against every token of a slab, so the
+// repacking (a 4-byte transpose and nibble split) is amortised over up to 128 tokens (perf: under 10 %
+// of the panel time at 64 tokens). A packed block holds the 8 rows' codes one per byte as 8 vectors,
+// byte 4i + j of vector k being row i's element 4k + j, and the rows' scales for that block.
+//
+// Order. Every output lane computes its row alone with the same operations whatever panel, chunk or
+// thread it falls in (partial panels repeat a row in the unused lanes and never store them), and
+// between k-chunks the accumulator is stored to y and reloaded exactly, so results do not depend on
+// the thread count.
+#include "core/dtype.hpp"
+#include "cpu/quant_k.hpp"
+#include "cpu/simd_avx2.hpp"
+#include "cpu/vec_dot.hpp"
+
+namespace ember::cpu::detail {
+
+namespace {
+
+constexpr int kPanelRows = 8;
+// A k-chunk of a panel is packed into a buffer on the stack of at most kPackBytes (in L1, which is
+// 32 KiB here; 24 KiB leaves room for the activations passing through), and multiplied against
+// kSlabTokens tokens before the next panel is packed. The slab's activations for one chunk (128 tokens
+// x 76 blocks x 40 B = 380 KiB at most) stay in L2 across the panels.
+constexpr size_t kPackBytes = 24 * 1024;
+constexpr int64_t kSlabTokens = 128;
+
+// Transposes the 4-byte groups of 8 rows' 16 bytes (row i in src[i]) into 4 vectors, vector k holding
+// group k of rows 0..7: rows i and i + 4 go in the two 128-bit lanes, so that the 32/64-bit unpacks do
+// two 4 x 4 transposes at once.
+inline void transpose_groups(const __m128i (&src)[kPanelRows], uint8_t *dst) {
+    __m256i v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_set_m128i(src[i + 4], src[i]);
+    const __m256i x0 = _mm256_unpacklo_epi32(v[0], v[1]), x1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i x2 = _mm256_unpacklo_epi32(v[2], v[3]), x3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    auto *out = reinterpret_cast<__m256i *>(dst);
+    _mm256_store_si256(out + 0, _mm256_unpacklo_epi64(x0, x2));
+    _mm256_store_si256(out + 1, _mm256_unpackhi_epi64(x0, x2));
+    _mm256_store_si256(out + 2, _mm256_unpacklo_epi64(x1, x3));
+    _mm256_store_si256(out + 3, _mm256_unpackhi_epi64(x1, x3));
+}
+
+// Where a tile reads token t's activations for blocks b0 .. and writes its outputs y[t][r .. r + 7].
+template <int T>
+struct PanelTokens {
+    const int8_t *xq[T];
+    const float *xd[T], *xs[T];
+    float *y[T];
+    PanelTokens(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
+        for (int t = 0; t < T; ++t) {
+            xq[t] = job.xq.qs + (t0 + t) * job.n_in + b0 * 32;
+            xd[t] = job.xq.d + (t0 + t) * job.xq.nb + b0;
+            xs[t] = job.xq.sum + (t0 + t) * job.xq.nb + b0;
+            y[t] = job.y + (t0 + t) * job.y_stride + r;
+        }
+    }
+};
+
+// 4 activation bytes (elements e .. e + 3 of a token) broadcast to every row's lane.
+inline __m256i broadcast4(const int8_t *x) {
+    int32_t v;
+    __builtin_memcpy(&v, x, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// Left alone, GCC reassociates a block's chain of 16-bit adds into a tree over all 8 x T products,
+// which keeps them all live and spills the tile (measured: Q4_K 2048 x 2048, 64 tokens, 2 threads,
+// ~95 -> ~115 GMAC/s with the chain kept). An empty asm that "changes" the sum pins the order.
+inline void keep_in_register(__m256i &v) { __asm__("" : "+x"(v)); }
+
+// The accumulators start at 0 on the first chunk and from y otherwise (lanes where `mask` is set);
+// y gets them raw, plus the bias after the last chunk.
+struct ChunkEdges {
+    __m256i mask;
+    bool first, last;
+};
+template <int T>
+inline void load_acc(const PanelTokens<T> &op, const ChunkEdges &e, __m256 (&acc)[T]) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[t] = e.first ? _mm256_setzero_ps() : _mm256_maskload_ps(op.y[t], e.mask);
+}
+template <int T>
+inline void store_acc(const MatmulJob &job, int64_t r, const PanelTokens<T> &op, const ChunkEdges &e, __m256 (&acc)[T]) {
+    const __m256 bias = e.last && job.bias ? _mm256_maskload_ps(job.bias + r, e.mask) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) _mm256_maskstore_ps(op.y[t], e.mask, e.last ? _mm256_add_ps(acc[t], bias) : acc[t]);
+}
+
+// ---- Q4_0, Q4_K ------------------------------------------------------------------------------------
+// A packed block holds the 8 rows' codes one per byte (0..15) as 8 vectors: byte 4i + j of vector k is
+// row i's element 4k + j, so vector k meets the activation bytes 4k .. 4k + 3. s is the scale of the
+// codes (Q4_0: d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j; Q4_0 takes its
+// offset of 8 in the integers instead). The nibbles are split when packing rather than in the kernel
+// (256 bytes per block rather than 128): the kernel then does no masking, and its 8 weight vectors
+// are plain loads, which leaves registers for the 4-token tile (the two measured within this
+// machine's noise, +-15 %, on 2048 x 2048 x 64 tokens; the register budget decided).
+struct alignas(32) Q4Block {
+    uint8_t q[256];
+    float s[kPanelRows];
+    float m[kPanelRows];
+};
+
+template <bool kMins>
+struct Q4Panel {
+    using Block = Q4Block;
+    // T tokens against n packed blocks (activation blocks b0 ..) of the panel at row r.
+    template <int T>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        const PanelTokens<T> op(job, b0, r, t0);
+        __m256 acc[T];
+        load_acc<T>(op, e, acc);
+        for (int64_t b = 0; b < n; ++b) {
+            __m256i isum[T];
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) {
+                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].q + 32 * k));
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    isum[t] = _mm256_add_epi16(isum[t], _mm256_maddubs_epi16(w, broadcast4(op.xq[t] + b * 32 + 4 * k)));
+                    keep_in_register(isum[t]);
+                }
+            }
+            const __m256 s = _mm256_load_ps(pb[b].s);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+                __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(isum[t], ones));
+                const __m256 dx = _mm256_broadcast_ss(op.xd[t] + b);
+                if constexpr (kMins) {
+                    acc[t] = _mm256_fmadd_ps(f, _mm256_mul_ps(s, dx), acc[t]);
+                    acc[t] = _mm256_fnmadd_ps(_mm256_load_ps(pb[b].m), _mm256_set1_ps(op.xd[t][b] * op.xs[t][b]), acc[t]);
+                } else {
+                    // Q4_0's codes sit 8 above the value: sum (q - 8) x = sum q x - 8 sum x, exact in float
+                    // (|sum q x| <= 32 * 15 * 127), then one rounding for the scales.
+                    f = _mm256_fnmadd_ps(_mm256_set1_ps(8.0f), _mm256_broadcast_ss(op.xs[t] + b), f);
+                    acc[t] = _mm256_fmadd_ps(f, _mm256_mul_ps(s, dx), acc[t]);
+                }
+            }
+        }
+        store_acc<T>(job, r, op, e, acc);
+    }
+};
+
+// Q4_0: blocks [b0, b0 + n) of the panel's rows. Byte l of qs holds element l in its low nibble and
+// l + 16 in its high nibble, so the transposed bytes split into vectors 0..3 and 4..7.
+struct PackQ4_0 : Q4Panel<false> {
+    static constexpr int64_t kUnit = 1;  // activation blocks per weight block
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        for (int64_t b = 0; b < n; ++b) {
+            __m128i src[kPanelRows];
+            alignas(16) uint16_t d[kPanelRows];
+            for (int i = 0; i < kPanelRows; ++i) {
+                const auto *blk = reinterpret_cast<const BlockQ4_0 *>(rows[i]) + b0 + b;
+                src[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs));
+                d[i] = blk->d;
+            }
+            alignas(32) uint8_t both[128];
+            transpose_groups(src, both);
+            auto *q = reinterpret_cast<__m256i *>(out[b].q);
+            for (int k = 0; k < 4; ++k) {
+                const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i *>(both + 32 * k));
+                _mm256_store_si256(q + k, _mm256_and_si256(v, low4));
+                _mm256_store_si256(q + 4 + k, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+            }
+            _mm256_store_ps(out[b].s, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(d))));
+        }
+    }
+};
+
+inline __m256 widen_bytes(uint64_t bytes) {  // 8 unsigned bytes -> 8 floats
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
+}
+
+// Q4_K: super-blocks [b0 / 8, (b0 + n) / 8) (n and b0 multiples of 8), one packed block per sub-block.
+// The 32-byte group g of qs holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles,
+// element l in byte l: each half of a group's masked nibbles is one transpose.
+struct PackQ4_K : Q4Panel<true> {
+    static constexpr int64_t kUnit = QK_K / 32;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const int64_t s = b0 / kUnit + sb;
+            Block *pb = out + sb * kUnit;
+            const BlockQ4_K *blk[kPanelRows];
+            for (int i = 0; i < kPanelRows; ++i) {
+                blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
+                const KScaleMin sm = k_scale_min(blk[i]->scales);
+                // d * sc_j and dmin * m_j are exact (11 + 6 significant bits).
+                alignas(32) float dsc[8], dmin[8];
+                _mm256_store_ps(dsc, _mm256_mul_ps(widen_bytes(sm.sc), _mm256_set1_ps(avx2_half_to_float(blk[i]->d))));
+                _mm256_store_ps(dmin, _mm256_mul_ps(widen_bytes(sm.m), _mm256_set1_ps(avx2_half_to_float(blk[i]->dmin))));
+                for (int j = 0; j < kUnit; ++j) {
+                    pb[j].s[i] = dsc[j];
+                    pb[j].m[i] = dmin[j];
+                }
+            }
+            for (int g = 0; g < 4; ++g) {
+                __m128i lo[2][kPanelRows], hi[2][kPanelRows];  // [half of the group][row]
+                for (int i = 0; i < kPanelRows; ++i) {
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk[i]->qs + 32 * g));
+                    const __m256i l = _mm256_and_si256(v, low4);
+                    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                    lo[0][i] = _mm256_castsi256_si128(l);
+                    lo[1][i] = _mm256_extracti128_si256(l, 1);
+                    hi[0][i] = _mm256_castsi256_si128(h);
+                    hi[1][i] = _mm256_extracti128_si256(h, 1);
+                }
+                transpose_groups(lo[0], pb[2 * g].q);
+                transpose_groups(lo[1], pb[2 * g].q + 128);
+                transpose_groups(hi[0], pb[2 * g + 1].q);
+                transpose_groups(hi[1], pb[2 * g + 1].q + 128);
+            }
+        }
+    }
+};
+
+// ---- Q6_K --------------------------------------------------------------------------------------------
+// value = d * sc * (code - 32), sc a signed 8-bit scale per 16 elements. 6-bit codes do not fit
+// Q4's 16-bit sums of 8 products, so the roles turn: the weight w = code - 32 (-32..31) is the signed
+// operand and the activation the unsigned one, x + 128 (1..255, the broadcast XOR-ed with 0x80); a
+// pair is then at most 2 * 255 * 32 = 16320, two pairs add in 16 bits, and madd against the scales
+// (each row's two lanes hold its scale) sums them into 32 bits. The 128 * sum of w * sc that the offset
+// brings in depends on the weights alone and is computed when packing (off). Per lane the total is at
+// most 32 * 32 * 127 * 128 < 2^24 after the offset is taken off, so the convert is exact.
+struct alignas(32) Q6Block {
+    int8_t w[2][128];      // half h (elements 16h ..): vector k, byte 4i + j = row i, element 16h + 4k + j
+    int16_t sc[2][16];     // half h: lanes 2i, 2i + 1 = row i's scale
+    int32_t off[kPanelRows];
+    float d[kPanelRows];
+};
+
+struct PackQ6_K {
+    using Block = Q6Block;
+    static constexpr int64_t kUnit = QK_K / 32;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        const __m256i top2 = _mm256_set1_epi8(0x30);
+        const __m256i c32 = _mm256_set1_epi8(32);
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const int64_t s = b0 / kUnit + sb;
+            Block *pb = out + sb * kUnit;
+            for (int kb = 0; kb < kUnit; ++kb) {
+                // Activation block kb = 4h + k is quarter k of half h: its low code bits are the low (k < 2)
+                // or high nibbles of ql[64h + 32 (k & 1) ..], its top two bits bits 2k, 2k + 1 of qh[32h ..].
+                const int h = kb / 4, k = kb % 4;
+                __m128i lo[kPanelRows], hi[kPanelRows];
+                for (int i = 0; i < kPanelRows; ++i) {
+                    const auto *blk = reinterpret_cast<const BlockQ6_K *>(rows[i]) + s;
+                    __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->ql + 64 * h + 32 * (k & 1)));
+                    if (k >= 2) l = _mm256_srli_epi16(l, 4);
+                    __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->qh + 32 * h));
+                    hb = k < 2 ? _mm256_slli_epi16(hb, 4 - 2 * k) : _mm256_srli_epi16(hb, 2 * k - 4);
+                    const __m256i code = _mm256_or_si256(_mm256_and_si256(l, low4), _mm256_and_si256(hb, top2));
+                    const __m256i w = _mm256_sub_epi8(code, c32);
+                    lo[i] = _mm256_castsi256_si128(w);
+                    hi[i] = _mm256_extracti128_si256(w, 1);
+                    // sum of w per half: the codes' byte sums (sad) less 32 * 16.
+                    const __m256i sums = _mm256_sad_epu8(code, _mm256_setzero_si256());
+                    const int s_lo = _mm256_extract_epi32(sums, 0) + _mm256_extract_epi32(sums, 2) - 512;
+                    const int s_hi = _mm256_extract_epi32(sums, 4) + _mm256_extract_epi32(sums, 6) - 512;
+                    const int sc_lo = blk->scales[2 * kb], sc_hi = blk->scales[2 * kb + 1];
+                    pb[kb].sc[0][2 * i] = pb[kb].sc[0][2 * i + 1] = static_cast<int16_t>(sc_lo);
+                    pb[kb].sc[1][2 * i] = pb[kb].sc[1][2 * i + 1] = static_cast<int16_t>(sc_hi);
+                    pb[kb].off[i] = 128 * (sc_lo * s_lo + sc_hi * s_hi);
+                    pb[kb].d[i] = avx2_half_to_float(blk->d);
+                }
+                transpose_groups(lo, reinterpret_cast<uint8_t *>(pb[kb].w[0]));
+                transpose_groups(hi, reinterpret_cast<uint8_t *>(pb[kb].w[1]));
+            }
+        }
+    }
+
+    template <int T>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
+        const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+        const PanelTokens<T> op(job, b0, r, t0);
+        __m256 acc[T];
+        load_acc<T>(op, e, acc);
+        for (int64_t b = 0; b < n; ++b) {
+            __m256i isum[T];
+            const __m256i off = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].off));
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), off);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+                const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].sc[h]));
+#pragma GCC unroll 2
+                for (int k = 0; k < 4; k += 2) {
+                    const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].w[h] + 32 * k));
+                    const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].w[h] + 32 * k + 32));
+#pragma GCC unroll 4
+                    for (int t = 0; t < T; ++t) {
+                        const int8_t *x = op.xq[t] + b * 32 + 16 * h + 4 * k;
+                        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_xor_si256(broadcast4(x), flip), w0),
+                                                           _mm256_maddubs_epi16(_mm256_xor_si256(broadcast4(x + 4), flip), w1));
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
+                        keep_in_register(isum[t]);
+                    }
+                }
+            }
+            const __m256 d = _mm256_load_ps(pb[b].d);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t)
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, _mm256_broadcast_ss(op.xd[t] + b)), acc[t]);
+        }
+        store_acc<T>(job, r, op, e, acc);
+    }
+};
+
+// ---- the driver ----------------------------------------------------------------------------------------
+
+template <class Pack>
+void panel_tokens(const MatmulJob &job, const typename Pack::Block *pb, int64_t b0, int64_t n, int64_t r, int64_t tb,
+                  int64_t te, const ChunkEdges &e) {
+    int64_t t = tb;
+    for (; t + 4 <= te; t += 4) Pack::template tile<4>(job, pb, b0, n, r, t, e);
+    switch (te - t) {
+    case 1: Pack::template tile<1>(job, pb, b0, n, r, t, e); break;
+    case 2: Pack::template tile<2>(job, pb, b0, n, r, t, e); break;
+    case 3: Pack::template tile<3>(job, pb, b0, n, r, t, e); break;
+    default: break;
+    }
+}
+
+// Rows [r0, r1) for all tokens: token slabs, then k-chunks (so that a chunk's activations stay in
+// cache across the panels), then panels of 8 rows, each packed once per slab and chunk.
+template <class Pack>
+void drive_panels(const MatmulJob &job, int64_t r0, int64_t r1) {
+    using Block = typename Pack::Block;
+    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / Pack::kUnit * Pack::kUnit;
+    static_assert(kChunk >= Pack::kUnit);
+    const int64_t nb = job.xq.nb;
+    Block buf[kChunk];
+    for (int64_t tb = 0; tb < job.n_tokens; tb += kSlabTokens) {
+        const int64_t te = tb + kSlabTokens < job.n_tokens ? tb + kSlabTokens : job.n_tokens;
+        for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+            const int64_t n = nb - b0 < kChunk ? nb - b0 : kChunk;  // a multiple of Pack::kUnit
+            for (int64_t r = r0; r < r1; r += kPanelRows) {
+                const int64_t nr = r1 - r < kPanelRows ? r1 - r : kPanelRows;
+                const uint8_t *rows[kPanelRows];
+                for (int i = 0; i < kPanelRows; ++i) rows[i] = job.w + static_cast<size_t>(r + (i < nr ? i : nr - 1)) * job.row_bytes;
+                Pack::pack(rows, b0, n, buf);
+                const ChunkEdges e{_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                   b0 == 0, b0 + n == nb};
+                panel_tokens<Pack>(job, buf, b0, n, r, tb, te, e);
+            }
+        }
+    }
+}
+
+} // namespace
+
+void matmul_panels_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ4_0>(job, r0, r1); }
+void matmul_panels_q4_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ4_K>(job, r0, r1); }
+void matmul_panels_q6_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ6_K>(job, r0, r1); }
+
+} // namespace ember::cpu::detail
