@@ -48,7 +48,7 @@ struct Q8_0 {
         alignas(16) float sc[T][4];
 
         for (int64_t b = 0; b < nb; ++b) {
-            if (streams(job, T)) prefetch_step<R, sizeof(BlockQ8_0)>(w[0], b);
+            if (streams(job, T, t0)) prefetch_step<R, sizeof(BlockQ8_0)>(w[0], b);
             block_scales<R, T>(w, b, xd, sc);
             __m256i xv[T];
 #pragma GCC unroll 8
@@ -142,7 +142,7 @@ struct Legacy {
         alignas(16) float sc[T][4];
 
         for (int64_t b = 0; b < nb; ++b) {
-            if (streams(job, T)) prefetch_step<R, sizeof(Block)>(w[0], b);
+            if (streams(job, T, t0)) prefetch_step<R, sizeof(Block)>(w[0], b);
             Q8_0::block_scales_impl<Block, R, T>(w, b, xd, sc);
             __m128 mv = _mm_setzero_ps();
             if constexpr (kMin) mv = load_halves<Block, R>(w, b, &Block::m);
@@ -198,7 +198,7 @@ struct Q4_0 {
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
-            if (streams(job, T)) prefetch_step<R, sizeof(BlockQ4_0)>(op.w[0], b);
+            if (streams(job, T, t0)) prefetch_step<R, sizeof(BlockQ4_0)>(op.w[0], b);
             const __m128 dw = load_halves<BlockQ4_0, R>(op.w, b, &BlockQ4_0::d);
             __m256i code[R];
 #pragma GCC unroll 4
@@ -263,7 +263,7 @@ struct Float {
             for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
         int64_t k = 0;
         for (; k + 8 <= n; k += 8) {
-            if (streams(job, T)) prefetch_step<R, 8 * L::kBytes>(w[0], k / 8);
+            if (streams(job, T, t0)) prefetch_step<R, 8 * L::kBytes>(w[0], k / 8);
             __m256 xv[T];
 #pragma GCC unroll 8
             for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);

@@ -73,7 +73,7 @@ struct K45 {
         alignas(32) float sc[T][4][8];  // d * sc_j * d_x(j), read back with broadcast loads
 
         for (int64_t s = 0; s < nsb; ++s) {
-            if (streams(job, T)) prefetch_step<R, sizeof(Block)>(w[0], s);
+            if (streams(job, T, t0)) prefetch_step<R, sizeof(Block)>(w[0], s);
             alignas(16) float d[4], dmin[4];
             _mm_store_ps(d, load_halves<Block, R>(w, s, &Block::d));
             _mm_store_ps(dmin, load_halves<Block, R>(w, s, &Block::dmin));
@@ -161,7 +161,7 @@ struct Q6K {
         for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
 
         for (int64_t s = 0; s < nsb; ++s) {
-            if (streams(job, T)) prefetch_step<R, sizeof(BlockQ6_K)>(w[0], s);
+            if (streams(job, T, t0)) prefetch_step<R, sizeof(BlockQ6_K)>(w[0], s);
             const __m128 dw = load_halves<BlockQ6_K, R>(w, s, &BlockQ6_K::d);
             __m256i scale16[R];
 #pragma GCC unroll 8
@@ -246,7 +246,7 @@ struct Q4K {
         alignas(16) float dsc[8][4] = {}, dmn[8][4] = {};  // [sub-block][row]: d * sc_j, dmin * m_j
 
         for (int64_t s = 0; s < nsb; ++s) {
-            if (streams(job, T)) prefetch_step<R, sizeof(BlockQ4_K)>(w[0], s);
+            if (streams(job, T, t0)) prefetch_step<R, sizeof(BlockQ4_K)>(w[0], s);
             alignas(32) float xm[T][8];  // d_x * sum x per activation block, the same products as the panel's
 #pragma GCC unroll 4
             for (int t = 0; t < T; ++t)
