@@ -1,0 +1,66 @@
+#version 450
+// matmul.comp — y[t][o] (+)= W[o]·x[t] + bias[o] for one weight type (TYPE, a compile-time define:
+// one SPIR-V module per type). One invocation per output (o, t), summing its row in order: no shared
+// memory and no barriers, which suits lavapipe (invocations are SIMD lanes, a workgroup barrier costs a
+// coroutine switch) and keeps the sum order fixed. Weights are in the module's repacked layout
+// (vk_weights.cpp): F32 rows of floats; F16 rows of half pairs (padded to whole words); Q8_0/Q4_0 all
+// the row-block scales as floats first (n_out * nb), then the codes, 8 (Q8_0) or 4 (Q4_0) words per
+// block. Quantized weights multiply the 8-bit activations of quantize_acts.comp with exact integer
+// block sums, the two scales applied per block in float, as on the CPU.
+#include "common.glsl"
+layout(local_size_x = 64) in;
+layout(push_constant) uniform P {
+    uint w_off, n_in, n_out, x_off;  // x_off: f32 rows (float types) or q words (quantized)
+    uint xd_off, y_off, bias_off, accumulate;  // bias_off 0xffffffff: none
+    uint y_stride, o_base;  // o_base: dispatches of more than 65535 groups go in chunks
+} p;
+
+void main() {
+    uint o = p.o_base + gl_GlobalInvocationID.x, t = gl_GlobalInvocationID.y;
+    if (o >= p.n_out) return;
+    float acc = 0.0;
+#if TYPE == 0
+    uint w0 = p.w_off + o * p.n_in, x0 = p.x_off + t * p.n_in;
+    for (uint i = 0u; i < p.n_in; ++i) acc += wf[w0 + i] * af[x0 + i];
+#elif TYPE == 1
+    uint rw = (p.n_in + 1u) / 2u;
+    uint w0 = p.w_off + o * rw, x0 = p.x_off + t * p.n_in;
+    for (uint k = 0u; k < p.n_in / 2u; ++k) {
+        vec2 w = unpackHalf2x16(wu[w0 + k]);
+        acc += w.x * af[x0 + 2u * k];
+        acc += w.y * af[x0 + 2u * k + 1u];
+    }
+    if ((p.n_in & 1u) != 0u) acc += unpackHalf2x16(wu[w0 + rw - 1u]).x * af[x0 + p.n_in - 1u];
+#else
+    uint nb = p.n_in / 32u;
+#if TYPE == 8
+    const uint WPB = 8u;
+#else
+    const uint WPB = 4u;
+#endif
+    uint q0 = p.w_off + p.n_out * nb + o * nb * WPB;
+    for (uint ib = 0u; ib < nb; ++ib) {
+        uint xq = p.x_off + (t * nb + ib) * 8u;
+        int s = 0;
+#if TYPE == 8
+        [[unroll]] for (uint k = 0u; k < 8u; ++k) {
+            uint w = wu[q0 + ib * 8u + k], x = au[xq + k];
+            [[unroll]] for (uint l = 0u; l < 4u; ++l) s += sbyte(w, l) * sbyte(x, l);
+        }
+#else
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+            uint w = wu[q0 + ib * 4u + k], xl = au[xq + k], xh = au[xq + 4u + k];
+            [[unroll]] for (uint l = 0u; l < 4u; ++l) {
+                uint b = (w >> (8u * l)) & 0xffu;
+                s += (int(b & 15u) - 8) * sbyte(xl, l) + (int(b >> 4) - 8) * sbyte(xh, l);
+            }
+        }
+#endif
+        float dw = wf[p.w_off + o * nb + ib], dx = af[p.xd_off + t * nb + ib];
+        acc += float(s) * (dw * dx);
+    }
+#endif
+    if (p.bias_off != 0xffffffffu) acc += wf[p.bias_off + o];
+    uint yi = p.y_off + t * p.y_stride + o;
+    af[yi] = p.accumulate != 0u ? af[yi] + acc : acc;
+}
