@@ -37,11 +37,21 @@ const char *type_name(VkPhysicalDeviceType t) {
     }
 }
 
+// The instance version asked for: the loader's, at most 1.3 (what the headers describe). Features of a
+// later core version are only queried when both the instance and the device have it.
+uint32_t instance_version(const Api &api) {
+    auto enumerate = reinterpret_cast<PFN_vkEnumerateInstanceVersion>(
+        api.vkGetInstanceProcAddr(VK_NULL_HANDLE, "vkEnumerateInstanceVersion"));
+    uint32_t v = VK_API_VERSION_1_0;
+    if (enumerate && enumerate(&v) != VK_SUCCESS) v = VK_API_VERSION_1_0;
+    return std::min<uint32_t>(v, VK_API_VERSION_1_3);
+}
+
 VkInstance make_instance(const Api &api, bool validation) {
     VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
     app.pApplicationName = "ember";
     app.pEngineName = "ember";
-    app.apiVersion = VK_API_VERSION_1_1;
+    app.apiVersion = instance_version(api);
     VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
     ci.pApplicationInfo = &app;
     const char *layers[] = {kValidationLayer};
@@ -254,6 +264,7 @@ void Device::create_device() {
     VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     VkPhysicalDeviceProperties base{};
     api_.vkGetPhysicalDeviceProperties(pd_, &base);
+    base.apiVersion = std::min(base.apiVersion, instance_version(api_));  // the effective version
     if (base.apiVersion >= VK_API_VERSION_1_2) {
         f2.pNext = &f11;
         f11.pNext = &f12;
