@@ -101,6 +101,9 @@ Backend *backend_find(ember_backend_kind kind);   // nullptr if absent or unusab
 // backend_find, or throws EMBER_ERR_UNSUPPORTED saying why the backend is missing (module not built or
 // not found, no Vulkan loader, no device).
 Backend &backend_require(ember_backend_kind kind);
+// The module backend of `kind` even when it cannot run (to list its devices or choose one), or throws
+// EMBER_ERR_UNSUPPORTED saying why it was not loaded.
+Backend &backend_module(ember_backend_kind kind);
 std::unique_ptr<Backend> cpu_backend_create();
 
 } // namespace ember

@@ -89,7 +89,7 @@ typedef struct ember_mod_open_params {
 
 typedef struct ember_mod_device_info {
     char name[128];
-    uint32_t type;  /* 1 discrete, 2 integrated, 3 virtual, 4 CPU, 0 other (VkPhysicalDeviceType) */
+    uint32_t type;  /* VkPhysicalDeviceType: 1 integrated, 2 discrete, 3 virtual, 4 CPU, 0 other */
     int32_t score;  /* higher is better; 0: unusable */
 } ember_mod_device_info;
 

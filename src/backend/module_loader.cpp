@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 
+#include <functional>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -154,8 +156,12 @@ private:
 
 class ModuleModel final : public BackendModel {
 public:
-    ModuleModel(const ember_backend_module *api, const ModelDesc &desc, ember_mod_model *m) : api_(api), desc_(desc), m_(m) {}
-    ~ModuleModel() override { api_->model_free(m_); }
+    ModuleModel(const ember_backend_module *api, const ModelDesc &desc, ember_mod_model *m, std::function<void()> on_free)
+        : api_(api), desc_(desc), m_(m), on_free_(std::move(on_free)) {}
+    ~ModuleModel() override {
+        api_->model_free(m_);
+        on_free_();
+    }
     std::unique_ptr<BackendContext> create_context(const ContextParams &params) override {
         check_kv_type(desc_.hp, params.kv_type);
         const ember_mod_context_params p = module_context_params(params);
@@ -169,6 +175,7 @@ private:
     const ember_backend_module *api_;
     const ModelDesc &desc_;
     ember_mod_model *m_;
+    std::function<void()> on_free_;  // tells the backend one model fewer uses its device
 };
 
 class ModuleBackend final : public Backend {
@@ -195,12 +202,14 @@ public:
         return score_;
     }
     std::unique_ptr<BackendModel> load_model(const ModelDesc &desc) override {
-        ember_mod_backend *b = opened();
+        ember_mod_backend *b = acquire();
         auto md = module_desc(desc);
         ember_mod_model *m = nullptr;
         char msg[kMsgCap] = "";
-        check(api_->model_load(b, &md->desc, &m, msg, sizeof msg), msg, "model_load");
-        return std::make_unique<ModuleModel>(api_, desc, m);
+        const int st = api_->model_load(b, &md->desc, &m, msg, sizeof msg);
+        if (st != EMBER_OK) release();
+        check(st, msg, "model_load");
+        return std::make_unique<ModuleModel>(api_, desc, m, [this] { release(); });
     }
     size_t context_bytes(const ModelDesc &desc, const ContextParams &params) const override {
         auto md = module_desc(desc);
@@ -211,12 +220,34 @@ public:
         return static_cast<size_t>(bytes);
     }
     void run_op(const ember_mod_op &op) {
+        ember_mod_backend *b = acquire();
         char msg[kMsgCap] = "";
-        check(api_->run_op(opened(), &op, msg, sizeof msg), msg, "run_op");
+        const int st = api_->run_op(b, &op, msg, sizeof msg);
+        release();
+        check(st, msg, "run_op");
     }
     std::string device_name() {
         std::lock_guard<std::mutex> lock(mutex_);
         return b_ ? api_->device_name(b_) : "";
+    }
+    std::vector<ember_mod_device_info> devices() const {
+        std::vector<ember_mod_device_info> info(16);
+        uint32_t n = 0;
+        char msg[kMsgCap] = "";
+        check(api_->list_devices(info.data(), 16, &n, msg, sizeof msg), msg, "list_devices");
+        if (n > 16) {
+            info.resize(n);
+            check(api_->list_devices(info.data(), n, &n, msg, sizeof msg), msg, "list_devices");
+        }
+        info.resize(std::min<size_t>(n, info.size()));
+        return info;
+    }
+    void set_open_params(const ember_mod_open_params &p) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (b_) fail(EMBER_ERR_INVALID_STATE, "the %s device is already open (choose it before the first model is loaded on it)", api_->name);
+        open_ = p;
+        open_.struct_size = sizeof open_;
+        open_set_ = true;
     }
     const std::string &why() const {
         score();
@@ -224,23 +255,39 @@ public:
     }
 
 private:
-    // The device, opened on first use and kept for the process's life (models and contexts hold it).
-    ember_mod_backend *opened() {
+    // The device, opened on first use. A device of ember's own is kept for the process's life (opening
+    // one compiles every pipeline); on an application's device, ember's objects go when the last model
+    // using it is freed, so that the application can then destroy its device.
+    ember_mod_backend *acquire() {
         std::lock_guard<std::mutex> lock(mutex_);
+        ++users_;
         if (b_) return b_;
         ember_mod_open_params p{};
         p.struct_size = sizeof p;
         p.device_index = -1;
-        if (const char *env = std::getenv("EMBER_VULKAN_DEVICE"); env && env[0] && api_->backend_kind == EMBER_BACKEND_VULKAN)
+        if (open_set_) p = open_;
+        else if (const char *env = std::getenv("EMBER_VULKAN_DEVICE"); env && env[0] && api_->backend_kind == EMBER_BACKEND_VULKAN)
             p.device_index = std::atoi(env);
         char msg[kMsgCap] = "";
-        check(api_->open(&p, &b_, msg, sizeof msg), msg, "open");
+        const int st = api_->open(&p, &b_, msg, sizeof msg);
+        if (st != EMBER_OK) --users_, b_ = nullptr;
+        check(st, msg, "open");
         return b_;
+    }
+    void release() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (--users_ == 0 && b_ && open_set_ && open_.vk_device) {
+            api_->close(b_);
+            b_ = nullptr;
+        }
     }
 
     const ember_backend_module *api_;
     std::mutex mutex_;
     ember_mod_backend *b_ = nullptr;
+    uint32_t users_ = 0;            // models (and running test ops) on the device
+    ember_mod_open_params open_{};  // set by set_open_params (the public ember_vulkan_set_device)
+    bool open_set_ = false;
     mutable std::once_flag probe_once_;
     mutable int score_ = 0;
     mutable std::string why_;
@@ -252,6 +299,12 @@ std::unique_ptr<Backend> module_backend_create(const LoadedModule &mod) { return
 
 void module_run_op(Backend &backend, const ember_mod_op &op) { static_cast<ModuleBackend &>(backend).run_op(op); }
 std::string module_device_name(Backend &backend) { return static_cast<ModuleBackend &>(backend).device_name(); }
+std::vector<ember_mod_device_info> module_list_devices(Backend &backend) {
+    return static_cast<ModuleBackend &>(backend).devices();
+}
+void module_set_open_params(Backend &backend, const ember_mod_open_params &p) {
+    static_cast<ModuleBackend &>(backend).set_open_params(p);
+}
 std::string module_unavailable_reason(Backend &backend) { return static_cast<ModuleBackend &>(backend).why(); }
 
 } // namespace ember

@@ -32,6 +32,10 @@ std::unique_ptr<Backend> module_backend_create(const LoadedModule &mod);
 void module_run_op(Backend &backend, const ember_mod_op &op);
 // The opened device's description, or "" before a model was loaded on it.
 std::string module_device_name(Backend &backend);
+// The module's devices (throws EMBER_ERR_UNSUPPORTED with the reason when it has none or no loader).
+std::vector<ember_mod_device_info> module_list_devices(Backend &backend);
+// What the device will be opened with; EMBER_ERR_INVALID_STATE once it is open.
+void module_set_open_params(Backend &backend, const ember_mod_open_params &p);
 // Why a module backend scores 0 ("" when it does not).
 std::string module_unavailable_reason(Backend &backend);
 

@@ -21,6 +21,7 @@ namespace {
 
 struct Registry {
     std::vector<std::unique_ptr<Backend>> backends;
+    std::map<ember_backend_kind, Backend *> modules;  // loaded modules, usable or not
     std::map<ember_backend_kind, std::string> missing;  // kind -> why it is not usable
 };
 
@@ -41,6 +42,7 @@ Registry &registry() {
             if (const LoadedModule *mod = backend_module_load(m.name, &why)) {
                 r.backends.push_back(module_backend_create(*mod));
                 Backend &b = *r.backends.back();
+                r.modules[m.kind] = &b;
                 if (b.score() <= 0) r.missing[m.kind] = module_unavailable_reason(b);
             } else {
                 r.missing[m.kind] = why;
@@ -78,6 +80,18 @@ Backend &backend_require(ember_backend_kind kind) {
     if (auto it = r.missing.find(kind); it != r.missing.end())
         fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available: %s", (int)kind, it->second.c_str());
     fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)kind);
+}
+
+} // namespace ember
+
+namespace ember {
+
+Backend &backend_module(ember_backend_kind kind) {
+    Registry &r = registry();
+    if (auto it = r.modules.find(kind); it != r.modules.end()) return *it->second;
+    if (auto it = r.missing.find(kind); it != r.missing.end())
+        fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available: %s", (int)kind, it->second.c_str());
+    fail(EMBER_ERR_INVALID_ARGUMENT, "backend %d is not a module backend", (int)kind);
 }
 
 } // namespace ember
