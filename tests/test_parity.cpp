@@ -284,6 +284,8 @@ void test_swiglu(void **) {
 }
 
 // --- attention ---------------------------------------------------------------------------------------
+// Run whole and split-K (keys in chunks of 64 or 100 positions, partial results merged: the CPU ignores
+// the chunk, the Vulkan module's decode path uses it).
 // Against full softmax attention in double over the cache's values as stored (F16 or Q8_0, decoded
 // exactly), so only the kernel's own rounding counts. Bound 1e-4 absolute: the output is a convex
 // combination of V rows (|v| <= 1); score rounding (~hd u |q||k| scale ~ 1e-6) and exp (within
@@ -293,7 +295,8 @@ void test_attention(void **) {
     uint64_t st = 23;
     for (DType type : {DType::F16, DType::Q8_0})
         for (uint32_t bs : {16u, 7u})
-            for (int prefill = 0; prefill < 2; ++prefill) {
+            for (int prefill = 0; prefill < 2; ++prefill)
+              for (uint32_t chunk : {UINT32_MAX, 64u, 100u}) {  // no split, split-K in tiles and across them
                 const uint32_t n_head = 4, n_head_kv = 2, hd = 64, n_kv = n_head_kv * hd, n_blocks = 64;
                 const size_t rb = dtype_row_bytes(type, n_kv);
                 std::vector<uint8_t> kc(size_t{n_blocks} * bs * rb), vc(kc.size());
@@ -334,7 +337,7 @@ void test_attention(void **) {
                 op.type = static_cast<uint32_t>(type), op.n_tokens = nt, op.n_head = n_head, op.n_head_kv = n_head_kv;
                 op.head_dim = hd, op.scale = 16.0f / std::sqrt(float(hd));  // sharp: the maximum moves between tiles
                 op.x = q.data(), op.ids = pos.data(), op.tables = tabs.data(), op.k_cache = kc.data(), op.v_cache = vc.data();
-                op.n_blocks = n_blocks, op.block_size = bs, op.y = y.data();
+                op.n_blocks = n_blocks, op.block_size = bs, op.y = y.data(), op.attn_chunk = chunk;
                 run(op);
                 for (uint32_t t = 0; t < nt; ++t)
                     for (uint32_t h = 0; h < n_head; ++h) {
@@ -354,8 +357,8 @@ void test_attention(void **) {
                             double o = 0;
                             for (int32_t j = 0; j <= pos[t]; ++j) o += s[j] * V[size_t(j) * n_kv + kvo + i];
                             char what[80];
-                            std::snprintf(what, sizeof what, "attention %s bs %u %s t %u h %u", dtype_name(type), bs,
-                                          prefill ? "prefill" : "decode", t, h);
+                            std::snprintf(what, sizeof what, "attention %s bs %u %s chunk %d t %u h %u", dtype_name(type),
+                                          bs, prefill ? "prefill" : "decode", (int)chunk, t, h);
                             check(what, i, y[(t * n_head + h) * hd + i], o / l, 1e-4);
                         }
                     }

@@ -50,9 +50,9 @@ Recorder::Recorder(Device &dev, VkCommandBuffer cb, VkDescriptorSet set) : dev_(
     dev.fn().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, dev.layout(), 0, 1, &set, 0, nullptr);
 }
 
-void Recorder::dispatch(Pipe p, const void *pc, uint32_t pc_bytes, uint32_t gx, uint32_t gy) {
+void Recorder::dispatch(Pipe p, const void *pc, uint32_t pc_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
     const DeviceApi &d = dev_.fn();
-    if (gx == 0 || gy == 0) return;
+    if (gx == 0 || gy == 0 || gz == 0) return;
     if (!first_) {
         VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
         mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -63,7 +63,7 @@ void Recorder::dispatch(Pipe p, const void *pc, uint32_t pc_bytes, uint32_t gx, 
     first_ = false;
     d.vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, dev_.pipeline(p));
     d.vkCmdPushConstants(cb_, dev_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_bytes, pc);
-    d.vkCmdDispatch(cb_, gx, gy, 1);
+    d.vkCmdDispatch(cb_, gx, gy, gz);
 }
 
 void Recorder::to_transfer() {
@@ -132,13 +132,24 @@ void Recorder::kv_store(uint32_t k_off, uint32_t v_off, uint32_t rows, uint32_t 
     dispatch(kKvStore, &pc, sizeof pc, groups(uint64_t{rows} * per_token, 64));
 }
 
+uint32_t attention_chunk(uint32_t rows, uint32_t max_keys) {
+    if (rows > kMaxSplitRows || max_keys <= 64) return 0;
+    const uint32_t per = (max_keys + kMaxSplits - 1) / kMaxSplits;
+    return std::max(64u, (per + 63) / 64 * 64);
+}
+
 void Recorder::attention(const Attn &a, uint32_t rows) {
     struct {
         uint32_t q_off, o_off, n_head, n_head_kv, head_dim, pos_off, tab_off, block_size, layer_byte, row_bytes, type;
         float scale;
+        uint32_t chunk, n_split, part_off;
     } pc{a.q_off, a.o_off, a.n_head, a.n_head_kv, a.head_dim, a.pos_off, a.tab_off, a.block_size, a.layer_byte,
-         a.row_bytes, static_cast<uint32_t>(a.type), a.scale};
-    dispatch(kAttention, &pc, sizeof pc, a.n_head, rows);
+         a.row_bytes, static_cast<uint32_t>(a.type), a.scale, a.chunk, a.n_split, a.part_off};
+    dispatch(kAttention, &pc, sizeof pc, a.n_head, rows, a.chunk ? a.n_split : 1);
+    if (!a.chunk) return;
+    struct { uint32_t part_off, o_off, n_tokens, n_head, head_dim, n_split; } mc{a.part_off, a.o_off, rows, a.n_head,
+                                                                                a.head_dim, a.n_split};
+    dispatch(kAttentionMerge, &mc, sizeof mc, groups(uint64_t{rows} * a.n_head * a.head_dim, 64));
 }
 
 } // namespace ember::vk

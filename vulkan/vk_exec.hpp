@@ -40,18 +40,30 @@ public:
         uint32_t q_off, o_off, n_head, n_head_kv, head_dim, pos_off, tab_off, block_size, layer_byte, row_bytes;
         DType type;
         float scale;
+        // Split-K: chunk keys per workgroup (0: none), n_split chunks, partials at part_off (floats).
+        uint32_t chunk = 0, n_split = 1, part_off = 0;
     };
     void attention(const Attn &a, uint32_t rows);
     // A barrier that makes the kernels' writes visible to a following transfer (reading results back).
     void to_transfer();
 
 private:
-    void dispatch(Pipe p, const void *pc, uint32_t pc_bytes, uint32_t gx, uint32_t gy = 1);
+    void dispatch(Pipe p, const void *pc, uint32_t pc_bytes, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
 
     Device &dev_;
     VkCommandBuffer cb_;
     bool first_ = true;
 };
+
+// Split-K for attention: the chunk of keys per workgroup for a pass whose longest query sees max_keys
+// keys, or 0 for no split. Splitting pays where few queries see many keys (decode): at most
+// kMaxSplits chunks of at least 64 keys (one tile), only for passes of at most kMaxSplitRows tokens.
+constexpr uint32_t kMaxSplits = 32, kMaxSplitRows = 64;
+uint32_t attention_chunk(uint32_t rows, uint32_t max_keys);
+// Floats of split-K partials for `rows` tokens.
+inline size_t attention_part_floats(uint32_t rows, uint32_t n_head, uint32_t head_dim) {
+    return size_t{rows < kMaxSplitRows ? rows : kMaxSplitRows} * n_head * kMaxSplits * (head_dim + 2);
+}
 
 inline uint32_t groups(uint64_t n, uint32_t size) { return static_cast<uint32_t>((n + size - 1) / size); }
 

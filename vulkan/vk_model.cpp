@@ -105,6 +105,7 @@ ContextSizes context_sizes(const ember_mod_model_desc &d, const ember_mod_contex
     z.gate = take(rows * hp.n_ff), z.up = take(rows * hp.n_ff);
     z.logits = take(size_t{p.n_logits} * hp.n_vocab);
     z.xq = take(rows * max_in / 4), z.xd = take(rows * max_in / 32 + 1);
+    z.part = take(attention_part_floats(z.rows, hp.n_head, hp.head_dim));
     z.acts_words = at;
     if (z.kv_layer_bytes * hp.n_layer > 0xffffffffu)
         fail(EMBER_ERR_UNSUPPORTED, "vulkan: a KV cache of more than 4 GiB per K or V is not supported yet");
@@ -176,7 +177,7 @@ void Context::mm(Recorder &r, const WeightRef &w, uint32_t x_off, uint32_t rows,
 }
 
 void Context::record_layer(Recorder &r, uint32_t il, uint32_t n, uint32_t io_pos, uint32_t io_rows, uint32_t io_tab,
-                           uint32_t io_cs) {
+                           uint32_t io_cs, uint32_t max_keys) {
     const Hp &hp = m_.hp;
     const LayerRefs &L = m_.layers[il];
     const uint32_t layer_byte = static_cast<uint32_t>(il * z_.kv_layer_bytes);
@@ -193,6 +194,8 @@ void Context::record_layer(Recorder &r, uint32_t il, uint32_t n, uint32_t io_pos
     r.kv_store(z_.k, z_.v, n, hp.n_kv(), io_rows, layer_byte, row_bytes, kv_type_);
     Recorder::Attn a{z_.q, z_.attn, hp.n_head, hp.n_head_kv, hp.head_dim, io_pos, io_tab, p_.block_size, layer_byte,
                      row_bytes, kv_type_, 1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
+    a.chunk = attention_chunk(n, max_keys);
+    if (a.chunk) a.n_split = (max_keys + a.chunk - 1) / a.chunk, a.part_off = z_.part;
     r.attention(a, n);
     qf = kNone;
     mm(r, L.wo, z_.attn, n, z_.x, L.bo, true, qf);
@@ -223,7 +226,9 @@ void Context::forward(const ember_mod_batch &b) {
     // rope cosines and sines, then room for the logits.
     const uint32_t io_tok = 0, io_pos = n, io_rows = 2 * n, io_tab = 3 * n, io_lrows = 4 * n;
     std::map<const int32_t *, uint32_t> table_len;
+    uint32_t max_keys = 0;
     for (uint32_t t = 0; t < n; ++t) {
+        max_keys = std::max(max_keys, static_cast<uint32_t>(b.pos[t]) + 1);
         uint32_t &len = table_len[b.tables[t]];
         len = std::max(len, static_cast<uint32_t>(b.pos[t]) / bs + 1);
     }
@@ -274,7 +279,7 @@ void Context::forward(const ember_mod_batch &b) {
         if (first) r.get_rows(m_.tok_embd, io_tok, n, z_.x);
         first = false;
         const uint32_t end = std::min(hp.n_layer, il + per_chunk);
-        for (; il < end; ++il) record_layer(r, il, n, io_pos, io_rows, io_tab, io_cs);
+        for (; il < end; ++il) record_layer(r, il, n, io_pos, io_rows, io_tab, io_cs, max_keys);
         const bool last = il == hp.n_layer;
         if (last && nl > 0) {
             r.rmsnorm(z_.x, z_.xn, m_.output_norm, hp.n_embd, nl, io_lrows, hp.eps);

@@ -44,7 +44,7 @@ struct ContextSizes {
     size_t acts_words = 0;
     uint32_t rows = 0;
     // activation offsets (words)
-    uint32_t x, xn, q, k, v, attn, gate, up, logits, xq, xd;
+    uint32_t x, xn, q, k, v, attn, gate, up, logits, xq, xd, part;
     uint64_t bytes() const { return 2 * kv_layer_bytes * n_layer + acts_words * 4; }
     uint32_t n_layer = 0;
 };
@@ -63,7 +63,7 @@ private:
     void release();
     void ensure_io(size_t words);
     void record_layer(Recorder &r, uint32_t il, uint32_t n, uint32_t io_pos, uint32_t io_rows, uint32_t io_tab,
-                      uint32_t io_cs);
+                      uint32_t io_cs, uint32_t max_keys);
     // Matmul of acts at x_off (rows rows of w.n_in) whatever the weight type; quantizes first if needed
     // (quantized_for: the input offset whose quantized copy is already in xq, to share it between the
     // Q/K/V or gate/up products).

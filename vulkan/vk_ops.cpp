@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -139,6 +140,13 @@ void run_op(Device &dev, const ember_mod_op &op) {
         }
         Recorder::Attn a{q, y, op.n_head, op.n_head_kv, op.head_dim, pos, tab, op.block_size, 0,
                          static_cast<uint32_t>(row_bytes), type, op.scale};
+        uint32_t max_keys = 0;
+        for (uint32_t t = 0; t < n; ++t) max_keys = std::max(max_keys, static_cast<uint32_t>(op.ids[t]) + 1);
+        a.chunk = op.attn_chunk == 0 ? attention_chunk(n, max_keys) : op.attn_chunk == UINT32_MAX ? 0 : op.attn_chunk;
+        if (a.chunk) {
+            a.n_split = (max_keys + a.chunk - 1) / a.chunk;
+            a.part_off = hb.put_acts(nullptr, size_t{n} * op.n_head * a.n_split * (op.head_dim + 2));
+        }
         record = [=](Recorder &r) { r.attention(a, n); };
         break;
     }
