@@ -129,7 +129,26 @@ Weight make_weight(DType type, uint32_t n_in, uint32_t n_out, uint64_t *st) {
     return w;
 }
 
-bool quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+bool quantized(DType t) { return t != DType::F32 && t != DType::F16; }
+
+// The offset each weight's value subtracts (dmin * m of its Q4_K/Q5_K sub-block; 0 for other types):
+// the integer kernels compute code and offset terms apart, so their rounding scales with both.
+std::vector<double> weight_offsets(DType type, const Weight &w, uint32_t n_in, uint32_t n_out) {
+    std::vector<double> off(size_t{n_in} * n_out, 0.0);
+    if (type != DType::Q4_K && type != DType::Q5_K) return off;
+    const size_t block = type == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
+    for (size_t s = 0; s < off.size() / QK_K; ++s) {
+        const uint8_t *b = w.bytes.data() + s * block;
+        uint16_t dmin_h;
+        std::memcpy(&dmin_h, b + 2, 2);
+        const uint8_t *sc = b + 4;  // d, dmin, then the 12 scale bytes (core/dtype.hpp)
+        for (int j = 0; j < 8; ++j) {
+            const int m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+            for (int l = 0; l < 32; ++l) off[s * QK_K + 32 * j + l] = fp16_to_fp32(dmin_h) * m;
+        }
+    }
+    return off;
+}
 
 // --- matmul ------------------------------------------------------------------------------------------
 // Bound per output: the float sum of n_in products (F32/F16) or of nb block terms (quantized) plus the
@@ -137,14 +156,19 @@ bool quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 // terms, each an exact integer sum times a product of two scales: 2 more roundings). Quantized types
 // also quantize the activations to 8 bits per block (d_b = max_b |x| / 127): each x_i off by at most
 // (0.5 + 1e-4) d_b, so qerr = sum_b (0.5 + 1e-4) d_b sum_{i in b} |w_i|, and the products' magnitudes
-// grow accordingly (mag uses |x_i| + that).
+// grow accordingly (mag uses |x_i| + that). K-quants (Q4_K/Q5_K) subtract a per-sub-block offset off_i
+// from each weight, computed as a separate float term: their terms' magnitude is |w_i| + 2 off_i, and
+// the reference's weights (the CPU's dequantized floats) are themselves one rounding from exact:
+// one more u of that magnitude (k + 1).
 void test_matmul(void **) {
     uint64_t st = 7;
-    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0})
-        for (uint32_t n_in : {32u, 64u, 288u, 768u})
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+        for (uint32_t n_in : {32u, 64u, 256u, 288u, 768u})
             for (uint32_t n_out : {1u, 7u, 130u})
                 for (uint32_t nt : {1u, 3u, 9u}) {
+                    if (n_in % dtype_info(type).block_size != 0) continue;
                     const Weight w = make_weight(type, n_in, n_out, &st);
+                    const std::vector<double> off = weight_offsets(type, w, n_in, n_out);
                     const std::vector<float> x = rand_vec(&st, size_t{nt} * n_in, -2, 2);
                     const std::vector<float> bias = rand_vec(&st, n_out, -1, 1);
                     const bool with_bias = (n_out + nt) % 2 == 0;
@@ -165,12 +189,13 @@ void test_matmul(void **) {
                                 for (uint32_t i = b * 32; i < b * 32 + 32; ++i) {
                                     const double wi = w.exact[size_t{o} * n_in + i];
                                     s += wi * x[t * n_in + i];
-                                    mag += std::fabs(wi) * (std::fabs(x[t * n_in + i]) + xe);
+                                    mag += (std::fabs(wi) + 2 * off[size_t{o} * n_in + i]) * (std::fabs(x[t * n_in + i]) + xe);
                                     qerr += std::fabs(wi) * xe;
                                 }
                             }
                             const double b = with_bias ? bias[o] : 0.0;
-                            const double k = quantized(type) ? nb + 8 : n_in + 8;
+                            const bool k45 = type == DType::Q4_K || type == DType::Q5_K;
+                            const double k = k45 ? 2 * nb + 9 : quantized(type) ? nb + 9 : n_in + 8;
                             const double bound = qerr + k * kU * (mag + std::fabs(b)) * 1.01;
                             char what[64];
                             std::snprintf(what, sizeof what, "matmul %s %ux%u nt %u", dtype_name(type), n_out, n_in, nt);
@@ -180,12 +205,12 @@ void test_matmul(void **) {
 }
 
 // --- get_rows ----------------------------------------------------------------------------------------
-// A dequantized value is one float product of a half scale and a code (exact), F32/F16 are copies:
-// bound u |value| (0 in fact).
+// A dequantized value is one float product of a half scale and a code (exact), or for the K-quants
+// exact products and one rounding in the offset's subtraction; F32/F16 are copies: bound u |value|.
 void test_get_rows(void **) {
     uint64_t st = 11;
-    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
-        const uint32_t n_in = 96, n_out = 50, nt = 6;
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        const uint32_t n_in = dtype_info(type).block_size == QK_K ? 512 : 96, n_out = 50, nt = 6;
         const Weight w = make_weight(type, n_in, n_out, &st);
         const int32_t ids[nt] = {0, 49, 7, 7, 23, 1};
         std::vector<float> y(size_t{nt} * n_in);

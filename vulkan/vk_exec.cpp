@@ -74,24 +74,29 @@ void Recorder::to_transfer() {
                                    nullptr, 0, nullptr);
 }
 
-void Recorder::quantize(uint32_t x_off, uint32_t n_in, uint32_t rows, uint32_t q_off, uint32_t d_off) {
-    struct { uint32_t x_off, n_in, n_blocks, q_off, d_off; } pc{x_off, n_in, rows * (n_in / 32), q_off, d_off};
+void Recorder::quantize(uint32_t x_off, uint32_t n_in, uint32_t rows, const QActs &q) {
+    struct { uint32_t x_off, n_in, n_blocks, q_off, d_off, s_off; } pc{x_off, n_in, rows * (n_in / 32), q.q_off, q.d_off,
+                                                                      q.s_off};
     dispatch(kQuantizeActs, &pc, sizeof pc, groups(pc.n_blocks, 64));
 }
 
-void Recorder::matmul(const WeightRef &w, uint32_t x_off, uint32_t xq_off, uint32_t xd_off, uint32_t rows,
-                      uint32_t y_off, uint32_t bias_off, bool accumulate) {
+void Recorder::matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32_t rows, uint32_t y_off,
+                      uint32_t bias_off, bool accumulate) {
     Pipe p;
     switch (w.type) {
     case DType::F32: p = kMatmulF32; break;
     case DType::F16: p = kMatmulF16; break;
     case DType::Q8_0: p = kMatmulQ8_0; break;
     case DType::Q4_0: p = kMatmulQ4_0; break;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: p = kMatmulK; break;
     default: fail(EMBER_ERR_UNSUPPORTED, "vulkan matmul: weight type %s unsupported", dtype_name(w.type));
     }
     struct {
-        uint32_t w_off, n_in, n_out, x_off, xd_off, y_off, bias_off, accumulate, y_stride, o_base;
-    } pc{w.off, w.n_in, w.n_out, w.quantized() ? xq_off : x_off, xd_off, y_off, bias_off, accumulate ? 1u : 0u, w.n_out, 0};
+        uint32_t w_off, n_in, n_out, x_off, xd_off, y_off, bias_off, accumulate, y_stride, o_base, xs_off;
+    } pc{w.off, w.n_in, w.n_out, w.quantized() ? q.q_off : x_off, q.d_off, y_off, bias_off, accumulate ? 1u : 0u,
+         w.n_out, 0, q.s_off};
     // 64 outputs per workgroup; at most 65535 groups per dispatch (the least maxComputeWorkGroupCount).
     constexpr uint32_t kMaxRows = 65535u * 64u;
     for (uint32_t o = 0; o < w.n_out; o += kMaxRows) {
@@ -120,7 +125,7 @@ void Recorder::swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n
 
 void Recorder::get_rows(const WeightRef &w, uint32_t ids_off, uint32_t rows, uint32_t y_off) {
     struct { uint32_t w_off, type, n_in, n_out, ids_off, y_off, n_tokens; } pc{
-        w.off, static_cast<uint32_t>(w.type), w.n_in, w.n_out, ids_off, y_off, rows};
+        w.off, w.k_quant() ? 12u : static_cast<uint32_t>(w.type), w.n_in, w.n_out, ids_off, y_off, rows};
     dispatch(kGetRows, &pc, sizeof pc, groups(uint64_t{rows} * w.n_in, 64));
 }
 

@@ -26,10 +26,14 @@ public:
     Recorder(Device &dev, VkCommandBuffer cb, VkDescriptorSet set);
 
     // Activation offsets are in floats (= words) of the activations buffer; io offsets in words of io.
-    void quantize(uint32_t x_off, uint32_t n_in, uint32_t rows, uint32_t q_off, uint32_t d_off);
-    // x_off: f32 input rows for float weights; for quantized weights q_off/d_off of quantize()'s output.
-    void matmul(const WeightRef &w, uint32_t x_off, uint32_t xq_off, uint32_t xd_off, uint32_t rows, uint32_t y_off,
-                uint32_t bias_off, bool accumulate);
+    // The 8-bit activations: codes at q_off, block scales at d_off, block code sums at s_off.
+    struct QActs {
+        uint32_t q_off, d_off, s_off;
+    };
+    void quantize(uint32_t x_off, uint32_t n_in, uint32_t rows, const QActs &q);
+    // x_off: f32 input rows for float weights; for quantized weights q, quantize()'s output.
+    void matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32_t rows, uint32_t y_off, uint32_t bias_off,
+                bool accumulate);
     void rmsnorm(uint32_t x_off, uint32_t y_off, uint32_t w_off, uint32_t dim, uint32_t rows, uint32_t rows_off, float eps);
     void rope(uint32_t x_off, uint32_t rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, uint32_t cs_off);
     void swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n);

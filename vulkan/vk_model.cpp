@@ -104,7 +104,7 @@ ContextSizes context_sizes(const ember_mod_model_desc &d, const ember_mod_contex
     z.k = take(rows * hp.n_kv()), z.v = take(rows * hp.n_kv());
     z.gate = take(rows * hp.n_ff), z.up = take(rows * hp.n_ff);
     z.logits = take(size_t{p.n_logits} * hp.n_vocab);
-    z.xq = take(rows * max_in / 4), z.xd = take(rows * max_in / 32 + 1);
+    z.xq = take(rows * max_in / 4), z.xd = take(rows * max_in / 32 + 1), z.xs = take(rows * max_in / 32 + 1);
     z.part = take(attention_part_floats(z.rows, hp.n_head, hp.head_dim));
     z.acts_words = at;
     if (z.kv_layer_bytes * hp.n_layer > 0xffffffffu)
@@ -169,11 +169,12 @@ void Context::ensure_io(size_t words) {
 
 void Context::mm(Recorder &r, const WeightRef &w, uint32_t x_off, uint32_t rows, uint32_t y_off, uint32_t bias,
                  bool acc, uint32_t &quantized_for) {
+    const Recorder::QActs q{z_.xq, z_.xd, z_.xs};
     if (w.quantized() && quantized_for != x_off) {
-        r.quantize(x_off, w.n_in, rows, z_.xq, z_.xd);
+        r.quantize(x_off, w.n_in, rows, q);
         quantized_for = x_off;
     }
-    r.matmul(w, x_off, z_.xq, z_.xd, rows, y_off, bias, acc);
+    r.matmul(w, x_off, q, rows, y_off, bias, acc);
 }
 
 void Context::record_layer(Recorder &r, uint32_t il, uint32_t n, uint32_t io_pos, uint32_t io_rows, uint32_t io_tab,

@@ -44,7 +44,7 @@ struct ContextSizes {
     size_t acts_words = 0;
     uint32_t rows = 0;
     // activation offsets (words)
-    uint32_t x, xn, q, k, v, attn, gate, up, logits, xq, xd, part;
+    uint32_t x, xn, q, k, v, attn, gate, up, logits, xq, xd, xs, part;
     uint64_t bytes() const { return 2 * kv_layer_bytes * n_layer + acts_words * 4; }
     uint32_t n_layer = 0;
 };

@@ -78,9 +78,11 @@ void run_op(Device &dev, const ember_mod_op &op) {
         y = hb.put_acts(nullptr, size_t{n} * op.n_out), y_count = size_t{n} * op.n_out;
         const uint32_t xq = hb.put_acts(nullptr, size_t{n} * op.n_in / 4 + 16);
         const uint32_t xd = hb.put_acts(nullptr, size_t{n} * op.n_in / 32 + 16);
+        const uint32_t xs = hb.put_acts(nullptr, size_t{n} * op.n_in / 32 + 16);
         record = [=](Recorder &r) {
-            if (w.quantized()) r.quantize(x, w.n_in, n, xq, xd);
-            r.matmul(w, x, xq, xd, n, y, bias, false);
+            const Recorder::QActs q{xq, xd, xs};
+            if (w.quantized()) r.quantize(x, w.n_in, n, q);
+            r.matmul(w, x, q, n, y, bias, false);
         };
         break;
     }

@@ -16,6 +16,11 @@ void main() {
     } else if (p.type == T_F16) {
         vec2 w = unpackHalf2x16(wu[p.w_off + r * ((p.n_in + 1u) / 2u) + i / 2u]);
         v = (i & 1u) != 0u ? w.y : w.x;
+    } else if (p.type == T_K) {
+        uint nb = p.n_in / 32u, wb = p.w_off + (r * nb + i / 32u) * 11u, j = i % 32u;
+        float d = uintBitsToFloat(wu[wb]), mn = uintBitsToFloat(wu[wb + 2u]);
+        float ds = d * float(sbyte(wu[wb + 1u], j / 16u));
+        v = ds * float(sbyte(wu[wb + 3u + j / 4u], j % 4u)) - mn;
     } else {
         uint nb = p.n_in / 32u, ib = i / 32u, j = i % 32u;
         float d = wf[p.w_off + r * nb + ib];

@@ -5,7 +5,9 @@
 // coroutine switch) and keeps the sum order fixed. Weights are in the module's repacked layout
 // (vk_weights.cpp): F32 rows of floats; F16 rows of half pairs (padded to whole words); Q8_0/Q4_0 all
 // the row-block scales as floats first (n_out * nb), then the codes, 8 (Q8_0) or 4 (Q4_0) words per
-// block. Quantized weights multiply the 8-bit activations of quantize_acts.comp with exact integer
+// block; the K-quants (TYPE 12: Q4_K, Q5_K and Q6_K, all repacked alike) 11 words per block of 32:
+// d (f32), two signed 8-bit sub-block scales (one per 16 values), the block's offset dmin * m (f32),
+// then 8 words of signed 8-bit codes. Quantized weights multiply the 8-bit activations of quantize_acts.comp with exact integer
 // block sums, the two scales applied per block in float, as on the CPU.
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -13,6 +15,7 @@ layout(push_constant) uniform P {
     uint w_off, n_in, n_out, x_off;  // x_off: f32 rows (float types) or q words (quantized)
     uint xd_off, y_off, bias_off, accumulate;  // bias_off 0xffffffff: none
     uint y_stride, o_base;  // o_base: dispatches of more than 65535 groups go in chunks
+    uint xs_off;            // the activation blocks' code sums (K-quants)
 } p;
 
 void main() {
@@ -31,6 +34,28 @@ void main() {
         acc += w.y * af[x0 + 2u * k + 1u];
     }
     if ((p.n_in & 1u) != 0u) acc += unpackHalf2x16(wu[w0 + rw - 1u]).x * af[x0 + p.n_in - 1u];
+#elif TYPE == 12
+    // As the CPU's K-quant kernels: the two halves' integer sums weighted by their scales in integers,
+    // times d * d_x, minus the offset times d_x * sum(x codes).
+    uint nb = p.n_in / 32u;
+    for (uint ib = 0u; ib < nb; ++ib) {
+        uint wb = p.w_off + (o * nb + ib) * 11u, xq = p.x_off + (t * nb + ib) * 8u;
+        int s0 = 0, s1 = 0;
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+            uint w = wu[wb + 3u + k], x = au[xq + k];
+            [[unroll]] for (uint l = 0u; l < 4u; ++l) s0 += sbyte(w, l) * sbyte(x, l);
+        }
+        [[unroll]] for (uint k = 4u; k < 8u; ++k) {
+            uint w = wu[wb + 3u + k], x = au[xq + k];
+            [[unroll]] for (uint l = 0u; l < 4u; ++l) s1 += sbyte(w, l) * sbyte(x, l);
+        }
+        uint sc = wu[wb + 1u];
+        int isum = s0 * sbyte(sc, 0u) + s1 * sbyte(sc, 1u);
+        float d = uintBitsToFloat(wu[wb]), mn = uintBitsToFloat(wu[wb + 2u]);
+        float dx = af[p.xd_off + t * nb + ib];
+        acc += float(isum) * (d * dx);
+        acc -= mn * (dx * af[p.xs_off + t * nb + ib]);
+    }
 #else
     uint nb = p.n_in / 32u;
 #if TYPE == 8
