@@ -94,14 +94,14 @@ void Recorder::matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32
     default: fail(EMBER_ERR_UNSUPPORTED, "vulkan matmul: weight type %s unsupported", dtype_name(w.type));
     }
     struct {
-        uint32_t w_off, n_in, n_out, x_off, xd_off, y_off, bias_off, accumulate, y_stride, o_base, xs_off;
+        uint32_t w_off, n_in, n_out, x_off, xd_off, y_off, bias_off, accumulate, y_stride, o_base, xs_off, n_tokens;
     } pc{w.off, w.n_in, w.n_out, w.quantized() ? q.q_off : x_off, q.d_off, y_off, bias_off, accumulate ? 1u : 0u,
-         w.n_out, 0, q.s_off};
+         w.n_out, 0, q.s_off, rows};
     // 64 outputs per workgroup; at most 65535 groups per dispatch (the least maxComputeWorkGroupCount).
     constexpr uint32_t kMaxRows = 65535u * 64u;
     for (uint32_t o = 0; o < w.n_out; o += kMaxRows) {
         pc.o_base = o;
-        dispatch(p, &pc, sizeof pc, groups(std::min(kMaxRows, w.n_out - o), 64), rows);
+        dispatch(p, &pc, sizeof pc, groups(std::min(kMaxRows, w.n_out - o), 64), groups(rows, 8));  // 8: TT
     }
 }
 
