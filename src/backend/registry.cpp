@@ -20,7 +20,8 @@ namespace ember {
 namespace {
 
 struct Registry {
-    std::vector<std::unique_ptr<Backend>> backends;
+    // The CPU backend (not owned here) first, then the modules.
+    std::vector<std::unique_ptr<Backend, void (*)(Backend *)>> backends;
     std::map<ember_backend_kind, Backend *> modules;  // loaded modules, usable or not
     std::map<ember_backend_kind, std::string> missing;  // kind -> why it is not usable
 };
@@ -32,15 +33,22 @@ struct ModuleName {
 };
 constexpr ModuleName kModules[] = {{"vulkan", EMBER_BACKEND_VULKAN}};
 
+Backend &cpu_backend() {
+    static const std::unique_ptr<Backend> cpu = cpu_backend_create();
+    return *cpu;
+}
+
+// The CPU backend and the modules, loaded at the first query that may need a module (an explicit CPU
+// choice never loads one: no driver is touched for it).
 Registry &registry() {
     static Registry r;
     static std::once_flag once;
     std::call_once(once, [] {
-        r.backends.push_back(cpu_backend_create());
+        r.backends.emplace_back(&cpu_backend(), [](Backend *) {});
         for (const ModuleName &m : kModules) {
             std::string why;
             if (const LoadedModule *mod = backend_module_load(m.name, &why)) {
-                r.backends.push_back(module_backend_create(*mod));
+                r.backends.emplace_back(module_backend_create(*mod).release(), [](Backend *b) { delete b; });
                 Backend &b = *r.backends.back();
                 r.modules[m.kind] = &b;
                 if (b.score() <= 0) r.missing[m.kind] = module_unavailable_reason(b);
@@ -55,6 +63,7 @@ Registry &registry() {
 } // namespace
 
 Backend *backend_find(ember_backend_kind kind) {
+    if (kind == EMBER_BACKEND_CPU) return &cpu_backend();
     Registry &r = registry();
     Backend *best = nullptr;
     for (auto &b : r.backends) {
