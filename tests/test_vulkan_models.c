@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #define N_GEN 32
 
@@ -151,6 +152,51 @@ static void test_state_moves_between_backends(void **state) {
     ember_model_free(m);
 }
 
+/* --- the CLI ------------------------------------------------------------------------------------------ */
+/* Runs a shell command with stderr merged, captures its output, returns the exit status (never a signal). */
+static int run_cmd(const char *cmd, char *out, size_t cap) {
+    char full[8192];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    const int st = pclose(p);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* `ember run --backend vulkan` tells the golden story, `ember bench --backend vulkan` says which backend
+ * and device ran; without a loader, explicit vulkan is a clear error and auto runs on the CPU. */
+static void test_cli_vulkan(void **state) {
+    (void)state;
+    const char *cli = getenv("EMBER_CLI");
+    if (!cli || !*cli) {
+        printf("SKIP: EMBER_CLI is not set (run under ctest)\n");
+        skip();
+    }
+    REQUIRE(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    char cmd[8192], out[16384];
+    const char *want = "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+                       "sunshine. One day, she saw a big, red ball in";
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Once upon a time' -n 32 --temp 0 --backend vulkan", cli, path);
+    assert_int_equal(run_cmd(cmd, out, sizeof out), 0);
+    if (strncmp(out, want, strlen(want)) != 0) fprintf(stderr, "got: %s\n", out);
+    assert_int_equal(strncmp(out, want, strlen(want)), 0);
+    snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -p 8 -n 4 --backend vulkan", cli, path);
+    assert_int_equal(run_cmd(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "\"backend\":\"vulkan\",\"device\":\""));
+    snprintf(cmd, sizeof cmd, "EMBER_VULKAN_LOADER=/nonexistent/libvulkan.so.1 '%s' run -m '%s' -p 'Once' -n 2 --temp 0 --backend vulkan",
+             cli, path);
+    assert_int_not_equal(run_cmd(cmd, out, sizeof out), 0);
+    printf("no loader, --backend vulkan: %s", out);
+    assert_non_null(strstr(out, "no Vulkan loader"));
+    snprintf(cmd, sizeof cmd, "EMBER_VULKAN_LOADER=/nonexistent/libvulkan.so.1 '%s' run -m '%s' -p 'Once upon a time' -n 32 --temp 0",
+             cli, path);
+    assert_int_equal(run_cmd(cmd, out, sizeof out), 0);
+    assert_int_equal(strncmp(out, want, strlen(want)), 0);
+}
+
 /* --- no loader ------------------------------------------------------------------------------------ */
 static char g_log[4096];
 static void on_log(ember_log_level level, const char *msg, void *user) {
@@ -217,6 +263,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_stories15M_q8_0_kv_q8_0),
         cmocka_unit_test(test_stories15M_q4_0),
         cmocka_unit_test(test_state_moves_between_backends),
+        cmocka_unit_test(test_cli_vulkan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
