@@ -220,7 +220,7 @@ void test_get_rows(void **) {
         run(op);
         for (uint32_t t = 0; t < nt; ++t)
             for (uint32_t i = 0; i < n_in; ++i) {
-                const double want = w.exact[size_t{ids[t]} * n_in + i];
+                const double want = w.exact[static_cast<size_t>(ids[t]) * n_in + i];
                 check(dtype_name(type), t * n_in + i, y[t * n_in + i], want, kU * std::fabs(want));
             }
     }
