@@ -245,6 +245,26 @@ static void expect_struct_size_error(ember_status st) {
     assert_non_null(strstr(ember_last_error(), "struct_size"));
 }
 
+/* The EMBER_1.2 device structs: ember_vulkan_device_params below any version is refused before any
+ * device is touched; ember_device_info (an output) keeps a newer caller's tail, where a Vulkan device
+ * exists to list. */
+static void test_struct_size_device_structs(void **state) {
+    (void)state;
+    BIG(ember_vulkan_device_params, vp);
+    ember_vulkan_device_params_init(&vp.s);
+    vp.s.struct_size = 4;
+    expect_struct_size_error(ember_vulkan_set_device(&vp.s));
+    BIG(ember_device_info, di);
+    ember_device_info_init(&di.s);
+    di.s.struct_size = sizeof di.s + EXTRA;
+    size_t n = 0;
+    if (ember_backend_devices(EMBER_BACKEND_VULKAN, &di.s, 1, &n) == EMBER_OK && n > 0) {
+        assert_int_equal(di.s.struct_size, sizeof di.s + EXTRA);
+        assert_true(di.s.name[0] != 0);
+        expect_tail_untouched(di.bytes, sizeof di.s);
+    }
+}
+
 static void test_struct_size_every_struct(void **state) {
     (void)state;
     ember_model *m = load(model_260k());
@@ -592,6 +612,7 @@ int main(void) {
         cmocka_unit_test(test_session_states),
         cmocka_unit_test(test_sampler_api),
         cmocka_unit_test(test_logging),
+        cmocka_unit_test(test_struct_size_device_structs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian/Ubuntu packages that building and testing ember needs, if any are missing.
+# Installs the Debian/Ubuntu packages that building and testing ember needs, if any are missing
+# (the Vulkan ones included: libember builds and runs without them, but CI tests the Vulkan backend).
 # With --reliability also what tools/reliability.sh needs: libabigail's abidw/abidiff (the ABI gate) and
 # clang with its libFuzzer and sanitizer runtimes (clang-19 where the distribution has it, else clang).
 # Uses sudo when not run as root. Safe to run repeatedly.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libcmocka-dev)
+# The Vulkan backend module: headers and glslc to build it; the loader, lavapipe (Mesa's CPU driver)
+# and the Khronos validation layer so that its tests run (on lavapipe) in CI, which has no GPU.
+packages+=(libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers)
 reliability=0
 [ "${1:-}" = "--reliability" ] && reliability=1
 

@@ -691,6 +691,68 @@ EMBER_API ember_status ember_request_error(ember_request *request, ember_status 
 /** Cancels the request if it still runs and frees the handle. NULL is a no-op. */
 EMBER_API void ember_request_free(ember_request *request);
 
+/* ---------------------------------------------------------------------------------------------------
+ * Backend devices (since EMBER_1.2)
+ *
+ * GPU backends are modules loaded at run time (libember-vulkan.so beside libember, or in
+ * $EMBER_BACKEND_DIR). EMBER_BACKEND_AUTO prefers a GPU device, never a CPU-type Vulkan device (lavapipe)
+ * over the CPU backend, and falls back to the CPU backend (with a log line saying why) where a module,
+ * its API's loader or a device is missing; an explicit backend there fails with EMBER_ERR_UNSUPPORTED
+ * and the reason.
+ * ------------------------------------------------------------------------------------------------- */
+
+/** One device of a backend. */
+typedef struct ember_device_info {
+    uint32_t struct_size;
+    /** Index to pass as ember_vulkan_device_params.device_index. */
+    uint32_t index;
+    /** The driver's name for it ("NVIDIA GeForce RTX 4090", "llvmpipe (LLVM 15.0.6, 256 bits)"). */
+    char name[128];
+    /** VkPhysicalDeviceType for Vulkan: 1 integrated, 2 discrete, 3 virtual, 4 CPU, 0 other. */
+    uint32_t type;
+    /** How AUTO ranks it (the CPU backend scores 1; ties go to the CPU backend); 0: unusable. */
+    int32_t score;
+} ember_device_info;
+
+EMBER_API void ember_device_info_init(ember_device_info *info);
+
+/** Lists the devices of a GPU backend (EMBER_BACKEND_VULKAN) into out[0 .. capacity) (each entry's
+ *  struct_size set by ember_device_info_init; out may be NULL with capacity 0) and sets *out_count to
+ *  the number of devices. EMBER_ERR_UNSUPPORTED, with the reason, where the backend's module or loader
+ *  is missing or it has no device; EMBER_ERR_INVALID_ARGUMENT for the CPU or AUTO. Thread-safe. */
+EMBER_API ember_status ember_backend_devices(ember_backend_kind backend, ember_device_info *out, size_t capacity,
+                                             size_t *out_count);
+
+/** Which device the Vulkan backend runs on. Either an index into ember_backend_devices' list, or the
+ *  application's own Vulkan objects, so that ember shares its device and queue: then all of instance,
+ *  physical_device, device and queue are set (VkInstance, VkPhysicalDevice, VkDevice, VkQueue cast to
+ *  void *), the device was created with Vulkan 1.1 or later and the queue supports compute. Ember creates
+ *  no instance or device then and destroys none; the objects must outlive every model and session on
+ *  the Vulkan backend, and the application must not submit to that queue from another thread while ember
+ *  runs a pass (Vulkan queues are externally synchronized). */
+typedef struct ember_vulkan_device_params {
+    uint32_t struct_size;
+    /** Device index (default -1: the best-scoring device). Ignored when the handles are set. */
+    int32_t device_index;
+    void *instance;         /**< VkInstance (default NULL) */
+    void *physical_device;  /**< VkPhysicalDevice */
+    void *device;           /**< VkDevice */
+    void *queue;            /**< VkQueue */
+    uint32_t queue_family;  /**< the queue's family index */
+} ember_vulkan_device_params;
+
+EMBER_API void ember_vulkan_device_params_init(ember_vulkan_device_params *params);
+
+/** Chooses the device of the Vulkan backend for this process. Call it before the first model is loaded
+ *  onto Vulkan (a session or engine created with EMBER_BACKEND_VULKAN): the device is opened then; a
+ *  call while it is open fails with EMBER_ERR_INVALID_STATE. Ember's own device stays open for the
+ *  process's life; on the application's device, ember's objects (pipelines, buffers, pools) are all
+ *  destroyed when the last model that used it is freed, after which the application may destroy its
+ *  device (or choose another one). Without a call, $EMBER_VULKAN_DEVICE (an
+ *  index) or the best device is used. Errors: EMBER_ERR_UNSUPPORTED (no Vulkan backend here, with the
+ *  reason), EMBER_ERR_INVALID_ARGUMENT (some but not all handles set). Thread-safe. */
+EMBER_API ember_status ember_vulkan_set_device(const ember_vulkan_device_params *params);
+
 #ifdef __cplusplus
 }
 #endif

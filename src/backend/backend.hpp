@@ -14,6 +14,7 @@
 
 #include <ember/ember.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,9 @@ struct Batch {
     uint32_t n_logits = 0;
     const int32_t *logits_rows = nullptr;     // [n_logits] which tokens' logits to compute
     float *logits = nullptr;                  // [n_logits][n_vocab]
+    // Optional: a backend that splits a long pass into chunks (the Vulkan module's command buffers)
+    // checks it between them and then throws EMBER_ERR_CANCELLED; K/V rows already written stay valid.
+    const std::atomic<bool> *cancel = nullptr;
 };
 
 class BackendContext {
@@ -99,6 +103,12 @@ public:
 
 // The backends of this build that can run here, best first; the CPU backend is always present.
 Backend *backend_find(ember_backend_kind kind);   // nullptr if absent or unusable; AUTO = the best
+// backend_find, or throws EMBER_ERR_UNSUPPORTED saying why the backend is missing (module not built or
+// not found, no Vulkan loader, no device).
+Backend &backend_require(ember_backend_kind kind);
+// The module backend of `kind` even when it cannot run (to list its devices or choose one), or throws
+// EMBER_ERR_UNSUPPORTED saying why it was not loaded.
+Backend &backend_module(ember_backend_kind kind);
 std::unique_ptr<Backend> cpu_backend_create();
 
 } // namespace ember

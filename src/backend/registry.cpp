@@ -1,31 +1,106 @@
 // registry.cpp — which backends exist in this build and which one AUTO picks.
+//
+// The CPU backend is built in. GPU backends are modules (libember-vulkan.so, ...) loaded at first use
+// from beside libember; a module that is missing, or whose API (the Vulkan loader) or device is
+// missing, is remembered with the reason, so that AUTO falls back to the CPU saying why in the log and
+// an explicit request fails with that reason.
 #include "backend/backend.hpp"
+#include "backend/module_loader.hpp"
 
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+#include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace ember {
 
 namespace {
-std::vector<std::unique_ptr<Backend>> &registry() {
-    static std::vector<std::unique_ptr<Backend>> backends;
+
+struct Registry {
+    // The CPU backend (not owned here) first, then the modules.
+    std::vector<std::unique_ptr<Backend, void (*)(Backend *)>> backends;
+    std::map<ember_backend_kind, Backend *> modules;  // loaded modules, usable or not
+    std::map<ember_backend_kind, std::string> missing;  // kind -> why it is not usable
+};
+
+// The modules this build knows of, by name and kind.
+struct ModuleName {
+    const char *name;
+    ember_backend_kind kind;
+};
+constexpr ModuleName kModules[] = {{"vulkan", EMBER_BACKEND_VULKAN}};
+
+Backend &cpu_backend() {
+    static const std::unique_ptr<Backend> cpu = cpu_backend_create();
+    return *cpu;
+}
+
+// The CPU backend and the modules, loaded at the first query that may need a module (an explicit CPU
+// choice never loads one: no driver is touched for it).
+Registry &registry() {
+    static Registry r;
     static std::once_flag once;
     std::call_once(once, [] {
-        // GPU modules (cuda/, vulkan/) will be discovered and loaded here at run time.
-        backends.push_back(cpu_backend_create());
+        r.backends.emplace_back(&cpu_backend(), [](Backend *) {});
+        for (const ModuleName &m : kModules) {
+            std::string why;
+            if (const LoadedModule *mod = backend_module_load(m.name, &why)) {
+                r.backends.emplace_back(module_backend_create(*mod).release(), [](Backend *b) { delete b; });
+                Backend &b = *r.backends.back();
+                r.modules[m.kind] = &b;
+                if (b.score() <= 0) r.missing[m.kind] = module_unavailable_reason(b);
+            } else {
+                r.missing[m.kind] = why;
+            }
+        }
     });
-    return backends;
+    return r;
 }
+
 } // namespace
 
 Backend *backend_find(ember_backend_kind kind) {
+    if (kind == EMBER_BACKEND_CPU) return &cpu_backend();
+    Registry &r = registry();
     Backend *best = nullptr;
-    for (auto &b : registry()) {
+    for (auto &b : r.backends) {
         if (b->score() <= 0 || b->api_version() != kBackendApiVersion) continue;
         if (kind != EMBER_BACKEND_AUTO && b->kind() != kind) continue;
+        // Ties go to the earlier backend: the CPU backend before a CPU-type Vulkan device (lavapipe).
         if (!best || b->score() > best->score()) best = b.get();
     }
+    if (kind == EMBER_BACKEND_AUTO && !r.missing.empty()) {
+        static std::once_flag logged;
+        std::call_once(logged, [&] {
+            for (auto &[k, why] : r.missing)
+                log_msg(nullptr, EMBER_LOG_INFO, "backend %d unavailable (%s); auto uses %s", (int)k, why.c_str(),
+                        best ? best->name() : "none");
+        });
+    }
     return best;
+}
+
+Backend &backend_require(ember_backend_kind kind) {
+    if (Backend *b = backend_find(kind)) return *b;
+    Registry &r = registry();
+    if (auto it = r.missing.find(kind); it != r.missing.end())
+        fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available: %s", (int)kind, it->second.c_str());
+    fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)kind);
+}
+
+} // namespace ember
+
+namespace ember {
+
+Backend &backend_module(ember_backend_kind kind) {
+    Registry &r = registry();
+    if (auto it = r.modules.find(kind); it != r.modules.end()) return *it->second;
+    if (auto it = r.missing.find(kind); it != r.missing.end())
+        fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available: %s", (int)kind, it->second.c_str());
+    fail(EMBER_ERR_INVALID_ARGUMENT, "backend %d is not a module backend", (int)kind);
 }
 
 } // namespace ember

@@ -54,9 +54,7 @@ ContextParams context_params(const EnginePlan &p) {
 }
 
 Backend &find_backend(ember_backend_kind kind) {
-    Backend *backend = backend_find(kind);
-    if (!backend) fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)kind);
-    return *backend;
+    return backend_require(kind);
 }
 } // namespace
 

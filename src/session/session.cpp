@@ -38,9 +38,7 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     const uint32_t n_seq = opts.n_seq_max ? opts.n_seq_max : 1;
     if (n_seq > 4096) fail(EMBER_ERR_INVALID_ARGUMENT, "n_seq_max %u is too large", n_seq);
     kv_type_ = opts.kv_type;
-    Backend *backend = backend_find(opts.backend);
-    if (!backend)
-        fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)opts.backend);
+    Backend *backend = &backend_require(opts.backend);
     // One spare block per sequence: rolling back into a block that was already full and published makes
     // the next write copy it first (copy-on-write), which briefly needs one block more than the context.
     const uint64_t n_blocks = uint64_t{n_seq} * ((n_ctx_ + kv::kBlockSize - 1) / kv::kBlockSize + 1);

@@ -152,6 +152,34 @@ bool kv_type_option(const Args &a, const char *name, ember_kv_type *out) {
 
 const char *kv_type_name(ember_kv_type t) { return t == EMBER_KV_Q8_0 ? "q8_0" : "f16"; }
 
+std::string backend_json(const Args &a) {
+    ember_backend_kind kind = EMBER_BACKEND_AUTO;
+    if (!backend_option(a, &kind)) return "";
+    std::string out = "\"backend\":\"cpu\",";
+    if (kind != EMBER_BACKEND_AUTO && kind != EMBER_BACKEND_VULKAN) {
+        if (kind == EMBER_BACKEND_CUDA) out = "\"backend\":\"cuda\",";
+        return out;
+    }
+    // The device the Vulkan backend opens: $EMBER_VULKAN_DEVICE, else the best-scoring one. AUTO runs
+    // on Vulkan only when that device outranks the CPU backend (score > 1: a GPU, not lavapipe).
+    ember_device_info devs[16];
+    for (auto &d : devs) ember_device_info_init(&d);
+    size_t n = 0;
+    if (ember_backend_devices(EMBER_BACKEND_VULKAN, devs, 16, &n) != EMBER_OK || n == 0) return out;
+    size_t pick = 0;
+    for (size_t i = 1; i < n && i < 16; ++i)
+        if (devs[i].score > devs[pick].score) pick = i;
+    if (const char *env = std::getenv("EMBER_VULKAN_DEVICE"); env && env[0]) {
+        const size_t i = static_cast<size_t>(std::atoi(env));
+        if (i < n && i < 16) pick = i;
+    }
+    if (kind == EMBER_BACKEND_AUTO && devs[pick].score <= 1) return out;
+    std::string name;
+    for (const char *c = devs[pick].name; *c; ++c)
+        if (*c != '"' && *c != '\\') name += *c;
+    return "\"backend\":\"vulkan\",\"device\":\"" + name + "\",";
+}
+
 bool backend_option(const Args &a, ember_backend_kind *out) {
     const std::string backend = a.str("--backend", "auto");
     if (backend == "auto") *out = EMBER_BACKEND_AUTO;

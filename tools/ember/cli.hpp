@@ -51,6 +51,9 @@ bool tokenize(const ember_model *model, const std::string &text, uint32_t flags,
 ember_session *create_session(const ember_model *model, const Args &a);
 // Reads --backend, or a KV cache type option (f16 | q8_0; *out is the default); false after reporting.
 bool backend_option(const Args &a, ember_backend_kind *out);
+// JSON fields naming the backend (and GPU device) that the backend option `a` resolves to, e.g.
+// "\"backend\":\"vulkan\",\"device\":\"llvmpipe (...)\"," (for bench output).
+std::string backend_json(const Args &a);
 bool kv_type_option(const Args &a, const char *name, ember_kv_type *out);
 const char *kv_type_name(ember_kv_type t);
 // Attaches speculation from --draft MODEL / --lookup, --draft-k K, --draft-fixed (no options: nothing).

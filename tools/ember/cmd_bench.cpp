@@ -304,10 +304,10 @@ int cmd_bench(int argc, char **argv) {
         ember_model_get_info(model, &info);
         uint32_t n_ctx = 0;
         ember_session_context_length(s, &n_ctx);
-        std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"architecture\":\"%s\",\"threads\":%ld,"
+        std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"architecture\":\"%s\",%s\"threads\":%ld,"
                     "\"context_size\":%u,\"kv_type\":\"%s\",\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"temperature\":%g,"
                     "\"rounds\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,",
-                    ember_version(), model_path.c_str(), info.architecture, a.integer("-t", 0), n_ctx,
+                    ember_version(), model_path.c_str(), info.architecture, backend_json(a).c_str(), a.integer("-t", 0), n_ctx,
                     a.str("--kv-type", "f16").c_str(), P, G, spp.temperature, rounds, median(prefill), median(decode), load_s,
                     ru.ru_maxrss / 1024.0);
         if (spec) {

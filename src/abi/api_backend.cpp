@@ -1,0 +1,68 @@
+// api_backend.cpp — backend devices through the C ABI (EMBER_1.2): listing a module backend's devices
+// and choosing the Vulkan device (an index or the application's own objects).
+#include "abi/handles.hpp"
+#include "backend/module_loader.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+using namespace ember;
+using ember::abi::guard;
+
+extern "C" {
+
+void ember_device_info_init(ember_device_info *info) {
+    if (!info) return;
+    std::memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+}
+
+ember_status ember_backend_devices(ember_backend_kind backend, ember_device_info *out, size_t capacity,
+                                   size_t *out_count) {
+    return guard("ember_backend_devices", [&] {
+        EMBER_REQUIRE_ARG(out_count);
+        if (capacity && !out) fail(EMBER_ERR_INVALID_ARGUMENT, "out is NULL with capacity %zu", capacity);
+        const int64_t kind = abi::enum_value(backend);
+        if (kind != EMBER_BACKEND_VULKAN && kind != EMBER_BACKEND_CUDA)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "backend %lld has no device list (a GPU backend has)", (long long)kind);
+        const std::vector<ember_mod_device_info> devs = module_list_devices(backend_module(backend));
+        *out_count = devs.size();
+        for (size_t i = 0; i < capacity && i < devs.size(); ++i) {
+            ember_device_info d;
+            ember_device_info_init(&d);
+            d.index = static_cast<uint32_t>(i);
+            std::snprintf(d.name, sizeof d.name, "%s", devs[i].name);
+            d.type = devs[i].type;
+            d.score = devs[i].score;
+            abi::write_out(&out[i], d, sizeof(ember_device_info), "ember_device_info");
+        }
+        return EMBER_OK;
+    });
+}
+
+void ember_vulkan_device_params_init(ember_vulkan_device_params *params) {
+    if (!params) return;
+    std::memset(params, 0, sizeof *params);
+    params->struct_size = sizeof *params;
+    params->device_index = -1;
+}
+
+ember_status ember_vulkan_set_device(const ember_vulkan_device_params *params) {
+    return guard("ember_vulkan_set_device", [&] {
+        EMBER_REQUIRE_ARG(params);
+        const ember_vulkan_device_params p = abi::read_params(params, sizeof(ember_vulkan_device_params),
+                                                              ember_vulkan_device_params_init, "ember_vulkan_device_params");
+        const int n_handles = !!p.instance + !!p.physical_device + !!p.device + !!p.queue;
+        if (n_handles != 0 && n_handles != 4)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "set all of instance, physical_device, device and queue, or none");
+        ember_mod_open_params op{};
+        op.struct_size = sizeof op;
+        op.device_index = p.device_index;
+        op.vk_instance = p.instance, op.vk_physical_device = p.physical_device;
+        op.vk_device = p.device, op.vk_queue = p.queue, op.vk_queue_family = p.queue_family;
+        module_set_open_params(backend_module(EMBER_BACKEND_VULKAN), op);
+        return EMBER_OK;
+    });
+}
+
+} // extern "C"

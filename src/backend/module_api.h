@@ -1,0 +1,166 @@
+/* module_api.h — the plain-C boundary between libember and a backend module loaded at run time
+ * (libember-vulkan.so today, libember-cuda.so later).
+ *
+ * Why C and not the C++ Backend classes: a C++ exception thrown in one shared object and caught in
+ * another (each with hidden visibility and possibly its own copy of the type info) is not reliable, and
+ * a C table is narrow and versionable. The module catches everything at its exported functions; each
+ * function returns an ember_status and, on failure, writes a NUL-terminated message into the caller's
+ * buffer. libember (src/backend/module_loader.cpp) turns those into ember::Error.
+ *
+ * Versioning: the module exports one symbol, EMBER_BACKEND_MODULE_SYMBOL, a function returning a const
+ * table. The table only grows at its end; struct_size tells the loader which entries exist, and
+ * api_version changes only if an existing entry changes meaning (the loader then refuses the module).
+ * The structs passed in are likewise append-only and carry struct_size where they may grow.
+ *
+ * The module receives the model as a description (hyper-parameters and host pointers to the tensors'
+ * bytes as stored in the GGUF file); it copies what it needs into device memory during model_load. */
+#ifndef EMBER_BACKEND_MODULE_API_H
+#define EMBER_BACKEND_MODULE_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EMBER_MODULE_API_VERSION 1u
+#define EMBER_BACKEND_MODULE_SYMBOL "ember_backend_module_v1"
+
+typedef struct ember_mod_backend ember_mod_backend; /* an opened device */
+typedef struct ember_mod_model ember_mod_model;     /* weights on that device */
+typedef struct ember_mod_context ember_mod_context; /* KV cache and activations of one context */
+
+/* A tensor as stored in the file: GGUF type id, shape (ne[0] innermost), host bytes. */
+typedef struct ember_mod_tensor {
+    uint32_t type;
+    int32_t n_dims;
+    int64_t ne[4];
+    const void *data;
+    size_t n_bytes;
+} ember_mod_tensor;
+
+typedef struct ember_mod_layer {
+    const ember_mod_tensor *attn_norm, *wq, *wk, *wv, *wo;
+    const ember_mod_tensor *bq, *bk, *bv, *bo; /* NULL when absent */
+    const ember_mod_tensor *ffn_norm, *ffn_gate, *ffn_up, *ffn_down;
+} ember_mod_layer;
+
+typedef struct ember_mod_model_desc {
+    uint32_t struct_size;
+    uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
+    uint32_t rope_neox;
+    float norm_eps, rope_theta, rope_freq_scale;
+    const ember_mod_tensor *tok_embd, *output_norm, *output;
+    const ember_mod_tensor *rope_freqs; /* NULL when absent */
+    const ember_mod_layer *layers;       /* [n_layer] */
+} ember_mod_model_desc;
+
+typedef struct ember_mod_context_params {
+    uint32_t struct_size;
+    uint32_t n_blocks, block_size, n_batch, n_logits;
+    uint32_t kv_type; /* GGUF type id: F16 (1) or Q8_0 (8) */
+} ember_mod_context_params;
+
+/* Returns nonzero to cancel; called between command-buffer chunks of a long forward pass. */
+typedef int (*ember_mod_cancel_fn)(void *user_data);
+
+typedef struct ember_mod_batch {
+    uint32_t struct_size;
+    uint32_t n_tokens;
+    const int32_t *tokens, *pos;
+    const int32_t *const *tables;
+    uint32_t n_logits;
+    const int32_t *logits_rows;
+    float *logits;
+    ember_mod_cancel_fn cancel; /* may be NULL */
+    void *cancel_data;
+} ember_mod_batch;
+
+/* What opening a backend may be told. Every pointer may be NULL. */
+typedef struct ember_mod_open_params {
+    uint32_t struct_size;
+    int32_t device_index;   /* -1: the best-scoring device */
+    /* An app's own Vulkan objects (VkInstance, VkPhysicalDevice, VkDevice, VkQueue as opaque pointers),
+     * all four or none; the module then creates nothing of its own at that level and destroys none. */
+    void *vk_instance, *vk_physical_device, *vk_device, *vk_queue;
+    uint32_t vk_queue_family;
+} ember_mod_open_params;
+
+typedef struct ember_mod_device_info {
+    char name[128];
+    uint32_t type;  /* VkPhysicalDeviceType: 1 integrated, 2 discrete, 3 virtual, 4 CPU, 0 other */
+    int32_t score;  /* higher is better; 0: unusable */
+} ember_mod_device_info;
+
+/* --- the op-level test interface: one kernel on host arrays (tests/test_parity.cpp) ------------------ */
+enum ember_mod_op_kind {
+    EMBER_MOD_OP_MATMUL = 1,    /* y[t][o] = W[o]·x[t] + bias[o]; w of `type`, n_out x n_in; t < n_tokens */
+    EMBER_MOD_OP_RMSNORM = 2,   /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * norm; n_tokens rows of n_in */
+    EMBER_MOD_OP_ROPE = 3,      /* y = rope(x): n_tokens rows of n_head heads of head_dim, positions pos */
+    EMBER_MOD_OP_SWIGLU = 4,    /* y = silu(x) * x2, n_in values */
+    EMBER_MOD_OP_GET_ROWS = 5,  /* y[t] = row ids[t] of W (n_out rows of n_in, `type`) */
+    EMBER_MOD_OP_ATTENTION = 6, /* y = attention(x = q; k, v caches of `type` (F16 or Q8_0), paged) */
+    /* Makes a deliberately invalid API call: with the validation layer on (EMBER_VULKAN_VALIDATION=1)
+     * it must fail with EMBER_ERR_BACKEND; without it, EMBER_ERR_UNSUPPORTED. Proves the trap works. */
+    EMBER_MOD_OP_VALIDATION_PROBE = 100
+};
+
+typedef struct ember_mod_op {
+    uint32_t struct_size;
+    uint32_t kind;
+    uint32_t type;                 /* weight type (matmul, get_rows) or KV type (attention) */
+    uint32_t n_tokens, n_in, n_out;
+    uint32_t n_head, n_head_kv, head_dim, n_rot, rope_neox;
+    float eps, rope_theta, rope_freq_scale, scale;
+    const void *w; size_t w_bytes; /* weight bytes in GGUF layout */
+    const float *bias;             /* matmul, optional [n_out] */
+    const float *norm;             /* rmsnorm [n_in]; rope: optional freq factors [n_rot/2] */
+    const float *x, *x2;
+    const int32_t *ids;            /* get_rows [n_tokens]; rope/attention: positions [n_tokens] */
+    const int32_t *const *tables;  /* attention: block table of each token */
+    const uint8_t *k_cache, *v_cache; /* attention: the whole paged cache, n_blocks*block_size rows */
+    uint32_t n_blocks, block_size;
+    float *y;
+    /* attention: keys per split-K chunk; 0: the backend's choice, UINT32_MAX: no split */
+    uint32_t attn_chunk;
+} ember_mod_op;
+
+typedef struct ember_backend_module {
+    uint32_t struct_size;
+    uint32_t api_version;    /* EMBER_MODULE_API_VERSION */
+    const char *name;        /* "vulkan" */
+    uint32_t backend_kind;   /* an ember_backend_kind */
+
+    /* Lists devices (up to cap into out; *n_out gets the total). Fails with EMBER_ERR_UNSUPPORTED and a
+     * reason when the API (e.g. the Vulkan loader) or any device is missing. */
+    int (*list_devices)(ember_mod_device_info *out, uint32_t cap, uint32_t *n_out, char *msg, size_t msg_cap);
+    int (*open)(const ember_mod_open_params *params, ember_mod_backend **out, char *msg, size_t msg_cap);
+    void (*close)(ember_mod_backend *b);
+    /* A one-line description of the opened device ("lavapipe (LLVM 15.0.6, 256 bits) [cpu]"). */
+    const char *(*device_name)(const ember_mod_backend *b);
+
+    int (*model_load)(ember_mod_backend *b, const ember_mod_model_desc *desc, ember_mod_model **out, char *msg,
+                      size_t msg_cap);
+    void (*model_free)(ember_mod_model *m);
+    int (*context_bytes)(ember_mod_backend *b, const ember_mod_model_desc *desc, const ember_mod_context_params *p,
+                         uint64_t *out, char *msg, size_t msg_cap);
+    int (*context_create)(ember_mod_model *m, const ember_mod_context_params *p, ember_mod_context **out,
+                          char *msg, size_t msg_cap);
+    void (*context_free)(ember_mod_context *c);
+    int (*forward)(ember_mod_context *c, const ember_mod_batch *batch, char *msg, size_t msg_cap);
+    int (*copy_block)(ember_mod_context *c, int32_t src, int32_t dst, char *msg, size_t msg_cap);
+    int (*read_kv)(ember_mod_context *c, const int32_t *table, uint32_t n, uint8_t *dst, char *msg, size_t msg_cap);
+    int (*write_kv)(ember_mod_context *c, const int32_t *table, uint32_t n, const uint8_t *src, char *msg,
+                    size_t msg_cap);
+    /* Runs one op (tests). */
+    int (*run_op)(ember_mod_backend *b, const ember_mod_op *op, char *msg, size_t msg_cap);
+} ember_backend_module;
+
+typedef const ember_backend_module *(*ember_backend_module_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

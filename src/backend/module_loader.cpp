@@ -1,0 +1,310 @@
+// module_loader.cpp — finds, loads and wraps backend modules (see module_loader.hpp, module_api.h).
+#include "backend/module_loader.hpp"
+
+#include "core/error.hpp"
+
+#include <dlfcn.h>
+
+#include <functional>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace ember {
+
+namespace {
+
+constexpr size_t kMsgCap = 1024;
+
+// Turns a module status into an ember::Error carrying the module's message.
+void check(int status, const char *msg, const char *what) {
+    if (status == EMBER_OK) return;
+    fail(static_cast<ember_status>(status), "%s: %s", what, msg[0] ? msg : "failed");
+}
+
+// The table entries that exist in a module of this struct_size (append-only table).
+bool has_entry(const ember_backend_module *api, size_t offset_end) { return api->struct_size >= offset_end; }
+
+} // namespace
+
+std::string backend_module_dir() {
+    if (const char *env = std::getenv("EMBER_BACKEND_DIR"); env && env[0]) return env;
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void *>(&backend_module_dir), &info) && info.dli_fname) {
+        std::string path = info.dli_fname;
+        const size_t slash = path.rfind('/');
+        if (slash != std::string::npos) return path.substr(0, slash);
+    }
+    return "";
+}
+
+const LoadedModule *backend_module_load(const char *name, std::string *why) {
+    static std::mutex mutex;
+    static std::map<std::string, LoadedModule> loaded;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = loaded.find(name); it != loaded.end()) return &it->second;
+    const std::string dir = backend_module_dir();
+    const std::string path = (dir.empty() ? "" : dir + "/") + "libember-" + name + ".so";
+    void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        *why = format("cannot load %s: %s", path.c_str(), e ? e : "unknown error");
+        return nullptr;
+    }
+    auto entry = reinterpret_cast<ember_backend_module_fn>(dlsym(h, EMBER_BACKEND_MODULE_SYMBOL));
+    const ember_backend_module *api = entry ? entry() : nullptr;
+    if (!api || api->api_version != EMBER_MODULE_API_VERSION ||
+        !has_entry(api, offsetof(ember_backend_module, run_op) + sizeof(api->run_op))) {
+        *why = format("%s is not a compatible backend module (API version %u, this library needs %u)", path.c_str(),
+                      api ? api->api_version : 0u, EMBER_MODULE_API_VERSION);
+        dlclose(h);
+        return nullptr;
+    }
+    LoadedModule &m = loaded[name];
+    m.api = api;
+    m.path = path;
+    return &m;
+}
+
+std::unique_ptr<ModuleDesc> module_desc(const ModelDesc &d) {
+    auto out = std::make_unique<ModuleDesc>();
+    // Every TensorRef the description uses, converted once; pointers into `tensors` stay valid as it is
+    // sized before any is taken.
+    std::map<const TensorRef *, size_t> index;
+    auto add = [&](const TensorRef *t) {
+        if (t && !index.count(t)) index.emplace(t, index.size());
+    };
+    add(d.tok_embd), add(d.output_norm), add(d.output), add(d.rope_freqs);
+    for (const LayerWeights &l : d.layers)
+        for (const TensorRef *t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.bo, l.ffn_norm, l.ffn_gate,
+                                   l.ffn_up, l.ffn_down})
+            add(t);
+    out->tensors.resize(index.size());
+    for (auto [t, i] : index) {
+        ember_mod_tensor &m = out->tensors[i];
+        m.type = static_cast<uint32_t>(t->type);
+        m.n_dims = t->n_dims;
+        for (int k = 0; k < 4; ++k) m.ne[k] = t->ne[k];
+        m.data = t->data;
+        m.n_bytes = t->n_bytes;
+    }
+    auto ref = [&](const TensorRef *t) -> const ember_mod_tensor * { return t ? &out->tensors[index.at(t)] : nullptr; };
+    for (const LayerWeights &l : d.layers)
+        out->layers.push_back({ref(l.attn_norm), ref(l.wq), ref(l.wk), ref(l.wv), ref(l.wo), ref(l.bq), ref(l.bk),
+                               ref(l.bv), ref(l.bo), ref(l.ffn_norm), ref(l.ffn_gate), ref(l.ffn_up), ref(l.ffn_down)});
+    ember_mod_model_desc &m = out->desc;
+    const HParams &hp = d.hp;
+    m.struct_size = sizeof m;
+    m.n_vocab = hp.n_vocab, m.n_embd = hp.n_embd, m.n_layer = hp.n_layer, m.n_head = hp.n_head;
+    m.n_head_kv = hp.n_head_kv, m.head_dim = hp.head_dim, m.n_ff = hp.n_ff, m.n_rot = hp.n_rot;
+    m.rope_neox = hp.rope_neox ? 1 : 0;
+    m.norm_eps = hp.norm_eps, m.rope_theta = hp.rope_theta, m.rope_freq_scale = hp.rope_freq_scale;
+    m.tok_embd = ref(d.tok_embd), m.output_norm = ref(d.output_norm), m.output = ref(d.output);
+    m.rope_freqs = ref(d.rope_freqs);
+    m.layers = out->layers.data();
+    return out;
+}
+
+ember_mod_context_params module_context_params(const ContextParams &p) {
+    ember_mod_context_params m{};
+    m.struct_size = sizeof m;
+    m.n_blocks = p.n_blocks, m.block_size = p.block_size, m.n_batch = p.n_batch, m.n_logits = p.n_logits;
+    m.kv_type = static_cast<uint32_t>(p.kv_type);
+    return m;
+}
+
+namespace {
+
+class ModuleContext final : public BackendContext {
+public:
+    ModuleContext(const ember_backend_module *api, ember_mod_context *c, size_t kv_bytes) : api_(api), c_(c), kv_bytes_(kv_bytes) {}
+    ~ModuleContext() override { api_->context_free(c_); }
+    void forward(const Batch &b) override {
+        ember_mod_batch mb{};
+        mb.struct_size = sizeof mb;
+        mb.n_tokens = b.n_tokens, mb.tokens = b.tokens, mb.pos = b.pos, mb.tables = b.tables;
+        mb.n_logits = b.n_logits, mb.logits_rows = b.logits_rows, mb.logits = b.logits;
+        if (b.cancel) {
+            mb.cancel = [](void *flag) { return static_cast<const std::atomic<bool> *>(flag)->load() ? 1 : 0; };
+            mb.cancel_data = const_cast<std::atomic<bool> *>(b.cancel);
+        }
+        char msg[kMsgCap] = "";
+        check(api_->forward(c_, &mb, msg, sizeof msg), msg, "forward");
+    }
+    void copy_block(int32_t src, int32_t dst) override {
+        char msg[kMsgCap] = "";
+        check(api_->copy_block(c_, src, dst, msg, sizeof msg), msg, "copy_block");
+    }
+    size_t kv_bytes_per_token() const override { return kv_bytes_; }
+    void read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const override {
+        char msg[kMsgCap] = "";
+        check(api_->read_kv(c_, table, n, dst, msg, sizeof msg), msg, "read_kv");
+    }
+    void write_kv(const int32_t *table, uint32_t n, const uint8_t *src) override {
+        char msg[kMsgCap] = "";
+        check(api_->write_kv(c_, table, n, src, msg, sizeof msg), msg, "write_kv");
+    }
+
+private:
+    const ember_backend_module *api_;
+    ember_mod_context *c_;
+    size_t kv_bytes_;
+};
+
+class ModuleModel final : public BackendModel {
+public:
+    ModuleModel(const ember_backend_module *api, const ModelDesc &desc, ember_mod_model *m, std::function<void()> on_free)
+        : api_(api), desc_(desc), m_(m), on_free_(std::move(on_free)) {}
+    ~ModuleModel() override {
+        api_->model_free(m_);
+        on_free_();
+    }
+    std::unique_ptr<BackendContext> create_context(const ContextParams &params) override {
+        check_kv_type(desc_.hp, params.kv_type);
+        const ember_mod_context_params p = module_context_params(params);
+        ember_mod_context *c = nullptr;
+        char msg[kMsgCap] = "";
+        check(api_->context_create(m_, &p, &c, msg, sizeof msg), msg, "context_create");
+        return std::make_unique<ModuleContext>(api_, c, ember::kv_bytes_per_token(desc_.hp, params.kv_type));
+    }
+
+private:
+    const ember_backend_module *api_;
+    const ModelDesc &desc_;
+    ember_mod_model *m_;
+    std::function<void()> on_free_;  // tells the backend one model fewer uses its device
+};
+
+class ModuleBackend final : public Backend {
+public:
+    explicit ModuleBackend(const LoadedModule &mod) : api_(mod.api) {}
+    ~ModuleBackend() override {
+        // The registry lives until exit, when the driver may already be partly torn down: the device is
+        // left to the process's end rather than closed from a static destructor.
+    }
+    ember_backend_kind kind() const override { return static_cast<ember_backend_kind>(api_->backend_kind); }
+    const char *name() const override { return api_->name; }
+    int score() const override {
+        std::call_once(probe_once_, [this] {
+            ember_mod_device_info info[16];
+            uint32_t n = 0;
+            char msg[kMsgCap] = "";
+            if (api_->list_devices(info, 16, &n, msg, sizeof msg) != EMBER_OK) {
+                why_ = msg;
+                return;
+            }
+            for (uint32_t i = 0; i < n && i < 16; ++i) score_ = std::max(score_, info[i].score);
+            if (score_ <= 0) why_ = format("no usable %s device", api_->name);
+        });
+        return score_;
+    }
+    std::unique_ptr<BackendModel> load_model(const ModelDesc &desc) override {
+        ember_mod_backend *b = acquire();
+        auto md = module_desc(desc);
+        ember_mod_model *m = nullptr;
+        char msg[kMsgCap] = "";
+        const int st = api_->model_load(b, &md->desc, &m, msg, sizeof msg);
+        if (st != EMBER_OK) release();
+        check(st, msg, "model_load");
+        return std::make_unique<ModuleModel>(api_, desc, m, [this] { release(); });
+    }
+    size_t context_bytes(const ModelDesc &desc, const ContextParams &params) const override {
+        auto md = module_desc(desc);
+        const ember_mod_context_params p = module_context_params(params);
+        uint64_t bytes = 0;
+        char msg[kMsgCap] = "";
+        check(api_->context_bytes(nullptr, &md->desc, &p, &bytes, msg, sizeof msg), msg, "context_bytes");
+        return static_cast<size_t>(bytes);
+    }
+    void run_op(const ember_mod_op &op) {
+        ember_mod_backend *b = acquire();
+        char msg[kMsgCap] = "";
+        const int st = api_->run_op(b, &op, msg, sizeof msg);
+        release();
+        check(st, msg, "run_op");
+    }
+    std::string device_name() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return b_ ? api_->device_name(b_) : "";
+    }
+    std::vector<ember_mod_device_info> devices() const {
+        std::vector<ember_mod_device_info> info(16);
+        uint32_t n = 0;
+        char msg[kMsgCap] = "";
+        check(api_->list_devices(info.data(), 16, &n, msg, sizeof msg), msg, "list_devices");
+        if (n > 16) {
+            info.resize(n);
+            check(api_->list_devices(info.data(), n, &n, msg, sizeof msg), msg, "list_devices");
+        }
+        info.resize(std::min<size_t>(n, info.size()));
+        return info;
+    }
+    void set_open_params(const ember_mod_open_params &p) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (b_) fail(EMBER_ERR_INVALID_STATE, "the %s device is already open (choose it before the first model is loaded on it)", api_->name);
+        open_ = p;
+        open_.struct_size = sizeof open_;
+        open_set_ = true;
+    }
+    const std::string &why() const {
+        score();
+        return why_;
+    }
+
+private:
+    // The device, opened on first use. A device of ember's own is kept for the process's life (opening
+    // one compiles every pipeline); on an application's device, ember's objects go when the last model
+    // using it is freed, so that the application can then destroy its device.
+    ember_mod_backend *acquire() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++users_;
+        if (b_) return b_;
+        ember_mod_open_params p{};
+        p.struct_size = sizeof p;
+        p.device_index = -1;
+        if (open_set_) p = open_;
+        else if (const char *env = std::getenv("EMBER_VULKAN_DEVICE"); env && env[0] && api_->backend_kind == EMBER_BACKEND_VULKAN)
+            p.device_index = std::atoi(env);
+        char msg[kMsgCap] = "";
+        const int st = api_->open(&p, &b_, msg, sizeof msg);
+        if (st != EMBER_OK) --users_, b_ = nullptr;
+        check(st, msg, "open");
+        return b_;
+    }
+    void release() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (--users_ == 0 && b_ && open_set_ && open_.vk_device) {
+            api_->close(b_);
+            b_ = nullptr;
+        }
+    }
+
+    const ember_backend_module *api_;
+    std::mutex mutex_;
+    ember_mod_backend *b_ = nullptr;
+    uint32_t users_ = 0;            // models (and running test ops) on the device
+    ember_mod_open_params open_{};  // set by set_open_params (the public ember_vulkan_set_device)
+    bool open_set_ = false;
+    mutable std::once_flag probe_once_;
+    mutable int score_ = 0;
+    mutable std::string why_;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> module_backend_create(const LoadedModule &mod) { return std::make_unique<ModuleBackend>(mod); }
+
+void module_run_op(Backend &backend, const ember_mod_op &op) { static_cast<ModuleBackend &>(backend).run_op(op); }
+std::string module_device_name(Backend &backend) { return static_cast<ModuleBackend &>(backend).device_name(); }
+std::vector<ember_mod_device_info> module_list_devices(Backend &backend) {
+    return static_cast<ModuleBackend &>(backend).devices();
+}
+void module_set_open_params(Backend &backend, const ember_mod_open_params &p) {
+    static_cast<ModuleBackend &>(backend).set_open_params(p);
+}
+std::string module_unavailable_reason(Backend &backend) { return static_cast<ModuleBackend &>(backend).why(); }
+
+} // namespace ember

@@ -1,0 +1,434 @@
+// test_parity.cpp — every kernel of every backend against double-precision references: the parity
+// harness of issue 7. One op description (src/backend/module_api.h's ember_mod_op) is run on the CPU
+// (an in-process adapter over cpu/kernels.hpp) and, with the argument "vulkan", on the Vulkan module
+// (module_run_op), each result held to the bound derived next to its op below.
+//
+// Bounds use u = 2^-24 (float's unit roundoff) and the accuracy Vulkan allows its shader built-ins
+// (the SPIR-V environment's precision table): exp within 3 + 2|x| ulp, division 2.5 ulp, sqrt as
+// 1/inversesqrt (2 ulp) — looser than the CPU's, so the bounds below are the GPU's and hold for both.
+// The Vulkan run exits 77 (skipped, reason printed) without a usable device; ctest runs it with the
+// validation layer on, and checks that the layer really reports a deliberately invalid call.
+#include "test_util.h"
+
+#include "backend/module_loader.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/fp16.hpp"
+#include "cpu/kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace ember;
+
+namespace {
+
+constexpr double kU = 1.0 / 16777216.0;
+
+std::function<void(const ember_mod_op &)> g_run;  // the backend under test
+const char *g_name = "cpu";
+
+// --- the CPU adapter -------------------------------------------------------------------------------
+void cpu_run(const ember_mod_op &op) {
+    static cpu::ThreadPool pool(2);
+    static cpu::Scratch scratch;
+    const DType type = static_cast<DType>(op.type);
+    switch (op.kind) {
+    case EMBER_MOD_OP_MATMUL:
+    case EMBER_MOD_OP_GET_ROWS: {
+        cpu::WeightView w;
+        w.type = type, w.n_in = op.n_in, w.n_out = op.n_out, w.data = op.w;
+        w.row_bytes = dtype_row_bytes(type, op.n_in);
+        if (op.kind == EMBER_MOD_OP_MATMUL) cpu::matmul(pool, scratch, w, op.x, op.n_tokens, op.y, op.bias);
+        else cpu::get_rows(w, op.ids, op.n_tokens, op.y);
+        return;
+    }
+    case EMBER_MOD_OP_RMSNORM: cpu::rms_norm(op.x, op.norm, op.y, op.n_tokens, op.n_in, op.eps); return;
+    case EMBER_MOD_OP_ROPE: {
+        const size_t n = size_t{op.n_tokens} * op.n_head * op.head_dim;
+        std::copy(op.x, op.x + n, op.y);
+        cpu::RopeParams p;
+        p.n_rot = static_cast<int>(op.n_rot), p.neox = op.rope_neox != 0, p.theta_base = op.rope_theta;
+        p.freq_scale = op.rope_freq_scale, p.freq_factors = op.norm;
+        cpu::rope(op.y, op.n_tokens, static_cast<int>(op.n_head), static_cast<int>(op.head_dim), op.ids, p);
+        return;
+    }
+    case EMBER_MOD_OP_SWIGLU: cpu::swiglu(op.x, op.x2, op.y, op.n_in); return;
+    case EMBER_MOD_OP_ATTENTION: {
+        cpu::AttnParams p;
+        p.n_head = static_cast<int>(op.n_head), p.n_head_kv = static_cast<int>(op.n_head_kv);
+        p.head_dim = static_cast<int>(op.head_dim), p.scale = op.scale;
+        cpu::PagedKv kv;
+        kv.k = op.k_cache, kv.v = op.v_cache, kv.type = type, kv.block_size = op.block_size;
+        kv.row_bytes = dtype_row_bytes(type, size_t{op.n_head_kv} * op.head_dim);
+        cpu::attention(pool, op.x, op.ids, op.tables, op.n_tokens, kv, op.y, p);
+        return;
+    }
+    default: ember::fail(EMBER_ERR_INVALID_ARGUMENT, "cpu adapter: op %u", op.kind);
+    }
+}
+
+ember_mod_op make_op(uint32_t kind) {
+    ember_mod_op op{};
+    op.struct_size = sizeof op;
+    op.kind = kind;
+    return op;
+}
+
+void run(const ember_mod_op &op) {
+    try {
+        g_run(op);
+    } catch (const Error &e) {
+        fail_msg("%s: op %u failed: %s", g_name, op.kind, e.what());
+    }
+}
+
+std::vector<float> rand_vec(uint64_t *st, size_t n, float lo, float hi) {
+    std::vector<float> v(n);
+    for (float &x : v) x = test_randf(st, lo, hi);
+    return v;
+}
+
+void check(const char *what, size_t i, double got, double want, double bound) {
+    if (!(std::fabs(got - want) <= bound))
+        fail_msg("%s %s [%zu]: %.9g vs %.9g, err %.3g > bound %.3g", g_name, what, i, got, want, std::fabs(got - want),
+                 bound);
+}
+
+// A weight of `type`, n_out x n_in, from random floats: its file bytes and its exact values.
+struct Weight {
+    std::vector<uint8_t> bytes;
+    std::vector<double> exact;
+};
+Weight make_weight(DType type, uint32_t n_in, uint32_t n_out, uint64_t *st) {
+    Weight w;
+    const std::vector<float> f = rand_vec(st, size_t{n_in} * n_out, -1, 1);
+    const size_t rb = dtype_row_bytes(type, n_in);
+    w.bytes.resize(rb * n_out);
+    std::vector<float> deq(n_in);
+    for (uint32_t o = 0; o < n_out; ++o) {
+        uint8_t *row = w.bytes.data() + o * rb;
+        const float *src = f.data() + size_t{o} * n_in;
+        if (type == DType::F32) std::memcpy(row, src, rb);
+        else if (type == DType::F16)
+            for (uint32_t i = 0; i < n_in; ++i) {
+                const uint16_t h = fp32_to_fp16(src[i]);
+                std::memcpy(row + 2 * i, &h, 2);
+            }
+        else cpu::quantize_row(type, src, row, n_in);
+        cpu::dequantize_row(type, row, deq.data(), n_in);  // exact: a half scale times a small code
+        w.exact.insert(w.exact.end(), deq.begin(), deq.end());
+    }
+    return w;
+}
+
+bool quantized(DType t) { return t != DType::F32 && t != DType::F16; }
+
+// The offset each weight's value subtracts (dmin * m of its Q4_K/Q5_K sub-block; 0 for other types):
+// the integer kernels compute code and offset terms apart, so their rounding scales with both.
+std::vector<double> weight_offsets(DType type, const Weight &w, uint32_t n_in, uint32_t n_out) {
+    std::vector<double> off(size_t{n_in} * n_out, 0.0);
+    if (type != DType::Q4_K && type != DType::Q5_K) return off;
+    const size_t block = type == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
+    for (size_t s = 0; s < off.size() / QK_K; ++s) {
+        const uint8_t *b = w.bytes.data() + s * block;
+        uint16_t dmin_h;
+        std::memcpy(&dmin_h, b + 2, 2);
+        const uint8_t *sc = b + 4;  // d, dmin, then the 12 scale bytes (core/dtype.hpp)
+        for (int j = 0; j < 8; ++j) {
+            const int m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+            for (int l = 0; l < 32; ++l) off[s * QK_K + 32 * j + l] = fp16_to_fp32(dmin_h) * m;
+        }
+    }
+    return off;
+}
+
+// --- matmul ------------------------------------------------------------------------------------------
+// Bound per output: the float sum of n_in products (F32/F16) or of nb block terms (quantized) plus the
+// bias, summed in any order: gamma_k (sum |w x| + |b|) with k = n_in + 8 (resp. nb + 8 for the block
+// terms, each an exact integer sum times a product of two scales: 2 more roundings). Quantized types
+// also quantize the activations to 8 bits per block (d_b = max_b |x| / 127): each x_i off by at most
+// (0.5 + 1e-4) d_b, so qerr = sum_b (0.5 + 1e-4) d_b sum_{i in b} |w_i|, and the products' magnitudes
+// grow accordingly (mag uses |x_i| + that). K-quants (Q4_K/Q5_K) subtract a per-sub-block offset off_i
+// from each weight, computed as a separate float term: their terms' magnitude is |w_i| + 2 off_i, and
+// the reference's weights (the CPU's dequantized floats) are themselves one rounding from exact:
+// one more u of that magnitude (k + 1).
+void test_matmul(void **) {
+    uint64_t st = 7;
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+        for (uint32_t n_in : {32u, 64u, 256u, 288u, 768u})
+            for (uint32_t n_out : {1u, 7u, 130u})
+                for (uint32_t nt : {1u, 3u, 9u}) {
+                    if (n_in % dtype_info(type).block_size != 0) continue;
+                    const Weight w = make_weight(type, n_in, n_out, &st);
+                    const std::vector<double> off = weight_offsets(type, w, n_in, n_out);
+                    const std::vector<float> x = rand_vec(&st, size_t{nt} * n_in, -2, 2);
+                    const std::vector<float> bias = rand_vec(&st, n_out, -1, 1);
+                    const bool with_bias = (n_out + nt) % 2 == 0;
+                    std::vector<float> y(size_t{nt} * n_out);
+                    ember_mod_op op = make_op(EMBER_MOD_OP_MATMUL);
+                    op.type = static_cast<uint32_t>(type), op.n_in = n_in, op.n_out = n_out, op.n_tokens = nt;
+                    op.w = w.bytes.data(), op.w_bytes = w.bytes.size(), op.x = x.data(), op.y = y.data();
+                    op.bias = with_bias ? bias.data() : nullptr;
+                    run(op);
+                    const uint32_t nb = n_in / 32;
+                    for (uint32_t t = 0; t < nt; ++t)
+                        for (uint32_t o = 0; o < n_out; ++o) {
+                            double s = 0, mag = 0, qerr = 0;
+                            for (uint32_t b = 0; b < nb; ++b) {
+                                double amax = 0;
+                                for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[t * n_in + b * 32 + j]));
+                                const double xe = quantized(type) ? (0.5 + 1e-4) * amax / 127 : 0.0;
+                                for (uint32_t i = b * 32; i < b * 32 + 32; ++i) {
+                                    const double wi = w.exact[size_t{o} * n_in + i];
+                                    s += wi * x[t * n_in + i];
+                                    mag += (std::fabs(wi) + 2 * off[size_t{o} * n_in + i]) * (std::fabs(x[t * n_in + i]) + xe);
+                                    qerr += std::fabs(wi) * xe;
+                                }
+                            }
+                            const double b = with_bias ? bias[o] : 0.0;
+                            const bool k45 = type == DType::Q4_K || type == DType::Q5_K;
+                            const double k = k45 ? 2 * nb + 9 : quantized(type) ? nb + 9 : n_in + 8;
+                            const double bound = qerr + k * kU * (mag + std::fabs(b)) * 1.01;
+                            char what[64];
+                            std::snprintf(what, sizeof what, "matmul %s %ux%u nt %u", dtype_name(type), n_out, n_in, nt);
+                            check(what, t * n_out + o, y[t * n_out + o], s + b, bound);
+                        }
+                }
+}
+
+// --- get_rows ----------------------------------------------------------------------------------------
+// A dequantized value is one float product of a half scale and a code (exact), or for the K-quants
+// exact products and one rounding in the offset's subtraction; F32/F16 are copies: bound u |value|.
+void test_get_rows(void **) {
+    uint64_t st = 11;
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        const uint32_t n_in = dtype_info(type).block_size == QK_K ? 512 : 96, n_out = 50, nt = 6;
+        const Weight w = make_weight(type, n_in, n_out, &st);
+        const int32_t ids[nt] = {0, 49, 7, 7, 23, 1};
+        std::vector<float> y(size_t{nt} * n_in);
+        ember_mod_op op = make_op(EMBER_MOD_OP_GET_ROWS);
+        op.type = static_cast<uint32_t>(type), op.n_in = n_in, op.n_out = n_out, op.n_tokens = nt;
+        op.w = w.bytes.data(), op.w_bytes = w.bytes.size(), op.ids = ids, op.y = y.data();
+        run(op);
+        for (uint32_t t = 0; t < nt; ++t)
+            for (uint32_t i = 0; i < n_in; ++i) {
+                const double want = w.exact[static_cast<size_t>(ids[t]) * n_in + i];
+                check(dtype_name(type), t * n_in + i, y[t * n_in + i], want, kU * std::fabs(want));
+            }
+    }
+}
+
+// --- rmsnorm -----------------------------------------------------------------------------------------
+// scale = 1 / sqrt(mean(x^2) + eps): the sum of squares (dim terms, any order) is within gamma_dim
+// relative, the division by dim and the eps add 2u, sqrt and the reciprocal (or inversesqrt) 2.5 + 2
+// ulp; the square root halves the sum's relative error. Then x * scale * w: 2u. So relative error
+// <= (dim / 2 + 12) u on every output.
+void test_rmsnorm(void **) {
+    uint64_t st = 13;
+    for (uint32_t dim : {64u, 288u, 1000u})
+        for (uint32_t nt : {1u, 5u}) {
+            const std::vector<float> x = rand_vec(&st, size_t{nt} * dim, -3, 3), w = rand_vec(&st, dim, -2, 2);
+            std::vector<float> y(x.size());
+            ember_mod_op op = make_op(EMBER_MOD_OP_RMSNORM);
+            op.n_in = dim, op.n_tokens = nt, op.eps = 1e-5f, op.x = x.data(), op.norm = w.data(), op.y = y.data();
+            run(op);
+            for (uint32_t t = 0; t < nt; ++t) {
+                double ss = 0;
+                for (uint32_t i = 0; i < dim; ++i) ss += double(x[t * dim + i]) * x[t * dim + i];
+                const double scale = 1.0 / std::sqrt(ss / dim + double(1e-5f));
+                for (uint32_t i = 0; i < dim; ++i) {
+                    const double want = x[t * dim + i] * scale * w[i];
+                    check("rmsnorm", t * dim + i, y[t * dim + i], want, (dim / 2.0 + 12) * kU * std::fabs(want));
+                }
+            }
+        }
+}
+
+// --- rope --------------------------------------------------------------------------------------------
+// The angle and its cos/sin are formed in double and rounded to float (u each, relative to 1); then
+// x0 c - x1 s: two products and a sum, 3u of |x0| + |x1|. Bound: 4u (|x0| + |x1|) (+1% slack).
+void test_rope(void **) {
+    uint64_t st = 17;
+    for (int neox = 0; neox < 2; ++neox)
+        for (int factors = 0; factors < 2; ++factors) {
+            const uint32_t n_head = 3, hd = 16, n_rot = neox ? 12 : 16, nt = 4;
+            const int32_t pos[nt] = {0, 1, 37, 1000};
+            const std::vector<float> x = rand_vec(&st, size_t{nt} * n_head * hd, -2, 2);
+            const std::vector<float> ff = rand_vec(&st, n_rot / 2, 1, 8);
+            std::vector<float> y(x.size());
+            ember_mod_op op = make_op(EMBER_MOD_OP_ROPE);
+            op.n_tokens = nt, op.n_head = n_head, op.head_dim = hd, op.n_rot = n_rot, op.rope_neox = neox;
+            op.rope_theta = 10000.0f, op.rope_freq_scale = 0.5f, op.norm = factors ? ff.data() : nullptr;
+            op.ids = pos, op.x = x.data(), op.y = y.data();
+            run(op);
+            for (uint32_t t = 0; t < nt; ++t)
+                for (uint32_t h = 0; h < n_head; ++h) {
+                    const float *v = x.data() + (t * n_head + h) * hd;
+                    const float *g = y.data() + (t * n_head + h) * hd;
+                    std::vector<double> want(v, v + hd);
+                    for (uint32_t i = 0; i < n_rot / 2; ++i) {
+                        double f = 0.5 * std::pow(10000.0, -2.0 * i / n_rot);
+                        if (factors) f /= ff[i];
+                        const double a = pos[t] * f;
+                        const uint32_t i0 = neox ? i : 2 * i, i1 = neox ? i + n_rot / 2 : 2 * i + 1;
+                        want[i0] = v[i0] * std::cos(a) - v[i1] * std::sin(a);
+                        want[i1] = v[i0] * std::sin(a) + v[i1] * std::cos(a);
+                    }
+                    for (uint32_t i = 0; i < hd; ++i) {
+                        const uint32_t pair = i < n_rot ? (neox ? (i < n_rot / 2 ? i + n_rot / 2 : i - n_rot / 2) : (i ^ 1u)) : i;
+                        const double bound = 4.04 * kU * (std::fabs(v[i]) + (pair != i ? std::fabs(v[pair]) : 0.0));
+                        check(neox ? "rope neox" : "rope", (t * n_head + h) * hd + i, g[i], want[i], bound);
+                    }
+                }
+        }
+}
+
+// --- swiglu ------------------------------------------------------------------------------------------
+// silu(g) u = g / (1 + e^-g) u: e^-g within (3 + 2|g|) ulp, 1 + e^-g adds u (its relative error can
+// only shrink), the division 2.5 ulp, the product u: relative error <= (8 + 2|g|) u.
+void test_swiglu(void **) {
+    uint64_t st = 19;
+    const uint32_t n = 4000;
+    const std::vector<float> g = rand_vec(&st, n, -10, 10), u = rand_vec(&st, n, -3, 3);
+    std::vector<float> y(n);
+    ember_mod_op op = make_op(EMBER_MOD_OP_SWIGLU);
+    op.n_in = n, op.x = g.data(), op.x2 = u.data(), op.y = y.data();
+    run(op);
+    for (uint32_t i = 0; i < n; ++i) {
+        const double want = g[i] / (1.0 + std::exp(-double(g[i]))) * u[i];
+        check("swiglu", i, y[i], want, (8 + 2 * std::fabs(g[i])) * kU * std::fabs(want) * 1.01);
+    }
+}
+
+// --- attention ---------------------------------------------------------------------------------------
+// Run whole and split-K (keys in chunks of 64 or 100 positions, partial results merged: the CPU ignores
+// the chunk, the Vulkan module's decode path uses it).
+// Against full softmax attention in double over the cache's values as stored (F16 or Q8_0, decoded
+// exactly), so only the kernel's own rounding counts. Bound 1e-4 absolute: the output is a convex
+// combination of V rows (|v| <= 1); score rounding (~hd u |q||k| scale ~ 1e-6) and exp (within
+// (3 + 2|s|) ulp, |s| <= 16 here) move the weights by a few 1e-6 relative, far inside 1e-4, while a row
+// read from the wrong block, a wrong head or a lost tile is off by ~1e-1.
+void test_attention(void **) {
+    uint64_t st = 23;
+    for (DType type : {DType::F16, DType::Q8_0})
+        for (uint32_t bs : {16u, 7u})
+            for (int prefill = 0; prefill < 2; ++prefill)
+              for (uint32_t chunk : {UINT32_MAX, 64u, 100u}) {  // no split, split-K in tiles and across them
+                const uint32_t n_head = 4, n_head_kv = 2, hd = 64, n_kv = n_head_kv * hd, n_blocks = 64;
+                const size_t rb = dtype_row_bytes(type, n_kv);
+                std::vector<uint8_t> kc(size_t{n_blocks} * bs * rb), vc(kc.size());
+                // Two sequences of 150 and 40 positions on shuffled blocks.
+                const uint32_t len[2] = {150, 40};
+                std::vector<int32_t> perm(n_blocks);
+                for (uint32_t i = 0; i < n_blocks; ++i) perm[i] = int32_t(i);
+                for (uint32_t i = n_blocks - 1; i > 0; --i) std::swap(perm[i], perm[uint32_t(test_randf(&st, 0, 1) * (i + 1)) % (i + 1)]);
+                std::vector<int32_t> table[2];
+                std::vector<std::vector<double>> kd(2), vd(2);
+                size_t next = 0;
+                for (int s = 0; s < 2; ++s) {
+                    for (uint32_t b = 0; b < (len[s] + bs - 1) / bs; ++b) table[s].push_back(perm[next++]);
+                    for (uint32_t j = 0; j < len[s]; ++j) {
+                        const size_t row = (size_t(table[s][j / bs]) * bs + j % bs) * rb;
+                        for (auto [cache, dec] : {std::pair{&kc, &kd[s]}, std::pair{&vc, &vd[s]}}) {
+                            const std::vector<float> vals = rand_vec(&st, n_kv, -1, 1);
+                            cpu::store_kv_row(type, vals.data(), cache->data() + row, n_kv);
+                            std::vector<float> back(n_kv);
+                            cpu::dequantize_row(type, cache->data() + row, back.data(), n_kv);
+                            dec->insert(dec->end(), back.begin(), back.end());
+                        }
+                    }
+                }
+                // Decode: the last position of each sequence; prefill: the last 20 of the first and
+                // the last 5 of the second, causally.
+                std::vector<int32_t> pos, which;
+                for (int s = 0; s < 2; ++s) {
+                    const uint32_t nq = prefill ? (s == 0 ? 20 : 5) : 1;
+                    for (uint32_t j = len[s] - nq; j < len[s]; ++j) pos.push_back(int32_t(j)), which.push_back(s);
+                }
+                const uint32_t nt = uint32_t(pos.size());
+                std::vector<const int32_t *> tabs(nt);
+                for (uint32_t t = 0; t < nt; ++t) tabs[t] = table[which[t]].data();
+                const std::vector<float> q = rand_vec(&st, size_t{nt} * n_head * hd, -1, 1);
+                std::vector<float> y(q.size());
+                ember_mod_op op = make_op(EMBER_MOD_OP_ATTENTION);
+                op.type = static_cast<uint32_t>(type), op.n_tokens = nt, op.n_head = n_head, op.n_head_kv = n_head_kv;
+                op.head_dim = hd, op.scale = 16.0f / std::sqrt(float(hd));  // sharp: the maximum moves between tiles
+                op.x = q.data(), op.ids = pos.data(), op.tables = tabs.data(), op.k_cache = kc.data(), op.v_cache = vc.data();
+                op.n_blocks = n_blocks, op.block_size = bs, op.y = y.data(), op.attn_chunk = chunk;
+                run(op);
+                for (uint32_t t = 0; t < nt; ++t)
+                    for (uint32_t h = 0; h < n_head; ++h) {
+                        const uint32_t kvo = (h / (n_head / n_head_kv)) * hd;
+                        const std::vector<double> &K = kd[which[t]], &V = vd[which[t]];
+                        std::vector<double> s(size_t(pos[t]) + 1);
+                        double m = -INFINITY;
+                        for (int32_t j = 0; j <= pos[t]; ++j) {
+                            double d = 0;
+                            for (uint32_t i = 0; i < hd; ++i) d += double(q[(t * n_head + h) * hd + i]) * K[size_t(j) * n_kv + kvo + i];
+                            s[j] = d * op.scale;
+                            m = std::fmax(m, s[j]);
+                        }
+                        double l = 0;
+                        for (double &e : s) l += (e = std::exp(e - m));
+                        for (uint32_t i = 0; i < hd; ++i) {
+                            double o = 0;
+                            for (int32_t j = 0; j <= pos[t]; ++j) o += s[j] * V[size_t(j) * n_kv + kvo + i];
+                            char what[80];
+                            std::snprintf(what, sizeof what, "attention %s bs %u %s chunk %d t %u h %u", dtype_name(type),
+                                          bs, prefill ? "prefill" : "decode", (int)chunk, t, h);
+                            check(what, i, y[(t * n_head + h) * hd + i], o / l, 1e-4);
+                        }
+                    }
+            }
+}
+
+// The validation layer is on (ctest sets EMBER_VULKAN_VALIDATION=1) and its messages fail calls: a
+// deliberately invalid call must come back as EMBER_ERR_BACKEND naming the rule it broke.
+void test_validation_trap(void **) {
+    ember_mod_op op = make_op(EMBER_MOD_OP_VALIDATION_PROBE);
+    try {
+        g_run(op);
+        fail_msg("the invalid call was not reported");
+    } catch (const Error &e) {
+        std::printf("probe: %.160s\n", e.what());
+        assert_int_equal(e.status(), EMBER_ERR_BACKEND);
+        assert_non_null(std::strstr(e.what(), "VUID"));
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    const bool vulkan = argc > 1 && std::strcmp(argv[1], "vulkan") == 0;
+    std::unique_ptr<Backend> backend;
+    if (vulkan) {
+        std::string why;
+        const LoadedModule *mod = backend_module_load("vulkan", &why);
+        if (mod) {
+            backend = module_backend_create(*mod);
+            if (backend->score() <= 0) why = module_unavailable_reason(*backend);
+        }
+        if (!mod || backend->score() <= 0) {
+            std::printf("SKIP: no Vulkan backend: %s\n", why.c_str());
+            return EMBER_TEST_SKIP;
+        }
+        g_name = "vulkan";
+        g_run = [b = backend.get()](const ember_mod_op &op) { module_run_op(*b, op); };
+    } else {
+        g_run = cpu_run;
+    }
+    std::vector<CMUnitTest> tests = {
+        cmocka_unit_test(test_matmul), cmocka_unit_test(test_get_rows), cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),   cmocka_unit_test(test_swiglu),   cmocka_unit_test(test_attention),
+    };
+    if (vulkan && std::getenv("EMBER_VULKAN_VALIDATION")) tests.push_back(cmocka_unit_test(test_validation_trap));
+    return _cmocka_run_group_tests(vulkan ? "parity_vulkan" : "parity_cpu", tests.data(), tests.size(), nullptr, nullptr);
+}

@@ -1,0 +1,160 @@
+// vk_exec.cpp — descriptor sets and kernel recording (see vk_exec.hpp). The push-constant structs
+// mirror the `P` blocks of shaders/*.comp field for field.
+#include "vk_exec.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+
+namespace ember::vk {
+
+void Bindings::create(Device &dev, const Buffer *const (&bufs)[5]) {
+    const DeviceApi &d = dev.fn();
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 5};
+    VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    pi.maxSets = 1;
+    pi.poolSizeCount = 1;
+    pi.pPoolSizes = &size;
+    check(d.vkCreateDescriptorPool(dev.device(), &pi, nullptr, &pool), "vkCreateDescriptorPool");
+    VkDescriptorSetLayout layout = dev.set_layout();
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = pool;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &layout;
+    check(d.vkAllocateDescriptorSets(dev.device(), &ai, &set), "vkAllocateDescriptorSets");
+    update(dev, bufs);
+}
+
+void Bindings::update(Device &dev, const Buffer *const (&bufs)[5]) {
+    VkDescriptorBufferInfo info[5];
+    VkWriteDescriptorSet w[5];
+    for (uint32_t i = 0; i < 5; ++i) {
+        info[i] = {bufs[i]->buf, 0, VK_WHOLE_SIZE};
+        w[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        w[i].dstSet = set;
+        w[i].dstBinding = i;
+        w[i].descriptorCount = 1;
+        w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        w[i].pBufferInfo = &info[i];
+    }
+    dev.fn().vkUpdateDescriptorSets(dev.device(), 5, w, 0, nullptr);
+}
+
+void Bindings::destroy(Device &dev) {
+    if (pool) dev.fn().vkDestroyDescriptorPool(dev.device(), pool, nullptr);
+    pool = VK_NULL_HANDLE;
+    set = VK_NULL_HANDLE;
+}
+
+Recorder::Recorder(Device &dev, VkCommandBuffer cb, VkDescriptorSet set) : dev_(dev), cb_(cb) {
+    dev.fn().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, dev.layout(), 0, 1, &set, 0, nullptr);
+}
+
+void Recorder::dispatch(Pipe p, const void *pc, uint32_t pc_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    const DeviceApi &d = dev_.fn();
+    if (gx == 0 || gy == 0 || gz == 0) return;
+    if (!first_) {
+        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+        d.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                               nullptr, 0, nullptr);
+    }
+    first_ = false;
+    d.vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, dev_.pipeline(p));
+    d.vkCmdPushConstants(cb_, dev_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_bytes, pc);
+    d.vkCmdDispatch(cb_, gx, gy, gz);
+}
+
+void Recorder::to_transfer() {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+    dev_.fn().vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                                   nullptr, 0, nullptr);
+}
+
+void Recorder::quantize(uint32_t x_off, uint32_t n_in, uint32_t rows, const QActs &q) {
+    struct { uint32_t x_off, n_in, n_blocks, q_off, d_off, s_off; } pc{x_off, n_in, rows * (n_in / 32), q.q_off, q.d_off,
+                                                                      q.s_off};
+    dispatch(kQuantizeActs, &pc, sizeof pc, groups(pc.n_blocks, 64));
+}
+
+void Recorder::matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32_t rows, uint32_t y_off,
+                      uint32_t bias_off, bool accumulate) {
+    Pipe p;
+    switch (w.type) {
+    case DType::F32: p = kMatmulF32; break;
+    case DType::F16: p = kMatmulF16; break;
+    case DType::Q8_0: p = kMatmulQ8_0; break;
+    case DType::Q4_0: p = kMatmulQ4_0; break;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: p = kMatmulK; break;
+    default: fail(EMBER_ERR_UNSUPPORTED, "vulkan matmul: weight type %s unsupported", dtype_name(w.type));
+    }
+    struct {
+        uint32_t w_off, n_in, n_out, x_off, xd_off, y_off, bias_off, accumulate, y_stride, o_base, xs_off, n_tokens;
+    } pc{w.off, w.n_in, w.n_out, w.quantized() ? q.q_off : x_off, q.d_off, y_off, bias_off, accumulate ? 1u : 0u,
+         w.n_out, 0, q.s_off, rows};
+    // 64 outputs per workgroup; at most 65535 groups per dispatch (the least maxComputeWorkGroupCount).
+    constexpr uint32_t kMaxRows = 65535u * 64u;
+    for (uint32_t o = 0; o < w.n_out; o += kMaxRows) {
+        pc.o_base = o;
+        dispatch(p, &pc, sizeof pc, groups(std::min(kMaxRows, w.n_out - o), 64), groups(rows, 8));  // 8: TT
+    }
+}
+
+void Recorder::rmsnorm(uint32_t x_off, uint32_t y_off, uint32_t w_off, uint32_t dim, uint32_t rows, uint32_t rows_off,
+                       float eps) {
+    struct { uint32_t x_off, y_off, w_off, dim, rows_off; float eps; } pc{x_off, y_off, w_off, dim, rows_off, eps};
+    dispatch(kRmsNorm, &pc, sizeof pc, rows);
+}
+
+void Recorder::rope(uint32_t x_off, uint32_t rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox,
+                    uint32_t cs_off) {
+    struct { uint32_t x_off, n_tokens, n_heads, head_dim, n_rot, neox, cs_off; } pc{x_off, rows, n_heads, head_dim, n_rot,
+                                                                                  neox ? 1u : 0u, cs_off};
+    dispatch(kRope, &pc, sizeof pc, groups(uint64_t{rows} * n_heads * (n_rot / 2), 64));
+}
+
+void Recorder::swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n) {
+    struct { uint32_t g_off, u_off, o_off, n; } pc{g_off, u_off, o_off, n};
+    dispatch(kSwiglu, &pc, sizeof pc, groups(n, 64));
+}
+
+void Recorder::get_rows(const WeightRef &w, uint32_t ids_off, uint32_t rows, uint32_t y_off) {
+    struct { uint32_t w_off, type, n_in, n_out, ids_off, y_off, n_tokens; } pc{
+        w.off, w.k_quant() ? 12u : static_cast<uint32_t>(w.type), w.n_in, w.n_out, ids_off, y_off, rows};
+    dispatch(kGetRows, &pc, sizeof pc, groups(uint64_t{rows} * w.n_in, 64));
+}
+
+void Recorder::kv_store(uint32_t k_off, uint32_t v_off, uint32_t rows, uint32_t n_kv, uint32_t rows_off,
+                        uint32_t layer_byte, uint32_t row_bytes, DType type) {
+    struct { uint32_t k_off, v_off, n_tokens, n_kv, rows_off, layer_byte, row_bytes, type; } pc{
+        k_off, v_off, rows, n_kv, rows_off, layer_byte, row_bytes, static_cast<uint32_t>(type)};
+    const uint32_t per_token = type == DType::F16 ? n_kv / 2 : n_kv / 32;
+    dispatch(kKvStore, &pc, sizeof pc, groups(uint64_t{rows} * per_token, 64));
+}
+
+uint32_t attention_chunk(uint32_t rows, uint32_t max_keys) {
+    if (rows > kMaxSplitRows || max_keys <= 64) return 0;
+    const uint32_t per = (max_keys + kMaxSplits - 1) / kMaxSplits;
+    return std::max(64u, (per + 63) / 64 * 64);
+}
+
+void Recorder::attention(const Attn &a, uint32_t rows) {
+    struct {
+        uint32_t q_off, o_off, n_head, n_head_kv, head_dim, pos_off, tab_off, block_size, layer_byte, row_bytes, type;
+        float scale;
+        uint32_t chunk, n_split, part_off;
+    } pc{a.q_off, a.o_off, a.n_head, a.n_head_kv, a.head_dim, a.pos_off, a.tab_off, a.block_size, a.layer_byte,
+         a.row_bytes, static_cast<uint32_t>(a.type), a.scale, a.chunk, a.n_split, a.part_off};
+    dispatch(kAttention, &pc, sizeof pc, a.n_head, rows, a.chunk ? a.n_split : 1);
+    if (!a.chunk) return;
+    struct { uint32_t part_off, o_off, n_tokens, n_head, head_dim, n_split; } mc{a.part_off, a.o_off, rows, a.n_head,
+                                                                                a.head_dim, a.n_split};
+    dispatch(kAttentionMerge, &mc, sizeof mc, groups(uint64_t{rows} * a.n_head * a.head_dim, 64));
+}
+
+} // namespace ember::vk

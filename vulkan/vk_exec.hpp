@@ -1,0 +1,74 @@
+// vk_exec.hpp — recording the kernels into a command buffer.
+//
+// A Bindings is the one descriptor set a context (or a test op) uses: its five buffers bound whole,
+// made once and reused for every dispatch and every pass (shapes and offsets go in push constants).
+// A Recorder appends dispatches to a command buffer, with a compute-to-compute memory barrier before
+// each one that follows another (the kernels of a pass read what the previous ones wrote).
+#pragma once
+
+#include "vk_device.hpp"
+#include "vk_weights.hpp"
+
+namespace ember::vk {
+
+constexpr uint32_t kNone = 0xffffffffu;
+
+struct Bindings {
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    void create(Device &dev, const Buffer *const (&bufs)[5]);
+    void update(Device &dev, const Buffer *const (&bufs)[5]);
+    void destroy(Device &dev);
+};
+
+class Recorder {
+public:
+    Recorder(Device &dev, VkCommandBuffer cb, VkDescriptorSet set);
+
+    // Activation offsets are in floats (= words) of the activations buffer; io offsets in words of io.
+    // The 8-bit activations: codes at q_off, block scales at d_off, block code sums at s_off.
+    struct QActs {
+        uint32_t q_off, d_off, s_off;
+    };
+    void quantize(uint32_t x_off, uint32_t n_in, uint32_t rows, const QActs &q);
+    // x_off: f32 input rows for float weights; for quantized weights q, quantize()'s output.
+    void matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32_t rows, uint32_t y_off, uint32_t bias_off,
+                bool accumulate);
+    void rmsnorm(uint32_t x_off, uint32_t y_off, uint32_t w_off, uint32_t dim, uint32_t rows, uint32_t rows_off, float eps);
+    void rope(uint32_t x_off, uint32_t rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, uint32_t cs_off);
+    void swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n);
+    void get_rows(const WeightRef &w, uint32_t ids_off, uint32_t rows, uint32_t y_off);
+    void kv_store(uint32_t k_off, uint32_t v_off, uint32_t rows, uint32_t n_kv, uint32_t rows_off, uint32_t layer_byte,
+                  uint32_t row_bytes, DType type);
+    struct Attn {
+        uint32_t q_off, o_off, n_head, n_head_kv, head_dim, pos_off, tab_off, block_size, layer_byte, row_bytes;
+        DType type;
+        float scale;
+        // Split-K: chunk keys per workgroup (0: none), n_split chunks, partials at part_off (floats).
+        uint32_t chunk = 0, n_split = 1, part_off = 0;
+    };
+    void attention(const Attn &a, uint32_t rows);
+    // A barrier that makes the kernels' writes visible to a following transfer (reading results back).
+    void to_transfer();
+
+private:
+    void dispatch(Pipe p, const void *pc, uint32_t pc_bytes, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
+
+    Device &dev_;
+    VkCommandBuffer cb_;
+    bool first_ = true;
+};
+
+// Split-K for attention: the chunk of keys per workgroup for a pass whose longest query sees max_keys
+// keys, or 0 for no split. Splitting pays where few queries see many keys (decode): at most
+// kMaxSplits chunks of at least 64 keys (one tile), only for passes of at most kMaxSplitRows tokens.
+constexpr uint32_t kMaxSplits = 32, kMaxSplitRows = 64;
+uint32_t attention_chunk(uint32_t rows, uint32_t max_keys);
+// Floats of split-K partials for `rows` tokens.
+inline size_t attention_part_floats(uint32_t rows, uint32_t n_head, uint32_t head_dim) {
+    return size_t{rows < kMaxSplitRows ? rows : kMaxSplitRows} * n_head * kMaxSplits * (head_dim + 2);
+}
+
+inline uint32_t groups(uint64_t n, uint32_t size) { return static_cast<uint32_t>((n + size - 1) / size); }
+
+} // namespace ember::vk

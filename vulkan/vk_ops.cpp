@@ -1,0 +1,189 @@
+// vk_ops.cpp — one kernel on host arrays, for the parity harness (module_api.h's run_op): the same
+// Recorder calls the forward pass makes, on buffers made for the call.
+#include "vk_ops.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+namespace ember::vk {
+
+namespace {
+
+// Host-side staging of one op: weights (words), activations (floats), io (words), caches (bytes).
+struct OpBuffers {
+    std::vector<uint32_t> w;
+    std::vector<float> acts;
+    std::vector<int32_t> io;
+    uint32_t put_w(const void *data, size_t bytes) {
+        const uint32_t at = static_cast<uint32_t>(w.size());
+        w.resize(w.size() + (bytes + 3) / 4);
+        std::memcpy(w.data() + at, data, bytes);
+        return at;
+    }
+    uint32_t put_acts(const float *data, size_t n) {
+        const uint32_t at = static_cast<uint32_t>(acts.size());
+        acts.resize(acts.size() + ((n + 15) & ~size_t{15}), 0.0f);
+        if (data) std::memcpy(acts.data() + at, data, n * 4);
+        return at;
+    }
+    uint32_t put_io(const int32_t *data, size_t n) {
+        const uint32_t at = static_cast<uint32_t>(io.size());
+        io.resize(io.size() + n, 0);
+        if (data) std::memcpy(io.data() + at, data, n * 4);
+        return at;
+    }
+};
+
+} // namespace
+
+void run_op(Device &dev, const ember_mod_op &op) {
+    OpBuffers hb;
+    const DType type = static_cast<DType>(op.type);
+    const uint32_t n = op.n_tokens;
+    uint32_t y = 0;
+    size_t y_count = 0;
+    std::vector<uint8_t> kbytes, vbytes;
+    std::function<void(Recorder &)> record;
+    WeightRef w;
+    auto weight = [&] {
+        w.type = type, w.n_in = op.n_in, w.n_out = op.n_out;
+        if (!weight_type_supported(type)) fail(EMBER_ERR_UNSUPPORTED, "vulkan: weight type %s unsupported", dtype_name(type));
+        w.off = static_cast<uint32_t>(hb.w.size());
+        pack_weight(type, op.w, op.n_in, op.n_out, hb.w);
+    };
+    auto rope_table = [&](uint32_t n_rot) {
+        std::vector<float> cs(size_t{n} * n_rot);
+        const uint32_t half = n_rot / 2;
+        for (uint32_t t = 0; t < n; ++t)
+            for (uint32_t i = 0; i < half; ++i) {
+                double f = static_cast<double>(op.rope_freq_scale) *
+                           std::pow(static_cast<double>(op.rope_theta), -2.0 * i / static_cast<double>(n_rot));
+                if (op.norm) f /= static_cast<double>(op.norm[i]);
+                const double a = static_cast<double>(op.ids[t]) * f;
+                cs[t * n_rot + i] = static_cast<float>(std::cos(a));
+                cs[t * n_rot + half + i] = static_cast<float>(std::sin(a));
+            }
+        return hb.put_io(reinterpret_cast<const int32_t *>(cs.data()), cs.size());
+    };
+
+    switch (op.kind) {
+    case EMBER_MOD_OP_MATMUL: {
+        weight();
+        const uint32_t bias = op.bias ? hb.put_w(op.bias, op.n_out * 4) : kNone;
+        const uint32_t x = hb.put_acts(op.x, size_t{n} * op.n_in);
+        y = hb.put_acts(nullptr, size_t{n} * op.n_out), y_count = size_t{n} * op.n_out;
+        const uint32_t xq = hb.put_acts(nullptr, size_t{n} * op.n_in / 4 + 16);
+        const uint32_t xd = hb.put_acts(nullptr, size_t{n} * op.n_in / 32 + 16);
+        const uint32_t xs = hb.put_acts(nullptr, size_t{n} * op.n_in / 32 + 16);
+        record = [=](Recorder &r) {
+            const Recorder::QActs q{xq, xd, xs};
+            if (w.quantized()) r.quantize(x, w.n_in, n, q);
+            r.matmul(w, x, q, n, y, bias, false);
+        };
+        break;
+    }
+    case EMBER_MOD_OP_RMSNORM: {
+        const uint32_t nw = hb.put_w(op.norm, op.n_in * 4);
+        const uint32_t x = hb.put_acts(op.x, size_t{n} * op.n_in);
+        y = hb.put_acts(nullptr, size_t{n} * op.n_in), y_count = size_t{n} * op.n_in;
+        const float eps = op.eps;
+        const uint32_t dim = op.n_in;
+        record = [=](Recorder &r) { r.rmsnorm(x, y, nw, dim, n, kNone, eps); };
+        break;
+    }
+    case EMBER_MOD_OP_ROPE: {
+        const size_t count = size_t{n} * op.n_head * op.head_dim;
+        y = hb.put_acts(op.x, count), y_count = count;
+        const uint32_t cs = rope_table(op.n_rot);
+        const ember_mod_op o = op;
+        record = [=](Recorder &r) { r.rope(y, n, o.n_head, o.head_dim, o.n_rot, o.rope_neox != 0, cs); };
+        break;
+    }
+    case EMBER_MOD_OP_SWIGLU: {
+        const uint32_t g = hb.put_acts(op.x, op.n_in), u = hb.put_acts(op.x2, op.n_in);
+        y = hb.put_acts(nullptr, op.n_in), y_count = op.n_in;
+        const uint32_t cnt = op.n_in;
+        record = [=](Recorder &r) { r.swiglu(g, u, y, cnt); };
+        break;
+    }
+    case EMBER_MOD_OP_GET_ROWS: {
+        weight();
+        const uint32_t ids = hb.put_io(op.ids, n);
+        y = hb.put_acts(nullptr, size_t{n} * op.n_in), y_count = size_t{n} * op.n_in;
+        record = [=](Recorder &r) { r.get_rows(w, ids, n, y); };
+        break;
+    }
+    case EMBER_MOD_OP_ATTENTION: {
+        if (type != DType::F16 && type != DType::Q8_0) fail(EMBER_ERR_UNSUPPORTED, "vulkan attention: KV type %u", op.type);
+        const uint32_t n_kv = op.n_head_kv * op.head_dim;
+        const size_t row_bytes = dtype_row_bytes(type, n_kv);
+        const size_t cache = size_t{op.n_blocks} * op.block_size * row_bytes;
+        kbytes.assign(op.k_cache, op.k_cache + cache);
+        vbytes.assign(op.v_cache, op.v_cache + cache);
+        const size_t q_count = size_t{n} * op.n_head * op.head_dim;
+        const uint32_t q = hb.put_acts(op.x, q_count);
+        y = hb.put_acts(nullptr, q_count), y_count = q_count;
+        const uint32_t pos = hb.put_io(op.ids, n);
+        const uint32_t tab = hb.put_io(nullptr, n);
+        std::map<const int32_t *, uint32_t> at;
+        for (uint32_t t = 0; t < n; ++t) {
+            auto it = at.find(op.tables[t]);
+            if (it == at.end()) {
+                uint32_t len = 0;
+                for (uint32_t u = 0; u < n; ++u)
+                    if (op.tables[u] == op.tables[t]) len = std::max(len, static_cast<uint32_t>(op.ids[u]) / op.block_size + 1);
+                it = at.emplace(op.tables[t], hb.put_io(op.tables[t], len)).first;
+            }
+            hb.io[tab + t] = static_cast<int32_t>(it->second);
+        }
+        Recorder::Attn a{q, y, op.n_head, op.n_head_kv, op.head_dim, pos, tab, op.block_size, 0,
+                         static_cast<uint32_t>(row_bytes), type, op.scale};
+        uint32_t max_keys = 0;
+        for (uint32_t t = 0; t < n; ++t) max_keys = std::max(max_keys, static_cast<uint32_t>(op.ids[t]) + 1);
+        a.chunk = op.attn_chunk == 0 ? attention_chunk(n, max_keys) : op.attn_chunk == UINT32_MAX ? 0 : op.attn_chunk;
+        if (a.chunk) {
+            a.n_split = (max_keys + a.chunk - 1) / a.chunk;
+            a.part_off = hb.put_acts(nullptr, size_t{n} * op.n_head * a.n_split * (op.head_dim + 2));
+        }
+        record = [=](Recorder &r) { r.attention(a, n); };
+        break;
+    }
+    default: fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan run_op: unknown op %u", op.kind);
+    }
+
+    if (hb.w.empty()) hb.w.push_back(0);
+    if (hb.io.empty()) hb.io.push_back(0);
+    if (kbytes.empty()) kbytes.resize(4), vbytes.resize(4);
+    Buffer bw = dev.create_buffer(hb.w.size() * 4, false), ba{}, bk{}, bv{}, bio{};
+    Bindings bind;
+    try {
+        ba = dev.create_buffer(hb.acts.size() * 4, false);
+        bk = dev.create_buffer(kbytes.size(), false);
+        bv = dev.create_buffer(vbytes.size(), false);
+        bio = dev.create_buffer(hb.io.size() * 4, true);
+        dev.upload(bw, 0, hb.w.data(), hb.w.size() * 4);
+        dev.upload(ba, 0, hb.acts.data(), hb.acts.size() * 4);
+        dev.upload(bk, 0, kbytes.data(), kbytes.size());
+        dev.upload(bv, 0, vbytes.data(), vbytes.size());
+        std::memcpy(bio.map, hb.io.data(), hb.io.size() * 4);
+        const Buffer *bufs[5] = {&bw, &ba, &bk, &bv, &bio};
+        bind.create(dev, bufs);
+        dev.run_once([&](VkCommandBuffer cb) {
+            Recorder r(dev, cb, bind.set);
+            record(r);
+        });
+        dev.download(ba, size_t{y} * 4, op.y, y_count * 4);
+    } catch (...) {
+        bind.destroy(dev);
+        for (Buffer *b : {&bw, &ba, &bk, &bv, &bio}) dev.destroy(*b);
+        throw;
+    }
+    bind.destroy(dev);
+    for (Buffer *b : {&bw, &ba, &bk, &bv, &bio}) dev.destroy(*b);
+}
+
+} // namespace ember::vk
