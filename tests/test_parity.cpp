@@ -1,12 +1,12 @@
 // test_parity.cpp — every kernel of every backend against double-precision references: the parity
 // harness of issue 7. One op description (src/backend/module_api.h's ember_mod_op) is run on the CPU
-// (an in-process adapter over cpu/kernels.hpp) and, with the argument "vulkan", on the Vulkan module
+// (an in-process adapter over cpu/kernels.hpp) and, with the argument "vulkan" or "cuda", on that module
 // (module_run_op), each result held to the bound derived next to its op below.
 //
 // Bounds use u = 2^-24 (float's unit roundoff) and the accuracy Vulkan allows its shader built-ins
 // (the SPIR-V environment's precision table): exp within 3 + 2|x| ulp, division 2.5 ulp, sqrt as
 // 1/inversesqrt (2 ulp) — looser than the CPU's, so the bounds below are the GPU's and hold for both.
-// The Vulkan run exits 77 (skipped, reason printed) without a usable device; ctest runs it with the
+// A module's run exits 77 (skipped, reason printed) without a usable device; for Vulkan ctest runs it with the
 // validation layer on, and checks that the layer really reports a deliberately invalid call.
 #include "test_util.h"
 
@@ -379,20 +379,22 @@ void test_validation_trap(void **) {
 } // namespace
 
 int main(int argc, char **argv) {
-    const bool vulkan = argc > 1 && std::strcmp(argv[1], "vulkan") == 0;
+    // "vulkan" or "cuda": that module's kernels (through run_op); no argument: the CPU's.
+    const char *module = argc > 1 ? argv[1] : nullptr;
+    const bool vulkan = module && std::strcmp(module, "vulkan") == 0;
     std::unique_ptr<Backend> backend;
-    if (vulkan) {
+    if (module) {
         std::string why;
-        const LoadedModule *mod = backend_module_load("vulkan", &why);
+        const LoadedModule *mod = backend_module_load(module, &why);
         if (mod) {
             backend = module_backend_create(*mod);
             if (backend->score() <= 0) why = module_unavailable_reason(*backend);
         }
         if (!mod || backend->score() <= 0) {
-            std::printf("SKIP: no Vulkan backend: %s\n", why.c_str());
+            std::printf("SKIP: no %s backend: %s\n", module, why.c_str());
             return EMBER_TEST_SKIP;
         }
-        g_name = "vulkan";
+        g_name = module;
         g_run = [b = backend.get()](const ember_mod_op &op) { module_run_op(*b, op); };
     } else {
         g_run = cpu_run;
@@ -402,5 +404,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rope),   cmocka_unit_test(test_swiglu),   cmocka_unit_test(test_attention),
     };
     if (vulkan && std::getenv("EMBER_VULKAN_VALIDATION")) tests.push_back(cmocka_unit_test(test_validation_trap));
-    return _cmocka_run_group_tests(vulkan ? "parity_vulkan" : "parity_cpu", tests.data(), tests.size(), nullptr, nullptr);
+    const std::string group = std::string("parity_") + (module ? module : "cpu");
+    return _cmocka_run_group_tests(group.c_str(), tests.data(), tests.size(), nullptr, nullptr);
 }

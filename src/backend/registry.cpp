@@ -29,7 +29,7 @@ struct ModuleName {
     const char *name;
     ember_backend_kind kind;
 };
-constexpr ModuleName kModules[] = {{"vulkan", EMBER_BACKEND_VULKAN}};
+constexpr ModuleName kModules[] = {{"vulkan", EMBER_BACKEND_VULKAN}, {"cuda", EMBER_BACKEND_CUDA}};
 
 Registry &registry() {
     static Registry r;
