@@ -9,6 +9,7 @@
 #include "attn_math.hpp"
 #include "core/dtype.hpp"
 #include "cu_check.hpp"
+#include "inputs.hpp"
 #include "weights.hpp"
 
 #include <algorithm>
@@ -281,40 +282,12 @@ void Context::enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const emb
 void Context::forward(const ember_mod_batch &b) {
     m_.dev.make_current();
     const uint32_t n = b.n_tokens, nl = b.n_logits, bs = p_.block_size;
-    if (n == 0 || n > p_.n_batch || nl > p_.n_logits)
-        fail(EMBER_ERR_INTERNAL, "cuda forward: %u tokens / %u logits exceed the context's %u / %u", n, nl, p_.n_batch,
-             p_.n_logits);
-    // Inputs: tokens, positions, cache slots, table offsets, logit rows; the distinct block tables.
+    StepShape shape;
+    shape.rows = static_cast<uint32_t>(z_.rows), shape.block_size = bs, shape.n_blocks = p_.n_blocks;
+    shape.n_vocab = m_.hp.n_vocab, shape.n_batch = p_.n_batch, shape.n_logits = p_.n_logits;
     int32_t *h = reinterpret_cast<int32_t *>(host_io_.data());
-    const size_t r = z_.rows;
     std::vector<int32_t> tabs;
-    std::map<const int32_t *, std::pair<int32_t, int32_t>> tab_len;  // table -> (blocks needed, offset)
-    int32_t max_keys = 0;
-    for (uint32_t t = 0; t < n; ++t) {
-        const int32_t p = b.pos[t];
-        const int32_t block = p >= 0 ? b.tables[t][p / static_cast<int32_t>(bs)] : -1;
-        if (p < 0 || block < 0 || static_cast<uint32_t>(block) >= p_.n_blocks)
-            fail(EMBER_ERR_INTERNAL, "cuda forward: token %u at position %d maps to block %d of %u", t, p, block,
-                 p_.n_blocks);
-        h[t] = b.tokens[t];
-        if (b.tokens[t] < 0 || static_cast<uint32_t>(b.tokens[t]) >= m_.hp.n_vocab)
-            fail(EMBER_ERR_INTERNAL, "cuda forward: token id %d out of range", b.tokens[t]);
-        h[r + t] = p;
-        h[2 * r + t] = block * static_cast<int32_t>(bs) + p % static_cast<int32_t>(bs);
-        auto &e = tab_len[b.tables[t]];
-        e.first = std::max(e.first, p / static_cast<int32_t>(bs) + 1);
-        max_keys = std::max(max_keys, p + 1);
-    }
-    for (auto &[tab, e] : tab_len) {
-        e.second = static_cast<int32_t>(tabs.size());
-        tabs.insert(tabs.end(), tab, tab + e.first);
-    }
-    for (uint32_t t = 0; t < n; ++t) h[3 * r + t] = tab_len[b.tables[t]].second;
-    for (uint32_t i = 0; i < nl; ++i) {
-        if (b.logits_rows[i] < 0 || static_cast<uint32_t>(b.logits_rows[i]) >= n)
-            fail(EMBER_ERR_INTERNAL, "cuda forward: logits row %d of %u tokens", b.logits_rows[i], n);
-        h[4 * r + i] = b.logits_rows[i];
-    }
+    step_inputs(b, shape, h, tabs);
     if (tabs.size() * sizeof(int32_t) > tables_.size()) {
         EMBER_CU(cudaStreamSynchronize(s_));
         tables_ = DevBuf(align_up(tabs.size() * 2 * sizeof(int32_t)));
@@ -326,7 +299,6 @@ void Context::forward(const ember_mod_batch &b) {
     // stays valid as the sequence grows (splits past the last key are empty and cost one check).
     n_splits_ = choose_splits(static_cast<int32_t>(n), static_cast<int32_t>(m_.hp.n_head),
                               static_cast<int32_t>(p_.n_blocks * bs), static_cast<int32_t>(z_.partial_rows));
-    (void)max_keys;
 
     const bool graph_ok = graphs_ && n <= Matmul::kGemvMaxTokens && !mm_->gemm_for(nl);
     if (graph_ok) {

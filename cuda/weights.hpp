@@ -7,7 +7,7 @@
 #pragma once
 
 #include "backend/module_api.h"
-#include "kernels.hpp"
+#include "types.hpp"
 
 #include <cstdint>
 #include <vector>

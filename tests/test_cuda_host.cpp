@@ -1,10 +1,15 @@
 // test_cuda_host.cpp — the CUDA backend's arithmetic that needs no GPU (cuda/attn_math.hpp), on the CPU:
 // split-K key ranges cover every key exactly once, in order; partial softmax results combine to the
 // plain softmax whatever the split and whichever splits are empty; the Q8_0 cache offsets and paged
-// row lookup match the CPU backend's layout. The kernels include the same header.
+// row lookup match the CPU backend's layout (the kernels include the same header); a forward pass's
+// device inputs (cuda/inputs.cpp) and the repacked weight layout (cuda/weights.cpp), both plain C++
+// compiled into this test, are what the kernels expect.
 #include "test_util.h"
 
 #include "../cuda/attn_math.hpp"
+#include "../cuda/inputs.hpp"
+#include "../cuda/weights.hpp"
+#include "core/error.hpp"
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
@@ -120,10 +125,125 @@ void test_q8_offsets(void **) {
     assert_int_equal(cu::cache_row(table, 20, 7), 9 * 7 + 6);
 }
 
+// Two sequences (decode of one, a prompt chunk of the other) sharing nothing, a third table shared by
+// two tokens: slots, table offsets and the deduplicated tables; and the checks.
+void test_step_inputs(void **) {
+    const int32_t ta[3] = {4, 1, 7}, tb[2] = {0, 3};
+    const int32_t tokens[4] = {10, 11, 12, 13}, pos[4] = {40, 17, 18, 19};
+    const int32_t *tables[4] = {ta, tb, tb, tb};
+    const int32_t rows_l[2] = {0, 3};
+    ember_mod_batch b{};
+    b.struct_size = sizeof b;
+    b.n_tokens = 4, b.tokens = tokens, b.pos = pos, b.tables = tables, b.n_logits = 2, b.logits_rows = rows_l;
+    cu::StepShape z;
+    z.rows = 8, z.block_size = 16, z.n_blocks = 8, z.n_vocab = 100, z.n_batch = 8, z.n_logits = 2;
+    std::vector<int32_t> io(4 * z.rows + z.n_logits, -1), tabs;
+    assert_int_equal(cu::step_inputs(b, z, io.data(), tabs), 41);
+    for (int t = 0; t < 4; ++t) {
+        assert_int_equal(io[t], tokens[t]);
+        assert_int_equal(io[8 + t], pos[t]);
+        const int32_t *tab = tables[t];
+        assert_int_equal(io[16 + t], tab[pos[t] / 16] * 16 + pos[t] % 16);
+        // The uploaded table, read at the token's offset, is the token's table.
+        for (int i = 0; i <= pos[t] / 16; ++i) assert_int_equal(tabs[size_t(io[24 + t] + i)], tab[i]);
+    }
+    assert_int_equal(tabs.size(), 3 + 2);  // each table once
+    assert_int_equal(io[32], 0);
+    assert_int_equal(io[33], 3);
+    // Position 40 with a table whose block 2 is out of the pool; a bad token id; a bad logits row.
+    const int32_t bad[3] = {4, 1, 8};
+    tables[0] = bad;
+    try {
+        cu::step_inputs(b, z, io.data(), tabs);
+        fail_msg("a block outside the pool was accepted");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_INTERNAL);
+    }
+    tables[0] = ta;
+    const int32_t bad_tok[4] = {10, 100, 12, 13};
+    b.tokens = bad_tok;
+    try {
+        cu::step_inputs(b, z, io.data(), tabs);
+        fail_msg("token 100 of 100 was accepted");
+    } catch (const Error &) {
+    }
+    b.tokens = tokens;
+    const int32_t bad_rows[2] = {0, 4};
+    b.logits_rows = bad_rows;
+    try {
+        cu::step_inputs(b, z, io.data(), tabs);
+        fail_msg("logits row 4 of 4 tokens was accepted");
+    } catch (const Error &) {
+    }
+}
+
+// Q8_0 and Q4_0 repacked (codes 16-byte aligned, then the scales) hold the file's values: decode the
+// device layout the way matmul.cu's weight_at does and compare with the CPU's dequantization.
+void test_weight_pack(void **) {
+    uint64_t st = 3;
+    for (DType type : {DType::Q8_0, DType::Q4_0, DType::F16}) {
+        const int64_t n_in = 96, n_out = 5;
+        std::vector<float> f(size_t(n_in * n_out));
+        for (float &x : f) x = test_randf(&st, -1, 1);
+        const size_t rb = dtype_row_bytes(type, n_in);
+        std::vector<uint8_t> file(rb * n_out);
+        for (int64_t o = 0; o < n_out; ++o) {
+            if (type == DType::F16)
+                for (int64_t i = 0; i < n_in; ++i) {
+                    const uint16_t h = fp32_to_fp16(f[size_t(o * n_in + i)]);
+                    std::memcpy(file.data() + o * rb + 2 * i, &h, 2);
+                }
+            else cpu::quantize_row(type, f.data() + o * n_in, file.data() + o * rb, n_in);
+        }
+        ember_mod_tensor t{};
+        t.type = uint32_t(type), t.n_dims = 2, t.ne[0] = n_in, t.ne[1] = n_out, t.data = file.data(), t.n_bytes = file.size();
+        std::vector<uint8_t> dev(cu::weight_device_bytes(t) + 256);
+        // The "device" address: 256-aligned inside the host buffer, as cudaMalloc's.
+        uint8_t *base = dev.data() + (256 - reinterpret_cast<uintptr_t>(dev.data()) % 256) % 256;
+        const cu::DevWeight w = cu::weight_pack(t, base, base);
+        assert_int_equal(w.n_in, n_in);
+        assert_int_equal(w.n_out, n_out);
+        assert_int_equal(reinterpret_cast<uintptr_t>(w.codes) % 16, 0);
+        std::vector<float> want(static_cast<size_t>(n_in));
+        for (int64_t o = 0; o < n_out; ++o) {
+            cpu::dequantize_row(type, file.data() + o * rb, want.data(), n_in);
+            for (int64_t i = 0; i < n_in; ++i) {
+                float got;
+                if (type == DType::F16) {
+                    uint16_t h;
+                    std::memcpy(&h, static_cast<const uint8_t *>(w.codes) + 2 * (o * n_in + i), 2);
+                    got = fp16_to_fp32(h);
+                } else {
+                    const float d = fp16_to_fp32(w.scales[o * (n_in / 32) + i / 32]);
+                    int q;
+                    if (type == DType::Q8_0) {
+                        q = static_cast<const int8_t *>(w.codes)[o * n_in + i];
+                    } else {
+                        const uint8_t byte = static_cast<const uint8_t *>(w.codes)[o * (n_in / 2) + (i / 32) * 16 + i % 16];
+                        q = (i % 32 < 16 ? byte & 0x0F : byte >> 4) - 8;
+                    }
+                    got = d * float(q);
+                }
+                if (got != want[size_t(i)]) fail_msg("%s [%lld][%lld]: %g vs %g", dtype_name(type), (long long)o, (long long)i, got, want[size_t(i)]);
+            }
+        }
+    }
+    ember_mod_tensor k{};
+    k.type = uint32_t(DType::Q4_K), k.n_dims = 2, k.ne[0] = 256, k.ne[1] = 1;
+    try {
+        cu::check_weight_type(k, "blk.0.ffn_down");
+        fail_msg("Q4_K accepted");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
+        assert_non_null(std::strstr(e.what(), "Q4_K"));
+    }
+}
+
 } // namespace
 
 int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges), cmocka_unit_test(test_choose_splits),
-                                cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets)};
+                                cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
+                                cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_weight_pack)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
