@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 
@@ -86,6 +87,18 @@ void lt_matmul(const LtApi &api, cublasLtHandle_t h, const LtGemm &g, void *work
     lt_check(api.pref_create(&pref), "PreferenceCreate");
     const uint64_t ws = workspace_bytes;
     lt_check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
+    // The heuristic assumes 256-byte aligned pointers unless told: tell it what they are.
+    auto align_of = [](const void *p) {
+        const uint64_t a = reinterpret_cast<uintptr_t>(p);
+        uint32_t al = 256;
+        while (al > 1 && a % al != 0) al /= 2;
+        return al;
+    };
+    const uint32_t al_a = align_of(g.a), al_b = align_of(g.b), al_c = align_of(g.c);
+    lt_check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a), "alignment A");
+    lt_check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b), "alignment B");
+    lt_check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c), "alignment C");
+    lt_check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c), "alignment D");
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
     lt_check(api.heuristic(h, op, la, lb, lc, lc, pref, 1, &res, &found), "AlgoGetHeuristic");

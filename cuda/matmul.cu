@@ -1,7 +1,7 @@
 // matmul.cu — matrix-vector products for decode (one warp per output row, the weight read once for up
-// to 8 tokens, 16-byte loads, dequantization in registers, integer dot products against activations
-// quantized like the CPU's), activation quantization, and the dequantization that feeds cuBLASLt for
-// prefill (gemm.cpp).
+// to 8 tokens, 16-byte loads, dequantization in registers; Q8_0/Q4_0 by integer dot products against
+// activations quantized like the CPU's, K-quants and plain types against f32 activations), activation
+// quantization, and the dequantization that feeds cuBLASLt for prefill (model.cpp, Matmul::run).
 #include "cu_util.cuh"
 #include "kernels.hpp"
 #include "cu_check.hpp"
@@ -159,21 +159,31 @@ __global__ void k_gemv_plain(const void *w, int64_t n_in, int64_t n_out, const f
     finish_row(acc, NT, row, n_out, y, bias, accumulate);
 }
 
-// The value of element i of row r of W, dequantized.
-__device__ __forceinline__ float weight_at(const DevWeight &w, int64_t r, int64_t i) {
-    switch (w.type) {
-    case kF32: return static_cast<const float *>(w.codes)[r * w.n_in + i];
-    case kF16: return half_bits_to_float(static_cast<const uint16_t *>(w.codes)[r * w.n_in + i]);
-    case kBF16: return bf16_bits_to_float(static_cast<const uint16_t *>(w.codes)[r * w.n_in + i]);
-    case kQ8_0:
-        return half_bits_to_float(w.scales[r * (w.n_in / 32) + i / 32]) *
-               static_cast<float>(static_cast<const int8_t *>(w.codes)[r * w.n_in + i]);
-    default: {  // Q4_0
-        const uint8_t byte = static_cast<const uint8_t *>(w.codes)[r * (w.n_in / 2) + (i / 32) * 16 + i % 16];
-        const int q = (i % 32 < 16 ? byte & 0x0F : byte >> 4) - 8;
-        return half_bits_to_float(w.scales[r * (w.n_in / 32) + i / 32]) * static_cast<float>(q);
+// K-quants against f32 activations: per super-block a lane takes 8 consecutive elements (one
+// sub-block's quarter), decoded in registers; the activations with two 16-byte loads per token.
+template <uint32_t T, int NT>
+__global__ void k_gemv_kq(const uint8_t *w, int64_t n_in, int64_t n_out, const float *x, float *y, const float *bias,
+                          bool accumulate) {
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= n_out) return;
+    const int lane = threadIdx.x % 32;
+    const uint32_t bb = kq_block_bytes(T);
+    const int64_t nsb = n_in / 256;
+    const uint8_t *wr = w + row * nsb * bb;
+    float acc[kMaxTok] = {};
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        float wv[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) wv[k] = kq_value(T, wr + sb * bb, lane * 8 + k);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const float4 *xp = reinterpret_cast<const float4 *>(x + t * n_in + sb * 256 + lane * 8);
+            const float4 a = xp[0], b = xp[1];
+            acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z +
+                      wv[7] * b.w;
+        }
     }
-    }
+    finish_row(acc, NT, row, n_out, y, bias, accumulate);
 }
 
 __global__ void k_dequantize_rows(DevWeight w, int64_t r0, int64_t n, void *dst, bool half_out) {
@@ -215,6 +225,9 @@ void launch_gemv(const DevWeight &w, const float *x, const int8_t *xq, const flo
         break;
     case kF32: k_gemv_plain<kF32, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
     case kF16: k_gemv_plain<kF16, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
+    case kQ4_K: k_gemv_kq<kQ4_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
+    case kQ5_K: k_gemv_kq<kQ5_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
+    case kQ6_K: k_gemv_kq<kQ6_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
     default: k_gemv_plain<kBF16, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
     }
 }

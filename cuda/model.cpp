@@ -135,8 +135,10 @@ void Matmul::run(const DevWeight &w, Input &in, float *y, const float *bias, boo
         gemv(w, in.x, in.q, in.n, y, bias, accumulate, s);
         return;
     }
-    // Quantized weights: f16 tiles against f16 activations on the tensor cores, f32 accumulation.
-    // F32/F16/BF16: f32 products (CUBLAS_COMPUTE_32F), the accuracy test_parity holds them to.
+    // Q8_0/Q4_0: f16 tiles against f16 activations on the tensor cores, f32 accumulation (their error
+    // is dominated by the activation quantization the CPU does anyway). F32/F16/BF16 and K-quants: f32
+    // tiles and products (CUBLAS_COMPUTE_32F, no TF32), the accuracy test_parity holds them to; f16
+    // tiles for K-quants are future work.
     if (q && !in.have_16) {
         f32_to_f16(in.x, in.x16, in.n * in.n_in, s);
         in.have_16 = true;
@@ -149,7 +151,9 @@ void Matmul::run(const DevWeight &w, Input &in, float *y, const float *bias, boo
         lt_matmul(*lt_, h_, g, workspace_.data(), workspace_.size(), s);
     } else {
         const size_t elt = q ? 2 : 4;
-        const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kScratchBytes / (static_cast<size_t>(w.n_in) * elt)));
+        // Whole multiples of 64 rows, so that every chunk's output pointer stays 256-byte aligned.
+        int64_t chunk = static_cast<int64_t>(kScratchBytes / (static_cast<size_t>(w.n_in) * elt));
+        chunk = chunk >= 64 ? chunk / 64 * 64 : std::max<int64_t>(chunk, 1);
         for (int64_t r0 = 0; r0 < w.n_out; r0 += chunk) {
             const int64_t cn = std::min(chunk, w.n_out - r0);
             dequantize_rows(w, r0, cn, scratch_.data(), q, s);

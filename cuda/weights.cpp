@@ -18,6 +18,9 @@ size_t code_bytes(const ember_mod_tensor &t) {
     case 0: return n * 4;
     case 8: return n;
     case 2: return n / 2;
+    case 12: return n / 256 * 144;
+    case 13: return n / 256 * 176;
+    case 14: return n / 256 * 210;
     default: return n * 2;
     }
 }
@@ -29,9 +32,12 @@ void check_weight_type(const ember_mod_tensor &t, const char *what) {
     case 8: case 2:
         if (t.ne[0] % 32 == 0) return;
         break;
+    case 12: case 13: case 14:
+        if (t.ne[0] % 256 == 0) return;
+        break;
     default: break;
     }
-    fail(EMBER_ERR_UNSUPPORTED, "cuda: %s is %s, which this backend does not run yet (F32, F16, BF16, Q8_0, Q4_0)",
+    fail(EMBER_ERR_UNSUPPORTED, "cuda: %s is %s, which this backend does not run yet (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)",
          what, dtype_name(t.type));
 }
 
@@ -47,7 +53,7 @@ DevWeight weight_pack(const ember_mod_tensor &t, uint8_t *out, void *base) {
     w.n_out = t.n_dims > 1 ? t.ne[1] : 1;
     w.codes = base;
     const size_t cb = code_bytes(t);
-    if (!quantized(t.type)) {
+    if (!quantized(t.type)) {  // plain rows, and K-quant super-blocks as in the file
         std::memcpy(out, t.data, cb);
         return w;
     }

@@ -2,12 +2,13 @@
 // split-K key ranges cover every key exactly once, in order; partial softmax results combine to the
 // plain softmax whatever the split and whichever splits are empty; the Q8_0 cache offsets and paged
 // row lookup match the CPU backend's layout (the kernels include the same header); a forward pass's
-// device inputs (cuda/inputs.cpp) and the repacked weight layout (cuda/weights.cpp), both plain C++
-// compiled into this test, are what the kernels expect.
+// device inputs (cuda/inputs.cpp), the device weight layouts (cuda/weights.cpp) and the kernels' element
+// decoder (cuda/quant_math.hpp) for every weight type, all plain C++ compiled into this test.
 #include "test_util.h"
 
 #include "../cuda/attn_math.hpp"
 #include "../cuda/inputs.hpp"
+#include "../cuda/quant_math.hpp"
 #include "../cuda/weights.hpp"
 #include "core/error.hpp"
 #include "core/dtype.hpp"
@@ -177,26 +178,31 @@ void test_step_inputs(void **) {
     }
 }
 
-// Q8_0 and Q4_0 repacked (codes 16-byte aligned, then the scales) hold the file's values: decode the
-// device layout the way matmul.cu's weight_at does and compare with the CPU's dequantization.
-void test_weight_pack(void **) {
+// Every weight type in the device layout (Q8_0/Q4_0 repacked, the rest as in the file), read with the
+// kernels' own element decoder (cuda/quant_math.hpp's weight_at, compiled here for the CPU), gives the
+// CPU's dequantized values exactly.
+void test_weight_layouts(void **) {
     uint64_t st = 3;
-    for (DType type : {DType::Q8_0, DType::Q4_0, DType::F16}) {
-        const int64_t n_in = 96, n_out = 5;
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        const int64_t n_in = 512, n_out = 5;
         std::vector<float> f(size_t(n_in * n_out));
         for (float &x : f) x = test_randf(&st, -1, 1);
         const size_t rb = dtype_row_bytes(type, n_in);
         std::vector<uint8_t> file(rb * n_out);
         for (int64_t o = 0; o < n_out; ++o) {
-            if (type == DType::F16)
+            const float *src = f.data() + o * n_in;
+            uint8_t *row = file.data() + o * rb;
+            if (type == DType::F32) std::memcpy(row, src, rb);
+            else if (type == DType::F16 || type == DType::BF16)
                 for (int64_t i = 0; i < n_in; ++i) {
-                    const uint16_t h = fp32_to_fp16(f[size_t(o * n_in + i)]);
-                    std::memcpy(file.data() + o * rb + 2 * i, &h, 2);
+                    const uint16_t h = type == DType::F16 ? fp32_to_fp16(src[i]) : fp32_to_bf16(src[i]);
+                    std::memcpy(row + 2 * i, &h, 2);
                 }
-            else cpu::quantize_row(type, f.data() + o * n_in, file.data() + o * rb, n_in);
+            else cpu::quantize_row(type, src, row, n_in);
         }
         ember_mod_tensor t{};
         t.type = uint32_t(type), t.n_dims = 2, t.ne[0] = n_in, t.ne[1] = n_out, t.data = file.data(), t.n_bytes = file.size();
+        cu::check_weight_type(t, "w");
         std::vector<uint8_t> dev(cu::weight_device_bytes(t) + 256);
         // The "device" address: 256-aligned inside the host buffer, as cudaMalloc's.
         uint8_t *base = dev.data() + (256 - reinterpret_cast<uintptr_t>(dev.data()) % 256) % 256;
@@ -208,34 +214,20 @@ void test_weight_pack(void **) {
         for (int64_t o = 0; o < n_out; ++o) {
             cpu::dequantize_row(type, file.data() + o * rb, want.data(), n_in);
             for (int64_t i = 0; i < n_in; ++i) {
-                float got;
-                if (type == DType::F16) {
-                    uint16_t h;
-                    std::memcpy(&h, static_cast<const uint8_t *>(w.codes) + 2 * (o * n_in + i), 2);
-                    got = fp16_to_fp32(h);
-                } else {
-                    const float d = fp16_to_fp32(w.scales[o * (n_in / 32) + i / 32]);
-                    int q;
-                    if (type == DType::Q8_0) {
-                        q = static_cast<const int8_t *>(w.codes)[o * n_in + i];
-                    } else {
-                        const uint8_t byte = static_cast<const uint8_t *>(w.codes)[o * (n_in / 2) + (i / 32) * 16 + i % 16];
-                        q = (i % 32 < 16 ? byte & 0x0F : byte >> 4) - 8;
-                    }
-                    got = d * float(q);
-                }
-                if (got != want[size_t(i)]) fail_msg("%s [%lld][%lld]: %g vs %g", dtype_name(type), (long long)o, (long long)i, got, want[size_t(i)]);
+                const float got = cu::weight_at(w, o, i);
+                if (got != want[size_t(i)])
+                    fail_msg("%s [%lld][%lld]: %g vs %g", dtype_name(type), (long long)o, (long long)i, got, want[size_t(i)]);
             }
         }
     }
     ember_mod_tensor k{};
-    k.type = uint32_t(DType::Q4_K), k.n_dims = 2, k.ne[0] = 256, k.ne[1] = 1;
+    k.type = uint32_t(DType::Q4_1), k.n_dims = 2, k.ne[0] = 256, k.ne[1] = 1;
     try {
         cu::check_weight_type(k, "blk.0.ffn_down");
-        fail_msg("Q4_K accepted");
+        fail_msg("Q4_1 accepted");
     } catch (const Error &e) {
         assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
-        assert_non_null(std::strstr(e.what(), "Q4_K"));
+        assert_non_null(std::strstr(e.what(), "Q4_1"));
     }
 }
 
@@ -244,6 +236,6 @@ void test_weight_pack(void **) {
 int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges), cmocka_unit_test(test_choose_splits),
                                 cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
-                                cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_weight_pack)};
+                                cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_weight_layouts)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

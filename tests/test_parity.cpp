@@ -179,6 +179,40 @@ void test_matmul(void **) {
                 }
 }
 
+// K-quants (CUDA): multiplied against f32 activations (no activation quantization), so the bound is
+// the F32/F16 one, gamma_{n_in + 8} (sum |w x| + |b|): each weight is the CPU's dequantized value
+// exactly (one rounding, as cpu::dequantize_row), then float products and sums in any order.
+void test_matmul_kquants(void **) {
+    uint64_t st = 29;
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+        for (uint32_t n_in : {256u, 512u})
+            for (uint32_t n_out : {1u, 7u, 130u})
+                for (uint32_t nt : {1u, 3u, 9u}) {
+                    const Weight w = make_weight(type, n_in, n_out, &st);
+                    const std::vector<float> x = rand_vec(&st, size_t{nt} * n_in, -2, 2);
+                    const std::vector<float> bias = rand_vec(&st, n_out, -1, 1);
+                    std::vector<float> y(size_t{nt} * n_out);
+                    ember_mod_op op = make_op(EMBER_MOD_OP_MATMUL);
+                    op.type = static_cast<uint32_t>(type), op.n_in = n_in, op.n_out = n_out, op.n_tokens = nt;
+                    op.w = w.bytes.data(), op.w_bytes = w.bytes.size(), op.x = x.data(), op.y = y.data();
+                    op.bias = bias.data();
+                    run(op);
+                    for (uint32_t t = 0; t < nt; ++t)
+                        for (uint32_t o = 0; o < n_out; ++o) {
+                            double s = 0, mag = 0;
+                            for (uint32_t i = 0; i < n_in; ++i) {
+                                const double wi = w.exact[size_t{o} * n_in + i];
+                                s += wi * x[t * n_in + i];
+                                mag += std::fabs(wi * x[t * n_in + i]);
+                            }
+                            const double bound = (n_in + 8) * kU * (mag + std::fabs(bias[o])) * 1.01;
+                            char what[64];
+                            std::snprintf(what, sizeof what, "matmul %s %ux%u nt %u", dtype_name(type), n_out, n_in, nt);
+                            check(what, t * n_out + o, y[t * n_out + o], s + bias[o], bound);
+                        }
+                }
+}
+
 // --- get_rows ----------------------------------------------------------------------------------------
 // A dequantized value is one float product of a half scale and a code (exact), F32/F16 are copies:
 // bound u |value| (0 in fact).
@@ -404,6 +438,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rope),   cmocka_unit_test(test_swiglu),   cmocka_unit_test(test_attention),
     };
     if (vulkan && std::getenv("EMBER_VULKAN_VALIDATION")) tests.push_back(cmocka_unit_test(test_validation_trap));
+    if (module && std::strcmp(module, "cuda") == 0) tests.push_back(cmocka_unit_test(test_matmul_kquants));
     const std::string group = std::string("parity_") + (module ? module : "cpu");
     return _cmocka_run_group_tests(group.c_str(), tests.data(), tests.size(), nullptr, nullptr);
 }
