@@ -49,7 +49,10 @@ void kv_store(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n,
               size_t row_bytes, cudaStream_t s);
 
 // Paged causal attention, flash-decoding style: each (token, head) is split into n_splits key ranges,
-// each reduced with an online softmax into a partial (m, l, acc[head_dim]), then combined. Query t sees
+// each reduced with an online softmax into a partial (m, l, acc[head_dim]), then combined. The tiled
+// kernel (head_dim <= 128) shares each 32-key K/V tile, loaded once into shared memory, between the
+// heads of a GQA group and the q_tile tokens of a block; $EMBER_CUDA_ATTN=warp selects the simpler
+// warp-per-query kernel (also used for larger heads). Query t sees
 // positions 0..pos[t] of the sequence whose block table starts at tables + tab_off[t].
 struct AttnArgs {
     const float *q = nullptr;     // [n_tokens][n_head * head_dim]
@@ -61,9 +64,14 @@ struct AttnArgs {
     int n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
     float scale = 0;
     int n_splits = 1;
+    // Tokens per tile of the tiled kernel: consecutive tokens that share one block table (a prompt
+    // chunk of one sequence) are served by one thread block; 1 when the batch mixes sequences.
+    int q_tile = 1;
     float *partials = nullptr;    // [n_tokens * n_head * n_splits][head_dim + 2]
     float *out = nullptr;         // like q
 };
+// Tokens per tile for a batch: max(1, 16 / group) when every token shares one table, else 1.
+int attention_q_tile(int n_head, int n_head_kv, bool one_table);
 constexpr int kMaxHeadDim = 256;
 void attention(const AttnArgs &a, cudaStream_t s);
 

@@ -249,7 +249,7 @@ void Context::layer(uint32_t il, uint32_t n) {
     a.pos = pos, a.tab_off = toff, a.tables = reinterpret_cast<const int32_t *>(tables_.data());
     a.n_tokens = static_cast<int>(n), a.n_head = static_cast<int>(hp.n_head), a.n_head_kv = static_cast<int>(hp.n_head_kv);
     a.head_dim = static_cast<int>(hp.head_dim), a.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-    a.n_splits = n_splits_, a.partials = f(PARTIALS), a.out = f(ATTN);
+    a.n_splits = n_splits_, a.q_tile = q_tile_, a.partials = f(PARTIALS), a.out = f(ATTN);
     attention(a, s_);
 
     Matmul::Input ain{f(ATTN), n, hp.n_embd_q(), aq, x16};
@@ -301,12 +301,15 @@ void Context::forward(const ember_mod_batch &b) {
     EMBER_CU(cudaMemcpyAsync(tables_.data(), tabs.data(), tabs.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s_));
     // Splits depend on the context's capacity, not on this step's length, so a captured decode step
     // stays valid as the sequence grows (splits past the last key are empty and cost one check).
+    bool one_table = true;
+    for (uint32_t t = 1; t < n; ++t) one_table = one_table && b.tables[t] == b.tables[0];
+    q_tile_ = attention_q_tile(static_cast<int>(m_.hp.n_head), static_cast<int>(m_.hp.n_head_kv), one_table);
     n_splits_ = choose_splits(static_cast<int32_t>(n), static_cast<int32_t>(m_.hp.n_head),
                               static_cast<int32_t>(p_.n_blocks * bs), static_cast<int32_t>(z_.partial_rows));
 
     const bool graph_ok = graphs_ && n <= Matmul::kGemvMaxTokens && !mm_->gemm_for(nl);
     if (graph_ok) {
-        if (!graph_ || graph_n_ != n || graph_logits_ != nl) {
+        if (!graph_ || graph_n_ != n || graph_logits_ != nl || graph_q_tile_ != q_tile_) {
             if (graph_) cudaGraphExecDestroy(graph_), graph_ = nullptr;
             if (cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
                 cudaGetLastError();
@@ -322,7 +325,7 @@ void Context::forward(const ember_mod_batch &b) {
                 }
                 const cudaError_t e = cudaStreamEndCapture(s_, &g);
                 if (e == cudaSuccess && cudaGraphInstantiate(&graph_, g, 0) == cudaSuccess) {
-                    graph_n_ = n, graph_logits_ = nl;
+                    graph_n_ = n, graph_logits_ = nl, graph_q_tile_ = q_tile_;
                 } else {
                     cudaGetLastError();
                     graph_ = nullptr;

@@ -142,10 +142,12 @@ private:
     HostBuf host_io_, host_logits_;
     size_t host_io_bytes_ = 0;
     std::unique_ptr<Matmul> mm_;
-    int n_splits_ = 1;
-    // The decode step's graph, for one (n_tokens, n_logits) shape; re-captured when it changes.
+    int n_splits_ = 1, q_tile_ = 1;
+    // The decode step's graph, for one (n_tokens, n_logits, attention tile) shape; re-captured when it
+    // changes.
     cudaGraphExec_t graph_ = nullptr;
     uint32_t graph_n_ = 0, graph_logits_ = 0;
+    int graph_q_tile_ = 0;
     bool graphs_ = true;
 };
 

@@ -108,6 +108,9 @@ void run_op(Device &dev, const ember_mod_op &op) {
         a.tables = upload(keep, tabs.data(), tabs.size());
         a.n_tokens = static_cast<int>(op.n_tokens), a.n_head = static_cast<int>(op.n_head);
         a.n_head_kv = static_cast<int>(op.n_head_kv), a.head_dim = static_cast<int>(op.head_dim), a.scale = op.scale;
+        bool one_table = true;
+        for (uint32_t t = 1; t < op.n_tokens; ++t) one_table = one_table && op.tables[t] == op.tables[0];
+        a.q_tile = attention_q_tile(a.n_head, a.n_head_kv, one_table);
         const int32_t cap = 1024;
         a.n_splits = choose_splits(a.n_tokens, a.n_head, max_keys, cap);
         a.partials = upload<float>(keep, nullptr, std::max<size_t>(cap, size_t{op.n_tokens} * op.n_head) * (op.head_dim + 2));

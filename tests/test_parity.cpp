@@ -327,7 +327,7 @@ void test_attention(void **) {
     uint64_t st = 23;
     for (DType type : {DType::F16, DType::Q8_0})
         for (uint32_t bs : {16u, 7u})
-            for (int prefill = 0; prefill < 2; ++prefill) {
+            for (int prefill = 0; prefill < 3; ++prefill) {  // decode; prefill of both; prefill of one
                 const uint32_t n_head = 4, n_head_kv = 2, hd = 64, n_kv = n_head_kv * hd, n_blocks = 64;
                 const size_t rb = dtype_row_bytes(type, n_kv);
                 std::vector<uint8_t> kc(size_t{n_blocks} * bs * rb), vc(kc.size());
@@ -353,10 +353,11 @@ void test_attention(void **) {
                     }
                 }
                 // Decode: the last position of each sequence; prefill: the last 20 of the first and
-                // the last 5 of the second, causally.
+                // the last 5 of the second, causally; then the first's 20 alone (one block table for
+                // the whole batch: the CUDA module's tiled kernel then shares K/V tiles between tokens).
                 std::vector<int32_t> pos, which;
                 for (int s = 0; s < 2; ++s) {
-                    const uint32_t nq = prefill ? (s == 0 ? 20 : 5) : 1;
+                    const uint32_t nq = prefill == 1 ? (s == 0 ? 20 : 5) : prefill == 2 ? (s == 0 ? 20 : 0) : 1;
                     for (uint32_t j = len[s] - nq; j < len[s]; ++j) pos.push_back(int32_t(j)), which.push_back(s);
                 }
                 const uint32_t nt = uint32_t(pos.size());
