@@ -43,15 +43,26 @@ def main():
     def sync():
         torch.cuda.synchronize()
 
+    # Only the last position's logits, as ember computes (the keyword changed name in transformers 4.50).
+    keep = {}
+    for kw in ("logits_to_keep", "num_logits_to_keep"):
+        try:
+            with torch.inference_mode():
+                model(torch.zeros((1, 8), dtype=torch.long, device="cuda"), use_cache=False, **{kw: 1})
+            keep = {kw: 1}
+            break
+        except TypeError:
+            pass
+
     with torch.inference_mode():
         for n in (512, 4096):
             ids = torch.randint(0, cfg.vocab_size, (1, n), device="cuda")
-            model(ids, use_cache=False, logits_to_keep=1)  # warm-up
+            model(ids, use_cache=False, **keep)  # warm-up
             sync()
             best = 1e30
             for _ in range(3):
                 t = time.perf_counter()
-                model(ids, use_cache=False, logits_to_keep=1)
+                model(ids, use_cache=False, **keep)
                 sync()
                 best = min(best, time.perf_counter() - t)
             out["prefill_tok_s_%d" % n] = round(n / best, 1)

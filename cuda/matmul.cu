@@ -63,11 +63,8 @@ __global__ void k_gemv_q8_0(const int8_t *w, const uint16_t *ws, int64_t n_in, i
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const int4 xv = reinterpret_cast<const int4 *>(xq + t * n_in)[h];
-            int s = __dp4a(wv.x, xv.x, 0);
-            s = __dp4a(wv.y, xv.y, s);
-            s = __dp4a(wv.z, xv.z, s);
-            s = __dp4a(wv.w, xv.w, s);
-            acc[t] += dw * xs[t * nb + h / 2] * static_cast<float>(s);
+            const int wi[4] = {wv.x, wv.y, wv.z, wv.w}, xi[4] = {xv.x, xv.y, xv.z, xv.w};
+            acc[t] += dw * xs[t * nb + h / 2] * static_cast<float>(q8_0_dot16(wi, xi));
         }
     }
     finish_row(acc, NT, row, n_out, y, bias, accumulate);
@@ -94,15 +91,7 @@ __global__ void k_gemv_q4_0(const uint8_t *w, const uint16_t *ws, int64_t n_in, 
             const int4 *xb = reinterpret_cast<const int4 *>(xq + t * n_in + b * 32);
             const int4 lo = xb[0], hi = xb[1];
             const int xl[4] = {lo.x, lo.y, lo.z, lo.w}, xh[4] = {hi.x, hi.y, hi.z, hi.w};
-            int s = 0, sx = 0;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                s = __dp4a(wi[k] & 0x0F0F0F0F, xl[k], s);
-                s = __dp4a((wi[k] >> 4) & 0x0F0F0F0F, xh[k], s);
-                sx = __dp4a(0x01010101, xl[k], sx);
-                sx = __dp4a(0x01010101, xh[k], sx);
-            }
-            acc[t] += dw * xs[t * nb + b] * static_cast<float>(s - 8 * sx);
+            acc[t] += dw * xs[t * nb + b] * static_cast<float>(q4_0_dot32(wi, xl, xh));
         }
     }
     finish_row(acc, NT, row, n_out, y, bias, accumulate);

@@ -78,6 +78,36 @@ EMBER_HD float kq_value(uint32_t type, const uint8_t *b, int e) {
     return sub_rn(mul_rn(mul_rn(d, static_cast<float>(sc)), static_cast<float>(code)), mul_rn(dmin, static_cast<float>(m)));
 }
 
+// Four signed byte products summed into c (the __dp4a instruction; emulated on the host for the tests).
+EMBER_HD int dp4a(int a, int b, int c) {
+#if defined(__CUDA_ARCH__)
+    return __dp4a(a, b, c);
+#else
+    for (int k = 0; k < 4; ++k)
+        c += static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * k)) * static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * k));
+    return c;
+#endif
+}
+// Sum of code products of 16 Q8_0 weight codes (one 16-byte load, as 4 words) and 16 activation codes.
+EMBER_HD int q8_0_dot16(const int w[4], const int x[4]) {
+    int s = dp4a(w[0], x[0], 0);
+    s = dp4a(w[1], x[1], s);
+    s = dp4a(w[2], x[2], s);
+    return dp4a(w[3], x[3], s);
+}
+// Sum of (code - 8) * activation code over one Q4_0 block: w = its 16 bytes of nibbles (element j < 16
+// in the low nibble of byte j, j + 16 in the high one), xl / xh = the activation codes 0..15 / 16..31.
+EMBER_HD int q4_0_dot32(const int w[4], const int xl[4], const int xh[4]) {
+    int s = 0, sx = 0;
+    for (int k = 0; k < 4; ++k) {
+        s = dp4a(w[k] & 0x0F0F0F0F, xl[k], s);
+        s = dp4a((w[k] >> 4) & 0x0F0F0F0F, xh[k], s);
+        sx = dp4a(0x01010101, xl[k], sx);
+        sx = dp4a(0x01010101, xh[k], sx);
+    }
+    return s - 8 * sx;
+}
+
 // Element i of row r of W, dequantized.
 EMBER_HD float weight_at(const DevWeight &w, int64_t r, int64_t i) {
     switch (w.type) {

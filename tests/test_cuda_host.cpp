@@ -231,11 +231,62 @@ void test_weight_layouts(void **) {
     }
 }
 
+// The matrix-vector kernels' integer block dots (quant_math.hpp, __dp4a emulated) on the device layout
+// and on activation codes quantized as the CPU quantizes them: equal to the code sums computed from the
+// file's blocks element by element.
+void test_block_dots(void **) {
+    uint64_t st = 77;
+    for (DType type : {DType::Q8_0, DType::Q4_0})
+        for (int rep = 0; rep < 20; ++rep) {
+            const int n = 128;
+            std::vector<float> wf(n), xf(n);
+            for (float &v : wf) v = test_randf(&st, -1, 1);
+            for (float &v : xf) v = test_randf(&st, -3, 3);
+            std::vector<uint8_t> file(dtype_row_bytes(type, n));
+            cpu::quantize_row(type, wf.data(), file.data(), n);
+            std::vector<BlockQ8_0> xq(n / 32);
+            cpu::quantize_row_q8_0(xf.data(), xq.data(), n);
+            ember_mod_tensor t{};
+            t.type = uint32_t(type), t.n_dims = 2, t.ne[0] = n, t.ne[1] = 1, t.data = file.data(), t.n_bytes = file.size();
+            std::vector<uint8_t> dev(cu::weight_device_bytes(t) + 256);
+            uint8_t *base = dev.data() + (256 - reinterpret_cast<uintptr_t>(dev.data()) % 256) % 256;
+            const cu::DevWeight w = cu::weight_pack(t, base, base);
+            for (int b = 0; b < n / 32; ++b) {
+                // Reference: sum of weight code (centred for Q4_0) times activation code.
+                int want = 0;
+                for (int j = 0; j < 32; ++j) {
+                    int wc;
+                    if (type == DType::Q8_0) wc = reinterpret_cast<const BlockQ8_0 *>(file.data())[b].qs[j];
+                    else {
+                        const uint8_t byte = reinterpret_cast<const BlockQ4_0 *>(file.data())[b].qs[j % 16];
+                        wc = (j < 16 ? byte & 15 : byte >> 4) - 8;
+                    }
+                    want += wc * xq[b].qs[j];
+                }
+                int xw[8];
+                std::memcpy(xw, xq[b].qs, 32);
+                int got;
+                if (type == DType::Q8_0) {
+                    int w0[4], w1[4];
+                    std::memcpy(w0, static_cast<const int8_t *>(w.codes) + b * 32, 16);
+                    std::memcpy(w1, static_cast<const int8_t *>(w.codes) + b * 32 + 16, 16);
+                    got = cu::q8_0_dot16(w0, xw) + cu::q8_0_dot16(w1, xw + 4);
+                } else {
+                    int wi[4];
+                    std::memcpy(wi, static_cast<const uint8_t *>(w.codes) + b * 16, 16);
+                    got = cu::q4_0_dot32(wi, xw, xw + 4);
+                }
+                assert_int_equal(got, want);
+            }
+        }
+}
+
 } // namespace
 
 int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges), cmocka_unit_test(test_choose_splits),
                                 cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
-                                cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_weight_layouts)};
+                                cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_weight_layouts),
+                                cmocka_unit_test(test_block_dots)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
