@@ -58,7 +58,7 @@ int list_devices(ember_mod_device_info *out, uint32_t cap, uint32_t *n_out, char
         *n_out = static_cast<uint32_t>(devs.size());
         for (uint32_t i = 0; i < cap && i < devs.size(); ++i) {
             std::snprintf(out[i].name, sizeof out[i].name, "%s", devs[i].name.c_str());
-            out[i].type = devs[i].integrated ? 2 : 1;
+            out[i].type = devs[i].integrated ? 1 : 2;  // VkPhysicalDeviceType's numbers: 1 integrated, 2 discrete
             out[i].score = devs[i].score;
         }
     });

@@ -9,6 +9,7 @@
 #include "weights.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -113,7 +114,14 @@ void run_op(Device &dev, const ember_mod_op &op) {
         a.q_tile = attention_q_tile(a.n_head, a.n_head_kv, one_table);
         const int32_t cap = 1024;
         a.n_splits = choose_splits(a.n_tokens, a.n_head, max_keys, cap);
-        a.partials = upload<float>(keep, nullptr, std::max<size_t>(cap, size_t{op.n_tokens} * op.n_head) * (op.head_dim + 2));
+        // A caller's chunk size (keys per split; whole 32-key tiles here, so rounded to a split count).
+        if (op.struct_size >= offsetof(ember_mod_op, attn_chunk) + sizeof op.attn_chunk && op.attn_chunk != 0)
+            a.n_splits = op.attn_chunk == UINT32_MAX
+                             ? 1
+                             : std::clamp<int32_t>((max_keys + static_cast<int32_t>(std::min<uint32_t>(op.attn_chunk, 1u << 20)) - 1) /
+                                                       static_cast<int32_t>(std::min<uint32_t>(op.attn_chunk, 1u << 20)),
+                                                   1, 32);
+        a.partials = upload<float>(keep, nullptr, size_t{op.n_tokens} * op.n_head * static_cast<size_t>(a.n_splits) * (op.head_dim + 2));
         a.out = y;
         attention(a, s);
         break;

@@ -125,6 +125,8 @@ typedef struct ember_mod_op {
     const uint8_t *k_cache, *v_cache; /* attention: the whole paged cache, n_blocks*block_size rows */
     uint32_t n_blocks, block_size;
     float *y;
+    /* attention: keys per split-K chunk; 0: the backend's choice, UINT32_MAX: no split */
+    uint32_t attn_chunk;
 } ember_mod_op;
 
 typedef struct ember_backend_module {
