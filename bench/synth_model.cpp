@@ -2,7 +2,7 @@
 // measurements on realistic shapes without downloading anything (the weights mean nothing; the speed
 // does). Uses the core's synthetic-model writer, so it links the internals, unlike the ember CLI.
 //
-//   ember-synth -o OUT.gguf [--preset tinyllama|stories15m] [--arch llama|qwen2] [--type TYPE]
+//   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--arch llama|qwen2] [--type TYPE]
 //               [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N] [--vocab N] [--ctx N] [--seed N]
 //
 // TYPE: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or the mix q4_k_m (Q4_K with Q6_K
@@ -52,6 +52,10 @@ int main(int argc, char **argv) {
             // TinyLlama-1.1B's shape (llama, GQA 32/4).
             s.n_embd = 2048, s.n_layer = 22, s.n_head = 32, s.n_head_kv = 4, s.n_ff = 5632, s.n_vocab = 32000;
             s.tied_output = false;
+        } else if (k == "--preset" && v == "llama3-8b") {
+            // Llama-3-8B's shape (llama, GQA 32/8, 128k vocabulary, theta 500000, rope frequency factors).
+            s.n_embd = 4096, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 14336, s.n_vocab = 128256;
+            s.tied_output = false, s.rope_theta = 500000.0f, s.rope_freqs = true;
         } else if (k == "--preset" && v == "stories15m") {
             s.n_embd = 288, s.n_layer = 6, s.n_head = 6, s.n_head_kv = 6, s.n_ff = 768, s.n_vocab = 32000;
             s.tied_output = false;
@@ -76,7 +80,7 @@ int main(int argc, char **argv) {
         }
     }
     if (out.empty()) {
-        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|stories15m] [--type q4_0|q4_k_m|...] ...\n");
+        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--type q4_0|q4_k_m|...] ...\n");
         return 2;
     }
     try {

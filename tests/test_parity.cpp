@@ -1,12 +1,12 @@
 // test_parity.cpp — every kernel of every backend against double-precision references: the parity
 // harness of issue 7. One op description (src/backend/module_api.h's ember_mod_op) is run on the CPU
-// (an in-process adapter over cpu/kernels.hpp) and, with the argument "vulkan", on the Vulkan module
+// (an in-process adapter over cpu/kernels.hpp) and, with the argument "vulkan" or "cuda", on that module
 // (module_run_op), each result held to the bound derived next to its op below.
 //
 // Bounds use u = 2^-24 (float's unit roundoff) and the accuracy Vulkan allows its shader built-ins
 // (the SPIR-V environment's precision table): exp within 3 + 2|x| ulp, division 2.5 ulp, sqrt as
 // 1/inversesqrt (2 ulp) — looser than the CPU's, so the bounds below are the GPU's and hold for both.
-// The Vulkan run exits 77 (skipped, reason printed) without a usable device; ctest runs it with the
+// A module's run exits 77 (skipped, reason printed) without a usable device; for Vulkan ctest runs it with the
 // validation layer on, and checks that the layer really reports a deliberately invalid call.
 #include "test_util.h"
 
@@ -204,6 +204,40 @@ void test_matmul(void **) {
                 }
 }
 
+// K-quants (CUDA): multiplied against f32 activations (no activation quantization), so the bound is
+// the F32/F16 one, gamma_{n_in + 8} (sum |w x| + |b|): each weight is the CPU's dequantized value
+// exactly (one rounding, as cpu::dequantize_row), then float products and sums in any order.
+void test_matmul_kquants(void **) {
+    uint64_t st = 29;
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+        for (uint32_t n_in : {256u, 512u})
+            for (uint32_t n_out : {1u, 7u, 130u})
+                for (uint32_t nt : {1u, 3u, 9u}) {
+                    const Weight w = make_weight(type, n_in, n_out, &st);
+                    const std::vector<float> x = rand_vec(&st, size_t{nt} * n_in, -2, 2);
+                    const std::vector<float> bias = rand_vec(&st, n_out, -1, 1);
+                    std::vector<float> y(size_t{nt} * n_out);
+                    ember_mod_op op = make_op(EMBER_MOD_OP_MATMUL);
+                    op.type = static_cast<uint32_t>(type), op.n_in = n_in, op.n_out = n_out, op.n_tokens = nt;
+                    op.w = w.bytes.data(), op.w_bytes = w.bytes.size(), op.x = x.data(), op.y = y.data();
+                    op.bias = bias.data();
+                    run(op);
+                    for (uint32_t t = 0; t < nt; ++t)
+                        for (uint32_t o = 0; o < n_out; ++o) {
+                            double s = 0, mag = 0;
+                            for (uint32_t i = 0; i < n_in; ++i) {
+                                const double wi = w.exact[size_t{o} * n_in + i];
+                                s += wi * x[t * n_in + i];
+                                mag += std::fabs(wi * x[t * n_in + i]);
+                            }
+                            const double bound = (n_in + 8) * kU * (mag + std::fabs(bias[o])) * 1.01;
+                            char what[64];
+                            std::snprintf(what, sizeof what, "matmul %s %ux%u nt %u", dtype_name(type), n_out, n_in, nt);
+                            check(what, t * n_out + o, y[t * n_out + o], s + bias[o], bound);
+                        }
+                }
+}
+
 // --- get_rows ----------------------------------------------------------------------------------------
 // A dequantized value is one float product of a half scale and a code (exact), or for the K-quants
 // exact products and one rounding in the offset's subtraction; F32/F16 are copies: bound u |value|.
@@ -320,7 +354,7 @@ void test_attention(void **) {
     uint64_t st = 23;
     for (DType type : {DType::F16, DType::Q8_0})
         for (uint32_t bs : {16u, 7u})
-            for (int prefill = 0; prefill < 2; ++prefill)
+            for (int prefill = 0; prefill < 3; ++prefill)  // decode; prefill of both; prefill of one
               for (uint32_t chunk : {UINT32_MAX, 64u, 100u}) {  // no split, split-K in tiles and across them
                 const uint32_t n_head = 4, n_head_kv = 2, hd = 64, n_kv = n_head_kv * hd, n_blocks = 64;
                 const size_t rb = dtype_row_bytes(type, n_kv);
@@ -347,10 +381,11 @@ void test_attention(void **) {
                     }
                 }
                 // Decode: the last position of each sequence; prefill: the last 20 of the first and
-                // the last 5 of the second, causally.
+                // the last 5 of the second, causally; then the first's 20 alone (one block table for
+                // the whole batch: the CUDA module's tiled kernel then shares K/V tiles between tokens).
                 std::vector<int32_t> pos, which;
                 for (int s = 0; s < 2; ++s) {
-                    const uint32_t nq = prefill ? (s == 0 ? 20 : 5) : 1;
+                    const uint32_t nq = prefill == 1 ? (s == 0 ? 20 : 5) : prefill == 2 ? (s == 0 ? 20 : 0) : 1;
                     for (uint32_t j = len[s] - nq; j < len[s]; ++j) pos.push_back(int32_t(j)), which.push_back(s);
                 }
                 const uint32_t nt = uint32_t(pos.size());
@@ -407,20 +442,22 @@ void test_validation_trap(void **) {
 } // namespace
 
 int main(int argc, char **argv) {
-    const bool vulkan = argc > 1 && std::strcmp(argv[1], "vulkan") == 0;
+    // "vulkan" or "cuda": that module's kernels (through run_op); no argument: the CPU's.
+    const char *module = argc > 1 ? argv[1] : nullptr;
+    const bool vulkan = module && std::strcmp(module, "vulkan") == 0;
     std::unique_ptr<Backend> backend;
-    if (vulkan) {
+    if (module) {
         std::string why;
-        const LoadedModule *mod = backend_module_load("vulkan", &why);
+        const LoadedModule *mod = backend_module_load(module, &why);
         if (mod) {
             backend = module_backend_create(*mod);
             if (backend->score() <= 0) why = module_unavailable_reason(*backend);
         }
         if (!mod || backend->score() <= 0) {
-            std::printf("SKIP: no Vulkan backend: %s\n", why.c_str());
+            std::printf("SKIP: no %s backend: %s\n", module, why.c_str());
             return EMBER_TEST_SKIP;
         }
-        g_name = "vulkan";
+        g_name = module;
         g_run = [b = backend.get()](const ember_mod_op &op) { module_run_op(*b, op); };
     } else {
         g_run = cpu_run;
@@ -430,5 +467,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rope),   cmocka_unit_test(test_swiglu),   cmocka_unit_test(test_attention),
     };
     if (vulkan && std::getenv("EMBER_VULKAN_VALIDATION")) tests.push_back(cmocka_unit_test(test_validation_trap));
-    return _cmocka_run_group_tests(vulkan ? "parity_vulkan" : "parity_cpu", tests.data(), tests.size(), nullptr, nullptr);
+    if (module && std::strcmp(module, "cuda") == 0) tests.push_back(cmocka_unit_test(test_matmul_kquants));
+    const std::string group = std::string("parity_") + (module ? module : "cpu");
+    return _cmocka_run_group_tests(group.c_str(), tests.data(), tests.size(), nullptr, nullptr);
 }

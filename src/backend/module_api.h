@@ -1,5 +1,5 @@
 /* module_api.h — the plain-C boundary between libember and a backend module loaded at run time
- * (libember-vulkan.so today, libember-cuda.so later).
+ * (libember-vulkan.so, libember-cuda.so).
  *
  * Why C and not the C++ Backend classes: a C++ exception thrown in one shared object and caught in
  * another (each with hidden visibility and possibly its own copy of the type info) is not reliable, and
@@ -85,6 +85,9 @@ typedef struct ember_mod_open_params {
      * all four or none; the module then creates nothing of its own at that level and destroys none. */
     void *vk_instance, *vk_physical_device, *vk_device, *vk_queue;
     uint32_t vk_queue_family;
+    /* CUDA: device_index above is the CUDA device ordinal; an app's own stream (a cudaStream_t, not the
+     * legacy default stream) on which every context then enqueues its work. NULL: the module's own. */
+    void *cuda_stream;
 } ember_mod_open_params;
 
 typedef struct ember_mod_device_info {

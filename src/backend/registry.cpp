@@ -31,7 +31,7 @@ struct ModuleName {
     const char *name;
     ember_backend_kind kind;
 };
-constexpr ModuleName kModules[] = {{"vulkan", EMBER_BACKEND_VULKAN}};
+constexpr ModuleName kModules[] = {{"vulkan", EMBER_BACKEND_VULKAN}, {"cuda", EMBER_BACKEND_CUDA}};
 
 Backend &cpu_backend() {
     static const std::unique_ptr<Backend> cpu = cpu_backend_create();

@@ -35,13 +35,14 @@ fi
 for old in ember_session_params_init@EMBER_1 ember_engine_params_init@EMBER_1 ember_generate_params_init@EMBER_1; do
   echo "$syms" | grep -qx "$old" || { echo "missing $old (programs built against EMBER_1 need it)"; exit 1; }
 done
-# 4. The Vulkan backend module, where it was built: installed beside libember (where libember looks
-#    for it), exporting its module entry point alone.
-if [ -f "$build/libember-vulkan.so" ]; then
-  test -f "$libdir/libember-vulkan.so" || { echo "libember-vulkan.so not installed beside libember"; exit 1; }
-  mod=$(nm -D --defined-only "$libdir/libember-vulkan.so" | awk '{print $3}')
-  [ "$mod" = "ember_backend_module_v1" ] || { echo "libember-vulkan.so exports: $mod"; exit 1; }
-fi
+# 4. The backend modules (Vulkan, CUDA), where they were built: installed beside libember (where
+#    libember looks for them), each exporting its module entry point alone.
+for name in vulkan cuda; do
+  [ -f "$build/libember-$name.so" ] || continue
+  test -f "$libdir/libember-$name.so" || { echo "libember-$name.so not installed beside libember"; exit 1; }
+  mod=$(nm -D --defined-only "$libdir/libember-$name.so" | awk '{print $3}')
+  [ "$mod" = "ember_backend_module_v1" ] || { echo "libember-$name.so exports: $mod"; exit 1; }
+done
 n=$(echo "$syms" | grep -c '@@EMBER_1')
 echo "exports: $n ember_* symbols, each under a version node"
 test "$n" -ge 40

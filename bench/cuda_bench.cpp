@@ -1,0 +1,119 @@
+// cuda_bench.cpp — ember-cuda-bench: the two GPU figures bench/gpu.sh needs besides `ember bench`, with
+// the CUDA module's own kernels (linked in as objects). One JSON line per measurement.
+//
+//   ember-cuda-bench bandwidth [MIB=2048]
+//       Device-to-device copy bandwidth (cudaMemcpy, bytes read + written), best of 20: the ceiling of
+//       batch-1 decode, which streams every weight once per token.
+//   ember-cuda-bench attention [CTX=4096] [HEADS=32] [KV_HEADS=8] [HEAD_DIM=128] [KV=f16|q8_0]
+//       The paged attention kernels at CTX keys: a causal prefill of CTX queries and one decode query
+//       at position CTX-1; TFLOP/s counts 4 * head_dim flops per (query, key, head) pair visited.
+#include "kernels.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+void ck(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) {
+        std::fprintf(stderr, "ember-cuda-bench: %s: %s\n", what, cudaGetErrorString(e));
+        std::exit(1);
+    }
+}
+
+template <class F>
+float time_ms(F &&f, int reps) {
+    cudaEvent_t a, b;
+    ck(cudaEventCreate(&a), "event"), ck(cudaEventCreate(&b), "event");
+    f();  // warm-up
+    ck(cudaDeviceSynchronize(), "warm-up");
+    float best = 1e30f;
+    for (int i = 0; i < reps; ++i) {
+        ck(cudaEventRecord(a), "record");
+        f();
+        ck(cudaEventRecord(b), "record");
+        ck(cudaEventSynchronize(b), "sync");
+        float ms = 0;
+        ck(cudaEventElapsedTime(&ms, a, b), "elapsed");
+        best = ms < best ? ms : best;
+    }
+    return best;
+}
+
+int bandwidth(size_t mib) {
+    const size_t bytes = mib << 20;
+    void *src = nullptr, *dst = nullptr;
+    ck(cudaMalloc(&src, bytes), "cudaMalloc"), ck(cudaMalloc(&dst, bytes), "cudaMalloc");
+    ck(cudaMemset(src, 1, bytes), "memset");
+    const float ms = time_ms([&] { ck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy"); }, 20);
+    cudaDeviceProp p{};
+    ck(cudaGetDeviceProperties(&p, 0), "properties");
+    std::printf("{\"device\":\"%s\",\"copy_gb_s\":%.1f,\"mib\":%zu}\n", p.name, 2.0 * bytes / (ms * 1e-3) / 1e9, mib);
+    return 0;
+}
+
+int attention(int ctx, int n_head, int n_head_kv, int hd, bool q8) {
+    const int bs = 16, n_blocks = (ctx + bs - 1) / bs;
+    const size_t nkv = size_t(n_head_kv) * hd, rb = q8 ? nkv / 32 * 34 : nkv * 2;
+    const size_t cache = size_t(n_blocks) * bs * rb;
+    std::vector<uint8_t> host(cache);
+    uint32_t st = 1;
+    for (size_t i = 0; i < cache; ++i) host[i] = uint8_t((st = st * 1664525u + 1013904223u) >> 24) & 0x3b;  // small halves
+    std::vector<int32_t> table(n_blocks), pos(ctx), off(ctx, 0);
+    for (int i = 0; i < n_blocks; ++i) table[i] = n_blocks - 1 - i;
+    for (int i = 0; i < ctx; ++i) pos[i] = i;
+    uint8_t *k, *v;
+    int32_t *dtab, *dpos, *doff;
+    float *q, *out, *part;
+    const size_t nq = size_t(ctx) * n_head * hd;
+    const size_t part_rows = size_t(ctx) * n_head > 1024 ? size_t(ctx) * n_head : 1024;
+    ck(cudaMalloc(&k, cache), "k"), ck(cudaMalloc(&v, cache), "v");
+    ck(cudaMalloc(&dtab, n_blocks * 4), "tab"), ck(cudaMalloc(&dpos, ctx * 4), "pos"), ck(cudaMalloc(&doff, ctx * 4), "off");
+    ck(cudaMalloc(&q, nq * 4), "q"), ck(cudaMalloc(&out, nq * 4), "out"), ck(cudaMalloc(&part, part_rows * (hd + 2) * 4), "partials");
+    ck(cudaMemcpy(k, host.data(), cache, cudaMemcpyHostToDevice), "upload");
+    ck(cudaMemcpy(v, host.data(), cache, cudaMemcpyHostToDevice), "upload");
+    ck(cudaMemcpy(dtab, table.data(), n_blocks * 4, cudaMemcpyHostToDevice), "upload");
+    ck(cudaMemcpy(dpos, pos.data(), ctx * 4, cudaMemcpyHostToDevice), "upload");
+    ck(cudaMemcpy(doff, off.data(), ctx * 4, cudaMemcpyHostToDevice), "upload");
+    ck(cudaMemset(q, 0, nq * 4), "q");
+    ember::cu::AttnArgs a;
+    a.q = q, a.k = k, a.v = v, a.kv_type = q8 ? 8 : 1, a.row_bytes = rb, a.block_size = bs;
+    a.tables = dtab, a.tab_off = doff, a.n_head = n_head, a.n_head_kv = n_head_kv, a.head_dim = hd;
+    a.scale = 0.088f, a.partials = part, a.out = out;
+    // Prefill: every query t sees keys 0..t.
+    a.pos = dpos, a.n_tokens = ctx, a.n_splits = 1;
+    const float ms_pf = time_ms([&] { ember::cu::attention(a, nullptr); }, 5);
+    const double pairs_pf = double(ctx) * (ctx + 1) / 2 * n_head;
+    // Decode: one query at position ctx - 1, split-K.
+    a.pos = dpos + ctx - 1, a.tab_off = doff, a.n_tokens = 1;
+    a.n_splits = 32;
+    const float ms_dec = time_ms([&] { ember::cu::attention(a, nullptr); }, 50);
+    const double pairs_dec = double(ctx) * n_head;
+    std::printf("{\"ctx\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"kv\":\"%s\",\"prefill_ms\":%.3f,"
+                "\"prefill_tflop_s\":%.2f,\"decode_us\":%.1f,\"decode_tflop_s\":%.3f,\"decode_kv_gb_s\":%.1f}\n",
+                ctx, n_head, n_head_kv, hd, q8 ? "q8_0" : "f16", ms_pf, 4.0 * hd * pairs_pf / (ms_pf * 1e-3) / 1e12,
+                ms_dec * 1e3, 4.0 * hd * pairs_dec / (ms_dec * 1e-3) / 1e12, 2.0 * ctx * rb / (ms_dec * 1e-3) / 1e9);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    auto arg = [&](int i, int def) { return argc > i ? std::atoi(argv[i]) : def; };
+    try {
+        if (mode == "bandwidth") return bandwidth(static_cast<size_t>(arg(2, 2048)));
+        if (mode == "attention")
+            return attention(arg(2, 4096), arg(3, 32), arg(4, 8), arg(5, 128), argc > 6 && std::strcmp(argv[6], "q8_0") == 0);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "ember-cuda-bench: %s\n", e.what());
+        return 1;
+    }
+    std::fprintf(stderr, "usage: ember-cuda-bench bandwidth [MIB] | attention [CTX] [HEADS] [KV_HEADS] [HEAD_DIM] [f16|q8_0]\n");
+    return 2;
+}

@@ -1,0 +1,269 @@
+// matmul.cu — matrix-vector products for decode (one warp per output row, the weight read once for up
+// to 8 tokens, 16-byte loads, dequantization in registers; Q8_0/Q4_0 by integer dot products against
+// activations quantized like the CPU's, K-quants and plain types against f32 activations), activation
+// quantization, and the dequantization that feeds cuBLASLt for prefill (model.cpp, Matmul::run).
+#include "cu_util.cuh"
+#include "kernels.hpp"
+#include "cu_check.hpp"
+
+namespace ember::cu {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;  // output rows per thread block
+constexpr int kMaxTok = 8;         // tokens per pass over a weight row
+
+// One warp per block of 32 values, as cpu::quantize_row_q8_0: d = max|x| / 127 rounded to f16, q =
+// round-to-even(x / d_stored) clamped to ±127. __fdiv_rn/__fmul_rn keep nvcc from contracting or
+// approximating, so the codes equal the CPU's.
+__global__ void k_quantize_acts(const float *x, int64_t n_blocks, int8_t *codes, float *scales) {
+    const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= n_blocks) return;
+    const int lane = threadIdx.x % 32;
+    const float v = x[b * 32 + lane];
+    const float amax = warp_max(fabsf(v));
+    const float d = __half2float(__float2half_rn(__fdiv_rn(amax, 127.0f)));
+    const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    int q = __float2int_rn(__fmul_rn(v, id));
+    q = q > 127 ? 127 : (q < -127 ? -127 : q);
+    codes[b * 32 + lane] = static_cast<int8_t>(q);
+    if (lane == 0) scales[b] = d;
+}
+
+__device__ __forceinline__ void finish_row(float (&acc)[kMaxTok], int nt, int64_t row, int64_t n_out, float *y,
+                                           const float *bias, bool accumulate) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int t = 0; t < kMaxTok; ++t) {
+        if (t >= nt) break;
+        const float s = warp_sum(acc[t]);
+        if (lane == 0) {
+            float r = s + (bias ? bias[row] : 0.0f);
+            float *dst = y + t * n_out + row;
+            *dst = accumulate ? *dst + r : r;
+        }
+    }
+}
+
+// Q8_0: a lane takes 16 codes (half a block) at a time: one 16-byte load of the weight and one of each
+// token's activation codes, four dp4a.
+template <int NT>
+__global__ void k_gemv_q8_0(const int8_t *w, const uint16_t *ws, int64_t n_in, int64_t n_out, const int8_t *xq,
+                            const float *xs, float *y, const float *bias, bool accumulate) {
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= n_out) return;
+    const int lane = threadIdx.x % 32;
+    const int64_t nb = n_in / 32, nh = n_in / 16;
+    const int4 *wr = reinterpret_cast<const int4 *>(w + row * n_in);
+    const uint16_t *sr = ws + row * nb;
+    float acc[kMaxTok] = {};
+    for (int64_t h = lane; h < nh; h += 32) {
+        const int4 wv = wr[h];
+        const float dw = half_bits_to_float(sr[h / 2]);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const int4 xv = reinterpret_cast<const int4 *>(xq + t * n_in)[h];
+            const int wi[4] = {wv.x, wv.y, wv.z, wv.w}, xi[4] = {xv.x, xv.y, xv.z, xv.w};
+            acc[t] += dw * xs[t * nb + h / 2] * static_cast<float>(q8_0_dot16(wi, xi));
+        }
+    }
+    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+}
+
+// Q4_0: a lane takes a whole block: one 16-byte load of 32 nibbles (element j < 16 in the low nibble
+// of byte j, j + 16 in the high one), two of each token's codes; value = d (q - 8).
+template <int NT>
+__global__ void k_gemv_q4_0(const uint8_t *w, const uint16_t *ws, int64_t n_in, int64_t n_out, const int8_t *xq,
+                            const float *xs, float *y, const float *bias, bool accumulate) {
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= n_out) return;
+    const int lane = threadIdx.x % 32;
+    const int64_t nb = n_in / 32;
+    const int4 *wr = reinterpret_cast<const int4 *>(w + row * (n_in / 2));
+    const uint16_t *sr = ws + row * nb;
+    float acc[kMaxTok] = {};
+    for (int64_t b = lane; b < nb; b += 32) {
+        const int4 wv = wr[b];
+        const float dw = half_bits_to_float(sr[b]);
+        const int wi[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const int4 *xb = reinterpret_cast<const int4 *>(xq + t * n_in + b * 32);
+            const int4 lo = xb[0], hi = xb[1];
+            const int xl[4] = {lo.x, lo.y, lo.z, lo.w}, xh[4] = {hi.x, hi.y, hi.z, hi.w};
+            acc[t] += dw * xs[t * nb + b] * static_cast<float>(q4_0_dot32(wi, xl, xh));
+        }
+    }
+    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+}
+
+template <uint32_t T>
+__device__ __forceinline__ float load_plain(const void *w, int64_t i) {
+    if constexpr (T == kF32) return static_cast<const float *>(w)[i];
+    else if constexpr (T == kF16) return half_bits_to_float(static_cast<const uint16_t *>(w)[i]);
+    else return bf16_bits_to_float(static_cast<const uint16_t *>(w)[i]);
+}
+
+// F32/F16/BF16 against f32 activations: 8 values per lane step (16- or 32-byte loads) when n_in is a
+// multiple of 8, one value otherwise.
+template <uint32_t T, int NT>
+__global__ void k_gemv_plain(const void *w, int64_t n_in, int64_t n_out, const float *x, float *y, const float *bias,
+                             bool accumulate) {
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= n_out) return;
+    const int lane = threadIdx.x % 32;
+    float acc[kMaxTok] = {};
+    if (n_in % 8 == 0) {
+        for (int64_t c = lane; c < n_in / 8; c += 32) {
+            float wv[8];
+            if constexpr (T == kF32) {
+                const float4 *p = reinterpret_cast<const float4 *>(static_cast<const float *>(w) + row * n_in + c * 8);
+                const float4 a = p[0], b = p[1];
+                wv[0] = a.x, wv[1] = a.y, wv[2] = a.z, wv[3] = a.w, wv[4] = b.x, wv[5] = b.y, wv[6] = b.z, wv[7] = b.w;
+            } else {
+                const uint4 u = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w) + row * n_in + c * 8);
+                const uint32_t uu[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const uint16_t lo = static_cast<uint16_t>(uu[k] & 0xffffu), hi = static_cast<uint16_t>(uu[k] >> 16);
+                    wv[2 * k] = T == kF16 ? half_bits_to_float(lo) : bf16_bits_to_float(lo);
+                    wv[2 * k + 1] = T == kF16 ? half_bits_to_float(hi) : bf16_bits_to_float(hi);
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                const float4 *xp = reinterpret_cast<const float4 *>(x + t * n_in + c * 8);
+                const float4 a = xp[0], b = xp[1];
+                acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y +
+                          wv[6] * b.z + wv[7] * b.w;
+            }
+        }
+    } else {
+        for (int64_t i = lane; i < n_in; i += 32) {
+            const float wv = load_plain<T>(w, row * n_in + i);
+#pragma unroll
+            for (int t = 0; t < NT; ++t) acc[t] += wv * x[t * n_in + i];
+        }
+    }
+    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+}
+
+// K-quants against f32 activations: per super-block a lane takes 8 consecutive elements (one
+// sub-block's quarter), decoded in registers; the activations with two 16-byte loads per token.
+template <uint32_t T, int NT>
+__global__ void k_gemv_kq(const uint8_t *w, int64_t n_in, int64_t n_out, const float *x, float *y, const float *bias,
+                          bool accumulate) {
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= n_out) return;
+    const int lane = threadIdx.x % 32;
+    const uint32_t bb = kq_block_bytes(T);
+    const int64_t nsb = n_in / 256;
+    const uint8_t *wr = w + row * nsb * bb;
+    float acc[kMaxTok] = {};
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        float wv[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) wv[k] = kq_value(T, wr + sb * bb, lane * 8 + k);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const float4 *xp = reinterpret_cast<const float4 *>(x + t * n_in + sb * 256 + lane * 8);
+            const float4 a = xp[0], b = xp[1];
+            acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z +
+                      wv[7] * b.w;
+        }
+    }
+    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+}
+
+__global__ void k_dequantize_rows(DevWeight w, int64_t r0, int64_t n, void *dst, bool half_out) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= n * w.n_in) return;
+    const float v = weight_at(w, r0 + e / w.n_in, e % w.n_in);
+    if (half_out) static_cast<__half *>(dst)[e] = __float2half_rn(v);
+    else static_cast<float *>(dst)[e] = v;
+}
+
+__global__ void k_get_rows(DevWeight w, const int32_t *ids, int64_t n_tokens, float *y) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= n_tokens * w.n_in) return;
+    y[e] = weight_at(w, ids[e / w.n_in], e % w.n_in);
+}
+
+__global__ void k_f32_to_f16(const float *x, __half *y, int64_t n) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e < n) y[e] = __float2half_rn(x[e]);
+}
+
+__global__ void k_add_bias(float *y, const float *bias, int64_t n_tokens, int64_t n_out) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e < n_tokens * n_out) y[e] += bias[e % n_out];
+}
+
+template <int NT>
+void launch_gemv(const DevWeight &w, const float *x, const int8_t *xq, const float *xs, float *y, const float *bias,
+                 bool acc, cudaStream_t s) {
+    const dim3 grid(blocks_for(w.n_out, kWarpsPerBlock)), block(32 * kWarpsPerBlock);
+    switch (w.type) {
+    case kQ8_0:
+        k_gemv_q8_0<NT><<<grid, block, 0, s>>>(static_cast<const int8_t *>(w.codes), w.scales, w.n_in, w.n_out, xq, xs, y,
+                                               bias, acc);
+        break;
+    case kQ4_0:
+        k_gemv_q4_0<NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.scales, w.n_in, w.n_out, xq, xs,
+                                               y, bias, acc);
+        break;
+    case kF32: k_gemv_plain<kF32, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
+    case kF16: k_gemv_plain<kF16, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
+    case kQ4_K: k_gemv_kq<kQ4_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
+    case kQ5_K: k_gemv_kq<kQ5_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
+    case kQ6_K: k_gemv_kq<kQ6_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
+    default: k_gemv_plain<kBF16, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
+    }
+}
+
+} // namespace
+
+void quantize_acts(const float *x, int64_t rows, int64_t n_in, ActQ8 out, cudaStream_t s) {
+    const int64_t nb = rows * n_in / 32;
+    k_quantize_acts<<<blocks_for(nb, 8), 256, 0, s>>>(x, nb, out.codes, out.scales);
+}
+
+void gemv(const DevWeight &w, const float *x, const ActQ8 &xq, int64_t n_tokens, float *y, const float *bias,
+          bool accumulate, cudaStream_t s) {
+    const bool q = w.type == kQ8_0 || w.type == kQ4_0;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxTok) {
+        const int64_t nt = n_tokens - t0 < kMaxTok ? n_tokens - t0 : kMaxTok;
+        const float *xt = q ? nullptr : x + t0 * w.n_in;
+        const int8_t *xqt = q ? xq.codes + t0 * w.n_in : nullptr;
+        const float *xst = q ? xq.scales + t0 * (w.n_in / 32) : nullptr;
+        float *yt = y + t0 * w.n_out;
+        switch (nt) {
+        case 1: launch_gemv<1>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        case 2: launch_gemv<2>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        case 3: launch_gemv<3>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        case 4: launch_gemv<4>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        case 5: launch_gemv<5>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        case 6: launch_gemv<6>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        case 7: launch_gemv<7>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        default: launch_gemv<8>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        }
+    }
+}
+
+void dequantize_rows(const DevWeight &w, int64_t r0, int64_t n, void *dst, bool half_out, cudaStream_t s) {
+    k_dequantize_rows<<<blocks_for(n * w.n_in, 256), 256, 0, s>>>(w, r0, n, dst, half_out);
+}
+
+void get_rows(const DevWeight &w, const int32_t *ids, int64_t n_tokens, float *y, cudaStream_t s) {
+    k_get_rows<<<blocks_for(n_tokens * w.n_in, 256), 256, 0, s>>>(w, ids, n_tokens, y);
+}
+
+void f32_to_f16(const float *x, uint16_t *y, int64_t n, cudaStream_t s) {
+    k_f32_to_f16<<<blocks_for(n, 256), 256, 0, s>>>(x, reinterpret_cast<__half *>(y), n);
+}
+
+void add_bias(float *y, const float *bias, int64_t n_tokens, int64_t n_out, cudaStream_t s) {
+    k_add_bias<<<blocks_for(n_tokens * n_out, 256), 256, 0, s>>>(y, bias, n_tokens, n_out);
+}
+
+} // namespace ember::cu

@@ -1,0 +1,138 @@
+// ops.cpp — one kernel on host arrays (module_api.h's run_op, for tests/test_parity.cpp): the inputs
+// are copied to the device, the same launchers as the forward pass run, the output is copied back.
+#include "ops.hpp"
+
+#include "attn_math.hpp"
+#include "core/dtype.hpp"
+#include "cu_check.hpp"
+#include "model.hpp"
+#include "weights.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+namespace ember::cu {
+
+namespace {
+
+template <class T>
+T *upload(std::vector<DevBuf> &keep, const T *src, size_t n) {
+    keep.emplace_back(std::max<size_t>(n * sizeof(T), 16));
+    if (src && n) EMBER_CU(cudaMemcpy(keep.back().data(), src, n * sizeof(T), cudaMemcpyHostToDevice));
+    return reinterpret_cast<T *>(keep.back().data());
+}
+
+DevWeight upload_weight(std::vector<DevBuf> &keep, const ember_mod_op &op) {
+    ember_mod_tensor t{};
+    t.type = op.type, t.n_dims = 2, t.ne[0] = op.n_in, t.ne[1] = op.n_out, t.data = op.w, t.n_bytes = op.w_bytes;
+    check_weight_type(t, "the op's weight");
+    std::vector<uint8_t> host(weight_device_bytes(t));
+    keep.emplace_back(host.size());
+    const DevWeight w = weight_pack(t, host.data(), keep.back().data());
+    EMBER_CU(cudaMemcpy(keep.back().data(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    return w;
+}
+
+} // namespace
+
+void run_op(Device &dev, const ember_mod_op &op) {
+    dev.make_current();
+    cudaStream_t s = nullptr;  // the legacy default stream: run_op is synchronous anyway
+    std::vector<DevBuf> keep;
+    keep.reserve(32);
+    size_t out_n = 0;
+    float *y = nullptr;
+    switch (op.kind) {
+    case EMBER_MOD_OP_MATMUL: {
+        const DevWeight w = upload_weight(keep, op);
+        const size_t nx = size_t{op.n_tokens} * op.n_in;
+        out_n = size_t{op.n_tokens} * op.n_out;
+        y = upload<float>(keep, nullptr, out_n);
+        Matmul mm(true);
+        Matmul::Input in{upload(keep, op.x, nx), op.n_tokens, op.n_in,
+                         {upload<int8_t>(keep, nullptr, nx), upload<float>(keep, nullptr, nx / 32 + 1)},
+                         upload<uint16_t>(keep, nullptr, nx)};
+        mm.run(w, in, y, op.bias ? upload(keep, op.bias, op.n_out) : nullptr, false, s);
+        break;
+    }
+    case EMBER_MOD_OP_GET_ROWS: {
+        const DevWeight w = upload_weight(keep, op);
+        out_n = size_t{op.n_tokens} * op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        get_rows(w, upload(keep, op.ids, op.n_tokens), op.n_tokens, y, s);
+        break;
+    }
+    case EMBER_MOD_OP_RMSNORM:
+        out_n = size_t{op.n_tokens} * op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        rms_norm(upload(keep, op.x, out_n), upload(keep, op.norm, op.n_in), y, nullptr, op.n_tokens, op.n_in, op.eps, s);
+        break;
+    case EMBER_MOD_OP_SWIGLU:
+        out_n = op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        swiglu(upload(keep, op.x, out_n), upload(keep, op.x2, out_n), y, op.n_in, s);
+        break;
+    case EMBER_MOD_OP_ROPE: {
+        out_n = size_t{op.n_tokens} * op.n_head * op.head_dim;
+        y = upload(keep, op.x, out_n);
+        const size_t half = op.n_rot / 2 + 1;
+        float *cs = upload<float>(keep, nullptr, op.n_tokens * half), *sn = upload<float>(keep, nullptr, op.n_tokens * half);
+        rope_angles(upload(keep, op.ids, op.n_tokens), op.n_tokens, static_cast<int>(op.n_rot), op.rope_theta,
+                    op.rope_freq_scale, op.norm ? upload(keep, op.norm, op.n_rot / 2) : nullptr, cs, sn, s);
+        rope_apply(y, op.n_tokens, static_cast<int>(op.n_head), static_cast<int>(op.head_dim), static_cast<int>(op.n_rot),
+                   op.rope_neox != 0, cs, sn, s);
+        break;
+    }
+    case EMBER_MOD_OP_ATTENTION: {
+        if (op.type != 1 && op.type != 8) fail(EMBER_ERR_UNSUPPORTED, "cuda attention: KV type %u", op.type);
+        const size_t nkv = size_t{op.n_head_kv} * op.head_dim;
+        const size_t rb = op.type == 8 ? nkv / 32 * 34 : nkv * 2;
+        const size_t cache = size_t{op.n_blocks} * op.block_size * rb;
+        // Each token's table, as many blocks as its position needs, one after another.
+        std::vector<int32_t> tabs, off(op.n_tokens);
+        int32_t max_keys = 1;
+        for (uint32_t t = 0; t < op.n_tokens; ++t) {
+            off[t] = static_cast<int32_t>(tabs.size());
+            const int32_t nb = op.ids[t] / static_cast<int32_t>(op.block_size) + 1;
+            tabs.insert(tabs.end(), op.tables[t], op.tables[t] + nb);
+            max_keys = std::max(max_keys, op.ids[t] + 1);
+        }
+        out_n = size_t{op.n_tokens} * op.n_head * op.head_dim;
+        y = upload<float>(keep, nullptr, out_n);
+        AttnArgs a;
+        a.q = upload(keep, op.x, out_n);
+        a.k = upload(keep, op.k_cache, cache), a.v = upload(keep, op.v_cache, cache);
+        a.kv_type = op.type, a.row_bytes = rb, a.block_size = op.block_size;
+        a.pos = upload(keep, op.ids, op.n_tokens), a.tab_off = upload(keep, off.data(), off.size());
+        a.tables = upload(keep, tabs.data(), tabs.size());
+        a.n_tokens = static_cast<int>(op.n_tokens), a.n_head = static_cast<int>(op.n_head);
+        a.n_head_kv = static_cast<int>(op.n_head_kv), a.head_dim = static_cast<int>(op.head_dim), a.scale = op.scale;
+        bool one_table = true;
+        for (uint32_t t = 1; t < op.n_tokens; ++t) one_table = one_table && op.tables[t] == op.tables[0];
+        a.q_tile = attention_q_tile(a.n_head, a.n_head_kv, one_table);
+        const int32_t cap = 1024;
+        a.n_splits = choose_splits(a.n_tokens, a.n_head, max_keys, cap);
+        // A caller's chunk size (keys per split; whole 32-key tiles here, so rounded to a split count).
+        if (op.struct_size >= offsetof(ember_mod_op, attn_chunk) + sizeof op.attn_chunk && op.attn_chunk != 0)
+            a.n_splits = op.attn_chunk == UINT32_MAX
+                             ? 1
+                             : std::clamp<int32_t>((max_keys + static_cast<int32_t>(std::min<uint32_t>(op.attn_chunk, 1u << 20)) - 1) /
+                                                       static_cast<int32_t>(std::min<uint32_t>(op.attn_chunk, 1u << 20)),
+                                                   1, 32);
+        a.partials = upload<float>(keep, nullptr, size_t{op.n_tokens} * op.n_head * static_cast<size_t>(a.n_splits) * (op.head_dim + 2));
+        a.out = y;
+        attention(a, s);
+        break;
+    }
+    case EMBER_MOD_OP_VALIDATION_PROBE:
+        fail(EMBER_ERR_UNSUPPORTED, "cuda: no validation layer (compute-sanitizer is the CUDA equivalent)");
+    default: fail(EMBER_ERR_INVALID_ARGUMENT, "cuda: unknown op %u", op.kind);
+    }
+    check_launch("run_op");
+    EMBER_CU(cudaDeviceSynchronize());
+    EMBER_CU(cudaMemcpy(op.y, y, out_n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+} // namespace ember::cu

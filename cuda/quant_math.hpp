@@ -1,0 +1,132 @@
+// quant_math.hpp — reading one weight element from the device layout (weights.hpp): plain C++ shared
+// by the kernels (matmul.cu: embedding rows, dequantized tiles, the K-quant products) and by
+// tests/test_cuda_host.cpp, which checks every type against cpu::dequantize_row on the CPU.
+#pragma once
+
+#include "attn_math.hpp"  // EMBER_HD
+#include "types.hpp"
+
+#if defined(__CUDA_ARCH__)
+#include <cuda_fp16.h>
+#else
+#include "core/fp16.hpp"
+#endif
+
+#include <cstdint>
+
+namespace ember::cu {
+
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30;
+
+EMBER_HD float f16_bits_to_f32(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+    return __half2float(__ushort_as_half(h));
+#else
+    return fp16_to_fp32(h);
+#endif
+}
+EMBER_HD float bf16_bits_to_f32(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(static_cast<uint32_t>(h) << 16);
+#else
+    return bf16_to_fp32(h);
+#endif
+}
+// Rounded products and differences that nvcc may not fuse (the CPU's code is not contracted either).
+EMBER_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+EMBER_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+EMBER_HD uint16_t load_u16(const uint8_t *p) {  // p is 2-byte aligned in every layout used
+    return *reinterpret_cast<const uint16_t *>(p);
+}
+
+// K-quants: element e (< 256) of a super-block, the value cpu::dequantize_row gives (every product in
+// it is exact, so its one rounding is the same in any order; layouts in core/dtype.hpp).
+EMBER_HD uint32_t kq_block_bytes(uint32_t type) { return type == kQ4_K ? 144 : type == kQ5_K ? 176 : 210; }
+EMBER_HD float kq_value(uint32_t type, const uint8_t *b, int e) {
+    if (type == kQ6_K) {
+        const int h = e / 128, k = e % 128 / 32, l = e % 32;
+        const uint8_t lo = b[64 * h + 32 * (k & 1) + l];
+        const int code = (k < 2 ? lo & 15 : lo >> 4) | ((b[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
+        const float d = f16_bits_to_f32(load_u16(b + 208));
+        return mul_rn(mul_rn(d, static_cast<float>(static_cast<int8_t>(b[192 + e / 16]))), static_cast<float>(code - 32));
+    }
+    const uint8_t *s = b + 4;
+    const int j = e / 32, l = e % 32;
+    int sc, m;
+    if (j < 4) {
+        sc = s[j] & 63, m = s[j + 4] & 63;
+    } else {
+        sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+    const float d = f16_bits_to_f32(load_u16(b)), dmin = f16_bits_to_f32(load_u16(b + 2));
+    const uint8_t *qs = b + (type == kQ4_K ? 16 : 48) + 32 * (j / 2);
+    int code = (j & 1) ? qs[l] >> 4 : qs[l] & 15;
+    if (type == kQ5_K) code |= ((b[16 + l] >> j) & 1) << 4;
+    return sub_rn(mul_rn(mul_rn(d, static_cast<float>(sc)), static_cast<float>(code)), mul_rn(dmin, static_cast<float>(m)));
+}
+
+// Four signed byte products summed into c (the __dp4a instruction; emulated on the host for the tests).
+EMBER_HD int dp4a(int a, int b, int c) {
+#if defined(__CUDA_ARCH__)
+    return __dp4a(a, b, c);
+#else
+    for (int k = 0; k < 4; ++k)
+        c += static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * k)) * static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * k));
+    return c;
+#endif
+}
+// Sum of code products of 16 Q8_0 weight codes (one 16-byte load, as 4 words) and 16 activation codes.
+EMBER_HD int q8_0_dot16(const int w[4], const int x[4]) {
+    int s = dp4a(w[0], x[0], 0);
+    s = dp4a(w[1], x[1], s);
+    s = dp4a(w[2], x[2], s);
+    return dp4a(w[3], x[3], s);
+}
+// Sum of (code - 8) * activation code over one Q4_0 block: w = its 16 bytes of nibbles (element j < 16
+// in the low nibble of byte j, j + 16 in the high one), xl / xh = the activation codes 0..15 / 16..31.
+EMBER_HD int q4_0_dot32(const int w[4], const int xl[4], const int xh[4]) {
+    int s = 0, sx = 0;
+    for (int k = 0; k < 4; ++k) {
+        s = dp4a(w[k] & 0x0F0F0F0F, xl[k], s);
+        s = dp4a((w[k] >> 4) & 0x0F0F0F0F, xh[k], s);
+        sx = dp4a(0x01010101, xl[k], sx);
+        sx = dp4a(0x01010101, xh[k], sx);
+    }
+    return s - 8 * sx;
+}
+
+// Element i of row r of W, dequantized.
+EMBER_HD float weight_at(const DevWeight &w, int64_t r, int64_t i) {
+    switch (w.type) {
+    case kF32: return static_cast<const float *>(w.codes)[r * w.n_in + i];
+    case kF16: return f16_bits_to_f32(static_cast<const uint16_t *>(w.codes)[r * w.n_in + i]);
+    case kBF16: return bf16_bits_to_f32(static_cast<const uint16_t *>(w.codes)[r * w.n_in + i]);
+    case kQ8_0:
+        return mul_rn(f16_bits_to_f32(w.scales[r * (w.n_in / 32) + i / 32]),
+                      static_cast<float>(static_cast<const int8_t *>(w.codes)[r * w.n_in + i]));
+    case kQ4_0: {
+        const uint8_t byte = static_cast<const uint8_t *>(w.codes)[r * (w.n_in / 2) + (i / 32) * 16 + i % 16];
+        const int q = (i % 32 < 16 ? byte & 0x0F : byte >> 4) - 8;
+        return mul_rn(f16_bits_to_f32(w.scales[r * (w.n_in / 32) + i / 32]), static_cast<float>(q));
+    }
+    default: {  // Q4_K, Q5_K, Q6_K
+        const uint8_t *blk = static_cast<const uint8_t *>(w.codes) + (r * (w.n_in / 256) + i / 256) * kq_block_bytes(w.type);
+        return kq_value(w.type, blk, static_cast<int>(i % 256));
+    }
+    }
+}
+
+} // namespace ember::cu

@@ -1,0 +1,25 @@
+// types.hpp — the plain structs the kernels take (no CUDA header: host-only code and CPU tests use them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ember::cu {
+
+// A weight matrix on the device: n_out rows of n_in values of `type` (GGUF id).
+struct DevWeight {
+    uint32_t type = 0;
+    int64_t n_in = 0, n_out = 0;
+    const void *codes = nullptr;   // F32/F16/BF16: the rows; Q8_0: int8 [n_out][n_in]; Q4_0: [n_out][n_in/2];
+                                   // Q4_K/Q5_K/Q6_K: the file's super-blocks, row after row
+    const uint16_t *scales = nullptr; // Q8_0/Q4_0: f16 scale bits [n_out][n_in/32]
+};
+
+// Activations quantized like the CPU's (Q8_0: per 32 values an f16 scale d = max|x|/127 and
+// round-to-even codes), stored as codes [rows][n_in] and scales as f32 [rows][n_in/32].
+struct ActQ8 {
+    int8_t *codes = nullptr;
+    float *scales = nullptr;
+};
+
+} // namespace ember::cu

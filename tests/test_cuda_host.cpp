@@ -1,0 +1,292 @@
+// test_cuda_host.cpp — the CUDA backend's arithmetic that needs no GPU (cuda/attn_math.hpp), on the CPU:
+// split-K key ranges cover every key exactly once, in order; partial softmax results combine to the
+// plain softmax whatever the split and whichever splits are empty; the Q8_0 cache offsets and paged
+// row lookup match the CPU backend's layout (the kernels include the same header); a forward pass's
+// device inputs (cuda/inputs.cpp), the device weight layouts (cuda/weights.cpp) and the kernels' element
+// decoder (cuda/quant_math.hpp) for every weight type, all plain C++ compiled into this test.
+#include "test_util.h"
+
+#include "../cuda/attn_math.hpp"
+#include "../cuda/inputs.hpp"
+#include "../cuda/quant_math.hpp"
+#include "../cuda/weights.hpp"
+#include "core/error.hpp"
+#include "core/dtype.hpp"
+#include "core/fp16.hpp"
+#include "cpu/kernels.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using namespace ember;
+
+namespace {
+
+void test_split_ranges(void **) {
+    for (int32_t n_keys : {1, 2, 31, 32, 33, 100, 150, 1000, 4096, 4097})
+        for (int32_t n_splits : {1, 2, 3, 4, 7, 8, 16, 32}) {
+            int32_t next = 0;
+            for (int32_t i = 0; i < n_splits; ++i) {
+                const cu::KeyRange r = cu::split_range(n_keys, n_splits, i);
+                if (r.begin >= r.end) {
+                    assert_int_equal(r.begin, r.end);
+                    assert_int_equal(r.begin, n_keys);  // empty splits only at the end
+                    continue;
+                }
+                assert_int_equal(r.begin, next);
+                assert_int_equal(r.begin % 32, 0);
+                next = r.end;
+            }
+            assert_int_equal(next, n_keys);
+        }
+}
+
+void test_choose_splits(void **) {
+    // Decode of one token over a long context: many splits; prefill: one per query; never more than
+    // the buffer holds, never more keys' tiles than splits.
+    assert_true(cu::choose_splits(1, 32, 4096, 1024) >= 16);
+    assert_int_equal(cu::choose_splits(512, 32, 4096, 512 * 32), 1);
+    assert_int_equal(cu::choose_splits(1, 32, 20, 1024), 1);
+    for (int32_t nt : {1, 2, 5, 9, 64})
+        for (int32_t nh : {1, 4, 32})
+            for (int32_t keys : {1, 64, 500, 8192}) {
+                const int32_t s = cu::choose_splits(nt, nh, keys, 1024);
+                assert_true(s >= 1 && s <= 32);
+                assert_true(s == 1 || nt * nh * s <= 1024);
+                assert_true(s == 1 || s <= (keys + 31) / 32);
+            }
+}
+
+// Partials computed the way the kernel does (online softmax over each range), combined, against a
+// plain softmax in double.
+void test_combine(void **) {
+    uint64_t st = 5;
+    const int hd = 24;
+    for (int32_t n_keys : {1, 5, 40, 333})
+        for (int32_t n_splits : {1, 2, 4, 8, 32}) {
+            std::vector<float> s(n_keys), v(size_t(n_keys) * hd);
+            for (float &x : s) x = test_randf(&st, -12, 12);
+            for (float &x : v) x = test_randf(&st, -1, 1);
+            const int stride = hd + 2;
+            std::vector<float> part(size_t(n_splits) * stride);
+            for (int32_t i = 0; i < n_splits; ++i) {
+                const cu::KeyRange r = cu::split_range(n_keys, n_splits, i);
+                float m = -INFINITY, l = 0, *acc = &part[size_t(i) * stride + 2];
+                for (int d = 0; d < hd; ++d) acc[d] = 0;
+                for (int32_t j = r.begin; j < r.end; ++j) {
+                    const float mn = std::fmax(m, s[j]), corr = std::exp(m - mn), w = std::exp(s[j] - mn);
+                    l = l * corr + w;
+                    for (int d = 0; d < hd; ++d) acc[d] = acc[d] * corr + w * v[size_t(j) * hd + d];
+                    m = mn;
+                }
+                part[size_t(i) * stride] = m, part[size_t(i) * stride + 1] = l;
+            }
+            std::vector<float> out(hd);
+            assert_true(cu::combine_partials(part.data(), n_splits, stride, hd, out.data(), [](float x) { return std::exp(x); }));
+            double mx = -INFINITY;
+            for (float x : s) mx = std::fmax(mx, x);
+            double L = 0;
+            for (float x : s) L += std::exp(x - mx);
+            for (int d = 0; d < hd; ++d) {
+                double o = 0;
+                for (int32_t j = 0; j < n_keys; ++j) o += std::exp(s[j] - mx) * v[size_t(j) * hd + d];
+                if (std::fabs(out[d] - o / L) > 1e-5)
+                    fail_msg("keys %d splits %d dim %d: %.7g vs %.7g", n_keys, n_splits, d, out[d], o / L);
+            }
+        }
+    // Every split empty: reported, nothing written.
+    std::vector<float> part(4 * 6, 0.0f);
+    for (int i = 0; i < 4; ++i) part[i * 6] = -INFINITY;
+    float out[4] = {7, 7, 7, 7};
+    assert_false(cu::combine_partials(part.data(), 4, 6, 4, out, [](float x) { return std::exp(x); }));
+    assert_true(out[0] == 7.0f);
+}
+
+// The kernels' Q8_0 element offsets read the CPU's cache rows (cpu::store_kv_row) back exactly.
+void test_q8_offsets(void **) {
+    uint64_t st = 9;
+    const int n = 96;
+    std::vector<float> x(n);
+    for (float &v : x) v = test_randf(&st, -3, 3);
+    std::vector<uint8_t> row(dtype_row_bytes(DType::Q8_0, n));
+    cpu::store_kv_row(DType::Q8_0, x.data(), row.data(), n);
+    std::vector<float> want(n);
+    cpu::dequantize_row(DType::Q8_0, row.data(), want.data(), n);
+    for (uint32_t j = 0; j < uint32_t(n); ++j) {
+        uint16_t h;
+        std::memcpy(&h, row.data() + cu::q8_scale_offset(j), 2);
+        const float got = fp16_to_fp32(h) * float(int8_t(row[cu::q8_code_offset(j)]));
+        assert_true(got == want[j]);
+    }
+    const int32_t table[3] = {5, 0, 9};
+    assert_int_equal(cu::cache_row(table, 0, 16), 80);
+    assert_int_equal(cu::cache_row(table, 17, 16), 1);
+    assert_int_equal(cu::cache_row(table, 40, 16), 9 * 16 + 8);
+    assert_int_equal(cu::cache_row(table, 20, 7), 9 * 7 + 6);
+}
+
+// Two sequences (decode of one, a prompt chunk of the other) sharing nothing, a third table shared by
+// two tokens: slots, table offsets and the deduplicated tables; and the checks.
+void test_step_inputs(void **) {
+    const int32_t ta[3] = {4, 1, 7}, tb[2] = {0, 3};
+    const int32_t tokens[4] = {10, 11, 12, 13}, pos[4] = {40, 17, 18, 19};
+    const int32_t *tables[4] = {ta, tb, tb, tb};
+    const int32_t rows_l[2] = {0, 3};
+    ember_mod_batch b{};
+    b.struct_size = sizeof b;
+    b.n_tokens = 4, b.tokens = tokens, b.pos = pos, b.tables = tables, b.n_logits = 2, b.logits_rows = rows_l;
+    cu::StepShape z;
+    z.rows = 8, z.block_size = 16, z.n_blocks = 8, z.n_vocab = 100, z.n_batch = 8, z.n_logits = 2;
+    std::vector<int32_t> io(4 * z.rows + z.n_logits, -1), tabs;
+    assert_int_equal(cu::step_inputs(b, z, io.data(), tabs), 41);
+    for (int t = 0; t < 4; ++t) {
+        assert_int_equal(io[t], tokens[t]);
+        assert_int_equal(io[8 + t], pos[t]);
+        const int32_t *tab = tables[t];
+        assert_int_equal(io[16 + t], tab[pos[t] / 16] * 16 + pos[t] % 16);
+        // The uploaded table, read at the token's offset, is the token's table.
+        for (int i = 0; i <= pos[t] / 16; ++i) assert_int_equal(tabs[size_t(io[24 + t] + i)], tab[i]);
+    }
+    assert_int_equal(tabs.size(), 3 + 2);  // each table once
+    assert_int_equal(io[32], 0);
+    assert_int_equal(io[33], 3);
+    // Position 40 with a table whose block 2 is out of the pool; a bad token id; a bad logits row.
+    const int32_t bad[3] = {4, 1, 8};
+    tables[0] = bad;
+    try {
+        cu::step_inputs(b, z, io.data(), tabs);
+        fail_msg("a block outside the pool was accepted");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_INTERNAL);
+    }
+    tables[0] = ta;
+    const int32_t bad_tok[4] = {10, 100, 12, 13};
+    b.tokens = bad_tok;
+    try {
+        cu::step_inputs(b, z, io.data(), tabs);
+        fail_msg("token 100 of 100 was accepted");
+    } catch (const Error &) {
+    }
+    b.tokens = tokens;
+    const int32_t bad_rows[2] = {0, 4};
+    b.logits_rows = bad_rows;
+    try {
+        cu::step_inputs(b, z, io.data(), tabs);
+        fail_msg("logits row 4 of 4 tokens was accepted");
+    } catch (const Error &) {
+    }
+}
+
+// Every weight type in the device layout (Q8_0/Q4_0 repacked, the rest as in the file), read with the
+// kernels' own element decoder (cuda/quant_math.hpp's weight_at, compiled here for the CPU), gives the
+// CPU's dequantized values exactly.
+void test_weight_layouts(void **) {
+    uint64_t st = 3;
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        const int64_t n_in = 512, n_out = 5;
+        std::vector<float> f(size_t(n_in * n_out));
+        for (float &x : f) x = test_randf(&st, -1, 1);
+        const size_t rb = dtype_row_bytes(type, n_in);
+        std::vector<uint8_t> file(rb * n_out);
+        for (int64_t o = 0; o < n_out; ++o) {
+            const float *src = f.data() + o * n_in;
+            uint8_t *row = file.data() + o * rb;
+            if (type == DType::F32) std::memcpy(row, src, rb);
+            else if (type == DType::F16 || type == DType::BF16)
+                for (int64_t i = 0; i < n_in; ++i) {
+                    const uint16_t h = type == DType::F16 ? fp32_to_fp16(src[i]) : fp32_to_bf16(src[i]);
+                    std::memcpy(row + 2 * i, &h, 2);
+                }
+            else cpu::quantize_row(type, src, row, n_in);
+        }
+        ember_mod_tensor t{};
+        t.type = uint32_t(type), t.n_dims = 2, t.ne[0] = n_in, t.ne[1] = n_out, t.data = file.data(), t.n_bytes = file.size();
+        cu::check_weight_type(t, "w");
+        std::vector<uint8_t> dev(cu::weight_device_bytes(t) + 256);
+        // The "device" address: 256-aligned inside the host buffer, as cudaMalloc's.
+        uint8_t *base = dev.data() + (256 - reinterpret_cast<uintptr_t>(dev.data()) % 256) % 256;
+        const cu::DevWeight w = cu::weight_pack(t, base, base);
+        assert_int_equal(w.n_in, n_in);
+        assert_int_equal(w.n_out, n_out);
+        assert_int_equal(reinterpret_cast<uintptr_t>(w.codes) % 16, 0);
+        std::vector<float> want(static_cast<size_t>(n_in));
+        for (int64_t o = 0; o < n_out; ++o) {
+            cpu::dequantize_row(type, file.data() + o * rb, want.data(), n_in);
+            for (int64_t i = 0; i < n_in; ++i) {
+                const float got = cu::weight_at(w, o, i);
+                if (got != want[size_t(i)])
+                    fail_msg("%s [%lld][%lld]: %g vs %g", dtype_name(type), (long long)o, (long long)i, got, want[size_t(i)]);
+            }
+        }
+    }
+    ember_mod_tensor k{};
+    k.type = uint32_t(DType::Q4_1), k.n_dims = 2, k.ne[0] = 256, k.ne[1] = 1;
+    try {
+        cu::check_weight_type(k, "blk.0.ffn_down");
+        fail_msg("Q4_1 accepted");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
+        assert_non_null(std::strstr(e.what(), "Q4_1"));
+    }
+}
+
+// The matrix-vector kernels' integer block dots (quant_math.hpp, __dp4a emulated) on the device layout
+// and on activation codes quantized as the CPU quantizes them: equal to the code sums computed from the
+// file's blocks element by element.
+void test_block_dots(void **) {
+    uint64_t st = 77;
+    for (DType type : {DType::Q8_0, DType::Q4_0})
+        for (int rep = 0; rep < 20; ++rep) {
+            const int n = 128;
+            std::vector<float> wf(n), xf(n);
+            for (float &v : wf) v = test_randf(&st, -1, 1);
+            for (float &v : xf) v = test_randf(&st, -3, 3);
+            std::vector<uint8_t> file(dtype_row_bytes(type, n));
+            cpu::quantize_row(type, wf.data(), file.data(), n);
+            std::vector<BlockQ8_0> xq(n / 32);
+            cpu::quantize_row_q8_0(xf.data(), xq.data(), n);
+            ember_mod_tensor t{};
+            t.type = uint32_t(type), t.n_dims = 2, t.ne[0] = n, t.ne[1] = 1, t.data = file.data(), t.n_bytes = file.size();
+            std::vector<uint8_t> dev(cu::weight_device_bytes(t) + 256);
+            uint8_t *base = dev.data() + (256 - reinterpret_cast<uintptr_t>(dev.data()) % 256) % 256;
+            const cu::DevWeight w = cu::weight_pack(t, base, base);
+            for (int b = 0; b < n / 32; ++b) {
+                // Reference: sum of weight code (centred for Q4_0) times activation code.
+                int want = 0;
+                for (int j = 0; j < 32; ++j) {
+                    int wc;
+                    if (type == DType::Q8_0) wc = reinterpret_cast<const BlockQ8_0 *>(file.data())[b].qs[j];
+                    else {
+                        const uint8_t byte = reinterpret_cast<const BlockQ4_0 *>(file.data())[b].qs[j % 16];
+                        wc = (j < 16 ? byte & 15 : byte >> 4) - 8;
+                    }
+                    want += wc * xq[b].qs[j];
+                }
+                int xw[8];
+                std::memcpy(xw, xq[b].qs, 32);
+                int got;
+                if (type == DType::Q8_0) {
+                    int w0[4], w1[4];
+                    std::memcpy(w0, static_cast<const int8_t *>(w.codes) + b * 32, 16);
+                    std::memcpy(w1, static_cast<const int8_t *>(w.codes) + b * 32 + 16, 16);
+                    got = cu::q8_0_dot16(w0, xw) + cu::q8_0_dot16(w1, xw + 4);
+                } else {
+                    int wi[4];
+                    std::memcpy(wi, static_cast<const uint8_t *>(w.codes) + b * 16, 16);
+                    got = cu::q4_0_dot32(wi, xw, xw + 4);
+                }
+                assert_int_equal(got, want);
+            }
+        }
+}
+
+} // namespace
+
+int main() {
+    const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges), cmocka_unit_test(test_choose_splits),
+                                cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
+                                cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_weight_layouts),
+                                cmocka_unit_test(test_block_dots)};
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
