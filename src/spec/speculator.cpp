@@ -48,21 +48,30 @@ Speculator::Speculator(const Session &target, const SpecOptions &opts, uint32_t 
 }
 
 // With acceptance rate a per drafted token (each accepted independently, as a model), a round of k
-// drafts yields E(k) = (1 - a^(k+1)) / (1 - a) tokens and costs k draft steps and one target pass; the
-// k in 1..k_max with the most tokens per second is kept. Costs are measured rather than assumed because
-// they decide everything: a draft a quarter as costly as the target wants k of 2-3 at a = 0.75, n-gram
-// lookup (nearly free) the largest k its acceptance supports.
+// drafts yields E(k) = (1 - a^(k+1)) / (1 - a) tokens and costs k draft steps and one target pass of
+// k + 1 tokens; the k in 1..k_max with the most tokens per second is kept. Costs are measured rather
+// than assumed because they decide everything: a draft a quarter as costly as the target wants k of
+// 2-3 at a = 0.75, n-gram lookup (nearly free) the largest k its acceptance supports. The target pass
+// is timed per size, because its cost is not flat in k: the CPU multiplies up to 4 tokens in one pass
+// over the weights, so 5 tokens cost ~1.3x what 4 do (stories15M F32); a size not yet measured is
+// taken at its nearest smaller measured one, which makes the next larger k worth a try, and one below
+// all measured sizes at the smallest.
 void Speculator::adapt(uint32_t drafted, uint32_t accepted, double draft_s, double verify_s) {
     if (!opts_.adaptive || drafted == 0) return;
     const double w = rounds_ == 0 ? 1.0 : 0.15;   // the first round sets the estimates, later ones move them
     alpha_ += w * (static_cast<double>(accepted) / drafted - alpha_);
     step_s_ += w * (draft_s / drafted - step_s_);
-    pass_s_ += w * (verify_s - pass_s_);
+    double &pass = pass_s_[drafted];
+    pass = pass == 0 ? verify_s : pass + 0.15 * (verify_s - pass);
     ++rounds_;
     const double a = std::clamp(alpha_, 0.01, 0.99);
+    // Sizes below the smallest measured one take its cost (a pass of fewer tokens costs no more).
+    double known = 0;
+    for (uint32_t k = 1; k <= kMaxK && known == 0; ++k) known = pass_s_[k];
     double best = -1;
     for (uint32_t k = 1; k <= opts_.k_max; ++k) {
-        const double rate = (1 - std::pow(a, k + 1)) / (1 - a) / (k * step_s_ + pass_s_);
+        if (pass_s_[k] > 0) known = pass_s_[k];
+        const double rate = (1 - std::pow(a, k + 1)) / (1 - a) / (k * step_s_ + known);
         if (rate > best) best = rate, k_ = k;
     }
 }

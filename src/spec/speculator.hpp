@@ -61,8 +61,9 @@ private:
     SpecOptions opts_;
     uint32_t k_;
     // Running estimates (exponential averages) for adapt(): acceptance per drafted token, seconds per
-    // draft step, seconds per target pass; rounds seen.
-    double alpha_ = 0.7, step_s_ = 0, pass_s_ = 0;
+    // draft step, seconds per target pass by its number of drafts; rounds seen.
+    double alpha_ = 0.7, step_s_ = 0;
+    double pass_s_[kMaxK + 1] = {};   // seconds of a target pass verifying k drafts (0: not measured yet)
     uint32_t rounds_ = 0;
     std::unique_ptr<Session> draft_;
     SpecStats stats_;
