@@ -262,6 +262,7 @@ static void test_null_everywhere(void **state) {
     ember_session_params_init(NULL);
     ember_sampler_params_init(NULL);
     ember_generate_params_init(NULL);
+    ember_session_cancel(NULL);
     ember_engine_params_init(NULL);
     ember_engine_stats_init(NULL);
     ember_memory_estimate_init(NULL);

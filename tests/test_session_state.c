@@ -373,6 +373,110 @@ static void test_q8_0_cache(void **state) {
     assert_int_equal(ember_session_create(g_model, &p, &bad), EMBER_ERR_INVALID_ARGUMENT);
 }
 
+/* ember_session_cancel from another thread stops a long feed with EMBER_ERR_CANCELLED and the session
+ * as it was (position, logits, and what later feeds compute); from the token callback it stops
+ * ember_generate with EMBER_STOPPED after that token; and a cancel only affects a call in progress. */
+struct canceller {
+    ember_session *s;
+    useconds_t delay;
+};
+
+static void *cancel_later(void *arg) {
+    const struct canceller *c = arg;
+    usleep(c->delay);
+    ember_session_cancel(c->s);
+    return NULL;
+}
+
+struct third {
+    ember_session *s;
+    int n;
+};
+
+static bool cancel_on_third(ember_token token, const char *text, size_t len, void *ud) {
+    (void)token, (void)text, (void)len;
+    struct third *t = ud;
+    if (++t->n == 3) ember_session_cancel(t->s);
+    return true;
+}
+
+static void test_cancel(void **state) {
+    (void)state;
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_ctx = 1024;
+    sp.n_batch = 32;   /* many chunks: the cancel lands between them or inside one */
+    ember_session *s = NULL;
+    assert_int_equal(ember_session_create(g_model, &sp, &s), EMBER_OK);
+    assert_int_equal(ember_session_feed(s, kPrompt, N_PROMPT), EMBER_OK);
+    ember_session *ref = make(g_model, 1024);
+    assert_int_equal(ember_session_feed(ref, kPrompt, N_PROMPT), EMBER_OK);
+
+    ember_token many[960];
+    for (size_t i = 0; i < 960; ++i) many[i] = kPrompt[1 + i % (N_PROMPT - 1)];
+    /* A cancel before the call is not for it. */
+    ember_session_cancel(s);
+    ember_token one = 263;
+    assert_int_equal(ember_session_feed(s, &one, 1), EMBER_OK);
+    /* Back to the prompt, with its logits (the last prompt token evaluated again). */
+    assert_int_equal(ember_session_truncate(s, N_PROMPT - 1), EMBER_OK);
+    assert_int_equal(ember_session_feed(s, &kPrompt[N_PROMPT - 1], 1), EMBER_OK);
+
+    /* The feed takes ~0.2 s here (longer on a loaded machine); cancelled after 20 ms, then later if it
+     * ever finished first. */
+    int cancelled = 0;
+    for (useconds_t delay = 20000; delay <= 80000 && !cancelled; delay *= 2) {
+        struct canceller c = {s, delay};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, cancel_later, &c), 0);
+        const ember_status st = ember_session_feed(s, many, 960);
+        pthread_join(th, NULL);
+        if (st == EMBER_ERR_CANCELLED) {
+            cancelled = 1;
+            assert_non_null(strstr(ember_last_error(), "cancel"));
+        } else {
+            assert_int_equal(st, EMBER_OK);   /* finished before the cancel: roll back and retry */
+            assert_int_equal(ember_session_truncate(s, N_PROMPT - 1), EMBER_OK);
+            assert_int_equal(ember_session_feed(s, &kPrompt[N_PROMPT - 1], 1), EMBER_OK);
+        }
+    }
+    assert_true(cancelled);
+    uint32_t pos = 0;
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    assert_int_equal(pos, N_PROMPT);
+    expect_same_logits(s, ref);
+    /* Nothing of the cancelled feed is left: the same tokens now give what a fresh session gets. */
+    assert_int_equal(ember_session_feed(s, many, 40), EMBER_OK);
+    assert_int_equal(ember_session_feed(ref, many, 40), EMBER_OK);
+    expect_same_logits(s, ref);
+
+    /* From the callback: generation stops after the third token, which stays evaluated. */
+    ember_sampler_params gp_s;
+    ember_sampler_params_init(&gp_s);
+    gp_s.temperature = 0;
+    ember_sampler *smp = NULL;
+    assert_int_equal(ember_sampler_create(&gp_s, &smp), EMBER_OK);
+    struct third ud = {s, 0};
+    ember_generate_params gp;
+    ember_generate_params_init(&gp);
+    gp.max_tokens = 10;
+    gp.on_token = cancel_on_third;
+    gp.user_data = &ud;
+    size_t count = 0;
+    assert_int_equal(ember_generate(s, smp, &gp, &count), EMBER_STOPPED);
+    assert_int_equal(count, 3);
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    assert_int_equal(pos, N_PROMPT + 40 + 3);
+    /* The next call starts uncancelled. */
+    ud.n = 100;   /* never 3 again */
+    gp.max_tokens = 2;
+    assert_int_equal(ember_generate(s, smp, &gp, &count), EMBER_OK);
+    assert_int_equal(count, 2);
+    ember_sampler_free(smp);
+    ember_session_free(ref);
+    ember_session_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
@@ -381,6 +485,7 @@ int main(void) {
         cmocka_unit_test(test_fork_threads),
         cmocka_unit_test(test_fork_out_of_blocks),
         cmocka_unit_test(test_q8_0_cache),
+        cmocka_unit_test(test_cancel),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -80,7 +80,8 @@ typedef enum ember_status {
     EMBER_OK = 0,
     /** Generation ended because the model produced an end-of-generation token (not an error). */
     EMBER_END_OF_GENERATION = 1,
-    /** A callback returned false and the work stopped early (not an error). */
+    /** A callback returned false (or ember_session_cancel was called) and the work stopped early (not
+     *  an error). */
     EMBER_STOPPED = 2,
 
     /** An argument was NULL where it may not be, out of range, or a struct_size was too small. */
@@ -93,7 +94,8 @@ typedef enum ember_status {
     EMBER_ERR_INVALID_MODEL = -4,
     /** Well-formed input that this build cannot handle: unknown architecture, tensor type, backend. */
     EMBER_ERR_UNSUPPORTED = -5,
-    /** A progress callback returned false: the operation was cancelled and nothing was created. */
+    /** A progress callback returned false, or ember_session_cancel was called: the operation was cancelled
+     *  and left nothing behind (nothing was created, or the session is as before the call). */
     EMBER_ERR_CANCELLED = -6,
     /** The session's context is full: truncate it or create one with a larger n_ctx. */
     EMBER_ERR_CONTEXT_FULL = -7,
@@ -343,8 +345,17 @@ EMBER_API ember_status ember_session_fork(ember_session *session, ember_session 
 
 /** Evaluates `n_tokens` tokens after the current position (a prompt: prefill; one token: decode) in
  *  chunks of n_batch, and keeps the logits of the last one. EMBER_ERR_CONTEXT_FULL if they would not
- *  fit (nothing is evaluated then); EMBER_ERR_INVALID_ARGUMENT for ids outside the vocabulary. */
+ *  fit (nothing is evaluated then); EMBER_ERR_INVALID_ARGUMENT for ids outside the vocabulary;
+ *  EMBER_ERR_CANCELLED when ember_session_cancel stopped it (the session is then as before the call). */
 EMBER_API ember_status ember_session_feed(ember_session *session, const ember_token *tokens, size_t n_tokens);
+
+/** Stops the ember_session_feed or ember_generate running on this session on another thread (a long
+ *  prompt, a reply the user interrupts): a feed returns EMBER_ERR_CANCELLED with the session as it was
+ *  before the call (checked between chunks of n_batch tokens and between layers); ember_generate
+ *  returns EMBER_STOPPED after the token it is emitting, which stays evaluated as usual. It affects
+ *  only a call in progress: each feed or generate starts uncancelled. Only sets a flag, so it may be
+ *  called from any thread and from a signal handler (Ctrl-C). NULL is a no-op. Since EMBER_1.2. */
+EMBER_API void ember_session_cancel(ember_session *session);
 
 /** The logits (n_vocab floats) after the last fed token. The pointer is owned by the session and is
  *  valid until the next call that changes it (feed, truncate, generate). EMBER_ERR_INVALID_STATE
@@ -460,7 +471,7 @@ EMBER_API void ember_generate_params_init(ember_generate_params *params);
 /** Generates up to max_tokens with ember_generate_next (or speculatively, when speculation is attached
  *  to the session and params->speculate is set: same tokens, fewer passes), calling on_token for each. *out_count (may be
  *  NULL) receives the number of tokens generated. Returns EMBER_OK when max_tokens were generated,
- *  EMBER_END_OF_GENERATION, EMBER_STOPPED (the callback returned false) or an error (including
+ *  EMBER_END_OF_GENERATION, EMBER_STOPPED (the callback returned false, or ember_session_cancel) or an error (including
  *  EMBER_ERR_CONTEXT_FULL when max_tokens is 0 and the context fills). */
 EMBER_API ember_status ember_generate(ember_session *session, ember_sampler *sampler,
                                       const ember_generate_params *params, size_t *out_count);

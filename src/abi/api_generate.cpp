@@ -48,12 +48,16 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
         const ember_generate_params p = abi::read_params(params, kGenerateParamsV1Size, impl_ember_generate_params_init_1_2,
                                                          "ember_generate_params");
         size_t count = 0;
+        session->cancel.store(false, std::memory_order_relaxed);   // a cancel affects only a call in progress
+        // ember_session_cancel stops after the token being emitted, which the callback still gets.
+        auto cancelled = [&] { return session->cancel.load(std::memory_order_relaxed); };
         if (session->spec && p.speculate) {
             const ember_status st = session->spec->generate(
                 *session->session, *sampler->sampler, p.max_tokens, [&](const GenStep &step) {
                     ++count;
                     if (out_count) *out_count = count;
-                    return !p.on_token || p.on_token(step.token, step.text.c_str(), step.text.size(), p.user_data);
+                    const bool go_on = !p.on_token || p.on_token(step.token, step.text.c_str(), step.text.size(), p.user_data);
+                    return go_on && !cancelled();
                 });
             return st;
         }
@@ -64,7 +68,7 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
             if (out_count) *out_count = count;
             const bool go_on = !p.on_token || p.on_token(step.token, step.text.c_str(), step.text.size(), p.user_data);
             if (step.end_of_generation) return EMBER_END_OF_GENERATION;
-            if (!go_on) return EMBER_STOPPED;
+            if (!go_on || cancelled()) return EMBER_STOPPED;
         }
     });
 }

@@ -76,9 +76,15 @@ ember_status ember_session_feed(ember_session *session, const ember_token *token
     return guard("ember_session_feed", [&] {
         EMBER_REQUIRE_ARG(session);
         if (!tokens && n_tokens) fail(EMBER_ERR_INVALID_ARGUMENT, "tokens is NULL but n_tokens is %zu", n_tokens);
-        session->session->feed(tokens, n_tokens);
+        session->cancel.store(false, std::memory_order_relaxed);   // a cancel affects only a call in progress
+        session->session->feed(tokens, n_tokens, nullptr, &session->cancel);
         return EMBER_OK;
     });
+}
+
+void ember_session_cancel(ember_session *session) {
+    // A lock-free atomic store: safe from a signal handler and from any thread.
+    if (session) session->cancel.store(true, std::memory_order_relaxed);
 }
 
 ember_status ember_session_logits(const ember_session *session, const float **out_logits, size_t *out_n_vocab) {

@@ -8,6 +8,7 @@
 #include "session/session.hpp"
 #include "spec/speculator.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -26,6 +27,7 @@ struct ember_session {
     std::string text;   // the text of the last ember_generate_next step (handed out by pointer)
     std::unique_ptr<ember::spec::Speculator> spec;   // attached speculation, if any
     uint32_t n_threads = 0;                          // from the params, for a draft's session
+    std::atomic<bool> cancel{false};                 // ember_session_cancel: stops the call in progress
 };
 
 struct ember_sampler {

@@ -191,7 +191,12 @@ void CpuContext::forward(const Batch &b) {
                  block, params_.n_blocks);
     }
     get_rows(view(desc_.tok_embd), b.tokens, b.n_tokens, x_.data());
-    for (uint32_t il = 0; il < hp.n_layer; ++il) layer(il, b);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        // Between layers, before any logits are written (the caller keeps its old ones).
+        if (b.cancel && b.cancel->load(std::memory_order_relaxed))
+            fail(EMBER_ERR_CANCELLED, "cpu forward: cancelled after layer %u of %u", il, hp.n_layer);
+        layer(il, b);
+    }
     if (b.n_logits == 0) return;
     // Only the requested rows go through the output norm and the vocabulary projection, together.
     const int64_t d = hp.n_embd;

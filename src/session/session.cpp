@@ -89,13 +89,13 @@ kv::CopyBlockFn Session::copy_fn() const {
     return [ctx](int32_t src, int32_t dst) { ctx->copy_block(src, dst); };
 }
 
-void Session::feed(const int32_t *tokens, size_t n, float *all_logits) {
+void Session::feed(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel) {
     if (n == 0) return;
     std::lock_guard<std::mutex> lock(kv_->mutex);
-    feed_locked(tokens, n, all_logits);
+    feed_locked(tokens, n, all_logits, cancel);
 }
 
-void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits) {
+void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel) {
     if (n > n_ctx_ - position())
         fail(EMBER_ERR_CONTEXT_FULL, "%zu tokens do not fit: %u of %u context positions are used", n, position(), n_ctx_);
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
@@ -109,8 +109,18 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits) {
              "the KV cache this session shares with its forks has too few free blocks for %zu more tokens "
              "(create the session with a larger n_seq_max)",
              n);
+    const uint32_t start = position();
+    const bool had_logits = logits_valid_;
+    // Cancelled: forget what this feed evaluated. The logits are still the old ones: a pass writes them
+    // only after its last layer, and cancellation is checked before that.
+    auto cancelled = [&] {
+        seq_->truncate(start);
+        logits_valid_ = had_logits;
+        fail(EMBER_ERR_CANCELLED, "the feed was cancelled (ember_session_cancel)");
+    };
     logits_valid_ = false;
     for (size_t off = 0; off < n; off += n_batch_) {
+        if (cancel && cancel->load(std::memory_order_relaxed)) cancelled();
         const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n_batch_, n - off));
         const int32_t *table = seq_->blocks().data();
         for (uint32_t i = 0; i < chunk; ++i) {
@@ -132,7 +142,13 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits) {
             b.logits_rows = &last_row;
             b.logits = logits_.data();
         }
-        kv_->ctx->forward(b);
+        b.cancel = cancel;
+        try {
+            kv_->ctx->forward(b);
+        } catch (const Error &e) {
+            if (e.status() == EMBER_ERR_CANCELLED) cancelled();
+            throw;
+        }
         seq_->commit(tokens + off, chunk);
     }
     if (all_logits) std::copy_n(all_logits + (n - 1) * logits_.size(), logits_.size(), logits_.data());

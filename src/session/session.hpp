@@ -62,7 +62,9 @@ public:
     // with all_logits (n rows of n_vocab) every token's (a speculative verifier scores each drafted
     // position). EMBER_ERR_OUT_OF_MEMORY, evaluating nothing, when the cache shared with forks has too
     // few free blocks.
-    void feed(const int32_t *tokens, size_t n, float *all_logits = nullptr);
+    // With `cancel`: checked between chunks and handed to the backend (which checks it between layers);
+    // when it is set the feed throws EMBER_ERR_CANCELLED and leaves the session as it was before.
+    void feed(const int32_t *tokens, size_t n, float *all_logits = nullptr, const std::atomic<bool> *cancel = nullptr);
     // The tokens evaluated so far.
     const std::vector<int32_t> &tokens() const { return seq_->tokens(); }
     // The text a generated token completes (whole UTF-8 characters), advancing the session's text
@@ -94,7 +96,7 @@ public:
 private:
     struct ForkTag {};
     Session(const Session &parent, ForkTag);
-    void feed_locked(const int32_t *tokens, size_t n, float *all_logits);
+    void feed_locked(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel = nullptr);
     kv::CopyBlockFn copy_fn() const;
 
     const Model &model_;
