@@ -245,7 +245,7 @@ static void expect_struct_size_error(ember_status st) {
     assert_non_null(strstr(ember_last_error(), "struct_size"));
 }
 
-/* The EMBER_1.2 device structs: ember_vulkan_device_params below any version is refused before any
+/* The EMBER_1.2 device structs: ember_vulkan_device_params and ember_cuda_device_params below any version are refused before any
  * device is touched; ember_device_info (an output) keeps a newer caller's tail, where a Vulkan device
  * exists to list. */
 static void test_struct_size_device_structs(void **state) {
@@ -254,6 +254,12 @@ static void test_struct_size_device_structs(void **state) {
     ember_vulkan_device_params_init(&vp.s);
     vp.s.struct_size = 4;
     expect_struct_size_error(ember_vulkan_set_device(&vp.s));
+    BIG(ember_cuda_device_params, cp);
+    ember_cuda_device_params_init(&cp.s);
+    assert_int_equal(cp.s.device_index, -1);
+    assert_null(cp.s.stream);
+    cp.s.struct_size = 4;
+    expect_struct_size_error(ember_cuda_set_device(&cp.s));
     BIG(ember_device_info, di);
     ember_device_info_init(&di.s);
     di.s.struct_size = sizeof di.s + EXTRA;

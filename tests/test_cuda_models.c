@@ -175,6 +175,11 @@ static void test_no_driver(void **state) {
     assert_int_equal(ember_session_create(m, &sp, &s), EMBER_ERR_UNSUPPORTED);
     printf("explicit cuda: %s\n", ember_last_error());
     assert_non_null(strstr(ember_last_error(), g_expect));
+    ember_cuda_device_params cp;
+    ember_cuda_device_params_init(&cp);
+    cp.device_index = 0;
+    assert_int_equal(ember_cuda_set_device(&cp), EMBER_ERR_UNSUPPORTED);   /* no driver to choose a device of */
+    assert_non_null(strstr(ember_last_error(), g_expect));
     sp.backend = EMBER_BACKEND_AUTO;
     assert_int_equal(ember_session_create(m, &sp, &s), EMBER_OK);
     printf("log: %s", g_log);

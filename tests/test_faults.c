@@ -263,6 +263,8 @@ static void test_null_everywhere(void **state) {
     ember_sampler_params_init(NULL);
     ember_generate_params_init(NULL);
     ember_session_cancel(NULL);
+    ember_cuda_device_params_init(NULL);
+    assert_int_equal(ember_cuda_set_device(NULL), EMBER_ERR_INVALID_ARGUMENT);
     ember_engine_params_init(NULL);
     ember_engine_stats_init(NULL);
     ember_memory_estimate_init(NULL);

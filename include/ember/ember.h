@@ -764,6 +764,27 @@ EMBER_API void ember_vulkan_device_params_init(ember_vulkan_device_params *param
  *  reason), EMBER_ERR_INVALID_ARGUMENT (some but not all handles set). Thread-safe. */
 EMBER_API ember_status ember_vulkan_set_device(const ember_vulkan_device_params *params);
 
+/** Which device and stream the CUDA backend runs on: a device ordinal (an index into
+ *  ember_backend_devices' list for EMBER_BACKEND_CUDA) and optionally the application's own stream,
+ *  so that ember's work is ordered with the application's (a game engine's renderer, say). */
+typedef struct ember_cuda_device_params {
+    uint32_t struct_size;
+    /** CUDA device ordinal (default -1: the best-scoring device). */
+    int32_t device_index;
+    /** A cudaStream_t of the application on that device, cast to void * (default NULL: ember creates
+     *  its own). Ember enqueues every pass on it and waits only for its own work's results; the stream
+     *  must outlive every model and session on the CUDA backend. */
+    void *stream;
+} ember_cuda_device_params;
+
+EMBER_API void ember_cuda_device_params_init(ember_cuda_device_params *params);
+
+/** Chooses the CUDA backend's device and stream for this process, before the first model is loaded onto
+ *  CUDA (later: EMBER_ERR_INVALID_STATE). Without a call, $EMBER_CUDA_DEVICE (an ordinal) or the best
+ *  device is used. Errors: EMBER_ERR_UNSUPPORTED (no CUDA backend, driver or device here, with the
+ *  reason). Thread-safe. Since EMBER_1.2. */
+EMBER_API ember_status ember_cuda_set_device(const ember_cuda_device_params *params);
+
 #ifdef __cplusplus
 }
 #endif

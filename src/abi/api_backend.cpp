@@ -1,5 +1,5 @@
 // api_backend.cpp — backend devices through the C ABI (EMBER_1.2): listing a module backend's devices
-// and choosing the Vulkan device (an index or the application's own objects).
+// and choosing the Vulkan device (an index or the application's own objects) or the CUDA device and stream.
 #include "abi/handles.hpp"
 #include "backend/module_loader.hpp"
 
@@ -61,6 +61,30 @@ ember_status ember_vulkan_set_device(const ember_vulkan_device_params *params) {
         op.vk_instance = p.instance, op.vk_physical_device = p.physical_device;
         op.vk_device = p.device, op.vk_queue = p.queue, op.vk_queue_family = p.queue_family;
         module_set_open_params(backend_module(EMBER_BACKEND_VULKAN), op);
+        return EMBER_OK;
+    });
+}
+
+void ember_cuda_device_params_init(ember_cuda_device_params *params) {
+    if (!params) return;
+    std::memset(params, 0, sizeof *params);
+    params->struct_size = sizeof *params;
+    params->device_index = -1;
+}
+
+ember_status ember_cuda_set_device(const ember_cuda_device_params *params) {
+    return guard("ember_cuda_set_device", [&] {
+        EMBER_REQUIRE_ARG(params);
+        const ember_cuda_device_params p = abi::read_params(params, sizeof(ember_cuda_device_params),
+                                                            ember_cuda_device_params_init, "ember_cuda_device_params");
+        ember_mod_open_params op{};
+        op.struct_size = sizeof op;
+        op.device_index = p.device_index;
+        op.cuda_stream = p.stream;
+        Backend &cuda = backend_module(EMBER_BACKEND_CUDA);
+        // The module loads without a driver; say so now rather than at the first model.
+        if (cuda.score() <= 0) fail(EMBER_ERR_UNSUPPORTED, "cuda: %s", module_unavailable_reason(cuda).c_str());
+        module_set_open_params(cuda, op);
         return EMBER_OK;
     });
 }
