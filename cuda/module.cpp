@@ -1,6 +1,7 @@
 // module.cpp — libember-cuda.so's one exported symbol: the module_api.h table. Every entry catches
 // everything (no exception crosses the C boundary) and reports a status and a message.
 #include "backend/module_api.h"
+#include "backend/module_guard.hpp"
 #include "core/error.hpp"
 #include "device.hpp"
 #include "model.hpp"
@@ -28,23 +29,7 @@ using namespace ember;
 
 template <class F>
 int guard(char *msg, size_t cap, F &&f) {
-    if (msg && cap) msg[0] = 0;
-    try {
-        f();
-        return EMBER_OK;
-    } catch (const Error &e) {
-        if (msg && cap) std::snprintf(msg, cap, "%s", e.what());
-        return e.status();
-    } catch (const std::bad_alloc &) {
-        if (msg && cap) std::snprintf(msg, cap, "cuda: out of host memory");
-        return EMBER_ERR_OUT_OF_MEMORY;
-    } catch (const std::exception &e) {
-        if (msg && cap) std::snprintf(msg, cap, "cuda: %s", e.what());
-        return EMBER_ERR_INTERNAL;
-    } catch (...) {
-        if (msg && cap) std::snprintf(msg, cap, "cuda: unknown failure");
-        return EMBER_ERR_INTERNAL;
-    }
+    return module_guard("cuda", msg, cap, static_cast<F &&>(f));
 }
 
 // Fails with the reason when no device is usable, so that the registry can say why.

@@ -2,6 +2,7 @@
 // everything (no exception crosses the C boundary) and reports a status and a message; a validation
 // message raised during a call fails that call (EMBER_VULKAN_VALIDATION=1).
 #include "backend/module_api.h"
+#include "backend/module_guard.hpp"
 #include "core/error.hpp"
 #include "vk_device.hpp"
 #include "vk_model.hpp"
@@ -28,23 +29,7 @@ using namespace ember;
 
 template <class F>
 int guard(char *msg, size_t cap, F &&f) {
-    if (msg && cap) msg[0] = 0;
-    try {
-        f();
-        return EMBER_OK;
-    } catch (const Error &e) {
-        if (msg && cap) std::snprintf(msg, cap, "%s", e.what());
-        return e.status();
-    } catch (const std::bad_alloc &) {
-        if (msg && cap) std::snprintf(msg, cap, "vulkan: out of host memory");
-        return EMBER_ERR_OUT_OF_MEMORY;
-    } catch (const std::exception &e) {
-        if (msg && cap) std::snprintf(msg, cap, "vulkan: %s", e.what());
-        return EMBER_ERR_INTERNAL;
-    } catch (...) {
-        if (msg && cap) std::snprintf(msg, cap, "vulkan: unknown failure");
-        return EMBER_ERR_INTERNAL;
-    }
+    return module_guard("vulkan", msg, cap, static_cast<F &&>(f));
 }
 
 int list_devices(ember_mod_device_info *out, uint32_t cap, uint32_t *n_out, char *msg, size_t msg_cap) {
