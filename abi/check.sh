@@ -9,13 +9,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 source "$here/common.sh"
-abi_require_tools
-build=${1:-$root/build}
-if [ ! -e "$build/libember.so.0" ] && [ "$build" = "$root/build" ]; then
-  bash "$root/tools/build.sh"
-fi
-lib=$(abi_library "$build")
-src=$(abi_source_dir "$build")
+abi_open_build "${1:-}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 abi_dump "$lib" "$src/include/ember" "$tmp/current.abi"

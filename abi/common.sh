@@ -54,3 +54,16 @@ abi_require_tools() {
     command -v "$t" > /dev/null || { echo "abi: '$t' not found (bash tools/install-deps.sh installs abigail-tools)" >&2; return 1; }
   done
 }
+
+# abi_open_build [BUILD_DIR]: what check.sh and update.sh both start with. Checks the tools, takes the
+# build directory (default: the checkout's build/, made with tools/build.sh if missing) and sets
+# `lib` (its libember.so) and `src` (the source tree it was configured from). Needs `root` set.
+abi_open_build() {
+  abi_require_tools
+  local build=${1:-$root/build}
+  if [ ! -e "$build/libember.so.0" ] && [ "$build" = "$root/build" ]; then
+    bash "$root/tools/build.sh"
+  fi
+  lib=$(abi_library "$build")
+  src=$(abi_source_dir "$build")
+}
