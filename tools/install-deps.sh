@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages that building and testing ember needs, if any are missing
-# (the Vulkan ones included: libember builds and runs without them, but CI tests the Vulkan backend).
+# (the Vulkan ones included: libember builds and runs without them, but CI tests the Vulkan backend;
+# likewise the bindings' toolchains and the server sample's libraries).
 # With --reliability also what tools/reliability.sh needs: libabigail's abidw/abidiff (the ABI gate) and
 # clang with its libFuzzer and sanitizer runtimes (clang-19 where the distribution has it, else clang).
 # Uses sudo when not run as root. Safe to run repeatedly.
@@ -9,6 +10,11 @@ packages=(cmake ninja-build g++ pkg-config libcmocka-dev)
 # The Vulkan backend module: headers and glslc to build it; the loader, lavapipe (Mesa's CPU driver)
 # and the Khronos validation layer so that its tests run (on lavapipe) in CI, which has no GPU.
 packages+=(libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers)
+# The language bindings' toolchains (bindings/): Mono's C# compiler and runtime, Go. Rust's cargo comes
+# with the machine (rustup, ~/.cargo/bin); its tests skip, saying so, where it is absent.
+packages+=(mono-mcs mono-runtime golang-go)
+# The server sample (samples/server): cpp-httplib and nlohmann-json; its test talks HTTP through curl.
+packages+=(libcpp-httplib-dev nlohmann-json3-dev curl)
 reliability=0
 [ "${1:-}" = "--reliability" ] && reliability=1
 
