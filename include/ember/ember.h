@@ -346,7 +346,11 @@ EMBER_API ember_status ember_session_fork(ember_session *session, ember_session 
 /** Evaluates `n_tokens` tokens after the current position (a prompt: prefill; one token: decode) in
  *  chunks of n_batch, and keeps the logits of the last one. EMBER_ERR_CONTEXT_FULL if they would not
  *  fit (nothing is evaluated then); EMBER_ERR_INVALID_ARGUMENT for ids outside the vocabulary;
- *  EMBER_ERR_CANCELLED when ember_session_cancel stopped it (the session is then as before the call). */
+ *  EMBER_ERR_CANCELLED when ember_session_cancel stopped it (the session is then as before the call).
+ *  A feed is all or nothing: when any error stops it part way (a backend failure too), the chunks it
+ *  had evaluated are forgotten and the position is as before the call; the earlier logits stay
+ *  readable, unless the failure hit the pass that writes them (ember_session_logits then gives
+ *  EMBER_ERR_INVALID_STATE until the next successful feed). */
 EMBER_API ember_status ember_session_feed(ember_session *session, const ember_token *tokens, size_t n_tokens);
 
 /** Stops the ember_session_feed or ember_generate running on this session on another thread (a long

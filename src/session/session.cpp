@@ -111,45 +111,54 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
              n);
     const uint32_t start = position();
     const bool had_logits = logits_valid_;
-    // Cancelled: forget what this feed evaluated. The logits are still the old ones: a pass writes them
-    // only after its last layer, and cancellation is checked before that.
-    auto cancelled = [&] {
+    // A feed is all or nothing: when it stops early — cancelled, or a pass failed (a device lost, memory
+    // a module could not get) — the chunks it already evaluated are forgotten, so the caller can retry
+    // or go on from exactly where it was. The old logits survive unless the failing pass was the one
+    // that writes them (the last chunk), which may have left them half written.
+    bool logits_pass = false;
+    const auto roll_back = [&](bool logits_untouched) {
         seq_->truncate(start);
-        logits_valid_ = had_logits;
-        fail(EMBER_ERR_CANCELLED, "the feed was cancelled (ember_session_cancel)");
+        logits_valid_ = had_logits && (logits_untouched || !logits_pass);
     };
-    logits_valid_ = false;
-    for (size_t off = 0; off < n; off += n_batch_) {
-        if (cancel && cancel->load(std::memory_order_relaxed)) cancelled();
-        const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n_batch_, n - off));
-        const int32_t *table = seq_->blocks().data();
-        for (uint32_t i = 0; i < chunk; ++i) {
-            pos_[i] = static_cast<int32_t>(position() + i);
-            tables_[i] = table;
-        }
-        const int32_t last_row = static_cast<int32_t>(chunk - 1);
-        Batch b;
-        b.n_tokens = chunk;
-        b.tokens = tokens + off;
-        b.pos = pos_.data();
-        b.tables = tables_.data();
-        if (all_logits) {
-            b.n_logits = chunk;
-            b.logits_rows = rows_.data();
-            b.logits = all_logits + off * logits_.size();
-        } else if (off + chunk == n) {
-            b.n_logits = 1;
-            b.logits_rows = &last_row;
-            b.logits = logits_.data();
-        }
-        b.cancel = cancel;
-        try {
+    try {
+        logits_valid_ = false;
+        for (size_t off = 0; off < n; off += n_batch_) {
+            if (cancel && cancel->load(std::memory_order_relaxed))
+                fail(EMBER_ERR_CANCELLED, "the feed was cancelled (ember_session_cancel)");
+            const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n_batch_, n - off));
+            const int32_t *table = seq_->blocks().data();
+            for (uint32_t i = 0; i < chunk; ++i) {
+                pos_[i] = static_cast<int32_t>(position() + i);
+                tables_[i] = table;
+            }
+            const int32_t last_row = static_cast<int32_t>(chunk - 1);
+            Batch b;
+            b.n_tokens = chunk;
+            b.tokens = tokens + off;
+            b.pos = pos_.data();
+            b.tables = tables_.data();
+            if (all_logits) {
+                b.n_logits = chunk;
+                b.logits_rows = rows_.data();
+                b.logits = all_logits + off * logits_.size();
+            } else if (off + chunk == n) {
+                b.n_logits = 1;
+                b.logits_rows = &last_row;
+                b.logits = logits_.data();
+                logits_pass = true;
+            }
+            b.cancel = cancel;
             kv_->ctx->forward(b);
-        } catch (const Error &e) {
-            if (e.status() == EMBER_ERR_CANCELLED) cancelled();
-            throw;
+            seq_->commit(tokens + off, chunk);
         }
-        seq_->commit(tokens + off, chunk);
+    } catch (const Error &e) {
+        // Cancellation is checked before a pass writes its logits (after its last layer), so a cancelled
+        // pass never touched them.
+        roll_back(e.status() == EMBER_ERR_CANCELLED);
+        throw;
+    } catch (...) {
+        roll_back(false);
+        throw;
     }
     if (all_logits) std::copy_n(all_logits + (n - 1) * logits_.size(), logits_.size(), logits_.data());
     logits_valid_ = true;
