@@ -6,6 +6,7 @@
 //!   of every constant (the lists below are compared with the crate's source, so none can be left out);
 //! - the crate's source text (`src/lib.rs`): each field's, callback's and function's Rust types, mapped
 //!   to C type strings by one table (`c_type`) and compared with the table's strings.
+//!
 //! It fails on any difference, on anything the crate declares that the table lacks, and on anything the
 //! table lists that the crate lacks. The `drift_*` tests feed it altered tables and sources to show
 //! that each kind of drift is caught.

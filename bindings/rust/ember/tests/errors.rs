@@ -64,16 +64,16 @@ fn session_errors() {
     let Some(path) = common::model_path() else { return };
     let model = Model::load(&path).unwrap();
     let mut s = Session::new(&model, &ember::SessionParams { n_ctx: 16, n_threads: 1, ..Default::default() }).unwrap();
-    let err = s.logits().err().expect("logits before any feed");
+    let err = s.logits().expect_err("logits before any feed");
     assert_eq!(err.status, Status::InvalidState);
-    let err = s.feed(&[1; 20]).err().expect("20 tokens fit in 16");
+    let err = s.feed(&[1; 20]).expect_err("20 tokens fit in 16");
     assert_eq!(err.status, Status::ContextFull);
     assert_eq!(s.position().unwrap(), 0, "a failed feed evaluated something");
-    let err = s.feed(&[1_000_000]).err().expect("a token outside the vocabulary was fed");
+    let err = s.feed(&[1_000_000]).expect_err("a token outside the vocabulary was fed");
     assert_eq!(err.status, Status::InvalidArgument);
-    let err = s.restore(b"garbage").err().expect("garbage restored");
+    let err = s.restore(b"garbage").expect_err("garbage restored");
     assert_eq!(err.status, Status::CorruptData);
-    let err = s.truncate(5).err().expect("truncate past the position");
+    let err = s.truncate(5).expect_err("truncate past the position");
     assert_eq!(err.status, Status::InvalidArgument);
 
     let vocab = Model::load_with(&path, &LoadOptions { vocab_only: true }, None).unwrap();

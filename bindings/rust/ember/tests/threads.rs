@@ -43,7 +43,7 @@ fn feed_cancelled_from_another_thread() {
     let r = s.feed(&prompt);
     done.store(true, Ordering::Release);
     canceller.join().unwrap();
-    let err = r.err().expect("the feed was not cancelled");
+    let err = r.expect_err("the feed was not cancelled");
     assert_eq!(err.status, Status::Cancelled, "{err}");
     assert_eq!(s.position().unwrap(), 0, "a cancelled feed left tokens behind");
     // The next call starts uncancelled.
@@ -100,7 +100,7 @@ fn load_cancelled_by_progress_and_panics_stay_out_of_c() {
         let mut boom = |_p: f32| -> bool { panic!("progress panicked") };
         let _ = Model::load_with(&path, &LoadOptions::default(), Some(&mut boom));
     });
-    let payload = caught.err().expect("the panic was swallowed");
+    let payload = caught.expect_err("the panic was swallowed");
     assert_eq!(payload.downcast_ref::<&str>(), Some(&"progress panicked"));
 
     // Likewise in a streaming closure; the session stays usable.
