@@ -87,8 +87,8 @@ impl<'m> Session<'m> {
 
     /// Streams up to `max_tokens` pieces, one decode step each. The last piece may be the
     /// end-of-generation token (`end_of_generation` set); after it, or after an error, the iterator
-    /// ends. Cancelling through a `CancelHandle` makes a step fail with `Status::Cancelled` when it
-    /// stops a feed.
+    /// ends. Each step is one short C call: to stop, stop iterating (a `CancelHandle` is for the
+    /// long calls, `feed` and `generate`).
     pub fn tokens<'s>(&'s mut self, sampler: &'s mut Sampler, max_tokens: usize) -> Tokens<'s, 'm> {
         Tokens { session: self, sampler, left: max_tokens, done: false }
     }
