@@ -15,6 +15,13 @@ if [ -z "$cargo" ] || [ ! -x "$cargo" ]; then
   echo "skipped: cargo not found (PATH, \$HOME/.cargo/bin): install Rust to test the Rust binding"
   exit 77
 fi
+# offset_of! (the layout test) needs Rust 1.77; Debian 12's own rustc is 1.63.
+rustc_version=$("$(dirname "$cargo")/rustc" --version 2>/dev/null || rustc --version 2>/dev/null || true)
+minor=$(printf '%s\n' "$rustc_version" | sed -n 's/^rustc 1\.\([0-9]*\).*/\1/p')
+if [ -z "$minor" ] || [ "$minor" -lt 77 ]; then
+  echo "skipped: the Rust binding needs rustc >= 1.77, found '${rustc_version:-none}' beside $cargo"
+  exit 77
+fi
 for v in EMBER_LIB_DIR EMBER_BINDING_BUILD_DIR EMBER_GREEDY_REF EMBER_REPO_MODELS; do
   [ -n "${!v:-}" ] || { echo "FAIL: $v is not set (run through ctest)"; exit 1; }
 done
