@@ -104,7 +104,8 @@ namespace Ember
 
         /// <summary>Evaluates tokens after the current position. A cancelled token stops it between
         /// chunks and layers with OperationCanceledException, leaving the session as before the call.
-        /// (A cancellation that arrives as the feed finishes may let it complete instead.)</summary>
+        /// (ember_session_cancel affects only a feed in progress: a cancellation in the instant between
+        /// the check on entry and the native feed starting, or as it finishes, lets it complete.)</summary>
         public void Feed(int[] tokens, CancellationToken cancellation = default(CancellationToken))
         {
             ThrowIfDisposed();
