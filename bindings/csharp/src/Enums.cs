@@ -1,0 +1,52 @@
+namespace Ember
+{
+    /// <summary>Log levels (ember_log_level).</summary>
+    [NativeName("ember_log_level")]
+    public enum LogLevel
+    {
+        [NativeName("EMBER_LOG_DEBUG")] Debug = 0,
+        [NativeName("EMBER_LOG_INFO")] Info = 1,
+        [NativeName("EMBER_LOG_WARN")] Warn = 2,
+        [NativeName("EMBER_LOG_ERROR")] Error = 3,
+    }
+
+    /// <summary>Which compute backend a session or engine runs on (ember_backend_kind).</summary>
+    [NativeName("ember_backend_kind")]
+    public enum BackendKind
+    {
+        /// <summary>The best backend available on this machine.</summary>
+        [NativeName("EMBER_BACKEND_AUTO")] Auto = 0,
+        [NativeName("EMBER_BACKEND_CPU")] Cpu = 1,
+        [NativeName("EMBER_BACKEND_CUDA")] Cuda = 2,
+        [NativeName("EMBER_BACKEND_VULKAN")] Vulkan = 3,
+    }
+
+    /// <summary>Element type of the KV cache (ember_kv_type).</summary>
+    [NativeName("ember_kv_type")]
+    public enum KvType
+    {
+        [NativeName("EMBER_KV_F16")] F16 = 0,
+        /// <summary>1.88 times the tokens in the same memory, for a small quality cost.</summary>
+        [NativeName("EMBER_KV_Q8_0")] Q8_0 = 1,
+    }
+
+    /// <summary>Speculative decoding mode (ember_spec_mode).</summary>
+    [NativeName("ember_spec_mode")]
+    public enum SpecMode
+    {
+        [NativeName("EMBER_SPEC_OFF")] Off = 0,
+        [NativeName("EMBER_SPEC_DRAFT")] Draft = 1,
+        [NativeName("EMBER_SPEC_LOOKUP")] Lookup = 2,
+    }
+
+    /// <summary>Where an engine request stands (ember_request_state).</summary>
+    [NativeName("ember_request_state")]
+    public enum RequestState
+    {
+        [NativeName("EMBER_REQUEST_QUEUED")] Queued = 0,
+        [NativeName("EMBER_REQUEST_RUNNING")] Running = 1,
+        [NativeName("EMBER_REQUEST_DONE")] Done = 2,
+        [NativeName("EMBER_REQUEST_CANCELLED")] Cancelled = 3,
+        [NativeName("EMBER_REQUEST_FAILED")] Failed = 4,
+    }
+}

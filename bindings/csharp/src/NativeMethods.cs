@@ -1,0 +1,191 @@
+using System;
+using System.Runtime.InteropServices;
+
+// Every function of ember.h, declared once, named exactly as in C (the layout test matches them with
+// bindings/layout/ember.layout by that name and checks each parameter's C# type against the C type).
+// Conventions: strings go in as NUL-terminated UTF-8 byte[] (encoded by Utf8.cs, so the result is the
+// same on Mono, .NET and .NET Framework, whose default string marshalling differs); strings come out
+// as IntPtr, never string, because the marshaller would free memory that the library owns. Handles
+// that the binding owns are SafeHandles; the *_free functions take IntPtr because the SafeHandles
+// call them from ReleaseHandle. size_t is UIntPtr.
+namespace Ember.Native
+{
+    internal static class NativeMethods
+    {
+        internal const string Library = "ember";
+        private const CallingConvention Cdecl = CallingConvention.Cdecl;
+
+        // ---- versions, status, logging
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern IntPtr ember_version();
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern uint ember_abi_version();
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern IntPtr ember_status_string(Status status);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern IntPtr ember_last_error();
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_log_set(IntPtr fn, IntPtr user_data, LogLevel min_level);
+
+        // ---- models
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_model_params_init(ref ember_model_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_load(byte[] path, ref ember_model_params p, out ModelHandle model);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_model_free(IntPtr model);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_model_info_init(ref ember_model_info info);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_get_info(ModelHandle model, ref ember_model_info info);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_meta_count(ModelHandle model, out UIntPtr count);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_meta_key(ModelHandle model, UIntPtr i, out IntPtr key);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_meta_string(ModelHandle model, byte[] key, byte[] buf, UIntPtr capacity,
+                                                              out UIntPtr out_len);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_meta_int(ModelHandle model, byte[] key, out long value);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_meta_float(ModelHandle model, byte[] key, out double value);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_tensor_info_init(ref ember_tensor_info info);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_tensor_count(ModelHandle model, out UIntPtr count);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_tensor_info(ModelHandle model, UIntPtr i, ref ember_tensor_info info);
+
+        // ---- tokenizer
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_tokenize(ModelHandle model, byte[] text, UIntPtr text_len, uint flags,
+                                                     int[] tokens, UIntPtr capacity, out UIntPtr out_count);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_token_to_piece(ModelHandle model, int token, uint flags, byte[] buf,
+                                                           UIntPtr capacity, out UIntPtr out_len);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_detokenize(ModelHandle model, int[] tokens, UIntPtr n_tokens, uint flags,
+                                                       byte[] buf, UIntPtr capacity, out UIntPtr out_len);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern int ember_token_bos(ModelHandle model);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern int ember_token_eos(ModelHandle model);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        [return: MarshalAs(UnmanagedType.I1)]
+        internal static extern bool ember_token_is_eog(ModelHandle model, int token);
+
+        // ---- sessions
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_session_params_init(ref ember_session_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_create(ModelHandle model, ref ember_session_params p,
+                                                           out SessionHandle session);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_session_free(IntPtr session);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_fork(SessionHandle session, out SessionHandle fork);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_feed(SessionHandle session, int[] tokens, UIntPtr n_tokens);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_session_cancel(SessionHandle session);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_logits(SessionHandle session, out IntPtr logits, out UIntPtr n_vocab);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_position(SessionHandle session, out uint position);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_context_length(SessionHandle session, out uint n_ctx);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_truncate(SessionHandle session, uint n_tokens);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_save(SessionHandle session, byte[] buf, UIntPtr capacity,
+                                                         out UIntPtr out_len);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_restore(SessionHandle session, byte[] data, UIntPtr size);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_save_file(SessionHandle session, byte[] path);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_restore_file(SessionHandle session, byte[] path);
+
+        // ---- samplers and generation
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_sampler_params_init(ref ember_sampler_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_create(ref ember_sampler_params p, out SamplerHandle sampler);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_sampler_free(IntPtr sampler);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_sample(SamplerHandle sampler, float[] logits, UIntPtr n_vocab,
+                                                           out int token);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_accept(SamplerHandle sampler, int token);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_reset(SamplerHandle sampler);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_generate_next(SessionHandle session, SamplerHandle sampler, out int token,
+                                                          out IntPtr text, out UIntPtr text_len);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_generate_params_init(ref ember_generate_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_generate(SessionHandle session, SamplerHandle sampler,
+                                                     ref ember_generate_params p, out UIntPtr out_count);
+
+        // ---- speculative decoding
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_spec_params_init(ref ember_spec_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_set_speculation(SessionHandle session, ref ember_spec_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_spec_stats_init(ref ember_spec_stats stats);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_spec_stats(SessionHandle session, ref ember_spec_stats stats);
+
+        // ---- engine and requests
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_engine_params_init(ref ember_engine_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_engine_create(ModelHandle model, ref ember_engine_params p,
+                                                          out EngineHandle engine);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_engine_free(IntPtr engine);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_engine_step(EngineHandle engine,
+                                                        [MarshalAs(UnmanagedType.I1)] out bool busy);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_engine_stats_init(ref ember_engine_stats stats);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_engine_get_stats(EngineHandle engine, ref ember_engine_stats stats);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_memory_estimate_init(ref ember_memory_estimate estimate);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_estimate_memory(ModelHandle model, ref ember_engine_params p,
+                                                            ref ember_memory_estimate estimate);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_estimate_memory_file(byte[] path, ref ember_engine_params p,
+                                                                 ref ember_memory_estimate estimate);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_engine_pin_prefix(EngineHandle engine, int[] tokens, UIntPtr n_tokens);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_request_params_init(ref ember_request_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_request_submit(EngineHandle engine, ref ember_request_params p,
+                                                           out RequestHandle request);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_request_poll(RequestHandle request, int[] tokens, UIntPtr capacity,
+                                                         out UIntPtr out_count, out RequestState state);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_request_text(RequestHandle request, byte[] buf, UIntPtr capacity,
+                                                         out UIntPtr out_len);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_request_wait(RequestHandle request, uint timeout_ms);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_request_cancel(RequestHandle request);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_request_error(RequestHandle request, out Status status, out IntPtr message);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_request_free(IntPtr request);
+
+        // ---- backend devices
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_device_info_init(ref ember_device_info info);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_backend_devices(BackendKind backend, [In, Out] ember_device_info[] devices,
+                                                            UIntPtr capacity, out UIntPtr out_count);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_vulkan_device_params_init(ref ember_vulkan_device_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_vulkan_set_device(ref ember_vulkan_device_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_cuda_device_params_init(ref ember_cuda_device_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_cuda_set_device(ref ember_cuda_device_params p);
+    }
+}

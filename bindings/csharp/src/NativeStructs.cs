@@ -1,0 +1,195 @@
+using System;
+using System.Runtime.InteropServices;
+
+// The structs of ember.h, declared again field for field. Rule the layout test relies on: each struct
+// and each field carries its C name verbatim, and each field has the C# type that the test's mapping
+// table allows for the field's C type (pointers and callbacks as IntPtr, bool as a one-byte I1, fixed
+// arrays as ByValArray). Marshal.SizeOf/OffsetOf of these must equal bindings/layout/ember.layout.
+// Callers of the public API never see them; Model, Session, Sampler, Engine and Request fill them.
+#pragma warning disable 0649, 0169 // fields written by native code or by field name only
+
+namespace Ember.Native
+{
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_model_params
+    {
+        public uint struct_size;
+        public IntPtr progress;            // ember_progress_fn
+        public IntPtr progress_user_data;
+        [MarshalAs(UnmanagedType.I1)] public bool vocab_only;
+        public IntPtr log;                 // ember_log_fn
+        public IntPtr log_user_data;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_model_info
+    {
+        public uint struct_size;
+        public IntPtr architecture;        // const char *, owned by the model
+        public IntPtr name;
+        public ulong n_params;
+        public ulong size_bytes;
+        public uint n_ctx_train;
+        public uint n_vocab;
+        public uint n_embd;
+        public uint n_layer;
+        public uint n_head;
+        public uint n_head_kv;
+        public ulong kv_bytes_per_token;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_tensor_info
+    {
+        public uint struct_size;
+        public IntPtr name;
+        public IntPtr type;
+        public uint n_dims;
+        [MarshalAs(UnmanagedType.ByValArray, SizeConst = 4)] public long[] dims;
+        public ulong n_bytes;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_session_params
+    {
+        public uint struct_size;
+        public uint n_ctx;
+        public uint n_threads;
+        public uint n_batch;
+        public ulong seed;
+        public BackendKind backend;
+        public uint reserved;
+        public uint n_seq_max;
+        public KvType kv_type;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_sampler_params
+    {
+        public uint struct_size;
+        public float temperature;
+        public int top_k;
+        public float top_p;
+        public float min_p;
+        public float repeat_penalty;
+        public float frequency_penalty;
+        public float presence_penalty;
+        public int penalty_last_n;
+        public ulong seed;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_generate_params
+    {
+        public uint struct_size;
+        public uint max_tokens;
+        public IntPtr on_token;            // ember_token_fn
+        public IntPtr user_data;
+        [MarshalAs(UnmanagedType.I1)] public bool speculate;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_spec_params
+    {
+        public uint struct_size;
+        public SpecMode mode;
+        public IntPtr draft_model;
+        public uint k;
+        [MarshalAs(UnmanagedType.I1)] public bool adaptive;
+        public uint k_max;
+        public uint ngram_max;
+        public uint n_threads;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_spec_stats
+    {
+        public uint struct_size;
+        public uint k;
+        public ulong drafted;
+        public ulong accepted;
+        public ulong target_passes;
+        public ulong generated;
+        public double acceptance_rate;
+        public double tokens_per_pass;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_engine_params
+    {
+        public uint struct_size;
+        public uint n_ctx;
+        public uint n_seq_max;
+        public ulong kv_bytes;
+        public uint n_threads;
+        public uint n_batch;
+        public BackendKind backend;
+        [MarshalAs(UnmanagedType.I1)] public bool manual_step;
+        public KvType kv_type;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_engine_stats
+    {
+        public uint struct_size;
+        public uint n_blocks;
+        public uint n_blocks_used;
+        public uint n_blocks_cached;
+        public uint block_size;
+        public uint n_running;
+        public uint n_queued;
+        public ulong kv_bytes;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_memory_estimate
+    {
+        public uint struct_size;
+        public ulong weights_bytes;
+        public ulong kv_bytes;
+        public ulong compute_bytes;
+        public ulong total_bytes;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_request_params
+    {
+        public uint struct_size;
+        public IntPtr prompt;              // const ember_token *, copied at submit
+        public UIntPtr n_prompt;
+        public uint max_tokens;
+        public IntPtr sampling;            // const ember_sampler_params *, copied at submit
+        public IntPtr on_token;            // ember_request_token_fn
+        public IntPtr user_data;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_device_info
+    {
+        public uint struct_size;
+        public uint index;
+        [MarshalAs(UnmanagedType.ByValArray, SizeConst = 128)] public byte[] name;
+        public uint type;
+        public int score;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_vulkan_device_params
+    {
+        public uint struct_size;
+        public int device_index;
+        public IntPtr instance;
+        public IntPtr physical_device;
+        public IntPtr device;
+        public IntPtr queue;
+        public uint queue_family;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_cuda_device_params
+    {
+        public uint struct_size;
+        public int device_index;
+        public IntPtr stream;
+    }
+}

@@ -1,0 +1,21 @@
+namespace Ember
+{
+    /// <summary>One generated token and the text it completes: whole UTF-8 characters only, so the
+    /// text may be empty while a character spans several tokens.</summary>
+    public struct TokenEvent
+    {
+        public TokenEvent(int token, string text, bool isEndOfGeneration)
+        {
+            Token = token;
+            Text = text;
+            IsEndOfGeneration = isEndOfGeneration;
+        }
+
+        public int Token { get; private set; }
+        public string Text { get; private set; }
+        /// <summary>The token ends generation (it was not fed to the session).</summary>
+        public bool IsEndOfGeneration { get; private set; }
+
+        public override string ToString() { return Token + ":" + Text; }
+    }
+}
