@@ -304,6 +304,47 @@ func TestCancelStopsGeneration(t *testing.T) {
 	}
 }
 
+// A long prompt is stopped between chunks; the session is then as before the call.
+func TestCancelStopsLongFeed(t *testing.T) {
+	m := loadModel(t)
+	s, err := m.NewSession(&SessionOptions{NCtx: 256, NThreads: 2, NBatch: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	story := strings.Repeat("The little dog ran to the park and played with a red ball. ", 30)
+	toks, err := m.Tokenize(story, TokenizeAddSpecial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks = toks[:160]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = s.Feed(ctx, toks)
+	took := time.Since(start)
+	if err == nil {
+		t.Skipf("the feed of %d tokens finished in %v, before the 5 ms deadline", len(toks), took)
+	}
+	asError(t, err, ErrCancelled)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want context.DeadlineExceeded wrapped: %v", err)
+	}
+	if pos, _ := s.Position(); pos != 0 {
+		t.Fatalf("a cancelled feed left %d tokens", pos)
+	}
+	// The full feed takes far longer than the time the cancelled one took.
+	start = time.Now()
+	if err := s.Feed(context.Background(), toks); err != nil {
+		t.Fatal(err)
+	}
+	full := time.Since(start)
+	t.Logf("cancelled after %v; the whole feed takes %v", took, full)
+	if took > full/2+50*time.Millisecond {
+		t.Fatalf("the cancel took effect late: %v of %v", took, full)
+	}
+}
+
 func settleGoroutines(t *testing.T, base int) {
 	t.Helper()
 	for i := 0; i < 200; i++ {

@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
@@ -42,11 +43,12 @@ var (
 var ErrClosed = errors.New("ember: handle is closed")
 
 func (e *Error) Error() string {
-	s := "ember: "
-	if e.Op != "" {
-		s += e.Op + ": "
+	// "ember: EMBER_ERR_IO: ember_model_load: cannot open ..." (the library's messages name the call
+	// already; the binding's own ones get it added).
+	s := "ember: " + e.Status.String()
+	if e.Op != "" && !strings.HasPrefix(e.Message, e.Op+":") {
+		s += ": " + e.Op
 	}
-	s += e.Status.String()
 	if e.Message != "" {
 		s += ": " + e.Message
 	}
