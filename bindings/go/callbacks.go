@@ -5,6 +5,8 @@ import "C"
 
 import (
 	"runtime/cgo"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -50,4 +52,43 @@ func emberGoToken(token C.ember_token, text *C.char, n C.size_t, handle C.uintpt
 		piece = C.GoBytes(unsafe.Pointer(text), C.int(n))
 	}
 	return C.bool(call.fn(Token(token), piece))
+}
+
+// Logging. Log sinks may be called from any thread running ember work (cgo gives such threads a Go
+// context), so a logger must be safe for concurrent use. A panic in a logger is swallowed (it must
+// not unwind through C) and that message is lost.
+
+type logFunc func(level LogLevel, message string)
+
+var (
+	logMu     sync.Mutex   // serializes SetLogger
+	logGlobal atomic.Value // logFunc (possibly nil) of the process-wide sink
+)
+
+// SetLogger sets the process-wide log sink (nil: silent, the default) and the lowest level passed to
+// it. Messages of a model loaded with LoadOptions.Log go there instead.
+func SetLogger(fn func(level LogLevel, message string), minLevel LogLevel) {
+	logMu.Lock()
+	defer logMu.Unlock()
+	logGlobal.Store(logFunc(fn))
+	C.eg_log_set(C.bool(fn != nil), C.ember_log_level(minLevel))
+}
+
+func callLogger(fn logFunc, level C.ember_log_level, message *C.char) {
+	if fn == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	fn(LogLevel(level), C.GoString(message))
+}
+
+//export emberGoLog
+func emberGoLog(level C.ember_log_level, message *C.char) {
+	fn, _ := logGlobal.Load().(logFunc)
+	callLogger(fn, level, message)
+}
+
+//export emberGoModelLog
+func emberGoModelLog(level C.ember_log_level, message *C.char, handle C.uintptr_t) {
+	callLogger(cgo.Handle(handle).Value().(logFunc), level, message)
 }

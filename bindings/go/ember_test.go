@@ -628,3 +628,51 @@ func TestEngineRequest(t *testing.T) {
 		t.Fatalf("Submit after Close: %v", err)
 	}
 }
+
+func TestLoggers(t *testing.T) {
+	path := modelPath(t)
+	var mu sync.Mutex
+	var global, own []string
+	SetLogger(func(level LogLevel, msg string) {
+		mu.Lock()
+		global = append(global, msg)
+		mu.Unlock()
+	}, LogInfo)
+	defer SetLogger(nil, LogInfo)
+
+	m, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	m, err = Load(path, &LoadOptions{Log: func(level LogLevel, msg string) {
+		mu.Lock()
+		own = append(own, msg)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	SetLogger(nil, LogInfo)
+	m, err = Load(path, &LoadOptions{Log: func(LogLevel, string) { panic("a logger panics") }})
+	if err != nil {
+		t.Fatalf("a panicking logger must not break the load: %v", err)
+	}
+	m.Close()
+
+	mu.Lock()
+	defer mu.Unlock()
+	count := func(msgs []string) int {
+		n := 0
+		for _, s := range msgs {
+			if strings.Contains(s, "loaded") && strings.Contains(s, path) {
+				n++
+			}
+		}
+		return n
+	}
+	if count(global) != 1 || count(own) != 1 {
+		t.Fatalf("want one load line each: process-wide %q, the model's own %q", global, own)
+	}
+}

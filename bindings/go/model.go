@@ -28,6 +28,9 @@ type LoadOptions struct {
 	// Progress, if set, is called with the load progress in [0, 1] on the loading goroutine; returning
 	// false cancels the load (Load then fails with StatusCancelled).
 	Progress func(progress float32) bool
+	// Log, if set, receives this model's log messages instead of the SetLogger sink, from any thread
+	// running the model's work (so it must be safe for concurrent use), until the model is closed.
+	Log func(level LogLevel, message string)
 }
 
 // Model is a loaded GGUF model. It is immutable and safe for concurrent use by any number of
@@ -35,7 +38,8 @@ type LoadOptions struct {
 type Model struct {
 	mu       sync.RWMutex // read: any call; write: Close
 	h        *C.ember_model
-	children int // open sessions and engines: Close refuses while there are any
+	children int        // open sessions and engines: Close refuses while there are any
+	log      cgo.Handle // LoadOptions.Log, deleted when the model is freed (0: none)
 }
 
 // Load loads a GGUF model file. Errors: ErrIO (cannot open; the message names the path),
@@ -47,7 +51,7 @@ func Load(path string, opts *LoadOptions) (*Model, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	var vocabOnly C.bool
-	var handle cgo.Handle
+	var handle, logHandle cgo.Handle
 	var call *progressCall
 	if opts != nil {
 		vocabOnly = C.bool(opts.VocabOnly)
@@ -56,19 +60,28 @@ func Load(path string, opts *LoadOptions) (*Model, error) {
 			handle = cgo.NewHandle(call)
 			defer handle.Delete()
 		}
+		if opts.Log != nil {
+			logHandle = cgo.NewHandle(logFunc(opts.Log))
+		}
 	}
 	var h *C.ember_model
 	var msg *C.char
-	st := C.eg_model_load(cpath, vocabOnly, C.uintptr_t(handle), &h, &msg)
+	st := C.eg_model_load(cpath, vocabOnly, C.uintptr_t(handle), C.uintptr_t(logHandle), &h, &msg)
 	if call != nil && call.panicked != nil {
 		C.ember_model_free(h)
 		C.free(unsafe.Pointer(msg))
+		if logHandle != 0 {
+			logHandle.Delete()
+		}
 		panic(call.panicked)
 	}
 	if err := result("ember_model_load", st, msg); err != nil {
+		if logHandle != 0 {
+			logHandle.Delete()
+		}
 		return nil, err
 	}
-	m := &Model{h: h}
+	m := &Model{h: h, log: logHandle}
 	runtime.SetFinalizer(m, (*Model).Close)
 	return m, nil
 }
@@ -87,6 +100,10 @@ func (m *Model) Close() error {
 	}
 	C.ember_model_free(m.h)
 	m.h = nil
+	if m.log != 0 {
+		m.log.Delete() // nothing of the model's runs any more
+		m.log = 0
+	}
 	runtime.SetFinalizer(m, nil)
 	return nil
 }

@@ -34,13 +34,31 @@ static bool eg_token_trampoline(ember_token token, const char *text, size_t text
     return emberGoToken(token, (char *)text, text_len, (uintptr_t)user_data);
 }
 
-ember_status eg_model_load(const char *path, _Bool vocab_only, uintptr_t progress, ember_model **out, char **err) {
+static void eg_model_log_trampoline(ember_log_level level, const char *message, void *user_data) {
+    emberGoModelLog(level, (char *)message, (uintptr_t)user_data);
+}
+
+static void eg_log_trampoline(ember_log_level level, const char *message, void *user_data) {
+    (void)user_data;
+    emberGoLog(level, (char *)message);
+}
+
+void eg_log_set(_Bool on, ember_log_level min_level) {
+    ember_log_set(on ? eg_log_trampoline : NULL, NULL, min_level);
+}
+
+ember_status eg_model_load(const char *path, _Bool vocab_only, uintptr_t progress, uintptr_t log, ember_model **out,
+                           char **err) {
     ember_model_params p;
     ember_model_params_init(&p);
     p.vocab_only = vocab_only;
     if (progress) {
         p.progress = eg_progress_trampoline;
         p.progress_user_data = (void *)progress;
+    }
+    if (log) {
+        p.log = eg_model_log_trampoline;
+        p.log_user_data = (void *)log;
     }
     EG_CALL(ember_model_load(path, &p, out));
 }

@@ -15,7 +15,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-ember_status eg_model_load(const char *path, _Bool vocab_only, uintptr_t progress, ember_model **out, char **err);
+/* progress and log: cgo.Handles of the Go callbacks, 0 for none. */
+ember_status eg_model_load(const char *path, _Bool vocab_only, uintptr_t progress, uintptr_t log, ember_model **out,
+                           char **err);
+/* Sets (on) or clears the process-wide log sink: the Go side keeps the function itself. */
+void eg_log_set(_Bool on, ember_log_level min_level);
 ember_status eg_model_get_info(const ember_model *m, ember_model_info *info, char **err);
 ember_status eg_model_meta_string(const ember_model *m, const char *key, char *buf, size_t cap, size_t *len,
                                   char **err);
