@@ -132,6 +132,18 @@ func TestBadArgumentsGiveErrors(t *testing.T) {
 	_, err = m.Meta("no.such.key")
 	asError(t, err, ErrNotFound)
 	asError(t, s.Restore([]byte("not a saved state")), ErrCorruptData)
+
+	// nil handles and a nil context: errors or defaults, never a panic.
+	var nilSession *Session
+	asError(t, nilSession.Feed(context.Background(), nil), ErrInvalidArgument)
+	var nilModel *Model
+	_, err = nilModel.NewSession(nil)
+	asError(t, err, ErrInvalidArgument)
+	_, err = nilModel.Tokenize("x", 0)
+	asError(t, err, ErrInvalidArgument)
+	if _, err := s.Generate(nil, sampler, 1, nil); err != nil { // nil on purpose
+		t.Fatalf("a nil context means no cancellation: %v", err)
+	}
 }
 
 func TestModelInfoAndTokenizer(t *testing.T) {

@@ -120,6 +120,9 @@ func (e *Engine) Submit(prompt []Token, maxTokens int, sampling *SamplerOptions)
 	if maxTokens < 0 || int64(maxTokens) > int64(^uint32(0)) {
 		return nil, argError(op, "maxTokens %d is out of range", maxTokens)
 	}
+	if e == nil {
+		return nil, argError(op, "engine is nil")
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.h == nil {
@@ -142,6 +145,9 @@ func (e *Engine) Submit(prompt []Token, maxTokens int, sampling *SamplerOptions)
 }
 
 func (r *Request) rlock(op string) error {
+	if r == nil {
+		return argError(op, "request is nil")
+	}
 	r.mu.RLock()
 	if r.h == nil {
 		r.mu.RUnlock()
@@ -202,6 +208,7 @@ func (r *Request) Text() (string, error) {
 // ctx.Err(). A failed request gives its error.
 func (r *Request) Wait(ctx context.Context) error {
 	const op = "ember_request_wait"
+	ctx = orBackground(ctx)
 	for {
 		if err := r.rlock(op); err != nil {
 			return err

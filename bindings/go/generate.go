@@ -52,6 +52,7 @@ func (s *Session) Next(sampler *Sampler) (Piece, error) {
 // locked for the call).
 func (s *Session) Generate(ctx context.Context, sampler *Sampler, maxTokens int, onToken func(Piece) bool) (int, error) {
 	const op = "ember_generate"
+	ctx = orBackground(ctx)
 	if maxTokens < 0 || int64(maxTokens) > int64(^uint32(0)) {
 		return 0, argError(op, "maxTokens %d is out of range", maxTokens)
 	}
@@ -100,6 +101,7 @@ func (s *Session) Generate(ctx context.Context, sampler *Sampler, maxTokens int,
 //	for p := range pieces { fmt.Print(p.Text) }
 //	if err := wait(); err != nil { ... }
 func (s *Session) GenerateStream(ctx context.Context, sampler *Sampler, maxTokens int) (pieces <-chan Piece, wait func() error) {
+	ctx = orBackground(ctx)
 	ch := make(chan Piece)
 	inner, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

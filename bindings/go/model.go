@@ -110,6 +110,9 @@ func (m *Model) Close() error {
 
 // use runs f with the C handle under the read lock (concurrent calls are fine; Close waits).
 func (m *Model) use(op string, f func(h *C.ember_model) error) error {
+	if m == nil {
+		return argError(op, "model is nil")
+	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.h == nil {
@@ -120,6 +123,9 @@ func (m *Model) use(op string, f func(h *C.ember_model) error) error {
 
 // adopt/release count the sessions and engines that need the model to stay open.
 func (m *Model) adopt(op string) (*C.ember_model, error) {
+	if m == nil {
+		return nil, argError(op, "model is nil")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.h == nil {

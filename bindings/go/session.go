@@ -98,6 +98,9 @@ func (s *Session) Close() error {
 
 // lock takes the session's mutex and checks that it is open; the caller unlocks.
 func (s *Session) lock(op string) error {
+	if s == nil {
+		return argError(op, "session is nil")
+	}
 	s.mu.Lock()
 	if s.h == nil {
 		s.mu.Unlock()
@@ -140,6 +143,14 @@ func watchCancel(ctx context.Context, h *C.ember_session) (stop func()) {
 	}
 }
 
+// orBackground lets a nil context mean "no cancellation" instead of a panic.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
 // cancelledError is the error of work stopped by ctx: it matches ErrCancelled and wraps ctx.Err().
 func cancelledError(op string, ctx context.Context, msg string) error {
 	if msg == "" {
@@ -161,6 +172,7 @@ func tokenPtr(tokens []Token) *C.ember_token {
 // ErrCancelled and ctx.Err(). ErrContextFull if they would not fit (nothing is evaluated then).
 func (s *Session) Feed(ctx context.Context, tokens []Token) error {
 	const op = "ember_session_feed"
+	ctx = orBackground(ctx)
 	if err := s.lock(op); err != nil {
 		return err
 	}
