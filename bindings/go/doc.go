@@ -5,7 +5,7 @@
 // (see README.md).
 //
 // Concurrency: a *Model may be used from any number of goroutines at once (the C model is immutable).
-// A *Session, *Sampler or *Stream is for one goroutine at a time; each guards itself with a mutex, so
+// A *Session or *Sampler is for one goroutine at a time; each guards itself with a mutex, so
 // concurrent use is serialized, never a data race. *Engine and *Request are safe for concurrent use.
 //
 // Errors are *Error values carrying the C status and the library's message; compare them with

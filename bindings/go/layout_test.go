@@ -15,6 +15,9 @@ package ember
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -331,6 +334,52 @@ func TestLayoutMatchesTable(t *testing.T) {
 	}
 	t.Logf("checked %d constants, %d structs, %d called C functions against %s", len(goConstants),
 		len(cgoStructLayouts()), len(fns), layoutPath())
+}
+
+// declaredConstants lists the exported constants the package's non-test files declare (parsed with
+// go/parser), so that none escapes goConstants.
+func declaredConstants(t *testing.T) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, pkg := range pkgs {
+		for _, file := range pkg.Files {
+			for _, decl := range file.Decls {
+				gen, ok := decl.(*ast.GenDecl)
+				if !ok || gen.Tok != token.CONST {
+					continue
+				}
+				for _, spec := range gen.Specs {
+					for _, name := range spec.(*ast.ValueSpec).Names {
+						if name.IsExported() {
+							names = append(names, name.Name)
+						}
+					}
+				}
+			}
+		}
+	}
+	return names
+}
+
+func TestEveryGoConstantIsChecked(t *testing.T) {
+	listed := map[string]bool{}
+	for _, c := range goConstants {
+		listed[c.goName] = true
+	}
+	names := declaredConstants(t)
+	for _, name := range names {
+		if !listed[name] {
+			t.Errorf("constant %s is declared but not in goConstants: the layout test would not check it", name)
+		}
+	}
+	if len(names) != len(goConstants) {
+		t.Errorf("the package declares %d exported constants, goConstants lists %d", len(names), len(goConstants))
+	}
 }
 
 // Every Go constant of constants.go is in goConstants (so none escapes the check): the Status ones are
