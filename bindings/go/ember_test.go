@@ -688,3 +688,15 @@ func TestLoggers(t *testing.T) {
 		t.Fatalf("want one load line each: process-wide %q, the model's own %q", global, own)
 	}
 }
+
+// DefaultSamplerOptions are what ember_sampler_params_init sets (the values ember.h documents).
+func TestDefaultSamplerOptions(t *testing.T) {
+	want := SamplerOptions{Temperature: 1, TopK: 0, TopP: 1, MinP: 0, RepeatPenalty: 1, FrequencyPenalty: 0,
+		PresencePenalty: 0, PenaltyLastN: 64, Seed: 0}
+	if got := DefaultSamplerOptions(); got != want {
+		t.Fatalf("DefaultSamplerOptions() = %+v, want %+v", got, want)
+	}
+	if g := GreedySamplerOptions(); g.Temperature != 0 || g.TopP != 1 {
+		t.Fatalf("GreedySamplerOptions() = %+v", g)
+	}
+}
