@@ -1,0 +1,129 @@
+package ember
+
+// The C enums and #define constants of ember.h, declared again in Go so that they show in the
+// documentation. layout_test.go compares every one with bindings/layout/ember.layout, which the C
+// compiler checked against the header: a value that drifts fails that test.
+
+// Status is ember_status: 0 success, > 0 a non-error outcome, < 0 an error.
+type Status int32
+
+const (
+	StatusOK              Status = 0 // EMBER_OK
+	StatusEndOfGeneration Status = 1 // EMBER_END_OF_GENERATION
+	StatusStopped         Status = 2 // EMBER_STOPPED
+	StatusInvalidArgument Status = -1
+	StatusOutOfMemory     Status = -2
+	StatusIO              Status = -3
+	StatusInvalidModel    Status = -4
+	StatusUnsupported     Status = -5
+	StatusCancelled       Status = -6
+	StatusContextFull     Status = -7
+	StatusBufferTooSmall  Status = -8
+	StatusNotFound        Status = -9
+	StatusTypeMismatch    Status = -10
+	StatusBackend         Status = -11
+	StatusInvalidState    Status = -12
+	StatusCorruptData     Status = -13
+	StatusInternal        Status = -100
+)
+
+// statusNames are the C names, as ember_status_string gives them.
+var statusNames = map[Status]string{
+	StatusOK:              "EMBER_OK",
+	StatusEndOfGeneration: "EMBER_END_OF_GENERATION",
+	StatusStopped:         "EMBER_STOPPED",
+	StatusInvalidArgument: "EMBER_ERR_INVALID_ARGUMENT",
+	StatusOutOfMemory:     "EMBER_ERR_OUT_OF_MEMORY",
+	StatusIO:              "EMBER_ERR_IO",
+	StatusInvalidModel:    "EMBER_ERR_INVALID_MODEL",
+	StatusUnsupported:     "EMBER_ERR_UNSUPPORTED",
+	StatusCancelled:       "EMBER_ERR_CANCELLED",
+	StatusContextFull:     "EMBER_ERR_CONTEXT_FULL",
+	StatusBufferTooSmall:  "EMBER_ERR_BUFFER_TOO_SMALL",
+	StatusNotFound:        "EMBER_ERR_NOT_FOUND",
+	StatusTypeMismatch:    "EMBER_ERR_TYPE_MISMATCH",
+	StatusBackend:         "EMBER_ERR_BACKEND",
+	StatusInvalidState:    "EMBER_ERR_INVALID_STATE",
+	StatusCorruptData:     "EMBER_ERR_CORRUPT_DATA",
+	StatusInternal:        "EMBER_ERR_INTERNAL",
+}
+
+// String is the C constant's name ("EMBER_ERR_IO").
+func (s Status) String() string {
+	if n, ok := statusNames[s]; ok {
+		return n
+	}
+	return "unknown status"
+}
+
+// LogLevel is ember_log_level.
+type LogLevel int32
+
+const (
+	LogDebug LogLevel = 0
+	LogInfo  LogLevel = 1
+	LogWarn  LogLevel = 2
+	LogError LogLevel = 3
+)
+
+// Backend is ember_backend_kind.
+type Backend int32
+
+const (
+	BackendAuto   Backend = 0 // the best backend on this machine
+	BackendCPU    Backend = 1
+	BackendCUDA   Backend = 2
+	BackendVulkan Backend = 3
+)
+
+// KVType is ember_kv_type: the element type of the KV cache.
+type KVType int32
+
+const (
+	KVF16  KVType = 0
+	KVQ8_0 KVType = 1
+)
+
+// SpecMode is ember_spec_mode.
+type SpecMode int32
+
+const (
+	SpecOff    SpecMode = 0 // no speculation
+	SpecDraft  SpecMode = 1 // a draft model proposes
+	SpecLookup SpecMode = 2 // n-gram lookup in the session's own tokens proposes
+)
+
+// RequestState is ember_request_state.
+type RequestState int32
+
+const (
+	RequestQueued    RequestState = 0
+	RequestRunning   RequestState = 1
+	RequestDone      RequestState = 2
+	RequestCancelled RequestState = 3
+	RequestFailed    RequestState = 4
+)
+
+// TokenizeFlags are the flags of Model.Tokenize.
+type TokenizeFlags uint32
+
+const (
+	TokenizeAddSpecial   TokenizeFlags = 1 << 0 // add BOS/EOS where the model asks for them
+	TokenizeParseSpecial TokenizeFlags = 1 << 1 // parse "<s>" etc. in the text as special tokens
+)
+
+// DetokenizeFlags are the flags of Model.Detokenize and Model.TokenToPiece.
+type DetokenizeFlags uint32
+
+const (
+	DetokenizeRenderSpecial    DetokenizeFlags = 1 << 0 // render control tokens as their text
+	DetokenizeKeepLeadingSpace DetokenizeFlags = 1 << 1 // keep SentencePiece's leading space
+)
+
+// The header's version constants (what this binding was written against).
+const (
+	ABIVersion   = 1
+	VersionMajor = 0
+	VersionMinor = 3
+	VersionPatch = 0
+)

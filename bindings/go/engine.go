@@ -1,0 +1,278 @@
+package ember
+
+// #include <stdlib.h>
+// #include "wrap.h"
+import "C"
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// EngineOptions are ember_engine_params; zero fields keep the C defaults (context: the trained one
+// capped at 4096; 8 sequences; a KV cache sized for them; all physical cores up to 8; batches of 256;
+// the best backend; an f16 cache). The binding always runs the engine's own worker thread.
+type EngineOptions struct {
+	NCtx     uint32
+	NSeqMax  uint32
+	KVBytes  uint64
+	NThreads uint32
+	NBatch   uint32
+	Backend  Backend
+	KVType   KVType
+}
+
+// Engine batches many requests on one model (continuous batching on a worker thread). It and its
+// requests are safe for concurrent use.
+type Engine struct {
+	mu    sync.RWMutex // read: any call; write: Close
+	h     *C.ember_engine
+	model *Model
+}
+
+// NewEngine creates an engine on the model (which stays open until the engine is closed).
+func (m *Model) NewEngine(opts *EngineOptions) (*Engine, error) {
+	const op = "ember_engine_create"
+	mh, err := m.adopt(op)
+	if err != nil {
+		return nil, err
+	}
+	var p C.ember_engine_params
+	C.ember_engine_params_init(&p)
+	if opts != nil {
+		if opts.NCtx != 0 {
+			p.n_ctx = C.uint32_t(opts.NCtx)
+		}
+		if opts.NSeqMax != 0 {
+			p.n_seq_max = C.uint32_t(opts.NSeqMax)
+		}
+		if opts.NBatch != 0 {
+			p.n_batch = C.uint32_t(opts.NBatch)
+		}
+		p.kv_bytes = C.uint64_t(opts.KVBytes)
+		p.n_threads = C.uint32_t(opts.NThreads)
+		p.backend = C.ember_backend_kind(opts.Backend)
+		p.kv_type = C.ember_kv_type(opts.KVType)
+	}
+	var h *C.ember_engine
+	var msg *C.char
+	if err := result(op, C.eg_engine_create(mh, &p, &h, &msg), msg); err != nil {
+		m.release()
+		return nil, err
+	}
+	e := &Engine{h: h, model: m}
+	runtime.SetFinalizer(e, (*Engine).Close)
+	return e, nil
+}
+
+// Close stops the worker and frees the engine; idempotent. Requests still running are cancelled and
+// their handles stay usable until closed.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.h == nil {
+		return nil
+	}
+	C.ember_engine_free(e.h)
+	e.h = nil
+	e.model.release()
+	runtime.SetFinalizer(e, nil)
+	return nil
+}
+
+// EngineStats is a snapshot of an engine's load (ember_engine_stats).
+type EngineStats struct {
+	NBlocks, NBlocksUsed, NBlocksCached, BlockSize, NRunning, NQueued uint32
+	KVBytes                                                           uint64
+}
+
+// Stats is a snapshot of the engine's load.
+func (e *Engine) Stats() (EngineStats, error) {
+	const op = "ember_engine_get_stats"
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.h == nil {
+		return EngineStats{}, closedError(op, "engine")
+	}
+	var cs C.ember_engine_stats
+	C.ember_engine_stats_init(&cs)
+	var msg *C.char
+	if err := result(op, C.eg_engine_get_stats(e.h, &cs, &msg), msg); err != nil {
+		return EngineStats{}, err
+	}
+	return EngineStats{NBlocks: uint32(cs.n_blocks), NBlocksUsed: uint32(cs.n_blocks_used),
+		NBlocksCached: uint32(cs.n_blocks_cached), BlockSize: uint32(cs.block_size), NRunning: uint32(cs.n_running),
+		NQueued: uint32(cs.n_queued), KVBytes: uint64(cs.kv_bytes)}, nil
+}
+
+// Request is one generation queued on an engine. Safe for concurrent use; Close it when done.
+type Request struct {
+	mu sync.RWMutex // read: any call; write: Close
+	h  *C.ember_request
+}
+
+// Submit queues a request: prompt tokens (copied), at most maxTokens new tokens (0: until the end),
+// sampling options (nil: greedy).
+func (e *Engine) Submit(prompt []Token, maxTokens int, sampling *SamplerOptions) (*Request, error) {
+	const op = "ember_request_submit"
+	if maxTokens < 0 || int64(maxTokens) > int64(^uint32(0)) {
+		return nil, argError(op, "maxTokens %d is out of range", maxTokens)
+	}
+	if e == nil {
+		return nil, argError(op, "engine is nil")
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.h == nil {
+		return nil, closedError(op, "engine")
+	}
+	var sp *C.ember_sampler_params
+	if sampling != nil {
+		p := sampling.toC()
+		sp = &p
+	}
+	var h *C.ember_request
+	var msg *C.char
+	st := C.eg_request_submit(e.h, tokenPtr(prompt), C.size_t(len(prompt)), C.uint32_t(maxTokens), sp, &h, &msg)
+	if err := result(op, st, msg); err != nil {
+		return nil, err
+	}
+	r := &Request{h: h}
+	runtime.SetFinalizer(r, (*Request).Close)
+	return r, nil
+}
+
+func (r *Request) rlock(op string) error {
+	if r == nil {
+		return argError(op, "request is nil")
+	}
+	r.mu.RLock()
+	if r.h == nil {
+		r.mu.RUnlock()
+		return closedError(op, "request")
+	}
+	return nil
+}
+
+// Poll takes the tokens generated since the previous Poll and reports the state; it never blocks on
+// the engine's work.
+func (r *Request) Poll() ([]Token, RequestState, error) {
+	const op = "ember_request_poll"
+	if err := r.rlock(op); err != nil {
+		return nil, 0, err
+	}
+	defer r.mu.RUnlock()
+	var n C.size_t
+	var state C.ember_request_state
+	var msg *C.char
+	if err := result(op, C.eg_request_poll(r.h, nil, 0, &n, &state, &msg), msg); err != nil {
+		return nil, 0, err
+	}
+	toks := make([]Token, int(n))
+	if n > 0 {
+		if err := result(op, C.eg_request_poll(r.h, tokenPtr(toks), n, &n, &state, &msg), msg); err != nil {
+			return nil, 0, err
+		}
+		toks = toks[:int(n)]
+	}
+	return toks, RequestState(state), nil
+}
+
+// Text is the text generated so far.
+func (r *Request) Text() (string, error) {
+	const op = "ember_request_text"
+	if err := r.rlock(op); err != nil {
+		return "", err
+	}
+	defer r.mu.RUnlock()
+	var n C.size_t
+	var msg *C.char
+	st := C.eg_request_text(r.h, nil, 0, &n, &msg)
+	if st == C.EMBER_ERR_BUFFER_TOO_SMALL {
+		C.free(unsafe.Pointer(msg))
+	} else if err := result(op, st, msg); err != nil {
+		return "", err
+	}
+	buf := (*C.char)(C.malloc(n + 1))
+	defer C.free(unsafe.Pointer(buf))
+	if err := result(op, C.eg_request_text(r.h, buf, n+1, &n, &msg), msg); err != nil {
+		return "", err
+	}
+	return C.GoStringN(buf, C.int(n)), nil
+}
+
+// Wait blocks until the request has ended (done, cancelled or failed) or ctx is done; cancelling ctx
+// does not cancel the request (call Cancel for that) and returns an error matching ErrCancelled and
+// ctx.Err(). A failed request gives its error.
+func (r *Request) Wait(ctx context.Context) error {
+	const op = "ember_request_wait"
+	ctx = orBackground(ctx)
+	for {
+		if err := r.rlock(op); err != nil {
+			return err
+		}
+		var msg *C.char
+		// Short waits, so that ctx is looked at often and Close is not held off for long.
+		st := C.eg_request_wait(r.h, 20, &msg)
+		r.mu.RUnlock()
+		if err := result(op, st, msg); err != nil {
+			return err
+		}
+		if st == C.EMBER_OK {
+			return r.Err()
+		}
+		select {
+		case <-ctx.Done():
+			return cancelledError(op, ctx, "")
+		default:
+		}
+	}
+}
+
+// Err is why the request failed (nil if it has not).
+func (r *Request) Err() error {
+	const op = "ember_request_error"
+	if err := r.rlock(op); err != nil {
+		return err
+	}
+	defer r.mu.RUnlock()
+	var status C.ember_status
+	var message, msg *C.char
+	if err := result(op, C.eg_request_error(r.h, &status, &message, &msg), msg); err != nil {
+		return err
+	}
+	defer C.free(unsafe.Pointer(message))
+	if status >= 0 {
+		return nil
+	}
+	e := &Error{Status: Status(status), Op: "ember_request"}
+	if message != nil {
+		e.Message = C.GoString(message)
+	}
+	return e
+}
+
+// Cancel cancels the request at the next step boundary; cancelling an ended request does nothing.
+func (r *Request) Cancel() error {
+	const op = "ember_request_cancel"
+	if err := r.rlock(op); err != nil {
+		return err
+	}
+	defer r.mu.RUnlock()
+	var msg *C.char
+	return result(op, C.eg_request_cancel(r.h, &msg), msg)
+}
+
+// Close cancels the request if it still runs and frees it; idempotent.
+func (r *Request) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.h != nil {
+		C.ember_request_free(r.h)
+		r.h = nil
+		runtime.SetFinalizer(r, nil)
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package ember
+
+// #include <stdlib.h>
+// #include "wrap.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"runtime/cgo"
+	"sync"
+	"unsafe"
+)
+
+// Piece is one generated token and the text it completes: whole UTF-8 characters only, so it may be
+// "" while a character is split across tokens. End marks the token that ends generation (EOS, EOT);
+// its text is what was still held back.
+type Piece struct {
+	Token Token
+	Text  string
+	End   bool
+}
+
+// Next samples one token from the session's current logits, records it in the sampler and (unless it
+// ends generation, Piece.End) feeds it: one decode step per call.
+func (s *Session) Next(sampler *Sampler) (Piece, error) {
+	const op = "ember_generate_next"
+	if err := s.lock(op); err != nil {
+		return Piece{}, err
+	}
+	defer s.mu.Unlock()
+	if err := sampler.lock(op); err != nil {
+		return Piece{}, err
+	}
+	defer sampler.mu.Unlock()
+	var tok C.ember_token
+	var text *C.char
+	var n C.size_t
+	var msg *C.char
+	st := C.eg_generate_next(s.h, sampler.h, &tok, &text, &n, &msg)
+	if err := result(op, st, msg); err != nil {
+		return Piece{}, err
+	}
+	return Piece{Token: Token(tok), Text: C.GoStringN(text, C.int(n)), End: st == C.EMBER_END_OF_GENERATION}, nil
+}
+
+// Generate generates up to maxTokens tokens (0: until end of generation, or ErrContextFull), calling
+// onToken (may be nil) for each on this goroutine; onToken returning false stops it. It returns the
+// number of tokens generated. Reaching maxTokens, an end-of-generation token or a stop by onToken is
+// success; cancelling ctx stops it after the token being emitted and gives an error matching
+// ErrCancelled and ctx.Err(). onToken must not call methods of this session or sampler (they are
+// locked for the call).
+func (s *Session) Generate(ctx context.Context, sampler *Sampler, maxTokens int, onToken func(Piece) bool) (int, error) {
+	const op = "ember_generate"
+	ctx = orBackground(ctx)
+	if maxTokens < 0 || int64(maxTokens) > int64(^uint32(0)) {
+		return 0, argError(op, "maxTokens %d is out of range", maxTokens)
+	}
+	if err := s.lock(op); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	if err := sampler.lock(op); err != nil {
+		return 0, err
+	}
+	defer sampler.mu.Unlock()
+	if ctx.Err() != nil {
+		return 0, cancelledError(op, ctx, "")
+	}
+	mh := s.mh
+	call := &tokenCall{fn: func(t Token, text []byte) bool {
+		if onToken == nil {
+			return true
+		}
+		return onToken(Piece{Token: t, Text: string(text), End: bool(C.ember_token_is_eog(mh, C.ember_token(t)))})
+	}}
+	handle := cgo.NewHandle(call)
+	defer handle.Delete()
+	stop := watchCancel(ctx, s.h)
+	var count C.size_t
+	var msg *C.char
+	st := C.eg_generate(s.h, sampler.h, C.uint32_t(maxTokens), C.uintptr_t(handle), &count, &msg)
+	stop()
+	if call.panicked != nil {
+		C.free(unsafe.Pointer(msg))
+		panic(call.panicked)
+	}
+	if st == C.EMBER_STOPPED && ctx.Err() != nil {
+		return int(count), cancelledError(op, ctx, "")
+	}
+	return int(count), result(op, st, msg)
+}
+
+// GenerateStream runs Generate on a goroutine of its own and sends each Piece on the returned
+// channel, which is closed when generation ends. Always call wait (defer it): it stops the generation
+// if it still runs (a consumer that stops reading early), waits for the goroutine to end, and returns
+// Generate's error: nil for an end the consumer chose, an ErrCancelled error when ctx was cancelled.
+//
+//	pieces, wait := session.GenerateStream(ctx, sampler, 200)
+//	defer wait()
+//	for p := range pieces { fmt.Print(p.Text) }
+//	if err := wait(); err != nil { ... }
+func (s *Session) GenerateStream(ctx context.Context, sampler *Sampler, maxTokens int) (pieces <-chan Piece, wait func() error) {
+	ctx = orBackground(ctx)
+	ch := make(chan Piece)
+	inner, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var genErr error
+	go func() {
+		defer close(done)
+		defer close(ch)
+		_, genErr = s.Generate(inner, sampler, maxTokens, func(p Piece) bool {
+			select {
+			case ch <- p:
+				return true
+			case <-inner.Done():
+				return false
+			}
+		})
+	}()
+	var once sync.Once
+	var result error
+	wait = func() error {
+		once.Do(func() {
+			cancel()
+			<-done
+			result = genErr
+			// A stop that wait itself caused (the consumer left early) is not an error.
+			if result != nil && ctx.Err() == nil && errors.Is(result, context.Canceled) && errors.Is(result, ErrCancelled) {
+				result = nil
+			}
+		})
+		return result
+	}
+	return ch, wait
+}

@@ -1,0 +1,3 @@
+module ember.dev/go/ember
+
+go 1.19

@@ -1,0 +1,224 @@
+/* wrap.c — see wrap.h: each wrapper makes one ember call and copies ember_last_error() on failure. */
+#include "wrap.h"
+
+#include <string.h>
+
+#include "_cgo_export.h"
+
+/* A malloc'ed copy of this thread's last error ("" if none); NULL only when malloc fails. */
+static char *eg_error_copy(void) {
+    const char *msg = ember_last_error();
+    if (!msg) msg = "";
+    size_t n = strlen(msg);
+    char *copy = malloc(n + 1);
+    if (copy) memcpy(copy, msg, n + 1);
+    return copy;
+}
+
+/* The body of every wrapper: call, and on error copy the message while still on this thread. */
+#define EG_CALL(call)                          \
+    do {                                       \
+        *err = NULL;                           \
+        ember_status st_ = (call);             \
+        if (st_ < 0) *err = eg_error_copy();   \
+        return st_;                            \
+    } while (0)
+
+/* Trampolines: C callbacks that forward to the //export'ed Go functions, with the cgo.Handle that
+ * travels as user_data. */
+static bool eg_progress_trampoline(float progress, void *user_data) {
+    return emberGoProgress(progress, (uintptr_t)user_data);
+}
+
+static bool eg_token_trampoline(ember_token token, const char *text, size_t text_len, void *user_data) {
+    return emberGoToken(token, (char *)text, text_len, (uintptr_t)user_data);
+}
+
+static void eg_model_log_trampoline(ember_log_level level, const char *message, void *user_data) {
+    emberGoModelLog(level, (char *)message, (uintptr_t)user_data);
+}
+
+static void eg_log_trampoline(ember_log_level level, const char *message, void *user_data) {
+    (void)user_data;
+    emberGoLog(level, (char *)message);
+}
+
+void eg_log_set(_Bool on, ember_log_level min_level) {
+    ember_log_set(on ? eg_log_trampoline : NULL, NULL, min_level);
+}
+
+ember_status eg_model_load(const char *path, _Bool vocab_only, uintptr_t progress, uintptr_t log, ember_model **out,
+                           char **err) {
+    ember_model_params p;
+    ember_model_params_init(&p);
+    p.vocab_only = vocab_only;
+    if (progress) {
+        p.progress = eg_progress_trampoline;
+        p.progress_user_data = (void *)progress;
+    }
+    if (log) {
+        p.log = eg_model_log_trampoline;
+        p.log_user_data = (void *)log;
+    }
+    EG_CALL(ember_model_load(path, &p, out));
+}
+
+ember_status eg_model_get_info(const ember_model *m, ember_model_info *info, char **err) {
+    EG_CALL(ember_model_get_info(m, info));
+}
+
+ember_status eg_model_meta_string(const ember_model *m, const char *key, char *buf, size_t cap, size_t *len,
+                                  char **err) {
+    EG_CALL(ember_model_meta_string(m, key, buf, cap, len));
+}
+
+ember_status eg_tokenize(const ember_model *m, const char *text, size_t text_len, uint32_t flags, ember_token *toks,
+                         size_t cap, size_t *count, char **err) {
+    EG_CALL(ember_tokenize(m, text, text_len, flags, toks, cap, count));
+}
+
+ember_status eg_token_to_piece(const ember_model *m, ember_token t, uint32_t flags, char *buf, size_t cap,
+                               size_t *len, char **err) {
+    EG_CALL(ember_token_to_piece(m, t, flags, buf, cap, len));
+}
+
+ember_status eg_detokenize(const ember_model *m, const ember_token *toks, size_t n, uint32_t flags, char *buf,
+                           size_t cap, size_t *len, char **err) {
+    EG_CALL(ember_detokenize(m, toks, n, flags, buf, cap, len));
+}
+
+ember_status eg_session_create(const ember_model *m, const ember_session_params *p, ember_session **out, char **err) {
+    EG_CALL(ember_session_create(m, p, out));
+}
+
+ember_status eg_session_fork(ember_session *s, ember_session **out, char **err) {
+    EG_CALL(ember_session_fork(s, out));
+}
+
+ember_status eg_session_feed(ember_session *s, const ember_token *toks, size_t n, char **err) {
+    EG_CALL(ember_session_feed(s, toks, n));
+}
+
+ember_status eg_session_logits(const ember_session *s, const float **logits, size_t *n, char **err) {
+    EG_CALL(ember_session_logits(s, logits, n));
+}
+
+ember_status eg_session_position(const ember_session *s, uint32_t *pos, char **err) {
+    EG_CALL(ember_session_position(s, pos));
+}
+
+ember_status eg_session_context_length(const ember_session *s, uint32_t *n, char **err) {
+    EG_CALL(ember_session_context_length(s, n));
+}
+
+ember_status eg_session_truncate(ember_session *s, uint32_t n, char **err) {
+    EG_CALL(ember_session_truncate(s, n));
+}
+
+ember_status eg_session_save(const ember_session *s, void *buf, size_t cap, size_t *len, char **err) {
+    EG_CALL(ember_session_save(s, buf, cap, len));
+}
+
+ember_status eg_session_restore(ember_session *s, const void *data, size_t size, char **err) {
+    EG_CALL(ember_session_restore(s, data, size));
+}
+
+ember_status eg_session_save_file(const ember_session *s, const char *path, char **err) {
+    EG_CALL(ember_session_save_file(s, path));
+}
+
+ember_status eg_session_restore_file(ember_session *s, const char *path, char **err) {
+    EG_CALL(ember_session_restore_file(s, path));
+}
+
+ember_status eg_session_set_speculation(ember_session *s, const ember_spec_params *p, char **err) {
+    EG_CALL(ember_session_set_speculation(s, p));
+}
+
+ember_status eg_sampler_create(const ember_sampler_params *p, ember_sampler **out, char **err) {
+    EG_CALL(ember_sampler_create(p, out));
+}
+
+ember_status eg_sampler_sample(ember_sampler *s, const float *logits, size_t n, ember_token *out, char **err) {
+    EG_CALL(ember_sampler_sample(s, logits, n, out));
+}
+
+ember_status eg_sampler_accept(ember_sampler *s, ember_token t, char **err) {
+    EG_CALL(ember_sampler_accept(s, t));
+}
+
+ember_status eg_sampler_reset(ember_sampler *s, char **err) {
+    EG_CALL(ember_sampler_reset(s));
+}
+
+ember_status eg_generate_next(ember_session *s, ember_sampler *smp, ember_token *tok, const char **text,
+                              size_t *text_len, char **err) {
+    EG_CALL(ember_generate_next(s, smp, tok, text, text_len));
+}
+
+ember_status eg_generate(ember_session *s, ember_sampler *smp, uint32_t max_tokens, uintptr_t handle,
+                         size_t *count, char **err) {
+    ember_generate_params p;
+    ember_generate_params_init(&p);
+    p.max_tokens = max_tokens;
+    if (handle) {
+        p.on_token = eg_token_trampoline;
+        p.user_data = (void *)handle;
+    }
+    EG_CALL(ember_generate(s, smp, &p, count));
+}
+
+ember_status eg_engine_create(const ember_model *m, const ember_engine_params *p, ember_engine **out, char **err) {
+    EG_CALL(ember_engine_create(m, p, out));
+}
+
+ember_status eg_engine_get_stats(ember_engine *e, ember_engine_stats *stats, char **err) {
+    EG_CALL(ember_engine_get_stats(e, stats));
+}
+
+/* The prompt and the sampler params are copied by ember_request_submit, so Go memory passed here is
+ * not kept after the call. */
+ember_status eg_request_submit(ember_engine *e, const ember_token *prompt, size_t n_prompt, uint32_t max_tokens,
+                               const ember_sampler_params *sampling, ember_request **out, char **err) {
+    ember_request_params p;
+    ember_request_params_init(&p);
+    p.prompt = prompt;
+    p.n_prompt = n_prompt;
+    p.max_tokens = max_tokens;
+    p.sampling = sampling;
+    EG_CALL(ember_request_submit(e, &p, out));
+}
+
+ember_status eg_request_poll(ember_request *r, ember_token *toks, size_t cap, size_t *count,
+                             ember_request_state *state, char **err) {
+    EG_CALL(ember_request_poll(r, toks, cap, count, state));
+}
+
+ember_status eg_request_text(ember_request *r, char *buf, size_t cap, size_t *len, char **err) {
+    EG_CALL(ember_request_text(r, buf, cap, len));
+}
+
+ember_status eg_request_wait(ember_request *r, uint32_t timeout_ms, char **err) {
+    EG_CALL(ember_request_wait(r, timeout_ms));
+}
+
+ember_status eg_request_cancel(ember_request *r, char **err) {
+    EG_CALL(ember_request_cancel(r));
+}
+
+ember_status eg_request_error(ember_request *r, ember_status *status, char **message, char **err) {
+    const char *msg = NULL;
+    *message = NULL;
+    *err = NULL;
+    ember_status st = ember_request_error(r, status, &msg);
+    if (st < 0) {
+        *err = eg_error_copy();
+        return st;
+    }
+    if (msg) {
+        size_t n = strlen(msg);
+        *message = malloc(n + 1);
+        if (*message) memcpy(*message, msg, n + 1);
+    }
+    return st;
+}
