@@ -204,7 +204,6 @@ int main(int argc, char **argv) {
     sp.top_p = 0.95f;
 
     // Submits an NPC's next line: its persona, then the line it said last, so that it goes on talking.
-    // Most of that prompt's KV blocks are cached in the engine from the previous request.
     std::vector<ember_token> prompt;
     auto submit = [&](Npc &n, FrameTimer &timer) -> ember_status {
         prompt.assign(n.persona_tokens.begin(), n.persona_tokens.end());
