@@ -209,7 +209,7 @@ static void run_turn(const options *o, const ember_model *model, ember_session *
     }
     if (chat_interrupted) {
         fprintf(stderr, "[cancelled]\n");
-    } else if (st < 0) {
+    } else if (st < 0 && st != EMBER_ERR_CONTEXT_FULL) { /* a full context was reported where found */
         fprintf(stderr, "ember-chat: %s (%s)\n", ember_status_string(st), ember_last_error());
     }
     if (reply && (st >= 0 || chat_interrupted)) {

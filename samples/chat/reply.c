@@ -149,8 +149,12 @@ ember_status chat_reply(ember_session *session, ember_sampler *sampler, conversa
     ember_session_context_length(session, &n_ctx);
     /* Room for the reply: stop at a full context rather than fail there. */
     if (max_tokens == 0 || max_tokens > n_ctx - pos0 - 1) max_tokens = n_ctx - pos0 - 1;
+    if (max_tokens == 0) {
+        fprintf(stderr, "chat: the context is full: /reset, or a larger -c\n");
+        return EMBER_ERR_CONTEXT_FULL;
+    }
     ember_status st = EMBER_STOPPED;
-    if (max_tokens > 0 && !chat_interrupted) {
+    if (!chat_interrupted) {
         ember_generate_params gp;
         ember_generate_params_init(&gp);
         gp.max_tokens = max_tokens;

@@ -323,16 +323,29 @@ int main(int argc, char **argv) {
                                "-t", "1", "--verbose", NULL};
     child c = spawn(long_args);
     CHECK(read_until(&c, 0, "> ", 15) >= 0, "no first prompt");
-    const size_t sc = c.len;
-    send_line(&c, "Once upon a time there was a little girl named Lily. Tell me a long story about her day.");
-    /* Wait for the reply to be under way: the prefill line, then some text of the reply. */
-    long pre = read_until(&c, sc, "reused", 15);
-    long mid = pre >= 0 ? read_until(&c, (size_t)pre + 40, " ", 15) : -1;
-    CHECK(mid >= 0 && !strstr(c.buf + sc, "\n> "), "the reply ended before Ctrl-C could stop it:\n%s", c.buf + sc);
-    kill(c.pid, SIGINT);
+    /* Wait for the reply to be under way (the prefill line, then some text), then interrupt it. A
+     * sampled reply that ends by itself first (a CPU whose arithmetic rounds differently can draw
+     * other tokens) is no failure: the next prompt is tried. */
+    const char *const prompts[] = {"Once upon a time there was a little girl named Lily. Tell me a long story about her day.",
+                                   "Tell me a long story about a dragon and a boat.",
+                                   "Tell me the longest story you know."};
+    size_t sc = 0;
+    bool interrupted = false;
+    long pre = -1, mid = -1;
+    for (size_t i = 0; i < sizeof prompts / sizeof prompts[0] && !interrupted; ++i) {
+        sc = c.len;
+        send_line(&c, prompts[i]);
+        pre = read_until(&c, sc, "reused", 15);
+        mid = pre >= 0 ? read_until(&c, (size_t)pre + 40, " ", 15) : -1;
+        if (mid < 0) break;
+        if (strstr(c.buf + sc, "\n> ")) continue; /* it ended already */
+        kill(c.pid, SIGINT);
+        interrupted = true;
+    }
+    CHECK(interrupted, "no reply ran long enough to be interrupted:\n%s", c.buf);
     const long ec = read_until(&c, sc, "\n> ", 15);
     CHECK(ec >= 0 && strstr(c.buf + sc, "[cancelled]"), "no cancel notice and prompt after Ctrl-C:\n%s", c.buf + sc);
-    /* The next turn is answered (its reply, 2000 tokens long, is stopped by Ctrl-C again). */
+    /* The process is alive and answers the next turn. */
     const size_t sn = c.len;
     send_line(&c, "Thank you!");
     pre = read_until(&c, sn, "reused", 15);
@@ -340,8 +353,12 @@ int main(int argc, char **argv) {
     size_t nn = 0, mn = 0;
     CHECK(mid >= 0 && prefill_counts(&c, sn, mid, &nn, &mn) && mn > 0, "no answer to the turn after Ctrl-C:\n%s",
           c.buf + sn);
-    kill(c.pid, SIGINT);
-    CHECK(read_until(&c, sn, "\n> ", 15) >= 0, "no prompt after the second Ctrl-C:\n%s", c.buf + sn);
+    /* Stop this reply too if it still runs (had it just ended, this Ctrl-C lands at the prompt and
+     * quits, which the last check accepts as well). */
+    if (!strstr(c.buf + sn, "\n> ")) {
+        kill(c.pid, SIGINT);
+        read_until(&c, sn, "\n> ", 15);
+    }
     printf("Ctrl-C transcript:\n%s\n", c.buf + sc);
     kill(c.pid, SIGINT); /* at the prompt: quits */
     CHECK(finish(&c, 10) == 0, "Ctrl-C at the prompt did not quit cleanly");
