@@ -180,6 +180,58 @@ namespace Ember
             return buf;
         }
 
+        /// <summary>Renders a conversation to the prompt text this model expects (ember_chat_apply_template):
+        /// with template null, the model's own Jinja chat template (tokenizer.chat_template), or ChatML
+        /// for a model without one; otherwise the Jinja template given. addGenerationPrompt ends the text
+        /// with what opens the assistant's reply. Tokenize the result with parseSpecial: true and, since
+        /// the template writes its own BOS text, usually addSpecial: false (ember.h says when not).
+        /// Throws EmberException for a template error (Status.InvalidArgument with the template's line,
+        /// or the message of the template's raise_exception), a construct ember's Jinja subset lacks
+        /// (Status.Unsupported), ArgumentException for a null message, role or content, or a NUL
+        /// character inside one.</summary>
+        public string ApplyChatTemplate(System.Collections.Generic.IEnumerable<ChatMessage> messages,
+                                        bool addGenerationPrompt, string template = null)
+        {
+            ThrowIfDisposed();
+            if (messages == null) throw new ArgumentNullException("messages");
+            byte[] ctmpl = template == null ? null : Utf8.ToNative(template, "template");
+            var list = new System.Collections.Generic.List<ChatMessage>(messages);
+            // The structs hold raw pointers to the UTF-8 bytes, so each byte[] is pinned (the GC must not
+            // move it) until the second native call has returned; the struct array itself is blittable
+            // and pinned by the marshaller during each call.
+            var pins = new System.Collections.Generic.List<GCHandle>(list.Count * 2);
+            try
+            {
+                ember_chat_message[] cmsgs = list.Count == 0 ? null : new ember_chat_message[list.Count];
+                for (int i = 0; i < list.Count; i++)
+                {
+                    if (list[i] == null) throw new ArgumentNullException("messages", "message " + i + " is null");
+                    cmsgs[i].role = Pin(pins, Utf8.ToNative(list[i].Role, "messages[" + i + "].Role"));
+                    cmsgs[i].content = Pin(pins, Utf8.ToNative(list[i].Content, "messages[" + i + "].Content"));
+                }
+                var n = (UIntPtr)list.Count;
+                UIntPtr len;
+                Status st = NativeMethods.ember_chat_apply_template(Handle, ctmpl, cmsgs, n, addGenerationPrompt,
+                                                                    null, UIntPtr.Zero, out len);
+                if (st != Status.BufferTooSmall) EmberException.Check(st);
+                byte[] buf = new byte[checked((int)len.ToUInt64() + 1)];
+                EmberException.Check(NativeMethods.ember_chat_apply_template(Handle, ctmpl, cmsgs, n, addGenerationPrompt,
+                                                                             buf, (UIntPtr)buf.Length, out len));
+                return System.Text.Encoding.UTF8.GetString(buf, 0, (int)len.ToUInt64());
+            }
+            finally
+            {
+                foreach (GCHandle h in pins) h.Free();
+            }
+        }
+
+        private static IntPtr Pin(System.Collections.Generic.List<GCHandle> pins, byte[] bytes)
+        {
+            GCHandle h = GCHandle.Alloc(bytes, GCHandleType.Pinned);
+            pins.Add(h);
+            return h.AddrOfPinnedObject();
+        }
+
         /// <summary>The BOS token, or -1.</summary>
         public int BosToken { get { ThrowIfDisposed(); return NativeMethods.ember_token_bos(Handle); } }
         /// <summary>The EOS token, or -1.</summary>

@@ -187,5 +187,13 @@ namespace Ember.Native
         internal static extern void ember_cuda_device_params_init(ref ember_cuda_device_params p);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_cuda_set_device(ref ember_cuda_device_params p);
+
+        // ---- chat templates (EMBER_1.3)
+        // messages: a blittable array (the marshaller pins it); its strings are pinned by the caller.
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_apply_template(ModelHandle model, byte[] tmpl,
+                                                                ember_chat_message[] messages, UIntPtr n_messages,
+                                                                [MarshalAs(UnmanagedType.I1)] bool add_generation_prompt,
+                                                                byte[] buf, UIntPtr capacity, out UIntPtr out_len);
     }
 }

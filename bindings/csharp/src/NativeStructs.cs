@@ -192,4 +192,13 @@ namespace Ember.Native
         public int device_index;
         public IntPtr stream;
     }
+
+    // An element of the array ember_chat_apply_template reads. The strings are NUL-terminated UTF-8 that
+    // the caller keeps alive and unmoved (pinned) for the whole call (Model.ApplyChatTemplate does).
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_chat_message
+    {
+        public IntPtr role;                // const char *
+        public IntPtr content;             // const char *
+    }
 }

@@ -50,6 +50,7 @@ namespace Ember.Tests
         }
 
         private static Model model_;
+        internal static Model SharedModelForTests() { return SharedModel(); }
         private static Model SharedModel()
         {
             if (model_ == null) model_ = Model.Load(ModelPath());
