@@ -327,6 +327,17 @@ pub struct ember_cuda_device_params {
     pub stream: *mut c_void,
 }
 
+// ---- Chat templates (EMBER_1.3) ----
+
+/// One message of a conversation, an element of the array `ember_chat_apply_template` reads (both
+/// strings NUL-terminated UTF-8, owned by the caller for the call).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_chat_message {
+    pub role: *const c_char,
+    pub content: *const c_char,
+}
+
 // ---- Functions, in the header's order ----
 
 extern "C" {
@@ -511,4 +522,15 @@ extern "C" {
     pub fn ember_vulkan_set_device(params: *const ember_vulkan_device_params) -> ember_status;
     pub fn ember_cuda_device_params_init(params: *mut ember_cuda_device_params);
     pub fn ember_cuda_set_device(params: *const ember_cuda_device_params) -> ember_status;
+
+    pub fn ember_chat_apply_template(
+        model: *const ember_model,
+        tmpl: *const c_char,
+        messages: *const ember_chat_message,
+        n_messages: usize,
+        add_generation_prompt: bool,
+        buf: *mut c_char,
+        capacity: usize,
+        out_len: *mut usize,
+    ) -> ember_status;
 }

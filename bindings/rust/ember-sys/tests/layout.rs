@@ -79,6 +79,7 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_vulkan_device_params { struct_size, device_index, instance, physical_device, device, queue,
                                      queue_family }
         ember_cuda_device_params { struct_size, device_index, stream }
+        ember_chat_message { role, content }
     }
 }
 

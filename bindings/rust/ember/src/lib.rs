@@ -40,6 +40,7 @@
 //! `ember_last_error()` gave right after the failing call, on the same thread. No panic crosses into C:
 //! closures passed to the library run under `catch_unwind`, and a caught panic resumes after the C call.
 
+mod chat;
 mod engine;
 mod error;
 mod generate;
@@ -48,6 +49,7 @@ mod sampler;
 mod session;
 mod strings;
 
+pub use chat::ChatMessage;
 pub use ember_sys as sys;
 pub use engine::{Engine, EngineParams, Request, RequestState};
 pub use error::{Error, Result, Status};
