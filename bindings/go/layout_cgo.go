@@ -31,6 +31,7 @@ func cgoStructLayouts() []cStructLayout {
 	var s6 C.ember_engine_params
 	var s7 C.ember_engine_stats
 	var s8 C.ember_request_params
+	var s9 C.ember_chat_message
 	return []cStructLayout{
 		{"ember_model_params", C.sizeof_ember_model_params, unsafe.Alignof(s0), []cFieldLayout{
 			{"struct_size", unsafe.Offsetof(s0.struct_size), unsafe.Sizeof(s0.struct_size)},
@@ -123,6 +124,10 @@ func cgoStructLayouts() []cStructLayout {
 			{"sampling", unsafe.Offsetof(s8.sampling), unsafe.Sizeof(s8.sampling)},
 			{"on_token", unsafe.Offsetof(s8.on_token), unsafe.Sizeof(s8.on_token)},
 			{"user_data", unsafe.Offsetof(s8.user_data), unsafe.Sizeof(s8.user_data)},
+		}},
+		{"ember_chat_message", C.sizeof_ember_chat_message, unsafe.Alignof(s9), []cFieldLayout{
+			{"role", unsafe.Offsetof(s9.role), unsafe.Sizeof(s9.role)},
+			{"content", unsafe.Offsetof(s9.content), unsafe.Sizeof(s9.content)},
 		}},
 	}
 }

@@ -222,3 +222,8 @@ ember_status eg_request_error(ember_request *r, ember_status *status, char **mes
     }
     return st;
 }
+
+ember_status eg_chat_apply_template(const ember_model *m, const char *tmpl, const ember_chat_message *msgs, size_t n,
+                                    _Bool add_generation_prompt, char *buf, size_t cap, size_t *len, char **err) {
+    EG_CALL(ember_chat_apply_template(m, tmpl, msgs, n, add_generation_prompt, buf, cap, len));
+}

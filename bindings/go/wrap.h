@@ -66,4 +66,8 @@ ember_status eg_request_cancel(ember_request *r, char **err);
 /* ember_request_error with the message copied (malloc'ed) into *message. */
 ember_status eg_request_error(ember_request *r, ember_status *status, char **message, char **err);
 
+/* tmpl NULL: the model's own template. */
+ember_status eg_chat_apply_template(const ember_model *m, const char *tmpl, const ember_chat_message *msgs, size_t n,
+                                    _Bool add_generation_prompt, char *buf, size_t cap, size_t *len, char **err);
+
 #endif
