@@ -6,10 +6,14 @@
 //       greedy test mode: prints the generated token ids one per line (what CI compares with
 //       ember-greedy-ref MODEL TEXT N).
 //
-// The conversation lives in one Session, so each turn only feeds the new line: the earlier turns stay in
-// the KV cache. (stories15M is a story model, not a chat model: it continues the text it is given.)
+// Interactive mode renders the whole conversation with the model's chat template (Model.ApplyChatTemplate;
+// ChatML for a model without one) each turn, and feeds only the tokens after what the session already
+// holds, so earlier turns stay in the KV cache. (stories15M is a story model, not a chat model: under
+// ChatML it mostly rambles, but the flow is the one a chat model needs.) The test mode feeds the raw prompt.
 using System;
+using System.Collections.Generic;
 using System.Globalization;
+using System.Text;
 using System.Threading;
 using Ember;
 
@@ -97,9 +101,13 @@ internal static class Chat
                 cancel.Cancel();
             }
         };
+        // Templates that write no BOS text (ChatML) get the BOS the tokenizer would add, if any.
+        int[] added = model.Tokenize("", addSpecial: true);
+        bool wantsBos = added.Length > 0 && added[0] == model.BosToken;
+        var messages = new List<ChatMessage>();
+        var inSession = new List<int>(); // the tokens the session holds, to reuse the common prefix
         using (var sampler = new Sampler(new SamplerParams { Temperature = temp, TopP = 0.95f, Seed = (ulong)Environment.TickCount }))
         {
-            bool start = true;
             while (true)
             {
                 string line = first;
@@ -111,27 +119,98 @@ internal static class Chat
                     if (line == null) return 0;
                 }
                 if (line.Trim().Length == 0) continue;
+                messages.Add(new ChatMessage("user", line));
+                var reply = new StringBuilder();
                 try
                 {
-                    session.Feed(model.Tokenize((start ? "" : "\n") + line, start), cancel.Token);
-                    start = false;
-                    foreach (string piece in session.Generate(sampler, maxTokens, cancel.Token))
-                        Console.Write(piece);
+                    // The whole conversation in the model's format (its chat template, or ChatML), its
+                    // special tokens parsed; only what differs from the session's tokens is evaluated.
+                    string text = model.ApplyChatTemplate(messages, addGenerationPrompt: true);
+                    var tokens = new List<int>(model.Tokenize(text, addSpecial: false, parseSpecial: true));
+                    if (wantsBos && (tokens.Count == 0 || tokens[0] != model.BosToken)) tokens.Insert(0, model.BosToken);
+                    int common = 0;
+                    while (common < tokens.Count && common < inSession.Count && tokens[common] == inSession[common]) common++;
+                    if (common == tokens.Count) common--; // feed at least one token, for fresh logits
+                    session.Truncate(common);
+                    inSession.RemoveRange(common, inSession.Count - common);
+                    session.Feed(tokens.GetRange(common, tokens.Count - common).ToArray(), cancel.Token);
+                    inSession.AddRange(tokens.GetRange(common, tokens.Count - common));
+                    var printer = new TurnPrinter();
+                    foreach (TokenEvent e in session.GenerateTokens(sampler, maxTokens, cancel.Token))
+                    {
+                        if (e.IsEndOfGeneration) break;
+                        inSession.Add(e.Token);
+                        if (!printer.Add(e.Text)) break;
+                    }
+                    reply.Append(printer.Finish());
                     Console.WriteLine();
                 }
                 catch (OperationCanceledException)
                 {
                     Console.WriteLine(" [stopped]");
                     cancel = new CancellationTokenSource();
+                    inSession.Clear(); // where the cancelled feed or generation stopped is not tracked: start over
+                    session.Truncate(0);
                 }
                 catch (EmberException e) when (e.Status == Status.ContextFull)
                 {
                     Console.WriteLine();
                     Console.WriteLine("[the context is full: starting over]");
                     session.Truncate(0);
-                    start = true;
+                    inSession.Clear();
+                    messages.Clear();
+                    continue;
                 }
+                messages.Add(new ChatMessage("assistant", reply.ToString()));
             }
+        }
+    }
+
+    /// <summary>Streams a reply to the console up to an end-of-turn marker written as text (a model whose
+    /// vocabulary lacks the template's special tokens, such as stories15M under ChatML, spells them out),
+    /// holding back text that may be the start of one.</summary>
+    private sealed class TurnPrinter
+    {
+        private static readonly string[] Markers = { "<|im_end|>", "<|im_start|>", "<|eot_id|>", "<end_of_turn>" };
+        private readonly StringBuilder text_ = new StringBuilder();
+        private int printed_;
+
+        /// <summary>Adds text; false once a marker ended the turn.</summary>
+        public bool Add(string piece)
+        {
+            text_.Append(piece);
+            string t = text_.ToString();
+            int end = -1;
+            foreach (string m in Markers)
+            {
+                int i = t.IndexOf(m, StringComparison.Ordinal);
+                if (i >= 0 && (end < 0 || i < end)) end = i;
+            }
+            if (end >= 0)
+            {
+                text_.Length = end;
+                Flush(end);
+                return false;
+            }
+            int hold = 0; // the longest tail that begins a marker
+            foreach (string m in Markers)
+                for (int k = Math.Min(m.Length - 1, t.Length); k > hold; k--)
+                    if (string.CompareOrdinal(t, t.Length - k, m, 0, k) == 0) { hold = k; break; }
+            Flush(t.Length - hold);
+            return true;
+        }
+
+        public string Finish()
+        {
+            Flush(text_.Length);
+            return text_.ToString();
+        }
+
+        private void Flush(int upTo)
+        {
+            if (upTo <= printed_) return;
+            Console.Write(text_.ToString(printed_, upTo - printed_));
+            printed_ = upTo;
         }
     }
 }
