@@ -1,10 +1,14 @@
-//! A minimal streaming chat: each line read from stdin is fed to the model and its reply streamed back.
+//! A minimal streaming chat: each line read from stdin becomes a user message; the whole conversation
+//! is rendered with the model's chat template (`Model::apply_chat_template`, ChatML for a model without
+//! one) and only the tokens after what the session already holds are fed, so earlier turns stay in the
+//! KV cache. (stories15M is a story model, not a chat model: under ChatML it rambles, but the flow is
+//! the one a chat model needs.)
 //!
 //!     cargo run --example chat -- -m models/stories15M-q8_0.gguf [-n 128] [--temp 0.8]
 //!
 //! Test mode (CI compares it with ember-greedy-ref): `--prompt TEXT --print-ids` prints the generated
 //! token ids one per line (greedy unless --temp is given); `--prompt TEXT` alone streams the reply.
-use ember::{Model, Sampler, SamplerParams, Session, SessionParams, Status};
+use ember::{ChatMessage, Model, Sampler, SamplerParams, Session, SessionParams, Status};
 use std::io::{self, BufRead, Write};
 use std::process::ExitCode;
 
@@ -92,15 +96,106 @@ fn run(o: Options) -> ember::Result<()> {
         return Ok(());
     }
     eprintln!("ember {} chat: type a line, get a reply (Ctrl-D ends)", ember::version());
+    let mut chat = Chat::new(&model)?;
     for line in io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         if line.trim().is_empty() {
             continue;
         }
-        reply(&model, &mut session, &mut sampler, &line, o.n, false, &mut out)?;
+        chat.turn(&model, &mut session, &mut sampler, line, o.n, &mut out)?;
         writeln!(out).ok();
     }
     Ok(())
+}
+
+/// End-of-turn markers as text: a model whose vocabulary lacks the template's special tokens
+/// (stories15M under ChatML) spells them out, and the reply ends there.
+const MARKERS: [&str; 4] = ["<|im_end|>", "<|im_start|>", "<|eot_id|>", "<end_of_turn>"];
+
+/// The conversation so far and the tokens the session holds for it.
+struct Chat {
+    messages: Vec<ChatMessage>,
+    in_session: Vec<ember::Token>,
+    /// The BOS to put first when the template writes none (ChatML) and the tokenizer would add one.
+    bos: Option<ember::Token>,
+}
+
+impl Chat {
+    fn new(model: &Model) -> ember::Result<Chat> {
+        let added = model.tokenize("", true, false)?;
+        let bos = model.bos().filter(|b| added.first() == Some(b));
+        Ok(Chat { messages: Vec::new(), in_session: Vec::new(), bos })
+    }
+
+    fn turn(
+        &mut self,
+        model: &Model,
+        session: &mut Session,
+        sampler: &mut Sampler,
+        line: String,
+        n: usize,
+        out: &mut impl Write,
+    ) -> ember::Result<()> {
+        self.messages.push(ChatMessage::new("user", line));
+        let text = model.apply_chat_template(&self.messages, true, None)?;
+        // The template's special tokens are text: parse them; no BOS/EOS from the tokenizer (the
+        // template writes its own BOS text), except a BOS where it wrote none (see `bos`).
+        let mut tokens = model.tokenize(&text, false, true)?;
+        if let Some(bos) = self.bos {
+            if tokens.first() != Some(&bos) {
+                tokens.insert(0, bos);
+            }
+        }
+        let mut common = tokens.iter().zip(&self.in_session).take_while(|(a, b)| a == b).count();
+        if common == tokens.len() {
+            common -= 1; // feed at least one token, for fresh logits
+        }
+        session.truncate(common as u32)?;
+        self.in_session.truncate(common);
+        if let Err(e) = session.feed(&tokens[common..]) {
+            if e.status == Status::ContextFull {
+                writeln!(out, "[the context is full: starting over]").ok();
+                session.truncate(0)?;
+                self.in_session.clear();
+                self.messages.clear();
+                return Ok(());
+            }
+            return Err(e);
+        }
+        self.in_session.extend_from_slice(&tokens[common..]);
+        let mut reply = String::new();
+        let mut printed = 0;
+        for piece in session.tokens(sampler, n) {
+            let piece = piece?;
+            if piece.end_of_generation {
+                break;
+            }
+            self.in_session.push(piece.token);
+            reply.push_str(&piece.text);
+            if let Some(end) = MARKERS.iter().filter_map(|m| reply.find(m)).min() {
+                reply.truncate(end);
+                break;
+            }
+            // Print all but a tail that may be the start of a marker.
+            let r = &reply;
+            let hold = MARKERS
+                .iter()
+                .flat_map(|m| (1..m.len()).filter(move |&k| r.ends_with(&m[..k])))
+                .max()
+                .unwrap_or(0);
+            let upto = reply.len() - hold;
+            if upto > printed {
+                write!(out, "{}", &reply[printed..upto]).ok();
+                out.flush().ok();
+                printed = upto;
+            }
+        }
+        if reply.len() > printed {
+            write!(out, "{}", &reply[printed..]).ok();
+        }
+        self.messages.push(ChatMessage::new("assistant", reply));
+        Ok(())
+    }
 }
 
 fn main() -> ExitCode {
