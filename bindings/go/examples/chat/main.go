@@ -1,5 +1,8 @@
-// chat: a minimal streaming chat on the Go binding: each line read from stdin is fed to the model
-// and the reply is printed as it is generated. Ctrl-C stops the reply in progress.
+// chat: a minimal streaming chat on the Go binding: each line read from stdin becomes a user message,
+// the whole conversation is rendered with the model's chat template (Model.ApplyChatTemplate, ChatML for
+// a model without one) and only the tokens after what the session already holds are fed; the reply is
+// printed as it is generated. Ctrl-C stops the reply in progress. (stories15M is a story model, not a
+// chat model: under ChatML it rambles, but the flow is the one a chat model needs.)
 //
 //	go run ./examples/chat -m models/stories15M-q8_0.gguf
 //
@@ -15,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 
 	"ember.dev/go/ember"
 )
@@ -63,22 +67,138 @@ func run(modelPath string, n int, temp float32, prompt string, printIDs bool) er
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	c, err := newChat(model)
+	if err != nil {
+		return err
+	}
 	in := bufio.NewScanner(os.Stdin)
-	first := true
 	fmt.Print("> ")
 	for in.Scan() {
-		if err := turn(ctx, model, session, sampler, in.Text(), n, first, false); err != nil {
-			if !errors.Is(err, context.Canceled) {
+		if strings.TrimSpace(in.Text()) == "" {
+			fmt.Print("> ")
+			continue
+		}
+		if err := c.turn(ctx, session, sampler, in.Text(), n); err != nil {
+			switch {
+			case errors.Is(err, context.Canceled):
+				fmt.Print(" [stopped]")
+				stop()
+				ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt)
+			case errors.Is(err, ember.ErrContextFull):
+				fmt.Print("\n[the context is full: starting over]")
+				c.messages = nil
+			default:
 				return err
 			}
-			fmt.Print(" [stopped]")
-			stop()
-			ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt)
+			// Where a cancelled or failed feed stopped is not tracked: start the session over.
+			c.inSession = nil
+			if err := session.Truncate(0); err != nil {
+				return err
+			}
 		}
-		first = false
 		fmt.Print("\n> ")
 	}
 	return in.Err()
+}
+
+// End-of-turn markers as text: a model whose vocabulary lacks the template's special tokens
+// (stories15M under ChatML) spells them out, and the reply ends there.
+var markers = []string{"<|im_end|>", "<|im_start|>", "<|eot_id|>", "<end_of_turn>"}
+
+// chat is the conversation so far and the tokens the session holds for it.
+type chat struct {
+	model     *ember.Model
+	messages  []ember.ChatMessage
+	inSession []ember.Token
+	bos       ember.Token // put first when the template writes no BOS text and the tokenizer adds one; -1: none
+}
+
+func newChat(model *ember.Model) (*chat, error) {
+	added, err := model.Tokenize("", ember.TokenizeAddSpecial)
+	if err != nil {
+		return nil, err
+	}
+	c := &chat{model: model, bos: -1}
+	if b := model.BOS(); b >= 0 && len(added) > 0 && added[0] == b {
+		c.bos = b
+	}
+	return c, nil
+}
+
+// turn renders the conversation with the new user line, feeds what the session lacks and streams the reply.
+func (c *chat) turn(ctx context.Context, session *ember.Session, sampler *ember.Sampler, line string, n int) error {
+	c.messages = append(c.messages, ember.ChatMessage{Role: "user", Content: line})
+	text, err := c.model.ApplyChatTemplate(c.messages, true, "")
+	if err != nil {
+		return err
+	}
+	// The template's special tokens are text: parse them, and add no BOS/EOS of the tokenizer's own
+	// (the template writes its BOS text), except a BOS where it wrote none.
+	tokens, err := c.model.Tokenize(text, ember.TokenizeParseSpecial)
+	if err != nil {
+		return err
+	}
+	if c.bos >= 0 && (len(tokens) == 0 || tokens[0] != c.bos) {
+		tokens = append([]ember.Token{c.bos}, tokens...)
+	}
+	common := 0
+	for common < len(tokens) && common < len(c.inSession) && tokens[common] == c.inSession[common] {
+		common++
+	}
+	if common == len(tokens) {
+		common-- // feed at least one token, for fresh logits
+	}
+	if err := session.Truncate(common); err != nil {
+		return err
+	}
+	c.inSession = c.inSession[:common]
+	if err := session.Feed(ctx, tokens[common:]); err != nil {
+		return err
+	}
+	c.inSession = append(c.inSession, tokens[common:]...)
+	var reply strings.Builder
+	printed := 0
+	_, err = session.Generate(ctx, sampler, n, func(p ember.Piece) bool {
+		if p.End {
+			return false
+		}
+		c.inSession = append(c.inSession, p.Token)
+		reply.WriteString(p.Text)
+		r := reply.String()
+		end := -1
+		for _, m := range markers {
+			if i := strings.Index(r, m); i >= 0 && (end < 0 || i < end) {
+				end = i
+			}
+		}
+		if end >= 0 {
+			fmt.Print(r[printed:end])
+			reply.Reset()
+			reply.WriteString(r[:end])
+			printed = end
+			return false
+		}
+		// Print all but a tail that may be the start of a marker.
+		hold := 0
+		for _, m := range markers {
+			for k := len(m) - 1; k > hold; k-- {
+				if strings.HasSuffix(r, m[:k]) {
+					hold = k
+					break
+				}
+			}
+		}
+		if len(r)-hold > printed {
+			fmt.Print(r[printed : len(r)-hold])
+			printed = len(r) - hold
+		}
+		return true
+	})
+	if r := reply.String(); len(r) > printed {
+		fmt.Print(r[printed:])
+	}
+	c.messages = append(c.messages, ember.ChatMessage{Role: "assistant", Content: reply.String()})
+	return err
 }
 
 // turn feeds one user line and streams the reply.
