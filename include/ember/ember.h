@@ -793,8 +793,8 @@ EMBER_API ember_status ember_cuda_set_device(const ember_cuda_device_params *par
  * tokenizer_config.json). ember renders it with its own Jinja engine, with the variables Hugging Face's
  * transformers passes: `messages` (a list of {role, content} dicts), `add_generation_prompt`,
  * `bos_token` and `eos_token` (the model's BOS and EOS tokens as text, "" when the model has none);
- * `tools` and `documents` are undefined. Whitespace follows transformers' settings (trim_blocks and
- * lstrip_blocks on).
+ * `tools` and `documents` are none (as transformers passes them for a conversation without tools).
+ * Whitespace follows transformers' settings (trim_blocks and lstrip_blocks on).
  *
  * The Jinja subset (docs/chat.md has the full list): `{{ }}`, `{% %}`, `{# #}` with `-`/`+` whitespace
  * control; if/elif/else; for (with `loop.index`, `index0`, `revindex`, `first`, `last`, `length`,
