@@ -808,8 +808,8 @@ EMBER_API ember_status ember_cuda_set_device(const ember_cuda_device_params *par
  * non-ASCII kept, `indent` honoured), string, int, float, list, items, select, reject, selectattr,
  * rejectattr, map, reverse, abs, indent, safe, escape; the string methods strip, lstrip, rstrip,
  * startswith, endswith, split, upper, lower, title, capitalize, replace, find, count, join; the dict
- * methods items, keys, values, get; and the functions raise_exception(msg), namespace(...), range(...)
- * and dict(...). Values behave as in Python (None prints "None"; strings count code points; upper/lower
+ * methods items, keys, values, get; and the functions raise_exception(msg), namespace(...), range(...),
+ * dict(...) and strftime_now(format) (the local time, as transformers provides it). Values behave as in Python (None prints "None"; strings count code points; upper/lower
  * change ASCII letters only).
  * ------------------------------------------------------------------------------------------------- */
 
