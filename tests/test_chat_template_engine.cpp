@@ -239,6 +239,10 @@ void test_limits(void **) {
     expect_error("{% for i in range(1000) %}{% set s = 'abcdefghij' * 100 %}{% endfor %}", EMBER_ERR_INVALID_ARGUMENT,
                  "built more than 100000 bytes", little_alloc);
     expect_error("{{ ('x ' * 1100000).split() | length }}", EMBER_ERR_INVALID_ARGUMENT, "items");
+    // Indexing a long string in a loop: each index scans the string, and the scans are counted.
+    expect_error("{% set s = 'abcdefghij' * 10000 %}{% for i in range(100000) %}{% set c = s[i] %}{% endfor %}",
+                 EMBER_ERR_INVALID_ARGUMENT, "built more than 100000 bytes", little_alloc);
+    expect("{{ 'héllo'[1] }}{{ 'héllo'[-4] }}{{ 'héllo'[4] }}[{{ 'héllo'[5] }}][{{ 'héllo'[-6] }}]", "ééo[][]");
     std::string ifs;
     for (int i = 0; i < 1000; ++i) ifs += "{% if true %}";
     expect_error(ifs.c_str(), EMBER_ERR_INVALID_ARGUMENT, "nesting too deep");

@@ -258,7 +258,10 @@ Value apply_filter(const std::string &name, const Value &in, CallArgs &a, Contex
         return Value::string(strip(to_str(in), chars.is_string() ? chars.as_string() : "", true, true));
     }
     if (name == "length" || name == "count") {
-        if (in.is_string()) return Value::integer(int64_t(utf8_length(in.as_string())));
+        if (in.is_string()) {
+            ctx.charge(in.as_string().size(), line);   // the scan (see the Item case of eval)
+            return Value::integer(int64_t(utf8_length(in.as_string())));
+        }
         if (in.is_list()) return Value::integer(int64_t(in.as_list().size()));
         if (in.is_dict()) return Value::integer(int64_t(in.as_dict().items.size()));
         if (in.is_undefined()) return Value::integer(0);
