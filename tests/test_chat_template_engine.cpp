@@ -187,6 +187,8 @@ void test_errors(void **) {
     expect_error("line1\nline2 {{ 1 + }}", EMBER_ERR_INVALID_ARGUMENT, "line 2:");
     expect_error("{% endfor %}", EMBER_ERR_INVALID_ARGUMENT, "syntax error");
     expect_error("{% bogus %}", EMBER_ERR_INVALID_ARGUMENT, "unknown tag 'bogus'");
+    expect_error("a{% break %}b", EMBER_ERR_INVALID_ARGUMENT, "'break' outside a for loop");
+    expect_error("{% for i in items %}{% else %}{% continue %}{% endfor %}", EMBER_ERR_INVALID_ARGUMENT, "outside");
     expect_error("{{ a ) }}", EMBER_ERR_INVALID_ARGUMENT, "line 1:6");
     // Outside the subset: named, with the line.
     expect_error("\n\n{% include 'x.j2' %}", EMBER_ERR_UNSUPPORTED, "line 3: the tag '{% include %}'");

@@ -177,7 +177,9 @@ private:
             }
             if (is_name("recursive")) unsupported(peek().line, "recursive for loops are not supported");
             expect(Tok::BlockEnd, "'%}'");
+            ++loop_depth_;
             s->bodies.push_back(parse_body({"else", "endfor"}));
+            --loop_depth_;
             const std::string end = next().text;
             expect(Tok::BlockEnd, "'%}'");
             if (end == "else") {
@@ -217,6 +219,8 @@ private:
             }
         } else if (n == "macro") {
             s->kind = Stmt::Kind::Macro;
+            const int outer_loops = loop_depth_;   // a macro's body is outside its caller's loops
+            loop_depth_ = 0;
             s->name = expect_name("a macro name");
             expect_op("(");
             while (!is_op(")")) {
@@ -233,9 +237,11 @@ private:
             expect_op(")");
             expect(Tok::BlockEnd, "'%}'");
             s->bodies.push_back(parse_body({"endmacro"}));
+            loop_depth_ = outer_loops;
             next();
             expect(Tok::BlockEnd, "'%}'");
         } else if (n == "break" || n == "continue") {
+            if (loop_depth_ == 0) syntax_error(tag.line, tag.col, "'%s' outside a for loop", n.c_str());
             s->kind = n == "break" ? Stmt::Kind::Break : Stmt::Kind::Continue;
             expect(Tok::BlockEnd, "'%}'");
         } else if (n == "generation") {
@@ -639,6 +645,7 @@ private:
     std::vector<Token> t_;
     size_t pos_ = 0;
     int depth_ = 0;
+    int loop_depth_ = 0;   // for bodies around the current position (break/continue need one)
 };
 
 } // namespace
