@@ -138,6 +138,7 @@ void test_expressions(void **) {
     expect("{{ {'a': [1, 'x', none, 2.5]} }} {{ ['it\\'s'] }}", "{'a': [1, 'x', None, 2.5]} [\"it's\"]");
     expect("{{ \"dq\\n\" | length }} {{ 'a' 'b' }}", "3 ab");
     expect("{{ messages.length }}|{{ undefined_thing }}|", "||");
+    expect("{{ [undefined_thing, none] }}", "[Undefined, None]");
 }
 
 void test_filters(void **) {
@@ -195,6 +196,10 @@ void test_errors(void **) {
     expect_error("{{ x | wordwrap }}", EMBER_ERR_UNSUPPORTED, "filter 'wordwrap'");
     expect_error("{{ x | nosuchfilter }}", EMBER_ERR_UNSUPPORTED, "filter 'nosuchfilter'");
     expect_error("{{ x is nosuchtest }}", EMBER_ERR_UNSUPPORTED, "test 'nosuchtest'");
+    // As in Jinja 3, filters and tests are looked up when reached: a branch not taken may use others.
+    expect("{% if tools %}{{ tools | nosuchfilter }}{{ x is nosuchtest }}{% endif %}ok", "ok");
+    expect_error("{{ x is defined 'q' }}", EMBER_ERR_INVALID_ARGUMENT, "takes no arguments");
+    expect_error("{{ 4 is divisibleby }}", EMBER_ERR_INVALID_ARGUMENT, "needs an argument");
     expect_error("{{ name.zfill(3) }}", EMBER_ERR_UNSUPPORTED, "string method 'zfill'");
     expect_error("{{ cycler('a') }}", EMBER_ERR_UNSUPPORTED, "function 'cycler'");
     expect_error("{% for x in items recursive %}{% endfor %}", EMBER_ERR_UNSUPPORTED, "recursive");
@@ -234,7 +239,8 @@ void test_limits(void **) {
     expect_error("{% set ns = namespace(l=[]) %}{% for i in range(100) %}{% set ns.l = [ns.l] %}{% endfor %}",
                  EMBER_ERR_INVALID_ARGUMENT, "nested deeper than 64");
     // A namespace that holds itself prints, and is freed when the render ends (ASan builds check that).
-    expect("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns.me }}", "[<Namespace>]");
+    expect("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns.me }} {{ ns }}",
+           "[<Namespace {'me': [<Namespace ...>]}>] <Namespace {'me': [<Namespace ...>]}>");
     // Building values is counted: a loop that keeps making large strings stops.
     jinja::Limits little_alloc;
     little_alloc.max_alloc = 100000;

@@ -8,7 +8,8 @@
 
 namespace ember::jinja {
 
-// Names the parser accepts; others are reported as unsupported there, with their line.
+// Names of the filters and tests of the subset; others are reported as unsupported (with their line)
+// when rendering reaches them.
 bool is_filter(std::string_view name);
 bool is_test(std::string_view name);
 
