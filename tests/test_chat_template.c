@@ -11,6 +11,7 @@
 
 #include <ember/ember.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,119 @@ static const char kLlama3[] =
     "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
 
+/* meta-llama/Llama-3.1-8B-Instruct: a long template over many lines, with tool-calling branches that a
+ * plain conversation does not take (they must parse all the same) and `tools is not none` checks. */
+static const char kLlama31[] =
+    "{{- bos_token }}\n"
+    "{%- if custom_tools is defined %}\n"
+    "    {%- set tools = custom_tools %}\n"
+    "{%- endif %}\n"
+    "{%- if not tools_in_user_message is defined %}\n"
+    "    {%- set tools_in_user_message = true %}\n"
+    "{%- endif %}\n"
+    "{%- if not date_string is defined %}\n"
+    "    {%- set date_string = \"26 Jul 2024\" %}\n"
+    "{%- endif %}\n"
+    "{%- if not tools is defined %}\n"
+    "    {%- set tools = none %}\n"
+    "{%- endif %}\n"
+    "\n"
+    "{#- This block extracts the system message, so we can slot it into the right place. #}\n"
+    "{%- if messages[0]['role'] == 'system' %}\n"
+    "    {%- set system_message = messages[0]['content']|trim %}\n"
+    "    {%- set messages = messages[1:] %}\n"
+    "{%- else %}\n"
+    "    {%- set system_message = \"\" %}\n"
+    "{%- endif %}\n"
+    "\n"
+    "{#- System message + builtin tools #}\n"
+    "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n"
+    "{%- if builtin_tools is defined or tools is not none %}\n"
+    "    {{- \"Environment: ipython\\n\" }}\n"
+    "{%- endif %}\n"
+    "{%- if builtin_tools is defined %}\n"
+    "    {{- \"Tools: \" + builtin_tools | reject('equalto', 'code_interpreter') | join(\", \") + \"\\n\\n\"}}\n"
+    "{%- endif %}\n"
+    "{{- \"Cutting Knowledge Date: December 2023\\n\" }}\n"
+    "{{- \"Today Date: \" + date_string + \"\\n\\n\" }}\n"
+    "{%- if tools is not none and not tools_in_user_message %}\n"
+    "    {{- \"You have access to the following functions. To call a function, please respond with JSON for a function call.\" }}\n"
+    "    {{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.' }}\n"
+    "    {{- \"Do not use variables.\\n\\n\" }}\n"
+    "    {%- for t in tools %}\n"
+    "        {{- t | tojson(indent=4) }}\n"
+    "        {{- \"\\n\\n\" }}\n"
+    "    {%- endfor %}\n"
+    "{%- endif %}\n"
+    "{{- system_message }}\n"
+    "{{- \"<|eot_id|>\" }}\n"
+    "\n"
+    "{#- Custom tools are passed in a user message with some extra guidance #}\n"
+    "{%- if tools_in_user_message and not tools is none %}\n"
+    "    {#- Extract the first user message so we can plug it in here #}\n"
+    "    {%- if messages | length != 0 %}\n"
+    "        {%- set first_user_message = messages[0]['content']|trim %}\n"
+    "        {%- set messages = messages[1:] %}\n"
+    "    {%- else %}\n"
+    "        {{- raise_exception(\"Cannot put tools in the first user message when there's no first user message!\") }}\n"
+    "{%- endif %}\n"
+    "    {{- '<|start_header_id|>user<|end_header_id|>\\n\\n' -}}\n"
+    "    {{- \"Given the following functions, please respond with a JSON for a function call \" }}\n"
+    "    {{- \"with its proper arguments that best answers the given prompt.\\n\\n\" }}\n"
+    "    {{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.' }}\n"
+    "    {{- \"Do not use variables.\\n\\n\" }}\n"
+    "    {%- for t in tools %}\n"
+    "        {{- t | tojson(indent=4) }}\n"
+    "        {{- \"\\n\\n\" }}\n"
+    "    {%- endfor %}\n"
+    "    {{- first_user_message + \"<|eot_id|>\"}}\n"
+    "{%- endif %}\n"
+    "\n"
+    "{%- for message in messages %}\n"
+    "    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}\n"
+    "        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}\n"
+    "    {%- elif 'tool_calls' in message %}\n"
+    "        {%- if not message.tool_calls|length == 1 %}\n"
+    "            {{- raise_exception(\"This model only supports single tool-calls at once!\") }}\n"
+    "        {%- endif %}\n"
+    "        {%- set tool_call = message.tool_calls[0].function %}\n"
+    "        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}\n"
+    "            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}\n"
+    "            {{- \"<|python_tag|>\" + tool_call.name + \".call(\" }}\n"
+    "            {%- for arg_name, arg_val in tool_call.arguments | items %}\n"
+    "                {{- arg_name + '=\"' + arg_val + '\"' }}\n"
+    "                {%- if not loop.last %}\n"
+    "                    {{- \", \" }}\n"
+    "                {%- endif %}\n"
+    "                {%- endfor %}\n"
+    "            {{- \")\" }}\n"
+    "        {%- else  %}\n"
+    "            {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}\n"
+    "            {{- '{\"name\": \"' + tool_call.name + '\", ' }}\n"
+    "            {{- '\"parameters\": ' }}\n"
+    "            {{- tool_call.arguments | tojson }}\n"
+    "            {{- \"}\" }}\n"
+    "        {%- endif %}\n"
+    "        {%- if builtin_tools is defined %}\n"
+    "            {#- This means we're in ipython mode #}\n"
+    "            {{- \"<|eom_id|>\" }}\n"
+    "        {%- else %}\n"
+    "            {{- \"<|eot_id|>\" }}\n"
+    "        {%- endif %}\n"
+    "    {%- elif message.role == \"tool\" or message.role == \"ipython\" %}\n"
+    "        {{- \"<|start_header_id|>ipython<|end_header_id|>\\n\\n\" }}\n"
+    "        {%- if message.content is mapping or message.content is iterable %}\n"
+    "            {{- message.content | tojson }}\n"
+    "        {%- else %}\n"
+    "            {{- message.content }}\n"
+    "        {%- endif %}\n"
+    "        {{- \"<|eot_id|>\" }}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n"
+    "{%- endif %}\n";
+
 /* ChatML as Qwen2-7B-Instruct writes it (a default system message when there is none). */
 static const char kQwen2[] =
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n"
@@ -270,6 +384,30 @@ static void test_llama3(void **state) {
     char with_prompt[1024];
     snprintf(with_prompt, sizeof with_prompt, "%s<|start_header_id|>assistant<|end_header_id|>\n\n", want);
     expect_render(m, NULL, kConversation, 4, true, with_prompt);
+    ember_model_free(m);
+}
+
+static void test_llama31(void **state) {
+    (void)state;
+    ember_model *m = load_model("<|begin_of_text|>", "<|eot_id|>", kLlama31);
+    /* Every tag strips the whitespace before it ({%- {{- {#-), so the template's own newlines vanish. The
+     * system header always comes first, with the knowledge and date lines, then the system message (its
+     * content trimmed; `messages` loses it); tools is none, so no tool text; each other message as in
+     * Llama-3 (content | trim); the assistant header as the generation prompt. */
+    const char *want =
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+        "Today Date: 26 Jul 2024\n\nYou are a helpful assistant.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nHello!<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\nHi! How can I help?<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nTell me a joke.<|eot_id|>";
+    expect_render(m, NULL, kConversation, 4, false, want);
+    char with_prompt[1024];
+    snprintf(with_prompt, sizeof with_prompt, "%s<|start_header_id|>assistant<|end_header_id|>\n\n", want);
+    expect_render(m, NULL, kConversation, 4, true, with_prompt);
+    /* Without a system message the system block is still there, with nothing after the date. */
+    expect_render(m, NULL, kNoSystem, 1, false,
+                  "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+                  "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello!<|eot_id|>");
     ember_model_free(m);
 }
 
@@ -437,6 +575,43 @@ static void test_buffer_and_nulls(void **state) {
     assert_string_equal(buf, "");
 }
 
+/* One model, several threads rendering at once: each render keeps its state to itself. */
+typedef struct {
+    const ember_model *model;
+    const char *want;
+    int mismatches;
+} render_job;
+
+static void *render_many(void *arg) {
+    render_job *job = arg;
+    char buf[2048];
+    for (int i = 0; i < 200; ++i) {
+        size_t len = 0;
+        if (ember_chat_apply_template(job->model, NULL, kConversation, 4, true, buf, sizeof buf, &len) != EMBER_OK ||
+            strcmp(buf, job->want) != 0)
+            ++job->mismatches;
+    }
+    return NULL;
+}
+
+static void test_threads(void **state) {
+    (void)state;
+    ember_model *m = load_model("<|begin_of_text|>", "<|eot_id|>", kLlama31);
+    char *want = apply(m, NULL, kConversation, 4, true);
+    pthread_t threads[4];
+    render_job jobs[4];
+    for (int t = 0; t < 4; ++t) {
+        jobs[t] = (render_job){m, want, 0};
+        assert_int_equal(pthread_create(&threads[t], NULL, render_many, &jobs[t]), 0);
+    }
+    for (int t = 0; t < 4; ++t) {
+        pthread_join(threads[t], NULL);
+        assert_int_equal(jobs[t].mismatches, 0);
+    }
+    free(want);
+    ember_model_free(m);
+}
+
 /* The rendered text tokenized as the header says: PARSE_SPECIAL turns the template's "<s>" into BOS, and
  * ADD_SPECIAL would put a second BOS before it. Needs the real Llama-2 vocabulary. */
 static void test_tokenize_result(void **state) {
@@ -516,6 +691,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama2),
         cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_llama31),
         cmocka_unit_test(test_chatml_qwen2),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_phi3),
@@ -524,6 +700,7 @@ int main(void) {
         cmocka_unit_test(test_chatml_fallback),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_buffer_and_nulls),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_tokenize_result),
         cmocka_unit_test(test_shared_vocab_templates),
     };

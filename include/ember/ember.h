@@ -797,8 +797,8 @@ EMBER_API ember_status ember_cuda_set_device(const ember_cuda_device_params *par
  * tokenizer_config.json). ember renders it with its own Jinja engine, with the variables Hugging Face's
  * transformers passes: `messages` (a list of {role, content} dicts), `add_generation_prompt`,
  * `bos_token` and `eos_token` (the model's BOS and EOS tokens as text, "" when the model has none);
- * `tools` and `documents` are undefined. Whitespace follows transformers' settings (trim_blocks and
- * lstrip_blocks on).
+ * `tools` and `documents` are none (as transformers passes them for a conversation without tools).
+ * Whitespace follows transformers' settings (trim_blocks and lstrip_blocks on).
  *
  * The Jinja subset (docs/chat.md has the full list): `{{ }}`, `{% %}`, `{# #}` with `-`/`+` whitespace
  * control; if/elif/else; for (with `loop.index`, `index0`, `revindex`, `first`, `last`, `length`,
@@ -812,8 +812,8 @@ EMBER_API ember_status ember_cuda_set_device(const ember_cuda_device_params *par
  * non-ASCII kept, `indent` honoured), string, int, float, list, items, select, reject, selectattr,
  * rejectattr, map, reverse, abs, indent, safe, escape; the string methods strip, lstrip, rstrip,
  * startswith, endswith, split, upper, lower, title, capitalize, replace, find, count, join; the dict
- * methods items, keys, values, get; and the functions raise_exception(msg), namespace(...), range(...)
- * and dict(...). Values behave as in Python (None prints "None"; strings count code points; upper/lower
+ * methods items, keys, values, get; and the functions raise_exception(msg), namespace(...), range(...),
+ * dict(...) and strftime_now(format) (the local time, as transformers provides it). Values behave as in Python (None prints "None"; strings count code points; upper/lower
  * change ASCII letters only).
  * ------------------------------------------------------------------------------------------------- */
 
@@ -840,18 +840,19 @@ typedef struct ember_chat_message {
  *  Tokenizing the result: the text contains the template's special tokens as text, usually starting
  *  with the BOS text ("<s>", "<|begin_of_text|>"). Tokenize it with EMBER_TOKENIZE_PARSE_SPECIAL, so that
  *  this text becomes the special tokens, and without EMBER_TOKENIZE_ADD_SPECIAL, which would add a
- *  second BOS before the template's own (for a template that writes no BOS text, such as ChatML, add
- *  BOS with EMBER_TOKENIZE_ADD_SPECIAL only where the model's metadata asks for it). With
+ *  second BOS before the template's own. (A template that writes no BOS text, such as ChatML, is the
+ *  exception: there EMBER_TOKENIZE_ADD_SPECIAL adds BOS where the model's metadata asks for one.) With
  *  SentencePiece models, text after a special token gets the leading space the tokenizer puts at the
  *  start of text ("<s>[INST]" gives <s> "▁[" "INST" "]"), as transformers' tokenizers do. Messages from
  *  untrusted users can contain such special-token text too: where that matters, check the contents
  *  before rendering.
  *
  *  Errors: EMBER_ERR_INVALID_ARGUMENT: a NULL argument (named), a template syntax error (with
- *  line:column), a failure while rendering (a type error, an undefined value used, a runaway template
- *  passing the limits on output size (64 MiB), loop steps or macro recursion, all with the template
- *  line), or the template's raise_exception(msg), whose message is in ember_last_error() (e.g. a
- *  template refusing a conversation whose roles do not alternate);
+ *  line:column), a failure while rendering (a type error, an undefined value used, or a runaway
+ *  template passing a limit: a string or the output over 64 MiB, a list over 2^20 items, 2*10^7 steps,
+ *  1 GiB of values built in all, macro calls 50 deep, nesting; all with the template line), or the
+ *  template's raise_exception(msg), whose message is in ember_last_error() (e.g. a template refusing
+ *  a conversation whose roles do not alternate);
  *  EMBER_ERR_UNSUPPORTED: a Jinja construct outside the subset above, named with its line;
  *  EMBER_ERR_INVALID_MODEL: the model's tokenizer.chat_template is not a string;
  *  EMBER_ERR_BUFFER_TOO_SMALL (the size is still reported); EMBER_ERR_OUT_OF_MEMORY.

@@ -21,12 +21,16 @@ std::string render(std::string_view tmpl, const RenderInput &in) {
         d->set(jinja::Value::string("content"), jinja::Value::string(std::string(m.content)));
         messages.push_back(jinja::Value::dict(std::move(d)));
     }
-    // tools and documents stay undefined: templates test `tools is defined` / `documents is defined`.
+    // tools and documents are None, as transformers passes them when a conversation has none: templates
+    // test `tools is not none` (Llama-3.1), `tools is defined and tools` or plain `tools`; an undefined
+    // tools would pass the first of those and print a tool preamble with no tools.
     const jinja::Variables vars = {
         {"messages", jinja::Value::list(std::move(messages))},
         {"add_generation_prompt", jinja::Value::boolean(in.add_generation_prompt)},
         {"bos_token", jinja::Value::string(in.bos_token)},
         {"eos_token", jinja::Value::string(in.eos_token)},
+        {"tools", jinja::Value::none()},
+        {"documents", jinja::Value::none()},
     };
     return t.render(vars);
 }

@@ -66,9 +66,10 @@ struct Stmt {
     std::vector<ExprPtr> defaults;       // Macro: a default per parameter (null: none)
 };
 
-// Parses tokens from lex(). Throws syntax errors (EMBER_ERR_INVALID_ARGUMENT, line:column) and, for
-// Jinja constructs outside the subset (a tag like {% include %}, an unknown filter or test),
-// EMBER_ERR_UNSUPPORTED naming the construct and line.
+// Parses tokens from lex(). Throws syntax errors (EMBER_ERR_INVALID_ARGUMENT, line:column) and, for a
+// tag outside the subset ({% include %}), EMBER_ERR_UNSUPPORTED naming it and its line. Filters and tests
+// are looked up when rendering reaches them, as Jinja 3 does: an unknown one in a branch the
+// conversation never takes (a tool-calling branch, say) does not stop the template.
 Body parse(std::string_view src);
 
 } // namespace ember::jinja

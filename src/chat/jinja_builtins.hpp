@@ -8,7 +8,8 @@
 
 namespace ember::jinja {
 
-// Names the parser accepts; others are reported as unsupported there, with their line.
+// Names of the filters and tests of the subset; others are reported as unsupported (with their line)
+// when rendering reaches them.
 bool is_filter(std::string_view name);
 bool is_test(std::string_view name);
 
@@ -17,7 +18,7 @@ bool apply_test(const std::string &name, const Value &v, CallArgs &args, Context
 // The method `name` of obj bound to it (a Function value), or Undefined when obj has no such
 // attribute; an unsupported method of a string, list or dict is an EMBER_ERR_UNSUPPORTED error.
 Value method(const Value &obj, const std::string &name, int line);
-// A global function by name (raise_exception, namespace, range, dict), or Undefined.
+// A global function by name (raise_exception, namespace, range, dict, strftime_now), or Undefined.
 Value global_function(std::string_view name);
 
 // Python's str.strip() family on whitespace ("chars" empty) or on the given characters.

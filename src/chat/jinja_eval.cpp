@@ -267,11 +267,19 @@ Value get_item(const Value &obj, const Value &key, int line) {
             if (i < 0 || i >= n) return Value::undefined();   // Jinja: an undefined, not an error
             return obj.as_list()[size_t(i)];
         }
-        const std::vector<size_t> off = utf8_offsets(obj.as_string());
-        const int64_t n = int64_t(off.size()) - 1;
-        if (i < 0) i += n;
-        if (i < 0 || i >= n) return Value::undefined();
-        return Value::string(obj.as_string().substr(off[size_t(i)], off[size_t(i) + 1] - off[size_t(i)]));
+        const std::string &s = obj.as_string();
+        if (i < 0) i += int64_t(utf8_length(s));
+        if (i < 0) return Value::undefined();
+        // Walk to the i-th code point (a code point starts at every byte that is not a continuation byte).
+        auto starts_at = [&](size_t p) { return p == 0 || (static_cast<unsigned char>(s[p]) & 0xC0) != 0x80; };
+        size_t p = 0;
+        for (int64_t k = 0; p < s.size(); ++k) {
+            size_t q = p + 1;
+            while (q < s.size() && !starts_at(q)) ++q;
+            if (k == i) return Value::string(s.substr(p, q - p));
+            p = q;
+        }
+        return Value::undefined();
     }
     if (obj.is_none()) render_error(line, "'None' has no items (subscripted)");
     return Value::undefined();
@@ -327,6 +335,9 @@ Value eval(const Expr &e, Context &ctx) {
     case K::Attr: return get_attr(eval(*e.kids[0], ctx), e.name, e.line);
     case K::Item: {
         Value obj = eval(*e.kids[0], ctx);
+        // Indexing a string scans it for code points: counted like building it, so that a loop indexing
+        // a long text character by character stops rather than running for hours.
+        if (obj.is_string()) ctx.charge(obj.as_string().size(), e.line);
         return get_item(obj, eval(*e.kids[1], ctx), e.line);
     }
     case K::Slice: {
@@ -342,6 +353,7 @@ Value eval(const Expr &e, Context &ctx) {
             return Value::list(std::move(r));
         }
         if (obj.is_string()) {
+            ctx.charge(obj.as_string().size() * 2, e.line);   // the scan, and the offsets' memory
             const std::vector<size_t> off = utf8_offsets(obj.as_string());
             std::string r;
             for (size_t i : slice_indices(int64_t(off.size()) - 1, parts[0], parts[1], parts[2], e.line))
@@ -451,6 +463,7 @@ List iterate(const Value &v, int line, Context &ctx) {
     }
     if (v.is_string()) {
         ctx.check_items(utf8_length(v.as_string()), line);
+        ctx.charge(v.as_string().size(), line);
         const std::vector<size_t> off = utf8_offsets(v.as_string());
         List chars;
         for (size_t i = 0; i + 1 < off.size(); ++i)

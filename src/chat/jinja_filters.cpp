@@ -6,6 +6,7 @@
 #include "chat/jinja_error.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -252,13 +253,17 @@ std::string to_json(const Value &v, int indent, int line) {
 
 Value apply_filter(const std::string &name, const Value &in, CallArgs &a, Context &ctx) {
     const int line = a.line;
-    if (listed(kUnimplementedFilters, name)) unsupported(line, "the filter '%s' is not supported", name.c_str());
+    if (!is_filter(name) || listed(kUnimplementedFilters, name))
+        unsupported(line, "the filter '%s' is not supported", name.c_str());
     if (name == "trim") {
         const Value chars = a.get(0, "chars");
         return Value::string(strip(to_str(in), chars.is_string() ? chars.as_string() : "", true, true));
     }
     if (name == "length" || name == "count") {
-        if (in.is_string()) return Value::integer(int64_t(utf8_length(in.as_string())));
+        if (in.is_string()) {
+            ctx.charge(in.as_string().size(), line);   // the scan (see the Item case of eval)
+            return Value::integer(int64_t(utf8_length(in.as_string())));
+        }
         if (in.is_list()) return Value::integer(int64_t(in.as_list().size()));
         if (in.is_dict()) return Value::integer(int64_t(in.as_dict().items.size()));
         if (in.is_undefined()) return Value::integer(0);
@@ -450,6 +455,16 @@ Value apply_filter(const std::string &name, const Value &in, CallArgs &a, Contex
 
 bool apply_test(const std::string &name, const Value &v, CallArgs &a, Context &) {
     const int line = a.line;
+    if (!is_test(name)) unsupported(line, "the test '%s' is not supported", name.c_str());
+    // Only the comparisons, divisibleby, in and sameas take an argument (Jinja refuses others').
+    const bool takes_arg = name == "divisibleby" || name == "in" || name == "sameas" || name == "eq" ||
+                           name == "equalto" || name == "ne" || name == "lt" || name == "lessthan" || name == "le" ||
+                           name == "gt" || name == "greaterthan" || name == "ge" || (name.size() <= 2 && !std::isalpha(static_cast<unsigned char>(name[0])));
+    const size_t n_args = a.args.size() + a.kwargs.size();
+    if (n_args > (takes_arg ? 1u : 0u))
+        render_error(line, "the test '%s' takes %s argument%s, %zu given", name.c_str(), takes_arg ? "one" : "no",
+                     takes_arg ? "" : "s", n_args);
+    if (takes_arg && n_args == 0) render_error(line, "the test '%s' needs an argument", name.c_str());
     const Value arg = a.get(0, "other");
     if (name == "defined") return !v.is_undefined();
     if (name == "undefined") return v.is_undefined();

@@ -299,6 +299,21 @@ private:
 
 } // namespace
 
-std::vector<Token> lex(std::string_view src) { return Lexer(src).run(); }
+std::vector<Token> lex(std::string_view src) {
+    // As Jinja reads a template: "\r\n" and "\r" become "\n", and one newline at the very end is dropped
+    // (keep_trailing_newline is off in transformers' environment).
+    std::string norm;
+    norm.reserve(src.size());
+    for (size_t i = 0; i < src.size(); ++i) {
+        if (src[i] == '\r') {
+            norm += '\n';
+            if (i + 1 < src.size() && src[i + 1] == '\n') ++i;
+        } else {
+            norm += src[i];
+        }
+    }
+    if (!norm.empty() && norm.back() == '\n') norm.pop_back();
+    return Lexer(norm).run();
+}
 
 } // namespace ember::jinja

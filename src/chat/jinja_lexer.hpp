@@ -6,7 +6,8 @@
 //    strip all whitespace after it;
 //  - trim_blocks: the first newline after a `%}` or `#}` is removed (`+%}` keeps it);
 //  - lstrip_blocks: spaces and tabs from the start of a line up to a `{%` or `{#` are removed (`{%+`
-//    keeps them).
+//    keeps them);
+//  - newlines "\r\n" and "\r" read as "\n", and a newline ending the template is dropped.
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 
 namespace ember::jinja {
 
@@ -307,6 +308,21 @@ Value global_function(std::string_view name) {
             for (const auto &kv : a.kwargs) d->set(Value::string(kv.first), kv.second);
             if (ns) ctx.keep_namespace(d);
             return Value::dict(std::move(d));
+        });
+    }
+    if (name == "strftime_now") {
+        // transformers' strftime_now(format): the local date and time (Llama-3.2 and Mistral templates put
+        // today's date into their system prompt).
+        return Value::function("strftime_now", [](CallArgs &a, Context &) {
+            const Value fmt = a.get(0, "format");
+            if (!fmt.is_string()) render_error(a.line, "strftime_now(): the format must be a string");
+            if (fmt.as_string().size() > 256) render_error(a.line, "strftime_now(): format longer than 256 bytes");
+            const std::time_t now = std::time(nullptr);
+            std::tm tm{};
+            if (!localtime_r(&now, &tm)) render_error(a.line, "strftime_now(): no local time");
+            char buf[1024];
+            const size_t n = std::strftime(buf, sizeof buf, fmt.as_string().c_str(), &tm);
+            return Value::string(std::string(buf, n));
         });
     }
     if (name == "range") {

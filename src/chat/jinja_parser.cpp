@@ -3,7 +3,6 @@
 // `.attr` `[i]` `[a:b:c]` `(args)` and, binding tightest, filters `| f` and tests `is t`.
 #include "chat/jinja_ast.hpp"
 
-#include "chat/jinja_builtins.hpp"
 #include "chat/jinja_error.hpp"
 #include "chat/jinja_lexer.hpp"
 
@@ -177,7 +176,9 @@ private:
             }
             if (is_name("recursive")) unsupported(peek().line, "recursive for loops are not supported");
             expect(Tok::BlockEnd, "'%}'");
+            ++loop_depth_;
             s->bodies.push_back(parse_body({"else", "endfor"}));
+            --loop_depth_;
             const std::string end = next().text;
             expect(Tok::BlockEnd, "'%}'");
             if (end == "else") {
@@ -217,6 +218,8 @@ private:
             }
         } else if (n == "macro") {
             s->kind = Stmt::Kind::Macro;
+            const int outer_loops = loop_depth_;   // a macro's body is outside its caller's loops
+            loop_depth_ = 0;
             s->name = expect_name("a macro name");
             expect_op("(");
             while (!is_op(")")) {
@@ -233,9 +236,11 @@ private:
             expect_op(")");
             expect(Tok::BlockEnd, "'%}'");
             s->bodies.push_back(parse_body({"endmacro"}));
+            loop_depth_ = outer_loops;
             next();
             expect(Tok::BlockEnd, "'%}'");
         } else if (n == "break" || n == "continue") {
+            if (loop_depth_ == 0) syntax_error(tag.line, tag.col, "'%s' outside a for loop", n.c_str());
             s->kind = n == "break" ? Stmt::Kind::Break : Stmt::Kind::Continue;
             expect(Tok::BlockEnd, "'%}'");
         } else if (n == "generation") {
@@ -584,7 +589,6 @@ private:
                 next();
                 const Token &t = peek();
                 const std::string name = expect_name("a filter name after '|'");
-                if (!is_filter(name)) unsupported(t.line, "the filter '%s' is not supported", name.c_str());
                 auto f = make(Expr::Kind::Filter, t.line, name);
                 f->kids.push_back(std::move(e));
                 if (is_op("(")) parse_call_args(*f);
@@ -609,7 +613,6 @@ private:
                 if (name == "none" || name == "None") name = "none";
                 if (name == "true" || name == "True") name = "true";
                 if (name == "false" || name == "False") name = "false";
-                if (!is_test(name)) unsupported(t.line, "the test '%s' is not supported", name.c_str());
                 auto x = make(Expr::Kind::Test, t.line, name);
                 x->negated = negated;
                 x->kids.push_back(std::move(e));
@@ -639,6 +642,7 @@ private:
     std::vector<Token> t_;
     size_t pos_ = 0;
     int depth_ = 0;
+    int loop_depth_ = 0;   // for bodies around the current position (break/continue need one)
 };
 
 } // namespace

@@ -218,11 +218,15 @@ std::string repr_string(const std::string &s) {
     return out;
 }
 
+// to_repr is inside a namespace's repr (one render runs on one thread).
+thread_local bool nested_namespace = false;
+
 } // namespace
 
 std::string to_repr(const Value &v) {
     using K = Value::Kind;
     switch (v.kind()) {
+    case K::Undefined: return "Undefined";   // printed alone it is "", inside a list Python shows this
     case K::String: return repr_string(v.as_string());
     case K::List: {
         std::string out = "[";
@@ -235,7 +239,26 @@ std::string to_repr(const Value &v) {
         return out + "]";
     }
     case K::Dict: {
-        if (v.as_dict().is_namespace) return "<Namespace>";
+        if (v.as_dict().is_namespace) {
+            // As Python prints one, with the attributes; a namespace inside prints without them, so
+            // that one holding itself (`set ns.me = [ns]`) does not recurse.
+            if (nested_namespace) return "<Namespace ...>";
+            nested_namespace = true;
+            std::string out = "<Namespace {";
+            bool first = true;
+            try {
+                for (const auto &kv : v.as_dict().items) {
+                    if (!first) out += ", ";
+                    first = false;
+                    out += to_repr(kv.first) + ": " + to_repr(kv.second);
+                }
+            } catch (...) {
+                nested_namespace = false;
+                throw;
+            }
+            nested_namespace = false;
+            return out + "}>";
+        }
         std::string out = "{";
         bool first = true;
         for (const auto &kv : v.as_dict().items) {
