@@ -67,12 +67,16 @@ std::optional<ApiError> build_prompt(const ember_model *model, const CompletionR
 #else
         std::string text;
         if (auto e = apply_chat_template(model, req.messages, &text)) return e;
-        // The template writes the control tokens (<|im_start|>, [INST], ...) as text: parse them. The
-        // messages' own text goes through the same parse, as in every template-based server; a BOS the
-        // template already wrote is not added twice.
-        if (auto e = tokenize(model, text, EMBER_TOKENIZE_ADD_SPECIAL | EMBER_TOKENIZE_PARSE_SPECIAL, out)) return e;
+        // The template writes the control tokens (<|im_start|>, [INST], usually the BOS text) as text:
+        // parse them. The messages' own text goes through the same parse, as in every template-based
+        // server. BOS is added only where the model asks for one (what tokenizing "" with
+        // ADD_SPECIAL gives) and the template wrote none; ADD_SPECIAL itself could append an EOS.
+        if (auto e = tokenize(model, text, EMBER_TOKENIZE_PARSE_SPECIAL, out)) return e;
+        std::vector<ember_token> specials;
+        if (auto e = tokenize(model, "", EMBER_TOKENIZE_ADD_SPECIAL, &specials)) return e;
         const ember_token bos = ember_token_bos(model);
-        if (bos >= 0 && out->size() >= 2 && (*out)[0] == bos && (*out)[1] == bos) out->erase(out->begin());
+        if (bos >= 0 && !specials.empty() && specials[0] == bos && (out->empty() || (*out)[0] != bos))
+            out->insert(out->begin(), bos);
 #endif
     }
     if (out->empty()) {

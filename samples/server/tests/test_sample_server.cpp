@@ -378,6 +378,15 @@ int main() {
                   s.chunks.empty() ? "none" : s.chunks[0].dump().c_str());
             CHECK(s.text == text_of(r), "streamed '%s' vs '%s'", s.text.c_str(), text_of(r).c_str());
             CHECK(s.finish_reason == r.j["choices"][0]["finish_reason"], "finish %s", s.finish_reason.c_str());
+            // stories15M has no chat template, so the messages become ChatML (ember.h): the same text as a
+            // completion prompt (<|im_start|> is no special token in its vocabulary) gives the same tokens
+            // and so the same greedy output.
+            const std::string chatml = "<|im_start|>system\nYou tell short stories.<|im_end|>\n"
+                                       "<|im_start|>user\nTell me about a cat.<|im_end|>\n<|im_start|>assistant\n";
+            const Reply c = post(port, "/v1/completions", completion(chatml, 16).dump());
+            CHECK(c.status == 200 && text_of(c) == text_of(r) && c.j["usage"] == r.j["usage"],
+                  "chat '%s' %s vs ChatML completion '%s' %s", text_of(r).c_str(), r.j["usage"].dump().c_str(),
+                  text_of(c).c_str(), c.j["usage"].dump().c_str());
         }
     }
 
