@@ -157,7 +157,10 @@
     S(ember_cuda_device_params,                                                                      \
       F(ember_cuda_device_params, struct_size, uint32_t)                                             \
       F(ember_cuda_device_params, device_index, int32_t)                                             \
-      F(ember_cuda_device_params, stream, void *))
+      F(ember_cuda_device_params, stream, void *))                                                   \
+    S(ember_chat_message,                                                                            \
+      F(ember_chat_message, role, const char *)                                                      \
+      F(ember_chat_message, content, const char *))
 
 /* ---- enums: E(type, NAME) ---- */
 #define EMBER_ENUMS(E)                                                                               \
@@ -269,7 +272,8 @@
     X(void, ember_vulkan_device_params_init, (ember_vulkan_device_params *)) \
     X(ember_status, ember_vulkan_set_device, (const ember_vulkan_device_params *)) \
     X(void, ember_cuda_device_params_init, (ember_cuda_device_params *)) \
-    X(ember_status, ember_cuda_set_device, (const ember_cuda_device_params *))
+    X(ember_status, ember_cuda_set_device, (const ember_cuda_device_params *)) \
+    X(ember_status, ember_chat_apply_template, (const ember_model *, const char *, const ember_chat_message *, size_t, bool, char *, size_t, size_t *))
 
 /* Every entry is checked by the compiler: a wrong type here is a build error, not a wrong table. */
 #define CHECK_FN(ret, name, args) _Static_assert(SAME_TYPE(&name, ret(*) args), #name " has another type in ember.h");

@@ -785,6 +785,79 @@ EMBER_API void ember_cuda_device_params_init(ember_cuda_device_params *params);
  *  reason). Thread-safe. Since EMBER_1.2. */
 EMBER_API ember_status ember_cuda_set_device(const ember_cuda_device_params *params);
 
+/* ---------------------------------------------------------------------------------------------------
+ * Chat templates (since EMBER_1.3)
+ *
+ * A chat model expects its conversation in the exact text format it was trained on. GGUF files carry
+ * that format as a Jinja template (metadata `tokenizer.chat_template`, copied from the model's
+ * tokenizer_config.json). ember renders it with its own Jinja engine, with the variables Hugging Face's
+ * transformers passes: `messages` (a list of {role, content} dicts), `add_generation_prompt`,
+ * `bos_token` and `eos_token` (the model's BOS and EOS tokens as text, "" when the model has none);
+ * `tools` and `documents` are undefined. Whitespace follows transformers' settings (trim_blocks and
+ * lstrip_blocks on).
+ *
+ * The Jinja subset (docs/chat.md has the full list): `{{ }}`, `{% %}`, `{# #}` with `-`/`+` whitespace
+ * control; if/elif/else; for (with `loop.index`, `index0`, `revindex`, `first`, `last`, `length`,
+ * `previtem`, `nextitem`, `cycle`; an `if` filter; `else`; break/continue); set (also `set ns.x = ...`
+ * on a namespace(), tuple targets and `{% set x %}...{% endset %}`); macro; literals (strings, numbers,
+ * true/false/none in either case, lists, dicts); `and or not`, comparisons, `in`, `not in`, `~`,
+ * `+ - * / // % **`, `x if c else y`, attribute, item and slice access; the tests defined, undefined,
+ * none, string, number, integer, float, boolean, true, false, mapping, iterable, sequence, callable,
+ * even, odd, divisibleby, eq/ne/lt/le/gt/ge, in, sameas; the filters trim, length/count, upper, lower,
+ * capitalize, title, replace, default/d, join, first, last, tojson (as transformers defines it:
+ * non-ASCII kept, `indent` honoured), string, int, float, list, items, select, reject, selectattr,
+ * rejectattr, map, reverse, abs, indent, safe, escape; the string methods strip, lstrip, rstrip,
+ * startswith, endswith, split, upper, lower, title, capitalize, replace, find, count, join; the dict
+ * methods items, keys, values, get; and the functions raise_exception(msg), namespace(...), range(...)
+ * and dict(...). Values behave as in Python (None prints "None"; strings count code points; upper/lower
+ * change ASCII letters only).
+ * ------------------------------------------------------------------------------------------------- */
+
+/** One message of a conversation (an element of an array, so no struct_size: a later version would add a new type). */
+typedef struct ember_chat_message {
+    const char *role;     /**< "system", "user", "assistant", ... */
+    const char *content;  /**< UTF-8 text */
+} ember_chat_message;
+
+/** Renders a conversation to the prompt text the model expects.
+ *
+ *  tmpl: the Jinja template text, or NULL for the model's own (`tokenizer.chat_template`); a model
+ *  without one (or with an empty one) gets ChatML:
+ *  "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then "<|im_start|>assistant\n" when
+ *  add_generation_prompt is true. model may be NULL only when tmpl is given (bos_token and eos_token are
+ *  then ""). messages may be NULL when n_messages is 0; no role or content may be NULL.
+ *  add_generation_prompt: end with the text that opens the assistant's reply, so that generation writes
+ *  it.
+ *
+ *  Output: two-call idiom on buf/capacity; the text is NUL-terminated and *out_len excludes the NUL (the
+ *  buffer needs *out_len + 1 bytes). Each call renders anew, so keep the conversation unchanged between
+ *  the two calls.
+ *
+ *  Tokenizing the result: the text contains the template's special tokens as text, usually starting
+ *  with the BOS text ("<s>", "<|begin_of_text|>"). Tokenize it with EMBER_TOKENIZE_PARSE_SPECIAL, so that
+ *  this text becomes the special tokens, and without EMBER_TOKENIZE_ADD_SPECIAL, which would add a
+ *  second BOS before the template's own (for a template that writes no BOS text, such as ChatML, add
+ *  BOS with EMBER_TOKENIZE_ADD_SPECIAL only where the model's metadata asks for it). With
+ *  SentencePiece models, text after a special token gets the leading space the tokenizer puts at the
+ *  start of text ("<s>[INST]" gives <s> "▁[" "INST" "]"), as transformers' tokenizers do. Messages from
+ *  untrusted users can contain such special-token text too: where that matters, check the contents
+ *  before rendering.
+ *
+ *  Errors: EMBER_ERR_INVALID_ARGUMENT: a NULL argument (named), a template syntax error (with
+ *  line:column), a failure while rendering (a type error, an undefined value used, a runaway template
+ *  passing the limits on output size (64 MiB), loop steps or macro recursion, all with the template
+ *  line), or the template's raise_exception(msg), whose message is in ember_last_error() (e.g. a
+ *  template refusing a conversation whose roles do not alternate);
+ *  EMBER_ERR_UNSUPPORTED: a Jinja construct outside the subset above, named with its line;
+ *  EMBER_ERR_INVALID_MODEL: the model's tokenizer.chat_template is not a string;
+ *  EMBER_ERR_BUFFER_TOO_SMALL (the size is still reported); EMBER_ERR_OUT_OF_MEMORY.
+ *
+ *  Threads: the model is immutable, so any number of threads may render with it at once. */
+EMBER_API ember_status ember_chat_apply_template(const ember_model *model, const char *tmpl,
+                                                 const ember_chat_message *messages, size_t n_messages,
+                                                 bool add_generation_prompt, char *buf, size_t capacity,
+                                                 size_t *out_len);
+
 #ifdef __cplusplus
 }
 #endif
