@@ -27,7 +27,6 @@ std::optional<ApiError> tokenize(const ember_model *model, const std::string &te
     return std::nullopt;
 }
 
-#ifndef EMBER_SERVER_NO_CHAT_TEMPLATE
 std::optional<ApiError> apply_chat_template(const ember_model *model, const std::vector<ChatMessageText> &messages,
                                             std::string *out) {
     std::vector<ember_chat_message> msgs;
@@ -43,7 +42,6 @@ std::optional<ApiError> apply_chat_template(const ember_model *model, const std:
     *out = std::move(buf);
     return std::nullopt;
 }
-#endif
 } // namespace
 
 std::optional<ApiError> build_prompt(const ember_model *model, const CompletionRequest &req, std::vector<ember_token> *out) {
@@ -57,14 +55,6 @@ std::optional<ApiError> build_prompt(const ember_model *model, const CompletionR
         // so that a client cannot inject control tokens.
         if (auto e = tokenize(model, req.prompt, EMBER_TOKENIZE_ADD_SPECIAL, out)) return e;
     } else {
-#ifdef EMBER_SERVER_NO_CHAT_TEMPLATE
-        ApiError e;
-        e.http_status = 501;
-        e.type = "server_error";
-        e.code = "not_implemented";
-        e.message = "this libember has no chat templates (ember_chat_apply_template); use /v1/completions";
-        return e;
-#else
         std::string text;
         if (auto e = apply_chat_template(model, req.messages, &text)) return e;
         // The template writes the control tokens (<|im_start|>, [INST], usually the BOS text) as text:
@@ -77,7 +67,6 @@ std::optional<ApiError> build_prompt(const ember_model *model, const CompletionR
         const ember_token bos = ember_token_bos(model);
         if (bos >= 0 && !specials.empty() && specials[0] == bos && (out->empty() || (*out)[0] != bos))
             out->insert(out->begin(), bos);
-#endif
     }
     if (out->empty()) {
         if (ember_token_bos(model) < 0) {

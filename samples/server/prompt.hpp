@@ -12,7 +12,7 @@
 namespace server {
 
 // Fills *out with the tokens to submit. Errors: 400 (a template that rejects the messages, an empty
-// prompt on a model without BOS), 500 (the library failed), 501 (a libember without chat templates).
+// prompt on a model without BOS), 500 (the library failed).
 std::optional<ApiError> build_prompt(const ember_model *model, const CompletionRequest &req, std::vector<ember_token> *out);
 
 } // namespace server
