@@ -1,0 +1,217 @@
+// generation.cpp — one HTTP request's life on the shared engine.
+//
+// Text arrives on the engine's thread (on_token) and is read by the HTTP worker that owns the request.
+// Stop sequences are matched on the engine's thread, so a match cancels the engine request at once
+// (the callback returns false) rather than after the reader's next wake-up. Text that could still be
+// the beginning of a stop sequence is held back from streaming until the next token decides it.
+#include "generation.hpp"
+
+#include "prompt.hpp"
+
+#include <algorithm>
+#include <random>
+
+namespace server {
+
+ServerContext::ServerContext(ember_model *model, ember_engine *engine, std::string model_id, uint32_t n_ctx)
+    : model_(model), engine_(engine), model_id_(std::move(model_id)), n_ctx_(n_ctx),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {}
+
+bool ServerContext::enroll(Generation *g) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return false;
+    live_.insert(g);
+    return true;
+}
+
+void ServerContext::withdraw(Generation *g) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.erase(g);
+}
+
+void ServerContext::shut_down() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    for (Generation *g : live_) g->cancel();
+}
+
+namespace {
+ApiError engine_error(ember_status st, const std::string &what, const char *message) {
+    ApiError e;
+    e.code = ember_status_string(st);
+    e.message = what + ": " + (message && *message ? message : ember_status_string(st));
+    if (st == EMBER_ERR_INVALID_ARGUMENT) {
+        e.http_status = 400;
+    } else if (st == EMBER_ERR_INVALID_STATE) {
+        e.http_status = 503;  // the engine is shutting down
+        e.type = "server_error";
+    } else {
+        e.http_status = 500;
+        e.type = "server_error";
+    }
+    return e;
+}
+} // namespace
+
+Generation::Generation(ServerContext &ctx, std::vector<std::string> stop, uint32_t max_tokens, size_t n_prompt)
+    : ctx_(ctx), stop_(std::move(stop)), max_tokens_(max_tokens), n_prompt_(n_prompt) {}
+
+Generation::~Generation() {
+    if (enrolled_) ctx_.withdraw(this);
+    // Waits out a callback in flight and cancels the request if it still runs.
+    ember_request_free(request_);
+}
+
+std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const CompletionRequest &req, ApiError *err) {
+    std::vector<ember_token> prompt;
+    if (auto e = build_prompt(ctx.model(), req, &prompt)) return *err = *e, nullptr;
+    if (prompt.size() >= ctx.n_ctx()) {
+        err->http_status = 400;
+        err->code = "context_length_exceeded";
+        err->message = "the prompt has " + std::to_string(prompt.size()) + " tokens, but the context holds " +
+                       std::to_string(ctx.n_ctx()) + " (prompt and output together; the server's -c option)";
+        return nullptr;
+    }
+    // OpenAI's defaults: chat generates until the end (0 for the engine), completions 16 tokens.
+    const uint32_t max_tokens = req.max_tokens ? *req.max_tokens : (req.endpoint == Endpoint::chat ? 0u : 16u);
+    std::shared_ptr<Generation> g(new Generation(ctx, req.stop, max_tokens, prompt.size()));
+    if (req.max_tokens && *req.max_tokens == 0) {
+        // Nothing to generate (the engine would read 0 as "no limit"): an empty, finished output.
+        g->ending_ = Ending::length;
+        return g;
+    }
+
+    ember_sampler_params sp;
+    ember_sampler_params_init(&sp);
+    sp.temperature = req.temperature;
+    sp.top_p = req.top_p;
+    sp.top_k = req.top_k;
+    sp.seed = req.seed ? *req.seed : std::random_device{}();
+    ember_request_params rp;
+    ember_request_params_init(&rp);
+    rp.prompt = prompt.data();
+    rp.n_prompt = prompt.size();
+    rp.max_tokens = max_tokens;
+    rp.sampling = &sp;
+    rp.on_token = &Generation::on_token;
+    rp.user_data = g.get();
+    const ember_status st = ember_request_submit(ctx.engine(), &rp, &g->request_);
+    if (st != EMBER_OK) return *err = engine_error(st, "submitting the request", ember_last_error()), nullptr;
+    // Enrolled after the submit, so that a shutdown either sees the request (and cancels it) or refuses it here.
+    if (!(g->enrolled_ = ctx.enroll(g.get()))) {
+        *err = engine_error(EMBER_ERR_INVALID_STATE, "refused", "the server is shutting down");
+        return nullptr;  // g's destructor cancels and frees the request
+    }
+    return g;
+}
+
+bool Generation::on_token(ember_request *, ember_token, const char *text, size_t len, void *user_data) {
+    Generation &g = *static_cast<Generation *>(user_data);
+    bool go_on;
+    {
+        std::lock_guard<std::mutex> lock(g.mutex_);
+        if (g.stop_matched_) return false;
+        ++g.n_tokens_;
+        go_on = g.absorb(text, len);
+    }
+    g.changed_.notify_all();
+    return go_on;
+}
+
+bool Generation::absorb(const char *text, size_t len) {
+    text_.append(text, len);
+    if (stop_.empty()) {
+        released_ = text_.size();
+        return true;
+    }
+    // No match can begin before released_: the text there was checked when it came, and none of its
+    // suffixes was the beginning of a stop sequence.
+    size_t cut = std::string::npos;
+    for (const std::string &s : stop_) cut = std::min(cut, text_.find(s, released_));
+    if (cut != std::string::npos) {
+        text_.resize(cut);
+        released_ = cut;
+        stop_matched_ = true;
+        return false;
+    }
+    size_t hold = 0;
+    for (const std::string &s : stop_)
+        for (size_t k = std::min(s.size() - 1, text_.size() - released_); k > hold; --k)
+            if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+                hold = k;
+                break;
+            }
+    released_ = text_.size() - hold;
+    return true;
+}
+
+void Generation::settle() {
+    if (ending_ != Ending::running) return;
+    ember_request_state state = EMBER_REQUEST_QUEUED;
+    if (ember_request_poll(request_, nullptr, 0, nullptr, &state) != EMBER_OK) state = EMBER_REQUEST_FAILED;
+    if (state == EMBER_REQUEST_QUEUED || state == EMBER_REQUEST_RUNNING) return;
+    if (stop_matched_) {
+        ending_ = Ending::stop;
+    } else if (state == EMBER_REQUEST_DONE) {
+        // Bytes of a character the last token left incomplete come only with the final text.
+        size_t len = 0;
+        ember_request_text(request_, nullptr, 0, &len);
+        if (len > text_.size()) {
+            std::string all(len + 1, '\0');
+            if (ember_request_text(request_, all.data(), all.size(), &len) == EMBER_OK && len > text_.size())
+                absorb(all.data() + text_.size(), len - text_.size());
+        }
+        const bool length = (max_tokens_ && n_tokens_ >= max_tokens_) || n_prompt_ + n_tokens_ >= ctx_.n_ctx();
+        ending_ = stop_matched_ || !length ? Ending::stop : Ending::length;
+    } else if (state == EMBER_REQUEST_CANCELLED) {
+        ending_ = Ending::cancelled;
+    } else {
+        const char *message = nullptr;
+        if (ember_request_error(request_, &error_status_, &message) != EMBER_OK || error_status_ == EMBER_OK)
+            error_status_ = EMBER_ERR_INTERNAL;
+        error_message_ = message && *message ? message : ember_status_string(error_status_);
+        ending_ = Ending::failed;
+    }
+    released_ = text_.size();  // nothing more comes: held-back text is output after all
+}
+
+Ending Generation::next(std::string *piece, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (ending_ == Ending::running && released_ == taken_)
+        changed_.wait_for(lock, timeout, [&] { return released_ > taken_; });
+    if (ending_ == Ending::running && released_ == taken_) {
+        // No text came: the request may have ended (end of generation or cancelled: no callback says so).
+        lock.unlock();
+        const bool ended = ember_request_wait(request_, 0) == EMBER_OK;
+        lock.lock();
+        if (ended) settle();
+    }
+    piece->append(text_, taken_, released_ - taken_);
+    taken_ = released_;
+    return taken_ == text_.size() ? ending_ : Ending::running;
+}
+
+Ending Generation::wait_all(std::string *text) {
+    if (request_) ember_request_wait(request_, UINT32_MAX);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (request_) settle();
+    *text = text_;
+    taken_ = text_.size();
+    return ending_;
+}
+
+void Generation::cancel() {
+    if (request_) ember_request_cancel(request_);
+}
+
+Usage Generation::usage() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return Usage{n_prompt_, n_tokens_};
+}
+
+ApiError Generation::failure() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_error(error_status_, "generation failed", error_message_.c_str());
+}
+
+} // namespace server

@@ -1,0 +1,108 @@
+// generation.hpp — the bridge between HTTP requests and the one ember engine they all share: prompt
+// tokens in, text out (as it comes, for streaming), stop sequences applied, requests cancelled on
+// disconnect or shutdown.
+#pragma once
+
+#include "openai_json.hpp"
+
+#include <ember/ember.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace server {
+
+class Generation;
+
+// What every request handler shares: the model, the engine and the requests in flight (so that a
+// shutdown can cancel them all).
+class ServerContext {
+public:
+    ServerContext(ember_model *model, ember_engine *engine, std::string model_id, uint32_t n_ctx);
+
+    const ember_model *model() const { return model_; }
+    ember_engine *engine() const { return engine_; }
+    const std::string &model_id() const { return model_id_; }
+    uint32_t n_ctx() const { return n_ctx_; }
+    int64_t created() const { return created_; }
+
+    // Refuses new requests and cancels those in flight (their handlers then finish quickly).
+    void shut_down();
+
+private:
+    friend class Generation;
+    bool enroll(Generation *g);   // false once shutting down
+    void withdraw(Generation *g);
+
+    ember_model *model_;
+    ember_engine *engine_;
+    std::string model_id_;
+    uint32_t n_ctx_;
+    int64_t created_;
+    std::mutex mutex_;
+    std::set<Generation *> live_;
+    bool stopping_ = false;
+};
+
+// Why a generation ended.
+enum class Ending { running, stop, length, cancelled, failed };
+
+// One request on the engine. Created by start(); the handler (or the stream provider) that holds it
+// reads text with next() or wait_all(); destroying it frees (and so cancels) the engine request.
+class Generation {
+public:
+    // Builds the prompt (chat template or text) and submits it. On failure returns nullptr and *err
+    // says why (400 for a prompt that does not fit, 500 for an engine error, 503 when shutting down).
+    static std::shared_ptr<Generation> start(ServerContext &ctx, const CompletionRequest &req, ApiError *err);
+    ~Generation();
+    Generation(const Generation &) = delete;
+    Generation &operator=(const Generation &) = delete;
+
+    // Streaming: waits up to `timeout` for text beyond what was taken already and appends it to *piece.
+    // Returns the ending once the request has ended and all of its text has been taken (Ending::running
+    // while more may come).
+    Ending next(std::string *piece, std::chrono::milliseconds timeout);
+    // Non-streaming: waits for the end; *text receives the whole output.
+    Ending wait_all(std::string *text);
+    // Cancels the engine request (a client that went away).
+    void cancel();
+
+    Usage usage() const;
+    // For Ending::failed: the engine's status and message.
+    ApiError failure() const;
+
+private:
+    Generation(ServerContext &ctx, std::vector<std::string> stop, uint32_t max_tokens, size_t n_prompt);
+    static bool on_token(ember_request *, ember_token, const char *text, size_t len, void *user_data);
+    // With mutex_ held: appends engine text, cuts it at a stop sequence, and advances released_ to the end
+    // of what can no longer become part of a stop sequence. Returns false when a stop sequence matched.
+    bool absorb(const char *text, size_t len);
+    // With mutex_ held: once the engine request has ended, records how (and flushes its held-back tail).
+    void settle();
+
+    ServerContext &ctx_;
+    ember_request *request_ = nullptr;
+    const std::vector<std::string> stop_;
+    const uint32_t max_tokens_;
+    const size_t n_prompt_;
+    bool enrolled_ = false;
+
+    mutable std::mutex mutex_;
+    std::condition_variable changed_;
+    std::string text_;        // output so far, cut at a stop sequence if one matched
+    size_t released_ = 0;     // bytes of text_ that no stop sequence can claim any more
+    size_t taken_ = 0;        // bytes of text_ handed out by next()
+    size_t n_tokens_ = 0;     // tokens generated (the end-of-generation token is not counted)
+    bool stop_matched_ = false;
+    Ending ending_ = Ending::running;
+    ember_status error_status_ = EMBER_OK;
+    std::string error_message_;
+};
+
+} // namespace server

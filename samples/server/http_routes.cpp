@@ -1,0 +1,121 @@
+// http_routes.cpp — request handlers. Every handler runs on one of httplib's worker threads; all of
+// them submit into the one engine, which batches whatever is running at each step.
+#include "http_routes.hpp"
+
+#include "openai_json.hpp"
+#include "sse.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace server {
+
+namespace {
+void send_error(httplib::Response &res, const ApiError &e) {
+    res.status = e.http_status;
+    res.set_content(error_body(e), "application/json");
+}
+
+ApiError status_error(int status, std::string message, const char *code) {
+    ApiError e;
+    e.http_status = status;
+    e.message = std::move(message);
+    e.code = code;
+    if (status >= 500) e.type = "server_error";
+    return e;
+}
+
+void send_json(httplib::Response &res, const json &j) {
+    res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void handle_completion(ServerContext &ctx, Endpoint endpoint, const httplib::Request &req, httplib::Response &res) {
+    CompletionRequest creq;
+    if (auto e = parse_completion_request(req.body, endpoint, &creq)) return send_error(res, *e);
+    ApiError err;
+    std::shared_ptr<Generation> g = Generation::start(ctx, creq, &err);
+    if (!g) return send_error(res, err);
+    const ResponseMeta meta = make_response_meta(endpoint, ctx.model_id());
+    if (creq.stream) return stream_generation(res, std::move(g), meta, creq.include_usage);
+
+    std::string text;
+    const Ending ending = g->wait_all(&text);
+    if (ending == Ending::failed) return send_error(res, g->failure());
+    if (ending == Ending::cancelled)
+        return send_error(res, status_error(503, "the request was cancelled: the server is shutting down", "cancelled"));
+    send_json(res, completion_response(meta, text, ending == Ending::length ? "length" : "stop", g->usage()));
+}
+
+struct Route {
+    const char *path;
+    const char *method;
+};
+const Route kRoutes[] = {
+    {"/v1/models", "GET"},
+    {"/v1/chat/completions", "POST"},
+    {"/v1/completions", "POST"},
+};
+} // namespace
+
+void add_routes(httplib::Server &svr, ServerContext &ctx, size_t max_body, bool verbose) {
+    svr.set_payload_max_length(max_body);
+
+    svr.Get("/v1/models", [&ctx](const httplib::Request &, httplib::Response &res) {
+        send_json(res, models_response(ctx.model_id(), ctx.created()));
+    });
+    svr.Post("/v1/chat/completions", [&ctx](const httplib::Request &req, httplib::Response &res) {
+        handle_completion(ctx, Endpoint::chat, req, res);
+    });
+    svr.Post("/v1/completions", [&ctx](const httplib::Request &req, httplib::Response &res) {
+        handle_completion(ctx, Endpoint::completion, req, res);
+    });
+
+    // A known path with another method: 405 before the body is read. (httplib would answer 404.)
+    svr.set_pre_routing_handler([](const httplib::Request &req, httplib::Response &res) {
+        for (const Route &r : kRoutes)
+            if (req.path == r.path && req.method != r.method && !(req.method == "HEAD" && std::string(r.method) == "GET")) {
+                res.set_header("Allow", r.method);
+                send_error(res, status_error(405, "method " + req.method + " is not allowed on " + req.path +
+                                                      " (use " + r.method + ")", "method_not_allowed"));
+                return httplib::Server::HandlerResponse::Handled;
+            }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+
+    // Errors httplib produces itself (unknown path, oversized or unreadable body) get a JSON body too;
+    // responses a handler already filled are left alone.
+    svr.set_error_handler(httplib::Server::HandlerWithResponse([max_body](const httplib::Request &req, httplib::Response &res) {
+        if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+        ApiError e;
+        switch (res.status) {
+        case 404: e = status_error(404, "no such endpoint: " + req.method + " " + req.path, "not_found"); break;
+        case 413:
+            e = status_error(413, "the request body is larger than the server's limit of " + std::to_string(max_body) +
+                                      " bytes (--max-body)", "payload_too_large");
+            break;
+        default:
+            e = status_error(res.status, res.status == 400 ? "malformed HTTP request" : "HTTP error " + std::to_string(res.status),
+                             "http_error");
+        }
+        send_error(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+    }));
+
+    svr.set_exception_handler([](const httplib::Request &, httplib::Response &res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception &ex) {
+            what = ex.what();
+        } catch (...) {
+        }
+        send_error(res, status_error(500, "internal error: " + what, "internal_error"));
+    });
+
+    if (verbose)
+        svr.set_logger([](const httplib::Request &req, const httplib::Response &res) {
+            std::fprintf(stderr, "ember-server: %s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
+        });
+}
+
+} // namespace server

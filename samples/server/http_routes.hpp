@@ -1,0 +1,14 @@
+// http_routes.hpp — the HTTP surface: which paths exist, which methods they take, and how errors look.
+#pragma once
+
+#include "generation.hpp"
+
+#include <httplib.h>
+
+namespace server {
+
+// Registers /v1/models, /v1/chat/completions and /v1/completions on `svr`, with OpenAI-style JSON
+// errors for everything else: 404 unknown path, 405 wrong method, 413 body too large, 400 bad request.
+void add_routes(httplib::Server &svr, ServerContext &ctx, size_t max_body, bool verbose);
+
+} // namespace server

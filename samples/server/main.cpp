@@ -1,0 +1,117 @@
+// main.cpp — ember-server: loads one model, creates one engine, and serves the OpenAI API over HTTP
+// until SIGINT or SIGTERM. Every HTTP worker submits into that engine, which batches the requests
+// running at each step (continuous batching), so concurrent clients share each forward pass.
+#include "generation.hpp"
+#include "http_routes.hpp"
+#include "server_options.hpp"
+
+#include <ember/ember.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <pthread.h>
+#include <thread>
+
+namespace {
+
+void log_to_stderr(ember_log_level level, const char *message, void *) {
+    if (level >= EMBER_LOG_WARN) std::fprintf(stderr, "ember: %s\n", message);
+}
+
+// Signals are taken by one thread with sigtimedwait (blocked everywhere else), so that the shutdown
+// runs as ordinary code: cancel the requests in flight, then stop the listener. stop() is repeated
+// until listen returns, since a signal may come before the listener is up.
+void watch_signals(const sigset_t *set, const std::atomic<bool> *listen_done, std::atomic<bool> *signalled,
+                   server::ServerContext *ctx, httplib::Server *svr) {
+    const timespec tick{0, 100 * 1000 * 1000};
+    bool stopping = false;
+    while (!listen_done->load()) {
+        if (!stopping) {
+            const int sig = sigtimedwait(set, nullptr, &tick);
+            if (sig <= 0) continue;
+            std::fprintf(stderr, "ember-server: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            stopping = true;
+            *signalled = true;
+            ctx->shut_down();
+        }
+        svr->stop();
+        nanosleep(&tick, nullptr);
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    server::Options opt;
+    bool exit_now = false;
+    if (!server::parse_options(argc, argv, &opt, &exit_now)) return 2;
+    if (exit_now) return 0;
+
+    // Before any thread exists, so that every thread inherits the mask.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not the end of the server
+
+    ember_log_set(log_to_stderr, nullptr, EMBER_LOG_WARN);
+    ember_model *model = nullptr;
+    ember_status st = ember_model_load(opt.model_path.c_str(), nullptr, &model);
+    if (st != EMBER_OK) {
+        std::fprintf(stderr, "ember-server: cannot load %s: %s\n", opt.model_path.c_str(), ember_last_error());
+        return 1;
+    }
+    ember_model_info info;
+    ember_model_info_init(&info);
+    ember_model_get_info(model, &info);
+
+    ember_engine_params ep;
+    ember_engine_params_init(&ep);
+    ep.n_seq_max = opt.n_parallel;
+    ep.n_ctx = opt.n_ctx;
+    ep.n_threads = opt.n_threads;
+    ep.backend = opt.backend;
+    ember_engine *engine = nullptr;
+    if ((st = ember_engine_create(model, &ep, &engine)) != EMBER_OK) {
+        std::fprintf(stderr, "ember-server: cannot create the engine: %s\n", ember_last_error());
+        ember_model_free(model);
+        return 1;
+    }
+    // The engine's own default, which the prompt-length check must know.
+    const uint32_t n_ctx = opt.n_ctx ? opt.n_ctx : (info.n_ctx_train && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
+
+    int rc = 0;
+    {
+        server::ServerContext ctx(model, engine, opt.model_id, n_ctx);
+        httplib::Server svr;
+        const size_t n_http = opt.http_threads;
+        svr.new_task_queue = [n_http] { return new httplib::ThreadPool(n_http); };
+        server::add_routes(svr, ctx, opt.max_body, opt.verbose);
+
+        const int port = opt.port == 0 ? svr.bind_to_any_port(opt.host) : (svr.bind_to_port(opt.host, opt.port) ? opt.port : -1);
+        if (port <= 0) {
+            std::fprintf(stderr, "ember-server: cannot listen on %s:%d\n", opt.host.c_str(), opt.port);
+            rc = 1;
+        } else {
+            std::atomic<bool> listen_done{false}, signalled{false};
+            std::thread watcher(watch_signals, &sigs, &listen_done, &signalled, &ctx, &svr);
+            std::fprintf(stderr, "ember-server: model %s (%s), context %u tokens, %u parallel, %zu HTTP threads\n",
+                         opt.model_id.c_str(), info.architecture, n_ctx, opt.n_parallel, n_http);
+            std::printf("listening on http://%s:%d\n", opt.host.c_str(), port);
+            std::fflush(stdout);
+            if (!svr.listen_after_bind() && !signalled) rc = 1;
+            // listen returns once the workers are joined: no request is left to use the engine.
+            listen_done = true;
+            watcher.join();
+            ctx.shut_down();
+        }
+    }
+    ember_engine_free(engine);
+    ember_model_free(model);
+    std::fprintf(stderr, "ember-server: stopped\n");
+    return rc;
+}

@@ -1,0 +1,78 @@
+// openai_json.hpp — the OpenAI wire format: request parsing and validation, response and chunk
+// building, error bodies. Nothing here knows about HTTP or the engine.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace server {
+
+using json = nlohmann::json;
+
+// An error as OpenAI clients expect it: {"error": {"message", "type", "code"}} with an HTTP status.
+struct ApiError {
+    int http_status = 400;
+    std::string message;
+    std::string type = "invalid_request_error";
+    std::string code;  // machine-readable; "" is sent as null
+};
+std::string error_body(const ApiError &e);
+
+enum class Endpoint { chat, completion };
+
+struct ChatMessageText {
+    std::string role;
+    std::string content;
+};
+
+// A /v1/chat/completions or /v1/completions request, validated. Unknown fields are ignored.
+struct CompletionRequest {
+    Endpoint endpoint = Endpoint::completion;
+    std::vector<ChatMessageText> messages;  // chat
+    std::string prompt;                     // completion, as text
+    std::vector<int32_t> prompt_tokens;     // completion, given as token ids (then prompt is unused)
+    bool prompt_is_tokens = false;
+    std::optional<uint32_t> max_tokens;     // absent: chat until end of generation, completions 16
+    float temperature = 1.0f;
+    float top_p = 1.0f;
+    int32_t top_k = 0;
+    std::optional<uint64_t> seed;
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool include_usage = false;             // stream_options.include_usage: a last chunk with usage
+};
+
+// Parses and validates a request body. Returns an ApiError (400) naming the field on failure.
+std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint endpoint, CompletionRequest *out);
+
+struct Usage {
+    size_t prompt_tokens = 0;
+    size_t completion_tokens = 0;
+};
+
+// The identity every response and chunk of one request shares.
+struct ResponseMeta {
+    Endpoint endpoint;
+    std::string id;       // "chatcmpl-..." or "cmpl-..."
+    int64_t created = 0;  // Unix seconds
+    std::string model;
+};
+ResponseMeta make_response_meta(Endpoint endpoint, const std::string &model);
+
+// The whole non-streaming response.
+json completion_response(const ResponseMeta &m, const std::string &text, const char *finish_reason, const Usage &u);
+// One streaming chunk. For chat, the first chunk carries the role (first == true); finish_reason NULL
+// gives null (more to come).
+json completion_chunk(const ResponseMeta &m, const std::string &text, const char *finish_reason, bool first);
+// The last chunk of a stream that asked for usage: no choices, the usage.
+json usage_chunk(const ResponseMeta &m, const Usage &u);
+
+// GET /v1/models.
+json models_response(const std::string &model_id, int64_t created);
+
+} // namespace server

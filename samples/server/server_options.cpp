@@ -1,0 +1,105 @@
+// server_options.cpp — the command line of ember-server: strict parsing, so that a typo is an error
+// rather than a silently ignored option.
+#include "server_options.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+namespace server {
+
+namespace {
+const char *const kUsage =
+    "usage: ember-server -m MODEL [options]\n"
+    "  -m, --model PATH     GGUF model to serve (required)\n"
+    "  --host ADDR          address to listen on (default 127.0.0.1)\n"
+    "  --port N             port (default 8080; 0: any free port, printed when listening)\n"
+    "  --parallel N         requests generated together by the engine (default 8)\n"
+    "  -c, --ctx-size N     context per request in tokens (default: the model's, at most 4096)\n"
+    "  -t, --threads N      CPU threads (default: physical cores, at most 8)\n"
+    "  --backend NAME       auto, cpu, vulkan or cuda (default auto)\n"
+    "  --max-body BYTES     largest request body accepted (default 1048576)\n"
+    "  --http-threads N     HTTP worker threads (default max(16, 2 x parallel))\n"
+    "  --alias NAME         model id reported by /v1/models (default: the file name)\n"
+    "  -v, --verbose        log every request on stderr\n";
+
+template <class T>
+bool parse_uint(std::string_view name, std::string_view text, T max, T *out) {
+    unsigned long long v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v > static_cast<unsigned long long>(max)) {
+        std::fprintf(stderr, "ember-server: %.*s wants a whole number up to %llu, not '%.*s'\n",
+                     static_cast<int>(name.size()), name.data(), static_cast<unsigned long long>(max),
+                     static_cast<int>(text.size()), text.data());
+        return false;
+    }
+    *out = static_cast<T>(v);
+    return true;
+}
+
+std::string file_stem(const std::string &path) {
+    const size_t slash = path.find_last_of('/');
+    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
+    return name;
+}
+} // namespace
+
+bool parse_options(int argc, char **argv, Options *o, bool *exit_now) {
+    *exit_now = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        auto is = [&](const char *a, const char *b = nullptr) { return arg == a || (b && arg == b); };
+        if (is("-h", "--help")) {
+            std::fputs(kUsage, stdout);
+            *exit_now = true;
+            return true;
+        }
+        if (is("-v", "--verbose")) {
+            o->verbose = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "ember-server: unknown option or missing value: %s\n%s", argv[i], kUsage);
+            return false;
+        }
+        const std::string_view val = argv[++i];
+        bool ok = true;
+        if (is("-m", "--model")) o->model_path = val;
+        else if (is("--host")) o->host = val;
+        else if (is("--port")) ok = parse_uint(arg, val, 65535, &o->port);
+        else if (is("--parallel")) ok = parse_uint(arg, val, 256u, &o->n_parallel) && o->n_parallel > 0;
+        else if (is("-c", "--ctx-size")) ok = parse_uint(arg, val, 1u << 20, &o->n_ctx);
+        else if (is("-t", "--threads")) ok = parse_uint(arg, val, 256u, &o->n_threads);
+        else if (is("--max-body")) ok = parse_uint(arg, val, size_t{1} << 32, &o->max_body) && o->max_body > 0;
+        else if (is("--http-threads")) ok = parse_uint(arg, val, 1024u, &o->http_threads) && o->http_threads > 0;
+        else if (is("--alias")) o->model_id = val;
+        else if (is("--backend")) {
+            if (val == "auto") o->backend = EMBER_BACKEND_AUTO;
+            else if (val == "cpu") o->backend = EMBER_BACKEND_CPU;
+            else if (val == "vulkan") o->backend = EMBER_BACKEND_VULKAN;
+            else if (val == "cuda") o->backend = EMBER_BACKEND_CUDA;
+            else {
+                std::fprintf(stderr, "ember-server: --backend is auto, cpu, vulkan or cuda, not '%s'\n", argv[i]);
+                return false;
+            }
+        } else {
+            std::fprintf(stderr, "ember-server: unknown option: %s\n%s", argv[i - 1], kUsage);
+            return false;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "ember-server: bad value for %s: '%s'\n", argv[i - 1], argv[i]);
+            return false;
+        }
+    }
+    if (o->model_path.empty()) {
+        std::fprintf(stderr, "ember-server: -m MODEL is required\n%s", kUsage);
+        return false;
+    }
+    if (o->model_id.empty()) o->model_id = file_stem(o->model_path);
+    if (o->http_threads == 0) o->http_threads = o->n_parallel * 2 > 16 ? o->n_parallel * 2 : 16;
+    return true;
+}
+
+} // namespace server

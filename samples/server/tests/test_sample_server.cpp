@@ -1,0 +1,535 @@
+// test_sample_server.cpp — ember-server under real HTTP clients (httplib::Client and raw sockets).
+//
+// Starts the server as a child process on an ephemeral loopback port with the repo's stories15M model
+// and checks: /v1/models; greedy /v1/completions against `ember run --temp 0` (same prompt tokens, same
+// text); streaming equal to non-streaming (text, finish_reason, usage) and ending with [DONE]; chat
+// completions, streamed and not; stop sequences; 8 concurrent clients getting exactly their
+// single-client greedy outputs (continuous batching must not change them); bad requests answered with
+// the right 4xx and a JSON error; a streaming client that hangs up mid-stream; SIGTERM with a request
+// in flight. Exits 77 (skipped) without the model or the server binary.
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spawn.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+extern char **environ;
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+int g_failures = 0;
+#define CHECK(cond, ...)                                                                                  \
+    do {                                                                                                  \
+        if (!(cond)) {                                                                                    \
+            ++g_failures;                                                                                 \
+            std::fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                          \
+            std::fprintf(stderr, __VA_ARGS__);                                                            \
+            std::fprintf(stderr, "\n");                                                                   \
+        }                                                                                                 \
+    } while (0)
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+bool exists(const std::string &p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0;
+}
+
+// ---- the server process ------------------------------------------------------------------------------
+
+struct ServerProcess {
+    pid_t pid = -1;
+    int port = 0;
+
+    bool start(const std::string &server, const std::vector<std::string> &args) {
+        int out[2];
+        if (pipe(out) != 0) return false;
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+        posix_spawn_file_actions_addclose(&fa, out[0]);
+        std::vector<char *> argv{const_cast<char *>(server.c_str())};
+        for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+        argv.push_back(nullptr);
+        const int rc = posix_spawn(&pid, server.c_str(), &fa, nullptr, argv.data(), environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(out[1]);
+        if (rc != 0) {
+            close(out[0]);
+            pid = -1;
+            return false;
+        }
+        // The server prints one line once it listens: "listening on http://127.0.0.1:PORT".
+        std::string line;
+        const auto t0 = Clock::now();
+        while (seconds_since(t0) < 20) {
+            pollfd p{out[0], POLLIN, 0};
+            if (poll(&p, 1, 200) <= 0) continue;
+            char c;
+            if (read(out[0], &c, 1) != 1) break;
+            if (c != '\n') {
+                line += c;
+                continue;
+            }
+            const size_t colon = line.rfind(':');
+            if (line.rfind("listening on http://127.0.0.1:", 0) == 0 && colon != std::string::npos)
+                port = std::atoi(line.c_str() + colon + 1);
+            break;
+        }
+        close(out[0]);
+        return port > 0;
+    }
+    // SIGTERM and wait up to `limit_s`; returns the exit status, or -1 (then it is killed).
+    int stop(double limit_s) {
+        if (pid <= 0) return -1;
+        kill(pid, SIGTERM);
+        const auto t0 = Clock::now();
+        int status = 0;
+        while (seconds_since(t0) < limit_s) {
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                pid = -1;
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        pid = -1;
+        return -1;
+    }
+    ~ServerProcess() {
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
+    }
+};
+
+// ---- clients -----------------------------------------------------------------------------------------
+
+struct Reply {
+    int status = 0;  // 0: no response
+    std::string body;
+    json j;          // parsed body (discarded when not JSON)
+};
+
+Reply post(int port, const std::string &path, const std::string &body) {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_read_timeout(60, 0);
+    Reply r;
+    if (auto res = cli.Post(path.c_str(), body, "application/json")) {
+        r.status = res->status;
+        r.body = res->body;
+        r.j = json::parse(r.body, nullptr, false);
+    }
+    return r;
+}
+
+Reply get(int port, const std::string &path) {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_read_timeout(20, 0);
+    Reply r;
+    if (auto res = cli.Get(path.c_str())) {
+        r.status = res->status;
+        r.body = res->body;
+        r.j = json::parse(r.body, nullptr, false);
+    }
+    return r;
+}
+
+// A streamed response, its events parsed.
+struct Stream {
+    int status = 0;
+    std::string content_type;
+    std::vector<json> chunks;  // every `data:` event but [DONE]
+    bool done = false;         // ended with data: [DONE]
+    bool malformed = false;    // an event that was neither JSON nor [DONE], or data after [DONE]
+    std::string text;          // the deltas concatenated
+    std::string finish_reason;
+    json usage;
+};
+
+Stream post_stream(int port, const std::string &path, const json &body) {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_read_timeout(60, 0);
+    Stream s;
+    std::string pending;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char *data, size_t len, uint64_t, uint64_t) {
+        pending.append(data, len);
+        size_t end;
+        while ((end = pending.find("\n\n")) != std::string::npos) {
+            const std::string event = pending.substr(0, end);
+            pending.erase(0, end + 2);
+            if (event.rfind(":", 0) == 0) continue;  // a comment (keep-alive)
+            if (event.rfind("data: ", 0) != 0 || s.done) {
+                s.malformed = true;
+                continue;
+            }
+            const std::string data = event.substr(6);
+            if (data == "[DONE]") {
+                s.done = true;
+                continue;
+            }
+            json j = json::parse(data, nullptr, false);
+            if (j.is_discarded()) {
+                s.malformed = true;
+                continue;
+            }
+            s.chunks.push_back(j);
+        }
+        return true;
+    };
+    if (auto res = cli.send(req)) {
+        s.status = res->status;
+        s.content_type = res->get_header_value("Content-Type");
+    }
+    if (!pending.empty()) s.malformed = true;
+    for (const json &c : s.chunks) {
+        if (c.contains("usage") && c["usage"].is_object()) s.usage = c["usage"];
+        if (!c.contains("choices") || !c["choices"].is_array() || c["choices"].empty()) continue;
+        const json &ch = c["choices"][0];
+        if (ch.contains("delta") && ch["delta"].contains("content")) s.text += ch["delta"]["content"].get<std::string>();
+        if (ch.contains("text")) s.text += ch["text"].get<std::string>();
+        if (ch.contains("finish_reason") && ch["finish_reason"].is_string())
+            s.finish_reason = ch["finish_reason"].get<std::string>();
+    }
+    return s;
+}
+
+// Sends raw bytes on a new connection; reads the reply until the server closes or `limit_s` passes.
+// With hang_up_after set, closes the connection as soon as that text arrives (a client that leaves).
+std::string raw_http(int port, const std::string &bytes, double limit_s, const char *hang_up_after = nullptr) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return "";
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string got;
+    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
+        send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+        const auto t0 = Clock::now();
+        while (seconds_since(t0) < limit_s) {
+            pollfd p{fd, POLLIN, 0};
+            if (poll(&p, 1, 50) <= 0) continue;
+            char buf[4096];
+            const ssize_t n = recv(fd, buf, sizeof buf, 0);
+            if (n <= 0) break;
+            got.append(buf, static_cast<size_t>(n));
+            if (hang_up_after && got.find(hang_up_after) != std::string::npos) break;
+        }
+    }
+    close(fd);
+    return got;
+}
+
+std::string http_post_bytes(const std::string &path, const std::string &body) {
+    return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+
+// `ember run` with the same prompt, greedy: its stdout is the prompt, the continuation and a newline.
+bool cli_continuation(const std::string &cli, const std::string &model, const std::string &prompt, int n,
+                      std::string *out) {
+    const std::string cmd = "'" + cli + "' run -m '" + model + "' -p '" + prompt + "' -n " + std::to_string(n) +
+                            " --temp 0 -t 2 2>/dev/null";
+    FILE *f = popen(cmd.c_str(), "r");
+    if (!f) return false;
+    std::string all;
+    char buf[4096];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) all.append(buf, k);
+    if (pclose(f) != 0 || all.rfind(prompt, 0) != 0 || all.empty() || all.back() != '\n') return false;
+    *out = all.substr(prompt.size(), all.size() - prompt.size() - 1);
+    return true;
+}
+
+bool is_error_body(const Reply &r) {
+    return r.j.is_object() && r.j.contains("error") && r.j["error"].is_object() && r.j["error"].contains("message") &&
+           r.j["error"]["message"].is_string() && !r.j["error"]["message"].get<std::string>().empty() &&
+           r.j["error"].contains("type");
+}
+
+json completion(const std::string &prompt, int max_tokens) {
+    return {{"model", "whatever"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+std::string text_of(const Reply &r) {
+    if (!r.j.is_object() || !r.j.contains("choices") || r.j["choices"].empty()) return "<no choices>";
+    const json &c = r.j["choices"][0];
+    if (c.contains("text")) return c["text"].get<std::string>();
+    if (c.contains("message")) return c["message"]["content"].get<std::string>();
+    return "<no text>";
+}
+
+} // namespace
+
+int main() {
+    const char *server_env = std::getenv("EMBER_SERVER");
+    const char *models_env = std::getenv("EMBER_REPO_MODELS");
+    const std::string model = std::string(models_env ? models_env : "models") + "/stories15M-q8_0.gguf";
+    if (!server_env || !exists(server_env)) return std::printf("skipped: EMBER_SERVER (the server binary) not set\n"), 77;
+    if (!exists(model)) return std::printf("skipped: %s not found (EMBER_REPO_MODELS)\n", model.c_str()), 77;
+    const auto t_start = Clock::now();
+
+    ServerProcess srv;
+    // A 256-token context (the model's own) and a 64 KiB body limit keep the limits within easy reach.
+    if (!srv.start(server_env, {"-m", model, "--port", "0", "--parallel", "8", "-c", "256", "-t", "2",
+                                "--max-body", "65536"})) {
+        std::fprintf(stderr, "FAIL: the server did not start or print its port\n");
+        return 1;
+    }
+    const int port = srv.port;
+    std::printf("server on port %d (%.2f s)\n", port, seconds_since(t_start));
+
+    // /v1/models
+    {
+        const Reply r = get(port, "/v1/models");
+        CHECK(r.status == 200, "status %d", r.status);
+        CHECK(r.j.is_object() && r.j["object"] == "list" && r.j["data"].size() == 1 &&
+                  r.j["data"][0]["id"] == "stories15M-q8_0" && r.j["data"][0]["object"] == "model",
+              "body %s", r.body.c_str());
+    }
+
+    // Greedy /v1/completions equals `ember run --temp 0` on the same prompt.
+    const std::string prompt = "Once upon a time";
+    const int n_gen = 24;
+    const Reply ref = post(port, "/v1/completions", completion(prompt, n_gen).dump());
+    const std::string ref_text = text_of(ref);
+    CHECK(ref.status == 200, "status %d body %s", ref.status, ref.body.c_str());
+    std::printf("greedy completion of '%s': '%s'\n", prompt.c_str(), ref_text.c_str());
+    CHECK(ref.j.is_object() && ref.j["object"] == "text_completion", "body %s", ref.body.c_str());
+    if (ref.status == 200) {
+        const json &u = ref.j["usage"];
+        const std::string finish = ref.j["choices"][0]["finish_reason"];
+        CHECK(!ref_text.empty(), "empty completion");
+        CHECK(u["total_tokens"] == u["prompt_tokens"].get<int>() + u["completion_tokens"].get<int>(), "usage %s", u.dump().c_str());
+        CHECK(u["prompt_tokens"].get<int>() >= 5, "prompt tokens %s", u.dump().c_str());  // BOS + 4 words at least
+        CHECK((finish == "length" && u["completion_tokens"] == n_gen) || (finish == "stop" && u["completion_tokens"] < n_gen),
+              "finish_reason %s with usage %s", finish.c_str(), u.dump().c_str());
+        const char *cli = std::getenv("EMBER_CLI");
+        std::string cli_text;
+        if (!cli || !exists(cli)) std::printf("note: EMBER_CLI not set: the comparison with `ember run` is skipped\n");
+        else if (!cli_continuation(cli, model, prompt, n_gen, &cli_text)) CHECK(false, "`ember run` failed");
+        else CHECK(cli_text == ref_text, "server '%s' vs ember run '%s'", ref_text.c_str(), cli_text.c_str());
+    }
+
+    // Streaming gives the same text, finish_reason and usage, and ends with [DONE].
+    {
+        json body = completion(prompt, n_gen);
+        body["stream"] = true;
+        body["stream_options"] = {{"include_usage", true}};
+        const Stream s = post_stream(port, "/v1/completions", body);
+        CHECK(s.status == 200, "status %d", s.status);
+        CHECK(s.content_type.rfind("text/event-stream", 0) == 0, "content type %s", s.content_type.c_str());
+        CHECK(s.done && !s.malformed, "done %d malformed %d", s.done, s.malformed);
+        CHECK(s.chunks.size() >= 3, "only %zu chunks", s.chunks.size());
+        CHECK(s.text == ref_text, "streamed '%s' vs '%s'", s.text.c_str(), ref_text.c_str());
+        if (ref.status == 200) {
+            CHECK(s.finish_reason == ref.j["choices"][0]["finish_reason"], "finish %s", s.finish_reason.c_str());
+            CHECK(s.usage == ref.j["usage"], "usage %s vs %s", s.usage.dump().c_str(), ref.j["usage"].dump().c_str());
+        }
+    }
+
+    // Chat completions, non-streaming and streaming alike.
+    {
+        const json body = {{"messages", {{{"role", "system"}, {"content", "You tell short stories."}},
+                                         {{"role", "user"}, {"content", "Tell me about a cat."}}}},
+                           {"max_tokens", 16}, {"temperature", 0}, {"some_unknown_field", {1, 2}}};
+        const Reply r = post(port, "/v1/chat/completions", body.dump());
+        CHECK(r.status == 200, "status %d body %s", r.status, r.body.c_str());
+        if (r.status == 200) {
+            CHECK(r.j["object"] == "chat.completion" && r.j["choices"][0]["message"]["role"] == "assistant" &&
+                      r.j["choices"][0]["message"]["content"].is_string(), "body %s", r.body.c_str());
+            json sb = body;
+            sb["stream"] = true;
+            const Stream s = post_stream(port, "/v1/chat/completions", sb);
+            CHECK(s.status == 200 && s.done && !s.malformed, "status %d done %d", s.status, s.done);
+            CHECK(!s.chunks.empty() && s.chunks[0]["object"] == "chat.completion.chunk" &&
+                      s.chunks[0]["choices"][0]["delta"]["role"] == "assistant", "first chunk %s",
+                  s.chunks.empty() ? "none" : s.chunks[0].dump().c_str());
+            CHECK(s.text == text_of(r), "streamed '%s' vs '%s'", s.text.c_str(), text_of(r).c_str());
+            CHECK(s.finish_reason == r.j["choices"][0]["finish_reason"], "finish %s", s.finish_reason.c_str());
+            // stories15M has no chat template, so the messages become ChatML (ember.h): the same text as a
+            // completion prompt (<|im_start|> is no special token in its vocabulary) gives the same tokens
+            // and so the same greedy output.
+            const std::string chatml = "<|im_start|>system\nYou tell short stories.<|im_end|>\n"
+                                       "<|im_start|>user\nTell me about a cat.<|im_end|>\n<|im_start|>assistant\n";
+            const Reply c = post(port, "/v1/completions", completion(chatml, 16).dump());
+            CHECK(c.status == 200 && text_of(c) == text_of(r) && c.j["usage"] == r.j["usage"],
+                  "chat '%s' %s vs ChatML completion '%s' %s", text_of(r).c_str(), r.j["usage"].dump().c_str(),
+                  text_of(c).c_str(), c.j["usage"].dump().c_str());
+        }
+    }
+
+    // A stop sequence cuts the output where it first appears, and the reason is "stop".
+    if (ref_text.size() > 12) {
+        const std::string stop = ref_text.substr(ref_text.size() / 2, 3);
+        const std::string expect = ref_text.substr(0, ref_text.find(stop));
+        json body = completion(prompt, n_gen);
+        body["stop"] = {"\x01never", stop};
+        const Reply r = post(port, "/v1/completions", body.dump());
+        CHECK(r.status == 200 && text_of(r) == expect && r.j["choices"][0]["finish_reason"] == "stop",
+              "stop '%s': got '%s' (%s), expected '%s'", stop.c_str(), text_of(r).c_str(), r.body.c_str(), expect.c_str());
+        body["stream"] = true;
+        const Stream s = post_stream(port, "/v1/completions", body);
+        CHECK(s.done && s.text == expect && s.finish_reason == "stop", "streamed stop: '%s' (%s)", s.text.c_str(),
+              s.finish_reason.c_str());
+    }
+
+    // 8 concurrent clients on one engine: each gets its single-client greedy output.
+    {
+        const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Tom went",
+                                                  "One day, a big bear", "The sun was hot and", "Tim had a red ball",
+                                                  "In the park there was", "Sue liked to sing"};
+        const int n = 32;
+        std::vector<std::string> single(prompts.size());
+        size_t single_tokens = 0;
+        const auto t0 = Clock::now();
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            const Reply r = post(port, "/v1/completions", completion(prompts[i], n).dump());
+            CHECK(r.status == 200, "prompt %zu status %d", i, r.status);
+            single[i] = text_of(r);
+            if (r.status == 200) single_tokens += r.j["usage"]["completion_tokens"].get<size_t>();
+        }
+        const double t_single = seconds_since(t0);
+
+        std::vector<std::string> together(prompts.size());
+        std::vector<int> status(prompts.size(), 0);
+        std::vector<size_t> tokens(prompts.size(), 0);
+        std::vector<std::thread> clients;
+        const auto t1 = Clock::now();
+        for (size_t i = 0; i < prompts.size(); ++i)
+            clients.emplace_back([&, i] {
+                if (i % 2 == 0) {  // half of them streaming
+                    json body = completion(prompts[i], n);
+                    body["stream"] = true;
+                    body["stream_options"] = {{"include_usage", true}};
+                    const Stream s = post_stream(port, "/v1/completions", body);
+                    status[i] = s.done ? s.status : -1;
+                    together[i] = s.text;
+                    if (s.usage.is_object()) tokens[i] = s.usage["completion_tokens"].get<size_t>();
+                } else {
+                    const Reply r = post(port, "/v1/completions", completion(prompts[i], n).dump());
+                    status[i] = r.status;
+                    together[i] = text_of(r);
+                    if (r.status == 200) tokens[i] = r.j["usage"]["completion_tokens"].get<size_t>();
+                }
+            });
+        for (std::thread &t : clients) t.join();
+        const double t_together = seconds_since(t1);
+        size_t together_tokens = 0;
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            together_tokens += tokens[i];
+            CHECK(status[i] == 200, "concurrent client %zu: status %d", i, status[i]);
+            CHECK(together[i] == single[i], "concurrent client %zu ('%s'): '%s' alone vs '%s' batched", i,
+                  prompts[i].c_str(), single[i].c_str(), together[i].c_str());
+        }
+        std::printf("throughput: 8 clients one after another %zu tokens in %.2f s (%.1f tok/s); "
+                    "8 at once %zu tokens in %.2f s (%.1f tok/s)\n",
+                    single_tokens, t_single, single_tokens / t_single, together_tokens, t_together,
+                    together_tokens / t_together);
+    }
+
+    // Bad requests: the right status and an OpenAI-style JSON error.
+    {
+        struct Bad {
+            const char *path;
+            std::string body;
+            int status;
+        };
+        std::string long_prompt = "[1";
+        for (int i = 0; i < 300; ++i) long_prompt += ",450";
+        long_prompt += "]";
+        const std::vector<Bad> bad = {
+            {"/v1/completions", "{\"prompt\": \"hi\", ", 400},                       // malformed JSON
+            {"/v1/completions", "[1, 2]", 400},                                      // not an object
+            {"/v1/completions", "{\"max_tokens\": 4}", 400},                         // no prompt
+            {"/v1/completions", "{\"prompt\": 5}", 400},                             // wrong type
+            {"/v1/completions", "{\"prompt\": \"hi\", \"max_tokens\": -1}", 400},    // negative
+            {"/v1/completions", "{\"prompt\": \"hi\", \"max_tokens\": \"9\"}", 400}, // wrong type
+            {"/v1/completions", "{\"prompt\": \"hi\", \"temperature\": \"hot\"}", 400},
+            {"/v1/completions", "{\"prompt\": \"hi\", \"top_p\": 0}", 400},
+            {"/v1/completions", "{\"prompt\": \"hi\", \"stream\": 1}", 400},
+            {"/v1/completions", "{\"prompt\": \"hi\", \"stop\": [1]}", 400},
+            {"/v1/completions", "{\"prompt\": " + long_prompt + "}", 400},            // longer than the context
+            {"/v1/completions", "{\"prompt\": [1, 99999999]}", 400},                 // token outside the vocabulary
+            {"/v1/chat/completions", "{\"messages\": \"hi\"}", 400},
+            {"/v1/chat/completions", "{\"messages\": []}", 400},
+            {"/v1/chat/completions", "{\"max_tokens\": 3}", 400},
+            {"/v1/chat/completions", "{\"messages\": [{\"role\": 1, \"content\": \"x\"}]}", 400},
+            {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": 7}]}", 400},
+            {"/v1/completions", "{\"prompt\": \"" + std::string(70000, 'a') + "\"}", 413},  // over --max-body
+            {"/v1/nothing", "{}", 404},
+        };
+        for (const Bad &b : bad) {
+            const Reply r = post(port, b.path, b.body);
+            CHECK(r.status == b.status && is_error_body(r), "%s %.60s: status %d (want %d), body %.200s", b.path,
+                  b.body.c_str(), r.status, b.status, r.body.c_str());
+        }
+        const Reply lp = post(port, "/v1/completions", "{\"prompt\": " + long_prompt + "}");
+        CHECK(lp.body.find("context") != std::string::npos, "long prompt message: %s", lp.body.c_str());
+        Reply r = get(port, "/v1/unknown");
+        CHECK(r.status == 404 && is_error_body(r), "GET /v1/unknown: %d %s", r.status, r.body.c_str());
+        r = get(port, "/v1/completions");
+        CHECK(r.status == 405 && is_error_body(r), "GET /v1/completions: %d %s", r.status, r.body.c_str());
+        r = post(port, "/v1/models", "{}");
+        CHECK(r.status == 405 && is_error_body(r), "POST /v1/models: %d %s", r.status, r.body.c_str());
+    }
+
+    // A streaming client that hangs up mid-stream: its request is cancelled, and later requests are
+    // served as before (several, more than the engine's slots, so that a leaked slot would show).
+    {
+        json body = completion(prompt, 200);
+        body["stream"] = true;
+        for (int i = 0; i < 10; ++i) {
+            const std::string got = raw_http(port, http_post_bytes("/v1/completions", body.dump()), 10, "data: {");
+            CHECK(got.find("data: {") != std::string::npos, "no event before hanging up: %.200s", got.c_str());
+        }
+        // Requests that were not cancelled would hold all 8 slots for ~250 tokens each (over 10 s here).
+        const auto t0 = Clock::now();
+        const Reply r = post(port, "/v1/completions", completion(prompt, n_gen).dump());
+        const double t = seconds_since(t0);
+        CHECK(r.status == 200 && text_of(r) == ref_text, "after hang-ups: %d '%s'", r.status, text_of(r).c_str());
+        CHECK(t < 5, "the request after the hang-ups took %.2f s: were the streams cancelled?", t);
+    }
+
+    // SIGTERM with a stream in flight: the server cancels it and exits promptly with status 0.
+    {
+        json body = completion(prompt, 100000);  // up to the whole context
+        body["stream"] = true;
+        std::string got;
+        std::thread client([&] { got = raw_http(port, http_post_bytes("/v1/completions", body.dump()), 15); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        const auto t0 = Clock::now();
+        const int rc = srv.stop(10);
+        client.join();
+        CHECK(rc == 0, "exit status %d after SIGTERM", rc);
+        CHECK(seconds_since(t0) < 5, "shutdown took %.2f s", seconds_since(t0));
+    }
+
+    std::printf("%s: %d failure(s), %.2f s\n", g_failures ? "FAILED" : "passed", g_failures, seconds_since(t_start));
+    return g_failures ? 1 : 0;
+}
