@@ -124,6 +124,6 @@ const (
 const (
 	ABIVersion   = 1
 	VersionMajor = 0
-	VersionMinor = 3
+	VersionMinor = 4
 	VersionPatch = 0
 )

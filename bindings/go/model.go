@@ -15,7 +15,7 @@ import (
 // Token is a token id (ember_token).
 type Token int32
 
-// Version is the release string of the loaded library, e.g. "0.3.0".
+// Version is the release string of the loaded library, e.g. "0.4.0".
 func Version() string { return C.GoString(C.ember_version()) }
 
 // LibraryABIVersion is the ABI generation of the loaded library; compare with ABIVersion.

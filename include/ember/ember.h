@@ -57,9 +57,9 @@ extern "C" {
 
 /** The library release this header belongs to (semantic versioning). */
 #define EMBER_VERSION_MAJOR 0
-#define EMBER_VERSION_MINOR 3
+#define EMBER_VERSION_MINOR 4
 #define EMBER_VERSION_PATCH 0
-#define EMBER_VERSION_STRING "0.3.0"
+#define EMBER_VERSION_STRING "0.4.0"
 
 /** The ABI generation. It changes only if a published function or struct must break, which we never
  *  plan to do: functions whose meaning must change get a `_v2` beside the old one. */

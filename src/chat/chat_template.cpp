@@ -11,7 +11,7 @@ const char *const kChatmlTemplate =
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-std::string render(std::string_view tmpl, const RenderInput &in) {
+std::string render(std::string_view tmpl, const RenderInput &in, const jinja::Limits &limits) {
     const jinja::Template t(tmpl);
     jinja::List messages;
     messages.reserve(in.messages.size());
@@ -32,7 +32,7 @@ std::string render(std::string_view tmpl, const RenderInput &in) {
         {"tools", jinja::Value::none()},
         {"documents", jinja::Value::none()},
     };
-    return t.render(vars);
+    return t.render(vars, limits);
 }
 
 } // namespace ember::chat

@@ -3,6 +3,8 @@
 // passes: messages, add_generation_prompt, bos_token, eos_token.
 #pragma once
 
+#include "chat/jinja.hpp"
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +28,7 @@ extern const char *const kChatmlTemplate;
 // Parses and renders `tmpl`. Throws Error: EMBER_ERR_INVALID_ARGUMENT (syntax error with line:column, a
 // failure while rendering, raise_exception with the template's message), EMBER_ERR_UNSUPPORTED (a
 // construct outside the subset, named with its line).
-std::string render(std::string_view tmpl, const RenderInput &in);
+// `limits` bound the render (the library uses the defaults; the fuzz target smaller ones).
+std::string render(std::string_view tmpl, const RenderInput &in, const jinja::Limits &limits = {});
 
 } // namespace ember::chat

@@ -8,6 +8,8 @@
 //                empty), each behind the mode byte fuzz_session_state.cpp reads (0x03: repair checksum
 //                and fingerprint).
 // tokenizer:     texts behind a selector byte (vocabulary and flags, see fuzz_tokenizer.cpp).
+// chat_template: templates using each part of the Jinja subset, each with a conversation.
+#include "chat/chat_template.hpp"
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
 #include "gguf/gguf.hpp"
@@ -273,11 +275,53 @@ void tokenizer_seeds() {
     }
 }
 
+
+// Templates that use each part of the Jinja subset (docs/chat.md), each with a short conversation; the
+// input format is fuzz_chat_template.cpp's: template, NUL, flags byte, messages.
+void chat_template_seeds() {
+    const std::string conversation = std::string("\x01", 1) + "system\x1fYou are terse.\x1euser\x1fHi!\x1e"
+                                     "assistant\x1fHello.\x1euser\x1f  Why?  ";
+    const struct {
+        const char *name;
+        std::string tmpl;
+    } seeds[] = {
+        {"chatml", chat::kChatmlTemplate},
+        {"alternating",
+         "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set sys = messages[0]['content'] %}"
+         "{% set msgs = messages[1:] %}{% else %}{% set sys = false %}{% set msgs = messages %}{% endif %}"
+         "{% for m in msgs %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+         "{{ raise_exception('roles must alternate user/assistant') }}{% endif %}"
+         "{%- if m['role'] == 'user' -%}[INST] {% if loop.first and sys %}<<SYS>>\n{{ sys }}\n<</SYS>>\n\n{% endif %}"
+         "{{ m['content'] | trim }} [/INST]{%- else %} {{ m['content'] | trim }} {{ eos_token }}{% endif %}{% endfor %}"},
+        {"namespace-filters",
+         "{%- set ns = namespace(found=false, n=0) -%}{%- for m in messages if m.role != 'system' -%}"
+         "{%- set ns.n = ns.n + 1 -%}{%- if 'Why' in m.content %}{% set ns.found = true %}{% endif -%}"
+         "<{{ m.role | upper }}:{{ loop.index }}/{{ loop.length }}>{{ m.content.strip() | replace('!', '.') }}"
+         "{{ '|' if not loop.last else '' }}{%- endfor -%}{{ ns.n ~ (' found' if ns.found else ' none') }}"
+         "{{ messages | map(attribute='role') | join(',') }}{{ messages | length }}{{ 'abc'[::-1] }}"},
+        {"macro-dict",
+         "{% macro turn(role, text) %}<|{{ role }}|>\n{{ text | default('empty', true) }}<|end|>\n{% endmacro %}"
+         "{% set names = {'user': 'U', 'assistant': 'A', 'system': 'S'} %}{% for k, v in names.items() %}{{ k }}={{ v }};"
+         "{% endfor %}{% for m in messages %}{{ turn(names.get(m.role, '?'), m.content) }}{% else %}none{% endfor %}"
+         "{% if add_generation_prompt %}<|A|>\n{% endif %}{{ messages | tojson }}"},
+        {"tests-and-math",
+         "{# a comment #}{% for i in range(3) %}{{ i * 2 + 1 // 1 - 10 % 3 }}{% if i is even %}e{% endif %}{% endfor %}"
+         "{{ tools is none }}{{ undefined_name is defined }}{{ messages[-1]['content'].split('?') | first }}"
+         "{{ [1, 2, 3] | last }}{{ 'x' if messages | selectattr('role', 'equalto', 'user') | list | length > 1 else 'y' }}"
+         "{{ '%s' | format('f') if false else messages[0].content.title() }}"},
+    };
+    for (const auto &sd : seeds) {
+        std::string bytes = sd.tmpl;
+        bytes.push_back('\0');
+        bytes += conversation;
+        write_file(std::string(sd.name) + ".bin", bytes.data(), bytes.size());
+    }
+}
 } // namespace
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        std::fprintf(stderr, "usage: make_seeds gguf|session_state|tokenizer OUT_DIR MODEL(stories260K.gguf)\n");
+        std::fprintf(stderr, "usage: make_seeds gguf|session_state|tokenizer|chat_template OUT_DIR MODEL(stories260K.gguf)\n");
         return 2;
     }
     g_out = argv[2];
@@ -285,6 +329,7 @@ int main(int argc, char **argv) {
     if (what == "gguf") gguf_seeds();
     else if (what == "session_state") session_seeds(argv[3]);
     else if (what == "tokenizer") tokenizer_seeds();
+    else if (what == "chat_template") chat_template_seeds();
     else return 2;
     return 0;
 }

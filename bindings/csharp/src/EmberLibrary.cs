@@ -9,7 +9,7 @@ namespace Ember
         /// <summary>The ABI generation this binding was written for (EMBER_ABI_VERSION).</summary>
         public const uint AbiVersion = NativeConstants.EMBER_ABI_VERSION;
 
-        /// <summary>The loaded library's release, e.g. "0.3.0".</summary>
+        /// <summary>The loaded library's release, e.g. "0.4.0".</summary>
         public static string Version { get { return Utf8.FromNative(NativeMethods.ember_version()); } }
 
         /// <summary>The loaded library's ABI generation; this binding needs it to equal AbiVersion.</summary>

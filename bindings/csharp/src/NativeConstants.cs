@@ -6,7 +6,7 @@ namespace Ember.Native
     {
         internal const uint EMBER_ABI_VERSION = 1;
         internal const uint EMBER_VERSION_MAJOR = 0;
-        internal const uint EMBER_VERSION_MINOR = 3;
+        internal const uint EMBER_VERSION_MINOR = 4;
         internal const uint EMBER_VERSION_PATCH = 0;
         internal const uint EMBER_TOKENIZE_ADD_SPECIAL = 1u << 0;
         internal const uint EMBER_TOKENIZE_PARSE_SPECIAL = 1u << 1;

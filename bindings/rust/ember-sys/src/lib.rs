@@ -22,7 +22,7 @@ pub use core::ffi::{c_char, c_void};
 // ---- Versions ----
 
 pub const EMBER_VERSION_MAJOR: u32 = 0;
-pub const EMBER_VERSION_MINOR: u32 = 3;
+pub const EMBER_VERSION_MINOR: u32 = 4;
 pub const EMBER_VERSION_PATCH: u32 = 0;
 pub const EMBER_ABI_VERSION: u32 = 1;
 

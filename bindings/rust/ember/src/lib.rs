@@ -61,7 +61,7 @@ pub use session::{Backend, CancelHandle, KvType, Session, SessionParams};
 /// A token id.
 pub type Token = sys::ember_token;
 
-/// The release string of the loaded library, e.g. "0.3.0".
+/// The release string of the loaded library, e.g. "0.4.0".
 pub fn version() -> &'static str {
     // SAFETY: static storage, never NULL.
     unsafe { std::ffi::CStr::from_ptr(sys::ember_version()) }.to_str().unwrap_or("")
