@@ -30,7 +30,6 @@ export GOPROXY=off GOFLAGS="-mod=readonly -buildvcs=false" GOTELEMETRY=off GO111
 mkdir -p "$GOCACHE" "$GOPATH"
 cd "$here"
 
-model=${EMBER_REPO_MODELS:-$here/../../models}/stories15M-q8_0.gguf
 case $mode in
   test)
     race=()
@@ -38,27 +37,9 @@ case $mode in
     exec "$go" test "${race[@]}" -count=1 ./...
     ;;
   chat)
-    if [ ! -f "$model" ]; then
-      echo "skip: $model is missing"
-      exit 77
-    fi
-    : "${EMBER_GREEDY_REF:?set EMBER_GREEDY_REF (ember-greedy-ref)}"
     exe=$EMBER_BINDING_BUILD_DIR/go-chat
     "$go" build -o "$exe" ./examples/chat
-    prompt="Once upon a time"
-    n=24
-    want=$("$EMBER_GREEDY_REF" "$model" "$prompt" "$n")
-    got=$("$exe" -m "$model" -n "$n" -prompt "$prompt" -print-ids)
-    if [ -z "$want" ]; then
-      echo "FAIL: ember-greedy-ref printed nothing"
-      exit 1
-    fi
-    if [ "$got" != "$want" ]; then
-      echo "FAIL: the Go chat sample's greedy ids differ from ember-greedy-ref's:"
-      diff <(printf '%s\n' "$want") <(printf '%s\n' "$got") || true
-      exit 1
-    fi
-    echo "ok: $(printf '%s\n' "$got" | wc -l) greedy ids equal to ember-greedy-ref's"
+    exec bash "$here/../reference/same_greedy_ids.sh" Go "$exe" -m {model} -n {n} -prompt {prompt} -print-ids
     ;;
   *)
     echo "usage: run_tests.sh test|chat" >&2

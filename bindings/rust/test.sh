@@ -37,20 +37,9 @@ case $mode in
     exec "$cargo" test --offline --workspace
     ;;
   chat)
-    model=$EMBER_REPO_MODELS/stories15M-q8_0.gguf
-    [ -f "$model" ] || { echo "skipped: no model at $model"; exit 77; }
-    prompt="Once upon a time"
-    n=32
     "$cargo" build --offline --example chat
-    want=$("$EMBER_GREEDY_REF" "$model" "$prompt" $n)
-    got=$("$CARGO_TARGET_DIR/debug/examples/chat" -m "$model" -n $n --temp 0 --prompt "$prompt" --print-ids)
-    if [ -z "$want" ]; then echo "FAIL: ember-greedy-ref printed nothing"; exit 1; fi
-    if [ "$got" != "$want" ]; then
-      echo "FAIL: the Rust chat sample's greedy ids differ from ember-greedy-ref's (< reference, > Rust):"
-      diff <(printf '%s\n' "$want") <(printf '%s\n' "$got") || true
-      exit 1
-    fi
-    echo "ok: $(printf '%s\n' "$got" | wc -l) greedy ids equal ember-greedy-ref's"
+    exec bash "$here/../reference/same_greedy_ids.sh" Rust \
+      "$CARGO_TARGET_DIR/debug/examples/chat" -m {model} -n {n} --temp 0 --prompt {prompt} --print-ids
     ;;
   *)
     echo "usage: test.sh unit|chat"; exit 2

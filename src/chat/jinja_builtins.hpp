@@ -21,6 +21,11 @@ Value method(const Value &obj, const std::string &name, int line);
 // A global function by name (raise_exception, namespace, range, dict, strftime_now), or Undefined.
 Value global_function(std::string_view name);
 
+// The items that a for loop or a filter visits: a list's elements, a dict's keys, a string's characters
+// (counted against the render's limits); Undefined gives none. Anything else is an error naming `what`
+// (a filter's name), or a for loop's "not iterable" when `what` is NULL.
+List items_of(const Value &v, int line, Context &ctx, const char *what = nullptr);
+
 // Python's str.strip() family on whitespace ("chars" empty) or on the given characters.
 std::string strip(std::string_view s, std::string_view chars, bool left, bool right);
 // JSON as Python's json.dumps(v, ensure_ascii=False, indent=indent) writes it (indent < 0: none).

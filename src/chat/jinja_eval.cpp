@@ -452,27 +452,6 @@ enum class Flow { Normal, Break, Continue };
 
 Flow exec(const Body &body, Context &ctx);
 
-// The items a for loop visits: a list's elements, a dict's keys, a string's characters.
-List iterate(const Value &v, int line, Context &ctx) {
-    if (v.is_list()) return v.as_list();
-    if (v.is_undefined()) return {};
-    if (v.is_dict()) {
-        List keys;
-        for (const auto &kv : v.as_dict().items) keys.push_back(kv.first);
-        return keys;
-    }
-    if (v.is_string()) {
-        ctx.check_items(utf8_length(v.as_string()), line);
-        ctx.charge(v.as_string().size(), line);
-        const std::vector<size_t> off = utf8_offsets(v.as_string());
-        List chars;
-        for (size_t i = 0; i + 1 < off.size(); ++i)
-            chars.push_back(Value::string(v.as_string().substr(off[i], off[i + 1] - off[i])));
-        return chars;
-    }
-    render_error(line, "'%s' object is not iterable", v.type_name());
-}
-
 void bind_targets(const std::vector<std::string> &targets, const Value &v, Context &ctx, int line) {
     if (targets.size() == 1) {
         ctx.set(targets[0], v);
@@ -508,7 +487,7 @@ Value make_loop(const List &items, size_t i) {
 
 Flow exec_for(const Stmt &s, Context &ctx) {
     const Value seq = eval(*s.expr, ctx);
-    List all = iterate(seq, s.line, ctx);
+    List all = items_of(seq, s.line, ctx);
     ctx.push_frame();
     List items;
     if (s.cond) {

@@ -42,25 +42,6 @@ bool listed(const char *const (&names)[N], std::string_view name) {
     return false;
 }
 
-List as_items(const Value &v, int line, const char *filter, Context &ctx) {
-    if (v.is_list()) return v.as_list();
-    if (v.is_undefined()) return {};
-    if (v.is_dict()) {
-        List keys;
-        for (const auto &kv : v.as_dict().items) keys.push_back(kv.first);
-        return keys;
-    }
-    if (v.is_string()) {
-        ctx.check_items(utf8_length(v.as_string()), line);
-        const std::vector<size_t> off = utf8_offsets(v.as_string());
-        List chars;
-        for (size_t i = 0; i + 1 < off.size(); ++i)
-            chars.push_back(Value::string(v.as_string().substr(off[i], off[i + 1] - off[i])));
-        return chars;
-    }
-    render_error(line, "%s: '%s' is not iterable", filter, v.type_name());
-}
-
 // obj.attr for selectattr/map: a dict's key (dotted paths like "function.name" walk nested dicts).
 Value attribute_of(const Value &obj, const std::string &path) {
     Value cur = obj;
@@ -213,7 +194,7 @@ Value select(const Value &in, CallArgs &a, Context &ctx, bool by_attr, bool keep
         if (!a.args[test_pos].is_string()) render_error(a.line, "%s: the test name must be a string", fname);
         test = a.args[test_pos].as_string();
     }
-    for (const Value &item : as_items(in, a.line, fname, ctx)) {
+    for (const Value &item : items_of(in, a.line, ctx, fname)) {
         ctx.step(a.line);
         const Value v = by_attr ? attribute_of(item, attr) : item;
         const bool ok = test.empty() ? v.truthy() : run_test(test, v, a, test_pos + 1, ctx);
@@ -238,6 +219,27 @@ std::string html_escape(const std::string &s) {
 }
 
 } // namespace
+
+List items_of(const Value &v, int line, Context &ctx, const char *what) {
+    if (v.is_list()) return v.as_list();
+    if (v.is_undefined()) return {};
+    if (v.is_dict()) {
+        List keys;
+        for (const auto &kv : v.as_dict().items) keys.push_back(kv.first);
+        return keys;
+    }
+    if (v.is_string()) {
+        ctx.check_items(utf8_length(v.as_string()), line);
+        ctx.charge(v.as_string().size(), line);
+        const std::vector<size_t> off = utf8_offsets(v.as_string());
+        List chars;
+        for (size_t i = 0; i + 1 < off.size(); ++i)
+            chars.push_back(Value::string(v.as_string().substr(off[i], off[i + 1] - off[i])));
+        return chars;
+    }
+    if (what) render_error(line, "%s: '%s' is not iterable", what, v.type_name());
+    render_error(line, "'%s' object is not iterable", v.type_name());
+}
 
 bool is_filter(std::string_view name) { return listed(kFilters, name); }
 bool is_test(std::string_view name) { return listed(kTests, name); }
@@ -308,7 +310,7 @@ Value apply_filter(const std::string &name, const Value &in, CallArgs &a, Contex
         const Value attr = a.get(1, "attribute");
         std::string out;
         bool first = true;
-        for (const Value &v : as_items(in, line, "join", ctx)) {
+        for (const Value &v : items_of(in, line, ctx, "join")) {
             if (!first) out += sep.is_undefined() ? "" : to_str(sep);
             first = false;
             out += to_str(attr.is_string() ? attribute_of(v, attr.as_string()) : v);
@@ -317,7 +319,7 @@ Value apply_filter(const std::string &name, const Value &in, CallArgs &a, Contex
         return Value::string(std::move(out));
     }
     if (name == "first" || name == "last") {
-        const List items = as_items(in, line, name.c_str(), ctx);
+        const List items = items_of(in, line, ctx, name.c_str());
         if (items.empty()) return Value::undefined();
         return name == "first" ? items.front() : items.back();
     }
@@ -373,7 +375,7 @@ Value apply_filter(const std::string &name, const Value &in, CallArgs &a, Contex
         }
         return fallback;
     }
-    if (name == "list") return Value::list(as_items(in, line, "list", ctx));
+    if (name == "list") return Value::list(items_of(in, line, ctx, "list"));
     if (name == "items") {
         if (in.is_undefined()) return Value::list(List{});
         if (!in.is_dict()) render_error(line, "items: expected a dict, not '%s'", in.type_name());
@@ -388,7 +390,7 @@ Value apply_filter(const std::string &name, const Value &in, CallArgs &a, Contex
         const Value attr = a.get(SIZE_MAX, "attribute");
         if (attr.is_string()) {
             const Value dflt = a.get(SIZE_MAX, "default");
-            for (const Value &v : as_items(in, line, "map", ctx)) {
+            for (const Value &v : items_of(in, line, ctx, "map")) {
                 Value x = attribute_of(v, attr.as_string());
                 out.push_back(x.is_undefined() && !dflt.is_undefined() ? dflt : x);
             }
@@ -401,7 +403,7 @@ Value apply_filter(const std::string &name, const Value &in, CallArgs &a, Contex
         fa.line = line;
         fa.args.assign(a.args.begin() + 1, a.args.end());
         fa.kwargs = a.kwargs;
-        for (const Value &v : as_items(in, line, "map", ctx)) {
+        for (const Value &v : items_of(in, line, ctx, "map")) {
             ctx.step(line);
             out.push_back(apply_filter(f, v, fa, ctx));
         }
@@ -414,7 +416,7 @@ Value apply_filter(const std::string &name, const Value &in, CallArgs &a, Contex
             for (size_t i = off.size() - 1; i-- > 0;) out.append(in.as_string(), off[i], off[i + 1] - off[i]);
             return Value::string(std::move(out));
         }
-        List items = as_items(in, line, "reverse", ctx);
+        List items = items_of(in, line, ctx, "reverse");
         std::reverse(items.begin(), items.end());
         return Value::list(std::move(items));
     }

@@ -5,17 +5,5 @@
 set -euo pipefail
 mono=$1
 chat=$2
-model=${EMBER_REPO_MODELS:-}/stories15M-q8_0.gguf
-if [ ! -f "$model" ]; then echo "skipped: $model is missing"; exit 77; fi
-prompt="One day, a little girl named Lily found a"
-n=16
-
-want=$("$EMBER_GREEDY_REF" "$model" "$prompt" "$n")
-got=$("$mono" --debug "$chat" -m "$model" --prompt "$prompt" -n "$n" --print-ids)
-if [ -z "$got" ]; then echo "FAIL: Chat.exe printed no ids"; exit 1; fi
-if [ "$want" != "$got" ]; then
-  echo "FAIL: Chat.exe's ids differ from ember-greedy-ref's (< reference, > Chat.exe):"
-  diff <(printf '%s\n' "$want") <(printf '%s\n' "$got") || true
-  exit 1
-fi
-echo "PASS: Chat.exe printed the same $(printf '%s\n' "$got" | wc -l) ids as ember-greedy-ref"
+exec bash "$(dirname "$0")/../../reference/same_greedy_ids.sh" C# \
+  "$mono" --debug "$chat" -m {model} --prompt {prompt} -n {n} --print-ids
