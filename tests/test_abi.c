@@ -14,8 +14,7 @@
 #include <unistd.h>
 
 static const char *model_260k(void) {
-    const char *p = test_repo_model("stories260K.gguf");
-    if (!p) p = test_shared_model("stories260K/stories260K.gguf");
+    const char *p = test_find_model("stories260K.gguf", "stories260K/stories260K.gguf");
     test_require(p, "stories260K.gguf");
     static char path[4096];
     snprintf(path, sizeof path, "%s", p);

@@ -113,8 +113,7 @@ std::string g_model_path;
 
 const char *model_path() {
     if (g_model_path.empty()) {
-        const char *p = test_repo_model("stories260K.gguf");
-        if (!p) p = test_shared_model("stories260K/stories260K.gguf");
+        const char *p = test_find_model("stories260K.gguf", "stories260K/stories260K.gguf");
         test_require(p, "stories260K.gguf");
         g_model_path = p;
     }

@@ -23,8 +23,7 @@ static double now_s(void) {
 
 static int setup(void **state) {
     (void)state;
-    const char *p = test_repo_model("stories15M-q8_0.gguf");
-    if (!p) p = test_shared_model("stories15M/stories15M-q8_0.gguf");
+    const char *p = test_find_model("stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf");
     test_require(p, "stories15M-q8_0.gguf");
     return ember_model_load(p, NULL, &g_model) == EMBER_OK ? 0 : -1;
 }

@@ -24,8 +24,7 @@ static char g_path[4096];
 
 static int setup(void **state) {
     (void)state;
-    const char *p = test_repo_model("stories260K.gguf");
-    if (!p) p = test_shared_model("stories260K/stories260K.gguf");
+    const char *p = test_find_model("stories260K.gguf", "stories260K/stories260K.gguf");
     test_require(p, "stories260K.gguf");
     snprintf(g_path, sizeof g_path, "%s", p);
     return ember_model_load(g_path, NULL, &g_model) == EMBER_OK ? 0 : -1;

@@ -32,15 +32,6 @@ static const struct gpu *g_gpu;
 
 #define N_GEN 32
 
-static const char *model_path(const char *repo_name, const char *shared_name) {
-    static char buf[4096];
-    const char *p = repo_name ? test_repo_model(repo_name) : NULL;
-    if (!p) p = test_shared_model(shared_name);
-    if (!p) return NULL;
-    snprintf(buf, sizeof buf, "%s", p);
-    return buf;
-}
-
 static ember_session *make_session(ember_model *m, ember_backend_kind backend, ember_kv_type kv) {
     ember_session_params sp;
     ember_session_params_init(&sp);
@@ -89,28 +80,21 @@ static void compare(const char *path, const char *text, ember_kv_type kv, size_t
     ember_model_free(m);
 }
 
-#define REQUIRE(var, repo, shared)                      \
-    const char *var = model_path(repo, shared);         \
-    if (!var) {                                         \
-        printf("SKIP: %s not found\n", shared);         \
-        skip();                                         \
-    }
-
 static void test_stories260K_f32(void **state) {
     (void)state;
-    REQUIRE(path, "stories260K.gguf", "stories260K/stories260K.gguf")
+    TEST_REQUIRE_MODEL(path, "stories260K.gguf", "stories260K/stories260K.gguf")
     compare(path, "", EMBER_KV_F16, N_GEN);
 }
 
 static void test_stories260K_q8_0_f16(void **state) {
     (void)state;
-    REQUIRE(path, NULL, "stories260K/stories260K-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, NULL, "stories260K/stories260K-q8_0.gguf")
     compare(path, "", EMBER_KV_F16, N_GEN);
 }
 
 static void test_stories15M_q8_0(void **state) {
     (void)state;
-    REQUIRE(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
     compare(path, "Once upon a time", EMBER_KV_F16, N_GEN);
 }
 
@@ -120,13 +104,13 @@ static void test_stories15M_q8_0(void **state) {
  * test_parity bounds every kernel's error; this checks that they compose into the same text early on. */
 static void test_stories15M_q8_0_kv_q8_0(void **state) {
     (void)state;
-    REQUIRE(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
     compare(path, "Once upon a time", EMBER_KV_Q8_0, 20);
 }
 
 static void test_stories15M_q4_0(void **state) {
     (void)state;
-    REQUIRE(path, NULL, "stories15M/stories15M-q4_0.gguf")
+    TEST_REQUIRE_MODEL(path, NULL, "stories15M/stories15M-q4_0.gguf")
     compare(path, "Once upon a time", EMBER_KV_F16, 20);
 }
 
@@ -134,7 +118,7 @@ static void test_stories15M_q4_0(void **state) {
  * restored session saves the same bytes, and both continue alike. */
 static void test_state_moves_between_backends(void **state) {
     (void)state;
-    REQUIRE(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
     ember_model *m = NULL;
     assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);
     ember_token prompt[64], first[8], a[8], b[8];
@@ -189,7 +173,7 @@ static void test_cli(void **state) {
         printf("SKIP: EMBER_CLI is not set (run under ctest)\n");
         skip();
     }
-    REQUIRE(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
     char cmd[8192], out[16384], want_json[64];
     const char *want = "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
                        "sunshine. One day, she saw a big, red ball in";
@@ -222,7 +206,7 @@ static void on_log(ember_log_level level, const char *msg, void *user) {
 
 static void test_unavailable(void **state) {
     (void)state;
-    REQUIRE(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
     ember_log_set(on_log, NULL, EMBER_LOG_INFO);
     ember_model *m = NULL;
     assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);
@@ -258,7 +242,7 @@ static void require_gpu(void) {
                g_gpu->name);
         exit(EMBER_TEST_SKIP);
     }
-    const char *path = model_path("stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf");
+    const char *path = test_find_model("stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf");
     test_require(path, "stories15M-q8_0.gguf");
     ember_model *m = NULL;
     assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);

@@ -22,23 +22,6 @@ static const ember_token kGolden260K[] = {
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-/* The repo's copy if there is one, else ../shared/models; a test whose model is absent is skipped
- * (with the reason printed), the others still run. */
-#define REQUIRE_MODEL(var, repo_name, shared_name)                  \
-    const char *var = find_model_or_skip(repo_name, shared_name);     \
-    if (!var) {                                                       \
-        printf("SKIP: %s not found\n", shared_name);                  \
-        skip();                                                       \
-    }
-static const char *find_model_or_skip(const char *repo_name, const char *shared_name) {
-    static char buf[4096];
-    const char *p = repo_name ? test_repo_model(repo_name) : NULL;
-    if (!p) p = test_shared_model(shared_name);
-    if (!p) return NULL;
-    snprintf(buf, sizeof buf, "%s", p);
-    return buf;
-}
-
 /* Feeds `prompt`, then generates `n_gen` greedy tokens into out; returns the generated text. */
 static void run_greedy(const char *path, uint32_t threads, const ember_token *prompt, size_t n_prompt,
                        ember_token *out, size_t n_gen, char *text, size_t text_cap) {
@@ -85,7 +68,7 @@ static void expect_tokens(const char *what, const ember_token *want, const ember
 
 static void test_stories15M_q8_0_golden(void **state) {
     (void)state;
-    REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
     ember_model *m = NULL;
     assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);
     ember_token prompt[16];
@@ -108,7 +91,7 @@ static void test_stories15M_q8_0_golden(void **state) {
 
 static void test_stories260K_golden(void **state) {
     (void)state;
-    REQUIRE_MODEL(path, "stories260K.gguf", "stories260K/stories260K.gguf")
+    TEST_REQUIRE_MODEL(path, "stories260K.gguf", "stories260K/stories260K.gguf")
     ember_token bos = 1, out[64];
     char text[1024];
     run_greedy(path, 2, &bos, 1, out, N(kGolden260K) - 1, text, sizeof text);
@@ -119,7 +102,7 @@ static void test_stories260K_golden(void **state) {
 static void test_stories260K_q8_0_mixed_types(void **state) {
     (void)state;
     /* Q8_0 weights, F16 ffn_down (172 columns), F32 norms: llama.cpp's greedy output equals the F32 model's. */
-    REQUIRE_MODEL(path, NULL, "stories260K/stories260K-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, NULL, "stories260K/stories260K-q8_0.gguf")
     ember_token bos = 1, out[64];
     char text[1024];
     run_greedy(path, 2, &bos, 1, out, N(kGolden260K) - 1, text, sizeof text);
@@ -129,7 +112,7 @@ static void test_stories260K_q8_0_mixed_types(void **state) {
 static void test_stories15M_q4_0_runs(void **state) {
     (void)state;
     /* Q4_0 diverges from F32 after about 12 tokens (PROVENANCE.md); the first words must still agree. */
-    REQUIRE_MODEL(path, NULL, "stories15M/stories15M-q4_0.gguf")
+    TEST_REQUIRE_MODEL(path, NULL, "stories15M/stories15M-q4_0.gguf")
     ember_token out[16];
     char text[1024];
     run_greedy(path, 2, kGolden15M, 5, out, 8, text, sizeof text);
@@ -139,7 +122,7 @@ static void test_stories15M_q4_0_runs(void **state) {
 static void test_prefill_matches_decode(void **state) {
     (void)state;
     /* The batched path (prefill) and the one-token path (decode) must agree on the logits. */
-    REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
     ember_model *m = NULL;
     assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);
     ember_session *a = NULL, *b = NULL;
@@ -195,7 +178,7 @@ static void *generate_golden(void *arg) {
 
 static void test_shared_model_threads(void **state) {
     (void)state;
-    REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
     ember_model *m = NULL;
     assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);
     enum { kThreads = 4 };

@@ -195,8 +195,7 @@ static void workload(const char *path, const char *big, int *model_messages) {
 
 static void test_silent_by_default(void **state) {
     (void)state;
-    const char *p = test_repo_model("stories260K.gguf");
-    if (!p) p = test_shared_model("stories260K/stories260K.gguf");
+    const char *p = test_find_model("stories260K.gguf", "stories260K/stories260K.gguf");
     test_require(p, "stories260K.gguf");
     char path[4096];
     snprintf(path, sizeof path, "%s", p);

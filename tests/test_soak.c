@@ -53,8 +53,7 @@ static long rss_bytes(void) {
 
 static int setup(void **state) {
     (void)state;
-    const char *p = test_repo_model("stories260K.gguf");
-    if (!p) p = test_shared_model("stories260K/stories260K.gguf");
+    const char *p = test_find_model("stories260K.gguf", "stories260K/stories260K.gguf");
     test_require(p, "stories260K.gguf");
     return ember_model_load(p, NULL, &g_model) == EMBER_OK ? 0 : -1;
 }

@@ -20,6 +20,11 @@ const char *test_repo_model(const char *relative) {
     return find_in("EMBER_REPO_MODELS", "models", relative);
 }
 
+const char *test_find_model(const char *repo_name, const char *shared_relative) {
+    const char *p = repo_name ? test_repo_model(repo_name) : NULL;
+    return p ? p : test_shared_model(shared_relative);
+}
+
 void test_require(const char *path, const char *what) {
     if (!path) {
         printf("SKIP: %s not found (looked in $EMBER_SHARED_MODELS / $EMBER_REPO_MODELS)\n", what);

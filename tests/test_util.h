@@ -32,6 +32,17 @@ extern "C" {
 const char *test_shared_model(const char *relative);
 /* Same for the repo's own models/ folder (env EMBER_REPO_MODELS). */
 const char *test_repo_model(const char *relative);
+/* The repo's model `repo_name` (NULL: none) if it is there, else ../shared/models/`shared_relative`, else
+ * NULL: the small models the repo ships are also in the shared folder, so a test runs from either. */
+const char *test_find_model(const char *repo_name, const char *shared_relative);
+/* In a cmocka test: `const char *var` = test_find_model(repo_name, shared_relative), or the test is
+ * skipped (the reason printed) when neither is there, while the program's other tests still run. */
+#define TEST_REQUIRE_MODEL(var, repo_name, shared_relative)        \
+    const char *var = test_find_model(repo_name, shared_relative); \
+    if (!var) {                                                    \
+        printf("SKIP: %s not found\n", shared_relative);           \
+        skip();                                                    \
+    }
 /* Prints "SKIP: <reason>" and exits with EMBER_TEST_SKIP if path is NULL. */
 void test_require(const char *path, const char *what);
 
