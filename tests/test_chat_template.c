@@ -106,16 +106,28 @@ static const char *write_model(const char *bos, const char *eos, const char *tmp
     return path;
 }
 
-static ember_model *load_model(const char *bos, const char *eos, const char *tmpl) {
-    const char *path = write_model(bos, eos, tmpl, 0);
+/* A vocabulary-only load of `path` (asserting success). */
+static ember_model *load_vocab(const char *path) {
     ember_model_params p;
     ember_model_params_init(&p);
     p.vocab_only = true;
     ember_model *m = NULL;
     const ember_status st = ember_model_load(path, &p, &m);
-    if (st != EMBER_OK) fprintf(stderr, "load: %s\n", ember_last_error());
-    unlink(path);
+    if (st != EMBER_OK) fprintf(stderr, "load %s: %s\n", path, ember_last_error());
     assert_int_equal(st, EMBER_OK);
+    return m;
+}
+
+/* A file under ../shared/models, loaded vocabulary-only; the test is skipped when it is absent. */
+static ember_model *load_shared_vocab(const char *relative) {
+    TEST_REQUIRE_MODEL(path, NULL, relative)
+    return load_vocab(path);
+}
+
+static ember_model *load_model(const char *bos, const char *eos, const char *tmpl) {
+    const char *path = write_model(bos, eos, tmpl, 0);
+    ember_model *m = load_vocab(path);
+    unlink(path);
     return m;
 }
 
@@ -523,11 +535,7 @@ static void test_errors(void **state) {
                  "template line 3: unsupported operand types for +: 'str' and 'int'");
     /* The model's template is not a string. */
     const char *path = write_model("<s>", "</s>", NULL, 1);
-    ember_model_params p;
-    ember_model_params_init(&p);
-    p.vocab_only = true;
-    ember_model *m = NULL;
-    assert_int_equal(ember_model_load(path, &p, &m), EMBER_OK);
+    ember_model *m = load_vocab(path);
     unlink(path);
     expect_error(m, NULL, kConversation, 4, EMBER_ERR_INVALID_MODEL, "tokenizer.chat_template");
     ember_model_free(m);
@@ -616,16 +624,7 @@ static void test_threads(void **state) {
  * ADD_SPECIAL would put a second BOS before it. Needs the real Llama-2 vocabulary. */
 static void test_tokenize_result(void **state) {
     (void)state;
-    const char *path = test_shared_model("ggml-vocab/ggml-vocab-llama-spm.gguf");
-    if (!path) {
-        printf("SKIP: ggml-vocab-llama-spm.gguf not found under ../shared/models\n");
-        skip();
-    }
-    ember_model_params p;
-    ember_model_params_init(&p);
-    p.vocab_only = true;
-    ember_model *m = NULL;
-    assert_int_equal(ember_model_load(path, &p, &m), EMBER_OK);
+    ember_model *m = load_shared_vocab("ggml-vocab/ggml-vocab-llama-spm.gguf");
     char *text = apply(m, kLlama2, kConversation, 4, true);
     const ember_token bos = ember_token_bos(m), eos = ember_token_eos(m);
     ember_token toks[256];
@@ -659,16 +658,7 @@ static void test_tokenize_result(void **state) {
 /* The templates that ship in the shared vocab files render as their text says. */
 static void test_shared_vocab_templates(void **state) {
     (void)state;
-    const char *phi3 = test_shared_model("ggml-vocab/ggml-vocab-phi-3.gguf");
-    if (!phi3) {
-        printf("SKIP: ggml-vocab-phi-3.gguf not found under ../shared/models\n");
-        skip();
-    }
-    ember_model_params p;
-    ember_model_params_init(&p);
-    p.vocab_only = true;
-    ember_model *m = NULL;
-    assert_int_equal(ember_model_load(phi3, &p, &m), EMBER_OK);
+    ember_model *m = load_shared_vocab("ggml-vocab/ggml-vocab-phi-3.gguf");
     /* This Phi-3 template: BOS, then "<|user|>\n{content}<|end|>\n<|assistant|>\n" per user turn and
      * "{content}<|end|>\n" per assistant turn; system messages are dropped; no add_generation_prompt. */
     expect_render(m, NULL, kConversation, 4, true,
@@ -678,8 +668,7 @@ static void test_shared_vocab_templates(void **state) {
 
     const char *qwen2 = test_shared_model("ggml-vocab/ggml-vocab-qwen2.gguf");
     if (!qwen2) return;
-    m = NULL;
-    assert_int_equal(ember_model_load(qwen2, &p, &m), EMBER_OK);
+    m = load_vocab(qwen2);
     /* Qwen2's template as that file has it (its default system message has no final period). */
     expect_render(m, NULL, kNoSystem, 1, true,
                   "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n"
