@@ -1,16 +1,19 @@
 // backend.hpp — the one boundary between the core and a compute backend (CPU, CUDA, Vulkan).
 //
 // Shape (after ggml-backend's registry → device → buffer, kept narrow): a Backend is a family that can
-// run on this machine or not (score 0); it loads a ModelDesc's weights into a BackendModel (device
-// memory; zero-copy on the CPU); a BackendModel creates BackendContexts, one per sequence, which own
-// the KV cache and run forward passes. GPU backends will be modules loaded at run time that hand the
-// core an object of this interface; the interface only ever gains methods at the end, and a module
-// reports the kBackendApiVersion it was built against.
+// run on this machine or not (score 0); it loads a model description's weights into a BackendModel
+// (device memory; zero-copy on the CPU); a BackendModel creates BackendContexts, which own a KV cache
+// and run forward passes of the description's program (graph.h).
+//
+// Every backend — the CPU, built in, as much as the CUDA and Vulkan modules loaded at run time — is one
+// implementation of the C table of module_api.h; these classes are the core's one adapter over that
+// table (module_loader.cpp), so there is one backend interface, and the CPU is registered like the others.
 //
 // Errors are thrown as ember::Error (EMBER_ERR_BACKEND, EMBER_ERR_OUT_OF_MEMORY, ...) and caught at the ABI.
 #pragma once
 
-#include "model/model_desc.hpp"
+#include "backend/module_api.h"
+#include "core/dtype.hpp"
 
 #include <ember/ember.h>
 
@@ -38,13 +41,13 @@ struct ContextParams {
 };
 
 // The KV cache's row format, the same on every backend (a saved state moves between them): a row is one
-// position's K (or V) of one layer, n_embd_kv values of the cache type in GGUF's layout for that type.
-// Throws EMBER_ERR_UNSUPPORTED for a type or shape the cache cannot hold (Q8_0 needs n_embd_kv a
+// position's K (or V) of one layer, kv_width values of the cache type in GGUF's layout for that type.
+// Throws EMBER_ERR_UNSUPPORTED for a type or shape the cache cannot hold (Q8_0 needs kv_width a
 // multiple of 32 and head_dim a multiple of 8).
-void check_kv_type(const HParams &hp, DType kv_type);
-size_t kv_row_bytes(const HParams &hp, DType kv_type);
+void check_kv_type(const ember_mod_model_desc &d, DType kv_type);
+size_t kv_row_bytes(const ember_mod_model_desc &d, DType kv_type);
 // K and V rows of all layers: what one token costs in the cache.
-inline size_t kv_bytes_per_token(const HParams &hp, DType kv_type) { return 2 * hp.n_layer * kv_row_bytes(hp, kv_type); }
+inline size_t kv_bytes_per_token(const ember_mod_model_desc &d, DType kv_type) { return 2 * d.n_layer * kv_row_bytes(d, kv_type); }
 
 // One forward pass over tokens of one or more sequences (continuous batching puts the decode tokens of
 // many sequences and chunks of prompts into one pass: every weight is read once for all of them).
@@ -95,10 +98,10 @@ public:
     virtual const char *name() const = 0;
     // 0: cannot run on this machine; higher wins for EMBER_BACKEND_AUTO.
     virtual int score() const = 0;
-    // The ModelDesc (and the memory its TensorRefs point into) outlives the returned object.
-    virtual std::unique_ptr<BackendModel> load_model(const ModelDesc &desc) = 0;
+    // The description (and the memory its tensors point into) outlives the returned object.
+    virtual std::unique_ptr<BackendModel> load_model(const ember_mod_model_desc &desc) = 0;
     // Bytes a context with these params would allocate (KV cache and activations), without allocating.
-    virtual size_t context_bytes(const ModelDesc &desc, const ContextParams &params) const = 0;
+    virtual size_t context_bytes(const ember_mod_model_desc &desc, const ContextParams &params) const = 0;
 };
 
 // The backends of this build that can run here, best first; the CPU backend is always present.
@@ -109,6 +112,5 @@ Backend &backend_require(ember_backend_kind kind);
 // The module backend of `kind` even when it cannot run (to list its devices or choose one), or throws
 // EMBER_ERR_UNSUPPORTED saying why it was not loaded.
 Backend &backend_module(ember_backend_kind kind);
-std::unique_ptr<Backend> cpu_backend_create();
 
 } // namespace ember

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/graph.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,24 +33,42 @@ typedef struct ember_mod_backend ember_mod_backend; /* an opened device */
 typedef struct ember_mod_model ember_mod_model;     /* weights on that device */
 typedef struct ember_mod_context ember_mod_context; /* KV cache and activations of one context */
 
-/* A tensor as stored in the file: GGUF type id, shape (ne[0] innermost), host bytes. */
+/* A tensor as stored in the file: GGUF type id, shape (ne[0] innermost), host bytes, name (for messages). */
 typedef struct ember_mod_tensor {
     uint32_t type;
     int32_t n_dims;
     int64_t ne[4];
     const void *data;
     size_t n_bytes;
+    const char *name;
 } ember_mod_tensor;
 
+/* LEGACY (the per-layer weights of the one llama-shaped decoder the modules used to implement; goes when
+ * every backend runs the graph). */
 typedef struct ember_mod_layer {
     const ember_mod_tensor *attn_norm, *wq, *wk, *wv, *wo;
     const ember_mod_tensor *bq, *bk, *bv, *bo; /* NULL when absent */
     const ember_mod_tensor *ffn_norm, *ffn_gate, *ffn_up, *ffn_down;
 } ember_mod_layer;
 
+/* A model as every backend sees it: its tensors and the forward pass as a program of ops (graph.h).
+ * Nothing here names an architecture. */
 typedef struct ember_mod_model_desc {
     uint32_t struct_size;
-    uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
+    uint32_t n_vocab;     /* logits per logits row */
+    uint32_t n_layer;     /* KV cache layers */
+    uint32_t kv_width;    /* floats of one K (or V) row of one layer: n_head_kv * head_dim */
+    uint32_t head_dim;    /* of the cached heads (a Q8_0 cache needs it a multiple of 8) */
+    uint32_t n_tensors;
+    const ember_mod_tensor *tensors;   /* [n_tensors], referred to by the nodes' w and b */
+    uint32_t n_bufs;
+    const ember_graph_buf *bufs;       /* [n_bufs] activation buffers */
+    uint32_t node_size;                /* sizeof(ember_graph_node) of the builder: nodes only grow at their end */
+    uint32_t n_nodes;
+    const ember_graph_node *nodes;     /* [n_nodes] the forward pass, in order (stride node_size) */
+    int32_t logits_buf;                /* the buffer (per logits row, width n_vocab) the pass returns */
+    /* LEGACY, as ember_mod_layer */
+    uint32_t n_embd, n_head, n_head_kv, n_ff, n_rot;
     uint32_t rope_neox;
     float norm_eps, rope_theta, rope_freq_scale;
     const ember_mod_tensor *tok_embd, *output_norm, *output;
@@ -60,6 +80,11 @@ typedef struct ember_mod_context_params {
     uint32_t struct_size;
     uint32_t n_blocks, block_size, n_batch, n_logits;
     uint32_t kv_type; /* GGUF type id: F16 (1) or Q8_0 (8) */
+    /* Host threads a context may use (the CPU backend's workers; GPU modules ignore it), and a context
+     * of the same module whose threads this one runs on instead of starting its own (for contexts used
+     * by turns, such as a speculative draft and its target), or NULL. */
+    uint32_t n_threads;
+    ember_mod_context *share_threads_with;
 } ember_mod_context_params;
 
 /* Returns nonzero to cancel; called between command-buffer chunks of a long forward pass. */
@@ -96,18 +121,27 @@ typedef struct ember_mod_device_info {
     int32_t score;  /* higher is better; 0: unusable */
 } ember_mod_device_info;
 
-/* --- the op-level test interface: one kernel on host arrays (tests/test_parity.cpp) ------------------ */
-enum ember_mod_op_kind {
-    EMBER_MOD_OP_MATMUL = 1,    /* y[t][o] = W[o]·x[t] + bias[o]; w of `type`, n_out x n_in; t < n_tokens */
-    EMBER_MOD_OP_RMSNORM = 2,   /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * norm; n_tokens rows of n_in */
-    EMBER_MOD_OP_ROPE = 3,      /* y = rope(x): n_tokens rows of n_head heads of head_dim, positions pos */
-    EMBER_MOD_OP_SWIGLU = 4,    /* y = silu(x) * x2, n_in values */
-    EMBER_MOD_OP_GET_ROWS = 5,  /* y[t] = row ids[t] of W (n_out rows of n_in, `type`) */
-    EMBER_MOD_OP_ATTENTION = 6, /* y = attention(x = q; k, v caches of `type` (F16 or Q8_0), paged) */
-    /* Makes a deliberately invalid API call: with the validation layer on (EMBER_VULKAN_VALIDATION=1)
-     * it must fail with EMBER_ERR_BACKEND; without it, EMBER_ERR_UNSUPPORTED. Proves the trap works. */
-    EMBER_MOD_OP_VALIDATION_PROBE = 100
-};
+/* --- the op-level test interface: one op of graph.h on host arrays (tests/test_parity.cpp) ---------
+ * kind is an ember_graph_op_kind; the fields each kind reads:
+ *   MATMUL        y[t][o] = W[o]·x[t] + bias[o]; w of `type`, n_out x n_in; t < n_tokens
+ *   RMS_NORM      y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * norm; n_tokens rows of n_in (norm may be NULL)
+ *   ROPE          y = rope(x): n_tokens rows of n_head heads of head_dim, positions ids
+ *   SWIGLU        y = silu(x) * x2, n_in values
+ *   GET_ROWS      y[t] = row ids[t] of W (n_out rows of n_in, `type`)
+ *   ATTENTION     y = attention(q = x; k, v caches of `type` (F16 or Q8_0), paged by tables, positions ids)
+ *   KV_STORE      rows x (K) and x2 (V), n_tokens of n_in, stored as `type` into k_out / v_out (caches of
+ *                 n_blocks * block_size rows) at each token's position ids[t] of its table
+ *   ADD           y = x + x2, n_in values
+ *   GATHER_LOGITS y[i] = x[ids[i]], n_tokens rows of n_in */
+#define EMBER_MOD_OP_MATMUL EMBER_GRAPH_MATMUL
+#define EMBER_MOD_OP_RMSNORM EMBER_GRAPH_RMS_NORM
+#define EMBER_MOD_OP_ROPE EMBER_GRAPH_ROPE
+#define EMBER_MOD_OP_SWIGLU EMBER_GRAPH_SWIGLU
+#define EMBER_MOD_OP_GET_ROWS EMBER_GRAPH_GET_ROWS
+#define EMBER_MOD_OP_ATTENTION EMBER_GRAPH_ATTENTION
+/* Makes a deliberately invalid API call: with the validation layer on (EMBER_VULKAN_VALIDATION=1) it must
+ * fail with EMBER_ERR_BACKEND; without it, EMBER_ERR_UNSUPPORTED. Proves the trap works. */
+#define EMBER_MOD_OP_VALIDATION_PROBE 100u
 
 typedef struct ember_mod_op {
     uint32_t struct_size;
@@ -127,6 +161,7 @@ typedef struct ember_mod_op {
     float *y;
     /* attention: keys per split-K chunk; 0: the backend's choice, UINT32_MAX: no split */
     uint32_t attn_chunk;
+    uint8_t *k_out, *v_out;        /* kv_store: the caches written */
 } ember_mod_op;
 
 typedef struct ember_backend_module {
@@ -161,6 +196,9 @@ typedef struct ember_backend_module {
 } ember_backend_module;
 
 typedef const ember_backend_module *(*ember_backend_module_fn)(void);
+
+/* The CPU backend's table: linked into libember (src/cpu/cpu_module.cpp), registered like the modules. */
+const ember_backend_module *ember_cpu_backend_module(void);
 
 #ifdef __cplusplus
 }

@@ -69,50 +69,12 @@ const LoadedModule *backend_module_load(const char *name, std::string *why) {
     return &m;
 }
 
-std::unique_ptr<ModuleDesc> module_desc(const ModelDesc &d) {
-    auto out = std::make_unique<ModuleDesc>();
-    // Every TensorRef the description uses, converted once; pointers into `tensors` stay valid as it is
-    // sized before any is taken.
-    std::map<const TensorRef *, size_t> index;
-    auto add = [&](const TensorRef *t) {
-        if (t && !index.count(t)) index.emplace(t, index.size());
-    };
-    add(d.tok_embd), add(d.output_norm), add(d.output), add(d.rope_freqs);
-    for (const LayerWeights &l : d.layers)
-        for (const TensorRef *t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.bo, l.ffn_norm, l.ffn_gate,
-                                   l.ffn_up, l.ffn_down})
-            add(t);
-    out->tensors.resize(index.size());
-    for (auto [t, i] : index) {
-        ember_mod_tensor &m = out->tensors[i];
-        m.type = static_cast<uint32_t>(t->type);
-        m.n_dims = t->n_dims;
-        for (int k = 0; k < 4; ++k) m.ne[k] = t->ne[k];
-        m.data = t->data;
-        m.n_bytes = t->n_bytes;
-    }
-    auto ref = [&](const TensorRef *t) -> const ember_mod_tensor * { return t ? &out->tensors[index.at(t)] : nullptr; };
-    for (const LayerWeights &l : d.layers)
-        out->layers.push_back({ref(l.attn_norm), ref(l.wq), ref(l.wk), ref(l.wv), ref(l.wo), ref(l.bq), ref(l.bk),
-                               ref(l.bv), ref(l.bo), ref(l.ffn_norm), ref(l.ffn_gate), ref(l.ffn_up), ref(l.ffn_down)});
-    ember_mod_model_desc &m = out->desc;
-    const HParams &hp = d.hp;
-    m.struct_size = sizeof m;
-    m.n_vocab = hp.n_vocab, m.n_embd = hp.n_embd, m.n_layer = hp.n_layer, m.n_head = hp.n_head;
-    m.n_head_kv = hp.n_head_kv, m.head_dim = hp.head_dim, m.n_ff = hp.n_ff, m.n_rot = hp.n_rot;
-    m.rope_neox = hp.rope_neox ? 1 : 0;
-    m.norm_eps = hp.norm_eps, m.rope_theta = hp.rope_theta, m.rope_freq_scale = hp.rope_freq_scale;
-    m.tok_embd = ref(d.tok_embd), m.output_norm = ref(d.output_norm), m.output = ref(d.output);
-    m.rope_freqs = ref(d.rope_freqs);
-    m.layers = out->layers.data();
-    return out;
-}
-
 ember_mod_context_params module_context_params(const ContextParams &p) {
     ember_mod_context_params m{};
     m.struct_size = sizeof m;
     m.n_blocks = p.n_blocks, m.block_size = p.block_size, m.n_batch = p.n_batch, m.n_logits = p.n_logits;
     m.kv_type = static_cast<uint32_t>(p.kv_type);
+    m.n_threads = p.n_threads;
     return m;
 }
 
@@ -121,6 +83,11 @@ namespace {
 class ModuleContext final : public BackendContext {
 public:
     ModuleContext(const ember_backend_module *api, ember_mod_context *c, size_t kv_bytes) : api_(api), c_(c), kv_bytes_(kv_bytes) {}
+    // The module's context, when `other` is one of the same module (to share its threads), else nullptr.
+    static ember_mod_context *same_module(const BackendContext *other, const ember_backend_module *api) {
+        auto *m = dynamic_cast<const ModuleContext *>(other);
+        return m && m->api_ == api ? m->c_ : nullptr;
+    }
     ~ModuleContext() override { api_->context_free(c_); }
     void forward(const Batch &b) override {
         ember_mod_batch mb{};
@@ -156,24 +123,25 @@ private:
 
 class ModuleModel final : public BackendModel {
 public:
-    ModuleModel(const ember_backend_module *api, const ModelDesc &desc, ember_mod_model *m, std::function<void()> on_free)
+    ModuleModel(const ember_backend_module *api, const ember_mod_model_desc &desc, ember_mod_model *m, std::function<void()> on_free)
         : api_(api), desc_(desc), m_(m), on_free_(std::move(on_free)) {}
     ~ModuleModel() override {
         api_->model_free(m_);
         on_free_();
     }
     std::unique_ptr<BackendContext> create_context(const ContextParams &params) override {
-        check_kv_type(desc_.hp, params.kv_type);
-        const ember_mod_context_params p = module_context_params(params);
+        check_kv_type(desc_, params.kv_type);
+        ember_mod_context_params p = module_context_params(params);
+        p.share_threads_with = ModuleContext::same_module(params.share_threads_with, api_);
         ember_mod_context *c = nullptr;
         char msg[kMsgCap] = "";
         check(api_->context_create(m_, &p, &c, msg, sizeof msg), msg, "context_create");
-        return std::make_unique<ModuleContext>(api_, c, ember::kv_bytes_per_token(desc_.hp, params.kv_type));
+        return std::make_unique<ModuleContext>(api_, c, ember::kv_bytes_per_token(desc_, params.kv_type));
     }
 
 private:
     const ember_backend_module *api_;
-    const ModelDesc &desc_;
+    const ember_mod_model_desc &desc_;
     ember_mod_model *m_;
     std::function<void()> on_free_;  // tells the backend one model fewer uses its device
 };
@@ -201,22 +169,20 @@ public:
         });
         return score_;
     }
-    std::unique_ptr<BackendModel> load_model(const ModelDesc &desc) override {
+    std::unique_ptr<BackendModel> load_model(const ember_mod_model_desc &desc) override {
         ember_mod_backend *b = acquire();
-        auto md = module_desc(desc);
         ember_mod_model *m = nullptr;
         char msg[kMsgCap] = "";
-        const int st = api_->model_load(b, &md->desc, &m, msg, sizeof msg);
+        const int st = api_->model_load(b, &desc, &m, msg, sizeof msg);
         if (st != EMBER_OK) release();
         check(st, msg, "model_load");
         return std::make_unique<ModuleModel>(api_, desc, m, [this] { release(); });
     }
-    size_t context_bytes(const ModelDesc &desc, const ContextParams &params) const override {
-        auto md = module_desc(desc);
+    size_t context_bytes(const ember_mod_model_desc &desc, const ContextParams &params) const override {
         const ember_mod_context_params p = module_context_params(params);
         uint64_t bytes = 0;
         char msg[kMsgCap] = "";
-        check(api_->context_bytes(nullptr, &md->desc, &p, &bytes, msg, sizeof msg), msg, "context_bytes");
+        check(api_->context_bytes(nullptr, &desc, &p, &bytes, msg, sizeof msg), msg, "context_bytes");
         return static_cast<size_t>(bytes);
     }
     void run_op(const ember_mod_op &op) {

@@ -15,7 +15,8 @@ namespace ember {
 // itself was loaded from (dladdr), else "" (the dynamic linker's search path).
 std::string backend_module_dir();
 
-// A loaded module (dlopen handle and its table). Never unloaded: objects it made may outlive any owner.
+// A module's table: loaded (dlopen) and never unloaded, since objects it made may outlive any owner, or
+// built in (the CPU backend, path "built in").
 struct LoadedModule {
     const ember_backend_module *api = nullptr;
     std::string path;
@@ -39,13 +40,6 @@ void module_set_open_params(Backend &backend, const ember_mod_open_params &p);
 // Why a module backend scores 0 ("" when it does not).
 std::string module_unavailable_reason(Backend &backend);
 
-// Converts the core's model description for a module; the returned object owns the C structs.
-struct ModuleDesc {
-    ember_mod_model_desc desc{};
-    std::vector<ember_mod_tensor> tensors;
-    std::vector<ember_mod_layer> layers;
-};
-std::unique_ptr<ModuleDesc> module_desc(const ModelDesc &d);
 ember_mod_context_params module_context_params(const ContextParams &p);
 
 } // namespace ember

@@ -1,7 +1,8 @@
 // registry.cpp — which backends exist in this build and which one AUTO picks.
 //
-// The CPU backend is built in. GPU backends are modules (libember-vulkan.so, ...) loaded at first use
-// from beside libember; a module that is missing, or whose API (the Vulkan loader) or device is
+// Every backend is a module_api.h table behind the one adapter of module_loader.cpp. The CPU's table is
+// built in (src/cpu/cpu_module.cpp); the GPU backends' are in modules (libember-vulkan.so, ...) loaded at
+// first use from beside libember; a module that is missing, or whose API (the Vulkan loader) or device is
 // missing, is remembered with the reason, so that AUTO falls back to the CPU saying why in the log and
 // an explicit request fails with that reason.
 #include "backend/backend.hpp"
@@ -34,7 +35,8 @@ struct ModuleName {
 constexpr ModuleName kModules[] = {{"vulkan", EMBER_BACKEND_VULKAN}, {"cuda", EMBER_BACKEND_CUDA}};
 
 Backend &cpu_backend() {
-    static const std::unique_ptr<Backend> cpu = cpu_backend_create();
+    static const LoadedModule builtin{ember_cpu_backend_module(), "built in"};
+    static const std::unique_ptr<Backend> cpu = module_backend_create(builtin);
     return *cpu;
 }
 

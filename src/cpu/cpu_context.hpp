@@ -1,40 +1,66 @@
-// cpu_context.hpp — the CPU backend's context: a paged KV cache (f16 or Q8_0 rows), activation buffers,
-// threads.
+// cpu_context.hpp — the CPU backend's model (the description, weights used in place from the file
+// mapping) and context: a paged KV cache (f16 or Q8_0 rows), the program's activation buffers, threads.
 #pragma once
 
-#include "backend/backend.hpp"
+#include "backend/module_api.h"
 #include "cpu/kernels.hpp"
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
 namespace ember::cpu {
 
+// The model: its description (which outlives it) checked once for what this backend runs.
+class CpuModel {
+public:
+    explicit CpuModel(const ember_mod_model_desc &desc);
+    const ember_mod_model_desc &desc;
+    std::vector<WeightView> views;   // [n_tensors]: each tensor as a kernel operand
+    const ember_graph_node &node(uint32_t i) const {
+        return *reinterpret_cast<const ember_graph_node *>(reinterpret_cast<const uint8_t *>(desc.nodes) +
+                                                           size_t{i} * desc.node_size);
+    }
+    const float *f32(int32_t tensor) const {
+        return tensor < 0 ? nullptr : static_cast<const float *>(desc.tensors[tensor].data);
+    }
+};
+
 // Everything a CpuContext allocates, as counts: computed before allocating, and by memory estimates
 // (one function, so an estimate is what the context will really take).
 struct CpuContextSizes {
     size_t kv_rows = 0;                         // cache rows in K (and as many in V), all layers
-    size_t kv_row_bytes = 0;                    // bytes of one row (n_embd_kv values of the cache type)
-    size_t rows = 0;                            // activation rows (max of n_batch and n_logits)
-    size_t embd = 0, q = 0, kv = 0, ff = 0;     // row widths of the activation buffers
+    size_t kv_row_bytes = 0;                    // bytes of one row (kv_width values of the cache type)
+    std::vector<size_t> buf_floats;             // [n_bufs] floats of each activation buffer (0: the logits)
     size_t scratch = 0;                         // bytes of quantized activations
     size_t bytes() const {
-        return 2 * kv_rows * kv_row_bytes + rows * (3 * embd + 2 * q + 2 * kv + 2 * ff) * sizeof(float) + scratch;
+        size_t b = 2 * kv_rows * kv_row_bytes + scratch;
+        for (size_t f : buf_floats) b += f * sizeof(float);
+        return b;
     }
 };
-CpuContextSizes cpu_context_sizes(const ModelDesc &desc, const ContextParams &params);
+CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &desc, const ember_mod_context_params &params);
 
-class CpuContext final : public BackendContext {
+class CpuContext {
 public:
-    CpuContext(const ModelDesc &desc, const ContextParams &params);
-    void forward(const Batch &batch) override;
-    void copy_block(int32_t src, int32_t dst) override;
-    size_t kv_bytes_per_token() const override;
-    void read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const override;
-    void write_kv(const int32_t *table, uint32_t n, const uint8_t *src) override;
+    CpuContext(const CpuModel &model, const ember_mod_context_params &params, CpuContext *share_threads_with);
+    void forward(const ember_mod_batch &batch);
+    void copy_block(int32_t src, int32_t dst);
+    void read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const;
+    void write_kv(const int32_t *table, uint32_t n, const uint8_t *src);
 
 private:
-    void layer(uint32_t il, const Batch &b);
+    // Runs nodes [i, end) that are all row-local over token rows (norms, rope, cache stores, adds,
+    // SwiGLU) as one pass over row chunks; returns end.
+    uint32_t run_rowwise(uint32_t i, const ember_mod_batch &b);
+    // Runs the matmuls from node i that read the same input as one product; returns the next node.
+    uint32_t run_matmuls(uint32_t i, uint32_t n_rows);
+    void run_node(const ember_graph_node &n, const ember_mod_batch &b, int64_t r0, int64_t r1);
+    float *buf(int32_t id) const { return bufs_[static_cast<size_t>(id)]; }
+    uint32_t width(int32_t id) const { return m_.desc.bufs[id].width; }
+    uint32_t rows(int32_t id, const ember_mod_batch &b) const {
+        return m_.desc.bufs[id].rows == EMBER_GRAPH_ROWS_LOGITS ? b.n_logits : b.n_tokens;
+    }
     // K (or V) of layer il, block 0, row 0; a block is block_size rows of row_bytes_.
     uint8_t *k_layer(uint32_t il) { return k_cache_.data() + il * layer_stride_; }
     uint8_t *v_layer(uint32_t il) { return v_cache_.data() + il * layer_stride_; }
@@ -44,15 +70,15 @@ private:
         return il * layer_stride_ + (static_cast<size_t>(table[p / bs]) * bs + p % bs) * row_bytes_;
     }
 
-    const ModelDesc &desc_;
-    ContextParams params_;
+    const CpuModel &m_;
+    ember_mod_context_params params_;
     std::shared_ptr<ThreadPool> pool_;   // shared with contexts made with share_threads_with
     Scratch scratch_;
     size_t row_bytes_ = 0;       // one position's K (or V) row of one layer
     size_t layer_stride_ = 0;    // bytes per layer: n_blocks * block_size * row_bytes_
     std::vector<uint8_t> k_cache_, v_cache_;
-    // Activations for up to n_batch tokens.
-    std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
+    std::vector<std::vector<float>> storage_;  // the activation buffers
+    std::vector<float *> bufs_;                // [n_bufs]; the logits buffer is the batch's own array
 };
 
 } // namespace ember::cpu

@@ -1,209 +1,302 @@
-// cpu_forward.cpp — the decoder forward pass on the CPU.
+// cpu_forward.cpp — the CPU backend runs a model's program (backend/graph.h), node by node.
 //
-// One layer: x += Wo·attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)); x += Wd·(silu(Wg·n(x)) * Wu·n(x)),
-// with n() an RMSNorm. Matrix products and attention are threaded inside the kernels. The elementwise
-// steps are split across the threads by token rows when a prompt chunk is long enough to pay for the
-// dispatch; for one token (decode) they take a few microseconds and run on the calling thread.
+// Matrix products and attention are threaded inside the kernels. Two fusions keep a pass's thread
+// dispatches few, with results identical to running the nodes one by one: consecutive products of one
+// input (Q/K/V, gate/up) run as one product that quantizes the input once; consecutive row-local nodes
+// of one layer (norms, rope, cache stores, adds, SwiGLU) run as one pass over chunks of token rows, on
+// the calling thread when a pass has few rows (decode: a dispatch would cost more than the work).
 #include "cpu/cpu_context.hpp"
 
+#include "backend/backend.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
-#include <cmath>
+#include <climits>
 #include <cstring>
 
 namespace ember::cpu {
 
 namespace {
 
-WeightView view(const TensorRef *t) {
-    WeightView w;
-    w.type = t->type;
-    w.n_in = t->ne[0];
-    w.n_out = t->ne[1];
-    w.data = t->data;
-    w.row_bytes = dtype_row_bytes(t->type, static_cast<uint64_t>(t->ne[0]));
-    return w;
-}
-
-const float *f32(const TensorRef *t) { return t ? static_cast<const float *>(t->data) : nullptr; }
-
-// Below this many token rows an elementwise step runs on the calling thread (a dispatch costs more).
+// Below this many token rows a row-local run stays on the calling thread.
 constexpr uint32_t kMinRowsToSplit = 4;
 
-// fn(begin, end) over token rows [0, n), split across the pool when worthwhile.
-template <class F>
-void for_rows(ThreadPool &pool, uint32_t n, F &&fn) {
-    if (n < kMinRowsToSplit || pool.size() == 1) {
-        fn(int64_t{0}, int64_t{n});
-        return;
-    }
-    pool.parallel_for(n, fn);
+bool row_local(uint32_t op) {
+    return op == EMBER_GRAPH_RMS_NORM || op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_KV_STORE || op == EMBER_GRAPH_ADD ||
+           op == EMBER_GRAPH_SWIGLU;
 }
 
-template <class T>
-void resize(std::vector<T> &v, size_t n) {
-    v.assign(n, T{});
+// The buffer whose rows a node runs over.
+int32_t row_buf(const ember_graph_node &n) { return n.op == EMBER_GRAPH_KV_STORE ? n.src : n.dst; }
+
+const char *op_name(uint32_t op) {
+    switch (op) {
+    case EMBER_GRAPH_GET_ROWS: return "get_rows";
+    case EMBER_GRAPH_RMS_NORM: return "rms_norm";
+    case EMBER_GRAPH_MATMUL: return "matmul";
+    case EMBER_GRAPH_ROPE: return "rope";
+    case EMBER_GRAPH_KV_STORE: return "kv_store";
+    case EMBER_GRAPH_ATTENTION: return "attention";
+    case EMBER_GRAPH_ADD: return "add";
+    case EMBER_GRAPH_SWIGLU: return "swiglu";
+    case EMBER_GRAPH_GATHER_LOGITS: return "gather_logits";
+    default: return nullptr;
+    }
 }
 
 } // namespace
 
-CpuContextSizes cpu_context_sizes(const ModelDesc &desc, const ContextParams &params) {
-    const HParams &hp = desc.hp;
+CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d) {
+    if (d.node_size < sizeof(ember_graph_node))
+        fail(EMBER_ERR_UNSUPPORTED, "cpu: the model's program is of an older layout (node size %u)", d.node_size);
+    for (uint32_t i = 0; i < d.n_tensors; ++i) {
+        const ember_mod_tensor &t = d.tensors[i];
+        WeightView w;
+        w.type = static_cast<DType>(t.type);
+        w.n_in = t.ne[0];
+        w.n_out = t.n_dims > 1 ? t.ne[1] : 1;
+        w.data = t.data;
+        w.row_bytes = dtype_row_bytes(w.type, static_cast<uint64_t>(t.ne[0]));
+        views.push_back(w);
+    }
+    auto buf_ok = [&](int32_t b) { return b >= 0 && static_cast<uint32_t>(b) < d.n_bufs; };
+    auto tensor_ok = [&](int32_t t) { return t >= -1 && t < static_cast<int32_t>(d.n_tensors); };
+    for (uint32_t i = 0; i < d.n_nodes; ++i) {
+        const ember_graph_node &n = node(i);
+        if (!op_name(n.op)) fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u (node %u) is not supported by this build", n.op, i);
+        if (!tensor_ok(n.w) || !tensor_ok(n.b) || (n.op != EMBER_GRAPH_KV_STORE && !buf_ok(n.dst)))
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) refers to a missing buffer or tensor", i, op_name(n.op));
+        if (n.op == EMBER_GRAPH_RMS_NORM && (n.n == 0 || d.bufs[n.dst].width % n.n != 0))
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (rms_norm) groups of %u", i, n.n);
+        if ((n.op == EMBER_GRAPH_KV_STORE || n.op == EMBER_GRAPH_ATTENTION) &&
+            (n.layer < 0 || static_cast<uint32_t>(n.layer) >= d.n_layer))
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) of layer %d", i, op_name(n.op), n.layer);
+    }
+    if (!buf_ok(d.logits_buf) || d.bufs[d.logits_buf].width != d.n_vocab ||
+        d.bufs[d.logits_buf].rows != EMBER_GRAPH_ROWS_LOGITS)
+        fail(EMBER_ERR_INVALID_MODEL, "cpu: the program's output is not a logits buffer of the vocabulary's width");
+}
+
+CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod_context_params &p) {
     CpuContextSizes z;
-    z.kv_rows = static_cast<size_t>(params.n_blocks) * params.block_size * hp.n_layer;
-    z.kv_row_bytes = kv_row_bytes(hp, params.kv_type);
-    z.rows = std::max(params.n_batch, params.n_logits);
-    z.embd = hp.n_embd;
-    z.q = hp.n_embd_q();
-    z.kv = hp.n_embd_kv();
-    z.ff = hp.n_ff;
-    // The widest quantized matmul input: any of the embedding, attention output or FFN hidden rows.
-    for (size_t n_in : {z.embd, z.q, z.ff})
-        if (n_in % 32 == 0) z.scratch = std::max(z.scratch, matmul_scratch_bytes(static_cast<int64_t>(n_in), static_cast<int64_t>(z.rows)));
+    z.kv_rows = static_cast<size_t>(p.n_blocks) * p.block_size * d.n_layer;
+    z.kv_row_bytes = kv_row_bytes(d, static_cast<DType>(p.kv_type));
+    auto rows = [&](int32_t b) -> size_t { return d.bufs[b].rows == EMBER_GRAPH_ROWS_LOGITS ? p.n_logits : p.n_batch; };
+    for (uint32_t i = 0; i < d.n_bufs; ++i)
+        z.buf_floats.push_back(static_cast<int32_t>(i) == d.logits_buf ? 0 : rows(static_cast<int32_t>(i)) * d.bufs[i].width);
+    // The widest quantized matmul input.
+    for (uint32_t i = 0; i < d.n_nodes; ++i) {
+        const auto &n = *reinterpret_cast<const ember_graph_node *>(reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size);
+        if (n.op != EMBER_GRAPH_MATMUL || n.src < 0 || static_cast<uint32_t>(n.src) >= d.n_bufs) continue;
+        const int64_t n_in = d.bufs[n.src].width;
+        if (n_in % 32 == 0)
+            z.scratch = std::max(z.scratch, matmul_scratch_bytes(n_in, static_cast<int64_t>(rows(n.src))));
+    }
     return z;
 }
 
-CpuContext::CpuContext(const ModelDesc &desc, const ContextParams &params)
-    : desc_(desc), params_(params) {
-    if (auto *other = dynamic_cast<const CpuContext *>(params.share_threads_with))
-        pool_ = other->pool_;
+CpuContext::CpuContext(const CpuModel &model, const ember_mod_context_params &params, CpuContext *share)
+    : m_(model), params_(params) {
+    if (share)
+        pool_ = share->pool_;
     else
         pool_ = std::make_shared<ThreadPool>(static_cast<int>(params.n_threads < 1 ? 1 : params.n_threads));
     if (params_.n_blocks == 0 || params_.block_size == 0 || params_.n_batch == 0 || params_.n_logits == 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "n_blocks, block_size, n_batch and n_logits must be positive");
-    check_kv_type(desc.hp, params_.kv_type);
-    const CpuContextSizes z = cpu_context_sizes(desc, params_);
+    check_kv_type(m_.desc, static_cast<DType>(params_.kv_type));
+    const CpuContextSizes z = cpu_context_sizes(m_.desc, params_);
     row_bytes_ = z.kv_row_bytes;
-    layer_stride_ = z.kv_rows / desc.hp.n_layer * row_bytes_;
-    resize(k_cache_, z.kv_rows * row_bytes_);
-    resize(v_cache_, z.kv_rows * row_bytes_);
-    resize(x_, z.rows * z.embd);
-    resize(xn_, z.rows * z.embd);
-    resize(tmp_, z.rows * z.embd);
-    resize(q_, z.rows * z.q);
-    resize(attn_, z.rows * z.q);
-    resize(k_, z.rows * z.kv);
-    resize(v_, z.rows * z.kv);
-    resize(gate_, z.rows * z.ff);
-    resize(up_, z.rows * z.ff);
+    layer_stride_ = z.kv_rows / m_.desc.n_layer * row_bytes_;
+    k_cache_.assign(z.kv_rows * row_bytes_, 0);
+    v_cache_.assign(z.kv_rows * row_bytes_, 0);
+    storage_.resize(z.buf_floats.size());
+    bufs_.resize(z.buf_floats.size());
+    for (size_t i = 0; i < z.buf_floats.size(); ++i) {
+        storage_[i].assign(z.buf_floats[i], 0.0f);
+        bufs_[i] = storage_[i].data();
+    }
     scratch_.get(z.scratch);
 }
-
-size_t CpuContext::kv_bytes_per_token() const { return ember::kv_bytes_per_token(desc_.hp, params_.kv_type); }
 
 // Layout: for each layer, the K rows of positions 0..n-1, then their V rows.
 void CpuContext::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const {
     const size_t row = row_bytes_;
-    for (uint32_t il = 0; il < desc_.hp.n_layer; ++il)
+    for (uint32_t il = 0; il < m_.desc.n_layer; ++il)
         for (const auto *cache : {&k_cache_, &v_cache_})
             for (uint32_t p = 0; p < n; ++p, dst += row) std::memcpy(dst, cache->data() + row_offset(il, table, p), row);
 }
 
 void CpuContext::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
     const size_t row = row_bytes_;
-    for (uint32_t il = 0; il < desc_.hp.n_layer; ++il)
+    for (uint32_t il = 0; il < m_.desc.n_layer; ++il)
         for (auto *cache : {&k_cache_, &v_cache_})
             for (uint32_t p = 0; p < n; ++p, src += row) std::memcpy(cache->data() + row_offset(il, table, p), src, row);
 }
 
 void CpuContext::copy_block(int32_t src, int32_t dst) {
+    if (src < 0 || dst < 0 || static_cast<uint32_t>(src) >= params_.n_blocks || static_cast<uint32_t>(dst) >= params_.n_blocks)
+        fail(EMBER_ERR_INTERNAL, "cpu copy_block: %d -> %d of %u", src, dst, params_.n_blocks);
     const size_t block = static_cast<size_t>(params_.block_size) * row_bytes_;
-    for (uint32_t il = 0; il < desc_.hp.n_layer; ++il) {
+    for (uint32_t il = 0; il < m_.desc.n_layer; ++il) {
         std::memcpy(k_layer(il) + dst * block, k_layer(il) + src * block, block);
         std::memcpy(v_layer(il) + dst * block, v_layer(il) + src * block, block);
     }
 }
 
-void CpuContext::layer(uint32_t il, const Batch &b) {
-    const HParams &hp = desc_.hp;
-    const LayerWeights &w = desc_.layers[il];
-    const uint32_t n = b.n_tokens, bs = params_.block_size;
-    const int64_t d = hp.n_embd, nq = hp.n_embd_q(), nkv = hp.n_embd_kv(), nff = hp.n_ff;
-    uint8_t *kc = k_layer(il), *vc = v_layer(il);
-    const DType kv_type = params_.kv_type;
-    const size_t row_bytes = row_bytes_;
-    float *x = x_.data(), *xn = xn_.data(), *q = q_.data(), *k = k_.data(), *v = v_.data();
-
-    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) { rms_norm(x + r0 * d, f32(w.attn_norm), xn + r0 * d, r1 - r0, d, hp.norm_eps); });
-    const WeightView wq = view(w.wq), wk = view(w.wk), wv = view(w.wv);
-    const WeightView *qkv[3] = {&wq, &wk, &wv};
-    float *qkv_out[3] = {q, k, v};
-    const float *qkv_bias[3] = {f32(w.bq), f32(w.bk), f32(w.bv)};
-    matmul_multi(*pool_, scratch_, qkv, 3, xn, n, qkv_out, qkv_bias);
-
-    RopeParams rp;
-    rp.n_rot = static_cast<int>(hp.n_rot);
-    rp.neox = hp.rope_neox;
-    rp.theta_base = hp.rope_theta;
-    rp.freq_scale = hp.rope_freq_scale;
-    rp.freq_factors = f32(desc_.rope_freqs);
-    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) {
-        rope(q + r0 * nq, r1 - r0, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim), b.pos + r0, rp);
-        rope(k + r0 * nkv, r1 - r0, static_cast<int>(hp.n_head_kv), static_cast<int>(hp.head_dim), b.pos + r0, rp);
+void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, int64_t r0, int64_t r1) {
+    switch (n.op) {
+    case EMBER_GRAPH_RMS_NORM: {
+        const int64_t w = width(n.dst);
+        rms_norm(buf(n.src) + r0 * w, m_.f32(n.w), buf(n.dst) + r0 * w, (r1 - r0) * (w / n.n), n.n, n.eps);
+        break;
+    }
+    case EMBER_GRAPH_ROPE: {
+        RopeParams rp;
+        rp.n_rot = static_cast<int>(n.n_rot);
+        rp.neox = n.rope_mode == EMBER_GRAPH_ROPE_NEOX;
+        rp.theta_base = n.rope_theta;
+        rp.freq_scale = n.rope_freq_scale;
+        rp.freq_factors = m_.f32(n.w);
+        rope(buf(n.dst) + r0 * width(n.dst), r1 - r0, static_cast<int>(n.n_head), static_cast<int>(n.head_dim), b.pos + r0, rp);
+        break;
+    }
+    case EMBER_GRAPH_KV_STORE: {
         // Each token's K/V row goes to its own sequence's block at its position.
+        const auto il = static_cast<uint32_t>(n.layer);
+        const int64_t kvw = m_.desc.kv_width;
+        const DType kv_type = static_cast<DType>(params_.kv_type);
+        const float *k = buf(n.src), *v = buf(n.src2);
+        uint8_t *kc = k_layer(il), *vc = v_layer(il);
+        const uint32_t bs = params_.block_size;
         for (int64_t t = r0; t < r1; ++t) {
             const int32_t p = b.pos[t];
-            const size_t row = (static_cast<size_t>(b.tables[t][p / bs]) * bs + p % bs) * row_bytes;
-            store_kv_row(kv_type, k + t * nkv, kc + row, nkv);
-            store_kv_row(kv_type, v + t * nkv, vc + row, nkv);
+            const size_t row = (static_cast<size_t>(b.tables[t][p / bs]) * bs + p % bs) * row_bytes_;
+            store_kv_row(kv_type, k + t * kvw, kc + row, kvw);
+            store_kv_row(kv_type, v + t * kvw, vc + row, kvw);
         }
-    });
-
-    AttnParams ap;
-    ap.n_head = static_cast<int>(hp.n_head);
-    ap.n_head_kv = static_cast<int>(hp.n_head_kv);
-    ap.head_dim = static_cast<int>(hp.head_dim);
-    ap.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-    PagedKv kv;
-    kv.k = kc;
-    kv.v = vc;
-    kv.type = kv_type;
-    kv.row_bytes = row_bytes;
-    kv.block_size = bs;
-    attention(*pool_, q, b.pos, b.tables, n, kv, attn_.data(), ap);
-
-    float *tmp = tmp_.data(), *gate = gate_.data(), *up = up_.data();
-    matmul(*pool_, scratch_, view(w.wo), attn_.data(), n, tmp, f32(w.bo));
-    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) {
-        add_inplace(x + r0 * d, tmp + r0 * d, (r1 - r0) * d);
-        rms_norm(x + r0 * d, f32(w.ffn_norm), xn + r0 * d, r1 - r0, d, hp.norm_eps);
-    });
-    const WeightView wg = view(w.ffn_gate), wu = view(w.ffn_up);
-    const WeightView *gu[2] = {&wg, &wu};
-    float *gu_out[2] = {gate, up};
-    const float *gu_bias[2] = {nullptr, nullptr};
-    matmul_multi(*pool_, scratch_, gu, 2, xn, n, gu_out, gu_bias);
-    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) { swiglu(gate + r0 * nff, up + r0 * nff, gate + r0 * nff, (r1 - r0) * nff); });
-    matmul(*pool_, scratch_, view(w.ffn_down), gate, n, tmp, nullptr);
-    for_rows(*pool_, n, [&](int64_t r0, int64_t r1) { add_inplace(x + r0 * d, tmp + r0 * d, (r1 - r0) * d); });
+        break;
+    }
+    case EMBER_GRAPH_ADD: {
+        const int64_t w = width(n.dst);
+        add_inplace(buf(n.dst) + r0 * w, buf(n.src) + r0 * w, (r1 - r0) * w);
+        break;
+    }
+    case EMBER_GRAPH_SWIGLU: {
+        const int64_t w = width(n.dst);
+        swiglu(buf(n.src) + r0 * w, buf(n.src2) + r0 * w, buf(n.dst) + r0 * w, (r1 - r0) * w);
+        break;
+    }
+    default: fail(EMBER_ERR_INTERNAL, "cpu: op %u is not row-local", n.op);
+    }
 }
 
-void CpuContext::forward(const Batch &b) {
-    const HParams &hp = desc_.hp;
+uint32_t CpuContext::run_rowwise(uint32_t i, const ember_mod_batch &b) {
+    const ember_graph_node &first = m_.node(i);
+    const uint32_t space = m_.desc.bufs[row_buf(first)].rows;
+    uint32_t end = i + 1;
+    while (end < m_.desc.n_nodes) {
+        const ember_graph_node &n = m_.node(end);
+        if (!row_local(n.op) || n.layer != first.layer || m_.desc.bufs[row_buf(n)].rows != space) break;
+        ++end;
+    }
+    const uint32_t n_rows = rows(row_buf(first), b);
+    auto fn = [&](int64_t r0, int64_t r1) {
+        for (uint32_t j = i; j < end; ++j) run_node(m_.node(j), b, r0, r1);
+    };
+    if (n_rows < kMinRowsToSplit || pool_->size() == 1)
+        fn(int64_t{0}, int64_t{n_rows});
+    else
+        pool_->parallel_for(n_rows, fn);
+    return end;
+}
+
+uint32_t CpuContext::run_matmuls(uint32_t i, uint32_t n_rows) {
+    const ember_graph_node &first = m_.node(i);
+    const WeightView *w[4];
+    float *y[4];
+    const float *bias[4];
+    uint32_t k = 0, j = i;
+    for (; j < m_.desc.n_nodes && k < 4; ++j, ++k) {
+        const ember_graph_node &n = m_.node(j);
+        if (n.op != EMBER_GRAPH_MATMUL || n.src != first.src || n.layer != first.layer || n.dst == n.src) break;
+        w[k] = &m_.views[static_cast<size_t>(n.w)];
+        y[k] = buf(n.dst);
+        bias[k] = m_.f32(n.b);
+    }
+    if (k == 1)
+        matmul(*pool_, scratch_, *w[0], buf(first.src), n_rows, y[0], bias[0]);
+    else
+        matmul_multi(*pool_, scratch_, w, static_cast<int>(k), buf(first.src), n_rows, y, bias);
+    return j;
+}
+
+void CpuContext::forward(const ember_mod_batch &b) {
+    const ember_mod_model_desc &d = m_.desc;
     if (b.n_tokens == 0 || b.n_tokens > params_.n_batch || b.n_logits > params_.n_logits)
         fail(EMBER_ERR_INTERNAL, "cpu forward: %u tokens / %u logits exceed the context's %u / %u", b.n_tokens,
              b.n_logits, params_.n_batch, params_.n_logits);
     for (uint32_t t = 0; t < b.n_tokens; ++t) {
-        const int32_t block = b.tables[t][b.pos[t] / static_cast<int32_t>(params_.block_size)];
+        const int32_t block = b.pos[t] < 0 ? -1 : b.tables[t][b.pos[t] / static_cast<int32_t>(params_.block_size)];
         if (b.pos[t] < 0 || block < 0 || static_cast<uint32_t>(block) >= params_.n_blocks)
             fail(EMBER_ERR_INTERNAL, "cpu forward: token %u at position %d maps to block %d of %u", t, b.pos[t],
                  block, params_.n_blocks);
     }
-    get_rows(view(desc_.tok_embd), b.tokens, b.n_tokens, x_.data());
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        // Between layers, before any logits are written (the caller keeps its old ones).
-        if (b.cancel && b.cancel->load(std::memory_order_relaxed))
-            fail(EMBER_ERR_CANCELLED, "cpu forward: cancelled after layer %u of %u", il, hp.n_layer);
-        layer(il, b);
-    }
-    if (b.n_logits == 0) return;
-    // Only the requested rows go through the output norm and the vocabulary projection, together.
-    const int64_t d = hp.n_embd;
     for (uint32_t i = 0; i < b.n_logits; ++i)
-        rms_norm(x_.data() + static_cast<int64_t>(b.logits_rows[i]) * d, f32(desc_.output_norm), xn_.data() + i * d, 1, d,
-                 hp.norm_eps);
-    matmul(*pool_, scratch_, view(desc_.output), xn_.data(), b.n_logits, b.logits, nullptr);
+        if (b.logits_rows[i] < 0 || static_cast<uint32_t>(b.logits_rows[i]) >= b.n_tokens)
+            fail(EMBER_ERR_INTERNAL, "cpu forward: logits row %d of %u", b.logits_rows[i], b.n_tokens);
+    bufs_[static_cast<size_t>(d.logits_buf)] = b.logits;
+
+    int32_t layer = INT_MIN;
+    for (uint32_t i = 0; i < d.n_nodes;) {
+        const ember_graph_node &n = m_.node(i);
+        if (n.layer != layer) {
+            layer = n.layer;
+            // Between layers, before any logits are written (the caller keeps its old ones).
+            if (layer >= 0 && static_cast<uint32_t>(layer) < d.n_layer && b.cancel && b.cancel(b.cancel_data))
+                fail(EMBER_ERR_CANCELLED, "cpu forward: cancelled after layer %d of %u", layer, d.n_layer);
+        }
+        const uint32_t n_rows = rows(row_buf(n), b);
+        if (n_rows == 0) {  // no logits wanted: the output's nodes have nothing to do
+            ++i;
+            continue;
+        }
+        if (row_local(n.op)) {
+            i = run_rowwise(i, b);
+            continue;
+        }
+        switch (n.op) {
+        case EMBER_GRAPH_MATMUL: i = run_matmuls(i, n_rows); continue;
+        case EMBER_GRAPH_GET_ROWS:
+            for (uint32_t t = 0; t < b.n_tokens; ++t)
+                if (b.tokens[t] < 0 || b.tokens[t] >= m_.views[static_cast<size_t>(n.w)].n_out)
+                    fail(EMBER_ERR_INTERNAL, "cpu forward: token %d out of range", b.tokens[t]);
+            get_rows(m_.views[static_cast<size_t>(n.w)], b.tokens, b.n_tokens, buf(n.dst));
+            break;
+        case EMBER_GRAPH_ATTENTION: {
+            AttnParams ap;
+            ap.n_head = static_cast<int>(n.n_head);
+            ap.n_head_kv = static_cast<int>(n.n_head_kv);
+            ap.head_dim = static_cast<int>(n.head_dim);
+            ap.scale = n.scale;
+            PagedKv kv;
+            kv.k = k_layer(static_cast<uint32_t>(n.layer));
+            kv.v = v_layer(static_cast<uint32_t>(n.layer));
+            kv.type = static_cast<DType>(params_.kv_type);
+            kv.row_bytes = row_bytes_;
+            kv.block_size = params_.block_size;
+            attention(*pool_, buf(n.src), b.pos, b.tables, b.n_tokens, kv, buf(n.dst), ap);
+            break;
+        }
+        case EMBER_GRAPH_GATHER_LOGITS: {
+            const size_t w = width(n.dst);
+            for (uint32_t r = 0; r < b.n_logits; ++r)
+                std::memcpy(buf(n.dst) + r * w, buf(n.src) + static_cast<size_t>(b.logits_rows[r]) * w, w * sizeof(float));
+            break;
+        }
+        default: fail(EMBER_ERR_INTERNAL, "cpu: op %u", n.op);
+        }
+        ++i;
+    }
 }
 
 } // namespace ember::cpu

@@ -18,7 +18,10 @@ void rms_norm(const float *x, const float *w, float *out, int64_t n_rows, int64_
         double ss = 0;
         for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
         const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
-        for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * scale * w[i];
+        if (w)
+            for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * scale * w[i];
+        else
+            for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * scale;
     }
 }
 

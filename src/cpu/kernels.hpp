@@ -60,7 +60,7 @@ void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w
                   const float *x, int64_t n_tokens, float *const *y, const float *const *bias);
 
 // --- elementwise and normalisation -----------------------------------------------------------------
-// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w   (out may equal x)
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w   (out may equal x; w may be null: no weight)
 void rms_norm(const float *x, const float *w, float *out, int64_t n_rows, int64_t dim, float eps);
 // out = silu(gate) * up, n elements (out may alias either input)
 void swiglu(const float *gate, const float *up, float *out, int64_t n);

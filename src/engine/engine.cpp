@@ -27,9 +27,9 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
         fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u or n_seq_max %u is too large", p.n_ctx, p.n_seq_max);
     p.n_batch = std::max(opts.n_batch ? opts.n_batch : 256u, p.n_seq_max);
     p.n_threads = opts.n_threads ? opts.n_threads : default_thread_count();
-    check_kv_type(hp, opts.kv_type);
+    check_kv_type(model.desc().c, opts.kv_type);
     p.kv_type = opts.kv_type;
-    const uint64_t block_bytes = uint64_t{p.block_size} * kv_bytes_per_token(hp, p.kv_type);
+    const uint64_t block_bytes = uint64_t{p.block_size} * kv_bytes_per_token(model.desc().c, p.kv_type);
     const uint64_t per_seq = (p.n_ctx + p.block_size - 1) / p.block_size;
     const uint64_t blocks = opts.kv_bytes ? opts.kv_bytes / block_bytes : per_seq * p.n_seq_max + p.n_seq_max;
     if (blocks < per_seq + 1)
@@ -63,7 +63,7 @@ MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &o
     MemoryEstimate m;
     m.weights_bytes = model.size_bytes();
     m.kv_bytes = plan.kv_bytes;
-    const uint64_t context = find_backend(opts.backend).context_bytes(model.desc(), context_params(plan));
+    const uint64_t context = find_backend(opts.backend).context_bytes(model.desc().c, context_params(plan));
     m.compute_bytes = context - plan.kv_bytes + static_cast<uint64_t>(plan.n_seq_max) * model.desc().hp.n_vocab * sizeof(float);
     return m;
 }

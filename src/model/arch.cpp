@@ -4,9 +4,10 @@ namespace ember {
 
 extern const ArchSpec kArchLlama;
 extern const ArchSpec kArchQwen2;
+extern const ArchSpec kArchQwen3;
 
 namespace {
-const ArchSpec *const kArchs[] = {&kArchLlama, &kArchQwen2};
+const ArchSpec *const kArchs[] = {&kArchLlama, &kArchQwen2, &kArchQwen3};
 }
 
 const ArchSpec *arch_find(std::string_view name) {
@@ -15,6 +16,6 @@ const ArchSpec *arch_find(std::string_view name) {
     return nullptr;
 }
 
-const char *arch_supported_list() { return "llama, qwen2"; }
+const char *arch_supported_list() { return "llama, qwen2, qwen3"; }
 
 } // namespace ember

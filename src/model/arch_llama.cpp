@@ -1,8 +1,8 @@
-// arch_llama.cpp — Llama 1/2/3, TinyLlama, Mistral-style and SmolLM checkpoints: RMSNorm, RoPE on
-// adjacent pairs, grouped-query attention, SwiGLU, tied or separate output; Llama-3 rope scaling comes
-// from the optional rope_freqs tensor, linear scaling from <arch>.rope.scaling.*.
+// arch_llama.cpp — Llama 1/2/3, TinyLlama, Mistral-style and SmolLM checkpoints: the usual decoder with
+// rope on adjacent pairs, grouped-query attention, SwiGLU, tied or separate output; Llama-3 rope
+// scaling from the optional rope_freqs tensor, linear scaling from <arch>.rope.scaling.*.
 #include "model/arch.hpp"
 
 namespace ember {
-extern const ArchSpec kArchLlama = {"llama", /*rope_neox=*/false, /*qkv_bias_required=*/false};
+extern const ArchSpec kArchLlama = {"llama", [](ArchBuilder &b) { build_decoder(b, {}); }};
 } // namespace ember

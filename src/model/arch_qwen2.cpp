@@ -1,6 +1,11 @@
-// arch_qwen2.cpp — Qwen2 / Qwen2.5: the llama block with biases on Q, K and V and NEOX-style rope.
+// arch_qwen2.cpp — Qwen2 / Qwen2.5: the usual decoder with biases on Q, K and V and NEOX-style rope.
 #include "model/arch.hpp"
 
 namespace ember {
-extern const ArchSpec kArchQwen2 = {"qwen2", /*rope_neox=*/true, /*qkv_bias_required=*/true};
+extern const ArchSpec kArchQwen2 = {"qwen2", [](ArchBuilder &b) {
+                                        DecoderOptions o;
+                                        o.rope_mode = EMBER_GRAPH_ROPE_NEOX;
+                                        o.qkv_bias_required = true;
+                                        build_decoder(b, o);
+                                    }};
 } // namespace ember

@@ -1,15 +1,19 @@
-// model_desc.hpp — a model as the backends see it: hyper-parameters and weight views, architecture-free.
+// model_desc.hpp — a model as the core and the backends see it: its shape, the tensors its forward pass
+// reads, and that pass as a program of backend-neutral ops (backend/graph.h).
 //
-// The architecture files (model/arch_*.cpp) turn GGUF metadata and tensor names into this description;
-// every backend executes the same decoder from it. A new architecture that fits the decoder (norm →
-// attention → norm → gated FFN, with optional biases and rope variants) is one small arch file.
+// The architecture files (model/arch_*.cpp) build it from GGUF metadata and tensor names; every backend
+// runs the same program from it (through its C form, backend/module_api.h's ember_mod_model_desc, made
+// in one place: backend/module_loader.cpp). Nothing in it names an architecture except `arch`, which
+// only the core reads (for messages and `ember info`).
 #pragma once
 
+#include "backend/module_api.h"
 #include "core/dtype.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ember {
@@ -24,6 +28,8 @@ struct TensorRef {
     size_t n_bytes = 0;
 };
 
+// The model's shape: what the core sizes caches and buffers with, and what `ember info` shows. The
+// architecture's choices (rope variant, biases, norms) are in the program, not here.
 struct HParams {
     uint32_t n_vocab = 0;
     uint32_t n_embd = 0;
@@ -33,33 +39,33 @@ struct HParams {
     uint32_t head_dim = 0;     // n_embd / n_head unless the file says otherwise
     uint32_t n_ff = 0;
     uint32_t n_ctx_train = 0;
-    float norm_eps = 1e-5f;    // RMSNorm epsilon
-    // Rotary embedding
-    uint32_t n_rot = 0;        // rotated dims per head
-    bool rope_neox = false;    // pairs (i, i + n_rot/2) instead of (2i, 2i + 1)
-    float rope_theta = 10000.0f;
-    float rope_freq_scale = 1.0f;
 
     uint32_t n_embd_kv() const { return n_head_kv * head_dim; }
     uint32_t n_embd_q() const { return n_head * head_dim; }
 };
 
-struct LayerWeights {
-    const TensorRef *attn_norm = nullptr;
-    const TensorRef *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
-    const TensorRef *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional biases
-    const TensorRef *ffn_norm = nullptr;
-    const TensorRef *ffn_gate = nullptr, *ffn_up = nullptr, *ffn_down = nullptr;
-};
-
 struct ModelDesc {
     std::string arch;
     HParams hp;
-    const TensorRef *tok_embd = nullptr;
-    const TensorRef *output_norm = nullptr;
-    const TensorRef *output = nullptr;       // == tok_embd when the model ties them
-    const TensorRef *rope_freqs = nullptr;   // optional per-frequency divisors (Llama-3 rope scaling)
-    std::vector<LayerWeights> layers;
+    // The tensors the program reads, by index (nodes' w and b); pointers into the Model's tensor list.
+    std::vector<const TensorRef *> tensors;
+    std::vector<ember_graph_buf> bufs;
+    std::vector<ember_graph_node> nodes;
+    int32_t logits_buf = -1;
+
+    // The C form every backend receives (backend/module_api.h), pointing into this object: made by
+    // finish() once the program is complete and the object is in its final place.
+    ember_mod_model_desc c{};
+    std::vector<ember_mod_tensor> c_tensors;
+    std::vector<ember_mod_layer> c_layers;  // LEGACY (module_api.h), until every backend runs the program
+    void finish();
+
+    // A tensor of the file by name (tests, fingerprints), or nullptr.
+    const TensorRef *tensor(std::string_view name) const {
+        for (const TensorRef *t : tensors)
+            if (t->name == name) return t;
+        return nullptr;
+    }
 };
 
 } // namespace ember

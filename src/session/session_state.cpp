@@ -34,7 +34,7 @@ uint64_t fingerprint(const Model &m) {
     for (uint64_t v : {uint64_t{hp.n_vocab}, uint64_t{hp.n_embd}, uint64_t{hp.n_layer}, uint64_t{hp.n_head},
                        uint64_t{hp.n_head_kv}, uint64_t{hp.head_dim}, uint64_t{hp.n_ff}, m.n_params(), m.size_bytes()})
         h = state_mix(h, v);
-    const TensorRef *emb = m.desc().tok_embd;
+    const TensorRef *emb = m.desc().tensor("token_embd.weight");
     return state_mix(h, state_checksum(static_cast<const uint8_t *>(emb->data), std::min<size_t>(emb->n_bytes, 4096)));
 }
 

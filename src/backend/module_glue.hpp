@@ -1,0 +1,82 @@
+// module_glue.hpp — the part of a backend's module_api.h table that is the same for every backend,
+// written once: the entries that free objects and the ones that forward a context's calls to its C++
+// object, each behind module_guard (no exception crosses the C boundary).
+//
+// A backend defines the three opaque structs of module_api.h (ember_mod_backend, ember_mod_model and
+// ember_mod_context, the last holding its context object as `c`, with forward/copy_block/read_kv/
+// write_kv) and a Traits struct with its name, kind and the entries that differ (listing and opening
+// devices, loading a model, sizing and creating contexts, running one op); optional hooks:
+//   static void before_model_free(ember_mod_model *m)   e.g. make the model's device current
+//   static void after_call(ember_mod_context *c)       e.g. turn a validation message into a failure
+// then builds its table with module_table<Traits>().
+#pragma once
+
+#include "backend/module_api.h"
+#include "backend/module_guard.hpp"
+
+namespace ember {
+
+template <class Traits>
+struct ModuleGlue {
+    static void after(ember_mod_context *c) {
+        if constexpr (requires { Traits::after_call(c); }) Traits::after_call(c);
+    }
+    static void close(ember_mod_backend *b) { delete b; }
+    static void model_free(ember_mod_model *m) {
+        if constexpr (requires { Traits::before_model_free(m); })
+            if (m) Traits::before_model_free(m);
+        delete m;
+    }
+    static void context_free(ember_mod_context *c) { delete c; }
+    static int forward(ember_mod_context *c, const ember_mod_batch *b, char *msg, size_t cap) {
+        return module_guard(Traits::name, msg, cap, [&] {
+            c->c->forward(*b);
+            after(c);
+        });
+    }
+    static int copy_block(ember_mod_context *c, int32_t src, int32_t dst, char *msg, size_t cap) {
+        return module_guard(Traits::name, msg, cap, [&] {
+            c->c->copy_block(src, dst);
+            after(c);
+        });
+    }
+    static int read_kv(ember_mod_context *c, const int32_t *table, uint32_t n, uint8_t *dst, char *msg, size_t cap) {
+        return module_guard(Traits::name, msg, cap, [&] {
+            c->c->read_kv(table, n, dst);
+            after(c);
+        });
+    }
+    static int write_kv(ember_mod_context *c, const int32_t *table, uint32_t n, const uint8_t *src, char *msg, size_t cap) {
+        return module_guard(Traits::name, msg, cap, [&] {
+            c->c->write_kv(table, n, src);
+            after(c);
+        });
+    }
+};
+
+template <class Traits>
+constexpr ember_backend_module module_table() {
+    using G = ModuleGlue<Traits>;
+    return ember_backend_module{
+        sizeof(ember_backend_module),
+        EMBER_MODULE_API_VERSION,
+        Traits::name,
+        Traits::kind,
+        Traits::list_devices,
+        Traits::open,
+        G::close,
+        Traits::device_name,
+        Traits::model_load,
+        G::model_free,
+        Traits::context_bytes,
+        Traits::context_create,
+        G::context_free,
+        G::forward,
+        G::copy_block,
+        G::read_kv,
+        G::write_kv,
+        Traits::run_op,
+    };
+}
+
+} // namespace ember

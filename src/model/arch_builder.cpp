@@ -1,0 +1,149 @@
+// arch_builder.cpp — metadata and tensor look-ups with their checks, and the program's nodes.
+#include "model/arch.hpp"
+
+#include "core/error.hpp"
+
+#include <cmath>
+
+namespace ember {
+
+ArchBuilder::ArchBuilder(const gguf::File &file, std::string arch, const std::deque<TensorRef> &tensors, ModelDesc &out)
+    : file_(file), prefix_(arch + "."), out_(out) {
+    for (const TensorRef &t : tensors) by_name_[t.name] = &t;
+    out_.arch = std::move(arch);
+}
+
+uint32_t ArchBuilder::u32(const std::string &key, std::optional<uint32_t> fallback) const {
+    const std::string k = prefix_ + key;
+    auto v = file_.get_int(k);
+    if (!v) {
+        if (fallback) return *fallback;
+        fail(EMBER_ERR_INVALID_MODEL, "required metadata key '%s' is missing", k.c_str());
+    }
+    if (*v < 0 || *v > 0x7fffffff)
+        fail(EMBER_ERR_INVALID_MODEL, "metadata '%s' = %lld is out of range", k.c_str(), (long long)*v);
+    return static_cast<uint32_t>(*v);
+}
+
+float ArchBuilder::f32(const std::string &key, float fallback) const {
+    const std::string k = prefix_ + key;
+    auto v = file_.get_float(k);
+    if (!v) return fallback;
+    if (!std::isfinite(*v)) fail(EMBER_ERR_INVALID_MODEL, "metadata '%s' is not finite", k.c_str());
+    return static_cast<float>(*v);
+}
+
+std::optional<std::string_view> ArchBuilder::str(const std::string &key) const { return file_.get_string(prefix_ + key); }
+
+const TensorRef *ArchBuilder::find(const std::string &name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : it->second;
+}
+
+namespace {
+// The weight types the kernels take (core/dtype.cpp marks them).
+bool is_matmul_type(DType t) { return dtype_info(t).supported; }
+} // namespace
+
+int32_t ArchBuilder::matrix(const std::string &name, int64_t n_in, int64_t n_out, bool required) {
+    const TensorRef *t = find(name);
+    if (!t) {
+        if (required) fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' is missing", name.c_str());
+        return -1;
+    }
+    if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
+        fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name.c_str(),
+             (long long)t->ne[0], (long long)t->ne[1], (long long)n_in, (long long)n_out);
+    if (!is_matmul_type(t->type))
+        fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s, which this build does not support "
+             "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", name.c_str(),
+             dtype_name(t->type));
+    auto [it, added] = index_.emplace(t, static_cast<int32_t>(out_.tensors.size()));
+    if (added) out_.tensors.push_back(t);
+    return it->second;
+}
+
+int32_t ArchBuilder::vector(const std::string &name, int64_t n, bool required) {
+    const TensorRef *t = find(name);
+    if (!t) {
+        if (required) fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' is missing", name.c_str());
+        return -1;
+    }
+    if (t->n_dims != 1 || t->ne[0] != n)
+        fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' has shape [%lld, %lld], expected [%lld]", name.c_str(),
+             (long long)t->ne[0], (long long)t->ne[1], (long long)n);
+    if (t->type != DType::F32)
+        fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s; norms and biases must be F32", name.c_str(),
+             dtype_name(t->type));
+    auto [it, added] = index_.emplace(t, static_cast<int32_t>(out_.tensors.size()));
+    if (added) out_.tensors.push_back(t);
+    return it->second;
+}
+
+int32_t ArchBuilder::buf(uint32_t width, bool logits) {
+    out_.bufs.push_back({width, logits ? uint32_t{EMBER_GRAPH_ROWS_LOGITS} : uint32_t{EMBER_GRAPH_ROWS_TOKENS}});
+    return static_cast<int32_t>(out_.bufs.size() - 1);
+}
+
+uint32_t ArchBuilder::width(int32_t b) const { return out_.bufs.at(static_cast<size_t>(b)).width; }
+
+ember_graph_node &ArchBuilder::node(uint32_t op) {
+    ember_graph_node n{};
+    n.op = op;
+    n.layer = layer_;
+    n.dst = n.src = n.src2 = n.w = n.b = -1;
+    out_.nodes.push_back(n);
+    return out_.nodes.back();
+}
+
+void ArchBuilder::get_rows(int32_t dst, int32_t w) {
+    auto &n = node(EMBER_GRAPH_GET_ROWS);
+    n.dst = dst, n.w = w;
+}
+
+void ArchBuilder::rms_norm(int32_t dst, int32_t src, int32_t w, float eps, uint32_t group) {
+    if (group == 0 || width(src) % group != 0 || width(dst) != width(src))
+        fail(EMBER_ERR_INTERNAL, "rms_norm: group %u does not divide the row of %u", group, width(src));
+    auto &n = node(EMBER_GRAPH_RMS_NORM);
+    n.dst = dst, n.src = src, n.w = w, n.eps = eps, n.n = group;
+}
+
+void ArchBuilder::matmul(int32_t dst, int32_t src, int32_t w, int32_t bias) {
+    auto &n = node(EMBER_GRAPH_MATMUL);
+    n.dst = dst, n.src = src, n.w = w, n.b = bias;
+}
+
+void ArchBuilder::rope(int32_t dst, uint32_t n_head, uint32_t head_dim, const Rope &r) {
+    auto &n = node(EMBER_GRAPH_ROPE);
+    n.dst = dst, n.w = r.factors, n.n_head = n_head, n.head_dim = head_dim, n.n_rot = r.n_rot;
+    n.rope_mode = r.mode, n.rope_theta = r.theta, n.rope_freq_scale = r.freq_scale;
+}
+
+void ArchBuilder::kv_store(int32_t k, int32_t v) {
+    auto &n = node(EMBER_GRAPH_KV_STORE);
+    n.src = k, n.src2 = v;
+}
+
+void ArchBuilder::attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale) {
+    auto &n = node(EMBER_GRAPH_ATTENTION);
+    n.dst = dst, n.src = q, n.n_head = n_head, n.n_head_kv = n_head_kv, n.head_dim = head_dim, n.scale = scale;
+}
+
+void ArchBuilder::add(int32_t dst, int32_t src) {
+    auto &n = node(EMBER_GRAPH_ADD);
+    n.dst = dst, n.src = src;
+}
+
+void ArchBuilder::swiglu(int32_t dst, int32_t gate, int32_t up) {
+    auto &n = node(EMBER_GRAPH_SWIGLU);
+    n.dst = dst, n.src = gate, n.src2 = up;
+}
+
+void ArchBuilder::gather_logits(int32_t dst, int32_t src) {
+    auto &n = node(EMBER_GRAPH_GATHER_LOGITS);
+    n.dst = dst, n.src = src;
+}
+
+void ArchBuilder::output(int32_t logits_buf) { out_.logits_buf = logits_buf; }
+
+} // namespace ember
