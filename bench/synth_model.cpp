@@ -9,7 +9,7 @@
 // where it matters most; the recipe is in src/model/synthetic.cpp). Matrices whose rows are not whole
 // 256-element super-blocks get a legacy format instead of a K-quant (e.g. stories15m's 288).
 #include "core/error.hpp"
-#include "model/synthetic.hpp"
+#include "testing/synthetic.hpp"
 
 #include <cstdio>
 #include <cstdlib>

@@ -82,7 +82,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
         rope_angles(upload(keep, op.ids, op.n_tokens), op.n_tokens, static_cast<int>(op.n_rot), op.rope_theta,
                     op.rope_freq_scale, op.norm ? upload(keep, op.norm, op.n_rot / 2) : nullptr, cs, sn, s);
         rope_apply(y, op.n_tokens, static_cast<int>(op.n_head), static_cast<int>(op.head_dim), static_cast<int>(op.n_rot),
-                   op.rope_neox != 0, cs, sn, s);
+                   op.rope_mode == EMBER_GRAPH_ROPE_NEOX, cs, sn, s);
         break;
     }
     case EMBER_MOD_OP_ATTENTION: {

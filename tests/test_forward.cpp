@@ -13,7 +13,7 @@
 #include "cpu/kernels.hpp"
 #include "gguf/gguf.hpp"
 #include "model/model.hpp"
-#include "model/synthetic.hpp"
+#include "testing/synthetic.hpp"
 #include "session/session.hpp"
 
 #include <algorithm>

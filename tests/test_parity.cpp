@@ -265,7 +265,7 @@ void test_rope(void **) {
             const std::vector<float> ff = rand_vec(&st, n_rot / 2, 1, 8);
             std::vector<float> y(x.size());
             ember_mod_op op = make_op(EMBER_MOD_OP_ROPE);
-            op.n_tokens = nt, op.n_head = n_head, op.head_dim = hd, op.n_rot = n_rot, op.rope_neox = neox;
+            op.n_tokens = nt, op.n_head = n_head, op.head_dim = hd, op.n_rot = n_rot, op.rope_mode = neox ? EMBER_GRAPH_ROPE_NEOX : EMBER_GRAPH_ROPE_NORMAL;
             op.rope_theta = 10000.0f, op.rope_freq_scale = 0.5f, op.norm = factors ? ff.data() : nullptr;
             op.ids = pos, op.x = x.data(), op.y = y.data();
             run(op);

@@ -14,7 +14,7 @@
 #include "backend/module_loader.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
-#include "model/synthetic.hpp"
+#include "testing/synthetic.hpp"
 
 #include <unistd.h>
 

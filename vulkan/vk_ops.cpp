@@ -100,7 +100,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
         y = hb.put_acts(op.x, count), y_count = count;
         const uint32_t cs = rope_table(op.n_rot);
         const ember_mod_op o = op;
-        record = [=](Recorder &r) { r.rope(y, n, o.n_head, o.head_dim, o.n_rot, o.rope_neox != 0, cs); };
+        record = [=](Recorder &r) { r.rope(y, n, o.n_head, o.head_dim, o.n_rot, o.rope_mode == EMBER_GRAPH_ROPE_NEOX, cs); };
         break;
     }
     case EMBER_MOD_OP_SWIGLU: {

@@ -148,7 +148,7 @@ typedef struct ember_mod_op {
     uint32_t kind;
     uint32_t type;                 /* weight type (matmul, get_rows) or KV type (attention) */
     uint32_t n_tokens, n_in, n_out;
-    uint32_t n_head, n_head_kv, head_dim, n_rot, rope_neox;
+    uint32_t n_head, n_head_kv, head_dim, n_rot, rope_mode; /* rope_mode: an ember_graph_rope_mode */
     float eps, rope_theta, rope_freq_scale, scale;
     const void *w; size_t w_bytes; /* weight bytes in GGUF layout */
     const float *bias;             /* matmul, optional [n_out] */

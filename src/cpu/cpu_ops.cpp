@@ -28,7 +28,7 @@ void run_op(const ember_mod_op &op) {
         const size_t n = size_t{op.n_tokens} * op.n_head * op.head_dim;
         std::copy(op.x, op.x + n, op.y);
         RopeParams p;
-        p.n_rot = static_cast<int>(op.n_rot), p.neox = op.rope_neox != 0, p.theta_base = op.rope_theta;
+        p.n_rot = static_cast<int>(op.n_rot), p.neox = op.rope_mode == EMBER_GRAPH_ROPE_NEOX, p.theta_base = op.rope_theta;
         p.freq_scale = op.rope_freq_scale, p.freq_factors = op.norm;
         rope(op.y, op.n_tokens, static_cast<int>(op.n_head), static_cast<int>(op.head_dim), op.ids, p);
         return;

@@ -70,10 +70,10 @@ void add_inplace(float *x, const float *y, int64_t n);
 // --- rotary position embedding ---------------------------------------------------------------------
 struct RopeParams {
     int n_rot = 0;                   // rotated dims per head (even, <= head_dim); the rest pass through
-    bool neox = false;               // false: rotate pairs (2i, 2i+1) (llama); true: (i, i + n_rot/2) (qwen2)
+    bool neox = false;               // false: rotate pairs (2i, 2i+1); true: (i, i + n_rot/2) (graph.h: NEOX)
     float theta_base = 10000.0f;
     float freq_scale = 1.0f;         // linear scaling: angle *= freq_scale
-    const float *freq_factors = nullptr;  // optional n_rot/2 divisors of each frequency (Llama-3 scaling)
+    const float *freq_factors = nullptr;  // optional n_rot/2 divisors of each frequency
 };
 // x has n_tokens rows of n_heads * head_dim floats; token t is at position pos[t]. In place.
 // angle(t, i) = pos[t] * freq_scale * theta_base^(-2i/n_rot) / freq_factors[i]

@@ -24,7 +24,7 @@ void rope(float *x, int64_t n_tokens, int n_heads, int head_dim, const int32_t *
         if (p.freq_factors) f /= static_cast<double>(p.freq_factors[i]);
         freq[i] = f;
     }
-    // llama pairs (2i, 2i+1); neox pairs (i, i + n_rot/2).
+    // normal pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2).
     const int stride = p.neox ? 1 : 2;
     const int partner = p.neox ? half : 1;
     float cs[kMaxPairs], sn[kMaxPairs];

@@ -1,4 +1,4 @@
-#include "model/synthetic.hpp"
+#include "testing/synthetic.hpp"
 
 #include "core/error.hpp"
 #include "core/fp16.hpp"

@@ -1,4 +1,5 @@
-// synthetic.hpp — GGUF models of any shape with random weights, written by our own GGUF writer.
+// synthetic.hpp — GGUF models of any shape with random weights, written by our own GGUF writer
+// (library ember_testing: for tests and benchmarks, not part of libember).
 //
 // For tests (architecture features the shipped real models do not exercise: biases, NEOX rope, rope
 // scaling factors, GQA shapes) and for speed measurements on realistic shapes (a TinyLlama-shaped Q4_0
