@@ -320,6 +320,10 @@ typedef struct ember_session_params {
     uint32_t n_seq_max;
     /** KV cache element type (default EMBER_KV_F16). */
     ember_kv_type kv_type;
+    /* --- EMBER_1.4 (a caller built against EMBER_1.1 passes struct_size 40 and gets the default) --- */
+    /** The device to run on, from ember_devices() (default NULL: the one `backend` chooses). When set,
+     *  `backend` is ignored; see ember_devices() for what choosing a GPU device means. */
+    const struct ember_device *device;
 } ember_session_params;
 
 EMBER_API void ember_session_params_init(ember_session_params *params);
@@ -582,6 +586,12 @@ typedef struct ember_engine_params {
     /* --- EMBER_1.1 (a caller built against EMBER_1 passes struct_size 40 and gets the defaults) --- */
     /** KV cache element type (default EMBER_KV_F16); kv_bytes then buys 1.88 times the tokens. */
     ember_kv_type kv_type;
+    /* --- EMBER_1.4 (a caller built against EMBER_1.1 passes struct_size 48 and gets the default) --- */
+    /** Keep 0 (what was padding in EMBER_1.1, named so that no later field lands in it). */
+    uint32_t reserved;
+    /** The device to run on, from ember_devices() (default NULL: the one `backend` chooses). When set,
+     *  `backend` is ignored. */
+    const struct ember_device *device;
 } ember_engine_params;
 
 EMBER_API void ember_engine_params_init(ember_engine_params *params);
@@ -737,6 +747,28 @@ EMBER_API void ember_device_info_init(ember_device_info *info);
  *  is missing or it has no device; EMBER_ERR_INVALID_ARGUMENT for the CPU or AUTO. Thread-safe. */
 EMBER_API ember_status ember_backend_devices(ember_backend_kind backend, ember_device_info *out, size_t capacity,
                                              size_t *out_count);
+
+/** A device any backend runs on — the CPU, or one device of a GPU backend — as an object (since
+ *  EMBER_1.4). Owned by the library and valid for the process's life; never freed by the caller. */
+typedef struct ember_device ember_device;
+
+/** Lists the devices of every backend that can run here, the CPU's first, then each GPU backend's in
+ *  its own order (skipping a backend whose module, loader or devices are missing), into out[0 ..
+ *  capacity) (out may be NULL with capacity 0) and sets *out_count to their number. The list and its
+ *  handles are made once per process; later calls return the same handles. Thread-safe.
+ *
+ *  Pass a handle as ember_session_params.device or ember_engine_params.device to run there. A GPU
+ *  backend opens one device per process (it compiles its pipelines there, and models are loaded onto it
+ *  once): choosing one of its devices before it is open selects it, as ember_vulkan_set_device /
+ *  ember_cuda_set_device do; choosing another one while one is open fails with
+ *  EMBER_ERR_INVALID_STATE naming the open one. */
+EMBER_API ember_status ember_devices(const ember_device **out, size_t capacity, size_t *out_count);
+
+/** The device's description (info->struct_size set by ember_device_info_init; index is the device's
+ *  index within its backend, as in ember_backend_devices) and its backend. Either out pointer may be
+ *  NULL. Errors: EMBER_ERR_INVALID_ARGUMENT (NULL device). */
+EMBER_API ember_status ember_device_get_info(const ember_device *device, ember_device_info *info,
+                                             ember_backend_kind *out_backend);
 
 /** Which device the Vulkan backend runs on. Either an index into ember_backend_devices' list, or the
  *  application's own Vulkan objects, so that ember shares its device and queue: then all of instance,

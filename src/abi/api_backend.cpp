@@ -1,13 +1,67 @@
-// api_backend.cpp — backend devices through the C ABI (EMBER_1.2): listing a module backend's devices
-// and choosing the Vulkan device (an index or the application's own objects) or the CUDA device and stream.
+// api_backend.cpp — backend devices through the C ABI: listing a module backend's devices and choosing the
+// Vulkan device (an index or the application's own objects) or the CUDA device and stream (EMBER_1.2);
+// every backend's devices as objects that session and engine params name (EMBER_1.4).
 #include "abi/handles.hpp"
 #include "backend/module_loader.hpp"
 
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 using namespace ember;
 using ember::abi::guard;
+
+namespace {
+
+// The devices of every backend that can run here, made at the first call (a deque: stable addresses).
+const std::deque<ember_device> &all_devices() {
+    static std::deque<ember_device> devices;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        auto add = [](ember_backend_kind kind, Backend &b) {
+            const std::vector<ember_mod_device_info> devs = module_list_devices(b);
+            for (size_t i = 0; i < devs.size(); ++i) {
+                ember_device d{};
+                d.backend = kind;
+                ember_device_info_init(&d.info);
+                d.info.index = static_cast<uint32_t>(i);
+                std::snprintf(d.info.name, sizeof d.info.name, "%s", devs[i].name);
+                d.info.type = devs[i].type;
+                d.info.score = devs[i].score;
+                devices.push_back(d);
+            }
+        };
+        add(EMBER_BACKEND_CPU, backend_require(EMBER_BACKEND_CPU));
+        for (ember_backend_kind kind : {EMBER_BACKEND_CUDA, EMBER_BACKEND_VULKAN}) {
+            try {
+                Backend &b = backend_module(kind);
+                if (b.score() > 0) add(kind, b);
+            } catch (const Error &) {
+                // module, loader or devices missing: the backend has no devices here
+            }
+        }
+    });
+    return devices;
+}
+
+} // namespace
+
+namespace ember::abi {
+
+ember_backend_kind device_backend(const ember_device *device) {
+    for (const ember_device &d : all_devices())
+        if (&d == device) return d.backend;
+    fail(EMBER_ERR_INVALID_ARGUMENT, "device %p is not one of ember_devices()", static_cast<const void *>(device));
+}
+
+ember_backend_kind use_device(const ember_device *device) {
+    const ember_backend_kind kind = device_backend(device);
+    if (kind != EMBER_BACKEND_CPU) module_select_device(backend_module(kind), static_cast<int32_t>(device->info.index));
+    return kind;
+}
+
+} // namespace ember::abi
 
 extern "C" {
 
@@ -36,6 +90,27 @@ ember_status ember_backend_devices(ember_backend_kind backend, ember_device_info
             d.score = devs[i].score;
             abi::write_out(&out[i], d, sizeof(ember_device_info), "ember_device_info");
         }
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_devices(const ember_device **out, size_t capacity, size_t *out_count) {
+    return guard("ember_devices", [&] {
+        EMBER_REQUIRE_ARG(out_count);
+        if (capacity && !out) fail(EMBER_ERR_INVALID_ARGUMENT, "out is NULL with capacity %zu", capacity);
+        const std::deque<ember_device> &devs = all_devices();
+        *out_count = devs.size();
+        for (size_t i = 0; i < capacity && i < devs.size(); ++i) out[i] = &devs[i];
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_device_get_info(const ember_device *device, ember_device_info *info, ember_backend_kind *out_backend) {
+    return guard("ember_device_get_info", [&] {
+        EMBER_REQUIRE_ARG(device);
+        const ember_backend_kind kind = abi::device_backend(device);
+        if (info) abi::write_out(info, device->info, sizeof(ember_device_info), "ember_device_info");
+        if (out_backend) *out_backend = kind;
         return EMBER_OK;
     });
 }

@@ -10,10 +10,12 @@ using ember::abi::guard;
 
 extern "C" {
 
-// ember_engine_params grew in EMBER_1.1 (kv_type): programs built against EMBER_1 keep an init that
-// writes only the 40 bytes their struct has (see ember_session_params_init).
+// ember_engine_params grew in EMBER_1.1 (kv_type) and EMBER_1.4 (reserved, device): programs built against
+// EMBER_1 keep an init that writes only the 40 bytes their struct has, those built against EMBER_1.1 one
+// that writes 48 (see ember_session_params_init).
 namespace {
 constexpr uint32_t kEngineParamsV1Size = offsetof(ember_engine_params, kv_type);
+constexpr uint32_t kEngineParamsV2Size = offsetof(ember_engine_params, reserved);
 ember_engine_params engine_params_defaults() {
     ember_engine_params p;
     std::memset(&p, 0, sizeof p);
@@ -25,11 +27,14 @@ ember_engine_params engine_params_defaults() {
     return p;
 }
 } // namespace
-EMBER_GROWN_PARAMS_INIT(ember_engine_params, ember_engine_params_init, engine_params_defaults, kEngineParamsV1Size);
+EMBER_GROWN_PARAMS_INIT_TWICE(ember_engine_params, ember_engine_params_init, engine_params_defaults, kEngineParamsV1Size,
+                              kEngineParamsV2Size, 1_4, "EMBER_1.4");
 
 namespace {
-EngineOptions engine_options(const ember_engine_params *params) {
-    const ember_engine_params p = abi::read_params(params, kEngineParamsV1Size, impl_ember_engine_params_init_1_1,
+// select_device: make the params' device the one its backend opens (creating an engine); an estimate only
+// needs the device's backend.
+EngineOptions engine_options(const ember_engine_params *params, bool select_device) {
+    const ember_engine_params p = abi::read_params(params, kEngineParamsV1Size, impl_ember_engine_params_init_1_4,
                                                    "ember_engine_params");
     const int64_t kv_type = abi::enum_value(p.kv_type), backend = abi::enum_value(p.backend);
     if (kv_type != EMBER_KV_F16 && kv_type != EMBER_KV_Q8_0)
@@ -42,14 +47,14 @@ EngineOptions engine_options(const ember_engine_params *params) {
     o.kv_bytes = p.kv_bytes;
     o.n_threads = p.n_threads;
     o.n_batch = p.n_batch;
-    o.backend = p.backend;
+    o.backend = !p.device ? p.backend : select_device ? abi::use_device(p.device) : abi::device_backend(p.device);
     o.manual_step = p.manual_step;
     o.kv_type = abi::kv_dtype(p.kv_type);
     return o;
 }
 
 void write_estimate(const Model &model, const ember_engine_params *params, ember_memory_estimate *out) {
-    const MemoryEstimate m = estimate_engine_memory(model, engine_options(params));
+    const MemoryEstimate m = estimate_engine_memory(model, engine_options(params, false));
     ember_memory_estimate full;
     ember_memory_estimate_init(&full);
     full.weights_bytes = m.weights_bytes;
@@ -89,7 +94,7 @@ ember_status ember_engine_create(const ember_model *model, const ember_engine_pa
     return guard("ember_engine_create", [&] {
         EMBER_REQUIRE_ARG(model);
         EMBER_REQUIRE_ARG(out);
-        const EngineOptions o = engine_options(params);
+        const EngineOptions o = engine_options(params, true);
         auto h = std::make_unique<ember_engine>();
         h->engine = std::make_unique<Engine>(*model->model, o);
         *out = h.release();

@@ -12,10 +12,12 @@ using ember::abi::guard;
 
 extern "C" {
 
-// ember_session_params grew in EMBER_1.1 (reserved, n_seq_max, kv_type): a program built against EMBER_1
-// passes the 32-byte struct of then, and its init must not write past it.
+// ember_session_params grew in EMBER_1.1 (reserved, n_seq_max, kv_type) and EMBER_1.4 (device): a program
+// built against EMBER_1 passes the 32-byte struct of then, one built against EMBER_1.1 the 40-byte one, and
+// their init must not write past it.
 namespace {
 constexpr uint32_t kSessionParamsV1Size = offsetof(ember_session_params, n_seq_max);
+constexpr uint32_t kSessionParamsV2Size = offsetof(ember_session_params, device);
 ember_session_params session_params_defaults() {
     ember_session_params p;
     std::memset(&p, 0, sizeof p);
@@ -27,7 +29,8 @@ ember_session_params session_params_defaults() {
     return p;
 }
 } // namespace
-EMBER_GROWN_PARAMS_INIT(ember_session_params, ember_session_params_init, session_params_defaults, kSessionParamsV1Size);
+EMBER_GROWN_PARAMS_INIT_TWICE(ember_session_params, ember_session_params_init, session_params_defaults, kSessionParamsV1Size,
+                              kSessionParamsV2Size, 1_4, "EMBER_1.4");
 
 ember_status ember_session_create(const ember_model *model, const ember_session_params *params, ember_session **out) {
     if (out) *out = nullptr;
@@ -35,7 +38,7 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         EMBER_REQUIRE_ARG(model);
         EMBER_REQUIRE_ARG(out);
         const ember_session_params p = abi::read_params(params, kSessionParamsV1Size,
-                                                        impl_ember_session_params_init_1_1, "ember_session_params");
+                                                        impl_ember_session_params_init_1_4, "ember_session_params");
         const int64_t kv_type = abi::enum_value(p.kv_type), backend = abi::enum_value(p.backend);
         if (kv_type != EMBER_KV_F16 && kv_type != EMBER_KV_Q8_0)
             fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %lld", (long long)kv_type);
@@ -46,7 +49,7 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         o.n_threads = p.n_threads;
         o.n_batch = p.n_batch;
         o.seed = p.seed;
-        o.backend = p.backend;
+        o.backend = p.device ? abi::use_device(p.device) : p.backend;
         o.n_seq_max = p.n_seq_max;
         o.kv_type = abi::kv_dtype(p.kv_type);
         auto h = std::make_unique<ember_session>();

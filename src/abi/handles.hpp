@@ -38,6 +38,12 @@ struct ember_engine {
     std::unique_ptr<ember::Engine> engine;
 };
 
+// A device of ember_devices(): made once per process, never freed.
+struct ember_device {
+    ember_backend_kind backend;
+    ember_device_info info;   // info.index: the device's index within its backend
+};
+
 struct ember_request {
     std::shared_ptr<ember::Request> request;   // shared with the engine, which may outlive or predecease it
 };
@@ -45,6 +51,11 @@ struct ember_request {
 namespace ember::abi {
 
 inline DType kv_dtype(ember_kv_type t) { return t == EMBER_KV_Q8_0 ? DType::Q8_0 : DType::F16; }
+
+// The backend of a device from ember_devices() (EMBER_ERR_INVALID_ARGUMENT for a pointer that is not one).
+ember_backend_kind device_backend(const ember_device *device);
+// The same, after making the device the one its backend opens (api_backend.cpp; see ember_devices()).
+ember_backend_kind use_device(const ember_device *device);
 
 // Writes `full` into the caller's struct, only as many bytes as its struct_size covers (an older caller's
 // smaller struct gets the fields it knows). struct_size below the first version's size is an error.

@@ -32,25 +32,29 @@ struct ModuleGlue {
         delete m;
     }
     static void context_free(ember_mod_context *c) { delete c; }
-    static int forward(ember_mod_context *c, const ember_mod_batch *b, char *msg, size_t cap) {
+    template <class C = ember_mod_context>  // checked where used, once the module has defined C
+    static int forward(C *c, const ember_mod_batch *b, char *msg, size_t cap) {
         return module_guard(Traits::name, msg, cap, [&] {
             c->c->forward(*b);
             after(c);
         });
     }
-    static int copy_block(ember_mod_context *c, int32_t src, int32_t dst, char *msg, size_t cap) {
+    template <class C = ember_mod_context>  // checked where used, once the module has defined C
+    static int copy_block(C *c, int32_t src, int32_t dst, char *msg, size_t cap) {
         return module_guard(Traits::name, msg, cap, [&] {
             c->c->copy_block(src, dst);
             after(c);
         });
     }
-    static int read_kv(ember_mod_context *c, const int32_t *table, uint32_t n, uint8_t *dst, char *msg, size_t cap) {
+    template <class C = ember_mod_context>  // checked where used, once the module has defined C
+    static int read_kv(C *c, const int32_t *table, uint32_t n, uint8_t *dst, char *msg, size_t cap) {
         return module_guard(Traits::name, msg, cap, [&] {
             c->c->read_kv(table, n, dst);
             after(c);
         });
     }
-    static int write_kv(ember_mod_context *c, const int32_t *table, uint32_t n, const uint8_t *src, char *msg, size_t cap) {
+    template <class C = ember_mod_context>  // checked where used, once the module has defined C
+    static int write_kv(C *c, const int32_t *table, uint32_t n, const uint8_t *src, char *msg, size_t cap) {
         return module_guard(Traits::name, msg, cap, [&] {
             c->c->write_kv(table, n, src);
             after(c);
@@ -75,10 +79,10 @@ constexpr ember_backend_module module_table() {
         Traits::context_bytes,
         Traits::context_create,
         G::context_free,
-        G::forward,
-        G::copy_block,
-        G::read_kv,
-        G::write_kv,
+        G::template forward<>,
+        G::template copy_block<>,
+        G::template read_kv<>,
+        G::template write_kv<>,
         Traits::run_op,
     };
 }

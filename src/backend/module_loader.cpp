@@ -222,6 +222,23 @@ public:
         open_.struct_size = sizeof open_;
         open_set_ = true;
     }
+    void select_device(int32_t index) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (b_) {
+            if (open_set_ && open_.vk_device)
+                fail(EMBER_ERR_INVALID_STATE, "the %s backend runs on the application's own device", api_->name);
+            if (index != opened_index_)
+                fail(EMBER_ERR_INVALID_STATE, "the %s backend has device %d open (one device per backend and process)",
+                     api_->name, opened_index_);
+            return;
+        }
+        if (!open_set_) {
+            open_ = ember_mod_open_params{};
+            open_.struct_size = sizeof open_;
+        }
+        open_.device_index = index;
+        open_set_ = true;
+    }
     const std::string &why() const {
         score();
         return why_;
@@ -241,6 +258,15 @@ private:
         if (open_set_) p = open_;
         else if (const char *env = std::getenv("EMBER_VULKAN_DEVICE"); env && env[0] && api_->backend_kind == EMBER_BACKEND_VULKAN)
             p.device_index = std::atoi(env);
+        // The index of the device opened, for select_device (-1: the best-scoring one, which is the first
+        // of the highest score, as the modules choose).
+        opened_index_ = p.device_index;
+        if (opened_index_ < 0) {
+            int best = 0;
+            const std::vector<ember_mod_device_info> devs = devices();
+            for (size_t i = 0; i < devs.size(); ++i)
+                if (devs[i].score > best) best = devs[i].score, opened_index_ = static_cast<int32_t>(i);
+        }
         char msg[kMsgCap] = "";
         const int st = api_->open(&p, &b_, msg, sizeof msg);
         if (st != EMBER_OK) --users_, b_ = nullptr;
@@ -260,6 +286,7 @@ private:
     ember_mod_backend *b_ = nullptr;
     uint32_t users_ = 0;            // models (and running test ops) on the device
     ember_mod_open_params open_{};  // set by set_open_params (the public ember_vulkan_set_device)
+    int32_t opened_index_ = -1;     // the device b_ is
     bool open_set_ = false;
     mutable std::once_flag probe_once_;
     mutable int score_ = 0;
@@ -278,6 +305,7 @@ std::vector<ember_mod_device_info> module_list_devices(Backend &backend) {
 void module_set_open_params(Backend &backend, const ember_mod_open_params &p) {
     static_cast<ModuleBackend &>(backend).set_open_params(p);
 }
+void module_select_device(Backend &backend, int32_t index) { static_cast<ModuleBackend &>(backend).select_device(index); }
 std::string module_unavailable_reason(Backend &backend) { return static_cast<ModuleBackend &>(backend).why(); }
 
 } // namespace ember

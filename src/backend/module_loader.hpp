@@ -37,6 +37,9 @@ std::string module_device_name(Backend &backend);
 std::vector<ember_mod_device_info> module_list_devices(Backend &backend);
 // What the device will be opened with; EMBER_ERR_INVALID_STATE once it is open.
 void module_set_open_params(Backend &backend, const ember_mod_open_params &p);
+// Makes device `index` the one the module opens: before it is open, as module_set_open_params with that
+// index; once open, fine if it is that device, else EMBER_ERR_INVALID_STATE naming the open one.
+void module_select_device(Backend &backend, int32_t index);
 // Why a module backend scores 0 ("" when it does not).
 std::string module_unavailable_reason(Backend &backend);
 
