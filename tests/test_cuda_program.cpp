@@ -127,6 +127,17 @@ void test_qwen2_program(void **) {
     assert_int_equal(biased, 3 * s.n_layer);
 }
 
+// The programs of the shipped models (llama2.c stories, F32 and Q8_0) are accepted as they are.
+void test_real_models(void **) {
+    TEST_REQUIRE_MODEL(small, "stories260K.gguf", "stories260K/stories260K.gguf")
+    TEST_REQUIRE_MODEL(q8, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    for (const char *path : {small, q8}) {
+        auto m = Model::load(path, LoadOptions{});
+        const cu::Program pg = cu::program_of(m->desc().c);
+        check_decoder_plan(pg, m->desc().hp.n_layer);
+    }
+}
+
 // Edits of the llama program: what stops a fusion, what a per-head norm without weight does, what a
 // changed rotation does.
 void test_fusion_limits(void **) {
@@ -265,7 +276,7 @@ void test_context_sizes(void **) {
 
 int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_llama_program), cmocka_unit_test(test_qwen2_program),
-                                cmocka_unit_test(test_fusion_limits), cmocka_unit_test(test_refusals),
+                                cmocka_unit_test(test_real_models), cmocka_unit_test(test_fusion_limits), cmocka_unit_test(test_refusals),
                                 cmocka_unit_test(test_context_sizes)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
