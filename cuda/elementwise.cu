@@ -1,4 +1,4 @@
-// elementwise.cu — RMSNorm, SwiGLU, RoPE, KV-cache stores and row copies.
+// elementwise.cu — RMSNorm, adds, SwiGLU, RoPE, KV-cache stores and row copies.
 #include "attn_math.hpp"
 #include "cu_check.hpp"
 #include "cu_util.cuh"
@@ -10,9 +10,11 @@ namespace {
 
 constexpr int kNormThreads = 256;
 
-__global__ void k_rms_norm(const float *x, const float *w, float *y, const int32_t *rows, int64_t dim, float eps) {
+// One block per row. In place (y == x) is safe: each thread writes only the elements it read, after
+// the block's reduction.
+__global__ void k_rms_norm(const float *x, const float *w, float *y, int64_t dim, float eps) {
     const int64_t r = blockIdx.x;
-    const float *xr = x + (rows ? rows[r] : r) * dim;
+    const float *xr = x + r * dim;
     float ss = 0;
     for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) ss += xr[i] * xr[i];
     __shared__ float part[kNormThreads / 32];
@@ -26,7 +28,15 @@ __global__ void k_rms_norm(const float *x, const float *w, float *y, const int32
     }
     __syncthreads();
     const float scale = 1.0f / sqrtf(part[0] / static_cast<float>(dim) + eps);
-    for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) y[r * dim + i] = xr[i] * scale * w[i];
+    if (w)
+        for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) y[r * dim + i] = xr[i] * scale * w[i];
+    else
+        for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) y[r * dim + i] = xr[i] * scale;
+}
+
+__global__ void k_add(float *y, const float *x, int64_t n) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e < n) y[e] += x[e];
 }
 
 __global__ void k_swiglu(const float *g, const float *u, float *out, int64_t n) {
@@ -103,9 +113,12 @@ __global__ void k_probe(int *p) {
 
 } // namespace
 
-void rms_norm(const float *x, const float *w, float *y, const int32_t *rows, int64_t n_rows, int64_t dim, float eps,
-              cudaStream_t s) {
-    k_rms_norm<<<static_cast<unsigned>(n_rows), kNormThreads, 0, s>>>(x, w, y, rows, dim, eps);
+void rms_norm(const float *x, const float *w, float *y, int64_t n_rows, int64_t dim, float eps, cudaStream_t s) {
+    k_rms_norm<<<static_cast<unsigned>(n_rows), kNormThreads, 0, s>>>(x, w, y, dim, eps);
+}
+
+void add_inplace(float *y, const float *x, int64_t n, cudaStream_t s) {
+    if (n > 0) k_add<<<blocks_for(n, 256), 256, 0, s>>>(y, x, n);
 }
 
 void swiglu(const float *gate, const float *up, float *out, int64_t n, cudaStream_t s) {
@@ -130,6 +143,7 @@ void rope_apply(float *x, int64_t n_tokens, int n_heads, int head_dim, int n_rot
 
 void kv_store(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n, uint32_t kv_type, uint8_t *cache,
               size_t row_bytes, cudaStream_t s) {
+    if (n_tokens <= 0 || n <= 0) return;
     if (kv_type == kQ8_0)
         k_kv_store_q8_0<<<blocks_for(n_tokens * n / 32, 8), 256, 0, s>>>(x, slots, n_tokens, n, cache, row_bytes);
     else

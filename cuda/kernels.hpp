@@ -30,11 +30,12 @@ void add_bias(float *y, const float *bias, int64_t n_tokens, int64_t n_out, cuda
 
 // Rows ids[t] of W (any weight type above), dequantized, into y (n_tokens rows of n_in).
 void get_rows(const DevWeight &w, const int32_t *ids, int64_t n_tokens, float *y, cudaStream_t s);
-// y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w; rows[t] (if not null) picks the source row of output t.
-void rms_norm(const float *x, const float *w, float *y, const int32_t *rows, int64_t n_rows, int64_t dim, float eps,
-              cudaStream_t s);
-// out = silu(gate) * up
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w over n_rows rows of dim (w: [dim], or null for none). y may be x.
+void rms_norm(const float *x, const float *w, float *y, int64_t n_rows, int64_t dim, float eps, cudaStream_t s);
+// out = silu(gate) * up (out may be gate or up)
 void swiglu(const float *gate, const float *up, float *out, int64_t n, cudaStream_t s);
+// y += x
+void add_inplace(float *y, const float *x, int64_t n, cudaStream_t s);
 
 // The rope angles of each token, cos and sin as f32 [n_tokens][n_rot/2] (formed in double, as the CPU).
 void rope_angles(const int32_t *pos, int64_t n_tokens, int n_rot, float theta, float freq_scale,
@@ -72,10 +73,10 @@ struct AttnArgs {
 };
 // Tokens per tile for a batch: max(1, 16 / group) when every token shares one table, else 1.
 int attention_q_tile(int n_head, int n_head_kv, bool one_table);
-constexpr int kMaxHeadDim = 256;
 void attention(const AttnArgs &a, cudaStream_t s);
 
-// Copies `n` rows of row_bytes at src_rows[i] of a cache to dst (contiguous), or back.
+// Copies `n` rows of row_bytes at src_rows[i] of a cache to dst (contiguous), or back (also the logits
+// rows of a pass: GATHER_LOGITS).
 void gather_rows(const uint8_t *cache, const int32_t *rows, int64_t n, size_t row_bytes, uint8_t *dst, cudaStream_t s);
 void scatter_rows(uint8_t *cache, const int32_t *rows, int64_t n, size_t row_bytes, const uint8_t *src, cudaStream_t s);
 

@@ -1,19 +1,19 @@
 // model.cpp — weights upload, matrix products, the context and its forward pass.
 //
-// A forward pass is enqueued on the context's stream without any host synchronisation; the one sync
-// is at its end, to hand back the logits. Inputs (tokens, positions, cache slots, block tables, logit
-// rows) are copied into device buffers first, and every kernel reads them there, so a decode step
-// (<= 8 tokens) is captured once as a CUDA graph per (n_tokens, n_logits) shape and replayed.
+// A forward pass runs the model's program (program.hpp) node by node, enqueued on the context's stream
+// without any host synchronisation; the one sync is at its end, to hand back the logits. Inputs
+// (tokens, positions, cache slots, block tables, logit rows) are copied into device buffers first, and
+// every kernel reads them there, so a decode step (<= 8 tokens) is captured once as a CUDA graph per
+// (n_tokens, n_logits) shape and replayed.
 #include "model.hpp"
 
 #include "attn_math.hpp"
-#include "core/dtype.hpp"
 #include "cu_check.hpp"
 #include "inputs.hpp"
 #include "weights.hpp"
 
 #include <algorithm>
-#include <cmath>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -24,8 +24,6 @@ constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 bool quantized(uint32_t t) { return t == 8 || t == 2; }
 
-// Activation buffer regions (ContextSizes::offsets).
-enum Region { X, XN, TMP, Q, ATTN, K, V, GATE, UP, ACT_CODES, ACT_SCALES, ACT16, LOGITS, COS, SIN, PARTIALS, IO, kRegions };
 } // namespace
 
 DevBuf::DevBuf(size_t bytes) : n_(bytes) {
@@ -49,63 +47,44 @@ HostBuf::~HostBuf() {
     if (p_) cudaFreeHost(p_);
 }
 
-Hyper hyper_of(const ember_mod_model_desc &d) {
-    Hyper h;
-    h.n_vocab = d.n_vocab, h.n_embd = d.n_embd, h.n_layer = d.n_layer, h.n_head = d.n_head;
-    h.n_head_kv = d.n_head_kv, h.head_dim = d.head_dim, h.n_ff = d.n_ff, h.n_rot = d.n_rot;
-    h.neox = d.rope_neox != 0;
-    h.eps = d.norm_eps, h.rope_theta = d.rope_theta, h.rope_freq_scale = d.rope_freq_scale;
-    return h;
-}
-
 // --- the model ---------------------------------------------------------------------------------------
-Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), hp(hyper_of(d)) {
+Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(program_of(d)) {
     dev.make_current();
-    if (hp.head_dim > static_cast<uint32_t>(kMaxHeadDim) || hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0)
-        fail(EMBER_ERR_UNSUPPORTED, "cuda: head_dim %u, n_head %u, n_head_kv %u unsupported", hp.head_dim, hp.n_head,
-             hp.n_head_kv);
-    // Every distinct tensor once (a tied output matrix is the embedding).
-    std::vector<const ember_mod_tensor *> order;
-    std::map<const ember_mod_tensor *, size_t> offset;
-    size_t total = 0;
-    auto add = [&](const ember_mod_tensor *t, const char *what, bool matrix) {
-        if (!t || offset.count(t)) return;
-        if (matrix) check_weight_type(*t, what);
-        else if (t->type != 0) fail(EMBER_ERR_UNSUPPORTED, "cuda: %s must be F32 (is %s)", what, dtype_name(t->type));
-        offset[t] = total;
-        order.push_back(t);
-        total += weight_device_bytes(*t);
+    // Each tensor the program reads, once: by index, and two entries of the same bytes (a description
+    // that lists a tied matrix twice) share one copy.
+    struct Place {
+        size_t offset;
+        int32_t first;  // the index whose copy it is
     };
-    add(d.tok_embd, "token_embd", true), add(d.output, "output", true), add(d.output_norm, "output_norm", false);
-    add(d.rope_freqs, "rope_freqs", false);
-    for (uint32_t il = 0; il < d.n_layer; ++il) {
-        const ember_mod_layer &l = d.layers[il];
-        add(l.attn_norm, "attn_norm", false), add(l.ffn_norm, "ffn_norm", false);
-        for (const ember_mod_tensor *b : {l.bq, l.bk, l.bv, l.bo}) add(b, "a bias", false);
-        for (const ember_mod_tensor *w : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) add(w, "a layer weight", true);
+    std::vector<Place> place(d.n_tensors, Place{0, -1});
+    size_t total = 0;
+    for (uint32_t i = 0; i < d.n_tensors; ++i) {
+        if (!prog.tensor_use[i]) continue;
+        const ember_mod_tensor &t = d.tensors[i];
+        for (uint32_t j = 0; j < i && place[i].first < 0; ++j) {
+            const ember_mod_tensor &u = d.tensors[j];
+            if (place[j].first == static_cast<int32_t>(j) && u.data == t.data && t.data && u.type == t.type &&
+                std::memcmp(u.ne, t.ne, sizeof t.ne) == 0)
+                place[i] = place[j];
+        }
+        if (place[i].first >= 0) continue;
+        place[i] = Place{total, static_cast<int32_t>(i)};
+        total += weight_device_bytes(t);
     }
     buf_ = DevBuf(total);
-    std::map<const ember_mod_tensor *, DevWeight> dw;
+    tensors.assign(d.n_tensors, DevWeight{});
     std::vector<uint8_t> host;
-    for (const ember_mod_tensor *t : order) {
-        host.assign(weight_device_bytes(*t), 0);
-        void *base = buf_.data() + offset[t];
-        dw[t] = weight_pack(*t, host.data(), base);
+    for (uint32_t i = 0; i < d.n_tensors; ++i) {
+        if (place[i].first < 0) continue;
+        if (place[i].first != static_cast<int32_t>(i)) {  // an earlier index holds the same bytes
+            tensors[i] = tensors[static_cast<size_t>(place[i].first)];
+            continue;
+        }
+        const ember_mod_tensor &t = d.tensors[i];
+        void *base = buf_.data() + place[i].offset;
+        host.assign(weight_device_bytes(t), 0);
+        tensors[i] = weight_pack(t, host.data(), base);
         EMBER_CU(cudaMemcpy(base, host.data(), host.size(), cudaMemcpyHostToDevice));
-    }
-    auto vec = [&](const ember_mod_tensor *t) { return t ? static_cast<const float *>(dw.at(t).codes) : nullptr; };
-    tok_embd = dw.at(d.tok_embd);
-    output = dw.at(d.output);
-    output_norm = vec(d.output_norm);
-    rope_freqs = vec(d.rope_freqs);
-    for (uint32_t il = 0; il < d.n_layer; ++il) {
-        const ember_mod_layer &l = d.layers[il];
-        LayerW w;
-        w.attn_norm = vec(l.attn_norm), w.ffn_norm = vec(l.ffn_norm);
-        w.bq = vec(l.bq), w.bk = vec(l.bk), w.bv = vec(l.bv), w.bo = vec(l.bo);
-        w.wq = dw.at(l.wq), w.wk = dw.at(l.wk), w.wv = dw.at(l.wv), w.wo = dw.at(l.wo);
-        w.gate = dw.at(l.ffn_gate), w.up = dw.at(l.ffn_up), w.down = dw.at(l.ffn_down);
-        layers.push_back(w);
     }
 }
 
@@ -165,49 +144,22 @@ void Matmul::run(const DevWeight &w, Input &in, float *y, const float *bias, boo
 }
 
 // --- the context -------------------------------------------------------------------------------------
-ContextSizes context_sizes(const Hyper &hp, const ember_mod_context_params &p) {
-    ContextSizes z;
-    const size_t nkv = hp.n_embd_kv();
-    z.kv_row_bytes = p.kv_type == 8 ? nkv / 32 * 34 : nkv * 2;
-    z.kv_layer_bytes = align_up(static_cast<size_t>(p.n_blocks) * p.block_size * z.kv_row_bytes);
-    z.rows = std::max(p.n_batch, p.n_logits);
-    z.max_in = std::max({hp.n_embd, hp.n_embd_q(), hp.n_ff});
-    z.partial_rows = std::max<size_t>(z.rows * hp.n_head, 1024);
-    const size_t r = z.rows, f4 = sizeof(float);
-    const size_t sizes[kRegions] = {
-        r * hp.n_embd * f4, r * hp.n_embd * f4, r * hp.n_embd * f4, r * hp.n_embd_q() * f4, r * hp.n_embd_q() * f4,
-        r * nkv * f4, r * nkv * f4, r * hp.n_ff * f4, r * hp.n_ff * f4,
-        r * z.max_in, r * (z.max_in / 32 + 1) * f4, r * z.max_in * 2,
-        static_cast<size_t>(p.n_logits) * hp.n_vocab * f4,
-        r * (hp.n_rot / 2 + 1) * f4, r * (hp.n_rot / 2 + 1) * f4,
-        z.partial_rows * (hp.head_dim + 2) * f4,
-        (4 * r + p.n_logits) * sizeof(int32_t)};
-    for (int i = 0; i < kRegions; ++i) {
-        z.offsets[i] = z.total;
-        z.total += align_up(sizes[i]);
-    }
-    return z;
-}
-
 Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), p_(p) {
-    if (p.n_blocks == 0 || p.block_size == 0 || p.n_batch == 0 || p.n_logits == 0)
-        fail(EMBER_ERR_INVALID_ARGUMENT, "cuda: n_blocks, block_size, n_batch and n_logits must be positive");
-    if (p.kv_type != 1 && p.kv_type != 8) fail(EMBER_ERR_UNSUPPORTED, "cuda: KV cache type %u (F16 or Q8_0)", p.kv_type);
+    z_ = context_sizes(m.prog, p);  // checks the parameters
     m_.dev.make_current();
-    z_ = context_sizes(m.hp, p);
     if (m.dev.app_stream()) {
         s_ = m.dev.app_stream();
     } else {
         EMBER_CU(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
         own_stream_ = true;
     }
-    k_ = DevBuf(m.hp.n_layer * z_.kv_layer_bytes);
-    v_ = DevBuf(m.hp.n_layer * z_.kv_layer_bytes);
+    k_ = DevBuf(m.prog.n_layer * z_.kv_layer_bytes);
+    v_ = DevBuf(m.prog.n_layer * z_.kv_layer_bytes);
     act_ = DevBuf(z_.total);
     tables_ = DevBuf(align_up((static_cast<size_t>(p.n_blocks) + z_.rows) * sizeof(int32_t)));
     host_io_bytes_ = (4 * z_.rows + p.n_logits) * sizeof(int32_t);
     host_io_ = HostBuf(host_io_bytes_);
-    host_logits_ = HostBuf(static_cast<size_t>(p.n_logits) * m.hp.n_vocab * sizeof(float));
+    host_logits_ = HostBuf(static_cast<size_t>(p.n_logits) * m.prog.n_vocab * sizeof(float));
     mm_ = std::make_unique<Matmul>(true);
     if (const char *env = std::getenv("EMBER_CUDA_GRAPHS"); env && env[0] == '0') graphs_ = false;
     // The cache starts zeroed, as the CPU's (a saved state of unwritten rows is then the same bytes).
@@ -223,72 +175,93 @@ Context::~Context() {
     if (own_stream_) cudaStreamDestroy(s_);
 }
 
-void Context::layer(uint32_t il, uint32_t n) {
-    const Hyper &hp = m_.hp;
-    const LayerW &w = m_.layers[il];
-    const int64_t d = hp.n_embd;
-    int32_t *pos = io(IO) + z_.rows, *slots = pos + z_.rows, *toff = slots + z_.rows;
-    const ActQ8 aq{reinterpret_cast<int8_t *>(f(ACT_CODES)), f(ACT_SCALES)};
-    uint16_t *x16 = reinterpret_cast<uint16_t *>(f(ACT16));
-
-    rms_norm(f(X), w.attn_norm, f(XN), nullptr, n, d, hp.eps, s_);
-    Matmul::Input in{f(XN), n, d, aq, x16};
-    mm_->run(w.wq, in, f(Q), w.bq, false, s_);
-    mm_->run(w.wk, in, f(K), w.bk, false, s_);
-    mm_->run(w.wv, in, f(V), w.bv, false, s_);
-    rope_apply(f(Q), n, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim), static_cast<int>(hp.n_rot), hp.neox,
-               f(COS), f(SIN), s_);
-    rope_apply(f(K), n, static_cast<int>(hp.n_head_kv), static_cast<int>(hp.head_dim), static_cast<int>(hp.n_rot),
-               hp.neox, f(COS), f(SIN), s_);
-    uint8_t *kc = k_.data() + il * z_.kv_layer_bytes, *vc = v_.data() + il * z_.kv_layer_bytes;
-    kv_store(f(K), slots, n, hp.n_embd_kv(), p_.kv_type, kc, z_.kv_row_bytes, s_);
-    kv_store(f(V), slots, n, hp.n_embd_kv(), p_.kv_type, vc, z_.kv_row_bytes, s_);
-
+// Splits depend on the context's capacity, not on this step's length, so a captured decode step stays
+// valid as the sequence grows (splits past the last key are empty and cost one check).
+void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
+    const int32_t *pos = io() + z_.rows, *toff = pos + 3 * z_.rows;
+    const size_t layer = static_cast<size_t>(nd.layer) * z_.kv_layer_bytes;
     AttnArgs a;
-    a.q = f(Q), a.k = kc, a.v = vc, a.kv_type = p_.kv_type, a.row_bytes = z_.kv_row_bytes, a.block_size = p_.block_size;
+    a.q = buf(nd.src), a.k = k_.data() + layer, a.v = v_.data() + layer;
+    a.kv_type = p_.kv_type, a.row_bytes = z_.kv_row_bytes, a.block_size = p_.block_size;
     a.pos = pos, a.tab_off = toff, a.tables = reinterpret_cast<const int32_t *>(tables_.data());
-    a.n_tokens = static_cast<int>(n), a.n_head = static_cast<int>(hp.n_head), a.n_head_kv = static_cast<int>(hp.n_head_kv);
-    a.head_dim = static_cast<int>(hp.head_dim), a.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-    a.n_splits = n_splits_, a.q_tile = q_tile_, a.partials = f(PARTIALS), a.out = f(ATTN);
+    a.n_tokens = static_cast<int>(n), a.n_head = static_cast<int>(nd.n_head), a.n_head_kv = static_cast<int>(nd.n_head_kv);
+    a.head_dim = static_cast<int>(nd.head_dim), a.scale = nd.scale;
+    a.n_splits = choose_splits(static_cast<int32_t>(n), a.n_head, static_cast<int32_t>(p_.n_blocks * p_.block_size),
+                               static_cast<int32_t>(z_.partial_rows));
+    a.q_tile = attention_q_tile(a.n_head, a.n_head_kv, one_table_);
+    a.partials = scratch(z_.partials), a.out = buf(nd.dst);
     attention(a, s_);
-
-    Matmul::Input ain{f(ATTN), n, hp.n_embd_q(), aq, x16};
-    mm_->run(w.wo, ain, f(X), w.bo, true, s_);  // the residual add fused into the product
-    rms_norm(f(X), w.ffn_norm, f(XN), nullptr, n, d, hp.eps, s_);
-    Matmul::Input fin{f(XN), n, d, aq, x16};
-    mm_->run(w.gate, fin, f(GATE), nullptr, false, s_);
-    mm_->run(w.up, fin, f(UP), nullptr, false, s_);
-    swiglu(f(GATE), f(UP), f(GATE), static_cast<int64_t>(n) * hp.n_ff, s_);
-    Matmul::Input din{f(GATE), n, hp.n_ff, aq, x16};
-    mm_->run(w.down, din, f(X), nullptr, true, s_);
 }
 
+// The program's nodes in order (program.hpp's NodeRun says how each runs). Nodes over logits rows do
+// nothing in a pass that wants no logits.
 void Context::enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const ember_mod_batch *b) {
-    const Hyper &hp = m_.hp;
-    int32_t *tok = io(IO), *pos = tok + z_.rows, *lrows = pos + 3 * z_.rows;
-    get_rows(m_.tok_embd, tok, n, f(X), s_);
-    rope_angles(pos, n, static_cast<int>(hp.n_rot), hp.rope_theta, hp.rope_freq_scale, m_.rope_freqs, f(COS), f(SIN), s_);
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        // Cancellation between layers of a long pass: what is enqueued finishes, nothing more is added.
-        if (cancellable && b->cancel && b->cancel(b->cancel_data)) {
-            EMBER_CU(cudaStreamSynchronize(s_));
-            fail(EMBER_ERR_CANCELLED, "cuda: forward pass cancelled after layer %u of %u", il, hp.n_layer);
+    const Program &pg = m_.prog;
+    int32_t *tok = io(), *pos = tok + z_.rows, *slots = pos + z_.rows, *lrows = tok + 4 * z_.rows;
+    const ActQ8 aq{reinterpret_cast<int8_t *>(scratch(z_.act_codes)), scratch(z_.act_scales)};
+    uint16_t *x16 = reinterpret_cast<uint16_t *>(scratch(z_.act16));
+    float *cs = scratch(z_.rope_cos), *sn = scratch(z_.rope_sin);
+    Matmul::Input in{};
+    int32_t layer = INT_MIN;
+    for (size_t i = 0; i < pg.nodes.size(); ++i) {
+        const ember_graph_node &nd = pg.nodes[i];
+        const NodeRun &how = pg.how[i];
+        if (nd.layer != layer) {
+            layer = nd.layer;
+            // Cancellation between layers of a long pass: what is enqueued finishes, nothing more is added.
+            if (cancellable && layer >= 0 && static_cast<uint32_t>(layer) < pg.n_layer && b->cancel &&
+                b->cancel(b->cancel_data)) {
+                EMBER_CU(cudaStreamSynchronize(s_));
+                fail(EMBER_ERR_CANCELLED, "cuda: forward pass cancelled after layer %d of %u", layer, pg.n_layer);
+            }
         }
-        layer(il, n);
+        if (how.skip) continue;
+        const uint32_t rows = pg.logits_rows(pg.row_buf(nd)) ? n_logits : n;
+        if (rows == 0) continue;
+        const int64_t width = pg.width(pg.row_buf(nd)), values = static_cast<int64_t>(rows) * width;
+        switch (nd.op) {
+        case EMBER_GRAPH_GET_ROWS: get_rows(m_.matrix(nd.w), tok, n, buf(nd.dst), s_); break;
+        case EMBER_GRAPH_RMS_NORM:
+            rms_norm(buf(nd.src), m_.vec(nd.w), buf(nd.dst), values / nd.n, nd.n, nd.eps, s_);
+            break;
+        case EMBER_GRAPH_MATMUL: {
+            if (!how.share_input) in = Matmul::Input{buf(nd.src), rows, pg.width(nd.src), aq, x16};
+            // Accumulated into the residual: the dst of the (skipped) ADD after it.
+            float *y = how.accumulate ? buf(pg.nodes[i + 1].dst) : buf(nd.dst);
+            mm_->run(m_.matrix(nd.w), in, y, m_.vec(nd.b), how.accumulate, s_);
+            break;
+        }
+        case EMBER_GRAPH_ROPE:
+            if (how.new_angles)
+                rope_angles(pos, n, static_cast<int>(nd.n_rot), nd.rope_theta, nd.rope_freq_scale, m_.vec(nd.w), cs, sn, s_);
+            rope_apply(buf(nd.dst), n, static_cast<int>(nd.n_head), static_cast<int>(nd.head_dim), static_cast<int>(nd.n_rot),
+                       nd.rope_mode == EMBER_GRAPH_ROPE_NEOX, cs, sn, s_);
+            break;
+        case EMBER_GRAPH_KV_STORE: {
+            const size_t at = static_cast<size_t>(nd.layer) * z_.kv_layer_bytes;
+            kv_store(buf(nd.src), slots, n, width, p_.kv_type, k_.data() + at, z_.kv_row_bytes, s_);
+            kv_store(buf(nd.src2), slots, n, width, p_.kv_type, v_.data() + at, z_.kv_row_bytes, s_);
+            break;
+        }
+        case EMBER_GRAPH_ATTENTION: attention_node(nd, n); break;
+        case EMBER_GRAPH_ADD: add_inplace(buf(nd.dst), buf(nd.src), values, s_); break;
+        case EMBER_GRAPH_SWIGLU: swiglu(buf(nd.src), buf(nd.src2), buf(nd.dst), values, s_); break;
+        case EMBER_GRAPH_GATHER_LOGITS:
+            gather_rows(reinterpret_cast<const uint8_t *>(buf(nd.src)), lrows, n_logits, static_cast<size_t>(width) * sizeof(float),
+                        reinterpret_cast<uint8_t *>(buf(nd.dst)), s_);
+            break;
+        default: fail(EMBER_ERR_INTERNAL, "cuda: op %u", nd.op);  // program_of refused it
+        }
     }
-    if (n_logits == 0) return;
-    rms_norm(f(X), m_.output_norm, f(XN), lrows, n_logits, hp.n_embd, hp.eps, s_);
-    Matmul::Input in{f(XN), n_logits, hp.n_embd, {reinterpret_cast<int8_t *>(f(ACT_CODES)), f(ACT_SCALES)},
-                     reinterpret_cast<uint16_t *>(f(ACT16))};
-    mm_->run(m_.output, in, f(LOGITS), nullptr, false, s_);
 }
 
 void Context::forward(const ember_mod_batch &b) {
     m_.dev.make_current();
+    const Program &pg = m_.prog;
     const uint32_t n = b.n_tokens, nl = b.n_logits, bs = p_.block_size;
     StepShape shape;
     shape.rows = static_cast<uint32_t>(z_.rows), shape.block_size = bs, shape.n_blocks = p_.n_blocks;
-    shape.n_vocab = m_.hp.n_vocab, shape.n_batch = p_.n_batch, shape.n_logits = p_.n_logits;
+    shape.n_vocab = pg.n_vocab, shape.n_batch = p_.n_batch, shape.n_logits = p_.n_logits;
     int32_t *h = reinterpret_cast<int32_t *>(host_io_.data());
     std::vector<int32_t> tabs;
     step_inputs(b, shape, h, tabs);
@@ -297,19 +270,14 @@ void Context::forward(const ember_mod_batch &b) {
         tables_ = DevBuf(align_up(tabs.size() * 2 * sizeof(int32_t)));
         if (graph_) cudaGraphExecDestroy(graph_), graph_ = nullptr;  // it reads the old buffer
     }
-    EMBER_CU(cudaMemcpyAsync(act_.data() + z_.offsets[IO], h, host_io_bytes_, cudaMemcpyHostToDevice, s_));
+    EMBER_CU(cudaMemcpyAsync(act_.data() + z_.io, h, host_io_bytes_, cudaMemcpyHostToDevice, s_));
     EMBER_CU(cudaMemcpyAsync(tables_.data(), tabs.data(), tabs.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s_));
-    // Splits depend on the context's capacity, not on this step's length, so a captured decode step
-    // stays valid as the sequence grows (splits past the last key are empty and cost one check).
-    bool one_table = true;
-    for (uint32_t t = 1; t < n; ++t) one_table = one_table && b.tables[t] == b.tables[0];
-    q_tile_ = attention_q_tile(static_cast<int>(m_.hp.n_head), static_cast<int>(m_.hp.n_head_kv), one_table);
-    n_splits_ = choose_splits(static_cast<int32_t>(n), static_cast<int32_t>(m_.hp.n_head),
-                              static_cast<int32_t>(p_.n_blocks * bs), static_cast<int32_t>(z_.partial_rows));
+    one_table_ = true;
+    for (uint32_t t = 1; t < n; ++t) one_table_ = one_table_ && b.tables[t] == b.tables[0];
 
     const bool graph_ok = graphs_ && n <= Matmul::kGemvMaxTokens && !mm_->gemm_for(nl);
     if (graph_ok) {
-        if (!graph_ || graph_n_ != n || graph_logits_ != nl || graph_q_tile_ != q_tile_) {
+        if (!graph_ || graph_n_ != n || graph_logits_ != nl || graph_one_table_ != one_table_) {
             if (graph_) cudaGraphExecDestroy(graph_), graph_ = nullptr;
             if (cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
                 cudaGetLastError();
@@ -325,7 +293,7 @@ void Context::forward(const ember_mod_batch &b) {
                 }
                 const cudaError_t e = cudaStreamEndCapture(s_, &g);
                 if (e == cudaSuccess && cudaGraphInstantiate(&graph_, g, 0) == cudaSuccess) {
-                    graph_n_ = n, graph_logits_ = nl, graph_q_tile_ = q_tile_;
+                    graph_n_ = n, graph_logits_ = nl, graph_one_table_ = one_table_;
                 } else {
                     cudaGetLastError();
                     graph_ = nullptr;
@@ -341,8 +309,8 @@ void Context::forward(const ember_mod_batch &b) {
     }
     check_launch("forward");
     if (nl) {
-        const size_t bytes = static_cast<size_t>(nl) * m_.hp.n_vocab * sizeof(float);
-        EMBER_CU(cudaMemcpyAsync(host_logits_.data(), f(LOGITS), bytes, cudaMemcpyDeviceToHost, s_));
+        const size_t bytes = static_cast<size_t>(nl) * pg.n_vocab * sizeof(float);
+        EMBER_CU(cudaMemcpyAsync(host_logits_.data(), buf(pg.logits_buf), bytes, cudaMemcpyDeviceToHost, s_));
         EMBER_CU(cudaStreamSynchronize(s_));
         std::memcpy(b.logits, host_logits_.data(), bytes);
     } else {
@@ -363,7 +331,7 @@ void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
     const std::vector<int32_t> rows = slot_rows(table, n);
     DevBuf drows(rows.size() * sizeof(int32_t)), stage(static_cast<size_t>(n) * z_.kv_row_bytes);
     EMBER_CU(cudaMemcpyAsync(drows.data(), rows.data(), drows.size(), cudaMemcpyHostToDevice, s_));
-    for (uint32_t il = 0; il < m_.hp.n_layer; ++il)
+    for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
         for (const DevBuf *c : {&k_, &v_}) {
             gather_rows(c->data() + il * z_.kv_layer_bytes, reinterpret_cast<int32_t *>(drows.data()), n, z_.kv_row_bytes,
                         stage.data(), s_);
@@ -379,7 +347,7 @@ void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
     const std::vector<int32_t> rows = slot_rows(table, n);
     DevBuf drows(rows.size() * sizeof(int32_t)), stage(static_cast<size_t>(n) * z_.kv_row_bytes);
     EMBER_CU(cudaMemcpyAsync(drows.data(), rows.data(), drows.size(), cudaMemcpyHostToDevice, s_));
-    for (uint32_t il = 0; il < m_.hp.n_layer; ++il)
+    for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
         for (DevBuf *c : {&k_, &v_}) {
             EMBER_CU(cudaMemcpyAsync(stage.data(), src, stage.size(), cudaMemcpyHostToDevice, s_));
             scatter_rows(c->data() + il * z_.kv_layer_bytes, reinterpret_cast<int32_t *>(drows.data()), n,
@@ -392,7 +360,7 @@ void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
 void Context::copy_block(int32_t src, int32_t dst) {
     m_.dev.make_current();
     const size_t block = static_cast<size_t>(p_.block_size) * z_.kv_row_bytes;
-    for (uint32_t il = 0; il < m_.hp.n_layer; ++il)
+    for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
         for (DevBuf *c : {&k_, &v_}) {
             uint8_t *layer = c->data() + il * z_.kv_layer_bytes;
             EMBER_CU(cudaMemcpyAsync(layer + dst * block, layer + src * block, block, cudaMemcpyDeviceToDevice, s_));

@@ -1,13 +1,13 @@
 // model.hpp — a model's weights on a CUDA device, and a context (KV cache, activations, the forward
-// pass, the decode step's CUDA graph).
+// pass: the model's program run node by node, the decode step's CUDA graph).
 #pragma once
 
 #include "backend/module_api.h"
 #include "cublaslt.hpp"
 #include "device.hpp"
 #include "kernels.hpp"
+#include "program.hpp"
 
-#include <map>
 #include <utility>
 #include <memory>
 #include <vector>
@@ -47,29 +47,19 @@ private:
     void *p_ = nullptr;
 };
 
-struct Hyper {
-    uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
-    bool neox;
-    float eps, rope_theta, rope_freq_scale;
-    uint32_t n_embd_q() const { return n_head * head_dim; }
-    uint32_t n_embd_kv() const { return n_head_kv * head_dim; }
-};
-Hyper hyper_of(const ember_mod_model_desc &d);
-
-struct LayerW {
-    const float *attn_norm = nullptr, *ffn_norm = nullptr;
-    const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
-    DevWeight wq, wk, wv, wo, gate, up, down;
-};
-
+// A model on the device: its program (checked at load) and the tensors the program reads, uploaded once
+// each (a tied output matrix is the embedding's index), matrices in the kernels' layout (weights.hpp),
+// vectors (norms, biases, rope factors) as the file's F32.
 class Model {
 public:
     Model(Device &dev, const ember_mod_model_desc &desc);
     Device &dev;
-    Hyper hp;
-    DevWeight tok_embd, output;
-    const float *output_norm = nullptr, *rope_freqs = nullptr;
-    std::vector<LayerW> layers;
+    Program prog;
+    // By tensor index; empty (codes null) for a tensor the program does not read.
+    std::vector<DevWeight> tensors;
+    const DevWeight &matrix(int32_t i) const { return tensors[static_cast<size_t>(i)]; }
+    // An F32 vector, or nullptr for -1 (an optional tensor that is absent).
+    const float *vec(int32_t i) const { return i < 0 ? nullptr : static_cast<const float *>(tensors[static_cast<size_t>(i)].codes); }
 
 private:
     DevBuf buf_;
@@ -96,26 +86,13 @@ public:
     // Whether n tokens go through cuBLASLt.
     bool gemm_for(int64_t n) const { return lt_ && n > kGemvMaxTokens; }
     static constexpr int64_t kGemvMaxTokens = 8;
-    static constexpr size_t kScratchBytes = size_t{64} << 20, kWorkspaceBytes = size_t{32} << 20;
+    static constexpr size_t kScratchBytes = kMatmulScratchBytes, kWorkspaceBytes = kMatmulWorkspaceBytes;
 
 private:
     const LtApi *lt_ = nullptr;
     cublasLtHandle_t h_ = nullptr;
     DevBuf scratch_, workspace_;
 };
-
-// What a context allocates on the device, computed without a device (context_bytes).
-struct ContextSizes {
-    size_t kv_row_bytes = 0, kv_layer_bytes = 0;  // one row; one layer's K (or V) cache
-    size_t rows = 0, max_in = 0;
-    size_t partial_rows = 0;
-    size_t offsets[32] = {};
-    size_t total = 0;  // bytes of the activation buffer
-    size_t bytes(const Hyper &hp) const {
-        return 2 * hp.n_layer * kv_layer_bytes + total + Matmul::kScratchBytes + Matmul::kWorkspaceBytes;
-    }
-};
-ContextSizes context_sizes(const Hyper &hp, const ember_mod_context_params &p);
 
 class Context {
 public:
@@ -128,9 +105,10 @@ public:
 
 private:
     void enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const ember_mod_batch *b);
-    void layer(uint32_t il, uint32_t n);
-    float *f(int i) const { return reinterpret_cast<float *>(act_.data() + z_.offsets[i]); }
-    int32_t *io(int i) const { return reinterpret_cast<int32_t *>(act_.data() + z_.offsets[i]); }
+    void attention_node(const ember_graph_node &nd, uint32_t n);
+    float *buf(int32_t i) const { return reinterpret_cast<float *>(act_.data() + z_.buf_offset[static_cast<size_t>(i)]); }
+    float *scratch(size_t offset) const { return reinterpret_cast<float *>(act_.data() + offset); }
+    int32_t *io() const { return reinterpret_cast<int32_t *>(act_.data() + z_.io); }
     std::vector<int32_t> slot_rows(const int32_t *table, uint32_t n) const;
 
     Model &m_;
@@ -142,12 +120,14 @@ private:
     HostBuf host_io_, host_logits_;
     size_t host_io_bytes_ = 0;
     std::unique_ptr<Matmul> mm_;
-    int n_splits_ = 1, q_tile_ = 1;
-    // The decode step's graph, for one (n_tokens, n_logits, attention tile) shape; re-captured when it
+    // Whether every token of this pass reads one block table (a prompt chunk of one sequence): the
+    // attention kernel then shares K/V tiles between tokens (attention_q_tile).
+    bool one_table_ = false;
+    // The decode step's graph, for one (n_tokens, n_logits, one table) shape; re-captured when it
     // changes.
     cudaGraphExec_t graph_ = nullptr;
     uint32_t graph_n_ = 0, graph_logits_ = 0;
-    int graph_q_tile_ = 0;
+    bool graph_one_table_ = false;
     bool graphs_ = true;
 };
 

@@ -1,5 +1,5 @@
 // ops.cpp — one kernel on host arrays (module_api.h's run_op, for tests/test_parity.cpp): the inputs
-// are copied to the device, the same launchers as the forward pass run, the output is copied back.
+// are copied to the device, the same launchers as the forward pass run, the outputs are copied back.
 #include "ops.hpp"
 
 #include "attn_math.hpp"
@@ -42,8 +42,15 @@ void run_op(Device &dev, const ember_mod_op &op) {
     cudaStream_t s = nullptr;  // the legacy default stream: run_op is synchronous anyway
     std::vector<DevBuf> keep;
     keep.reserve(32);
-    size_t out_n = 0;
+    size_t out_n = 0;  // floats of y, the output of most ops
     float *y = nullptr;
+    // What goes back to the host once the op has run.
+    struct Download {
+        void *host;
+        const void *dev;
+        size_t bytes;
+    };
+    std::vector<Download> back;
     switch (op.kind) {
     case EMBER_MOD_OP_MATMUL: {
         const DevWeight w = upload_weight(keep, op);
@@ -67,7 +74,8 @@ void run_op(Device &dev, const ember_mod_op &op) {
     case EMBER_MOD_OP_RMSNORM:
         out_n = size_t{op.n_tokens} * op.n_in;
         y = upload<float>(keep, nullptr, out_n);
-        rms_norm(upload(keep, op.x, out_n), upload(keep, op.norm, op.n_in), y, nullptr, op.n_tokens, op.n_in, op.eps, s);
+        rms_norm(upload(keep, op.x, out_n), op.norm ? upload(keep, op.norm, op.n_in) : nullptr, y, op.n_tokens, op.n_in,
+                 op.eps, s);
         break;
     case EMBER_MOD_OP_SWIGLU:
         out_n = op.n_in;
@@ -126,13 +134,50 @@ void run_op(Device &dev, const ember_mod_op &op) {
         attention(a, s);
         break;
     }
+    case EMBER_GRAPH_KV_STORE: {
+        if (op.type != 1 && op.type != 8) fail(EMBER_ERR_UNSUPPORTED, "cuda kv_store: KV type %u", op.type);
+        if (op.type == 8 && op.n_in % 32 != 0) fail(EMBER_ERR_UNSUPPORTED, "cuda kv_store: Q8_0 rows of %u values", op.n_in);
+        const size_t rb = op.type == 8 ? op.n_in / 32 * 34 : size_t{op.n_in} * 2;
+        const size_t cache = size_t{op.n_blocks} * op.block_size * rb, nx = size_t{op.n_tokens} * op.n_in;
+        std::vector<int32_t> slots(op.n_tokens);
+        for (uint32_t t = 0; t < op.n_tokens; ++t) slots[t] = static_cast<int32_t>(cache_row(op.tables[t], op.ids[t], op.block_size));
+        // The caches go up and come back whole: rows this op does not write keep their bytes.
+        uint8_t *kc = upload(keep, static_cast<const uint8_t *>(op.k_out), cache);
+        uint8_t *vc = upload(keep, static_cast<const uint8_t *>(op.v_out), cache);
+        const int32_t *ds = upload(keep, slots.data(), slots.size());
+        kv_store(upload(keep, op.x, nx), ds, op.n_tokens, op.n_in, op.type, kc, rb, s);
+        kv_store(upload(keep, op.x2, nx), ds, op.n_tokens, op.n_in, op.type, vc, rb, s);
+        back.push_back({op.k_out, kc, cache});
+        back.push_back({op.v_out, vc, cache});
+        break;
+    }
+    case EMBER_GRAPH_ADD:
+        out_n = op.n_in;
+        y = upload(keep, op.x, out_n);
+        add_inplace(y, upload(keep, op.x2, out_n), op.n_in, s);
+        break;
+    case EMBER_GRAPH_GATHER_LOGITS: {
+        // x holds as many rows as the largest id needs.
+        size_t x_rows = 0;
+        for (uint32_t i = 0; i < op.n_tokens; ++i) {
+            if (op.ids[i] < 0) fail(EMBER_ERR_INVALID_ARGUMENT, "cuda gather_logits: row %d", op.ids[i]);
+            x_rows = std::max(x_rows, static_cast<size_t>(op.ids[i]) + 1);
+        }
+        out_n = size_t{op.n_tokens} * op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        const float *x = upload(keep, op.x, x_rows * op.n_in);
+        gather_rows(reinterpret_cast<const uint8_t *>(x), upload(keep, op.ids, op.n_tokens), op.n_tokens,
+                    size_t{op.n_in} * sizeof(float), reinterpret_cast<uint8_t *>(y), s);
+        break;
+    }
     case EMBER_MOD_OP_VALIDATION_PROBE:
         fail(EMBER_ERR_UNSUPPORTED, "cuda: no validation layer (compute-sanitizer is the CUDA equivalent)");
     default: fail(EMBER_ERR_INVALID_ARGUMENT, "cuda: unknown op %u", op.kind);
     }
     check_launch("run_op");
     EMBER_CU(cudaDeviceSynchronize());
-    EMBER_CU(cudaMemcpy(op.y, y, out_n * sizeof(float), cudaMemcpyDeviceToHost));
+    if (out_n) back.push_back({op.y, y, out_n * sizeof(float)});
+    for (const Download &d : back) EMBER_CU(cudaMemcpy(d.host, d.dev, d.bytes, cudaMemcpyDeviceToHost));
 }
 
 } // namespace ember::cu

@@ -6,6 +6,9 @@
 
 namespace ember::cu {
 
+// The largest head the attention kernels take (program.cpp refuses larger ones at load).
+constexpr int kMaxHeadDim = 256;
+
 // A weight matrix on the device: n_out rows of n_in values of `type` (GGUF id).
 struct DevWeight {
     uint32_t type = 0;

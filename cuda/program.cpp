@@ -1,0 +1,221 @@
+// program.cpp — the program's checks, fusion decisions and context sizes (see program.hpp).
+#include "program.hpp"
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "types.hpp"
+#include "weights.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ember::cu {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Whether node n reads buffer b (ADD and ROPE also read their dst).
+bool reads(const ember_graph_node &n, int32_t b) {
+    return n.src == b || n.src2 == b || ((n.op == EMBER_GRAPH_ADD || n.op == EMBER_GRAPH_ROPE) && n.dst == b);
+}
+
+// Whether buffer b's contents after node i are never read: a later node overwrites it before any node
+// reads it (every op writes all its dst's rows of a pass), and it is not the pass's output.
+bool dead_after(const Program &pg, size_t i, int32_t b) {
+    for (size_t j = i + 1; j < pg.nodes.size(); ++j) {
+        if (reads(pg.nodes[j], b)) return false;
+        if (pg.nodes[j].dst == b) return true;
+    }
+    return b != pg.logits_buf;
+}
+
+// A MATMUL whose product the ADD after it adds into another buffer (the residual): the pair runs as
+// one product accumulated there. Not when the product is read later, when the residual is the
+// product's input (the kernels read the input while writing the output), or across a layer boundary
+// (where cancellation is checked).
+bool fuses_with_add(const Program &pg, size_t i) {
+    if (i + 1 >= pg.nodes.size()) return false;
+    const ember_graph_node &m = pg.nodes[i], &a = pg.nodes[i + 1];
+    return m.op == EMBER_GRAPH_MATMUL && a.op == EMBER_GRAPH_ADD && a.src == m.dst && a.dst != m.dst &&
+           a.dst != m.src && a.layer == m.layer && dead_after(pg, i + 1, m.dst);
+}
+
+bool same_rope(const ember_graph_node &a, const ember_graph_node &b) {
+    return a.n_rot == b.n_rot && a.rope_theta == b.rope_theta && a.rope_freq_scale == b.rope_freq_scale && a.w == b.w;
+}
+
+// Checks one node against the description; records the tensors' uses and the scratch it needs.
+void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
+    const ember_graph_node &n = pg.nodes[i];
+    const char *name = ember_graph_op_name(n.op);
+    if (!name) fail(EMBER_ERR_UNSUPPORTED, "cuda: op %u (node %u) is not supported by this backend", n.op, i);
+    auto invalid = [&](const char *why) { fail(EMBER_ERR_INVALID_MODEL, "cuda: node %u (%s): %s", i, name, why); };
+    auto need_buf = [&](int32_t b) {
+        if (b < 0 || static_cast<uint32_t>(b) >= d.n_bufs) invalid("a buffer out of range");
+    };
+    // The tensor t (-1: none, allowed when optional), marked as read for `use`.
+    auto tensor = [&](int32_t t, uint8_t use, bool required) -> const ember_mod_tensor * {
+        if (t == -1 && !required) return nullptr;
+        if (t < 0 || static_cast<uint32_t>(t) >= d.n_tensors) invalid("a tensor out of range");
+        pg.tensor_use[static_cast<size_t>(t)] |= use;
+        return &d.tensors[t];
+    };
+    auto n_out = [](const ember_mod_tensor &t) { return t.n_dims > 1 ? t.ne[1] : 1; };
+    auto same_shape = [&](int32_t a, int32_t b) { return pg.width(a) == pg.width(b) && pg.bufs[a].rows == pg.bufs[b].rows; };
+    auto layer_ok = [&] { return n.layer >= 0 && static_cast<uint32_t>(n.layer) < d.n_layer; };
+
+    switch (n.op) {
+    case EMBER_GRAPH_GET_ROWS: {
+        need_buf(n.dst);
+        const ember_mod_tensor *w = tensor(n.w, Program::kMatrix, true);
+        if (pg.logits_rows(n.dst) || w->ne[0] != pg.width(n.dst)) invalid("the rows do not fit the buffer");
+        // The batch's token ids are checked against n_vocab: the table must have that many rows.
+        if (n_out(*w) < d.n_vocab) invalid("fewer rows than the vocabulary");
+        break;
+    }
+    case EMBER_GRAPH_RMS_NORM: {
+        need_buf(n.dst), need_buf(n.src);
+        if (!same_shape(n.dst, n.src) || n.n == 0 || pg.width(n.dst) % n.n != 0) invalid("groups do not divide the rows");
+        const ember_mod_tensor *w = tensor(n.w, Program::kVector, false);
+        if (w && w->ne[0] != n.n) invalid("the weight is not of the group's size");
+        break;
+    }
+    case EMBER_GRAPH_MATMUL: {
+        need_buf(n.dst), need_buf(n.src);
+        const ember_mod_tensor *w = tensor(n.w, Program::kMatrix, true);
+        if (n.dst == n.src || pg.bufs[n.dst].rows != pg.bufs[n.src].rows || w->ne[0] != pg.width(n.src) ||
+            n_out(*w) != pg.width(n.dst))
+            invalid("the matrix does not map its input's rows to its output's");
+        const ember_mod_tensor *b = tensor(n.b, Program::kVector, false);
+        if (b && b->ne[0] != pg.width(n.dst)) invalid("the bias is not of the output's width");
+        break;
+    }
+    case EMBER_GRAPH_ROPE: {
+        need_buf(n.dst);
+        if (n.rope_mode != EMBER_GRAPH_ROPE_NORMAL && n.rope_mode != EMBER_GRAPH_ROPE_NEOX)
+            fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (rope): rope mode %u is not supported (normal, NEOX)", i, n.rope_mode);
+        if (pg.logits_rows(n.dst) || n.n_head == 0 || n.head_dim == 0 || pg.width(n.dst) != n.n_head * n.head_dim ||
+            n.n_rot % 2 != 0 || n.n_rot > n.head_dim)
+            invalid("heads or rotated dimensions do not fit the rows");
+        const ember_mod_tensor *f = tensor(n.w, Program::kVector, false);
+        if (f && f->ne[0] < n.n_rot / 2) invalid("fewer frequency factors than rotated pairs");
+        pg.max_rot = std::max(pg.max_rot, n.n_rot);
+        break;
+    }
+    case EMBER_GRAPH_KV_STORE:
+        need_buf(n.src), need_buf(n.src2);
+        if (!layer_ok()) invalid("a layer out of range");
+        if (pg.logits_rows(n.src) || !same_shape(n.src, n.src2) || pg.width(n.src) != d.kv_width)
+            invalid("rows are not the cache's K/V rows");
+        break;
+    case EMBER_GRAPH_ATTENTION:
+        need_buf(n.dst), need_buf(n.src);
+        if (!layer_ok()) invalid("a layer out of range");
+        if (n.head_dim > static_cast<uint32_t>(kMaxHeadDim))
+            fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (attention): head_dim %u (at most %d)", i, n.head_dim, kMaxHeadDim);
+        if (n.n_head_kv == 0 || n.head_dim == 0 || n.n_head % n.n_head_kv != 0 || pg.logits_rows(n.dst) ||
+            !same_shape(n.dst, n.src) || pg.width(n.src) != n.n_head * n.head_dim || n.n_head_kv * n.head_dim != d.kv_width)
+            invalid("heads do not fit the rows or the cache");
+        pg.max_attn_heads = std::max(pg.max_attn_heads, n.n_head);
+        pg.max_head_dim = std::max(pg.max_head_dim, n.head_dim);
+        break;
+    case EMBER_GRAPH_ADD:
+        need_buf(n.dst), need_buf(n.src);
+        if (!same_shape(n.dst, n.src)) invalid("the buffers' shapes differ");
+        break;
+    case EMBER_GRAPH_SWIGLU:
+        need_buf(n.dst), need_buf(n.src), need_buf(n.src2);
+        if (!same_shape(n.dst, n.src) || !same_shape(n.dst, n.src2)) invalid("the buffers' shapes differ");
+        break;
+    case EMBER_GRAPH_GATHER_LOGITS:
+        need_buf(n.dst), need_buf(n.src);
+        if (!pg.logits_rows(n.dst) || pg.logits_rows(n.src) || pg.width(n.dst) != pg.width(n.src))
+            invalid("not token rows into logits rows of the same width");
+        break;
+    default: break;
+    }
+}
+
+} // namespace
+
+Program program_of(const ember_mod_model_desc &d) {
+    if (d.node_size < sizeof(ember_graph_node))
+        fail(EMBER_ERR_UNSUPPORTED, "cuda: the model's program is of an older layout (node size %u)", d.node_size);
+    Program pg;
+    pg.n_vocab = d.n_vocab, pg.n_layer = d.n_layer, pg.kv_width = d.kv_width, pg.logits_buf = d.logits_buf;
+    pg.bufs.assign(d.bufs, d.bufs + d.n_bufs);
+    for (const ember_graph_buf &b : pg.bufs)
+        if (b.width == 0 || (b.rows != EMBER_GRAPH_ROWS_TOKENS && b.rows != EMBER_GRAPH_ROWS_LOGITS))
+            fail(EMBER_ERR_INVALID_MODEL, "cuda: the program has a buffer of width %u, rows %u", b.width, b.rows);
+    // Nodes only grow at their end: the fields this build knows are the first sizeof(ember_graph_node) bytes.
+    pg.nodes.resize(d.n_nodes);
+    for (uint32_t i = 0; i < d.n_nodes; ++i)
+        std::memcpy(&pg.nodes[i], reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size, sizeof(ember_graph_node));
+    pg.tensor_use.assign(d.n_tensors, 0);
+    for (uint32_t i = 0; i < d.n_nodes; ++i) check_node(d, pg, i);
+    if (pg.logits_buf < 0 || static_cast<uint32_t>(pg.logits_buf) >= d.n_bufs || !pg.logits_rows(pg.logits_buf) ||
+        pg.width(pg.logits_buf) != d.n_vocab)
+        fail(EMBER_ERR_INVALID_MODEL, "cuda: the program's output is not a logits buffer of the vocabulary's width");
+    for (uint32_t t = 0; t < d.n_tensors; ++t) {
+        const ember_mod_tensor &ten = d.tensors[t];
+        const char *tname = ten.name ? ten.name : "a tensor";
+        if (pg.tensor_use[t] & Program::kMatrix) check_weight_type(ten, tname);
+        if ((pg.tensor_use[t] & Program::kVector) && ten.type != 0)
+            fail(EMBER_ERR_UNSUPPORTED, "cuda: tensor '%s' is %s; norms, biases and rope factors must be F32", tname,
+                 dtype_name(ten.type));
+    }
+
+    pg.how.resize(pg.nodes.size());
+    const ember_graph_node *prev_rope = nullptr;
+    for (size_t i = 0; i < pg.nodes.size(); ++i) {
+        const ember_graph_node &n = pg.nodes[i];
+        NodeRun &h = pg.how[i];
+        if (n.op == EMBER_GRAPH_MATMUL) {
+            const ember_graph_node *p = i > 0 ? &pg.nodes[i - 1] : nullptr;
+            h.share_input = p && p->op == EMBER_GRAPH_MATMUL && p->src == n.src;
+            if (fuses_with_add(pg, i)) h.accumulate = true, pg.how[i + 1].skip = true;
+        } else if (n.op == EMBER_GRAPH_ROPE) {
+            h.new_angles = !prev_rope || !same_rope(*prev_rope, n);
+            prev_rope = &n;
+        }
+    }
+    return pg;
+}
+
+ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p) {
+    if (p.n_blocks == 0 || p.block_size == 0 || p.n_batch == 0 || p.n_logits == 0)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "cuda: n_blocks, block_size, n_batch and n_logits must be positive");
+    if (p.kv_type != 1 && p.kv_type != 8) fail(EMBER_ERR_UNSUPPORTED, "cuda: KV cache type %u (F16 or Q8_0)", p.kv_type);
+    if (p.kv_type == 8 && pg.kv_width % 32 != 0)
+        fail(EMBER_ERR_UNSUPPORTED, "cuda: a Q8_0 KV cache needs K/V rows of a multiple of 32 values (this model: %u)",
+             pg.kv_width);
+    ContextSizes z;
+    z.kv_row_bytes = p.kv_type == 8 ? pg.kv_width / 32 * 34 : size_t{pg.kv_width} * 2;
+    z.kv_layer_bytes = align_up(static_cast<size_t>(p.n_blocks) * p.block_size * z.kv_row_bytes);
+    z.kv_bytes = 2 * size_t{pg.n_layer} * z.kv_layer_bytes;
+    z.rows = std::max(p.n_batch, p.n_logits);
+    z.partial_rows = std::max<size_t>(size_t{p.n_batch} * pg.max_attn_heads, 1024);
+    auto rows_of = [&](int32_t b) -> size_t { return pg.logits_rows(b) ? p.n_logits : p.n_batch; };
+    size_t act = 0;  // values of the largest MATMUL input of a pass
+    for (const ember_graph_node &n : pg.nodes)
+        if (n.op == EMBER_GRAPH_MATMUL) act = std::max(act, rows_of(n.src) * pg.width(n.src));
+    auto take = [&](size_t bytes) {
+        const size_t at = z.total;
+        z.total += align_up(bytes);
+        return at;
+    };
+    const size_t f4 = sizeof(float), half = pg.max_rot / 2 + 1;
+    for (size_t b = 0; b < pg.bufs.size(); ++b) z.buf_offset.push_back(take(rows_of(static_cast<int32_t>(b)) * pg.bufs[b].width * f4));
+    z.act_codes = take(act);
+    z.act_scales = take((act / 32 + 1) * f4);
+    z.act16 = take(act * 2);
+    z.rope_cos = take(size_t{p.n_batch} * half * f4);
+    z.rope_sin = take(size_t{p.n_batch} * half * f4);
+    z.partials = take(z.partial_rows * (pg.max_head_dim + 2) * f4);
+    z.io = take((4 * z.rows + p.n_logits) * sizeof(int32_t));
+    return z;
+}
+
+} // namespace ember::cu

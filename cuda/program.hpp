@@ -1,0 +1,79 @@
+// program.hpp — the model's program (backend/graph.h) as this backend runs it: copied out of the
+// description, checked once at load, with its fusions decided once; and what a context allocates for
+// it. Plain C++ (no CUDA header): tests/test_cuda_host.cpp runs it on the CPU against the programs the
+// architectures build, so that the decisions the GPU code follows blindly are tested without a GPU.
+//
+// The executor (model.cpp, Context::enqueue) walks the nodes in order and only reads `how` to know
+// which launches to make; nothing in this folder knows an architecture.
+#pragma once
+
+#include "backend/module_api.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ember::cu {
+
+// The matrix products' fixed device scratch (model.cpp, Matmul): the dequantized tiles that feed
+// cuBLASLt, and its workspace. Part of every context's size.
+constexpr size_t kMatmulScratchBytes = size_t{64} << 20, kMatmulWorkspaceBytes = size_t{32} << 20;
+
+// How the executor runs one node (only the fields of its op mean anything).
+struct NodeRun {
+    // MATMUL: reuses the input (quantized codes, f16 copy) prepared for the MATMUL just before it, which
+    // reads the same buffer (the Q/K/V products, gate/up).
+    bool share_input = false;
+    // MATMUL: the ADD right after it adds this product into the residual; the product is accumulated
+    // there directly (dst += W src + b) and its own dst is not written, which nothing reads.
+    bool accumulate = false;
+    // ADD: done by the MATMUL before it (accumulate).
+    bool skip = false;
+    // ROPE: fills the rope angle table (the first rope of the program, or one whose rotation, base,
+    // scale or factors differ from the rope before it); later ropes of the pass reuse the table.
+    bool new_angles = false;
+};
+
+struct Program {
+    uint32_t n_vocab = 0, n_layer = 0, kv_width = 0;
+    std::vector<ember_graph_buf> bufs;
+    std::vector<ember_graph_node> nodes;
+    std::vector<NodeRun> how;        // [nodes.size()]
+    int32_t logits_buf = -1;
+    // For each tensor of the description: read as a matrix (MATMUL, GET_ROWS weights: uploaded in the
+    // kernels' layout) and/or as an F32 vector (norms, biases, rope factors).
+    enum : uint8_t { kMatrix = 1, kVector = 2 };
+    std::vector<uint8_t> tensor_use;
+    // Over the program's ROPE and ATTENTION nodes (the context's scratch is sized by them).
+    uint32_t max_rot = 0, max_attn_heads = 0, max_head_dim = 0;
+
+    bool logits_rows(int32_t buf) const { return bufs[static_cast<size_t>(buf)].rows == EMBER_GRAPH_ROWS_LOGITS; }
+    uint32_t width(int32_t buf) const { return bufs[static_cast<size_t>(buf)].width; }
+    // The buffer whose rows a node runs over (its row count in a pass: the tokens or the logits rows).
+    int32_t row_buf(const ember_graph_node &n) const { return n.op == EMBER_GRAPH_KV_STORE ? n.src : n.dst; }
+};
+
+// Copies and checks the description's program: an op or option this backend does not run is
+// EMBER_ERR_UNSUPPORTED naming it (and the node); references out of range or shapes that do not fit are
+// EMBER_ERR_INVALID_MODEL. Tensors are checked for the use the nodes make of them (weights.hpp's
+// types for matrices, F32 for vectors).
+Program program_of(const ember_mod_model_desc &d);
+
+// What a context allocates on the device (context_bytes reports `bytes()`). Offsets are into one
+// activation allocation: the program's buffers (rows: n_batch per token, n_logits per logits row),
+// then the executor's scratch.
+struct ContextSizes {
+    size_t kv_row_bytes = 0, kv_layer_bytes = 0;  // one K (or V) row; one layer's K (or V) cache
+    size_t kv_bytes = 0;                          // all layers, K and V
+    size_t rows = 0;                              // max(n_batch, n_logits): the pass inputs' rows
+    size_t partial_rows = 0;                      // attention partials (m, l, acc) the scratch holds
+    std::vector<size_t> buf_offset;               // [bufs]
+    size_t act_codes = 0, act_scales = 0, act16 = 0;  // a MATMUL input prepared: Q8 codes and scales, f16
+    size_t rope_cos = 0, rope_sin = 0, partials = 0, io = 0;
+    size_t total = 0;  // bytes of the activation allocation
+    size_t bytes() const { return kv_bytes + total + kMatmulScratchBytes + kMatmulWorkspaceBytes; }
+};
+// Checks the parameters (positive counts, an F16 or Q8_0 cache that fits the rows).
+ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p);
+
+} // namespace ember::cu

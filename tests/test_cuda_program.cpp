@@ -1,0 +1,282 @@
+// test_cuda_program.cpp — how the CUDA backend will run a model's program (cuda/program.cpp, plain C++
+// compiled into this test), on the CPU: the programs the architectures build (synthetic llama and qwen2
+// files) are accepted; the fusions the GPU executor follows blindly are the ones that keep the unfused
+// result (a product accumulated into the residual only when its own output is dead; a product shares
+// its prepared input only with the product of the same input just before it; the rope angle table is
+// recomputed only when the rotation changes); ops and options the backend does not run are
+// EMBER_ERR_UNSUPPORTED naming them, broken references EMBER_ERR_INVALID_MODEL; and a context's device
+// regions do not overlap.
+#include "test_util.h"
+
+#include "../cuda/program.hpp"
+#include "core/error.hpp"
+#include "model/model.hpp"
+#include "model/synthetic.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+using namespace ember;
+
+namespace {
+
+std::unique_ptr<Model> load_synthetic(const SyntheticSpec &spec) {
+    const std::vector<uint8_t> bytes = synthetic_model_gguf(spec);
+    char path[] = "/tmp/ember_cuda_program_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
+    close(fd);
+    auto m = Model::load(path, LoadOptions{});
+    unlink(path);  // the mapping stays valid
+    return m;
+}
+
+// A description whose program is `nodes` instead of the model's.
+struct Edited {
+    ember_mod_model_desc d;
+    std::vector<ember_graph_node> nodes;
+    explicit Edited(const Model &m) : d(m.desc().c), nodes(m.desc().nodes) {}
+    const ember_mod_model_desc &desc() {
+        d.nodes = nodes.data(), d.n_nodes = static_cast<uint32_t>(nodes.size()), d.node_size = sizeof(ember_graph_node);
+        return d;
+    }
+    size_t find(uint32_t op, size_t from = 0) const {
+        for (size_t i = from; i < nodes.size(); ++i)
+            if (nodes[i].op == op) return i;
+        fail_msg("no op %u after node %zu", op, from);
+        return 0;
+    }
+};
+
+void expect_error(const ember_mod_model_desc &d, ember_status status, const char *text) {
+    try {
+        cu::program_of(d);
+        fail_msg("accepted; expected '%s'", text);
+    } catch (const Error &e) {
+        if (e.status() != status || !std::strstr(e.what(), text))
+            fail_msg("status %d '%s'; expected %d '%s'", e.status(), e.what(), status, text);
+    }
+}
+
+size_t count(const cu::Program &pg, bool cu::NodeRun::*flag) {
+    return static_cast<size_t>(std::count_if(pg.how.begin(), pg.how.end(), [&](const cu::NodeRun &h) { return h.*flag; }));
+}
+
+// Every fused product is followed by the ADD it replaces; the decoder's per-layer shape gives two of
+// each per layer, three shared inputs (K and V after Q, up after gate) and one angle table.
+void check_decoder_plan(const cu::Program &pg, uint32_t n_layer) {
+    for (size_t i = 0; i < pg.nodes.size(); ++i) {
+        const ember_graph_node &n = pg.nodes[i];
+        if (pg.how[i].accumulate) {
+            assert_int_equal(n.op, EMBER_GRAPH_MATMUL);
+            assert_true(pg.how[i + 1].skip);
+            assert_int_equal(pg.nodes[i + 1].op, EMBER_GRAPH_ADD);
+            assert_int_equal(pg.nodes[i + 1].src, n.dst);
+        }
+        if (pg.how[i].skip) assert_true(i > 0 && pg.how[i - 1].accumulate);
+        if (pg.how[i].share_input) {
+            assert_int_equal(pg.nodes[i - 1].op, EMBER_GRAPH_MATMUL);
+            assert_int_equal(pg.nodes[i - 1].src, n.src);
+        }
+    }
+    assert_int_equal(count(pg, &cu::NodeRun::accumulate), 2 * n_layer);
+    assert_int_equal(count(pg, &cu::NodeRun::skip), 2 * n_layer);
+    assert_int_equal(count(pg, &cu::NodeRun::share_input), 3 * n_layer);
+    assert_int_equal(count(pg, &cu::NodeRun::new_angles), 1);
+}
+
+void test_llama_program(void **) {
+    SyntheticSpec s;
+    s.n_layer = 3;
+    s.rope_freqs = true;  // a factor tensor on every rope
+    auto m = load_synthetic(s);
+    const cu::Program pg = cu::program_of(m->desc().c);
+    check_decoder_plan(pg, s.n_layer);
+    // Tied output: the vocabulary product reads the embedding's index, a matrix uploaded once.
+    const ember_graph_node &get_rows = pg.nodes.front(), &out = pg.nodes.back();
+    assert_int_equal(get_rows.op, EMBER_GRAPH_GET_ROWS);
+    assert_int_equal(out.op, EMBER_GRAPH_MATMUL);
+    assert_int_equal(out.w, get_rows.w);
+    assert_int_equal(pg.tensor_use[size_t(out.w)], cu::Program::kMatrix);
+    // The output's product reads the gathered rows' norm: not fused, not shared.
+    assert_false(pg.how.back().accumulate || pg.how.back().share_input);
+    assert_int_equal(pg.max_rot, m->desc().hp.head_dim);
+}
+
+void test_qwen2_program(void **) {
+    SyntheticSpec s;
+    s.arch = "qwen2";
+    s.qkv_bias = true;
+    s.tied_output = false;
+    s.rope_theta = 1e6f;
+    auto m = load_synthetic(s);
+    const cu::Program pg = cu::program_of(m->desc().c);
+    check_decoder_plan(pg, s.n_layer);
+    size_t biased = 0;
+    for (const ember_graph_node &n : pg.nodes)
+        if (n.op == EMBER_GRAPH_MATMUL && n.b >= 0) {
+            ++biased;
+            assert_int_equal(pg.tensor_use[size_t(n.b)], cu::Program::kVector);
+        }
+    assert_int_equal(biased, 3 * s.n_layer);
+}
+
+// The programs of the shipped models (llama2.c stories, F32 and Q8_0) are accepted as they are.
+void test_real_models(void **) {
+    TEST_REQUIRE_MODEL(small, "stories260K.gguf", "stories260K/stories260K.gguf")
+    TEST_REQUIRE_MODEL(q8, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    for (const char *path : {small, q8}) {
+        auto m = Model::load(path, LoadOptions{});
+        const cu::Program pg = cu::program_of(m->desc().c);
+        check_decoder_plan(pg, m->desc().hp.n_layer);
+    }
+}
+
+// Edits of the llama program: what stops a fusion, what a per-head norm without weight does, what a
+// changed rotation does.
+void test_fusion_limits(void **) {
+    SyntheticSpec s;
+    auto m = load_synthetic(s);
+    {
+        // The first fused pair's product read again after its ADD: no longer dead, so not fused.
+        Edited e(*m);
+        const size_t add = e.find(EMBER_GRAPH_ADD);
+        const ember_graph_node again = e.nodes[add];  // x += tmp once more
+        e.nodes.insert(e.nodes.begin() + static_cast<long>(add) + 1, again);
+        const cu::Program pg = cu::program_of(e.desc());
+        assert_false(pg.how[add - 1].accumulate);
+        assert_false(pg.how[add].skip);
+        assert_false(pg.how[add + 1].skip);  // the inserted ADD has no product before it
+    }
+    {
+        // The residual is the product's own input: not fused (the kernels read it while writing).
+        Edited e(*m);
+        const size_t add = e.find(EMBER_GRAPH_ADD);
+        e.nodes[add].dst = e.nodes[add - 1].src;
+        const cu::Program pg = cu::program_of(e.desc());
+        assert_false(pg.how[add - 1].accumulate);
+    }
+    {
+        // A per-head norm of q and k in place and without a weight, after the Q/K/V products (where
+        // qwen3 has its weighted one): accepted, and the products before it still share their input.
+        Edited e(*m);
+        const size_t v = e.find(EMBER_GRAPH_MATMUL, e.find(EMBER_GRAPH_MATMUL, e.find(EMBER_GRAPH_MATMUL) + 1) + 1);
+        const uint32_t hd = m->desc().hp.head_dim;
+        ember_graph_node qn = e.nodes[e.find(EMBER_GRAPH_RMS_NORM)];
+        qn.dst = qn.src = e.nodes[v - 2].dst, qn.w = -1, qn.n = hd;
+        ember_graph_node kn = qn;
+        kn.dst = kn.src = e.nodes[v - 1].dst;
+        e.nodes.insert(e.nodes.begin() + static_cast<long>(v) + 1, {qn, kn});
+        const cu::Program pg = cu::program_of(e.desc());
+        assert_int_equal(pg.nodes[v + 1].op, EMBER_GRAPH_RMS_NORM);
+        assert_true(pg.how[v - 1].share_input && pg.how[v].share_input);
+        // Groups that do not divide the row.
+        e.nodes[v + 1].n = hd + 1;
+        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "rms_norm");
+    }
+    {
+        // K's rope of layer 0 with another base: its table is new, and so is the next rope's.
+        Edited e(*m);
+        const size_t q = e.find(EMBER_GRAPH_ROPE), k = e.find(EMBER_GRAPH_ROPE, q + 1);
+        const size_t q1 = e.find(EMBER_GRAPH_ROPE, k + 1), k1 = e.find(EMBER_GRAPH_ROPE, q1 + 1);
+        e.nodes[k].rope_theta *= 2;
+        const cu::Program pg = cu::program_of(e.desc());
+        assert_true(pg.how[q].new_angles && pg.how[k].new_angles && pg.how[q1].new_angles);
+        assert_false(pg.how[k1].new_angles);
+    }
+}
+
+void test_refusals(void **) {
+    SyntheticSpec s;
+    auto m = load_synthetic(s);
+    {
+        Edited e(*m);
+        e.nodes[3].op = 42;
+        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, "op 42 (node 3)");
+    }
+    {
+        Edited e(*m);
+        e.nodes[e.find(EMBER_GRAPH_ROPE)].rope_mode = 1;
+        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, "rope mode 1");
+    }
+    {
+        Edited e(*m);
+        e.nodes[e.find(EMBER_GRAPH_ATTENTION)].head_dim = 512;
+        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, "head_dim 512");
+    }
+    {
+        Edited e(*m);
+        const size_t mm = e.find(EMBER_GRAPH_MATMUL);
+        e.nodes[mm].dst = e.nodes[mm].src;
+        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "matmul");
+        e.nodes[mm].dst = 1000;
+        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "buffer out of range");
+    }
+    {
+        Edited e(*m);
+        e.nodes[e.find(EMBER_GRAPH_KV_STORE)].layer = static_cast<int32_t>(s.n_layer);
+        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "kv_store");
+    }
+    {
+        Edited e(*m);
+        e.desc();
+        e.d.node_size = sizeof(ember_graph_node) - 4;
+        expect_error(e.d, EMBER_ERR_UNSUPPORTED, "older layout");
+    }
+    {
+        // A norm weight stored as F16: refused at load, naming the tensor.
+        Edited e(*m);
+        std::vector<ember_mod_tensor> tensors(e.d.tensors, e.d.tensors + e.d.n_tensors);
+        const int32_t w = e.nodes[e.find(EMBER_GRAPH_RMS_NORM)].w;
+        tensors[size_t(w)].type = 1;
+        e.d.tensors = tensors.data();
+        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, tensors[size_t(w)].name);
+    }
+}
+
+// A context's regions: the program's buffers (logits rows for the output's) and the scratch, in order,
+// none overlapping; a cache type the kernels do not write is refused.
+void test_context_sizes(void **) {
+    SyntheticSpec s;
+    auto m = load_synthetic(s);
+    const cu::Program pg = cu::program_of(m->desc().c);
+    ember_mod_context_params p{};
+    p.struct_size = sizeof p;
+    p.n_blocks = 8, p.block_size = 16, p.n_batch = 32, p.n_logits = 4, p.kv_type = 8;
+    const cu::ContextSizes z = cu::context_sizes(pg, p);
+    assert_int_equal(z.kv_row_bytes, m->desc().hp.n_embd_kv() / 32 * 34);
+    assert_int_equal(z.kv_bytes, 2 * s.n_layer * z.kv_layer_bytes);
+    std::vector<std::pair<size_t, size_t>> regions;  // (offset, bytes)
+    for (size_t b = 0; b < pg.bufs.size(); ++b)
+        regions.push_back({z.buf_offset[b], size_t{pg.bufs[b].rows == EMBER_GRAPH_ROWS_LOGITS ? p.n_logits : p.n_batch} *
+                                                 pg.bufs[b].width * sizeof(float)});
+    assert_int_equal(regions[size_t(pg.logits_buf)].second, size_t{p.n_logits} * s.n_vocab * sizeof(float));
+    regions.push_back({z.io, (4 * z.rows + p.n_logits) * sizeof(int32_t)});
+    regions.push_back({z.partials, z.partial_rows * (pg.max_head_dim + 2) * sizeof(float)});
+    std::sort(regions.begin(), regions.end());
+    for (size_t i = 0; i + 1 < regions.size(); ++i) assert_true(regions[i].first + regions[i].second <= regions[i + 1].first);
+    assert_true(regions.back().first + regions.back().second <= z.total);
+    assert_true(z.bytes() > z.total + z.kv_bytes);
+    p.kv_type = 0;
+    try {
+        cu::context_sizes(pg, p);
+        fail_msg("an F32 cache accepted");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
+    }
+}
+
+} // namespace
+
+int main() {
+    const CMUnitTest tests[] = {cmocka_unit_test(test_llama_program), cmocka_unit_test(test_qwen2_program),
+                                cmocka_unit_test(test_real_models), cmocka_unit_test(test_fusion_limits), cmocka_unit_test(test_refusals),
+                                cmocka_unit_test(test_context_sizes)};
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
