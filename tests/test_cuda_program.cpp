@@ -11,7 +11,7 @@
 #include "../cuda/program.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
-#include "model/synthetic.hpp"
+#include "testing/synthetic.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -29,21 +29,6 @@ bool row_local(uint32_t op) {
 // The buffer whose rows a node runs over.
 int32_t row_buf(const ember_graph_node &n) { return n.op == EMBER_GRAPH_KV_STORE ? n.src : n.dst; }
 
-const char *op_name(uint32_t op) {
-    switch (op) {
-    case EMBER_GRAPH_GET_ROWS: return "get_rows";
-    case EMBER_GRAPH_RMS_NORM: return "rms_norm";
-    case EMBER_GRAPH_MATMUL: return "matmul";
-    case EMBER_GRAPH_ROPE: return "rope";
-    case EMBER_GRAPH_KV_STORE: return "kv_store";
-    case EMBER_GRAPH_ATTENTION: return "attention";
-    case EMBER_GRAPH_ADD: return "add";
-    case EMBER_GRAPH_SWIGLU: return "swiglu";
-    case EMBER_GRAPH_GATHER_LOGITS: return "gather_logits";
-    default: return nullptr;
-    }
-}
-
 } // namespace
 
 CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d) {
@@ -63,14 +48,14 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d) {
     auto tensor_ok = [&](int32_t t) { return t >= -1 && t < static_cast<int32_t>(d.n_tensors); };
     for (uint32_t i = 0; i < d.n_nodes; ++i) {
         const ember_graph_node &n = node(i);
-        if (!op_name(n.op)) fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u (node %u) is not supported by this build", n.op, i);
+        if (!ember_graph_op_name(n.op)) fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u (node %u) is not supported by this build", n.op, i);
         if (!tensor_ok(n.w) || !tensor_ok(n.b) || (n.op != EMBER_GRAPH_KV_STORE && !buf_ok(n.dst)))
-            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) refers to a missing buffer or tensor", i, op_name(n.op));
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) refers to a missing buffer or tensor", i, ember_graph_op_name(n.op));
         if (n.op == EMBER_GRAPH_RMS_NORM && (n.n == 0 || d.bufs[n.dst].width % n.n != 0))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (rms_norm) groups of %u", i, n.n);
         if ((n.op == EMBER_GRAPH_KV_STORE || n.op == EMBER_GRAPH_ATTENTION) &&
             (n.layer < 0 || static_cast<uint32_t>(n.layer) >= d.n_layer))
-            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) of layer %d", i, op_name(n.op), n.layer);
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) of layer %d", i, ember_graph_op_name(n.op), n.layer);
     }
     if (!buf_ok(d.logits_buf) || d.bufs[d.logits_buf].width != d.n_vocab ||
         d.bufs[d.logits_buf].rows != EMBER_GRAPH_ROWS_LOGITS)
