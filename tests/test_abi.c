@@ -211,6 +211,23 @@ static void test_struct_size(void **state) {
     } else {
         printf("note: no EMBER_1 symbol versions to check (static build?)\n");
     }
+    /* And those of a program built against EMBER_1.1 (before the device fields of EMBER_1.4). */
+    init_fn v11_session = (init_fn)dlvsym(RTLD_DEFAULT, "ember_session_params_init", "EMBER_1.1");
+    init_fn v11_engine = (init_fn)dlvsym(RTLD_DEFAULT, "ember_engine_params_init", "EMBER_1.1");
+    if (v11_session && v11_engine) {
+        unsigned char buf[96];
+        uint32_t size;
+        memset(buf, 0xCD, sizeof buf);
+        v11_session(buf);
+        memcpy(&size, buf, 4);
+        assert_int_equal(size, 40);
+        for (size_t i = 40; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
+        memset(buf, 0xCD, sizeof buf);
+        v11_engine(buf);
+        memcpy(&size, buf, 4);
+        assert_int_equal(size, 48);
+        for (size_t i = 48; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
+    }
 
     /* Output struct: an older, smaller ember_model_info gets only the fields it has. */
     ember_model_info info;
@@ -603,6 +620,7 @@ static void test_sampler_api(void **state) {
 }
 
 static void test_logging(void **state);
+static void test_devices(void **state);
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -618,6 +636,7 @@ int main(void) {
         cmocka_unit_test(test_sampler_api),
         cmocka_unit_test(test_logging),
         cmocka_unit_test(test_struct_size_device_structs),
+        cmocka_unit_test(test_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
@@ -626,6 +645,88 @@ static int g_log_count;
 static void log_sink(ember_log_level level, const char *msg, void *ud) {
     (void)level;
     if (strstr(msg, "loaded")) ++*(int *)ud;
+}
+
+/* Devices as objects (EMBER_1.4): the CPU listed first; a session or engine on a device handle runs
+ * there (the same greedy tokens as backend CPU); a pointer that is not a device is refused. */
+static void greedy(ember_model *m, const ember_session_params *sp, ember_token *out, int n) {
+    ember_session *s = NULL;
+    assert_int_equal(ember_session_create(m, sp, &s), EMBER_OK);
+    ember_token prompt[16];
+    size_t np = 0;
+    assert_int_equal(ember_tokenize(m, "Once upon a time", 16, EMBER_TOKENIZE_ADD_SPECIAL, prompt, 16, &np), EMBER_OK);
+    assert_int_equal(ember_session_feed(s, prompt, np), EMBER_OK);
+    ember_sampler_params smp;
+    ember_sampler_params_init(&smp);
+    smp.temperature = 0;
+    ember_sampler *smpl = NULL;
+    assert_int_equal(ember_sampler_create(&smp, &smpl), EMBER_OK);
+    for (int i = 0; i < n; ++i) {
+        const char *text;
+        size_t len;
+        assert_int_equal(ember_generate_next(s, smpl, &out[i], &text, &len), EMBER_OK);
+    }
+    ember_sampler_free(smpl);
+    ember_session_free(s);
+}
+
+static void test_devices(void **state) {
+    (void)state;
+    size_t n = 0;
+    assert_int_equal(ember_devices(NULL, 0, &n), EMBER_OK);
+    assert_true(n >= 1);
+    const ember_device *devs[16];
+    size_t n2 = 0;
+    assert_int_equal(ember_devices(devs, 16, &n2), EMBER_OK);
+    assert_int_equal(n2, n);
+    const ember_device *again[1];
+    assert_int_equal(ember_devices(again, 1, &n2), EMBER_OK);
+    assert_ptr_equal(again[0], devs[0]); /* the same handles every time */
+    ember_device_info info;
+    ember_device_info_init(&info);
+    ember_backend_kind kind = EMBER_BACKEND_AUTO;
+    assert_int_equal(ember_device_get_info(devs[0], &info, &kind), EMBER_OK);
+    assert_int_equal(kind, EMBER_BACKEND_CPU);
+    assert_true(strlen(info.name) > 0);
+    assert_true(info.score >= 1);
+    for (size_t i = 0; i < n && i < 16; ++i) {
+        assert_int_equal(ember_device_get_info(devs[i], NULL, &kind), EMBER_OK);
+        printf("device %zu: backend %d\n", i, (int)kind);
+    }
+    assert_int_equal(ember_devices(NULL, 3, &n2), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_device_get_info(NULL, &info, &kind), EMBER_ERR_INVALID_ARGUMENT);
+    ember_device_info bogus_storage;
+    assert_int_equal(ember_device_get_info((const ember_device *)&bogus_storage, &info, &kind), EMBER_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ember_last_error(), "not one of ember_devices"));
+
+    ember_model *m = load(model_260k());
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    assert_int_equal(sp.struct_size, sizeof sp);
+    assert_null(sp.device);
+    sp.n_threads = 1;
+    sp.backend = EMBER_BACKEND_CPU;
+    ember_token by_kind[12], by_device[12];
+    greedy(m, &sp, by_kind, 12);
+    sp.backend = EMBER_BACKEND_VULKAN; /* ignored: the device decides */
+    sp.device = devs[0];
+    greedy(m, &sp, by_device, 12);
+    assert_memory_equal(by_kind, by_device, sizeof by_kind);
+    sp.device = (const ember_device *)&bogus_storage;
+    ember_session *s = NULL;
+    assert_int_equal(ember_session_create(m, &sp, &s), EMBER_ERR_INVALID_ARGUMENT);
+    assert_null(s);
+
+    ember_engine_params ep;
+    ember_engine_params_init(&ep);
+    assert_null(ep.device);
+    ep.device = devs[0];
+    ep.n_threads = 1;
+    ep.manual_step = true;
+    ember_engine *e = NULL;
+    assert_int_equal(ember_engine_create(m, &ep, &e), EMBER_OK);
+    ember_engine_free(e);
+    ember_model_free(m);
 }
 
 static void test_logging(void **state) {

@@ -65,6 +65,7 @@ func cgoStructLayouts() []cStructLayout {
 			{"reserved", unsafe.Offsetof(s2.reserved), unsafe.Sizeof(s2.reserved)},
 			{"n_seq_max", unsafe.Offsetof(s2.n_seq_max), unsafe.Sizeof(s2.n_seq_max)},
 			{"kv_type", unsafe.Offsetof(s2.kv_type), unsafe.Sizeof(s2.kv_type)},
+			{"device", unsafe.Offsetof(s2.device), unsafe.Sizeof(s2.device)},
 		}},
 		{"ember_sampler_params", C.sizeof_ember_sampler_params, unsafe.Alignof(s3), []cFieldLayout{
 			{"struct_size", unsafe.Offsetof(s3.struct_size), unsafe.Sizeof(s3.struct_size)},
@@ -105,6 +106,8 @@ func cgoStructLayouts() []cStructLayout {
 			{"backend", unsafe.Offsetof(s6.backend), unsafe.Sizeof(s6.backend)},
 			{"manual_step", unsafe.Offsetof(s6.manual_step), unsafe.Sizeof(s6.manual_step)},
 			{"kv_type", unsafe.Offsetof(s6.kv_type), unsafe.Sizeof(s6.kv_type)},
+			{"reserved", unsafe.Offsetof(s6.reserved), unsafe.Sizeof(s6.reserved)},
+			{"device", unsafe.Offsetof(s6.device), unsafe.Sizeof(s6.device)},
 		}},
 		{"ember_engine_stats", C.sizeof_ember_engine_stats, unsafe.Alignof(s7), []cFieldLayout{
 			{"struct_size", unsafe.Offsetof(s7.struct_size), unsafe.Sizeof(s7.struct_size)},

@@ -71,7 +71,8 @@
       F(ember_session_params, backend, ember_backend_kind)                                           \
       F(ember_session_params, reserved, uint32_t)                                                    \
       F(ember_session_params, n_seq_max, uint32_t)                                                   \
-      F(ember_session_params, kv_type, ember_kv_type))                                               \
+      F(ember_session_params, kv_type, ember_kv_type)                                                \
+      F(ember_session_params, device, const ember_device *))                                  \
     S(ember_sampler_params,                                                                          \
       F(ember_sampler_params, struct_size, uint32_t)                                                 \
       F(ember_sampler_params, temperature, float)                                                    \
@@ -116,7 +117,9 @@
       F(ember_engine_params, n_batch, uint32_t)                                                      \
       F(ember_engine_params, backend, ember_backend_kind)                                            \
       F(ember_engine_params, manual_step, bool)                                                      \
-      F(ember_engine_params, kv_type, ember_kv_type))                                                \
+      F(ember_engine_params, kv_type, ember_kv_type)                                                 \
+      F(ember_engine_params, reserved, uint32_t)                                                     \
+      F(ember_engine_params, device, const ember_device *))                                   \
     S(ember_engine_stats,                                                                            \
       F(ember_engine_stats, struct_size, uint32_t)                                                   \
       F(ember_engine_stats, n_blocks, uint32_t)                                                      \
@@ -269,6 +272,8 @@
     X(void, ember_request_free, (ember_request *)) \
     X(void, ember_device_info_init, (ember_device_info *)) \
     X(ember_status, ember_backend_devices, (ember_backend_kind, ember_device_info *, size_t, size_t *)) \
+    X(ember_status, ember_devices, (const ember_device **, size_t, size_t *)) \
+    X(ember_status, ember_device_get_info, (const ember_device *, ember_device_info *, ember_backend_kind *)) \
     X(void, ember_vulkan_device_params_init, (ember_vulkan_device_params *)) \
     X(ember_status, ember_vulkan_set_device, (const ember_vulkan_device_params *)) \
     X(void, ember_cuda_device_params_init, (ember_cuda_device_params *)) \

@@ -283,6 +283,11 @@ EMBER_API bool ember_token_is_eog(const ember_model *model, ember_token token);
 
 typedef struct ember_session ember_session;
 
+/** A device any backend runs on — the CPU, or one device of a GPU backend — as an object (since
+ *  EMBER_1.4; see ember_devices()). Owned by the library and valid for the process's life; never freed by
+ *  the caller. */
+typedef struct ember_device ember_device;
+
 typedef enum ember_backend_kind {
     EMBER_BACKEND_AUTO = 0, /**< the best backend available on this machine */
     EMBER_BACKEND_CPU = 1,
@@ -323,7 +328,7 @@ typedef struct ember_session_params {
     /* --- EMBER_1.4 (a caller built against EMBER_1.1 passes struct_size 40 and gets the default) --- */
     /** The device to run on, from ember_devices() (default NULL: the one `backend` chooses). When set,
      *  `backend` is ignored; see ember_devices() for what choosing a GPU device means. */
-    const struct ember_device *device;
+    const ember_device *device;
 } ember_session_params;
 
 EMBER_API void ember_session_params_init(ember_session_params *params);
@@ -591,7 +596,7 @@ typedef struct ember_engine_params {
     uint32_t reserved;
     /** The device to run on, from ember_devices() (default NULL: the one `backend` chooses). When set,
      *  `backend` is ignored. */
-    const struct ember_device *device;
+    const ember_device *device;
 } ember_engine_params;
 
 EMBER_API void ember_engine_params_init(ember_engine_params *params);
@@ -747,10 +752,6 @@ EMBER_API void ember_device_info_init(ember_device_info *info);
  *  is missing or it has no device; EMBER_ERR_INVALID_ARGUMENT for the CPU or AUTO. Thread-safe. */
 EMBER_API ember_status ember_backend_devices(ember_backend_kind backend, ember_device_info *out, size_t capacity,
                                              size_t *out_count);
-
-/** A device any backend runs on — the CPU, or one device of a GPU backend — as an object (since
- *  EMBER_1.4). Owned by the library and valid for the process's life; never freed by the caller. */
-typedef struct ember_device ember_device;
 
 /** Lists the devices of every backend that can run here, the CPU's first, then each GPU backend's in
  *  its own order (skipping a backend whose module, loader or devices are missing), into out[0 ..

@@ -15,7 +15,7 @@ extern "C" {
 // that writes 48 (see ember_session_params_init).
 namespace {
 constexpr uint32_t kEngineParamsV1Size = offsetof(ember_engine_params, kv_type);
-constexpr uint32_t kEngineParamsV2Size = offsetof(ember_engine_params, reserved);
+constexpr uint32_t kEngineParamsV2Size = offsetof(ember_engine_params, device);  // sizeof the EMBER_1.1 struct
 ember_engine_params engine_params_defaults() {
     ember_engine_params p;
     std::memset(&p, 0, sizeof p);

@@ -180,6 +180,10 @@ namespace Ember.Native
         internal static extern Status ember_backend_devices(BackendKind backend, [In, Out] ember_device_info[] devices,
                                                             UIntPtr capacity, out UIntPtr out_count);
         [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_devices(IntPtr devices, UIntPtr capacity, out UIntPtr out_count);  // devices: const ember_device *[capacity]
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_device_get_info(IntPtr device, ref ember_device_info info, out BackendKind backend);
+        [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern void ember_vulkan_device_params_init(ref ember_vulkan_device_params p);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_vulkan_set_device(ref ember_vulkan_device_params p);

@@ -61,6 +61,7 @@ namespace Ember.Native
         public uint reserved;
         public uint n_seq_max;
         public KvType kv_type;
+        public IntPtr device;   // const ember_device * (EMBER_1.4)
     }
 
     [StructLayout(LayoutKind.Sequential)]
@@ -126,6 +127,8 @@ namespace Ember.Native
         public BackendKind backend;
         [MarshalAs(UnmanagedType.I1)] public bool manual_step;
         public KvType kv_type;
+        public uint reserved;
+        public IntPtr device;   // const ember_device * (EMBER_1.4)
     }
 
     [StructLayout(LayoutKind.Sequential)]

@@ -65,6 +65,12 @@ pub struct ember_model {
     _opaque: [u8; 0],
 }
 
+/// A device of any backend (ember_devices); owned by the library for the process's life.
+#[repr(C)]
+pub struct ember_device {
+    _opaque: [u8; 0],
+}
+
 pub type ember_token = i32;
 
 pub type ember_progress_fn = Option<unsafe extern "C" fn(progress: f32, user_data: *mut c_void) -> bool>;
@@ -144,6 +150,7 @@ pub struct ember_session_params {
     pub reserved: u32,
     pub n_seq_max: u32,
     pub kv_type: ember_kv_type,
+    pub device: *const ember_device,
 }
 
 // ---- Samplers ----
@@ -241,6 +248,8 @@ pub struct ember_engine_params {
     pub backend: ember_backend_kind,
     pub manual_step: bool,
     pub kv_type: ember_kv_type,
+    pub reserved: u32,
+    pub device: *const ember_device,
 }
 
 #[repr(C)]
@@ -517,6 +526,12 @@ extern "C" {
         out: *mut ember_device_info,
         capacity: usize,
         out_count: *mut usize,
+    ) -> ember_status;
+    pub fn ember_devices(out: *mut *const ember_device, capacity: usize, out_count: *mut usize) -> ember_status;
+    pub fn ember_device_get_info(
+        device: *const ember_device,
+        info: *mut ember_device_info,
+        out_backend: *mut ember_backend_kind,
     ) -> ember_status;
     pub fn ember_vulkan_device_params_init(params: *mut ember_vulkan_device_params);
     pub fn ember_vulkan_set_device(params: *const ember_vulkan_device_params) -> ember_status;

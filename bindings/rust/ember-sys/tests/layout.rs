@@ -62,7 +62,8 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_model_info { struct_size, architecture, name, n_params, size_bytes, n_ctx_train, n_vocab, n_embd,
                            n_layer, n_head, n_head_kv, kv_bytes_per_token }
         ember_tensor_info { struct_size, name, type_, n_dims, dims, n_bytes }
-        ember_session_params { struct_size, n_ctx, n_threads, n_batch, seed, backend, reserved, n_seq_max, kv_type }
+        ember_session_params { struct_size, n_ctx, n_threads, n_batch, seed, backend, reserved, n_seq_max, kv_type,
+                               device }
         ember_sampler_params { struct_size, temperature, top_k, top_p, min_p, repeat_penalty, frequency_penalty,
                                presence_penalty, penalty_last_n, seed }
         ember_generate_params { struct_size, max_tokens, on_token, user_data, speculate }
@@ -70,7 +71,7 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_spec_stats { struct_size, k, drafted, accepted, target_passes, generated, acceptance_rate,
                            tokens_per_pass }
         ember_engine_params { struct_size, n_ctx, n_seq_max, kv_bytes, n_threads, n_batch, backend, manual_step,
-                              kv_type }
+                              kv_type, reserved, device }
         ember_engine_stats { struct_size, n_blocks, n_blocks_used, n_blocks_cached, block_size, n_running,
                              n_queued, kv_bytes }
         ember_memory_estimate { struct_size, weights_bytes, kv_bytes, compute_bytes, total_bytes }
