@@ -50,7 +50,7 @@ std::vector<float> run(Backend &b, const Model &m, const std::vector<int32_t> &t
     const HParams &hp = m.desc().hp;
     ContextParams cp;
     cp.n_blocks = 16, cp.block_size = 16, cp.n_batch = 64, cp.n_logits = 64, cp.n_threads = 2;
-    auto bm = b.load_model(m.desc());
+    auto bm = b.load_model(m.desc().c);
     auto ctx = bm->create_context(cp);
     std::vector<int32_t> table = {3, 0, 7, 1, 9, 2, 4, 5, 6, 8, 10, 11, 12, 13, 14, 15};  // scattered blocks
     std::vector<float> logits(tokens.size() * hp.n_vocab);
@@ -126,7 +126,7 @@ void test_cancel_between_chunks(void **) {
     auto model = Model::load(file.path, LoadOptions{});
     ContextParams cp;
     cp.n_blocks = 8, cp.n_batch = 64, cp.n_logits = 1;
-    auto bm = g_vulkan->load_model(model->desc());
+    auto bm = g_vulkan->load_model(model->desc().c);
     auto ctx = bm->create_context(cp);
     std::vector<int32_t> tokens(40, 5), pos(40), table = {0, 1, 2, 3};
     for (int i = 0; i < 40; ++i) pos[i] = i;
