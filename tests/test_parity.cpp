@@ -1,7 +1,8 @@
 // test_parity.cpp — every kernel of every backend against double-precision references: the parity
-// harness of issue 7. One op description (src/backend/module_api.h's ember_mod_op) is run on the CPU
-// (an in-process adapter over cpu/kernels.hpp) and, with the argument "vulkan" or "cuda", on that module
-// (module_run_op), each result held to the bound derived next to its op below.
+// harness. One op description (src/backend/module_api.h's ember_mod_op: one op of backend/graph.h on host
+// arrays) is run by a backend's module table — the CPU's built-in one, or with the argument "vulkan" or
+// "cuda" that module's (module_run_op) — each result held to the bound derived next to its op below.
+// Every op a model's program can contain has a test here.
 //
 // Bounds use u = 2^-24 (float's unit roundoff) and the accuracy Vulkan allows its shader built-ins
 // (the SPIR-V environment's precision table): exp within 3 + 2|x| ulp, division 2.5 ulp, sqrt as
@@ -14,7 +15,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/fp16.hpp"
-#include "cpu/kernels.hpp"
+#include "cpu/kernels.hpp"  // GGUF quantizers, to make quantized test weights
 
 #include <algorithm>
 #include <cmath>
@@ -34,46 +35,6 @@ constexpr double kU = 1.0 / 16777216.0;
 
 std::function<void(const ember_mod_op &)> g_run;  // the backend under test
 const char *g_name = "cpu";
-
-// --- the CPU adapter -------------------------------------------------------------------------------
-void cpu_run(const ember_mod_op &op) {
-    static cpu::ThreadPool pool(2);
-    static cpu::Scratch scratch;
-    const DType type = static_cast<DType>(op.type);
-    switch (op.kind) {
-    case EMBER_MOD_OP_MATMUL:
-    case EMBER_MOD_OP_GET_ROWS: {
-        cpu::WeightView w;
-        w.type = type, w.n_in = op.n_in, w.n_out = op.n_out, w.data = op.w;
-        w.row_bytes = dtype_row_bytes(type, op.n_in);
-        if (op.kind == EMBER_MOD_OP_MATMUL) cpu::matmul(pool, scratch, w, op.x, op.n_tokens, op.y, op.bias);
-        else cpu::get_rows(w, op.ids, op.n_tokens, op.y);
-        return;
-    }
-    case EMBER_MOD_OP_RMSNORM: cpu::rms_norm(op.x, op.norm, op.y, op.n_tokens, op.n_in, op.eps); return;
-    case EMBER_MOD_OP_ROPE: {
-        const size_t n = size_t{op.n_tokens} * op.n_head * op.head_dim;
-        std::copy(op.x, op.x + n, op.y);
-        cpu::RopeParams p;
-        p.n_rot = static_cast<int>(op.n_rot), p.neox = op.rope_neox != 0, p.theta_base = op.rope_theta;
-        p.freq_scale = op.rope_freq_scale, p.freq_factors = op.norm;
-        cpu::rope(op.y, op.n_tokens, static_cast<int>(op.n_head), static_cast<int>(op.head_dim), op.ids, p);
-        return;
-    }
-    case EMBER_MOD_OP_SWIGLU: cpu::swiglu(op.x, op.x2, op.y, op.n_in); return;
-    case EMBER_MOD_OP_ATTENTION: {
-        cpu::AttnParams p;
-        p.n_head = static_cast<int>(op.n_head), p.n_head_kv = static_cast<int>(op.n_head_kv);
-        p.head_dim = static_cast<int>(op.head_dim), p.scale = op.scale;
-        cpu::PagedKv kv;
-        kv.k = op.k_cache, kv.v = op.v_cache, kv.type = type, kv.block_size = op.block_size;
-        kv.row_bytes = dtype_row_bytes(type, size_t{op.n_head_kv} * op.head_dim);
-        cpu::attention(pool, op.x, op.ids, op.tables, op.n_tokens, kv, op.y, p);
-        return;
-    }
-    default: ember::fail(EMBER_ERR_INVALID_ARGUMENT, "cpu adapter: op %u", op.kind);
-    }
-}
 
 ember_mod_op make_op(uint32_t kind) {
     ember_mod_op op{};
@@ -269,10 +230,13 @@ void test_rmsnorm(void **) {
     uint64_t st = 13;
     for (uint32_t dim : {64u, 288u, 1000u})
         for (uint32_t nt : {1u, 5u}) {
-            const std::vector<float> x = rand_vec(&st, size_t{nt} * dim, -3, 3), w = rand_vec(&st, dim, -2, 2);
+          for (int weighted = 0; weighted < 2; ++weighted) {  // a norm without a weight: the program's option
+            const std::vector<float> x = rand_vec(&st, size_t{nt} * dim, -3, 3),
+                                     w = weighted ? rand_vec(&st, dim, -2, 2) : std::vector<float>(dim, 1.0f);
             std::vector<float> y(x.size());
             ember_mod_op op = make_op(EMBER_MOD_OP_RMSNORM);
-            op.n_in = dim, op.n_tokens = nt, op.eps = 1e-5f, op.x = x.data(), op.norm = w.data(), op.y = y.data();
+            op.n_in = dim, op.n_tokens = nt, op.eps = 1e-5f, op.x = x.data(), op.norm = weighted ? w.data() : nullptr;
+            op.y = y.data();
             run(op);
             for (uint32_t t = 0; t < nt; ++t) {
                 double ss = 0;
@@ -280,9 +244,11 @@ void test_rmsnorm(void **) {
                 const double scale = 1.0 / std::sqrt(ss / dim + double(1e-5f));
                 for (uint32_t i = 0; i < dim; ++i) {
                     const double want = x[t * dim + i] * scale * w[i];
-                    check("rmsnorm", t * dim + i, y[t * dim + i], want, (dim / 2.0 + 12) * kU * std::fabs(want));
+                    check(weighted ? "rmsnorm" : "rmsnorm (no weight)", t * dim + i, y[t * dim + i], want,
+                          (dim / 2.0 + 12) * kU * std::fabs(want));
                 }
             }
+          }
         }
 }
 
@@ -339,6 +305,90 @@ void test_swiglu(void **) {
     for (uint32_t i = 0; i < n; ++i) {
         const double want = g[i] / (1.0 + std::exp(-double(g[i]))) * u[i];
         check("swiglu", i, y[i], want, (8 + 2 * std::fabs(g[i])) * kU * std::fabs(want) * 1.01);
+    }
+}
+
+
+// --- add, gather_logits -----------------------------------------------------------------------------
+// One float addition is correctly rounded: within u of the exact sum. A gather copies: exact.
+void test_add(void **) {
+    uint64_t st = 29;
+    const uint32_t n = 3000;
+    const std::vector<float> a = rand_vec(&st, n, -100, 100), b = rand_vec(&st, n, -1, 1);
+    std::vector<float> y(n);
+    ember_mod_op op = make_op(EMBER_GRAPH_ADD);
+    op.n_in = n, op.x = a.data(), op.x2 = b.data(), op.y = y.data();
+    run(op);
+    for (uint32_t i = 0; i < n; ++i) {
+        const double want = double(a[i]) + double(b[i]);
+        check("add", i, y[i], want, 1.01 * kU * std::fabs(want));
+    }
+}
+
+void test_gather_logits(void **) {
+    uint64_t st = 31;
+    const uint32_t width = 96, n_rows = 9;
+    const std::vector<float> x = rand_vec(&st, size_t{n_rows} * width, -5, 5);
+    const int32_t ids[4] = {8, 0, 3, 8};
+    std::vector<float> y(4 * width, -1.0f);
+    ember_mod_op op = make_op(EMBER_GRAPH_GATHER_LOGITS);
+    op.n_in = width, op.n_tokens = 4, op.ids = ids, op.x = x.data(), op.y = y.data();
+    run(op);
+    for (uint32_t r = 0; r < 4; ++r)
+        for (uint32_t i = 0; i < width; ++i) check("gather_logits", r * width + i, y[r * width + i], x[ids[r] * width + i], 0.0);
+}
+
+// --- kv_store ----------------------------------------------------------------------------------------
+// Rows land at their token's slot (block table[pos / block_size], row pos % block_size) and nowhere else.
+// F16: the value rounded to nearest, exactly as fp32_to_fp16 does. Q8_0 (per block of 32: d = amax / 127
+// as f16, codes round(x / d)): within half a step, d / 2, plus the clamp where d rounded down (amax -
+// 127 d <= amax 2^-11): bound 0.51 amax / 127.
+void test_kv_store(void **) {
+    uint64_t st = 37;
+    for (DType type : {DType::F16, DType::Q8_0}) {
+        const uint32_t width = 64, bs = 4, n_blocks = 6, nt = 5;
+        const size_t rb = dtype_row_bytes(type, width), cache = size_t{n_blocks} * bs * rb;
+        const int32_t table_a[2] = {5, 2}, table_b[2] = {0, 3};
+        const int32_t *tables[nt] = {table_a, table_a, table_b, table_b, table_b};
+        const int32_t pos[nt] = {0, 5, 1, 2, 7};
+        const std::vector<float> k = rand_vec(&st, size_t{nt} * width, -4, 4), v = rand_vec(&st, size_t{nt} * width, -1, 1);
+        std::vector<uint8_t> kc(cache, 0), vc(cache, 0);
+        ember_mod_op op = make_op(EMBER_GRAPH_KV_STORE);
+        op.type = static_cast<uint32_t>(type), op.n_in = width, op.n_tokens = nt, op.ids = pos, op.tables = tables;
+        op.block_size = bs, op.n_blocks = n_blocks, op.x = k.data(), op.x2 = v.data(), op.k_out = kc.data(), op.v_out = vc.data();
+        run(op);
+        std::vector<bool> written(size_t{n_blocks} * bs, false);
+        for (uint32_t t = 0; t < nt; ++t) {
+            const size_t slot = size_t(tables[t][pos[t] / bs]) * bs + pos[t] % bs;
+            written[slot] = true;
+            for (int kv = 0; kv < 2; ++kv) {
+                const float *src = (kv ? v : k).data() + size_t{t} * width;
+                const uint8_t *row = (kv ? vc : kc).data() + slot * rb;
+                for (uint32_t i = 0; i < width; ++i) {
+                    double got, bound = 0.0;
+                    if (type == DType::F16) {
+                        uint16_t h;
+                        std::memcpy(&h, row + 2 * i, 2);
+                        got = fp16_to_fp32(h);
+                        const double want = fp16_to_fp32(fp32_to_fp16(src[i]));
+                        check("kv_store f16", t * width + i, got, want, 0.0);
+                        continue;
+                    }
+                    const uint8_t *blk = row + (i / 32) * 34;
+                    uint16_t dh;
+                    std::memcpy(&dh, blk, 2);
+                    got = fp16_to_fp32(dh) * static_cast<int8_t>(blk[2 + i % 32]);
+                    double amax = 0;
+                    for (uint32_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(double(src[j])));
+                    bound = 0.51 * amax / 127;
+                    check("kv_store q8_0", t * width + i, got, src[i], bound);
+                }
+            }
+        }
+        for (size_t slot = 0; slot < written.size(); ++slot)
+            if (!written[slot])
+                for (size_t b = 0; b < rb; ++b)
+                    if (kc[slot * rb + b] || vc[slot * rb + b]) fail_msg("%s kv_store wrote slot %zu, no token's", g_name, slot);
     }
 }
 
@@ -442,9 +492,11 @@ void test_validation_trap(void **) {
 } // namespace
 
 int main(int argc, char **argv) {
-    // "vulkan" or "cuda": that module's kernels (through run_op); no argument: the CPU's.
+    // "vulkan" or "cuda": that module's kernels (through run_op); no argument: the CPU's built-in table,
+    // through the same adapter.
     const char *module = argc > 1 ? argv[1] : nullptr;
     const bool vulkan = module && std::strcmp(module, "vulkan") == 0;
+    static const LoadedModule cpu{ember_cpu_backend_module(), "built in"};
     std::unique_ptr<Backend> backend;
     if (module) {
         std::string why;
@@ -458,13 +510,14 @@ int main(int argc, char **argv) {
             return EMBER_TEST_SKIP;
         }
         g_name = module;
-        g_run = [b = backend.get()](const ember_mod_op &op) { module_run_op(*b, op); };
     } else {
-        g_run = cpu_run;
+        backend = module_backend_create(cpu);
     }
+    g_run = [b = backend.get()](const ember_mod_op &op) { module_run_op(*b, op); };
     std::vector<CMUnitTest> tests = {
         cmocka_unit_test(test_matmul), cmocka_unit_test(test_get_rows), cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),   cmocka_unit_test(test_swiglu),   cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_add),    cmocka_unit_test(test_gather_logits), cmocka_unit_test(test_kv_store),
     };
     if (vulkan && std::getenv("EMBER_VULKAN_VALIDATION")) tests.push_back(cmocka_unit_test(test_validation_trap));
     if (module && std::strcmp(module, "cuda") == 0) tests.push_back(cmocka_unit_test(test_matmul_kquants));

@@ -8,6 +8,7 @@
 // devices, loading a model, sizing and creating contexts, running one op); optional hooks:
 //   static void before_model_free(ember_mod_model *m)   e.g. make the model's device current
 //   static void after_call(ember_mod_context *c)       e.g. turn a validation message into a failure
+//   static void close(ember_mod_backend *b)             instead of deleting it (a static device)
 // then builds its table with module_table<Traits>().
 #pragma once
 
@@ -21,7 +22,10 @@ struct ModuleGlue {
     static void after(ember_mod_context *c) {
         if constexpr (requires { Traits::after_call(c); }) Traits::after_call(c);
     }
-    static void close(ember_mod_backend *b) { delete b; }
+    static void close(ember_mod_backend *b) {
+        if constexpr (requires { Traits::close(b); }) Traits::close(b);
+        else delete b;
+    }
     static void model_free(ember_mod_model *m) {
         if constexpr (requires { Traits::before_model_free(m); })
             if (m) Traits::before_model_free(m);

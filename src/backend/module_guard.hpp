@@ -24,7 +24,7 @@ int module_guard(const char *who, char *msg, size_t cap, F &&f) {
         if (msg && cap) std::snprintf(msg, cap, "%s", e.what());
         return e.status();
     } catch (const std::bad_alloc &) {
-        if (msg && cap) std::snprintf(msg, cap, "%s: out of host memory", who);
+        if (msg && cap) std::snprintf(msg, cap, "%s: out of memory (a host allocation failed)", who);
         return EMBER_ERR_OUT_OF_MEMORY;
     } catch (const std::exception &e) {
         if (msg && cap) std::snprintf(msg, cap, "%s: %s", who, e.what());

@@ -88,7 +88,10 @@ public:
         auto *m = dynamic_cast<const ModuleContext *>(other);
         return m && m->api_ == api ? m->c_ : nullptr;
     }
-    ~ModuleContext() override { api_->context_free(c_); }
+    ~ModuleContext() override {
+        if (c_) api_->context_free(c_);
+    }
+    ember_mod_context **slot() { return &c_; }
     void forward(const Batch &b) override {
         ember_mod_batch mb{};
         mb.struct_size = sizeof mb;
@@ -123,26 +126,30 @@ private:
 
 class ModuleModel final : public BackendModel {
 public:
-    ModuleModel(const ember_backend_module *api, const ember_mod_model_desc &desc, ember_mod_model *m, std::function<void()> on_free)
-        : api_(api), desc_(desc), m_(m), on_free_(std::move(on_free)) {}
+    // Made before the module's model, which it then receives through slot(): a wrapper that could not be
+    // allocated after the module made its object would leak that object.
+    ModuleModel(const ember_backend_module *api, const ember_mod_model_desc &desc, std::function<void()> on_free)
+        : api_(api), desc_(desc), on_free_(std::move(on_free)) {}
     ~ModuleModel() override {
+        if (!m_) return;
         api_->model_free(m_);
         on_free_();
     }
+    ember_mod_model **slot() { return &m_; }
     std::unique_ptr<BackendContext> create_context(const ContextParams &params) override {
         check_kv_type(desc_, params.kv_type);
         ember_mod_context_params p = module_context_params(params);
         p.share_threads_with = ModuleContext::same_module(params.share_threads_with, api_);
-        ember_mod_context *c = nullptr;
+        auto ctx = std::make_unique<ModuleContext>(api_, nullptr, ember::kv_bytes_per_token(desc_, params.kv_type));
         char msg[kMsgCap] = "";
-        check(api_->context_create(m_, &p, &c, msg, sizeof msg), msg, "context_create");
-        return std::make_unique<ModuleContext>(api_, c, ember::kv_bytes_per_token(desc_, params.kv_type));
+        check(api_->context_create(m_, &p, ctx->slot(), msg, sizeof msg), msg, "context_create");
+        return ctx;
     }
 
 private:
     const ember_backend_module *api_;
     const ember_mod_model_desc &desc_;
-    ember_mod_model *m_;
+    ember_mod_model *m_ = nullptr;
     std::function<void()> on_free_;  // tells the backend one model fewer uses its device
 };
 
@@ -170,13 +177,13 @@ public:
         return score_;
     }
     std::unique_ptr<BackendModel> load_model(const ember_mod_model_desc &desc) override {
+        auto model = std::make_unique<ModuleModel>(api_, desc, [this] { release(); });
         ember_mod_backend *b = acquire();
-        ember_mod_model *m = nullptr;
         char msg[kMsgCap] = "";
-        const int st = api_->model_load(b, &desc, &m, msg, sizeof msg);
+        const int st = api_->model_load(b, &desc, model->slot(), msg, sizeof msg);
         if (st != EMBER_OK) release();
         check(st, msg, "model_load");
-        return std::make_unique<ModuleModel>(api_, desc, m, [this] { release(); });
+        return model;
     }
     size_t context_bytes(const ember_mod_model_desc &desc, const ContextParams &params) const override {
         const ember_mod_context_params p = module_context_params(params);

@@ -10,8 +10,10 @@
 #include <memory>
 #include <thread>
 
+// The one CPU "device": static, so that opening it allocates nothing (the core keeps a device open for
+// the process's life, and an allocation made inside a failing call would count as leaked).
 struct ember_mod_backend {
-    std::string name;
+    char name[64];
 };
 struct ember_mod_model {
     std::unique_ptr<ember::cpu::CpuModel> m;
@@ -41,13 +43,18 @@ static int list_devices(ember_mod_device_info *out, uint32_t cap, uint32_t *n_ou
 
 static int open(const ember_mod_open_params *, ember_mod_backend **out, char *msg, size_t msg_cap) {
     return module_guard("cpu", msg, msg_cap, [&] {
-        auto b = std::make_unique<ember_mod_backend>();
-        b->name = format("cpu (%s kernels)", cpu::isa_name());
-        *out = b.release();
+        static ember_mod_backend cpu = [] {
+            ember_mod_backend b{};
+            std::snprintf(b.name, sizeof b.name, "cpu (%s kernels)", cpu::isa_name());
+            return b;
+        }();
+        *out = &cpu;
     });
 }
 
-static const char *device_name(const ember_mod_backend *b) { return b ? b->name.c_str() : ""; }
+static void close(ember_mod_backend *) {}
+
+static const char *device_name(const ember_mod_backend *b) { return b ? b->name : ""; }
 
 static int model_load(ember_mod_backend *, const ember_mod_model_desc *d, ember_mod_model **out, char *msg, size_t cap) {
     return module_guard("cpu", msg, cap, [&] {

@@ -79,12 +79,13 @@ std::vector<uint8_t> encode(const std::vector<float> &w, DType type, int64_t n_i
 } // namespace
 
 std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
-    if (s.n_vocab < 8 || s.n_head == 0 || s.n_head_kv == 0 || s.n_embd % s.n_head || s.n_head % s.n_head_kv)
+    if (s.n_vocab < 8 || s.n_head == 0 || s.n_head_kv == 0 || (!s.head_dim && s.n_embd % s.n_head) ||
+        s.n_head % s.n_head_kv)
         fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic model shape");
     Rng rng(s.seed);
     gguf::Writer w;
     const std::string a = s.arch + ".";
-    const uint32_t head_dim = s.n_embd / s.n_head;
+    const uint32_t head_dim = s.head_dim ? s.head_dim : s.n_embd / s.n_head;
     w.add_string("general.architecture", s.arch);
     w.add_string("general.name", "synthetic " + s.arch);
     w.add_u32(a + "context_length", s.n_ctx);
@@ -96,6 +97,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
     w.add_f32(a + "rope.freq_base", s.rope_theta);
     w.add_u32(a + "rope.dimension_count", head_dim);
+    if (s.head_dim) w.add_u32(a + "attention.key_length", head_dim), w.add_u32(a + "attention.value_length", head_dim);
 
     // Vocabulary: <unk>, <s>, </s>; the 256 byte tokens <0x00>..<0xFF> when there is room (any text then
     // tokenizes, as with real SentencePiece vocabularies, and other runtimes accept the file); then "▁",
@@ -161,6 +163,10 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             vector(p + "attn_q.bias", nq, -0.5f, 0.5f);
             vector(p + "attn_k.bias", nkv, -0.5f, 0.5f);
             vector(p + "attn_v.bias", nkv, -0.5f, 0.5f);
+        }
+        if (s.qk_norm) {
+            vector(p + "attn_q_norm.weight", head_dim, 0.8f, 1.2f);
+            vector(p + "attn_k_norm.weight", head_dim, 0.8f, 1.2f);
         }
         matrix(p + "attn_output.weight", nq, s.n_embd);
         vector(p + "ffn_norm.weight", s.n_embd, 0.8f, 1.2f);

@@ -17,7 +17,7 @@ namespace ember {
 enum class WeightMix { Uniform, Q4_K_M };
 
 struct SyntheticSpec {
-    std::string arch = "llama";   // "llama" or "qwen2"
+    std::string arch = "llama";   // "llama", "qwen2" or "qwen3"
     uint32_t n_vocab = 64;        // >= 8
     uint32_t n_embd = 64;
     uint32_t n_layer = 2;
@@ -30,6 +30,8 @@ struct SyntheticSpec {
     WeightMix mix = WeightMix::Uniform;  // Q4_K_M: `type` is ignored
     bool tied_output = true;      // no output.weight: the embedding matrix is reused
     bool qkv_bias = false;        // Q/K/V biases (qwen2 requires them)
+    bool qk_norm = false;         // per-head q/k norm weights (qwen3 requires them)
+    uint32_t head_dim = 0;        // 0: n_embd / n_head; else written as attention.key_length
     bool rope_freqs = false;      // add a rope_freqs.weight tensor (Llama-3 style scaling factors)
     float rope_theta = 10000.0f;
     uint64_t seed = 1;
