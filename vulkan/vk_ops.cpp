@@ -46,7 +46,8 @@ void run_op(Device &dev, const ember_mod_op &op) {
     const uint32_t n = op.n_tokens;
     uint32_t y = 0;
     size_t y_count = 0;
-    std::vector<uint8_t> kbytes, vbytes;
+    std::vector<uint8_t> kbytes, vbytes;  // the caches (attention reads them, kv_store writes them back)
+    bool kv_out = false;
     std::function<void(Recorder &)> record;
     WeightRef w;
     auto weight = [&] {
@@ -87,12 +88,12 @@ void run_op(Device &dev, const ember_mod_op &op) {
         break;
     }
     case EMBER_MOD_OP_RMSNORM: {
-        const uint32_t nw = hb.put_w(op.norm, op.n_in * 4);
+        const uint32_t nw = op.norm ? hb.put_w(op.norm, op.n_in * 4) : kNone;
         const uint32_t x = hb.put_acts(op.x, size_t{n} * op.n_in);
         y = hb.put_acts(nullptr, size_t{n} * op.n_in), y_count = size_t{n} * op.n_in;
         const float eps = op.eps;
         const uint32_t dim = op.n_in;
-        record = [=](Recorder &r) { r.rmsnorm(x, y, nw, dim, n, kNone, eps); };
+        record = [=](Recorder &r) { r.rmsnorm(x, y, nw, dim, 1, n, kNone, eps); };
         break;
     }
     case EMBER_MOD_OP_ROPE: {
@@ -108,6 +109,46 @@ void run_op(Device &dev, const ember_mod_op &op) {
         y = hb.put_acts(nullptr, op.n_in), y_count = op.n_in;
         const uint32_t cnt = op.n_in;
         record = [=](Recorder &r) { r.swiglu(g, u, y, cnt); };
+        break;
+    }
+    case EMBER_GRAPH_ADD: {
+        y = hb.put_acts(op.x, op.n_in), y_count = op.n_in;
+        const uint32_t x2 = hb.put_acts(op.x2, op.n_in), cnt = op.n_in;
+        record = [=](Recorder &r) { r.add(y, x2, cnt); };
+        break;
+    }
+    case EMBER_GRAPH_GATHER_LOGITS: {
+        uint32_t n_src = 0;  // rows of x: up to the last one gathered
+        for (uint32_t i = 0; i < n; ++i) {
+            if (op.ids[i] < 0) fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan gather_logits: row %d", op.ids[i]);
+            n_src = std::max(n_src, static_cast<uint32_t>(op.ids[i]) + 1);
+        }
+        const uint32_t x = hb.put_acts(op.x, size_t{n_src} * op.n_in), ids = hb.put_io(op.ids, n);
+        y = hb.put_acts(nullptr, size_t{n} * op.n_in), y_count = size_t{n} * op.n_in;
+        const uint32_t width = op.n_in;
+        record = [=](Recorder &r) { r.gather(x, y, width, n, ids); };
+        break;
+    }
+    case EMBER_GRAPH_KV_STORE: {
+        if ((type != DType::F16 && type != DType::Q8_0) || op.n_in % (type == DType::F16 ? 2 : 32) != 0)
+            fail(EMBER_ERR_UNSUPPORTED, "vulkan kv_store: rows of %u values as %s", op.n_in, dtype_name(type));
+        const size_t row_bytes = dtype_row_bytes(type, op.n_in);
+        const size_t cache = size_t{op.n_blocks} * op.block_size * row_bytes;
+        if (cache == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan kv_store: an empty cache");
+        kbytes.assign(op.k_out, op.k_out + cache);  // rows no token writes keep their bytes
+        vbytes.assign(op.v_out, op.v_out + cache);
+        kv_out = true;
+        const uint32_t k = hb.put_acts(op.x, size_t{n} * op.n_in), v = hb.put_acts(op.x2, size_t{n} * op.n_in);
+        const uint32_t rows = hb.put_io(nullptr, n);
+        for (uint32_t t = 0; t < n; ++t) {
+            const int32_t p = op.ids[t], bs = static_cast<int32_t>(op.block_size);
+            const int32_t block = p < 0 ? -1 : op.tables[t][p / bs];
+            if (block < 0 || static_cast<uint32_t>(block) >= op.n_blocks)
+                fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan kv_store: position %d maps to block %d of %u", p, block, op.n_blocks);
+            hb.io[rows + t] = block * bs + p % bs;
+        }
+        const uint32_t width = op.n_in;
+        record = [=](Recorder &r) { r.kv_store(k, v, n, width, rows, 0, static_cast<uint32_t>(row_bytes), type); };
         break;
     }
     case EMBER_MOD_OP_GET_ROWS: {
@@ -176,7 +217,11 @@ void run_op(Device &dev, const ember_mod_op &op) {
             Recorder r(dev, cb, bind.set);
             record(r);
         });
-        dev.download(ba, size_t{y} * 4, op.y, y_count * 4);
+        if (y_count) dev.download(ba, size_t{y} * 4, op.y, y_count * 4);
+        if (kv_out) {
+            dev.download(bk, 0, op.k_out, kbytes.size());
+            dev.download(bv, 0, op.v_out, vbytes.size());
+        }
     } catch (...) {
         bind.destroy(dev);
         for (Buffer *b : {&bw, &ba, &bk, &bv, &bio}) dev.destroy(*b);
