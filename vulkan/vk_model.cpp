@@ -6,7 +6,6 @@
 #include "core/error.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -154,7 +153,6 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     if (words > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan forward: a pass of %zu words of inputs and logits", words);
     ensure_io(words);
     auto *w = static_cast<int32_t *>(io_.map);
-    auto *wf = static_cast<float *>(io_.map);
     for (uint32_t t = 0; t < n; ++t) {
         w[io.tok + t] = b.tokens[t];
         w[io.pos + t] = b.pos[t];
@@ -163,18 +161,7 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     }
     for (uint32_t i = 0; i < nl; ++i) w[io.lrows + i] = b.logits_rows[i];
     for (auto [tab, at] : table_at) std::memcpy(w + at, tab, table_len[tab] * sizeof(int32_t));
-    // cos and sin of pos * freq[i], formed in double as on the CPU.
-    for (size_t k = 0; k < P.ropes.size(); ++k) {
-        const RopeSet &rs = P.ropes[k];
-        const uint32_t half = rs.n_rot / 2;
-        float *cs = wf + io.rope[k];
-        for (uint32_t t = 0; t < n; ++t)
-            for (uint32_t i = 0; i < half; ++i) {
-                const double a = static_cast<double>(b.pos[t]) * rs.freq[i];
-                cs[t * rs.n_rot + i] = static_cast<float>(std::cos(a));
-                cs[t * rs.n_rot + half + i] = static_cast<float>(std::sin(a));
-            }
-    }
+    for (size_t k = 0; k < P.ropes.size(); ++k) rope_table(P.ropes[k].freq, b.pos, n, static_cast<float *>(io_.map) + io.rope[k]);
     return io;
 }
 

@@ -3,9 +3,9 @@
 #include "vk_ops.hpp"
 
 #include "core/error.hpp"
+#include "vk_program.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -56,18 +56,9 @@ void run_op(Device &dev, const ember_mod_op &op) {
         w.off = static_cast<uint32_t>(hb.w.size());
         pack_weight(type, op.w, op.n_in, op.n_out, hb.w);
     };
-    auto rope_table = [&](uint32_t n_rot) {
+    auto put_rope_table = [&](uint32_t n_rot) {
         std::vector<float> cs(size_t{n} * n_rot);
-        const uint32_t half = n_rot / 2;
-        for (uint32_t t = 0; t < n; ++t)
-            for (uint32_t i = 0; i < half; ++i) {
-                double f = static_cast<double>(op.rope_freq_scale) *
-                           std::pow(static_cast<double>(op.rope_theta), -2.0 * i / static_cast<double>(n_rot));
-                if (op.norm) f /= static_cast<double>(op.norm[i]);
-                const double a = static_cast<double>(op.ids[t]) * f;
-                cs[t * n_rot + i] = static_cast<float>(std::cos(a));
-                cs[t * n_rot + half + i] = static_cast<float>(std::sin(a));
-            }
+        rope_table(rope_freq(n_rot, op.rope_theta, op.rope_freq_scale, op.norm), op.ids, n, cs.data());
         return hb.put_io(reinterpret_cast<const int32_t *>(cs.data()), cs.size());
     };
 
@@ -99,7 +90,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
     case EMBER_MOD_OP_ROPE: {
         const size_t count = size_t{n} * op.n_head * op.head_dim;
         y = hb.put_acts(op.x, count), y_count = count;
-        const uint32_t cs = rope_table(op.n_rot);
+        const uint32_t cs = put_rope_table(op.n_rot);
         const ember_mod_op o = op;
         record = [=](Recorder &r) { r.rope(y, n, o.n_head, o.head_dim, o.n_rot, o.rope_neox != 0, cs); };
         break;

@@ -179,13 +179,8 @@ uint32_t rope_set(Program &p, const ember_mod_model_desc &d, const ember_graph_n
     }
     RopeSet r;
     r.n_rot = n.n_rot, r.theta = n.rope_theta, r.freq_scale = n.rope_freq_scale, r.factors = n.w;
-    const float *ff = n.w >= 0 ? static_cast<const float *>(d.tensors[n.w].data) : nullptr;
-    for (uint32_t i = 0; i < n.n_rot / 2; ++i) {
-        double f = static_cast<double>(r.freq_scale) *
-                   std::pow(static_cast<double>(r.theta), -2.0 * i / static_cast<double>(r.n_rot));
-        if (ff) f /= static_cast<double>(ff[i]);
-        r.freq.push_back(f);
-    }
+    r.freq = rope_freq(n.n_rot, n.rope_theta, n.rope_freq_scale,
+                       n.w >= 0 ? static_cast<const float *>(d.tensors[n.w].data) : nullptr);
     p.ropes.push_back(std::move(r));
     return static_cast<uint32_t>(p.ropes.size() - 1);
 }
@@ -241,6 +236,26 @@ void plan_steps(Program &p, const ember_mod_model_desc &d) {
 }
 
 } // namespace
+
+std::vector<double> rope_freq(uint32_t n_rot, float theta, float freq_scale, const float *factors) {
+    std::vector<double> freq;
+    for (uint32_t i = 0; i < n_rot / 2; ++i) {
+        double f = static_cast<double>(freq_scale) * std::pow(static_cast<double>(theta), -2.0 * i / static_cast<double>(n_rot));
+        if (factors) f /= static_cast<double>(factors[i]);
+        freq.push_back(f);
+    }
+    return freq;
+}
+
+void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n, float *cs) {
+    const size_t half = freq.size(), n_rot = 2 * half;
+    for (uint32_t t = 0; t < n; ++t)
+        for (size_t i = 0; i < half; ++i) {
+            const double a = static_cast<double>(pos[t]) * freq[i];
+            cs[t * n_rot + i] = static_cast<float>(std::cos(a));
+            cs[t * n_rot + half + i] = static_cast<float>(std::sin(a));
+        }
+}
 
 Program plan_program(const ember_mod_model_desc &d) {
     if (d.node_size < sizeof(ember_graph_node))

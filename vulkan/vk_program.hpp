@@ -43,6 +43,12 @@ struct RopeSet {
     std::vector<double> freq;
 };
 
+// freq[i] for i < n_rot / 2 (factors: n_rot / 2 values, or nullptr).
+std::vector<double> rope_freq(uint32_t n_rot, float theta, float freq_scale, const float *factors);
+// The table rope.comp reads for n tokens at positions pos: cs[t * n_rot + i] = cos(pos_t freq_i) and
+// cs[t * n_rot + n_rot / 2 + i] = sin, the angle formed in double.
+void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n, float *cs);
+
 struct Program {
     std::vector<ember_graph_node> nodes;  // copied at this build's stride
     std::vector<ember_graph_buf> bufs;
