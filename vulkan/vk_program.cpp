@@ -13,21 +13,6 @@ namespace ember::vk {
 
 namespace {
 
-const char *op_name(uint32_t op) {
-    switch (op) {
-    case EMBER_GRAPH_GET_ROWS: return "get_rows";
-    case EMBER_GRAPH_RMS_NORM: return "rms_norm";
-    case EMBER_GRAPH_MATMUL: return "matmul";
-    case EMBER_GRAPH_ROPE: return "rope";
-    case EMBER_GRAPH_KV_STORE: return "kv_store";
-    case EMBER_GRAPH_ATTENTION: return "attention";
-    case EMBER_GRAPH_ADD: return "add";
-    case EMBER_GRAPH_SWIGLU: return "swiglu";
-    case EMBER_GRAPH_GATHER_LOGITS: return "gather_logits";
-    default: return nullptr;
-    }
-}
-
 bool quantized_type(uint32_t t) {
     return t != static_cast<uint32_t>(DType::F32) && t != static_cast<uint32_t>(DType::F16);
 }
@@ -55,7 +40,7 @@ public:
 
     void node(uint32_t i, const ember_graph_node &n) {
         i_ = i;
-        name_ = op_name(n.op);
+        name_ = ember_graph_op_name(n.op);
         if (!name_) fail(EMBER_ERR_UNSUPPORTED, "vulkan: op %u (node %u) is not supported by this backend", n.op, i);
         if (n.op != EMBER_GRAPH_KV_STORE) buf(n.dst);
         switch (n.op) {

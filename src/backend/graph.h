@@ -60,6 +60,23 @@ enum ember_graph_op_kind {
     EMBER_GRAPH_GATHER_LOGITS = 9
 };
 
+/* The op's name for messages ("matmul"), or NULL for a number this header does not define (a backend
+ * refusing a program names the number then). */
+static inline const char *ember_graph_op_name(uint32_t op) {
+    switch (op) {
+    case EMBER_GRAPH_GET_ROWS: return "get_rows";
+    case EMBER_GRAPH_RMS_NORM: return "rms_norm";
+    case EMBER_GRAPH_MATMUL: return "matmul";
+    case EMBER_GRAPH_ROPE: return "rope";
+    case EMBER_GRAPH_KV_STORE: return "kv_store";
+    case EMBER_GRAPH_ATTENTION: return "attention";
+    case EMBER_GRAPH_ADD: return "add";
+    case EMBER_GRAPH_SWIGLU: return "swiglu";
+    case EMBER_GRAPH_GATHER_LOGITS: return "gather_logits";
+    default: return NULL;
+    }
+}
+
 enum ember_graph_rope_mode { EMBER_GRAPH_ROPE_NORMAL = 0, EMBER_GRAPH_ROPE_NEOX = 2 };
 enum ember_graph_rows { EMBER_GRAPH_ROWS_TOKENS = 0, EMBER_GRAPH_ROWS_LOGITS = 1 };
 
