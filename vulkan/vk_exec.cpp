@@ -66,6 +66,14 @@ void Recorder::dispatch(Pipe p, const void *pc, uint32_t pc_bytes, uint32_t gx, 
     d.vkCmdDispatch(cb_, gx, gy, gz);
 }
 
+void Recorder::dispatch_flat(Pipe p, const void *pc, uint32_t pc_bytes, uint64_t n_groups) {
+    constexpr uint64_t kMaxX = 65535;
+    if (n_groups == 0) return;
+    const uint64_t gy = (n_groups + kMaxX - 1) / kMaxX;
+    if (gy > kMaxX) fail(EMBER_ERR_UNSUPPORTED, "vulkan: a dispatch of %llu workgroups", (unsigned long long)n_groups);
+    dispatch(p, pc, pc_bytes, static_cast<uint32_t>(gy == 1 ? n_groups : kMaxX), static_cast<uint32_t>(gy));
+}
+
 void Recorder::to_transfer() {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -77,7 +85,7 @@ void Recorder::to_transfer() {
 void Recorder::quantize(uint32_t x_off, uint32_t n_in, uint32_t rows, const QActs &q) {
     struct { uint32_t x_off, n_in, n_blocks, q_off, d_off, s_off; } pc{x_off, n_in, rows * (n_in / 32), q.q_off, q.d_off,
                                                                       q.s_off};
-    dispatch(kQuantizeActs, &pc, sizeof pc, groups(pc.n_blocks, 64));
+    dispatch_flat(kQuantizeActs, &pc, sizeof pc, groups(pc.n_blocks, 64));
 }
 
 void Recorder::matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32_t rows, uint32_t y_off,
@@ -101,32 +109,46 @@ void Recorder::matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32
     constexpr uint32_t kMaxRows = 65535u * 64u;
     for (uint32_t o = 0; o < w.n_out; o += kMaxRows) {
         pc.o_base = o;
-        dispatch(p, &pc, sizeof pc, groups(std::min(kMaxRows, w.n_out - o), 64), groups(rows, 8));  // 8: TT
+        dispatch(p, &pc, sizeof pc, static_cast<uint32_t>(groups(std::min(kMaxRows, w.n_out - o), 64)),
+                 static_cast<uint32_t>(groups(rows, 8)));  // 8: TT
     }
 }
 
-void Recorder::rmsnorm(uint32_t x_off, uint32_t y_off, uint32_t w_off, uint32_t dim, uint32_t rows, uint32_t rows_off,
-                       float eps) {
-    struct { uint32_t x_off, y_off, w_off, dim, rows_off; float eps; } pc{x_off, y_off, w_off, dim, rows_off, eps};
-    dispatch(kRmsNorm, &pc, sizeof pc, rows);
+void Recorder::rmsnorm(uint32_t x_off, uint32_t y_off, uint32_t w_off, uint32_t n, uint32_t groups_per_row,
+                       uint32_t rows, uint32_t rows_off, float eps) {
+    const uint64_t n_groups = uint64_t{rows} * groups_per_row;
+    if (n_groups > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan rmsnorm: %llu groups", (unsigned long long)n_groups);
+    struct { uint32_t x_off, y_off, w_off, n, gpr, n_groups, rows_off; float eps; } pc{
+        x_off, y_off, w_off, n, groups_per_row, static_cast<uint32_t>(n_groups), rows_off, eps};
+    dispatch_flat(kRmsNorm, &pc, sizeof pc, n_groups);
 }
 
 void Recorder::rope(uint32_t x_off, uint32_t rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox,
                     uint32_t cs_off) {
     struct { uint32_t x_off, n_tokens, n_heads, head_dim, n_rot, neox, cs_off; } pc{x_off, rows, n_heads, head_dim, n_rot,
                                                                                   neox ? 1u : 0u, cs_off};
-    dispatch(kRope, &pc, sizeof pc, groups(uint64_t{rows} * n_heads * (n_rot / 2), 64));
+    dispatch_flat(kRope, &pc, sizeof pc, groups(uint64_t{rows} * n_heads * (n_rot / 2), 64));
 }
 
 void Recorder::swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n) {
     struct { uint32_t g_off, u_off, o_off, n; } pc{g_off, u_off, o_off, n};
-    dispatch(kSwiglu, &pc, sizeof pc, groups(n, 64));
+    dispatch_flat(kSwiglu, &pc, sizeof pc, groups(n, 64));
+}
+
+void Recorder::add(uint32_t y_off, uint32_t x_off, uint32_t n) {
+    struct { uint32_t y_off, x_off, n; } pc{y_off, x_off, n};
+    dispatch_flat(kAdd, &pc, sizeof pc, groups(n, 64));
+}
+
+void Recorder::gather(uint32_t x_off, uint32_t y_off, uint32_t width, uint32_t rows, uint32_t rows_off) {
+    struct { uint32_t x_off, y_off, width, rows, rows_off; } pc{x_off, y_off, width, rows, rows_off};
+    dispatch_flat(kGather, &pc, sizeof pc, groups(uint64_t{rows} * width, 64));
 }
 
 void Recorder::get_rows(const WeightRef &w, uint32_t ids_off, uint32_t rows, uint32_t y_off) {
     struct { uint32_t w_off, type, n_in, n_out, ids_off, y_off, n_tokens; } pc{
         w.off, w.k_quant() ? 12u : static_cast<uint32_t>(w.type), w.n_in, w.n_out, ids_off, y_off, rows};
-    dispatch(kGetRows, &pc, sizeof pc, groups(uint64_t{rows} * w.n_in, 64));
+    dispatch_flat(kGetRows, &pc, sizeof pc, groups(uint64_t{rows} * w.n_in, 64));
 }
 
 void Recorder::kv_store(uint32_t k_off, uint32_t v_off, uint32_t rows, uint32_t n_kv, uint32_t rows_off,
@@ -134,7 +156,7 @@ void Recorder::kv_store(uint32_t k_off, uint32_t v_off, uint32_t rows, uint32_t 
     struct { uint32_t k_off, v_off, n_tokens, n_kv, rows_off, layer_byte, row_bytes, type; } pc{
         k_off, v_off, rows, n_kv, rows_off, layer_byte, row_bytes, static_cast<uint32_t>(type)};
     const uint32_t per_token = type == DType::F16 ? n_kv / 2 : n_kv / 32;
-    dispatch(kKvStore, &pc, sizeof pc, groups(uint64_t{rows} * per_token, 64));
+    dispatch_flat(kKvStore, &pc, sizeof pc, groups(uint64_t{rows} * per_token, 64));
 }
 
 uint32_t attention_chunk(uint32_t rows, uint32_t max_keys) {
@@ -154,7 +176,7 @@ void Recorder::attention(const Attn &a, uint32_t rows) {
     if (!a.chunk) return;
     struct { uint32_t part_off, o_off, n_tokens, n_head, head_dim, n_split; } mc{a.part_off, a.o_off, rows, a.n_head,
                                                                                 a.head_dim, a.n_split};
-    dispatch(kAttentionMerge, &mc, sizeof mc, groups(uint64_t{rows} * a.n_head * a.head_dim, 64));
+    dispatch_flat(kAttentionMerge, &mc, sizeof mc, groups(uint64_t{rows} * a.n_head * a.head_dim, 64));
 }
 
 } // namespace ember::vk

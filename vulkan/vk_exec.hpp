@@ -34,9 +34,15 @@ public:
     // x_off: f32 input rows for float weights; for quantized weights q, quantize()'s output.
     void matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32_t rows, uint32_t y_off, uint32_t bias_off,
                 bool accumulate);
-    void rmsnorm(uint32_t x_off, uint32_t y_off, uint32_t w_off, uint32_t dim, uint32_t rows, uint32_t rows_off, float eps);
+    // Groups of n values, groups_per_row to a row; w_off kNone: no weight; rows_off: io offset of the source
+    // row of each output row (kNone: row r reads row r).
+    void rmsnorm(uint32_t x_off, uint32_t y_off, uint32_t w_off, uint32_t n, uint32_t groups_per_row, uint32_t rows,
+                 uint32_t rows_off, float eps);
     void rope(uint32_t x_off, uint32_t rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, uint32_t cs_off);
     void swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n);
+    void add(uint32_t y_off, uint32_t x_off, uint32_t n);  // y += x
+    // y[r] = x[io[rows_off + r]], rows of width floats.
+    void gather(uint32_t x_off, uint32_t y_off, uint32_t width, uint32_t rows, uint32_t rows_off);
     void get_rows(const WeightRef &w, uint32_t ids_off, uint32_t rows, uint32_t y_off);
     void kv_store(uint32_t k_off, uint32_t v_off, uint32_t rows, uint32_t n_kv, uint32_t rows_off, uint32_t layer_byte,
                   uint32_t row_bytes, DType type);
@@ -53,6 +59,8 @@ public:
 
 private:
     void dispatch(Pipe p, const void *pc, uint32_t pc_bytes, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
+    // n_groups workgroups of a one-dimensional grid, as rows of at most 65535 (common.glsl's flat_id).
+    void dispatch_flat(Pipe p, const void *pc, uint32_t pc_bytes, uint64_t n_groups);
 
     Device &dev_;
     VkCommandBuffer cb_;
@@ -69,6 +77,6 @@ inline size_t attention_part_floats(uint32_t rows, uint32_t n_head, uint32_t hea
     return size_t{rows < kMaxSplitRows ? rows : kMaxSplitRows} * n_head * kMaxSplits * (head_dim + 2);
 }
 
-inline uint32_t groups(uint64_t n, uint32_t size) { return static_cast<uint32_t>((n + size - 1) / size); }
+inline uint64_t groups(uint64_t n, uint32_t size) { return (n + size - 1) / size; }
 
 } // namespace ember::vk

@@ -3,9 +3,9 @@
 #include "vk_ops.hpp"
 
 #include "core/error.hpp"
+#include "vk_program.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -46,7 +46,8 @@ void run_op(Device &dev, const ember_mod_op &op) {
     const uint32_t n = op.n_tokens;
     uint32_t y = 0;
     size_t y_count = 0;
-    std::vector<uint8_t> kbytes, vbytes;
+    std::vector<uint8_t> kbytes, vbytes;  // the caches (attention reads them, kv_store writes them back)
+    bool kv_out = false;
     std::function<void(Recorder &)> record;
     WeightRef w;
     auto weight = [&] {
@@ -55,18 +56,9 @@ void run_op(Device &dev, const ember_mod_op &op) {
         w.off = static_cast<uint32_t>(hb.w.size());
         pack_weight(type, op.w, op.n_in, op.n_out, hb.w);
     };
-    auto rope_table = [&](uint32_t n_rot) {
+    auto put_rope_table = [&](uint32_t n_rot) {
         std::vector<float> cs(size_t{n} * n_rot);
-        const uint32_t half = n_rot / 2;
-        for (uint32_t t = 0; t < n; ++t)
-            for (uint32_t i = 0; i < half; ++i) {
-                double f = static_cast<double>(op.rope_freq_scale) *
-                           std::pow(static_cast<double>(op.rope_theta), -2.0 * i / static_cast<double>(n_rot));
-                if (op.norm) f /= static_cast<double>(op.norm[i]);
-                const double a = static_cast<double>(op.ids[t]) * f;
-                cs[t * n_rot + i] = static_cast<float>(std::cos(a));
-                cs[t * n_rot + half + i] = static_cast<float>(std::sin(a));
-            }
+        rope_table(rope_freq(n_rot, op.rope_theta, op.rope_freq_scale, op.norm), op.ids, n, cs.data());
         return hb.put_io(reinterpret_cast<const int32_t *>(cs.data()), cs.size());
     };
 
@@ -87,18 +79,18 @@ void run_op(Device &dev, const ember_mod_op &op) {
         break;
     }
     case EMBER_MOD_OP_RMSNORM: {
-        const uint32_t nw = hb.put_w(op.norm, op.n_in * 4);
+        const uint32_t nw = op.norm ? hb.put_w(op.norm, op.n_in * 4) : kNone;
         const uint32_t x = hb.put_acts(op.x, size_t{n} * op.n_in);
         y = hb.put_acts(nullptr, size_t{n} * op.n_in), y_count = size_t{n} * op.n_in;
         const float eps = op.eps;
         const uint32_t dim = op.n_in;
-        record = [=](Recorder &r) { r.rmsnorm(x, y, nw, dim, n, kNone, eps); };
+        record = [=](Recorder &r) { r.rmsnorm(x, y, nw, dim, 1, n, kNone, eps); };
         break;
     }
     case EMBER_MOD_OP_ROPE: {
         const size_t count = size_t{n} * op.n_head * op.head_dim;
         y = hb.put_acts(op.x, count), y_count = count;
-        const uint32_t cs = rope_table(op.n_rot);
+        const uint32_t cs = put_rope_table(op.n_rot);
         const ember_mod_op o = op;
         record = [=](Recorder &r) { r.rope(y, n, o.n_head, o.head_dim, o.n_rot, o.rope_mode == EMBER_GRAPH_ROPE_NEOX, cs); };
         break;
@@ -108,6 +100,46 @@ void run_op(Device &dev, const ember_mod_op &op) {
         y = hb.put_acts(nullptr, op.n_in), y_count = op.n_in;
         const uint32_t cnt = op.n_in;
         record = [=](Recorder &r) { r.swiglu(g, u, y, cnt); };
+        break;
+    }
+    case EMBER_GRAPH_ADD: {
+        y = hb.put_acts(op.x, op.n_in), y_count = op.n_in;
+        const uint32_t x2 = hb.put_acts(op.x2, op.n_in), cnt = op.n_in;
+        record = [=](Recorder &r) { r.add(y, x2, cnt); };
+        break;
+    }
+    case EMBER_GRAPH_GATHER_LOGITS: {
+        uint32_t n_src = 0;  // rows of x: up to the last one gathered
+        for (uint32_t i = 0; i < n; ++i) {
+            if (op.ids[i] < 0) fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan gather_logits: row %d", op.ids[i]);
+            n_src = std::max(n_src, static_cast<uint32_t>(op.ids[i]) + 1);
+        }
+        const uint32_t x = hb.put_acts(op.x, size_t{n_src} * op.n_in), ids = hb.put_io(op.ids, n);
+        y = hb.put_acts(nullptr, size_t{n} * op.n_in), y_count = size_t{n} * op.n_in;
+        const uint32_t width = op.n_in;
+        record = [=](Recorder &r) { r.gather(x, y, width, n, ids); };
+        break;
+    }
+    case EMBER_GRAPH_KV_STORE: {
+        if ((type != DType::F16 && type != DType::Q8_0) || op.n_in % (type == DType::F16 ? 2 : 32) != 0)
+            fail(EMBER_ERR_UNSUPPORTED, "vulkan kv_store: rows of %u values as %s", op.n_in, dtype_name(type));
+        const size_t row_bytes = dtype_row_bytes(type, op.n_in);
+        const size_t cache = size_t{op.n_blocks} * op.block_size * row_bytes;
+        if (cache == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan kv_store: an empty cache");
+        kbytes.assign(op.k_out, op.k_out + cache);  // rows no token writes keep their bytes
+        vbytes.assign(op.v_out, op.v_out + cache);
+        kv_out = true;
+        const uint32_t k = hb.put_acts(op.x, size_t{n} * op.n_in), v = hb.put_acts(op.x2, size_t{n} * op.n_in);
+        const uint32_t rows = hb.put_io(nullptr, n);
+        for (uint32_t t = 0; t < n; ++t) {
+            const int32_t p = op.ids[t], bs = static_cast<int32_t>(op.block_size);
+            const int32_t block = p < 0 ? -1 : op.tables[t][p / bs];
+            if (block < 0 || static_cast<uint32_t>(block) >= op.n_blocks)
+                fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan kv_store: position %d maps to block %d of %u", p, block, op.n_blocks);
+            hb.io[rows + t] = block * bs + p % bs;
+        }
+        const uint32_t width = op.n_in;
+        record = [=](Recorder &r) { r.kv_store(k, v, n, width, rows, 0, static_cast<uint32_t>(row_bytes), type); };
         break;
     }
     case EMBER_MOD_OP_GET_ROWS: {
@@ -176,7 +208,11 @@ void run_op(Device &dev, const ember_mod_op &op) {
             Recorder r(dev, cb, bind.set);
             record(r);
         });
-        dev.download(ba, size_t{y} * 4, op.y, y_count * 4);
+        if (y_count) dev.download(ba, size_t{y} * 4, op.y, y_count * 4);
+        if (kv_out) {
+            dev.download(bk, 0, op.k_out, kbytes.size());
+            dev.download(bv, 0, op.v_out, vbytes.size());
+        }
     } catch (...) {
         bind.destroy(dev);
         for (Buffer *b : {&bw, &ba, &bk, &bv, &bio}) dev.destroy(*b);

@@ -6,7 +6,7 @@ layout(local_size_x = 64) in;
 layout(push_constant) uniform P { uint part_off, o_off, n_tokens, n_head, head_dim, n_split; } p;
 
 void main() {
-    uint id = gl_GlobalInvocationID.x;
+    uint id = flat_id();
     uint hd = p.head_dim;
     if (id >= p.n_tokens * p.n_head * hd) return;
     uint i = id % hd, th = id / hd;  // th = t * n_head + h

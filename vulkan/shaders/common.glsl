@@ -49,3 +49,8 @@ uint f32_to_f16(float f) {
 }
 
 float f16_lo(uint w) { return unpackHalf2x16(w).x; }
+
+// The index of an invocation of a one-dimensional grid of 64-wide workgroups that Recorder::dispatch_flat
+// laid out as rows of at most 65535 groups (the least maxComputeWorkGroupCount[0] a device may have: a
+// prefill's elementwise work can need more groups than that).
+uint flat_id() { return (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 64u + gl_LocalInvocationID.x; }

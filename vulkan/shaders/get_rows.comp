@@ -6,7 +6,7 @@ layout(local_size_x = 64) in;
 layout(push_constant) uniform P { uint w_off, type, n_in, n_out, ids_off, y_off, n_tokens; } p;
 
 void main() {
-    uint id = gl_GlobalInvocationID.x;
+    uint id = flat_id();
     if (id >= p.n_tokens * p.n_in) return;
     uint t = id / p.n_in, i = id % p.n_in;
     uint r = uint(io_i[p.ids_off + t]);

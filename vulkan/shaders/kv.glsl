@@ -1,5 +1,5 @@
 // kv.glsl — reading and writing the paged K/V cache rows (core's row format, backend/kv_format.cpp):
-// F16 rows of n_embd_kv halves, or Q8_0 rows of GGUF blocks (2-byte f16 scale, 32 signed bytes; 34
+// F16 rows of kv_width halves, or Q8_0 rows of GGUF blocks (2-byte f16 scale, 32 signed bytes; 34
 // bytes, so blocks are not word-aligned). Offsets here are in bytes from the start of the cache buffer.
 
 uint cache_byte(bool v, uint off) {

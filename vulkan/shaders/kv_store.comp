@@ -36,7 +36,7 @@ void store_q8(bool v, uint src, uint dst) {
 }
 
 void main() {
-    uint id = gl_GlobalInvocationID.x;
+    uint id = flat_id();
     uint per_tok = p.type == T_F16 ? p.n_kv / 2u : p.n_kv / 32u;
     if (id >= p.n_tokens * per_tok) return;
     uint t = id / per_tok, e = id % per_tok;

@@ -8,7 +8,7 @@ layout(local_size_x = 64) in;
 layout(push_constant) uniform P { uint x_off, n_in, n_blocks, q_off, d_off, s_off; } p;
 
 void main() {
-    uint b = gl_GlobalInvocationID.x;
+    uint b = flat_id();
     if (b >= p.n_blocks) return;
     uint nb = p.n_in / 32u;
     uint t = b / nb, ib = b % nb;

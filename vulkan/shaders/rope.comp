@@ -8,7 +8,7 @@ layout(push_constant) uniform P { uint x_off, n_tokens, n_heads, head_dim, n_rot
 
 void main() {
     uint half_rot = p.n_rot / 2u;
-    uint id = gl_GlobalInvocationID.x;
+    uint id = flat_id();
     if (id >= p.n_tokens * p.n_heads * half_rot) return;
     uint i = id % half_rot, h = (id / half_rot) % p.n_heads, t = id / (half_rot * p.n_heads);
     uint base = p.x_off + (t * p.n_heads + h) * p.head_dim;

@@ -5,7 +5,7 @@ layout(local_size_x = 64) in;
 layout(push_constant) uniform P { uint g_off, u_off, o_off, n; } p;
 
 void main() {
-    uint i = gl_GlobalInvocationID.x;
+    uint i = flat_id();
     if (i >= p.n) return;
     float g = af[p.g_off + i];
     precise float y = g / (1.0 + exp(-g)) * af[p.u_off + i];

@@ -1,0 +1,269 @@
+// vk_program.cpp — checking a model's program against what the shaders run, and planning its steps
+// (see vk_program.hpp).
+#include "vk_program.hpp"
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "vk_weights.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ember::vk {
+
+namespace {
+
+bool quantized_type(uint32_t t) {
+    return t != static_cast<uint32_t>(DType::F32) && t != static_cast<uint32_t>(DType::F16);
+}
+
+// What a node reads and writes, for the fusions' "read by nothing after" (a node reading a buffer and
+// writing it whole, such as an in-place norm, reads it first).
+bool reads(const ember_graph_node &n, int32_t b) {
+    switch (n.op) {
+    case EMBER_GRAPH_ROPE: return n.dst == b;
+    case EMBER_GRAPH_ADD: return n.dst == b || n.src == b;
+    case EMBER_GRAPH_KV_STORE:
+    case EMBER_GRAPH_SWIGLU: return n.src == b || n.src2 == b;
+    case EMBER_GRAPH_GET_ROWS: return false;
+    default: return n.src == b;
+    }
+}
+bool overwrites(const ember_graph_node &n, int32_t b) {
+    return n.dst == b && n.op != EMBER_GRAPH_ROPE && n.op != EMBER_GRAPH_ADD && n.op != EMBER_GRAPH_KV_STORE;
+}
+
+// Checks one node's buffers, tensors and options (the shapes the shaders assume).
+class Checker {
+public:
+    Checker(const ember_mod_model_desc &d, const Program &p) : d_(d), p_(p) {}
+
+    void node(uint32_t i, const ember_graph_node &n) {
+        i_ = i;
+        name_ = ember_graph_op_name(n.op);
+        if (!name_) fail(EMBER_ERR_UNSUPPORTED, "vulkan: op %u (node %u) is not supported by this backend", n.op, i);
+        if (n.op != EMBER_GRAPH_KV_STORE) buf(n.dst);
+        switch (n.op) {
+        case EMBER_GRAPH_GET_ROWS:
+            expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "its output is not per token");
+            matrix(n.w, p_.width(n.dst), 0);
+            break;
+        case EMBER_GRAPH_RMS_NORM:
+            same(n.src, n.dst);
+            expect(n.n > 0 && p_.width(n.dst) % n.n == 0, "groups do not divide the row");
+            vector(n.w, n.n);
+            break;
+        case EMBER_GRAPH_MATMUL:
+            buf(n.src);
+            expect(n.src != n.dst, "writes its input");
+            expect(p_.bufs[n.src].rows == p_.bufs[n.dst].rows, "maps rows of one kind to another");
+            matrix(n.w, p_.width(n.src), p_.width(n.dst));
+            vector(n.b, p_.width(n.dst));
+            if (quantized_type(d_.tensors[n.w].type))
+                expect(p_.width(n.src) % 32 == 0, "quantized weights need rows of whole blocks of 32");
+            break;
+        case EMBER_GRAPH_ROPE:
+            if (n.rope_mode != EMBER_GRAPH_ROPE_NORMAL && n.rope_mode != EMBER_GRAPH_ROPE_NEOX)
+                fail(EMBER_ERR_UNSUPPORTED, "vulkan: rope mode %u (node %u) is not supported (normal, neox)", n.rope_mode, i);
+            expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "rotates rows that are not per token");
+            expect(n.head_dim > 0 && uint64_t{n.n_head} * n.head_dim == p_.width(n.dst), "heads do not fill the row");
+            expect(n.n_rot % 2 == 0 && n.n_rot <= n.head_dim, "rotates an odd count or more than a head");
+            vector(n.w, n.n_rot / 2);
+            break;
+        case EMBER_GRAPH_KV_STORE:
+            buf(n.src), buf(n.src2);
+            layer(n);
+            expect(p_.width(n.src) == d_.kv_width && p_.width(n.src2) == d_.kv_width, "rows are not of the cache's width");
+            expect(p_.bufs[n.src].rows == EMBER_GRAPH_ROWS_TOKENS && p_.bufs[n.src2].rows == EMBER_GRAPH_ROWS_TOKENS,
+                   "stores rows that are not per token");
+            break;
+        case EMBER_GRAPH_ATTENTION:
+            same(n.src, n.dst);
+            layer(n);
+            expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "queries are not per token");
+            if (n.head_dim == 0 || n.head_dim > 256)
+                fail(EMBER_ERR_UNSUPPORTED, "vulkan: attention (node %u) of head dimension %u (1 to 256)", i, n.head_dim);
+            expect(n.n_head_kv > 0 && n.n_head % n.n_head_kv == 0, "query heads are not a multiple of the KV heads");
+            expect(uint64_t{n.n_head} * n.head_dim == p_.width(n.dst), "heads do not fill the row");
+            expect(uint64_t{n.n_head_kv} * n.head_dim == d_.kv_width, "KV heads do not fill the cache's row");
+            break;
+        case EMBER_GRAPH_ADD: same(n.src, n.dst); break;
+        case EMBER_GRAPH_SWIGLU:
+            same(n.src, n.dst), same(n.src2, n.dst);
+            break;
+        case EMBER_GRAPH_GATHER_LOGITS:
+            buf(n.src);
+            expect(p_.bufs[n.src].rows == EMBER_GRAPH_ROWS_TOKENS && p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_LOGITS,
+                   "does not gather token rows into logits rows");
+            expect(p_.width(n.src) == p_.width(n.dst), "rows of different widths");
+            break;
+        }
+    }
+
+    // Every tensor is uploaded: matrices of a type the shaders read, vectors of F32.
+    static void tensor(const ember_mod_tensor &t) {
+        const char *name = t.name ? t.name : "?";
+        if (t.n_dims < 1 || t.n_dims > 2 || t.ne[0] <= 0 || t.ne[0] > 0xffffffffLL ||
+            (t.n_dims == 2 && (t.ne[1] <= 0 || t.ne[1] > 0xffffffffLL)))
+            fail(EMBER_ERR_UNSUPPORTED, "vulkan: tensor '%s' of %d dimensions is not supported", name, t.n_dims);
+        const DType type = static_cast<DType>(t.type);
+        if (t.n_dims == 1 && type != DType::F32)
+            fail(EMBER_ERR_UNSUPPORTED, "vulkan: vector '%s' of type %s (vectors must be F32)", name, dtype_name(t.type));
+        if (!weight_type_supported(type))
+            fail(EMBER_ERR_UNSUPPORTED, "vulkan: tensor '%s' of type %s is not supported yet", name, dtype_name(t.type));
+        if (t.ne[0] % dtype_info(type).block_size != 0)
+            fail(EMBER_ERR_INVALID_MODEL, "vulkan: tensor '%s' rows are not whole %s blocks", name, dtype_name(t.type));
+    }
+
+private:
+    void expect(bool ok, const char *what) const {
+        if (!ok) fail(EMBER_ERR_INVALID_MODEL, "vulkan: node %u (%s): %s", i_, name_, what);
+    }
+    void buf(int32_t b) const { expect(b >= 0 && static_cast<uint32_t>(b) < p_.bufs.size(), "refers to a missing buffer"); }
+    void same(int32_t a, int32_t b) const {
+        buf(a), buf(b);
+        expect(p_.bufs[a].width == p_.bufs[b].width && p_.bufs[a].rows == p_.bufs[b].rows, "buffers of different shapes");
+    }
+    void layer(const ember_graph_node &n) const {
+        expect(n.layer >= 0 && static_cast<uint32_t>(n.layer) < d_.n_layer, "a layer outside the cache");
+    }
+    const ember_mod_tensor *tensor_at(int32_t t) const {
+        expect(t >= -1 && t < static_cast<int32_t>(d_.n_tensors), "refers to a missing tensor");
+        return t < 0 ? nullptr : &d_.tensors[t];
+    }
+    // n_out 0: any.
+    void matrix(int32_t t, uint32_t n_in, uint32_t n_out) const {
+        const ember_mod_tensor *m = tensor_at(t);
+        expect(m && m->n_dims == 2 && m->ne[0] == n_in && (n_out == 0 || m->ne[1] == n_out), "a matrix of the wrong shape");
+    }
+    // Optional (-1): an F32 vector of n.
+    void vector(int32_t t, uint32_t n) const {
+        const ember_mod_tensor *v = tensor_at(t);
+        expect(!v || (v->n_dims == 1 && v->ne[0] == n), "a vector of the wrong length");
+    }
+
+    const ember_mod_model_desc &d_;
+    const Program &p_;
+    uint32_t i_ = 0;
+    const char *name_ = "";
+};
+
+// Whether buffer b's contents after node i are read by nothing (overwritten first, or the pass ends).
+bool dead_after(const Program &p, int32_t b, size_t i) {
+    for (size_t j = i + 1; j < p.nodes.size(); ++j) {
+        if (reads(p.nodes[j], b)) return false;
+        if (overwrites(p.nodes[j], b)) return true;
+    }
+    return b != p.logits_buf;
+}
+
+uint32_t rope_set(Program &p, const ember_mod_model_desc &d, const ember_graph_node &n) {
+    for (uint32_t k = 0; k < p.ropes.size(); ++k) {
+        const RopeSet &r = p.ropes[k];
+        if (r.n_rot == n.n_rot && r.theta == n.rope_theta && r.freq_scale == n.rope_freq_scale && r.factors == n.w) return k;
+    }
+    RopeSet r;
+    r.n_rot = n.n_rot, r.theta = n.rope_theta, r.freq_scale = n.rope_freq_scale, r.factors = n.w;
+    r.freq = rope_freq(n.n_rot, n.rope_theta, n.rope_freq_scale,
+                       n.w >= 0 ? static_cast<const float *>(d.tensors[n.w].data) : nullptr);
+    p.ropes.push_back(std::move(r));
+    return static_cast<uint32_t>(p.ropes.size() - 1);
+}
+
+void plan_steps(Program &p, const ember_mod_model_desc &d) {
+    int32_t quantized_src = -1;  // the buffer whose 8-bit copy the scratch holds
+    for (size_t i = 0; i < p.nodes.size(); ++i) {
+        const ember_graph_node &n = p.nodes[i];
+        Step s;
+        s.node = static_cast<uint32_t>(i), s.layer = n.layer, s.src = n.src, s.dst = n.dst;
+        const ember_graph_node *next = i + 1 < p.nodes.size() ? &p.nodes[i + 1] : nullptr;
+        switch (n.op) {
+        case EMBER_GRAPH_MATMUL:
+            if (quantized_type(d.tensors[n.w].type)) {
+                s.quantize = quantized_src != n.src;
+                quantized_src = n.src;
+                uint32_t &w = p.quant_width[p.bufs[n.src].rows];
+                w = std::max(w, p.width(n.src));
+            }
+            // The add's other operand is neither the product (y = 2 W x) nor its input (read while y is written).
+            if (next && next->op == EMBER_GRAPH_ADD && next->src == n.dst && next->dst != n.dst && next->dst != n.src &&
+                dead_after(p, n.dst, i + 1)) {
+                s.dst = next->dst, s.accumulate = true;
+                ++i;
+            }
+            break;
+        case EMBER_GRAPH_GATHER_LOGITS:
+            if (next && next->op == EMBER_GRAPH_RMS_NORM && next->src == n.dst &&
+                (next->dst == n.dst || dead_after(p, n.dst, i + 1))) {
+                s.node = static_cast<uint32_t>(i + 1), s.dst = next->dst, s.gathered = true;
+                ++i;
+            }
+            break;
+        case EMBER_GRAPH_ROPE:
+            if (n.n_rot == 0) continue;  // rotates nothing
+            s.rope = rope_set(p, d, n);
+            break;
+        case EMBER_GRAPH_GET_ROWS:
+            p.n_token_ids = std::min(p.n_token_ids, static_cast<uint32_t>(d.tensors[n.w].ne[1]));
+            break;
+        default: break;
+        }
+        if (s.dst >= 0 && s.dst == quantized_src) quantized_src = -1;  // its 8-bit copy is stale
+        p.steps.push_back(s);
+    }
+    p.buf_used.assign(p.bufs.size(), false);
+    p.buf_used[static_cast<size_t>(p.logits_buf)] = true;
+    for (const Step &s : p.steps) {
+        const ember_graph_node &n = p.nodes[s.node];
+        for (int32_t b : {s.src, s.dst, n.src2})
+            if (b >= 0) p.buf_used[static_cast<size_t>(b)] = true;
+    }
+}
+
+} // namespace
+
+std::vector<double> rope_freq(uint32_t n_rot, float theta, float freq_scale, const float *factors) {
+    std::vector<double> freq;
+    for (uint32_t i = 0; i < n_rot / 2; ++i) {
+        double f = static_cast<double>(freq_scale) * std::pow(static_cast<double>(theta), -2.0 * i / static_cast<double>(n_rot));
+        if (factors) f /= static_cast<double>(factors[i]);
+        freq.push_back(f);
+    }
+    return freq;
+}
+
+void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n, float *cs) {
+    const size_t half = freq.size(), n_rot = 2 * half;
+    for (uint32_t t = 0; t < n; ++t)
+        for (size_t i = 0; i < half; ++i) {
+            const double a = static_cast<double>(pos[t]) * freq[i];
+            cs[t * n_rot + i] = static_cast<float>(std::cos(a));
+            cs[t * n_rot + half + i] = static_cast<float>(std::sin(a));
+        }
+}
+
+Program plan_program(const ember_mod_model_desc &d) {
+    if (d.node_size < sizeof(ember_graph_node))
+        fail(EMBER_ERR_UNSUPPORTED, "vulkan: the model's program is of an older layout (node size %u)", d.node_size);
+    Program p;
+    p.n_vocab = d.n_vocab, p.n_layer = d.n_layer, p.kv_width = d.kv_width, p.logits_buf = d.logits_buf;
+    p.n_token_ids = UINT32_MAX;
+    p.bufs.assign(d.bufs, d.bufs + d.n_bufs);
+    for (const ember_graph_buf &b : p.bufs)
+        if (b.width == 0 || (b.rows != EMBER_GRAPH_ROWS_TOKENS && b.rows != EMBER_GRAPH_ROWS_LOGITS))
+            fail(EMBER_ERR_INVALID_MODEL, "vulkan: an activation buffer of width %u, rows %u", b.width, b.rows);
+    for (uint32_t i = 0; i < d.n_nodes; ++i)
+        p.nodes.push_back(*reinterpret_cast<const ember_graph_node *>(reinterpret_cast<const uint8_t *>(d.nodes) +
+                                                                       size_t{i} * d.node_size));
+    for (uint32_t i = 0; i < d.n_tensors; ++i) Checker::tensor(d.tensors[i]);
+    Checker check(d, p);
+    for (uint32_t i = 0; i < d.n_nodes; ++i) check.node(i, p.nodes[i]);
+    if (d.logits_buf < 0 || static_cast<uint32_t>(d.logits_buf) >= d.n_bufs || d.bufs[d.logits_buf].width != d.n_vocab ||
+        d.bufs[d.logits_buf].rows != EMBER_GRAPH_ROWS_LOGITS)
+        fail(EMBER_ERR_INVALID_MODEL, "vulkan: the program's output is not a logits buffer of the vocabulary's width");
+    if (d.n_layer == 0 || d.kv_width == 0) fail(EMBER_ERR_INVALID_MODEL, "vulkan: a program without a KV cache");
+    plan_steps(p, d);
+    return p;
+}
+
+} // namespace ember::vk
