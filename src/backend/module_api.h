@@ -1,5 +1,6 @@
-/* module_api.h — the plain-C boundary between libember and a backend module loaded at run time
- * (libember-vulkan.so, libember-cuda.so).
+/* module_api.h — the one backend interface: the plain-C table every backend implements — the CPU's,
+ * linked into libember (src/cpu/cpu_module.cpp), and the modules loaded at run time (libember-vulkan.so,
+ * libember-cuda.so). The core reaches each through one adapter (module_loader.cpp).
  *
  * Why C and not the C++ Backend classes: a C++ exception thrown in one shared object and caught in
  * another (each with hidden visibility and possibly its own copy of the type info) is not reliable, and
@@ -12,8 +13,9 @@
  * api_version changes only if an existing entry changes meaning (the loader then refuses the module).
  * The structs passed in are likewise append-only and carry struct_size where they may grow.
  *
- * The module receives the model as a description (hyper-parameters and host pointers to the tensors'
- * bytes as stored in the GGUF file); it copies what it needs into device memory during model_load. */
+ * A backend receives the model as a description: host pointers to the tensors' bytes as stored in the
+ * GGUF file, and the forward pass as a program of graph.h ops; a GPU module copies what it needs into
+ * device memory during model_load, the CPU uses the bytes in place. */
 #ifndef EMBER_BACKEND_MODULE_API_H
 #define EMBER_BACKEND_MODULE_API_H
 
@@ -26,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EMBER_MODULE_API_VERSION 1u
+#define EMBER_MODULE_API_VERSION 2u /* 2: the model as a program of graph.h ops */
 #define EMBER_BACKEND_MODULE_SYMBOL "ember_backend_module_v1"
 
 typedef struct ember_mod_backend ember_mod_backend; /* an opened device */
@@ -42,14 +44,6 @@ typedef struct ember_mod_tensor {
     size_t n_bytes;
     const char *name;
 } ember_mod_tensor;
-
-/* LEGACY (the per-layer weights of the one llama-shaped decoder the modules used to implement; goes when
- * every backend runs the graph). */
-typedef struct ember_mod_layer {
-    const ember_mod_tensor *attn_norm, *wq, *wk, *wv, *wo;
-    const ember_mod_tensor *bq, *bk, *bv, *bo; /* NULL when absent */
-    const ember_mod_tensor *ffn_norm, *ffn_gate, *ffn_up, *ffn_down;
-} ember_mod_layer;
 
 /* A model as every backend sees it: its tensors and the forward pass as a program of ops (graph.h).
  * Nothing here names an architecture. */
@@ -67,13 +61,6 @@ typedef struct ember_mod_model_desc {
     uint32_t n_nodes;
     const ember_graph_node *nodes;     /* [n_nodes] the forward pass, in order (stride node_size) */
     int32_t logits_buf;                /* the buffer (per logits row, width n_vocab) the pass returns */
-    /* LEGACY, as ember_mod_layer */
-    uint32_t n_embd, n_head, n_head_kv, n_ff, n_rot;
-    uint32_t rope_neox;
-    float norm_eps, rope_theta, rope_freq_scale;
-    const ember_mod_tensor *tok_embd, *output_norm, *output;
-    const ember_mod_tensor *rope_freqs; /* NULL when absent */
-    const ember_mod_layer *layers;       /* [n_layer] */
 } ember_mod_model_desc;
 
 typedef struct ember_mod_context_params {

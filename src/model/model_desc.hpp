@@ -57,7 +57,6 @@ struct ModelDesc {
     // finish() once the program is complete and the object is in its final place.
     ember_mod_model_desc c{};
     std::vector<ember_mod_tensor> c_tensors;
-    std::vector<ember_mod_layer> c_layers;  // LEGACY (module_api.h), until every backend runs the program
     void finish();
 
     // A tensor of the file by name (tests, fingerprints), or nullptr.
