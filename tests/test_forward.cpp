@@ -96,16 +96,7 @@ struct RefModel {
 RefModel ref_model(const Model &m) {
     const gguf::File &g = m.gguf();
     RefModel r;
-    for (const auto &gt : g.tensors()) {
-        TensorRef x;
-        x.name = std::string(gt.name);
-        x.type = gt.type;
-        x.n_dims = static_cast<int>(gt.n_dims);
-        for (int i = 0; i < 4; ++i) x.ne[i] = gt.ne[i];
-        x.data = gt.data;
-        x.n_bytes = gt.n_bytes;
-        r.t[x.name] = x;
-    }
+    for (const TensorRef &t : m.file_tensors()) r.t[t.name] = t;
     const std::string arch(*g.get_string("general.architecture")), a = arch + ".";
     auto u = [&](const char *k) { return static_cast<uint32_t>(*g.get_int(a + k)); };
     r.n_embd = u("embedding_length"), r.n_layer = u("block_count"), r.n_head = u("attention.head_count");

@@ -36,6 +36,8 @@ public:
     const Tokenizer &tokenizer() const { return *tokenizer_; }
     bool vocab_only() const { return vocab_only_; }
     const ModelDesc &desc() const { return desc_; }
+    // Every tensor of the file (the description holds the ones its program reads); empty when vocab-only.
+    const std::deque<TensorRef> &file_tensors() const { return tensors_; }
     const std::string &arch() const { return arch_; }
     const std::string &name() const { return name_; }
     uint64_t n_params() const { return n_params_; }
