@@ -166,6 +166,60 @@ static int run_cmd(const char *cmd, char *out, size_t cap) {
 
 /* `ember run --backend X` tells the golden story, `ember bench --backend X` says which backend and
  * device ran; with the backend's API hidden, explicit X is a clear error and auto runs on the CPU. */
+/* The GPU's devices are listed by ember_devices() after the CPU; a session on the first one (by handle) runs
+ * on this backend: the same greedy tokens as a session of the backend's kind, and the same device name.
+ * Choosing a device index other than the open one fails with EMBER_ERR_INVALID_STATE (when the machine
+ * has a second device of this backend). */
+static void test_device_handles(void **state) {
+    (void)state;
+    const ember_device *devs[32];
+    size_t n = 0;
+    assert_int_equal(ember_devices(devs, 32, &n), EMBER_OK);
+    const ember_device *mine[32];
+    size_t n_mine = 0;
+    for (size_t i = 0; i < n && i < 32; ++i) {
+        ember_backend_kind kind;
+        assert_int_equal(ember_device_get_info(devs[i], NULL, &kind), EMBER_OK);
+        if (i == 0) assert_int_equal(kind, EMBER_BACKEND_CPU);
+        if (kind == g_gpu->kind) mine[n_mine++] = devs[i];
+    }
+    size_t n_listed = 0;
+    assert_int_equal(ember_backend_devices(g_gpu->kind, NULL, 0, &n_listed), EMBER_OK);
+    assert_int_equal(n_mine, n_listed);
+    TEST_REQUIRE_MODEL(path, "stories260K.gguf", "stories260K/stories260K.gguf")
+    ember_model *m = NULL;
+    assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);
+    ember_token prompt[64], by_kind[N_GEN], by_handle[N_GEN];
+    const size_t n_prompt = test_tokenize(m, "Once upon a time", prompt, 64);
+    ember_session *s = make_session(m, g_gpu->kind, EMBER_KV_F16);
+    greedy(s, prompt, n_prompt, by_kind, N_GEN);
+    ember_session_free(s);
+    /* The device the backend opened: the best-scoring one, which a handle of index 0 is on one-device
+     * machines; with several, the open one is whichever the kind chose, so look for it by trying. */
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_threads = 2;
+    sp.n_ctx = 128;
+    sp.backend = EMBER_BACKEND_CPU; /* ignored: the device decides */
+    size_t opened = n_mine;
+    for (size_t i = 0; i < n_mine; ++i) {
+        sp.device = mine[i];
+        s = NULL;
+        const ember_status st = ember_session_create(m, &sp, &s);
+        if (st == EMBER_OK) {
+            opened = i;
+            greedy(s, prompt, n_prompt, by_handle, N_GEN);
+            assert_memory_equal(by_kind, by_handle, sizeof by_kind);
+            ember_session_free(s);
+        } else {
+            assert_int_equal(st, EMBER_ERR_INVALID_STATE);
+            assert_non_null(strstr(ember_last_error(), "open"));
+        }
+    }
+    assert_true(opened < n_mine);
+    ember_model_free(m);
+}
+
 static void test_cli(void **state) {
     (void)state;
     const char *cli = getenv("EMBER_CLI");
@@ -286,6 +340,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_stories15M_q8_0_kv_q8_0),
         cmocka_unit_test(test_stories15M_q4_0),
         cmocka_unit_test(test_state_moves_between_backends),
+        cmocka_unit_test(test_device_handles),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,7 +21,7 @@ struct ember_mod_context {
     std::unique_ptr<ember::vk::Context> c;
 };
 
-// After the structs: the glue's templates use their members in non-dependent expressions.
+// The glue builds the table from the structs above.
 #include "backend/module_glue.hpp"
 
 namespace {
