@@ -3,7 +3,8 @@
 //
 // Measures, for 1..T threads, reading a buffer far larger than the caches (the decode pattern: every
 // weight streamed once per token) and a STREAM-like copy (a[i] = b[i], counting the bytes read and
-// written). Each figure is the best of several passes. Prints one JSON line per thread count.
+// written). Each figure is the best of several passes. Prints one JSON line per thread count, with the
+// CPU model (decode's share of the bandwidth is only meaningful per machine).
 //
 // usage: ember-bandwidth [THREADS=2] [MIB=1024]
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,6 +43,20 @@ double timed(int threads, size_t n, F fn) {
     return now() - t0;
 }
 
+// "model name" of /proc/cpuinfo ("unknown" elsewhere), with JSON's special characters dropped.
+std::string cpu_model() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+            std::string m = line.substr(line.find(':') + 2), out;
+            for (char c : m)
+                if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) out += c;
+            return out;
+        }
+    return "unknown";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -56,6 +73,7 @@ int main(int argc, char **argv) {
         for (size_t i = lo; i < hi; ++i) a[i] = i, b[i] = ~i;
     });
     std::vector<uint64_t> sums(static_cast<size_t>(max_threads));
+    const std::string cpu = cpu_model();
     for (int threads = 1; threads <= max_threads; ++threads) {
         double best_read = 1e30, best_copy = 1e30;
         for (int pass = 0; pass < 5; ++pass) {
@@ -69,8 +87,9 @@ int main(int argc, char **argv) {
         const double bytes = static_cast<double>(n * sizeof(uint64_t));
         uint64_t check = 0;
         for (uint64_t s : sums) check ^= s;
-        std::printf("{\"threads\":%d,\"buffer_mib\":%zu,\"read_gb_s\":%.2f,\"copy_gb_s\":%.2f,\"check\":%llu}\n", threads,
-                    mib, bytes / best_read / 1e9, 2 * bytes / best_copy / 1e9, static_cast<unsigned long long>(check % 1000));
+        std::printf("{\"cpu\":\"%s\",\"threads\":%d,\"buffer_mib\":%zu,\"read_gb_s\":%.2f,\"copy_gb_s\":%.2f,\"check\":%llu}\n",
+                    cpu.c_str(), threads, mib, bytes / best_read / 1e9, 2 * bytes / best_copy / 1e9,
+                    static_cast<unsigned long long>(check % 1000));
     }
     return 0;
 }
