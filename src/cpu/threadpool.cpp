@@ -34,9 +34,10 @@
 // same speed either way; if the OS took it off the CPU meanwhile, it would have been off alone too), so
 // est / wall over a window of jobs is the speedup the workers bring. When a worker is descheduled in
 // the middle of a chunk the caller waits for it, and the speedup falls below 1 under a busy neighbour
-// (measured on 2 cores: ~0.6 at 2 threads). The controller drops a thread while the speedup is less
-// than 0.6 per thread, and every so often runs one window a thread wider to see whether it pays again
-// (probes back off exponentially while they fail, so a failed probe costs a few percent at most).
+// (measured on 2 cores: ~0.5 at 2 threads). The controller drops a thread when the speedup is less
+// than 0.6 per thread for two windows in a row, and every so often runs one window a thread wider to
+// see whether it pays again (probes back off exponentially while they fail, so a failed probe costs a
+// few percent at most).
 #include "cpu/threadpool.hpp"
 
 #include <chrono>
@@ -98,7 +99,7 @@ std::atomic<bool> g_adaptive{[] {
     const char *e = std::getenv("EMBER_CPU_ADAPT");
     return !(e && e[0] == '0');
 }()};
-// EMBER_CPU_ADAPT_LOG=1 prints every width change to stderr (tuning and benchmarks).
+// EMBER_CPU_ADAPT_LOG=1 prints every window's measurement and decision to stderr (tuning, benchmarks).
 const bool g_log = [] {
     const char *e = std::getenv("EMBER_CPU_ADAPT_LOG");
     return e && e[0] == '1';
@@ -271,7 +272,10 @@ void ThreadPool::adapt(int64_t est_ns, int64_t wall_ns) {
     window_.wall_ns += wall_ns;
     if (++window_.jobs < kWindowJobs || window_.wall_ns < kWindowNs) return;
     const double speedup = static_cast<double>(window_.est_ns) / static_cast<double>(window_.wall_ns);
+    if (probing_ || speedup >= kMinGainPerThread * width_.load(std::memory_order_relaxed)) low_windows_ = 0;
     const int width = width_.load(std::memory_order_relaxed);
+    const int jobs = window_.jobs;
+    const double wall_ms = static_cast<double>(window_.wall_ns) * 1e-6;
     window_ = Window{};
     const int before = settled_;
     if (probing_) {
@@ -285,15 +289,21 @@ void ThreadPool::adapt(int64_t est_ns, int64_t wall_ns) {
         }
         windows_to_probe_ = probe_interval_;
     } else if (width >= 2 && speedup < kMinGainPerThread * width) {
-        settled_ = width - 1;
-        windows_to_probe_ = probe_interval_;
+        // Two windows in a row, so that a one-off stall (the first touch of mapped weights, whose page
+        // faults the threads take in turn) does not cost a probe interval at the narrower width.
+        if (++low_windows_ >= 2) {
+            settled_ = width - 1;
+            windows_to_probe_ = probe_interval_;
+            low_windows_ = 0;
+        }
     } else if (width < max_width() && --windows_to_probe_ <= 0) {
         probing_ = true;
     }
     width_.store(probing_ ? settled_ + 1 : settled_, std::memory_order_relaxed);
-    if (g_log && (settled_ != before || probing_))
-        std::fprintf(stderr, "ember threadpool %p: width %d, speedup %.2f -> %s %d\n", static_cast<void *>(this), width,
-                     speedup, probing_ ? "probing" : "settled", probing_ ? settled_ + 1 : settled_);
+    if (g_log)
+        std::fprintf(stderr, "ember threadpool %p: window of %d jobs, %.1f ms at width %d: speedup %.2f -> %s %d\n",
+                     static_cast<void *>(this), jobs, wall_ms, width, speedup, probing_ ? "probing" : settled_ != before ? "settled" : "stays",
+                     probing_ ? settled_ + 1 : settled_);
 }
 
 } // namespace ember::cpu

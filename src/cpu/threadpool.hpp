@@ -132,6 +132,7 @@ private:
     } window_;
     int settled_ = 1;                 // the width measured best; width_ is settled_ + 1 while probing
     bool probing_ = false;            // this window runs one thread wider to see whether it pays
+    int low_windows_ = 0;             // consecutive windows whose speedup did not pay for the width
     int64_t windows_to_probe_ = 0;    // windows at settled_ before the next probe
     int64_t probe_interval_ = 0;      // grows while probes fail (exponential back-off)
 };
