@@ -261,6 +261,49 @@ static void expect_struct_size_error(ember_status st) {
     assert_non_null(strstr(ember_last_error(), "struct_size"));
 }
 
+/* The EMBER_1.4 CPU budget: defaults, a round trip, a smaller (older) struct refused below its first
+ * version, a larger (newer) one's tail left alone by _get, undefined priorities and flags refused, and
+ * NULL restoring the defaults. */
+static void test_cpu_budget(void **state) {
+    (void)state;
+    BIG(ember_cpu_budget, b);
+    ember_cpu_budget_init(&b.s);
+    assert_int_equal(b.s.struct_size, sizeof b.s);
+    assert_int_equal(b.s.max_threads, 0);
+    assert_int_equal(b.s.priority, EMBER_CPU_PRIORITY_NORMAL);
+    assert_int_equal(b.s.flags, 0);
+    b.s.max_threads = 1;
+    b.s.priority = EMBER_CPU_PRIORITY_LOW;
+    b.s.flags = EMBER_CPU_BUDGET_FIXED_THREADS;
+    assert_int_equal(ember_cpu_budget_set(&b.s), EMBER_OK);
+    BIG(ember_cpu_budget, g);
+    ember_cpu_budget_init(&g.s);
+    g.s.struct_size = sizeof g.s + EXTRA;
+    assert_int_equal(ember_cpu_budget_get(&g.s), EMBER_OK);
+    assert_int_equal(g.s.struct_size, sizeof g.s + EXTRA);
+    assert_int_equal(g.s.max_threads, 1);
+    assert_int_equal(g.s.priority, EMBER_CPU_PRIORITY_LOW);
+    assert_int_equal(g.s.flags, EMBER_CPU_BUDGET_FIXED_THREADS);
+    expect_tail_untouched(g.bytes, sizeof g.s);
+    b.s.priority = 3;
+    assert_int_equal(ember_cpu_budget_set(&b.s), EMBER_ERR_INVALID_ARGUMENT);
+    b.s.priority = EMBER_CPU_PRIORITY_HIGH;
+    b.s.flags = 2;
+    assert_int_equal(ember_cpu_budget_set(&b.s), EMBER_ERR_INVALID_ARGUMENT);
+    b.s.flags = 0;
+    b.s.struct_size = 4;
+    expect_struct_size_error(ember_cpu_budget_set(&b.s));
+    g.s.struct_size = 4;
+    expect_struct_size_error(ember_cpu_budget_get(&g.s));
+    assert_int_equal(ember_cpu_budget_get(NULL), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_cpu_budget_set(NULL), EMBER_OK);
+    ember_cpu_budget_init(&g.s);
+    assert_int_equal(ember_cpu_budget_get(&g.s), EMBER_OK);
+    assert_int_equal(g.s.max_threads, 0);
+    assert_int_equal(g.s.priority, EMBER_CPU_PRIORITY_NORMAL);
+    assert_int_equal(g.s.flags, 0);
+}
+
 /* The EMBER_1.2 device structs: ember_vulkan_device_params and ember_cuda_device_params below any version are refused before any
  * device is touched; ember_device_info (an output) keeps a newer caller's tail, where a Vulkan device
  * exists to list. */
@@ -637,6 +680,7 @@ int main(void) {
         cmocka_unit_test(test_logging),
         cmocka_unit_test(test_struct_size_device_structs),
         cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_cpu_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

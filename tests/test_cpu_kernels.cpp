@@ -1,5 +1,5 @@
-// test_cpu_kernels.cpp — the CPU kernels against plain double-precision references, for both ISA
-// variants (scalar, and AVX2 where the CPU has it), and the thread pool.
+// test_cpu_kernels.cpp — the CPU kernels against plain double-precision references, at every ISA level
+// the CPU has (scalar, AVX2, AVX-512 with VNNI; the others skipped with the reason), and the thread pool.
 //
 // Every bound below is derived in the comment next to it from what the kernel is allowed to lose
 // (u = 2^-24 is the unit roundoff of float). Set EMBER_KERNEL_BENCH=1 to also print matmul timings
@@ -34,11 +34,21 @@ constexpr double kU = 1.0 / 16777216.0;  // 2^-24
 // next test reuses for its own pool.
 std::unique_ptr<ThreadPool> make_pool(int n) { return std::make_unique<ThreadPool>(n); }
 
-// Runs f(variant) with the scalar kernels forced (variant 0), then with the best available (variant 1).
+// Runs f(level) at every ISA level this CPU supports (0 scalar, 1 AVX2, 2 AVX-512 with VNNI), each
+// forced in turn, and skips the others, saying once why (the CPU lacks the level, or EMBER_CPU_ISA caps
+// it): CI machines differ (AMD EPYC with AVX2 only, Intel Xeon with AVX-512), so each runs what it has.
+constexpr int kLevels = 3;
+bool g_said_skip[kLevels] = {};  // one note per level and process (each caller instantiates the template)
 template <class F>
 void for_each_variant(F &&f) {
-    for (int v = 0; v < 2; ++v) {
-        force_scalar(v == 0);
+    bool (&said)[kLevels] = g_said_skip;
+    for (int v = 0; v < kLevels; ++v) {
+        const Isa level = static_cast<Isa>(v);
+        if (!force_isa(level)) {
+            if (!said[v]) std::printf("cpu kernels: level %d skipped: %s\n", v, isa_unavailable(level));
+            said[v] = true;
+            continue;
+        }
         f(v);
     }
     force_scalar(false);
@@ -720,7 +730,7 @@ static void test_matmul(void **) {
                     const std::vector<float> bias = rand_vec(&st, static_cast<size_t>(n_out), -2, 2);
                     const float *bp = with_bias ? bias.data() : nullptr;
                     const Reference ref = reference(w, x, nt, bp);
-                    std::vector<float> y[2];
+                    std::vector<float> y[kLevels];
                     for_each_variant([&](int v) {
                         y[v].assign(static_cast<size_t>(nt * n_out), NAN);
                         matmul(pool, scratch, w.view(), x.data(), nt, y[v].data(), bp);
@@ -732,12 +742,19 @@ static void test_matmul(void **) {
                                          y[v][i], ref.y[i], err, ref.bound[i]);
                         }
                     });
-                    for (size_t i = 0; i < y[0].size(); ++i) {
-                        const double agree = 2 * ref.rounding[i];
-                        if (!(std::fabs(y[0][i] - y[1][i]) <= agree))
-                            fail_msg("%s variants disagree: %.9g vs %.9g (allowed %g)", dtype_name(type), y[0][i], y[1][i], agree);
-                        if (n_in == 768) worst_rel = std::fmax(worst_rel, std::fabs(y[1][i] - ref.y[i]) / ref.sum_abs[i]);
-                    }
+                    // Every level within rounding of the scalar one; AVX-512 gives AVX2's bits exactly (its
+                    // kernels form the same exact integers and apply the scales alike, vec_dot.hpp).
+                    for (int v = 1; v < kLevels; ++v)
+                        for (size_t i = 0; i < y[v].size(); ++i) {
+                            const double agree = 2 * ref.rounding[i];
+                            if (!(std::fabs(y[0][i] - y[v][i]) <= agree))
+                                fail_msg("%s level %d disagrees with scalar: %.9g vs %.9g (allowed %g)", dtype_name(type), v,
+                                         y[v][i], y[0][i], agree);
+                            if (n_in == 768) worst_rel = std::fmax(worst_rel, std::fabs(y[v][i] - ref.y[i]) / ref.sum_abs[i]);
+                        }
+                    if (!y[1].empty() && !y[2].empty() && std::memcmp(y[1].data(), y[2].data(), y[1].size() * sizeof(float)) != 0)
+                        fail_msg("%s n_in %lld n_out %lld nt %lld: avx512 differs from avx2", dtype_name(type), (long long)n_in,
+                                 (long long)n_out, (long long)nt);
                 }
             }
         print_message("matmul %-5s ok; worst |err| / sum|w x| at n_in 768: %.2e\n", dtype_name(type), worst_rel);
@@ -1385,6 +1402,56 @@ static void test_pool_destroy(void **) {
     make_pool(1).reset();
 }
 
+// run_chunks covers every chunk once, whichever threads take them, and the budget's thread cap holds:
+// with max_threads 1 every chunk runs on the calling thread.
+static void test_pool_chunks_budget(void **) {
+    auto pool_owner = make_pool(3);
+    ThreadPool &pool = *pool_owner;
+    const std::thread::id me = std::this_thread::get_id();
+    for (int cap : {0, 1}) {
+        CpuBudget b;
+        b.max_threads = cap;
+        cpu_budget_set(b);
+        for (int rep = 0; rep < 50; ++rep) {
+            std::vector<std::atomic<int>> seen(37);
+            for (auto &x : seen) x.store(0);
+            std::atomic<int> elsewhere{0};
+            pool.run_chunks(37, [&](int64_t c) {
+                seen[static_cast<size_t>(c)].fetch_add(1);
+                if (std::this_thread::get_id() != me) elsewhere.fetch_add(1);
+            });
+            for (auto &x : seen) assert_int_equal(x.load(), 1);
+            if (cap == 1) assert_int_equal(elsewhere.load(), 0);
+        }
+        if (cap == 1) assert_int_equal(pool.width(), 1);
+    }
+    cpu_budget_set(CpuBudget{});
+}
+
+// The width follows the measured speedup: jobs whose chunks stall for 2 ms on any worker (a worker the
+// OS descheduled, as a busy neighbour does) make the workers a loss, and the pool drops to the calling
+// thread alone within a few windows; with the budget's fixed thread count it keeps its width.
+static void test_pool_adapts(void **) {
+    for (bool adaptive : {true, false}) {
+        CpuBudget b;
+        b.adaptive = adaptive;
+        cpu_budget_set(b);
+        auto pool_owner = make_pool(2);
+        ThreadPool &pool = *pool_owner;
+        const std::thread::id me = std::this_thread::get_id();
+        std::atomic<int64_t> sink{0};
+        for (int job = 0; job < 400 && pool.width() == 2; ++job)
+            pool.run_chunks(8, [&](int64_t c) {
+                // 20 us of work per chunk, so that the worker is in time to take some.
+                const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+                while (std::chrono::steady_clock::now() < end) sink.fetch_add(c, std::memory_order_relaxed);
+                if (std::this_thread::get_id() != me) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            });
+        assert_int_equal(pool.width(), adaptive ? 1 : 2);
+    }
+    cpu_budget_set(CpuBudget{});
+}
+
 // ---- timings (EMBER_KERNEL_BENCH=1) ----------------------------------------------------------------------
 
 static void bench_one(ThreadPool &pool, Scratch &scratch, const TestWeight &w, int64_t nt) {
@@ -1423,8 +1490,8 @@ static void test_bench(void **) {
             for_each_variant([&](int v) {
                 for (int threads : {1, 2}) {
                     auto pool_owner = make_pool(threads);
-                    if (v == 1 || threads == 1) bench_one(*pool_owner, scratch, w, 1);
-                    if (v == 1) bench_one(*pool_owner, scratch, w, 64);
+                    if (v >= 1 || threads == 1) bench_one(*pool_owner, scratch, w, 1);
+                    if (v >= 1) bench_one(*pool_owner, scratch, w, 64);
                 }
             });
         }
@@ -1440,9 +1507,9 @@ static void test_bench(void **) {
         for (int threads : {1, 2}) {
             auto pool_owner = make_pool(threads);
             ThreadPool &pool = *pool_owner;
-            if (v == 1 || threads == 1) bench_one(pool, scratch, big, 1);
+            if (v >= 1 || threads == 1) bench_one(pool, scratch, big, 1);
             bench_one(pool, scratch, ffn, 1);
-            if (v == 1) {
+            if (v >= 1) {
                 bench_one(pool, scratch, ffn4, 1);
                 bench_one(pool, scratch, ffn16, 1);
                 bench_one(pool, scratch, ffn, 64);
@@ -1479,6 +1546,8 @@ int main(void) {
         cmocka_unit_test(test_pool_parallel_for),
         cmocka_unit_test(test_pool_stress),
         cmocka_unit_test(test_pool_destroy),
+        cmocka_unit_test(test_pool_chunks_budget),
+        cmocka_unit_test(test_pool_adapts),
         cmocka_unit_test(test_bench),
     };
     std::printf("cpu kernels: best variant is %s\n", isa_name());

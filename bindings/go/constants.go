@@ -120,6 +120,22 @@ const (
 	DetokenizeKeepLeadingSpace DetokenizeFlags = 1 << 1 // keep SentencePiece's leading space
 )
 
+// CPUPriority is ember_cpu_priority: how ember's idle CPU threads treat cores (ember_cpu_budget_set).
+type CPUPriority int32
+
+const (
+	CPUPriorityNormal CPUPriority = 0 // idle workers spin ~0.2 ms before sleeping
+	CPUPriorityLow    CPUPriority = 1 // never hold a core ember is not computing on
+	CPUPriorityHigh   CPUPriority = 2 // latency first: spin longer
+)
+
+// CPUBudgetFlags are the flags of ember_cpu_budget.
+type CPUBudgetFlags uint32
+
+const (
+	CPUBudgetFixedThreads CPUBudgetFlags = 1 << 0 // never fewer threads than given (no adaptation)
+)
+
 // The header's version constants (what this binding was written against).
 const (
 	ABIVersion   = 1

@@ -163,7 +163,12 @@
       F(ember_cuda_device_params, stream, void *))                                                   \
     S(ember_chat_message,                                                                            \
       F(ember_chat_message, role, const char *)                                                      \
-      F(ember_chat_message, content, const char *))
+      F(ember_chat_message, content, const char *))                                                  \
+    S(ember_cpu_budget,                                                                              \
+      F(ember_cpu_budget, struct_size, uint32_t)                                                     \
+      F(ember_cpu_budget, max_threads, uint32_t)                                                     \
+      F(ember_cpu_budget, priority, int32_t)                                                         \
+      F(ember_cpu_budget, flags, uint32_t))
 
 /* ---- enums: E(type, NAME) ---- */
 #define EMBER_ENUMS(E)                                                                               \
@@ -180,6 +185,8 @@
     E(ember_backend_kind, EMBER_BACKEND_AUTO) E(ember_backend_kind, EMBER_BACKEND_CPU)                \
     E(ember_backend_kind, EMBER_BACKEND_CUDA) E(ember_backend_kind, EMBER_BACKEND_VULKAN)             \
     E(ember_kv_type, EMBER_KV_F16) E(ember_kv_type, EMBER_KV_Q8_0)                                    \
+    E(ember_cpu_priority, EMBER_CPU_PRIORITY_NORMAL) E(ember_cpu_priority, EMBER_CPU_PRIORITY_LOW)    \
+    E(ember_cpu_priority, EMBER_CPU_PRIORITY_HIGH)                                                   \
     E(ember_spec_mode, EMBER_SPEC_OFF) E(ember_spec_mode, EMBER_SPEC_DRAFT)                           \
     E(ember_spec_mode, EMBER_SPEC_LOOKUP)                                                             \
     E(ember_request_state, EMBER_REQUEST_QUEUED) E(ember_request_state, EMBER_REQUEST_RUNNING)        \
@@ -190,7 +197,8 @@
 #define EMBER_CONSTS(C)                                                                              \
     C(EMBER_ABI_VERSION) C(EMBER_VERSION_MAJOR) C(EMBER_VERSION_MINOR) C(EMBER_VERSION_PATCH)        \
     C(EMBER_TOKENIZE_ADD_SPECIAL) C(EMBER_TOKENIZE_PARSE_SPECIAL)                                    \
-    C(EMBER_DETOKENIZE_RENDER_SPECIAL) C(EMBER_DETOKENIZE_KEEP_LEADING_SPACE)
+    C(EMBER_DETOKENIZE_RENDER_SPECIAL) C(EMBER_DETOKENIZE_KEEP_LEADING_SPACE)                        \
+    C(EMBER_CPU_BUDGET_FIXED_THREADS)
 
 /* ---- callback types: X(ret, name, (args)) ---- */
 #define EMBER_CALLBACKS(X)                                                                           \
@@ -278,7 +286,10 @@
     X(ember_status, ember_vulkan_set_device, (const ember_vulkan_device_params *)) \
     X(void, ember_cuda_device_params_init, (ember_cuda_device_params *)) \
     X(ember_status, ember_cuda_set_device, (const ember_cuda_device_params *)) \
-    X(ember_status, ember_chat_apply_template, (const ember_model *, const char *, const ember_chat_message *, size_t, bool, char *, size_t, size_t *))
+    X(ember_status, ember_chat_apply_template, (const ember_model *, const char *, const ember_chat_message *, size_t, bool, char *, size_t, size_t *)) \
+    X(void, ember_cpu_budget_init, (ember_cpu_budget *)) \
+    X(ember_status, ember_cpu_budget_set, (const ember_cpu_budget *)) \
+    X(ember_status, ember_cpu_budget_get, (ember_cpu_budget *))
 
 /* Every entry is checked by the compiler: a wrong type here is a build error, not a wrong table. */
 #define CHECK_FN(ret, name, args) _Static_assert(SAME_TYPE(&name, ret(*) args), #name " has another type in ember.h");

@@ -896,6 +896,58 @@ EMBER_API ember_status ember_chat_apply_template(const ember_model *model, const
                                                  bool add_generation_prompt, char *buf, size_t capacity,
                                                  size_t *out_len);
 
+/* ---------------------------------------------------------------------------------------------------
+ * CPU budget (since EMBER_1.4)
+ *
+ * An application that shares the CPU (a game rendering, an editor indexing) says how much of it ember
+ * may take. Each session's CPU threads (ember_session_params.n_threads, default: the physical cores, at
+ * most 8) are the most it uses; by default it measures, while it runs, how much its extra threads speed
+ * up each pass and uses fewer while the machine is busy (threads descheduled by other processes make a
+ * pass wait), trying more again from time to time. The budget caps that and says how eagerly to yield.
+ * ------------------------------------------------------------------------------------------------- */
+
+/** How ember's CPU threads treat cores they are not using right now. Values are stable. */
+typedef enum ember_cpu_priority {
+    /** Idle worker threads spin for ~0.2 ms after a pass before they sleep (the default): lowest latency
+     *  when passes follow each other, which decode's do. */
+    EMBER_CPU_PRIORITY_NORMAL = 0,
+    /** Background work: idle workers sleep at once and a thread waiting for another sleeps too, so ember
+     *  never holds a core it is not computing on (a few percent slower on a quiet machine). */
+    EMBER_CPU_PRIORITY_LOW = 1,
+    /** Latency first: idle workers spin 4x longer before they sleep. */
+    EMBER_CPU_PRIORITY_HIGH = 2
+} ember_cpu_priority;
+
+/** ember_cpu_budget.flags: always use the thread count given (the budget's, else the session's), never
+ *  fewer; turns off the measurement described above (for benchmarks of a fixed thread count). */
+#define EMBER_CPU_BUDGET_FIXED_THREADS (1u << 0)
+
+typedef struct ember_cpu_budget {
+    uint32_t struct_size;
+    /** The most threads (the calling thread included) each session or engine computes with at once
+     *  (default 0: no cap beyond its own n_threads). Lowering it takes effect at the next pass; raising
+     *  it above a session's n_threads has no effect (its workers are started at creation). */
+    uint32_t max_threads;
+    /** An ember_cpu_priority (default EMBER_CPU_PRIORITY_NORMAL). */
+    int32_t priority;
+    /** EMBER_CPU_BUDGET_* flags (default 0). */
+    uint32_t flags;
+} ember_cpu_budget;
+
+/** Fills *budget with the defaults (no cap, normal priority, adaptive thread count). NULL is ignored. */
+EMBER_API void ember_cpu_budget_init(ember_cpu_budget *budget);
+
+/** Sets the process-wide CPU budget for every session and engine on the CPU backend, existing ones
+ *  included, from their next pass on. NULL restores the defaults. Errors: EMBER_ERR_INVALID_ARGUMENT (a
+ *  priority or flag that is not defined above, or a struct_size below this struct's first version).
+ *  Thread-safe; may be called at any time, also while passes run on other threads. Since EMBER_1.4. */
+EMBER_API ember_status ember_cpu_budget_set(const ember_cpu_budget *budget);
+
+/** Writes the process-wide CPU budget into *budget (its struct_size set by ember_cpu_budget_init; an
+ *  older, smaller struct gets the fields it has). Errors: EMBER_ERR_INVALID_ARGUMENT (NULL). Thread-safe.
+ *  Since EMBER_1.4. */
+EMBER_API ember_status ember_cpu_budget_get(ember_cpu_budget *budget);
+
 #ifdef __cplusplus
 }
 #endif

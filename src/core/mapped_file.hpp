@@ -1,4 +1,12 @@
 // mapped_file.hpp — a read-only memory map of a whole file (the CPU backend reads weights from it in place).
+//
+// With EMBER_HUGEPAGES=1 a large file (64 MiB or more) is read instead into anonymous memory backed by
+// transparent huge pages (madvise), where the kernel allows them. Why: decode streams every weight once
+// per token, and with 4 KiB pages of the page cache each 4 KiB costs a TLB miss, whose page walk is
+// expensive in a virtual machine (two-level paging). Measured on a 2-vCPU Xeon VM, TinyLlama-shaped
+// Q4_0 at 2 threads: 28.1 -> 38.2 tokens/s. The price: loading copies the file (about 0.2 s per GB
+// from the page cache instead of ~0.03 s to map it), and the copy is not shared with other processes.
+// Anything that fails on that path (no memory, no huge pages) falls back to the plain mapping.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +31,8 @@ private:
     std::string path_;
     const uint8_t *data_ = nullptr;
     size_t size_ = 0;
+    void *region_ = nullptr;   // the huge-page copy's whole region (aligned inside it), or nullptr
+    size_t region_bytes_ = 0;
 };
 
 } // namespace ember

@@ -18,7 +18,6 @@
 #include "cpu/vec_dot.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -91,11 +90,8 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         for (int64_t c = 0; c < n_items; ++c) item(c);
         return;
     }
-    // As in matmul, thread i takes item i first and only the rest through the shared counter.
-    std::atomic<int64_t> next{pool.size()};
-    pool.run([&](int ith, int) {
-        for (int64_t c = ith; c < n_items; c = next.fetch_add(1, std::memory_order_relaxed)) item(c);
-    });
+    // Items are handed out one by one from the pool's counter, costliest first (see above).
+    pool.run_chunks(n_items, item);
 }
 
 namespace detail {

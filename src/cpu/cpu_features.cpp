@@ -1,11 +1,12 @@
-// cpu_features.cpp — run-time choice of the kernels' ISA variant.
+// cpu_features.cpp — run-time choice of the kernels' ISA level.
 //
-// The library is built for baseline x86-64 so it loads anywhere; the AVX2 variants are compiled
-// separately (*_avx2.cpp) and reached only through the table chosen here, after asking the CPU (and
-// the OS, which libgcc's check covers via XGETBV) whether AVX2, FMA and F16C are usable.
+// The library is built for baseline x86-64 so it loads anywhere; the AVX2 and AVX-512 variants are
+// compiled separately (*_avx2.cpp, *_avx512.cpp) and reached only through the table chosen here, after
+// asking the CPU (and the OS, which libgcc's check covers via XGETBV: YMM state for AVX2, ZMM and
+// opmask state for AVX-512) whether the level's instructions are usable.
 //
-// EMBER_CPU_ISA=scalar (or avx2) caps the level, so CI runs every path on one machine; a level the CPU
-// lacks is never chosen, whatever the variable says (it can only lower the choice).
+// EMBER_CPU_ISA=scalar|avx2|avx512 caps the level, so CI runs every path on one machine; a level the
+// CPU lacks is never chosen, whatever the variable says (it can only lower the choice).
 #include "cpu/kernels.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -42,24 +43,68 @@ const KernelTable kAvx2 = {
     f32_to_f16_avx2,
 };
 
+const KernelTable kAvx512 = [] {
+    // The AVX2 table with the VNNI/512-bit kernels in place (vec_dot.hpp says which, and why the bits
+    // do not change).
+    KernelTable t = kAvx2;
+    t.name = "avx512";
+    t.matmul[kWQ8_0] = matmul_rows_q8_0_avx512;
+    t.matmul[kWQ4_0] = matmul_rows_q4_0_avx512;
+    t.matmul[kWQ4_K] = matmul_rows_q4_k_avx512;
+    t.matmul[kWQ6_K] = matmul_rows_q6_k_avx512;
+    return t;
+}();
+
 bool cpu_has_avx2() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
 }
+
+bool cpu_has_avx512() {
+    __builtin_cpu_init();
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vnni");
+}
 #endif
 
-// The highest level the CPU supports and EMBER_CPU_ISA allows (read once).
-const KernelTable *best() {
-    static const bool scalar_only = [] {
-        const char *cap = std::getenv("EMBER_CPU_ISA");
-        return cap && std::strcmp(cap, "scalar") == 0;
+// The level EMBER_CPU_ISA allows (read once; unset or unknown: no cap).
+Isa env_cap() {
+    static const Isa cap = [] {
+        const char *e = std::getenv("EMBER_CPU_ISA");
+        if (e && std::strcmp(e, "scalar") == 0) return Isa::Scalar;
+        if (e && std::strcmp(e, "avx2") == 0) return Isa::Avx2;
+        return Isa::Avx512;
     }();
-    if (scalar_only) return &kScalar;
+    return cap;
+}
+
+const KernelTable *table(Isa level) {
 #if defined(__x86_64__) || defined(__i386__)
-    static const bool avx2 = cpu_has_avx2();
-    if (avx2) return &kAvx2;
+    if (level == Isa::Avx512) return &kAvx512;
+    if (level == Isa::Avx2) return &kAvx2;
 #endif
+    (void)level;
+    return &kScalar;
+}
+
+// Why `level` cannot run here (nullptr: it can), ignoring EMBER_CPU_ISA.
+const char *cpu_lacks(Isa level) {
+    if (level == Isa::Scalar) return nullptr;
+#if defined(__x86_64__) || defined(__i386__)
+    static const bool avx2 = cpu_has_avx2(), avx512 = cpu_has_avx512();
+    if (level == Isa::Avx2) return avx2 ? nullptr : "the CPU (or the OS) lacks AVX2, FMA or F16C";
+    return avx512 ? nullptr : "the CPU (or the OS) lacks one of AVX-512 F, BW, VL, DQ and VNNI";
+#else
+    return "not an x86 build";
+#endif
+}
+
+// The highest level the CPU supports and EMBER_CPU_ISA allows.
+const KernelTable *best() {
+    for (Isa level : {Isa::Avx512, Isa::Avx2})
+        if (level <= env_cap() && !cpu_lacks(level)) return table(level);
     return &kScalar;
 }
 
@@ -81,6 +126,18 @@ const KernelTable &kernels() {
 } // namespace detail
 
 const char *isa_name() { return detail::kernels().name; }
+
+const char *isa_unavailable(Isa level) {
+    if (const char *why = detail::cpu_lacks(level)) return why;
+    if (level > detail::env_cap()) return "EMBER_CPU_ISA caps the level below it";
+    return nullptr;
+}
+
+bool force_isa(Isa level) {
+    if (isa_unavailable(level)) return false;
+    detail::g_active.store(detail::table(level), std::memory_order_relaxed);
+    return true;
+}
 
 void force_scalar(bool on) {
     detail::g_active.store(on ? &detail::kScalar : detail::best(), std::memory_order_relaxed);

@@ -4,8 +4,8 @@
 // n_in elements (GGUF ne[0] = n_in, ne[1] = n_out), stored in its GGUF type and used as stored: quantized
 // weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are multiplied against activations quantized
 // to 8 bits per block of 32 on the fly (integer dot products), F16/BF16/F32 against f32 activations.
-// Each kernel picks its ISA variant once, at first use (AVX2+FMA+F16C where the CPU has them, scalar
-// otherwise); tests/test_cpu_kernels.cpp checks every variant against a double-precision reference.
+// Each kernel picks its ISA variant once, at first use (AVX-512 with VNNI, else AVX2+FMA+F16C where the
+// CPU has them, scalar otherwise); tests/test_cpu_kernels.cpp checks every variant against a double-precision reference.
 #pragma once
 
 #include "core/dtype.hpp"
@@ -111,8 +111,15 @@ void store_f16(const float *src, uint16_t *dst, int64_t n_rows, int64_t n);
 // One row of n floats into a KV cache row of `type` (F16, or Q8_0 with n a multiple of 32).
 void store_kv_row(DType type, const float *src, uint8_t *dst, int64_t n);
 
-// Which ISA variant the kernels use on this CPU ("avx2" or "scalar").
+// The kernels' ISA levels, lowest first. Avx512 needs AVX-512 F, BW, VL, DQ and VNNI (and AVX2).
+enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+// Which ISA variant the kernels use on this CPU ("avx512", "avx2" or "scalar").
 const char *isa_name();
+// Why `level` cannot be used here (the CPU lacks it, or EMBER_CPU_ISA caps below it), or nullptr.
+const char *isa_unavailable(Isa level);
+// Tests and benchmarks: use the kernels of `level` from now on, process-wide; false (and no change)
+// where isa_unavailable says it cannot run.
+bool force_isa(Isa level);
 // Tests: force the scalar variants (true) or the best available (false).
 void force_scalar(bool on);
 

@@ -4,8 +4,6 @@
 #include "cpu/kernels.hpp"
 #include "cpu/vec_dot.hpp"
 
-#include <atomic>
-
 namespace ember::cpu {
 
 namespace {
@@ -95,29 +93,25 @@ struct Segment {
 void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs) {
     int64_t total = 0;
     for (int s = 0; s < n_seg; ++s) total += segs[s].n_out;
-    const int nth = pool.size();
-    if (nth == 1 || macs < kMinParallelMacs || total < 2) {
+    if (pool.size() == 1 || macs < kMinParallelMacs || total < 2) {
         for (int s = 0; s < n_seg; ++s) segs[s].fn(segs[s].job, 0, segs[s].n_out);
         return;
     }
     // Chunks are a multiple of 4 rows so that the decode tile (4 rows) never splits at a chunk edge.
+    // They are sized for the threads the pool uses now (width), which is fewer than its size while the
+    // machine is busy (threadpool.hpp).
+    const int nth = pool.width();
     const int64_t per_thread = macs >= kBigMacs ? kChunksPerThreadBig : kChunksPerThread;
     int64_t chunk = (total + nth * per_thread - 1) / (nth * per_thread);
     chunk = chunk < 8 ? 8 : (chunk + 3) & ~int64_t{3};
     int64_t first[5] = {0, 0, 0, 0, 0};  // first chunk index of each segment
     for (int s = 0; s < n_seg; ++s) first[s + 1] = first[s] + (segs[s].n_out + chunk - 1) / chunk;
-    const int64_t n_chunks = first[n_seg];
-    // Thread i starts with chunk i without touching the shared counter (each RMW on it moves a cache
-    // line between cores, ~0.1 us here); only the rest are handed out dynamically.
-    std::atomic<int64_t> next{nth};
-    pool.run([&](int ith, int) {
-        for (int64_t c = ith; c < n_chunks; c = next.fetch_add(1, std::memory_order_relaxed)) {
-            int s = 0;
-            while (c >= first[s + 1]) ++s;
-            const int64_t r0 = (c - first[s]) * chunk;
-            const int64_t r1 = r0 + chunk < segs[s].n_out ? r0 + chunk : segs[s].n_out;
-            segs[s].fn(segs[s].job, r0, r1);
-        }
+    pool.run_chunks(first[n_seg], [&](int64_t c) {
+        int s = 0;
+        while (c >= first[s + 1]) ++s;
+        const int64_t r0 = (c - first[s]) * chunk;
+        const int64_t r1 = r0 + chunk < segs[s].n_out ? r0 + chunk : segs[s].n_out;
+        segs[s].fn(segs[s].job, r0, r1);
     });
 }
 

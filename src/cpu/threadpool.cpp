@@ -1,29 +1,48 @@
-// threadpool.cpp — see threadpool.hpp for why the pool spins.
+// threadpool.cpp — see threadpool.hpp for why jobs are chunks and why the pool spins.
 //
-// Protocol. The caller publishes (fn_, ctx_, pending_) and then bumps generation_; a worker that sees a
-// new generation runs the job and decrements pending_; the caller returns once pending_ is 0. Because
-// run() waits for every worker, a worker sees each generation exactly once and never two jobs at a
-// time, so one generation counter is all the state a job needs.
+// Protocol. The caller publishes a job (fn_, ctx_, n_chunks_, next_chunk_ = 0, finished_ = 0) and the
+// number of workers that may join it (seats_), then bumps generation_. A worker that sees a new
+// generation takes a seat (a CAS that fails once seats_ is 0) and then chunks from next_chunk_ until
+// none are left, and counts itself in finished_. The caller takes chunks too; when none are left it
+// closes the job (seats_ = 0, by exchange, which also tells it how many workers joined) and waits until
+// that many have finished. A worker that comes late — descheduled, or still waking up — finds no seat
+// and goes back to waiting: no job ever waits for a thread that has not started on it.
 //
-// Memory ordering. generation_ is bumped with a seq_cst (so also release) RMW and read with acquire,
-// which makes fn_/ctx_/pending_ visible to the worker; pending_ is decremented with a seq_cst RMW and
-// polled with acquire, which makes the job's writes visible to the caller and orders the worker's last
-// reads of fn_/ctx_ before the next run() overwrites them.
+// A worker may see a generation and take its seat only after the caller has moved on to a later job:
+// it then joins that later job (the seat it took is that job's, and fn_/ctx_ are read after the seat),
+// which is just as correct. A worker never holds a seat of a job the caller has finished with, because
+// the caller closes seats before it waits and waits for every seat taken before it.
+//
+// Memory ordering. seats_ is stored with release after the job's fields, and taken with an acquire
+// CAS, so a worker with a seat sees the job. finished_ is incremented with a seq_cst RMW and polled with
+// acquire, which makes the chunks' writes visible to the caller and orders the worker's last reads of
+// the job before the next job overwrites them.
 //
 // Sleeping without lost wake-ups, both ways. A worker that gives up spinning registers in sleepers_
 // and re-checks generation_ while holding mutex_; the caller bumps generation_ and then reads
 // sleepers_. Both sides use seq_cst, so (Dekker) at least one sees the other: either the worker sees
 // the new generation and does not sleep, or the caller sees a sleeper, takes mutex_ (which the worker
 // holds until it is inside cv_.wait) and notifies. The caller's own sleep when a worker is late uses
-// the same pattern with caller_waiting_ and pending_.
+// the same pattern with caller_waiting_ and finished_.
 //
 // Oversubscription. With more threads than usable CPUs a spinning thread can only delay the thread it
 // waits for, so such a pool never spins: workers sleep between jobs and the caller sleeps until they
-// finish (measured on 2 cores: a 3-thread pool then dispatches in ~75 us, against ~220 us per run with
-// spinning workers).
+// finish.
+//
+// Width. Each job the workers share is timed by the caller: it took wall_ns, and the caller did k of its
+// n chunks in own_ns. Had the caller been alone it would have taken about own_ns * n / k (it runs at the
+// same speed either way; if the OS took it off the CPU meanwhile, it would have been off alone too), so
+// est / wall over a window of jobs is the speedup the workers bring. When a worker is descheduled in
+// the middle of a chunk the caller waits for it, and the speedup falls below 1 under a busy neighbour
+// (measured on 2 cores: ~0.5 at 2 threads). The controller drops a thread when the speedup is less
+// than 0.6 per thread for two windows in a row, and every so often runs one window a thread wider to
+// see whether it pays again (probes back off exponentially while they fail, so a failed probe costs a
+// few percent at most).
 #include "cpu/threadpool.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 #if defined(__linux__)
 #include <sched.h>
@@ -39,13 +58,29 @@ inline void cpu_relax() {
 #endif
 }
 
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // How long a worker keeps spinning after a job before it sleeps. A decode step dispatches a job every
 // few microseconds, so this covers the gaps of serial work between kernels with a wide margin, yet
-// an idle pool stops burning a core within a fraction of a millisecond.
-constexpr auto kSpin = std::chrono::microseconds(200);
+// an idle pool stops burning a core within a fraction of a millisecond. A High priority budget spins
+// 4x longer; a Low one never spins.
+constexpr int64_t kSpinNs = 200'000;
 // The caller waits for the workers by spinning too, for at most this long: a job that takes longer
 // has a worker that was descheduled, and the caller then sleeps so as not to compete with it.
-constexpr auto kCallerSpin = std::chrono::microseconds(50);
+constexpr int64_t kCallerSpinNs = 50'000;
+
+// Width controller: a window is at least this many shared jobs and this much time, so that it spans
+// a few decode steps of a small model (one step is ~50 jobs, 0.5-2 ms).
+constexpr int kWindowJobs = 64;
+constexpr int64_t kWindowNs = 10'000'000;
+// A thread is kept while the measured speedup is at least this much per thread (2 threads: 1.2).
+constexpr double kMinGainPerThread = 0.6;
+// Windows at the settled width between probes: from ~0.16 s, doubling after each failed probe up to
+// ~2.5 s, so a machine that stays busy pays one slow window in 256.
+constexpr int64_t kProbeFirst = 16;
+constexpr int64_t kProbeMax = 256;
 
 int usable_cpus() {
 #if defined(__linux__)
@@ -56,13 +91,43 @@ int usable_cpus() {
     return n ? static_cast<int>(n) : 1;
 }
 
+// The process-wide budget, read by every pool at every job (relaxed: any recent value will do).
+std::atomic<int> g_max_threads{0};
+std::atomic<int> g_priority{static_cast<int>(CpuPriority::Normal)};
+// EMBER_CPU_ADAPT=0 fixes the width from the start (benchmarks of the fixed thread count).
+std::atomic<bool> g_adaptive{[] {
+    const char *e = std::getenv("EMBER_CPU_ADAPT");
+    return !(e && e[0] == '0');
+}()};
+// EMBER_CPU_ADAPT_LOG=1 prints every window's measurement and decision to stderr (tuning, benchmarks).
+const bool g_log = [] {
+    const char *e = std::getenv("EMBER_CPU_ADAPT_LOG");
+    return e && e[0] == '1';
+}();
+
 } // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
-    spin_ns_ = n_threads_ <= usable_cpus() ? std::chrono::nanoseconds(kSpin).count() : 0;
+void cpu_budget_set(const CpuBudget &b) {
+    g_max_threads.store(b.max_threads < 0 ? 0 : b.max_threads, std::memory_order_relaxed);
+    g_priority.store(static_cast<int>(b.priority), std::memory_order_relaxed);
+    g_adaptive.store(b.adaptive, std::memory_order_relaxed);
+}
+
+CpuBudget cpu_budget_get() {
+    CpuBudget b;
+    b.max_threads = g_max_threads.load(std::memory_order_relaxed);
+    b.priority = static_cast<CpuPriority>(g_priority.load(std::memory_order_relaxed));
+    b.adaptive = g_adaptive.load(std::memory_order_relaxed);
+    return b;
+}
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads), width_(n_threads_) {
+    settled_ = n_threads_;
+    probe_interval_ = kProbeFirst;
+    spin_ns_ = n_threads_ <= usable_cpus() ? kSpinNs : 0;
     workers_.reserve(static_cast<size_t>(n_threads_ - 1));
     try {
-        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker(); });
     } catch (...) {
         // A thread that could not start (out of memory or threads): the destructor will not run, so the
         // ones already started are stopped and joined here, or they would end the process unjoined.
@@ -85,13 +150,15 @@ void ThreadPool::stop_workers() {
 }
 
 uint64_t ThreadPool::wait_for_job(uint64_t seen) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_);
-    for (unsigned i = 1; spin_ns_ > 0; ++i) {
+    const int prio = g_priority.load(std::memory_order_relaxed);
+    const int64_t spin = prio == static_cast<int>(CpuPriority::Low) ? 0 : prio == static_cast<int>(CpuPriority::High) ? 4 * spin_ns_ : spin_ns_;
+    const int64_t deadline = now_ns() + spin;
+    for (unsigned i = 1; spin > 0; ++i) {
         const uint64_t g = generation_.load(std::memory_order_acquire);
         if (g != seen) return g;
         cpu_relax();
         // Reading the clock costs ~20 ns; every 64 pauses keeps that negligible.
-        if ((i & 63) == 0 && std::chrono::steady_clock::now() >= deadline) break;
+        if ((i & 63) == 0 && now_ns() >= deadline) break;
     }
     std::unique_lock<std::mutex> lock(mutex_);
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -101,52 +168,142 @@ uint64_t ThreadPool::wait_for_job(uint64_t seen) {
     return g;
 }
 
-void ThreadPool::worker(int ith) {
+int64_t ThreadPool::take_chunks() {
+    int64_t done = 0;
+    for (int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed); c < n_chunks_;
+         c = next_chunk_.fetch_add(1, std::memory_order_relaxed), ++done)
+        fn_(ctx_, c);
+    return done;
+}
+
+void ThreadPool::worker() {
     uint64_t seen = 0;  // generation_ starts at 0 and the constructor runs no job
     for (;;) {
         seen = wait_for_job(seen);
         if (stop_.load(std::memory_order_relaxed)) return;
-        fn_(ctx_, ith, n_threads_);
+        int s = seats_.load(std::memory_order_relaxed);
+        while (s > 0 && !seats_.compare_exchange_weak(s, s - 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+        }
+        if (s <= 0) continue;  // came too late: the chunks were all taken and the job closed
+        take_chunks();
         // The last worker wakes the caller if it went to sleep (same Dekker pairing as sleepers_,
-        // with caller_waiting_ and pending_ in the roles of sleepers_ and generation_).
-        if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
+        // with caller_waiting_ and finished_ in the roles of sleepers_ and generation_).
+        finished_.fetch_add(1, std::memory_order_seq_cst);
+        if (caller_waiting_.load(std::memory_order_seq_cst)) {
             { std::lock_guard<std::mutex> lock(mutex_); }
             done_cv_.notify_one();
         }
     }
 }
 
-void ThreadPool::run_impl(Fn fn, void *ctx) {
-    if (n_threads_ == 1) {
-        fn(ctx, 0, 1);
+int ThreadPool::max_width() const {
+    const int cap = g_max_threads.load(std::memory_order_relaxed);
+    return cap > 0 && cap < n_threads_ ? cap : n_threads_;
+}
+
+void ThreadPool::run_impl(Fn fn, void *ctx, int64_t n_chunks) {
+    if (n_chunks <= 0) return;
+    if (n_threads_ == 1 || n_chunks == 1) {
+        for (int64_t c = 0; c < n_chunks; ++c) fn(ctx, c);
         return;
     }
     // Uncontended (~20 ns) unless two contexts that share the pool run at once, which then take turns.
     std::lock_guard<std::mutex> run_lock(run_mutex_);
+    const int cap = max_width();
+    if (!g_adaptive.load(std::memory_order_relaxed)) {
+        settled_ = cap;
+        probing_ = false;
+        width_.store(cap, std::memory_order_relaxed);
+    } else if (settled_ > cap || width_.load(std::memory_order_relaxed) > cap) {
+        settled_ = settled_ > cap ? cap : settled_;
+        probing_ = false;
+        width_.store(settled_, std::memory_order_relaxed);
+    }
+    const int width = width_.load(std::memory_order_relaxed);
+    const int64_t t0 = now_ns();
+    if (width == 1) {
+        // Alone: the window still advances (it schedules the next probe); est = wall by definition.
+        for (int64_t c = 0; c < n_chunks; ++c) fn(ctx, c);
+        const int64_t wall = now_ns() - t0;
+        adapt(wall, wall);
+        return;
+    }
+    const int seats = static_cast<int>(n_chunks - 1 < width - 1 ? n_chunks - 1 : width - 1);
     fn_ = fn;
     ctx_ = ctx;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    n_chunks_ = n_chunks;
+    next_chunk_.store(0, std::memory_order_relaxed);
+    finished_.store(0, std::memory_order_relaxed);
+    seats_.store(seats, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
         { std::lock_guard<std::mutex> lock(mutex_); }
         cv_.notify_all();
     }
-    fn(ctx, 0, n_threads_);
-    if (pending_.load(std::memory_order_acquire) == 0) return;
-    if (spin_ns_ > 0) {
-        const auto deadline = std::chrono::steady_clock::now() + kCallerSpin;
-        for (unsigned i = 1; pending_.load(std::memory_order_acquire) != 0; ++i) {
-            cpu_relax();
-            if ((i & 63) == 0 && std::chrono::steady_clock::now() >= deadline) break;
+    const int64_t own = take_chunks();
+    const int64_t t_own = now_ns();
+    const int joined = seats - seats_.exchange(0, std::memory_order_acq_rel);
+    if (finished_.load(std::memory_order_acquire) != joined) {
+        const bool spin = spin_ns_ > 0 && g_priority.load(std::memory_order_relaxed) != static_cast<int>(CpuPriority::Low);
+        if (spin) {
+            const int64_t deadline = t_own + kCallerSpinNs;
+            for (unsigned i = 1; finished_.load(std::memory_order_acquire) != joined; ++i) {
+                cpu_relax();
+                if ((i & 63) == 0 && now_ns() >= deadline) break;
+            }
         }
-        if (pending_.load(std::memory_order_acquire) == 0) return;
+        if (finished_.load(std::memory_order_acquire) != joined) {
+            // A worker is late (descheduled by another process, or the pool is oversubscribed): sleep,
+            // so as not to hold a core that the late worker may be waiting for.
+            std::unique_lock<std::mutex> lock(mutex_);
+            caller_waiting_.store(true, std::memory_order_seq_cst);
+            done_cv_.wait(lock, [&] { return finished_.load(std::memory_order_seq_cst) == joined; });
+            caller_waiting_.store(false, std::memory_order_relaxed);
+        }
     }
-    // A worker is late (descheduled by another process, or the pool is oversubscribed): sleep, so as
-    // not to hold a core that the late worker may be waiting for.
-    std::unique_lock<std::mutex> lock(mutex_);
-    caller_waiting_.store(true, std::memory_order_seq_cst);
-    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_seq_cst) == 0; });
-    caller_waiting_.store(false, std::memory_order_relaxed);
+    const int64_t wall = now_ns() - t0;
+    // A caller that took no chunk (descheduled right after publishing) says nothing about its speed.
+    if (own > 0) adapt((t_own - t0) * n_chunks / own, wall);
+}
+
+void ThreadPool::adapt(int64_t est_ns, int64_t wall_ns) {
+    if (!g_adaptive.load(std::memory_order_relaxed)) return;
+    window_.est_ns += est_ns;
+    window_.wall_ns += wall_ns;
+    if (++window_.jobs < kWindowJobs || window_.wall_ns < kWindowNs) return;
+    const double speedup = static_cast<double>(window_.est_ns) / static_cast<double>(window_.wall_ns);
+    if (probing_ || speedup >= kMinGainPerThread * width_.load(std::memory_order_relaxed)) low_windows_ = 0;
+    const int width = width_.load(std::memory_order_relaxed);
+    const int jobs = window_.jobs;
+    const double wall_ms = static_cast<double>(window_.wall_ns) * 1e-6;
+    window_ = Window{};
+    const int before = settled_;
+    if (probing_) {
+        // The probe's speedup against the caller alone decides, as for the settled width.
+        probing_ = false;
+        if (speedup >= kMinGainPerThread * width) {
+            settled_ = width;
+            probe_interval_ = kProbeFirst;
+        } else {
+            probe_interval_ = probe_interval_ * 2 < kProbeMax ? probe_interval_ * 2 : kProbeMax;
+        }
+        windows_to_probe_ = probe_interval_;
+    } else if (width >= 2 && speedup < kMinGainPerThread * width) {
+        // Two windows in a row, so that a one-off stall (the first touch of mapped weights, whose page
+        // faults the threads take in turn) does not cost a probe interval at the narrower width.
+        if (++low_windows_ >= 2) {
+            settled_ = width - 1;
+            windows_to_probe_ = probe_interval_;
+            low_windows_ = 0;
+        }
+    } else if (width < max_width() && --windows_to_probe_ <= 0) {
+        probing_ = true;
+    }
+    width_.store(probing_ ? settled_ + 1 : settled_, std::memory_order_relaxed);
+    if (g_log)
+        std::fprintf(stderr, "ember threadpool %p: window of %d jobs, %.1f ms at width %d: speedup %.2f -> %s %d\n",
+                     static_cast<void *>(this), jobs, wall_ms, width, speedup, probing_ ? "probing" : settled_ != before ? "settled" : "stays",
+                     probing_ ? settled_ + 1 : settled_);
 }
 
 } // namespace ember::cpu

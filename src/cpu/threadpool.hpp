@@ -2,9 +2,17 @@
 //
 // Why not std::async or a task queue: a decode step of a small model runs ~50 parallel ops of a few
 // microseconds each, so dispatch latency dominates. Workers spin on an atomic generation counter for a
-// short while after each job (then sleep on a condition variable), and the calling thread takes part
-// as thread 0, so a dispatch costs well under a microsecond while work keeps coming (~0.25 us measured
-// on 2 cores). A pool with more threads than usable CPUs does not spin (see threadpool.cpp).
+// short while after each job (then sleep on a condition variable), and the calling thread takes part,
+// so a dispatch costs well under a microsecond while work keeps coming (~0.25 us measured on 2 cores).
+//
+// Why jobs are chunks taken from a counter, not one share per thread: an embedded runtime shares the
+// CPU with its host, and the OS may deschedule any worker for a whole time slice (milliseconds). A job
+// that waits for every worker then waits for the slowest, and decode collapsed 5x with one busy process
+// beside it on 2 cores. Here a job is split into more chunks than threads; the caller and whichever
+// workers arrive take chunks until none are left, a worker that arrives after the last chunk was taken
+// does nothing, and the caller waits only for the workers that took one. On top of that the pool
+// measures how much its workers actually help (cpu/threadpool.cpp) and uses fewer of them while they do
+// not, trying more again from time to time: the thread count given is the most it uses.
 #pragma once
 
 #include <atomic>
@@ -17,6 +25,16 @@
 
 namespace ember::cpu {
 
+// The process-wide CPU budget (ember_cpu_budget_set in the C API): every pool reads it at each job.
+enum class CpuPriority : int { Normal = 0, Low = 1, High = 2 };
+struct CpuBudget {
+    int max_threads = 0;                   // 0: each pool's own size; else at most this many per pool
+    CpuPriority priority = CpuPriority::Normal;
+    bool adaptive = true;                  // false: always use the budget's threads, never fewer
+};
+void cpu_budget_set(const CpuBudget &b);
+CpuBudget cpu_budget_get();
+
 class ThreadPool {
 public:
     // n_threads >= 1 counts the caller: n_threads - 1 workers are started.
@@ -26,45 +44,77 @@ public:
     ThreadPool &operator=(const ThreadPool &) = delete;
 
     int size() const { return n_threads_; }
+    // How many threads (the caller included) chunked jobs use now: size() or fewer, as measured and
+    // as the CPU budget allows. Split work into a few chunks per thread of this.
+    int width() const { return width_.load(std::memory_order_relaxed); }
 
-    // Calls fn(ith, nth) once on each of the nth = size() threads (ith = 0 on the caller) and returns
-    // when all calls have returned. fn must not throw. Not reentrant (fn must not call run on the same
-    // pool), but callers on different threads may share a pool: their runs take turns.
+    // Calls fn(c) once for each c in [0, n_chunks), spread over the caller and up to width() - 1 workers,
+    // and returns when every call has returned. fn must not throw. Not reentrant (fn must not use this
+    // pool), but callers on different threads may share a pool: their jobs take turns.
+    template <class F>
+    void run_chunks(int64_t n_chunks, F &&fn) {
+        using Callable = std::remove_reference_t<F>;
+        run_impl([](void *ctx, int64_t c) { (*static_cast<Callable *>(ctx))(c); },
+                 const_cast<void *>(static_cast<const void *>(&fn)), n_chunks);
+    }
+
+    // Calls fn(ith, nth) once for each ith in [0, nth), nth = size(), and returns when all calls have
+    // returned. The calls may run on fewer threads than nth (a descheduled worker's share is taken by
+    // another thread), so fn must not rely on which thread runs it. fn must not throw. Not reentrant.
     template <class F>
     void run(F &&fn) {
         // remove_reference: F is an lvalue reference when fn is a named callable.
         using Callable = std::remove_reference_t<F>;
-        run_impl([](void *ctx, int ith, int nth) { (*static_cast<Callable *>(ctx))(ith, nth); },
-                 const_cast<void *>(static_cast<const void *>(&fn)));
+        struct Ctx {
+            Callable *fn;
+            int nth;
+        } ctx{&fn, n_threads_};
+        run_impl([](void *p, int64_t c) {
+            auto *x = static_cast<Ctx *>(p);
+            (*x->fn)(static_cast<int>(c), x->nth);
+        }, &ctx, n_threads_);
     }
 
-    // Splits [0, n) into contiguous chunks, one per thread, and calls fn(begin, end) for non-empty ones.
+    // Splits [0, n) into contiguous chunks (a few per thread of width()) and calls fn(begin, end) for
+    // each non-empty one, on whichever threads are free.
     template <class F>
     void parallel_for(int64_t n, F &&fn) {
-        run([&](int ith, int nth) {
-            const int64_t per = (n + nth - 1) / nth;
-            const int64_t b = per * ith;
-            const int64_t e = b + per < n ? b + per : n;
-            if (b < e) fn(b, e);
-        });
+        if (n <= 0) return;
+        int64_t chunks = static_cast<int64_t>(width()) * kChunksPerThread;
+        if (chunks > n) chunks = n;
+        run_chunks(chunks, [&](int64_t c) { fn(n * c / chunks, n * (c + 1) / chunks); });
     }
 
+    // Chunks per thread that parallel_for makes: enough that a late or slow thread leaves at most a
+    // small share for the others, few enough that handing them out (an atomic RMW each) stays cheap.
+    static constexpr int kChunksPerThread = 4;
+
 private:
+    using Fn = void (*)(void *ctx, int64_t chunk);
     void stop_workers();   // wakes every started worker with stop_ set and joins it
-    using Fn = void (*)(void *ctx, int ith, int nth);
-    void run_impl(Fn fn, void *ctx);
-    void worker(int ith);
+    void run_impl(Fn fn, void *ctx, int64_t n_chunks);
+    void worker();
     // Waits until generation_ differs from `seen` (spinning first, then sleeping); returns the new value.
     uint64_t wait_for_job(uint64_t seen);
+    // Takes chunks of the current job until none are left; returns how many it took.
+    int64_t take_chunks();
+    // Feeds one job's timing to the width controller (threadpool.cpp): the job took wall_ns, and the
+    // caller spent own_ns on own_chunks of its n_chunks.
+    void adapt(int64_t est_ns, int64_t wall_ns);
+    int max_width() const;  // size(), capped by the CPU budget
 
     int n_threads_;
     std::vector<std::thread> workers_;
     Fn fn_ = nullptr;
     void *ctx_ = nullptr;
+    int64_t n_chunks_ = 0;
     alignas(64) std::atomic<uint64_t> generation_{0};
-    alignas(64) std::atomic<int> pending_{0};
+    alignas(64) std::atomic<int> seats_{0};          // workers that may still join the current job
+    alignas(64) std::atomic<int64_t> next_chunk_{0};
+    alignas(64) std::atomic<int> finished_{0};       // workers of the current job that are done
     std::atomic<bool> stop_{false};
-    std::mutex run_mutex_;             // one run at a time (contexts may share a pool, see backend.hpp)
+    std::atomic<int> width_;
+    std::mutex run_mutex_;             // one job at a time (contexts may share a pool, see backend.hpp)
     std::mutex mutex_;
     std::condition_variable cv_;       // workers sleep here between jobs
     std::condition_variable done_cv_;  // the caller sleeps here when workers are late
@@ -73,6 +123,18 @@ private:
     // How long an idle worker spins before sleeping: 0 when the pool has more threads than the process
     // may use CPUs, where a spinner would only hold a core that a thread with work is waiting for.
     int64_t spin_ns_ = 0;
+
+    // The width controller's state (touched only by the caller, under run_mutex_).
+    struct Window {
+        int64_t est_ns = 0;   // what the window's jobs would have taken on the caller alone (estimated)
+        int64_t wall_ns = 0;  // what they took
+        int jobs = 0;
+    } window_;
+    int settled_ = 1;                 // the width measured best; width_ is settled_ + 1 while probing
+    bool probing_ = false;            // this window runs one thread wider to see whether it pays
+    int low_windows_ = 0;             // consecutive windows whose speedup did not pay for the width
+    int64_t windows_to_probe_ = 0;    // windows at settled_ before the next probe
+    int64_t probe_interval_ = 0;      // grows while probes fail (exponential back-off)
 };
 
 } // namespace ember::cpu

@@ -1,7 +1,7 @@
 // vec_dot.hpp — private to src/cpu: the per-ISA kernel table behind kernels.hpp.
 //
 // Every kernel with an AVX2 variant has a scalar twin with the same signature; cpu_features.cpp picks
-// one table at first use (or as force_scalar says) and the public entry points call through it. Only
+// one table at first use (or as force_isa says) and the public entry points call through it. Only
 // the inner loops live behind the table: threading, chunking and argument checks stay in the
 // baseline-compiled files, so the AVX2 files hold nothing that could run before the CPU check.
 #pragma once
@@ -114,6 +114,17 @@ void attend_head_avx2(const AttnHead &a);
 void attend_head_q8_0_avx2(const AttnHead &a);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
+
+// AVX-512 (F, BW, VL, DQ) + VNNI variants (*_avx512.cpp); call only when the CPU has them. The level's
+// table is the AVX2 one with these in place: prefill of Q4_0, Q4_K and Q6_K on 16-row panels with
+// VPDPBUSD (matmul_panel_avx512.cpp), Q8_0's row tiles and Q4_0's decode tile with VPDPBUSD
+// (vec_dot_avx512.cpp). Each
+// gives the bits of its AVX2 twin, so the two levels agree exactly.
+void matmul_rows_q8_0_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_0_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_k_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q6_k_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_0_decode_avx512(const MatmulJob &, int64_t, int64_t);  // one token only
 
 // Within one variant an output element is always summed in the same order, whatever tile, row chunk
 // or thread computes it, so results do not depend on the thread count (tests/test_cpu_kernels.cpp

@@ -4,6 +4,7 @@
 // the prompt is BOS + a fixed English text, tokenized, repeated and cut to P tokens; one warm-up run
 // (P-token prompt + 1 token) is done and rolled back first; prefill = P tokens evaluated and the first
 // token sampled; decode = G steps of one token each, greedy, end-of-generation tokens not stopping it.
+#include "background_load.hpp"
 #include "cli.hpp"
 
 #include <algorithm>
@@ -234,13 +235,16 @@ double median(std::vector<double> v) {
 
 int cmd_bench(int argc, char **argv) {
     const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel",
-                                        "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds"},
+                                        "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds", "--background-load"},
                             {"--prefix-reuse", "--lookup", "--draft-fixed"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
     const long P = a.integer("-p", 128), G = a.integer("-n", 64), N = a.integer("--parallel", 0);
     if (P < 1 || G < 1) return usage_error("bench: -p and -n must be >= 1");
     if (N < 0 || N > 1024) return usage_error("bench: --parallel must be in 1..1024");
+    const long busy = a.integer("--background-load", 0);
+    if (busy < 0 || busy > 256) return usage_error("bench: --background-load must be in 0..256");
+    const BackgroundLoad load(busy);  // N busy threads for the whole run, model load included
     if (a.flag("--prefix-reuse")) return bench_prefix_reuse(a, model_path, P);
     if (N > 0) return bench_parallel(a, model_path, P, G, N);
     const bool speculating = a.has("--draft") || a.flag("--lookup");

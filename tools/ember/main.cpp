@@ -26,6 +26,7 @@ static void print_help() {
         "      with --draft MODEL or --lookup, --draft-k K (start length), --draft-fixed (no adaptation);\n"
         "      --text T replaces the English text the prompt is built from. --rounds R measured runs (medians);\n"
         "      with speculation (default 3 rounds) the same target without it runs in turn, for the speedup.\n"
+        "      --background-load N keeps N busy threads of its own running meanwhile (a busy machine).\n"
         "  ember perplexity -m MODEL -f TEXT_FILE [-c CTX] [-t THREADS] [--kv-type T] [--compare-kv T]\n"
         "      Perplexity of the text, in windows of CTX tokens (default 256) evaluated token by token. With\n"
         "      --compare-kv, also the reference cache type's perplexity, top-1 agreement and mean KL.\n"

@@ -30,6 +30,17 @@ namespace Ember
         [NativeName("EMBER_KV_Q8_0")] Q8_0 = 1,
     }
 
+    /// <summary>How ember's idle CPU threads treat cores (ember_cpu_priority, see ember_cpu_budget_set).</summary>
+    [NativeName("ember_cpu_priority")]
+    public enum CpuPriority
+    {
+        [NativeName("EMBER_CPU_PRIORITY_NORMAL")] Normal = 0,
+        /// <summary>Background work: never hold a core ember is not computing on.</summary>
+        [NativeName("EMBER_CPU_PRIORITY_LOW")] Low = 1,
+        /// <summary>Latency first: idle workers spin longer before they sleep.</summary>
+        [NativeName("EMBER_CPU_PRIORITY_HIGH")] High = 2,
+    }
+
     /// <summary>Speculative decoding mode (ember_spec_mode).</summary>
     [NativeName("ember_spec_mode")]
     public enum SpecMode

@@ -12,5 +12,6 @@ namespace Ember.Native
         internal const uint EMBER_TOKENIZE_PARSE_SPECIAL = 1u << 1;
         internal const uint EMBER_DETOKENIZE_RENDER_SPECIAL = 1u << 0;
         internal const uint EMBER_DETOKENIZE_KEEP_LEADING_SPACE = 1u << 1;
+        internal const uint EMBER_CPU_BUDGET_FIXED_THREADS = 1u << 0;
     }
 }

@@ -192,6 +192,14 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_cuda_set_device(ref ember_cuda_device_params p);
 
+        // ---- CPU budget (EMBER_1.4)
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_cpu_budget_init(ref ember_cpu_budget budget);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_cpu_budget_set(ref ember_cpu_budget budget);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_cpu_budget_get(ref ember_cpu_budget budget);
+
         // ---- chat templates (EMBER_1.3)
         // messages: a blittable array (the marshaller pins it); its strings are pinned by the caller.
         [DllImport(Library, CallingConvention = Cdecl)]

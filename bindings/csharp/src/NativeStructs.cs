@@ -196,6 +196,15 @@ namespace Ember.Native
         public IntPtr stream;
     }
 
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_cpu_budget
+    {
+        public uint struct_size;
+        public uint max_threads;
+        public int priority;             // an ember_cpu_priority (CpuPriority)
+        public uint flags;
+    }
+
     // An element of the array ember_chat_apply_template reads. The strings are NUL-terminated UTF-8 that
     // the caller keeps alive and unmoved (pinned) for the whole call (Model.ApplyChatTemplate does).
     [StructLayout(LayoutKind.Sequential)]

@@ -120,6 +120,7 @@ pub const EMBER_TOKENIZE_ADD_SPECIAL: u32 = 1;
 pub const EMBER_TOKENIZE_PARSE_SPECIAL: u32 = 2;
 pub const EMBER_DETOKENIZE_RENDER_SPECIAL: u32 = 1;
 pub const EMBER_DETOKENIZE_KEEP_LEADING_SPACE: u32 = 2;
+pub const EMBER_CPU_BUDGET_FIXED_THREADS: u32 = 1 << 0;
 
 // ---- Sessions ----
 
@@ -137,6 +138,11 @@ pub const EMBER_BACKEND_VULKAN: ember_backend_kind = 3;
 pub type ember_kv_type = i32;
 pub const EMBER_KV_F16: ember_kv_type = 0;
 pub const EMBER_KV_Q8_0: ember_kv_type = 1;
+
+pub type ember_cpu_priority = i32;
+pub const EMBER_CPU_PRIORITY_NORMAL: ember_cpu_priority = 0;
+pub const EMBER_CPU_PRIORITY_LOW: ember_cpu_priority = 1;
+pub const EMBER_CPU_PRIORITY_HIGH: ember_cpu_priority = 2;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -334,6 +340,19 @@ pub struct ember_cuda_device_params {
     pub struct_size: u32,
     pub device_index: i32,
     pub stream: *mut c_void,
+}
+
+// ---- CPU budget (EMBER_1.4) ----
+
+/// The process-wide CPU budget (`ember_cpu_budget_set`): the most threads each session computes with,
+/// an `ember_cpu_priority`, and `EMBER_CPU_BUDGET_*` flags.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_cpu_budget {
+    pub struct_size: u32,
+    pub max_threads: u32,
+    pub priority: i32,
+    pub flags: u32,
 }
 
 // ---- Chat templates (EMBER_1.3) ----
@@ -537,6 +556,10 @@ extern "C" {
     pub fn ember_vulkan_set_device(params: *const ember_vulkan_device_params) -> ember_status;
     pub fn ember_cuda_device_params_init(params: *mut ember_cuda_device_params);
     pub fn ember_cuda_set_device(params: *const ember_cuda_device_params) -> ember_status;
+
+    pub fn ember_cpu_budget_init(budget: *mut ember_cpu_budget);
+    pub fn ember_cpu_budget_set(budget: *const ember_cpu_budget) -> ember_status;
+    pub fn ember_cpu_budget_get(budget: *mut ember_cpu_budget) -> ember_status;
 
     pub fn ember_chat_apply_template(
         model: *const ember_model,

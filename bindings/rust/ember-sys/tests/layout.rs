@@ -81,6 +81,7 @@ fn compiled_layouts() -> Vec<StructLayout> {
                                      queue_family }
         ember_cuda_device_params { struct_size, device_index, stream }
         ember_chat_message { role, content }
+        ember_cpu_budget { struct_size, max_threads, priority, flags }
     }
 }
 
@@ -93,7 +94,8 @@ fn compiled_values() -> Vec<(&'static str, i64)> {
         EMBER_ERR_INVALID_STATE, EMBER_ERR_CORRUPT_DATA, EMBER_ERR_INTERNAL,
         EMBER_LOG_DEBUG, EMBER_LOG_INFO, EMBER_LOG_WARN, EMBER_LOG_ERROR,
         EMBER_TOKENIZE_ADD_SPECIAL, EMBER_TOKENIZE_PARSE_SPECIAL, EMBER_DETOKENIZE_RENDER_SPECIAL,
-        EMBER_DETOKENIZE_KEEP_LEADING_SPACE,
+        EMBER_DETOKENIZE_KEEP_LEADING_SPACE, EMBER_CPU_BUDGET_FIXED_THREADS,
+        EMBER_CPU_PRIORITY_NORMAL, EMBER_CPU_PRIORITY_LOW, EMBER_CPU_PRIORITY_HIGH,
         EMBER_BACKEND_AUTO, EMBER_BACKEND_CPU, EMBER_BACKEND_CUDA, EMBER_BACKEND_VULKAN,
         EMBER_KV_F16, EMBER_KV_Q8_0,
         EMBER_SPEC_OFF, EMBER_SPEC_DRAFT, EMBER_SPEC_LOOKUP,

@@ -1,0 +1,370 @@
+// matmul_panel_avx512.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights on AVX-512 with VNNI:
+// 16-row panels repacked on the fly, multiplied with VPDPBUSD. Compiled with the AVX-512 flags
+// (CMakeLists.txt: *_avx512.cpp) and reached only through the kernel table after the CPU check
+// (cpu_features.cpp); see simd_avx2.hpp for why nothing here calls ordinary inline functions of other
+// headers.
+//
+// Why. The AVX2 panel GEMM (matmul_panel_avx2.cpp) holds 4 weights of each of 8 rows in a 256-bit
+// vector and needs maddubs (u8 x s8 -> 16-bit pairs), a 16-bit add and, once per block, madd against
+// ones to widen. VPDPBUSD does the multiply, the sum of 4 and the 32-bit accumulation in one
+// instruction, and a 512-bit vector holds 16 rows: per 32 multiply-adds about 1 op instead of ~2.4,
+// with 32 registers for an 8-token tile. The block's product per row is the same exact integer as the
+// AVX2 kernels compute, and the scales are applied with the same float operations in the same order,
+// lane by lane, so this level gives the bits of the AVX2 level (tests/test_cpu_kernels.cpp compares
+// them) and results still do not depend on the batch size or the thread count.
+//
+// Layout and order as in the AVX2 file, with 16 rows: a packed block holds the 16 rows' codes one per
+// byte, vector k (64 bytes) holding 4 consecutive elements of each row (dword i = row i), and the rows'
+// scales. Partial panels repeat their last row in the unused lanes and never store them; between
+// k-chunks the accumulators are stored to y and reloaded exactly.
+#include "core/dtype.hpp"
+#include "cpu/quant_k.hpp"
+#include "cpu/simd_avx2.hpp"
+#include "cpu/vec_dot.hpp"
+
+#include <immintrin.h>
+
+namespace ember::cpu::detail {
+
+namespace {
+
+constexpr int kPanelRows = 16;
+// As in the AVX2 file: a k-chunk of a panel is packed into at most kPackBytes on the stack (in L1) and
+// multiplied against kSlabTokens tokens before the next panel is packed.
+constexpr size_t kPackBytes = 24 * 1024;
+constexpr int64_t kSlabTokens = 128;
+// Tokens per tile: 8 accumulators and 8 block sums in registers (of 32), and 8 independent VPDPBUSD
+// chains to cover its latency.
+constexpr int kTileTokens = 8;
+
+// 4-byte groups of 8 rows' 16 bytes (row i in src[i]) as 4 vectors, vector k holding group k of rows
+// 0..7 (the AVX2 file's transpose: rows i and i + 4 in the two 128-bit lanes, two 4 x 4 transposes at
+// once by 32/64-bit unpacks).
+inline void transpose8(const __m128i *src, __m256i (&out)[4]) {
+    __m256i v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_set_m128i(src[i + 4], src[i]);
+    const __m256i x0 = _mm256_unpacklo_epi32(v[0], v[1]), x1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i x2 = _mm256_unpacklo_epi32(v[2], v[3]), x3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    out[0] = _mm256_unpacklo_epi64(x0, x2);
+    out[1] = _mm256_unpackhi_epi64(x0, x2);
+    out[2] = _mm256_unpacklo_epi64(x1, x3);
+    out[3] = _mm256_unpackhi_epi64(x1, x3);
+}
+// The same for 16 rows: vector k, dword i = group k of row i.
+inline void transpose16(const __m128i (&src)[kPanelRows], uint8_t *dst) {
+    __m256i a[4], b[4];
+    transpose8(src, a);
+    transpose8(src + 8, b);
+    auto *out = reinterpret_cast<__m512i *>(dst);
+    for (int k = 0; k < 4; ++k) _mm512_store_si512(out + k, _mm512_inserti64x4(_mm512_castsi256_si512(a[k]), b[k], 1));
+}
+
+template <int T>
+struct PanelTokens {
+    const int8_t *xq[T];
+    const float *xd[T], *xs[T];
+    float *y[T];
+    PanelTokens(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
+        for (int t = 0; t < T; ++t) {
+            xq[t] = job.xq.qs + (t0 + t) * job.n_in + b0 * 32;
+            xd[t] = job.xq.d + (t0 + t) * job.xq.nb + b0;
+            xs[t] = job.xq.sum + (t0 + t) * job.xq.nb + b0;
+            y[t] = job.y + (t0 + t) * job.y_stride + r;
+        }
+    }
+};
+
+// 4 activation bytes broadcast to every row's lane.
+inline __m512i broadcast4(const int8_t *x) {
+    int32_t v;
+    __builtin_memcpy(&v, x, 4);
+    return _mm512_set1_epi32(v);
+}
+
+struct ChunkEdges {
+    __mmask16 mask;   // the panel's real rows
+    bool first, last;
+};
+template <int T>
+inline void load_acc(const PanelTokens<T> &op, const ChunkEdges &e, __m512 (&acc)[T]) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = e.first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(e.mask, op.y[t]);
+}
+template <int T>
+inline void store_acc(const MatmulJob &job, int64_t r, const PanelTokens<T> &op, const ChunkEdges &e, __m512 (&acc)[T]) {
+    const __m512 bias = e.last && job.bias ? _mm512_maskz_loadu_ps(e.mask, job.bias + r) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(op.y[t], e.mask, e.last ? _mm512_add_ps(acc[t], bias) : acc[t]);
+}
+
+// ---- Q4_0, Q4_K ------------------------------------------------------------------------------------
+// Codes 0..15 one per byte (vector k: elements 4k .. 4k + 3 of each row), s the codes' scale (Q4_0: d;
+// Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j; Q4_0 takes its 8 off in float
+// from the exact integer, as the AVX2 kernels do).
+struct alignas(64) Q4Block {
+    uint8_t q[8 * 64];
+    float s[kPanelRows];
+    float m[kPanelRows];
+};
+
+template <bool kMins>
+struct Q4Panel {
+    using Block = Q4Block;
+    template <int T>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
+        const PanelTokens<T> op(job, b0, r, t0);
+        __m512 acc[T];
+        load_acc<T>(op, e, acc);
+        for (int64_t b = 0; b < n; ++b) {
+            __m512i isum[T];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) {
+                const __m512i w = _mm512_load_si512(pb[b].q + 64 * k);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], w, broadcast4(op.xq[t] + b * 32 + 4 * k));
+            }
+            const __m512 s = _mm512_load_ps(pb[b].s);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+                __m512 f = _mm512_cvtepi32_ps(isum[t]);
+                const __m512 dx = _mm512_set1_ps(op.xd[t][b]);
+                if constexpr (kMins) {
+                    acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, dx), acc[t]);
+                    acc[t] = _mm512_fnmadd_ps(_mm512_load_ps(pb[b].m), _mm512_set1_ps(op.xd[t][b] * op.xs[t][b]), acc[t]);
+                } else {
+                    f = _mm512_fnmadd_ps(_mm512_set1_ps(8.0f), _mm512_set1_ps(op.xs[t][b]), f);
+                    acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, dx), acc[t]);
+                }
+            }
+        }
+        store_acc<T>(job, r, op, e, acc);
+    }
+};
+
+// Q4_0: byte l of qs holds element l (low nibble) and l + 16 (high nibble), so the transposed bytes
+// split into vectors 0..3 and 4..7.
+struct PackQ4_0 : Q4Panel<false> {
+    static constexpr int64_t kUnit = 1;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        const __m512i low4 = _mm512_set1_epi8(0x0f);
+        for (int64_t b = 0; b < n; ++b) {
+            __m128i src[kPanelRows];
+            alignas(32) uint16_t d[kPanelRows];
+            for (int i = 0; i < kPanelRows; ++i) {
+                const auto *blk = reinterpret_cast<const BlockQ4_0 *>(rows[i]) + b0 + b;
+                src[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs));
+                d[i] = blk->d;
+            }
+            alignas(64) uint8_t both[256];
+            transpose16(src, both);
+            for (int k = 0; k < 4; ++k) {
+                const __m512i v = _mm512_load_si512(both + 64 * k);
+                _mm512_store_si512(out[b].q + 64 * k, _mm512_and_si512(v, low4));
+                _mm512_store_si512(out[b].q + 64 * (4 + k), _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+            }
+            _mm512_store_ps(out[b].s, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(d))));
+        }
+    }
+};
+
+inline __m256 widen_bytes(uint64_t bytes) {  // 8 unsigned bytes -> 8 floats
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
+}
+
+// Q4_K: super-blocks [b0 / 8, (b0 + n) / 8), one packed block per sub-block. The 32-byte group g of qs
+// holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles, element l in byte l.
+struct PackQ4_K : Q4Panel<true> {
+    static constexpr int64_t kUnit = QK_K / 32;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const int64_t s = b0 / kUnit + sb;
+            Block *pb = out + sb * kUnit;
+            const BlockQ4_K *blk[kPanelRows];
+            for (int i = 0; i < kPanelRows; ++i) {
+                blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
+                const KScaleMin sm = k_scale_min(blk[i]->scales);
+                // d * sc_j and dmin * m_j are exact (11 + 6 significant bits), as in the AVX2 kernels.
+                alignas(32) float dsc[8], dmin[8];
+                _mm256_store_ps(dsc, _mm256_mul_ps(widen_bytes(sm.sc), _mm256_set1_ps(avx2_half_to_float(blk[i]->d))));
+                _mm256_store_ps(dmin, _mm256_mul_ps(widen_bytes(sm.m), _mm256_set1_ps(avx2_half_to_float(blk[i]->dmin))));
+                for (int j = 0; j < kUnit; ++j) {
+                    pb[j].s[i] = dsc[j];
+                    pb[j].m[i] = dmin[j];
+                }
+            }
+            for (int g = 0; g < 4; ++g) {
+                __m128i lo[2][kPanelRows], hi[2][kPanelRows];  // [half of the group][row]
+                for (int i = 0; i < kPanelRows; ++i) {
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk[i]->qs + 32 * g));
+                    const __m256i l = _mm256_and_si256(v, low4);
+                    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                    lo[0][i] = _mm256_castsi256_si128(l);
+                    lo[1][i] = _mm256_extracti128_si256(l, 1);
+                    hi[0][i] = _mm256_castsi256_si128(h);
+                    hi[1][i] = _mm256_extracti128_si256(h, 1);
+                }
+                transpose16(lo[0], pb[2 * g].q);
+                transpose16(lo[1], pb[2 * g].q + 256);
+                transpose16(hi[0], pb[2 * g + 1].q);
+                transpose16(hi[1], pb[2 * g + 1].q + 256);
+            }
+        }
+    }
+};
+
+// ---- Q6_K --------------------------------------------------------------------------------------------
+// value = d * sc * (code - 32), sc a signed 8-bit scale per 16 elements. As in the AVX2 file the weight
+// w = code - 32 is the signed operand and the activation x + 128 (the broadcast XOR-ed with 0x80) the
+// unsigned one; VPDPBUSD sums a 16-element half exactly per row (at most 16 * 255 * 32 in magnitude),
+// which is multiplied by that half's scale in the integers, and the 128 * sum of w * sc the offset
+// brings in (computed when packing) is taken off: the AVX2 kernel's integer, by other means.
+struct alignas(64) Q6Block {
+    int8_t w[2][4 * 64];   // half h: vector k, dword i = row i, elements 16h + 4k .. 16h + 4k + 3
+    int32_t sc[2][kPanelRows];
+    int32_t off[kPanelRows];
+    float d[kPanelRows];
+};
+
+struct PackQ6_K {
+    using Block = Q6Block;
+    static constexpr int64_t kUnit = QK_K / 32;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        const __m256i top2 = _mm256_set1_epi8(0x30);
+        const __m256i c32 = _mm256_set1_epi8(32);
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const int64_t s = b0 / kUnit + sb;
+            Block *pb = out + sb * kUnit;
+            for (int kb = 0; kb < kUnit; ++kb) {
+                // Activation block kb = 4h + k is quarter k of half h: its low code bits are the low (k < 2)
+                // or high nibbles of ql[64h + 32 (k & 1) ..], its top two bits bits 2k, 2k + 1 of qh[32h ..].
+                const int h = kb / 4, k = kb % 4;
+                __m128i lo[kPanelRows], hi[kPanelRows];
+                for (int i = 0; i < kPanelRows; ++i) {
+                    const auto *blk = reinterpret_cast<const BlockQ6_K *>(rows[i]) + s;
+                    __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->ql + 64 * h + 32 * (k & 1)));
+                    if (k >= 2) l = _mm256_srli_epi16(l, 4);
+                    __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->qh + 32 * h));
+                    hb = k < 2 ? _mm256_slli_epi16(hb, 4 - 2 * k) : _mm256_srli_epi16(hb, 2 * k - 4);
+                    const __m256i code = _mm256_or_si256(_mm256_and_si256(l, low4), _mm256_and_si256(hb, top2));
+                    const __m256i w = _mm256_sub_epi8(code, c32);
+                    lo[i] = _mm256_castsi256_si128(w);
+                    hi[i] = _mm256_extracti128_si256(w, 1);
+                    const __m256i sums = _mm256_sad_epu8(code, _mm256_setzero_si256());
+                    const int s_lo = _mm256_extract_epi32(sums, 0) + _mm256_extract_epi32(sums, 2) - 512;
+                    const int s_hi = _mm256_extract_epi32(sums, 4) + _mm256_extract_epi32(sums, 6) - 512;
+                    const int sc_lo = blk->scales[2 * kb], sc_hi = blk->scales[2 * kb + 1];
+                    pb[kb].sc[0][i] = sc_lo;
+                    pb[kb].sc[1][i] = sc_hi;
+                    pb[kb].off[i] = 128 * (sc_lo * s_lo + sc_hi * s_hi);
+                    pb[kb].d[i] = avx2_half_to_float(blk->d);
+                }
+                transpose16(lo, reinterpret_cast<uint8_t *>(pb[kb].w[0]));
+                transpose16(hi, reinterpret_cast<uint8_t *>(pb[kb].w[1]));
+            }
+        }
+    }
+
+    template <int T>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
+        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+        const PanelTokens<T> op(job, b0, r, t0);
+        __m512 acc[T];
+        load_acc<T>(op, e, acc);
+        for (int64_t b = 0; b < n; ++b) {
+            __m512i isum[T];
+            const __m512i off = _mm512_load_si512(pb[b].off);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+                __m512i half[T];
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) half[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    const __m512i w = _mm512_load_si512(pb[b].w[h] + 64 * k);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; ++t)
+                        half[t] = _mm512_dpbusd_epi32(half[t], _mm512_xor_si512(broadcast4(op.xq[t] + b * 32 + 16 * h + 4 * k), flip), w);
+                }
+                const __m512i sc = _mm512_load_si512(pb[b].sc[h]);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(half[t], sc));
+            }
+            const __m512 d = _mm512_load_ps(pb[b].d);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t)
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, _mm512_set1_ps(op.xd[t][b])), acc[t]);
+        }
+        store_acc<T>(job, r, op, e, acc);
+    }
+};
+
+// ---- the driver ----------------------------------------------------------------------------------------
+
+template <class Pack>
+void panel_tokens(const MatmulJob &job, const typename Pack::Block *pb, int64_t b0, int64_t n, int64_t r, int64_t tb,
+                  int64_t te, const ChunkEdges &e) {
+    int64_t t = tb;
+    for (; t + kTileTokens <= te; t += kTileTokens) Pack::template tile<kTileTokens>(job, pb, b0, n, r, t, e);
+    switch (te - t) {
+    case 1: Pack::template tile<1>(job, pb, b0, n, r, t, e); break;
+    case 2: Pack::template tile<2>(job, pb, b0, n, r, t, e); break;
+    case 3: Pack::template tile<3>(job, pb, b0, n, r, t, e); break;
+    case 4: Pack::template tile<4>(job, pb, b0, n, r, t, e); break;
+    case 5: Pack::template tile<5>(job, pb, b0, n, r, t, e); break;
+    case 6: Pack::template tile<6>(job, pb, b0, n, r, t, e); break;
+    case 7: Pack::template tile<7>(job, pb, b0, n, r, t, e); break;
+    default: break;
+    }
+}
+
+// Rows [r0, r1) for all tokens: token slabs, then k-chunks (a chunk's activations stay in cache across
+// the panels), then panels of 16 rows, each packed once per slab and chunk.
+template <class Pack>
+void drive_panels(const MatmulJob &job, int64_t r0, int64_t r1) {
+    using Block = typename Pack::Block;
+    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / Pack::kUnit * Pack::kUnit;
+    static_assert(kChunk >= Pack::kUnit);
+    const int64_t nb = job.xq.nb;
+    Block buf[kChunk];
+    for (int64_t tb = 0; tb < job.n_tokens; tb += kSlabTokens) {
+        const int64_t te = tb + kSlabTokens < job.n_tokens ? tb + kSlabTokens : job.n_tokens;
+        for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+            const int64_t n = nb - b0 < kChunk ? nb - b0 : kChunk;  // a multiple of Pack::kUnit
+            for (int64_t r = r0; r < r1; r += kPanelRows) {
+                const int64_t nr = r1 - r < kPanelRows ? r1 - r : kPanelRows;
+                const uint8_t *rows[kPanelRows];
+                for (int i = 0; i < kPanelRows; ++i) rows[i] = job.w + static_cast<size_t>(r + (i < nr ? i : nr - 1)) * job.row_bytes;
+                Pack::pack(rows, b0, n, buf);
+                const ChunkEdges e{static_cast<__mmask16>((1u << nr) - 1), b0 == 0, b0 + n == nb};
+                panel_tokens<Pack>(job, buf, b0, n, r, tb, te, e);
+            }
+        }
+    }
+}
+
+} // namespace
+
+// The AVX-512 level's row kernels for these formats: the panels for more tokens than one tile pass,
+// the AVX2 row tiles (which give the same bits) for small batches and decode, but Q4_0's decode, which
+// has its own VPDPBUSD tile (vec_dot_avx512.cpp).
+void matmul_rows_q4_0_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return drive_panels<PackQ4_0>(job, r0, r1);
+    if (job.n_tokens == 1) return matmul_rows_q4_0_decode_avx512(job, r0, r1);
+    matmul_rows_q4_0_avx2(job, r0, r1);
+}
+void matmul_rows_q4_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return drive_panels<PackQ4_K>(job, r0, r1);
+    matmul_rows_q4_k_avx2(job, r0, r1);
+}
+void matmul_rows_q6_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return drive_panels<PackQ6_K>(job, r0, r1);
+    matmul_rows_q6_k_avx2(job, r0, r1);
+}
+
+} // namespace ember::cpu::detail
