@@ -1,8 +1,8 @@
 // api_cpu.cpp — the process-wide CPU budget through the C ABI (since EMBER_1.4): the most threads each
 // session computes with, how eagerly idle threads yield their cores, and whether the thread count adapts
-// to a busy machine (cpu/threadpool.hpp).
+// to a busy machine (core/cpu_budget.hpp; the CPU backend's thread pools read it).
 #include "abi/handles.hpp"
-#include "cpu/threadpool.hpp"
+#include "core/cpu_budget.hpp"
 
 #include <cstring>
 
@@ -26,11 +26,11 @@ ember_status ember_cpu_budget_set(const ember_cpu_budget *budget) {
         if (p.flags & ~uint32_t{EMBER_CPU_BUDGET_FIXED_THREADS})
             fail(EMBER_ERR_INVALID_ARGUMENT, "ember_cpu_budget.flags 0x%x has undefined bits", p.flags);
         if (p.max_threads > 4096) fail(EMBER_ERR_INVALID_ARGUMENT, "ember_cpu_budget.max_threads %u is too large", p.max_threads);
-        cpu::CpuBudget b;
+        CpuBudget b;
         b.max_threads = static_cast<int>(p.max_threads);
-        b.priority = static_cast<cpu::CpuPriority>(p.priority);
+        b.priority = static_cast<CpuPriority>(p.priority);
         b.adaptive = !(p.flags & EMBER_CPU_BUDGET_FIXED_THREADS);
-        cpu::cpu_budget_set(b);
+        cpu_budget_set(b);
         return EMBER_OK;
     });
 }
@@ -38,7 +38,7 @@ ember_status ember_cpu_budget_set(const ember_cpu_budget *budget) {
 ember_status ember_cpu_budget_get(ember_cpu_budget *budget) {
     return guard("ember_cpu_budget_get", [&] {
         EMBER_REQUIRE_ARG(budget);
-        const cpu::CpuBudget b = cpu::cpu_budget_get();
+        const CpuBudget b = cpu_budget_get();
         ember_cpu_budget full;
         ember_cpu_budget_init(&full);
         full.max_threads = static_cast<uint32_t>(b.max_threads);

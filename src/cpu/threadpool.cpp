@@ -92,13 +92,6 @@ int usable_cpus() {
 }
 
 // The process-wide budget, read by every pool at every job (relaxed: any recent value will do).
-std::atomic<int> g_max_threads{0};
-std::atomic<int> g_priority{static_cast<int>(CpuPriority::Normal)};
-// EMBER_CPU_ADAPT=0 fixes the width from the start (benchmarks of the fixed thread count).
-std::atomic<bool> g_adaptive{[] {
-    const char *e = std::getenv("EMBER_CPU_ADAPT");
-    return !(e && e[0] == '0');
-}()};
 // EMBER_CPU_ADAPT_LOG=1 prints every window's measurement and decision to stderr (tuning, benchmarks).
 const bool g_log = [] {
     const char *e = std::getenv("EMBER_CPU_ADAPT_LOG");
@@ -106,20 +99,6 @@ const bool g_log = [] {
 }();
 
 } // namespace
-
-void cpu_budget_set(const CpuBudget &b) {
-    g_max_threads.store(b.max_threads < 0 ? 0 : b.max_threads, std::memory_order_relaxed);
-    g_priority.store(static_cast<int>(b.priority), std::memory_order_relaxed);
-    g_adaptive.store(b.adaptive, std::memory_order_relaxed);
-}
-
-CpuBudget cpu_budget_get() {
-    CpuBudget b;
-    b.max_threads = g_max_threads.load(std::memory_order_relaxed);
-    b.priority = static_cast<CpuPriority>(g_priority.load(std::memory_order_relaxed));
-    b.adaptive = g_adaptive.load(std::memory_order_relaxed);
-    return b;
-}
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads), width_(n_threads_) {
     settled_ = n_threads_;
@@ -150,7 +129,7 @@ void ThreadPool::stop_workers() {
 }
 
 uint64_t ThreadPool::wait_for_job(uint64_t seen) {
-    const int prio = g_priority.load(std::memory_order_relaxed);
+    const int prio = static_cast<int>(cpu_budget_priority());
     const int64_t spin = prio == static_cast<int>(CpuPriority::Low) ? 0 : prio == static_cast<int>(CpuPriority::High) ? 4 * spin_ns_ : spin_ns_;
     const int64_t deadline = now_ns() + spin;
     for (unsigned i = 1; spin > 0; ++i) {
@@ -197,7 +176,7 @@ void ThreadPool::worker() {
 }
 
 int ThreadPool::max_width() const {
-    const int cap = g_max_threads.load(std::memory_order_relaxed);
+    const int cap = cpu_budget_max_threads();
     return cap > 0 && cap < n_threads_ ? cap : n_threads_;
 }
 
@@ -210,7 +189,7 @@ void ThreadPool::run_impl(Fn fn, void *ctx, int64_t n_chunks) {
     // Uncontended (~20 ns) unless two contexts that share the pool run at once, which then take turns.
     std::lock_guard<std::mutex> run_lock(run_mutex_);
     const int cap = max_width();
-    if (!g_adaptive.load(std::memory_order_relaxed)) {
+    if (!cpu_budget_adaptive()) {
         settled_ = cap;
         probing_ = false;
         width_.store(cap, std::memory_order_relaxed);
@@ -244,7 +223,7 @@ void ThreadPool::run_impl(Fn fn, void *ctx, int64_t n_chunks) {
     const int64_t t_own = now_ns();
     const int joined = seats - seats_.exchange(0, std::memory_order_acq_rel);
     if (finished_.load(std::memory_order_acquire) != joined) {
-        const bool spin = spin_ns_ > 0 && g_priority.load(std::memory_order_relaxed) != static_cast<int>(CpuPriority::Low);
+        const bool spin = spin_ns_ > 0 && static_cast<int>(cpu_budget_priority()) != static_cast<int>(CpuPriority::Low);
         if (spin) {
             const int64_t deadline = t_own + kCallerSpinNs;
             for (unsigned i = 1; finished_.load(std::memory_order_acquire) != joined; ++i) {
@@ -267,7 +246,7 @@ void ThreadPool::run_impl(Fn fn, void *ctx, int64_t n_chunks) {
 }
 
 void ThreadPool::adapt(int64_t est_ns, int64_t wall_ns) {
-    if (!g_adaptive.load(std::memory_order_relaxed)) return;
+    if (!cpu_budget_adaptive()) return;
     window_.est_ns += est_ns;
     window_.wall_ns += wall_ns;
     if (++window_.jobs < kWindowJobs || window_.wall_ns < kWindowNs) return;

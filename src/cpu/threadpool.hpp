@@ -17,6 +17,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include "core/cpu_budget.hpp"
+
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -25,15 +27,9 @@
 
 namespace ember::cpu {
 
-// The process-wide CPU budget (ember_cpu_budget_set in the C API): every pool reads it at each job.
-enum class CpuPriority : int { Normal = 0, Low = 1, High = 2 };
-struct CpuBudget {
-    int max_threads = 0;                   // 0: each pool's own size; else at most this many per pool
-    CpuPriority priority = CpuPriority::Normal;
-    bool adaptive = true;                  // false: always use the budget's threads, never fewer
-};
-void cpu_budget_set(const CpuBudget &b);
-CpuBudget cpu_budget_get();
+// The process-wide CPU budget (core/cpu_budget.hpp): every pool reads it at each job.
+using ember::CpuBudget;
+using ember::CpuPriority;
 
 class ThreadPool {
 public:
