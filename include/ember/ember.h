@@ -456,7 +456,17 @@ EMBER_API ember_status ember_generate_next(ember_session *session, ember_sampler
                                            size_t *out_text_len);
 
 /** Streaming callback: one generated token and the text it completes (possibly empty; whole UTF-8
- *  characters only; valid during the call). Runs on the calling thread. Return false to stop. */
+ *  characters only; valid during the call). Runs on the calling thread. Return false to stop.
+ *
+ *  Calls allowed from it: anything on other handles (another session, the model, another sampler), and
+ *  on the session and sampler the running ember_generate uses only ember_session_cancel,
+ *  ember_session_position, ember_session_context_length, ember_session_spec_stats, ember_session_free
+ *  and ember_sampler_free. Each free stops the generation after this token and is done when
+ *  ember_generate returns (which returns EMBER_STOPPED; do not use the freed handle after that). Every
+ *  other call on those two handles (feed, generate, truncate, save, restore, fork, logits,
+ *  set_speculation, sample, accept, reset) fails with EMBER_ERR_INVALID_STATE and changes nothing:
+ *  they would change or free what the generation is using. Since EMBER_1.4 (before, such calls were
+ *  undefined behaviour). */
 typedef bool (*ember_token_fn)(ember_token token, const char *text, size_t text_len, void *user_data);
 
 typedef struct ember_generate_params {
@@ -645,9 +655,11 @@ EMBER_API ember_status ember_engine_pin_prefix(ember_engine *engine, const ember
 
 /** Called on the engine's thread for each generated token with the text it completes (whole UTF-8
  *  characters only; valid during the call). Return false to cancel the request. It runs inside a step:
- *  it may poll, submit, cancel or free requests (its own included), but must not call
- *  ember_engine_step, ember_engine_pin_prefix or ember_engine_free, and should return quickly (every
- *  request waits for it). */
+ *  it may poll, submit, cancel or free requests (its own included) and read the engine's stats, and
+ *  should return quickly (every request waits for it). ember_engine_step and ember_engine_pin_prefix on
+ *  the same engine fail there with EMBER_ERR_INVALID_STATE; ember_engine_free of it frees the engine
+ *  when the running ember_engine_step returns (manual mode), and does nothing on the engine's own worker
+ *  thread (ember_last_error says so). Since EMBER_1.4 (before, these were undefined behaviour). */
 typedef bool (*ember_request_token_fn)(ember_request *request, ember_token token, const char *text,
                                        size_t text_len, void *user_data);
 

@@ -57,12 +57,17 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
     });
 }
 
-void ember_session_free(ember_session *session) { delete session; }
+void ember_session_free(ember_session *session) {
+    // From ember_generate's callback, the session is still in use: that call frees it when it returns.
+    if (session && CallbackScope::running_on(session)) session->free_pending = true;
+    else delete session;
+}
 
 ember_status ember_session_fork(ember_session *session, ember_session **out) {
     if (out) *out = nullptr;
     return guard("ember_session_fork", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_fork");
         EMBER_REQUIRE_ARG(out);
         auto h = std::make_unique<ember_session>();
         h->session = session->session->fork();
@@ -75,6 +80,7 @@ ember_status ember_session_fork(ember_session *session, ember_session **out) {
 ember_status ember_session_feed(ember_session *session, const ember_token *tokens, size_t n_tokens) {
     return guard("ember_session_feed", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_feed");
         if (!tokens && n_tokens) fail(EMBER_ERR_INVALID_ARGUMENT, "tokens is NULL but n_tokens is %zu", n_tokens);
         session->cancel.store(false, std::memory_order_relaxed);   // a cancel affects only a call in progress
         session->session->feed(tokens, n_tokens, nullptr, &session->cancel);
@@ -90,6 +96,7 @@ void ember_session_cancel(ember_session *session) {
 ember_status ember_session_logits(const ember_session *session, const float **out_logits, size_t *out_n_vocab) {
     return guard("ember_session_logits", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_logits");
         EMBER_REQUIRE_ARG(out_logits);
         const float *l = session->session->logits();
         if (out_n_vocab) *out_n_vocab = session->session->n_vocab();
@@ -120,6 +127,7 @@ ember_status ember_session_context_length(const ember_session *session, uint32_t
 ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens) {
     return guard("ember_session_truncate", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_truncate");
         session->session->truncate(n_tokens);
         return EMBER_OK;
     });
@@ -128,6 +136,7 @@ ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens) {
 ember_status ember_session_save(const ember_session *session, void *buf, size_t capacity, size_t *out_len) {
     return guard("ember_session_save", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_save");
         EMBER_REQUIRE_ARG(out_len);
         const std::vector<uint8_t> bytes = session->session->save();
         return abi::copy_out(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()), buf, capacity,
@@ -138,6 +147,7 @@ ember_status ember_session_save(const ember_session *session, void *buf, size_t 
 ember_status ember_session_restore(ember_session *session, const void *data, size_t size) {
     return guard("ember_session_restore", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_restore");
         if (!data && size) fail(EMBER_ERR_INVALID_ARGUMENT, "data is NULL but size is %zu", size);
         session->session->restore(static_cast<const uint8_t *>(data), size);
         return EMBER_OK;
@@ -147,6 +157,7 @@ ember_status ember_session_restore(ember_session *session, const void *data, siz
 ember_status ember_session_save_file(const ember_session *session, const char *path) {
     return guard("ember_session_save_file", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_save_file");
         EMBER_REQUIRE_ARG(path);
         const std::vector<uint8_t> bytes = session->session->save();
         std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -160,6 +171,7 @@ ember_status ember_session_save_file(const ember_session *session, const char *p
 ember_status ember_session_restore_file(ember_session *session, const char *path) {
     return guard("ember_session_restore_file", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_restore_file");
         EMBER_REQUIRE_ARG(path);
         std::ifstream f(path, std::ios::binary);
         if (!f) fail(EMBER_ERR_IO, "cannot open '%s'", path);

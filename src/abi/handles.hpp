@@ -28,14 +28,17 @@ struct ember_session {
     std::unique_ptr<ember::spec::Speculator> spec;   // attached speculation, if any
     uint32_t n_threads = 0;                          // from the params, for a draft's session
     std::atomic<bool> cancel{false};                 // ember_session_cancel: stops the call in progress
+    bool free_pending = false;   // ember_session_free from ember_generate's callback: freed when it returns
 };
 
 struct ember_sampler {
     std::unique_ptr<ember::Sampler> sampler;
+    bool free_pending = false;   // ember_sampler_free from ember_generate's callback: freed when it returns
 };
 
 struct ember_engine {
     std::unique_ptr<ember::Engine> engine;
+    bool free_pending = false;   // ember_engine_free from a callback of ember_engine_step: freed when it returns
 };
 
 struct ember_request {

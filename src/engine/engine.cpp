@@ -7,6 +7,7 @@
 // others to release theirs, and fails only if nothing else could ever release one.
 #include "engine/engine.hpp"
 
+#include "core/callback_scope.hpp"
 #include "core/error.hpp"
 #include "session/session.hpp"
 
@@ -178,6 +179,8 @@ void Engine::emit(Request &r, int32_t token) {
         r.text += text;
     }
     std::lock_guard<std::recursive_mutex> cb(r.cb_mutex);
+    // The callback runs inside the step: the engine calls it may not make are refused (ember.h).
+    const CallbackScope scope(this, "the engine's step (ember_request_params.on_token)");
     if (r.on_token && !r.on_token(r.handle, token, text.data(), text.size(), r.user_data)) r.cancel = true;
 }
 
