@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 static ember_model *g_model, *g_other;
@@ -124,6 +126,61 @@ static void test_round_trip(void **state) {
     ember_session_free(c);
     ember_session_free(d);
     ember_session_free(e);
+}
+
+static long peak_rss_kib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* ember_session_restore_file reads the header first: a huge file costs one small read to refuse (it used
+ * to read all of it: 1 GiB of memory and 6 s to say "bad magic"), and what is not a regular file is
+ * refused as such (a directory gave EMBER_ERR_INTERNAL, /dev/zero read until memory ran out). */
+static void test_restore_file_header_first(void **state) {
+    (void)state;
+    ember_session *s = make(g_other, 64);
+    assert_int_equal(ember_session_restore_file(s, "/tmp"), EMBER_ERR_IO);
+    assert_non_null(strstr(ember_last_error(), "not a regular file"));
+    assert_int_equal(ember_session_restore_file(s, "/dev/zero"), EMBER_ERR_IO);
+    assert_int_equal(ember_session_restore_file(s, "/dev/null"), EMBER_ERR_IO);
+
+    /* A valid state's header on a sparse 1 GiB file, and the same file with a foreign magic. */
+    static const ember_token toks[] = {1, 40, 50, 60};
+    assert_int_equal(ember_session_feed(s, toks, 4), EMBER_OK);
+    size_t len = 0;
+    uint8_t *buf = save(s, &len);
+    char path[] = "/tmp/ember_big_state_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, 64), 64);
+    assert_int_equal(ftruncate(fd, 1L << 30), 0);
+    const long rss0 = peak_rss_kib();
+    const double t0 = now_s();
+    assert_int_equal(ember_session_restore_file(s, path), EMBER_ERR_CORRUPT_DATA);
+    assert_non_null(strstr(ember_last_error(), "length"));
+    assert_int_equal(pwrite(fd, "NOTEMBER", 8, 0), 8);
+    assert_int_equal(ember_session_restore_file(s, path), EMBER_ERR_CORRUPT_DATA);
+    assert_non_null(strstr(ember_last_error(), "magic"));
+    const double dt = now_s() - t0;
+    const long grown = peak_rss_kib() - rss0;
+    printf("two refusals of a 1 GiB file: %.3f s, peak RSS +%ld KiB\n", dt, grown);
+    assert_true(grown < 64 * 1024);
+    assert_true(dt < 1.0);
+    close(fd);
+    unlink(path);
+    /* The session kept its state through all of it. */
+    uint32_t pos = 0;
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    assert_int_equal(pos, 4);
+    free(buf);
+    ember_session_free(s);
 }
 
 static void test_bad_data(void **state) {
@@ -481,6 +538,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_data),
+        cmocka_unit_test(test_restore_file_header_first),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_threads),
         cmocka_unit_test(test_fork_out_of_blocks),

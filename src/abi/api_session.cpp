@@ -173,11 +173,7 @@ ember_status ember_session_restore_file(ember_session *session, const char *path
         EMBER_REQUIRE_ARG(session);
         abi::refuse_reentry(session, "ember_session_restore_file");
         EMBER_REQUIRE_ARG(path);
-        std::ifstream f(path, std::ios::binary);
-        if (!f) fail(EMBER_ERR_IO, "cannot open '%s'", path);
-        const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        if (f.bad()) fail(EMBER_ERR_IO, "cannot read '%s'", path);
-        session->session->restore(bytes.data(), bytes.size());
+        session->session->restore_file(path);
         return EMBER_OK;
     });
 }

@@ -15,8 +15,12 @@
 #include "core/error.hpp"
 #include "session/state_checksum.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace ember {
 
@@ -80,7 +84,7 @@ std::vector<uint8_t> Session::save() const {
     return out;
 }
 
-void Session::restore(const uint8_t *data, size_t size) {
+uint32_t Session::check_state_header(const uint8_t *data, size_t size) const {
     auto corrupt = [](const char *why) { fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: %s", why); };
     if (size < kHeaderBytesV1 + 8) corrupt("it is shorter than a header");
     if (std::memcmp(data, kMagic, 8) != 0) corrupt("bad magic (not a saved ember session)");
@@ -91,7 +95,6 @@ void Session::restore(const uint8_t *data, size_t size) {
     const uint32_t header = version == 1 ? kHeaderBytesV1 : kHeaderBytes;
     if (get<uint32_t>(data + 12) != header) corrupt("unexpected header size");
     if (size < header + 8) corrupt("it is shorter than a header");
-    if (get<uint64_t>(data + size - 8) != state_checksum(data, size - 8)) corrupt("checksum mismatch (truncated or corrupted)");
     if (get<uint64_t>(data + 16) != fingerprint(model_)) corrupt("it was saved from a different model");
     const uint32_t n = get<uint32_t>(data + 24), nv = get<uint32_t>(data + 28), kv_tok = get<uint32_t>(data + 32);
     const bool has_logits = get<uint32_t>(data + 36) != 0;
@@ -99,11 +102,27 @@ void Session::restore(const uint8_t *data, size_t size) {
     if (kv_type != static_cast<uint32_t>(kv_type_))
         fail(EMBER_ERR_CORRUPT_DATA, "saved session state has a %s KV cache; this session's is %s", dtype_name(kv_type),
              dtype_name(kv_type_));
-    std::lock_guard<std::mutex> lock(kv_->mutex);
     if (nv != n_vocab() || kv_tok != kv_->ctx->kv_bytes_per_token()) corrupt("vocabulary or cache layout differs");
-    if (n > n_ctx_) fail(EMBER_ERR_CONTEXT_FULL, "the saved state has %u tokens; this session holds %u", n, n_ctx_);
     const uint64_t expect = uint64_t{header} + uint64_t{n} * (4 + kv_tok) + (has_logits ? uint64_t{nv} * 4 : 0) + 8;
     if (expect != size) corrupt("its length does not match its header");
+    if (n > n_ctx_) fail(EMBER_ERR_CONTEXT_FULL, "the saved state has %u tokens; this session holds %u", n, n_ctx_);
+    return header;
+}
+
+void Session::restore(const uint8_t *data, size_t size) {
+    if (size < kHeaderBytesV1 + 8)
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: it is shorter than a header");
+    if (std::memcmp(data, kMagic, 8) != 0)   // before the checksum: no pass over a large foreign buffer
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: bad magic (not a saved ember session)");
+    // The checksum before the fields, so that a corrupted header is reported as corruption, not as what
+    // it now says.
+    if (get<uint64_t>(data + size - 8) != state_checksum(data, size - 8))
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: checksum mismatch (truncated or corrupted)");
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    const uint32_t header = check_state_header(data, size);
+    const uint32_t n = get<uint32_t>(data + 24), nv = get<uint32_t>(data + 28), kv_tok = get<uint32_t>(data + 32);
+    const bool has_logits = get<uint32_t>(data + 36) != 0;
+    auto corrupt = [](const char *why) { fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: %s", why); };
     const uint8_t *tokens = data + header;
     for (uint32_t i = 0; i < n; ++i) {
         const int32_t t = get<int32_t>(tokens + 4 * i);
@@ -131,6 +150,47 @@ void Session::restore(const uint8_t *data, size_t size) {
         std::memcpy(logits_.data(), tokens + 4ull * n + uint64_t{n} * kv_tok, 4ull * nv);
         logits_valid_ = true;
     }
+}
+
+namespace {
+// Closes a file descriptor on every path out.
+struct Fd {
+    int fd;
+    ~Fd() { if (fd >= 0) ::close(fd); }
+};
+
+// Reads exactly n bytes at offset `at` (EINTR and short reads retried); false at an early end of file.
+bool read_at(int fd, uint8_t *out, size_t n, off_t at) {
+    while (n) {
+        const ssize_t r = ::pread(fd, out, n, at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) fail(EMBER_ERR_IO, "cannot read: %s", std::strerror(errno));
+        if (r == 0) return false;
+        out += r, n -= static_cast<size_t>(r), at += r;
+    }
+    return true;
+}
+} // namespace
+
+void Session::restore_file(const char *path) {
+    const Fd f{::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)};   // O_NONBLOCK: a FIFO does not hang open()
+    if (f.fd < 0) fail(EMBER_ERR_IO, "cannot open '%s': %s", path, std::strerror(errno));
+    struct stat st;
+    if (::fstat(f.fd, &st) != 0) fail(EMBER_ERR_IO, "cannot stat '%s': %s", path, std::strerror(errno));
+    // A directory, a device (/dev/zero never ends) or a FIFO is no saved state.
+    if (!S_ISREG(st.st_mode)) fail(EMBER_ERR_IO, "'%s' is not a regular file", path);
+    const size_t size = static_cast<size_t>(st.st_size);
+    uint8_t head[kHeaderBytes];
+    const size_t head_len = std::min<size_t>(size, sizeof head);
+    if (!read_at(f.fd, head, head_len, 0)) fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: '%s' shrank while read", path);
+    {
+        std::lock_guard<std::mutex> lock(kv_->mutex);
+        check_state_header(head, size);   // the whole file is read only when its header fits this session
+    }
+    std::vector<uint8_t> bytes(size);
+    if (!read_at(f.fd, bytes.data(), size, 0))
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: '%s' shrank while read", path);
+    restore(bytes.data(), size);
 }
 
 } // namespace ember
