@@ -309,6 +309,24 @@ static void test_invalid_tokens_and_logits(void **state) {
         assert_null(r);
         assert_int_equal(ember_engine_pin_prefix(e, seq, 3), EMBER_ERR_INVALID_ARGUMENT);
     }
+    /* Counts far beyond the context are refused before anything is copied (a copy of SIZE_MAX tokens
+     * failed with EMBER_ERR_INTERNAL, "cannot create std::vector larger than max_size()"); the engine
+     * never reads past the n_ctx-th token of such a "prompt". */
+    const size_t huge[] = {SIZE_MAX, SIZE_MAX / 4, (size_t)1 << 40, 64};
+    const ember_token few[3] = {1, 2, 3};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; ++i) {
+        ember_request_params rp;
+        ember_request_params_init(&rp);
+        rp.prompt = few;
+        rp.n_prompt = huge[i];
+        ember_request *r = (ember_request *)1;
+        assert_int_equal(ember_request_submit(e, &rp, &r), EMBER_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(ember_last_error(), "no room"));
+        assert_null(r);
+        assert_int_equal(ember_engine_pin_prefix(e, few, huge[i]), EMBER_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(ember_last_error(), "no room"));
+        assert_int_equal(ember_session_feed(s, few, huge[i]), EMBER_ERR_CONTEXT_FULL);
+    }
     uint32_t pos = 99;
     assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
     assert_int_equal(pos, 0); /* nothing was evaluated */

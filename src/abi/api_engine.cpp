@@ -179,6 +179,7 @@ ember_status ember_request_submit(ember_engine *engine, const ember_request_para
         const ember_request_params p = abi::read_params(params, sizeof(ember_request_params), ember_request_params_init,
                                                         "ember_request_params");
         if (!p.prompt && p.n_prompt) fail(EMBER_ERR_INVALID_ARGUMENT, "prompt is NULL but n_prompt is %zu", p.n_prompt);
+        engine->engine->check_prompt(p.prompt, p.n_prompt);   // before copying: n_prompt may be anything
         auto r = std::make_shared<Request>();
         r->prompt.assign(p.prompt, p.prompt + p.n_prompt);
         r->max_tokens = p.max_tokens;

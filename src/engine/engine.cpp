@@ -91,14 +91,18 @@ Engine::~Engine() {
     flush_ended();
 }
 
-void Engine::submit(const std::shared_ptr<Request> &r) {
+void Engine::check_prompt(const int32_t *tokens, size_t n) const {
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
-    if (r->prompt.empty()) fail(EMBER_ERR_INVALID_ARGUMENT, "the prompt is empty");
-    if (r->prompt.size() >= plan_.n_ctx)
-        fail(EMBER_ERR_INVALID_ARGUMENT, "a prompt of %zu tokens leaves no room in a context of %u", r->prompt.size(), plan_.n_ctx);
-    for (size_t i = 0; i < r->prompt.size(); ++i)
-        if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab)
-            fail(EMBER_ERR_INVALID_ARGUMENT, "prompt token %d at index %zu is outside the vocabulary", r->prompt[i], i);
+    if (n == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (n >= plan_.n_ctx)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "a prompt of %zu tokens leaves no room in a context of %u", n, plan_.n_ctx);
+    for (size_t i = 0; i < n; ++i)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "prompt token %d at index %zu is outside the vocabulary", tokens[i], i);
+}
+
+void Engine::submit(const std::shared_ptr<Request> &r) {
+    check_prompt(r->prompt.data(), r->prompt.size());
     {
         std::lock_guard<std::mutex> lock(queue_mutex_);
         if (stop_) fail(EMBER_ERR_INVALID_STATE, "the engine is shutting down");
@@ -347,6 +351,7 @@ Engine::Stats Engine::stats() {
 }
 
 void Engine::pin_prefix(const int32_t *tokens, size_t n) {
+    check_prompt(tokens, n);   // before copying: n is the caller's and may be anything
     auto r = std::make_shared<Request>();
     r->prompt.assign(tokens, tokens + n);
     r->pin = true;
