@@ -9,6 +9,7 @@
 
 #include "core/callback_scope.hpp"
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
 #include "session/session.hpp"
 
 #include <algorithm>
@@ -69,8 +70,23 @@ MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &o
     return m;
 }
 
+namespace {
+// The plan, once the memory it needs is known to be there (before the block pool, the first large
+// allocation, is made).
+EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
+    const EnginePlan plan = plan_engine(model, opts);
+    if (find_backend(opts.backend).kind() == EMBER_BACKEND_CPU) {
+        const MemoryEstimate m = estimate_engine_memory(model, opts);
+        check_host_memory(m.kv_bytes + m.compute_bytes,
+                          format("an engine of n_ctx %u x n_seq_max %u (%u KV blocks)", plan.n_ctx, plan.n_seq_max,
+                                 plan.n_blocks).c_str());
+    }
+    return plan;
+}
+} // namespace
+
 Engine::Engine(const Model &model, const EngineOptions &opts)
-    : model_(model), opts_(opts), plan_(plan_engine(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
+    : model_(model), opts_(opts), plan_(plan_within_memory(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
     ctx_ = model.backend_model(find_backend(opts.backend)).create_context(context_params(plan_));
     logits_.resize(static_cast<size_t>(plan_.n_seq_max) * model.desc().hp.n_vocab);
     if (!opts_.manual_step) worker_ = std::thread([this] { worker_main(); });

@@ -1,6 +1,7 @@
 #include "session/session.hpp"
 
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -52,6 +53,9 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     cp.n_logits = n_batch_;   // feed() with all_logits: one row per token of a chunk
     cp.kv_type = kv_type_;
     if (opts.share_threads_with) cp.share_threads_with = opts.share_threads_with->kv_->ctx.get();
+    if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
+        check_host_memory(backend->context_bytes(model.desc(), cp) + uint64_t{hp.n_vocab} * sizeof(float),
+                          format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq).c_str());
     kv_ = std::make_shared<SessionKv>();
     kv_->ctx = model.backend_model(*backend).create_context(cp);
     kv_->pool = std::make_unique<kv::BlockPool>(cp.n_blocks, kv::kBlockSize);
