@@ -183,6 +183,62 @@ static void test_restore_file_header_first(void **state) {
     ember_session_free(s);
 }
 
+/* A copy of g_other (stories260K) with the sign of the floats in its last 64 KiB flipped: a state saved
+ * from the original must not restore into it. The fingerprint used to cover the shapes and the first
+ * 4 KiB of the embeddings only, and such a copy restored with EMBER_OK (logits off by up to 23.5). */
+static void test_state_of_modified_copy(void **state) {
+    (void)state;
+    const char *src = test_repo_model("stories260K.gguf");
+    FILE *f = fopen(src, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    const long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *bytes = malloc((size_t)len);
+    assert_int_equal(fread(bytes, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    for (long i = len - 65536; i < len; ++i)
+        if (i % 4 == 3) bytes[i] ^= 0x80;
+    char path[] = "/tmp/ember_modified_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bytes, (size_t)len), len);
+    close(fd);
+    free(bytes);
+    ember_model *copy = NULL;
+    assert_int_equal(ember_model_load(path, NULL, &copy), EMBER_OK);
+    unlink(path);
+
+    static const ember_token toks[] = {1, 40, 50, 60, 70};
+    ember_session *a = make(g_other, 64), *b = make(copy, 64);
+    assert_int_equal(ember_session_feed(a, toks, 5), EMBER_OK);
+    assert_int_equal(ember_session_feed(b, toks, 5), EMBER_OK);
+    /* The copy is another model: its logits differ. */
+    const float *la, *lb;
+    size_t nv;
+    assert_int_equal(ember_session_logits(a, &la, &nv), EMBER_OK);
+    assert_int_equal(ember_session_logits(b, &lb, &nv), EMBER_OK);
+    float diff = 0;
+    for (size_t i = 0; i < nv; ++i) diff = fmaxf(diff, fabsf(la[i] - lb[i]));
+    assert_true(diff > 1e-3f);
+    size_t n = 0;
+    unsigned char *saved = save(a, &n);
+    assert_int_equal(ember_session_restore(b, saved, n), EMBER_ERR_CORRUPT_DATA);
+    assert_non_null(strstr(ember_last_error(), "different model"));
+    /* ... and the original still takes it. */
+    ember_session *c = make(g_other, 64);
+    assert_int_equal(ember_session_restore(c, saved, n), EMBER_OK);
+    /* A state of format version 2 (ember 0.4, weak fingerprint) is refused, saying why. */
+    saved[8] = 2;
+    assert_int_equal(ember_session_restore(c, saved, n), EMBER_ERR_CORRUPT_DATA);
+    assert_non_null(strstr(ember_last_error(), "version 2"));
+    free(saved);
+    ember_session_free(a);
+    ember_session_free(b);
+    ember_session_free(c);
+    ember_model_free(copy);
+}
+
 static void test_bad_data(void **state) {
     (void)state;
     ember_session *a = make(g_model, 64);
@@ -539,6 +595,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_data),
         cmocka_unit_test(test_restore_file_header_first),
+        cmocka_unit_test(test_state_of_modified_copy),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_threads),
         cmocka_unit_test(test_fork_out_of_blocks),

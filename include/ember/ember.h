@@ -386,10 +386,16 @@ EMBER_API ember_status ember_session_save(const ember_session *session, void *bu
 
 /** Replaces the session's state by a saved one. The data is validated completely first: truncated or
  *  corrupted data, another format version or another model give EMBER_ERR_CORRUPT_DATA, a state longer
- *  than the session's context EMBER_ERR_CONTEXT_FULL; the session is unchanged then. */
+ *  than the session's context EMBER_ERR_CONTEXT_FULL; the session is unchanged then. "Another model" is
+ *  told by a fingerprint of every weight (since ember 0.5; states saved by 0.4 and before, whose
+ *  fingerprint covered only the shapes and the first embeddings, are refused, saying so). It is computed
+ *  on the first save or restore of any session on a model, once: one read of the weights (about 3 to
+ *  12 ms for stories15M's 25 MiB; docs/reliability.md). */
 EMBER_API ember_status ember_session_restore(ember_session *session, const void *data, size_t size);
 
-/** The same to and from a file (EMBER_ERR_IO when it cannot be written or read). */
+/** The same to and from a file (EMBER_ERR_IO when it cannot be written or read, or is not a regular
+ *  file). Restoring reads the file's header first and reads the rest only when the header fits this
+ *  session and the file's size, so a large or foreign file costs one small read. */
 EMBER_API ember_status ember_session_save_file(const ember_session *session, const char *path);
 EMBER_API ember_status ember_session_restore_file(ember_session *session, const char *path);
 

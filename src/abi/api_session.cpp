@@ -49,6 +49,7 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         o.backend = p.backend;
         o.n_seq_max = p.n_seq_max;
         o.kv_type = abi::kv_dtype(p.kv_type);
+        o.fingerprint = model->fingerprint;
         auto h = std::make_unique<ember_session>();
         h->session = std::make_unique<Session>(*model->model, o);
         h->n_threads = p.n_threads;

@@ -5,6 +5,7 @@
 #include "engine/engine.hpp"
 #include "model/model.hpp"
 #include "sampler/sampler.hpp"
+#include "session/model_fingerprint.hpp"
 #include "session/session.hpp"
 #include "spec/speculator.hpp"
 
@@ -20,6 +21,9 @@ struct ember_model {
     // NUL-terminated copies of names that are views into the file, for the C API to hand out.
     std::vector<std::string> meta_keys;
     std::vector<std::string> tensor_names;
+    // Identifies the weights in saved session states; computed on the first save or restore of any
+    // session on this model, then shared.
+    std::shared_ptr<ember::ModelFingerprint> fingerprint = std::make_shared<ember::ModelFingerprint>();
 };
 
 struct ember_session {

@@ -27,6 +27,9 @@ struct SessionOptions {
     // Run on this session's worker threads instead of starting new ones (same backend only; see
     // ContextParams::share_threads_with): for a speculative draft, which takes turns with its target.
     const class Session *share_threads_with = nullptr;
+    // The model's fingerprint for saved states, computed once and shared by every session on the model
+    // (the ember_model handle owns it); null: this session and its forks compute their own on first use.
+    std::shared_ptr<class ModelFingerprint> fingerprint;
 };
 
 // The KV cache of a session and its forks: one backend context, one block pool, and the lock that
@@ -114,6 +117,7 @@ private:
     // batched, paged forward pass the engine uses for many sequences. seq_ is released under the lock
     // before kv_ goes.
     std::shared_ptr<SessionKv> kv_;
+    std::shared_ptr<ModelFingerprint> fingerprint_;   // see SessionOptions::fingerprint
     std::unique_ptr<kv::KvSequence> seq_;
     std::vector<int32_t> pos_, rows_;
     std::vector<const int32_t *> tables_;

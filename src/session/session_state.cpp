@@ -1,18 +1,22 @@
 // session_state.cpp — saving a session's state (tokens, KV rows, last logits) to bytes and back.
 //
-// Format, version 2, little-endian:
+// Format, version 3, little-endian:
 //   "EMBERSES"  u32 version  u32 header_bytes (48)  u64 model fingerprint
 //   u32 n_tokens  u32 n_vocab  u32 kv_bytes_per_token  u32 has_logits  u32 kv_type (GGUF type id)  u32 0
 //   i32 tokens[n_tokens]  KV rows [n_tokens * kv_bytes_per_token]  f32 logits[n_vocab] if has_logits
 //   u64 checksum of every byte before it
-// Version 1 (EMBER_1) is the same without kv_type and the zero word (header_bytes 40), always F16; it is
-// still read. The KV rows are in the backend's read_kv layout, whose rows have the format every backend
+// The fingerprint covers every weight (model_fingerprint.hpp). Versions 1 and 2 (ember 0.4 and before)
+// had the same layout with a fingerprint of the shapes and the first 4 KiB of the embeddings, which let
+// a state of one model restore into a modified copy of it; they are refused with a message saying so
+// (such a state is a cache: feeding its tokens again rebuilds it).
+// The KV rows are in the backend's read_kv layout, whose rows have the format every backend
 // shares (backend.hpp), so a state saved on one backend restores on another with the same cache type.
-// Everything is validated before the session is touched: a truncated, corrupted, newer or foreign state
-// is an error (EMBER_ERR_CORRUPT_DATA) and the session keeps what it had.
+// Everything is validated before the session is touched: a truncated, corrupted, older, newer or foreign
+// state is an error (EMBER_ERR_CORRUPT_DATA) and the session keeps what it had.
 #include "session/session.hpp"
 
 #include "core/error.hpp"
+#include "session/model_fingerprint.hpp"
 #include "session/state_checksum.hpp"
 
 #include <algorithm>
@@ -27,20 +31,9 @@ namespace ember {
 namespace {
 
 constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'S', 'E', 'S'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kHeaderBytes = 48;
-constexpr uint32_t kHeaderBytesV1 = 40;
-
-// Identifies the model a state belongs to: its shape and its weights' size and first bytes.
-uint64_t fingerprint(const Model &m) {
-    const HParams &hp = m.desc().hp;
-    uint64_t h = 0;
-    for (uint64_t v : {uint64_t{hp.n_vocab}, uint64_t{hp.n_embd}, uint64_t{hp.n_layer}, uint64_t{hp.n_head},
-                       uint64_t{hp.n_head_kv}, uint64_t{hp.head_dim}, uint64_t{hp.n_ff}, m.n_params(), m.size_bytes()})
-        h = state_mix(h, v);
-    const TensorRef *emb = m.desc().tok_embd;
-    return state_mix(h, state_checksum(static_cast<const uint8_t *>(emb->data), std::min<size_t>(emb->n_bytes, 4096)));
-}
+constexpr size_t kVersionEnd = 12;   // magic and version: enough to tell what the bytes are
 
 template <class T>
 void put(std::vector<uint8_t> &out, T v) {
@@ -66,7 +59,7 @@ std::vector<uint8_t> Session::save() const {
     out.insert(out.end(), kMagic, kMagic + 8);
     put<uint32_t>(out, kVersion);
     put<uint32_t>(out, kHeaderBytes);
-    put<uint64_t>(out, fingerprint(model_));
+    put<uint64_t>(out, fingerprint_->get(model_));
     put<uint32_t>(out, n);
     put<uint32_t>(out, n_vocab());
     put<uint32_t>(out, static_cast<uint32_t>(kv_tok));
@@ -86,19 +79,23 @@ std::vector<uint8_t> Session::save() const {
 
 uint32_t Session::check_state_header(const uint8_t *data, size_t size) const {
     auto corrupt = [](const char *why) { fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: %s", why); };
-    if (size < kHeaderBytesV1 + 8) corrupt("it is shorter than a header");
+    if (size < kVersionEnd) corrupt("it is shorter than a header");
     if (std::memcmp(data, kMagic, 8) != 0) corrupt("bad magic (not a saved ember session)");
     const uint32_t version = get<uint32_t>(data + 8);
-    if (version != kVersion && version != 1)
-        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has format version %u; this build reads versions 1 and %u",
-             version, kVersion);
-    const uint32_t header = version == 1 ? kHeaderBytesV1 : kHeaderBytes;
-    if (get<uint32_t>(data + 12) != header) corrupt("unexpected header size");
+    if (version == 1 || version == 2)
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: it has format version %u (ember 0.4 or before), whose "
+             "model fingerprint does not cover the weights, so it cannot be checked against this model; feed its tokens "
+             "again and save a new one", version);
+    if (version != kVersion)
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has format version %u; this build reads version %u", version,
+             kVersion);
+    const uint32_t header = kHeaderBytes;
     if (size < header + 8) corrupt("it is shorter than a header");
-    if (get<uint64_t>(data + 16) != fingerprint(model_)) corrupt("it was saved from a different model");
+    if (get<uint32_t>(data + 12) != header) corrupt("unexpected header size");
+    if (get<uint64_t>(data + 16) != fingerprint_->get(model_)) corrupt("it was saved from a different model");
     const uint32_t n = get<uint32_t>(data + 24), nv = get<uint32_t>(data + 28), kv_tok = get<uint32_t>(data + 32);
     const bool has_logits = get<uint32_t>(data + 36) != 0;
-    const uint32_t kv_type = version == 1 ? static_cast<uint32_t>(DType::F16) : get<uint32_t>(data + 40);
+    const uint32_t kv_type = get<uint32_t>(data + 40);
     if (kv_type != static_cast<uint32_t>(kv_type_))
         fail(EMBER_ERR_CORRUPT_DATA, "saved session state has a %s KV cache; this session's is %s", dtype_name(kv_type),
              dtype_name(kv_type_));
@@ -110,10 +107,10 @@ uint32_t Session::check_state_header(const uint8_t *data, size_t size) const {
 }
 
 void Session::restore(const uint8_t *data, size_t size) {
-    if (size < kHeaderBytesV1 + 8)
-        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: it is shorter than a header");
-    if (std::memcmp(data, kMagic, 8) != 0)   // before the checksum: no pass over a large foreign buffer
-        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: bad magic (not a saved ember session)");
+    // Short, foreign or of another version: check_state_header says which (before the checksum: no pass
+    // over a large foreign buffer).
+    if (size < kHeaderBytes + 8 || std::memcmp(data, kMagic, 8) != 0 || get<uint32_t>(data + 8) != kVersion)
+        check_state_header(data, size);
     // The checksum before the fields, so that a corrupted header is reported as corruption, not as what
     // it now says.
     if (get<uint64_t>(data + size - 8) != state_checksum(data, size - 8))
