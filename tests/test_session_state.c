@@ -2,7 +2,7 @@
  * continuation identical, every kind of bad data (truncated, flipped bytes, another model, too long,
  * another cache type) refused with the session left as it was; forks sharing a cache, running short of
  * blocks cleanly; the Q8_0 cache close to the f16 one. */
-#include "test_util.h"
+#include "test_api_util.h"
 
 #include <ember/ember.h>
 
@@ -237,6 +237,41 @@ static void test_state_of_modified_copy(void **state) {
     ember_session_free(b);
     ember_session_free(c);
     ember_model_free(copy);
+}
+
+/* ember_session_cancel_arm: a cancel that comes before the call is kept (it used to be cleared by the
+ * call's start, so a cancel landing between an application's check and its call was lost), and stays
+ * until the next arm; a session never armed keeps the old rule (each call starts uncancelled). */
+static void test_cancel_armed(void **state) {
+    (void)state;
+    ember_session *s = make(g_other, 64);
+    static const ember_token toks[] = {1, 40, 50, 60};
+    ember_session_cancel(s);   /* not armed: forgotten by the next call */
+    assert_int_equal(ember_session_feed(s, toks, 2), EMBER_OK);
+    ember_session_cancel_arm(s);
+    ember_session_cancel(s);   /* armed: kept */
+    assert_int_equal(ember_session_feed(s, toks + 2, 2), EMBER_ERR_CANCELLED);
+    assert_int_equal(ember_session_feed(s, toks + 2, 2), EMBER_ERR_CANCELLED);   /* until the next arm */
+    uint32_t pos = 0;
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    assert_int_equal(pos, 2);
+    ember_sampler *smp = test_greedy_sampler();
+    size_t count = 99;
+    assert_int_equal(ember_generate(s, smp, NULL, &count), EMBER_STOPPED);
+    assert_int_equal(count, 0);
+    ember_token t = 7;
+    const char *text = NULL;
+    assert_int_equal(ember_generate_next(s, smp, &t, &text, NULL), EMBER_STOPPED);
+    assert_int_equal(t, -1);
+    assert_string_equal(text, "");
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    assert_int_equal(pos, 2);
+    ember_session_cancel_arm(s);   /* clears it */
+    assert_int_equal(ember_session_feed(s, toks + 2, 2), EMBER_OK);
+    assert_int_equal(ember_generate_next(s, smp, &t, NULL, NULL), EMBER_OK);
+    ember_session_cancel_arm(NULL);
+    ember_sampler_free(smp);
+    ember_session_free(s);
 }
 
 static void test_bad_data(void **state) {
@@ -596,6 +631,7 @@ int main(void) {
         cmocka_unit_test(test_bad_data),
         cmocka_unit_test(test_restore_file_header_first),
         cmocka_unit_test(test_state_of_modified_copy),
+        cmocka_unit_test(test_cancel_armed),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_threads),
         cmocka_unit_test(test_fork_out_of_blocks),

@@ -363,6 +363,19 @@ EMBER_API ember_status ember_session_feed(ember_session *session, const ember_to
  *  called from any thread and from a signal handler (Ctrl-C). NULL is a no-op. Since EMBER_1.2. */
 EMBER_API void ember_session_cancel(ember_session *session);
 
+/** Makes cancellation of this session impossible to lose. ember_session_cancel alone affects only a
+ *  call already running, since each call starts uncancelled: a cancel that lands between the
+ *  application's last check and its next call is forgotten (the bindings re-sent it, or let that call
+ *  run to its end). After ember_session_cancel_arm, a cancel stays until the next arm: a feed then
+ *  returns EMBER_ERR_CANCELLED (the session as before), ember_generate returns EMBER_STOPPED before
+ *  generating anything, and ember_generate_next returns EMBER_STOPPED without sampling (*out_token
+ *  -1, no text), for every call until the session is armed again. So: arm, check your own
+ *  cancellation, call; another thread cancels whenever it likes. Arming also clears a cancel that is
+ *  pending. Call it on the thread that uses the session; ember_session_cancel stays callable from any
+ *  thread and from signal handlers. A session stays in this mode once armed (forks start without it).
+ *  NULL is a no-op. Since EMBER_1.4. */
+EMBER_API void ember_session_cancel_arm(ember_session *session);
+
 /** The logits (n_vocab floats) after the last fed token. The pointer is owned by the session and is
  *  valid until the next call that changes it (feed, truncate, generate). EMBER_ERR_INVALID_STATE
  *  before anything was fed or right after a truncate. */

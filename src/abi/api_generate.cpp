@@ -17,6 +17,12 @@ ember_status ember_generate_next(ember_session *session, ember_sampler *sampler,
         EMBER_REQUIRE_ARG(sampler);
         EMBER_REQUIRE_ARG(out_token);
         abi::refuse_reentry(sampler, "ember_generate_next");
+        if (session->cancel_sticky.load(std::memory_order_relaxed) && session->cancel.load(std::memory_order_relaxed)) {
+            *out_token = -1;   // an armed session's pending cancel (ember_session_cancel_arm)
+            if (out_text) *out_text = "";
+            if (out_text_len) *out_text_len = 0;
+            return EMBER_STOPPED;
+        }
         GenStep step = session->session->next(*sampler->sampler);
         session->text = std::move(step.text);
         *out_token = step.token;
@@ -54,7 +60,7 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
         // on_token runs while both handles are in use: the calls it may make on them are limited (ember.h).
         const CallbackScope session_scope(session, "ember_generate"), sampler_scope(sampler, "ember_generate");
         size_t count = 0;
-        session->cancel.store(false, std::memory_order_relaxed);   // a cancel affects only a call in progress
+        if (abi::cancel_at_entry(*session)) return EMBER_STOPPED;   // armed, and cancelled before the call
         // ember_session_cancel stops after the token being emitted, which the callback still gets; so does
         // freeing the session or the sampler from the callback (done when this call returns).
         auto cancelled = [&] {

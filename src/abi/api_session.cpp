@@ -83,7 +83,7 @@ ember_status ember_session_feed(ember_session *session, const ember_token *token
         EMBER_REQUIRE_ARG(session);
         abi::refuse_reentry(session, "ember_session_feed");
         if (!tokens && n_tokens) fail(EMBER_ERR_INVALID_ARGUMENT, "tokens is NULL but n_tokens is %zu", n_tokens);
-        session->cancel.store(false, std::memory_order_relaxed);   // a cancel affects only a call in progress
+        if (abi::cancel_at_entry(*session)) fail(EMBER_ERR_CANCELLED, "cancelled (ember_session_cancel) before the feed began");
         session->session->feed(tokens, n_tokens, nullptr, &session->cancel);
         return EMBER_OK;
     });
@@ -92,6 +92,12 @@ ember_status ember_session_feed(ember_session *session, const ember_token *token
 void ember_session_cancel(ember_session *session) {
     // A lock-free atomic store: safe from a signal handler and from any thread.
     if (session) session->cancel.store(true, std::memory_order_relaxed);
+}
+
+void ember_session_cancel_arm(ember_session *session) {
+    if (!session) return;
+    session->cancel.store(false, std::memory_order_relaxed);
+    session->cancel_sticky.store(true, std::memory_order_relaxed);
 }
 
 ember_status ember_session_logits(const ember_session *session, const float **out_logits, size_t *out_n_vocab) {

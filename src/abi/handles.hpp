@@ -32,6 +32,9 @@ struct ember_session {
     std::unique_ptr<ember::spec::Speculator> spec;   // attached speculation, if any
     uint32_t n_threads = 0;                          // from the params, for a draft's session
     std::atomic<bool> cancel{false};                 // ember_session_cancel: stops the call in progress
+    // ember_session_cancel_arm was called: calls no longer clear `cancel` at entry (it stays until the
+    // next arm), so a cancel that comes before a call still stops it.
+    std::atomic<bool> cancel_sticky{false};
     bool free_pending = false;   // ember_session_free from ember_generate's callback: freed when it returns
 };
 
@@ -72,4 +75,16 @@ SamplerParams sampler_params_from(const ember_sampler_params &p);
 // with_nul: the buffer must also hold a terminating NUL.
 ember_status copy_out(std::string_view s, void *buf, size_t capacity, size_t *out_len, bool with_nul);
 
+} // namespace ember::abi
+
+namespace ember::abi {
+// Where a feed or generation starts: a plain session forgets an earlier cancel (it affects only a call
+// in progress); an armed one keeps it. Returns whether the call is cancelled before it starts.
+inline bool cancel_at_entry(ember_session &s) {
+    if (!s.cancel_sticky.load(std::memory_order_relaxed)) {
+        s.cancel.store(false, std::memory_order_relaxed);
+        return false;
+    }
+    return s.cancel.load(std::memory_order_relaxed);
+}
 } // namespace ember::abi
