@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace server {
@@ -17,14 +18,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Waits until fd is ready for `events` or `until` passes; true when ready (or in error: the next call
-// reports it).
-bool wait_ready(int fd, short events, Clock::time_point until) {
+// Waits until fd is ready for `events` or `until` passes, or the server stops listening (checked every
+// 100 ms, so that a shutdown does not wait for slow clients); true when ready (or in error: the next
+// call reports it).
+bool wait_ready(int fd, short events, Clock::time_point until, const std::atomic<socket_t> *listening) {
     for (;;) {
+        if (listening && *listening == INVALID_SOCKET) return false;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
         if (left <= 0) return false;
         pollfd p{fd, events, 0};
-        const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000 * 1000)));
+        const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
         if (r > 0) return true;
         if (r < 0 && errno != EINTR) return true;
     }
@@ -48,7 +51,8 @@ void ip_and_port(const sockaddr_storage &a, std::string &ip, int &port) {
 // with the write timeout per call. Buffered: httplib reads request lines a byte at a time.
 class DeadlineStream : public httplib::Stream {
 public:
-    DeadlineStream(int fd, std::chrono::milliseconds write_timeout) : fd_(fd), write_timeout_(write_timeout) {}
+    DeadlineStream(int fd, std::chrono::milliseconds write_timeout, const std::atomic<socket_t> *listening)
+        : fd_(fd), write_timeout_(write_timeout), listening_(listening) {}
 
     void set_deadline(Clock::time_point t) { deadline_ = t; }
     bool gone() const {
@@ -59,12 +63,13 @@ public:
     }
     bool close_requested = false;
 
-    bool is_readable() const override { return pos_ < len_ || wait_ready(fd_, POLLIN, deadline_); }
-    bool is_writable() const override { return wait_ready(fd_, POLLOUT, Clock::now() + write_timeout_); }
+    bool is_readable() const override { return pos_ < len_ || wait_ready(fd_, POLLIN, deadline_, listening_); }
+    // Writes go on while stopping: a response being written (a stream's last events) is finished.
+    bool is_writable() const override { return wait_ready(fd_, POLLOUT, Clock::now() + write_timeout_, nullptr); }
 
     ssize_t read(char *ptr, size_t size) override {
         if (pos_ == len_) {
-            if (!wait_ready(fd_, POLLIN, deadline_)) return failed_ = true, -1;   // the request took too long
+            if (!wait_ready(fd_, POLLIN, deadline_, listening_)) return failed_ = true, -1;   // too long, or stopping
             ssize_t n;
             do n = ::recv(fd_, buf_, sizeof buf_, 0);
             while (n < 0 && errno == EINTR);
@@ -104,6 +109,7 @@ public:
 private:
     int fd_;
     std::chrono::milliseconds write_timeout_;
+    const std::atomic<socket_t> *listening_;
     Clock::time_point deadline_ = Clock::now();
     mutable bool failed_ = false;
     char buf_[4096];
@@ -130,13 +136,14 @@ void HttpServer::close_after_response() {
 }
 
 bool HttpServer::process_and_close_socket(socket_t sock) {
-    DeadlineStream strm(sock, std::chrono::milliseconds(write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000));
+    DeadlineStream strm(sock, std::chrono::milliseconds(write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000), &svr_sock_);
     t_current = Current{&strm, limits_.body_timeout};
     bool ret = false;
     // Keep-alive as httplib does it: up to keep_alive_max_count_ requests, each of which must start within
     // keep_alive_timeout_sec_ of the previous one's end.
     for (size_t count = keep_alive_max_count_; count > 0 && svr_sock_ != INVALID_SOCKET; --count) {
-        if (!strm.buffered() && !wait_ready(sock, POLLIN, Clock::now() + std::chrono::seconds(keep_alive_timeout_sec_)))
+        if (!strm.buffered() &&
+            !wait_ready(sock, POLLIN, Clock::now() + std::chrono::seconds(keep_alive_timeout_sec_), &svr_sock_))
             break;
         strm.set_deadline(Clock::now() + limits_.header_timeout);
         bool connection_closed = false;

@@ -223,18 +223,28 @@ Stream post_stream(int port, const std::string &path, const json &body) {
     return s;
 }
 
-// Sends raw bytes on a new connection; reads the reply until the server closes or `limit_s` passes.
-// With hang_up_after set, closes the connection as soon as that text arrives (a client that leaves).
-std::string raw_http(int port, const std::string &bytes, double limit_s, const char *hang_up_after = nullptr) {
+// A connection to the server (or -1).
+int connect_to(int port) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return "";
+    if (fd < 0) return -1;
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// Sends raw bytes on a new connection; reads the reply until the server closes or `limit_s` passes.
+// With hang_up_after set, closes the connection as soon as that text arrives (a client that leaves).
+std::string raw_http(int port, const std::string &bytes, double limit_s, const char *hang_up_after = nullptr) {
+    const int fd = connect_to(port);
+    if (fd < 0) return "";
     std::string got;
-    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
-        send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+    if (send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
         const auto t0 = Clock::now();
         while (seconds_since(t0) < limit_s) {
             pollfd p{fd, POLLIN, 0};
@@ -289,21 +299,6 @@ std::string text_of(const Reply &r) {
     return "<no text>";
 }
 
-
-// A connection to the server (or -1).
-int connect_to(int port) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 // Whether the server closed fd (EOF or reset) within limit_s; what it sent before goes to *got.
 bool closed_by_server(int fd, double limit_s, std::string *got = nullptr) {
