@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- a minimal GGUF writer: a vocab-only SentencePiece model with a chat template ------------------ */
@@ -541,6 +542,53 @@ static void test_errors(void **state) {
     ember_model_free(m);
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Renders `tmpl` with `msgs`; expects EMBER_ERR_INVALID_ARGUMENT naming `why` within `limit_s`. */
+static void expect_stopped(const char *tmpl, const ember_chat_message *msgs, size_t n, const char *why, double limit_s) {
+    size_t len = 0;
+    const double t0 = now_s();
+    const ember_status st = ember_chat_apply_template(NULL, tmpl, msgs, n, true, NULL, 0, &len);
+    const double t = now_s() - t0;
+    printf("stopped in %.3f s: %s\n", t, ember_last_error());
+    assert_int_equal(st, EMBER_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ember_last_error(), why));
+    assert_true(t < limit_s);
+}
+
+/* The budgets every render runs under (2 s, 256 MiB, 1 MiB of template): nested range(1000000) loops
+ * ran 36 s, 200,000 messages 62 s, an 18 MB template peaked at 1.3 GiB; and '\ud800' put a surrogate,
+ * invalid UTF-8, into the output. Each now stops with an error (the time limit allows some slack for
+ * a loaded machine and sanitizer builds). */
+static void test_budgets(void **state) {
+    (void)state;
+    expect_stopped("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}", NULL, 0,
+                   "ms", 4.0);
+    const size_t n = 200000;
+    ember_chat_message *msgs = malloc(n * sizeof *msgs);
+    for (size_t i = 0; i < n; ++i) msgs[i] = (ember_chat_message){i % 2 ? "assistant" : "user", "hello there"};
+    const double t0 = now_s();
+    size_t len = 0;
+    const ember_status st = ember_chat_apply_template(NULL,
+        "{% for m in messages %}{{ loop.index ~ m['role'] ~ messages[loop.index0]['content'] }}{% endfor %}", msgs, n,
+        true, NULL, 0, &len);
+    printf("200000 messages: %s in %.3f s\n", ember_status_string(st), now_s() - t0);
+    assert_true(st == EMBER_OK || st == EMBER_ERR_INVALID_ARGUMENT);
+    assert_true(now_s() - t0 < 4.0);
+    free(msgs);
+    char *huge = malloc((18u << 20) + 1);
+    memset(huge, 'x', 18u << 20);
+    huge[18u << 20] = 0;
+    expect_stopped(huge, NULL, 0, "over the limit", 1.0);
+    free(huge);
+    expect_stopped("{{ '\\ud800' }}", NULL, 0, "surrogate", 1.0);
+    expect_stopped("{{ \"\\udfff\" }}", NULL, 0, "surrogate", 1.0);
+}
+
 static void test_buffer_and_nulls(void **state) {
     (void)state;
     const char *tmpl = "{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}";
@@ -687,6 +735,7 @@ int main(void) {
         cmocka_unit_test(test_gemma),
         cmocka_unit_test(test_zephyr),
         cmocka_unit_test(test_chatml_fallback),
+        cmocka_unit_test(test_budgets),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_buffer_and_nulls),
         cmocka_unit_test(test_threads),

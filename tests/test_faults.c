@@ -309,6 +309,24 @@ static void test_invalid_tokens_and_logits(void **state) {
         assert_null(r);
         assert_int_equal(ember_engine_pin_prefix(e, seq, 3), EMBER_ERR_INVALID_ARGUMENT);
     }
+    /* Counts far beyond the context are refused before anything is copied (a copy of SIZE_MAX tokens
+     * failed with EMBER_ERR_INTERNAL, "cannot create std::vector larger than max_size()"); the engine
+     * never reads past the n_ctx-th token of such a "prompt". */
+    const size_t huge[] = {SIZE_MAX, SIZE_MAX / 4, (size_t)1 << 40, 64};
+    const ember_token few[3] = {1, 2, 3};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; ++i) {
+        ember_request_params rp;
+        ember_request_params_init(&rp);
+        rp.prompt = few;
+        rp.n_prompt = huge[i];
+        ember_request *r = (ember_request *)1;
+        assert_int_equal(ember_request_submit(e, &rp, &r), EMBER_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(ember_last_error(), "no room"));
+        assert_null(r);
+        assert_int_equal(ember_engine_pin_prefix(e, few, huge[i]), EMBER_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(ember_last_error(), "no room"));
+        assert_int_equal(ember_session_feed(s, few, huge[i]), EMBER_ERR_CONTEXT_FULL);
+    }
     uint32_t pos = 99;
     assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
     assert_int_equal(pos, 0); /* nothing was evaluated */
@@ -719,6 +737,61 @@ static void greedy_tokens(const ember_model *m, ember_token *out, int n_gen) {
 /* A model file replaced (renamed over) or deleted after loading: the loaded model keeps working,
  * because it maps the file it opened, which lives on until it is unmapped. A file cut short before
  * loading is refused (tests/test_abi.c cuts stories260K at many points; tests/test_gguf.cpp at every byte). */
+/* MemAvailable from /proc/meminfo in bytes (0 if unknown). */
+static unsigned long long mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    fclose(f);
+    return kib * 1024;
+}
+
+/* Memory is compared with what is available before a session or engine allocates it: a clear
+ * EMBER_ERR_OUT_OF_MEMORY with both figures, at once (a session of n_ctx 2^24 on stories260K used to
+ * return OK after 52 s and 10 GiB, and larger ones met the OOM killer). */
+static void test_memory_checked_first(void **state) {
+    (void)state;
+    /* An engine whose KV budget (4 TiB) no machine here has. */
+    ember_engine_params ep;
+    ember_engine_params_init(&ep);
+    ep.n_ctx = 256;
+    ep.n_seq_max = 1;
+    ep.n_threads = 1;
+    ep.manual_step = true;
+    ep.kv_bytes = 1ull << 42;
+    ember_memory_estimate est;
+    ember_memory_estimate_init(&est);
+    assert_int_equal(ember_estimate_memory(g_model, &ep, &est), EMBER_OK);
+    ember_engine *e = (ember_engine *)1;
+    assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_ERR_OUT_OF_MEMORY);
+    assert_null(e);
+    char want[64];
+    snprintf(want, sizeof want, "needs %llu bytes", (unsigned long long)(est.kv_bytes + est.compute_bytes));
+    assert_non_null(strstr(ember_last_error(), want));   /* the figure ember_estimate_memory gives */
+    assert_non_null(strstr(ember_last_error(), "available"));
+
+    /* Sessions of n_ctx 2^24, with as many sequences as it takes to exceed what this machine has (their
+     * estimate: an engine of that many sequences of that length). */
+    ep.kv_bytes = 0;
+    ep.n_ctx = 1u << 24;
+    assert_int_equal(ember_estimate_memory(g_model, &ep, &est), EMBER_OK);
+    const unsigned long long avail = mem_available();
+    const uint32_t n_seq = avail ? (uint32_t)(avail / est.kv_bytes) + 1 : 1;
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_ctx = 1u << 24;
+    sp.n_seq_max = n_seq;
+    sp.n_threads = 1;
+    ember_session *s = (ember_session *)1;
+    assert_int_equal(ember_session_create(g_model, &sp, &s), EMBER_ERR_OUT_OF_MEMORY);
+    assert_null(s);
+    assert_non_null(strstr(ember_last_error(), "available"));
+    printf("n_ctx 2^24 x %u sequences refused: %s\n", n_seq, ember_last_error());
+}
+
 static void test_model_file_replaced(void **state) {
     (void)state;
     char dir[] = "/tmp/ember_faults_XXXXXX";
@@ -761,6 +834,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_load),
         cmocka_unit_test(test_cancel_requests),
         cmocka_unit_test(test_model_file_replaced),
+        cmocka_unit_test(test_memory_checked_first),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -533,6 +533,14 @@ void test_bad_tensors(void **) {
     b = good;
     patch<uint64_t>(b, off, ~0ull << 5);  // aligned, and offset + size overflows
     expect_invalid(b, "past the end", "offset overflow");
+    // Tensors sharing bytes (a file ember info / ember run used to take and run): the same range, and a
+    // range starting inside another.
+    b = good;
+    patch<uint64_t>(b, off, peek<uint64_t>(b, tensor_offset_pos(b, "w.f32")));
+    expect_invalid(b, "overlap", "tensors sharing one range");
+    b = good;
+    patch<uint64_t>(b, off, peek<uint64_t>(b, tensor_offset_pos(b, "w.f32")) + 32);
+    expect_invalid(b, "overlap", "a tensor starting inside another");
 
     Writer w;
     float x[2] = {1, 2};

@@ -2,7 +2,7 @@
  * continuation identical, every kind of bad data (truncated, flipped bytes, another model, too long,
  * another cache type) refused with the session left as it was; forks sharing a cache, running short of
  * blocks cleanly; the Q8_0 cache close to the f16 one. */
-#include "test_util.h"
+#include "test_api_util.h"
 
 #include <ember/ember.h>
 
@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 static ember_model *g_model, *g_other;
@@ -124,6 +126,152 @@ static void test_round_trip(void **state) {
     ember_session_free(c);
     ember_session_free(d);
     ember_session_free(e);
+}
+
+static long peak_rss_kib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* ember_session_restore_file reads the header first: a huge file costs one small read to refuse (it used
+ * to read all of it: 1 GiB of memory and 6 s to say "bad magic"), and what is not a regular file is
+ * refused as such (a directory gave EMBER_ERR_INTERNAL, /dev/zero read until memory ran out). */
+static void test_restore_file_header_first(void **state) {
+    (void)state;
+    ember_session *s = make(g_other, 64);
+    assert_int_equal(ember_session_restore_file(s, "/tmp"), EMBER_ERR_IO);
+    assert_non_null(strstr(ember_last_error(), "not a regular file"));
+    assert_int_equal(ember_session_restore_file(s, "/dev/zero"), EMBER_ERR_IO);
+    assert_int_equal(ember_session_restore_file(s, "/dev/null"), EMBER_ERR_IO);
+
+    /* A valid state's header on a sparse 1 GiB file, and the same file with a foreign magic. */
+    static const ember_token toks[] = {1, 40, 50, 60};
+    assert_int_equal(ember_session_feed(s, toks, 4), EMBER_OK);
+    size_t len = 0;
+    uint8_t *buf = save(s, &len);
+    char path[] = "/tmp/ember_big_state_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, 64), 64);
+    assert_int_equal(ftruncate(fd, 1L << 30), 0);
+    const long rss0 = peak_rss_kib();
+    const double t0 = now_s();
+    assert_int_equal(ember_session_restore_file(s, path), EMBER_ERR_CORRUPT_DATA);
+    assert_non_null(strstr(ember_last_error(), "length"));
+    assert_int_equal(pwrite(fd, "NOTEMBER", 8, 0), 8);
+    assert_int_equal(ember_session_restore_file(s, path), EMBER_ERR_CORRUPT_DATA);
+    assert_non_null(strstr(ember_last_error(), "magic"));
+    const double dt = now_s() - t0;
+    const long grown = peak_rss_kib() - rss0;
+    printf("two refusals of a 1 GiB file: %.3f s, peak RSS +%ld KiB\n", dt, grown);
+    assert_true(grown < 64 * 1024);
+    assert_true(dt < 1.0);
+    close(fd);
+    unlink(path);
+    /* The session kept its state through all of it. */
+    uint32_t pos = 0;
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    assert_int_equal(pos, 4);
+    free(buf);
+    ember_session_free(s);
+}
+
+/* A copy of g_other (stories260K) with the sign of the floats in its last 64 KiB flipped: a state saved
+ * from the original must not restore into it. The fingerprint used to cover the shapes and the first
+ * 4 KiB of the embeddings only, and such a copy restored with EMBER_OK (logits off by up to 23.5). */
+static void test_state_of_modified_copy(void **state) {
+    (void)state;
+    const char *src = test_repo_model("stories260K.gguf");
+    FILE *f = fopen(src, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    const long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *bytes = malloc((size_t)len);
+    assert_int_equal(fread(bytes, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    for (long i = len - 65536; i < len; ++i)
+        if (i % 4 == 3) bytes[i] ^= 0x80;
+    char path[] = "/tmp/ember_modified_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bytes, (size_t)len), len);
+    close(fd);
+    free(bytes);
+    ember_model *copy = NULL;
+    assert_int_equal(ember_model_load(path, NULL, &copy), EMBER_OK);
+    unlink(path);
+
+    static const ember_token toks[] = {1, 40, 50, 60, 70};
+    ember_session *a = make(g_other, 64), *b = make(copy, 64);
+    assert_int_equal(ember_session_feed(a, toks, 5), EMBER_OK);
+    assert_int_equal(ember_session_feed(b, toks, 5), EMBER_OK);
+    /* The copy is another model: its logits differ. */
+    const float *la, *lb;
+    size_t nv;
+    assert_int_equal(ember_session_logits(a, &la, &nv), EMBER_OK);
+    assert_int_equal(ember_session_logits(b, &lb, &nv), EMBER_OK);
+    float diff = 0;
+    for (size_t i = 0; i < nv; ++i) diff = fmaxf(diff, fabsf(la[i] - lb[i]));
+    assert_true(diff > 1e-3f);
+    size_t n = 0;
+    unsigned char *saved = save(a, &n);
+    assert_int_equal(ember_session_restore(b, saved, n), EMBER_ERR_CORRUPT_DATA);
+    assert_non_null(strstr(ember_last_error(), "different model"));
+    /* ... and the original still takes it. */
+    ember_session *c = make(g_other, 64);
+    assert_int_equal(ember_session_restore(c, saved, n), EMBER_OK);
+    /* A state of format version 2 (ember 0.4, weak fingerprint) is refused, saying why. */
+    saved[8] = 2;
+    assert_int_equal(ember_session_restore(c, saved, n), EMBER_ERR_CORRUPT_DATA);
+    assert_non_null(strstr(ember_last_error(), "version 2"));
+    free(saved);
+    ember_session_free(a);
+    ember_session_free(b);
+    ember_session_free(c);
+    ember_model_free(copy);
+}
+
+/* ember_session_cancel_arm: a cancel that comes before the call is kept (it used to be cleared by the
+ * call's start, so a cancel landing between an application's check and its call was lost), and stays
+ * until the next arm; a session never armed keeps the old rule (each call starts uncancelled). */
+static void test_cancel_armed(void **state) {
+    (void)state;
+    ember_session *s = make(g_other, 64);
+    static const ember_token toks[] = {1, 40, 50, 60};
+    ember_session_cancel(s);   /* not armed: forgotten by the next call */
+    assert_int_equal(ember_session_feed(s, toks, 2), EMBER_OK);
+    ember_session_cancel_arm(s);
+    ember_session_cancel(s);   /* armed: kept */
+    assert_int_equal(ember_session_feed(s, toks + 2, 2), EMBER_ERR_CANCELLED);
+    assert_int_equal(ember_session_feed(s, toks + 2, 2), EMBER_ERR_CANCELLED);   /* until the next arm */
+    uint32_t pos = 0;
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    assert_int_equal(pos, 2);
+    ember_sampler *smp = test_greedy_sampler();
+    size_t count = 99;
+    assert_int_equal(ember_generate(s, smp, NULL, &count), EMBER_STOPPED);
+    assert_int_equal(count, 0);
+    ember_token t = 7;
+    const char *text = NULL;
+    assert_int_equal(ember_generate_next(s, smp, &t, &text, NULL), EMBER_STOPPED);
+    assert_int_equal(t, -1);
+    assert_string_equal(text, "");
+    assert_int_equal(ember_session_position(s, &pos), EMBER_OK);
+    assert_int_equal(pos, 2);
+    ember_session_cancel_arm(s);   /* clears it */
+    assert_int_equal(ember_session_feed(s, toks + 2, 2), EMBER_OK);
+    assert_int_equal(ember_generate_next(s, smp, &t, NULL, NULL), EMBER_OK);
+    ember_session_cancel_arm(NULL);
+    ember_sampler_free(smp);
+    ember_session_free(s);
 }
 
 static void test_bad_data(void **state) {
@@ -481,6 +629,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_data),
+        cmocka_unit_test(test_restore_file_header_first),
+        cmocka_unit_test(test_state_of_modified_copy),
+        cmocka_unit_test(test_cancel_armed),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_threads),
         cmocka_unit_test(test_fork_out_of_blocks),

@@ -6,7 +6,7 @@
 # clang with its libFuzzer and sanitizer runtimes (clang-19 where the distribution has it, else clang).
 # Uses sudo when not run as root. Safe to run repeatedly.
 set -euo pipefail
-packages=(cmake ninja-build g++ pkg-config libcmocka-dev)
+packages=(cmake ninja-build g++ pkg-config libcmocka-dev libxxhash-dev)
 # The Vulkan backend module: headers and glslc to build it; the loader, lavapipe (Mesa's CPU driver)
 # and the Khronos validation layer so that its tests run (on lavapipe) in CI, which has no GPU.
 packages+=(libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers)

@@ -37,6 +37,7 @@ func (s *Session) Next(sampler *Sampler) (Piece, error) {
 	var text *C.char
 	var n C.size_t
 	var msg *C.char
+	C.ember_session_cancel_arm(s.h) // Next has no ctx: a cancel left from an earlier call must not stop it
 	st := C.eg_generate_next(s.h, sampler.h, &tok, &text, &n, &msg)
 	if err := result(op, st, msg); err != nil {
 		return Piece{}, err

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
 )
 
@@ -109,11 +108,12 @@ func (s *Session) lock(op string) error {
 	return nil
 }
 
-// watchCancel calls ember_session_cancel on h when ctx is done, until the returned stop is called
-// (which waits for the watcher, so no cancel reaches a freed session). It keeps cancelling every few
-// milliseconds: a cancel that lands just before the C call starts is reset by it ("each call starts
-// uncancelled"), and the next one then stops it.
+// watchCancel arms h's cancellation (ember_session_cancel_arm) and calls ember_session_cancel once on
+// it when ctx is done, until the returned stop is called (which waits for the watcher, so no cancel
+// reaches a freed session). Armed, a cancel that lands before the C call starts is kept and stops the
+// call at its start, so one cancel is enough.
 func watchCancel(ctx context.Context, h *C.ember_session) (stop func()) {
+	C.ember_session_cancel_arm(h)
 	if ctx.Done() == nil {
 		return func() {}
 	}
@@ -123,18 +123,8 @@ func watchCancel(ctx context.Context, h *C.ember_session) (stop func()) {
 		defer close(finished)
 		select {
 		case <-done:
-			return
 		case <-ctx.Done():
-		}
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
 			C.ember_session_cancel(h)
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
 		}
 	}()
 	return func() {

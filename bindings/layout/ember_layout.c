@@ -239,6 +239,7 @@
     X(ember_status, ember_session_fork, (ember_session *, ember_session **)) \
     X(ember_status, ember_session_feed, (ember_session *, const ember_token *, size_t)) \
     X(void, ember_session_cancel, (ember_session *)) \
+    X(void, ember_session_cancel_arm, (ember_session *)) \
     X(ember_status, ember_session_logits, (const ember_session *, const float **, size_t *)) \
     X(ember_status, ember_session_position, (const ember_session *, uint32_t *)) \
     X(ember_status, ember_session_context_length, (const ember_session *, uint32_t *)) \

@@ -335,7 +335,9 @@ EMBER_API void ember_session_params_init(ember_session_params *params);
 
 /** Creates a session on `model` (which must outlive it). Allocates the KV cache for n_ctx tokens.
  *  Errors: EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad params), EMBER_ERR_UNSUPPORTED (backend
- *  not available in this build or on this machine), EMBER_ERR_OUT_OF_MEMORY. */
+ *  not available in this build or on this machine), EMBER_ERR_OUT_OF_MEMORY (on the CPU backend also
+ *  before allocating, when the memory needed exceeds what the system has available: the message gives
+ *  both figures; $EMBER_MEMORY_CHECK=0 turns that check off). */
 EMBER_API ember_status ember_session_create(const ember_model *model, const ember_session_params *params,
                                             ember_session **out);
 
@@ -370,6 +372,19 @@ EMBER_API ember_status ember_session_feed(ember_session *session, const ember_to
  *  called from any thread and from a signal handler (Ctrl-C). NULL is a no-op. Since EMBER_1.2. */
 EMBER_API void ember_session_cancel(ember_session *session);
 
+/** Makes cancellation of this session impossible to lose. ember_session_cancel alone affects only a
+ *  call already running, since each call starts uncancelled: a cancel that lands between the
+ *  application's last check and its next call is forgotten (the bindings re-sent it, or let that call
+ *  run to its end). After ember_session_cancel_arm, a cancel stays until the next arm: a feed then
+ *  returns EMBER_ERR_CANCELLED (the session as before), ember_generate returns EMBER_STOPPED before
+ *  generating anything, and ember_generate_next returns EMBER_STOPPED without sampling (*out_token
+ *  -1, no text), for every call until the session is armed again. So: arm, check your own
+ *  cancellation, call; another thread cancels whenever it likes. Arming also clears a cancel that is
+ *  pending. Call it on the thread that uses the session; ember_session_cancel stays callable from any
+ *  thread and from signal handlers. A session stays in this mode once armed (forks start without it).
+ *  NULL is a no-op. Since EMBER_1.4. */
+EMBER_API void ember_session_cancel_arm(ember_session *session);
+
 /** The logits (n_vocab floats) after the last fed token. The pointer is owned by the session and is
  *  valid until the next call that changes it (feed, truncate, generate). EMBER_ERR_INVALID_STATE
  *  before anything was fed or right after a truncate. */
@@ -393,10 +408,16 @@ EMBER_API ember_status ember_session_save(const ember_session *session, void *bu
 
 /** Replaces the session's state by a saved one. The data is validated completely first: truncated or
  *  corrupted data, another format version or another model give EMBER_ERR_CORRUPT_DATA, a state longer
- *  than the session's context EMBER_ERR_CONTEXT_FULL; the session is unchanged then. */
+ *  than the session's context EMBER_ERR_CONTEXT_FULL; the session is unchanged then. "Another model" is
+ *  told by a fingerprint of every weight (since ember 0.5; states saved by 0.4 and before, whose
+ *  fingerprint covered only the shapes and the first embeddings, are refused, saying so). It is computed
+ *  on the first save or restore of any session on a model, once: one read of the weights (about 3 to
+ *  12 ms for stories15M's 25 MiB; docs/reliability.md). */
 EMBER_API ember_status ember_session_restore(ember_session *session, const void *data, size_t size);
 
-/** The same to and from a file (EMBER_ERR_IO when it cannot be written or read). */
+/** The same to and from a file (EMBER_ERR_IO when it cannot be written or read, or is not a regular
+ *  file). Restoring reads the file's header first and reads the rest only when the header fits this
+ *  session and the file's size, so a large or foreign file costs one small read. */
 EMBER_API ember_status ember_session_save_file(const ember_session *session, const char *path);
 EMBER_API ember_status ember_session_restore_file(ember_session *session, const char *path);
 
@@ -465,7 +486,17 @@ EMBER_API ember_status ember_generate_next(ember_session *session, ember_sampler
                                            size_t *out_text_len);
 
 /** Streaming callback: one generated token and the text it completes (possibly empty; whole UTF-8
- *  characters only; valid during the call). Runs on the calling thread. Return false to stop. */
+ *  characters only; valid during the call). Runs on the calling thread. Return false to stop.
+ *
+ *  Calls allowed from it: anything on other handles (another session, the model, another sampler), and
+ *  on the session and sampler the running ember_generate uses only ember_session_cancel,
+ *  ember_session_position, ember_session_context_length, ember_session_spec_stats, ember_session_free
+ *  and ember_sampler_free. Each free stops the generation after this token and is done when
+ *  ember_generate returns (which returns EMBER_STOPPED; do not use the freed handle after that). Every
+ *  other call on those two handles (feed, generate, truncate, save, restore, fork, logits,
+ *  set_speculation, sample, accept, reset) fails with EMBER_ERR_INVALID_STATE and changes nothing:
+ *  they would change or free what the generation is using. Since EMBER_1.4 (before, such calls were
+ *  undefined behaviour). */
 typedef bool (*ember_token_fn)(ember_token token, const char *text, size_t text_len, void *user_data);
 
 typedef struct ember_generate_params {
@@ -603,7 +634,8 @@ EMBER_API void ember_engine_params_init(ember_engine_params *params);
 
 /** Creates an engine on `model`, which must outlive it. Allocates the whole KV cache up front.
  *  Errors: EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad params), EMBER_ERR_UNSUPPORTED (backend),
- *  EMBER_ERR_OUT_OF_MEMORY. */
+ *  EMBER_ERR_OUT_OF_MEMORY (on the CPU backend also before allocating, when kv_bytes + compute_bytes of
+ *  ember_estimate_memory exceed the memory the system has available, both named in the message). */
 EMBER_API ember_status ember_engine_create(const ember_model *model, const ember_engine_params *params,
                                            ember_engine **out);
 
@@ -660,9 +692,11 @@ EMBER_API ember_status ember_engine_pin_prefix(ember_engine *engine, const ember
 
 /** Called on the engine's thread for each generated token with the text it completes (whole UTF-8
  *  characters only; valid during the call). Return false to cancel the request. It runs inside a step:
- *  it may poll, submit, cancel or free requests (its own included), but must not call
- *  ember_engine_step, ember_engine_pin_prefix or ember_engine_free, and should return quickly (every
- *  request waits for it). */
+ *  it may poll, submit, cancel or free requests (its own included) and read the engine's stats, and
+ *  should return quickly (every request waits for it). ember_engine_step and ember_engine_pin_prefix on
+ *  the same engine fail there with EMBER_ERR_INVALID_STATE; ember_engine_free of it frees the engine
+ *  when the running ember_engine_step returns (manual mode), and does nothing on the engine's own worker
+ *  thread (ember_last_error says so). Since EMBER_1.4 (before, these were undefined behaviour). */
 typedef bool (*ember_request_token_fn)(ember_request *request, ember_token token, const char *text,
                                        size_t text_len, void *user_data);
 
@@ -883,7 +917,9 @@ typedef struct ember_chat_message {
  *  Errors: EMBER_ERR_INVALID_ARGUMENT: a NULL argument (named), a template syntax error (with
  *  line:column), a failure while rendering (a type error, an undefined value used, or a runaway
  *  template passing a limit: a string or the output over 64 MiB, a list over 2^20 items, 2*10^7 steps,
- *  1 GiB of values built in all, macro calls 50 deep, nesting; all with the template line), or the
+ *  2 s of rendering, 256 MiB of memory (the parsed template and every value built, counted in all),
+ *  macro calls 50 deep, nesting; all with the template line), a template over 1 MiB, a string escape
+ *  of a surrogate ('\ud800', which has no UTF-8 form), or the
  *  template's raise_exception(msg), whose message is in ember_last_error() (e.g. a template refusing
  *  a conversation whose roles do not alternate);
  *  EMBER_ERR_UNSUPPORTED: a Jinja construct outside the subset above, named with its line;

@@ -13,9 +13,23 @@
 
 namespace server {
 
-ServerContext::ServerContext(ember_model *model, ember_engine *engine, std::string model_id, uint32_t n_ctx)
+ServerContext::ServerContext(ember_model *model, ember_engine *engine, std::string model_id, uint32_t n_ctx,
+                             size_t max_pending)
     : model_(model), engine_(engine), model_id_(std::move(model_id)), n_ctx_(n_ctx),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {}
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
+      max_pending_(max_pending) {}
+
+bool ServerContext::reserve() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pending_ >= max_pending_) return false;
+    ++pending_;
+    return true;
+}
+
+void ServerContext::release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --pending_;
+}
 
 bool ServerContext::enroll(Generation *g) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -60,9 +74,23 @@ Generation::~Generation() {
     if (enrolled_) ctx_.withdraw(this);
     // Waits out a callback in flight and cancels the request if it still runs.
     ember_request_free(request_);
+    if (reserved_) ctx_.release();
 }
 
 std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const CompletionRequest &req, ApiError *err) {
+    // A place first, before any work (the prompt's tokenization included) is done for the request.
+    if (!ctx.reserve()) {
+        err->http_status = 503;
+        err->type = "server_error";
+        err->code = "server_busy";
+        err->message = "the server holds as many requests as it takes (--max-pending); retry later";
+        return nullptr;
+    }
+    struct Place {   // handed to the Generation once it exists
+        ServerContext &ctx;
+        bool held = true;
+        ~Place() { if (held) ctx.release(); }
+    } place{ctx};
     std::vector<ember_token> prompt;
     if (auto e = build_prompt(ctx.model(), req, &prompt)) return *err = *e, nullptr;
     if (prompt.size() >= ctx.n_ctx()) {
@@ -75,6 +103,8 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     // OpenAI's defaults: chat generates until the end (0 for the engine), completions 16 tokens.
     const uint32_t max_tokens = req.max_tokens ? *req.max_tokens : (req.endpoint == Endpoint::chat ? 0u : 16u);
     std::shared_ptr<Generation> g(new Generation(ctx, req.stop, max_tokens, prompt.size()));
+    g->reserved_ = true;
+    place.held = false;
     if (req.max_tokens && *req.max_tokens == 0) {
         // Nothing to generate (the engine would read 0 as "no limit"): an empty, finished output.
         g->ending_ = Ending::length;
@@ -191,8 +221,15 @@ Ending Generation::next(std::string *piece, std::chrono::milliseconds timeout) {
     return taken_ == text_.size() ? ending_ : Ending::running;
 }
 
-Ending Generation::wait_all(std::string *text) {
-    if (request_) ember_request_wait(request_, UINT32_MAX);
+Ending Generation::wait_all(std::string *text, bool (*abandoned)()) {
+    if (request_) {
+        bool cancelled = false;
+        while (ember_request_wait(request_, abandoned ? 100 : UINT32_MAX) != EMBER_OK)
+            if (!cancelled && abandoned()) {
+                cancel();
+                cancelled = true;
+            }
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     if (request_) settle();
     *text = text_;

@@ -24,7 +24,9 @@ class Generation;
 // shutdown can cancel them all).
 class ServerContext {
 public:
-    ServerContext(ember_model *model, ember_engine *engine, std::string model_id, uint32_t n_ctx);
+    // max_pending: generations held at once (running or waiting for a slot of the engine); more are
+    // refused with 503 and Retry-After rather than queued without bound.
+    ServerContext(ember_model *model, ember_engine *engine, std::string model_id, uint32_t n_ctx, size_t max_pending);
 
     const ember_model *model() const { return model_; }
     ember_engine *engine() const { return engine_; }
@@ -39,6 +41,8 @@ private:
     friend class Generation;
     bool enroll(Generation *g);   // false once shutting down
     void withdraw(Generation *g);
+    bool reserve();               // a place among max_pending, false when all are taken
+    void release();
 
     ember_model *model_;
     ember_engine *engine_;
@@ -48,6 +52,8 @@ private:
     std::mutex mutex_;
     std::set<Generation *> live_;
     bool stopping_ = false;
+    const size_t max_pending_;
+    size_t pending_ = 0;   // reserved places (under mutex_)
 };
 
 // Why a generation ended.
@@ -58,7 +64,8 @@ enum class Ending { running, stop, length, cancelled, failed };
 class Generation {
 public:
     // Builds the prompt (chat template or text) and submits it. On failure returns nullptr and *err
-    // says why (400 for a prompt that does not fit, 500 for an engine error, 503 when shutting down).
+    // says why (400 for a prompt that does not fit, 500 for an engine error, 503 when shutting down, or
+    // 503 with code "server_busy" when max_pending generations are held already).
     static std::shared_ptr<Generation> start(ServerContext &ctx, const CompletionRequest &req, ApiError *err);
     ~Generation();
     Generation(const Generation &) = delete;
@@ -68,8 +75,9 @@ public:
     // Returns the ending once the request has ended and all of its text has been taken (Ending::running
     // while more may come).
     Ending next(std::string *piece, std::chrono::milliseconds timeout);
-    // Non-streaming: waits for the end; *text receives the whole output.
-    Ending wait_all(std::string *text);
+    // Non-streaming: waits for the end; *text receives the whole output. `abandoned` (may be null) is
+    // asked every 100 ms: when it says true, the request is cancelled (its client has gone).
+    Ending wait_all(std::string *text, bool (*abandoned)() = nullptr);
     // Cancels the engine request (a client that went away).
     void cancel();
 
@@ -92,6 +100,7 @@ private:
     const uint32_t max_tokens_;
     const size_t n_prompt_;
     bool enrolled_ = false;
+    bool reserved_ = false;   // holds a place of ServerContext's max_pending
 
     mutable std::mutex mutex_;
     std::condition_variable changed_;

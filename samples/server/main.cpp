@@ -3,12 +3,14 @@
 // running at each step (continuous batching), so concurrent clients share each forward pass.
 #include "generation.hpp"
 #include "http_routes.hpp"
+#include "http_server.hpp"
 #include "server_options.hpp"
 
 #include <ember/ember.h>
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -25,7 +27,7 @@ void log_to_stderr(ember_log_level level, const char *message, void *) {
 // runs as ordinary code: cancel the requests in flight, then stop the listener. stop() is repeated
 // until listen returns, since a signal may come before the listener is up.
 void watch_signals(const sigset_t *set, const std::atomic<bool> *listen_done, std::atomic<bool> *signalled,
-                   server::ServerContext *ctx, httplib::Server *svr) {
+                   server::ServerContext *ctx, server::HttpServer *svr) {
     const timespec tick{0, 100 * 1000 * 1000};
     bool stopping = false;
     while (!listen_done->load()) {
@@ -86,8 +88,11 @@ int main(int argc, char **argv) {
 
     int rc = 0;
     {
-        server::ServerContext ctx(model, engine, opt.model_id, n_ctx);
-        httplib::Server svr;
+        server::ServerContext ctx(model, engine, opt.model_id, n_ctx, opt.max_pending);
+        server::HttpServer::Limits limits;
+        limits.header_timeout = std::chrono::milliseconds(opt.header_timeout_ms);
+        limits.body_timeout = std::chrono::milliseconds(opt.body_timeout_ms);
+        server::HttpServer svr(limits);
         const size_t n_http = opt.http_threads;
         svr.new_task_queue = [n_http] { return new httplib::ThreadPool(n_http); };
         server::add_routes(svr, ctx, opt.max_body, opt.verbose);
@@ -99,8 +104,9 @@ int main(int argc, char **argv) {
         } else {
             std::atomic<bool> listen_done{false}, signalled{false};
             std::thread watcher(watch_signals, &sigs, &listen_done, &signalled, &ctx, &svr);
-            std::fprintf(stderr, "ember-server: model %s (%s), context %u tokens, %u parallel, %zu HTTP threads\n",
-                         opt.model_id.c_str(), info.architecture, n_ctx, opt.n_parallel, n_http);
+            std::fprintf(stderr, "ember-server: model %s (%s), context %u tokens, %u parallel, %u pending at most, "
+                         "%zu HTTP threads\n", opt.model_id.c_str(), info.architecture, n_ctx, opt.n_parallel,
+                         opt.max_pending, n_http);
             std::printf("listening on http://%s:%d\n", opt.host.c_str(), port);
             std::fflush(stdout);
             if (!svr.listen_after_bind() && !signalled) rc = 1;

@@ -19,8 +19,11 @@ const char *const kUsage =
     "  -c, --ctx-size N     context per request in tokens (default: the model's, at most 4096)\n"
     "  -t, --threads N      CPU threads (default: physical cores, at most 8)\n"
     "  --backend NAME       auto, cpu, vulkan or cuda (default auto)\n"
-    "  --max-body BYTES     largest request body accepted (default 1048576)\n"
-    "  --http-threads N     HTTP worker threads (default max(16, 2 x parallel))\n"
+    "  --max-body BYTES     largest request body accepted, decompressed (default 1048576)\n"
+    "  --max-pending N      generations held at once, running or queued; more get 503 (default 2 x parallel)\n"
+    "  --header-timeout S   seconds a client has to send a request's line and headers (default 10)\n"
+    "  --body-timeout S     seconds a client has to send a request's body (default 30)\n"
+    "  --http-threads N     HTTP worker threads (default max-pending + 8)\n"
     "  --alias NAME         model id reported by /v1/models (default: the file name)\n"
     "  -v, --verbose        log every request on stderr\n";
 
@@ -35,6 +38,19 @@ bool parse_uint(std::string_view name, std::string_view text, T max, T *out) {
         return false;
     }
     *out = static_cast<T>(v);
+    return true;
+}
+
+// Seconds, possibly fractional ("0.5"), from 0.001 to 3600, as milliseconds.
+bool parse_seconds(std::string_view name, std::string_view text, uint32_t *out_ms) {
+    double v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || !(v >= 0.001 && v <= 3600)) {
+        std::fprintf(stderr, "ember-server: %.*s wants seconds from 0.001 to 3600, not '%.*s'\n",
+                     static_cast<int>(name.size()), name.data(), static_cast<int>(text.size()), text.data());
+        return false;
+    }
+    *out_ms = static_cast<uint32_t>(v * 1000 + 0.5);
     return true;
 }
 
@@ -74,6 +90,9 @@ bool parse_options(int argc, char **argv, Options *o, bool *exit_now) {
         else if (is("-t", "--threads")) ok = parse_uint(arg, val, 256u, &o->n_threads);
         else if (is("--max-body")) ok = parse_uint(arg, val, size_t{1} << 32, &o->max_body) && o->max_body > 0;
         else if (is("--http-threads")) ok = parse_uint(arg, val, 1024u, &o->http_threads) && o->http_threads > 0;
+        else if (is("--max-pending")) ok = parse_uint(arg, val, 65536u, &o->max_pending) && o->max_pending > 0;
+        else if (is("--header-timeout")) ok = parse_seconds(arg, val, &o->header_timeout_ms);
+        else if (is("--body-timeout")) ok = parse_seconds(arg, val, &o->body_timeout_ms);
         else if (is("--alias")) o->model_id = val;
         else if (is("--backend")) {
             if (val == "auto") o->backend = EMBER_BACKEND_AUTO;
@@ -98,7 +117,8 @@ bool parse_options(int argc, char **argv, Options *o, bool *exit_now) {
         return false;
     }
     if (o->model_id.empty()) o->model_id = file_stem(o->model_path);
-    if (o->http_threads == 0) o->http_threads = o->n_parallel * 2 > 16 ? o->n_parallel * 2 : 16;
+    if (o->max_pending == 0) o->max_pending = 2 * o->n_parallel;
+    if (o->http_threads == 0) o->http_threads = o->max_pending + 8;
     return true;
 }
 

@@ -102,17 +102,34 @@ ember_status ember_engine_create(const ember_model *model, const ember_engine_pa
     });
 }
 
-void ember_engine_free(ember_engine *engine) { delete engine; }
+void ember_engine_free(ember_engine *engine) {
+    if (!engine) return;
+    // From a request's callback the step is still running: in manual mode ember_engine_step frees the
+    // engine when it returns; a worker thread cannot stop and free itself, so there it is refused.
+    if (CallbackScope::running_on(engine->engine.get())) {
+        if (engine->engine->manual()) {
+            engine->free_pending = true;
+        } else {
+            abi::set_error(EMBER_ERR_INVALID_STATE, "ember_engine_free", "",
+                           "cannot free an engine from a callback on its own worker thread; the engine was not freed");
+        }
+        return;
+    }
+    delete engine;
+}
 
 ember_status ember_engine_step(ember_engine *engine, bool *out_busy) {
-    return guard("ember_engine_step", [&] {
+    const ember_status status = guard("ember_engine_step", [&] {
         EMBER_REQUIRE_ARG(engine);
+        abi::refuse_reentry(engine->engine.get(), "ember_engine_step");
         if (!engine->engine->manual())
             fail(EMBER_ERR_INVALID_STATE, "the engine runs its own worker thread (manual_step is false)");
         const bool busy = engine->engine->step();
-        if (out_busy) *out_busy = busy;
+        if (out_busy) *out_busy = busy && !engine->free_pending;
         return EMBER_OK;
     });
+    if (engine && engine->free_pending) delete engine;   // a callback of this step freed it
+    return status;
 }
 
 void ember_engine_stats_init(ember_engine_stats *stats) {
@@ -144,6 +161,7 @@ ember_status ember_engine_get_stats(ember_engine *engine, ember_engine_stats *st
 ember_status ember_engine_pin_prefix(ember_engine *engine, const ember_token *tokens, size_t n_tokens) {
     return guard("ember_engine_pin_prefix", [&] {
         EMBER_REQUIRE_ARG(engine);
+        abi::refuse_reentry(engine->engine.get(), "ember_engine_pin_prefix");
         EMBER_REQUIRE_ARG(tokens);
         engine->engine->pin_prefix(tokens, n_tokens);
         return EMBER_OK;
@@ -166,6 +184,7 @@ ember_status ember_request_submit(ember_engine *engine, const ember_request_para
         const ember_request_params p = abi::read_params(params, sizeof(ember_request_params), ember_request_params_init,
                                                         "ember_request_params");
         if (!p.prompt && p.n_prompt) fail(EMBER_ERR_INVALID_ARGUMENT, "prompt is NULL but n_prompt is %zu", p.n_prompt);
+        engine->engine->check_prompt(p.prompt, p.n_prompt);   // before copying: n_prompt may be anything
         auto r = std::make_shared<Request>();
         r->prompt.assign(p.prompt, p.prompt + p.n_prompt);
         r->max_tokens = p.max_tokens;

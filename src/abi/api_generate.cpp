@@ -13,8 +13,16 @@ ember_status ember_generate_next(ember_session *session, ember_sampler *sampler,
                                  const char **out_text, size_t *out_text_len) {
     return guard("ember_generate_next", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_generate_next");
         EMBER_REQUIRE_ARG(sampler);
         EMBER_REQUIRE_ARG(out_token);
+        abi::refuse_reentry(sampler, "ember_generate_next");
+        if (session->cancel_sticky.load(std::memory_order_relaxed) && session->cancel.load(std::memory_order_relaxed)) {
+            *out_token = -1;   // an armed session's pending cancel (ember_session_cancel_arm)
+            if (out_text) *out_text = "";
+            if (out_text_len) *out_text_len = 0;
+            return EMBER_STOPPED;
+        }
         GenStep step = session->session->next(*sampler->sampler);
         session->text = std::move(step.text);
         *out_token = step.token;
@@ -42,15 +50,22 @@ EMBER_GROWN_PARAMS_INIT_1_2(ember_generate_params, ember_generate_params_init, g
 ember_status ember_generate(ember_session *session, ember_sampler *sampler, const ember_generate_params *params,
                             size_t *out_count) {
     if (out_count) *out_count = 0;
-    return guard("ember_generate", [&] {
+    const ember_status status = guard("ember_generate", [&] {
         EMBER_REQUIRE_ARG(session);
         EMBER_REQUIRE_ARG(sampler);
+        abi::refuse_reentry(session, "ember_generate");
+        abi::refuse_reentry(sampler, "ember_generate");
         const ember_generate_params p = abi::read_params(params, kGenerateParamsV1Size, impl_ember_generate_params_init_1_2,
                                                          "ember_generate_params");
+        // on_token runs while both handles are in use: the calls it may make on them are limited (ember.h).
+        const CallbackScope session_scope(session, "ember_generate"), sampler_scope(sampler, "ember_generate");
         size_t count = 0;
-        session->cancel.store(false, std::memory_order_relaxed);   // a cancel affects only a call in progress
-        // ember_session_cancel stops after the token being emitted, which the callback still gets.
-        auto cancelled = [&] { return session->cancel.load(std::memory_order_relaxed); };
+        if (abi::cancel_at_entry(*session)) return EMBER_STOPPED;   // armed, and cancelled before the call
+        // ember_session_cancel stops after the token being emitted, which the callback still gets; so does
+        // freeing the session or the sampler from the callback (done when this call returns).
+        auto cancelled = [&] {
+            return session->cancel.load(std::memory_order_relaxed) || session->free_pending || sampler->free_pending;
+        };
         if (session->spec && p.speculate) {
             const ember_status st = session->spec->generate(
                 *session->session, *sampler->sampler, p.max_tokens, [&](const GenStep &step) {
@@ -71,6 +86,10 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
             if (!go_on || cancelled()) return EMBER_STOPPED;
         }
     });
+    // A free the callback asked for happens now that nothing uses the handle.
+    if (session && session->free_pending) delete session;
+    if (sampler && sampler->free_pending) delete sampler;
+    return status;
 }
 
 void ember_spec_params_init(ember_spec_params *params) {
@@ -87,6 +106,7 @@ void ember_spec_params_init(ember_spec_params *params) {
 ember_status ember_session_set_speculation(ember_session *session, const ember_spec_params *params) {
     return guard("ember_session_set_speculation", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_set_speculation");
         const ember_spec_params p =
             abi::read_params(params, sizeof(ember_spec_params), ember_spec_params_init, "ember_spec_params");
         const int64_t mode = abi::enum_value(p.mode);

@@ -52,6 +52,7 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         o.backend = p.device ? abi::use_device(p.device) : p.backend;
         o.n_seq_max = p.n_seq_max;
         o.kv_type = abi::kv_dtype(p.kv_type);
+        o.fingerprint = model->fingerprint;
         auto h = std::make_unique<ember_session>();
         h->session = std::make_unique<Session>(*model->model, o);
         h->n_threads = p.n_threads;
@@ -60,12 +61,17 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
     });
 }
 
-void ember_session_free(ember_session *session) { delete session; }
+void ember_session_free(ember_session *session) {
+    // From ember_generate's callback, the session is still in use: that call frees it when it returns.
+    if (session && CallbackScope::running_on(session)) session->free_pending = true;
+    else delete session;
+}
 
 ember_status ember_session_fork(ember_session *session, ember_session **out) {
     if (out) *out = nullptr;
     return guard("ember_session_fork", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_fork");
         EMBER_REQUIRE_ARG(out);
         auto h = std::make_unique<ember_session>();
         h->session = session->session->fork();
@@ -78,8 +84,9 @@ ember_status ember_session_fork(ember_session *session, ember_session **out) {
 ember_status ember_session_feed(ember_session *session, const ember_token *tokens, size_t n_tokens) {
     return guard("ember_session_feed", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_feed");
         if (!tokens && n_tokens) fail(EMBER_ERR_INVALID_ARGUMENT, "tokens is NULL but n_tokens is %zu", n_tokens);
-        session->cancel.store(false, std::memory_order_relaxed);   // a cancel affects only a call in progress
+        if (abi::cancel_at_entry(*session)) fail(EMBER_ERR_CANCELLED, "cancelled (ember_session_cancel) before the feed began");
         session->session->feed(tokens, n_tokens, nullptr, &session->cancel);
         return EMBER_OK;
     });
@@ -90,9 +97,16 @@ void ember_session_cancel(ember_session *session) {
     if (session) session->cancel.store(true, std::memory_order_relaxed);
 }
 
+void ember_session_cancel_arm(ember_session *session) {
+    if (!session) return;
+    session->cancel.store(false, std::memory_order_relaxed);
+    session->cancel_sticky.store(true, std::memory_order_relaxed);
+}
+
 ember_status ember_session_logits(const ember_session *session, const float **out_logits, size_t *out_n_vocab) {
     return guard("ember_session_logits", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_logits");
         EMBER_REQUIRE_ARG(out_logits);
         const float *l = session->session->logits();
         if (out_n_vocab) *out_n_vocab = session->session->n_vocab();
@@ -123,6 +137,7 @@ ember_status ember_session_context_length(const ember_session *session, uint32_t
 ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens) {
     return guard("ember_session_truncate", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_truncate");
         session->session->truncate(n_tokens);
         return EMBER_OK;
     });
@@ -131,6 +146,7 @@ ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens) {
 ember_status ember_session_save(const ember_session *session, void *buf, size_t capacity, size_t *out_len) {
     return guard("ember_session_save", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_save");
         EMBER_REQUIRE_ARG(out_len);
         const std::vector<uint8_t> bytes = session->session->save();
         return abi::copy_out(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()), buf, capacity,
@@ -141,6 +157,7 @@ ember_status ember_session_save(const ember_session *session, void *buf, size_t 
 ember_status ember_session_restore(ember_session *session, const void *data, size_t size) {
     return guard("ember_session_restore", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_restore");
         if (!data && size) fail(EMBER_ERR_INVALID_ARGUMENT, "data is NULL but size is %zu", size);
         session->session->restore(static_cast<const uint8_t *>(data), size);
         return EMBER_OK;
@@ -150,6 +167,7 @@ ember_status ember_session_restore(ember_session *session, const void *data, siz
 ember_status ember_session_save_file(const ember_session *session, const char *path) {
     return guard("ember_session_save_file", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_save_file");
         EMBER_REQUIRE_ARG(path);
         const std::vector<uint8_t> bytes = session->session->save();
         std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -163,12 +181,9 @@ ember_status ember_session_save_file(const ember_session *session, const char *p
 ember_status ember_session_restore_file(ember_session *session, const char *path) {
     return guard("ember_session_restore_file", [&] {
         EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_restore_file");
         EMBER_REQUIRE_ARG(path);
-        std::ifstream f(path, std::ios::binary);
-        if (!f) fail(EMBER_ERR_IO, "cannot open '%s'", path);
-        const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        if (f.bad()) fail(EMBER_ERR_IO, "cannot read '%s'", path);
-        session->session->restore(bytes.data(), bytes.size());
+        session->session->restore_file(path);
         return EMBER_OK;
     });
 }

@@ -5,6 +5,7 @@
 // returns the matching ember_status. Nothing thrown inside ever reaches the host application.
 #pragma once
 
+#include "core/callback_scope.hpp"
 #include "core/error.hpp"
 
 #include <ember/ember.h>
@@ -40,6 +41,15 @@ ember_status guard(const char *fn_name, F &&body) noexcept {
 // Throws EMBER_ERR_INVALID_ARGUMENT naming the parameter when p is NULL.
 #define EMBER_REQUIRE_ARG(p) \
     do { if (!(p)) ::ember::fail(EMBER_ERR_INVALID_ARGUMENT, "'%s' must not be NULL", #p); } while (0)
+
+// Fails with EMBER_ERR_INVALID_STATE when fn_name is called from a callback of a call that is still using
+// `handle` (see core/callback_scope.hpp): the calls each callback may make are listed in ember.h; the
+// others would change or free what that call is using.
+inline void refuse_reentry(const void *handle, const char *fn_name) {
+    if (const char *running = CallbackScope::running_on(handle))
+        fail(EMBER_ERR_INVALID_STATE, "%s cannot be called from a callback of %s on the same handle, which is still "
+             "using it (ember.h lists the calls a callback may make)", fn_name, running);
+}
 
 // Exports the C function `impl` as the public symbol `name` under version node `node` (cmake/ember.map;
 // impl is named outside ember_*, so the map keeps it local). EMBER_SYMBOL_VERSION_DEFAULT marks the

@@ -5,6 +5,7 @@
 #include "engine/engine.hpp"
 #include "model/model.hpp"
 #include "sampler/sampler.hpp"
+#include "session/model_fingerprint.hpp"
 #include "session/session.hpp"
 #include "spec/speculator.hpp"
 
@@ -20,6 +21,9 @@ struct ember_model {
     // NUL-terminated copies of names that are views into the file, for the C API to hand out.
     std::vector<std::string> meta_keys;
     std::vector<std::string> tensor_names;
+    // Identifies the weights in saved session states; computed on the first save or restore of any
+    // session on this model, then shared.
+    std::shared_ptr<ember::ModelFingerprint> fingerprint = std::make_shared<ember::ModelFingerprint>();
 };
 
 struct ember_session {
@@ -28,14 +32,20 @@ struct ember_session {
     std::unique_ptr<ember::spec::Speculator> spec;   // attached speculation, if any
     uint32_t n_threads = 0;                          // from the params, for a draft's session
     std::atomic<bool> cancel{false};                 // ember_session_cancel: stops the call in progress
+    // ember_session_cancel_arm was called: calls no longer clear `cancel` at entry (it stays until the
+    // next arm), so a cancel that comes before a call still stops it.
+    std::atomic<bool> cancel_sticky{false};
+    bool free_pending = false;   // ember_session_free from ember_generate's callback: freed when it returns
 };
 
 struct ember_sampler {
     std::unique_ptr<ember::Sampler> sampler;
+    bool free_pending = false;   // ember_sampler_free from ember_generate's callback: freed when it returns
 };
 
 struct ember_engine {
     std::unique_ptr<ember::Engine> engine;
+    bool free_pending = false;   // ember_engine_free from a callback of ember_engine_step: freed when it returns
 };
 
 // A device of ember_devices(): made once per process, never freed.
@@ -76,4 +86,16 @@ SamplerParams sampler_params_from(const ember_sampler_params &p);
 // with_nul: the buffer must also hold a terminating NUL.
 ember_status copy_out(std::string_view s, void *buf, size_t capacity, size_t *out_len, bool with_nul);
 
+} // namespace ember::abi
+
+namespace ember::abi {
+// Where a feed or generation starts: a plain session forgets an earlier cancel (it affects only a call
+// in progress); an armed one keeps it. Returns whether the call is cancelled before it starts.
+inline bool cancel_at_entry(ember_session &s) {
+    if (!s.cancel_sticky.load(std::memory_order_relaxed)) {
+        s.cancel.store(false, std::memory_order_relaxed);
+        return false;
+    }
+    return s.cancel.load(std::memory_order_relaxed);
+}
 } // namespace ember::abi

@@ -2,6 +2,7 @@
 #include "chat/chat_template.hpp"
 
 #include "chat/jinja.hpp"
+#include "core/error.hpp"
 
 namespace ember::chat {
 
@@ -12,6 +13,19 @@ const char *const kChatmlTemplate =
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 std::string render(std::string_view tmpl, const RenderInput &in, const jinja::Limits &limits) {
+    // The parsed template (tokens and syntax tree) takes some 72 bytes per byte of source (an 18 MB
+    // template peaked at 1.3 GiB): refused above max_template, and charged against max_alloc, so that
+    // one budget bounds the memory of parse and render together.
+    constexpr uint64_t kParsedBytesPerByte = 80;
+    if (tmpl.size() > limits.max_template)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "the chat template has %zu bytes, over the limit of %zu", tmpl.size(),
+             limits.max_template);
+    const uint64_t parsed = uint64_t{tmpl.size()} * kParsedBytesPerByte;
+    if (parsed > limits.max_alloc)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "the chat template of %zu bytes would take about %llu bytes parsed, over the "
+             "memory limit of %llu", tmpl.size(), (unsigned long long)parsed, (unsigned long long)limits.max_alloc);
+    jinja::Limits left = limits;
+    left.max_alloc -= parsed;
     const jinja::Template t(tmpl);
     jinja::List messages;
     messages.reserve(in.messages.size());
@@ -32,7 +46,7 @@ std::string render(std::string_view tmpl, const RenderInput &in, const jinja::Li
         {"tools", jinja::Value::none()},
         {"documents", jinja::Value::none()},
     };
-    return t.render(vars, limits);
+    return t.render(vars, left);
 }
 
 } // namespace ember::chat

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,7 +29,12 @@ struct Limits {
     int max_call_depth = 50;                // nested macro calls
     // Bytes of all strings and lists that operators, filters, methods and calls build during one render,
     // counted cumulatively (so a loop that keeps building large values stops, whatever it retains).
-    uint64_t max_alloc = uint64_t(1) << 30;
+    // chat::render charges the parsed template against it too.
+    uint64_t max_alloc = uint64_t(256) << 20;
+    // Wall-clock time of one render (checked every few hundred steps); 0: none.
+    std::chrono::milliseconds max_time{2000};
+    // Bytes of template source (chat::render refuses a longer template before parsing it).
+    size_t max_template = size_t(1) << 20;
 };
 
 using Variables = std::vector<std::pair<std::string, Value>>;

@@ -3,6 +3,7 @@
 
 #include "chat/jinja.hpp"
 
+#include <chrono>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -11,7 +12,10 @@ namespace ember::jinja {
 
 class Context {
 public:
-    explicit Context(const Limits &limits) : limits_(limits) { frames_.emplace_back(); }
+    explicit Context(const Limits &limits)
+        : limits_(limits), deadline_(std::chrono::steady_clock::now() + limits.max_time) {
+        frames_.emplace_back();
+    }
     ~Context();
     Context(const Context &) = delete;
     Context &operator=(const Context &) = delete;
@@ -47,6 +51,7 @@ private:
     size_t base_ = 1;   // frames below base_ (except frame 0, the globals) belong to callers
     int call_depth_ = 0;
     uint64_t steps_ = 0;
+    std::chrono::steady_clock::time_point deadline_;
     uint64_t allocated_ = 0;
     std::vector<std::shared_ptr<Dict>> namespaces_;
 };

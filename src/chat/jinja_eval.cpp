@@ -70,6 +70,9 @@ static size_t value_bytes(const Value &v) {
 void Context::step(int line) {
     if (++steps_ > limits_.max_steps)
         render_error(line, "more than %llu steps executed (runaway loop?)", (unsigned long long)limits_.max_steps);
+    // The clock every 256 steps: a step is a microsecond or two, a clock read some 20 ns.
+    if ((steps_ & 255) == 0 && limits_.max_time.count() > 0 && std::chrono::steady_clock::now() > deadline_)
+        render_error(line, "the template ran longer than %lld ms (runaway loop?)", (long long)limits_.max_time.count());
 }
 
 namespace {

@@ -280,6 +280,8 @@ private:
                     ++i;
                 }
                 if (cp > 0x10FFFF) error_at(i, "escape beyond U+10FFFF in a string");
+                // A surrogate has no UTF-8 form: written out it would make the output invalid UTF-8.
+                if (cp >= 0xD800 && cp <= 0xDFFF) error_at(i, "escape of a surrogate (U+D800..U+DFFF) in a string");
                 append_utf8(out, cp);
                 break;
             }

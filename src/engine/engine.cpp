@@ -7,7 +7,9 @@
 // others to release theirs, and fails only if nothing else could ever release one.
 #include "engine/engine.hpp"
 
+#include "core/callback_scope.hpp"
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
 #include "session/session.hpp"
 
 #include <algorithm>
@@ -68,8 +70,23 @@ MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &o
     return m;
 }
 
+namespace {
+// The plan, once the memory it needs is known to be there (before the block pool, the first large
+// allocation, is made).
+EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
+    const EnginePlan plan = plan_engine(model, opts);
+    if (find_backend(opts.backend).kind() == EMBER_BACKEND_CPU) {
+        const MemoryEstimate m = estimate_engine_memory(model, opts);
+        check_host_memory(m.kv_bytes + m.compute_bytes,
+                          format("an engine of n_ctx %u x n_seq_max %u (%u KV blocks)", plan.n_ctx, plan.n_seq_max,
+                                 plan.n_blocks).c_str());
+    }
+    return plan;
+}
+} // namespace
+
 Engine::Engine(const Model &model, const EngineOptions &opts)
-    : model_(model), opts_(opts), plan_(plan_engine(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
+    : model_(model), opts_(opts), plan_(plan_within_memory(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
     ctx_ = model.backend_model(find_backend(opts.backend)).create_context(context_params(plan_));
     logits_.resize(static_cast<size_t>(plan_.n_seq_max) * model.desc().hp.n_vocab);
     if (!opts_.manual_step) worker_ = std::thread([this] { worker_main(); });
@@ -90,14 +107,18 @@ Engine::~Engine() {
     flush_ended();
 }
 
-void Engine::submit(const std::shared_ptr<Request> &r) {
+void Engine::check_prompt(const int32_t *tokens, size_t n) const {
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
-    if (r->prompt.empty()) fail(EMBER_ERR_INVALID_ARGUMENT, "the prompt is empty");
-    if (r->prompt.size() >= plan_.n_ctx)
-        fail(EMBER_ERR_INVALID_ARGUMENT, "a prompt of %zu tokens leaves no room in a context of %u", r->prompt.size(), plan_.n_ctx);
-    for (size_t i = 0; i < r->prompt.size(); ++i)
-        if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab)
-            fail(EMBER_ERR_INVALID_ARGUMENT, "prompt token %d at index %zu is outside the vocabulary", r->prompt[i], i);
+    if (n == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (n >= plan_.n_ctx)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "a prompt of %zu tokens leaves no room in a context of %u", n, plan_.n_ctx);
+    for (size_t i = 0; i < n; ++i)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "prompt token %d at index %zu is outside the vocabulary", tokens[i], i);
+}
+
+void Engine::submit(const std::shared_ptr<Request> &r) {
+    check_prompt(r->prompt.data(), r->prompt.size());
     {
         std::lock_guard<std::mutex> lock(queue_mutex_);
         if (stop_) fail(EMBER_ERR_INVALID_STATE, "the engine is shutting down");
@@ -178,6 +199,8 @@ void Engine::emit(Request &r, int32_t token) {
         r.text += text;
     }
     std::lock_guard<std::recursive_mutex> cb(r.cb_mutex);
+    // The callback runs inside the step: the engine calls it may not make are refused (ember.h).
+    const CallbackScope scope(this, "the engine's step (ember_request_params.on_token)");
     if (r.on_token && !r.on_token(r.handle, token, text.data(), text.size(), r.user_data)) r.cancel = true;
 }
 
@@ -344,6 +367,7 @@ Engine::Stats Engine::stats() {
 }
 
 void Engine::pin_prefix(const int32_t *tokens, size_t n) {
+    check_prompt(tokens, n);   // before copying: n is the caller's and may be anything
     auto r = std::make_shared<Request>();
     r->prompt.assign(tokens, tokens + n);
     r->pin = true;

@@ -52,7 +52,10 @@ public:
     Engine(const Engine &) = delete;
     Engine &operator=(const Engine &) = delete;
 
-    // Validates and queues. Throws EMBER_ERR_INVALID_ARGUMENT / EMBER_ERR_INVALID_STATE.
+    // Throws EMBER_ERR_INVALID_ARGUMENT unless tokens[0..n) is a prompt this engine can take (not empty,
+    // shorter than n_ctx, ids in the vocabulary). Called before a caller's prompt is copied.
+    void check_prompt(const int32_t *tokens, size_t n) const;
+    // Validates (check_prompt) and queues. Throws EMBER_ERR_INVALID_ARGUMENT / EMBER_ERR_INVALID_STATE.
     void submit(const std::shared_ptr<Request> &r);
     // Manual mode: one step; returns whether work remains.
     bool step();

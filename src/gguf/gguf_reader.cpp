@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cinttypes>
 #include <cstring>
@@ -342,6 +343,23 @@ void place_tensor_data(TensorInfo &t, const uint8_t *data, size_t size, size_t d
     t.data = data + begin;
 }
 
+// Two tensors sharing bytes are a malformed file (a writer lays each tensor out on its own), and one
+// that would make a model run on weights that alias each other: refused, naming both.
+void check_no_overlap(const std::vector<TensorInfo> &tensors) {
+    std::vector<const TensorInfo *> order;
+    order.reserve(tensors.size());
+    for (const TensorInfo &t : tensors)
+        if (t.n_bytes) order.push_back(&t);
+    std::sort(order.begin(), order.end(), [](const TensorInfo *a, const TensorInfo *b) { return a->offset < b->offset; });
+    for (size_t i = 1; i < order.size(); ++i) {
+        const TensorInfo &a = *order[i - 1], &b = *order[i];
+        if (b.offset < a.offset + a.n_bytes)   // no overflow: place_tensor_data bounded both by the file size
+            fail(EMBER_ERR_INVALID_MODEL,
+                 "tensors '%s' (data [%" PRIu64 ", +%" PRIu64 ")) and '%s' (data [%" PRIu64 ", +%" PRIu64 ")) overlap",
+                 printable(a.name).c_str(), a.offset, a.n_bytes, printable(b.name).c_str(), b.offset, b.n_bytes);
+    }
+}
+
 void check_counts(const Parser &p, uint64_t n_tensors, uint64_t n_kvs) {
     uint64_t left = p.left();
     if (n_tensors > left / kMinTensorInfoBytes) {
@@ -441,6 +459,7 @@ File File::parse(const uint8_t *data, size_t size) {
     // pos <= size and alignment <= 2^31, so this cannot overflow on a 64-bit size_t.
     f.data_offset_ = (p.pos() + f.alignment_ - 1) / f.alignment_ * f.alignment_;
     for (TensorInfo &t : f.tensors_) place_tensor_data(t, data, size, f.data_offset_, f.alignment_);
+    check_no_overlap(f.tensors_);
     return f;
 }
 

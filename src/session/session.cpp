@@ -1,6 +1,8 @@
 #include "session/session.hpp"
 
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
+#include "session/model_fingerprint.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -26,7 +28,8 @@ uint32_t default_thread_count() {
     return std::min(n, 8u);
 }
 
-Session::Session(const Model &model, const SessionOptions &opts) : model_(model) {
+Session::Session(const Model &model, const SessionOptions &opts)
+    : model_(model), fingerprint_(opts.fingerprint ? opts.fingerprint : std::make_shared<ModelFingerprint>()) {
     if (model.vocab_only())
         fail(EMBER_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; load it with weights to create a session");
     const HParams &hp = model.desc().hp;
@@ -52,6 +55,9 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
     cp.n_logits = n_batch_;   // feed() with all_logits: one row per token of a chunk
     cp.kv_type = kv_type_;
     if (opts.share_threads_with) cp.share_threads_with = opts.share_threads_with->kv_->ctx.get();
+    if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
+        check_host_memory(backend->context_bytes(model.desc().c, cp) + uint64_t{hp.n_vocab} * sizeof(float),
+                          format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq).c_str());
     kv_ = std::make_shared<SessionKv>();
     kv_->ctx = model.backend_model(*backend).create_context(cp);
     kv_->pool = std::make_unique<kv::BlockPool>(cp.n_blocks, kv::kBlockSize);
@@ -66,7 +72,7 @@ Session::Session(const Model &model, const SessionOptions &opts) : model_(model)
 Session::Session(const Session &parent, ForkTag)
     : model_(parent.model_), n_ctx_(parent.n_ctx_), n_batch_(parent.n_batch_), kv_type_(parent.kv_type_),
       backend_kind_(parent.backend_kind_),
-      kv_(parent.kv_), logits_(parent.logits_), logits_valid_(parent.logits_valid_), utf8_(parent.utf8_) {
+      kv_(parent.kv_), fingerprint_(parent.fingerprint_), logits_(parent.logits_), logits_valid_(parent.logits_valid_), utf8_(parent.utf8_) {
     // The caller holds kv_->mutex.
     seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());
     pos_.resize(n_batch_);

@@ -27,6 +27,9 @@ struct SessionOptions {
     // Run on this session's worker threads instead of starting new ones (same backend only; see
     // ContextParams::share_threads_with): for a speculative draft, which takes turns with its target.
     const class Session *share_threads_with = nullptr;
+    // The model's fingerprint for saved states, computed once and shared by every session on the model
+    // (the ember_model handle owns it); null: this session and its forks compute their own on first use.
+    std::shared_ptr<class ModelFingerprint> fingerprint;
 };
 
 // The KV cache of a session and its forks: one backend context, one block pool, and the lock that
@@ -85,6 +88,10 @@ public:
     // completely (EMBER_ERR_CORRUPT_DATA otherwise, leaving the session unchanged) and replaces the state.
     std::vector<uint8_t> save() const;
     void restore(const uint8_t *data, size_t size);
+    // Reads a saved state from a file header first: what the header says (model, cache layout, length,
+    // context) is checked against the session and the file's size before the rest is read, so that a
+    // huge or foreign file costs one small read. Not a regular file (a directory, a device): EMBER_ERR_IO.
+    void restore_file(const char *path);
 
     // Samples from the current logits, records the token in the sampler, feeds it unless it ends
     // generation, and returns it with the text it completes.
@@ -98,6 +105,9 @@ private:
     Session(const Session &parent, ForkTag);
     void feed_locked(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel = nullptr);
     kv::CopyBlockFn copy_fn() const;
+    // Checks a saved state's header (the first min(size, 48) bytes are at data) against this session and
+    // a total size of `size` bytes; returns the header's length. Throws as restore() does.
+    uint32_t check_state_header(const uint8_t *data, size_t size) const;
 
     const Model &model_;
     uint32_t n_ctx_ = 0, n_batch_ = 0;
@@ -107,6 +117,7 @@ private:
     // batched, paged forward pass the engine uses for many sequences. seq_ is released under the lock
     // before kv_ goes.
     std::shared_ptr<SessionKv> kv_;
+    std::shared_ptr<ModelFingerprint> fingerprint_;   // see SessionOptions::fingerprint
     std::unique_ptr<kv::KvSequence> seq_;
     std::vector<int32_t> pos_, rows_;
     std::vector<const int32_t *> tables_;

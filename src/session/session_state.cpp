@@ -1,42 +1,39 @@
 // session_state.cpp — saving a session's state (tokens, KV rows, last logits) to bytes and back.
 //
-// Format, version 2, little-endian:
+// Format, version 3, little-endian:
 //   "EMBERSES"  u32 version  u32 header_bytes (48)  u64 model fingerprint
 //   u32 n_tokens  u32 n_vocab  u32 kv_bytes_per_token  u32 has_logits  u32 kv_type (GGUF type id)  u32 0
 //   i32 tokens[n_tokens]  KV rows [n_tokens * kv_bytes_per_token]  f32 logits[n_vocab] if has_logits
 //   u64 checksum of every byte before it
-// Version 1 (EMBER_1) is the same without kv_type and the zero word (header_bytes 40), always F16; it is
-// still read. The KV rows are in the backend's read_kv layout, whose rows have the format every backend
+// The fingerprint covers every weight (model_fingerprint.hpp). Versions 1 and 2 (ember 0.4 and before)
+// had the same layout with a fingerprint of the shapes and the first 4 KiB of the embeddings, which let
+// a state of one model restore into a modified copy of it; they are refused with a message saying so
+// (such a state is a cache: feeding its tokens again rebuilds it).
+// The KV rows are in the backend's read_kv layout, whose rows have the format every backend
 // shares (backend.hpp), so a state saved on one backend restores on another with the same cache type.
-// Everything is validated before the session is touched: a truncated, corrupted, newer or foreign state
-// is an error (EMBER_ERR_CORRUPT_DATA) and the session keeps what it had.
+// Everything is validated before the session is touched: a truncated, corrupted, older, newer or foreign
+// state is an error (EMBER_ERR_CORRUPT_DATA) and the session keeps what it had.
 #include "session/session.hpp"
 
 #include "core/error.hpp"
+#include "session/model_fingerprint.hpp"
 #include "session/state_checksum.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace ember {
 
 namespace {
 
 constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'S', 'E', 'S'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kHeaderBytes = 48;
-constexpr uint32_t kHeaderBytesV1 = 40;
-
-// Identifies the model a state belongs to: its shape and its weights' size and first bytes.
-uint64_t fingerprint(const Model &m) {
-    const HParams &hp = m.desc().hp;
-    uint64_t h = 0;
-    for (uint64_t v : {uint64_t{hp.n_vocab}, uint64_t{hp.n_embd}, uint64_t{hp.n_layer}, uint64_t{hp.n_head},
-                       uint64_t{hp.n_head_kv}, uint64_t{hp.head_dim}, uint64_t{hp.n_ff}, m.n_params(), m.size_bytes()})
-        h = state_mix(h, v);
-    const TensorRef *emb = m.desc().tensor("token_embd.weight");
-    return state_mix(h, state_checksum(static_cast<const uint8_t *>(emb->data), std::min<size_t>(emb->n_bytes, 4096)));
-}
+constexpr size_t kVersionEnd = 12;   // magic and version: enough to tell what the bytes are
 
 template <class T>
 void put(std::vector<uint8_t> &out, T v) {
@@ -62,7 +59,7 @@ std::vector<uint8_t> Session::save() const {
     out.insert(out.end(), kMagic, kMagic + 8);
     put<uint32_t>(out, kVersion);
     put<uint32_t>(out, kHeaderBytes);
-    put<uint64_t>(out, fingerprint(model_));
+    put<uint64_t>(out, fingerprint_->get(model_));
     put<uint32_t>(out, n);
     put<uint32_t>(out, n_vocab());
     put<uint32_t>(out, static_cast<uint32_t>(kv_tok));
@@ -80,30 +77,49 @@ std::vector<uint8_t> Session::save() const {
     return out;
 }
 
-void Session::restore(const uint8_t *data, size_t size) {
+uint32_t Session::check_state_header(const uint8_t *data, size_t size) const {
     auto corrupt = [](const char *why) { fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: %s", why); };
-    if (size < kHeaderBytesV1 + 8) corrupt("it is shorter than a header");
+    if (size < kVersionEnd) corrupt("it is shorter than a header");
     if (std::memcmp(data, kMagic, 8) != 0) corrupt("bad magic (not a saved ember session)");
     const uint32_t version = get<uint32_t>(data + 8);
-    if (version != kVersion && version != 1)
-        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has format version %u; this build reads versions 1 and %u",
-             version, kVersion);
-    const uint32_t header = version == 1 ? kHeaderBytesV1 : kHeaderBytes;
-    if (get<uint32_t>(data + 12) != header) corrupt("unexpected header size");
+    if (version == 1 || version == 2)
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: it has format version %u (ember 0.4 or before), whose "
+             "model fingerprint does not cover the weights, so it cannot be checked against this model; feed its tokens "
+             "again and save a new one", version);
+    if (version != kVersion)
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has format version %u; this build reads version %u", version,
+             kVersion);
+    const uint32_t header = kHeaderBytes;
     if (size < header + 8) corrupt("it is shorter than a header");
-    if (get<uint64_t>(data + size - 8) != state_checksum(data, size - 8)) corrupt("checksum mismatch (truncated or corrupted)");
-    if (get<uint64_t>(data + 16) != fingerprint(model_)) corrupt("it was saved from a different model");
+    if (get<uint32_t>(data + 12) != header) corrupt("unexpected header size");
+    if (get<uint64_t>(data + 16) != fingerprint_->get(model_)) corrupt("it was saved from a different model");
     const uint32_t n = get<uint32_t>(data + 24), nv = get<uint32_t>(data + 28), kv_tok = get<uint32_t>(data + 32);
     const bool has_logits = get<uint32_t>(data + 36) != 0;
-    const uint32_t kv_type = version == 1 ? static_cast<uint32_t>(DType::F16) : get<uint32_t>(data + 40);
+    const uint32_t kv_type = get<uint32_t>(data + 40);
     if (kv_type != static_cast<uint32_t>(kv_type_))
         fail(EMBER_ERR_CORRUPT_DATA, "saved session state has a %s KV cache; this session's is %s", dtype_name(kv_type),
              dtype_name(kv_type_));
-    std::lock_guard<std::mutex> lock(kv_->mutex);
     if (nv != n_vocab() || kv_tok != kv_->ctx->kv_bytes_per_token()) corrupt("vocabulary or cache layout differs");
-    if (n > n_ctx_) fail(EMBER_ERR_CONTEXT_FULL, "the saved state has %u tokens; this session holds %u", n, n_ctx_);
     const uint64_t expect = uint64_t{header} + uint64_t{n} * (4 + kv_tok) + (has_logits ? uint64_t{nv} * 4 : 0) + 8;
     if (expect != size) corrupt("its length does not match its header");
+    if (n > n_ctx_) fail(EMBER_ERR_CONTEXT_FULL, "the saved state has %u tokens; this session holds %u", n, n_ctx_);
+    return header;
+}
+
+void Session::restore(const uint8_t *data, size_t size) {
+    // Short, foreign or of another version: check_state_header says which (before the checksum: no pass
+    // over a large foreign buffer).
+    if (size < kHeaderBytes + 8 || std::memcmp(data, kMagic, 8) != 0 || get<uint32_t>(data + 8) != kVersion)
+        check_state_header(data, size);
+    // The checksum before the fields, so that a corrupted header is reported as corruption, not as what
+    // it now says.
+    if (get<uint64_t>(data + size - 8) != state_checksum(data, size - 8))
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: checksum mismatch (truncated or corrupted)");
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    const uint32_t header = check_state_header(data, size);
+    const uint32_t n = get<uint32_t>(data + 24), nv = get<uint32_t>(data + 28), kv_tok = get<uint32_t>(data + 32);
+    const bool has_logits = get<uint32_t>(data + 36) != 0;
+    auto corrupt = [](const char *why) { fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: %s", why); };
     const uint8_t *tokens = data + header;
     for (uint32_t i = 0; i < n; ++i) {
         const int32_t t = get<int32_t>(tokens + 4 * i);
@@ -131,6 +147,47 @@ void Session::restore(const uint8_t *data, size_t size) {
         std::memcpy(logits_.data(), tokens + 4ull * n + uint64_t{n} * kv_tok, 4ull * nv);
         logits_valid_ = true;
     }
+}
+
+namespace {
+// Closes a file descriptor on every path out.
+struct Fd {
+    int fd;
+    ~Fd() { if (fd >= 0) ::close(fd); }
+};
+
+// Reads exactly n bytes at offset `at` (EINTR and short reads retried); false at an early end of file.
+bool read_at(int fd, uint8_t *out, size_t n, off_t at) {
+    while (n) {
+        const ssize_t r = ::pread(fd, out, n, at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) fail(EMBER_ERR_IO, "cannot read: %s", std::strerror(errno));
+        if (r == 0) return false;
+        out += r, n -= static_cast<size_t>(r), at += r;
+    }
+    return true;
+}
+} // namespace
+
+void Session::restore_file(const char *path) {
+    const Fd f{::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)};   // O_NONBLOCK: a FIFO does not hang open()
+    if (f.fd < 0) fail(EMBER_ERR_IO, "cannot open '%s': %s", path, std::strerror(errno));
+    struct stat st;
+    if (::fstat(f.fd, &st) != 0) fail(EMBER_ERR_IO, "cannot stat '%s': %s", path, std::strerror(errno));
+    // A directory, a device (/dev/zero never ends) or a FIFO is no saved state.
+    if (!S_ISREG(st.st_mode)) fail(EMBER_ERR_IO, "'%s' is not a regular file", path);
+    const size_t size = static_cast<size_t>(st.st_size);
+    uint8_t head[kHeaderBytes];
+    const size_t head_len = std::min<size_t>(size, sizeof head);
+    if (!read_at(f.fd, head, head_len, 0)) fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: '%s' shrank while read", path);
+    {
+        std::lock_guard<std::mutex> lock(kv_->mutex);
+        check_state_header(head, size);   // the whole file is read only when its header fits this session
+    }
+    std::vector<uint8_t> bytes(size);
+    if (!read_at(f.fd, bytes.data(), size, 0))
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: '%s' shrank while read", path);
+    restore(bytes.data(), size);
 }
 
 } // namespace ember

@@ -33,7 +33,13 @@ public:
     // token's text becomes that token (leftmost match first, the longest text among those starting
     // there); otherwise such text is tokenized as plain text. With SPM, text that follows a special token
     // gets the space prefix again, as at the start (llama.cpp does the same).
+    // Limits (docs/reliability.md): text longer than kMaxTextBytes is refused (EMBER_ERR_INVALID_ARGUMENT);
+    // merges run within pieces of at most kMaxPieceBytes (a "word" longer than that, which no natural
+    // text has, is cut into such pieces at character boundaries), so time is linear in the text and the
+    // memory besides the output is bounded per piece.
     virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
+    static constexpr size_t kMaxTextBytes = size_t{16} << 20;
+    static constexpr size_t kMaxPieceBytes = size_t{64} << 10;
 
     // The bytes a token stands for ("▁" -> ' ', <0xAB> -> one byte, GPT-2 byte-level chars -> bytes).
     // CONTROL, UNKNOWN and UNUSED tokens give "" unless render_special (then their text); USER_DEFINED

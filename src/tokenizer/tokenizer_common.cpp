@@ -146,6 +146,9 @@ std::vector<Fragment> TokenizerBase::split_special(std::string_view text) const 
 }
 
 std::vector<int32_t> TokenizerBase::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+    if (text.size() > kMaxTextBytes)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "a text of %zu bytes is over the tokenizer's limit of %zu: tokenize it in parts",
+             text.size(), kMaxTextBytes);
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 2);
     if (add_special && add_bos_) out.push_back(bos_);

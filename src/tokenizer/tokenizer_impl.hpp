@@ -69,7 +69,13 @@ protected:
     void encode(std::string_view text, bool first_or_after_special, std::vector<int32_t> &out) const override;
 
 private:
+    // Merges within one word (see encode) of at most kMaxPieceBytes; space_prefix: put "▁" first.
+    void encode_word(std::string_view word, bool space_prefix, std::vector<int32_t> &out) const;
+
     std::vector<float> scores_;
+    // No token has a "▁" right after another character, so no merge joins a character to a "▁" after
+    // it: the text can be encoded word by word, cut before each space that follows a non-space.
+    bool split_at_spaces_ = false;
     std::array<int32_t, 256> byte_tokens_{};   // the <0xAB> token of each byte, or -1
     bool add_space_prefix_ = true;
 };

@@ -81,12 +81,42 @@ SpmTokenizer::SpmTokenizer(const gguf::File &file) {
         std::snprintf(hex, sizeof hex, "<0x%02X>", b);
         byte_tokens_[b] = find(hex);
     }
+
+    split_at_spaces_ = true;
+    for (const std::string &t : tokens_)
+        for (size_t at = t.find(kSpaceMark, 1); at != std::string::npos && split_at_spaces_; at = t.find(kSpaceMark, at + 1))
+            if (at < kSpaceMark.size() || t.compare(at - kSpaceMark.size(), kSpaceMark.size(), kSpaceMark) != 0)
+                split_at_spaces_ = false;
 }
 
+namespace {
+bool is_char_start(char c) { return (uint8_t(c) & 0xC0) != 0x80; }
+} // namespace
+
+// Merging over the whole text at once took a priority queue as large as the text (45-60 bytes of
+// memory per byte, and time growing faster than the text as it outgrew the caches). Words are merged
+// one at a time instead: exact where split_at_spaces_ holds (checked against the vocabulary at load),
+// and a word is cut every kMaxPieceBytes bytes otherwise (or when longer than that, as a text with no
+// spaces is), which only changes the tokens at the cuts.
 void SpmTokenizer::encode(std::string_view text, bool first_or_after_special, std::vector<int32_t> &out) const {
+    bool prefix = add_space_prefix_ && first_or_after_special;
+    size_t start = 0;
+    for (size_t i = 1; i <= text.size(); ++i) {
+        bool cut = i == text.size();
+        if (!cut && split_at_spaces_ && text[i] == ' ' && text[i - 1] != ' ')
+            cut = !(i >= kSpaceMark.size() && text.compare(i - kSpaceMark.size(), kSpaceMark.size(), kSpaceMark) == 0);
+        if (!cut && i - start >= kMaxPieceBytes && is_char_start(text[i])) cut = true;
+        if (!cut) continue;
+        encode_word(text.substr(start, i - start), prefix, out);
+        prefix = false;
+        start = i;
+    }
+}
+
+void SpmTokenizer::encode_word(std::string_view text, bool space_prefix, std::vector<int32_t> &out) const {
     std::string s;
     s.reserve(text.size() * 2 + 3);
-    if (add_space_prefix_ && first_or_after_special) s += kSpaceMark;
+    if (space_prefix) s += kSpaceMark;
     for (char c : text) {
         if (c == ' ') s += kSpaceMark;
         else s += c;

@@ -81,6 +81,8 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern void ember_session_cancel(SessionHandle session);
         [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_session_cancel_arm(SessionHandle session);
+        [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_session_logits(SessionHandle session, out IntPtr logits, out UIntPtr n_vocab);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_session_position(SessionHandle session, out uint position);

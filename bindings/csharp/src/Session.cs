@@ -103,13 +103,14 @@ namespace Ember
         }
 
         /// <summary>Evaluates tokens after the current position. A cancelled token stops it between
-        /// chunks and layers with OperationCanceledException, leaving the session as before the call.
-        /// (ember_session_cancel affects only a feed in progress: a cancellation in the instant between
-        /// the check on entry and the native feed starting, or as it finishes, lets it complete.)</summary>
+        /// chunks and layers with OperationCanceledException, leaving the session as before the call;
+        /// also a cancellation that comes before the native feed starts (the session is armed first,
+        /// ember_session_cancel_arm, so that it is kept).</summary>
         public void Feed(int[] tokens, CancellationToken cancellation = default(CancellationToken))
         {
             ThrowIfDisposed();
             if (tokens == null) throw new ArgumentNullException("tokens");
+            NativeMethods.ember_session_cancel_arm(Handle);
             cancellation.ThrowIfCancellationRequested();
             Status st;
             string message;
@@ -140,6 +141,7 @@ namespace Ember
             int token;
             IntPtr text;
             UIntPtr len;
+            NativeMethods.ember_session_cancel_arm(Handle);   // a cancel left from an earlier call must not stop this one
             Status st = EmberException.Check(NativeMethods.ember_generate_next(Handle, sampler.Handle, out token, out text, out len));
             return new TokenEvent(token, Utf8.FromNative(text, checked((int)len.ToUInt64())), st == Status.EndOfGeneration);
         }
@@ -196,6 +198,7 @@ namespace Ember
             if (onToken == null) throw new ArgumentNullException("onToken");
             if (maxTokens < 0) throw new ArgumentOutOfRangeException("maxTokens");
             sampler.ThrowIfDisposed();
+            NativeMethods.ember_session_cancel_arm(Handle);   // from here a cancellation is kept until the call sees it
             cancellation.ThrowIfCancellationRequested();
 
             var p = new ember_generate_params();

@@ -6,7 +6,9 @@
 // completions, streamed and not; stop sequences; 8 concurrent clients getting exactly their
 // single-client greedy outputs (continuous batching must not change them); bad requests answered with
 // the right 4xx and a JSON error; a streaming client that hangs up mid-stream; SIGTERM with a request
-// in flight. Exits 77 (skipped) without the model or the server binary.
+// in flight; and, on a second server with tight limits, what a hostile client tries (a gzip bomb, an
+// endless chunked body, headers and bodies sent a byte at a time, more requests than the server holds,
+// a non-streaming client that hangs up). Exits 77 (skipped) without the model or the server binary.
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,9 @@
 #include <thread>
 #include <unistd.h>
 #include <vector>
+#ifdef EMBER_TEST_ZLIB
+#include <zlib.h>
+#endif
 
 extern char **environ;
 
@@ -218,18 +223,28 @@ Stream post_stream(int port, const std::string &path, const json &body) {
     return s;
 }
 
-// Sends raw bytes on a new connection; reads the reply until the server closes or `limit_s` passes.
-// With hang_up_after set, closes the connection as soon as that text arrives (a client that leaves).
-std::string raw_http(int port, const std::string &bytes, double limit_s, const char *hang_up_after = nullptr) {
+// A connection to the server (or -1).
+int connect_to(int port) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return "";
+    if (fd < 0) return -1;
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// Sends raw bytes on a new connection; reads the reply until the server closes or `limit_s` passes.
+// With hang_up_after set, closes the connection as soon as that text arrives (a client that leaves).
+std::string raw_http(int port, const std::string &bytes, double limit_s, const char *hang_up_after = nullptr) {
+    const int fd = connect_to(port);
+    if (fd < 0) return "";
     std::string got;
-    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
-        send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+    if (send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
         const auto t0 = Clock::now();
         while (seconds_since(t0) < limit_s) {
             pollfd p{fd, POLLIN, 0};
@@ -284,6 +299,180 @@ std::string text_of(const Reply &r) {
     return "<no text>";
 }
 
+
+// Whether the server closed fd (EOF or reset) within limit_s; what it sent before goes to *got.
+bool closed_by_server(int fd, double limit_s, std::string *got = nullptr) {
+    const auto t0 = Clock::now();
+    while (seconds_since(t0) < limit_s) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 20) <= 0) continue;
+        char buf[4096];
+        const ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) return true;
+        if (got) got->append(buf, static_cast<size_t>(n));
+    }
+    return false;
+}
+
+int status_of(const std::string &response) {
+    return response.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(response.c_str() + 9) : 0;
+}
+
+#ifdef EMBER_TEST_ZLIB
+// n zero bytes, gzip-compressed (about 1000:1).
+std::string gzip_zeros(size_t n) {
+    z_stream z{};
+    deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
+    std::string out, in(1 << 20, '\0');
+    char buf[1 << 16];
+    size_t left = n;
+    do {
+        const size_t k = std::min(left, in.size());
+        left -= k;
+        z.next_in = reinterpret_cast<Bytef *>(in.data());
+        z.avail_in = static_cast<uInt>(k);
+        const int flush = left ? Z_NO_FLUSH : Z_FINISH;
+        do {
+            z.next_out = reinterpret_cast<Bytef *>(buf);
+            z.avail_out = sizeof buf;
+            deflate(&z, flush);
+            out.append(buf, sizeof buf - z.avail_out);
+        } while (z.avail_out == 0);
+    } while (left);
+    deflateEnd(&z);
+    return out;
+}
+#endif
+
+// Peak resident memory of a process, in KiB (VmHWM), or -1.
+long peak_rss_kib(pid_t pid) {
+    FILE *f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib;
+}
+
+// The limits against a hostile client, on a server of one slot, two pending requests, a 64 KiB body
+// limit and 1 s for headers and for bodies.
+void check_limits(const std::string &server, const std::string &model) {
+    ServerProcess srv;
+    if (!srv.start(server, {"-m", model, "--port", "0", "--parallel", "1", "--max-pending", "2", "-c", "1024", "-t", "2",
+                            "--max-body", "65536", "--header-timeout", "1", "--body-timeout", "1"})) {
+        CHECK(false, "the limited server did not start");
+        return;
+    }
+    const int port = srv.port;
+    const std::string small = completion("Once upon a time", 4).dump();
+
+#ifdef EMBER_TEST_ZLIB
+    // A gzip body of 16 KB that inflates to 16 MiB: refused at 64 KiB decompressed, at once, in little memory.
+    {
+        const std::string bomb = gzip_zeros(16u << 20);
+        const long rss0 = peak_rss_kib(srv.pid);
+        const auto t0 = Clock::now();
+        const std::string got = raw_http(port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                               "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(bomb.size()) +
+                                               "\r\n\r\n" + bomb, 10);
+        const double t = seconds_since(t0);
+        const long grown = peak_rss_kib(srv.pid) - rss0;
+        std::printf("gzip bomb (%zu bytes -> 16 MiB): status %d in %.3f s, server peak RSS +%ld KiB\n", bomb.size(),
+                    status_of(got), t, grown);
+        CHECK(status_of(got) == 413 && got.find("decompressed") != std::string::npos, "gzip bomb: %.300s", got.c_str());
+        CHECK(t < 2 && grown < 32 * 1024, "gzip bomb took %.2f s and %ld KiB", t, grown);
+    }
+#endif
+
+    // A chunked body over the limit (no Content-Length to refuse it by): 413, and the connection closed.
+    {
+        const int fd = connect_to(port);
+        std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+        send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+        const std::string chunk = "4000\r\n" + std::string(0x4000, ' ') + "\r\n";
+        for (int i = 0; i < 64; ++i)   // 1 MiB in all, if the server kept reading
+            if (send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0) break;
+        std::string got;
+        const bool closed = closed_by_server(fd, 5, &got);
+        close(fd);
+        CHECK(status_of(got) == 413 && closed, "chunked body over the limit: closed %d, %.300s", closed, got.c_str());
+    }
+
+    // Clients that send their headers (or their body) a byte at a time, each byte well within any per-read
+    // timeout: each is cut off at its deadline, and others are served meanwhile.
+    {
+        const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n";
+        std::vector<int> slow;
+        for (int i = 0; i < 12; ++i) slow.push_back(connect_to(port));
+        std::vector<double> closed_at(slow.size(), -1);
+        const auto t0 = Clock::now();
+        double t_models = -1;
+        std::thread other([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            const auto t1 = Clock::now();
+            const Reply r = get(port, "/v1/models");
+            t_models = r.status == 200 ? seconds_since(t1) : -1;
+        });
+        // Half of them trickle headers, half a complete header and then a trickled body.
+        for (size_t i = 0; i < slow.size(); i += 2) send(slow[i + 1], head.data(), head.size(), MSG_NOSIGNAL);
+        for (size_t step = 0; seconds_since(t0) < 4; ++step) {
+            for (size_t i = 0; i < slow.size(); ++i) {
+                if (closed_at[i] >= 0) continue;
+                const char c = i % 2 == 0 ? head[step % 20] : 'x';
+                pollfd p{slow[i], POLLIN, 0};
+                if (send(slow[i], &c, 1, MSG_NOSIGNAL) < 0 || (poll(&p, 1, 0) > 0 && closed_by_server(slow[i], 0.05)))
+                    closed_at[i] = seconds_since(t0);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        other.join();
+        for (size_t i = 0; i < slow.size(); ++i) {
+            CHECK(closed_at[i] >= 0 && closed_at[i] < 2.5, "slow %s client %zu: closed at %.2f s (limit 1 s)",
+                  i % 2 ? "body" : "header", i, closed_at[i]);
+            close(slow[i]);
+        }
+        CHECK(t_models >= 0 && t_models < 2, "GET /v1/models beside 12 slow clients: %.2f s", t_models);
+    }
+
+    // More requests than the server holds (one running, one waiting): the rest get 503 with Retry-After
+    // at once, and other routes are answered meanwhile.
+    {
+        const std::string longer = completion("Once upon a time", 300).dump();
+        std::vector<std::string> got(5);
+        std::vector<std::thread> clients;
+        for (size_t i = 0; i < got.size(); ++i)
+            clients.emplace_back([&, i] { got[i] = raw_http(port, http_post_bytes("/v1/completions", longer), 60); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        const auto t1 = Clock::now();
+        const Reply m = get(port, "/v1/models");
+        const double t_models = seconds_since(t1);
+        for (std::thread &t : clients) t.join();
+        int ok = 0, busy = 0;
+        for (const std::string &g : got) {
+            if (status_of(g) == 200) ++ok;
+            if (status_of(g) == 503 && g.find("Retry-After: 1") != std::string::npos && g.find("server_busy") != std::string::npos)
+                ++busy;
+        }
+        CHECK(ok == 2 && busy == 3, "5 requests on a server holding 2: %d answered, %d refused with 503", ok, busy);
+        CHECK(m.status == 200 && t_models < 1, "GET /v1/models while the server is full: %d in %.2f s", m.status, t_models);
+    }
+
+    // A non-streaming client that hangs up: its request is cancelled, so the one slot is free for the next
+    // request at once (it used to generate to its end: some 1000 tokens here).
+    {
+        const std::string endless = completion("Once upon a time", 1000).dump();
+        raw_http(port, http_post_bytes("/v1/completions", endless), 0.3);   // hangs up after 0.3 s
+        const auto t0 = Clock::now();
+        const Reply r = post(port, "/v1/completions", small);
+        const double t = seconds_since(t0);
+        CHECK(r.status == 200 && t < 1.5, "the request after a hang-up: %d in %.2f s (was the abandoned one cancelled?)",
+              r.status, t);
+    }
+    const int rc = srv.stop(10);
+    CHECK(rc == 0, "limited server: exit status %d", rc);
+}
 } // namespace
 
 int main() {
@@ -529,6 +718,8 @@ int main() {
         CHECK(rc == 0, "exit status %d after SIGTERM", rc);
         CHECK(seconds_since(t0) < 5, "shutdown took %.2f s", seconds_since(t0));
     }
+
+    check_limits(server_env, model);
 
     std::printf("%s: %d failure(s), %.2f s\n", g_failures ? "FAILED" : "passed", g_failures, seconds_since(t_start));
     return g_failures ? 1 : 0;

@@ -439,6 +439,7 @@ extern "C" {
     pub fn ember_session_fork(session: *mut ember_session, out: *mut *mut ember_session) -> ember_status;
     pub fn ember_session_feed(session: *mut ember_session, tokens: *const ember_token, n_tokens: usize) -> ember_status;
     pub fn ember_session_cancel(session: *mut ember_session);
+    pub fn ember_session_cancel_arm(session: *mut ember_session);
     pub fn ember_session_logits(
         session: *const ember_session,
         out_logits: *mut *const f32,

@@ -1,5 +1,5 @@
 //! Generation: one token at a time, as an iterator, or in one call with a streaming closure.
-use crate::error::{check, Result};
+use crate::error::{check, Error, Result, Status};
 use crate::{Sampler, Session, Token};
 use ember_sys as sys;
 use std::any::Any;
@@ -75,6 +75,13 @@ impl<'m> Session<'m> {
     /// One decode step (`ember_generate_next`): samples from the current logits, records the token in
     /// the sampler and, unless it ends generation, feeds it.
     pub fn generate_next(&mut self, sampler: &mut Sampler) -> Result<Piece> {
+        self.arm_cancel();
+        self.step(sampler)
+    }
+
+    /// One decode step without arming: a `Tokens` iteration's pending cancel stops it
+    /// (`ember_generate_next` then returns EMBER_STOPPED, here an `Err` with `Status::Cancelled`).
+    fn step(&mut self, sampler: &mut Sampler) -> Result<Piece> {
         let mut token = 0;
         let mut text = ptr::null();
         let mut len = 0usize;
@@ -82,14 +89,18 @@ impl<'m> Session<'m> {
         let st = check(unsafe {
             sys::ember_generate_next(self.as_ptr(), sampler.as_ptr(), &mut token, &mut text, &mut len)
         })?;
+        if st == sys::EMBER_STOPPED {
+            return Err(Error { status: Status::Cancelled, message: "cancelled by a CancelHandle".to_string() });
+        }
         Ok(Piece { token, text: text_of(text, len), end_of_generation: st == sys::EMBER_END_OF_GENERATION })
     }
 
     /// Streams up to `max_tokens` pieces, one decode step each. The last piece may be the
     /// end-of-generation token (`end_of_generation` set); after it, or after an error, the iterator
-    /// ends. Each step is one short C call: to stop, stop iterating (a `CancelHandle` is for the
-    /// long calls, `feed` and `generate`).
+    /// ends. A `CancelHandle` stops it from another thread: the next step gives an `Err` with
+    /// `Status::Cancelled` (a cancel between steps is kept for it) and the iterator ends.
     pub fn tokens<'s>(&'s mut self, sampler: &'s mut Sampler, max_tokens: usize) -> Tokens<'s, 'm> {
+        self.arm_cancel();
         Tokens { session: self, sampler, left: max_tokens, done: false }
     }
 
@@ -112,6 +123,7 @@ impl<'m> Session<'m> {
         p.on_token = Some(token_trampoline::<F>);
         p.user_data = &mut ctx as *mut Stream<F> as *mut c_void;
         let mut count = 0usize;
+        self.arm_cancel();
         // SAFETY: live session and sampler, params whose user_data outlives the call.
         let st = unsafe { sys::ember_generate(self.as_ptr(), sampler.as_ptr(), &p, &mut count) };
         if let Some(payload) = ctx.panic {
@@ -142,7 +154,7 @@ impl Iterator for Tokens<'_, '_> {
             return None;
         }
         self.left -= 1;
-        let r = self.session.generate_next(self.sampler);
+        let r = self.session.step(self.sampler);
         self.done = match &r {
             Ok(p) => p.end_of_generation,
             Err(_) => true,

@@ -101,10 +101,13 @@ struct CancelTarget(Mutex<*mut sys::ember_session>);
 unsafe impl Send for CancelTarget {}
 unsafe impl Sync for CancelTarget {}
 
-/// Stops the `feed`/`generate` running on a session from another thread (a user's Ctrl-C, a UI button).
-/// A cancelled feed returns an `Error` with `Status::Cancelled` and leaves the session as before it;
-/// a cancelled generation ends with `Finish::Stopped` after the token it was emitting. Cancelling
-/// affects only a call in progress, and does nothing once the session is dropped.
+/// Stops the `feed`/`generate` running on a session from another thread (a user's Ctrl-C, a UI button),
+/// or a `tokens` iteration. A cancelled feed returns an `Error` with `Status::Cancelled` and leaves the
+/// session as before it; a cancelled generation ends with `Finish::Stopped` after the token it was
+/// emitting; a cancelled iteration gives one `Err` with `Status::Cancelled` at its next step and ends
+/// (a cancel between two steps is kept for the next one: `ember_session_cancel_arm`). Each `feed`,
+/// `generate`, `generate_next` and `tokens` starts uncancelled; a cancel does nothing once the session
+/// is dropped.
 #[derive(Clone)]
 pub struct CancelHandle {
     target: Arc<CancelTarget>,
@@ -166,8 +169,15 @@ impl<'m> Session<'m> {
     /// Evaluates `tokens` after the current position. `ContextFull` if they do not fit (nothing is
     /// evaluated), `Cancelled` when a `CancelHandle` stopped it (the session is as before).
     pub fn feed(&mut self, tokens: &[Token]) -> Result<()> {
+        self.arm_cancel();
         // SAFETY: live session, token slice.
         check(unsafe { sys::ember_session_feed(self.as_ptr(), tokens.as_ptr(), tokens.len()) }).map(|_| ())
+    }
+
+    /// Starts a call uncancelled, with a cancel that comes from now on kept until the call sees it.
+    pub(crate) fn arm_cancel(&mut self) {
+        // SAFETY: live session; called on the thread that uses it, as ember.h asks.
+        unsafe { sys::ember_session_cancel_arm(self.as_ptr()) }
     }
 
     /// The logits after the last fed token (n_vocab values). Borrowed from the session: the borrow ends

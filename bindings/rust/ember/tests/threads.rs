@@ -76,6 +76,36 @@ fn generation_cancelled_from_another_thread() {
 }
 
 #[test]
+fn token_iteration_cancelled_from_another_thread() {
+    let Some(path) = model_path() else { return };
+    let model = Model::load(&path).unwrap();
+    let mut s = Session::new(&model, &small_session_params()).unwrap();
+    s.feed(&model.tokenize(PROMPT, true, false).unwrap()).unwrap();
+    let handle = s.cancel_handle();
+    let mut sampler = Sampler::greedy().unwrap();
+    let mut ok = 0;
+    let mut cancelled = false;
+    for piece in s.tokens(&mut sampler, 100) {
+        match piece {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                assert_eq!(e.status, Status::Cancelled, "{e}");
+                cancelled = true;
+            }
+        }
+        if ok == 3 {
+            // Between two steps, from another thread: kept for the next step, which stops.
+            let h = handle.clone();
+            std::thread::spawn(move || h.cancel()).join().unwrap();
+        }
+    }
+    assert!(cancelled, "the iteration ran on after a cancel ({ok} pieces)");
+    assert_eq!(ok, 3);
+    // A new call starts uncancelled.
+    assert!(s.generate_next(&mut sampler).is_ok());
+}
+
+#[test]
 fn load_cancelled_by_progress_and_panics_stay_out_of_c() {
     let Some(path) = model_path() else { return };
     let mut calls = 0;
