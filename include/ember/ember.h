@@ -111,6 +111,10 @@ typedef enum ember_status {
     EMBER_ERR_INVALID_STATE = -12,
     /** Saved data is truncated, corrupted, from a newer format version or from another model. */
     EMBER_ERR_CORRUPT_DATA = -13,
+    /** A grammar constrains sampling and no token of the vocabulary can continue it, while what was
+     *  generated is not yet complete (added in EMBER_1.4). Generation cannot go on; the sampler and
+     *  session are unchanged, so the caller may reset the sampler or stop. */
+    EMBER_ERR_GRAMMAR_DEAD_END = -14,
     /** A bug in ember. The message says where; please report it. */
     EMBER_ERR_INTERNAL = -100
 } ember_status;
