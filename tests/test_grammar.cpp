@@ -145,6 +145,15 @@ static void test_masks(void **) {
     auto hm = g->mask(half);
     assert_true(hm->test(15));
     assert_int_equal(hm->n_allowed, 1);
+    // Overlong encodings and surrogates are not characters: " " written in 2 or 4 bytes is refused.
+    auto sp = compile("root ::= \" \" [^a]\n", v);
+    assert_int_equal(sp->advance_bytes(sp->start(), "\xc0\xa0"), GrammarAutomaton::kDead);
+    assert_int_equal(sp->advance_bytes(sp->start(), "\xf0\x80\x80\xa0"), GrammarAutomaton::kDead);
+    const int32_t after_space = sp->advance_bytes(sp->start(), " ");
+    assert_int_equal(sp->advance_bytes(after_space, "\xed\xa0\x80"), GrammarAutomaton::kDead);
+    assert_int_equal(sp->advance_bytes(after_space, "\xed\xa0"), GrammarAutomaton::kDead);
+    assert_true(sp->accepts(sp->advance_bytes(after_space, "\xf4\x8f\xbf\xbf")));   // U+10FFFF
+    assert_int_equal(sp->advance_bytes(after_space, "\xf4\x90"), GrammarAutomaton::kDead);   // beyond it
     // Masks are cached per state.
     const auto before = g->stats();
     g->mask(g->start());

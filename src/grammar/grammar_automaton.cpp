@@ -11,6 +11,11 @@ namespace {
 // (beyond GrammarLimits::kMaxStackDepth because tail calls do not deepen stacks).
 constexpr uint32_t kMaxClosureDepth = 2048;
 
+// The code points a UTF-8 sequence of `len` bytes may encode: shorter encodings (overlong forms) and
+// beyond U+10FFFF are invalid, so a token's bytes cannot smuggle a character past a class.
+constexpr uint32_t kMinOfLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+constexpr uint32_t kMaxOfLength[5] = {0, 0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+
 uint64_t hash_nodes(const std::vector<uint32_t> &v) {
     uint64_t h = 1469598103934665603ull;
     for (uint32_t x : v) h = (h ^ x) * 1099511628211ull;
@@ -27,7 +32,7 @@ GrammarAutomaton::GrammarAutomaton(GrammarRules rules) : g_(std::move(rules)) {
         const uint32_t n = node(a, 0);
         if (n != kNone) closure_into(n, init, 0);
     }
-    start_ = state(config(init), 0, 0);
+    start_ = state(config(init), 0, 0, 0);
 }
 
 uint32_t GrammarAutomaton::node(uint32_t pos, uint32_t parent) {
@@ -103,19 +108,20 @@ int32_t GrammarAutomaton::advance(uint32_t c, uint32_t cp) {
     return static_cast<int32_t>(config(next));
 }
 
-bool GrammarAutomaton::partial_ok(uint32_t c, uint32_t cp, uint8_t remaining) const {
+bool GrammarAutomaton::partial_ok(uint32_t c, uint32_t cp, uint8_t remaining, uint8_t len) const {
     const uint32_t shift = 6u * remaining;
-    const uint32_t lo = cp << shift, hi = lo | ((1u << shift) - 1);
+    const uint32_t lo = std::max(cp << shift, kMinOfLength[len]), hi = std::min(cp << shift | ((1u << shift) - 1), kMaxOfLength[len]);
+    if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;   // only overlong forms or surrogates
     for (uint32_t n : configs_[c])
         if (n != 0 && g_.classes[g_.syms[nodes_[n].pos].id].intersects(lo, hi)) return true;
     return false;
 }
 
-int32_t GrammarAutomaton::state(uint32_t c, uint32_t cp, uint8_t remaining) {
-    const uint64_t key = (uint64_t(c) << 24) | (uint64_t(remaining) << 21) | cp;
+int32_t GrammarAutomaton::state(uint32_t c, uint32_t cp, uint8_t remaining, uint8_t len) {
+    const uint64_t key = (uint64_t(c) << 25) | (uint64_t(len) << 23) | (uint64_t(remaining) << 21) | cp;
     auto it = state_ids_.find(key);
     if (it != state_ids_.end()) return it->second;
-    State st{c, cp, remaining, false, false};
+    State st{c, cp, remaining, len, false, false};
     const std::vector<uint32_t> &nodes = configs_[c];
     st.accept = remaining == 0 && !nodes.empty() && nodes[0] == 0;
     st.can_continue = remaining > 0 || (!nodes.empty() && nodes.back() != 0);
@@ -147,7 +153,7 @@ int32_t GrammarAutomaton::compute(int32_t from, uint8_t b) {
     if (st.remaining == 0) {
         if (b < 0x80) {
             const int32_t c = advance(st.config, b);
-            return c == kDead ? kDead : state(static_cast<uint32_t>(c), 0, 0);
+            return c == kDead ? kDead : state(static_cast<uint32_t>(c), 0, 0, 0);
         }
         // A lead byte (overlong 0xC0/0xC1 and leads beyond U+10FFFF are invalid).
         uint32_t cp;
@@ -156,15 +162,17 @@ int32_t GrammarAutomaton::compute(int32_t from, uint8_t b) {
         else if (b >= 0xE0 && b <= 0xEF) cp = b & 0x0Fu, rem = 2;
         else if (b >= 0xF0 && b <= 0xF4) cp = b & 0x07u, rem = 3;
         else return kDead;
-        return partial_ok(st.config, cp, rem) ? state(st.config, cp, rem) : kDead;
+        const uint8_t len = static_cast<uint8_t>(rem + 1);
+        return partial_ok(st.config, cp, rem, len) ? state(st.config, cp, rem, len) : kDead;
     }
     const uint32_t cp = (st.cp << 6) | (b & 0x3Fu);
     const uint8_t rem = static_cast<uint8_t>(st.remaining - 1);
     if (rem == 0) {
+        if (cp < kMinOfLength[st.len] || cp > kMaxOfLength[st.len] || (cp >= 0xD800 && cp <= 0xDFFF)) return kDead;
         const int32_t c = advance(st.config, cp);
-        return c == kDead ? kDead : state(static_cast<uint32_t>(c), 0, 0);
+        return c == kDead ? kDead : state(static_cast<uint32_t>(c), 0, 0, 0);
     }
-    return partial_ok(st.config, cp, rem) ? state(st.config, cp, rem) : kDead;
+    return partial_ok(st.config, cp, rem, st.len) ? state(st.config, cp, rem, st.len) : kDead;
 }
 
 } // namespace ember::grammar

@@ -48,6 +48,7 @@ private:
         uint32_t config;
         uint32_t cp;          // bits of the partial character so far
         uint8_t remaining;    // continuation bytes still missing (0: at a character boundary)
+        uint8_t len;          // the partial character's length in bytes (its lead byte says)
         bool accept, can_continue;
         int64_t table = -1;   // offset of its transitions in table_ (256 entries, or 64 when partial)
     };
@@ -56,8 +57,8 @@ private:
     void closure_into(uint32_t n, std::vector<uint32_t> &out, uint32_t depth);
     uint32_t config(std::vector<uint32_t> &nodes);   // sorts, dedups, interns
     int32_t advance(uint32_t config, uint32_t cp);   // configuration id after cp, or kDead
-    bool partial_ok(uint32_t config, uint32_t cp, uint8_t remaining) const;
-    int32_t state(uint32_t config, uint32_t cp, uint8_t remaining);
+    bool partial_ok(uint32_t config, uint32_t cp, uint8_t remaining, uint8_t len) const;
+    int32_t state(uint32_t config, uint32_t cp, uint8_t remaining, uint8_t len);
     int32_t compute(int32_t from, uint8_t byte);
 
     GrammarRules g_;

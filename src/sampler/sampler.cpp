@@ -19,7 +19,8 @@ Sampler::Sampler(const SamplerParams &p) : p_(p), rng_(p.seed) {
     if (!std::isfinite(p.frequency_penalty) || !std::isfinite(p.presence_penalty))
         fail(EMBER_ERR_INVALID_ARGUMENT, "frequency_penalty and presence_penalty must be finite");
     if (p.penalty_last_n < 0) fail(EMBER_ERR_INVALID_ARGUMENT, "penalty_last_n must be >= 0, got %d", p.penalty_last_n);
-    if (p.n_logprobs < 0) fail(EMBER_ERR_INVALID_ARGUMENT, "n_logprobs must be >= 0, got %d", p.n_logprobs);
+    if (p.n_logprobs < 0 || p.n_logprobs > kMaxLogprobs)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "n_logprobs must be in [0, %d], got %d", kMaxLogprobs, p.n_logprobs);
 }
 
 void Sampler::reset() {

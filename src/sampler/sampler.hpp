@@ -49,6 +49,7 @@ struct TokenDist {
 
 class Sampler {
 public:
+    static constexpr int32_t kMaxLogprobs = 20;
     // Throws EMBER_ERR_INVALID_ARGUMENT for out-of-range parameters, naming the field.
     explicit Sampler(const SamplerParams &p);
     // distribution() then draw(): one uniform number from the sampler's generator per sampled token.
@@ -71,6 +72,9 @@ public:
     // EMBER_ERR_INVALID_ARGUMENT for a token the grammar does not allow (changing nothing).
     void set_grammar(std::shared_ptr<grammar::CompiledGrammar> g);
     bool has_grammar() const { return matcher_ != nullptr; }
+    // The grammar position itself, to put aside and back (a grammar for one generate call).
+    std::shared_ptr<grammar::GrammarMatcher> matcher_shared() const { return matcher_; }
+    void set_matcher(std::shared_ptr<grammar::GrammarMatcher> m) { matcher_ = std::move(m); }
     grammar::GrammarMatcher *matcher() { return matcher_.get(); }
 
     // With n_logprobs > 0: the sampled token's log-probability and the top n of the last sample().
