@@ -234,7 +234,8 @@ double median(std::vector<double> v) {
 
 int cmd_bench(int argc, char **argv) {
     const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel",
-                                        "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds"},
+                                        "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds",
+                                        "--json-schema", "--grammar", "--grammar-vocab"},
                             {"--prefix-reuse", "--lookup", "--draft-fixed"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
@@ -242,6 +243,7 @@ int cmd_bench(int argc, char **argv) {
     if (P < 1 || G < 1) return usage_error("bench: -p and -n must be >= 1");
     if (N < 0 || N > 1024) return usage_error("bench: --parallel must be in 1..1024");
     if (a.flag("--prefix-reuse")) return bench_prefix_reuse(a, model_path, P);
+    if (a.has("--json-schema") || a.has("--grammar")) return bench_grammar(a, model_path, G);
     if (N > 0) return bench_parallel(a, model_path, P, G, N);
     const bool speculating = a.has("--draft") || a.flag("--lookup");
     const long rounds = a.integer("--rounds", speculating ? 3 : 1);

@@ -55,6 +55,11 @@ namespace Ember.Native
         protected override void Free(IntPtr h) { NativeMethods.ember_engine_free(h); }
     }
 
+    internal sealed class GrammarHandle : ModelChildHandle
+    {
+        protected override void Free(IntPtr h) { NativeMethods.ember_grammar_free(h); }
+    }
+
     internal sealed class SamplerHandle : EmberHandle
     {
         protected override bool ReleaseHandle()
