@@ -5,6 +5,11 @@
 
 #include "core/error.hpp"
 #include "grammar/grammar.hpp"
+#include "sampler/sampler.hpp"
+
+#include <cmath>
+#include <limits>
+#include <random>
 
 #include <string>
 #include <vector>
@@ -175,12 +180,55 @@ static void test_dead_end_and_depth(void **) {
     assert_int_equal(st, GrammarAutomaton::kDead);
 }
 
+// The sampler's shortcuts (greedy: check the best token's bytes; top-k: check the k best) choose what
+// masking first would: compared with a plain sampler on logits whose disallowed tokens are -inf.
+static void test_sampler_shortcuts_exact(void **) {
+    // Inside the string most tokens are allowed, so the shortcuts apply often; elsewhere few are.
+    auto v = vocab_of({"{", "}", "\"", "a", "ab", "b\"", "\":", ":", " ", "1", "12", "[", "]", ",", "x", "c", "d", "e",
+                       "f", "cd", "ef", "g h", "Q", "\n"});
+    auto g = compile("root ::= \"{\" ( \"\\\"\" [a-h ]{1,12} \"\\\":\" \" \"? ( [0-9]{1,4} | \"[\" [0-9]? \"]\" ) )? \"}\"\n", v);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (float temp : {0.0f, 0.8f}) {
+        for (int32_t top_k : {0, 3, 8, 40})
+        for (float top_p : {1.0f, 0.9f}) {
+            ember::SamplerParams p;
+            p.temperature = temp;
+            p.top_k = top_k;
+            p.top_p = top_p;
+            p.seed = 99;
+            ember::Sampler constrained(p), reference(p);
+            constrained.set_grammar(g);
+            int32_t state = g->start();
+            for (int step = 0; step < 1000; ++step) {
+                std::vector<float> logits(static_cast<size_t>(v->n_vocab));
+                for (float &x : logits) x = normal(rng);
+                std::vector<float> masked = logits;
+                auto m = g->mask(state);
+                for (size_t i = 0; i < masked.size(); ++i)
+                    if (!m->test(static_cast<int32_t>(i))) masked[i] = -std::numeric_limits<float>::infinity();
+                const int32_t want = reference.sample(masked.data(), masked.size());
+                const int32_t got = constrained.sample(logits.data(), logits.size());
+                if (want != got) fail_msg("temp %g top_k %d top_p %g step %d: %d, masking first gives %d", temp, top_k, top_p, step, got, want);
+                constrained.accept(got);
+                state = g->advance(state, got);
+                if (v->is_eog(got)) {   // complete: start over
+                    constrained.reset();
+                    reference.reset();
+                    state = g->start();
+                }
+            }
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_sentences),
         cmocka_unit_test(test_masks),
         cmocka_unit_test(test_dead_end_and_depth),
+        cmocka_unit_test(test_sampler_shortcuts_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

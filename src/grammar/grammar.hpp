@@ -85,6 +85,8 @@ public:
     // is unchanged then).
     void accept(int32_t token);
     std::shared_ptr<const TokenMask> mask() { return g_->mask(state_); }
+    // Whether the grammar allows `token` next (its bytes stepped through; no mask needed).
+    bool allows(int32_t token) { return g_->advance(state_, token) != GrammarAutomaton::kDead; }
     bool complete() { return g_->accepts(state_); }
     void reset() { state_ = g_->start(); }
     CompiledGrammar &grammar() { return *g_; }

@@ -131,7 +131,7 @@ int32_t GrammarAutomaton::state(uint32_t c, uint32_t cp, uint8_t remaining, uint
     return id;
 }
 
-int32_t GrammarAutomaton::step(int32_t s, uint8_t byte) {
+int32_t GrammarAutomaton::step_slow(int32_t s, uint8_t byte) {
     State &st = states_[static_cast<size_t>(s)];
     if (st.remaining && (byte & 0xC0) != 0x80) return kDead;
     if (st.table < 0) {
