@@ -95,6 +95,26 @@ static void test_errors(void **state) {
     assert_int_equal(ember_grammar_create_gbnf(NULL, "root ::= \"a\"", 12, &g), EMBER_ERR_INVALID_ARGUMENT);
     assert_string_equal(ember_status_string(EMBER_ERR_GRAMMAR_DEAD_END), "EMBER_ERR_GRAMMAR_DEAD_END");
     ember_grammar_free(NULL);
+
+    /* A grammar does not refer to its model once made: it may outlive it (ASan checks the use below). */
+    ember_model *vocab;
+    ember_model_params mp;
+    ember_model_params_init(&mp);
+    mp.vocab_only = true;
+    assert_int_equal(ember_model_load(test_find_model("stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf"), &mp, &vocab),
+                     EMBER_OK);
+    ember_grammar *yes = NULL;
+    assert_int_equal(ember_grammar_create_gbnf(vocab, "root ::= \"yes\"", 14, &yes), EMBER_OK);
+    ember_model_free(vocab);
+    ember_sampler *sampler = test_greedy_sampler();
+    assert_int_equal(ember_sampler_set_grammar(sampler, yes), EMBER_OK);
+    ember_grammar_free(yes);
+    static float logits[32000];
+    ember_token tok;
+    assert_int_equal(ember_sampler_sample(sampler, logits, 32000, &tok), EMBER_OK);
+    assert_int_equal(ember_sampler_accept(sampler, tok), EMBER_OK);
+    assert_int_equal(ember_sampler_sample(sampler, logits, 31999, &tok), EMBER_ERR_INVALID_ARGUMENT); /* another vocabulary */
+    ember_sampler_free(sampler);
 }
 
 static void test_greedy_in_language(void **state) {

@@ -1,6 +1,7 @@
 #include "grammar/json_value.hpp"
 
 #include "core/error.hpp"
+#include "tokenizer/unicode.hpp"
 
 #include <cmath>
 #include <cstdlib>
@@ -12,25 +13,6 @@ const JsonValue *JsonValue::get(std::string_view key) const {
     for (const auto &[k, v] : members)
         if (k == key) return &v;
     return nullptr;
-}
-
-void json_quote(std::string &out, std::string_view s) {
-    out += '"';
-    for (unsigned char c : s) {
-        switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        default:
-            if (c < 0x20) out += format("\\u%04x", c);
-            else out += static_cast<char>(c);
-        }
-    }
-    out += '"';
 }
 
 std::string JsonValue::dump() const {
@@ -174,17 +156,6 @@ private:
         return v;
     }
 
-    static void append_utf8(std::string &out, uint32_t cp) {
-        if (cp < 0x80) out += static_cast<char>(cp);
-        else if (cp < 0x800) out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
-        else if (cp < 0x10000)
-            out += static_cast<char>(0xE0 | (cp >> 12)), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
-                out += static_cast<char>(0x80 | (cp & 0x3F));
-        else
-            out += static_cast<char>(0xF0 | (cp >> 18)), out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F)),
-                out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-
     std::string string() {
         ++i_;   // the opening quote
         std::string out;
@@ -216,7 +187,7 @@ private:
                 } else if (cp >= 0xD800 && cp <= 0xDFFF) {
                     error("unpaired surrogate");
                 }
-                append_utf8(out, cp);
+                tok::utf8_append(out, cp);
                 break;
             }
             default: error("unknown escape in a string");

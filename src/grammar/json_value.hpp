@@ -6,6 +6,8 @@
 // cannot exhaust the stack.
 #pragma once
 
+#include "core/json_escape.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -33,7 +35,6 @@ constexpr uint32_t kJsonMaxDepth = 128;
 // Throws Error(EMBER_ERR_INVALID_ARGUMENT, "<what>: line L, column C: ...").
 JsonValue parse_json(std::string_view text, const char *what = "json");
 
-// Appends s as a JSON string literal (quotes and escapes).
-void json_quote(std::string &out, std::string_view s);
+// json_quote (a string as a JSON literal) is core/json_escape.hpp's.
 
 } // namespace ember::grammar

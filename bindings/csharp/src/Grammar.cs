@@ -7,7 +7,7 @@ namespace Ember
     /// <summary>A grammar that constrains sampling to the text it allows (ember_grammar): made from GBNF
     /// (llama.cpp's grammar syntax) or a JSON Schema, for one model's vocabulary. Attach it to a sampler
     /// (Sampler.SetGrammar); generated text then always matches it. Safe to share between samplers and
-    /// threads. The model must stay open while the grammar is used (the handle holds a reference).</summary>
+    /// threads. It keeps what it needs of the vocabulary, so it does not depend on the model.</summary>
     public sealed class Grammar : IDisposable
     {
         internal readonly GrammarHandle Handle;
@@ -36,7 +36,6 @@ namespace Ember
                 h.Dispose();
                 throw e;
             }
-            h.HoldModel(model.Handle);
             return new Grammar(h);
         }
 

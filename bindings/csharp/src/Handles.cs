@@ -55,9 +55,14 @@ namespace Ember.Native
         protected override void Free(IntPtr h) { NativeMethods.ember_engine_free(h); }
     }
 
-    internal sealed class GrammarHandle : ModelChildHandle
+    /// <summary>A grammar: it does not refer to its model once made, so it holds no reference on it.</summary>
+    internal sealed class GrammarHandle : EmberHandle
     {
-        protected override void Free(IntPtr h) { NativeMethods.ember_grammar_free(h); }
+        protected override bool ReleaseHandle()
+        {
+            NativeMethods.ember_grammar_free(handle);
+            return true;
+        }
     }
 
     internal sealed class SamplerHandle : EmberHandle
