@@ -228,6 +228,73 @@ static void test_struct_size(void **state) {
         assert_int_equal(size, 48);
         for (size_t i = 48; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
     }
+    /* The structs that grew in EMBER_1.4: their older inits write only the older struct. */
+    const struct { const char *name, *node; uint32_t size; } grown_1_4[] = {
+        {"ember_generate_params_init", "EMBER_1.2", 32},
+        {"ember_sampler_params_init", "EMBER_1", 48},
+        {"ember_request_params_init", "EMBER_1", 56},
+    };
+    for (size_t k = 0; k < sizeof grown_1_4 / sizeof grown_1_4[0]; ++k) {
+        init_fn old = (init_fn)dlvsym(RTLD_DEFAULT, grown_1_4[k].name, grown_1_4[k].node);
+        if (!old) {
+            printf("note: no %s@%s to check (static build?)\n", grown_1_4[k].name, grown_1_4[k].node);
+            continue;
+        }
+        unsigned char buf[96];
+        memset(buf, 0xCD, sizeof buf);
+        old(buf);
+        uint32_t size;
+        memcpy(&size, buf, 4);
+        assert_int_equal(size, grown_1_4[k].size);
+        for (size_t i = grown_1_4[k].size; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
+    }
+    /* Callers built before EMBER_1.4: what lies past their structs (garbage here: as a grammar or stop
+     * pointer it would crash) is not read. */
+    {
+        union { ember_sampler_params s; unsigned char bytes[sizeof(ember_sampler_params) + 32]; } smp_old;
+        memset(&smp_old, 0xAB, sizeof smp_old);
+        ember_sampler_params_init(&smp_old.s);
+        memset(&smp_old.s.n_logprobs, 0xAB, sizeof smp_old.s.n_logprobs);
+        smp_old.s.temperature = 0;
+        smp_old.s.struct_size = 48;
+        ember_sampler *old_sampler = NULL;
+        assert_int_equal(ember_sampler_create(&smp_old.s, &old_sampler), EMBER_OK);   /* n_logprobs not read */
+        ember_session *os = NULL;
+        assert_int_equal(ember_session_create(m, NULL, &os), EMBER_OK);
+        const ember_token p3[3] = {1, 403, 407};
+        assert_int_equal(ember_session_feed(os, p3, 3), EMBER_OK);
+        union { ember_generate_params s; unsigned char bytes[sizeof(ember_generate_params) + 32]; } gp_old;
+        memset(&gp_old, 0xAB, sizeof gp_old);
+        ember_generate_params_init(&gp_old.s);
+        memset(gp_old.bytes + 25, 0xAB, sizeof gp_old - 25);
+        gp_old.s.struct_size = 32;
+        gp_old.s.max_tokens = 1;
+        size_t n_gen = 0;
+        const ember_status gst = ember_generate(os, old_sampler, &gp_old.s, &n_gen);
+        assert_true(gst == EMBER_OK || gst == EMBER_END_OF_GENERATION);
+        assert_int_equal(n_gen, 1);
+        ember_session_free(os);
+        ember_sampler_free(old_sampler);
+        ember_engine_params ep1;
+        ember_engine_params_init(&ep1);
+        ep1.n_ctx = 64;
+        ep1.n_seq_max = 1;
+        ep1.manual_step = true;
+        ember_engine *e1 = NULL;
+        assert_int_equal(ember_engine_create(m, &ep1, &e1), EMBER_OK);
+        union { ember_request_params s; unsigned char bytes[sizeof(ember_request_params) + 32]; } rp_old;
+        memset(&rp_old, 0xAB, sizeof rp_old);
+        ember_request_params_init(&rp_old.s);
+        memset(&rp_old.s.grammar, 0xAB, sizeof rp_old - offsetof(ember_request_params, grammar));
+        rp_old.s.struct_size = 56;
+        rp_old.s.prompt = p3;
+        rp_old.s.n_prompt = 3;
+        rp_old.s.max_tokens = 1;
+        ember_request *r1 = NULL;
+        assert_int_equal(ember_request_submit(e1, &rp_old.s, &r1), EMBER_OK);
+        ember_request_free(r1);
+        ember_engine_free(e1);
+    }
 
     /* Output struct: an older, smaller ember_model_info gets only the fields it has. */
     ember_model_info info;

@@ -24,6 +24,7 @@ const (
 	StatusBackend         Status = -11
 	StatusInvalidState    Status = -12
 	StatusCorruptData     Status = -13
+	StatusGrammarDeadEnd  Status = -14
 	StatusInternal        Status = -100
 )
 
@@ -45,6 +46,7 @@ var statusNames = map[Status]string{
 	StatusBackend:         "EMBER_ERR_BACKEND",
 	StatusInvalidState:    "EMBER_ERR_INVALID_STATE",
 	StatusCorruptData:     "EMBER_ERR_CORRUPT_DATA",
+	StatusGrammarDeadEnd:  "EMBER_ERR_GRAMMAR_DEAD_END",
 	StatusInternal:        "EMBER_ERR_INTERNAL",
 }
 

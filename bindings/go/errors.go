@@ -35,6 +35,7 @@ var (
 	ErrBackend         = &Error{Status: StatusBackend}
 	ErrInvalidState    = &Error{Status: StatusInvalidState}
 	ErrCorruptData     = &Error{Status: StatusCorruptData}
+	ErrGrammarDeadEnd  = &Error{Status: StatusGrammarDeadEnd}
 	ErrInternal        = &Error{Status: StatusInternal}
 )
 

@@ -78,6 +78,7 @@ func cgoStructLayouts() []cStructLayout {
 			{"presence_penalty", unsafe.Offsetof(s3.presence_penalty), unsafe.Sizeof(s3.presence_penalty)},
 			{"penalty_last_n", unsafe.Offsetof(s3.penalty_last_n), unsafe.Sizeof(s3.penalty_last_n)},
 			{"seed", unsafe.Offsetof(s3.seed), unsafe.Sizeof(s3.seed)},
+			{"n_logprobs", unsafe.Offsetof(s3.n_logprobs), unsafe.Sizeof(s3.n_logprobs)},
 		}},
 		{"ember_generate_params", C.sizeof_ember_generate_params, unsafe.Alignof(s4), []cFieldLayout{
 			{"struct_size", unsafe.Offsetof(s4.struct_size), unsafe.Sizeof(s4.struct_size)},
@@ -85,6 +86,10 @@ func cgoStructLayouts() []cStructLayout {
 			{"on_token", unsafe.Offsetof(s4.on_token), unsafe.Sizeof(s4.on_token)},
 			{"user_data", unsafe.Offsetof(s4.user_data), unsafe.Sizeof(s4.user_data)},
 			{"speculate", unsafe.Offsetof(s4.speculate), unsafe.Sizeof(s4.speculate)},
+			{"reserved_1_4", unsafe.Offsetof(s4.reserved_1_4), unsafe.Sizeof(s4.reserved_1_4)},
+			{"grammar", unsafe.Offsetof(s4.grammar), unsafe.Sizeof(s4.grammar)},
+			{"stop", unsafe.Offsetof(s4.stop), unsafe.Sizeof(s4.stop)},
+			{"n_stop", unsafe.Offsetof(s4.n_stop), unsafe.Sizeof(s4.n_stop)},
 		}},
 		{"ember_spec_params", C.sizeof_ember_spec_params, unsafe.Alignof(s5), []cFieldLayout{
 			{"struct_size", unsafe.Offsetof(s5.struct_size), unsafe.Sizeof(s5.struct_size)},
@@ -127,6 +132,9 @@ func cgoStructLayouts() []cStructLayout {
 			{"sampling", unsafe.Offsetof(s8.sampling), unsafe.Sizeof(s8.sampling)},
 			{"on_token", unsafe.Offsetof(s8.on_token), unsafe.Sizeof(s8.on_token)},
 			{"user_data", unsafe.Offsetof(s8.user_data), unsafe.Sizeof(s8.user_data)},
+			{"grammar", unsafe.Offsetof(s8.grammar), unsafe.Sizeof(s8.grammar)},
+			{"stop", unsafe.Offsetof(s8.stop), unsafe.Sizeof(s8.stop)},
+			{"n_stop", unsafe.Offsetof(s8.n_stop), unsafe.Sizeof(s8.n_stop)},
 		}},
 		{"ember_chat_message", C.sizeof_ember_chat_message, unsafe.Alignof(s9), []cFieldLayout{
 			{"role", unsafe.Offsetof(s9.role), unsafe.Sizeof(s9.role)},

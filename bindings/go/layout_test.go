@@ -51,6 +51,7 @@ var goConstants = []goConstant{
 	{"StatusBackend", "EMBER_ERR_BACKEND", int64(StatusBackend)},
 	{"StatusInvalidState", "EMBER_ERR_INVALID_STATE", int64(StatusInvalidState)},
 	{"StatusCorruptData", "EMBER_ERR_CORRUPT_DATA", int64(StatusCorruptData)},
+	{"StatusGrammarDeadEnd", "EMBER_ERR_GRAMMAR_DEAD_END", int64(StatusGrammarDeadEnd)},
 	{"StatusInternal", "EMBER_ERR_INTERNAL", int64(StatusInternal)},
 	{"LogDebug", "EMBER_LOG_DEBUG", int64(LogDebug)},
 	{"LogInfo", "EMBER_LOG_INFO", int64(LogInfo)},

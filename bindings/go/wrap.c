@@ -151,6 +151,15 @@ ember_status eg_sampler_reset(ember_sampler *s, char **err) {
     EG_CALL(ember_sampler_reset(s));
 }
 
+ember_status eg_grammar_create(const ember_model *m, const char *text, size_t len, int json_schema, ember_grammar **out,
+                               char **err) {
+    EG_CALL(json_schema ? ember_grammar_create_json_schema(m, text, len, out) : ember_grammar_create_gbnf(m, text, len, out));
+}
+
+ember_status eg_sampler_set_grammar(ember_sampler *s, const ember_grammar *g, char **err) {
+    EG_CALL(ember_sampler_set_grammar(s, g));
+}
+
 ember_status eg_generate_next(ember_session *s, ember_sampler *smp, ember_token *tok, const char **text,
                               size_t *text_len, char **err) {
     EG_CALL(ember_generate_next(s, smp, tok, text, text_len));

@@ -47,6 +47,9 @@ ember_status eg_sampler_create(const ember_sampler_params *p, ember_sampler **ou
 ember_status eg_sampler_sample(ember_sampler *s, const float *logits, size_t n, ember_token *out, char **err);
 ember_status eg_sampler_accept(ember_sampler *s, ember_token t, char **err);
 ember_status eg_sampler_reset(ember_sampler *s, char **err);
+ember_status eg_grammar_create(const ember_model *m, const char *text, size_t len, int json_schema, ember_grammar **out,
+                               char **err);
+ember_status eg_sampler_set_grammar(ember_sampler *s, const ember_grammar *g, char **err);
 
 ember_status eg_generate_next(ember_session *s, ember_sampler *smp, ember_token *tok, const char **text,
                               size_t *text_len, char **err);

@@ -83,13 +83,21 @@
       F(ember_sampler_params, frequency_penalty, float)                                              \
       F(ember_sampler_params, presence_penalty, float)                                               \
       F(ember_sampler_params, penalty_last_n, int32_t)                                               \
-      F(ember_sampler_params, seed, uint64_t))                                                       \
+      F(ember_sampler_params, seed, uint64_t)                                                        \
+      F(ember_sampler_params, n_logprobs, int32_t))                                                  \
+    S(ember_token_logprob,                                                                           \
+      F(ember_token_logprob, token, ember_token)                                                     \
+      F(ember_token_logprob, logprob, float))                                                        \
     S(ember_generate_params,                                                                         \
       F(ember_generate_params, struct_size, uint32_t)                                                \
       F(ember_generate_params, max_tokens, uint32_t)                                                 \
       F(ember_generate_params, on_token, ember_token_fn)                                             \
       F(ember_generate_params, user_data, void *)                                                    \
-      F(ember_generate_params, speculate, bool))                                                     \
+      F(ember_generate_params, speculate, bool)                                                      \
+      F(ember_generate_params, reserved_1_4, uint8_t[7])                                             \
+      F(ember_generate_params, grammar, const ember_grammar *)                                       \
+      F(ember_generate_params, stop, const char *const *)                                            \
+      F(ember_generate_params, n_stop, size_t))                                                      \
     S(ember_spec_params,                                                                             \
       F(ember_spec_params, struct_size, uint32_t)                                                    \
       F(ember_spec_params, mode, ember_spec_mode)                                                    \
@@ -142,7 +150,10 @@
       F(ember_request_params, max_tokens, uint32_t)                                                  \
       F(ember_request_params, sampling, const ember_sampler_params *)                                \
       F(ember_request_params, on_token, ember_request_token_fn)                                      \
-      F(ember_request_params, user_data, void *))                                                    \
+      F(ember_request_params, user_data, void *)                                                     \
+      F(ember_request_params, grammar, const ember_grammar *)                                        \
+      F(ember_request_params, stop, const char *const *)                                             \
+      F(ember_request_params, n_stop, size_t))                                                       \
     S(ember_device_info,                                                                             \
       F(ember_device_info, struct_size, uint32_t)                                                    \
       F(ember_device_info, index, uint32_t)                                                          \
@@ -179,7 +190,8 @@
     E(ember_status, EMBER_ERR_CONTEXT_FULL) E(ember_status, EMBER_ERR_BUFFER_TOO_SMALL)               \
     E(ember_status, EMBER_ERR_NOT_FOUND) E(ember_status, EMBER_ERR_TYPE_MISMATCH)                     \
     E(ember_status, EMBER_ERR_BACKEND) E(ember_status, EMBER_ERR_INVALID_STATE)                       \
-    E(ember_status, EMBER_ERR_CORRUPT_DATA) E(ember_status, EMBER_ERR_INTERNAL)                       \
+    E(ember_status, EMBER_ERR_CORRUPT_DATA) E(ember_status, EMBER_ERR_GRAMMAR_DEAD_END)               \
+    E(ember_status, EMBER_ERR_INTERNAL)                                                               \
     E(ember_log_level, EMBER_LOG_DEBUG) E(ember_log_level, EMBER_LOG_INFO)                            \
     E(ember_log_level, EMBER_LOG_WARN) E(ember_log_level, EMBER_LOG_ERROR)                            \
     E(ember_backend_kind, EMBER_BACKEND_AUTO) E(ember_backend_kind, EMBER_BACKEND_CPU)                \
@@ -254,6 +266,11 @@
     X(ember_status, ember_sampler_sample, (ember_sampler *, const float *, size_t, ember_token *)) \
     X(ember_status, ember_sampler_accept, (ember_sampler *, ember_token)) \
     X(ember_status, ember_sampler_reset, (ember_sampler *)) \
+    X(ember_status, ember_sampler_logprobs, (const ember_sampler *, ember_token_logprob *, ember_token_logprob *, size_t, size_t *)) \
+    X(ember_status, ember_grammar_create_gbnf, (const ember_model *, const char *, size_t, ember_grammar **)) \
+    X(ember_status, ember_grammar_create_json_schema, (const ember_model *, const char *, size_t, ember_grammar **)) \
+    X(void, ember_grammar_free, (ember_grammar *)) \
+    X(ember_status, ember_sampler_set_grammar, (ember_sampler *, const ember_grammar *)) \
     X(ember_status, ember_generate_next, (ember_session *, ember_sampler *, ember_token *, const char **, size_t *)) \
     X(void, ember_generate_params_init, (ember_generate_params *)) \
     X(ember_status, ember_generate, (ember_session *, ember_sampler *, const ember_generate_params *, size_t *)) \
@@ -278,6 +295,7 @@
     X(ember_status, ember_request_wait, (ember_request *, uint32_t)) \
     X(ember_status, ember_request_cancel, (ember_request *)) \
     X(ember_status, ember_request_error, (ember_request *, ember_status *, const char **)) \
+    X(ember_status, ember_request_logprobs, (ember_request *, size_t, ember_token_logprob *, ember_token_logprob *, size_t, size_t *)) \
     X(void, ember_request_free, (ember_request *)) \
     X(void, ember_device_info_init, (ember_device_info *)) \
     X(ember_status, ember_backend_devices, (ember_backend_kind, ember_device_info *, size_t, size_t *)) \

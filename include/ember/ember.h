@@ -111,6 +111,10 @@ typedef enum ember_status {
     EMBER_ERR_INVALID_STATE = -12,
     /** Saved data is truncated, corrupted, from a newer format version or from another model. */
     EMBER_ERR_CORRUPT_DATA = -13,
+    /** A grammar constrains sampling and no token of the vocabulary can continue it, while what was
+     *  generated is not yet complete (added in EMBER_1.4). Generation cannot go on; the sampler and
+     *  session are unchanged, so the caller may reset the sampler or stop. */
+    EMBER_ERR_GRAMMAR_DEAD_END = -14,
     /** A bug in ember. The message says where; please report it. */
     EMBER_ERR_INTERNAL = -100
 } ember_status;
@@ -450,6 +454,12 @@ typedef struct ember_sampler_params {
     float presence_penalty;  /**< default 0.0 (off) */
     int32_t penalty_last_n;  /**< default 64; tokens of history the penalties see */
     uint64_t seed;           /**< default 0 */
+    /* --- EMBER_1.4 (a caller built before passes struct_size 48 and gets the default) --- */
+    /** Default 0 (off); up to 20: record, at every sample, the sampled token's log-probability and the
+     *  n most probable tokens' (ember_sampler_logprobs, ember_request_logprobs). Log-probabilities are
+     *  of the model's distribution: a log-softmax of the raw logits, before penalties and grammar (as
+     *  OpenAI's `logprobs` report them). */
+    int32_t n_logprobs;
 } ember_sampler_params;
 
 EMBER_API void ember_sampler_params_init(ember_sampler_params *params);
@@ -467,8 +477,76 @@ EMBER_API ember_status ember_sampler_sample(ember_sampler *sampler, const float 
 /** Records a token in the sampler's penalty history. */
 EMBER_API ember_status ember_sampler_accept(ember_sampler *sampler, ember_token token);
 
-/** Clears the penalty history and re-seeds the random generator with the params' seed. */
+/** Clears the penalty history and re-seeds the random generator with the params' seed; an attached
+ *  grammar starts again from its beginning. */
 EMBER_API ember_status ember_sampler_reset(ember_sampler *sampler);
+
+/** A token and its log-probability (natural log) under the model's distribution (EMBER_1.4). */
+typedef struct ember_token_logprob {
+    ember_token token;
+    float logprob;
+} ember_token_logprob;
+
+/** The log-probabilities recorded by the last ember_sampler_sample (or generation step) of a sampler
+ *  created with n_logprobs > 0 (EMBER_1.4): *sampled (may be NULL) receives the sampled token's,
+ *  top[0 .. min(capacity, n)) the n_logprobs most probable tokens', best first, and *out_count (may be
+ *  NULL) n. EMBER_ERR_INVALID_STATE when the sampler records none (n_logprobs 0, or nothing sampled yet).
+ *  Valid until the sampler's next sample. Same threading as the sampler. */
+EMBER_API ember_status ember_sampler_logprobs(const ember_sampler *sampler, ember_token_logprob *sampled,
+                                              ember_token_logprob *top, size_t capacity, size_t *out_count);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Grammars: structured output (since EMBER_1.4)
+ *
+ * A grammar constrains sampling to text it allows: at every step the tokens that cannot continue it are
+ * masked out before the sampler's chain (so greedy picks the best allowed token, and sampling draws from
+ * the allowed tokens' renormalized distribution), and end-of-generation tokens are allowed only where
+ * the text is complete. Generated text therefore always matches the grammar (when generation ends by
+ * end-of-generation, not by max_tokens or a full context). When no token can continue an incomplete
+ * text, sampling fails with EMBER_ERR_GRAMMAR_DEAD_END, never hangs.
+ *
+ * A grammar is made from GBNF (llama.cpp's grammar syntax, so existing grammar files work: rules
+ * `name ::= ...`, "literals", [classes], [^negated], `.`, groups, `*` `+` `?` `{m,n}`, `#` comments;
+ * the rule `root` starts) or from a JSON Schema (the common subset: object properties/required, array
+ * items/minItems/maxItems, enum, const, string minLength/maxLength/pattern (simple regexes),
+ * integer/number bounds, anyOf/oneOf, $ref into $defs; the output is compact JSON in the order of
+ * `properties`). It is bound to one model's vocabulary.
+ *
+ * Cost: the allowed tokens of each grammar state are computed once (a walk of a trie over the
+ * vocabulary's token bytes) and cached in the grammar, so after the first generation through a state
+ * a step costs little more than applying a bit mask. A grammar may be shared by any number of samplers
+ * and requests on any threads (its cache is locked internally).
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct ember_grammar ember_grammar;
+
+/** Compiles GBNF text (len bytes, need not be NUL-terminated) for `model`'s vocabulary. Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT for malformed text ("line L, column C: ..."), undefined or left-recursive
+ *  rules, or a grammar beyond the size limits (1 MiB of text, 262144 symbols after expansion,
+ *  repetition counts up to 4096, 128 nested parentheses); nesting of recursive rules beyond 256 open
+ *  calls is not offered while matching. The grammar keeps what it needs of the vocabulary: it does not
+ *  refer to the model after this call and may outlive it. Thread-safe. */
+EMBER_API ember_status ember_grammar_create_gbnf(const ember_model *model, const char *gbnf, size_t len,
+                                                 ember_grammar **out);
+
+/** Compiles a JSON Schema (JSON text, len bytes) for `model`'s vocabulary. Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT for malformed JSON (line and column) or schema (a JSON pointer),
+ *  EMBER_ERR_UNSUPPORTED for a keyword outside the subset, named with its JSON pointer (e.g. "at
+ *  '/properties/date/format': the keyword 'format' is not supported"). The schema `{"type": "object"}`
+ *  gives any JSON object (OpenAI's response_format json_object). Thread-safe. */
+EMBER_API ember_status ember_grammar_create_json_schema(const ember_model *model, const char *schema, size_t len,
+                                                        ember_grammar **out);
+
+/** Releases the caller's reference; samplers and requests it is attached to keep theirs. NULL is fine. */
+EMBER_API void ember_grammar_free(ember_grammar *grammar);
+
+/** Constrains `sampler` by `grammar` from its beginning (NULL: removes the constraint). The sampler
+ *  takes its own reference (the grammar may be freed after). ember_sampler_accept then advances the
+ *  grammar too, and fails with EMBER_ERR_INVALID_ARGUMENT (changing nothing) for a token the grammar
+ *  does not allow; ember_sampler_sample and generation fail with EMBER_ERR_GRAMMAR_DEAD_END where no
+ *  token is allowed. The logits passed must be of the grammar's model (EMBER_ERR_INVALID_ARGUMENT
+ *  otherwise). With a grammar, ember_generate does not speculate. */
+EMBER_API ember_status ember_sampler_set_grammar(ember_sampler *sampler, const ember_grammar *grammar);
 
 /* ---------------------------------------------------------------------------------------------------
  * Generation
@@ -508,6 +586,18 @@ typedef struct ember_generate_params {
     /** Default true: speculate when speculation is attached to the session; false: plain decoding for
      *  this call, with the attached draft kept (it catches up on the next speculative call). */
     bool speculate;
+    /* --- EMBER_1.4 (a caller built against EMBER_1.2 passes struct_size 32 and gets the defaults) --- */
+    uint8_t reserved_1_4[7];  /**< keep 0: padding in EMBER_1.2's struct, never read */
+    /** Default NULL. A grammar for this call only: the sampler is constrained by it from its beginning
+     *  during the call (replacing, for the call, a grammar attached to the sampler). */
+    const ember_grammar *grammar;
+    /** Default NULL / 0. Up to 16 stop strings (each up to 1024 bytes, NUL-terminated): generation
+     *  ends, returning EMBER_END_OF_GENERATION, once the text contains one of them, even across token
+     *  boundaries. The stop text and anything after it is not passed to on_token: text that could be
+     *  the start of a stop string is held back until the next token decides (so on_token may get ""
+     *  for a token and more than its own text later). The tokens stay evaluated in the session. */
+    const char *const *stop;
+    size_t n_stop;
 } ember_generate_params;
 
 EMBER_API void ember_generate_params_init(ember_generate_params *params);
@@ -515,8 +605,9 @@ EMBER_API void ember_generate_params_init(ember_generate_params *params);
 /** Generates up to max_tokens with ember_generate_next (or speculatively, when speculation is attached
  *  to the session and params->speculate is set: same tokens, fewer passes), calling on_token for each. *out_count (may be
  *  NULL) receives the number of tokens generated. Returns EMBER_OK when max_tokens were generated,
- *  EMBER_END_OF_GENERATION, EMBER_STOPPED (the callback returned false, or ember_session_cancel) or an error (including
- *  EMBER_ERR_CONTEXT_FULL when max_tokens is 0 and the context fills). */
+ *  EMBER_END_OF_GENERATION (an end-of-generation token, or a stop string), EMBER_STOPPED (the callback
+ *  returned false, or ember_session_cancel) or an error (including EMBER_ERR_CONTEXT_FULL when
+ *  max_tokens is 0 and the context fills, and EMBER_ERR_GRAMMAR_DEAD_END). */
 EMBER_API ember_status ember_generate(ember_session *session, ember_sampler *sampler,
                                       const ember_generate_params *params, size_t *out_count);
 
@@ -712,6 +803,15 @@ typedef struct ember_request_params {
     /** Optional streaming callback and its user_data. */
     ember_request_token_fn on_token;
     void *user_data;
+    /* --- EMBER_1.4 (a caller built before passes struct_size 56 and gets the defaults) --- */
+    /** Default NULL. Constrains the request's sampling (see Grammars); the request takes its own
+     *  reference. A dead end fails the request with EMBER_ERR_GRAMMAR_DEAD_END. */
+    const ember_grammar *grammar;
+    /** Default NULL / 0. Stop strings, copied at submit, as in ember_generate_params: the request
+     *  ends (EMBER_REQUEST_DONE) once its text contains one; neither the text nor on_token get the
+     *  stop text or anything after it. */
+    const char *const *stop;
+    size_t n_stop;
 } ember_request_params;
 
 EMBER_API void ember_request_params_init(ember_request_params *params);
@@ -751,6 +851,13 @@ EMBER_API ember_status ember_request_cancel(ember_request *request);
 /** Why a request failed: *out_status receives its error status (EMBER_OK if it has not failed) and
  *  *out_message (may be NULL) a message owned by the request, valid until it is freed. */
 EMBER_API ember_status ember_request_error(ember_request *request, ember_status *out_status, const char **out_message);
+
+/** The log-probabilities of the request's i-th generated token (0-based, in the order ember_request_poll
+ *  returns tokens) when its sampling params set n_logprobs (EMBER_1.4), as ember_sampler_logprobs gives
+ *  them. EMBER_ERR_NOT_FOUND while token i is not generated; EMBER_ERR_INVALID_STATE when n_logprobs
+ *  was 0. Thread-safe, like ember_request_poll. */
+EMBER_API ember_status ember_request_logprobs(ember_request *request, size_t i, ember_token_logprob *sampled,
+                                              ember_token_logprob *top, size_t capacity, size_t *out_count);
 
 /** Cancels the request if it still runs and frees the handle. NULL is a no-op. */
 EMBER_API void ember_request_free(ember_request *request);

@@ -70,16 +70,16 @@ done:
 /* End-of-turn markers as text. A chat model has them as special tokens, which end generation by
  * themselves (ember_token_is_eog); a model whose vocabulary lacks them (stories15M under the built-in
  * ChatML) spells them out piece by piece, and this is where the turn ends then. The start of a new
- * turn ends it too. */
+ * turn ends it too. They are the library's stop strings (ember_generate_params.stop): it holds back
+ * text that may start one and never passes one on. */
 static const char *const kMarkers[] = {"<|im_end|>", "<|im_start|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"};
 #define N_MARKERS (sizeof kMarkers / sizeof kMarkers[0])
 
 typedef struct stream {
     char *text;
-    size_t len, cap, printed;
+    size_t len, cap;
     ember_token *tokens;
     size_t n_tokens, cap_tokens;
-    bool marker;
     bool oom;
 } stream;
 
@@ -94,20 +94,6 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
     return true;
 }
 
-/* The longest suffix of s[0, len) that starts a marker: held back until it is known not to be one. */
-static size_t marker_prefix_at_end(const char *s, size_t len) {
-    size_t best = 0;
-    for (size_t m = 0; m < N_MARKERS; ++m) {
-        const size_t ml = strlen(kMarkers[m]);
-        for (size_t k = ml - 1; k > best; --k)
-            if (k <= len && memcmp(s + len - k, kMarkers[m], k) == 0) {
-                best = k;
-                break;
-            }
-    }
-    return best;
-}
-
 static bool on_token(ember_token token, const char *text, size_t text_len, void *user_data) {
     stream *s = user_data;
     if (!grow((void **)&s->tokens, &s->cap_tokens, s->n_tokens + 1, sizeof *s->tokens) ||
@@ -119,23 +105,8 @@ static bool on_token(ember_token token, const char *text, size_t text_len, void 
     memcpy(s->text + s->len, text, text_len);
     s->len += text_len;
     s->text[s->len] = '\0';
-    /* A marker can only start in text not yet printed (the held-back part included). */
-    char *found = NULL;
-    for (size_t m = 0; m < N_MARKERS; ++m) {
-        char *f = strstr(s->text + s->printed, kMarkers[m]);
-        if (f && (!found || f < found)) found = f;
-    }
-    size_t upto = found ? (size_t)(found - s->text) : s->len - marker_prefix_at_end(s->text, s->len);
-    if (upto < s->printed) upto = s->printed;
-    fwrite(s->text + s->printed, 1, upto - s->printed, stdout);
+    fwrite(text, 1, text_len, stdout);
     fflush(stdout);
-    s->printed = upto;
-    if (found) {
-        s->marker = true;
-        s->len = upto;
-        s->text[upto] = '\0';
-        return false;
-    }
     return !chat_interrupted;
 }
 
@@ -160,10 +131,10 @@ ember_status chat_reply(ember_session *session, ember_sampler *sampler, conversa
         gp.max_tokens = max_tokens;
         gp.on_token = on_token;
         gp.user_data = &s;
+        gp.stop = kMarkers;
+        gp.n_stop = N_MARKERS;
         st = ember_generate(session, sampler, &gp, NULL);
     }
-    if (!s.marker && s.printed < s.len) fwrite(s.text + s.printed, 1, s.len - s.printed, stdout);
-    fflush(stdout);
     if (s.oom && st >= 0) st = EMBER_ERR_OUT_OF_MEMORY;
 
     /* Which of the streamed tokens the session was fed: all but an end-of-generation token, which

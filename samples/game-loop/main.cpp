@@ -6,6 +6,10 @@
 // short lock and copy. Each frame this program measures the time it spent inside Ember calls and, at the
 // end, prints its distribution (p50/p99/max per frame) against a 1 ms budget.
 //
+// With --json, each NPC's line is a JSON action the game can act on, {"say": "...", "action": "wave"}:
+// a grammar made from a JSON Schema (ember_grammar_create_json_schema) constrains every request, so the
+// text always has that shape (unless the token limit cuts it short, which the counters show).
+//
 // Uses the public C API only (include/ember/ember.h), as a game would.
 #include <ember/ember.h>
 
@@ -51,15 +55,18 @@ struct Options {
     ember_backend_kind backend = EMBER_BACKEND_AUTO;
     int threads = 0;
     int line_tokens = 40;
+    bool line_tokens_given = false;
     bool quiet = false;
+    bool json = false;
 };
 
 void usage(FILE *to) {
     std::fprintf(to,
                  "usage: ember-game-loop -m MODEL [--seconds S] [--npcs N] [--backend auto|cpu|vulkan|cuda]\n"
-                 "                       [-t THREADS] [--line-tokens N] [--quiet]\n"
+                 "                       [-t THREADS] [--line-tokens N] [--quiet] [--json]\n"
                  "  Runs a 60 Hz loop that drives N NPC conversations (default 8) on one engine for S seconds\n"
-                 "  (default 10) and reports the time each frame spent in Ember calls.\n");
+                 "  (default 10) and reports the time each frame spent in Ember calls. --json: each line is a\n"
+                 "  JSON action {\"say\", \"action\"} (a JSON Schema grammar; --line-tokens defaults to 64).\n");
 }
 
 bool parse_number(const char *s, double lo, double hi, double *out) {
@@ -82,6 +89,10 @@ int parse_args(int argc, char **argv, Options &o) {
             o.quiet = true;
             continue;
         }
+        if (a == "--json") {
+            o.json = true;
+            continue;
+        }
         if (i + 1 >= argc) {
             std::fprintf(stderr, "ember-game-loop: %s needs a value (or is unknown)\n", argv[i]);
             return 1;
@@ -98,6 +109,7 @@ int parse_args(int argc, char **argv, Options &o) {
             o.threads = static_cast<int>(x);
         } else if (a == "--line-tokens" && parse_number(v, 1, 1024, &x)) {
             o.line_tokens = static_cast<int>(x);
+            o.line_tokens_given = true;
         } else if (a == "--backend") {
             const std::string_view b = v;
             if (b == "auto") o.backend = EMBER_BACKEND_AUTO;
@@ -138,6 +150,22 @@ struct FrameTimer {
     }
 };
 
+// The NPCs' actions in --json mode: what the game would dispatch on.
+constexpr const char *kActionSchema =
+    R"({"type":"object","properties":{"say":{"type":"string","maxLength":48},)"
+    R"("action":{"enum":["wave","attack","flee","trade","idle"]}},"required":["say","action"]})";
+
+// The action of a complete --json line ("" when the token limit cut it short). The grammar fixes the
+// layout (compact JSON, "say" first), so a game needs no JSON parser for this.
+std::string action_of(std::string_view line) {
+    if (line.empty() || line.back() != '}') return "";
+    const size_t key = line.rfind("\"action\"");
+    if (key == std::string_view::npos) return "";
+    const size_t open = line.find('"', line.find(':', key));
+    const size_t close = open == std::string_view::npos ? open : line.find('"', open + 1);
+    return close == std::string_view::npos ? "" : std::string(line.substr(open + 1, close - open - 1));
+}
+
 struct Npc {
     const char *name = nullptr;
     const char *persona = nullptr;
@@ -168,6 +196,13 @@ int main(int argc, char **argv) {
     ember_status st = ember_model_load(o.model.c_str(), nullptr, &model);
     if (st != EMBER_OK) return fail("loading the model", st);
 
+    if (o.json && !o.line_tokens_given) o.line_tokens = 64;
+    ember_grammar *actions = nullptr;   // shared by every request (the requests hold references)
+    if (o.json && (st = ember_grammar_create_json_schema(model, kActionSchema, std::strlen(kActionSchema), &actions)) != EMBER_OK) {
+        ember_model_free(model);
+        return fail("compiling the action schema", st);
+    }
+
     std::vector<Npc> npcs(static_cast<size_t>(o.npcs));
     for (size_t i = 0; i < npcs.size(); ++i) {
         Npc &n = npcs[i];
@@ -193,6 +228,7 @@ int main(int argc, char **argv) {
     ember_engine *engine = nullptr;
     st = ember_engine_create(model, &ep, &engine);
     if (st != EMBER_OK) {
+        ember_grammar_free(actions);
         ember_model_free(model);
         return fail("creating the engine", st);
     }
@@ -215,6 +251,7 @@ int main(int argc, char **argv) {
         rp.n_prompt = prompt.size();
         rp.max_tokens = static_cast<uint32_t>(o.line_tokens);
         rp.sampling = &sp;
+        rp.grammar = actions;
         return timer.measure([&] { return ember_request_submit(engine, &rp, &n.request); });
     };
 
@@ -226,7 +263,7 @@ int main(int argc, char **argv) {
     frame_ms.reserve(static_cast<size_t>(o.seconds * 60) + 64);
     std::vector<char> text(4096);
     ember_token polled[64];
-    uint64_t tokens = 0, lines = 0, over_budget = 0, late = 0;
+    uint64_t tokens = 0, lines = 0, over_budget = 0, late = 0, json_complete = 0;
     int rc = 0;
 
     const auto start = Clock::now();
@@ -288,6 +325,8 @@ int main(int argc, char **argv) {
             n.request = nullptr;
             ++n.lines;
             ++lines;
+            const std::string action = o.json ? action_of(std::string_view(text.data(), len)) : "";
+            if (!action.empty()) ++json_complete;   // here the game would make the NPC wave, flee, ...
             if (!o.quiet) {
                 // Printing is the game's work, not Ember's: it stays outside the measured time.
                 std::replace(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(len), '\n', ' ');
@@ -332,6 +371,7 @@ int main(int argc, char **argv) {
 
     for (Npc &n : npcs) ember_request_free(n.request);
     ember_engine_free(engine);
+    ember_grammar_free(actions);
     ember_model_free(model);
     if (rc != 0) return rc;
 
@@ -343,11 +383,15 @@ int main(int argc, char **argv) {
                 p50, p99, mx, static_cast<unsigned long long>(over_budget), kBudgetMs);
     std::printf("generated %llu tokens in %llu lines: %.1f tokens/s\n", static_cast<unsigned long long>(tokens),
                 static_cast<unsigned long long>(lines), static_cast<double>(tokens) / elapsed);
+    if (o.json)
+        std::printf("JSON actions: %llu complete, %llu cut by --line-tokens\n", static_cast<unsigned long long>(json_complete),
+                    static_cast<unsigned long long>(lines - json_complete));
     // One line with every figure, for scripts (the sample's test reads it).
     std::printf("stats: frames=%zu seconds=%.3f late=%llu p50_ms=%.4f p99_ms=%.4f max_ms=%.4f over_budget=%llu tokens=%llu "
-                "lines=%llu tok_per_s=%.1f\n",
+                "lines=%llu tok_per_s=%.1f json_complete=%llu\n",
                 frame_ms.size(), elapsed, static_cast<unsigned long long>(late), p50, p99, mx,
                 static_cast<unsigned long long>(over_budget), static_cast<unsigned long long>(tokens),
-                static_cast<unsigned long long>(lines), static_cast<double>(tokens) / elapsed);
+                static_cast<unsigned long long>(lines), static_cast<double>(tokens) / elapsed,
+                static_cast<unsigned long long>(json_complete));
     return 0;
 }

@@ -44,5 +44,15 @@ awk -v p="$p99" -v l="$p99_limit" 'BEGIN { exit !(p <= l) }' ||
 # One progress line a second.
 [[ $progress -ge $((seconds - 1)) && $progress -le $((seconds + 1)) ]] ||
   { echo "FAIL: $progress progress lines in $seconds s"; ok=0; }
+# --json: every NPC line is a JSON action under a schema grammar; lines that ended on their own carry an
+# action (the counter), and a 64-token limit leaves room for most of them.
+jout=$("$bin" -m "$model" --seconds 2 --npcs 4 -t 1 --json 2>&1)
+jstats=$(grep '^stats: ' <<<"$jout" | tail -1)
+jlines=$(sed -n 's/.* lines=\([0-9]*\).*/\1/p' <<<"$jstats"); jcomplete=$(sed -n 's/.* json_complete=\([0-9]*\).*/\1/p' <<<"$jstats")
+echo "checking --json: lines=$jlines json_complete=$jcomplete"
+[[ -n $jcomplete && $jcomplete -gt 0 && $((2 * jcomplete)) -ge $jlines ]] ||
+  { echo "FAIL: --json gave $jcomplete complete actions in $jlines lines"; echo "$jout" | tail -5; ok=0; }
+bad=$(grep '^  \[' <<<"$jout" | grep -vc '^  \[[a-z]* [0-9]*\] {' || true)
+[[ $bad -eq 0 ]] || { echo "FAIL: $bad --json lines do not start with {"; ok=0; }
 [[ $ok -eq 1 ]] && echo "PASS" && exit 0
 exit 1

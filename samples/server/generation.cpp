@@ -1,9 +1,9 @@
 // generation.cpp — one HTTP request's life on the shared engine.
 //
 // Text arrives on the engine's thread (on_token) and is read by the HTTP worker that owns the request.
-// Stop sequences are matched on the engine's thread, so a match cancels the engine request at once
-// (the callback returns false) rather than after the reader's next wake-up. Text that could still be
-// the beginning of a stop sequence is held back from streaming until the next token decides it.
+// Stop sequences, the JSON Schema of response_format and logprobs are the library's (ember_request_params
+// stop and grammar, ember_sampler_params.n_logprobs): the engine ends a request at a stop sequence and
+// never hands out its text, holding back what could still become one until the next token decides.
 #include "generation.hpp"
 
 #include "prompt.hpp"
@@ -67,8 +67,8 @@ ApiError engine_error(ember_status st, const std::string &what, const char *mess
 }
 } // namespace
 
-Generation::Generation(ServerContext &ctx, std::vector<std::string> stop, uint32_t max_tokens, size_t n_prompt)
-    : ctx_(ctx), stop_(std::move(stop)), max_tokens_(max_tokens), n_prompt_(n_prompt) {}
+Generation::Generation(ServerContext &ctx, uint32_t max_tokens, size_t n_prompt, int32_t top_logprobs)
+    : ctx_(ctx), max_tokens_(max_tokens), n_prompt_(n_prompt), top_logprobs_(top_logprobs) {}
 
 Generation::~Generation() {
     if (enrolled_) ctx_.withdraw(this);
@@ -102,7 +102,7 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     }
     // OpenAI's defaults: chat generates until the end (0 for the engine), completions 16 tokens.
     const uint32_t max_tokens = req.max_tokens ? *req.max_tokens : (req.endpoint == Endpoint::chat ? 0u : 16u);
-    std::shared_ptr<Generation> g(new Generation(ctx, req.stop, max_tokens, prompt.size()));
+    std::shared_ptr<Generation> g(new Generation(ctx, max_tokens, prompt.size(), req.logprobs ? req.top_logprobs : -1));
     g->reserved_ = true;
     place.held = false;
     if (req.max_tokens && *req.max_tokens == 0) {
@@ -117,6 +117,17 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     sp.top_p = req.top_p;
     sp.top_k = req.top_k;
     sp.seed = req.seed ? *req.seed : std::random_device{}();
+    sp.n_logprobs = req.logprobs ? std::max<int32_t>(req.top_logprobs, 1) : 0;
+    ember_grammar *grammar = nullptr;
+    if (!req.json_schema.empty() &&
+        ember_grammar_create_json_schema(ctx.model(), req.json_schema.data(), req.json_schema.size(), &grammar) != EMBER_OK) {
+        err->http_status = 400;
+        err->code = "invalid_response_format";
+        err->message = std::string("response_format: ") + ember_last_error();
+        return nullptr;
+    }
+    std::vector<const char *> stops;
+    for (const std::string &s : req.stop) stops.push_back(s.c_str());
     ember_request_params rp;
     ember_request_params_init(&rp);
     rp.prompt = prompt.data();
@@ -125,7 +136,11 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     rp.sampling = &sp;
     rp.on_token = &Generation::on_token;
     rp.user_data = g.get();
+    rp.grammar = grammar;
+    rp.stop = stops.data();
+    rp.n_stop = stops.size();
     const ember_status st = ember_request_submit(ctx.engine(), &rp, &g->request_);
+    ember_grammar_free(grammar);   // the request holds its own reference
     if (st != EMBER_OK) return *err = engine_error(st, "submitting the request", ember_last_error()), nullptr;
     // Enrolled after the submit, so that a shutdown either sees the request (and cancels it) or refuses it here.
     if (!(g->enrolled_ = ctx.enroll(g.get()))) {
@@ -140,7 +155,6 @@ bool Generation::on_token(ember_request *, ember_token, const char *text, size_t
     bool go_on;
     {
         std::lock_guard<std::mutex> lock(g.mutex_);
-        if (g.stop_matched_) return false;
         ++g.n_tokens_;
         go_on = g.absorb(text, len);
     }
@@ -150,28 +164,7 @@ bool Generation::on_token(ember_request *, ember_token, const char *text, size_t
 
 bool Generation::absorb(const char *text, size_t len) {
     text_.append(text, len);
-    if (stop_.empty()) {
-        released_ = text_.size();
-        return true;
-    }
-    // No match can begin before released_: the text there was checked when it came, and none of its
-    // suffixes was the beginning of a stop sequence.
-    size_t cut = std::string::npos;
-    for (const std::string &s : stop_) cut = std::min(cut, text_.find(s, released_));
-    if (cut != std::string::npos) {
-        text_.resize(cut);
-        released_ = cut;
-        stop_matched_ = true;
-        return false;
-    }
-    size_t hold = 0;
-    for (const std::string &s : stop_)
-        for (size_t k = std::min(s.size() - 1, text_.size() - released_); k > hold; --k)
-            if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
-                hold = k;
-                break;
-            }
-    released_ = text_.size() - hold;
+    released_ = text_.size();   // the engine already held back what a stop sequence may claim
     return true;
 }
 
@@ -180,9 +173,7 @@ void Generation::settle() {
     ember_request_state state = EMBER_REQUEST_QUEUED;
     if (ember_request_poll(request_, nullptr, 0, nullptr, &state) != EMBER_OK) state = EMBER_REQUEST_FAILED;
     if (state == EMBER_REQUEST_QUEUED || state == EMBER_REQUEST_RUNNING) return;
-    if (stop_matched_) {
-        ending_ = Ending::stop;
-    } else if (state == EMBER_REQUEST_DONE) {
+    if (state == EMBER_REQUEST_DONE) {
         // Bytes of a character the last token left incomplete come only with the final text.
         size_t len = 0;
         ember_request_text(request_, nullptr, 0, &len);
@@ -192,7 +183,8 @@ void Generation::settle() {
                 absorb(all.data() + text_.size(), len - text_.size());
         }
         const bool length = (max_tokens_ && n_tokens_ >= max_tokens_) || n_prompt_ + n_tokens_ >= ctx_.n_ctx();
-        ending_ = stop_matched_ || !length ? Ending::stop : Ending::length;
+        // A stop sequence or end of generation is "stop"; the token limit or a full context "length".
+        ending_ = length ? Ending::length : Ending::stop;
     } else if (state == EMBER_REQUEST_CANCELLED) {
         ending_ = Ending::cancelled;
     } else {
@@ -244,6 +236,30 @@ void Generation::cancel() {
 Usage Generation::usage() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return Usage{n_prompt_, n_tokens_};
+}
+
+std::vector<TokenLogprobs> Generation::logprobs() const {
+    std::vector<TokenLogprobs> out;
+    if (top_logprobs_ < 0 || !request_) return out;
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<ember_token_logprob> top(static_cast<size_t>(std::max<int32_t>(top_logprobs_, 1)));
+    auto piece = [&](ember_token id) {
+        size_t len = 0;
+        ember_token_to_piece(ctx_.model(), id, 0, nullptr, 0, &len);
+        std::string p(len, '\0');
+        if (len) ember_token_to_piece(ctx_.model(), id, 0, p.data(), p.size(), &len);
+        return p;
+    };
+    for (size_t i = 0;; ++i) {
+        ember_token_logprob sampled;
+        size_t n = 0;
+        if (ember_request_logprobs(request_, i, &sampled, top.data(), top.size(), &n) != EMBER_OK) break;
+        TokenLogprobs t{piece(sampled.token), sampled.logprob, {}};
+        for (size_t k = 0; k < std::min<size_t>(n, static_cast<size_t>(top_logprobs_)); ++k)
+            t.top.emplace_back(piece(top[k].token), top[k].logprob);
+        out.push_back(std::move(t));
+    }
+    return out;
 }
 
 ApiError Generation::failure() const {

@@ -1,6 +1,6 @@
 // generation.hpp — the bridge between HTTP requests and the one ember engine they all share: prompt
-// tokens in, text out (as it comes, for streaming), stop sequences applied, requests cancelled on
-// disconnect or shutdown.
+// tokens in, text out (as it comes, for streaming; stop sequences and response_format applied by the
+// library), requests cancelled on disconnect or shutdown.
 #pragma once
 
 #include "openai_json.hpp"
@@ -82,33 +82,34 @@ public:
     void cancel();
 
     Usage usage() const;
+    // When the request asked for logprobs: each generated token's (after the request ended).
+    std::vector<TokenLogprobs> logprobs() const;
+    bool wants_logprobs() const { return top_logprobs_ >= 0; }
     // For Ending::failed: the engine's status and message.
     ApiError failure() const;
 
 private:
-    Generation(ServerContext &ctx, std::vector<std::string> stop, uint32_t max_tokens, size_t n_prompt);
+    Generation(ServerContext &ctx, uint32_t max_tokens, size_t n_prompt, int32_t top_logprobs);
     static bool on_token(ember_request *, ember_token, const char *text, size_t len, void *user_data);
-    // With mutex_ held: appends engine text, cuts it at a stop sequence, and advances released_ to the end
-    // of what can no longer become part of a stop sequence. Returns false when a stop sequence matched.
+    // With mutex_ held: appends engine text (already cut at a stop sequence by the engine).
     bool absorb(const char *text, size_t len);
     // With mutex_ held: once the engine request has ended, records how (and flushes its held-back tail).
     void settle();
 
     ServerContext &ctx_;
     ember_request *request_ = nullptr;
-    const std::vector<std::string> stop_;
     const uint32_t max_tokens_;
     const size_t n_prompt_;
+    const int32_t top_logprobs_;   // -1: no logprobs asked for
     bool enrolled_ = false;
     bool reserved_ = false;   // holds a place of ServerContext's max_pending
 
     mutable std::mutex mutex_;
     std::condition_variable changed_;
     std::string text_;        // output so far, cut at a stop sequence if one matched
-    size_t released_ = 0;     // bytes of text_ that no stop sequence can claim any more
+    size_t released_ = 0;     // bytes of text_ ready to hand out
     size_t taken_ = 0;        // bytes of text_ handed out by next()
     size_t n_tokens_ = 0;     // tokens generated (the end-of-generation token is not counted)
-    bool stop_matched_ = false;
     Ending ending_ = Ending::running;
     ember_status error_status_ = EMBER_OK;
     std::string error_message_;

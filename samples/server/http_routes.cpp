@@ -82,7 +82,9 @@ void handle_completion(ServerContext &ctx, Endpoint endpoint, const httplib::Req
     if (ending == Ending::failed) return send_error(res, g->failure());
     if (ending == Ending::cancelled)
         return send_error(res, status_error(503, "the request was cancelled: the server is shutting down", "cancelled"));
-    send_json(res, completion_response(meta, text, ending == Ending::length ? "length" : "stop", g->usage()));
+    const std::vector<TokenLogprobs> lps = g->logprobs();
+    send_json(res, completion_response(meta, text, ending == Ending::length ? "length" : "stop", g->usage(),
+                                       g->wants_logprobs() ? &lps : nullptr));
 }
 
 struct Route {

@@ -152,6 +152,43 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
         }
         std::erase_if(r.stop, [](const std::string &x) { return x.empty(); });  // an empty stop matches nothing
     }
+    if (j.contains("response_format") && !j["response_format"].is_null()) {
+        const json &rf = j["response_format"];
+        if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+            return bad("response_format must be an object with a type", "invalid_type");
+        const std::string type = rf["type"].get<std::string>();
+        if (type == "json_object") {
+            r.json_schema = R"({"type":"object"})";
+        } else if (type == "json_schema") {
+            if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
+                return bad("response_format.json_schema must be an object", "invalid_type");
+            const json &js = rf["json_schema"];
+            // OpenAI's "schema" may be absent: any JSON value then.
+            r.json_schema = js.contains("schema") && !js["schema"].is_null() ? js["schema"].dump() : "{}";
+        } else if (type != "text") {
+            return bad("response_format.type must be text, json_object or json_schema");
+        }
+    }
+    if (j.contains("logprobs") && !j["logprobs"].is_null()) {
+        const json &lp = j["logprobs"];
+        if (endpoint == Endpoint::chat) {
+            if (!lp.is_boolean()) return bad("logprobs must be a boolean", "invalid_type");
+            r.logprobs = lp.get<bool>();
+        } else {
+            // completions: an integer, the number of top tokens (0-5)
+            if (!lp.is_number_integer() || lp.get<int64_t>() < 0 || lp.get<int64_t>() > 5)
+                return bad("logprobs must be an integer from 0 to 5", "invalid_type");
+            r.logprobs = true;
+            r.top_logprobs = static_cast<int32_t>(lp.get<int64_t>());
+        }
+    }
+    if (endpoint == Endpoint::chat && j.contains("top_logprobs") && !j["top_logprobs"].is_null()) {
+        const json &t = j["top_logprobs"];
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > 20)
+            return bad("top_logprobs must be an integer from 0 to 20", "invalid_type");
+        if (!r.logprobs) return bad("top_logprobs needs logprobs: true");
+        r.top_logprobs = static_cast<int32_t>(t.get<int64_t>());
+    }
     if (j.contains("stream") && !j["stream"].is_null()) {
         if (!j["stream"].is_boolean()) return bad("stream must be a boolean", "invalid_type");
         r.stream = j["stream"].get<bool>();
@@ -163,6 +200,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
             r.include_usage = so["include_usage"].get<bool>();
         }
     }
+    if (r.stream && r.logprobs) return bad("logprobs are not supported with stream (ask without streaming)", "unsupported");
     *out = std::move(r);
     return std::nullopt;
 }
@@ -185,11 +223,47 @@ json base(const ResponseMeta &m, const char *object) {
 json reason(const char *finish_reason) { return finish_reason ? json(finish_reason) : json(nullptr); }
 } // namespace
 
-json completion_response(const ResponseMeta &m, const std::string &text, const char *finish_reason, const Usage &u) {
+namespace {
+json bytes_of(const std::string &s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+}
+// A token's text as a JSON string: bytes that are not whole UTF-8 (a character split over tokens)
+// would make the response invalid, so they are replaced; "bytes" keeps them exactly.
+std::string text_of(const std::string &s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprobs> &lps) {
+    if (endpoint == Endpoint::chat) {
+        json content = json::array();
+        for (const TokenLogprobs &t : lps) {
+            json top = json::array();
+            for (const auto &[tok, lp] : t.top)
+                top.push_back({{"token", json::parse(text_of(tok))}, {"logprob", lp}, {"bytes", bytes_of(tok)}});
+            content.push_back({{"token", json::parse(text_of(t.token))}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)},
+                               {"top_logprobs", top}});
+        }
+        return {{"content", content}};
+    }
+    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array();
+    for (const TokenLogprobs &t : lps) {
+        tokens.push_back(json::parse(text_of(t.token)));
+        token_logprobs.push_back(t.logprob);
+        json top = json::object();
+        for (const auto &[tok, lp] : t.top) top[json::parse(text_of(tok)).get<std::string>()] = lp;
+        top_logprobs.push_back(top);
+    }
+    return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}};
+}
+} // namespace
+
+json completion_response(const ResponseMeta &m, const std::string &text, const char *finish_reason, const Usage &u,
+                         const std::vector<TokenLogprobs> *logprobs) {
     json j = base(m, m.endpoint == Endpoint::chat ? "chat.completion" : "text_completion");
     json choice = {{"index", 0}, {"finish_reason", reason(finish_reason)}};
     if (m.endpoint == Endpoint::chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-    else choice["text"] = text, choice["logprobs"] = nullptr;
+    else choice["text"] = text;
+    choice["logprobs"] = logprobs ? logprobs_json(m.endpoint, *logprobs) : json(nullptr);
     j["choices"] = json::array({choice});
     j["usage"] = usage_json(u);
     return j;

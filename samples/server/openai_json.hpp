@@ -43,6 +43,12 @@ struct CompletionRequest {
     int32_t top_k = 0;
     std::optional<uint64_t> seed;
     std::vector<std::string> stop;
+    // response_format: "" (text), or a JSON Schema the output must follow ({"type":"object"} for
+    // json_object; json_schema's "schema").
+    std::string json_schema;
+    // logprobs: chat `logprobs: true` (+ `top_logprobs` 0-20), completions `logprobs: N` (0-5).
+    bool logprobs = false;
+    int32_t top_logprobs = 0;
     bool stream = false;
     bool include_usage = false;             // stream_options.include_usage: a last chunk with usage
 };
@@ -64,8 +70,17 @@ struct ResponseMeta {
 };
 ResponseMeta make_response_meta(Endpoint endpoint, const std::string &model);
 
-// The whole non-streaming response.
-json completion_response(const ResponseMeta &m, const std::string &text, const char *finish_reason, const Usage &u);
+// One generated token's log-probabilities, for `logprobs` in a response.
+struct TokenLogprobs {
+    std::string token;   // its text (bytes as the tokenizer gives them)
+    float logprob = 0;
+    std::vector<std::pair<std::string, float>> top;
+};
+
+// The whole non-streaming response. `logprobs` (may be NULL) fills choices[0].logprobs in the chat
+// ({"content": [...]}) or completions ({"tokens", "token_logprobs", "top_logprobs"}) format.
+json completion_response(const ResponseMeta &m, const std::string &text, const char *finish_reason, const Usage &u,
+                         const std::vector<TokenLogprobs> *logprobs = nullptr);
 // One streaming chunk. For chat, the first chunk carries the role (first == true); finish_reason NULL
 // gives null (more to come).
 json completion_chunk(const ResponseMeta &m, const std::string &text, const char *finish_reason, bool first);

@@ -27,6 +27,7 @@ const char *ember_status_string(ember_status status) {
     case EMBER_ERR_BACKEND: return "EMBER_ERR_BACKEND";
     case EMBER_ERR_INVALID_STATE: return "EMBER_ERR_INVALID_STATE";
     case EMBER_ERR_CORRUPT_DATA: return "EMBER_ERR_CORRUPT_DATA";
+    case EMBER_ERR_GRAMMAR_DEAD_END: return "EMBER_ERR_GRAMMAR_DEAD_END";
     case EMBER_ERR_INTERNAL: return "EMBER_ERR_INTERNAL";
     }
     return "unknown status";

@@ -27,8 +27,8 @@ ember_engine_params engine_params_defaults() {
     return p;
 }
 } // namespace
-EMBER_GROWN_PARAMS_INIT_TWICE(ember_engine_params, ember_engine_params_init, engine_params_defaults, kEngineParamsV1Size,
-                              kEngineParamsV2Size, 1_4, "EMBER_1.4");
+EMBER_GROWN_TWICE_PARAMS_INIT_AT(ember_engine_params, ember_engine_params_init, engine_params_defaults, kEngineParamsV1Size,
+                              kEngineParamsV2Size, 1_1, "EMBER_1.1", 1_4, "EMBER_1.4");
 
 namespace {
 // select_device: make the params' device the one its backend opens (creating an engine); an estimate only
@@ -168,12 +168,25 @@ ember_status ember_engine_pin_prefix(ember_engine *engine, const ember_token *to
     });
 }
 
-void ember_request_params_init(ember_request_params *params) {
-    if (!params) return;
-    std::memset(params, 0, sizeof *params);
-    params->struct_size = sizeof *params;
-    params->max_tokens = 128;
+} // extern "C"
+
+// ember_request_params grew in EMBER_1.4 (grammar, stop strings): programs built before keep an init
+// that writes only the 56 bytes their struct has.
+namespace {
+constexpr uint32_t kRequestParamsV1Size = offsetof(ember_request_params, grammar);
+ember_request_params request_params_defaults() {
+    ember_request_params p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.max_tokens = 128;
+    return p;
 }
+} // namespace
+
+EMBER_GROWN_PARAMS_INIT_AT(ember_request_params, ember_request_params_init, request_params_defaults, kRequestParamsV1Size,
+                           1_4, "EMBER_1.4");
+
+extern "C" {
 
 ember_status ember_request_submit(ember_engine *engine, const ember_request_params *params, ember_request **out) {
     if (out) *out = nullptr;
@@ -181,7 +194,7 @@ ember_status ember_request_submit(ember_engine *engine, const ember_request_para
         EMBER_REQUIRE_ARG(engine);
         EMBER_REQUIRE_ARG(params);
         EMBER_REQUIRE_ARG(out);
-        const ember_request_params p = abi::read_params(params, sizeof(ember_request_params), ember_request_params_init,
+        const ember_request_params p = abi::read_params(params, kRequestParamsV1Size, impl_ember_request_params_init_1_4,
                                                         "ember_request_params");
         if (!p.prompt && p.n_prompt) fail(EMBER_ERR_INVALID_ARGUMENT, "prompt is NULL but n_prompt is %zu", p.n_prompt);
         engine->engine->check_prompt(p.prompt, p.n_prompt);   // before copying: n_prompt may be anything
@@ -191,11 +204,12 @@ ember_status ember_request_submit(ember_engine *engine, const ember_request_para
         SamplerParams sp;
         sp.temperature = 0;  // NULL sampling: greedy
         if (p.sampling) {
-            const ember_sampler_params s = abi::read_params(p.sampling, sizeof(ember_sampler_params),
-                                                            ember_sampler_params_init, "ember_sampler_params");
+            const ember_sampler_params s = abi::read_sampler_params(p.sampling);
             sp = abi::sampler_params_from(s);
         }
         r->sampler = std::make_unique<Sampler>(sp);
+        if (p.grammar) r->sampler->set_grammar(p.grammar->grammar);
+        r->stop = abi::stop_strings_from(p.stop, p.n_stop);
         auto h = std::make_unique<ember_request>();
         r->on_token = p.on_token;
         r->user_data = p.user_data;
@@ -268,6 +282,22 @@ ember_status ember_request_error(ember_request *request, ember_status *out_statu
         std::lock_guard<std::mutex> lock(r.mutex);
         *out_status = r.error;
         if (out_message) *out_message = r.error_message.c_str();
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_request_logprobs(ember_request *request, size_t i, ember_token_logprob *sampled, ember_token_logprob *top,
+                                    size_t capacity, size_t *out_count) {
+    if (out_count) *out_count = 0;
+    return guard("ember_request_logprobs", [&] {
+        EMBER_REQUIRE_ARG(request);
+        if (!top && capacity) fail(EMBER_ERR_INVALID_ARGUMENT, "top is NULL but capacity is %zu", capacity);
+        Request &r = *request->request;
+        if (r.sampler->params().n_logprobs == 0)
+            fail(EMBER_ERR_INVALID_STATE, "the request records no logprobs (its sampling params' n_logprobs is 0)");
+        std::lock_guard<std::mutex> lock(r.mutex);
+        if (i >= r.logprobs.size()) fail(EMBER_ERR_NOT_FOUND, "token %zu is not generated yet (%zu are)", i, r.logprobs.size());
+        abi::request_logprobs_out(r.logprobs[i].sampled, r.logprobs[i].top, sampled, top, capacity, out_count);
         return EMBER_OK;
     });
 }

@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstring>
+#include <string>
+#include <vector>
 
 using namespace ember;
 using ember::abi::guard;
@@ -32,9 +34,13 @@ ember_status ember_generate_next(ember_session *session, ember_sampler *sampler,
     });
 }
 
+} // extern "C"
+
 namespace {
-// What a caller built against EMBER_1 passes (struct_size 24): the fields before `speculate`.
+// What a caller built against EMBER_1 passes (struct_size 24): the fields before `speculate`; against
+// EMBER_1.2, 32 bytes: up to the grammar.
 constexpr uint32_t kGenerateParamsV1Size = offsetof(ember_generate_params, speculate);
+constexpr uint32_t kGenerateParamsV1_2Size = offsetof(ember_generate_params, grammar);
 ember_generate_params generate_params_defaults() {
     ember_generate_params p;
     std::memset(&p, 0, sizeof p);
@@ -45,7 +51,43 @@ ember_generate_params generate_params_defaults() {
 }
 } // namespace
 
-EMBER_GROWN_PARAMS_INIT_1_2(ember_generate_params, ember_generate_params_init, generate_params_defaults, kGenerateParamsV1Size);
+EMBER_GROWN_TWICE_PARAMS_INIT_AT(ember_generate_params, ember_generate_params_init, generate_params_defaults,
+                                 kGenerateParamsV1Size, kGenerateParamsV1_2Size, 1_2, "EMBER_1.2", 1_4, "EMBER_1.4");
+
+namespace ember::abi {
+StopStrings stop_strings_from(const char *const *stop, size_t n_stop) {
+    if (!stop && n_stop) fail(EMBER_ERR_INVALID_ARGUMENT, "stop is NULL but n_stop is %zu", n_stop);
+    if (n_stop > StopStrings::kMaxCount) fail(EMBER_ERR_INVALID_ARGUMENT, "%zu stop strings, more than %zu", n_stop, StopStrings::kMaxCount);
+    std::vector<std::string> v;
+    for (size_t i = 0; i < n_stop; ++i) {
+        if (!stop[i]) fail(EMBER_ERR_INVALID_ARGUMENT, "stop[%zu] is NULL", i);
+        v.emplace_back(stop[i], strnlen(stop[i], StopStrings::kMaxBytes + 1));
+    }
+    return StopStrings(std::move(v));
+}
+} // namespace ember::abi
+
+namespace {
+// Puts a grammar on the sampler for one call and the sampler's own back afterwards.
+class CallGrammar {
+public:
+    CallGrammar(Sampler &s, const ember_grammar *g) : s_(s), active_(g != nullptr) {
+        if (!active_) return;
+        saved_ = s.matcher_shared();
+        s.set_grammar(g->grammar);
+    }
+    ~CallGrammar() {
+        if (active_) s_.set_matcher(std::move(saved_));
+    }
+
+private:
+    Sampler &s_;
+    bool active_;
+    std::shared_ptr<grammar::GrammarMatcher> saved_;
+};
+} // namespace
+
+extern "C" {
 
 ember_status ember_generate(ember_session *session, ember_sampler *sampler, const ember_generate_params *params,
                             size_t *out_count) {
@@ -55,8 +97,17 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
         EMBER_REQUIRE_ARG(sampler);
         abi::refuse_reentry(session, "ember_generate");
         abi::refuse_reentry(sampler, "ember_generate");
-        const ember_generate_params p = abi::read_params(params, kGenerateParamsV1Size, impl_ember_generate_params_init_1_2,
+        const ember_generate_params p = abi::read_params(params, kGenerateParamsV1Size, impl_ember_generate_params_init_1_4,
                                                          "ember_generate_params");
+        StopStrings stop = abi::stop_strings_from(p.stop, p.n_stop);
+        CallGrammar call_grammar(*sampler->sampler, p.grammar);
+        // The text a step passes to on_token: through the stop strings, and on the last step (end of
+        // generation or max_tokens) with what they still hold.
+        auto text_of = [&](const std::string &text, bool last) {
+            std::string out = stop.push(text);
+            if (last) out += stop.finish();
+            return out;
+        };
         // on_token runs while both handles are in use: the calls it may make on them are limited (ember.h).
         const CallbackScope session_scope(session, "ember_generate"), sampler_scope(sampler, "ember_generate");
         size_t count = 0;
@@ -66,23 +117,27 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
         auto cancelled = [&] {
             return session->cancel.load(std::memory_order_relaxed) || session->free_pending || sampler->free_pending;
         };
-        if (session->spec && p.speculate) {
+        // A grammar's state follows accepted tokens only, which drafted-then-verified positions are not.
+        if (session->spec && p.speculate && !sampler->sampler->has_grammar()) {
             const ember_status st = session->spec->generate(
                 *session->session, *sampler->sampler, p.max_tokens, [&](const GenStep &step) {
                     ++count;
                     if (out_count) *out_count = count;
-                    const bool go_on = !p.on_token || p.on_token(step.token, step.text.c_str(), step.text.size(), p.user_data);
-                    return go_on && !cancelled();
+                    const std::string text =
+                        text_of(step.text, step.end_of_generation || (p.max_tokens && count >= p.max_tokens));
+                    const bool go_on = !p.on_token || p.on_token(step.token, text.c_str(), text.size(), p.user_data);
+                    return go_on && !cancelled() && !stop.stopped();
                 });
-            return st;
+            return stop.stopped() ? EMBER_END_OF_GENERATION : st;
         }
         for (;;) {
             if (p.max_tokens && count >= p.max_tokens) return EMBER_OK;
             GenStep step = session->session->next(*sampler->sampler);
             ++count;
             if (out_count) *out_count = count;
-            const bool go_on = !p.on_token || p.on_token(step.token, step.text.c_str(), step.text.size(), p.user_data);
-            if (step.end_of_generation) return EMBER_END_OF_GENERATION;
+            const std::string text = text_of(step.text, step.end_of_generation || (p.max_tokens && count >= p.max_tokens));
+            const bool go_on = !p.on_token || p.on_token(step.token, text.c_str(), text.size(), p.user_data);
+            if (step.end_of_generation || stop.stopped()) return EMBER_END_OF_GENERATION;
             if (!go_on || cancelled()) return EMBER_STOPPED;
         }
     });

@@ -1,6 +1,7 @@
 // api_sampler.cpp — samplers through the C ABI.
 #include "abi/handles.hpp"
 
+#include <cstddef>
 #include <cstring>
 
 using namespace ember;
@@ -18,34 +19,49 @@ SamplerParams sampler_params_from(const ember_sampler_params &p) {
     s.presence_penalty = p.presence_penalty;
     s.penalty_last_n = p.penalty_last_n;
     s.seed = p.seed;
+    s.n_logprobs = p.n_logprobs;
     return s;
+}
+} // namespace ember::abi
+
+namespace {
+// What a caller built before EMBER_1.4 passes (struct_size 48): the fields before `n_logprobs`.
+constexpr uint32_t kSamplerParamsV1Size = offsetof(ember_sampler_params, n_logprobs);
+ember_sampler_params sampler_params_defaults() {
+    ember_sampler_params p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    const SamplerParams d;
+    p.temperature = d.temperature;
+    p.top_k = d.top_k;
+    p.top_p = d.top_p;
+    p.min_p = d.min_p;
+    p.repeat_penalty = d.repeat_penalty;
+    p.frequency_penalty = d.frequency_penalty;
+    p.presence_penalty = d.presence_penalty;
+    p.penalty_last_n = d.penalty_last_n;
+    p.seed = d.seed;
+    p.n_logprobs = d.n_logprobs;
+    return p;
+}
+} // namespace
+
+EMBER_GROWN_PARAMS_INIT_AT(ember_sampler_params, ember_sampler_params_init, sampler_params_defaults, kSamplerParamsV1Size,
+                           1_4, "EMBER_1.4");
+
+namespace ember::abi {
+ember_sampler_params read_sampler_params(const ember_sampler_params *params) {
+    return abi::read_params(params, kSamplerParamsV1Size, impl_ember_sampler_params_init_1_4, "ember_sampler_params");
 }
 } // namespace ember::abi
 
 extern "C" {
 
-void ember_sampler_params_init(ember_sampler_params *params) {
-    if (!params) return;
-    std::memset(params, 0, sizeof *params);
-    params->struct_size = sizeof *params;
-    const SamplerParams d;
-    params->temperature = d.temperature;
-    params->top_k = d.top_k;
-    params->top_p = d.top_p;
-    params->min_p = d.min_p;
-    params->repeat_penalty = d.repeat_penalty;
-    params->frequency_penalty = d.frequency_penalty;
-    params->presence_penalty = d.presence_penalty;
-    params->penalty_last_n = d.penalty_last_n;
-    params->seed = d.seed;
-}
-
 ember_status ember_sampler_create(const ember_sampler_params *params, ember_sampler **out) {
     if (out) *out = nullptr;
     return guard("ember_sampler_create", [&] {
         EMBER_REQUIRE_ARG(out);
-        const ember_sampler_params p = abi::read_params(params, sizeof(ember_sampler_params), ember_sampler_params_init,
-                                                        "ember_sampler_params");
+        const ember_sampler_params p = abi::read_sampler_params(params);
         auto h = std::make_unique<ember_sampler>();
         h->sampler = std::make_unique<Sampler>(abi::sampler_params_from(p));
         *out = h.release();

@@ -29,8 +29,8 @@ ember_session_params session_params_defaults() {
     return p;
 }
 } // namespace
-EMBER_GROWN_PARAMS_INIT_TWICE(ember_session_params, ember_session_params_init, session_params_defaults, kSessionParamsV1Size,
-                              kSessionParamsV2Size, 1_4, "EMBER_1.4");
+EMBER_GROWN_TWICE_PARAMS_INIT_AT(ember_session_params, ember_session_params_init, session_params_defaults, kSessionParamsV1Size,
+                              kSessionParamsV2Size, 1_1, "EMBER_1.1", 1_4, "EMBER_1.4");
 
 ember_status ember_session_create(const ember_model *model, const ember_session_params *params, ember_session **out) {
     if (out) *out = nullptr;

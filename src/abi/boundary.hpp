@@ -66,20 +66,20 @@ inline void refuse_reentry(const void *handle, const char *fn_name) {
     extern "C" EMBER_API void impl_##name##_1(T *p) { ::ember::abi::write_defaults(p, defaults(), v1_size); }     \
     EMBER_SYMBOL_VERSION_DEFAULT(impl_##name##_##tag, name, node);                                           \
     EMBER_SYMBOL_VERSION(impl_##name##_1, name, "EMBER_1")
-// A struct that grew twice: in EMBER_1.1 (to v2_size bytes) and again in node `node`: name@EMBER_1 writes
-// v1_size bytes, name@EMBER_1.1 v2_size, name@@node the whole struct.
-#define EMBER_GROWN_PARAMS_INIT_TWICE(T, name, defaults, v1_size, v2_size, tag, node)                        \
+// A struct that grew twice: name@EMBER_1 writes v1_size bytes, name@<mid_node> mid_size, the default
+// name@@<node> the whole struct.
+#define EMBER_GROWN_TWICE_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, tag, node)      \
     extern "C" EMBER_API void impl_##name##_##tag(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); } \
-    extern "C" EMBER_API void impl_##name##_1_1(T *p) { ::ember::abi::write_defaults(p, defaults(), v2_size); }   \
+    extern "C" EMBER_API void impl_##name##_##mid_tag(T *p) { ::ember::abi::write_defaults(p, defaults(), mid_size); } \
     extern "C" EMBER_API void impl_##name##_1(T *p) { ::ember::abi::write_defaults(p, defaults(), v1_size); }     \
     EMBER_SYMBOL_VERSION_DEFAULT(impl_##name##_##tag, name, node);                                           \
-    EMBER_SYMBOL_VERSION(impl_##name##_1_1, name, "EMBER_1.1");                                              \
+    EMBER_SYMBOL_VERSION(impl_##name##_##mid_tag, name, mid_node);                                           \
     EMBER_SYMBOL_VERSION(impl_##name##_1, name, "EMBER_1")
 #else
 #define EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)                                    \
     extern "C" void impl_##name##_##tag(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); }        \
     extern "C" EMBER_API void name(T *p) { impl_##name##_##tag(p); }
-#define EMBER_GROWN_PARAMS_INIT_TWICE(T, name, defaults, v1_size, v2_size, tag, node)                        \
+#define EMBER_GROWN_TWICE_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, tag, node)      \
     EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)
 #endif
 // The structs that grew in EMBER_1.1 and EMBER_1.2 (one growth each so far).

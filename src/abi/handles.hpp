@@ -3,15 +3,18 @@
 
 #include "abi/boundary.hpp"
 #include "engine/engine.hpp"
+#include "grammar/grammar.hpp"
 #include "model/model.hpp"
 #include "sampler/sampler.hpp"
 #include "session/model_fingerprint.hpp"
+#include "sampler/stop_strings.hpp"
 #include "session/session.hpp"
 #include "spec/speculator.hpp"
 
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +27,14 @@ struct ember_model {
     // Identifies the weights in saved session states; computed on the first save or restore of any
     // session on this model, then shared.
     std::shared_ptr<ember::ModelFingerprint> fingerprint = std::make_shared<ember::ModelFingerprint>();
+    // The vocabulary as grammars need it (a trie of token bytes), built by the first grammar made for
+    // this model and shared by all of them.
+    mutable std::mutex grammar_vocab_mutex;
+    mutable std::shared_ptr<const ember::grammar::GrammarVocab> grammar_vocab;
+};
+
+struct ember_grammar {
+    std::shared_ptr<ember::grammar::CompiledGrammar> grammar;
 };
 
 struct ember_session {
@@ -81,6 +92,13 @@ void write_out(T *user, const T &full, size_t v1_size, const char *what) {
 
 // The C sampler params as the core's (api_sampler.cpp).
 SamplerParams sampler_params_from(const ember_sampler_params &p);
+// A caller's sampler params (any version) over the defaults (api_sampler.cpp).
+ember_sampler_params read_sampler_params(const ember_sampler_params *params);
+// Logprobs into the caller's buffers (api_grammar.cpp).
+void request_logprobs_out(const TokenLogprob &s, const std::vector<TokenLogprob> &t, ember_token_logprob *sampled,
+                          ember_token_logprob *top, size_t capacity, size_t *out_count);
+// Stop strings from the C params (api_generate.cpp).
+StopStrings stop_strings_from(const char *const *stop, size_t n_stop);
 
 // Two-call idiom for byte output: reports the length and copies when the buffer is large enough.
 // with_nul: the buffer must also hold a terminating NUL.

@@ -4,6 +4,7 @@
 
 #include "chat/jinja_context.hpp"
 #include "chat/jinja_error.hpp"
+#include "core/json_escape.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -58,29 +59,6 @@ Value attribute_of(const Value &obj, const std::string &path) {
     return cur;
 }
 
-void json_string(std::string &out, const std::string &s) {
-    out += '"';
-    for (unsigned char c : s) {
-        switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        default:
-            if (c < 0x20) {
-                char b[8];
-                std::snprintf(b, sizeof b, "\\u%04x", c);
-                out += b;
-            } else {
-                out += static_cast<char>(c);
-            }
-        }
-    }
-    out += '"';
-}
 
 struct JsonStyle {
     int indent = -1;
@@ -104,7 +82,7 @@ void json_value(std::string &out, const Value &v, const JsonStyle &st, int level
         out += std::isnan(f) ? "NaN" : std::isinf(f) ? (f < 0 ? "-Infinity" : "Infinity") : float_repr(f);
         return;
     }
-    case Value::Kind::String: json_string(out, v.as_string()); return;
+    case Value::Kind::String: json_quote(out, v.as_string()); return;
     case Value::Kind::List: {
         const List &l = v.as_list();
         if (l.empty()) {
@@ -143,7 +121,7 @@ void json_value(std::string &out, const Value &v, const JsonStyle &st, int level
         for (size_t i = 0; i < items.size(); ++i) {
             if (i) out += st.item_sep;
             newline(level + 1);
-            json_string(out, key_text(items[i]->first));
+            json_quote(out, key_text(items[i]->first));
             out += st.key_sep;
             json_value(out, items[i]->second, st, level + 1, line);
         }

@@ -171,7 +171,10 @@ bool Engine::step() {
 void Engine::finish(const std::shared_ptr<Request> &r, ember_request_state state, ember_status error,
                     const std::string &message, bool keep_seq) {
     if (r->finished) return;
-    ended_.push_back({r, state, error, message, r->utf8.flush()});  // first: if it throws, nothing changed
+    // The text the UTF-8 stream and the stop strings still hold (nothing after a stop string).
+    std::string tail = r->stop.push(r->utf8.flush());
+    tail += r->stop.finish();
+    ended_.push_back({r, state, error, message, std::move(tail)});  // first: if it throws, nothing changed
     r->finished = true;
     if (!keep_seq) r->seq.reset();  // full blocks stay cached in the pool for later prompts that share them
 }
@@ -192,10 +195,12 @@ void Engine::flush_ended() {
 }
 
 void Engine::emit(Request &r, int32_t token) {
-    const std::string text = r.utf8.push(model_.tokenizer().token_to_piece(token, false));
+    const std::string text = r.stop.push(r.utf8.push(model_.tokenizer().token_to_piece(token, false)));
     {
         std::lock_guard<std::mutex> lock(r.mutex);
         r.tokens.push_back(token);
+        if (r.sampler->params().n_logprobs > 0)
+            r.logprobs.push_back({r.sampler->last_logprob(), r.sampler->last_top_logprobs()});
         r.text += text;
     }
     std::lock_guard<std::recursive_mutex> cb(r.cb_mutex);
@@ -324,7 +329,15 @@ bool Engine::step_locked() {
     for (size_t i = 0; i < b_logit_req_.size(); ++i) {
         const std::shared_ptr<Request> &self = b_logit_req_[i];
         Request &r = *self;
-        const int32_t tok = r.sampler->sample(logits_.data() + i * n_vocab, n_vocab);
+        int32_t tok;
+        try {
+            tok = r.sampler->sample(logits_.data() + i * n_vocab, n_vocab);
+        } catch (const Error &e) {
+            // A grammar with no way on fails its own request, not the step's others.
+            if (e.status() != EMBER_ERR_GRAMMAR_DEAD_END) throw;
+            finish(self, EMBER_REQUEST_FAILED, e.status(), e.what());
+            continue;
+        }
         r.sampler->accept(tok);
         ++r.generated;
         if (model_.tokenizer().is_eog(tok)) {
@@ -332,7 +345,7 @@ bool Engine::step_locked() {
             continue;
         }
         emit(r, tok);
-        if ((r.max_tokens && r.generated >= r.max_tokens) || r.seq->size() + 1 > plan_.n_ctx) {
+        if (r.stop.stopped() || (r.max_tokens && r.generated >= r.max_tokens) || r.seq->size() + 1 > plan_.n_ctx) {
             finish(self, EMBER_REQUEST_DONE);
             continue;
         }

@@ -7,6 +7,7 @@
 
 #include "kv/kv_sequence.hpp"
 #include "sampler/sampler.hpp"
+#include "sampler/stop_strings.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <ember/ember.h>
@@ -26,6 +27,7 @@ struct Request {
     uint32_t max_tokens = 0;          // 0: until end of generation or a full context
     std::unique_ptr<Sampler> sampler;
     bool pin = false;                 // a pinned prefix: keep the sequence after the prompt, generate nothing
+    StopStrings stop;                 // engine thread only: holds back text that may start a stop string
 
     // The streaming callback. cb_mutex is held while it runs and while the app's handle detaches, so a
     // callback never sees a freed handle (recursive: the callback may free its own request).
@@ -38,6 +40,11 @@ struct Request {
     std::mutex mutex;
     std::condition_variable ended;    // notified when state leaves QUEUED/RUNNING
     std::vector<int32_t> tokens;
+    struct Logprobs {
+        TokenLogprob sampled;
+        std::vector<TokenLogprob> top;
+    };
+    std::vector<Logprobs> logprobs;   // per token in `tokens`, when the sampler records them
     size_t polled = 0;
     std::string text;
     ember_request_state state = EMBER_REQUEST_QUEUED;

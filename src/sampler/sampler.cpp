@@ -1,6 +1,7 @@
 #include "sampler/sampler.hpp"
 
 #include "core/error.hpp"
+#include "grammar/grammar.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,14 +19,22 @@ Sampler::Sampler(const SamplerParams &p) : p_(p), rng_(p.seed) {
     if (!std::isfinite(p.frequency_penalty) || !std::isfinite(p.presence_penalty))
         fail(EMBER_ERR_INVALID_ARGUMENT, "frequency_penalty and presence_penalty must be finite");
     if (p.penalty_last_n < 0) fail(EMBER_ERR_INVALID_ARGUMENT, "penalty_last_n must be >= 0, got %d", p.penalty_last_n);
+    if (p.n_logprobs < 0 || p.n_logprobs > kMaxLogprobs)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "n_logprobs must be in [0, %d], got %d", kMaxLogprobs, p.n_logprobs);
 }
 
 void Sampler::reset() {
     history_.clear();
     rng_.seed(p_.seed);
+    if (matcher_) matcher_->reset();
+}
+
+void Sampler::set_grammar(std::shared_ptr<grammar::CompiledGrammar> g) {
+    matcher_ = g ? std::make_shared<grammar::GrammarMatcher>(std::move(g)) : nullptr;
 }
 
 void Sampler::accept(int32_t token) {
+    if (matcher_) matcher_->accept(token);   // first: a refused token changes nothing
     if (p_.penalty_last_n == 0) return;
     history_.push_back(token);
     while (history_.size() > static_cast<size_t>(p_.penalty_last_n)) history_.pop_front();
@@ -39,7 +48,26 @@ double TokenDist::prob(int32_t id) const {
 
 int32_t Sampler::sample(const float *logits, size_t n_vocab) {
     distribution(logits, n_vocab, nullptr, 0, dist_);
-    return draw(dist_);
+    const int32_t token = draw(dist_);
+    if (p_.n_logprobs > 0) record_logprobs(logits, n_vocab, token);
+    return token;
+}
+
+void Sampler::record_logprobs(const float *logits, size_t n_vocab, int32_t token) {
+    double max_l = logits[0];
+    for (size_t i = 1; i < n_vocab; ++i) max_l = std::max(max_l, static_cast<double>(logits[i]));
+    double sum = 0;
+    for (size_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max_l);
+    const double log_z = max_l + std::log(sum);
+    auto lp = [&](size_t id) { return static_cast<float>(static_cast<double>(logits[id]) - log_z); };
+    last_logprob_ = {token, lp(static_cast<size_t>(token))};
+    const size_t n = std::min(static_cast<size_t>(p_.n_logprobs), n_vocab);
+    cand_.resize(n_vocab);
+    for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
+    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(),
+                      [](const Cand &a, const Cand &b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); });
+    top_logprobs_.clear();
+    for (size_t i = 0; i < n; ++i) top_logprobs_.push_back({cand_[i].id, lp(static_cast<size_t>(cand_[i].id))});
 }
 
 double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
@@ -59,6 +87,18 @@ int32_t Sampler::draw(const TokenDist &d) {
 void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra, TokenDist &out) {
     if (n_vocab == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "n_vocab is 0");
     out.clear();
+    // 0. The grammar's mask: disallowed tokens take no part in any stage (fetched where needed below:
+    // greedy decoding often needs none).
+    std::shared_ptr<const grammar::TokenMask> mask;
+    if (matcher_ && n_vocab != static_cast<size_t>(matcher_->grammar().vocab().n_vocab))
+        fail(EMBER_ERR_INVALID_ARGUMENT, "the grammar was made for a vocabulary of %d tokens, the logits have %zu",
+             matcher_->grammar().vocab().n_vocab, n_vocab);
+    auto fetch_mask = [&] {
+        if (!matcher_) return;
+        mask = matcher_->mask();
+        if (mask->n_allowed == 0) fail(EMBER_ERR_GRAMMAR_DEAD_END, "the grammar allows no token here and is not complete");
+    };
+    auto allowed = [&](size_t i) { return !mask || mask->test(static_cast<int32_t>(i)); };
     const bool penalize = (!history_.empty() || n_extra > 0) &&
         (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) &&
         p_.penalty_last_n > 0;
@@ -87,22 +127,52 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
         size_t best = 0;
         for (size_t i = 1; i < n_vocab; ++i)
             if (l[i] > l[best]) best = i;
+        // With a grammar, the best token overall is the answer when the grammar allows it (it is then
+        // also the best allowed one, ties included): checking its bytes spares computing the mask, which
+        // is what a new grammar state costs (llama.cpp's common sampler checks first the same way).
+        if (matcher_ && !matcher_->allows(static_cast<int32_t>(best))) {
+            fetch_mask();
+            best = 0;
+            while (!allowed(best)) ++best;   // a mask allows at least one token
+            for (size_t i = best + 1; i < n_vocab; ++i)
+                if (l[i] > l[best] && allowed(i)) best = i;
+        }
         out.ids.push_back(static_cast<int32_t>(best));
         out.w.push_back(1.0);
         out.total = 1.0;
         return;
     }
 
-    cand_.resize(n_vocab);
-    for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), l[i]};
     auto by_logit = [](const Cand &a, const Cand &b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
-    size_t n = n_vocab;
-    // 3. top-k: only the k best need ordering.
-    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
-        n = static_cast<size_t>(p_.top_k);
-        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(), by_logit);
+    auto gather = [&] {
+        cand_.clear();
+        for (size_t i = 0; i < n_vocab; ++i)
+            if (allowed(i)) cand_.push_back({static_cast<int32_t>(i), l[i]});
+    };
+    // 3. top-k: only the k best need ordering. With a grammar, when the k best of all tokens are all
+    // allowed they are also the k best allowed ones, and the later stages see only them: the mask is
+    // not needed (an exact shortcut, like greedy's above).
+    const size_t k = p_.top_k > 0 ? static_cast<size_t>(p_.top_k) : 0;
+    bool top_k_done = false;
+    if (matcher_ && k > 0 && k < n_vocab) {
+        gather();   // all tokens: no mask yet
+        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(), by_logit);
+        top_k_done = true;
+        for (size_t i = 0; i < k && top_k_done; ++i) top_k_done = matcher_->allows(cand_[i].id);
+    }
+    size_t n;
+    if (top_k_done) {
+        n = k;
     } else {
-        std::sort(cand_.begin(), cand_.end(), by_logit);
+        fetch_mask();
+        gather();
+        n = cand_.size();
+        if (k > 0 && k < n) {
+            n = k;
+            std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(), by_logit);
+        } else {
+            std::sort(cand_.begin(), cand_.end(), by_logit);
+        }
     }
     // Probabilities at temperature 1 for the truncation stages (as the chain order says).
     std::vector<double> &prob = out.w;

@@ -5,10 +5,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <random>
 #include <vector>
 
 namespace ember {
+
+namespace grammar {
+class CompiledGrammar;
+class GrammarMatcher;
+}
 
 struct SamplerParams {
     float temperature = 1.0f;
@@ -20,6 +26,14 @@ struct SamplerParams {
     float presence_penalty = 0.0f;
     int32_t penalty_last_n = 64;
     uint64_t seed = 0;
+    int32_t n_logprobs = 0;   // record the top-n log-probabilities of each sampled position (0: off)
+};
+
+// The log-probability of a token under the model's distribution (softmax of the raw logits, before
+// penalties and grammar): what OpenAI's `logprobs` report.
+struct TokenLogprob {
+    int32_t id;
+    float logprob;
 };
 
 // The distribution the chain draws from: the tokens that survive its stages and their weights
@@ -35,6 +49,7 @@ struct TokenDist {
 
 class Sampler {
 public:
+    static constexpr int32_t kMaxLogprobs = 20;
     // Throws EMBER_ERR_INVALID_ARGUMENT for out-of-range parameters, naming the field.
     explicit Sampler(const SamplerParams &p);
     // distribution() then draw(): one uniform number from the sampler's generator per sampled token.
@@ -51,6 +66,21 @@ public:
     const SamplerParams &params() const { return p_; }
     bool greedy() const { return p_.temperature <= 0.0f; }
 
+    // Constrains sampling to what the grammar allows (nullptr: no constraint). The grammar starts at
+    // its beginning; accept() advances it, reset() returns it to the beginning. With a grammar,
+    // distribution() throws EMBER_ERR_GRAMMAR_DEAD_END when no token is allowed, and accept() throws
+    // EMBER_ERR_INVALID_ARGUMENT for a token the grammar does not allow (changing nothing).
+    void set_grammar(std::shared_ptr<grammar::CompiledGrammar> g);
+    bool has_grammar() const { return matcher_ != nullptr; }
+    // The grammar position itself, to put aside and back (a grammar for one generate call).
+    std::shared_ptr<grammar::GrammarMatcher> matcher_shared() const { return matcher_; }
+    void set_matcher(std::shared_ptr<grammar::GrammarMatcher> m) { matcher_ = std::move(m); }
+    grammar::GrammarMatcher *matcher() { return matcher_.get(); }
+
+    // With n_logprobs > 0: the sampled token's log-probability and the top n of the last sample().
+    const TokenLogprob &last_logprob() const { return last_logprob_; }
+    const std::vector<TokenLogprob> &last_top_logprobs() const { return top_logprobs_; }
+
 private:
     SamplerParams p_;
     std::mt19937_64 rng_;
@@ -59,6 +89,10 @@ private:
     std::vector<Cand> cand_;          // reused between calls
     std::vector<float> penalized_;    // logits after the penalties, reused between calls
     TokenDist dist_;
+    std::shared_ptr<grammar::GrammarMatcher> matcher_;
+    TokenLogprob last_logprob_{-1, 0.0f};
+    std::vector<TokenLogprob> top_logprobs_;
+    void record_logprobs(const float *logits, size_t n_vocab, int32_t token);
 };
 
 } // namespace ember

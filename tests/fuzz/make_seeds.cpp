@@ -9,10 +9,12 @@
 //                and fingerprint).
 // tokenizer:     texts behind a selector byte (vocabulary and flags, see fuzz_tokenizer.cpp).
 // chat_template: templates using each part of the Jinja subset, each with a conversation.
+// gbnf:          grammars using each part of GBNF; json_schema: schemas using each supported keyword.
 #include "chat/chat_template.hpp"
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
 #include "gguf/gguf.hpp"
+#include "../structured_cases.hpp"
 
 #include <ember/ember.h>
 
@@ -317,11 +319,38 @@ void chat_template_seeds() {
         write_file(std::string(sd.name) + ".bin", bytes.data(), bytes.size());
     }
 }
+// Grammars using each part of GBNF (fuzz_gbnf.cpp: the text is the input).
+void gbnf_seeds() {
+    const struct { const char *name, *text; } seeds[] = {
+        {"digits", "root ::= [0-9]{1,3} (\",\" [0-9]+)*\n"},
+        {"yes-no", "root ::= (\"yes\" | \"no\") \"\\n\"?   # a comment\n"},
+        {"json", "root ::= value\nvalue ::= object | array | string | \"true\" | \"null\" | [0-9]+\n"
+                 "object ::= \"{\" ( string \":\" value ( \",\" string \":\" value )* )? \"}\"\n"
+                 "array ::= \"[\" ( value ( \",\" value )* )? \"]\"\n"
+                 "string ::= \"\\\"\" [^\"\\\\\\x00-\\x1f]* \"\\\"\"\n"},
+        {"unicode", "root ::= [\\u00e9-\\u00ff✓]+ [^a-z]? \"😀\"{2} .\n"},
+        {"nested", "root ::= \"(\" (root | [a-c]) \")\" | \"x\"\n"},
+        {"multiline", "root ::= (\n  \"a\"\n  \"b\"\n) |\n  \"c\" [\\x41-\\x5A]{2,}\n"},
+    };
+    for (const auto &sd : seeds) write_file(std::string(sd.name) + ".gbnf", sd.text, std::strlen(sd.text));
+}
+
+// JSON Schemas using each supported keyword (fuzz_json_schema.cpp: the schema is the input).
+void json_schema_seeds() {
+    for (const auto &c : structured_cases::kSchemas) write_file(std::string(c.name) + ".json", c.schema, std::strlen(c.schema));
+    const struct { const char *name, *text; } more[] = {
+        {"pattern", R"({"type":"string","pattern":"^[A-Z][a-z]+(-[0-9]{2,4})?\\d*\\.?(?:x|y)$"})"},
+        {"bounds", R"({"type":"object","properties":{"n":{"type":"number","minimum":0,"exclusiveMaximum":10},"i":{"type":"integer","minimum":-5}}})"},
+        {"any", R"({"$schema":"https://json-schema.org/draft/2020-12/schema","title":"any","description":"x"})"},
+        {"required-only", R"({"required":["a","b"],"properties":{"b":{"const":[1,{"c":null}]}}})"},
+    };
+    for (const auto &sd : more) write_file(std::string(sd.name) + ".json", sd.text, std::strlen(sd.text));
+}
 } // namespace
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        std::fprintf(stderr, "usage: make_seeds gguf|session_state|tokenizer|chat_template OUT_DIR MODEL(stories260K.gguf)\n");
+        std::fprintf(stderr, "usage: make_seeds gguf|session_state|tokenizer|chat_template|gbnf|json_schema OUT_DIR MODEL(stories260K.gguf)\n");
         return 2;
     }
     g_out = argv[2];
@@ -330,6 +359,8 @@ int main(int argc, char **argv) {
     else if (what == "session_state") session_seeds(argv[3]);
     else if (what == "tokenizer") tokenizer_seeds();
     else if (what == "chat_template") chat_template_seeds();
+    else if (what == "gbnf") gbnf_seeds();
+    else if (what == "json_schema") json_schema_seeds();
     else return 2;
     return 0;
 }

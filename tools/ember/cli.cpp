@@ -49,6 +49,13 @@ bool Args::flag(const std::string &name) const {
     return false;
 }
 
+std::vector<std::string> Args::all(const std::string &name) const {
+    std::vector<std::string> out;
+    for (const auto &[k, v] : values)
+        if (k == name) out.push_back(v);
+    return out;
+}
+
 Args parse(int argc, char **argv, int first, const std::vector<std::string> &value_opts,
            const std::vector<std::string> &flag_opts) {
     Args a;
@@ -80,6 +87,7 @@ Args parse(int argc, char **argv, int first, const std::vector<std::string> &val
                     value = argv[++i];
                 }
                 a.opts[s] = value;
+                a.values.emplace_back(s, value);
             } else if (is_in(flag_opts, s)) {
                 a.flags.push_back(s);
             } else {

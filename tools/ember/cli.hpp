@@ -15,12 +15,14 @@ struct Args {
     std::map<std::string, std::string> opts;
     std::vector<std::string> flags;
     std::vector<std::string> positional;
+    std::vector<std::pair<std::string, std::string>> values;   // every value option in order, repeats included
 
     bool has(const std::string &name) const;
     std::string str(const std::string &name, const std::string &fallback) const;
     long integer(const std::string &name, long fallback) const;       // exits with a message if malformed
     double number(const std::string &name, double fallback) const;
     bool flag(const std::string &name) const;
+    std::vector<std::string> all(const std::string &name) const;   // each value of a repeatable option
 };
 
 // Parses argv[first..]. `value_opts` lists the options that take a value (long and short spellings);
@@ -35,6 +37,13 @@ int usage_error(const std::string &message);
 
 // Loads a model or reports the error; nullptr on failure. Shows a progress bar on a terminal when asked.
 ember_model *load_model(const std::string &path, bool vocab_only, bool progress);
+
+// --grammar FILE (GBNF) or --json-schema FILE: *out is the grammar, or nullptr with neither. False
+// (with the message printed) when a file cannot be read or does not compile.
+bool grammar_option(const Args &a, const ember_model *model, ember_grammar **out);
+
+// `ember bench --json-schema FILE | --grammar FILE` (bench_grammar.cpp).
+int bench_grammar(const Args &a, const std::string &model_path, long G);
 
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -235,7 +235,8 @@ double median(std::vector<double> v) {
 
 int cmd_bench(int argc, char **argv) {
     const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel",
-                                        "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds", "--background-load"},
+                                        "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds", "--background-load",
+                                        "--json-schema", "--grammar", "--grammar-vocab"},
                             {"--prefix-reuse", "--lookup", "--draft-fixed"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
@@ -246,6 +247,7 @@ int cmd_bench(int argc, char **argv) {
     if (busy < 0 || busy > 256) return usage_error("bench: --background-load must be in 0..256");
     const BackgroundLoad load(busy);  // N busy threads for the whole run, model load included
     if (a.flag("--prefix-reuse")) return bench_prefix_reuse(a, model_path, P);
+    if (a.has("--json-schema") || a.has("--grammar")) return bench_grammar(a, model_path, G);
     if (N > 0) return bench_parallel(a, model_path, P, G, N);
     const bool speculating = a.has("--draft") || a.flag("--lookup");
     const long rounds = a.integer("--rounds", speculating ? 3 : 1);

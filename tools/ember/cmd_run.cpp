@@ -24,7 +24,7 @@ int cmd_run(int argc, char **argv) {
                          {"-m", "--model", "-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k",
                           "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--frequency-penalty",
                           "--presence-penalty", "-t", "--threads", "-c", "--ctx-size", "--backend", "--kv-type", "--draft",
-                          "--draft-k"},
+                          "--draft-k", "--grammar", "--json-schema", "--stop"},
                          {"--no-bos", "--special", "--stats", "--lookup", "--draft-fixed"});
     auto alias = [&](const char *s, const char *l) { return a.has(l) ? a.str(l, "") : a.str(s, ""); };
     const std::string model_path = alias("-m", "--model");
@@ -56,11 +56,15 @@ int cmd_run(int argc, char **argv) {
     ember_model *model = load_model(model_path, false, true);
     ember_session *session = nullptr;
     ember_model *draft = nullptr;
+    ember_grammar *grammar = nullptr;
+    const std::vector<std::string> stops = a.all("--stop");
+    std::vector<const char *> stop_ptrs;
+    for (const std::string &s : stops) stop_ptrs.push_back(s.c_str());
     std::vector<ember_token> tokens;
     uint32_t flags = (a.flag("--no-bos") ? 0u : EMBER_TOKENIZE_ADD_SPECIAL) |
                      (a.flag("--special") ? EMBER_TOKENIZE_PARSE_SPECIAL : 0u);
-    if (model && (session = create_session(model, sa)) && attach_speculation(session, sa, &draft) &&
-        tokenize(model, prompt, flags, tokens)) {
+    if (model && grammar_option(a, model, &grammar) && (session = create_session(model, sa)) &&
+        attach_speculation(session, sa, &draft) && tokenize(model, prompt, flags, tokens)) {
         if (tokens.empty()) {
             // Nothing to condition on: start from BOS if the model has one.
             if (ember_token_bos(model) < 0) {
@@ -84,6 +88,9 @@ int cmd_run(int argc, char **argv) {
         gp.max_tokens = static_cast<uint32_t>(n_predict);
         gp.on_token = on_token;
         gp.user_data = &state;
+        gp.grammar = grammar;
+        gp.stop = stop_ptrs.data();
+        gp.n_stop = stop_ptrs.size();
         st = n_predict > 0 ? ember_generate(session, sampler, &gp, nullptr) : EMBER_OK;
         const auto t2 = std::chrono::steady_clock::now();
         std::printf("\n");
@@ -91,6 +98,8 @@ int cmd_run(int argc, char **argv) {
             fail("generation", st);
             goto done;
         }
+        if (grammar && st == EMBER_OK)
+            std::fprintf(stderr, "ember: stopped at -n %ld tokens: the output may be incomplete for the grammar\n", n_predict);
         if (st == EMBER_ERR_CONTEXT_FULL) std::fprintf(stderr, "ember: stopped: the context is full\n");
         if (a.flag("--stats")) {
             const double tp = std::chrono::duration<double>(t1 - t0).count();
@@ -111,6 +120,7 @@ done:
     ember_model_free(draft);
     ember_model_free(model);
     ember_sampler_free(sampler);
+    ember_grammar_free(grammar);
     return rc;
 }
 

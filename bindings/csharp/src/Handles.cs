@@ -55,6 +55,16 @@ namespace Ember.Native
         protected override void Free(IntPtr h) { NativeMethods.ember_engine_free(h); }
     }
 
+    /// <summary>A grammar: it does not refer to its model once made, so it holds no reference on it.</summary>
+    internal sealed class GrammarHandle : EmberHandle
+    {
+        protected override bool ReleaseHandle()
+        {
+            NativeMethods.ember_grammar_free(handle);
+            return true;
+        }
+    }
+
     internal sealed class SamplerHandle : EmberHandle
     {
         protected override bool ReleaseHandle()

@@ -114,6 +114,21 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_sampler_reset(SamplerHandle sampler);
         [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_logprobs(SamplerHandle sampler, out ember_token_logprob sampled,
+                                                             [In, Out] ember_token_logprob[] top, UIntPtr capacity,
+                                                             out UIntPtr out_count);
+
+        // ---- grammars (EMBER_1.4)
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_grammar_create_gbnf(ModelHandle model, byte[] gbnf, UIntPtr len,
+                                                                out GrammarHandle grammar);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_grammar_create_json_schema(ModelHandle model, byte[] schema, UIntPtr len,
+                                                                       out GrammarHandle grammar);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_grammar_free(IntPtr grammar);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_set_grammar(SamplerHandle sampler, GrammarHandle grammar);
+        [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_generate_next(SessionHandle session, SamplerHandle sampler, out int token,
                                                           out IntPtr text, out UIntPtr text_len);
         [DllImport(Library, CallingConvention = Cdecl)]
@@ -173,6 +188,10 @@ namespace Ember.Native
         internal static extern Status ember_request_cancel(RequestHandle request);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_request_error(RequestHandle request, out Status status, out IntPtr message);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_request_logprobs(RequestHandle request, UIntPtr i, out ember_token_logprob sampled,
+                                                             [In, Out] ember_token_logprob[] top, UIntPtr capacity,
+                                                             out UIntPtr out_count);
         [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_request_free(IntPtr request);
 
         // ---- backend devices

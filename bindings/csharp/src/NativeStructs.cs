@@ -77,6 +77,14 @@ namespace Ember.Native
         public float presence_penalty;
         public int penalty_last_n;
         public ulong seed;
+        public int n_logprobs;             // EMBER_1.4
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_token_logprob
+    {
+        public int token;
+        public float logprob;
     }
 
     [StructLayout(LayoutKind.Sequential)]
@@ -87,6 +95,10 @@ namespace Ember.Native
         public IntPtr on_token;            // ember_token_fn
         public IntPtr user_data;
         [MarshalAs(UnmanagedType.I1)] public bool speculate;
+        [MarshalAs(UnmanagedType.ByValArray, SizeConst = 7)] public byte[] reserved_1_4;   // EMBER_1.4: keep 0
+        public IntPtr grammar;             // const ember_grammar *
+        public IntPtr stop;                // const char *const *
+        public UIntPtr n_stop;
     }
 
     [StructLayout(LayoutKind.Sequential)]
@@ -164,6 +176,9 @@ namespace Ember.Native
         public IntPtr sampling;            // const ember_sampler_params *, copied at submit
         public IntPtr on_token;            // ember_request_token_fn
         public IntPtr user_data;
+        public IntPtr grammar;             // EMBER_1.4: const ember_grammar *
+        public IntPtr stop;                // const char *const *
+        public UIntPtr n_stop;
     }
 
     [StructLayout(LayoutKind.Sequential)]

@@ -18,6 +18,8 @@ namespace Ember
         /// <summary>Tokens of history the penalties see.</summary>
         public int PenaltyLastN = 64;
         public ulong Seed = 0;
+        /// <summary>0 (off) to 20: record the top-n log-probabilities at every sample (Sampler.Logprobs).</summary>
+        public int Logprobs = 0;
 
         /// <summary>Parameters for greedy decoding.</summary>
         public static SamplerParams Greedy() { return new SamplerParams { Temperature = 0.0f }; }
@@ -35,8 +37,17 @@ namespace Ember
             p.presence_penalty = PresencePenalty;
             p.penalty_last_n = PenaltyLastN;
             p.seed = Seed;
+            p.n_logprobs = Logprobs;
             return p;
         }
+    }
+
+    /// <summary>A token and its log-probability under the model (natural log).</summary>
+    public struct TokenLogprob
+    {
+        public readonly int Token;
+        public readonly float Logprob;
+        public TokenLogprob(int token, float logprob) { Token = token; Logprob = logprob; }
     }
 
     /// <summary>Turns logits into tokens and keeps the penalty history. Use from one thread at a time;
@@ -84,6 +95,36 @@ namespace Ember
         {
             ThrowIfDisposed();
             EmberException.Check(NativeMethods.ember_sampler_accept(Handle, token));
+        }
+
+        /// <summary>Constrains sampling by the grammar, from its beginning (null removes it). The sampler keeps
+        /// its own reference. Sampling throws EmberException (GrammarDeadEnd) where no token can continue.</summary>
+        public void SetGrammar(Grammar grammar)
+        {
+            ThrowIfDisposed();
+            if (grammar == null)
+            {
+                // A null SafeHandle cannot be marshalled: pass an invalid one, which the library reads as NULL.
+                using (var none = new GrammarHandle())
+                    EmberException.Check(NativeMethods.ember_sampler_set_grammar(Handle, none));
+                return;
+            }
+            EmberException.Check(NativeMethods.ember_sampler_set_grammar(Handle, grammar.Handle));
+        }
+
+        /// <summary>The log-probability of the last sampled token and the top-n tokens' (best first), when
+        /// SamplerParams.Logprobs > 0.</summary>
+        public TokenLogprob[] Logprobs(out TokenLogprob sampled)
+        {
+            ThrowIfDisposed();
+            var top = new ember_token_logprob[20];
+            ember_token_logprob s;
+            UIntPtr n;
+            EmberException.Check(NativeMethods.ember_sampler_logprobs(Handle, out s, top, (UIntPtr)top.Length, out n));
+            sampled = new TokenLogprob(s.token, s.logprob);
+            var result = new TokenLogprob[(int)n];
+            for (int i = 0; i < result.Length; i++) result[i] = new TokenLogprob(top[i].token, top[i].logprob);
+            return result;
         }
 
         /// <summary>Clears the history and re-seeds the random generator.</summary>

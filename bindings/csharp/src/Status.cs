@@ -24,6 +24,7 @@ namespace Ember
         [NativeName("EMBER_ERR_BACKEND")] Backend = -11,
         [NativeName("EMBER_ERR_INVALID_STATE")] InvalidState = -12,
         [NativeName("EMBER_ERR_CORRUPT_DATA")] CorruptData = -13,
+        [NativeName("EMBER_ERR_GRAMMAR_DEAD_END")] GrammarDeadEnd = -14,
         /// <summary>A bug in ember; the message says where.</summary>
         [NativeName("EMBER_ERR_INTERNAL")] Internal = -100,
     }

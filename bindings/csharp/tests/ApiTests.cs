@@ -36,6 +36,7 @@ namespace Ember.Tests
             add("cancel_feed_with_token", CancelFeed);
             add("callback_exception_is_rethrown", CallbackExceptionIsRethrown);
             add("engine_request_equals_c_reference", EngineRequest);
+            add("grammar_constrains_and_logprobs", GrammarAndLogprobs);
         }
 
         // ---- shared data
@@ -263,6 +264,30 @@ namespace Ember.Tests
                 r = s.Generate(sampler, N, e => { stopped.Add(e.Token); return stopped.Count < 3; });
                 Check.Equal(Status.Stopped, r.Status, "returning false stops");
                 Check.Equal(3, stopped.Count, "tokens seen before stopping");
+            }
+        }
+
+        private static void GrammarAndLogprobs()
+        {
+            Model m = SharedModel();
+            var err = Check.Throws<EmberException>(() => Grammar.FromGbnf(m, "root ::= [a-"), "malformed GBNF");
+            Check.Equal(Status.InvalidArgument, err.Status, "GBNF status");
+            Check.True(err.Message.Contains("line 1, column"), "line and column in: " + err.Message);
+            err = Check.Throws<EmberException>(() => Grammar.FromJsonSchema(m, "{\"type\":\"string\",\"format\":\"date\"}"), "format");
+            Check.Equal(Status.Unsupported, err.Status, "schema status");
+            using (var g = Grammar.FromJsonSchema(m, "{\"enum\":[\"wave\",\"flee\"]}"))
+            using (var s = PromptedSession(m))
+            using (var sampler = new Sampler(new SamplerParams { Temperature = 0, Logprobs = 3 }))
+            {
+                sampler.SetGrammar(g);
+                string text = string.Concat(s.Generate(sampler, 20));
+                Check.True(text == "\"wave\"" || text == "\"flee\"", "constrained text: " + text);
+                TokenLogprob sampled;
+                TokenLogprob[] top = sampler.Logprobs(out sampled);
+                Check.Equal(3, top.Length, "top-n");
+                Check.True(top[0].Logprob >= top[1].Logprob && top[1].Logprob >= top[2].Logprob, "best first");
+                Check.True(sampled.Logprob <= 0, "a log-probability");
+                sampler.SetGrammar(null);
             }
         }
 

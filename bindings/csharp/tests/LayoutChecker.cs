@@ -30,6 +30,7 @@ namespace Ember.Tests
             { "ember_sampler", "SamplerHandle" },
             { "ember_engine", "EngineHandle" },
             { "ember_request", "RequestHandle" },
+            { "ember_grammar", "GrammarHandle" },
         };
 
         // C scalar types and the C# types that have their size and meaning.
@@ -45,6 +46,7 @@ namespace Ember.Tests
             { "ember_token", typeof(int) },
             { "bool", typeof(bool) },
             { "char", typeof(byte) },
+            { "uint8_t", typeof(byte) },
         };
 
         public static List<string> Check(Assembly binding, LayoutTable table)

@@ -46,7 +46,7 @@ namespace Ember.Tests
 
         private static readonly Drift[] Drifts =
         {
-            new Drift("struct ember_sampler_params 48 8", "struct ember_sampler_params 56 8", "struct ember_sampler_params: size 48 in C#, 56 in C"),
+            new Drift("struct ember_sampler_params 56 8", "struct ember_sampler_params 64 8", "struct ember_sampler_params: size 56 in C#, 64 in C"),
             new Drift("field ember_model_params vocab_only 24 1 bool", "field ember_model_params vocab_only 28 1 bool", "ember_model_params.vocab_only: offset 24 in C#, 28 in C"),
             new Drift("field ember_generate_params speculate 24 1 bool", "field ember_generate_params speculate 24 1 uint32_t", "ember_generate_params.speculate: C type 'uint32_t'"),
             new Drift("field ember_session_params kv_type 36 4 ember_kv_type", "", "ember_session_params.kv_type: declared in C# but not in the table"),

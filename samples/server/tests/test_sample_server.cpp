@@ -588,6 +588,52 @@ int main() {
               s.finish_reason.c_str());
     }
 
+    // response_format (the library's grammar): json_schema output parses and has the schema's shape;
+    // json_object output is an object; an unsupported keyword is a 400 naming it. logprobs: one entry per
+    // token, top_logprobs best first, the sampled token's logprob the top one's (greedy).
+    {
+        json body = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "Say something."}}}}, {"max_tokens", 60},
+                     {"temperature", 0}};
+        body["response_format"] = {{"type", "json_schema"},
+                                   {"json_schema", {{"name", "npc"}, {"schema", {{"type", "object"},
+                                     {"properties", {{"say", {{"type", "string"}, {"maxLength", 20}}},
+                                                     {"action", {{"enum", {"wave", "flee"}}}}}},
+                                     {"required", {"say", "action"}}}}}}};
+        Reply r = post(port, "/v1/chat/completions", body.dump());
+        json out = r.status == 200 ? json::parse(text_of(r), nullptr, false) : json();
+        CHECK(r.status == 200 && out.is_object() && out["say"].is_string() && out["say"].get<std::string>().size() <= 20 &&
+                  (out["action"] == "wave" || out["action"] == "flee"),
+              "json_schema: %s", r.body.substr(0, 400).c_str());
+        body["response_format"] = {{"type", "json_object"}};
+        body["logprobs"] = true;
+        body["top_logprobs"] = 3;
+        r = post(port, "/v1/chat/completions", body.dump());
+        out = r.status == 200 ? json::parse(text_of(r), nullptr, false) : json();
+        // A free-form object may run to max_tokens; when it ended by itself it must parse.
+        CHECK(r.status == 200 && text_of(r).rfind("{", 0) == 0 &&
+                  (r.j["choices"][0]["finish_reason"] == "length" || out.is_object()),
+              "json_object: %s", r.body.substr(0, 400).c_str());
+        const json &lp = r.j["choices"][0]["logprobs"]["content"];
+        // (The grammar may pass over the model's favourite, so the sampled token is at most as probable.)
+        bool lp_ok = lp.is_array() && lp.size() == r.j["usage"]["completion_tokens"].get<size_t>() && lp.size() > 0;
+        for (size_t i = 0; lp_ok && i < lp.size(); ++i)
+            lp_ok = lp[i]["top_logprobs"].size() == 3 && lp[i]["logprob"].get<double>() <= lp[i]["top_logprobs"][0]["logprob"].get<double>() &&
+                    lp[i]["top_logprobs"][0]["logprob"].get<double>() >= lp[i]["top_logprobs"][1]["logprob"].get<double>();
+        CHECK(lp_ok,
+              "logprobs: %s", r.body.substr(0, 400).c_str());
+        body["response_format"] = {{"type", "json_schema"},
+                                   {"json_schema", {{"name", "d"}, {"schema", {{"type", "string"}, {"format", "date"}}}}}};
+        r = post(port, "/v1/chat/completions", body.dump());
+        CHECK(r.status == 400 && r.body.find("format") != std::string::npos, "unsupported keyword: %d %s", r.status,
+              r.body.substr(0, 400).c_str());
+        json c = completion(prompt, 8);
+        c["logprobs"] = 2;
+        r = post(port, "/v1/completions", c.dump());
+        const json &cl = r.j["choices"][0]["logprobs"];
+        CHECK(r.status == 200 && cl["tokens"].size() == 8 && cl["token_logprobs"].size() == 8 && cl["top_logprobs"][0].size() <= 2,
+              "completions logprobs: %s", r.body.substr(0, 400).c_str());
+    }
+
     // 8 concurrent clients on one engine: each gets its single-client greedy output.
     {
         const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Tom went",

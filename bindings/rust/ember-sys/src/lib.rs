@@ -45,6 +45,7 @@ pub const EMBER_ERR_TYPE_MISMATCH: ember_status = -10;
 pub const EMBER_ERR_BACKEND: ember_status = -11;
 pub const EMBER_ERR_INVALID_STATE: ember_status = -12;
 pub const EMBER_ERR_CORRUPT_DATA: ember_status = -13;
+pub const EMBER_ERR_GRAMMAR_DEAD_END: ember_status = -14;
 pub const EMBER_ERR_INTERNAL: ember_status = -100;
 
 // ---- Logging ----
@@ -179,6 +180,22 @@ pub struct ember_sampler_params {
     pub presence_penalty: f32,
     pub penalty_last_n: i32,
     pub seed: u64,
+    /// EMBER_1.4
+    pub n_logprobs: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ember_token_logprob {
+    pub token: ember_token,
+    pub logprob: f32,
+}
+
+// ---- Grammars (EMBER_1.4) ----
+
+#[repr(C)]
+pub struct ember_grammar {
+    _opaque: [u8; 0],
 }
 
 // ---- Generation ----
@@ -195,6 +212,11 @@ pub struct ember_generate_params {
     pub on_token: ember_token_fn,
     pub user_data: *mut c_void,
     pub speculate: bool,
+    /// EMBER_1.4 (padding in EMBER_1.2's struct; keep 0)
+    pub reserved_1_4: [u8; 7],
+    pub grammar: *const ember_grammar,
+    pub stop: *const *const c_char,
+    pub n_stop: usize,
 }
 
 // ---- Speculative decoding ----
@@ -301,6 +323,10 @@ pub struct ember_request_params {
     pub sampling: *const ember_sampler_params,
     pub on_token: ember_request_token_fn,
     pub user_data: *mut c_void,
+    /// EMBER_1.4
+    pub grammar: *const ember_grammar,
+    pub stop: *const *const c_char,
+    pub n_stop: usize,
 }
 
 pub type ember_request_state = i32;
@@ -469,6 +495,27 @@ extern "C" {
     ) -> ember_status;
     pub fn ember_sampler_accept(sampler: *mut ember_sampler, token: ember_token) -> ember_status;
     pub fn ember_sampler_reset(sampler: *mut ember_sampler) -> ember_status;
+    pub fn ember_sampler_logprobs(
+        sampler: *const ember_sampler,
+        sampled: *mut ember_token_logprob,
+        top: *mut ember_token_logprob,
+        capacity: usize,
+        out_count: *mut usize,
+    ) -> ember_status;
+    pub fn ember_grammar_create_gbnf(
+        model: *const ember_model,
+        gbnf: *const c_char,
+        len: usize,
+        out: *mut *mut ember_grammar,
+    ) -> ember_status;
+    pub fn ember_grammar_create_json_schema(
+        model: *const ember_model,
+        schema: *const c_char,
+        len: usize,
+        out: *mut *mut ember_grammar,
+    ) -> ember_status;
+    pub fn ember_grammar_free(grammar: *mut ember_grammar);
+    pub fn ember_sampler_set_grammar(sampler: *mut ember_sampler, grammar: *const ember_grammar) -> ember_status;
 
     pub fn ember_generate_next(
         session: *mut ember_session,
@@ -537,6 +584,14 @@ extern "C" {
         request: *mut ember_request,
         out_status: *mut ember_status,
         out_message: *mut *const c_char,
+    ) -> ember_status;
+    pub fn ember_request_logprobs(
+        request: *mut ember_request,
+        i: usize,
+        sampled: *mut ember_token_logprob,
+        top: *mut ember_token_logprob,
+        capacity: usize,
+        out_count: *mut usize,
     ) -> ember_status;
     pub fn ember_request_free(request: *mut ember_request);
 

@@ -65,8 +65,10 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_session_params { struct_size, n_ctx, n_threads, n_batch, seed, backend, reserved, n_seq_max, kv_type,
                                device }
         ember_sampler_params { struct_size, temperature, top_k, top_p, min_p, repeat_penalty, frequency_penalty,
-                               presence_penalty, penalty_last_n, seed }
-        ember_generate_params { struct_size, max_tokens, on_token, user_data, speculate }
+                               presence_penalty, penalty_last_n, seed, n_logprobs }
+        ember_token_logprob { token, logprob }
+        ember_generate_params { struct_size, max_tokens, on_token, user_data, speculate, reserved_1_4, grammar, stop,
+                                n_stop }
         ember_spec_params { struct_size, mode, draft_model, k, adaptive, k_max, ngram_max, n_threads }
         ember_spec_stats { struct_size, k, drafted, accepted, target_passes, generated, acceptance_rate,
                            tokens_per_pass }
@@ -75,7 +77,8 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_engine_stats { struct_size, n_blocks, n_blocks_used, n_blocks_cached, block_size, n_running,
                              n_queued, kv_bytes }
         ember_memory_estimate { struct_size, weights_bytes, kv_bytes, compute_bytes, total_bytes }
-        ember_request_params { struct_size, prompt, n_prompt, max_tokens, sampling, on_token, user_data }
+        ember_request_params { struct_size, prompt, n_prompt, max_tokens, sampling, on_token, user_data, grammar, stop,
+                               n_stop }
         ember_device_info { struct_size, index, name, type_, score }
         ember_vulkan_device_params { struct_size, device_index, instance, physical_device, device, queue,
                                      queue_family }
@@ -91,7 +94,7 @@ fn compiled_values() -> Vec<(&'static str, i64)> {
         EMBER_OK, EMBER_END_OF_GENERATION, EMBER_STOPPED, EMBER_ERR_INVALID_ARGUMENT, EMBER_ERR_OUT_OF_MEMORY,
         EMBER_ERR_IO, EMBER_ERR_INVALID_MODEL, EMBER_ERR_UNSUPPORTED, EMBER_ERR_CANCELLED, EMBER_ERR_CONTEXT_FULL,
         EMBER_ERR_BUFFER_TOO_SMALL, EMBER_ERR_NOT_FOUND, EMBER_ERR_TYPE_MISMATCH, EMBER_ERR_BACKEND,
-        EMBER_ERR_INVALID_STATE, EMBER_ERR_CORRUPT_DATA, EMBER_ERR_INTERNAL,
+        EMBER_ERR_INVALID_STATE, EMBER_ERR_CORRUPT_DATA, EMBER_ERR_GRAMMAR_DEAD_END, EMBER_ERR_INTERNAL,
         EMBER_LOG_DEBUG, EMBER_LOG_INFO, EMBER_LOG_WARN, EMBER_LOG_ERROR,
         EMBER_TOKENIZE_ADD_SPECIAL, EMBER_TOKENIZE_PARSE_SPECIAL, EMBER_DETOKENIZE_RENDER_SPECIAL,
         EMBER_DETOKENIZE_KEEP_LEADING_SPACE, EMBER_CPU_BUDGET_FIXED_THREADS,
@@ -317,7 +320,8 @@ fn c_type(rust: &str) -> Result<String, String> {
     let t = rust.trim();
     if let Some(inner) = t.strip_prefix("*const ") {
         if inner.trim_start().starts_with('*') {
-            return Err(format!("{t}: a const pointer to a pointer has no mapping"));
+            // *const *const c_char: C writes the outer const after the inner pointer's star.
+            return Ok(format!("{}const *", c_type(inner)?));
         }
         return Ok(format!("const {} *", c_type(inner)?));
     }
@@ -578,8 +582,8 @@ fn assert_caught(table_edit: Option<(&str, &str)>, source_edit: Option<(&str, &s
 
 #[test]
 fn drift_struct_size() {
-    assert_caught(Some(("struct ember_sampler_params 48 8", "struct ember_sampler_params 56 8")), None,
-                  "struct ember_sampler_params: size/align 48/8 in Rust, 56/8 in C");
+    assert_caught(Some(("struct ember_sampler_params 56 8", "struct ember_sampler_params 64 8")), None,
+                  "struct ember_sampler_params: size/align 56/8 in Rust, 64/8 in C");
 }
 
 #[test]

@@ -21,6 +21,8 @@ pub enum Status {
     Backend,
     InvalidState,
     CorruptData,
+    /// A grammar allows no token while its text is incomplete (EMBER_1.4).
+    GrammarDeadEnd,
     Internal,
     Other(i32),
 }
@@ -41,6 +43,7 @@ impl Status {
             sys::EMBER_ERR_BACKEND => Status::Backend,
             sys::EMBER_ERR_INVALID_STATE => Status::InvalidState,
             sys::EMBER_ERR_CORRUPT_DATA => Status::CorruptData,
+            sys::EMBER_ERR_GRAMMAR_DEAD_END => Status::GrammarDeadEnd,
             sys::EMBER_ERR_INTERNAL => Status::Internal,
             other => Status::Other(other),
         }
@@ -62,6 +65,7 @@ impl Status {
             Status::Backend => sys::EMBER_ERR_BACKEND,
             Status::InvalidState => sys::EMBER_ERR_INVALID_STATE,
             Status::CorruptData => sys::EMBER_ERR_CORRUPT_DATA,
+            Status::GrammarDeadEnd => sys::EMBER_ERR_GRAMMAR_DEAD_END,
             Status::Internal => sys::EMBER_ERR_INTERNAL,
             Status::Other(code) => code,
         }

@@ -55,7 +55,7 @@ pub use engine::{Engine, EngineParams, Request, RequestState};
 pub use error::{Error, Result, Status};
 pub use generate::{Finish, Generated, Piece, Tokens};
 pub use model::{LoadOptions, Model, ModelInfo};
-pub use sampler::{Sampler, SamplerParams};
+pub use sampler::{Grammar, Sampler, SamplerParams};
 pub use session::{Backend, CancelHandle, KvType, Session, SessionParams};
 
 /// A token id.

@@ -111,10 +111,59 @@ impl Sampler {
         check(unsafe { sys::ember_sampler_accept(self.as_ptr(), token) }).map(|_| ())
     }
 
-    /// Clears the history and re-seeds the random generator.
+    /// Constrains sampling by `grammar` from its beginning (`None` removes it). The sampler keeps its
+    /// own reference, so the grammar may be dropped after. Sampling then fails with
+    /// `Status::GrammarDeadEnd` where no token can continue an incomplete text.
+    pub fn set_grammar(&mut self, grammar: Option<&Grammar>) -> Result<()> {
+        let g = grammar.map_or(ptr::null(), |g| g.raw.as_ptr() as *const sys::ember_grammar);
+        // SAFETY: live sampler; a live grammar or NULL.
+        check(unsafe { sys::ember_sampler_set_grammar(self.as_ptr(), g) }).map(|_| ())
+    }
+
+    /// Clears the history and re-seeds the random generator (an attached grammar starts over).
     pub fn reset(&mut self) -> Result<()> {
         // SAFETY: live sampler.
         check(unsafe { sys::ember_sampler_reset(self.as_ptr()) }).map(|_| ())
+    }
+}
+
+/// A grammar that constrains sampling to the text it allows (`ember_grammar`): GBNF (llama.cpp's
+/// syntax) or a JSON Schema, for one model's vocabulary. It keeps what it needs of the vocabulary, so it
+/// does not borrow the model; it is immutable and may be shared between threads and samplers.
+pub struct Grammar {
+    raw: NonNull<sys::ember_grammar>,
+}
+
+// SAFETY: ember.h, "Grammars": a grammar may be shared by any number of samplers and requests on any
+// threads (its caches are locked inside).
+unsafe impl Send for Grammar {}
+unsafe impl Sync for Grammar {}
+
+impl Grammar {
+    /// `InvalidArgument` for malformed GBNF (the message gives line and column).
+    pub fn from_gbnf(model: &crate::Model, gbnf: &str) -> Result<Grammar> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: live model, bytes with their length, out pointer.
+        check(unsafe { sys::ember_grammar_create_gbnf(model.as_ptr(), gbnf.as_ptr().cast(), gbnf.len(), &mut raw) })?;
+        Ok(Grammar { raw: NonNull::new(raw).expect("ember returned OK with a NULL grammar") })
+    }
+
+    /// `InvalidArgument` for malformed JSON or schema, `Unsupported` for a keyword outside the subset
+    /// (the message names it with its JSON pointer).
+    pub fn from_json_schema(model: &crate::Model, schema: &str) -> Result<Grammar> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: as above.
+        check(unsafe {
+            sys::ember_grammar_create_json_schema(model.as_ptr(), schema.as_ptr().cast(), schema.len(), &mut raw)
+        })?;
+        Ok(Grammar { raw: NonNull::new(raw).expect("ember returned OK with a NULL grammar") })
+    }
+}
+
+impl Drop for Grammar {
+    fn drop(&mut self) {
+        // SAFETY: we own our reference.
+        unsafe { sys::ember_grammar_free(self.raw.as_ptr()) }
     }
 }
 

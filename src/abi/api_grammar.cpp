@@ -1,0 +1,87 @@
+// api_grammar.cpp — grammars (GBNF and JSON Schema) and sampler logprobs through the C ABI.
+#include "abi/handles.hpp"
+
+#include "grammar/json_schema.hpp"
+
+#include <algorithm>
+#include <string>
+
+using namespace ember;
+using ember::abi::guard;
+
+namespace {
+
+std::shared_ptr<const grammar::GrammarVocab> vocab_of(const ember_model &m) {
+    std::lock_guard<std::mutex> lock(m.grammar_vocab_mutex);
+    if (!m.grammar_vocab) m.grammar_vocab = grammar::GrammarVocab::from_tokenizer(m.model->tokenizer());
+    return m.grammar_vocab;
+}
+
+ember_status create(const char *fn, const ember_model *model, const char *text, size_t len, ember_grammar **out,
+                    bool json_schema) {
+    if (out) *out = nullptr;
+    return guard(fn, [&] {
+        EMBER_REQUIRE_ARG(model);
+        EMBER_REQUIRE_ARG(out);
+        if (!text && len) fail(EMBER_ERR_INVALID_ARGUMENT, "the text is NULL but len is %zu", len);
+        const std::string src(text ? text : "", len);
+        const std::string gbnf = json_schema ? grammar::json_schema_to_gbnf(std::string_view(src)) : src;
+        auto h = std::make_unique<ember_grammar>();
+        h->grammar = std::make_shared<grammar::CompiledGrammar>(grammar::parse_gbnf(gbnf), vocab_of(*model));
+        *out = h.release();
+        return EMBER_OK;
+    });
+}
+
+void copy_logprobs(const TokenLogprob &sampled_in, const std::vector<TokenLogprob> &top_in, ember_token_logprob *sampled,
+                   ember_token_logprob *top, size_t capacity, size_t *out_count) {
+    if (sampled) *sampled = {sampled_in.id, sampled_in.logprob};
+    if (top)
+        for (size_t i = 0; i < std::min(capacity, top_in.size()); ++i) top[i] = {top_in[i].id, top_in[i].logprob};
+    if (out_count) *out_count = top_in.size();
+}
+
+} // namespace
+
+namespace ember::abi {
+void request_logprobs_out(const TokenLogprob &s, const std::vector<TokenLogprob> &t, ember_token_logprob *sampled,
+                          ember_token_logprob *top, size_t capacity, size_t *out_count) {
+    copy_logprobs(s, t, sampled, top, capacity, out_count);
+}
+} // namespace ember::abi
+
+extern "C" {
+
+ember_status ember_grammar_create_gbnf(const ember_model *model, const char *gbnf, size_t len, ember_grammar **out) {
+    return create("ember_grammar_create_gbnf", model, gbnf, len, out, false);
+}
+
+ember_status ember_grammar_create_json_schema(const ember_model *model, const char *schema, size_t len, ember_grammar **out) {
+    return create("ember_grammar_create_json_schema", model, schema, len, out, true);
+}
+
+void ember_grammar_free(ember_grammar *grammar) { delete grammar; }
+
+ember_status ember_sampler_set_grammar(ember_sampler *sampler, const ember_grammar *grammar) {
+    return guard("ember_sampler_set_grammar", [&] {
+        EMBER_REQUIRE_ARG(sampler);
+        sampler->sampler->set_grammar(grammar ? grammar->grammar : nullptr);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_sampler_logprobs(const ember_sampler *sampler, ember_token_logprob *sampled, ember_token_logprob *top,
+                                    size_t capacity, size_t *out_count) {
+    if (out_count) *out_count = 0;
+    return guard("ember_sampler_logprobs", [&] {
+        EMBER_REQUIRE_ARG(sampler);
+        if (!top && capacity) fail(EMBER_ERR_INVALID_ARGUMENT, "top is NULL but capacity is %zu", capacity);
+        const Sampler &s = *sampler->sampler;
+        if (s.params().n_logprobs == 0) fail(EMBER_ERR_INVALID_STATE, "the sampler records no logprobs (n_logprobs is 0)");
+        if (s.last_logprob().id < 0) fail(EMBER_ERR_INVALID_STATE, "nothing sampled yet");
+        copy_logprobs(s.last_logprob(), s.last_top_logprobs(), sampled, top, capacity, out_count);
+        return EMBER_OK;
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,101 @@
+// grammar.hpp — a grammar bound to a model's vocabulary: which tokens may come next.
+//
+// CompiledGrammar is shared (an ember_grammar handle, every sampler it is attached to, engine requests):
+// its lazily built DFA and its cache of token masks are guarded by one mutex, so any number of matchers
+// on any threads may use it. A GrammarMatcher is one sequence's position in the grammar (an int).
+//
+// Cost: a mask for a grammar state is computed once, by walking the vocabulary's trie through the DFA,
+// and then cached (whole-state caching: the DFA state is the complete parse configuration, so its mask
+// never changes); a game loop's JSON reaches the same few states over and over, so after the first
+// generation most steps only apply a cached bit mask.
+#pragma once
+
+#include "grammar/grammar_automaton.hpp"
+#include "grammar/token_trie.hpp"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace ember {
+class Tokenizer;
+}
+
+namespace ember::grammar {
+
+// One bit per token: may it come next.
+struct TokenMask {
+    std::vector<uint64_t> bits;
+    size_t n_allowed = 0;
+    bool test(int32_t id) const { return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u; }
+};
+
+// The vocabulary's side, built once per model and shared by its grammars.
+struct GrammarVocab {
+    TokenTrie trie;
+    std::vector<std::string> pieces;   // bytes per token ("" for control tokens: never allowed by a grammar)
+    std::vector<int32_t> eog;          // end-of-generation tokens: allowed where the grammar is complete
+    int32_t n_vocab = 0;
+    static std::shared_ptr<const GrammarVocab> from_tokenizer(const Tokenizer &tok);
+    bool is_eog(int32_t id) const;
+};
+
+class CompiledGrammar {
+public:
+    // Throws Error(EMBER_ERR_INVALID_ARGUMENT) for a grammar beyond the limits.
+    CompiledGrammar(GrammarRules rules, std::shared_ptr<const GrammarVocab> vocab);
+
+    int32_t start() const { return start_; }
+    // The state after token id, or GrammarAutomaton::kDead when the grammar does not allow it. An
+    // end-of-generation token is allowed, leaving the state as it is, where the grammar is complete.
+    int32_t advance(int32_t state, int32_t token);
+    // The state after arbitrary bytes (kDead when not allowed).
+    int32_t advance_bytes(int32_t state, const std::string &bytes);
+    // The tokens allowed next; cached per state. Shared so a caller may keep it past later calls.
+    std::shared_ptr<const TokenMask> mask(int32_t state);
+    bool accepts(int32_t state);
+    const GrammarVocab &vocab() const { return *vocab_; }
+
+    // Counters for benchmarks and tests.
+    struct Stats { uint64_t masks_computed = 0, mask_hits = 0, trie_nodes_visited = 0; size_t dfa_states = 0; };
+    Stats stats();
+
+    static constexpr size_t kMaskCacheBytes = size_t(64) << 20;   // the cache is cleared beyond this
+
+private:
+    std::shared_ptr<const TokenMask> compute_mask(int32_t state);
+
+    std::mutex mutex_;
+    GrammarAutomaton dfa_;
+    std::shared_ptr<const GrammarVocab> vocab_;
+    std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
+    size_t mask_bytes_ = 0;
+    std::vector<int32_t> walk_states_;   // per trie depth, reused
+    Stats stats_;
+    int32_t start_;
+};
+
+// One sequence's position in a grammar.
+class GrammarMatcher {
+public:
+    explicit GrammarMatcher(std::shared_ptr<CompiledGrammar> g) : g_(std::move(g)), state_(g_->start()) {}
+    // Throws Error(EMBER_ERR_INVALID_ARGUMENT) for a token the grammar does not allow here (the state
+    // is unchanged then).
+    void accept(int32_t token);
+    std::shared_ptr<const TokenMask> mask() { return g_->mask(state_); }
+    // Whether the grammar allows `token` next (its bytes stepped through; no mask needed).
+    bool allows(int32_t token) { return g_->advance(state_, token) != GrammarAutomaton::kDead; }
+    bool complete() { return g_->accepts(state_); }
+    void reset() { state_ = g_->start(); }
+    CompiledGrammar &grammar() { return *g_; }
+    const std::shared_ptr<CompiledGrammar> &shared() const { return g_; }
+    int32_t state() const { return state_; }
+
+private:
+    std::shared_ptr<CompiledGrammar> g_;
+    int32_t state_;
+};
+
+} // namespace ember::grammar
