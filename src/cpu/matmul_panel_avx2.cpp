@@ -178,32 +178,7 @@ struct PackQ4_0 : Q4Panel<false> {
 struct PackQ4_K : Q4Panel<true> {
     static constexpr int64_t kUnit = QK_K / 32;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
-            const int64_t s = b0 / kUnit + sb;
-            Block *pb = out + sb * kUnit;
-            const BlockQ4_K *blk[kPanelRows];
-            for (int i = 0; i < kPanelRows; ++i) {
-                blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
-                float dsc[8], dmin[8];
-                q4k_scales(blk[i], dsc, dmin);
-                for (int j = 0; j < kUnit; ++j) {
-                    pb[j].s[i] = dsc[j];
-                    pb[j].m[i] = dmin[j];
-                }
-            }
-            for (int g = 0; g < 4; ++g) {
-                __m128i lo[2][kPanelRows], hi[2][kPanelRows];  // [half of the group][row]
-                for (int i = 0; i < kPanelRows; ++i) {
-                    __m128i l[2], h[2];
-                    q4k_group_codes(blk[i], g, l, h);
-                    lo[0][i] = l[0], lo[1][i] = l[1], hi[0][i] = h[0], hi[1][i] = h[1];
-                }
-                transpose_groups(lo[0], pb[2 * g].q);
-                transpose_groups(lo[1], pb[2 * g].q + 128);
-                transpose_groups(hi[0], pb[2 * g + 1].q);
-                transpose_groups(hi[1], pb[2 * g + 1].q + 128);
-            }
-        }
+        pack_q4_k<kPanelRows>(rows, b0, n, out, transpose_groups);
     }
 };
 
@@ -226,24 +201,10 @@ struct PackQ6_K {
     using Block = Q6Block;
     static constexpr int64_t kUnit = QK_K / 32;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
-            const int64_t s = b0 / kUnit + sb;
-            Block *pb = out + sb * kUnit;
-            for (int kb = 0; kb < kUnit; ++kb) {
-                __m128i lo[kPanelRows], hi[kPanelRows];
-                for (int i = 0; i < kPanelRows; ++i) {
-                    const Q6Piece q = q6k_piece(reinterpret_cast<const BlockQ6_K *>(rows[i]) + s, kb);
-                    lo[i] = q.lo;
-                    hi[i] = q.hi;
-                    pb[kb].sc[0][2 * i] = pb[kb].sc[0][2 * i + 1] = static_cast<int16_t>(q.sc_lo);
-                    pb[kb].sc[1][2 * i] = pb[kb].sc[1][2 * i + 1] = static_cast<int16_t>(q.sc_hi);
-                    pb[kb].off[i] = q.off;
-                    pb[kb].d[i] = q.d;
-                }
-                transpose_groups(lo, reinterpret_cast<uint8_t *>(pb[kb].w[0]));
-                transpose_groups(hi, reinterpret_cast<uint8_t *>(pb[kb].w[1]));
-            }
-        }
+        pack_q6_k<kPanelRows>(rows, b0, n, out, transpose_groups, [](Block &b, int i, const Q6Piece &q) {
+            b.sc[0][2 * i] = b.sc[0][2 * i + 1] = static_cast<int16_t>(q.sc_lo);
+            b.sc[1][2 * i] = b.sc[1][2 * i + 1] = static_cast<int16_t>(q.sc_hi);
+        });
     }
 
     template <int T>

@@ -88,6 +88,67 @@ inline Q6Piece q6k_piece(const BlockQ6_K *blk, int kb) {
     return p;
 }
 
+// Q4_K packing for a panel of kRows rows (8 or 16): super-blocks [b0 / 8, (b0 + n) / 8), one packed
+// block per sub-block: its rows' scales and offsets in s[] and m[], and its codes, elements 0..15 then
+// 16..31, each half transposed (Transpose: kRows rows' 16 bytes -> 4 vectors of 4-byte groups) into q.
+template <int kRows, class Block, class Transpose>
+void pack_q4_k(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out, Transpose transpose) {
+    constexpr int64_t kUnit = QK_K / 32;
+    constexpr size_t kHalf = sizeof(out->q) / 2;
+    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+        const int64_t s = b0 / kUnit + sb;
+        Block *pb = out + sb * kUnit;
+        const BlockQ4_K *blk[kRows];
+        for (int i = 0; i < kRows; ++i) {
+            blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
+            float dsc[8], dmin[8];
+            q4k_scales(blk[i], dsc, dmin);
+            for (int j = 0; j < kUnit; ++j) {
+                pb[j].s[i] = dsc[j];
+                pb[j].m[i] = dmin[j];
+            }
+        }
+        for (int g = 0; g < 4; ++g) {
+            __m128i lo[2][kRows], hi[2][kRows];  // [half of the group][row]
+            for (int i = 0; i < kRows; ++i) {
+                __m128i l[2], h[2];
+                q4k_group_codes(blk[i], g, l, h);
+                lo[0][i] = l[0], lo[1][i] = l[1], hi[0][i] = h[0], hi[1][i] = h[1];
+            }
+            transpose(lo[0], pb[2 * g].q);
+            transpose(lo[1], pb[2 * g].q + kHalf);
+            transpose(hi[0], pb[2 * g + 1].q);
+            transpose(hi[1], pb[2 * g + 1].q + kHalf);
+        }
+    }
+}
+
+// Q6_K packing for a panel of kRows rows: one packed block per activation block, its two halves' w
+// transposed into w[0] and w[1], off and d per row, and the scales as the kernel wants them
+// (set_scales(block, row, piece)).
+template <int kRows, class Block, class Transpose, class SetScales>
+void pack_q6_k(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out, Transpose transpose,
+               SetScales set_scales) {
+    constexpr int64_t kUnit = QK_K / 32;
+    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+        const int64_t s = b0 / kUnit + sb;
+        Block *pb = out + sb * kUnit;
+        for (int kb = 0; kb < kUnit; ++kb) {
+            __m128i lo[kRows], hi[kRows];
+            for (int i = 0; i < kRows; ++i) {
+                const Q6Piece q = q6k_piece(reinterpret_cast<const BlockQ6_K *>(rows[i]) + s, kb);
+                lo[i] = q.lo;
+                hi[i] = q.hi;
+                set_scales(pb[kb], i, q);
+                pb[kb].off[i] = q.off;
+                pb[kb].d[i] = q.d;
+            }
+            transpose(lo, reinterpret_cast<uint8_t *>(pb[kb].w[0]));
+            transpose(hi, reinterpret_cast<uint8_t *>(pb[kb].w[1]));
+        }
+    }
+}
+
 } // namespace
 
 } // namespace ember::cpu::detail
