@@ -27,6 +27,8 @@ public:
     const uint8_t *data() const { return data_; }
     size_t size() const { return size_; }
     const std::string &path() const { return path_; }
+    // Whether the bytes are the huge-page copy (EMBER_HUGEPAGES=1) rather than the mapping.
+    bool copied() const { return region_ != nullptr; }
 
 private:
     std::string path_;
