@@ -13,7 +13,9 @@
 #        PEER_DIR (node-llama-cpp, as bench/compare_llamacpp.sh installs it; skipped when absent);
 #        PEER_THREADS (default 2: node-llama-cpp's default on a 2-core machine);
 #        PRIO (a prefix for every run and busy process, e.g. "nice -n -20" on a machine that other jobs
-#        share: CFS then gives them a few percent, so the busy processes are the competition measured)
+#        share: CFS then gives them a few percent, so the busy processes are the competition measured).
+#        Not a real-time class (chrt) with the peer: llama.cpp's spinning threads can then hold both
+#        cores of a 2-core machine for good (seen here: a SCHED_FIFO run that never ended).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:?usage: bench/contention.sh MODEL [BUSY] [ROUNDS] [PROMPT_TOKENS] [GEN_TOKENS]}
@@ -29,9 +31,11 @@ for ((i = 0; i < busy; i++)); do
   pids+=($!)
 done
 
-run() {  # LABEL COMMAND...: one run, its JSON line tagged with the label
+run() {  # LABEL COMMAND...: one run (bounded to 5 minutes), its first JSON line tagged with the label
   local label=$1; shift
-  ${PRIO:-} "$@" 2>/dev/null | head -1 | sed "s/^{/{\"config\":\"$label\",/" | tee -a "$out"
+  local line
+  line=$(timeout 300 ${PRIO:-} "$@" 2>/dev/null | grep -m1 '^{' || true)
+  [ -n "$line" ] && echo "$line" | sed "s/^{/{\"config\":\"$label\",/" | tee -a "$out"
 }
 for ((r = 1; r <= rounds; r++)); do
   run default "$ember" bench -m "$model" -p "$p" -n "$n"

@@ -18,7 +18,7 @@
 // scales. Partial panels repeat their last row in the unused lanes and never store them; between
 // k-chunks the accumulators are stored to y and reloaded exactly.
 #include "core/dtype.hpp"
-#include "cpu/quant_k.hpp"
+#include "cpu/panel_pack_x86.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -58,21 +58,6 @@ inline void transpose16(const __m128i (&src)[kPanelRows], uint8_t *dst) {
     auto *out = reinterpret_cast<__m512i *>(dst);
     for (int k = 0; k < 4; ++k) _mm512_store_si512(out + k, _mm512_inserti64x4(_mm512_castsi256_si512(a[k]), b[k], 1));
 }
-
-template <int T>
-struct PanelTokens {
-    const int8_t *xq[T];
-    const float *xd[T], *xs[T];
-    float *y[T];
-    PanelTokens(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
-        for (int t = 0; t < T; ++t) {
-            xq[t] = job.xq.qs + (t0 + t) * job.n_in + b0 * 32;
-            xd[t] = job.xq.d + (t0 + t) * job.xq.nb + b0;
-            xs[t] = job.xq.sum + (t0 + t) * job.xq.nb + b0;
-            y[t] = job.y + (t0 + t) * job.y_stride + r;
-        }
-    }
-};
 
 // 4 activation bytes broadcast to every row's lane.
 inline __m512i broadcast4(const int8_t *x) {
@@ -169,49 +154,12 @@ struct PackQ4_0 : Q4Panel<false> {
     }
 };
 
-inline __m256 widen_bytes(uint64_t bytes) {  // 8 unsigned bytes -> 8 floats
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
-}
-
 // Q4_K: super-blocks [b0 / 8, (b0 + n) / 8), one packed block per sub-block. The 32-byte group g of qs
 // holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles, element l in byte l.
 struct PackQ4_K : Q4Panel<true> {
     static constexpr int64_t kUnit = QK_K / 32;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        const __m256i low4 = _mm256_set1_epi8(0x0f);
-        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
-            const int64_t s = b0 / kUnit + sb;
-            Block *pb = out + sb * kUnit;
-            const BlockQ4_K *blk[kPanelRows];
-            for (int i = 0; i < kPanelRows; ++i) {
-                blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
-                const KScaleMin sm = k_scale_min(blk[i]->scales);
-                // d * sc_j and dmin * m_j are exact (11 + 6 significant bits), as in the AVX2 kernels.
-                alignas(32) float dsc[8], dmin[8];
-                _mm256_store_ps(dsc, _mm256_mul_ps(widen_bytes(sm.sc), _mm256_set1_ps(avx2_half_to_float(blk[i]->d))));
-                _mm256_store_ps(dmin, _mm256_mul_ps(widen_bytes(sm.m), _mm256_set1_ps(avx2_half_to_float(blk[i]->dmin))));
-                for (int j = 0; j < kUnit; ++j) {
-                    pb[j].s[i] = dsc[j];
-                    pb[j].m[i] = dmin[j];
-                }
-            }
-            for (int g = 0; g < 4; ++g) {
-                __m128i lo[2][kPanelRows], hi[2][kPanelRows];  // [half of the group][row]
-                for (int i = 0; i < kPanelRows; ++i) {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk[i]->qs + 32 * g));
-                    const __m256i l = _mm256_and_si256(v, low4);
-                    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-                    lo[0][i] = _mm256_castsi256_si128(l);
-                    lo[1][i] = _mm256_extracti128_si256(l, 1);
-                    hi[0][i] = _mm256_castsi256_si128(h);
-                    hi[1][i] = _mm256_extracti128_si256(h, 1);
-                }
-                transpose16(lo[0], pb[2 * g].q);
-                transpose16(lo[1], pb[2 * g].q + 256);
-                transpose16(hi[0], pb[2 * g + 1].q);
-                transpose16(hi[1], pb[2 * g + 1].q + 256);
-            }
-        }
+        pack_q4_k<kPanelRows>(rows, b0, n, out, transpose16);
     }
 };
 
@@ -232,40 +180,10 @@ struct PackQ6_K {
     using Block = Q6Block;
     static constexpr int64_t kUnit = QK_K / 32;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        const __m256i low4 = _mm256_set1_epi8(0x0f);
-        const __m256i top2 = _mm256_set1_epi8(0x30);
-        const __m256i c32 = _mm256_set1_epi8(32);
-        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
-            const int64_t s = b0 / kUnit + sb;
-            Block *pb = out + sb * kUnit;
-            for (int kb = 0; kb < kUnit; ++kb) {
-                // Activation block kb = 4h + k is quarter k of half h: its low code bits are the low (k < 2)
-                // or high nibbles of ql[64h + 32 (k & 1) ..], its top two bits bits 2k, 2k + 1 of qh[32h ..].
-                const int h = kb / 4, k = kb % 4;
-                __m128i lo[kPanelRows], hi[kPanelRows];
-                for (int i = 0; i < kPanelRows; ++i) {
-                    const auto *blk = reinterpret_cast<const BlockQ6_K *>(rows[i]) + s;
-                    __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->ql + 64 * h + 32 * (k & 1)));
-                    if (k >= 2) l = _mm256_srli_epi16(l, 4);
-                    __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->qh + 32 * h));
-                    hb = k < 2 ? _mm256_slli_epi16(hb, 4 - 2 * k) : _mm256_srli_epi16(hb, 2 * k - 4);
-                    const __m256i code = _mm256_or_si256(_mm256_and_si256(l, low4), _mm256_and_si256(hb, top2));
-                    const __m256i w = _mm256_sub_epi8(code, c32);
-                    lo[i] = _mm256_castsi256_si128(w);
-                    hi[i] = _mm256_extracti128_si256(w, 1);
-                    const __m256i sums = _mm256_sad_epu8(code, _mm256_setzero_si256());
-                    const int s_lo = _mm256_extract_epi32(sums, 0) + _mm256_extract_epi32(sums, 2) - 512;
-                    const int s_hi = _mm256_extract_epi32(sums, 4) + _mm256_extract_epi32(sums, 6) - 512;
-                    const int sc_lo = blk->scales[2 * kb], sc_hi = blk->scales[2 * kb + 1];
-                    pb[kb].sc[0][i] = sc_lo;
-                    pb[kb].sc[1][i] = sc_hi;
-                    pb[kb].off[i] = 128 * (sc_lo * s_lo + sc_hi * s_hi);
-                    pb[kb].d[i] = avx2_half_to_float(blk->d);
-                }
-                transpose16(lo, reinterpret_cast<uint8_t *>(pb[kb].w[0]));
-                transpose16(hi, reinterpret_cast<uint8_t *>(pb[kb].w[1]));
-            }
-        }
+        pack_q6_k<kPanelRows>(rows, b0, n, out, transpose16, [](Block &b, int i, const Q6Piece &q) {
+            b.sc[0][i] = q.sc_lo;
+            b.sc[1][i] = q.sc_hi;
+        });
     }
 
     template <int T>

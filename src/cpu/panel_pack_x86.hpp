@@ -1,0 +1,154 @@
+// panel_pack_x86.hpp — what the AVX2 and AVX-512 panel GEMMs (matmul_panel_avx2.cpp,
+// matmul_panel_avx512.cpp) share: where a tile's tokens are, and how one weight row's block is taken
+// apart for packing (the K-quants' scales and codes). The two differ in panel height (8 or 16 rows)
+// and vector width, not in what a row contributes, which is why both give the same bits. Include it
+// from *_avx2.cpp / *_avx512.cpp files only: everything here has internal linkage, so each file gets
+// its own copy compiled for its ISA (see simd_avx2.hpp).
+#pragma once
+
+#include "core/dtype.hpp"
+#include "cpu/quant_k.hpp"
+#include "cpu/simd_avx2.hpp"
+#include "cpu/vec_dot.hpp"
+
+namespace ember::cpu::detail {
+
+namespace {
+
+// Where a tile reads token t's activations for blocks b0 .. and writes its outputs y[t][r ..].
+template <int T>
+struct PanelTokens {
+    const int8_t *xq[T];
+    const float *xd[T], *xs[T];
+    float *y[T];
+    PanelTokens(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
+        for (int t = 0; t < T; ++t) {
+            xq[t] = job.xq.qs + (t0 + t) * job.n_in + b0 * 32;
+            xd[t] = job.xq.d + (t0 + t) * job.xq.nb + b0;
+            xs[t] = job.xq.sum + (t0 + t) * job.xq.nb + b0;
+            y[t] = job.y + (t0 + t) * job.y_stride + r;
+        }
+    }
+};
+
+inline __m256 widen_bytes(uint64_t bytes) {  // 8 unsigned bytes -> 8 floats
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
+}
+
+// Q4_K: a super-block's 8 sub-block scales d * sc_j and offsets dmin * m_j (both exact: 11 + 6
+// significant bits).
+inline void q4k_scales(const BlockQ4_K *blk, float (&dsc)[8], float (&dmin)[8]) {
+    const KScaleMin sm = k_scale_min(blk->scales);
+    _mm256_storeu_ps(dsc, _mm256_mul_ps(widen_bytes(sm.sc), _mm256_set1_ps(avx2_half_to_float(blk->d))));
+    _mm256_storeu_ps(dmin, _mm256_mul_ps(widen_bytes(sm.m), _mm256_set1_ps(avx2_half_to_float(blk->dmin))));
+}
+
+// Q4_K: the 32-byte group g of qs holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles,
+// element l in byte l. lo[h] / hi[h]: elements 16h .. 16h + 15 of sub-block 2g / 2g + 1, one per byte.
+inline void q4k_group_codes(const BlockQ4_K *blk, int g, __m128i (&lo)[2], __m128i (&hi)[2]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->qs + 32 * g));
+    const __m256i l = _mm256_and_si256(v, low4);
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    lo[0] = _mm256_castsi256_si128(l);
+    lo[1] = _mm256_extracti128_si256(l, 1);
+    hi[0] = _mm256_castsi256_si128(h);
+    hi[1] = _mm256_extracti128_si256(h, 1);
+}
+
+// Q6_K: one row's share of activation block kb (32 elements of a super-block), as the panels use it:
+// value = d * sc * (code - 32), the weight w = code - 32 (-32..31) as the signed operand.
+struct Q6Piece {
+    __m128i lo, hi;    // w of elements 0..15 and 16..31, one per byte
+    int sc_lo, sc_hi;  // the two 16-element halves' scales
+    int32_t off;       // 128 * sum of w * sc: what the activations' offset of 128 adds, taken off again
+    float d;
+};
+inline Q6Piece q6k_piece(const BlockQ6_K *blk, int kb) {
+    // Activation block kb = 4h + k is quarter k of half h: its low code bits are the low (k < 2) or high
+    // nibbles of ql[64h + 32 (k & 1) ..], its top two bits bits 2k, 2k + 1 of qh[32h ..].
+    const int h = kb / 4, k = kb % 4;
+    __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->ql + 64 * h + 32 * (k & 1)));
+    if (k >= 2) l = _mm256_srli_epi16(l, 4);
+    __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk->qh + 32 * h));
+    hb = k < 2 ? _mm256_slli_epi16(hb, 4 - 2 * k) : _mm256_srli_epi16(hb, 2 * k - 4);
+    const __m256i code = _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi8(0x0f)), _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+    const __m256i w = _mm256_sub_epi8(code, _mm256_set1_epi8(32));
+    // sum of w per half: the codes' byte sums (sad) less 32 * 16.
+    const __m256i sums = _mm256_sad_epu8(code, _mm256_setzero_si256());
+    const int s_lo = _mm256_extract_epi32(sums, 0) + _mm256_extract_epi32(sums, 2) - 512;
+    const int s_hi = _mm256_extract_epi32(sums, 4) + _mm256_extract_epi32(sums, 6) - 512;
+    Q6Piece p;
+    p.lo = _mm256_castsi256_si128(w);
+    p.hi = _mm256_extracti128_si256(w, 1);
+    p.sc_lo = blk->scales[2 * kb];
+    p.sc_hi = blk->scales[2 * kb + 1];
+    p.off = 128 * (p.sc_lo * s_lo + p.sc_hi * s_hi);
+    p.d = avx2_half_to_float(blk->d);
+    return p;
+}
+
+// Q4_K packing for a panel of kRows rows (8 or 16): super-blocks [b0 / 8, (b0 + n) / 8), one packed
+// block per sub-block: its rows' scales and offsets in s[] and m[], and its codes, elements 0..15 then
+// 16..31, each half transposed (Transpose: kRows rows' 16 bytes -> 4 vectors of 4-byte groups) into q.
+template <int kRows, class Block, class Transpose>
+void pack_q4_k(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out, Transpose transpose) {
+    constexpr int64_t kUnit = QK_K / 32;
+    constexpr size_t kHalf = sizeof(out->q) / 2;
+    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+        const int64_t s = b0 / kUnit + sb;
+        Block *pb = out + sb * kUnit;
+        const BlockQ4_K *blk[kRows];
+        for (int i = 0; i < kRows; ++i) {
+            blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
+            float dsc[8], dmin[8];
+            q4k_scales(blk[i], dsc, dmin);
+            for (int j = 0; j < kUnit; ++j) {
+                pb[j].s[i] = dsc[j];
+                pb[j].m[i] = dmin[j];
+            }
+        }
+        for (int g = 0; g < 4; ++g) {
+            __m128i lo[2][kRows], hi[2][kRows];  // [half of the group][row]
+            for (int i = 0; i < kRows; ++i) {
+                __m128i l[2], h[2];
+                q4k_group_codes(blk[i], g, l, h);
+                lo[0][i] = l[0], lo[1][i] = l[1], hi[0][i] = h[0], hi[1][i] = h[1];
+            }
+            transpose(lo[0], pb[2 * g].q);
+            transpose(lo[1], pb[2 * g].q + kHalf);
+            transpose(hi[0], pb[2 * g + 1].q);
+            transpose(hi[1], pb[2 * g + 1].q + kHalf);
+        }
+    }
+}
+
+// Q6_K packing for a panel of kRows rows: one packed block per activation block, its two halves' w
+// transposed into w[0] and w[1], off and d per row, and the scales as the kernel wants them
+// (set_scales(block, row, piece)).
+template <int kRows, class Block, class Transpose, class SetScales>
+void pack_q6_k(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out, Transpose transpose,
+               SetScales set_scales) {
+    constexpr int64_t kUnit = QK_K / 32;
+    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+        const int64_t s = b0 / kUnit + sb;
+        Block *pb = out + sb * kUnit;
+        for (int kb = 0; kb < kUnit; ++kb) {
+            __m128i lo[kRows], hi[kRows];
+            for (int i = 0; i < kRows; ++i) {
+                const Q6Piece q = q6k_piece(reinterpret_cast<const BlockQ6_K *>(rows[i]) + s, kb);
+                lo[i] = q.lo;
+                hi[i] = q.hi;
+                set_scales(pb[kb], i, q);
+                pb[kb].off[i] = q.off;
+                pb[kb].d[i] = q.d;
+            }
+            transpose(lo, reinterpret_cast<uint8_t *>(pb[kb].w[0]));
+            transpose(hi, reinterpret_cast<uint8_t *>(pb[kb].w[1]));
+        }
+    }
+}
+
+} // namespace
+
+} // namespace ember::cpu::detail
