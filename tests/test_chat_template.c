@@ -585,6 +585,11 @@ static void test_budgets(void **state) {
     huge[18u << 20] = 0;
     expect_stopped(huge, NULL, 0, "over the limit", 1.0);
     free(huge);
+    /* The time budget is the process's to change. */
+    setenv("EMBER_CHAT_TIME_LIMIT_MS", "200", 1);
+    expect_stopped("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}", NULL, 0,
+                   "200 ms", 1.5);
+    unsetenv("EMBER_CHAT_TIME_LIMIT_MS");
     expect_stopped("{{ '\\ud800' }}", NULL, 0, "surrogate", 1.0);
     expect_stopped("{{ \"\\udfff\" }}", NULL, 0, "surrogate", 1.0);
 }

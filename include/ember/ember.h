@@ -1024,7 +1024,9 @@ typedef struct ember_chat_message {
  *  Errors: EMBER_ERR_INVALID_ARGUMENT: a NULL argument (named), a template syntax error (with
  *  line:column), a failure while rendering (a type error, an undefined value used, or a runaway
  *  template passing a limit: a string or the output over 64 MiB, a list over 2^20 items, 2*10^7 steps,
- *  2 s of rendering, 256 MiB of memory (the parsed template and every value built, counted in all),
+ *  2 s of rendering, 256 MiB of memory (the parsed template and every value built, counted in all;
+ *  these two are changed by the environment variables EMBER_CHAT_TIME_LIMIT_MS, 0 for none, and
+ *  EMBER_CHAT_MEMORY_LIMIT_MB, read at each call),
  *  macro calls 50 deep, nesting; all with the template line), a template over 1 MiB, a string escape
  *  of a surrogate ('\ud800', which has no UTF-8 form), or the
  *  template's raise_exception(msg), whose message is in ember_last_error() (e.g. a template refusing

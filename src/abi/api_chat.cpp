@@ -1,6 +1,10 @@
 // api_chat.cpp — chat templates through the C ABI (since EMBER_1.3).
 #include "abi/handles.hpp"
 #include "chat/chat_template.hpp"
+#include "chat/jinja.hpp"
+
+#include <chrono>
+#include <cstdlib>
 
 using namespace ember;
 using ember::abi::guard;
@@ -11,6 +15,23 @@ namespace {
 std::string special_text(const Tokenizer &tok, int32_t id) {
     if (id < 0 || id >= tok.n_vocab()) return {};
     return tok.token_to_piece(id, true);
+}
+
+// The render budgets: jinja::Limits' defaults (2 s, 256 MiB), or $EMBER_CHAT_TIME_LIMIT_MS (0: none) and
+// $EMBER_CHAT_MEMORY_LIMIT_MB where the process sets them (read at each call).
+jinja::Limits chat_limits() {
+    jinja::Limits l;
+    auto number = [](const char *name, unsigned long long *out) {
+        const char *v = std::getenv(name);
+        if (!v || !*v) return false;
+        char *end = nullptr;
+        *out = std::strtoull(v, &end, 10);
+        return *end == 0;
+    };
+    unsigned long long v;
+    if (number("EMBER_CHAT_TIME_LIMIT_MS", &v)) l.max_time = std::chrono::milliseconds(v);
+    if (number("EMBER_CHAT_MEMORY_LIMIT_MB", &v) && v > 0 && v < (1ull << 40)) l.max_alloc = v << 20;
+    return l;
 }
 
 } // namespace
@@ -46,7 +67,7 @@ ember_status ember_chat_apply_template(const ember_model *model, const char *tmp
                 source = kv && !kv->value.str.empty() ? kv->value.str : std::string_view(chat::kChatmlTemplate);
             }
         }
-        const std::string text = chat::render(source, in);
+        const std::string text = chat::render(source, in, chat_limits());
         return abi::copy_out(text, buf, capacity, out_len, true);
     });
 }

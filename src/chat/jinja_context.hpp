@@ -40,6 +40,9 @@ public:
     void check_size(size_t bytes, int line) const;
     void check_items(size_t n, int line) const;
     void step(int line);
+    // Errors when the render has run past Limits::max_time (step() calls it every 256 steps; long
+    // builtins call it as they go).
+    void check_time(int line) const;
     // Counts bytes of strings and lists built by the template, against Limits::max_alloc.
     void charge(size_t bytes, int line);
     // namespace() objects of this render, emptied when it ends (see ~Context).

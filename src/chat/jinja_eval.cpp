@@ -53,6 +53,7 @@ void Context::check_items(size_t n, int line) const {
 }
 
 void Context::charge(size_t bytes, int line) {
+    check_time(line);   // values are built outside steps too (a range(10^6) takes a while)
     allocated_ += bytes;
     if (allocated_ > limits_.max_alloc)
         render_error(line, "the template built more than %llu bytes of values (runaway template?)",
@@ -71,7 +72,11 @@ void Context::step(int line) {
     if (++steps_ > limits_.max_steps)
         render_error(line, "more than %llu steps executed (runaway loop?)", (unsigned long long)limits_.max_steps);
     // The clock every 256 steps: a step is a microsecond or two, a clock read some 20 ns.
-    if ((steps_ & 255) == 0 && limits_.max_time.count() > 0 && std::chrono::steady_clock::now() > deadline_)
+    if ((steps_ & 255) == 0) check_time(line);
+}
+
+void Context::check_time(int line) const {
+    if (limits_.max_time.count() > 0 && std::chrono::steady_clock::now() > deadline_)
         render_error(line, "the template ran longer than %lld ms (runaway loop?)", (long long)limits_.max_time.count());
 }
 

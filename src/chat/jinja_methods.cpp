@@ -344,8 +344,11 @@ Value global_function(std::string_view name) {
                                       : std::max(0.0, std::ceil((double(start) - double(stop)) / double(-step)));
             if (n > double(ctx.limits().max_items)) ctx.check_items(ctx.limits().max_items + 1, a.line);
             List out;
-            for (int64_t i = 0; i < int64_t(n); ++i)   // in uint64_t: wraps to the right value, never overflows
+            out.reserve(size_t(n));
+            for (int64_t i = 0; i < int64_t(n); ++i) {   // in uint64_t: wraps to the right value, never overflows
+                if ((i & 0xFFFF) == 0xFFFF) ctx.check_time(a.line);
                 out.push_back(Value::integer(int64_t(uint64_t(start) + uint64_t(i) * uint64_t(step))));
+            }
             return Value::list(std::move(out));
         });
     }

@@ -238,24 +238,30 @@ int connect_to(int port) {
     return fd;
 }
 
+// Reads from fd into *got (may be null) until the server closes it (returns true), `limit_s` passes, or
+// hang_up_after (if set) has arrived (both false).
+bool closed_by_server(int fd, double limit_s, std::string *got = nullptr, const char *hang_up_after = nullptr) {
+    const auto t0 = Clock::now();
+    while (seconds_since(t0) < limit_s) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 20) <= 0) continue;
+        char buf[4096];
+        const ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) return true;
+        if (got) got->append(buf, static_cast<size_t>(n));
+        if (hang_up_after && got && got->find(hang_up_after) != std::string::npos) return false;
+    }
+    return false;
+}
+
 // Sends raw bytes on a new connection; reads the reply until the server closes or `limit_s` passes.
 // With hang_up_after set, closes the connection as soon as that text arrives (a client that leaves).
 std::string raw_http(int port, const std::string &bytes, double limit_s, const char *hang_up_after = nullptr) {
     const int fd = connect_to(port);
     if (fd < 0) return "";
     std::string got;
-    if (send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
-        const auto t0 = Clock::now();
-        while (seconds_since(t0) < limit_s) {
-            pollfd p{fd, POLLIN, 0};
-            if (poll(&p, 1, 50) <= 0) continue;
-            char buf[4096];
-            const ssize_t n = recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) break;
-            got.append(buf, static_cast<size_t>(n));
-            if (hang_up_after && got.find(hang_up_after) != std::string::npos) break;
-        }
-    }
+    if (send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()))
+        closed_by_server(fd, limit_s, &got, hang_up_after);
     close(fd);
     return got;
 }
@@ -300,19 +306,6 @@ std::string text_of(const Reply &r) {
 }
 
 
-// Whether the server closed fd (EOF or reset) within limit_s; what it sent before goes to *got.
-bool closed_by_server(int fd, double limit_s, std::string *got = nullptr) {
-    const auto t0 = Clock::now();
-    while (seconds_since(t0) < limit_s) {
-        pollfd p{fd, POLLIN, 0};
-        if (poll(&p, 1, 20) <= 0) continue;
-        char buf[4096];
-        const ssize_t n = recv(fd, buf, sizeof buf, 0);
-        if (n <= 0) return true;
-        if (got) got->append(buf, static_cast<size_t>(n));
-    }
-    return false;
-}
 
 int status_of(const std::string &response) {
     return response.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(response.c_str() + 9) : 0;
