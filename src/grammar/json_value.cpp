@@ -8,6 +8,13 @@
 
 namespace ember::grammar {
 
+JsonValue::JsonValue() = default;
+JsonValue::~JsonValue() = default;
+JsonValue::JsonValue(const JsonValue &) = default;
+JsonValue::JsonValue(JsonValue &&) noexcept = default;
+JsonValue &JsonValue::operator=(const JsonValue &) = default;
+JsonValue &JsonValue::operator=(JsonValue &&) noexcept = default;
+
 const JsonValue *JsonValue::get(std::string_view key) const {
     if (type != OBJECT) return nullptr;
     for (const auto &[k, v] : members)
