@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -35,6 +36,11 @@ public:
     // Refuses new requests and cancels those in flight (their handlers then finish quickly).
     void shut_down();
 
+    // The grammar for a response_format schema, compiled once per distinct schema text: a grammar caches
+    // the token masks of the states it has met, so clients asking for the same shape again get warm
+    // masks. nullptr (with the library's message in *message) when the schema is refused.
+    std::shared_ptr<ember_grammar> grammar_for(const std::string &schema, std::string *message);
+
 private:
     friend class Generation;
     bool enroll(Generation *g);   // false once shutting down
@@ -48,6 +54,9 @@ private:
     std::mutex mutex_;
     std::set<Generation *> live_;
     bool stopping_ = false;
+    std::mutex grammars_mutex_;
+    std::map<std::string, std::shared_ptr<ember_grammar>> grammars_;   // at most kMaxGrammars
+    static constexpr size_t kMaxGrammars = 32;
 };
 
 // Why a generation ended.
