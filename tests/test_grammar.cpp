@@ -178,6 +178,16 @@ static void test_dead_end_and_depth(void **) {
     int32_t st = n->start();
     for (uint32_t d = 0; d < GrammarLimits::kMaxStackDepth + 10 && st != GrammarAutomaton::kDead; ++d) st = n->advance(st, 0);
     assert_int_equal(st, GrammarAutomaton::kDead);
+    // An ambiguous grammar whose parse stacks double with every "(" stops with an error, not a hang.
+    auto amb = compile("root ::= \"(\" ( root \")\" | \" \"? root \"]\" ) | \"x\"\n", vocab_of({"(", ")", "]", " ", "x"}));
+    try {
+        int32_t s2 = amb->start();
+        for (int i = 0; i < 40 && s2 != GrammarAutomaton::kDead; ++i) s2 = amb->advance(s2, 0);
+        fail_msg("40 nested '(' of an ambiguous grammar were accepted");
+    } catch (const ember::Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_OUT_OF_MEMORY);
+        assert_true(contains(e.what(), "ambiguous"));
+    }
 }
 
 // The sampler's shortcuts (greedy: check the best token's bytes; top-k: check the k best) choose what

@@ -165,7 +165,8 @@ static void test_json_reader(void **) {
     assert_true(v.get("a")->items[1].number == -2500.0);
     assert_false(v.get("a")->items[1].integer);
     assert_string_equal(v.dump().c_str(), R"({"a":[1,-2.5e3,"xé😀\n"],"b":{"c":null,"d":true}})");
-    for (const char *bad : {"", "{", "[1,]", "01", "\"\\x\"", "{\"a\" 1}", "1 2", "\"\\ud800\""}) {
+    for (const char *bad : {"", "{", "[1,]", "01", "\"\\x\"", "{\"a\" 1}", "1 2", "\"\\ud800\"", "\"\xc3\"", "\"\xff\"",
+                             "\"\xed\xa0\x80\""}) {
         try {
             parse_json(bad);
             fail_msg("'%s' parsed", bad);

@@ -524,7 +524,8 @@ typedef struct ember_grammar ember_grammar;
  *  EMBER_ERR_INVALID_ARGUMENT for malformed text ("line L, column C: ..."), undefined or left-recursive
  *  rules, or a grammar beyond the size limits (1 MiB of text, 262144 symbols after expansion,
  *  repetition counts up to 4096, 128 nested parentheses); nesting of recursive rules beyond 256 open
- *  calls is not offered while matching. The grammar keeps what it needs of the vocabulary: it does not
+ *  calls is not offered while matching, and a grammar so ambiguous that more than 1024 parses are alive
+ *  at once fails sampling with EMBER_ERR_OUT_OF_MEMORY. The grammar keeps what it needs of the vocabulary: it does not
  *  refer to the model after this call and may outlive it. Thread-safe. */
 EMBER_API ember_status ember_grammar_create_gbnf(const ember_model *model, const char *gbnf, size_t len,
                                                  ember_grammar **out);

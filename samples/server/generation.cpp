@@ -49,6 +49,21 @@ void ServerContext::shut_down() {
     for (Generation *g : live_) g->cancel();
 }
 
+std::shared_ptr<ember_grammar> ServerContext::grammar_for(const std::string &schema, std::string *message) {
+    std::lock_guard<std::mutex> lock(grammars_mutex_);
+    auto it = grammars_.find(schema);
+    if (it != grammars_.end()) return it->second;
+    ember_grammar *g = nullptr;
+    if (ember_grammar_create_json_schema(model_, schema.data(), schema.size(), &g) != EMBER_OK) {
+        *message = ember_last_error();
+        return nullptr;
+    }
+    if (grammars_.size() >= kMaxGrammars) grammars_.clear();   // simple bound; requests keep their own references
+    std::shared_ptr<ember_grammar> shared(g, ember_grammar_free);
+    grammars_.emplace(schema, shared);
+    return shared;
+}
+
 namespace {
 ApiError engine_error(ember_status st, const std::string &what, const char *message) {
     ApiError e;
@@ -118,13 +133,15 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     sp.top_k = req.top_k;
     sp.seed = req.seed ? *req.seed : std::random_device{}();
     sp.n_logprobs = req.logprobs ? std::max<int32_t>(req.top_logprobs, 1) : 0;
-    ember_grammar *grammar = nullptr;
-    if (!req.json_schema.empty() &&
-        ember_grammar_create_json_schema(ctx.model(), req.json_schema.data(), req.json_schema.size(), &grammar) != EMBER_OK) {
-        err->http_status = 400;
-        err->code = "invalid_response_format";
-        err->message = std::string("response_format: ") + ember_last_error();
-        return nullptr;
+    std::shared_ptr<ember_grammar> grammar;
+    if (!req.json_schema.empty()) {
+        std::string why;
+        if (!(grammar = ctx.grammar_for(req.json_schema, &why))) {
+            err->http_status = 400;
+            err->code = "invalid_response_format";
+            err->message = "response_format: " + why;
+            return nullptr;
+        }
     }
     std::vector<const char *> stops;
     for (const std::string &s : req.stop) stops.push_back(s.c_str());
@@ -136,11 +153,10 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     rp.sampling = &sp;
     rp.on_token = &Generation::on_token;
     rp.user_data = g.get();
-    rp.grammar = grammar;
+    rp.grammar = grammar.get();
     rp.stop = stops.data();
     rp.n_stop = stops.size();
-    const ember_status st = ember_request_submit(ctx.engine(), &rp, &g->request_);
-    ember_grammar_free(grammar);   // the request holds its own reference
+    const ember_status st = ember_request_submit(ctx.engine(), &rp, &g->request_);   // takes its own grammar reference
     if (st != EMBER_OK) return *err = engine_error(st, "submitting the request", ember_last_error()), nullptr;
     // Enrolled after the submit, so that a shutdown either sees the request (and cancels it) or refuses it here.
     if (!(g->enrolled_ = ctx.enroll(g.get()))) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,11 @@ public:
     // Refuses new requests and cancels those in flight (their handlers then finish quickly).
     void shut_down();
 
+    // The grammar for a response_format schema, compiled once per distinct schema text: a grammar caches
+    // the token masks of the states it has met, so clients asking for the same shape again get warm
+    // masks. nullptr (with the library's message in *message) when the schema is refused.
+    std::shared_ptr<ember_grammar> grammar_for(const std::string &schema, std::string *message);
+
 private:
     friend class Generation;
     bool enroll(Generation *g);   // false once shutting down
@@ -54,6 +60,9 @@ private:
     bool stopping_ = false;
     const size_t max_pending_;
     size_t pending_ = 0;   // reserved places (under mutex_)
+    std::mutex grammars_mutex_;
+    std::map<std::string, std::shared_ptr<ember_grammar>> grammars_;   // at most kMaxGrammars
+    static constexpr size_t kMaxGrammars = 32;
 };
 
 // Why a generation ended.

@@ -103,6 +103,13 @@ int32_t GrammarAutomaton::advance(uint32_t c, uint32_t cp) {
         if (!g_.classes[g_.syms[nd.pos].id].matches(cp)) continue;
         const uint32_t m = node(nd.pos + 1, nd.parent);
         if (m != kNone) closure_into(m, next, 0);
+        if (next.size() > GrammarLimits::kMaxStacks) {
+            std::sort(next.begin(), next.end());   // duplicates do not count
+            next.erase(std::unique(next.begin(), next.end()), next.end());
+            if (next.size() > GrammarLimits::kMaxStacks)
+                fail(EMBER_ERR_OUT_OF_MEMORY, "grammar: more than %zu parse stacks at once (the grammar is too ambiguous)",
+                     GrammarLimits::kMaxStacks);
+        }
     }
     if (next.empty()) return kDead;
     return static_cast<int32_t>(config(next));

@@ -44,6 +44,9 @@ struct GrammarLimits {
     static constexpr uint32_t kMaxRepeat = 4096;           // the m and n of x{m,n}
     static constexpr uint32_t kMaxNesting = 128;           // parentheses in the text
     static constexpr uint32_t kMaxStackDepth = 256;        // rule calls open at once while matching
+    // Parse stacks alive at once: an ambiguous grammar can double them with every character (two
+    // alternatives that both begin with the same recursive rule); beyond this, matching fails.
+    static constexpr size_t kMaxStacks = 1024;
 };
 
 // Parses GBNF (llama.cpp's grammar syntax: `name ::= alternatives`, "literals", [classes], [^negated],

@@ -8,6 +8,13 @@
 
 namespace ember::grammar {
 
+JsonValue::JsonValue() = default;
+JsonValue::~JsonValue() = default;
+JsonValue::JsonValue(const JsonValue &) = default;
+JsonValue::JsonValue(JsonValue &&) noexcept = default;
+JsonValue &JsonValue::operator=(const JsonValue &) = default;
+JsonValue &JsonValue::operator=(JsonValue &&) noexcept = default;
+
 const JsonValue *JsonValue::get(std::string_view key) const {
     if (type != OBJECT) return nullptr;
     for (const auto &[k, v] : members)
@@ -164,6 +171,14 @@ private:
             const unsigned char c = static_cast<unsigned char>(s_[i_]);
             if (c == '"') { ++i_; return out; }
             if (c < 0x20) error("control character in a string (escape it)");
+            if (c >= 0x80) {   // JSON text is UTF-8 (RFC 8259): a schema's strings become grammar literals
+                const tok::Utf8Decoded d =
+                    tok::utf8_decode(reinterpret_cast<const uint8_t *>(s_.data()) + i_, s_.size() - i_);
+                if (d.kind != tok::Utf8Decoded::Valid) error("invalid UTF-8 in a string");
+                out.append(s_.data() + i_, d.len);
+                i_ += d.len;
+                continue;
+            }
             if (c != '\\') { out += static_cast<char>(c); ++i_; continue; }
             ++i_;
             if (i_ >= s_.size()) error("unterminated string");

@@ -25,6 +25,15 @@ struct JsonValue {
     std::vector<JsonValue> items;
     std::vector<std::pair<std::string, JsonValue>> members;
 
+    // Out of line: `members` holds pairs of this type, which the standard library (libc++, and
+    // libstdc++ under clang) needs complete where its destructor is instantiated.
+    JsonValue();
+    ~JsonValue();
+    JsonValue(const JsonValue &);
+    JsonValue(JsonValue &&) noexcept;
+    JsonValue &operator=(const JsonValue &);
+    JsonValue &operator=(JsonValue &&) noexcept;
+
     const JsonValue *get(std::string_view key) const;   // OBJECT member, or nullptr
     // Compact serialization (as a grammar literal for enum and const).
     std::string dump() const;

@@ -149,16 +149,20 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
         for (size_t i = 0; i < n_vocab; ++i)
             if (allowed(i)) cand_.push_back({static_cast<int32_t>(i), l[i]});
     };
-    // 3. top-k: only the k best need ordering. With a grammar, when the k best of all tokens are all
-    // allowed they are also the k best allowed ones, and the later stages see only them: the mask is
-    // not needed (an exact shortcut, like greedy's above).
+    // 3. top-k: only the k best need ordering. With a grammar, the k best allowed tokens are the first
+    // k allowed ones in the order of all tokens: looked for among the best 4k of all tokens, checking
+    // each one's bytes, they spare the mask (an exact shortcut, like greedy's above); where fewer than k
+    // of those are allowed (a state that allows few tokens, whose mask is cheap), the mask is used.
     const size_t k = p_.top_k > 0 ? static_cast<size_t>(p_.top_k) : 0;
     bool top_k_done = false;
     if (matcher_ && k > 0 && k < n_vocab) {
         gather();   // all tokens: no mask yet
-        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(), by_logit);
-        top_k_done = true;
-        for (size_t i = 0; i < k && top_k_done; ++i) top_k_done = matcher_->allows(cand_[i].id);
+        const size_t window = std::min(n_vocab, 4 * k);
+        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(window), cand_.end(), by_logit);
+        size_t found = 0;
+        for (size_t i = 0; i < window && found < k; ++i)
+            if (matcher_->allows(cand_[i].id)) cand_[found++] = cand_[i];   // keeps their order
+        top_k_done = found == k;
     }
     size_t n;
     if (top_k_done) {
