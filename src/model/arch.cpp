@@ -1,14 +1,23 @@
+// arch.cpp — the architectures of this build: arch_list.inc, which CMake writes from the arch_*.cpp files
+// present (one EMBER_ARCH(name) line each), declares and lists their specs.
 #include "model/arch.hpp"
+
+#include <algorithm>
+#include <vector>
 
 namespace ember {
 
-extern const ArchSpec kArchLlama;
-extern const ArchSpec kArchQwen2;
-extern const ArchSpec kArchQwen3;
+#define EMBER_ARCH(name) extern const ArchSpec arch_spec_##name;
+#include "arch_list.inc"
+#undef EMBER_ARCH
 
 namespace {
-const ArchSpec *const kArchs[] = {&kArchLlama, &kArchQwen2, &kArchQwen3};
-}
+#define EMBER_ARCH(name) &arch_spec_##name,
+const ArchSpec *const kArchs[] = {
+#include "arch_list.inc"
+};
+#undef EMBER_ARCH
+} // namespace
 
 const ArchSpec *arch_find(std::string_view name) {
     for (const ArchSpec *a : kArchs)
@@ -16,6 +25,13 @@ const ArchSpec *arch_find(std::string_view name) {
     return nullptr;
 }
 
-const char *arch_supported_list() { return "llama, qwen2, qwen3"; }
+std::string arch_supported_list() {
+    std::vector<std::string> names;
+    for (const ArchSpec *a : kArchs) names.emplace_back(a->name);
+    std::sort(names.begin(), names.end());
+    std::string out;
+    for (const std::string &n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+}
 
 } // namespace ember

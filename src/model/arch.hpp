@@ -72,17 +72,27 @@ struct ArchSpec {
     void (*build)(ArchBuilder &b);    // reads hyper-parameters and tensors, emits the program
 };
 
+// Each arch_<name>.cpp defines `extern const ArchSpec arch_spec_<name>`; the build writes the list of
+// them from the files present (CMakeLists.txt: arch_list.inc), so adding an architecture edits no list.
 // nullptr when the architecture is not supported by this build.
 const ArchSpec *arch_find(std::string_view name);
-// Comma-separated list of supported names, for error messages.
-const char *arch_supported_list();
+// Comma-separated list of supported names (sorted), for error messages.
+std::string arch_supported_list();
 
 // The usual decoder: token embedding; per layer x += Wo·attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)),
 // x += Wd·(silu(Wg·n(x)) * Wu·n(x)) with RMSNorms n; output norm and vocabulary product.
+struct DecoderLayer {
+    uint32_t il;           // layer index
+    std::string prefix;    // "blk.<il>."
+    int32_t q, k, v;       // the layer's q, k, v buffers, after their products
+    float eps;             // the model's RMSNorm epsilon
+};
 struct DecoderOptions {
     uint32_t rope_mode = EMBER_GRAPH_ROPE_NORMAL;
     bool qkv_bias_required = false;   // attn_q/k/v biases must be present (they are used whenever present)
-    bool qk_norm = false;             // per-head RMSNorm of q and k before rope (attn_q_norm, attn_k_norm)
+    // An architecture's own ops between the Q/K/V products and rope (e.g. Qwen3's per-head q/k norm), or
+    // nullptr: what lets a variant of the usual decoder live in its own file.
+    void (*after_qkv)(ArchBuilder &b, const DecoderLayer &l) = nullptr;
 };
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
 

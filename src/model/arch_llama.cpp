@@ -4,5 +4,6 @@
 #include "model/arch.hpp"
 
 namespace ember {
-extern const ArchSpec kArchLlama = {"llama", [](ArchBuilder &b) { build_decoder(b, {}); }};
+// Found by arch.cpp through the list CMake writes from the arch_*.cpp files (arch_list.inc).
+extern const ArchSpec arch_spec_llama = {"llama", [](ArchBuilder &b) { build_decoder(b, {}); }};
 } // namespace ember

@@ -2,10 +2,11 @@
 #include "model/arch.hpp"
 
 namespace ember {
-extern const ArchSpec kArchQwen2 = {"qwen2", [](ArchBuilder &b) {
-                                        DecoderOptions o;
-                                        o.rope_mode = EMBER_GRAPH_ROPE_NEOX;
-                                        o.qkv_bias_required = true;
-                                        build_decoder(b, o);
-                                    }};
+// Found by arch.cpp through the list CMake writes from the arch_*.cpp files (arch_list.inc).
+extern const ArchSpec arch_spec_qwen2 = {"qwen2", [](ArchBuilder &b) {
+                                 DecoderOptions o;
+                                 o.rope_mode = EMBER_GRAPH_ROPE_NEOX;
+                                 o.qkv_bias_required = true;
+                                 build_decoder(b, o);
+                             }};
 } // namespace ember

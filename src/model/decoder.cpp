@@ -86,10 +86,7 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
         b.matmul(q, xn, b.matrix(p + "attn_q.weight", d, nq), b.vector(p + "attn_q.bias", nq, opt.qkv_bias_required));
         b.matmul(k, xn, b.matrix(p + "attn_k.weight", d, nkv), b.vector(p + "attn_k.bias", nkv, opt.qkv_bias_required));
         b.matmul(v, xn, b.matrix(p + "attn_v.weight", d, nkv), b.vector(p + "attn_v.bias", nkv, opt.qkv_bias_required));
-        if (opt.qk_norm) {
-            b.rms_norm(q, q, b.vector(p + "attn_q_norm.weight", hd), eps, hd);
-            b.rms_norm(k, k, b.vector(p + "attn_k_norm.weight", hd), eps, hd);
-        }
+        if (opt.after_qkv) opt.after_qkv(b, DecoderLayer{il, p, q, k, v, eps});
         if (rope.n_rot > 0) {
             b.rope(q, hp.n_head, hd, rope);
             b.rope(k, hp.n_head_kv, hd, rope);

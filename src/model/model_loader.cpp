@@ -44,7 +44,7 @@ void Model::build_desc(const LoadOptions &opts) {
     const ArchSpec *spec = arch_find(arch_);
     if (!spec)
         fail(EMBER_ERR_UNSUPPORTED, "architecture '%s' is not supported (supported: %s); it can still be "
-             "loaded vocab-only", arch_.c_str(), arch_supported_list());
+             "loaded vocab-only", arch_.c_str(), arch_supported_list().c_str());
 
     // Tensors: record each with a stable address; the architecture then picks the ones it reads.
     size_t done = 0;
