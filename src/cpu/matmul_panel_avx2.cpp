@@ -36,12 +36,6 @@ namespace ember::cpu::detail {
 namespace {
 
 constexpr int kPanelRows = 8;
-// A k-chunk of a panel is packed into a buffer on the stack of at most kPackBytes (in L1, which is
-// 32 KiB here; 24 KiB leaves room for the activations passing through), and multiplied against
-// kSlabTokens tokens before the next panel is packed. The slab's activations for one chunk (128 tokens
-// x 76 blocks x 40 B = 380 KiB at most) stay in L2 across the panels.
-constexpr size_t kPackBytes = 24 * 1024;
-constexpr int64_t kSlabTokens = 128;
 
 // Transposes the 4-byte groups of 8 rows' 16 bytes (row i in src[i]) into 4 vectors, vector k holding
 // group k of rows 0..7: rows i and i + 4 go in the two 128-bit lanes, so that the 32/64-bit unpacks do
@@ -259,30 +253,17 @@ void panel_tokens(const MatmulJob &job, const typename Pack::Block *pb, int64_t 
     }
 }
 
-// Rows [r0, r1) for all tokens: token slabs, then k-chunks (so that a chunk's activations stay in
-// cache across the panels), then panels of 8 rows, each packed once per slab and chunk.
+// The shared loop nest (panel_pack_x86.hpp) with this ISA's panels and edges.
 template <class Pack>
 void drive_panels(const MatmulJob &job, int64_t r0, int64_t r1) {
-    using Block = typename Pack::Block;
-    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / Pack::kUnit * Pack::kUnit;
-    static_assert(kChunk >= Pack::kUnit);
-    const int64_t nb = job.xq.nb;
-    Block buf[kChunk];
-    for (int64_t tb = 0; tb < job.n_tokens; tb += kSlabTokens) {
-        const int64_t te = tb + kSlabTokens < job.n_tokens ? tb + kSlabTokens : job.n_tokens;
-        for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-            const int64_t n = nb - b0 < kChunk ? nb - b0 : kChunk;  // a multiple of Pack::kUnit
-            for (int64_t r = r0; r < r1; r += kPanelRows) {
-                const int64_t nr = r1 - r < kPanelRows ? r1 - r : kPanelRows;
-                const uint8_t *rows[kPanelRows];
-                for (int i = 0; i < kPanelRows; ++i) rows[i] = job.w + static_cast<size_t>(r + (i < nr ? i : nr - 1)) * job.row_bytes;
-                Pack::pack(rows, b0, n, buf);
-                const ChunkEdges e{_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                                   b0 == 0, b0 + n == nb};
-                panel_tokens<Pack>(job, buf, b0, n, r, tb, te, e);
-            }
-        }
-    }
+    panel_loop<Pack, kPanelRows>(
+        job, r0, r1,
+        [](int64_t nr, bool first, bool last) {
+            return ChunkEdges{_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                              first, last};
+        },
+        [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te,
+               const ChunkEdges &e) { panel_tokens<Pack>(job, buf, b0, n, r, tb, te, e); });
 }
 
 } // namespace

@@ -29,10 +29,6 @@ namespace ember::cpu::detail {
 namespace {
 
 constexpr int kPanelRows = 16;
-// As in the AVX2 file: a k-chunk of a panel is packed into at most kPackBytes on the stack (in L1) and
-// multiplied against kSlabTokens tokens before the next panel is packed.
-constexpr size_t kPackBytes = 24 * 1024;
-constexpr int64_t kSlabTokens = 128;
 // Tokens per tile: 8 accumulators and 8 block sums in registers (of 32), and 8 independent VPDPBUSD
 // chains to cover its latency.
 constexpr int kTileTokens = 8;
@@ -241,29 +237,14 @@ void panel_tokens(const MatmulJob &job, const typename Pack::Block *pb, int64_t 
     }
 }
 
-// Rows [r0, r1) for all tokens: token slabs, then k-chunks (a chunk's activations stay in cache across
-// the panels), then panels of 16 rows, each packed once per slab and chunk.
+// The shared loop nest (panel_pack_x86.hpp) with this ISA's panels and edges.
 template <class Pack>
 void drive_panels(const MatmulJob &job, int64_t r0, int64_t r1) {
-    using Block = typename Pack::Block;
-    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / Pack::kUnit * Pack::kUnit;
-    static_assert(kChunk >= Pack::kUnit);
-    const int64_t nb = job.xq.nb;
-    Block buf[kChunk];
-    for (int64_t tb = 0; tb < job.n_tokens; tb += kSlabTokens) {
-        const int64_t te = tb + kSlabTokens < job.n_tokens ? tb + kSlabTokens : job.n_tokens;
-        for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-            const int64_t n = nb - b0 < kChunk ? nb - b0 : kChunk;  // a multiple of Pack::kUnit
-            for (int64_t r = r0; r < r1; r += kPanelRows) {
-                const int64_t nr = r1 - r < kPanelRows ? r1 - r : kPanelRows;
-                const uint8_t *rows[kPanelRows];
-                for (int i = 0; i < kPanelRows; ++i) rows[i] = job.w + static_cast<size_t>(r + (i < nr ? i : nr - 1)) * job.row_bytes;
-                Pack::pack(rows, b0, n, buf);
-                const ChunkEdges e{static_cast<__mmask16>((1u << nr) - 1), b0 == 0, b0 + n == nb};
-                panel_tokens<Pack>(job, buf, b0, n, r, tb, te, e);
-            }
-        }
-    }
+    panel_loop<Pack, kPanelRows>(
+        job, r0, r1,
+        [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
+        [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te,
+               const ChunkEdges &e) { panel_tokens<Pack>(job, buf, b0, n, r, tb, te, e); });
 }
 
 } // namespace

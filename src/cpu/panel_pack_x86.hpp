@@ -149,6 +149,39 @@ void pack_q6_k(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block
     }
 }
 
+// A k-chunk of a panel is packed into a buffer on the stack of at most kPackBytes (in L1, which is 32 KiB
+// here; 24 KiB leaves room for the activations passing through), and multiplied against kSlabTokens
+// tokens before the next panel is packed. The slab's activations for one chunk (128 tokens x 76 blocks x
+// 40 B = 380 KiB at most) stay in L2 across the panels.
+constexpr size_t kPackBytes = 24 * 1024;
+constexpr int64_t kSlabTokens = 128;
+
+// The loop nest of both panel GEMMs, rows [r0, r1) for all tokens: token slabs, then k-chunks (a chunk's
+// activations stay in cache across the panels), then panels of Rows rows, each packed once per slab and
+// chunk. The ISA's parts come in: edges(nr, first_chunk, last_chunk) makes what a tile needs to know of
+// the panel's edges, tiles(buf, b0, n, r, tb, te, edges) runs a slab's tiles.
+template <class Pack, int Rows, class Edges, class Tiles>
+void panel_loop(const MatmulJob &job, int64_t r0, int64_t r1, Edges edges, Tiles tiles) {
+    using Block = typename Pack::Block;
+    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / Pack::kUnit * Pack::kUnit;
+    static_assert(kChunk >= Pack::kUnit);
+    const int64_t nb = job.xq.nb;
+    Block buf[kChunk];
+    for (int64_t tb = 0; tb < job.n_tokens; tb += kSlabTokens) {
+        const int64_t te = tb + kSlabTokens < job.n_tokens ? tb + kSlabTokens : job.n_tokens;
+        for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+            const int64_t n = nb - b0 < kChunk ? nb - b0 : kChunk;  // a multiple of Pack::kUnit
+            for (int64_t r = r0; r < r1; r += Rows) {
+                const int64_t nr = r1 - r < Rows ? r1 - r : Rows;
+                const uint8_t *rows[Rows];
+                for (int i = 0; i < Rows; ++i) rows[i] = job.w + static_cast<size_t>(r + (i < nr ? i : nr - 1)) * job.row_bytes;
+                Pack::pack(rows, b0, n, buf);
+                tiles(buf, b0, n, r, tb, te, edges(nr, b0 == 0, b0 + n == nb));
+            }
+        }
+    }
+}
+
 } // namespace
 
 } // namespace ember::cpu::detail
