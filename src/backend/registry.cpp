@@ -62,6 +62,17 @@ Registry &registry() {
     return r;
 }
 
+// A backend kind's name for messages ("cuda", not "backend 2").
+const char *kind_name(ember_backend_kind kind) {
+    switch (kind) {
+    case EMBER_BACKEND_AUTO: return "auto";
+    case EMBER_BACKEND_CPU: return "cpu";
+    case EMBER_BACKEND_CUDA: return "cuda";
+    case EMBER_BACKEND_VULKAN: return "vulkan";
+    }
+    return "unknown";
+}
+
 } // namespace
 
 Backend *backend_find(ember_backend_kind kind) {
@@ -78,7 +89,7 @@ Backend *backend_find(ember_backend_kind kind) {
         static std::once_flag logged;
         std::call_once(logged, [&] {
             for (auto &[k, why] : r.missing)
-                log_msg(nullptr, EMBER_LOG_INFO, "backend %d unavailable (%s); auto uses %s", (int)k, why.c_str(),
+                log_msg(nullptr, EMBER_LOG_INFO, "backend %s unavailable (%s); auto uses %s", kind_name(k), why.c_str(),
                         best ? best->name() : "none");
         });
     }
@@ -89,8 +100,8 @@ Backend &backend_require(ember_backend_kind kind) {
     if (Backend *b = backend_find(kind)) return *b;
     Registry &r = registry();
     if (auto it = r.missing.find(kind); it != r.missing.end())
-        fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available: %s", (int)kind, it->second.c_str());
-    fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available in this build or on this machine", (int)kind);
+        fail(EMBER_ERR_UNSUPPORTED, "backend %s is not available: %s", kind_name(kind), it->second.c_str());
+    fail(EMBER_ERR_UNSUPPORTED, "backend %s is not available in this build or on this machine", kind_name(kind));
 }
 
 } // namespace ember
@@ -101,8 +112,8 @@ Backend &backend_module(ember_backend_kind kind) {
     Registry &r = registry();
     if (auto it = r.modules.find(kind); it != r.modules.end()) return *it->second;
     if (auto it = r.missing.find(kind); it != r.missing.end())
-        fail(EMBER_ERR_UNSUPPORTED, "backend %d is not available: %s", (int)kind, it->second.c_str());
-    fail(EMBER_ERR_INVALID_ARGUMENT, "backend %d is not a module backend", (int)kind);
+        fail(EMBER_ERR_UNSUPPORTED, "backend %s is not available: %s", kind_name(kind), it->second.c_str());
+    fail(EMBER_ERR_INVALID_ARGUMENT, "backend %s is not a module backend", kind_name(kind));
 }
 
 } // namespace ember
