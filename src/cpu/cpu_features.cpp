@@ -2,8 +2,8 @@
 //
 // The library is built for baseline x86-64 so it loads anywhere; the AVX2 and AVX-512 variants are
 // compiled separately (*_avx2.cpp, *_avx512.cpp) and reached only through the table chosen here, after
-// asking the CPU (and the OS, which libgcc's check covers via XGETBV: YMM state for AVX2, ZMM and
-// opmask state for AVX-512) whether the level's instructions are usable.
+// asking the CPU (CPUID) and the OS (XGETBV: YMM state for AVX2, ZMM and opmask state for AVX-512)
+// whether the level's instructions are usable.
 //
 // EMBER_CPU_ISA=scalar|avx2|avx512 caps the level, so CI runs every path on one machine; a level the
 // CPU lacks is never chosen, whatever the variable says (it can only lower the choice).
@@ -11,6 +11,9 @@
 #include "cpu/vec_dot.hpp"
 
 #include <atomic>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <cstdlib>
 #include <cstring>
 
@@ -55,18 +58,32 @@ const KernelTable kAvx512 = [] {
     return t;
 }();
 
-bool cpu_has_avx2() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+// The CPU's feature bits, asked with CPUID directly rather than through __builtin_cpu_supports, whose
+// accepted names differ between compilers (clang 14 knows no "avx512vnni"), and the OS's consent through
+// XGETBV: YMM state for AVX2, opmask and ZMM state too for AVX-512.
+struct X86Features {
+    bool avx2 = false, avx512 = false;
+};
+
+X86Features x86_features() {
+    X86Features f;
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+    if (!osxsave || !avx) return f;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    const bool os_ymm = (xcr0_lo & 0x6u) == 0x6u, os_zmm = (xcr0_lo & 0xe6u) == 0xe6u;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+    const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17),
+               avx512bw = b & (1u << 30), avx512vl = b & (1u << 31), vnni = c & (1u << 11);
+    f.avx2 = os_ymm && avx2 && fma && f16c;
+    f.avx512 = f.avx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl && vnni;
+    return f;
 }
 
-bool cpu_has_avx512() {
-    __builtin_cpu_init();
-    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vnni");
-}
+bool cpu_has_avx2() { return x86_features().avx2; }
+bool cpu_has_avx512() { return x86_features().avx512; }
 #endif
 
 // The level EMBER_CPU_ISA allows (read once; unset or unknown: no cap).
