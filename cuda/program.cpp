@@ -1,6 +1,7 @@
 // program.cpp — the program's checks, fusion decisions and context sizes (see program.hpp).
 #include "program.hpp"
 
+#include "backend/program_read.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "types.hpp"
@@ -141,23 +142,12 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
 } // namespace
 
 Program program_of(const ember_mod_model_desc &d) {
-    if (d.node_size < sizeof(ember_graph_node))
-        fail(EMBER_ERR_UNSUPPORTED, "cuda: the model's program is of an older layout (node size %u)", d.node_size);
     Program pg;
+    pg.nodes = read_program(d, "cuda");
     pg.n_vocab = d.n_vocab, pg.n_layer = d.n_layer, pg.kv_width = d.kv_width, pg.logits_buf = d.logits_buf;
     pg.bufs.assign(d.bufs, d.bufs + d.n_bufs);
-    for (const ember_graph_buf &b : pg.bufs)
-        if (b.width == 0 || (b.rows != EMBER_GRAPH_ROWS_TOKENS && b.rows != EMBER_GRAPH_ROWS_LOGITS))
-            fail(EMBER_ERR_INVALID_MODEL, "cuda: the program has a buffer of width %u, rows %u", b.width, b.rows);
-    // Nodes only grow at their end: the fields this build knows are the first sizeof(ember_graph_node) bytes.
-    pg.nodes.resize(d.n_nodes);
-    for (uint32_t i = 0; i < d.n_nodes; ++i)
-        std::memcpy(&pg.nodes[i], reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size, sizeof(ember_graph_node));
     pg.tensor_use.assign(d.n_tensors, 0);
     for (uint32_t i = 0; i < d.n_nodes; ++i) check_node(d, pg, i);
-    if (pg.logits_buf < 0 || static_cast<uint32_t>(pg.logits_buf) >= d.n_bufs || !pg.logits_rows(pg.logits_buf) ||
-        pg.width(pg.logits_buf) != d.n_vocab)
-        fail(EMBER_ERR_INVALID_MODEL, "cuda: the program's output is not a logits buffer of the vocabulary's width");
     for (uint32_t t = 0; t < d.n_tensors; ++t) {
         const ember_mod_tensor &ten = d.tensors[t];
         const char *tname = ten.name ? ten.name : "a tensor";

@@ -211,26 +211,11 @@ static void test_struct_size(void **state) {
     } else {
         printf("note: no EMBER_1 symbol versions to check (static build?)\n");
     }
-    /* And those of a program built against EMBER_1.1 (before the device fields of EMBER_1.4). */
-    init_fn v11_session = (init_fn)dlvsym(RTLD_DEFAULT, "ember_session_params_init", "EMBER_1.1");
-    init_fn v11_engine = (init_fn)dlvsym(RTLD_DEFAULT, "ember_engine_params_init", "EMBER_1.1");
-    if (v11_session && v11_engine) {
-        unsigned char buf[96];
-        uint32_t size;
-        memset(buf, 0xCD, sizeof buf);
-        v11_session(buf);
-        memcpy(&size, buf, 4);
-        assert_int_equal(size, 40);
-        for (size_t i = 40; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
-        memset(buf, 0xCD, sizeof buf);
-        v11_engine(buf);
-        memcpy(&size, buf, 4);
-        assert_int_equal(size, 48);
-        for (size_t i = 48; i < sizeof buf; ++i) assert_int_equal(buf[i], 0xCD);
-    }
     /* The structs that grew in EMBER_1.4: their older inits write only the older struct. */
     const struct { const char *name, *node; uint32_t size; } grown_1_4[] = {
         {"ember_generate_params_init", "EMBER_1.2", 32},
+        {"ember_session_params_init", "EMBER_1.1", 40}, /* before the device field */
+        {"ember_engine_params_init", "EMBER_1.1", 48},
         {"ember_sampler_params_init", "EMBER_1", 48},
         {"ember_request_params_init", "EMBER_1", 56},
     };

@@ -2,6 +2,7 @@
 // (see vk_program.hpp).
 #include "vk_program.hpp"
 
+#include "backend/program_read.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "vk_weights.hpp"
@@ -243,24 +244,14 @@ void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n,
 }
 
 Program plan_program(const ember_mod_model_desc &d) {
-    if (d.node_size < sizeof(ember_graph_node))
-        fail(EMBER_ERR_UNSUPPORTED, "vulkan: the model's program is of an older layout (node size %u)", d.node_size);
     Program p;
+    p.nodes = read_program(d, "vulkan");
     p.n_vocab = d.n_vocab, p.n_layer = d.n_layer, p.kv_width = d.kv_width, p.logits_buf = d.logits_buf;
     p.n_token_ids = UINT32_MAX;
     p.bufs.assign(d.bufs, d.bufs + d.n_bufs);
-    for (const ember_graph_buf &b : p.bufs)
-        if (b.width == 0 || (b.rows != EMBER_GRAPH_ROWS_TOKENS && b.rows != EMBER_GRAPH_ROWS_LOGITS))
-            fail(EMBER_ERR_INVALID_MODEL, "vulkan: an activation buffer of width %u, rows %u", b.width, b.rows);
-    for (uint32_t i = 0; i < d.n_nodes; ++i)
-        p.nodes.push_back(*reinterpret_cast<const ember_graph_node *>(reinterpret_cast<const uint8_t *>(d.nodes) +
-                                                                       size_t{i} * d.node_size));
     for (uint32_t i = 0; i < d.n_tensors; ++i) Checker::tensor(d.tensors[i]);
     Checker check(d, p);
     for (uint32_t i = 0; i < d.n_nodes; ++i) check.node(i, p.nodes[i]);
-    if (d.logits_buf < 0 || static_cast<uint32_t>(d.logits_buf) >= d.n_bufs || d.bufs[d.logits_buf].width != d.n_vocab ||
-        d.bufs[d.logits_buf].rows != EMBER_GRAPH_ROWS_LOGITS)
-        fail(EMBER_ERR_INVALID_MODEL, "vulkan: the program's output is not a logits buffer of the vocabulary's width");
     if (d.n_layer == 0 || d.kv_width == 0) fail(EMBER_ERR_INVALID_MODEL, "vulkan: a program without a KV cache");
     plan_steps(p, d);
     return p;

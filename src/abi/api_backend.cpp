@@ -14,6 +14,17 @@ using ember::abi::guard;
 
 namespace {
 
+// A module's description of its device number `index`, as the ABI's struct.
+ember_device_info device_info(uint32_t index, const ember_mod_device_info &m) {
+    ember_device_info d;
+    ember_device_info_init(&d);
+    d.index = index;
+    std::snprintf(d.name, sizeof d.name, "%s", m.name);
+    d.type = m.type;
+    d.score = m.score;
+    return d;
+}
+
 // The devices of every backend that can run here, made at the first call (a deque: stable addresses).
 const std::deque<ember_device> &all_devices() {
     static std::deque<ember_device> devices;
@@ -21,16 +32,8 @@ const std::deque<ember_device> &all_devices() {
     std::call_once(once, [] {
         auto add = [](ember_backend_kind kind, Backend &b) {
             const std::vector<ember_mod_device_info> devs = module_list_devices(b);
-            for (size_t i = 0; i < devs.size(); ++i) {
-                ember_device d{};
-                d.backend = kind;
-                ember_device_info_init(&d.info);
-                d.info.index = static_cast<uint32_t>(i);
-                std::snprintf(d.info.name, sizeof d.info.name, "%s", devs[i].name);
-                d.info.type = devs[i].type;
-                d.info.score = devs[i].score;
-                devices.push_back(d);
-            }
+            for (size_t i = 0; i < devs.size(); ++i)
+                devices.push_back(ember_device{kind, device_info(static_cast<uint32_t>(i), devs[i])});
         };
         add(EMBER_BACKEND_CPU, backend_require(EMBER_BACKEND_CPU));
         for (ember_backend_kind kind : {EMBER_BACKEND_CUDA, EMBER_BACKEND_VULKAN}) {
@@ -81,15 +84,9 @@ ember_status ember_backend_devices(ember_backend_kind backend, ember_device_info
             fail(EMBER_ERR_INVALID_ARGUMENT, "backend %lld has no device list (a GPU backend has)", (long long)kind);
         const std::vector<ember_mod_device_info> devs = module_list_devices(backend_module(backend));
         *out_count = devs.size();
-        for (size_t i = 0; i < capacity && i < devs.size(); ++i) {
-            ember_device_info d;
-            ember_device_info_init(&d);
-            d.index = static_cast<uint32_t>(i);
-            std::snprintf(d.name, sizeof d.name, "%s", devs[i].name);
-            d.type = devs[i].type;
-            d.score = devs[i].score;
-            abi::write_out(&out[i], d, sizeof(ember_device_info), "ember_device_info");
-        }
+        for (size_t i = 0; i < capacity && i < devs.size(); ++i)
+            abi::write_out(&out[i], device_info(static_cast<uint32_t>(i), devs[i]), sizeof(ember_device_info),
+                           "ember_device_info");
         return EMBER_OK;
     });
 }

@@ -16,11 +16,9 @@ class CpuModel {
 public:
     explicit CpuModel(const ember_mod_model_desc &desc);
     const ember_mod_model_desc &desc;
-    std::vector<WeightView> views;   // [n_tensors]: each tensor as a kernel operand
-    const ember_graph_node &node(uint32_t i) const {
-        return *reinterpret_cast<const ember_graph_node *>(reinterpret_cast<const uint8_t *>(desc.nodes) +
-                                                           size_t{i} * desc.node_size);
-    }
+    std::vector<WeightView> views;          // [n_tensors]: each tensor as a kernel operand
+    std::vector<ember_graph_node> nodes;    // the program (backend/program_read.hpp)
+    const ember_graph_node &node(uint32_t i) const { return nodes[i]; }
     const float *f32(int32_t tensor) const {
         return tensor < 0 ? nullptr : static_cast<const float *>(desc.tensors[tensor].data);
     }

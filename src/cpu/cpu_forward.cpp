@@ -8,6 +8,7 @@
 #include "cpu/cpu_context.hpp"
 
 #include "backend/backend.hpp"
+#include "backend/program_read.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -31,9 +32,7 @@ int32_t row_buf(const ember_graph_node &n) { return n.op == EMBER_GRAPH_KV_STORE
 
 } // namespace
 
-CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d) {
-    if (d.node_size < sizeof(ember_graph_node))
-        fail(EMBER_ERR_UNSUPPORTED, "cpu: the model's program is of an older layout (node size %u)", d.node_size);
+CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(d, "cpu")) {
     for (uint32_t i = 0; i < d.n_tensors; ++i) {
         const ember_mod_tensor &t = d.tensors[i];
         WeightView w;
@@ -57,9 +56,6 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d) {
             (n.layer < 0 || static_cast<uint32_t>(n.layer) >= d.n_layer))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) of layer %d", i, ember_graph_op_name(n.op), n.layer);
     }
-    if (!buf_ok(d.logits_buf) || d.bufs[d.logits_buf].width != d.n_vocab ||
-        d.bufs[d.logits_buf].rows != EMBER_GRAPH_ROWS_LOGITS)
-        fail(EMBER_ERR_INVALID_MODEL, "cpu: the program's output is not a logits buffer of the vocabulary's width");
 }
 
 CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod_context_params &p) {
@@ -70,8 +66,7 @@ CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod
     for (uint32_t i = 0; i < d.n_bufs; ++i)
         z.buf_floats.push_back(static_cast<int32_t>(i) == d.logits_buf ? 0 : rows(static_cast<int32_t>(i)) * d.bufs[i].width);
     // The widest quantized matmul input.
-    for (uint32_t i = 0; i < d.n_nodes; ++i) {
-        const auto &n = *reinterpret_cast<const ember_graph_node *>(reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size);
+    for (const ember_graph_node &n : read_program(d, "cpu")) {
         if (n.op != EMBER_GRAPH_MATMUL || n.src < 0 || static_cast<uint32_t>(n.src) >= d.n_bufs) continue;
         const int64_t n_in = d.bufs[n.src].width;
         if (n_in % 32 == 0)
