@@ -48,8 +48,9 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
     for (uint32_t i = 0; i < d.n_nodes; ++i) {
         const ember_graph_node &n = node(i);
         if (!ember_graph_op_name(n.op)) fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u (node %u) is not supported by this build", n.op, i);
-        // Every op reads src but GET_ROWS; SWIGLU and KV_STORE read src2; all write dst but KV_STORE.
-        const bool reads_src = n.op != EMBER_GRAPH_GET_ROWS;
+        // Every op reads src but GET_ROWS and ROPE (in place on dst); SWIGLU and KV_STORE read src2; all
+        // write dst but KV_STORE.
+        const bool reads_src = n.op != EMBER_GRAPH_GET_ROWS && n.op != EMBER_GRAPH_ROPE;
         const bool reads_src2 = n.op == EMBER_GRAPH_SWIGLU || n.op == EMBER_GRAPH_KV_STORE;
         if (!tensor_ok(n.w) || !tensor_ok(n.b) || (n.op != EMBER_GRAPH_KV_STORE && !buf_ok(n.dst)) ||
             (reads_src && !buf_ok(n.src)) || (reads_src2 && !buf_ok(n.src2)))
