@@ -319,7 +319,7 @@ static void test_quant_q4_0(void **) {
 static int ref_block_size(DType t) {
     switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: return 1;
-    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 256;
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::IQ4_XS: return 256;
     default: return 32;
     }
 }
@@ -335,6 +335,11 @@ static size_t ref_block_bytes(DType t) {
     case DType::Q4_K: return 144; // f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
     case DType::Q5_K: return 176; // as Q4_K with 32 bytes of fifth bits before the nibbles
     case DType::Q6_K: return 210; // 128 bytes low nibbles, 64 bytes top 2 bits, 16 int8 scales, f16 d
+    case DType::Q2_K: return 84;  // 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit codes, f16 d, f16 dmin
+    case DType::Q3_K: return 110; // 32 bytes of high bits, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales, f16 d
+    case DType::IQ4_NL: return 18; // f16 d, 16 bytes of 4-bit table indices
+    case DType::IQ4_XS: return 136; // f16 d, 16 bits of scale tops, 4 bytes of scale nibbles, 128 bytes of indices
+    case DType::MXFP4: return 17; // E8M0 exponent, 16 bytes of E2M1 nibbles
     default: return 0;
     }
 }
@@ -439,15 +444,81 @@ static Decoded ref_decode(DType type, const uint8_t *row, int64_t n) {
             }
             break;
         }
+        case DType::Q2_K: case DType::Q3_K: {
+            // Element 128 h + 32 k + l: 2-bit code at bits 2k, 2k + 1 of the code byte 32 h + l, scale
+            // i / 16. Q2_K (scales, codes, d, dmin): value d * (scale & 15) * code - dmin * (scale >> 4).
+            // Q3_K (hmask, codes, scales, d): code - 4 where bit 4h + k of hmask[l] is clear; the scale
+            // is 6 bits - 32, its low 4 bits the low (j < 8) or high nibble of byte j % 8, its top 2 at
+            // bits 2 (j / 4) of byte 8 + j % 4.
+            const bool q2 = type == DType::Q2_K;
+            const uint8_t *qs = p + (q2 ? 16 : 32);
+            const double d = half_value(u16(p + (q2 ? 80 : 108))), dmin = q2 ? half_value(u16(p + 82)) : 0.0;
+            for (int i = 0; i < 256; ++i) {
+                const int h = i / 128, k = i % 128 / 32, l = i % 32, j = i / 16;
+                int code = (qs[32 * h + l] >> (2 * k)) & 3;
+                if (q2) {
+                    const int sc = p[j] & 15, m = p[j] >> 4;
+                    v[i] = d * sc * code - dmin * m;
+                    step[i] = std::fabs(d * sc);
+                    off[i] = std::fabs(dmin * m);
+                } else {
+                    if (!((p[l] >> (4 * h + k)) & 1)) code -= 4;
+                    const uint8_t *sb = p + 96;
+                    const int sc = (((sb[j % 8] >> (j < 8 ? 0 : 4)) & 15) | ((sb[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+                    v[i] = d * sc * code;
+                    step[i] = std::fabs(d * sc);
+                }
+            }
+            break;
+        }
+        case DType::IQ4_NL: case DType::IQ4_XS: case DType::MXFP4: {
+            // 4-bit indices into a table, element j < 16 the low nibble of byte j of its 32's indices,
+            // j + 16 the high one. IQ4: the table below times d (IQ4_XS: times 6-bit scale - 32 of each
+            // 32, low 4 bits nibble j % 2 of byte 4 + j / 2, top 2 bits at bit 2j of bytes 2..3).
+            // MXFP4: E2M1 values (0, .5, 1, 1.5, 2, 3, 4, 6 and negatives) times 2^(e - 127). step: the
+            // table's widest gap times the scale (no element is further than half of it from the grid).
+            static const int kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+            static const double kE2m1[16] = {0, .5, 1, 1.5, 2, 3, 4, 6, -0.0, -.5, -1, -1.5, -2, -3, -4, -6};
+            for (int j = 0; j < bs / 32; ++j) {
+                double scale;
+                const uint8_t *idx;
+                if (type == DType::MXFP4) {
+                    scale = std::ldexp(1.0, p[0] - 127);
+                    idx = p + 1;
+                } else if (type == DType::IQ4_NL) {
+                    scale = half_value(u16(p));
+                    idx = p + 2;
+                } else {
+                    const int ls = ((p[4 + j / 2] >> (4 * (j % 2))) & 15) | ((u16(p + 2) >> (2 * j)) & 3) << 4;
+                    scale = half_value(u16(p)) * (ls - 32);
+                    idx = p + 8 + 16 * j;
+                }
+                for (int l = 0; l < 32; ++l) {
+                    const int n4 = l < 16 ? idx[l] & 15 : idx[l - 16] >> 4;
+                    const double t = type == DType::MXFP4 ? kE2m1[n4] : kIq4[n4];
+                    v[32 * j + l] = scale * t;
+                    step[32 * j + l] = std::fabs(scale) * (type == DType::MXFP4 ? 2.0 : 24.0);
+                }
+            }
+            break;
+        }
         default: fail_msg("ref_decode: type %s", dtype_name(type));
         }
     }
     return out;
 }
 
-static const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                                  DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
-static const DType kNewQuantTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+static const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,   DType::Q4_1,
+                                  DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,   DType::Q4_K,   DType::Q5_K,
+                                  DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
+static const DType kNewQuantTypes[] = {DType::Q4_1, DType::Q5_0,   DType::Q5_1,   DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                                       DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
+// The table formats: no element is further than half a table gap from the grid, and step (the widest gap)
+// bounds every gap, so "half a step" holds; the range checks below use their own rules.
+static const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1,   DType::Q5_0,   DType::Q5_1,  DType::Q2_K,
+                                    DType::Q3_K, DType::Q4_K, DType::Q5_K,   DType::Q6_K,   DType::IQ4_NL, DType::IQ4_XS,
+                                    DType::MXFP4};
+static bool is_table(DType t) { return t == DType::IQ4_NL || t == DType::IQ4_XS || t == DType::MXFP4; }
 
 // dtype_info agrees with the layouts above, and every type the kernels take is marked supported.
 static void test_block_layouts(void **) {
@@ -479,11 +550,12 @@ static void test_quant_formats(void **) {
         std::vector<uint8_t> q(dtype_row_bytes(type, static_cast<uint64_t>(n)));
         quantize_row(type, x.data(), q.data(), n);
         const Decoded dec = ref_decode(type, q.data(), n);
-        const int k_max = type == DType::Q4_1 || type == DType::Q4_K ? 15 : 31;  // largest code (affine formats)
+        const int k_max = type == DType::Q2_K ? 3 : type == DType::Q4_1 || type == DType::Q4_K ? 15 : 31;  // affine formats
         double worst = 0;
         for (int64_t i = 0; i < n; ++i) {
             const double e = dec.step[i], err = std::fabs(dec.v[i] - x[i]);
             double bound = (0.5 + 1e-4) * e + 4 * kU * (std::fabs(x[i]) + dec.off[i]);
+            if (is_table(type)) bound += 24 * kU * std::fabs(x[i]);  // the nearest entry of x / d, rounded
             if (type == DType::Q5_0) {
                 const double d = u16(q.data() + static_cast<size_t>(i / 32) * 22);
                 const long code = d != 0 ? std::lround(dec.v[i] / d) + 16 : 16;
@@ -493,7 +565,7 @@ static void test_quant_formats(void **) {
             if (e > 0) worst = std::fmax(worst, err / e);
         }
         // Steps against ranges, per (sub-)block of `sub` elements.
-        const int sub = type == DType::Q6_K ? 16 : 32;
+        const int sub = type == DType::Q6_K || type == DType::Q2_K || type == DType::Q3_K ? 16 : 32;
         for (int64_t b0 = 0; b0 < n; b0 += sub) {
             double lo = x[b0], hi = x[b0], amax = 0;
             for (int64_t i = b0; i < b0 + sub; ++i) {
@@ -521,6 +593,19 @@ static void test_quant_formats(void **) {
                 break;
             }
             case DType::Q6_K: ideal = amax / 31 * (1 + 1e-5), slack = u16(q.data() + sb + 208); break;
+            case DType::Q2_K: {  // as Q4_K with 16-element sub-blocks and 4-bit scales and mins
+                const double d = u16(q.data() + sb + 80), dmin = u16(q.data() + sb + 82);
+                ideal = (hi - std::fmin(lo, 0.0) + dmin) / k_max * (1 + 1e-5);
+                slack = d;
+                break;
+            }
+            case DType::Q3_K: ideal = amax / 3 * (1 + 1e-5), slack = u16(q.data() + sb + 108); break;
+            // The table scales: IQ4's d >= amax / 113 rounded up to a half (IQ4_XS: to a whole multiple of
+            // its super-block d), step 24 d; MXFP4's 2^(e - 128) is under 2 amax / 12 (a power of two
+            // rounded up), and step = 2 E2M1 units = 4 of those.
+            case DType::IQ4_NL: ideal = amax / 113 * (1 + 1.0 / 512) * 24, slack = std::ldexp(1.0, -24); break;
+            case DType::IQ4_XS: ideal = amax / 113 * 24 * (1 + 1e-5), slack = 24 * u16(q.data() + sb); break;
+            case DType::MXFP4: ideal = amax / 12 * 8 * (1 + 1e-6), slack = std::ldexp(1.0, -120); break;
             default: break;
             }
             if (!(e <= ideal + slack)) fail_msg("%s block at %lld: step %g > %g + %g", dtype_name(type), (long long)b0, e, ideal, slack);
@@ -568,6 +653,11 @@ static void scramble_row(DType type, uint8_t *row, size_t bytes, uint64_t *st) {
         case DType::Q4_K: put(p, 5e-4f, 2e-3f), put(p + 2, 0.0f, 0.03f); break;
         case DType::Q5_K: put(p, 2.5e-4f, 1e-3f), put(p + 2, 0.0f, 0.03f); break;
         case DType::Q6_K: put(p + 208, 5e-5f, 2.5e-4f); break;
+        case DType::Q2_K: put(p + 80, 2e-3f, 1e-2f), put(p + 82, 0.0f, 0.01f); break;
+        case DType::Q3_K: put(p + 108, 2e-3f, 1e-2f); break;
+        case DType::IQ4_NL: put(p, 2e-3f, 1e-2f); break;
+        case DType::IQ4_XS: put(p, 5e-5f, 2.5e-4f); break;
+        case DType::MXFP4: p[0] = static_cast<uint8_t>(120 + test_randf(st, 0, 8)); break;  // scales 2^-7 .. 2^0
         default: fail_msg("scramble_row: %s", dtype_name(type));
         }
     }
@@ -763,7 +853,7 @@ static void test_matmul(void **) {
 
 // matmul_multi over several weights (mixed types, with and without bias) gives exactly what separate
 // matmuls give: the per-output summation order does not depend on how rows are grouped or split, so
-// equality is exact. Likewise the thread count (1, 2, 3) does not change any result. Three groups
+// equality is exact. Likewise the thread count (1, 2, 3) does not change any result. Five groups
 // cover every quantized type (the K-quants need n_in in whole super-blocks).
 static void test_matmul_multi(void **) {
     Scratch scratch;
@@ -777,6 +867,8 @@ static void test_matmul_multi(void **) {
         {288, {DType::Q8_0, DType::Q8_0, DType::Q4_0, DType::F16}, {288, 97, 130, 7}},
         {512, {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1}, {130, 97, 64, 33}},
         {256, {DType::Q5_0, DType::Q5_1, DType::Q6_K, DType::Q4_K}, {41, 100, 256, 7}},
+        {512, {DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::Q4_K}, {130, 97, 64, 33}},
+        {288, {DType::IQ4_NL, DType::MXFP4, DType::Q8_0, DType::F32}, {41, 100, 288, 7}},
     };
     for (const Group &g : groups) {
     const int64_t n_in = g.n_in;
@@ -1484,7 +1576,7 @@ static void test_bench(void **) {
         uint64_t st = 2;
         Scratch scratch;
         const char *only = std::strchr(env, ':');  // formats:Q4_K,Q6_K runs those alone
-        for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        for (DType type : kQuantTypes) {
             if (only && !std::strstr(only, dtype_name(type))) continue;
             const TestWeight w = make_weight(type, 2048, 2048, &st);
             for_each_variant([&](int v) {

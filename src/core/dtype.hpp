@@ -29,7 +29,10 @@ enum class DType : uint32_t {
     I32 = 26,
     I64 = 27,
     F64 = 28,
+    IQ4_NL = 20,
+    IQ4_XS = 23,
     BF16 = 30,
+    MXFP4 = 39,
 };
 
 struct DTypeInfo {
@@ -136,5 +139,74 @@ struct BlockQ6_K {
     uint16_t d;
 };
 static_assert(sizeof(BlockQ6_K) == 210);
+
+// Q2_K: 16 sub-blocks of 16, each with a 4-bit scale (low nibble of scales[j]) and a 4-bit min (high
+// nibble); value = d * sc_j * code - dmin * m_j, code 2 bits. Element 128 h + 32 k + l (h < 2, k < 4,
+// l < 32) has its code in bits 2k, 2k + 1 of qs[32 h + l]; its sub-block is i / 16.
+struct BlockQ2_K {
+    uint8_t scales[QK_K / 16];
+    uint8_t qs[QK_K / 4];
+    uint16_t d;
+    uint16_t dmin;
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+
+// Q3_K: 16 sub-blocks of 16 with signed 6-bit scales (stored + 32); value = d * (s_j - 32) * code,
+// code = (2 low bits) - (4 if the element's hmask bit is clear), so -4..3. Element 128 h + 32 k + l has
+// its low bits as Q2_K's (bits 2k, 2k + 1 of qs[32 h + l]) and its high bit at bit 4h + k of hmask[l].
+// The 12 scale bytes: s_j's low nibble is the low (j < 8) or high (j >= 8) nibble of scales[j % 8];
+// its top two bits are bits 2 (j / 4), + 1 of scales[8 + j % 4].
+struct BlockQ3_K {
+    uint8_t hmask[QK_K / 8];
+    uint8_t qs[QK_K / 4];
+    uint8_t scales[12];
+    uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+
+// ---- lookup-table formats: a 4-bit index into a fixed table of integers ------------------------------
+// Nibbles placed as in Q4_0 (element j < 16 the low nibble of qs[j], j + 16 the high one).
+
+// IQ4_NL's and IQ4_XS's table: a non-uniform grid, denser near zero where weights cluster.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// IQ4_NL: value = d * kIq4nlValues[nibble].
+constexpr int QK4_NL = 32;
+struct BlockIQ4_NL {
+    uint16_t d;
+    uint8_t qs[QK4_NL / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// IQ4_XS: super-blocks of 256 as 8 sub-blocks of 32 (nibbles of each as IQ4_NL's, in qs[16 j ..]) with
+// 6-bit scales ls_j (stored + 32): low 4 bits in nibble j % 2 of scales_l[j / 2], top 2 bits at bit 2j
+// of scales_h. value = d * (ls_j - 32) * kIq4nlValues[nibble].
+struct BlockIQ4_XS {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[QK_K / 64];
+    uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+
+// MXFP4 (OCP microscaling FP4): the elements are E2M1 floats (sign, 2 exponent bits, 1 mantissa bit)
+// kept here doubled, as integers; the scale is an E8M0 byte e standing for 2^(e - 127), used halved to
+// undo the doubling: value = 2^(e - 128) * kMxfp4Values[nibble].
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+constexpr int QK_MXFP4 = 32;
+struct BlockMXFP4 {
+    uint8_t e;
+    uint8_t qs[QK_MXFP4 / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+
+// 2^(e - 128) as a float (exact: e = 0 and 1 give the subnormals 2^-128 and 2^-127). static, not just
+// inline: AVX2 files may include this header (see cpu/simd_avx2.hpp).
+static inline float e8m0_half_to_fp32(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+}
 
 } // namespace ember

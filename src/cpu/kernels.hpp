@@ -1,9 +1,10 @@
 // kernels.hpp — the CPU backend's compute kernels.
 //
 // Conventions: activations are f32, row-major, one row per token. A weight matrix W has n_out rows of
-// n_in elements (GGUF ne[0] = n_in, ne[1] = n_out), stored in its GGUF type and used as stored: quantized
-// weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are multiplied against activations quantized
-// to 8 bits per block of 32 on the fly (integer dot products), F16/BF16/F32 against f32 activations.
+// n_in elements (GGUF ne[0] = n_in, ne[1] = n_out), stored in its GGUF type and used as stored:
+// quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4)
+// are multiplied against activations quantized to 8 bits per block of 32 on the fly (integer dot
+// products), F16/BF16/F32 against f32 activations.
 // Each kernel picks its ISA variant once, at first use (AVX-512 with VNNI, else AVX2+FMA+F16C where the
 // CPU has them, scalar otherwise); tests/test_cpu_kernels.cpp checks every variant against a double-precision reference.
 #pragma once
@@ -37,7 +38,7 @@ void dequantize_row(DType type, const void *src, float *dst, int64_t n);
 void quantize_row_q8_0(const float *src, BlockQ8_0 *dst, int64_t n);
 // Reference quantizer for Q4_0 (tests and the synthetic-model writer).
 void quantize_row_q4_0(const float *src, BlockQ4_0 *dst, int64_t n);
-// Reference quantizer for any quantized weight type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K):
+// Reference quantizer for any quantized weight type (every one listed at the top of this file):
 // round to nearest within scales chosen from each block's range, no search for better scales. dst
 // gets n / block_size blocks; n must be a multiple of the type's block size.
 void quantize_row(DType type, const float *src, void *dst, int64_t n);

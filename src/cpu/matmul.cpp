@@ -42,6 +42,11 @@ WeightKind weight_kind(DType t) {
     case DType::Q4_K: return detail::kWQ4_K;
     case DType::Q5_K: return detail::kWQ5_K;
     case DType::Q6_K: return detail::kWQ6_K;
+    case DType::Q2_K: return detail::kWQ2_K;
+    case DType::Q3_K: return detail::kWQ3_K;
+    case DType::IQ4_NL: return detail::kWIQ4_NL;
+    case DType::IQ4_XS: return detail::kWIQ4_XS;
+    case DType::MXFP4: return detail::kWMXFP4;
     default: fail(EMBER_ERR_UNSUPPORTED, "cpu matmul: weight type %s is not supported", dtype_name(t));
     }
 }

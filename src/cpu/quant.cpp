@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/quant_b32.hpp"
 #include "cpu/quant_k.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -174,6 +175,11 @@ void dequantize_row(DType type, const void *src, float *dst, int64_t n) {
     case DType::Q4_K: detail::dequantize_row_q4_k(static_cast<const BlockQ4_K *>(src), dst, n); return;
     case DType::Q5_K: detail::dequantize_row_q5_k(static_cast<const BlockQ5_K *>(src), dst, n); return;
     case DType::Q6_K: detail::dequantize_row_q6_k(static_cast<const BlockQ6_K *>(src), dst, n); return;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+    case DType::MXFP4: detail::dequantize_row_b32(type, src, dst, n); return;
     default:
         fail(EMBER_ERR_UNSUPPORTED, "cpu: cannot dequantize tensor type %s", dtype_name(type));
     }
@@ -189,6 +195,11 @@ void quantize_row(DType type, const float *src, void *dst, int64_t n) {
     case DType::Q4_K: detail::quantize_row_q4_k(src, static_cast<BlockQ4_K *>(dst), n); return;
     case DType::Q5_K: detail::quantize_row_q5_k(src, static_cast<BlockQ5_K *>(dst), n); return;
     case DType::Q6_K: detail::quantize_row_q6_k(src, static_cast<BlockQ6_K *>(dst), n); return;
+    case DType::Q2_K: detail::quantize_row_q2_k(src, static_cast<BlockQ2_K *>(dst), n); return;
+    case DType::Q3_K: detail::quantize_row_q3_k(src, static_cast<BlockQ3_K *>(dst), n); return;
+    case DType::IQ4_NL: detail::quantize_row_iq4_nl(src, static_cast<BlockIQ4_NL *>(dst), n); return;
+    case DType::IQ4_XS: detail::quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS *>(dst), n); return;
+    case DType::MXFP4: detail::quantize_row_mxfp4(src, static_cast<BlockMXFP4 *>(dst), n); return;
     default: fail(EMBER_ERR_UNSUPPORTED, "cpu: no quantizer for tensor type %s", dtype_name(type));
     }
 }

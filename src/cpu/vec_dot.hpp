@@ -39,7 +39,10 @@ using MatmulRowsFn = void (*)(const MatmulJob &job, int64_t r0, int64_t r1);
 
 // The float kinds first: every kind from kWQ8_0 on takes the quantized activations (matmul.cpp relies on
 // the order).
-enum WeightKind : int { kWF32 = 0, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWQ4_1, kWQ5_0, kWQ5_1, kWQ4_K, kWQ5_K, kWQ6_K, kWeightKinds };
+enum WeightKind : int {
+    kWF32 = 0, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWQ4_1, kWQ5_0, kWQ5_1, kWQ4_K, kWQ5_K, kWQ6_K,
+    kWQ2_K, kWQ3_K, kWIQ4_NL, kWIQ4_XS, kWMXFP4, kWeightKinds
+};
 
 // One (token, head) pair of attention over a paged cache: positions 0..n_keys-1, position j in row
 // j % block_size of block table[j / block_size]. Row n of the cache starts kv_stride bytes after row
@@ -86,6 +89,11 @@ void matmul_rows_q5_1_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_k_scalar(const MatmulJob &, int64_t, int64_t);  // vec_dot_k_scalar.cpp
 void matmul_rows_q5_k_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q6_k_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q2_k_scalar(const MatmulJob &, int64_t, int64_t);  // vec_dot_b32_scalar.cpp
+void matmul_rows_q3_k_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_iq4_nl_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_iq4_xs_scalar(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_mxfp4_scalar(const MatmulJob &, int64_t, int64_t);
 void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 void attend_head_scalar(const AttnHead &a);
 void attend_head_q8_0_scalar(const AttnHead &a);
@@ -104,6 +112,11 @@ void matmul_rows_q5_1_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_k_avx2(const MatmulJob &, int64_t, int64_t);  // vec_dot_k_avx2.cpp
 void matmul_rows_q5_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q6_k_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q2_k_avx2(const MatmulJob &, int64_t, int64_t);  // vec_dot_b32_avx2.cpp
+void matmul_rows_q3_k_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_iq4_nl_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_iq4_xs_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_mxfp4_avx2(const MatmulJob &, int64_t, int64_t);
 void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 // The prefill GEMM on 8-row panels repacked on the fly (matmul_panel_avx2.cpp); the row kernels above
 // hand over to it when a matmul has more tokens than one tile pass (kTokTile).
