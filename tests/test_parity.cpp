@@ -78,9 +78,9 @@ Weight make_weight(DType type, uint32_t n_in, uint32_t n_out, uint64_t *st) {
         uint8_t *row = w.bytes.data() + o * rb;
         const float *src = f.data() + size_t{o} * n_in;
         if (type == DType::F32) std::memcpy(row, src, rb);
-        else if (type == DType::F16)
+        else if (type == DType::F16 || type == DType::BF16)
             for (uint32_t i = 0; i < n_in; ++i) {
-                const uint16_t h = fp32_to_fp16(src[i]);
+                const uint16_t h = type == DType::F16 ? fp32_to_fp16(src[i]) : fp32_to_bf16(src[i]);
                 std::memcpy(row + 2 * i, &h, 2);
             }
         else cpu::quantize_row(type, src, row, n_in);
@@ -90,12 +90,40 @@ Weight make_weight(DType type, uint32_t n_in, uint32_t n_out, uint64_t *st) {
     return w;
 }
 
-bool quantized(DType t) { return t != DType::F32 && t != DType::F16; }
+bool quantized(DType t) { return t != DType::F32 && t != DType::F16 && t != DType::BF16; }
 
-// The offset each weight's value subtracts (dmin * m of its Q4_K/Q5_K sub-block; 0 for other types):
-// the integer kernels compute code and offset terms apart, so their rounding scales with both.
+// Every weight type a model may hold, and those of them that add or subtract an offset apart from the
+// scaled code (below).
+constexpr DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,   DType::Q4_1,
+                            DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,   DType::Q5_K,
+                            DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
+bool has_offset(DType t) {
+    return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q2_K;
+}
+
+// The offset each weight's value subtracts or adds (dmin * m of its Q4_K/Q5_K/Q2_K sub-block, Q4_1/Q5_1's
+// m; 0 for other types): the integer kernels compute code and offset terms apart, so their rounding
+// scales with both.
 std::vector<double> weight_offsets(DType type, const Weight &w, uint32_t n_in, uint32_t n_out) {
     std::vector<double> off(size_t{n_in} * n_out, 0.0);
+    auto half = [](const uint8_t *p) {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return static_cast<double>(fp16_to_fp32(h));
+    };
+    if (type == DType::Q4_1 || type == DType::Q5_1) {  // d, then m
+        const size_t block = type == DType::Q4_1 ? sizeof(BlockQ4_1) : sizeof(BlockQ5_1);
+        for (size_t b = 0; b < off.size() / 32; ++b)
+            for (int l = 0; l < 32; ++l) off[b * 32 + l] = std::fabs(half(w.bytes.data() + b * block + 2));
+        return off;
+    }
+    if (type == DType::Q2_K) {  // 16 scale/min bytes (min in the high nibble), the codes, d, dmin
+        for (size_t s = 0; s < off.size() / QK_K; ++s) {
+            const uint8_t *b = w.bytes.data() + s * sizeof(BlockQ2_K);
+            for (int i = 0; i < QK_K; ++i) off[s * QK_K + i] = std::fabs(half(b + 82)) * (b[i / 16] >> 4);
+        }
+        return off;
+    }
     if (type != DType::Q4_K && type != DType::Q5_K) return off;
     const size_t block = type == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
     for (size_t s = 0; s < off.size() / QK_K; ++s) {
@@ -117,13 +145,13 @@ std::vector<double> weight_offsets(DType type, const Weight &w, uint32_t n_in, u
 // terms, each an exact integer sum times a product of two scales: 2 more roundings). Quantized types
 // also quantize the activations to 8 bits per block (d_b = max_b |x| / 127): each x_i off by at most
 // (0.5 + 1e-4) d_b, so qerr = sum_b (0.5 + 1e-4) d_b sum_{i in b} |w_i|, and the products' magnitudes
-// grow accordingly (mag uses |x_i| + that). K-quants (Q4_K/Q5_K) subtract a per-sub-block offset off_i
-// from each weight, computed as a separate float term: their terms' magnitude is |w_i| + 2 off_i, and
+// grow accordingly (mag uses |x_i| + that). Q4_K/Q5_K/Q2_K subtract a per-sub-block offset off_i from
+// each weight, Q4_1/Q5_1 add one per block, computed as a separate float term: their terms' magnitude is |w_i| + 2 off_i, and
 // the reference's weights (the CPU's dequantized floats) are themselves one rounding from exact:
 // one more u of that magnitude (k + 1).
 void test_matmul(void **) {
     uint64_t st = 7;
-    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (DType type : kTypes)
         for (uint32_t n_in : {32u, 64u, 256u, 288u, 768u})
             for (uint32_t n_out : {1u, 7u, 130u})
                 for (uint32_t nt : {1u, 3u, 9u}) {
@@ -155,8 +183,7 @@ void test_matmul(void **) {
                                 }
                             }
                             const double b = with_bias ? bias[o] : 0.0;
-                            const bool k45 = type == DType::Q4_K || type == DType::Q5_K;
-                            const double k = k45 ? 2 * nb + 9 : quantized(type) ? nb + 9 : n_in + 8;
+                            const double k = has_offset(type) ? 2 * nb + 9 : quantized(type) ? nb + 9 : n_in + 8;
                             const double bound = qerr + k * kU * (mag + std::fabs(b)) * 1.01;
                             char what[64];
                             std::snprintf(what, sizeof what, "matmul %s %ux%u nt %u", dtype_name(type), n_out, n_in, nt);
@@ -200,11 +227,12 @@ void test_matmul_kquants(void **) {
 }
 
 // --- get_rows ----------------------------------------------------------------------------------------
-// A dequantized value is one float product of a half scale and a code (exact), or for the K-quants
-// exact products and one rounding in the offset's subtraction; F32/F16 are copies: bound u |value|.
+// A dequantized value is one float product of a scale and a code (exact), or for the types with an
+// offset exact products and one rounding in the offset's subtraction; F32/F16/BF16 are copies: bound
+// u |value|.
 void test_get_rows(void **) {
     uint64_t st = 11;
-    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (DType type : kTypes) {
         const uint32_t n_in = dtype_info(type).block_size == QK_K ? 512 : 96, n_out = 50, nt = 6;
         const Weight w = make_weight(type, n_in, n_out, &st);
         const int32_t ids[nt] = {0, 49, 7, 7, 23, 1};

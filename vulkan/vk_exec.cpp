@@ -90,16 +90,15 @@ void Recorder::quantize(uint32_t x_off, uint32_t n_in, uint32_t rows, const QAct
 
 void Recorder::matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32_t rows, uint32_t y_off,
                       uint32_t bias_off, bool accumulate) {
-    Pipe p;
-    switch (w.type) {
-    case DType::F32: p = kMatmulF32; break;
-    case DType::F16: p = kMatmulF16; break;
-    case DType::Q8_0: p = kMatmulQ8_0; break;
-    case DType::Q4_0: p = kMatmulQ4_0; break;
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: p = kMatmulK; break;
-    default: fail(EMBER_ERR_UNSUPPORTED, "vulkan matmul: weight type %s unsupported", dtype_name(w.type));
+    Pipe p = kMatmulF32;
+    switch (weight_layout(w.type)) {  // throws, naming the type, for one the shaders do not take
+    case Layout::F32: p = kMatmulF32; break;
+    case Layout::F16: p = kMatmulF16; break;
+    case Layout::BF16: p = kMatmulBF16; break;
+    case Layout::Q8: p = kMatmulQ8_0; break;
+    case Layout::Q4: p = kMatmulQ4_0; break;
+    case Layout::K: p = kMatmulK; break;
+    case Layout::K2: p = kMatmulK2; break;
     }
     struct {
         uint32_t w_off, n_in, n_out, x_off, xd_off, y_off, bias_off, accumulate, y_stride, o_base, xs_off, n_tokens;
@@ -147,7 +146,7 @@ void Recorder::gather(uint32_t x_off, uint32_t y_off, uint32_t width, uint32_t r
 
 void Recorder::get_rows(const WeightRef &w, uint32_t ids_off, uint32_t rows, uint32_t y_off) {
     struct { uint32_t w_off, type, n_in, n_out, ids_off, y_off, n_tokens; } pc{
-        w.off, w.k_quant() ? 12u : static_cast<uint32_t>(w.type), w.n_in, w.n_out, ids_off, y_off, rows};
+        w.off, static_cast<uint32_t>(weight_layout(w.type)), w.n_in, w.n_out, ids_off, y_off, rows};
     dispatch_flat(kGetRows, &pc, sizeof pc, groups(uint64_t{rows} * w.n_in, 64));
 }
 

@@ -17,8 +17,9 @@ layout(std430, set = 0, binding = 3) buffer VCache { uint vc[]; };
 layout(std430, set = 0, binding = 4) buffer IoI { int io_i[]; };
 layout(std430, set = 0, binding = 4) buffer IoF { float io_f[]; };
 
-// Weight types (GGUF ids); T_K: Q4_K, Q5_K and Q6_K, repacked alike (vk_weights.cpp).
-const uint T_F32 = 0u, T_F16 = 1u, T_Q4_0 = 2u, T_Q8_0 = 8u, T_K = 12u;
+// Weight layouts (vk_weights.hpp's Layout): T_Q8_0 also serves Q5_0, IQ4_NL, IQ4_XS and MXFP4, T_K
+// Q4_1, Q5_1 and the K-quants but Q2_K, which has T_K2.
+const uint T_F32 = 0u, T_F16 = 1u, T_Q4_0 = 2u, T_Q8_0 = 8u, T_K2 = 10u, T_K = 12u, T_BF16 = 30u;
 
 // Signed byte k (0..3) of a word.
 int sbyte(uint w, uint k) { return bitfieldExtract(int(w), int(8u * k), 8); }

@@ -3,11 +3,12 @@
 // one SPIR-V module per type). One invocation per output row and tile of up to 8 tokens, each sum
 // taken in order: no shared memory and no barriers, which suits lavapipe (invocations are SIMD lanes, a
 // workgroup barrier costs a coroutine switch) and keeps the sum order fixed. Weights are in the
-// module's repacked layout (vk_weights.cpp): F32 rows of floats; F16 rows of half pairs (padded to
-// whole words); Q8_0/Q4_0 all the row-block scales as floats first (n_out * nb), then the codes, 8
-// (Q8_0) or 4 (Q4_0) words per block; the K-quants (TYPE 12: Q4_K, Q5_K and Q6_K, repacked alike) 11
-// words per block of 32: d (f32), two signed 8-bit sub-block scales (one per 16 values), the block's
-// offset dmin * m (f32), then 8 words of signed 8-bit codes. Quantized weights multiply the 8-bit
+// module's repacked layout (vk_weights.hpp; TYPE is its Layout): F32 rows of floats; F16 and BF16 (30)
+// rows of 16-bit pairs (padded to whole words); Q8 and Q4 all the row-block scales as floats first
+// (n_out * nb), then the codes, 8 (Q8: signed bytes) or 4 (Q4: Q4_0's nibbles) words per block; K (12)
+// 11 words per block of 32: d (f32), two signed 8-bit sub-block scales (one per 16 values), the block's
+// offset (f32), then 8 words of signed 8-bit codes; K2 (10, Q2_K) as K with an offset per 16 values
+// (12 words). Quantized weights multiply the 8-bit
 // activations of quantize_acts.comp with exact integer block sums, the scales applied per block in
 // float, as on the CPU.
 #include "common.glsl"
@@ -24,6 +25,15 @@ layout(push_constant) uniform P {
 // tile rather than once per token (the matrix-matrix case of prefill; decode is a tile of one).
 #define TT 8u
 
+// A word of two 16-bit weights (F16 or BF16, low half first).
+vec2 unpack_pair(uint w) {
+#if TYPE == 30
+    return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u));
+#else
+    return unpackHalf2x16(w);
+#endif
+}
+
 void main() {
     uint o = p.o_base + gl_GlobalInvocationID.x, t0 = gl_GlobalInvocationID.y * TT;
     if (o >= p.n_out) return;
@@ -36,11 +46,11 @@ void main() {
         float w = wf[w0 + i];
         for (uint j = 0u; j < nt; ++j) acc[j] += w * af[p.x_off + (t0 + j) * p.n_in + i];
     }
-#elif TYPE == 1
+#elif TYPE == 1 || TYPE == 30
     uint rw = (p.n_in + 1u) / 2u;
     uint w0 = p.w_off + o * rw;
     for (uint k = 0u; k < p.n_in / 2u; ++k) {
-        vec2 w = unpackHalf2x16(wu[w0 + k]);
+        vec2 w = unpack_pair(wu[w0 + k]);
         for (uint j = 0u; j < nt; ++j) {
             uint x0 = p.x_off + (t0 + j) * p.n_in + 2u * k;
             acc[j] += w.x * af[x0];
@@ -49,7 +59,34 @@ void main() {
     }
     if ((p.n_in & 1u) != 0u)
         for (uint j = 0u; j < nt; ++j)
-            acc[j] += unpackHalf2x16(wu[w0 + rw - 1u]).x * af[p.x_off + (t0 + j) * p.n_in + p.n_in - 1u];
+            acc[j] += unpack_pair(wu[w0 + rw - 1u]).x * af[p.x_off + (t0 + j) * p.n_in + p.n_in - 1u];
+#elif TYPE == 10
+    // K with an offset per half: the activations' half sums are taken here (quantize_acts.comp keeps
+    // only whole-block sums).
+    uint nb = p.n_in / 32u;
+    for (uint ib = 0u; ib < nb; ++ib) {
+        uint wb = p.w_off + (o * nb + ib) * 12u;
+        uint wq[8];
+        [[unroll]] for (uint k = 0u; k < 8u; ++k) wq[k] = wu[wb + 4u + k];
+        uint sc = wu[wb + 1u];
+        float d = uintBitsToFloat(wu[wb]), mn0 = uintBitsToFloat(wu[wb + 2u]), mn1 = uintBitsToFloat(wu[wb + 3u]);
+        for (uint j = 0u; j < nt; ++j) {
+            uint xq = p.x_off + ((t0 + j) * nb + ib) * 8u;
+            int s0 = 0, s1 = 0, x0 = 0, x1 = 0;
+            [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+                uint x = au[xq + k];
+                [[unroll]] for (uint l = 0u; l < 4u; ++l) { s0 += sbyte(wq[k], l) * sbyte(x, l); x0 += sbyte(x, l); }
+            }
+            [[unroll]] for (uint k = 4u; k < 8u; ++k) {
+                uint x = au[xq + k];
+                [[unroll]] for (uint l = 0u; l < 4u; ++l) { s1 += sbyte(wq[k], l) * sbyte(x, l); x1 += sbyte(x, l); }
+            }
+            int isum = s0 * sbyte(sc, 0u) + s1 * sbyte(sc, 1u);
+            float dx = af[p.xd_off + (t0 + j) * nb + ib];
+            acc[j] += float(isum) * (d * dx);
+            acc[j] -= dx * (mn0 * float(x0) + mn1 * float(x1));
+        }
+    }
 #elif TYPE == 12
     // As the CPU's K-quant kernels: the two halves' integer sums weighted by their scales in integers,
     // times d * d_x, minus the offset times d_x * sum(x codes).
