@@ -1,6 +1,7 @@
 // matmul.cu — matrix-vector products for decode (one warp per output row, the weight read once for up
 // to 8 tokens, 16-byte loads, dequantization in registers; Q8_0/Q4_0 by integer dot products against
-// activations quantized like the CPU's, K-quants and plain types against f32 activations), activation
+// activations quantized like the CPU's, the other block formats and plain types against f32
+// activations), activation
 // quantization, and the dequantization that feeds cuBLASLt for prefill (model.cpp, Matmul::run).
 #include "cu_util.cuh"
 #include "kernels.hpp"
@@ -175,6 +176,34 @@ __global__ void k_gemv_kq(const uint8_t *w, int64_t n_in, int64_t n_out, const f
     finish_row(acc, NT, row, n_out, y, bias, accumulate);
 }
 
+// The other block formats (quant_math.hpp's fb_*) against f32 activations: a lane takes 8 consecutive
+// elements per step (inside one block: every block size is a multiple of 8), decoded in registers.
+template <int NT>
+__global__ void k_gemv_fb(uint32_t type, const uint8_t *w, int64_t n_in, int64_t n_out, const float *x, float *y,
+                          const float *bias, bool accumulate) {
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= n_out) return;
+    const int lane = threadIdx.x % 32;
+    const uint32_t be = fb_block_elems(type), bb = fb_block_bytes(type);
+    const uint8_t *wr = w + row * (n_in / be) * bb;
+    float acc[kMaxTok] = {};
+    for (int64_t c = lane; c < n_in / 8; c += 32) {
+        const int64_t e0 = c * 8;
+        const uint8_t *blk = wr + (e0 / be) * bb;
+        float wv[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) wv[k] = fb_value(type, blk, static_cast<int>(e0 % be) + k);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const float4 *xp = reinterpret_cast<const float4 *>(x + t * n_in + e0);
+            const float4 a = xp[0], b = xp[1];
+            acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z +
+                      wv[7] * b.w;
+        }
+    }
+    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+}
+
 __global__ void k_dequantize_rows(DevWeight w, int64_t r0, int64_t n, void *dst, bool half_out) {
     const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (e >= n * w.n_in) return;
@@ -217,7 +246,10 @@ void launch_gemv(const DevWeight &w, const float *x, const int8_t *xq, const flo
     case kQ4_K: k_gemv_kq<kQ4_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
     case kQ5_K: k_gemv_kq<kQ5_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
     case kQ6_K: k_gemv_kq<kQ6_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
-    default: k_gemv_plain<kBF16, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
+    case kBF16: k_gemv_plain<kBF16, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
+    default:  // the other block formats (weights.cpp accepted the type)
+        k_gemv_fb<NT><<<grid, block, 0, s>>>(w.type, static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc);
+        break;
     }
 }
 

@@ -16,7 +16,8 @@
 
 namespace ember::cu {
 
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30;
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11,
+                   kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ4_NL = 20, kIQ4_XS = 23, kBF16 = 30, kMXFP4 = 39;
 
 EMBER_HD float f16_bits_to_f32(uint16_t h) {
 #if defined(__CUDA_ARCH__)
@@ -78,6 +79,86 @@ EMBER_HD float kq_value(uint32_t type, const uint8_t *b, int e) {
     return sub_rn(mul_rn(mul_rn(d, static_cast<float>(sc)), static_cast<float>(code)), mul_rn(dmin, static_cast<float>(m)));
 }
 
+// ---- the other block formats, kept as in the file (layouts in core/dtype.hpp) --------------------------
+// Elements and bytes per block, or 0 for a type that is not one of them.
+EMBER_HD uint32_t fb_block_elems(uint32_t type) {
+    switch (type) {
+    case kQ4_1: case kQ5_0: case kQ5_1: case kIQ4_NL: case kMXFP4: return 32;
+    case kQ2_K: case kQ3_K: case kIQ4_XS: return 256;
+    default: return 0;
+    }
+}
+EMBER_HD uint32_t fb_block_bytes(uint32_t type) {
+    switch (type) {
+    case kQ4_1: return 20;
+    case kQ5_0: return 22;
+    case kQ5_1: return 24;
+    case kIQ4_NL: return 18;
+    case kMXFP4: return 17;
+    case kQ2_K: return 84;
+    case kQ3_K: return 110;
+    case kIQ4_XS: return 136;
+    default: return 0;
+    }
+}
+// Nibble l (< 32) of 16 bytes in Q4_0's placement.
+EMBER_HD int nibble32(const uint8_t *qs, int l) { return l < 16 ? qs[l] & 15 : qs[l - 16] >> 4; }
+EMBER_HD int iq4_entry(int n) {
+    constexpr int8_t t[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    return t[n];
+}
+EMBER_HD int mxfp4_entry(int n) {  // E2M1 doubled
+    constexpr int8_t t[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    return t[n];
+}
+// 2^(e - 128), exactly (subnormal for e < 2).
+EMBER_HD float e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(bits);
+#else
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+#endif
+}
+// Element e of a block, the value cpu::dequantize_row gives: every product is exact and the one
+// rounding (of an offset's addition) happens last, as there.
+EMBER_HD float fb_value(uint32_t type, const uint8_t *b, int e) {
+    switch (type) {
+    case kQ4_1: case kQ5_1: {
+        int code = nibble32(b + (type == kQ5_1 ? 8 : 4), e);
+        if (type == kQ5_1) code |= ((b[4 + e / 8] >> (e % 8)) & 1) << 4;
+        return mul_rn(f16_bits_to_f32(load_u16(b)), static_cast<float>(code)) + f16_bits_to_f32(load_u16(b + 2));
+    }
+    case kQ5_0: {
+        const int code = nibble32(b + 6, e) | ((b[2 + e / 8] >> (e % 8)) & 1) << 4;
+        return mul_rn(f16_bits_to_f32(load_u16(b)), static_cast<float>(code - 16));
+    }
+    case kIQ4_NL: return mul_rn(f16_bits_to_f32(load_u16(b)), static_cast<float>(iq4_entry(nibble32(b + 2, e))));
+    case kMXFP4: return mul_rn(e8m0_half(b[0]), static_cast<float>(mxfp4_entry(nibble32(b + 1, e))));
+    case kIQ4_XS: {
+        const int j = e / 32;
+        const int ls = (((b[4 + j / 2] >> (4 * (j % 2))) & 15) | ((load_u16(b + 2) >> (2 * j)) & 3) << 4) - 32;
+        const float ds = mul_rn(f16_bits_to_f32(load_u16(b)), static_cast<float>(ls));
+        return mul_rn(ds, static_cast<float>(iq4_entry(nibble32(b + 8 + 16 * j, e % 32))));
+    }
+    case kQ2_K: {  // scales[16], qs[64], d, dmin
+        const int h = e / 128, k = e % 128 / 32, l = e % 32;
+        const int code = (b[16 + 32 * h + l] >> (2 * k)) & 3, sm = b[e / 16];
+        const float d = f16_bits_to_f32(load_u16(b + 80)), dmin = f16_bits_to_f32(load_u16(b + 82));
+        return sub_rn(mul_rn(mul_rn(d, static_cast<float>(sm & 15)), static_cast<float>(code)), mul_rn(dmin, static_cast<float>(sm >> 4)));
+    }
+    default: {  // Q3_K: hmask[32], qs[64], scales[12], d
+        const int h = e / 128, k = e % 128 / 32, l = e % 32, j = e / 16;
+        const int code = ((b[32 + 32 * h + l] >> (2 * k)) & 3) - (((b[l] >> (4 * h + k)) & 1) ? 0 : 4);
+        const uint8_t *s = b + 96;
+        const int sc = (((s[j % 8] >> (j < 8 ? 0 : 4)) & 15) | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+        return mul_rn(mul_rn(f16_bits_to_f32(load_u16(b + 108)), static_cast<float>(sc)), static_cast<float>(code));
+    }
+    }
+}
+
 // Four signed byte products summed into c (the __dp4a instruction; emulated on the host for the tests).
 EMBER_HD int dp4a(int a, int b, int c) {
 #if defined(__CUDA_ARCH__)
@@ -122,9 +203,14 @@ EMBER_HD float weight_at(const DevWeight &w, int64_t r, int64_t i) {
         const int q = (i % 32 < 16 ? byte & 0x0F : byte >> 4) - 8;
         return mul_rn(f16_bits_to_f32(w.scales[r * (w.n_in / 32) + i / 32]), static_cast<float>(q));
     }
-    default: {  // Q4_K, Q5_K, Q6_K
+    case kQ4_K: case kQ5_K: case kQ6_K: {
         const uint8_t *blk = static_cast<const uint8_t *>(w.codes) + (r * (w.n_in / 256) + i / 256) * kq_block_bytes(w.type);
         return kq_value(w.type, blk, static_cast<int>(i % 256));
+    }
+    default: {  // the other block formats (fb_*)
+        const uint32_t be = fb_block_elems(w.type);
+        const uint8_t *blk = static_cast<const uint8_t *>(w.codes) + (r * (w.n_in / be) + i / be) * fb_block_bytes(w.type);
+        return fb_value(w.type, blk, static_cast<int>(i % be));
     }
     }
 }

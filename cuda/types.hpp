@@ -14,7 +14,7 @@ struct DevWeight {
     uint32_t type = 0;
     int64_t n_in = 0, n_out = 0;
     const void *codes = nullptr;   // F32/F16/BF16: the rows; Q8_0: int8 [n_out][n_in]; Q4_0: [n_out][n_in/2];
-                                   // Q4_K/Q5_K/Q6_K: the file's super-blocks, row after row
+                                   // other block formats: the file's blocks, row after row
     const uint16_t *scales = nullptr; // Q8_0/Q4_0: f16 scale bits [n_out][n_in/32]
 };
 

@@ -3,6 +3,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "quant_math.hpp"
 
 #include <cstring>
 
@@ -21,7 +22,8 @@ size_t code_bytes(const ember_mod_tensor &t) {
     case 12: return n / 256 * 144;
     case 13: return n / 256 * 176;
     case 14: return n / 256 * 210;
-    default: return n * 2;
+    case 1: case 30: return n * 2;
+    default: return n / fb_block_elems(t.type) * fb_block_bytes(t.type);  // the other block formats
     }
 }
 } // namespace
@@ -35,9 +37,13 @@ void check_weight_type(const ember_mod_tensor &t, const char *what) {
     case 12: case 13: case 14:
         if (t.ne[0] % 256 == 0) return;
         break;
-    default: break;
+    default:
+        if (fb_block_elems(t.type) != 0 && t.ne[0] % fb_block_elems(t.type) == 0) return;
+        break;
     }
-    fail(EMBER_ERR_UNSUPPORTED, "cuda: %s is %s, which this backend does not run yet (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)",
+    fail(EMBER_ERR_UNSUPPORTED,
+         "cuda: %s is %s, which this backend does not run yet (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, "
+         "Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 in whole blocks)",
          what, dtype_name(t.type));
 }
 
@@ -53,7 +59,7 @@ DevWeight weight_pack(const ember_mod_tensor &t, uint8_t *out, void *base) {
     w.n_out = t.n_dims > 1 ? t.ne[1] : 1;
     w.codes = base;
     const size_t cb = code_bytes(t);
-    if (!quantized(t.type)) {  // plain rows, and K-quant super-blocks as in the file
+    if (!quantized(t.type)) {  // plain rows, and the other block formats as in the file
         std::memcpy(out, t.data, cb);
         return w;
     }

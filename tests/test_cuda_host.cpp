@@ -183,7 +183,9 @@ void test_step_inputs(void **) {
 // CPU's dequantized values exactly.
 void test_weight_layouts(void **) {
     uint64_t st = 3;
-    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                       DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
+                       DType::MXFP4}) {
         const int64_t n_in = 512, n_out = 5;
         std::vector<float> f(size_t(n_in * n_out));
         for (float &x : f) x = test_randf(&st, -1, 1);
@@ -220,14 +222,19 @@ void test_weight_layouts(void **) {
             }
         }
     }
-    ember_mod_tensor k{};
-    k.type = uint32_t(DType::Q4_1), k.n_dims = 2, k.ne[0] = 256, k.ne[1] = 1;
-    try {
-        cu::check_weight_type(k, "blk.0.ffn_down");
-        fail_msg("Q4_1 accepted");
-    } catch (const Error &e) {
-        assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
-        assert_non_null(std::strstr(e.what(), "Q4_1"));
+    // A type no kernel runs (Q8_1: only ever an activation format), and rows of a runnable type that
+    // are not whole blocks, are refused by name.
+    const struct { DType type; int64_t n_in; } refused[] = {{DType::Q8_1, 256}, {DType::IQ4_XS, 96}, {DType::MXFP4, 48}};
+    for (const auto &r : refused) {
+        ember_mod_tensor k{};
+        k.type = uint32_t(r.type), k.n_dims = 2, k.ne[0] = r.n_in, k.ne[1] = 1;
+        try {
+            cu::check_weight_type(k, "blk.0.ffn_down");
+            fail_msg("%s x %lld accepted", dtype_name(r.type), (long long)r.n_in);
+        } catch (const Error &e) {
+            assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
+            assert_non_null(std::strstr(e.what(), dtype_name(r.type)));
+        }
     }
 }
 

@@ -192,12 +192,14 @@ void test_matmul(void **) {
                 }
 }
 
-// K-quants (CUDA): multiplied against f32 activations (no activation quantization), so the bound is
-// the F32/F16 one, gamma_{n_in + 8} (sum |w x| + |b|): each weight is the CPU's dequantized value
-// exactly (one rounding, as cpu::dequantize_row), then float products and sums in any order.
+// The block formats CUDA multiplies against f32 activations (no activation quantization: all but
+// Q8_0/Q4_0), so the bound is the F32/F16 one, gamma_{n_in + 8} (sum |w x| + |b|): each weight is the
+// CPU's dequantized value exactly (one rounding, as cpu::dequantize_row), then float products and sums
+// in any order.
 void test_matmul_kquants(void **) {
     uint64_t st = 29;
-    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                       DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4})
         for (uint32_t n_in : {256u, 512u})
             for (uint32_t n_out : {1u, 7u, 130u})
                 for (uint32_t nt : {1u, 3u, 9u}) {
