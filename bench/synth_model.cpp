@@ -28,6 +28,11 @@ static DType parse_type(const std::string &s) {
     if (s == "q4_k") return DType::Q4_K;
     if (s == "q5_k") return DType::Q5_K;
     if (s == "q6_k") return DType::Q6_K;
+    if (s == "q2_k") return DType::Q2_K;
+    if (s == "q3_k") return DType::Q3_K;
+    if (s == "iq4_nl") return DType::IQ4_NL;
+    if (s == "iq4_xs") return DType::IQ4_XS;
+    if (s == "mxfp4") return DType::MXFP4;
     if (s == "f16") return DType::F16;
     if (s == "bf16") return DType::BF16;
     if (s == "f32") return DType::F32;
