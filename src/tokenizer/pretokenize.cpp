@@ -1,12 +1,14 @@
 // pretokenize.cpp — the pre-tokenizer regexes as hand-written matchers.
 //
-// Each matcher is called at the start of the next match and returns where that match ends, trying the
-// regex's alternatives in order as a backtracking engine would (leftmost alternative that matches wins;
-// quantifiers are greedy). The comments name the alternative each branch stands for.
+// Each matcher is called at a position of a piece and returns where the regex's match starting there
+// ends (the position itself when none starts there), trying the regex's alternatives in order as a
+// backtracking engine would (leftmost alternative that matches wins; quantifiers are greedy). The
+// comments name the alternative each branch stands for. A family is a list of stages (pretokenize.hpp).
 #include "tokenizer/pretokenize.hpp"
 
 #include "tokenizer/unicode.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace ember::tok {
@@ -40,25 +42,77 @@ struct CpText {
     size_t size() const { return cps.size(); }
 };
 
-class Matcher {
+struct CpSpan {
+    uint32_t first, last;
+};
+
+bool in_spans(uint32_t c, std::span<const CpSpan> spans) {
+    const auto it = std::upper_bound(spans.begin(), spans.end(), c,
+                                     [](uint32_t x, const CpSpan &s) { return x < s.first; });
+    return it != spans.begin() && c <= std::prev(it)->last;
+}
+
+// DeepSeek LLM's letter class: the cased letters (Lu, Ll, Lt) of the Unicode version its regex was
+// written from, spelled out as ranges in that regex.
+constexpr CpSpan kDeepseekLetters[] = {
+    {0x41, 0x5A}, {0x61, 0x7A}, {0xB5, 0xB5}, {0xC0, 0xD6}, {0xD8, 0xF6}, {0xF8, 0x1BA}, {0x1BC, 0x1BF},
+    {0x1C4, 0x293}, {0x295, 0x2AF}, {0x370, 0x373}, {0x376, 0x377}, {0x37B, 0x37D}, {0x37F, 0x37F},
+    {0x386, 0x386}, {0x388, 0x38A}, {0x38C, 0x38C}, {0x38E, 0x3A1}, {0x3A3, 0x3F5}, {0x3F7, 0x481},
+    {0x48A, 0x52F}, {0x531, 0x556}, {0x10A0, 0x10C5}, {0x13A0, 0x13F5}, {0x13F8, 0x13FD}, {0x1C90, 0x1CBA},
+    {0x1CBD, 0x1CBF}, {0x1D00, 0x1D2B}, {0x1D6B, 0x1D77}, {0x1D79, 0x1D9A}, {0x1E00, 0x1F15}, {0x1F18, 0x1F1D},
+    {0x1F20, 0x1F45}, {0x1F48, 0x1F4D}, {0x1F50, 0x1F57}, {0x1F59, 0x1F59}, {0x1F5B, 0x1F5B}, {0x1F5D, 0x1F5D},
+    {0x1F5F, 0x1F7D}, {0x1F80, 0x1FB4}, {0x1FB6, 0x1FBC}, {0x1FBE, 0x1FBE}, {0x1FC2, 0x1FC4}, {0x1FC6, 0x1FCC},
+    {0x1FD0, 0x1FD3}, {0x1FD6, 0x1FDB}, {0x1FE0, 0x1FEC}, {0x1FF2, 0x1FF4}, {0x1FF6, 0x1FFC}, {0x2102, 0x2102},
+    {0x2107, 0x2107}, {0x210A, 0x2113}, {0x2115, 0x2115}, {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2126, 0x2126},
+    {0x2128, 0x2128}, {0x212A, 0x212D}, {0x212F, 0x2134}, {0x2139, 0x2139}, {0x213C, 0x213F}, {0x2145, 0x2149},
+    {0x214E, 0x214E}, {0x2183, 0x2184}, {0x2C00, 0x2C7B}, {0x2C7E, 0x2CE4}, {0x2CEB, 0x2CEE}, {0x2CF2, 0x2CF3},
+    {0xA640, 0xA66D}, {0xA680, 0xA69B}, {0xA722, 0xA76F}, {0xA771, 0xA787}, {0xA78B, 0xA78E}, {0xAB70, 0xABBF},
+    {0xFB00, 0xFB06}, {0xFB13, 0xFB17}, {0xFF21, 0xFF3A}, {0xFF41, 0xFF5A}, {0x10400, 0x1044F}, {0x104B0, 0x104D3},
+    {0x104D8, 0x104FB}, {0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2}, {0x118A0, 0x118DF}, {0x1E900, 0x1E943},
+};
+// DeepSeek LLM's punctuation class [!-/:-~！-／：-～‘-‟　-。] (ASCII from '!' to '~' without digits, so
+// letters too: the class runs on pieces the letter stage already made).
+constexpr CpSpan kDeepseekPunct[] = {
+    {0x21, 0x2F}, {0x3A, 0x7E}, {0x2018, 0x201F}, {0x3000, 0x3002}, {0xFF01, 0xFF0F}, {0xFF1A, 0xFF5E},
+};
+// [一-龥ࠀ-一가-퟿]: U+0800..U+9FA5 and Hangul U+AC00..U+D7FF (DeepSeek LLM and Coder).
+constexpr CpSpan kDeepseekCjk[] = {{0x0800, 0x9FA5}, {0xAC00, 0xD7FF}};
+
+constexpr uint32_t kNoCp = 0xFFFFFFFFu;
+
+// What a regex sees: the code points of one piece, [.., end); nothing exists beyond end.
+class Scan {
 public:
-    explicit Matcher(const CpText &t) : t_(t), n_(t.size()) {}
+    Scan(const CpText &t, size_t end) : t_(t), end_(end) {}
 
-protected:
-    const CpText &t_;
-    const size_t n_;
-
-    uint32_t cp(size_t i) const { return i < n_ ? t_.cps[i] : 0xFFFFFFFFu; }
-    bool is(size_t i, CpClass c) const { return i < n_ && t_.cls[i] == c; }
+    size_t end() const { return end_; }
+    uint32_t cp(size_t i) const { return i < end_ ? t_.cps[i] : kNoCp; }
+    bool is(size_t i, CpClass c) const { return i < end_ && t_.cls[i] == c; }
     bool letter(size_t i) const { return is(i, CpClass::Letter); }
     bool number(size_t i) const { return is(i, CpClass::Number); }
     bool space(size_t i) const { return is(i, CpClass::Space); }
-    bool other(size_t i) const { return is(i, CpClass::Other); }   // [^\s\p{L}\p{N}]
+    bool punct(size_t i) const { return is(i, CpClass::Punct); }
+    // [^\s\p{L}\p{N}]
+    bool other(size_t i) const { return i < end_ && (t_.cls[i] == CpClass::Other || t_.cls[i] == CpClass::Punct); }
     bool newline(size_t i) const { return cp(i) == '\r' || cp(i) == '\n'; }
+    bool ascii_digit(size_t i) const { return cp(i) >= '0' && cp(i) <= '9'; }
+    // A code point of one of the spans. llama.cpp runs regexes without \p{..} on the code points with
+    // every non-ASCII White_Space replaced by U+000B, so such a class never matches a space (U+3000 is
+    // in DeepSeek's punctuation class, for instance, and never matches there).
+    bool in(size_t i, std::span<const CpSpan> spans) const {
+        return i < end_ && t_.cls[i] != CpClass::Space && in_spans(t_.cps[i], spans);
+    }
 
+    template <class Pred> size_t run(size_t i, Pred p) const {
+        while (i < end_ && p(i)) ++i;
+        return i;
+    }
     size_t run(size_t i, CpClass c) const {
         while (is(i, c)) ++i;
         return i;
+    }
+    size_t others(size_t i) const {
+        return run(i, [this](size_t k) { return other(k); });
     }
 
     // 's|'t|'re|'ve|'m|'ll|'d, optionally ignoring ASCII case; 0 if none matches at i.
@@ -75,81 +129,257 @@ protected:
         return 0;
     }
 
-    // \s+(?!\S) falling back to \s+, at a space: a run of spaces that reaches the end of the text is
+    // \s+(?!\S) falling back to \s+, at a space: a run of spaces that reaches the end of the piece is
     // taken whole; otherwise the last space is left to join the next piece, unless it is the only one.
     size_t trailing_spaces(size_t i) const {
         const size_t j = run(i, CpClass::Space);
-        if (j == n_) return j;
+        if (j == end_) return j;
         return j - i >= 2 ? j - 1 : j;
     }
-};
 
-class Gpt2Matcher : public Matcher {
-public:
-    using Matcher::Matcher;
-    size_t next(size_t i) const {
-        if (size_t e = contraction(i, false)) return e;
-        // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+": an optional space joins the run that follows it.
-        const size_t k = cp(i) == ' ' ? i + 1 : i;
-        for (CpClass c : {CpClass::Letter, CpClass::Number, CpClass::Other})
-            if (is(k, c)) return run(k, c);
-        return trailing_spaces(i);
-    }
-};
-
-class Llama3Matcher : public Matcher {
-public:
-    Llama3Matcher(const CpText &t, size_t max_digits) : Matcher(t), max_digits_(max_digits) {}
-    size_t next(size_t i) const {
-        if (size_t e = contraction(i, true)) return e;
-        // [^\r\n\p{L}\p{N}]?\p{L}+ : one leading non-letter, non-digit (space, punctuation...) joins a word.
-        if (letter(i)) return run(i, CpClass::Letter);
-        if (!newline(i) && !number(i) && letter(i + 1)) return run(i + 1, CpClass::Letter);
-        // \p{N}{1,3} (or \p{N})
-        if (number(i)) {
-            size_t j = i + 1;
-            while (j - i < max_digits_ && number(j)) ++j;
-            return j;
-        }
-        // " ?[^\s\p{L}\p{N}]+[\r\n]*"
-        const size_t k = cp(i) == ' ' ? i + 1 : i;
-        if (other(k)) {
-            size_t j = run(k, CpClass::Other);
-            while (newline(j)) ++j;
-            return j;
-        }
-        // \s*[\r\n]+ : spaces up to and including the last line break of the run.
-        size_t j = i, after_newline = 0;
-        for (; space(j); ++j)
+    // \s*[\r\n]+|\s+(?!\S)|\s+ at a space: spaces up to and including the last line break of the run
+    // when it has one, else trailing_spaces.
+    size_t space_tail(size_t i) const {
+        size_t after_newline = 0;
+        for (size_t j = i; space(j); ++j)
             if (newline(j)) after_newline = j + 1;
-        if (after_newline) return after_newline;
-        return trailing_spaces(i);
+        return after_newline ? after_newline : trailing_spaces(i);
+    }
+
+    // " ?[^\s\p{L}\p{N}]+" followed by [\r\n]* (or [\r\n/]* when slash); i itself when it does not match.
+    size_t punct_then_newlines(size_t i, bool slash) const {
+        const size_t k = cp(i) == ' ' ? i + 1 : i;
+        if (!other(k)) return i;
+        size_t j = others(k);
+        while (newline(j) || (slash && cp(j) == '/')) ++j;
+        return j;
     }
 
 private:
-    size_t max_digits_;
+    const CpText &t_;
+    const size_t end_;
 };
 
-template <class M>
-void split(const M &m, const CpText &t, std::string_view text, std::vector<std::string_view> &out) {
-    size_t i = 0;
-    while (i < t.size()) {
-        size_t e = m.next(i);
-        if (e <= i) e = i + 1;   // cannot happen (every position matches); guards against looping
-        out.push_back(text.substr(t.offs[i], t.offs[e] - t.offs[i]));
-        i = e;
+// ---- single regexes ----------------------------------------------------------------------------------
+
+// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+size_t match_gpt2(const Scan &s, size_t i) {
+    if (size_t e = s.contraction(i, false)) return e;
+    // An optional space joins the run that follows it.
+    const size_t k = s.cp(i) == ' ' ? i + 1 : i;
+    if (s.letter(k)) return s.run(k, CpClass::Letter);
+    if (s.number(k)) return s.run(k, CpClass::Number);
+    if (s.other(k)) return s.others(k);
+    return s.trailing_spaces(i);
+}
+
+// Llama 3 (MaxDigits 3) and Qwen2 (1): (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
+//   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+template <size_t MaxDigits> size_t match_llama3(const Scan &s, size_t i) {
+    if (size_t e = s.contraction(i, true)) return e;
+    // [^\r\n\p{L}\p{N}]?\p{L}+ : one leading non-letter, non-digit (space, punctuation...) joins a word.
+    if (s.letter(i)) return s.run(i, CpClass::Letter);
+    if (!s.newline(i) && !s.number(i) && s.letter(i + 1)) return s.run(i + 1, CpClass::Letter);
+    if (s.number(i)) return std::min(s.run(i, CpClass::Number), i + MaxDigits);
+    if (size_t e = s.punct_then_newlines(i, false); e > i) return e;
+    return s.space_tail(i);
+}
+
+// o200k (GPT-4o, MaxDigits 3, contractions after words) and Tekken (1, none). The tokenizer.json regex
+// splits words at case changes with [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|...;
+// llama.cpp runs it as ((?=\p{L})[^a-z])*((?=\p{L})[^A-Z])+ | ((?=\p{L})[^a-z])+((?=\p{L})[^A-Z])*,
+// where only ASCII letters have a case ("upper-like" U: a letter but not a-z; "lower-like" L: a letter
+// but not A-Z; other letters are both) and marks are not letters. That version is written out here.
+template <size_t MaxDigits, bool Contractions> size_t match_o200k(const Scan &s, size_t i) {
+    auto upper_like = [&](size_t k) { return s.letter(k) && !(s.cp(k) >= 'a' && s.cp(k) <= 'z'); };
+    auto lower_like = [&](size_t k) { return s.letter(k) && !(s.cp(k) >= 'A' && s.cp(k) <= 'Z'); };
+    // [^\r\n\p{L}\p{N}]? before either word form: the words start at q.
+    const size_t q = s.letter(i) ? i : (!s.newline(i) && !s.number(i) ? i + 1 : i);
+    if (s.letter(q)) {
+        const size_t r = s.run(q, upper_like);
+        size_t m = 0;
+        if (lower_like(r)) {
+            m = s.run(r, lower_like);   // U*L+ with every U the star took
+        } else {
+            // The star gives back letters until one that L+ also takes: the last "both" letter.
+            for (size_t k = r; k > q && !m; --k)
+                if (lower_like(k - 1)) m = k;
+            if (!m) m = r;   // U+L*, with no L after the U run
+        }
+        if (Contractions)
+            if (size_t e = s.contraction(m, true)) return e;
+        return m;
+    }
+    if (s.number(i)) return std::min(s.run(i, CpClass::Number), i + MaxDigits);
+    if (size_t e = s.punct_then_newlines(i, true); e > i) return e;
+    return s.space_tail(i);
+}
+
+size_t match_digit(const Scan &s, size_t i) { return s.number(i) ? i + 1 : i; }          // \p{N}
+size_t match_digits(const Scan &s, size_t i) { return s.run(i, CpClass::Number); }       // \p{N}+
+size_t match_ascii_digits3(const Scan &s, size_t i) {                                     // [0-9]{3}
+    return s.ascii_digit(i) && s.ascii_digit(i + 1) && s.ascii_digit(i + 2) ? i + 3 : i;
+}
+size_t match_newline(const Scan &s, size_t i) { return s.newline(i) ? i + 1 : i; }      // [\r\n]
+
+// [\p{P}$+<=>^~|]+ (llama.cpp's default) and [\p{P}$+<=>^~|`]+ (Falcon).
+template <bool Backtick> size_t match_punct_run(const Scan &s, size_t i) {
+    return s.run(i, [&](size_t k) {
+        const uint32_t c = s.cp(k);
+        return s.punct(k) || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' || c == '^' || c == '~' ||
+               c == '|' || (Backtick && c == '`');
+    });
+}
+
+// \s?[class]+ for a class given by a predicate.
+template <class Pred> size_t space_then_run(const Scan &s, size_t i, Pred in_class) {
+    if (s.space(i) && in_class(i + 1)) return s.run(i + 1, in_class);
+    return s.run(i, in_class);
+}
+size_t match_deepseek_letters(const Scan &s, size_t i) {
+    return space_then_run(s, i, [&](size_t k) { return s.in(k, kDeepseekLetters); });
+}
+size_t match_deepseek_punct(const Scan &s, size_t i) {
+    return space_then_run(s, i, [&](size_t k) { return s.in(k, kDeepseekPunct); });
+}
+size_t match_space_letters(const Scan &s, size_t i) {   // \s?\p{L}+
+    return space_then_run(s, i, [&](size_t k) { return s.letter(k); });
+}
+size_t match_space_punct(const Scan &s, size_t i) {     // \s?\p{P}+
+    return space_then_run(s, i, [&](size_t k) { return s.punct(k); });
+}
+size_t match_cjk(const Scan &s, size_t i) {
+    return s.run(i, [&](size_t k) { return s.in(k, kDeepseekCjk); });
+}
+
+// ---- stages ------------------------------------------------------------------------------------------
+
+// Code points [begin, end) of the text.
+struct Range {
+    size_t begin, end;
+};
+
+using Stage = void (*)(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out);
+
+// One regex over every piece: its matches and the unmatched stretches between them become the pieces,
+// in order (a regex search: the leftmost match, then the next one after it).
+template <size_t (*Match)(const Scan &, size_t)>
+void stage(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out) {
+    for (const Range r : in) {
+        const Scan s(t, r.end);
+        size_t gap = r.begin, i = r.begin;
+        while (i < r.end) {
+            const size_t e = Match(s, i);
+            if (e <= i) {
+                ++i;
+                continue;
+            }
+            if (gap < i) out.push_back({gap, i});
+            out.push_back({i, e});
+            i = gap = e;
+        }
+        if (gap < r.end) out.push_back({gap, r.end});
     }
 }
 
+// \s+$: the run of spaces that ends a piece is split off (the piece stays whole if it is all spaces).
+// A stage of its own rather than a matcher: tried at each space, the anchored match would rescan the
+// run every time.
+void stage_trailing_spaces(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out) {
+    for (const Range r : in) {
+        size_t k = r.end;
+        while (k > r.begin && t.cls[k - 1] == CpClass::Space) --k;
+        if (k > r.begin && k < r.end) {
+            out.push_back({r.begin, k});
+            out.push_back({k, r.end});
+        } else {
+            out.push_back(r);
+        }
+    }
+}
+
+struct Family {
+    PreTokenizer kind;
+    std::vector<Stage> stages;
+};
+
+const std::vector<Stage> &stages_of(PreTokenizer kind) {
+    static const Family kFamilies[] = {
+        {PreTokenizer::Gpt2, {stage<match_gpt2>}},
+        {PreTokenizer::Llama3, {stage<match_llama3<3>>}},
+        {PreTokenizer::Qwen2, {stage<match_llama3<1>>}},
+        {PreTokenizer::Starcoder, {stage<match_digit>, stage<match_gpt2>}},
+        {PreTokenizer::Falcon, {stage<match_punct_run<true>>, stage<match_gpt2>, stage<match_ascii_digits3>}},
+        {PreTokenizer::Default,
+         {stage<match_punct_run<false>>, stage<match_gpt2>, stage<match_digits>, stage<match_ascii_digits3>}},
+        {PreTokenizer::Gpt4o, {stage<match_o200k<3, true>>}},
+        {PreTokenizer::Tekken, {stage<match_o200k<1, false>>}},
+        {PreTokenizer::DeepseekLlm,
+         {stage<match_newline>, stage<match_deepseek_letters>, stage<match_deepseek_punct>, stage_trailing_spaces,
+          stage<match_cjk>, stage<match_digits>}},
+        {PreTokenizer::DeepseekCoder,
+         {stage<match_newline>, stage<match_space_letters>, stage<match_space_punct>, stage<match_cjk>,
+          stage<match_digit>}},
+    };
+    for (const Family &f : kFamilies)
+        if (f.kind == kind) return f.stages;
+    return kFamilies[0].stages;   // unreachable: every kind is listed
+}
+
+// The names llama.cpp gives these families (llama-vocab.cpp), with its per-name settings.
+constexpr PreTokenizerSpec kSpecs[] = {
+    {"default", PreTokenizer::Default, false, false},
+    {"gpt-2", PreTokenizer::Gpt2, false, false},
+    {"phi-2", PreTokenizer::Gpt2, false, false},
+    {"mpt", PreTokenizer::Gpt2, false, false},
+    {"olmo", PreTokenizer::Gpt2, false, false},
+    {"jais", PreTokenizer::Gpt2, false, false},
+    {"llama3", PreTokenizer::Llama3, true, true},
+    {"llama-v3", PreTokenizer::Llama3, true, true},
+    {"llama-bpe", PreTokenizer::Llama3, true, true},
+    {"falcon3", PreTokenizer::Llama3, true, true},
+    {"pixtral", PreTokenizer::Llama3, true, true},
+    {"dbrx", PreTokenizer::Llama3, false, false},
+    {"smaug-bpe", PreTokenizer::Llama3, false, false},
+    {"qwen2", PreTokenizer::Qwen2, false, false},
+    {"deepseek-r1-qwen", PreTokenizer::Qwen2, false, false},
+    {"stablelm2", PreTokenizer::Qwen2, false, false},
+    {"megrez", PreTokenizer::Qwen2, false, false},
+    {"starcoder", PreTokenizer::Starcoder, false, false},
+    {"refact", PreTokenizer::Starcoder, false, false},
+    {"smollm", PreTokenizer::Starcoder, false, false},
+    {"command-r", PreTokenizer::Starcoder, false, false},
+    {"codeshell", PreTokenizer::Starcoder, false, false},
+    {"exaone", PreTokenizer::Starcoder, false, false},
+    {"minerva-7b", PreTokenizer::Starcoder, false, false},
+    {"falcon", PreTokenizer::Falcon, false, false},
+    {"gpt-4o", PreTokenizer::Gpt4o, false, false},
+    {"llama4", PreTokenizer::Gpt4o, false, false},
+    {"tekken", PreTokenizer::Tekken, true, true},
+    {"deepseek-llm", PreTokenizer::DeepseekLlm, false, false},
+    {"deepseek-coder", PreTokenizer::DeepseekCoder, false, false},
+};
+
 } // namespace
+
+std::span<const PreTokenizerSpec> pre_tokenizer_specs() { return kSpecs; }
+
+const PreTokenizerSpec *find_pre_tokenizer(std::string_view name) {
+    for (const PreTokenizerSpec &s : kSpecs)
+        if (name == s.name) return &s;
+    return nullptr;
+}
 
 void pretokenize(PreTokenizer kind, std::string_view text, std::vector<std::string_view> &out) {
     const CpText t(text);
-    switch (kind) {
-    case PreTokenizer::Gpt2: split(Gpt2Matcher(t), t, text, out); break;
-    case PreTokenizer::Llama3: split(Llama3Matcher(t, 3), t, text, out); break;
-    case PreTokenizer::Qwen2: split(Llama3Matcher(t, 1), t, text, out); break;
+    if (t.size() == 0) return;
+    std::vector<Range> pieces{{0, t.size()}}, next;
+    for (Stage st : stages_of(kind)) {
+        next.clear();
+        st(t, pieces, next);
+        pieces.swap(next);
     }
+    for (const Range r : pieces) out.push_back(text.substr(t.offs[r.begin], t.offs[r.end] - t.offs[r.begin]));
 }
 
 } // namespace ember::tok

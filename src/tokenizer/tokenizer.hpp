@@ -1,8 +1,8 @@
 // tokenizer.hpp — text <-> token ids, built from a GGUF file's tokenizer.ggml.* metadata.
 //
 // Two families: SentencePiece-style ("llama": score-driven merges of the "▁"-escaped text with byte
-// fallback) and byte-level BPE ("gpt2": a pre-tokenizer regex splits the text, then ranked merges),
-// with the pre-tokenizers "default"/"gpt-2", "llama-bpe" (also "llama3") and "qwen2".
+// fallback) and byte-level BPE ("gpt2": a pre-tokenizer splits the text, then ranked merges), with the
+// pre-tokenizers Tokenizer::supported_pre_tokenizers() lists (tokenizer.ggml.pre; SPM ignores it).
 // A Tokenizer is immutable after construction and safe to use from any number of threads.
 #pragma once
 
@@ -27,6 +27,12 @@ public:
     // and Error(EMBER_ERR_UNSUPPORTED) for an unknown tokenizer.ggml.model or .pre (naming it).
     static std::unique_ptr<Tokenizer> from_gguf(const gguf::File &file);
     virtual ~Tokenizer() = default;
+
+    // What from_gguf accepts: the tokenizer.ggml.model values ("llama", "gpt2") and the
+    // tokenizer.ggml.pre values of "gpt2" vocabularies, in a fixed order (the factory's own tables, so
+    // documentation checked against them stays true).
+    static std::vector<std::string_view> supported_models();
+    static std::vector<std::string_view> supported_pre_tokenizers();
 
     // add_special: BOS (and EOS) as tokenizer.ggml.add_bos_token / add_eos_token say (defaults: SPM adds
     // BOS, BPE as the metadata says). parse_special: text matching a CONTROL, USER_DEFINED or UNKNOWN

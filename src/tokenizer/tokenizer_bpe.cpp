@@ -39,23 +39,19 @@ struct CandidateOrder {
 
 BpeTokenizer::BpeTokenizer(const gguf::File &file, std::string_view pre) {
     // Checked before the vocabulary is read: an unknown pre-tokenizer should fail fast and say so.
-    if (pre == "default" || pre == "gpt-2") {
-        pre_kind_ = PreTokenizer::Gpt2;
-    } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
-        pre_kind_ = PreTokenizer::Llama3;
-        ignore_merges_ = true;
-    } else if (pre == "qwen2") {
-        pre_kind_ = PreTokenizer::Qwen2;
-    } else {
-        fail(EMBER_ERR_UNSUPPORTED,
-             "unsupported pre-tokenizer '%.*s' (tokenizer.ggml.pre; supported: default, gpt-2, llama-bpe, llama3, "
-             "llama-v3, qwen2)",
-             int(std::min<size_t>(pre.size(), 100)), pre.data());
+    const PreTokenizerSpec *spec = find_pre_tokenizer(pre);
+    if (!spec) {
+        std::string names;
+        for (const PreTokenizerSpec &s : pre_tokenizer_specs()) names += std::string(names.empty() ? "" : ", ") + s.name;
+        fail(EMBER_ERR_UNSUPPORTED, "unsupported pre-tokenizer '%.*s' (tokenizer.ggml.pre; supported: %s)",
+             int(std::min<size_t>(pre.size(), 100)), pre.data(), names.c_str());
     }
+    pre_kind_ = spec->kind;
+    ignore_merges_ = spec->ignore_merges;
     pre_ = std::string(pre);
-    // Without an explicit tokenizer.ggml.add_bos_token, Llama-3 vocabularies start with BOS (that is how
-    // the model was trained, and what llama.cpp does); GPT-2 and Qwen2 do not.
-    load_vocab(file, "gpt2", pre_kind_ == PreTokenizer::Llama3);
+    // Without an explicit tokenizer.ggml.add_bos_token, some families start with BOS (Llama 3, Tekken:
+    // that is how the models were trained, and what llama.cpp does); GPT-2, Qwen2 and most others do not.
+    load_vocab(file, "gpt2", spec->add_bos);
 
     std::string buf;
     for (int b = 0; b < 256; ++b) {

@@ -4,11 +4,23 @@
 
 namespace ember {
 
+namespace {
+constexpr std::string_view kModels[] = {"llama", "gpt2"};
+}
+
+std::vector<std::string_view> Tokenizer::supported_models() { return {std::begin(kModels), std::end(kModels)}; }
+
+std::vector<std::string_view> Tokenizer::supported_pre_tokenizers() {
+    std::vector<std::string_view> names;
+    for (const tok::PreTokenizerSpec &s : tok::pre_tokenizer_specs()) names.emplace_back(s.name);
+    return names;
+}
+
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File &file) {
     const std::optional<std::string_view> model = file.get_string("tokenizer.ggml.model");
     if (!model) fail(EMBER_ERR_INVALID_MODEL, "missing tokenizer.ggml.model");
-    if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(file);
-    if (*model == "gpt2") {
+    if (*model == kModels[0]) return std::make_unique<tok::SpmTokenizer>(file);
+    if (*model == kModels[1]) {
         const std::string_view pre = file.get_string("tokenizer.ggml.pre").value_or("default");
         return std::make_unique<tok::BpeTokenizer>(file, pre);
     }

@@ -93,7 +93,8 @@ private:
     void encode_piece(std::string_view piece, std::vector<int32_t> &out) const;
 
     PreTokenizer pre_kind_ = PreTokenizer::Gpt2;
-    // Llama 3 looks a whole piece up in the vocabulary before merging (Hugging Face's ignore_merges).
+    // Llama 3 and Tekken look a whole piece up in the vocabulary before merging (Hugging Face's
+    // ignore_merges).
     bool ignore_merges_ = false;
     PairIndex merges_;   // (left id, right id) -> rank and merged token
     std::array<int32_t, 256> byte_tokens_{};   // the token of each byte's alphabet character, or -1

@@ -8,6 +8,13 @@ namespace ember::tok {
 
 namespace {
 
+// \p{P} in ASCII: the rest of the printable non-alphanumerics ($+<=>^`|~) are symbols (\p{S}).
+constexpr bool is_ascii_punct(int c) {
+    for (const char *p = "!\"#%&'()*,-./:;?@[\\]_{}"; *p; ++p)
+        if (*p == c) return true;
+    return false;
+}
+
 // ASCII is most of the text in practice, so it skips the binary search.
 constexpr std::array<CpClass, 128> make_ascii_classes() {
     std::array<CpClass, 128> t{};
@@ -15,6 +22,7 @@ constexpr std::array<CpClass, 128> make_ascii_classes() {
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) t[c] = CpClass::Letter;
         else if (c >= '0' && c <= '9') t[c] = CpClass::Number;
         else if (c == ' ' || (c >= 0x09 && c <= 0x0D)) t[c] = CpClass::Space;
+        else if (is_ascii_punct(c)) t[c] = CpClass::Punct;
         else t[c] = CpClass::Other;
     }
     return t;

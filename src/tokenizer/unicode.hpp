@@ -8,8 +8,9 @@
 
 namespace ember::tok {
 
-// \p{L}, \p{N}, \s (White_Space), or anything else. Disjoint, so one lookup answers all three questions.
-enum class CpClass : uint8_t { Other = 0, Letter = 1, Number = 2, Space = 3 };
+// \p{L}, \p{N}, \s (White_Space), \p{P}, or anything else. Disjoint, so one lookup answers every question
+// the regexes ask. Punct is a part of [^\s\p{L}\p{N}] that a few pre-tokenizers isolate first.
+enum class CpClass : uint8_t { Other = 0, Letter = 1, Number = 2, Space = 3, Punct = 4 };
 
 struct CpRange {
     uint32_t first, last;
