@@ -85,6 +85,19 @@ static void test_info_and_bench(void **state) {
     assert_non_null(strstr(out, "architecture:  llama"));
     assert_non_null(strstr(out, "Q8_0"));
     assert_non_null(strstr(out, "KV cache"));
+    assert_non_null(strstr(out, "runs here:     yes (cpu, "));
+    assert_non_null(strstr(out, "by type: F32 0.0% Q8_0 100.0%"));
+    /* A file of an architecture this build does not run: described, with the library's reason. */
+    const char *phi3 = test_shared_model("ggml-vocab/ggml-vocab-phi-3.gguf");
+    if (phi3) {
+        snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), phi3);
+        assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+        assert_non_null(strstr(out, "architecture:  phi3"));
+        assert_non_null(strstr(out, "runs here:     no: "));
+        assert_non_null(strstr(out, "'phi3' is not supported"));
+    } else {
+        printf("SKIP part: ../shared/models/ggml-vocab/ggml-vocab-phi-3.gguf absent\n");
+    }
     snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -t 1 -p 16 -n 4", cli(), model15());
     assert_int_equal(run(cmd, out, sizeof out, 0), 0);
     assert_non_null(strstr(out, "\"prefill_tok_s\":"));
