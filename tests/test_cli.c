@@ -85,6 +85,19 @@ static void test_info_and_bench(void **state) {
     assert_non_null(strstr(out, "architecture:  llama"));
     assert_non_null(strstr(out, "Q8_0"));
     assert_non_null(strstr(out, "KV cache"));
+    assert_non_null(strstr(out, "runs here:     yes (cpu, "));
+    assert_non_null(strstr(out, "by type: F32 0.0% Q8_0 100.0%"));
+    /* A file of an architecture this build does not run: described, with the library's reason. */
+    const char *phi3 = test_shared_model("ggml-vocab/ggml-vocab-phi-3.gguf");
+    if (phi3) {
+        snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), phi3);
+        assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+        assert_non_null(strstr(out, "architecture:  phi3"));
+        assert_non_null(strstr(out, "runs here:     no: "));
+        assert_non_null(strstr(out, "'phi3' is not supported"));
+    } else {
+        printf("SKIP part: ../shared/models/ggml-vocab/ggml-vocab-phi-3.gguf absent\n");
+    }
     snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -t 1 -p 16 -n 4", cli(), model15());
     assert_int_equal(run(cmd, out, sizeof out, 0), 0);
     assert_non_null(strstr(out, "\"prefill_tok_s\":"));
@@ -184,6 +197,65 @@ static void test_errors(void **state) {
     assert_non_null(strstr(out, "magic"));
 }
 
+/* Every command explains itself: `ember help CMD` and `ember CMD --help` print its usage (exit 0), an
+ * unknown one is a usage error (2). */
+static void test_help(void **state) {
+    (void)state;
+    static const char *const cmds[] = {"run", "tokenize", "info", "bench", "perplexity", "version", "help"};
+    char cmd[8192], out[16384], out2[16384], want[64];
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; ++i) {
+        snprintf(want, sizeof want, "usage: ember %s", cmds[i]);
+        snprintf(cmd, sizeof cmd, "'%s' help %s", cli(), cmds[i]);
+        assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+        assert_int_equal(strncmp(out, want, strlen(want)), 0);
+        assert_non_null(strstr(out, "--verbose"));
+        snprintf(cmd, sizeof cmd, "'%s' %s --help", cli(), cmds[i]);
+        assert_int_equal(run(cmd, out2, sizeof out2, 0), 0);
+        assert_string_equal(out, out2);
+    }
+    /* --help wins over missing required options. */
+    snprintf(cmd, sizeof cmd, "'%s' run -h", cli());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_non_null(strstr(out, "usage: ember run"));
+    snprintf(cmd, sizeof cmd, "'%s' help nosuch", cli());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 2);
+    assert_non_null(strstr(out, "unknown command 'nosuch'"));
+    snprintf(cmd, sizeof cmd, "'%s' help", cli());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; ++i) {
+        snprintf(want, sizeof want, "ember %s", cmds[i]);
+        assert_non_null(strstr(out, want));
+    }
+}
+
+/* -v shows the library's log (which backend `auto` took, and why) on stderr; --stats names the backend and
+ * its real thread count; bench reports the threads it ran, never 0 for "default"; perplexity without a
+ * text points to the one in bench/data. Progress bars stay off when stderr is not a terminal. */
+static void test_verbose_stats_threads(void **state) {
+    (void)state;
+    char cmd[8192], out[65536];
+    snprintf(cmd, sizeof cmd, "'%s' -v run -m '%s' -p 'Once upon a time' -n 4 --temp 0 -t 2 --backend cpu --stats",
+             cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 0);
+    assert_non_null(strstr(out, "ember[info]: loaded"));
+    assert_non_null(strstr(out, "backend: cpu, 2 threads"));
+    assert_null(strchr(out, '\r'));
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Once upon a time' -n 4 --temp 0 --backend cpu", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 0);
+    assert_null(strstr(out, "ember[info]"));
+    snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -p 16 -n 4 --backend cpu", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    const double threads = json_number(out, "threads");
+    assert_true(threads >= 1 && threads <= 8);
+    assert_non_null(strstr(out, "\"backend\":\"cpu\""));
+    snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -p 16 -n 4 --parallel 2 -t 1", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    assert_true(json_number(out, "threads") == 1);
+    snprintf(cmd, sizeof cmd, "'%s' perplexity -m '%s'", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 2);
+    assert_non_null(strstr(out, "bench/data/heldout-stories.txt"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_golden),
@@ -192,6 +264,8 @@ int main(void) {
         cmocka_unit_test(test_perplexity),
         cmocka_unit_test(test_convert_llama2c),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_verbose_stats_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,11 +2,18 @@
 # Installs the Debian/Ubuntu packages that building and testing ember needs, if any are missing
 # (the Vulkan ones included: libember builds and runs without them, but CI tests the Vulkan backend;
 # likewise the bindings' toolchains and the server sample's libraries).
+# With --minimal only what libember and the CLI need (README command 1: tools/quickstart.sh).
 # With --reliability also what tools/reliability.sh needs: libabigail's abidw/abidiff (the ABI gate) and
 # clang with its libFuzzer and sanitizer runtimes (clang-19 where the distribution has it, else clang).
 # Uses sudo when not run as root. Safe to run repeatedly.
 set -euo pipefail
-packages=(cmake ninja-build g++ pkg-config libcmocka-dev libxxhash-dev)
+# libember, its CPU backend and the CLI: a C++20 compiler, CMake and Ninja, xxHash's header.
+packages=(cmake ninja-build g++ libxxhash-dev)
+minimal=0
+[ "${1:-}" = "--minimal" ] && minimal=1
+if [ $minimal -eq 0 ]; then
+# The tests: cmocka, found through pkg-config.
+packages+=(pkg-config libcmocka-dev)
 # The Vulkan backend module: headers and glslc to build it; the loader, lavapipe (Mesa's CPU driver)
 # and the Khronos validation layer so that its tests run (on lavapipe) in CI, which has no GPU.
 packages+=(libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers)
@@ -15,6 +22,7 @@ packages+=(libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationl
 packages+=(mono-mcs mono-runtime golang-go)
 # The server sample (samples/server): cpp-httplib and nlohmann-json; its test talks HTTP through curl.
 packages+=(libcpp-httplib-dev nlohmann-json3-dev curl)
+fi
 reliability=0
 [ "${1:-}" = "--reliability" ] && reliability=1
 
@@ -48,6 +56,6 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: installing ${missing[*]} (apt-get; a minute or two on a fresh machine)"
 update
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -255,6 +255,8 @@
     X(ember_status, ember_session_logits, (const ember_session *, const float **, size_t *)) \
     X(ember_status, ember_session_position, (const ember_session *, uint32_t *)) \
     X(ember_status, ember_session_context_length, (const ember_session *, uint32_t *)) \
+    X(ember_status, ember_session_backend, (const ember_session *, ember_backend_kind *, uint32_t *)) \
+    X(uint32_t, ember_default_thread_count, (void)) \
     X(ember_status, ember_session_truncate, (ember_session *, uint32_t)) \
     X(ember_status, ember_session_save, (const ember_session *, void *, size_t, size_t *)) \
     X(ember_status, ember_session_restore, (ember_session *, const void *, size_t)) \

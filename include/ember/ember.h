@@ -401,6 +401,18 @@ EMBER_API ember_status ember_session_position(const ember_session *session, uint
 /** The session's context length in tokens. */
 EMBER_API ember_status ember_session_context_length(const ember_session *session, uint32_t *out_n_ctx);
 
+/** Where the session runs: *out_backend receives its backend — the one EMBER_BACKEND_AUTO (or a device)
+ *  chose, never AUTO itself — and *out_n_threads the CPU worker threads it started (n_threads as given,
+ *  or ember_default_thread_count() for 0; 0 on a GPU backend). The CPU backend may use fewer of them
+ *  while the machine is busy (ember_cpu_budget_set). Either out pointer may be NULL. Thread-safe; callable
+ *  from a streaming callback. Errors: EMBER_ERR_INVALID_ARGUMENT (NULL session). Since EMBER_1.5. */
+EMBER_API ember_status ember_session_backend(const ember_session *session, ember_backend_kind *out_backend,
+                                             uint32_t *out_n_threads);
+
+/** The CPU worker threads a session, engine or draft gets when its n_threads is 0: this machine's
+ *  physical cores (SMT siblings not counted), at most 8. Thread-safe. Since EMBER_1.5. */
+EMBER_API uint32_t ember_default_thread_count(void);
+
 /** Rolls the session back to its first `n_tokens` tokens (KV cache included); n_tokens must be <= the
  *  position. Logits are invalid afterwards until the next feed. */
 EMBER_API ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens);
@@ -569,7 +581,8 @@ EMBER_API ember_status ember_generate_next(ember_session *session, ember_sampler
  *
  *  Calls allowed from it: anything on other handles (another session, the model, another sampler), and
  *  on the session and sampler the running ember_generate uses only ember_session_cancel,
- *  ember_session_position, ember_session_context_length, ember_session_spec_stats, ember_session_free
+ *  ember_session_position, ember_session_context_length, ember_session_backend, ember_session_spec_stats,
+ *  ember_session_free
  *  and ember_sampler_free. Each free stops the generation after this token and is done when
  *  ember_generate returns (which returns EMBER_STOPPED; do not use the freed handle after that). Every
  *  other call on those two handles (feed, generate, truncate, save, restore, fork, logits,

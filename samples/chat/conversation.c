@@ -65,6 +65,17 @@ void conversation_pop(conversation *c) {
     free((char *)c->messages[c->n_messages].content);
 }
 
+void conversation_drop(conversation *c, size_t first, size_t count) {
+    if (first >= c->n_messages) return;
+    if (count > c->n_messages - first) count = c->n_messages - first;
+    for (size_t i = first; i < first + count; ++i) {
+        free((char *)c->messages[i].role);
+        free((char *)c->messages[i].content);
+    }
+    memmove(c->messages + first, c->messages + first + count, (c->n_messages - first - count) * sizeof *c->messages);
+    c->n_messages -= count;
+}
+
 void conversation_keep(conversation *c, size_t n) {
     while (c->n_messages > n) conversation_pop(c);
 }

@@ -25,6 +25,8 @@ void conversation_free(conversation *c);
 bool conversation_add(conversation *c, const char *role, const char *content);
 /* Drops the last message (a turn that could not be answered). */
 void conversation_pop(conversation *c);
+/* Removes `count` messages starting at index `first` (the oldest turns, when the context is full). */
+void conversation_drop(conversation *c, size_t first, size_t count);
 /* Keeps only the first n messages (n: 1 to keep a system prompt, 0 for none). */
 void conversation_keep(conversation *c, size_t n);
 

@@ -22,12 +22,17 @@ typedef struct options {
     ember_sampler_params sampling;
     uint32_t max_tokens, n_ctx, n_threads;
     bool verbose;
+    bool slide;       /* --context-policy slide (default): drop the oldest turns when the context is full */
+    size_t n_keep;    /* messages never dropped: the system prompt */
 } options;
 
 static void usage(FILE *to) {
     fprintf(to,
             "usage: ember-chat -m MODEL [options]\n"
-            "  -c CTX            context length in tokens (default 2048)\n"
+            "  -c CTX            context length in tokens (default: the model's trained length, at most 4096;\n"
+            "                    a longer one than the model was trained for degrades its replies)\n"
+            "  --context-policy slide|stop   when the conversation outgrows the context: drop the oldest\n"
+            "                    turns, saying so (slide, the default), or refuse the turn (stop)\n"
             "  -n N              most tokens per reply (default 256)\n"
             "  -t THREADS        CPU threads (default: physical cores)\n"
             "  --backend B       auto, cpu, vulkan or cuda (default auto)\n"
@@ -55,7 +60,8 @@ static int parse_args(int argc, char **argv, options *o) {
     o->sampling.top_p = 0.95f;
     o->sampling.seed = (uint64_t)time(NULL);
     o->max_tokens = 256;
-    o->n_ctx = 2048;
+    o->n_ctx = 0;   /* the session's default: the model's trained context, at most 4096 */
+    o->slide = true;
     o->backend = EMBER_BACKEND_AUTO;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
@@ -76,6 +82,7 @@ static int parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--draft")) o->draft = v;
         else if (!strcmp(a, "--system")) o->system = v;
+        else if (!strcmp(a, "--context-policy") && (!strcmp(v, "slide") || !strcmp(v, "stop"))) o->slide = !strcmp(v, "slide");
         else if (!strcmp(a, "-c") && parse_num(v, 16, 1 << 20, &x)) o->n_ctx = (uint32_t)x;
         else if (!strcmp(a, "-n") && parse_num(v, 1, 1 << 20, &x)) o->max_tokens = (uint32_t)x;
         else if (!strcmp(a, "-t") && parse_num(v, 0, 256, &x)) o->n_threads = (uint32_t)x;
@@ -181,6 +188,35 @@ static int fail(const char *what, ember_status st) {
     return 1;
 }
 
+/* Renders the conversation for the next reply. With --context-policy slide, first drops the oldest
+ * exchanges after the system prompt until the rendering leaves room for a reply (-n tokens, at most a
+ * quarter of the context), saying how many went; the newest message always stays. The session then
+ * recomputes from the first dropped message on (chat_prefill keeps the common prefix). */
+static char *render_fitting(const options *o, const ember_model *model, ember_session *session, conversation *c) {
+    uint32_t n_ctx = 0;
+    ember_session_context_length(session, &n_ctx);
+    const size_t room = o->max_tokens < n_ctx / 4 ? o->max_tokens : n_ctx / 4;
+    size_t dropped = 0;
+    for (;;) {
+        char *text = conversation_render(c, model, true);
+        if (!text || !o->slide) return text;
+        ember_token *tokens = NULL;
+        size_t n = 0;
+        if (chat_tokenize(model, text, &tokens, &n) != EMBER_OK) return text;   /* chat_prefill reports it */
+        free(tokens);
+        /* Droppable: a user message and its reply, before the newest message. */
+        if (n + room <= n_ctx || c->n_messages < o->n_keep + 3) {
+            if (dropped)
+                fprintf(stderr, "(context: the oldest %zu messages were dropped to fit the %u-token context; "
+                                "--context-policy stop refuses instead)\n", dropped, n_ctx);
+            return text;
+        }
+        free(text);
+        conversation_drop(c, o->n_keep, 2);
+        dropped += 2;
+    }
+}
+
 /* One user turn: render, prefill what is new, stream the reply, keep it in the conversation. */
 static void run_turn(const options *o, const ember_model *model, ember_session *session, ember_sampler *sampler,
                      conversation *c, const char *user) {
@@ -188,7 +224,7 @@ static void run_turn(const options *o, const ember_model *model, ember_session *
         fprintf(stderr, "ember-chat: out of memory\n");
         return;
     }
-    char *text = conversation_render(c, model, true);
+    char *text = render_fitting(o, model, session, c);
     if (!text) {
         conversation_pop(c);
         return;
@@ -290,7 +326,20 @@ int main(int argc, char **argv) {
         goto done;
     }
     const size_t n_keep = o.system ? 1 : 0;
-    fprintf(stderr, "ember-chat: %s. Type a message; /reset, /save FILE, /load FILE, /quit. Ctrl-C stops a reply.\n", o.model);
+    o.n_keep = n_keep;
+    {
+        uint32_t n_ctx = 0;
+        ember_model_info info;
+        ember_model_info_init(&info);
+        ember_model_get_info(model, &info);
+        ember_session_context_length(session, &n_ctx);
+        fprintf(stderr, "ember-chat: %s, context %u tokens (trained: %u%s). Type a message; /reset, /save FILE, "
+                        "/load FILE, /quit. Ctrl-C stops a reply.\n",
+                o.model, n_ctx, info.n_ctx_train, o.slide ? "; the oldest turns go when it is full" : "");
+        if (info.n_ctx_train && n_ctx > info.n_ctx_train)
+            fprintf(stderr, "ember-chat: note: -c %u is longer than the model was trained for (%u): expect "
+                            "replies to degrade past %u tokens\n", n_ctx, info.n_ctx_train, info.n_ctx_train);
+    }
 
     for (;;) {
         fputs("> ", stdout);

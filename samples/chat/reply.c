@@ -7,9 +7,9 @@
 
 volatile sig_atomic_t chat_interrupted = 0;
 
-ember_status chat_prefill(ember_session *session, const ember_model *model, conversation *c, const char *text,
-                          size_t *out_new, size_t *out_reused) {
-    *out_new = *out_reused = 0;
+ember_status chat_tokenize(const ember_model *model, const char *text, ember_token **out, size_t *out_n) {
+    *out = NULL;
+    *out_n = 0;
     /* The template writes its special tokens (<|im_start|>, and usually the BOS text) as text: parse
      * them. ember_chat_apply_template's notes say how: no EMBER_TOKENIZE_ADD_SPECIAL, which could add a
      * second BOS (and an EOS); a BOS only where the template wrote none and the tokenizer would add one
@@ -27,7 +27,10 @@ ember_status chat_prefill(ember_session *session, const ember_model *model, conv
     ember_token *tokens = malloc((n + 1) * sizeof *tokens);
     if (!tokens) return EMBER_ERR_OUT_OF_MEMORY;
     st = ember_tokenize(model, text, len, EMBER_TOKENIZE_PARSE_SPECIAL, tokens + 1, n, &n);
-    if (st != EMBER_OK) goto done;
+    if (st != EMBER_OK) {
+        free(tokens);
+        return st;
+    }
     if (wants_bos && (n == 0 || tokens[1] != bos)) {
         tokens[0] = bos;
         ++n;
@@ -35,13 +38,26 @@ ember_status chat_prefill(ember_session *session, const ember_model *model, conv
         memmove(tokens, tokens + 1, n * sizeof *tokens);
     }
     if (n == 0) {
-        st = EMBER_ERR_INVALID_ARGUMENT;
-        goto done;
+        free(tokens);
+        return EMBER_ERR_INVALID_ARGUMENT;
     }
+    *out = tokens;
+    *out_n = n;
+    return EMBER_OK;
+}
+
+ember_status chat_prefill(ember_session *session, const ember_model *model, conversation *c, const char *text,
+                          size_t *out_new, size_t *out_reused) {
+    *out_new = *out_reused = 0;
+    ember_token *tokens = NULL;
+    size_t n = 0;
+    ember_status st = chat_tokenize(model, text, &tokens, &n);
+    if (st != EMBER_OK) return st;
     uint32_t n_ctx = 0;
     ember_session_context_length(session, &n_ctx);
     if (n >= n_ctx) {
-        fprintf(stderr, "chat: the conversation takes %zu tokens, the context holds %u: /reset, or a larger -c\n", n, n_ctx);
+        fprintf(stderr, "chat: the conversation takes %zu tokens, the context holds %u: /reset, a larger -c, or "
+                        "--context-policy slide (drops the oldest turns)\n", n, n_ctx);
         st = EMBER_ERR_CONTEXT_FULL;
         goto done;
     }
@@ -121,7 +137,8 @@ ember_status chat_reply(ember_session *session, ember_sampler *sampler, conversa
     /* Room for the reply: stop at a full context rather than fail there. */
     if (max_tokens == 0 || max_tokens > n_ctx - pos0 - 1) max_tokens = n_ctx - pos0 - 1;
     if (max_tokens == 0) {
-        fprintf(stderr, "chat: the context is full: /reset, or a larger -c\n");
+        fprintf(stderr, "chat: the context is full: /reset, a larger -c, or --context-policy slide (drops the oldest "
+                        "turns)\n");
         return EMBER_ERR_CONTEXT_FULL;
     }
     ember_status st = EMBER_STOPPED;

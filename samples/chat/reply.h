@@ -9,6 +9,10 @@
 /* Set by the SIGINT handler while a turn runs (main.c); the reply stops at the next token. */
 extern volatile sig_atomic_t chat_interrupted;
 
+/* Tokenizes a rendered conversation as chat_prefill feeds it (special text parsed, BOS added where the
+ * template wrote none and the model wants one) into *out (malloc'ed; the caller frees it). */
+ember_status chat_tokenize(const ember_model *model, const char *text, ember_token **out, size_t *out_n);
+
 /* Brings the session to `text` (the rendered conversation): tokenizes it, rolls the session back to the
  * longest prefix it shares with the tokens already there (c->tokens) and feeds only the rest, so that a
  * turn costs its new tokens rather than the whole conversation. *out_new and *out_reused receive the

@@ -363,6 +363,36 @@ int main(int argc, char **argv) {
     kill(c.pid, SIGINT); /* at the prompt: quits */
     CHECK(finish(&c, 10) == 0, "Ctrl-C at the prompt did not quit cleanly");
 
+    /* ---- 4. A conversation that outgrows the context ---- */
+    /* Default (slide): the oldest turns go, saying so, and every turn is answered. */
+    char *const small_args[] = {argv[1], "-m", model_path, "--temp", "0", "-n", "16", "-c", "96", "-t", "1", NULL};
+    child d = spawn(small_args);
+    CHECK(read_until(&d, 0, "> ", 15) >= 0 && strstr(d.buf, "context 96 tokens (trained: 256"), "no context line:\n%s", d.buf);
+    for (int i = 0; i < 6; ++i) {
+        long ed;
+        turn(&d, "Tell me about the cat.", &ed);
+        CHECK(ed >= 0, "turn %d of the sliding chat got no prompt back:\n%s", i, d.buf);
+    }
+    CHECK(strstr(d.buf, "(context: the oldest 2 messages were dropped to fit the 96-token context") != NULL,
+          "the sliding chat never said it dropped turns:\n%s", d.buf);
+    CHECK(strstr(d.buf, "the context holds") == NULL && strstr(d.buf, "context is full") == NULL,
+          "the sliding chat refused a turn:\n%s", d.buf);
+    send_line(&d, "/quit");
+    CHECK(finish(&d, 10) == 0, "the sliding chat did not quit cleanly");
+    /* --context-policy stop: a turn that does not fit is refused with a message that says what to do. */
+    char *const stop_args[] = {argv[1], "-m", model_path, "--temp", "0", "-n", "16", "-c", "96", "-t", "1",
+                               "--context-policy", "stop", NULL};
+    child e = spawn(stop_args);
+    CHECK(read_until(&e, 0, "> ", 15) >= 0, "no first prompt (stop policy)");
+    for (int i = 0; i < 6; ++i) {
+        long ee;
+        turn(&e, "Tell me about the cat.", &ee);
+        CHECK(ee >= 0, "turn %d of the stopping chat got no prompt back:\n%s", i, e.buf);
+    }
+    CHECK(strstr(e.buf, "--context-policy slide") != NULL, "no message when the context filled up:\n%s", e.buf);
+    send_line(&e, "/quit");
+    CHECK(finish(&e, 10) == 0, "the stopping chat did not quit cleanly");
+
     unlink(save_path);
     char spath[300];
     snprintf(spath, sizeof spath, "%s.session", save_path);

@@ -134,6 +134,26 @@ ember_status ember_session_context_length(const ember_session *session, uint32_t
     });
 }
 
+ember_status ember_session_backend(const ember_session *session, ember_backend_kind *out_backend,
+                                   uint32_t *out_n_threads) {
+    return guard("ember_session_backend", [&] {
+        EMBER_REQUIRE_ARG(session);
+        const ember_backend_kind kind = session->session->backend_kind();
+        if (out_backend) *out_backend = kind;
+        if (out_n_threads)
+            *out_n_threads = kind != EMBER_BACKEND_CPU ? 0 : session->n_threads ? session->n_threads : default_thread_count();
+        return EMBER_OK;
+    });
+}
+
+uint32_t ember_default_thread_count(void) {
+    try {
+        return default_thread_count();
+    } catch (...) {   // nothing may cross the C boundary; the count reads /sys, which could fail to allocate
+        return 1;
+    }
+}
+
 ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens) {
     return guard("ember_session_truncate", [&] {
         EMBER_REQUIRE_ARG(session);

@@ -54,9 +54,10 @@ std::vector<uint8_t> Session::save() const {
     std::lock_guard<std::mutex> lock(kv_->mutex);
     const uint32_t n = position();
     const size_t kv_tok = kv_->ctx->kv_bytes_per_token();
-    std::vector<uint8_t> out;
+    // Built from the magic rather than inserting it into an empty reserved vector: GCC 12 misreads that
+    // insert as an 8-byte write into a smaller region (-Wstringop-overflow, -Warray-bounds).
+    std::vector<uint8_t> out(kMagic, kMagic + 8);
     out.reserve(kHeaderBytes + n * (4 + kv_tok) + logits_.size() * 4 + 8);
-    out.insert(out.end(), kMagic, kMagic + 8);
     put<uint32_t>(out, kVersion);
     put<uint32_t>(out, kHeaderBytes);
     put<uint64_t>(out, fingerprint_->get(model_));

@@ -1,4 +1,5 @@
 #include "cli.hpp"
+#include "progress.hpp"
 
 #include <algorithm>
 
@@ -112,12 +113,8 @@ int usage_error(const std::string &message) {
 }
 
 namespace {
-bool progress_bar(float f, void *) {
-    const int width = 30;
-    const int filled = static_cast<int>(f * width + 0.5f);
-    std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled, "##############################", width - filled, "",
-                 static_cast<int>(f * 100 + 0.5f));
-    if (f >= 1.0f) std::fprintf(stderr, "\r%*s\r", width + 20, "");
+bool load_progress(float f, void *ud) {
+    static_cast<Progress *>(ud)->update(f);
     return true;
 }
 } // namespace
@@ -126,7 +123,11 @@ ember_model *load_model(const std::string &path, bool vocab_only, bool progress)
     ember_model_params mp;
     ember_model_params_init(&mp);
     mp.vocab_only = vocab_only;
-    if (progress && isatty(STDERR_FILENO)) mp.progress = progress_bar;
+    Progress bar("loading");
+    if (progress && bar.enabled()) {
+        mp.progress = load_progress;
+        mp.progress_user_data = &bar;
+    }
     ember_model *model = nullptr;
     ember_status st = ember_model_load(path.c_str(), &mp, &model);
     if (st != EMBER_OK) {
@@ -159,6 +160,37 @@ bool kv_type_option(const Args &a, const char *name, ember_kv_type *out) {
 }
 
 const char *kv_type_name(ember_kv_type t) { return t == EMBER_KV_Q8_0 ? "q8_0" : "f16"; }
+
+const char *backend_name(ember_backend_kind kind) {
+    switch (kind) {
+    case EMBER_BACKEND_CPU: return "cpu";
+    case EMBER_BACKEND_CUDA: return "cuda";
+    case EMBER_BACKEND_VULKAN: return "vulkan";
+    default: return "auto";
+    }
+}
+
+std::string session_backend_text(const ember_session *s) {
+    ember_backend_kind kind = EMBER_BACKEND_AUTO;
+    uint32_t threads = 0;
+    if (ember_session_backend(s, &kind, &threads) != EMBER_OK) return "unknown";
+    std::string out = backend_name(kind);
+    if (kind == EMBER_BACKEND_CPU) out += ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+    return out;
+}
+
+ember_status feed_prompt(ember_session *s, const std::vector<ember_token> &tokens) {
+    const size_t chunk = 256;
+    Progress progress("prompt");
+    if (!progress.enabled() || tokens.size() <= 4 * chunk) return ember_session_feed(s, tokens.data(), tokens.size());
+    // In chunks, so the bar moves; a failure leaves the chunks before it evaluated (the CLI then exits).
+    for (size_t i = 0; i < tokens.size(); i += chunk) {
+        progress.update(static_cast<double>(i) / static_cast<double>(tokens.size()));
+        const ember_status st = ember_session_feed(s, tokens.data() + i, std::min(chunk, tokens.size() - i));
+        if (st != EMBER_OK) return st;
+    }
+    return EMBER_OK;
+}
 
 std::string backend_json(const Args &a) {
     ember_backend_kind kind = EMBER_BACKEND_AUTO;

@@ -45,6 +45,10 @@ bool grammar_option(const Args &a, const ember_model *model, ember_grammar **out
 // `ember bench --json-schema FILE | --grammar FILE` (bench_grammar.cpp).
 int bench_grammar(const Args &a, const std::string &model_path, long G);
 
+// help.cpp: every command's usage, or one command's (false: no such command).
+void print_help();
+bool print_command_help(const char *command);
+
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
@@ -64,6 +68,12 @@ bool backend_option(const Args &a, ember_backend_kind *out);
 // "\"backend\":\"vulkan\",\"device\":\"llvmpipe (...)\"," (for bench output).
 std::string backend_json(const Args &a);
 bool kv_type_option(const Args &a, const char *name, ember_kv_type *out);
+// The backend's name as the CLI spells it ("cpu", "cuda", "vulkan", "auto").
+const char *backend_name(ember_backend_kind kind);
+// "cpu, 4 threads" or "vulkan": where a session runs (ember_session_backend).
+std::string session_backend_text(const ember_session *s);
+// Feeds a prompt; one longer than a few chunks goes in chunks with a progress bar on a terminal.
+ember_status feed_prompt(ember_session *s, const std::vector<ember_token> &tokens);
 const char *kv_type_name(ember_kv_type t);
 // Attaches speculation from --draft MODEL / --lookup, --draft-k K, --draft-fixed (no options: nothing).
 // *draft receives the loaded draft model (the caller frees it after the session). False after reporting.

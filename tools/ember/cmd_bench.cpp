@@ -45,6 +45,12 @@ bool engine_params(const Args &a, ember_engine_params *ep) {
     return backend_option(a, &ep->backend) && kv_type_option(a, "--kv-type", &ep->kv_type);
 }
 
+// The CPU threads an engine made from `a` runs (-t, or the library's default for 0).
+long engine_threads(const Args &a) {
+    const long t = a.integer("-t", 0);
+    return t > 0 ? t : static_cast<long>(ember_default_thread_count());
+}
+
 bool greedy(ember_session *s, ember_sampler *sampler, ember_token *out) {
     const float *logits = nullptr;
     size_t n = 0;
@@ -134,7 +140,7 @@ int bench_parallel(const Args &a, const std::string &model_path, long P, long G,
     std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"threads\":%ld,\"parallel\":%ld,"
                 "\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"generated_total\":%zu,\"decode_tok_s_total\":%.2f,"
                 "\"mean_ttft_s\":%.4f,\"wall_s\":%.3f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f}\n",
-                ember_version(), model_path.c_str(), a.integer("-t", 0), N, P, G, generated,
+                ember_version(), model_path.c_str(), engine_threads(a), N, P, G, generated,
                 (generated - static_cast<size_t>(N)) / std::max(1e-9, t_end - last_first), ttft / N, t_end - t0, load_s,
                 ru.ru_maxrss / 1024.0);
     ember_engine_free(engine);
@@ -175,7 +181,7 @@ int bench_prefix_reuse(const Args &a, const std::string &model_path, long P) {
     else
         std::printf("{\"runtime\":\"ember\",\"model\":\"%s\",\"threads\":%ld,\"shared_prefix_tokens\":%ld,"
                     "\"ttft_first_s\":%.4f,\"ttft_second_s\":%.4f,\"ratio\":%.4f}\n",
-                    model_path.c_str(), a.integer("-t", 0), P, ttft[0], ttft[1], ttft[1] / ttft[0]);
+                    model_path.c_str(), engine_threads(a), P, ttft[0], ttft[1], ttft[1] / ttft[0]);
     ember_engine_free(engine);
     ember_model_free(model);
     return st == EMBER_OK ? 0 : 1;
@@ -224,6 +230,13 @@ bool bench_run(ember_session *s, ember_sampler *sampler, const std::vector<ember
     r.decode_s = now() - t1;
     if (!r.out.empty()) r.out.erase(r.out.begin());   // the token prefill already sampled
     return true;
+}
+
+// The threads the session started (0 on a GPU backend), as the library resolved -t.
+long session_threads(const ember_session *s) {
+    uint32_t n = 0;
+    ember_session_backend(s, nullptr, &n);
+    return static_cast<long>(n);
 }
 
 double median(std::vector<double> v) {
@@ -313,7 +326,7 @@ int cmd_bench(int argc, char **argv) {
         std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"architecture\":\"%s\",%s\"threads\":%ld,"
                     "\"context_size\":%u,\"kv_type\":\"%s\",\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"temperature\":%g,"
                     "\"rounds\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,",
-                    ember_version(), model_path.c_str(), info.architecture, backend_json(a).c_str(), a.integer("-t", 0), n_ctx,
+                    ember_version(), model_path.c_str(), info.architecture, backend_json(a).c_str(), session_threads(s), n_ctx,
                     a.str("--kv-type", "f16").c_str(), P, G, spp.temperature, rounds, median(prefill), median(decode), load_s,
                     ru.ru_maxrss / 1024.0);
         if (spec) {

@@ -1,4 +1,5 @@
-// cmd_info.cpp — `ember info`: metadata, tensor summary, memory needed.
+// cmd_info.cpp — `ember info`: what a GGUF file is (architecture, parameters, weight types), whether this
+// build runs it and why not (the library's own answer: a load and a small session), metadata, memory.
 #include "cli.hpp"
 
 #include <cstdio>
@@ -25,37 +26,99 @@ std::string shorten(std::string s, size_t max) {
 }
 } // namespace
 
+namespace {
+// Whether this build runs the loaded model: a small session on the backend asked for (default the CPU),
+// which checks every weight type, the KV cache's needs and the memory available. "" when it runs, else
+// the library's reason.
+std::string run_check(const ember_model *model, const Args &a, std::string *where) {
+    Args sa = a;
+    if (!a.has("--backend")) sa.opts["--backend"] = "cpu";
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_ctx = 32;
+    if (!backend_option(sa, &sp.backend)) return "bad --backend";
+    ember_session *s = nullptr;
+    const ember_status st = ember_session_create(model, &sp, &s);
+    if (st != EMBER_OK) return std::string(ember_last_error()) + " (" + ember_status_string(st) + ")";
+    *where = session_backend_text(s);
+    ember_session_free(s);
+    return "";
+}
+} // namespace
+
 int cmd_info(int argc, char **argv) {
-    const Args a = parse(argc, argv, 2, {"-m", "--model", "-c"}, {"--tensors"});
+    const Args a = parse(argc, argv, 2, {"-m", "--model", "-c", "--backend"}, {"--tensors"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("info: -m MODEL is required");
 
-    // Full load first (cheap: weights are mapped, not read); fall back to the vocabulary alone for
-    // architectures this build cannot run, so their metadata can still be inspected.
+    // Full load first (cheap: weights are mapped, not read); fall back to the vocabulary alone for what
+    // this build cannot run (an architecture or a weight type), so the file can still be described.
     ember_model_params mp;
     ember_model_params_init(&mp);
     ember_model *model = nullptr;
-    bool vocab_only = false;
+    std::string why_not;
     ember_status st = ember_model_load(model_path.c_str(), &mp, &model);
     if (st == EMBER_ERR_UNSUPPORTED) {
-        std::fprintf(stderr, "ember: note: %s; showing metadata only\n", ember_last_error());
+        why_not = ember_last_error();
         mp.vocab_only = true;
-        vocab_only = true;
         st = ember_model_load(model_path.c_str(), &mp, &model);
     }
-    if (st != EMBER_OK) return fail("cannot load model", st);
+    if (st == EMBER_ERR_IO || st == EMBER_ERR_OUT_OF_MEMORY) return fail("cannot load model", st);
+    if (st != EMBER_OK) {
+        // Not even the vocabulary loads (an unknown tokenizer or pre-tokenizer, a malformed file).
+        std::printf("file:          %s\n", model_path.c_str());
+        std::printf("runs here:     no: %s (%s)\n", ember_last_error(), ember_status_string(st));
+        return 1;
+    }
+    const bool vocab_only = !why_not.empty();
 
     ember_model_info info;
     ember_model_info_init(&info);
     ember_model_get_info(model, &info);
+
+    // The weights by type (the "quant mix"), and the parameter count from the tensor table, which a
+    // vocab-only load has too.
+    size_t n_tensors = 0;
+    ember_model_tensor_count(model, &n_tensors);
+    std::map<std::string, std::pair<size_t, uint64_t>> by_type;
+    std::map<std::string, uint64_t> params_by_type;
+    uint64_t n_params = 0;
+    for (size_t i = 0; i < n_tensors; ++i) {
+        ember_tensor_info ti;
+        ember_tensor_info_init(&ti);
+        ember_model_tensor_info(model, i, &ti);
+        auto &e = by_type[ti.type];
+        e.first++;
+        e.second += ti.n_bytes;
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < ti.n_dims; ++d) n *= static_cast<uint64_t>(ti.dims[d]);
+        params_by_type[ti.type] += n;
+        n_params += n;
+    }
+
     std::printf("file:          %s\n", model_path.c_str());
-    std::printf("architecture:  %s%s\n", info.architecture, vocab_only ? " (not runnable by this build)" : "");
+    std::printf("architecture:  %s\n", info.architecture);
     if (*info.name) std::printf("name:          %s\n", info.name);
-    std::printf("vocabulary:    %u tokens (tokenizer %s)\n", info.n_vocab, meta(model, "tokenizer.ggml.model").c_str());
-    if (!vocab_only && info.n_layer) {
-        std::printf("parameters:    %.2f M\n", info.n_params / 1e6);
+    const std::string pre = meta(model, "tokenizer.ggml.pre");
+    std::printf("vocabulary:    %u tokens (tokenizer %s%s%s)\n", info.n_vocab, meta(model, "tokenizer.ggml.model").c_str(),
+                pre.empty() ? "" : ", pre-tokenizer ", pre.c_str());
+    if (n_params) {
+        std::printf("parameters:    %.2f M, %.2f MiB of tensor data, by type:", n_params / 1e6, info.size_bytes / 1048576.0);
+        for (const auto &[type, n] : params_by_type)
+            std::printf(" %s %.1f%%", type.c_str(), 100.0 * static_cast<double>(n) / static_cast<double>(n_params));
+        std::printf("\n");
+    }
+    if (!vocab_only && info.n_layer)
         std::printf("shape:         %u layers, embedding %u, %u heads (%u KV heads), trained context %u\n",
                     info.n_layer, info.n_embd, info.n_head, info.n_head_kv, info.n_ctx_train);
+    std::string where;
+    if (vocab_only) {
+        std::printf("runs here:     no: %s\n", why_not.c_str());
+    } else if (const std::string why = run_check(model, a, &where); !why.empty()) {
+        std::printf("runs here:     no: %s\n", why.c_str());
+    } else {
+        std::printf("runs here:     yes (%s%s)\n", where.c_str(),
+                    a.has("--backend") ? "" : "; --backend vulkan|cuda checks a GPU backend");
     }
 
     size_t n_meta = 0;
@@ -67,18 +130,12 @@ int cmd_info(int argc, char **argv) {
         std::printf("  %-40s %s\n", key, shorten(meta(model, key), 100).c_str());
     }
 
-    size_t n_tensors = 0;
-    ember_model_tensor_count(model, &n_tensors);
-    std::map<std::string, std::pair<size_t, uint64_t>> by_type;
-    for (size_t i = 0; i < n_tensors; ++i) {
-        ember_tensor_info ti;
-        ember_tensor_info_init(&ti);
-        ember_model_tensor_info(model, i, &ti);
-        auto &e = by_type[ti.type];
-        e.first++;
-        e.second += ti.n_bytes;
-        if (a.flag("--tensors")) {
-            std::printf(i == 0 ? "\ntensors:\n" : "");
+    if (a.flag("--tensors")) {
+        std::printf("\ntensors:\n");
+        for (size_t i = 0; i < n_tensors; ++i) {
+            ember_tensor_info ti;
+            ember_tensor_info_init(&ti);
+            ember_model_tensor_info(model, i, &ti);
             std::printf("  %-32s %-5s [", ti.name, ti.type);
             for (uint32_t d = 0; d < ti.n_dims; ++d) std::printf(d ? ", %lld" : "%lld", (long long)ti.dims[d]);
             std::printf("] %llu bytes\n", (unsigned long long)ti.n_bytes);

@@ -76,7 +76,7 @@ int cmd_run(int argc, char **argv) {
         std::fwrite(prompt.data(), 1, prompt.size(), stdout);
         std::fflush(stdout);
         const auto t0 = std::chrono::steady_clock::now();
-        st = ember_session_feed(session, tokens.data(), tokens.size());
+        st = feed_prompt(session, tokens);
         if (st != EMBER_OK) {
             fail("prompt", st);
             goto done;
@@ -106,6 +106,7 @@ int cmd_run(int argc, char **argv) {
             const double tg = std::chrono::duration<double>(t2 - t1).count();
             std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generated: %zu tokens, %.1f tok/s\n", tokens.size(),
                          tokens.size() / tp, state.n, state.n / (tg > 0 ? tg : 1));
+            std::fprintf(stderr, "backend: %s\n", session_backend_text(session).c_str());
             ember_spec_stats ss;
             ember_spec_stats_init(&ss);
             if (ember_session_spec_stats(session, &ss) == EMBER_OK)

@@ -3,59 +3,61 @@
 
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
-static void print_help() {
-    std::printf(
-        "ember %s — run GGUF language models\n\n"
-        "usage:\n"
-        "  ember run -m MODEL -p PROMPT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
-        "            [--repeat-penalty R] [--repeat-last-n N] [--frequency-penalty F] [--presence-penalty P]\n"
-        "            [-t THREADS] [-c CTX] [--backend auto|cpu|cuda|vulkan] [--kv-type f16|q8_0] [--no-bos]\n"
-        "            [--special] [--stats] [--draft MODEL | --lookup] [--draft-k K] [--draft-fixed]\n"
-        "            [--grammar FILE.gbnf | --json-schema FILE.json] [--stop TEXT]...\n"
-        "      Prints the prompt and streams the continuation. --temp 0 is greedy. Sampling defaults:\n"
-        "      temp 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalties, a random seed. --grammar (GBNF) and\n"
-        "      --json-schema constrain the output; --stop (repeatable) ends it before the text given.\n"
-        "  ember tokenize -m MODEL [--no-bos] [--special] TEXT\n"
-        "      Prints the token ids as a JSON array. --special parses special tokens such as <s> in TEXT.\n"
-        "  ember info -m MODEL [--tensors] [-c CTX]\n"
-        "      Metadata, a tensor summary and the memory a session needs.\n"
-        "  ember bench -m MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-c CTX] [--parallel N]\n"
-        "      One JSON line: prefill_tok_s, decode_tok_s, load_s, peak_rss_mb. With --parallel N, N requests\n"
-        "      run at once through the batching engine: decode_tok_s_total and mean time to first token.\n"
-        "      With --prefix-reuse, two requests sharing a P-token prefix: both times to first token.\n"
-        "      Also takes --backend and --kv-type; --temp T (sampled decode, --seed S); speculative decoding\n"
-        "      with --draft MODEL or --lookup, --draft-k K (start length), --draft-fixed (no adaptation);\n"
-        "      --text T replaces the English text the prompt is built from. --rounds R measured runs (medians);\n"
-        "      with speculation (default 3 rounds) the same target without it runs in turn, for the speedup.\n"
-        "      --background-load N keeps N busy threads of its own running meanwhile (a busy machine).\n"
-        "      --json-schema FILE or --grammar FILE: the grammar's cost per token against a decode step, on\n"
-        "      its first generation and warm (--rounds R, default 4); --grammar-vocab VOCAB.gguf builds it\n"
-        "      for another file's vocabulary of the same size (a synthetic model with a real vocabulary).\n"
-        "  ember perplexity -m MODEL -f TEXT_FILE [-c CTX] [-t THREADS] [--kv-type T] [--compare-kv T]\n"
-        "      Perplexity of the text, in windows of CTX tokens (default 256) evaluated token by token. With\n"
-        "      --compare-kv, also the reference cache type's perplexity, top-1 agreement and mean KL.\n"
-        "  ember version | help\n",
-        ember_version());
+namespace {
+// -v / --verbose: the library's log on stderr (its own lines say which backend `auto` chose and why).
+void log_to_stderr(ember_log_level level, const char *message, void *) {
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    std::fprintf(stderr, "ember[%s]: %s\n", names[level <= EMBER_LOG_ERROR ? level : EMBER_LOG_ERROR], message);
 }
+} // namespace
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        print_help();
+    // Options of every command, taken out before the command parses its own.
+    std::vector<char *> args;
+    int verbose = 0;
+    bool help = false;
+    for (int i = 0; i < argc; ++i) {
+        if (i > 0 && (!std::strcmp(argv[i], "-v") || !std::strcmp(argv[i], "--verbose"))) verbose = verbose ? verbose : 1;
+        else if (i > 0 && !std::strcmp(argv[i], "-vv")) verbose = 2;
+        else if (i > 1 && (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h"))) help = true;
+        else args.push_back(argv[i]);
+        if (!std::strcmp(argv[i], "--")) {  // everything after -- is the command's, as given
+            for (++i; i < argc; ++i) args.push_back(argv[i]);
+        }
+    }
+    if (verbose) ember_log_set(log_to_stderr, nullptr, verbose > 1 ? EMBER_LOG_DEBUG : EMBER_LOG_INFO);
+    const int n = static_cast<int>(args.size());
+    args.push_back(nullptr);
+    char **av = args.data();
+    if (n < 2) {
+        cli::print_help();
         return 2;
     }
-    const char *cmd = argv[1];
-    if (!std::strcmp(cmd, "run")) return cli::cmd_run(argc, argv);
-    if (!std::strcmp(cmd, "tokenize")) return cli::cmd_tokenize(argc, argv);
-    if (!std::strcmp(cmd, "info")) return cli::cmd_info(argc, argv);
-    if (!std::strcmp(cmd, "bench")) return cli::cmd_bench(argc, argv);
-    if (!std::strcmp(cmd, "perplexity")) return cli::cmd_perplexity(argc, argv);
-    if (!std::strcmp(cmd, "version") || !std::strcmp(cmd, "--version")) {
+    const char *cmd = av[1];
+    if (!std::strcmp(cmd, "--version")) cmd = "version";
+    if (!std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h")) cmd = "help";
+    if (help) {
+        if (!cli::print_command_help(cmd)) return cli::usage_error(std::string("unknown command '") + cmd + "'");
+        return 0;
+    }
+    if (!std::strcmp(cmd, "run")) return cli::cmd_run(n, av);
+    if (!std::strcmp(cmd, "tokenize")) return cli::cmd_tokenize(n, av);
+    if (!std::strcmp(cmd, "info")) return cli::cmd_info(n, av);
+    if (!std::strcmp(cmd, "bench")) return cli::cmd_bench(n, av);
+    if (!std::strcmp(cmd, "perplexity")) return cli::cmd_perplexity(n, av);
+    if (!std::strcmp(cmd, "version")) {
         std::printf("ember %s (ABI %u)\n", ember_version(), ember_abi_version());
         return 0;
     }
-    if (!std::strcmp(cmd, "help") || !std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h")) {
-        print_help();
+    if (!std::strcmp(cmd, "help")) {
+        if (n > 3) return cli::usage_error("help takes at most one command");
+        if (n == 3) {
+            if (!cli::print_command_help(av[2])) return cli::usage_error(std::string("unknown command '") + av[2] + "'");
+            return 0;
+        }
+        cli::print_help();
         return 0;
     }
     return cli::usage_error(std::string("unknown command '") + cmd + "'");

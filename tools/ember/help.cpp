@@ -1,0 +1,82 @@
+// help.cpp — the CLI's help: one text per command, shown by `ember help CMD`, `ember CMD --help` and
+// (all of them) `ember help`.
+#include "cli.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+namespace cli {
+
+namespace {
+struct CommandHelp {
+    const char *name;
+    const char *text;
+};
+
+const CommandHelp kHelp[] = {
+    {"run",
+     "ember run -m MODEL -p PROMPT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
+     "          [--repeat-penalty R] [--repeat-last-n N] [--frequency-penalty F] [--presence-penalty P]\n"
+     "          [-t THREADS] [-c CTX] [--backend auto|cpu|cuda|vulkan] [--kv-type f16|q8_0] [--no-bos]\n"
+     "          [--special] [--stats] [--draft MODEL | --lookup] [--draft-k K] [--draft-fixed]\n"
+     "          [--grammar FILE.gbnf | --json-schema FILE.json] [--stop TEXT]...\n"
+     "    Prints the prompt and streams the continuation (-n, default 128 tokens). --temp 0 is greedy.\n"
+     "    Sampling defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalties, a random seed\n"
+     "    (--seed S repeats a run). -c defaults to the model's trained context, at most 4096; -t to the\n"
+     "    physical cores, at most 8. --grammar (GBNF) and --json-schema constrain the output; --stop\n"
+     "    (repeatable) ends it before the text given. --stats prints speeds and the backend to stderr.\n"
+     "    example: ember run -m models/stories15M-q8_0.gguf -p \"Once upon a time\" -n 40 --temp 0\n"},
+    {"tokenize",
+     "ember tokenize -m MODEL [--no-bos] [--special] TEXT\n"
+     "    Prints the token ids of TEXT as a JSON array. --special parses special tokens such as <s> in\n"
+     "    TEXT. Only the vocabulary is loaded, so vocab-only files work.\n"},
+    {"info",
+     "ember info -m MODEL [--tensors] [-c CTX]\n"
+     "    What the file is (architecture, name, parameters, tokenizer, the tensor types it uses) and\n"
+     "    whether this build can run it (and if not, why), then its metadata and the memory a session\n"
+     "    of CTX tokens needs. --tensors lists every tensor. Run it first on a model you downloaded.\n"},
+    {"bench",
+     "ember bench -m MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-c CTX] [--parallel N]\n"
+     "    One JSON line: prefill_tok_s, decode_tok_s, load_s, peak_rss_mb, the backend and the thread\n"
+     "    count used. With --parallel N, N requests run at once through the batching engine:\n"
+     "    decode_tok_s_total and mean time to first token. With --prefix-reuse, two requests sharing a\n"
+     "    P-token prefix: both times to first token. Also takes --backend and --kv-type; --temp T\n"
+     "    (sampled decode, --seed S); speculative decoding with --draft MODEL or --lookup, --draft-k K\n"
+     "    (start length), --draft-fixed (no adaptation); --text T replaces the English text the prompt\n"
+     "    is built from. --rounds R measured runs (medians); with speculation (default 3 rounds) the same\n"
+     "    target without it runs in turn, for the speedup. --background-load N keeps N busy threads of\n"
+     "    its own running meanwhile (a busy machine). --json-schema FILE or --grammar FILE: the grammar's\n"
+     "    cost per token against a decode step, on its first generation and warm (--rounds R, default 4);\n"
+     "    --grammar-vocab VOCAB.gguf builds it for another file's vocabulary of the same size.\n"},
+    {"perplexity",
+     "ember perplexity -m MODEL -f TEXT_FILE [-c CTX] [-t THREADS] [--max-tokens N] [--kv-type T]\n"
+     "                 [--compare-kv T] [--backend B]\n"
+     "    Perplexity of the text, in windows of CTX tokens (default 256) evaluated token by token, as\n"
+     "    one JSON line; progress on stderr when it is a terminal. With --compare-kv, also the reference\n"
+     "    cache type's perplexity, top-1 agreement and mean KL. A text to try: the held-out stories in\n"
+     "    bench/data/heldout-stories.txt (for the stories models).\n"},
+    {"version", "ember version\n    The library's version and ABI version.\n"},
+    {"help", "ember help [COMMAND]\n    This text, or one command's (also: ember COMMAND --help).\n"},
+};
+
+const char kCommon[] =
+    "Options every command takes: -v / --verbose prints the library's log (info level; -vv: debug) on\n"
+    "stderr, e.g. which backend `auto` chose and why. Errors go to stderr with exit status 1 (2 for usage).\n";
+} // namespace
+
+bool print_command_help(const char *command) {
+    for (const CommandHelp &h : kHelp)
+        if (!std::strcmp(h.name, command)) {
+            std::printf("usage: %s\n%s", h.text, kCommon);
+            return true;
+        }
+    return false;
+}
+
+void print_help() {
+    std::printf("ember %s — run GGUF language models\n\nusage:\n", ember_version());
+    for (const CommandHelp &h : kHelp) std::printf("  %s", h.text);
+    std::printf("\n%s", kCommon);
+}
+
+} // namespace cli
