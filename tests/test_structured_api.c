@@ -2,7 +2,7 @@
  * malformed grammars and schemas are errors with line/column or a JSON pointer; greedy output under a
  * grammar is in its language and ends with end-of-generation only where complete; a grammar for one
  * generate call leaves the sampler's own; stop strings end generation across token boundaries without
- * emitting the stop text; logprobs are the log-softmax of the logits; engine requests take all three. */
+ * emitting the stop text, with ember_generate and step by step with ember_generate_next; logprobs are the log-softmax of the logits; engine requests take all three. */
 #include "test_api_util.h"
 
 #include <ember/ember.h>
@@ -178,6 +178,134 @@ static void test_stop_strings(void **state) {
     assert_int_equal(generate("Once upon a time", NULL, NULL, null_stop, 1, 40, &cut), EMBER_ERR_INVALID_ARGUMENT);
 }
 
+/* ember_generate_next with ember_session_set_stop: greedy steps from the prompt, each step's text kept. */
+#define NEXT_STEPS 40
+struct steps {
+    char piece[NEXT_STEPS][64];
+    ember_status status[NEXT_STEPS];
+    ember_token token[NEXT_STEPS];
+    char all[4096];
+    int n;   /* steps taken */
+};
+
+/* Runs up to `max` steps (stopping at EMBER_END_OF_GENERATION) on `s`, appending each step's text. */
+static void next_steps(ember_session *s, ember_sampler *sampler, int max, struct steps *out) {
+    memset(out, 0, sizeof *out);
+    size_t n = 0;
+    for (int i = 0; i < max; ++i) {
+        const char *text;
+        size_t len;
+        const ember_status st = ember_generate_next(s, sampler, &out->token[i], &text, &len);
+        assert_true(st == EMBER_OK || st == EMBER_END_OF_GENERATION);
+        assert_true(len < sizeof out->piece[i] && n + len < sizeof out->all);
+        memcpy(out->piece[i], text, len);
+        memcpy(out->all + n, text, len);
+        n += len;
+        out->status[i] = st;
+        out->n = i + 1;
+        if (st == EMBER_END_OF_GENERATION) break;
+    }
+}
+
+static void test_next_stop_strings(void **state) {
+    (void)state;
+    ember_sampler *greedy = test_greedy_sampler();
+    ember_session *s = fed("Once upon a time");
+    struct steps ref, got;
+    next_steps(s, greedy, NEXT_STEPS, &ref);
+    ember_session_free(s);
+    assert_int_equal(ref.n, NEXT_STEPS);
+
+    /* A boundary between steps i and i+1 whose four bytes around it occur nowhere earlier: the stop
+     * string is the last two bytes of step i's text and the first two of step i+1's. */
+    int at = -1;
+    char stop[8] = {0};
+    size_t before = 0; /* bytes of text before the stop string */
+    for (int i = 0, end = 0; i + 1 < NEXT_STEPS && at < 0; ++i) {
+        const size_t a = strlen(ref.piece[i]), b = strlen(ref.piece[i + 1]);
+        end += (int)a;
+        if (a < 2 || b < 2) continue;
+        memcpy(stop, ref.piece[i] + a - 2, 2);
+        memcpy(stop + 2, ref.piece[i + 1], 2);
+        stop[4] = 0;
+        if ((size_t)(strstr(ref.all, stop) - ref.all) == (size_t)end - 2) {
+            at = i;
+            before = (size_t)end - 2;
+        }
+    }
+    assert_true(at >= 0);
+
+    /* The stop string ends generation at step at+1; its text is not emitted, and step `at` held back
+     * its last two bytes (they may begin the stop string). */
+    s = fed("Once upon a time");
+    const char *stops[] = {"never-appears", stop};
+    assert_int_equal(ember_session_set_stop(s, stops, 2), EMBER_OK);
+    next_steps(s, greedy, NEXT_STEPS, &got);
+    assert_int_equal(got.n, at + 2);
+    assert_int_equal(got.status[at + 1], EMBER_END_OF_GENERATION);
+    assert_int_equal(strlen(got.all), before);
+    assert_memory_equal(got.all, ref.all, before);
+    assert_int_equal(strlen(got.piece[at]), strlen(ref.piece[at]) - 2);
+    /* The token that completed the stop string was fed: the next step goes on from it, matching anew. */
+    const char *text;
+    size_t len;
+    ember_token tok;
+    assert_int_equal(ember_generate_next(s, greedy, &tok, &text, &len), EMBER_OK);
+    assert_int_equal(tok, ref.token[at + 2]);
+    ember_session_free(s);
+
+    /* A stop string that begins like the end of step `at` but never completes: the held bytes come out
+     * with step at+1, and the whole text is as without stop strings. */
+    char nomatch[8];
+    memcpy(nomatch, stop, 2);
+    memcpy(nomatch + 2, "\x01z", 3);
+    const char *nomatches[] = {nomatch};
+    s = fed("Once upon a time");
+    assert_int_equal(ember_session_set_stop(s, nomatches, 1), EMBER_OK);
+    next_steps(s, greedy, NEXT_STEPS, &got);
+    assert_int_equal(got.n, NEXT_STEPS);
+    assert_string_equal(got.all, ref.all);
+    assert_int_equal(strlen(got.piece[at]), strlen(ref.piece[at]) - 2);
+    assert_int_equal(strlen(got.piece[at + 1]), strlen(ref.piece[at + 1]) + 2);
+    ember_session_free(s);
+
+    /* Ending before the match is decided: ember_session_flush_stop gives the held bytes. */
+    s = fed("Once upon a time");
+    assert_int_equal(ember_session_set_stop(s, nomatches, 1), EMBER_OK);
+    next_steps(s, greedy, at + 1, &got);
+    assert_int_equal(ember_session_flush_stop(s, &text, &len), EMBER_OK);
+    assert_int_equal(len, 2);
+    assert_memory_equal(text, stop, 2);
+    /* Flushed: the next step's text is its own only. */
+    assert_int_equal(ember_generate_next(s, greedy, &tok, &text, &len), EMBER_OK);
+    assert_int_equal(len, strlen(ref.piece[at + 1]));
+    ember_session_free(s);
+
+    /* A feed between two steps starts the match anew: the held bytes are dropped, not put before the
+     * text of a step that does not follow them. */
+    s = fed("Once upon a time");
+    assert_int_equal(ember_session_set_stop(s, nomatches, 1), EMBER_OK);
+    next_steps(s, greedy, at + 1, &got);
+    assert_int_equal(ember_session_feed(s, &ref.token[at + 1], 1), EMBER_OK);
+    assert_int_equal(ember_generate_next(s, greedy, &tok, &text, &len), EMBER_OK);
+    assert_int_equal(tok, ref.token[at + 2]);
+    assert_true(len <= strlen(ref.piece[at + 2]));   /* its own text at most (its end may be held) */
+    assert_memory_equal(text, ref.piece[at + 2], len);
+
+    /* Bad arguments change nothing; NULL/0 removes the strings. */
+    assert_int_equal(ember_session_set_stop(s, NULL, 1), EMBER_ERR_INVALID_ARGUMENT);
+    const char *null_stop[] = {NULL};
+    assert_int_equal(ember_session_set_stop(s, null_stop, 1), EMBER_ERR_INVALID_ARGUMENT);
+    const char *many[17];
+    for (int i = 0; i < 17; ++i) many[i] = "x";
+    assert_int_equal(ember_session_set_stop(s, many, 17), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_session_set_stop(s, NULL, 0), EMBER_OK);
+    assert_int_equal(ember_session_set_stop(NULL, NULL, 0), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_session_flush_stop(NULL, NULL, NULL), EMBER_ERR_INVALID_ARGUMENT);
+    ember_session_free(s);
+    ember_sampler_free(greedy);
+}
+
 static void test_logprobs(void **state) {
     (void)state;
     ember_sampler_params sp;
@@ -282,6 +410,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_greedy_in_language),
         cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_next_stop_strings),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_engine_request),
     };

@@ -114,9 +114,27 @@ type Request struct {
 }
 
 // Submit queues a request: prompt tokens (copied), at most maxTokens new tokens (0: until the end),
-// sampling options (nil: greedy).
+// sampling options (nil: greedy). SubmitWith also takes stop strings and a grammar.
 func (e *Engine) Submit(prompt []Token, maxTokens int, sampling *SamplerOptions) (*Request, error) {
+	return e.SubmitWith(prompt, RequestOptions{MaxTokens: maxTokens, Sampling: sampling})
+}
+
+// RequestOptions are what a request takes besides its prompt.
+type RequestOptions struct {
+	MaxTokens int             // 0: until end of generation or a full context
+	Sampling  *SamplerOptions // nil: greedy
+	// Stop strings (copied at submit): the request ends (RequestDone) once its text contains one;
+	// neither Text nor anything else gets the stop string or what follows it.
+	Stop []string
+	// Grammar constrains the request's sampling (the request keeps its own reference, so the grammar
+	// may be closed after submit). A dead end fails the request with ErrGrammarDeadEnd.
+	Grammar *Grammar
+}
+
+// SubmitWith queues a request with the options (see RequestOptions).
+func (e *Engine) SubmitWith(prompt []Token, opts RequestOptions) (*Request, error) {
 	const op = "ember_request_submit"
+	maxTokens, sampling := opts.MaxTokens, opts.Sampling
 	if maxTokens < 0 || int64(maxTokens) > int64(^uint32(0)) {
 		return nil, argError(op, "maxTokens %d is out of range", maxTokens)
 	}
@@ -133,10 +151,16 @@ func (e *Engine) Submit(prompt []Token, maxTokens int, sampling *SamplerOptions)
 		p := sampling.toC()
 		sp = &p
 	}
+	stopArr, nStop, freeStop := cStrings(opts.Stop)
+	defer freeStop()
 	var h *C.ember_request
-	var msg *C.char
-	st := C.eg_request_submit(e.h, tokenPtr(prompt), C.size_t(len(prompt)), C.uint32_t(maxTokens), sp, &h, &msg)
-	if err := result(op, st, msg); err != nil {
+	err := useGrammar(op, opts.Grammar, func(g *C.ember_grammar) error {
+		var msg *C.char
+		st := C.eg_request_submit(e.h, tokenPtr(prompt), C.size_t(len(prompt)), C.uint32_t(maxTokens), sp, g, stopArr,
+			nStop, &h, &msg)
+		return result(op, st, msg)
+	})
+	if err != nil {
 		return nil, err
 	}
 	r := &Request{h: h}

@@ -13,8 +13,8 @@ import (
 )
 
 // Piece is one generated token and the text it completes: whole UTF-8 characters only, so it may be
-// "" while a character is split across tokens. End marks the token that ends generation (EOS, EOT);
-// its text is what was still held back.
+// "" while a character is split across tokens. End marks the token that ends generation (EOS, EOT;
+// for Next also one that completes a stop string); its text is what was still held back.
 type Piece struct {
 	Token Token
 	Text  string
@@ -22,7 +22,8 @@ type Piece struct {
 }
 
 // Next samples one token from the session's current logits, records it in the sampler and (unless it
-// ends generation, Piece.End) feeds it: one decode step per call.
+// ends generation, Piece.End) feeds it: one decode step per call. With stop strings (SetStop), a step
+// that completes one ends generation too (Piece.End; its token is fed).
 func (s *Session) Next(sampler *Sampler) (Piece, error) {
 	const op = "ember_generate_next"
 	if err := s.lock(op); err != nil {
@@ -50,10 +51,28 @@ func (s *Session) Next(sampler *Sampler) (Piece, error) {
 // number of tokens generated. Reaching maxTokens, an end-of-generation token or a stop by onToken is
 // success; cancelling ctx stops it after the token being emitted and gives an error matching
 // ErrCancelled and ctx.Err(). onToken must not call methods of this session or sampler (they are
-// locked for the call).
+// locked for the call). GenerateWith also takes stop strings and a grammar.
 func (s *Session) Generate(ctx context.Context, sampler *Sampler, maxTokens int, onToken func(Piece) bool) (int, error) {
+	return s.GenerateWith(ctx, sampler, GenerateOptions{MaxTokens: maxTokens}, onToken)
+}
+
+// GenerateOptions are what one Generate call takes besides the sampler.
+type GenerateOptions struct {
+	MaxTokens int // 0: until end of generation (or ErrContextFull)
+	// Stop strings (up to 16 of up to 1024 bytes): generation ends (successfully) once the text contains
+	// one, across token boundaries. Neither the stop string nor anything after it reaches onToken: text
+	// that could begin one is held back until the next token decides, so a Piece's Text may be "" and a
+	// later one longer than its token's own text.
+	Stop []string
+	// Grammar constrains this call only (replacing the sampler's own grammar for the call). May be nil.
+	Grammar *Grammar
+}
+
+// GenerateWith is Generate with stop strings and a grammar for the call (see GenerateOptions).
+func (s *Session) GenerateWith(ctx context.Context, sampler *Sampler, opts GenerateOptions, onToken func(Piece) bool) (int, error) {
 	const op = "ember_generate"
 	ctx = orBackground(ctx)
+	maxTokens := opts.MaxTokens
 	if maxTokens < 0 || int64(maxTokens) > int64(^uint32(0)) {
 		return 0, argError(op, "maxTokens %d is out of range", maxTokens)
 	}
@@ -65,6 +84,20 @@ func (s *Session) Generate(ctx context.Context, sampler *Sampler, maxTokens int,
 		return 0, err
 	}
 	defer sampler.mu.Unlock()
+	// The grammar is held open after the sampler is locked, the order SetGrammar takes them in.
+	var count int
+	err := useGrammar(op, opts.Grammar, func(g *C.ember_grammar) error {
+		var err error
+		count, err = s.generate(ctx, sampler, maxTokens, g, opts.Stop, onToken)
+		return err
+	})
+	return count, err
+}
+
+// generate runs ember_generate with the session and the sampler locked.
+func (s *Session) generate(ctx context.Context, sampler *Sampler, maxTokens int, grammar *C.ember_grammar, stops []string,
+	onToken func(Piece) bool) (int, error) {
+	const op = "ember_generate"
 	if ctx.Err() != nil {
 		return 0, cancelledError(op, ctx, "")
 	}
@@ -77,10 +110,12 @@ func (s *Session) Generate(ctx context.Context, sampler *Sampler, maxTokens int,
 	}}
 	handle := cgo.NewHandle(call)
 	defer handle.Delete()
+	stopArr, nStop, freeStop := cStrings(stops)
+	defer freeStop()
 	stop := watchCancel(ctx, s.h)
 	var count C.size_t
 	var msg *C.char
-	st := C.eg_generate(s.h, sampler.h, C.uint32_t(maxTokens), C.uintptr_t(handle), &count, &msg)
+	st := C.eg_generate(s.h, sampler.h, C.uint32_t(maxTokens), C.uintptr_t(handle), grammar, stopArr, nStop, &count, &msg)
 	stop()
 	if call.panicked != nil {
 		C.free(unsafe.Pointer(msg))
@@ -102,6 +137,11 @@ func (s *Session) Generate(ctx context.Context, sampler *Sampler, maxTokens int,
 //	for p := range pieces { fmt.Print(p.Text) }
 //	if err := wait(); err != nil { ... }
 func (s *Session) GenerateStream(ctx context.Context, sampler *Sampler, maxTokens int) (pieces <-chan Piece, wait func() error) {
+	return s.GenerateStreamWith(ctx, sampler, GenerateOptions{MaxTokens: maxTokens})
+}
+
+// GenerateStreamWith is GenerateStream with stop strings and a grammar for the call (GenerateOptions).
+func (s *Session) GenerateStreamWith(ctx context.Context, sampler *Sampler, opts GenerateOptions) (pieces <-chan Piece, wait func() error) {
 	ctx = orBackground(ctx)
 	ch := make(chan Piece)
 	inner, cancel := context.WithCancel(ctx)
@@ -110,7 +150,7 @@ func (s *Session) GenerateStream(ctx context.Context, sampler *Sampler, maxToken
 	go func() {
 		defer close(done)
 		defer close(ch)
-		_, genErr = s.Generate(inner, sampler, maxTokens, func(p Piece) bool {
+		_, genErr = s.GenerateWith(inner, sampler, opts, func(p Piece) bool {
 			select {
 			case ch <- p:
 				return true

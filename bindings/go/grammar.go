@@ -23,7 +23,9 @@ func NewGrammarGBNF(m *Model, gbnf string) (*Grammar, error) { return newGrammar
 
 // NewGrammarJSONSchema compiles a JSON Schema. ErrInvalidArgument for malformed JSON or schema,
 // ErrUnsupported for a keyword outside the subset (the message names it with its JSON pointer).
-func NewGrammarJSONSchema(m *Model, schema string) (*Grammar, error) { return newGrammar(m, schema, true) }
+func NewGrammarJSONSchema(m *Model, schema string) (*Grammar, error) {
+	return newGrammar(m, schema, true)
+}
 
 func newGrammar(m *Model, text string, schema bool) (*Grammar, error) {
 	op := "ember_grammar_create_gbnf"

@@ -22,6 +22,9 @@ type SamplerOptions struct {
 	PresencePenalty  float32 // 0: off
 	PenaltyLastN     int32   // tokens of history the penalties see
 	Seed             uint64  // seed of the sampler's random generator
+	// NLogprobs (0..20, 0: off) makes every sample record the sampled token's log-probability
+	// and the NLogprobs most probable tokens' (Sampler.Logprobs, Request.Logprobs).
+	NLogprobs int32
 }
 
 // DefaultSamplerOptions are the library's defaults, as ember_sampler_params_init sets them.
@@ -32,6 +35,7 @@ func DefaultSamplerOptions() SamplerOptions {
 		Temperature: float32(p.temperature), TopK: int32(p.top_k), TopP: float32(p.top_p), MinP: float32(p.min_p),
 		RepeatPenalty: float32(p.repeat_penalty), FrequencyPenalty: float32(p.frequency_penalty),
 		PresencePenalty: float32(p.presence_penalty), PenaltyLastN: int32(p.penalty_last_n), Seed: uint64(p.seed),
+		NLogprobs: int32(p.n_logprobs),
 	}
 }
 
@@ -54,6 +58,7 @@ func (o *SamplerOptions) toC() C.ember_sampler_params {
 	p.presence_penalty = C.float(o.PresencePenalty)
 	p.penalty_last_n = C.int32_t(o.PenaltyLastN)
 	p.seed = C.uint64_t(o.Seed)
+	p.n_logprobs = C.int32_t(o.NLogprobs)
 	return p
 }
 

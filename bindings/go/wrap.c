@@ -165,11 +165,27 @@ ember_status eg_generate_next(ember_session *s, ember_sampler *smp, ember_token 
     EG_CALL(ember_generate_next(s, smp, tok, text, text_len));
 }
 
+ember_status eg_session_set_stop(ember_session *s, char **stop, size_t n_stop, char **err) {
+    EG_CALL(ember_session_set_stop(s, (const char *const *)stop, n_stop));
+}
+
+ember_status eg_session_flush_stop(ember_session *s, const char **text, size_t *text_len, char **err) {
+    EG_CALL(ember_session_flush_stop(s, text, text_len));
+}
+
+ember_status eg_sampler_logprobs(const ember_sampler *s, ember_token_logprob *sampled, ember_token_logprob *top,
+                                 size_t cap, size_t *count, char **err) {
+    EG_CALL(ember_sampler_logprobs(s, sampled, top, cap, count));
+}
+
 ember_status eg_generate(ember_session *s, ember_sampler *smp, uint32_t max_tokens, uintptr_t handle,
-                         size_t *count, char **err) {
+                         const ember_grammar *g, char **stop, size_t n_stop, size_t *count, char **err) {
     ember_generate_params p;
     ember_generate_params_init(&p);
     p.max_tokens = max_tokens;
+    p.grammar = g;
+    p.stop = (const char *const *)stop;
+    p.n_stop = n_stop;
     if (handle) {
         p.on_token = eg_token_trampoline;
         p.user_data = (void *)handle;
@@ -185,17 +201,26 @@ ember_status eg_engine_get_stats(ember_engine *e, ember_engine_stats *stats, cha
     EG_CALL(ember_engine_get_stats(e, stats));
 }
 
-/* The prompt and the sampler params are copied by ember_request_submit, so Go memory passed here is
- * not kept after the call. */
+/* The prompt, the sampler params and the stop strings are copied by ember_request_submit, so memory
+ * passed here is not kept after the call. */
 ember_status eg_request_submit(ember_engine *e, const ember_token *prompt, size_t n_prompt, uint32_t max_tokens,
-                               const ember_sampler_params *sampling, ember_request **out, char **err) {
+                               const ember_sampler_params *sampling, const ember_grammar *g, char **stop,
+                               size_t n_stop, ember_request **out, char **err) {
     ember_request_params p;
     ember_request_params_init(&p);
     p.prompt = prompt;
     p.n_prompt = n_prompt;
     p.max_tokens = max_tokens;
     p.sampling = sampling;
+    p.grammar = g;   /* the request takes its own reference */
+    p.stop = (const char *const *)stop;
+    p.n_stop = n_stop;
     EG_CALL(ember_request_submit(e, &p, out));
+}
+
+ember_status eg_request_logprobs(ember_request *r, size_t i, ember_token_logprob *sampled, ember_token_logprob *top,
+                                 size_t cap, size_t *count, char **err) {
+    EG_CALL(ember_request_logprobs(r, i, sampled, top, cap, count));
 }
 
 ember_status eg_request_poll(ember_request *r, ember_token *toks, size_t cap, size_t *count,

@@ -53,14 +53,22 @@ ember_status eg_sampler_set_grammar(ember_sampler *s, const ember_grammar *g, ch
 
 ember_status eg_generate_next(ember_session *s, ember_sampler *smp, ember_token *tok, const char **text,
                               size_t *text_len, char **err);
-/* ember_generate with the Go token callback (cgo.Handle `handle`) and max_tokens. */
+ember_status eg_session_set_stop(ember_session *s, char **stop, size_t n_stop, char **err);
+ember_status eg_session_flush_stop(ember_session *s, const char **text, size_t *text_len, char **err);
+/* ember_generate with the Go token callback (cgo.Handle `handle`), max_tokens, a grammar for the call
+ * (may be NULL) and stop strings (C copies, read during the call only). */
 ember_status eg_generate(ember_session *s, ember_sampler *smp, uint32_t max_tokens, uintptr_t handle,
-                         size_t *count, char **err);
+                         const ember_grammar *g, char **stop, size_t n_stop, size_t *count, char **err);
+ember_status eg_sampler_logprobs(const ember_sampler *s, ember_token_logprob *sampled, ember_token_logprob *top,
+                                 size_t cap, size_t *count, char **err);
 
 ember_status eg_engine_create(const ember_model *m, const ember_engine_params *p, ember_engine **out, char **err);
 ember_status eg_engine_get_stats(ember_engine *e, ember_engine_stats *stats, char **err);
 ember_status eg_request_submit(ember_engine *e, const ember_token *prompt, size_t n_prompt, uint32_t max_tokens,
-                               const ember_sampler_params *sampling, ember_request **out, char **err);
+                               const ember_sampler_params *sampling, const ember_grammar *g, char **stop,
+                               size_t n_stop, ember_request **out, char **err);
+ember_status eg_request_logprobs(ember_request *r, size_t i, ember_token_logprob *sampled, ember_token_logprob *top,
+                                 size_t cap, size_t *count, char **err);
 ember_status eg_request_poll(ember_request *r, ember_token *toks, size_t cap, size_t *count,
                              ember_request_state *state, char **err);
 ember_status eg_request_text(ember_request *r, char *buf, size_t cap, size_t *len, char **err);

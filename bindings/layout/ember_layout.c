@@ -274,6 +274,8 @@
     X(void, ember_grammar_free, (ember_grammar *)) \
     X(ember_status, ember_sampler_set_grammar, (ember_sampler *, const ember_grammar *)) \
     X(ember_status, ember_generate_next, (ember_session *, ember_sampler *, ember_token *, const char **, size_t *)) \
+    X(ember_status, ember_session_set_stop, (ember_session *, const char *const *, size_t)) \
+    X(ember_status, ember_session_flush_stop, (ember_session *, const char **, size_t *)) \
     X(void, ember_generate_params_init, (ember_generate_params *)) \
     X(ember_status, ember_generate, (ember_session *, ember_sampler *, const ember_generate_params *, size_t *)) \
     X(void, ember_spec_params_init, (ember_spec_params *)) \

@@ -571,10 +571,35 @@ EMBER_API ember_status ember_sampler_set_grammar(ember_sampler *sampler, const e
  *  this step completes: always whole UTF-8 characters — bytes of a character split across tokens are
  *  held back until it is complete. The text is owned by the session, valid until its next call.
  *  Returns EMBER_OK, or EMBER_END_OF_GENERATION when the sampled token ends generation (the token is
- *  still returned and not fed; the remaining held-back text, if any, is returned), or an error. */
+ *  still returned and not fed; the remaining held-back text, if any, is returned) or completes a stop
+ *  string of ember_session_set_stop (since EMBER_1.5; the token is fed), or an error. */
 EMBER_API ember_status ember_generate_next(ember_session *session, ember_sampler *sampler,
                                            ember_token *out_token, const char **out_text,
                                            size_t *out_text_len);
+
+/** Stop strings for ember_generate_next (EMBER_1.5): up to 16 (each up to 1024 bytes, NUL-terminated;
+ *  empty ones are ignored), copied; NULL/0 removes them. They work as ember_generate_params.stop does,
+ *  across calls: once the text the steps complete contains one, that step returns
+ *  EMBER_END_OF_GENERATION with the text before the stop string (the token that completed it is fed
+ *  like any other, so it stays evaluated in the session, as with ember_generate). A step whose text ends
+ *  with what could be the start of a stop string holds that text back (its out_text may be "") until a
+ *  later step decides: the stop string completes (the held text is dropped) or it cannot (the held text
+ *  comes out, before that step's own). An end-of-generation token releases what is held.
+ *
+ *  The match starts anew (held text dropped) after a step that returned EMBER_END_OF_GENERATION, after
+ *  this call, and when the session is no longer where the last ember_generate_next left it (a feed,
+ *  truncate, restore or ember_generate in between moved its position). ember_generate uses its own
+ *  params' stop strings, not these; a fork does not inherit them. Errors: EMBER_ERR_INVALID_ARGUMENT
+ *  (stop NULL with n_stop > 0, a NULL string, more or longer strings than allowed; nothing changes),
+ *  EMBER_ERR_INVALID_STATE from inside ember_generate's callback on the same session. Same threading as
+ *  the session. */
+EMBER_API ember_status ember_session_set_stop(ember_session *session, const char *const *stop, size_t n_stop);
+
+/** Takes the text ember_generate_next holds back as a possible start of a stop string (EMBER_1.5): for
+ *  a caller that ends generation itself (its own token limit) and wants the whole text. *out_text /
+ *  *out_text_len (either may be NULL) receive it (possibly ""; owned by the session, valid until its
+ *  next call), and the match starts anew. Same threading as the session. */
+EMBER_API ember_status ember_session_flush_stop(ember_session *session, const char **out_text, size_t *out_text_len);
 
 /** Streaming callback: one generated token and the text it completes (possibly empty; whole UTF-8
  *  characters only; valid during the call). Runs on the calling thread. Return false to stop.

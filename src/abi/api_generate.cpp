@@ -25,12 +25,39 @@ ember_status ember_generate_next(ember_session *session, ember_sampler *sampler,
             if (out_text_len) *out_text_len = 0;
             return EMBER_STOPPED;
         }
+        StopStrings &stop = session->next_stop;
+        if (session->session->position() != session->next_stop_position) stop.restart();
         GenStep step = session->session->next(*sampler->sampler);
-        session->text = std::move(step.text);
+        session->text = stop.push(step.text);
+        if (step.end_of_generation) session->text += stop.finish();
+        const bool ended = step.end_of_generation || stop.stopped();
+        if (ended) stop.restart();   // the next step begins a new text
+        session->next_stop_position = session->session->position();
         *out_token = step.token;
         if (out_text) *out_text = session->text.c_str();
         if (out_text_len) *out_text_len = session->text.size();
-        return step.end_of_generation ? EMBER_END_OF_GENERATION : EMBER_OK;
+        return ended ? EMBER_END_OF_GENERATION : EMBER_OK;
+    });
+}
+
+ember_status ember_session_set_stop(ember_session *session, const char *const *stop, size_t n_stop) {
+    return guard("ember_session_set_stop", [&] {
+        EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_set_stop");
+        session->next_stop = abi::stop_strings_from(stop, n_stop);   // validated before anything changes
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_session_flush_stop(ember_session *session, const char **out_text, size_t *out_text_len) {
+    return guard("ember_session_flush_stop", [&] {
+        EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_flush_stop");
+        session->text = session->next_stop.finish();
+        session->next_stop.restart();
+        if (out_text) *out_text = session->text.c_str();
+        if (out_text_len) *out_text_len = session->text.size();
+        return EMBER_OK;
     });
 }
 

@@ -40,6 +40,10 @@ struct ember_grammar {
 struct ember_session {
     std::unique_ptr<ember::Session> session;
     std::string text;   // the text of the last ember_generate_next step (handed out by pointer)
+    // ember_session_set_stop's strings for ember_generate_next, and where the last step left the session:
+    // a step that finds the session elsewhere (fed, truncated, restored in between) starts the match anew.
+    ember::StopStrings next_stop;
+    uint32_t next_stop_position = 0;
     std::unique_ptr<ember::spec::Speculator> spec;   // attached speculation, if any
     uint32_t n_threads = 0;                          // from the params, for a draft's session
     std::atomic<bool> cancel{false};                 // ember_session_cancel: stops the call in progress

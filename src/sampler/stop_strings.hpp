@@ -27,6 +27,11 @@ public:
     // What is held back (at the end of generation, when no stop came).
     std::string finish();
     bool stopped() const { return stopped_; }
+    // Starts matching anew: drops what is held and forgets a stop (the strings stay).
+    void restart() {
+        held_.clear();
+        stopped_ = false;
+    }
     bool empty() const { return stops_.empty(); }
 
 private:

@@ -135,15 +135,19 @@ internal static class Chat
                     inSession.RemoveRange(common, inSession.Count - common);
                     session.Feed(tokens.GetRange(common, tokens.Count - common).ToArray(), cancel.Token);
                     inSession.AddRange(tokens.GetRange(common, tokens.Count - common));
-                    var printer = new TurnPrinter();
+                    // The library ends the reply at a marker and never hands out the marker or what could
+                    // begin one. The token that completes a marker was fed (an end-of-generation token is not).
+                    session.SetStop(Markers);
                     foreach (TokenEvent e in session.GenerateTokens(sampler, maxTokens, cancel.Token))
                     {
-                        if (e.IsEndOfGeneration) break;
-                        inSession.Add(e.Token);
-                        if (!printer.Add(e.Text)) break;
+                        if (!model.IsEndOfGeneration(e.Token)) inSession.Add(e.Token);
+                        reply.Append(e.Text);
+                        Console.Write(e.Text);
                     }
-                    reply.Append(printer.Finish());
-                    Console.WriteLine();
+                    // A reply cut by maxTokens: what was held as a possible marker start is text after all.
+                    string rest = session.FlushStop();
+                    reply.Append(rest);
+                    Console.WriteLine(rest);
                 }
                 catch (OperationCanceledException)
                 {
@@ -166,51 +170,7 @@ internal static class Chat
         }
     }
 
-    /// <summary>Streams a reply to the console up to an end-of-turn marker written as text (a model whose
-    /// vocabulary lacks the template's special tokens, such as stories15M under ChatML, spells them out),
-    /// holding back text that may be the start of one.</summary>
-    private sealed class TurnPrinter
-    {
-        private static readonly string[] Markers = { "<|im_end|>", "<|im_start|>", "<|eot_id|>", "<end_of_turn>" };
-        private readonly StringBuilder text_ = new StringBuilder();
-        private int printed_;
-
-        /// <summary>Adds text; false once a marker ended the turn.</summary>
-        public bool Add(string piece)
-        {
-            text_.Append(piece);
-            string t = text_.ToString();
-            int end = -1;
-            foreach (string m in Markers)
-            {
-                int i = t.IndexOf(m, StringComparison.Ordinal);
-                if (i >= 0 && (end < 0 || i < end)) end = i;
-            }
-            if (end >= 0)
-            {
-                text_.Length = end;
-                Flush(end);
-                return false;
-            }
-            int hold = 0; // the longest tail that begins a marker
-            foreach (string m in Markers)
-                for (int k = Math.Min(m.Length - 1, t.Length); k > hold; k--)
-                    if (string.CompareOrdinal(t, t.Length - k, m, 0, k) == 0) { hold = k; break; }
-            Flush(t.Length - hold);
-            return true;
-        }
-
-        public string Finish()
-        {
-            Flush(text_.Length);
-            return text_.ToString();
-        }
-
-        private void Flush(int upTo)
-        {
-            if (upTo <= printed_) return;
-            Console.Write(text_.ToString(printed_, upTo - printed_));
-            printed_ = upTo;
-        }
-    }
+    /// <summary>End-of-turn markers as text: a model whose vocabulary lacks the template's special tokens
+    /// (stories15M under ChatML) spells them out, and the reply ends there.</summary>
+    private static readonly string[] Markers = { "<|im_end|>", "<|im_start|>", "<|eot_id|>", "<end_of_turn>" };
 }

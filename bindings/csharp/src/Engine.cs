@@ -78,53 +78,72 @@ namespace Ember
                               Func<TokenEvent, bool> onToken = null,
                               CancellationToken cancellation = default(CancellationToken))
         {
+            return Submit(prompt, new RequestOptions { MaxTokens = maxTokens, Sampling = sampling }, onToken, cancellation);
+        }
+
+        /// <summary>Submit with stop strings and a grammar (RequestOptions). EmberException
+        /// (InvalidArgument) for too many or too long stop strings.</summary>
+        public Request Submit(int[] prompt, RequestOptions options, Func<TokenEvent, bool> onToken = null,
+                              CancellationToken cancellation = default(CancellationToken))
+        {
             ThrowIfDisposed();
             if (prompt == null) throw new ArgumentNullException("prompt");
-            if (maxTokens < 0) throw new ArgumentOutOfRangeException("maxTokens");
+            if (options == null) throw new ArgumentNullException("options");
+            if (options.MaxTokens < 0) throw new ArgumentOutOfRangeException("options", "MaxTokens is negative");
+            SamplerParams sampling = options.Sampling;
             var p = new ember_request_params();
             NativeMethods.ember_request_params_init(ref p);
-            p.max_tokens = (uint)maxTokens;
-            GCHandle promptPin = GCHandle.Alloc(prompt, GCHandleType.Pinned);
-            IntPtr samplingMem = IntPtr.Zero;
-            GCHandle callback = default(GCHandle);
-            try
+            p.max_tokens = (uint)options.MaxTokens;
+            // The stop strings are copied at submit; the request takes its own reference to the grammar.
+            // Both are made before anything that needs freeing, as they may throw.
+            using (var stop = new NativeStrings(options.Stop, "options"))
+            using (var grammar = new GrammarRef(options.Grammar))
             {
-                p.prompt = promptPin.AddrOfPinnedObject();
-                p.n_prompt = (UIntPtr)prompt.Length;
-                if (sampling != null)
+                GCHandle promptPin = GCHandle.Alloc(prompt, GCHandleType.Pinned);
+                IntPtr samplingMem = IntPtr.Zero;
+                GCHandle callback = default(GCHandle);
+                try
                 {
-                    var sp = sampling.ToNative();
-                    samplingMem = Marshal.AllocHGlobal(Marshal.SizeOf(typeof(ember_sampler_params)));
-                    Marshal.StructureToPtr(sp, samplingMem, false);
-                    p.sampling = samplingMem;
-                }
-                if (onToken != null || cancellation.CanBeCanceled)
-                {
-                    callback = GCHandle.Alloc(new Callbacks.RequestCallState
+                    p.stop = stop.Array;
+                    p.n_stop = stop.Count;
+                    p.grammar = grammar.Pointer;
+                    p.prompt = promptPin.AddrOfPinnedObject();
+                    p.n_prompt = (UIntPtr)prompt.Length;
+                    if (sampling != null)
                     {
-                        User = onToken ?? (e => true),
-                        Cancellation = cancellation,
-                    });
-                    p.on_token = Callbacks.RequestTokenPtr;
-                    p.user_data = GCHandle.ToIntPtr(callback);
+                        var sp = sampling.ToNative();
+                        samplingMem = Marshal.AllocHGlobal(Marshal.SizeOf(typeof(ember_sampler_params)));
+                        Marshal.StructureToPtr(sp, samplingMem, false);
+                        p.sampling = samplingMem;
+                    }
+                    if (onToken != null || cancellation.CanBeCanceled)
+                    {
+                        callback = GCHandle.Alloc(new Callbacks.RequestCallState
+                        {
+                            User = onToken ?? (e => true),
+                            Cancellation = cancellation,
+                        });
+                        p.on_token = Callbacks.RequestTokenPtr;
+                        p.user_data = GCHandle.ToIntPtr(callback);
+                    }
+                    RequestHandle h;
+                    Status st = NativeMethods.ember_request_submit(Handle, ref p, out h);
+                    if (st < 0)
+                    {
+                        var e = new EmberException(st, Utf8.FromNative(NativeMethods.ember_last_error()));
+                        h.Dispose();
+                        throw e;
+                    }
+                    h.Callback = callback; // the handle frees it after ember_request_free
+                    callback = default(GCHandle);
+                    return new Request(h, cancellation);
                 }
-                RequestHandle h;
-                Status st = NativeMethods.ember_request_submit(Handle, ref p, out h);
-                if (st < 0)
+                finally
                 {
-                    var e = new EmberException(st, Utf8.FromNative(NativeMethods.ember_last_error()));
-                    h.Dispose();
-                    throw e;
+                    promptPin.Free(); // the prompt and sampling params are copied at submit
+                    if (samplingMem != IntPtr.Zero) Marshal.FreeHGlobal(samplingMem);
+                    if (callback.IsAllocated) callback.Free();
                 }
-                h.Callback = callback; // the handle frees it after ember_request_free
-                callback = default(GCHandle);
-                return new Request(h, cancellation);
-            }
-            finally
-            {
-                promptPin.Free(); // the prompt and sampling params are copied at submit
-                if (samplingMem != IntPtr.Zero) Marshal.FreeHGlobal(samplingMem);
-                if (callback.IsAllocated) callback.Free();
             }
         }
 
@@ -140,7 +159,7 @@ namespace Ember
     }
 
     /// <summary>A request submitted to an Engine. Usable after the engine is disposed.</summary>
-    public sealed class Request : IDisposable
+    public sealed partial class Request : IDisposable
     {
         internal readonly RequestHandle Handle;
         private readonly CancellationTokenRegistration registration_;

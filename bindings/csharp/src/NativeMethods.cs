@@ -131,6 +131,11 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_generate_next(SessionHandle session, SamplerHandle sampler, out int token,
                                                           out IntPtr text, out UIntPtr text_len);
+        // stop: an array of pointers to NUL-terminated UTF-8 strings (StopStrings marshals it), or IntPtr.Zero.
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_set_stop(SessionHandle session, IntPtr stop, UIntPtr n_stop);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_flush_stop(SessionHandle session, out IntPtr text, out UIntPtr text_len);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern void ember_generate_params_init(ref ember_generate_params p);
         [DllImport(Library, CallingConvention = Cdecl)]

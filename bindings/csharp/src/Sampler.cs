@@ -43,7 +43,7 @@ namespace Ember
     }
 
     /// <summary>A token and its log-probability under the model (natural log).</summary>
-    public struct TokenLogprob
+    public partial struct TokenLogprob
     {
         public readonly int Token;
         public readonly float Logprob;
@@ -121,10 +121,7 @@ namespace Ember
             ember_token_logprob s;
             UIntPtr n;
             EmberException.Check(NativeMethods.ember_sampler_logprobs(Handle, out s, top, (UIntPtr)top.Length, out n));
-            sampled = new TokenLogprob(s.token, s.logprob);
-            var result = new TokenLogprob[(int)n];
-            for (int i = 0; i < result.Length; i++) result[i] = new TokenLogprob(top[i].token, top[i].logprob);
-            return result;
+            return TokenLogprob.FromNative(s, top, n, out sampled);
         }
 
         /// <summary>Clears the history and re-seeds the random generator.</summary>

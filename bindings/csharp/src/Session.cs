@@ -21,7 +21,7 @@ namespace Ember
     /// Cancel is the exception: it may be called from any thread (a CancellationToken passed to Feed or
     /// Generate calls it for you).
     /// </summary>
-    public sealed class Session : IDisposable
+    public sealed partial class Session : IDisposable
     {
         internal readonly SessionHandle Handle;
         private readonly Model model_;
@@ -132,7 +132,8 @@ namespace Ember
 
         /// <summary>One decode step: samples from the current logits, records the token in the sampler
         /// and feeds it unless it ends generation (then IsEndOfGeneration is set and the text is what
-        /// was held back).</summary>
+        /// was held back). With stop strings (SetStop), a step that completes one ends generation too
+        /// (its token is fed).</summary>
         public TokenEvent Next(Sampler sampler)
         {
             ThrowIfDisposed();
@@ -193,35 +194,53 @@ namespace Ember
         public GenerateResult Generate(Sampler sampler, int maxTokens, Func<TokenEvent, bool> onToken,
                                        CancellationToken cancellation = default(CancellationToken))
         {
+            return Generate(sampler, new GenerateOptions { MaxTokens = maxTokens }, onToken, cancellation);
+        }
+
+        /// <summary>Generate with stop strings and a grammar for the call (GenerateOptions); the result's
+        /// Status is EndOfGeneration when a stop string ended it. EmberException (InvalidArgument) for
+        /// too many or too long stop strings.</summary>
+        public GenerateResult Generate(Sampler sampler, GenerateOptions options, Func<TokenEvent, bool> onToken,
+                                       CancellationToken cancellation = default(CancellationToken))
+        {
             ThrowIfDisposed();
             if (sampler == null) throw new ArgumentNullException("sampler");
+            if (options == null) throw new ArgumentNullException("options");
             if (onToken == null) throw new ArgumentNullException("onToken");
-            if (maxTokens < 0) throw new ArgumentOutOfRangeException("maxTokens");
+            if (options.MaxTokens < 0) throw new ArgumentOutOfRangeException("options", "MaxTokens is negative");
             sampler.ThrowIfDisposed();
             NativeMethods.ember_session_cancel_arm(Handle);   // from here a cancellation is kept until the call sees it
             cancellation.ThrowIfCancellationRequested();
 
             var p = new ember_generate_params();
             NativeMethods.ember_generate_params_init(ref p);
-            p.max_tokens = (uint)maxTokens;
+            p.max_tokens = (uint)options.MaxTokens;
             var state = new Callbacks.TokenState { User = onToken, Cancellation = cancellation };
-            GCHandle gc = GCHandle.Alloc(state); // freed only after the native call returned
             Status st;
             string message;
             UIntPtr count;
-            try
+            // Made before the GCHandle, as they may throw.
+            using (var stop = new NativeStrings(options.Stop, "options"))
+            using (var grammar = new GrammarRef(options.Grammar))
             {
-                p.on_token = Callbacks.TokenPtr;
-                p.user_data = GCHandle.ToIntPtr(gc);
-                using (RegisterCancel(cancellation))
+                GCHandle gc = GCHandle.Alloc(state); // freed only after the native call returned
+                try
                 {
-                    st = NativeMethods.ember_generate(Handle, sampler.Handle, ref p, out count);
-                    message = st < 0 ? Utf8.FromNative(NativeMethods.ember_last_error()) : null;
+                    p.stop = stop.Array;
+                    p.n_stop = stop.Count;
+                    p.grammar = grammar.Pointer;
+                    p.on_token = Callbacks.TokenPtr;
+                    p.user_data = GCHandle.ToIntPtr(gc);
+                    using (RegisterCancel(cancellation))
+                    {
+                        st = NativeMethods.ember_generate(Handle, sampler.Handle, ref p, out count);
+                        message = st < 0 ? Utf8.FromNative(NativeMethods.ember_last_error()) : null;
+                    }
                 }
-            }
-            finally
-            {
-                gc.Free();
+                finally
+                {
+                    gc.Free();
+                }
             }
             state.RethrowIfFailed();
             if ((st == Status.Stopped || st == Status.Cancelled) && cancellation.IsCancellationRequested)

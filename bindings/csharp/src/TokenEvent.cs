@@ -13,7 +13,9 @@ namespace Ember
 
         public int Token { get; private set; }
         public string Text { get; private set; }
-        /// <summary>The token ends generation (it was not fed to the session).</summary>
+        /// <summary>The token ends generation: an end-of-generation token (not fed to the session), or,
+        /// from Next with Session.SetStop, a token that completes a stop string (fed; the text ends
+        /// before the stop string).</summary>
         public bool IsEndOfGeneration { get; private set; }
 
         public override string ToString() { return Token + ":" + Text; }

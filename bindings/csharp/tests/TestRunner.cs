@@ -64,6 +64,7 @@ namespace Ember.Tests
             var tests = new List<KeyValuePair<string, Action>>();
             LayoutTests.Register(tests);
             ApiTests.Register(tests);
+            StructuredTests.Register(tests);
             ChatTemplateTests.Register(tests);
             int failed = 0, skipped = 0, passed = 0;
             var total = Stopwatch.StartNew();

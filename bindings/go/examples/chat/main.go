@@ -156,47 +156,17 @@ func (c *chat) turn(ctx context.Context, session *ember.Session, sampler *ember.
 		return err
 	}
 	c.inSession = append(c.inSession, tokens[common:]...)
+	// The library ends the reply at a marker and never hands out the marker or what could begin one.
 	var reply strings.Builder
-	printed := 0
-	_, err = session.Generate(ctx, sampler, n, func(p ember.Piece) bool {
+	_, err = session.GenerateWith(ctx, sampler, ember.GenerateOptions{MaxTokens: n, Stop: markers}, func(p ember.Piece) bool {
 		if p.End {
 			return false
 		}
 		c.inSession = append(c.inSession, p.Token)
 		reply.WriteString(p.Text)
-		r := reply.String()
-		end := -1
-		for _, m := range markers {
-			if i := strings.Index(r, m); i >= 0 && (end < 0 || i < end) {
-				end = i
-			}
-		}
-		if end >= 0 {
-			fmt.Print(r[printed:end])
-			reply.Reset()
-			reply.WriteString(r[:end])
-			printed = end
-			return false
-		}
-		// Print all but a tail that may be the start of a marker.
-		hold := 0
-		for _, m := range markers {
-			for k := len(m) - 1; k > hold; k-- {
-				if strings.HasSuffix(r, m[:k]) {
-					hold = k
-					break
-				}
-			}
-		}
-		if len(r)-hold > printed {
-			fmt.Print(r[printed : len(r)-hold])
-			printed = len(r) - hold
-		}
+		fmt.Print(p.Text)
 		return true
 	})
-	if r := reply.String(); len(r) > printed {
-		fmt.Print(r[printed:])
-	}
 	c.messages = append(c.messages, ember.ChatMessage{Role: "assistant", Content: reply.String()})
 	return err
 }

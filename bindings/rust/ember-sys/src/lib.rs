@@ -524,6 +524,12 @@ extern "C" {
         out_text: *mut *const c_char,
         out_text_len: *mut usize,
     ) -> ember_status;
+    pub fn ember_session_set_stop(session: *mut ember_session, stop: *const *const c_char, n_stop: usize) -> ember_status;
+    pub fn ember_session_flush_stop(
+        session: *mut ember_session,
+        out_text: *mut *const c_char,
+        out_text_len: *mut usize,
+    ) -> ember_status;
     pub fn ember_generate_params_init(params: *mut ember_generate_params);
     pub fn ember_generate(
         session: *mut ember_session,

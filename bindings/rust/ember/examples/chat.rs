@@ -163,36 +163,23 @@ impl Chat {
             return Err(e);
         }
         self.in_session.extend_from_slice(&tokens[common..]);
+        // The library ends the reply at a marker and never hands out the marker or what could begin
+        // one. The token that completes a marker was fed (an end-of-generation token is not).
+        session.set_stop(&MARKERS)?;
         let mut reply = String::new();
-        let mut printed = 0;
         for piece in session.tokens(sampler, n) {
             let piece = piece?;
-            if piece.end_of_generation {
-                break;
+            if !model.is_eog(piece.token) {
+                self.in_session.push(piece.token);
             }
-            self.in_session.push(piece.token);
             reply.push_str(&piece.text);
-            if let Some(end) = MARKERS.iter().filter_map(|m| reply.find(m)).min() {
-                reply.truncate(end);
-                break;
-            }
-            // Print all but a tail that may be the start of a marker.
-            let r = &reply;
-            let hold = MARKERS
-                .iter()
-                .flat_map(|m| (1..m.len()).filter(move |&k| r.ends_with(&m[..k])))
-                .max()
-                .unwrap_or(0);
-            let upto = reply.len() - hold;
-            if upto > printed {
-                write!(out, "{}", &reply[printed..upto]).ok();
-                out.flush().ok();
-                printed = upto;
-            }
+            write!(out, "{}", piece.text).ok();
+            out.flush().ok();
         }
-        if reply.len() > printed {
-            write!(out, "{}", &reply[printed..]).ok();
-        }
+        // A reply cut by the token limit: what was held as a possible marker start is text after all.
+        let rest = session.flush_stop()?;
+        write!(out, "{rest}").ok();
+        reply.push_str(&rest);
         self.messages.push(ChatMessage::new("assistant", reply));
         Ok(())
     }

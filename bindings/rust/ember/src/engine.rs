@@ -2,7 +2,8 @@
 use crate::error::{check, Error, Result};
 use crate::session::{Backend, KvType};
 use crate::strings::two_call;
-use crate::{Model, SamplerParams, Token};
+use crate::structured::CStrings;
+use crate::{Grammar, Model, SamplerParams, Token};
 use ember_sys as sys;
 use std::ffi::{c_char, c_void, CStr};
 use std::marker::PhantomData;
@@ -73,6 +74,22 @@ pub enum RequestState {
 
 type TokenCallback = Box<dyn FnMut(Token, &str) -> bool + Send>;
 
+/// What `Engine::submit_with` takes besides the prompt and the callback. `Default`: no token limit
+/// (until end of generation or a full context), greedy, no stop strings, no grammar.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestOptions<'a> {
+    /// Tokens to generate at most; 0: until end of generation or a full context.
+    pub max_tokens: u32,
+    /// None: greedy.
+    pub sampling: Option<&'a SamplerParams>,
+    /// Stop strings (copied at submit): the request ends (`RequestState::Done`) once its text contains
+    /// one; neither its text nor the callback get the stop string or what follows it.
+    pub stop: &'a [&'a str],
+    /// Constrains the request's sampling; the request keeps its own reference, so the grammar may be
+    /// dropped after submit. A dead end fails the request with `Status::GrammarDeadEnd`.
+    pub grammar: Option<&'a Grammar>,
+}
+
 /// A submitted request. Freed on drop (cancelling it if it still runs).
 pub struct Request {
     raw: NonNull<sys::ember_request>,
@@ -139,6 +156,14 @@ impl<'m> Engine<'m> {
         sampling: Option<&SamplerParams>,
         on_token: Option<TokenCallback>,
     ) -> Result<Request> {
+        self.submit_with(prompt, &RequestOptions { max_tokens, sampling, ..Default::default() }, on_token)
+    }
+
+    /// `submit` with stop strings and a grammar (see `RequestOptions`). A stop string with a NUL inside
+    /// is `InvalidArgument`.
+    pub fn submit_with(&self, prompt: &[Token], options: &RequestOptions, on_token: Option<TokenCallback>) -> Result<Request> {
+        let stop = CStrings::new(options.stop)?;
+        let (max_tokens, sampling) = (options.max_tokens, options.sampling);
         let mut p = std::mem::MaybeUninit::<sys::ember_request_params>::uninit();
         // SAFETY: init fills every field.
         let mut p = unsafe {
@@ -150,13 +175,16 @@ impl<'m> Engine<'m> {
         p.n_prompt = prompt.len();
         p.max_tokens = max_tokens;
         p.sampling = sp.as_ref().map_or(ptr::null(), |s| s as *const _);
+        (p.stop, p.n_stop) = stop.as_c();
+        p.grammar = options.grammar.map_or(ptr::null(), Grammar::as_ptr);
         let mut callback = on_token.map(Box::new);
         if let Some(cb) = callback.as_mut() {
             p.on_token = Some(request_trampoline);
             p.user_data = &mut **cb as *mut TokenCallback as *mut c_void;
         }
         let mut raw = ptr::null_mut();
-        // SAFETY: params with pointers valid for the call (prompt and sampling are copied at submit);
+        // SAFETY: params with pointers valid for the call (prompt, sampling and stop strings are copied
+        // at submit, the grammar referenced);
         // the callback box lives in the Request until after ember_request_free.
         check(unsafe { sys::ember_request_submit(self.raw.as_ptr(), &p, &mut raw) })?;
         Ok(Request { raw: NonNull::new(raw).expect("ember returned OK with a NULL request"), _callback: callback })
@@ -195,6 +223,10 @@ fn state_of(s: sys::ember_request_state) -> RequestState {
 }
 
 impl Request {
+    pub(crate) fn as_ptr(&self) -> *mut sys::ember_request {
+        self.raw.as_ptr()
+    }
+
     /// Takes the tokens generated since the last poll, and the state; never blocks on the engine.
     pub fn poll(&self) -> Result<(Vec<Token>, RequestState)> {
         let mut state = 0;

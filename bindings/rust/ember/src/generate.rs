@@ -1,6 +1,7 @@
 //! Generation: one token at a time, as an iterator, or in one call with a streaming closure.
 use crate::error::{check, Error, Result, Status};
-use crate::{Sampler, Session, Token};
+use crate::structured::CStrings;
+use crate::{Grammar, Sampler, Session, Token};
 use ember_sys as sys;
 use std::any::Any;
 use std::ffi::{c_char, c_void};
@@ -13,7 +14,8 @@ use std::ptr;
 pub struct Piece {
     pub token: Token,
     pub text: String,
-    /// The token ends generation (EOS, ...). It was not fed; `text` holds what was still held back.
+    /// The token ends generation: EOS and the like (not fed; `text` holds what was still held back),
+    /// or, with `Session::set_stop`, a token that completes a stop string (fed; `text` ends before it).
     pub end_of_generation: bool,
 }
 
@@ -22,10 +24,25 @@ pub struct Piece {
 pub enum Finish {
     /// max_tokens were generated.
     MaxTokens,
-    /// The model produced an end-of-generation token.
+    /// The model produced an end-of-generation token, or the text reached a stop string.
     EndOfGeneration,
     /// The closure returned false, or a `CancelHandle` cancelled.
     Stopped,
+}
+
+/// What one `Session::generate_with` call takes besides the sampler. `Default`: no token limit (until
+/// end of generation or a full context), no stop strings, no grammar.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GenerateOptions<'a> {
+    /// Tokens to generate at most; 0: until end of generation or a full context.
+    pub max_tokens: u32,
+    /// Up to 16 stop strings of up to 1024 bytes: generation ends (`Finish::EndOfGeneration`) once the
+    /// text contains one, across token boundaries. Neither the stop string nor anything after it
+    /// reaches `on_token`: text that could begin one is held back until the next token decides, so a
+    /// token's text may be empty and a later one's longer than its own.
+    pub stop: &'a [&'a str],
+    /// Constrains this call only (replacing the sampler's own grammar for the call).
+    pub grammar: Option<&'a Grammar>,
 }
 
 /// `Session::generate`'s result.
@@ -35,7 +52,7 @@ pub struct Generated {
     pub finish: Finish,
 }
 
-fn text_of(p: *const c_char, len: usize) -> String {
+pub(crate) fn text_of(p: *const c_char, len: usize) -> String {
     if p.is_null() || len == 0 {
         return String::new();
     }
@@ -112,6 +129,16 @@ impl<'m> Session<'m> {
     where
         F: FnMut(Token, &str) -> bool,
     {
+        self.generate_with(sampler, &GenerateOptions { max_tokens, ..Default::default() }, on_token)
+    }
+
+    /// `generate` with stop strings and a grammar for the call (see `GenerateOptions`). A stop string
+    /// with a NUL inside is `InvalidArgument`.
+    pub fn generate_with<F>(&mut self, sampler: &mut Sampler, options: &GenerateOptions, on_token: F) -> Result<Generated>
+    where
+        F: FnMut(Token, &str) -> bool,
+    {
+        let stop = CStrings::new(options.stop)?;
         let mut p = std::mem::MaybeUninit::<sys::ember_generate_params>::uninit();
         // SAFETY: init fills every field.
         let mut p = unsafe {
@@ -119,12 +146,15 @@ impl<'m> Session<'m> {
             p.assume_init()
         };
         let mut ctx = Stream { f: on_token, panic: None };
-        p.max_tokens = max_tokens;
+        p.max_tokens = options.max_tokens;
+        (p.stop, p.n_stop) = stop.as_c();
+        p.grammar = options.grammar.map_or(ptr::null(), Grammar::as_ptr);
         p.on_token = Some(token_trampoline::<F>);
         p.user_data = &mut ctx as *mut Stream<F> as *mut c_void;
         let mut count = 0usize;
         self.arm_cancel();
-        // SAFETY: live session and sampler, params whose user_data outlives the call.
+        // SAFETY: live session and sampler, params whose user_data, stop strings and grammar outlive
+        // the call.
         let st = unsafe { sys::ember_generate(self.as_ptr(), sampler.as_ptr(), &p, &mut count) };
         if let Some(payload) = ctx.panic {
             resume_unwind(payload);

@@ -48,15 +48,17 @@ mod model;
 mod sampler;
 mod session;
 mod strings;
+mod structured;
 
 pub use chat::ChatMessage;
 pub use ember_sys as sys;
-pub use engine::{Engine, EngineParams, Request, RequestState};
+pub use engine::{Engine, EngineParams, Request, RequestOptions, RequestState};
 pub use error::{Error, Result, Status};
-pub use generate::{Finish, Generated, Piece, Tokens};
+pub use generate::{Finish, GenerateOptions, Generated, Piece, Tokens};
 pub use model::{LoadOptions, Model, ModelInfo};
 pub use sampler::{Grammar, Sampler, SamplerParams};
 pub use session::{Backend, CancelHandle, KvType, Session, SessionParams};
+pub use structured::{Logprobs, TokenLogprob};
 
 /// A token id.
 pub type Token = sys::ember_token;

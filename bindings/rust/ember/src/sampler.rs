@@ -6,7 +6,7 @@ use std::ptr::{self, NonNull};
 
 /// Parameters of `Sampler::new`. `Default` is the library's (`ember_sampler_params_init`):
 /// temperature 1, top_k 0 (off), top_p 1 (off), min_p 0 (off), repeat_penalty 1 (off), frequency and
-/// presence penalties 0, penalty_last_n 64, seed 0.
+/// presence penalties 0, penalty_last_n 64, seed 0, n_logprobs 0.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplerParams {
     /// <= 0 means greedy.
@@ -19,6 +19,9 @@ pub struct SamplerParams {
     pub presence_penalty: f32,
     pub penalty_last_n: i32,
     pub seed: u64,
+    /// 0 (off) to 20: every sample records the sampled token's log-probability and the `n_logprobs`
+    /// most probable tokens' (`Sampler::logprobs`, `Request::logprobs`).
+    pub n_logprobs: i32,
 }
 
 fn c_sampler_params_default() -> sys::ember_sampler_params {
@@ -43,6 +46,7 @@ impl Default for SamplerParams {
             presence_penalty: p.presence_penalty,
             penalty_last_n: p.penalty_last_n,
             seed: p.seed,
+            n_logprobs: p.n_logprobs,
         }
     }
 }
@@ -64,6 +68,7 @@ impl SamplerParams {
         p.presence_penalty = self.presence_penalty;
         p.penalty_last_n = self.penalty_last_n;
         p.seed = self.seed;
+        p.n_logprobs = self.n_logprobs;
         p
     }
 }
@@ -115,7 +120,7 @@ impl Sampler {
     /// own reference, so the grammar may be dropped after. Sampling then fails with
     /// `Status::GrammarDeadEnd` where no token can continue an incomplete text.
     pub fn set_grammar(&mut self, grammar: Option<&Grammar>) -> Result<()> {
-        let g = grammar.map_or(ptr::null(), |g| g.raw.as_ptr() as *const sys::ember_grammar);
+        let g = grammar.map_or(ptr::null(), Grammar::as_ptr);
         // SAFETY: live sampler; a live grammar or NULL.
         check(unsafe { sys::ember_sampler_set_grammar(self.as_ptr(), g) }).map(|_| ())
     }
@@ -157,6 +162,18 @@ impl Grammar {
             sys::ember_grammar_create_json_schema(model.as_ptr(), schema.as_ptr().cast(), schema.len(), &mut raw)
         })?;
         Ok(Grammar { raw: NonNull::new(raw).expect("ember returned OK with a NULL grammar") })
+    }
+}
+
+impl std::fmt::Debug for Grammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grammar").finish_non_exhaustive()
+    }
+}
+
+impl Grammar {
+    pub(crate) fn as_ptr(&self) -> *const sys::ember_grammar {
+        self.raw.as_ptr()
     }
 }
 
