@@ -85,6 +85,22 @@ func asError(t *testing.T, err error, want *Error) *Error {
 	return e
 }
 
+func TestSessionSaysItsBackend(t *testing.T) {
+	m := loadModel(t)
+	s, err := m.NewSession(&SessionOptions{NCtx: 256, NThreads: 1, Backend: BackendCPU})
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	defer s.Close()
+	b, n, err := s.Backend()
+	if err != nil || b != BackendCPU || n != 1 {
+		t.Fatalf("Backend() = %v, %d, %v; want CPU, 1, nil", b, n, err)
+	}
+	if DefaultThreadCount() < 1 {
+		t.Fatalf("DefaultThreadCount() = %d", DefaultThreadCount())
+	}
+}
+
 func TestLoadMissingFileNamesThePath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "no-such-model.gguf")
 	m, err := Load(path, nil)

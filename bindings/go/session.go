@@ -194,6 +194,24 @@ func (s *Session) Position() (int, error) {
 	return int(pos), err
 }
 
+// Backend is the backend the session runs on (what BackendAuto chose) and its CPU worker threads
+// (0 on a GPU backend).
+func (s *Session) Backend() (Backend, int, error) {
+	const op = "ember_session_backend"
+	if err := s.lock(op); err != nil {
+		return 0, 0, err
+	}
+	defer s.mu.Unlock()
+	var b C.ember_backend_kind
+	var n C.uint32_t
+	var msg *C.char
+	err := result(op, C.eg_session_backend(s.h, &b, &n, &msg), msg)
+	return Backend(b), int(n), err
+}
+
+// DefaultThreadCount is the CPU worker threads a session gets when its thread count is 0.
+func DefaultThreadCount() int { return int(C.ember_default_thread_count()) }
+
 // ContextLength is the session's context length in tokens.
 func (s *Session) ContextLength() (int, error) {
 	const op = "ember_session_context_length"

@@ -103,6 +103,10 @@ ember_status eg_session_logits(const ember_session *s, const float **logits, siz
     EG_CALL(ember_session_logits(s, logits, n));
 }
 
+ember_status eg_session_backend(const ember_session *s, ember_backend_kind *b, uint32_t *n, char **err) {
+    EG_CALL(ember_session_backend(s, b, n));
+}
+
 ember_status eg_session_position(const ember_session *s, uint32_t *pos, char **err) {
     EG_CALL(ember_session_position(s, pos));
 }

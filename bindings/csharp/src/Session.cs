@@ -272,6 +272,31 @@ namespace Ember
             }
         }
 
+        /// <summary>The backend this session runs on (never Auto: what Auto chose).</summary>
+        public BackendKind Backend
+        {
+            get
+            {
+                ThrowIfDisposed();
+                EmberException.Check(NativeMethods.ember_session_backend(Handle, out BackendKind b, out uint _));
+                return b;
+            }
+        }
+
+        /// <summary>The CPU worker threads the session was given (0 on a GPU backend).</summary>
+        public int Threads
+        {
+            get
+            {
+                ThrowIfDisposed();
+                EmberException.Check(NativeMethods.ember_session_backend(Handle, out BackendKind _, out uint n));
+                return (int)n;
+            }
+        }
+
+        /// <summary>The CPU threads a session gets when its thread count is 0 (this machine's choice).</summary>
+        public static int DefaultThreadCount => (int)NativeMethods.ember_default_thread_count();
+
         /// <summary>Rolls back to the first nTokens tokens.</summary>
         public void Truncate(int nTokens)
         {

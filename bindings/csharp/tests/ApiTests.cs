@@ -26,6 +26,7 @@ namespace Ember.Tests
             add("load_malformed_file_is_invalid_model", LoadMalformedFile);
             add("load_progress_and_cancel", LoadProgressAndCancel);
             add("model_info_and_tokenizer", ModelInfoAndTokenizer);
+            add("session_says_its_backend", SessionBackend);
             add("greedy_equals_c_reference", GreedyEqualsReference);
             add("callback_generate_equals_c_reference", CallbackGenerateEqualsReference);
             add("gc_inside_callbacks", GcInsideCallbacks);
@@ -105,6 +106,17 @@ namespace Ember.Tests
             Check.Equal(want, EmberLibrary.Version, "ember_version()");
             Check.Equal(EmberLibrary.AbiVersion, EmberLibrary.LoadedAbiVersion, "ember_abi_version()");
             Check.Equal("EMBER_ERR_IO", EmberException.StatusName(Status.IO), "ember_status_string");
+        }
+
+        private static void SessionBackend()
+        {
+            var model = SharedModel();
+            using (var s = new Session(model, new SessionOptions { ContextLength = 256, Backend = BackendKind.Cpu, Threads = 1 }))
+            {
+                Check.Equal(BackendKind.Cpu, s.Backend, "session backend");
+                Check.Equal(1, s.Threads, "session threads");
+                Check.True(Session.DefaultThreadCount >= 1, "default thread count >= 1");
+            }
         }
 
         private static void DefaultsMatchParamsInit()

@@ -71,6 +71,12 @@ impl Default for SessionParams {
     }
 }
 
+/// The CPU worker threads a session gets when its `n_threads` is 0 (this machine's choice).
+pub fn default_thread_count() -> u32 {
+    // SAFETY: no arguments; always callable.
+    unsafe { sys::ember_default_thread_count() }
+}
+
 impl SessionParams {
     fn to_c(&self) -> sys::ember_session_params {
         let mut p = c_session_params_default();
@@ -208,6 +214,22 @@ impl<'m> Session<'m> {
         // SAFETY: out pointer.
         check(unsafe { sys::ember_session_context_length(self.as_ptr(), &mut n) })?;
         Ok(n)
+    }
+
+    /// The backend this session runs on (what `Backend::Auto` chose) and its CPU worker threads
+    /// (0 on a GPU backend).
+    pub fn backend(&self) -> Result<(Backend, u32)> {
+        let mut kind: sys::ember_backend_kind = 0;
+        let mut n = 0;
+        // SAFETY: out pointers.
+        check(unsafe { sys::ember_session_backend(self.as_ptr(), &mut kind, &mut n) })?;
+        let b = match kind {
+            sys::EMBER_BACKEND_CPU => Backend::Cpu,
+            sys::EMBER_BACKEND_CUDA => Backend::Cuda,
+            sys::EMBER_BACKEND_VULKAN => Backend::Vulkan,
+            _ => Backend::Auto,
+        };
+        Ok((b, n))
     }
 
     /// Rolls back to the first `n_tokens` tokens (at most the position).
