@@ -113,20 +113,23 @@ void TokenizerBase::load_vocab(const gguf::File &file, std::string_view model, b
     // UNKNOWN is included because some vocabularies (Phi-3's [PADn]) mark added tokens that way.
     for (size_t i = 0; i < n; ++i) {
         const TokenType t = types_[i];
-        if ((t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN) && !tokens_[i].empty())
+        if ((t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN) && !tokens_[i].empty()) {
             specials_by_byte_[uint8_t(tokens_[i][0])].push_back(int32_t(i));
+            has_user_defined_ = has_user_defined_ || t == TokenType::USER_DEFINED;
+        }
     }
     for (auto &v : specials_by_byte_)
         std::stable_sort(v.begin(), v.end(),
                          [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
 }
 
-std::vector<Fragment> TokenizerBase::split_special(std::string_view text) const {
+std::vector<Fragment> TokenizerBase::split_special(std::string_view text, bool parse_special) const {
     std::vector<Fragment> frags;
     size_t start = 0, i = 0;
     while (i < text.size()) {
         int32_t hit = -1;
         for (int32_t id : specials_by_byte_[uint8_t(text[i])]) {
+            if (!parse_special && types_[size_t(id)] != TokenType::USER_DEFINED) continue;
             if (text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
                 hit = id;
                 break;
@@ -152,11 +155,14 @@ std::vector<int32_t> TokenizerBase::tokenize(std::string_view text, bool add_spe
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 2);
     if (add_special && add_bos_) out.push_back(bos_);
-    if (!parse_special) {
+    // USER_DEFINED tokens are vocabulary entries for literal text (Gemma's "<h1>" or runs of spaces and
+    // tabs, for instance), not control tokens: like Hugging Face's added tokens and llama.cpp, they are
+    // cut out of the text before it is tokenized whether or not special tokens are parsed.
+    if (!parse_special && !has_user_defined_) {
         if (!text.empty()) encode(text, true, out);
     } else {
         bool first_or_after_special = true;
-        for (const Fragment &f : split_special(text)) {
+        for (const Fragment &f : split_special(text, parse_special)) {
             if (f.special >= 0) {
                 out.push_back(f.special);
                 first_or_after_special = true;
