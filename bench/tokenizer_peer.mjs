@@ -8,7 +8,8 @@
 //             [--texts tests/data/tokenizer_pre/texts.txt] [--out tests/data/tokenizer_pre]
 // Each line of the list is a GGUF path, followed by " special" where the file also gets ids with special
 // tokens parsed (<name>.special.out). Writes <name>.out per file: a "# add_bos N" line (whether llama.cpp
-// starts a text with BOS by default) and one line of ids per text, tokenized without BOS.
+// starts a text with BOS by default), "# eog ID..." (the tokens that end generation) and one line of ids
+// per text, tokenized without BOS.
 import fs from "node:fs";
 import path from "node:path";
 import process from "node:process";
@@ -42,10 +43,15 @@ for (const line of fs.readFileSync(args.list, "utf8").split("\n").filter(Boolean
     const [file, flag] = line.split(" ");
     const name = path.basename(file, ".gguf");
     const model = await llama.loadModel({ modelPath: file, vocabOnly: true, gpuLayers: 0 });
+    // The tokens that end generation (its metadata's and those llama.cpp finds by their text).
+    const eog = [];
+    const nVocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
+    for (let id = 0; id < nVocab; id++) if (model.isEogToken(id)) eog.push(id);
     const modes = flag === "special" ? [["", false], [".special", true]] : [["", false]];
     for (const [suffix, special] of modes) {
         const lines = [`# llama.cpp via node-llama-cpp ${peerVersion}; ${texts.length} texts; special tokens ${special ? "parsed" : "not parsed"}`,
-                       `# add_bos ${model.tokens.shouldPrependBosToken ? 1 : 0}`];
+                       `# add_bos ${model.tokens.shouldPrependBosToken ? 1 : 0}`,
+                       `# eog ${eog.join(" ")}`];
         for (const t of texts) lines.push(Array.from(model.tokenize(t, special)).join(" "));
         fs.writeFileSync(path.join(args.out, `${name}${suffix}.out`), lines.join("\n") + "\n");
     }

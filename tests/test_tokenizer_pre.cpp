@@ -20,37 +20,69 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "test_util.h"
+#include "tokenizer_test_data.hpp"
 
 using namespace ember;
+using namespace tokenizer_test;
 
 namespace {
 
 // ---- the vocabularies ----------------------------------------------------------------------------------
 
-// A vocabulary file made from ggml-vocab-<base>.gguf.
-struct Variant {
-    std::string name;   // file stem: "<pre>.<base>", or a name of its own for the SPM ones
-    std::string base;
-    std::string pre;    // written as tokenizer.ggml.pre; "" keeps the base's
-    bool extra_tokens = false;        // append kExtraTokens
-    bool no_space_prefix = false;     // tokenizer.ggml.add_space_prefix = false (Gemma)
-};
-
-// Tokens appended by extra_tokens: user-defined ones (cut out of any text, as Gemma's HTML tags and tab
-// runs are) and control ones (only with parse_special), with overlapping texts.
+// Tokens appended to a vocabulary, with their GGUF token type.
 struct ExtraToken {
     const char *text;
     TokenType type;
 };
-constexpr ExtraToken kExtraTokens[] = {
+using ExtraTokens = std::span<const ExtraToken>;
+
+// User-defined tokens (cut out of any text, as Gemma's HTML tags and tab runs are) and control ones
+// (only with parse_special), with overlapping texts.
+constexpr ExtraToken kHtmlTokens[] = {
     {"<h1>", TokenType::USER_DEFINED},          {"</h1>", TokenType::USER_DEFINED},
     {"<h1", TokenType::USER_DEFINED},           {"\t\t", TokenType::USER_DEFINED},
     {"<start_of_turn>", TokenType::CONTROL},    {"<end_of_turn>", TokenType::CONTROL},
+};
+// gpt-oss's chat format (o200k_harmony), as its GGUFs type them.
+constexpr ExtraToken kHarmonyTokens[] = {
+    {"<|start|>", TokenType::CONTROL},   {"<|end|>", TokenType::CONTROL},       {"<|message|>", TokenType::CONTROL},
+    {"<|channel|>", TokenType::CONTROL}, {"<|constrain|>", TokenType::CONTROL}, {"<|return|>", TokenType::CONTROL},
+    {"<|call|>", TokenType::CONTROL},
+};
+
+// Texts llama.cpp may treat as end-of-generation or fill-in-the-middle tokens whatever their type, added
+// as user-defined tokens (where the base lacks them): which ones it turns into control tokens (then not
+// cut out of plain text) and which end generation is read off its ids and its "# eog" line.
+constexpr ExtraToken kProbeTokens[] = {
+    {"<|eot_id|>", TokenType::USER_DEFINED},       {"<|im_end|>", TokenType::USER_DEFINED},
+    {"<|end|>", TokenType::USER_DEFINED},          {"<|return|>", TokenType::USER_DEFINED},
+    {"<|call|>", TokenType::USER_DEFINED},         {"<|flush|>", TokenType::USER_DEFINED},
+    {"<|calls|>", TokenType::USER_DEFINED},        {"<end_of_turn>", TokenType::USER_DEFINED},
+    {"<|eom_id|>", TokenType::USER_DEFINED},       {"<EOT>", TokenType::USER_DEFINED},
+    {"_<EOT>", TokenType::USER_DEFINED},           {"<|end_of_text|>", TokenType::USER_DEFINED},
+    {"<end_of_utterance>", TokenType::USER_DEFINED}, {"</s>", TokenType::USER_DEFINED},
+    {"<eos>", TokenType::USER_DEFINED},            {"<|END_OF_TURN_TOKEN|>", TokenType::USER_DEFINED},
+    {"<|im_start|>", TokenType::USER_DEFINED},     {"<unused0>", TokenType::USER_DEFINED},
+    {"<|fim_prefix|>", TokenType::USER_DEFINED},   {"<|fim_suffix|>", TokenType::USER_DEFINED},
+    {"<|fim_middle|>", TokenType::USER_DEFINED},   {"<|fim_pad|>", TokenType::USER_DEFINED},
+    {"<|repo_name|>", TokenType::USER_DEFINED},    {"<|file_sep|>", TokenType::USER_DEFINED},
+};
+
+// A vocabulary file made from ggml-vocab-<base>.gguf.
+struct Variant {
+    std::string name;   // file stem: "<pre>.<base>", or a name of its own for those with added tokens
+    std::string base;
+    std::string pre;    // written as tokenizer.ggml.pre; "" keeps the base's
+    ExtraTokens extra = {};           // appended to the vocabulary
+    bool no_space_prefix = false;     // tokenizer.ggml.add_space_prefix = false (Gemma)
+    std::string general_name;         // written as general.name when not empty
+    int64_t eot_id = -1;              // written as tokenizer.ggml.eot_token_id when >= 0
 };
 
 // Every name on the Llama 3 vocabulary (128k tokens, merges for code and many scripts); the first name
@@ -62,11 +94,20 @@ std::vector<Variant> variants() {
         v.push_back({std::string(s.name) + ".llama-bpe", "llama-bpe", s.name});
         if (kinds_seen.insert(int(s.kind)).second) v.push_back({std::string(s.name) + ".gpt-2", "gpt-2", s.name});
     }
-    v.push_back({"qwen2-extra.qwen2", "qwen2", "qwen2", true});
-    v.push_back({"spm-extra.llama-spm", "llama-spm", "", true});
-    v.push_back({"spm-gemma.llama-spm", "llama-spm", "", true, true});
+    v.push_back({"qwen2-extra.qwen2", "qwen2", "qwen2", kHtmlTokens});
+    // With its end of turn named: otherwise llama.cpp takes the first token with an end-of-turn text it
+    // meets in a hash map (here "<|end|>", or "<|im_end|>"), and "<|end|>" ends generation or not by chance.
+    v.push_back({"harmony.qwen2", "qwen2", "gpt-4o", kHarmonyTokens, false, "", 151645});
+    v.push_back({"probe.gpt-2", "gpt-2", "gpt-2", kProbeTokens});
+    v.push_back({"spm-extra.llama-spm", "llama-spm", "", kHtmlTokens});
+    v.push_back({"spm-gemma.llama-spm", "llama-spm", "", kHtmlTokens, true});
+    // Phi-3's own file (its general.name makes llama.cpp strip spaces after special tokens).
+    v.push_back({"phi-3.phi-3", "phi-3", "", {}, false, ""});
     return v;
 }
+
+// Whether the variant's ids are also stored with special tokens parsed (<name>.special.out).
+bool special_mode(const Variant &v) { return !v.extra.empty() || v.base == "phi-3"; }
 
 std::string vocab_path(const std::string &base) {
     const std::string rel = "ggml-vocab/ggml-vocab-" + base + ".gguf";
@@ -113,33 +154,41 @@ void copy_kv(gguf::Writer &w, const std::string &key, const gguf::Value &v) {
 std::vector<uint8_t> build_variant(const Variant &var) {
     MappedFile mf(vocab_path(var.base));
     const gguf::File file = gguf::File::parse(mf.data(), mf.size());
-    const size_t n = file.get_array("tokenizer.ggml.tokens")->strs.size();
+    const std::vector<std::string_view> &base_tokens = file.get_array("tokenizer.ggml.tokens")->strs;
+    const size_t n = base_tokens.size();
+    // Added tokens the base already has are left out (a second entry with the same text would shadow it).
+    std::vector<ExtraToken> extra;
+    for (const ExtraToken &e : var.extra)
+        if (std::find(base_tokens.begin(), base_tokens.end(), std::string_view(e.text)) == base_tokens.end())
+            extra.push_back(e);
     gguf::Writer w;
     for (const gguf::KV &kv : file.kvs()) {
         const std::string key(kv.key);
         if (key == "general.alignment") continue;   // the writer's own
         if (key == "tokenizer.ggml.pre" && !var.pre.empty()) continue;
         if (key == "tokenizer.ggml.add_space_prefix" && var.no_space_prefix) continue;
+        if (key == "general.name" && !var.general_name.empty()) continue;
+        if (key == "tokenizer.ggml.eot_token_id" && var.eot_id >= 0) continue;
         const gguf::Value &v = kv.value;
         const bool per_token = v.type == gguf::ValueType::ARRAY && v.count == n;
-        if (!var.extra_tokens || !per_token) {
+        if (extra.empty() || !per_token) {
             copy_kv(w, key, v);
             continue;
         }
         // Arrays with one entry per token grow by the extra tokens.
         if (key == "tokenizer.ggml.tokens") {
             std::vector<std::string> t(v.strs.begin(), v.strs.end());
-            for (const ExtraToken &e : kExtraTokens) t.emplace_back(e.text);
+            for (const ExtraToken &e : extra) t.emplace_back(e.text);
             w.add_array_string(key, t);
         } else if (key == "tokenizer.ggml.scores") {
             std::vector<float> f(n);
             for (size_t i = 0; i < n; ++i) f[i] = float(v.array_float(i));
-            f.resize(n + std::size(kExtraTokens), 0.0f);
+            f.resize(n + extra.size(), 0.0f);
             w.add_array_f32(key, f);
         } else if (key == "tokenizer.ggml.token_type") {
             std::vector<int32_t> t(n);
             for (size_t i = 0; i < n; ++i) t[i] = int32_t(v.array_int(i));
-            for (const ExtraToken &e : kExtraTokens) t.push_back(int32_t(e.type));
+            for (const ExtraToken &e : extra) t.push_back(int32_t(e.type));
             w.add_array_i32(key, t);
         } else {
             fail(EMBER_ERR_UNSUPPORTED, "%s: a per-token array this test does not extend", key.c_str());
@@ -147,6 +196,8 @@ std::vector<uint8_t> build_variant(const Variant &var) {
     }
     if (!var.pre.empty()) w.add_string("tokenizer.ggml.pre", var.pre);
     if (var.no_space_prefix) w.add_bool("tokenizer.ggml.add_space_prefix", false);
+    if (!var.general_name.empty()) w.add_string("general.name", var.general_name);
+    if (var.eot_id >= 0) w.add_u32("tokenizer.ggml.eot_token_id", uint32_t(var.eot_id));
     return w.to_bytes();
 }
 
@@ -163,27 +214,13 @@ std::string data_dir() {
     return std::string(src ? src : ".") + "/tests/data/tokenizer_pre/";
 }
 
-std::string read_file(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-// Texts separated by "\n__ggml_vocab_test__\n", which also ends the file (llama.cpp's .inp layout).
-std::vector<std::string> read_texts() {
-    const std::string all = read_file(data_dir() + "texts.txt");
-    const std::string sep = "\n__ggml_vocab_test__\n";
-    std::vector<std::string> out;
-    for (size_t start = 0, pos; (pos = all.find(sep, start)) != std::string::npos; start = pos + sep.size())
-        out.push_back(all.substr(start, pos - start));
-    return out;
-}
+std::vector<std::string> read_stored_texts() { return read_texts(data_dir() + "texts.txt"); }
 
 // llama.cpp's ids for one variant: a "# add_bos N" line, then one line of ids per text.
 struct Expected {
     bool found = false;
     int add_bos = -1;
+    std::vector<int32_t> eog;   // sorted
     std::vector<std::vector<int32_t>> ids;
 };
 
@@ -197,32 +234,14 @@ Expected read_expected(const std::string &path) {
             e.add_bos = std::atoi(line.c_str() + 10);
             continue;
         }
+        if (line.rfind("# eog", 0) == 0) {
+            e.eog = parse_ids(line.substr(5));
+            continue;
+        }
         if (!line.empty() && line[0] == '#') continue;
-        std::istringstream ls(line);
-        std::vector<int32_t> ids;
-        for (int32_t id; ls >> id;) ids.push_back(id);
-        e.ids.push_back(std::move(ids));
+        e.ids.push_back(parse_ids(line));
     }
     return e;
-}
-
-std::string escaped(const std::string &s) {
-    std::string out;
-    for (unsigned char c : s) {
-        char buf[8];
-        if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else if (c == '\r') out += "\\r";
-        else if (c < 0x20) { std::snprintf(buf, sizeof buf, "\\x%02X", c); out += buf; }
-        else out += char(c);
-    }
-    return out;
-}
-
-std::string ids_str(const std::vector<int32_t> &ids) {
-    std::string s;
-    for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
-    return s;
 }
 
 // Compares one tokenizer mode with a stored file; returns the number of mismatching texts.
@@ -245,6 +264,14 @@ size_t compare(const Tokenizer &tok, const std::string &variant, const char *mod
             std::printf("  MISMATCH %s%s text %zu \"%s\"\n    llama.cpp: %s\n    ember:     %s\n", variant.c_str(), mode, i,
                         escaped(texts[i]).c_str(), ids_str(exp.ids[i]).c_str(), ids_str(got).c_str());
     }
+    std::vector<int32_t> eog;
+    for (int32_t id = 0; id < tok.n_vocab(); ++id)
+        if (tok.is_eog(id)) eog.push_back(id);
+    if (eog != exp.eog) {
+        std::printf("  %s: end-of-generation tokens: llama.cpp %s, ember %s\n", variant.c_str(), ids_str(exp.eog).c_str(),
+                    ids_str(eog).c_str());
+        ++bad;
+    }
     if (exp.add_bos >= 0 && exp.add_bos != int(tok.add_bos())) {
         std::printf("  %s: llama.cpp %s BOS by default, ember %s\n", variant.c_str(), exp.add_bos ? "adds" : "adds no",
                     tok.add_bos() ? "does" : "does not");
@@ -256,13 +283,13 @@ size_t compare(const Tokenizer &tok, const std::string &variant, const char *mod
 // ---- with the shared vocabularies ---------------------------------------------------------------------
 
 void test_llama_cpp_ids(void **) {
-    const std::vector<std::string> texts = read_texts();
+    const std::vector<std::string> texts = read_stored_texts();
     assert_true(texts.size() >= 60);
     size_t total_bad = 0, n_variants = 0;
     for (const Variant &var : variants()) {
         const auto tok = load_variant(var);
         size_t bad = compare(*tok, var.name, "", false, texts, read_expected(data_dir() + var.name + ".out"));
-        if (var.extra_tokens)
+        if (special_mode(var))
             bad += compare(*tok, var.name, ".special", true, texts,
                            read_expected(data_dir() + var.name + ".special.out"));
         if (bad) std::printf("  %-28s %zu mismatches\n", var.name.c_str(), bad);
@@ -276,7 +303,7 @@ void test_llama_cpp_ids(void **) {
 // Byte-level BPE spells any text, so each variant gives the text back; SentencePiece too (byte
 // fallback), with the space it puts in front where it does.
 void test_round_trip(void **) {
-    const std::vector<std::string> texts = read_texts();
+    const std::vector<std::string> texts = read_stored_texts();
     size_t bad = 0;
     for (const Variant &var : variants()) {
         const auto tok = load_variant(var);
@@ -287,7 +314,7 @@ void test_round_trip(void **) {
             // SentencePiece with its space prefix puts a space in front of the text and after every
             // special token (as llama.cpp does): checked on the variant without added tokens.
             const bool spm_prefix = tok->model_name() == "llama" && !var.no_space_prefix;
-            if (spm_prefix && var.extra_tokens) continue;
+            if (spm_prefix && special_mode(var)) continue;
             if (back != (spm_prefix && !t.empty() ? " " + t : t)) {
                 if (++bad <= 5)
                     std::printf("  ROUND TRIP %s: \"%s\" -> \"%s\"\n", var.name.c_str(), escaped(t).c_str(),
@@ -399,7 +426,7 @@ int write_variants(const char *dir) {
             return 1;
         }
         std::fclose(f);
-        std::printf("%s%s\n", path.c_str(), var.extra_tokens ? " special" : "");
+        std::printf("%s%s\n", path.c_str(), special_mode(var) ? " special" : "");
     }
     return 0;
 }
