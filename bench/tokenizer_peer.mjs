@@ -7,7 +7,8 @@
 //        node bench/tokenizer_peer.mjs --list /tmp/tokvar/list.txt [--peer ../shared/peer]
 //             [--texts tests/data/tokenizer_pre/texts.txt] [--out tests/data/tokenizer_pre]
 // Each line of the list is a GGUF path, followed by " special" where the file also gets ids with special
-// tokens parsed (<name>.special.out). Writes <name>.out per file: a "# add_bos N" line (whether llama.cpp
+// tokens parsed (<name>.special.out) and " random" where it also gets ids for the random texts
+// (<name>.random.out). Writes <name>.out per file: a "# add_bos N" line (whether llama.cpp
 // starts a text with BOS by default), "# eog ID..." (the tokens that end generation) and one line of ids
 // per text, tokenized without BOS.
 import fs from "node:fs";
@@ -15,12 +16,13 @@ import path from "node:path";
 import process from "node:process";
 import { createRequire } from "node:module";
 
-const args = { peer: "../shared/peer", texts: "tests/data/tokenizer_pre/texts.txt", out: "tests/data/tokenizer_pre",
-               list: null };
+const args = { peer: "../shared/peer", texts: "tests/data/tokenizer_pre/texts.txt",
+               random: "tests/data/tokenizer_pre/texts_random.txt", out: "tests/data/tokenizer_pre", list: null };
 for (let i = 2; i < process.argv.length; i++) {
     const k = process.argv[i], v = () => process.argv[++i];
     if (k === "--peer") args.peer = v();
     else if (k === "--texts") args.texts = v();
+    else if (k === "--random") args.random = v();
     else if (k === "--out") args.out = v();
     else if (k === "--list") args.list = v();
     else throw new Error(`unknown argument ${k}`);
@@ -35,24 +37,26 @@ const peerVersion = JSON.parse(fs.readFileSync(path.resolve(args.peer, "node_mod
 const llama = await getLlama({ gpu: false, build: "never", skipDownload: true, usePrebuiltBinaries: true,
                                existingPrebuiltBinaryMustMatchBuildOptions: false, progressLogs: false,
                                logLevel: "error" });
-const sep = "\n__ggml_vocab_test__\n";
-const texts = fs.readFileSync(args.texts, "utf8").split(sep);
-texts.pop();   // the separator also ends the file
+// Texts separated by a marker line, which also ends the file (llama.cpp's .inp layout).
+const readTexts = (file) => fs.readFileSync(file, "utf8").split("\n__ggml_vocab_test__\n").slice(0, -1);
+const texts = readTexts(args.texts), randomTexts = readTexts(args.random);
 
 for (const line of fs.readFileSync(args.list, "utf8").split("\n").filter(Boolean)) {
-    const [file, flag] = line.split(" ");
+    const [file, ...flags] = line.split(" ");
     const name = path.basename(file, ".gguf");
     const model = await llama.loadModel({ modelPath: file, vocabOnly: true, gpuLayers: 0 });
     // The tokens that end generation (its metadata's and those llama.cpp finds by their text).
     const eog = [];
     const nVocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
     for (let id = 0; id < nVocab; id++) if (model.isEogToken(id)) eog.push(id);
-    const modes = flag === "special" ? [["", false], [".special", true]] : [["", false]];
-    for (const [suffix, special] of modes) {
-        const lines = [`# llama.cpp via node-llama-cpp ${peerVersion}; ${texts.length} texts; special tokens ${special ? "parsed" : "not parsed"}`,
+    const modes = [["", false, texts]];
+    if (flags.includes("special")) modes.push([".special", true, texts]);
+    if (flags.includes("random")) modes.push([".random", false, randomTexts]);
+    for (const [suffix, special, list] of modes) {
+        const lines = [`# llama.cpp via node-llama-cpp ${peerVersion}; ${list.length} texts; special tokens ${special ? "parsed" : "not parsed"}`,
                        `# add_bos ${model.tokens.shouldPrependBosToken ? 1 : 0}`,
                        `# eog ${eog.join(" ")}`];
-        for (const t of texts) lines.push(Array.from(model.tokenize(t, special)).join(" "));
+        for (const t of list) lines.push(Array.from(model.tokenize(t, special)).join(" "));
         fs.writeFileSync(path.join(args.out, `${name}${suffix}.out`), lines.join("\n") + "\n");
     }
     await model.dispose();

@@ -2,7 +2,8 @@
 // from the ones in ../shared/models/ggml-vocab (tokenizer.ggml.pre rewritten, or SentencePiece the way
 // Gemma's is: no space prefix, user-defined and control tokens added).
 //
-// llama.cpp's ids for tests/data/tokenizer_pre/texts.txt are stored beside it (<variant>.out), made by
+// llama.cpp's ids for tests/data/tokenizer_pre/texts.txt (hard cases written by hand) and texts_random.txt
+// (bench/tokenizer_random_texts.py) are stored beside them (<variant>[.special|.random].out), made by
 // bench/tokenizer_peer.mjs from the files `test_tokenizer_pre --write DIR` writes, so CI needs no peer.
 // Also: each family's splitting on hand-worked examples, and the name table itself (no data needed).
 // Every other header comes before cmocka's, whose fail() macro clashes with ember::fail.
@@ -83,6 +84,7 @@ struct Variant {
     bool no_space_prefix = false;     // tokenizer.ggml.add_space_prefix = false (Gemma)
     std::string general_name;         // written as general.name when not empty
     int64_t eot_id = -1;              // written as tokenizer.ggml.eot_token_id when >= 0
+    bool random_texts = false;        // also compared on texts_random.txt (<name>.random.out)
 };
 
 // Every name on the Llama 3 vocabulary (128k tokens, merges for code and many scripts); the first name
@@ -91,8 +93,10 @@ std::vector<Variant> variants() {
     std::vector<Variant> v;
     std::set<int> kinds_seen;
     for (const tok::PreTokenizerSpec &s : tok::pre_tokenizer_specs()) {
+        const bool first_of_kind = kinds_seen.insert(int(s.kind)).second;
         v.push_back({std::string(s.name) + ".llama-bpe", "llama-bpe", s.name});
-        if (kinds_seen.insert(int(s.kind)).second) v.push_back({std::string(s.name) + ".gpt-2", "gpt-2", s.name});
+        v.back().random_texts = first_of_kind;
+        if (first_of_kind) v.push_back({std::string(s.name) + ".gpt-2", "gpt-2", s.name});
     }
     v.push_back({"qwen2-extra.qwen2", "qwen2", "qwen2", kHtmlTokens});
     // With its end of turn named: otherwise llama.cpp takes the first token with an end-of-turn text it
@@ -101,6 +105,7 @@ std::vector<Variant> variants() {
     v.push_back({"probe.gpt-2", "gpt-2", "gpt-2", kProbeTokens});
     v.push_back({"spm-extra.llama-spm", "llama-spm", "", kHtmlTokens});
     v.push_back({"spm-gemma.llama-spm", "llama-spm", "", kHtmlTokens, true});
+    v.back().random_texts = true;
     // Phi-3's own file (its general.name makes llama.cpp strip spaces after special tokens).
     v.push_back({"phi-3.phi-3", "phi-3", "", {}, false, ""});
     return v;
@@ -214,7 +219,7 @@ std::string data_dir() {
     return std::string(src ? src : ".") + "/tests/data/tokenizer_pre/";
 }
 
-std::vector<std::string> read_stored_texts() { return read_texts(data_dir() + "texts.txt"); }
+std::vector<std::string> read_stored_texts(const char *file = "texts.txt") { return read_texts(data_dir() + file); }
 
 // llama.cpp's ids for one variant: a "# add_bos N" line, then one line of ids per text.
 struct Expected {
@@ -284,19 +289,27 @@ size_t compare(const Tokenizer &tok, const std::string &variant, const char *mod
 
 void test_llama_cpp_ids(void **) {
     const std::vector<std::string> texts = read_stored_texts();
+    const std::vector<std::string> random_texts = read_stored_texts("texts_random.txt");
     assert_true(texts.size() >= 60);
-    size_t total_bad = 0, n_variants = 0;
+    assert_true(random_texts.size() >= 100);
+    size_t total_bad = 0, n_variants = 0, n_random = 0;
     for (const Variant &var : variants()) {
         const auto tok = load_variant(var);
         size_t bad = compare(*tok, var.name, "", false, texts, read_expected(data_dir() + var.name + ".out"));
         if (special_mode(var))
             bad += compare(*tok, var.name, ".special", true, texts,
                            read_expected(data_dir() + var.name + ".special.out"));
+        if (var.random_texts) {
+            bad += compare(*tok, var.name, ".random", false, random_texts,
+                           read_expected(data_dir() + var.name + ".random.out"));
+            ++n_random;
+        }
         if (bad) std::printf("  %-28s %zu mismatches\n", var.name.c_str(), bad);
         total_bad += bad;
         ++n_variants;
     }
-    std::printf("  %zu vocabularies x %zu texts compared with llama.cpp's ids\n", n_variants, texts.size());
+    std::printf("  %zu vocabularies x %zu texts, and %zu x %zu random texts, compared with llama.cpp's ids\n", n_variants,
+                texts.size(), n_random, random_texts.size());
     assert_int_equal(total_bad, 0);
 }
 
@@ -426,7 +439,7 @@ int write_variants(const char *dir) {
             return 1;
         }
         std::fclose(f);
-        std::printf("%s%s\n", path.c_str(), special_mode(var) ? " special" : "");
+        std::printf("%s%s%s\n", path.c_str(), special_mode(var) ? " special" : "", var.random_texts ? " random" : "");
     }
     return 0;
 }
