@@ -24,8 +24,10 @@ extern "C" {
 #include <cmocka.h>
 }
 #include "test_util.h"
+#include "tokenizer_test_data.hpp"
 
 using namespace ember;
+using namespace tokenizer_test;
 
 namespace {
 
@@ -52,54 +54,13 @@ std::unique_ptr<Tokenizer> load(const char *name, double *build_seconds = nullpt
     return tok;
 }
 
-std::string read_file(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-// The test strings of X.gguf.inp: separated by "\n__ggml_vocab_test__\n", which also ends the file.
-std::vector<std::string> read_inputs(const std::string &gguf_path) {
-    const std::string all = read_file(gguf_path + ".inp");
-    const std::string sep = "\n__ggml_vocab_test__\n";
-    std::vector<std::string> out;
-    size_t start = 0;
-    for (size_t pos; (pos = all.find(sep, start)) != std::string::npos; start = pos + sep.size())
-        out.push_back(all.substr(start, pos - start));
-    if (start < all.size()) out.push_back(all.substr(start));
-    return out;
-}
+std::vector<std::string> read_inputs(const std::string &gguf_path) { return read_texts(gguf_path + ".inp"); }
 
 std::vector<std::vector<int32_t>> read_expected(const std::string &gguf_path) {
     std::istringstream in(read_file(gguf_path + ".out"));
     std::vector<std::vector<int32_t>> out;
-    for (std::string line; std::getline(in, line);) {
-        std::istringstream ls(line);
-        std::vector<int32_t> ids;
-        for (int32_t id; ls >> id;) ids.push_back(id);
-        out.push_back(std::move(ids));
-    }
+    for (std::string line; std::getline(in, line);) out.push_back(parse_ids(line));
     return out;
-}
-
-std::string escaped(const std::string &s) {
-    std::string out;
-    for (unsigned char c : s) {
-        char buf[8];
-        if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else if (c == '\r') out += "\\r";
-        else if (c < 0x20) { std::snprintf(buf, sizeof buf, "\\x%02X", c); out += buf; }
-        else out += char(c);
-    }
-    return out;
-}
-
-std::string ids_str(const std::vector<int32_t> &ids) {
-    std::string s;
-    for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
-    return s;
 }
 
 int32_t id_of(const Tokenizer &tok, const std::string &text) {

@@ -260,26 +260,38 @@ struct Range {
 };
 
 using Stage = void (*)(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out);
+// The last stage writes the pieces as text, with no list of ranges in between.
+using LastStage = void (*)(const CpText &t, const std::vector<Range> &in, std::string_view text,
+                           std::vector<std::string_view> &out);
 
-// One regex over every piece: its matches and the unmatched stretches between them become the pieces,
-// in order (a regex search: the leftmost match, then the next one after it).
+// One regex over a piece: its matches and the unmatched stretches between them, in order, go to emit
+// (a regex search: the leftmost match, then the next one after it).
+template <size_t (*Match)(const Scan &, size_t), class Emit> void search(const CpText &t, Range r, Emit &&emit) {
+    const Scan s(t, r.end);
+    size_t gap = r.begin, i = r.begin;
+    while (i < r.end) {
+        const size_t e = Match(s, i);
+        if (e <= i) {
+            ++i;
+            continue;
+        }
+        if (gap < i) emit(gap, i);
+        emit(i, e);
+        i = gap = e;
+    }
+    if (gap < r.end) emit(gap, r.end);
+}
+
 template <size_t (*Match)(const Scan &, size_t)>
 void stage(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out) {
-    for (const Range r : in) {
-        const Scan s(t, r.end);
-        size_t gap = r.begin, i = r.begin;
-        while (i < r.end) {
-            const size_t e = Match(s, i);
-            if (e <= i) {
-                ++i;
-                continue;
-            }
-            if (gap < i) out.push_back({gap, i});
-            out.push_back({i, e});
-            i = gap = e;
-        }
-        if (gap < r.end) out.push_back({gap, r.end});
-    }
+    for (const Range r : in) search<Match>(t, r, [&](size_t b, size_t e) { out.push_back({b, e}); });
+}
+
+template <size_t (*Match)(const Scan &, size_t)>
+void last_stage(const CpText &t, const std::vector<Range> &in, std::string_view text,
+                std::vector<std::string_view> &out) {
+    for (const Range r : in)
+        search<Match>(t, r, [&](size_t b, size_t e) { out.push_back(text.substr(t.offs[b], t.offs[e] - t.offs[b])); });
 }
 
 // \s+$: the run of spaces that ends a piece is split off (the piece stays whole if it is all spaces).
@@ -300,30 +312,32 @@ void stage_trailing_spaces(const CpText &t, const std::vector<Range> &in, std::v
 
 struct Family {
     PreTokenizer kind;
-    std::vector<Stage> stages;
+    std::vector<Stage> stages;   // all but the last
+    LastStage last;
 };
 
-const std::vector<Stage> &stages_of(PreTokenizer kind) {
+const Family &family_of(PreTokenizer kind) {
     static const Family kFamilies[] = {
-        {PreTokenizer::Gpt2, {stage<match_gpt2>}},
-        {PreTokenizer::Llama3, {stage<match_llama3<3>>}},
-        {PreTokenizer::Qwen2, {stage<match_llama3<1>>}},
-        {PreTokenizer::Starcoder, {stage<match_digit>, stage<match_gpt2>}},
-        {PreTokenizer::Falcon, {stage<match_punct_run<true>>, stage<match_gpt2>, stage<match_ascii_digits3>}},
-        {PreTokenizer::Default,
-         {stage<match_punct_run<false>>, stage<match_gpt2>, stage<match_digits>, stage<match_ascii_digits3>}},
-        {PreTokenizer::Gpt4o, {stage<match_o200k<3, true>>}},
-        {PreTokenizer::Tekken, {stage<match_o200k<1, false>>}},
+        {PreTokenizer::Gpt2, {}, last_stage<match_gpt2>},
+        {PreTokenizer::Llama3, {}, last_stage<match_llama3<3>>},
+        {PreTokenizer::Qwen2, {}, last_stage<match_llama3<1>>},
+        {PreTokenizer::Starcoder, {stage<match_digit>}, last_stage<match_gpt2>},
+        {PreTokenizer::Falcon, {stage<match_punct_run<true>>, stage<match_gpt2>}, last_stage<match_ascii_digits3>},
+        {PreTokenizer::Default, {stage<match_punct_run<false>>, stage<match_gpt2>, stage<match_digits>},
+         last_stage<match_ascii_digits3>},
+        {PreTokenizer::Gpt4o, {}, last_stage<match_o200k<3, true>>},
+        {PreTokenizer::Tekken, {}, last_stage<match_o200k<1, false>>},
         {PreTokenizer::DeepseekLlm,
          {stage<match_newline>, stage<match_deepseek_letters>, stage<match_deepseek_punct>, stage_trailing_spaces,
-          stage<match_cjk>, stage<match_digits>}},
+          stage<match_cjk>},
+         last_stage<match_digits>},
         {PreTokenizer::DeepseekCoder,
-         {stage<match_newline>, stage<match_space_letters>, stage<match_space_punct>, stage<match_cjk>,
-          stage<match_digit>}},
+         {stage<match_newline>, stage<match_space_letters>, stage<match_space_punct>, stage<match_cjk>},
+         last_stage<match_digit>},
     };
     for (const Family &f : kFamilies)
-        if (f.kind == kind) return f.stages;
-    return kFamilies[0].stages;   // unreachable: every kind is listed
+        if (f.kind == kind) return f;
+    return kFamilies[0];   // unreachable: every kind is listed
 }
 
 // The names llama.cpp gives these families (llama-vocab.cpp), with its per-name settings.
@@ -373,13 +387,14 @@ const PreTokenizerSpec *find_pre_tokenizer(std::string_view name) {
 void pretokenize(PreTokenizer kind, std::string_view text, std::vector<std::string_view> &out) {
     const CpText t(text);
     if (t.size() == 0) return;
+    const Family &f = family_of(kind);
     std::vector<Range> pieces{{0, t.size()}}, next;
-    for (Stage st : stages_of(kind)) {
+    for (Stage st : f.stages) {
         next.clear();
         st(t, pieces, next);
         pieces.swap(next);
     }
-    for (const Range r : pieces) out.push_back(text.substr(t.offs[r.begin], t.offs[r.end] - t.offs[r.begin]));
+    f.last(t, pieces, text, out);
 }
 
 } // namespace ember::tok

@@ -35,9 +35,10 @@ public:
     static std::vector<std::string_view> supported_pre_tokenizers();
 
     // add_special: BOS (and EOS) as tokenizer.ggml.add_bos_token / add_eos_token say (defaults: SPM adds
-    // BOS, BPE as the metadata says). parse_special: text matching a CONTROL, USER_DEFINED or UNKNOWN
+    // BOS, BPE as the pre-tokenizer's family does). parse_special: text matching a CONTROL or UNKNOWN
     // token's text becomes that token (leftmost match first, the longest text among those starting
-    // there); otherwise such text is tokenized as plain text. With SPM, text that follows a special token
+    // there); otherwise such text is tokenized as plain text. Text matching a USER_DEFINED token always
+    // becomes that token (these stand for literal text; llama.cpp and Hugging Face do the same). With SPM, text that follows a special token
     // gets the space prefix again, as at the start (llama.cpp does the same).
     // Limits (docs/reliability.md): text longer than kMaxTextBytes is refused (EMBER_ERR_INVALID_ARGUMENT);
     // merges run within pieces of at most kMaxPieceBytes (a "word" longer than that, which no natural

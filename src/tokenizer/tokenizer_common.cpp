@@ -5,6 +5,7 @@
 #include "tokenizer/tokenizer_impl.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstring>
 #include <limits>
@@ -37,10 +38,34 @@ bool is_integer_elem(gguf::ValueType t) {
            t == T::I64;
 }
 
-// Texts of control tokens that end a turn in the chat formats we know, beyond what eos/eot name.
-constexpr const char *kEndOfGenerationTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end|>", "</s>", "<|end_of_text|>", "<end_of_turn>",
+// Tokens known by their text, beyond what eos/eot name: they are control tokens whatever their GGUF type
+// says (Phi-3 types "</s>" user-defined, Qwen's BPE vocabulary has "</s>" as a normal token), and all but
+// the first fill-in-the-middle ones end generation. llama.cpp recognizes the same texts the same way
+// (checked through tests/data/tokenizer_pre/probe.gpt-2.out), so parse_special and is_eog agree with it.
+struct KnownToken {
+    const char *text;
+    bool ends_generation;
 };
+constexpr KnownToken kKnownTokens[] = {
+    {"<|eot_id|>", true},      {"<|im_end|>", true},       {"<|endoftext|>", true},    {"<|end|>", true},
+    {"</s>", true},            {"<eos>", true},            {"<|end_of_text|>", true},  {"<end_of_turn>", true},
+    {"<|eom_id|>", true},      {"<EOT>", true},            {"_<EOT>", true},           {"<end_of_utterance>", true},
+    {"<|return|>", true},      {"<|call|>", true},         {"<|flush|>", true},        {"<|calls|>", true},
+    {"<|fim_prefix|>", false}, {"<|fim_suffix|>", false},  {"<|fim_middle|>", false},  {"<|fim_pad|>", true},
+    {"<|repo_name|>", true},   {"<|file_sep|>", true},
+};
+
+// gpt-oss's chat format (o200k_harmony) writes these between the parts of a message; they are text the
+// caller parses, so they are always rendered and always recognized (user-defined), as in llama.cpp.
+constexpr const char *kHarmonyTexts[] = {"<|start|>", "<|message|>", "<|channel|>", "<|constrain|>"};
+
+// general.name, lower-cased, names a Phi-3 model: llama.cpp strips the whitespace after its special
+// tokens (all but these) when it cuts them out of a text, as Phi-3's own tokenizer does.
+bool is_phi3_name(std::string name) {
+    for (char &c : name) c = char(std::tolower(uint8_t(c)));
+    return name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos;
+}
+constexpr const char *kPhi3NoStripTexts[] = {"<unk>", "<s>", "<|endoftext|>"};
 
 } // namespace
 
@@ -101,32 +126,55 @@ void TokenizerBase::load_vocab(const gguf::File &file, std::string_view model, b
     add_bos_ = file.get_bool("tokenizer.ggml.add_bos_token").value_or(add_bos_default) && bos_ >= 0;
     add_eos_ = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false) && eos_ >= 0;
 
-    if (eos_ >= 0) eog_ids_.push_back(eos_);
-    if (eot_ >= 0 && eot_ != eos_) eog_ids_.push_back(eot_);
-    for (const char *t : kEndOfGenerationTexts) {
-        const int32_t id = find(t);
-        if (id >= 0 && types_[id] == TokenType::CONTROL &&
-            std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end())
-            eog_ids_.push_back(id);
+    auto add_eog = [&](int32_t id) {
+        if (id >= 0 && std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end()) eog_ids_.push_back(id);
+    };
+    add_eog(eos_);
+    add_eog(eot_);
+    for (const KnownToken &k : kKnownTokens) {
+        const int32_t id = find(k.text);
+        if (id < 0) continue;
+        types_[size_t(id)] = TokenType::CONTROL;
+        if (k.ends_generation) add_eog(id);
     }
+    // In gpt-oss's format "<|end|>" ends a message, which "<|start|>" follows, while "<|return|>" and
+    // "<|call|>" end the turn: there "<|end|>" is text to render and generation goes on.
+    const int32_t end = find("<|end|>");
+    if (end >= 0 && find("<|return|>") >= 0 && find("<|call|>") >= 0) {
+        types_[size_t(end)] = TokenType::USER_DEFINED;
+        if (end != eos_ && end != eot_) eog_ids_.erase(std::find(eog_ids_.begin(), eog_ids_.end(), end));
+    }
+    for (const char *t : kHarmonyTexts)
+        if (const int32_t id = find(t); id >= 0) types_[size_t(id)] = TokenType::USER_DEFINED;
 
     // UNKNOWN is included because some vocabularies (Phi-3's [PADn]) mark added tokens that way.
     for (size_t i = 0; i < n; ++i) {
         const TokenType t = types_[i];
-        if ((t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN) && !tokens_[i].empty())
+        if ((t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN) && !tokens_[i].empty()) {
             specials_by_byte_[uint8_t(tokens_[i][0])].push_back(int32_t(i));
+            has_user_defined_ = has_user_defined_ || t == TokenType::USER_DEFINED;
+        }
+    }
+    if (is_phi3_name(std::string(file.get_string("general.name").value_or("")))) {
+        rstrip_.assign(n, false);
+        for (const auto &v : specials_by_byte_)
+            for (int32_t id : v) rstrip_[size_t(id)] = true;
+        if (const int32_t id = find("</s>"); id >= 0) rstrip_[size_t(id)] = true;
+        for (const char *t : kPhi3NoStripTexts)
+            if (const int32_t id = find(t); id >= 0) rstrip_[size_t(id)] = false;
     }
     for (auto &v : specials_by_byte_)
         std::stable_sort(v.begin(), v.end(),
                          [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
 }
 
-std::vector<Fragment> TokenizerBase::split_special(std::string_view text) const {
+std::vector<Fragment> TokenizerBase::split_special(std::string_view text, bool parse_special) const {
     std::vector<Fragment> frags;
     size_t start = 0, i = 0;
     while (i < text.size()) {
         int32_t hit = -1;
         for (int32_t id : specials_by_byte_[uint8_t(text[i])]) {
+            if (!parse_special && types_[size_t(id)] != TokenType::USER_DEFINED) continue;
             if (text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
                 hit = id;
                 break;
@@ -139,6 +187,8 @@ std::vector<Fragment> TokenizerBase::split_special(std::string_view text) const 
         if (i > start) frags.push_back({text.substr(start, i - start)});
         frags.push_back({{}, hit});
         i += tokens_[hit].size();
+        if (!rstrip_.empty() && rstrip_[size_t(hit)])
+            while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;
         start = i;
     }
     if (start < text.size()) frags.push_back({text.substr(start)});
@@ -152,11 +202,14 @@ std::vector<int32_t> TokenizerBase::tokenize(std::string_view text, bool add_spe
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 2);
     if (add_special && add_bos_) out.push_back(bos_);
-    if (!parse_special) {
+    // USER_DEFINED tokens are vocabulary entries for literal text (Gemma's "<h1>" or runs of spaces and
+    // tabs, for instance), not control tokens: like Hugging Face's added tokens and llama.cpp, they are
+    // cut out of the text before it is tokenized whether or not special tokens are parsed.
+    if (!parse_special && !has_user_defined_) {
         if (!text.empty()) encode(text, true, out);
     } else {
         bool first_or_after_special = true;
-        for (const Fragment &f : split_special(text)) {
+        for (const Fragment &f : split_special(text, parse_special)) {
             if (f.special >= 0) {
                 out.push_back(f.special);
                 first_or_after_special = true;

@@ -52,11 +52,15 @@ protected:
     bool strip_leading_space_ = false;
 
 private:
-    std::vector<Fragment> split_special(std::string_view text) const;
+    // Cuts out the special tokens written in text: all kinds when parse_special, else only USER_DEFINED.
+    std::vector<Fragment> split_special(std::string_view text, bool parse_special) const;
 
     TokenIndex ids_;   // over tokens_, which never changes once built
     // Tokens parse_special recognizes, by first byte, longest text first (leftmost-longest matching).
     std::array<std::vector<int32_t>, 256> specials_by_byte_;
+    bool has_user_defined_ = false;   // whether any of them is USER_DEFINED (cut out even without parse_special)
+    // Per token (empty when none has it): the ASCII whitespace after it in a text goes with it (Phi-3).
+    std::vector<bool> rstrip_;
 };
 
 // SentencePiece-style: score-driven merges of UTF-8 characters over the "▁"-escaped text.

@@ -1,0 +1,468 @@
+// test_tokenizer_pre.cpp — every pre-tokenizer name against llama.cpp's token ids, on vocabularies written
+// from the ones in ../shared/models/ggml-vocab (tokenizer.ggml.pre rewritten, or SentencePiece the way
+// Gemma's is: no space prefix, user-defined and control tokens added).
+//
+// llama.cpp's ids for tests/data/tokenizer_pre/texts.txt (hard cases written by hand) and texts_random.txt
+// (bench/tokenizer_random_texts.py) are stored beside them (<variant>[.special|.random].out), made by
+// bench/tokenizer_peer.mjs from the files `test_tokenizer_pre --write DIR` writes, so CI needs no peer.
+// Also: each family's splitting on hand-worked examples, and the name table itself (no data needed).
+// Every other header comes before cmocka's, whose fail() macro clashes with ember::fail.
+#include "core/error.hpp"
+#include "core/mapped_file.hpp"
+#include "gguf/gguf.hpp"
+#include "tokenizer/pretokenize.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "tokenizer_test_data.hpp"
+
+using namespace ember;
+using namespace tokenizer_test;
+
+namespace {
+
+// ---- the vocabularies ----------------------------------------------------------------------------------
+
+// Tokens appended to a vocabulary, with their GGUF token type.
+struct ExtraToken {
+    const char *text;
+    TokenType type;
+};
+using ExtraTokens = std::span<const ExtraToken>;
+
+// User-defined tokens (cut out of any text, as Gemma's HTML tags and tab runs are) and control ones
+// (only with parse_special), with overlapping texts.
+constexpr ExtraToken kHtmlTokens[] = {
+    {"<h1>", TokenType::USER_DEFINED},          {"</h1>", TokenType::USER_DEFINED},
+    {"<h1", TokenType::USER_DEFINED},           {"\t\t", TokenType::USER_DEFINED},
+    {"<start_of_turn>", TokenType::CONTROL},    {"<end_of_turn>", TokenType::CONTROL},
+};
+// gpt-oss's chat format (o200k_harmony), as its GGUFs type them.
+constexpr ExtraToken kHarmonyTokens[] = {
+    {"<|start|>", TokenType::CONTROL},   {"<|end|>", TokenType::CONTROL},       {"<|message|>", TokenType::CONTROL},
+    {"<|channel|>", TokenType::CONTROL}, {"<|constrain|>", TokenType::CONTROL}, {"<|return|>", TokenType::CONTROL},
+    {"<|call|>", TokenType::CONTROL},
+};
+
+// Texts llama.cpp may treat as end-of-generation or fill-in-the-middle tokens whatever their type, added
+// as user-defined tokens (where the base lacks them): which ones it turns into control tokens (then not
+// cut out of plain text) and which end generation is read off its ids and its "# eog" line.
+constexpr ExtraToken kProbeTokens[] = {
+    {"<|eot_id|>", TokenType::USER_DEFINED},       {"<|im_end|>", TokenType::USER_DEFINED},
+    {"<|end|>", TokenType::USER_DEFINED},          {"<|return|>", TokenType::USER_DEFINED},
+    {"<|call|>", TokenType::USER_DEFINED},         {"<|flush|>", TokenType::USER_DEFINED},
+    {"<|calls|>", TokenType::USER_DEFINED},        {"<end_of_turn>", TokenType::USER_DEFINED},
+    {"<|eom_id|>", TokenType::USER_DEFINED},       {"<EOT>", TokenType::USER_DEFINED},
+    {"_<EOT>", TokenType::USER_DEFINED},           {"<|end_of_text|>", TokenType::USER_DEFINED},
+    {"<end_of_utterance>", TokenType::USER_DEFINED}, {"</s>", TokenType::USER_DEFINED},
+    {"<eos>", TokenType::USER_DEFINED},            {"<|END_OF_TURN_TOKEN|>", TokenType::USER_DEFINED},
+    {"<|im_start|>", TokenType::USER_DEFINED},     {"<unused0>", TokenType::USER_DEFINED},
+    {"<|fim_prefix|>", TokenType::USER_DEFINED},   {"<|fim_suffix|>", TokenType::USER_DEFINED},
+    {"<|fim_middle|>", TokenType::USER_DEFINED},   {"<|fim_pad|>", TokenType::USER_DEFINED},
+    {"<|repo_name|>", TokenType::USER_DEFINED},    {"<|file_sep|>", TokenType::USER_DEFINED},
+};
+
+// A vocabulary file made from ggml-vocab-<base>.gguf.
+struct Variant {
+    std::string name;   // file stem: "<pre>.<base>", or a name of its own for those with added tokens
+    std::string base;
+    std::string pre;    // written as tokenizer.ggml.pre; "" keeps the base's
+    ExtraTokens extra = {};           // appended to the vocabulary
+    bool no_space_prefix = false;     // tokenizer.ggml.add_space_prefix = false (Gemma)
+    std::string general_name;         // written as general.name when not empty
+    int64_t eot_id = -1;              // written as tokenizer.ggml.eot_token_id when >= 0
+    bool random_texts = false;        // also compared on texts_random.txt (<name>.random.out)
+};
+
+// Every name on the Llama 3 vocabulary (128k tokens, merges for code and many scripts); the first name
+// of each family also on GPT-2's (a different merge list); SentencePiece as Llama 2 and as Gemma have it.
+std::vector<Variant> variants() {
+    std::vector<Variant> v;
+    std::set<int> kinds_seen;
+    for (const tok::PreTokenizerSpec &s : tok::pre_tokenizer_specs()) {
+        const bool first_of_kind = kinds_seen.insert(int(s.kind)).second;
+        v.push_back({std::string(s.name) + ".llama-bpe", "llama-bpe", s.name});
+        v.back().random_texts = first_of_kind;
+        if (first_of_kind) v.push_back({std::string(s.name) + ".gpt-2", "gpt-2", s.name});
+    }
+    v.push_back({"qwen2-extra.qwen2", "qwen2", "qwen2", kHtmlTokens});
+    // With its end of turn named: otherwise llama.cpp takes the first token with an end-of-turn text it
+    // meets in a hash map (here "<|end|>", or "<|im_end|>"), and "<|end|>" ends generation or not by chance.
+    v.push_back({"harmony.qwen2", "qwen2", "gpt-4o", kHarmonyTokens, false, "", 151645});
+    v.push_back({"probe.gpt-2", "gpt-2", "gpt-2", kProbeTokens});
+    v.push_back({"spm-extra.llama-spm", "llama-spm", "", kHtmlTokens});
+    v.push_back({"spm-gemma.llama-spm", "llama-spm", "", kHtmlTokens, true});
+    v.back().random_texts = true;
+    // Phi-3's own file (its general.name makes llama.cpp strip spaces after special tokens).
+    v.push_back({"phi-3.phi-3", "phi-3", "", {}, false, ""});
+    return v;
+}
+
+// Whether the variant's ids are also stored with special tokens parsed (<name>.special.out).
+bool special_mode(const Variant &v) { return !v.extra.empty() || v.base == "phi-3"; }
+
+std::string vocab_path(const std::string &base) {
+    const std::string rel = "ggml-vocab/ggml-vocab-" + base + ".gguf";
+    const char *p = test_shared_model(rel.c_str());
+    return p ? p : "";
+}
+
+// Copies one metadata value into w (the types vocabulary files use).
+void copy_kv(gguf::Writer &w, const std::string &key, const gguf::Value &v) {
+    using T = gguf::ValueType;
+    switch (v.type) {
+    case T::U8: w.add_u8(key, uint8_t(v.u)); break;
+    case T::I8: w.add_i8(key, int8_t(v.i)); break;
+    case T::U16: w.add_u16(key, uint16_t(v.u)); break;
+    case T::I16: w.add_i16(key, int16_t(v.i)); break;
+    case T::U32: w.add_u32(key, uint32_t(v.u)); break;
+    case T::I32: w.add_i32(key, int32_t(v.i)); break;
+    case T::U64: w.add_u64(key, v.u); break;
+    case T::I64: w.add_i64(key, v.i); break;
+    case T::F32: w.add_f32(key, float(v.f)); break;
+    case T::F64: w.add_f64(key, v.f); break;
+    case T::BOOL: w.add_bool(key, v.u != 0); break;
+    case T::STRING: w.add_string(key, std::string(v.str)); break;
+    case T::ARRAY:
+        if (v.elem_type == T::STRING) {
+            w.add_array_string(key, std::vector<std::string>(v.strs.begin(), v.strs.end()));
+        } else if (v.elem_type == T::F32) {
+            std::vector<float> f(v.count);
+            for (uint64_t i = 0; i < v.count; ++i) f[i] = float(v.array_float(i));
+            w.add_array_f32(key, f);
+        } else if (v.elem_type == T::I32) {
+            std::vector<int32_t> n(v.count);
+            for (uint64_t i = 0; i < v.count; ++i) n[i] = int32_t(v.array_int(i));
+            w.add_array_i32(key, n);
+        } else {
+            fail(EMBER_ERR_UNSUPPORTED, "%s: arrays of %s are not copied", key.c_str(), gguf::value_type_name(v.elem_type));
+        }
+        break;
+    default: fail(EMBER_ERR_UNSUPPORTED, "%s: type %s is not copied", key.c_str(), gguf::value_type_name(v.type));
+    }
+}
+
+// The variant as GGUF bytes (metadata only, like the files it is made from).
+std::vector<uint8_t> build_variant(const Variant &var) {
+    MappedFile mf(vocab_path(var.base));
+    const gguf::File file = gguf::File::parse(mf.data(), mf.size());
+    const std::vector<std::string_view> &base_tokens = file.get_array("tokenizer.ggml.tokens")->strs;
+    const size_t n = base_tokens.size();
+    // Added tokens the base already has are left out (a second entry with the same text would shadow it).
+    std::vector<ExtraToken> extra;
+    for (const ExtraToken &e : var.extra)
+        if (std::find(base_tokens.begin(), base_tokens.end(), std::string_view(e.text)) == base_tokens.end())
+            extra.push_back(e);
+    gguf::Writer w;
+    for (const gguf::KV &kv : file.kvs()) {
+        const std::string key(kv.key);
+        if (key == "general.alignment") continue;   // the writer's own
+        if (key == "tokenizer.ggml.pre" && !var.pre.empty()) continue;
+        if (key == "tokenizer.ggml.add_space_prefix" && var.no_space_prefix) continue;
+        if (key == "general.name" && !var.general_name.empty()) continue;
+        if (key == "tokenizer.ggml.eot_token_id" && var.eot_id >= 0) continue;
+        const gguf::Value &v = kv.value;
+        const bool per_token = v.type == gguf::ValueType::ARRAY && v.count == n;
+        if (extra.empty() || !per_token) {
+            copy_kv(w, key, v);
+            continue;
+        }
+        // Arrays with one entry per token grow by the extra tokens.
+        if (key == "tokenizer.ggml.tokens") {
+            std::vector<std::string> t(v.strs.begin(), v.strs.end());
+            for (const ExtraToken &e : extra) t.emplace_back(e.text);
+            w.add_array_string(key, t);
+        } else if (key == "tokenizer.ggml.scores") {
+            std::vector<float> f(n);
+            for (size_t i = 0; i < n; ++i) f[i] = float(v.array_float(i));
+            f.resize(n + extra.size(), 0.0f);
+            w.add_array_f32(key, f);
+        } else if (key == "tokenizer.ggml.token_type") {
+            std::vector<int32_t> t(n);
+            for (size_t i = 0; i < n; ++i) t[i] = int32_t(v.array_int(i));
+            for (const ExtraToken &e : extra) t.push_back(int32_t(e.type));
+            w.add_array_i32(key, t);
+        } else {
+            fail(EMBER_ERR_UNSUPPORTED, "%s: a per-token array this test does not extend", key.c_str());
+        }
+    }
+    if (!var.pre.empty()) w.add_string("tokenizer.ggml.pre", var.pre);
+    if (var.no_space_prefix) w.add_bool("tokenizer.ggml.add_space_prefix", false);
+    if (!var.general_name.empty()) w.add_string("general.name", var.general_name);
+    if (var.eot_id >= 0) w.add_u32("tokenizer.ggml.eot_token_id", uint32_t(var.eot_id));
+    return w.to_bytes();
+}
+
+std::unique_ptr<Tokenizer> load_variant(const Variant &var) {
+    const std::vector<uint8_t> bytes = build_variant(var);
+    const gguf::File file = gguf::File::parse(bytes.data(), bytes.size());
+    return Tokenizer::from_gguf(file);
+}
+
+// ---- the stored texts and ids ----------------------------------------------------------------------------
+
+std::string data_dir() {
+    const char *src = std::getenv("EMBER_SOURCE_DIR");
+    return std::string(src ? src : ".") + "/tests/data/tokenizer_pre/";
+}
+
+std::vector<std::string> read_stored_texts(const char *file = "texts.txt") { return read_texts(data_dir() + file); }
+
+// llama.cpp's ids for one variant: a "# add_bos N" line, then one line of ids per text.
+struct Expected {
+    bool found = false;
+    int add_bos = -1;
+    std::vector<int32_t> eog;   // sorted
+    std::vector<std::vector<int32_t>> ids;
+};
+
+Expected read_expected(const std::string &path) {
+    Expected e;
+    std::ifstream f(path);
+    if (!f) return e;
+    e.found = true;
+    for (std::string line; std::getline(f, line);) {
+        if (line.rfind("# add_bos ", 0) == 0) {
+            e.add_bos = std::atoi(line.c_str() + 10);
+            continue;
+        }
+        if (line.rfind("# eog", 0) == 0) {
+            e.eog = parse_ids(line.substr(5));
+            continue;
+        }
+        if (!line.empty() && line[0] == '#') continue;
+        e.ids.push_back(parse_ids(line));
+    }
+    return e;
+}
+
+// Compares one tokenizer mode with a stored file; returns the number of mismatching texts.
+size_t compare(const Tokenizer &tok, const std::string &variant, const char *mode, bool parse_special,
+               const std::vector<std::string> &texts, const Expected &exp) {
+    if (!exp.found) {
+        std::printf("  MISSING %s%s.out: run bench/tokenizer_peer.mjs (the name table grew?)\n", variant.c_str(), mode);
+        return 1;
+    }
+    if (exp.ids.size() != texts.size()) {
+        std::printf("  %s%s.out has %zu lines for %zu texts: regenerate it\n", variant.c_str(), mode, exp.ids.size(),
+                    texts.size());
+        return 1;
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        const std::vector<int32_t> got = tok.tokenize(texts[i], false, parse_special);
+        if (got == exp.ids[i]) continue;
+        if (++bad <= 3)
+            std::printf("  MISMATCH %s%s text %zu \"%s\"\n    llama.cpp: %s\n    ember:     %s\n", variant.c_str(), mode, i,
+                        escaped(texts[i]).c_str(), ids_str(exp.ids[i]).c_str(), ids_str(got).c_str());
+    }
+    std::vector<int32_t> eog;
+    for (int32_t id = 0; id < tok.n_vocab(); ++id)
+        if (tok.is_eog(id)) eog.push_back(id);
+    if (eog != exp.eog) {
+        std::printf("  %s: end-of-generation tokens: llama.cpp %s, ember %s\n", variant.c_str(), ids_str(exp.eog).c_str(),
+                    ids_str(eog).c_str());
+        ++bad;
+    }
+    if (exp.add_bos >= 0 && exp.add_bos != int(tok.add_bos())) {
+        std::printf("  %s: llama.cpp %s BOS by default, ember %s\n", variant.c_str(), exp.add_bos ? "adds" : "adds no",
+                    tok.add_bos() ? "does" : "does not");
+        ++bad;
+    }
+    return bad;
+}
+
+// ---- with the shared vocabularies ---------------------------------------------------------------------
+
+void test_llama_cpp_ids(void **) {
+    const std::vector<std::string> texts = read_stored_texts();
+    const std::vector<std::string> random_texts = read_stored_texts("texts_random.txt");
+    assert_true(texts.size() >= 60);
+    assert_true(random_texts.size() >= 100);
+    size_t total_bad = 0, n_variants = 0, n_random = 0;
+    for (const Variant &var : variants()) {
+        const auto tok = load_variant(var);
+        size_t bad = compare(*tok, var.name, "", false, texts, read_expected(data_dir() + var.name + ".out"));
+        if (special_mode(var))
+            bad += compare(*tok, var.name, ".special", true, texts,
+                           read_expected(data_dir() + var.name + ".special.out"));
+        if (var.random_texts) {
+            bad += compare(*tok, var.name, ".random", false, random_texts,
+                           read_expected(data_dir() + var.name + ".random.out"));
+            ++n_random;
+        }
+        if (bad) std::printf("  %-28s %zu mismatches\n", var.name.c_str(), bad);
+        total_bad += bad;
+        ++n_variants;
+    }
+    std::printf("  %zu vocabularies x %zu texts, and %zu x %zu random texts, compared with llama.cpp's ids\n", n_variants,
+                texts.size(), n_random, random_texts.size());
+    assert_int_equal(total_bad, 0);
+}
+
+// Byte-level BPE spells any text, so each variant gives the text back; SentencePiece too (byte
+// fallback), with the space it puts in front where it does.
+void test_round_trip(void **) {
+    const std::vector<std::string> texts = read_stored_texts();
+    size_t bad = 0;
+    for (const Variant &var : variants()) {
+        const auto tok = load_variant(var);
+        for (const std::string &t : texts) {
+            const std::vector<int32_t> ids = tok->tokenize(t, false, false);
+            std::string back;
+            for (int32_t id : ids) back += tok->token_to_piece(id, false);
+            // SentencePiece with its space prefix puts a space in front of the text and after every
+            // special token (as llama.cpp does): checked on the variant without added tokens.
+            const bool spm_prefix = tok->model_name() == "llama" && !var.no_space_prefix;
+            if (spm_prefix && special_mode(var)) continue;
+            if (back != (spm_prefix && !t.empty() ? " " + t : t)) {
+                if (++bad <= 5)
+                    std::printf("  ROUND TRIP %s: \"%s\" -> \"%s\"\n", var.name.c_str(), escaped(t).c_str(),
+                                escaped(back).c_str());
+            }
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+// Gemma-style SentencePiece: no space in front, user-defined tokens cut out without parse_special,
+// control tokens only with it.
+void test_gemma_style(void **) {
+    const Variant *gemma = nullptr;
+    const std::vector<Variant> all = variants();
+    for (const Variant &v : all)
+        if (v.no_space_prefix) gemma = &v;
+    assert_non_null(gemma);
+    const auto tok = load_variant(*gemma);
+    const int32_t n = tok->n_vocab();
+    const int32_t h1 = n - 6, tabs = n - 3, start = n - 2;
+    assert_string_equal(tok->text(h1).c_str(), "<h1>");
+    const std::vector<int32_t> plain = tok->tokenize("<h1>Hi</h1>", false, false);
+    assert_int_equal(plain.front(), h1);
+    assert_int_equal(plain.back(), n - 5);
+    const std::vector<int32_t> tabbed = tok->tokenize("a\t\tb", false, false);
+    assert_true(std::find(tabbed.begin(), tabbed.end(), tabs) != tabbed.end());
+    // Control tokens stay text unless parsed.
+    const std::vector<int32_t> turn = tok->tokenize("<start_of_turn>user", false, false);
+    assert_true(std::find(turn.begin(), turn.end(), start) == turn.end());
+    assert_int_equal(tok->tokenize("<start_of_turn>user", false, true).front(), start);
+    // No space prefix: "Hi" alone and after a special token is the same as in running text.
+    const std::vector<int32_t> hi = tok->tokenize("Hi", false, false);
+    const std::vector<int32_t> after = tok->tokenize("<start_of_turn>Hi", false, true);
+    assert_true(std::vector<int32_t>(after.begin() + 1, after.end()) == hi);
+    assert_string_equal(tok->detokenize(hi.data(), hi.size(), false, false).c_str(), "Hi");
+}
+
+// ---- no data needed -----------------------------------------------------------------------------------
+
+std::vector<std::string> split(tok::PreTokenizer kind, const std::string &text) {
+    std::vector<std::string_view> pieces;
+    tok::pretokenize(kind, text, pieces);
+    return {pieces.begin(), pieces.end()};
+}
+
+void expect_split(tok::PreTokenizer kind, const char *text, std::vector<std::string> want) {
+    const std::vector<std::string> got = split(kind, text);
+    if (got == want) return;
+    std::string g, w;
+    for (const auto &p : got) g += "[" + escaped(p) + "]";
+    for (const auto &p : want) w += "[" + escaped(p) + "]";
+    std::printf("  \"%s\" (kind %d)\n    want %s\n    got  %s\n", escaped(text).c_str(), int(kind), w.c_str(), g.c_str());
+    assert_true(false);
+}
+
+// Each family's distinguishing rules, worked out by hand from its regexes (and checked against
+// llama.cpp's ids through the stored files above).
+void test_splits(void **) {
+    using P = tok::PreTokenizer;
+    expect_split(P::Gpt2, "I'm  fine 123", {"I", "'m", " ", " fine", " 123"});
+    expect_split(P::Llama3, "I'M 12345 ok\n\n", {"I", "'M", " ", "123", "45", " ok", "\n\n"});
+    expect_split(P::Qwen2, "a 123", {"a", " ", "1", "2", "3"});
+    // StarCoder: every digit alone, then GPT-2 on what is left (the space stays alone).
+    expect_split(P::Starcoder, "x 123y", {"x", " ", "1", "2", "3", "y"});
+    // Falcon: punctuation runs first (the apostrophe too, so no contractions), digits in threes.
+    expect_split(P::Falcon, "don't 1234567 a+b", {"don", "'", "t", " ", "123", "456", "7", " a", "+", "b"});
+    // llama.cpp's default: as Falcon without the backtick, and digit runs apart from their space.
+    expect_split(P::Default, "x `y` 12345", {"x", " `", "y", "`", " ", "123", "45"});
+    // o200k: words split before an upper-case letter that follows lower case; contractions stay on.
+    expect_split(P::Gpt4o, "HELLOworld helloWorld they're 12345",
+                 {"HELLOworld", " hello", "World", " they're", " ", "123", "45"});
+    expect_split(P::Gpt4o, "a/b//\nc", {"a", "/b", "//\n", "c"});
+    // Tekken: the same without contractions and with one digit per piece.
+    expect_split(P::Tekken, "they're 12", {"they", "'re", " ", "1", "2"});
+    // Non-ASCII letters count as both cases, so the run keeps going through them.
+    expect_split(P::Tekken, "\xC3\x89" "A " "A\xC3\xA9" "B", {"\xC3\x89", "A", " A\xC3\xA9", "B"});
+    // DeepSeek LLM: line breaks alone; ASCII letters and punctuation in one class, accented letters in
+    // another, so "café" splits; trailing spaces apart.
+    expect_split(P::DeepseekLlm, "caf\xC3\xA9 ok\n  ", {"caf", "\xC3\xA9", " ok", "\n", "  "});
+    expect_split(P::DeepseekCoder, "ab, 12", {"ab", ",", " ", "1", "2"});
+}
+
+void test_name_table(void **) {
+    const std::vector<std::string_view> names = Tokenizer::supported_pre_tokenizers();
+    std::set<std::string_view> unique(names.begin(), names.end());
+    assert_int_equal(unique.size(), names.size());
+    // The names the families of issue 18 and llama.cpp's vocabulary tests carry.
+    for (const char *required : {"default", "gpt-2", "llama-bpe", "llama3", "qwen2", "smollm", "refact",
+                                 "deepseek-r1-qwen", "deepseek-llm", "tekken", "gpt-4o", "dbrx", "olmo",
+                                 "starcoder", "falcon", "phi-2"}) {
+        if (!unique.count(required)) std::printf("  missing pre-tokenizer '%s'\n", required);
+        assert_true(unique.count(required) == 1);
+    }
+    for (std::string_view n : names) assert_non_null(tok::find_pre_tokenizer(n));
+    assert_null(tok::find_pre_tokenizer("nonesuch"));
+    const std::vector<std::string_view> models = Tokenizer::supported_models();
+    assert_true(models == (std::vector<std::string_view>{"llama", "gpt2"}));
+}
+
+// `test_tokenizer_pre --write DIR`: the variants as files, for bench/tokenizer_peer.mjs.
+int write_variants(const char *dir) {
+    for (const Variant &var : variants()) {
+        const std::string path = std::string(dir) + "/" + var.name + ".gguf";
+        const std::vector<uint8_t> bytes = build_variant(var);
+        FILE *f = std::fopen(path.c_str(), "wb");
+        if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
+            std::fprintf(stderr, "cannot write %s\n", path.c_str());
+            return 1;
+        }
+        std::fclose(f);
+        std::printf("%s%s%s\n", path.c_str(), special_mode(var) ? " special" : "", var.random_texts ? " random" : "");
+    }
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    if (argc == 3 && std::strcmp(argv[1], "--write") == 0) return write_variants(argv[2]);
+    const struct CMUnitTest offline[] = {
+        cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_name_table),
+    };
+    const int failed = cmocka_run_group_tests_name("pre-tokenizers (no data)", offline, nullptr, nullptr);
+    for (const char *base : {"llama-bpe", "gpt-2", "qwen2", "llama-spm"}) {
+        if (vocab_path(base).empty()) {
+            if (failed) return failed;
+            test_require(nullptr, (std::string("ggml-vocab/ggml-vocab-") + base + ".gguf").c_str());
+        }
+    }
+    const struct CMUnitTest with_data[] = {
+        cmocka_unit_test(test_llama_cpp_ids),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_gemma_style),
+    };
+    return failed + cmocka_run_group_tests_name("pre-tokenizers (vocabularies)", with_data, nullptr, nullptr);
+}
