@@ -13,18 +13,24 @@ static ember_model *load_stories(void) {
     return m;
 }
 
+/* A 64-token session on `backend` with `n_threads` (0: the default); asserts success. */
+static ember_session *new_session(ember_model *m, ember_backend_kind backend, uint32_t n_threads) {
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_ctx = 64;
+    sp.backend = backend;
+    sp.n_threads = n_threads;
+    ember_session *s = NULL;
+    assert_int_equal(ember_session_create(m, &sp, &s), EMBER_OK);
+    return s;
+}
+
 static void test_cpu_threads(void **state) {
     (void)state;
     const uint32_t def = ember_default_thread_count();
     assert_true(def >= 1 && def <= 8);
     ember_model *m = load_stories();
-    ember_session_params sp;
-    ember_session_params_init(&sp);
-    sp.n_ctx = 64;
-    sp.backend = EMBER_BACKEND_CPU;
-    sp.n_threads = 3;
-    ember_session *s = NULL;
-    assert_int_equal(ember_session_create(m, &sp, &s), EMBER_OK);
+    ember_session *s = new_session(m, EMBER_BACKEND_CPU, 3);
     ember_backend_kind kind = EMBER_BACKEND_AUTO;
     uint32_t threads = 0;
     assert_int_equal(ember_session_backend(s, &kind, &threads), EMBER_OK);
@@ -39,8 +45,7 @@ static void test_cpu_threads(void **state) {
     ember_session_free(f);
     ember_session_free(s);
     /* n_threads 0: the default, as ember_default_thread_count says. */
-    sp.n_threads = 0;
-    assert_int_equal(ember_session_create(m, &sp, &s), EMBER_OK);
+    s = new_session(m, EMBER_BACKEND_CPU, 0);
     assert_int_equal(ember_session_backend(s, &kind, &threads), EMBER_OK);
     assert_int_equal(threads, def);
     ember_session_free(s);
@@ -50,11 +55,7 @@ static void test_cpu_threads(void **state) {
 static void test_auto_resolves(void **state) {
     (void)state;
     ember_model *m = load_stories();
-    ember_session_params sp;
-    ember_session_params_init(&sp);
-    sp.n_ctx = 64;
-    ember_session *s = NULL;
-    assert_int_equal(ember_session_create(m, &sp, &s), EMBER_OK);
+    ember_session *s = new_session(m, EMBER_BACKEND_AUTO, 0);
     ember_backend_kind kind = EMBER_BACKEND_AUTO;
     uint32_t threads = 99;
     assert_int_equal(ember_session_backend(s, &kind, &threads), EMBER_OK);

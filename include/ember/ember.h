@@ -316,7 +316,7 @@ typedef struct ember_session_params {
     uint32_t n_threads;
     /** Tokens evaluated per forward pass when feeding long prompts (default 256). */
     uint32_t n_batch;
-    /** Seed for anything random the session does (default 0). */
+    /** Seed for anything random the session does (default 0, a fixed seed: see ember_sampler_params.seed). */
     uint64_t seed;
     /** Backend choice (default EMBER_BACKEND_AUTO). */
     ember_backend_kind backend;
@@ -465,7 +465,9 @@ typedef struct ember_sampler_params {
     float frequency_penalty; /**< default 0.0 (off) */
     float presence_penalty;  /**< default 0.0 (off) */
     int32_t penalty_last_n;  /**< default 64; tokens of history the penalties see */
-    uint64_t seed;           /**< default 0 */
+    uint64_t seed;           /**< default 0: a fixed seed like any other (0 never means "random"), so
+                              *   the same inputs sample the same text every run; pass a varying seed
+                              *   (the clock, a random device) for different text each run */
     /* --- EMBER_1.4 (a caller built before passes struct_size 48 and gets the default) --- */
     /** Default 0 (off); up to 20: record, at every sample, the sampled token's log-probability and the
      *  n most probable tokens' (ember_sampler_logprobs, ember_request_logprobs). Log-probabilities are

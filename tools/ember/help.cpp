@@ -31,10 +31,11 @@ const CommandHelp kHelp[] = {
      "    Prints the token ids of TEXT as a JSON array. --special parses special tokens such as <s> in\n"
      "    TEXT. Only the vocabulary is loaded, so vocab-only files work.\n"},
     {"info",
-     "ember info -m MODEL [--tensors] [-c CTX]\n"
+     "ember info -m MODEL [--tensors] [-c CTX] [--backend cpu|cuda|vulkan]\n"
      "    What the file is (architecture, name, parameters, tokenizer, the tensor types it uses) and\n"
-     "    whether this build can run it (and if not, why), then its metadata and the memory a session\n"
-     "    of CTX tokens needs. --tensors lists every tensor. Run it first on a model you downloaded.\n"},
+     "    whether this build can run it on the backend (default cpu; if not, the library's reason),\n"
+     "    then its metadata and the memory a session of CTX tokens needs. --tensors lists every tensor.\n"
+     "    Run it first on a model you downloaded.\n"},
     {"bench",
      "ember bench -m MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-c CTX] [--parallel N]\n"
      "    One JSON line: prefill_tok_s, decode_tok_s, load_s, peak_rss_mb, the backend and the thread\n"
