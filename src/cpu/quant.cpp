@@ -6,6 +6,7 @@
 #include "cpu/kernels.hpp"
 #include "cpu/quant_b32.hpp"
 #include "cpu/quant_k.hpp"
+#include "cpu/quant_round.hpp"
 #include "cpu/vec_dot.hpp"
 
 #include <cmath>
@@ -13,11 +14,9 @@
 
 namespace ember::cpu {
 
-namespace {
+using detail::round_even;
 
-// Round to nearest, ties to even (the default FP environment), as _mm256_round_ps does in the AVX2
-// variant, so both variants produce the same integers.
-inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
+namespace {
 
 // Bit 4 of element j's code in a Q5_0/Q5_1 block.
 inline int q5_high_bit(const uint8_t *qh, int j) {

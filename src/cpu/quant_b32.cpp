@@ -7,6 +7,7 @@
 // clamped: each element ends within half a code step of its value (for the table formats, half the
 // gap between the two table entries around it).
 #include "cpu/quant_b32.hpp"
+#include "cpu/quant_round.hpp"
 
 #include "core/error.hpp"
 
@@ -15,15 +16,6 @@
 namespace ember::cpu::detail {
 
 namespace {
-
-inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
-
-// The smallest integer k in [0, kmax] with k * unit >= v (v >= 0), kmax when none is.
-int ceil_steps(float v, float unit, int kmax) {
-    if (!(unit > 0) || !(v > 0)) return 0;
-    const float k = std::ceil(v / unit);
-    return k > static_cast<float>(kmax) ? kmax : static_cast<int>(k);
-}
 
 int clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 

@@ -2,22 +2,13 @@
 // the tests and the synthetic-model writer use them).
 #include "core/fp16.hpp"
 #include "cpu/quant_k.hpp"
+#include "cpu/quant_round.hpp"
 
 #include <cmath>
 
 namespace ember::cpu::detail {
 
 namespace {
-
-// Round to nearest, ties to even (the default FP environment).
-inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
-
-// The smallest integer k in [0, kmax] with k * unit >= v (v >= 0), kmax when none is.
-int ceil_steps(float v, float unit, int kmax) {
-    if (!(unit > 0) || !(v > 0)) return 0;
-    const float k = std::ceil(v / unit);
-    return k > static_cast<float>(kmax) ? kmax : static_cast<int>(k);
-}
 
 template <class Block, bool kHigh>
 void dequantize_k45(const Block *src, float *dst, int64_t n) {

@@ -6,11 +6,16 @@
 // or the table entry: a byte shuffle does the table look-up), then multiplied with the token's 8-bit
 // activations by maddubs (unsigned times signed: Q2_K's codes are unsigned already, the others go
 // through the sign trick |q| * sign(x, q), safe since no decoded q is -128), widened to 32 bits by
-// madd with the halves' integer scales (low 128 bits: elements 0..15, high: 16..31), converted once and
-// accumulated with one FMA by d * d_x. All these integer steps are exact (pairs at most 2 * 127 * 127 =
-// 32258, under 2^15; scaled sums under 2^24), as in the scalar twin. A block is decoded once for up to
-// kTokTile tokens. Rows are independent and each output is summed in block order, so results do not
-// depend on how rows or tokens are split across threads and calls.
+// madd with the halves' integer scales (low 128 bits: elements 0..15, high: 16..31), reduced to one exact
+// total per row and block, and scaled by d * d_x in float (tile() below: four rows share the vector
+// operations). All these integer steps are exact (pairs at most 2 * 127 * 127 = 32258, under 2^15;
+// scaled sums under 2^24), as in the scalar twin. Each output is summed in block order with the same
+// operations whatever the tile, so results do not depend on how rows or tokens are split across threads
+// and calls.
+//
+// A format's work is split in what its (super-)block needs once per row — prepare(): the scales
+// unpacked to bytes, the f16 factors converted, Q2_K/Q3_K's code bytes loaded — and what each block of 32
+// needs — codes() and scales(), cheap shifts, masks and shuffles of that state.
 #include "core/dtype.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
@@ -19,16 +24,17 @@ namespace ember::cpu::detail {
 
 namespace {
 
-struct Dec {
-    __m256i q;      // 32 signed codes
-    __m256i sc;     // 16-bit scales: sc_0 in the low 128 bits, sc_1 in the high
-    float d;
-    __m256i m;      // Q2_K: 16-bit mins m_0, m_1 placed as sc
-    float dmin;
-};
+// The 16-bit scales of block kb from 16 signed bytes (both 128-bit halves hold them): sub-block 2 kb's
+// byte in the low half's 8 lanes, 2 kb + 1's in the high half's, sign-extended (byte placed in the high
+// byte of each 16-bit lane, then shifted down arithmetically).
+inline __m256i halves_of(__m256i bytes, int kb) {
+    const short lo = static_cast<short>((2 * kb) << 8 | 0x80), hi = static_cast<short>((2 * kb + 1) << 8 | 0x80);
+    const __m256i ctl = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(bytes, ctl), 8);
+}
 
-inline __m256i halves_i16(int a, int b) {
-    return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(b)), _mm_set1_epi16(static_cast<short>(a)));
+inline __m256i bytes16(const int8_t *b) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b)));
 }
 
 // 32 table entries from 16 bytes of nibbles in Q4_0's placement.
@@ -39,118 +45,237 @@ inline __m256i table_lookup(const uint8_t *qs, __m256i table) {
     return _mm256_shuffle_epi8(table, idx);
 }
 
-inline __m256i table_of(const int8_t *t) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(t));
-    return _mm256_set_m128i(v, v);
-}
+inline __m256i table_of(const int8_t *t) { return bytes16(t); }
 
-// Bits 2k, 2k + 1 of 32 bytes (Q2_K/Q3_K's low code bits for element l in byte l).
-inline __m256i two_bits(const uint8_t *qs, int k) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qs));
-    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * k)), _mm256_set1_epi8(3));
+// Bits 2k, 2k + 1 of each byte (Q2_K/Q3_K's low code bits for element l in byte l).
+inline __m256i two_bits(__m256i v, int k) {
+    return _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), _mm256_set1_epi8(3));
 }
 
 struct Q2K {
     static constexpr bool kSigned = false, kMin = true;
-    static void decode(const uint8_t *row, int64_t ib, Dec &o) {
-        const auto &b = reinterpret_cast<const BlockQ2_K *>(row)[ib / 8];
-        const int kb = static_cast<int>(ib % 8);
-        o.q = two_bits(b.qs + 32 * (kb / 4), kb % 4);
-        const uint8_t s0 = b.scales[2 * kb], s1 = b.scales[2 * kb + 1];
-        o.sc = halves_i16(s0 & 15, s1 & 15);
-        o.m = halves_i16(s0 >> 4, s1 >> 4);
-        o.d = avx2_half_to_float(b.d);
-        o.dmin = avx2_half_to_float(b.dmin);
+    static constexpr int kSub = 8;
+    static constexpr size_t kBytes = sizeof(BlockQ2_K);
+    struct State {
+        __m256i qs[2], sc, m;
+        float d, dmin;
+    };
+    static void prepare(const uint8_t *p, State &s) {
+        const auto &b = *reinterpret_cast<const BlockQ2_K *>(p);
+        s.qs[0] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs));
+        s.qs[1] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32));
+        const __m256i v = bytes16(reinterpret_cast<const int8_t *>(b.scales));
+        s.sc = _mm256_and_si256(v, _mm256_set1_epi8(15));
+        s.m = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+        s.d = avx2_half_to_float(b.d);
+        s.dmin = avx2_half_to_float(b.dmin);
     }
+    static __m256i codes(const State &s, int kb) { return two_bits(s.qs[kb / 4], kb % 4); }
+    static __m256i scales(const State &s, int kb) { return halves_of(s.sc, kb); }
+    static __m256i mins(const State &s, int kb) { return halves_of(s.m, kb); }
 };
-
-// Q3_K's scale j, as quant_b32.hpp's q3_k_scale (repeated: that one is baseline code).
-inline int q3k_scale(const uint8_t *s, int j) {
-    const int lo = (s[j % 8] >> (j < 8 ? 0 : 4)) & 15;
-    const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-    return (lo | hi << 4) - 32;
-}
 
 struct Q3K {
     static constexpr bool kSigned = true, kMin = false;
-    static void decode(const uint8_t *row, int64_t ib, Dec &o) {
-        const auto &b = reinterpret_cast<const BlockQ3_K *>(row)[ib / 8];
-        const int kb = static_cast<int>(ib % 8);
-        const __m256i low = two_bits(b.qs + 32 * (kb / 4), kb % 4);
-        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.hmask));
-        const __m256i bit = _mm256_and_si256(hm, _mm256_set1_epi8(static_cast<char>(1 << kb)));
+    static constexpr int kSub = 8;
+    static constexpr size_t kBytes = sizeof(BlockQ3_K);
+    struct State {
+        __m256i qs[2], hm, sc;
+        float d, dmin;
+    };
+    static void prepare(const uint8_t *p, State &s) {
+        const auto &b = *reinterpret_cast<const BlockQ3_K *>(p);
+        s.qs[0] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs));
+        s.qs[1] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32));
+        s.hm = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.hmask));
+        // The 16 6-bit scales: low nibbles of bytes 0..7 are sub-blocks 0..7, their high nibbles 8..15;
+        // bits 2 (j / 4) of byte 8 + j % 4 are sub-block j's top two.
+        uint64_t lo8, hi4 = 0;
+        __builtin_memcpy(&lo8, b.scales, 8);
+        __builtin_memcpy(&hi4, b.scales + 8, 4);
+        const __m128i l = _mm_cvtsi64_si128(static_cast<long long>(lo8));
+        const __m128i low = _mm_and_si128(_mm_unpacklo_epi64(l, _mm_srli_epi16(l, 4)), _mm_set1_epi8(15));
+        // Byte j of top = (byte 8 + j % 4) >> 2 (j / 4) & 3: bytes 8..11 as a word, repeated, word g
+        // shifted by 2g (the bits a byte receives from the next one land above the mask).
+        const __m128i h = _mm_set1_epi32(static_cast<int>(hi4));
+        const __m128i top = _mm_and_si128(_mm_srlv_epi32(h, _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+        const __m128i sc = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
+        s.sc = _mm256_broadcastsi128_si256(sc);
+        s.d = avx2_half_to_float(b.d);
+    }
+    static __m256i codes(const State &s, int kb) {
+        const __m256i low = two_bits(s.qs[kb / 4], kb % 4);
+        const __m256i bit = _mm256_and_si256(s.hm, _mm256_set1_epi8(static_cast<char>(1 << kb)));
         const __m256i clear = _mm256_cmpeq_epi8(bit, _mm256_setzero_si256());  // -1 where the high bit is 0
-        o.q = _mm256_add_epi8(low, _mm256_and_si256(clear, _mm256_set1_epi8(-4)));
-        o.sc = halves_i16(q3k_scale(b.scales, 2 * kb), q3k_scale(b.scales, 2 * kb + 1));
-        o.d = avx2_half_to_float(b.d);
+        return _mm256_add_epi8(low, _mm256_and_si256(clear, _mm256_set1_epi8(-4)));
     }
-};
-
-struct IQ4NL {
-    static constexpr bool kSigned = true, kMin = false;
-    static void decode(const uint8_t *row, int64_t ib, Dec &o) {
-        const auto &b = reinterpret_cast<const BlockIQ4_NL *>(row)[ib];
-        o.q = table_lookup(b.qs, table_of(kIq4nlValues));
-        o.sc = _mm256_set1_epi16(1);
-        o.d = avx2_half_to_float(b.d);
-    }
+    static __m256i scales(const State &s, int kb) { return halves_of(s.sc, kb); }
+    static __m256i mins(const State &, int) { return _mm256_setzero_si256(); }
 };
 
 struct IQ4XS {
     static constexpr bool kSigned = true, kMin = false;
-    static void decode(const uint8_t *row, int64_t ib, Dec &o) {
-        const auto &b = reinterpret_cast<const BlockIQ4_XS *>(row)[ib / 8];
-        const int j = static_cast<int>(ib % 8);
-        o.q = table_lookup(b.qs + 16 * j, table_of(kIq4nlValues));
-        const int ls = (((b.scales_l[j / 2] >> (4 * (j % 2))) & 15) | ((b.scales_h >> (2 * j)) & 3) << 4) - 32;
-        o.sc = _mm256_set1_epi16(static_cast<short>(ls));
-        o.d = avx2_half_to_float(b.d);
+    static constexpr int kSub = 8;
+    static constexpr size_t kBytes = sizeof(BlockIQ4_XS);
+    struct State {
+        const uint8_t *qs;
+        __m256i sc;
+        float d, dmin;
+    };
+    static void prepare(const uint8_t *p, State &s) {
+        const auto &b = *reinterpret_cast<const BlockIQ4_XS *>(p);
+        // Sub-block j's low 4 bits: nibble j % 2 of scales_l[j / 2] (even j: the low nibbles, odd: the
+        // high ones, interleaved back into order); its top 2: bits 2j of scales_h, spread to bytes here.
+        uint32_t l4;
+        __builtin_memcpy(&l4, b.scales_l, 4);
+        const __m128i low = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(l4 & 0x0f0f0f0fu)),
+                                              _mm_cvtsi32_si128(static_cast<int>((l4 >> 4) & 0x0f0f0f0fu)));
+        uint64_t top = 0;
+        for (int j = 0; j < 8; ++j) top |= static_cast<uint64_t>((b.scales_h >> (2 * j)) & 3) << (8 * j + 4);
+        const __m128i ls = _mm_sub_epi8(_mm_or_si128(low, _mm_cvtsi64_si128(static_cast<long long>(top))), _mm_set1_epi8(32));
+        s.sc = _mm256_broadcastsi128_si256(_mm_unpacklo_epi8(ls, ls));  // each scale for both halves
+        s.qs = b.qs;
+        s.d = avx2_half_to_float(b.d);
     }
+    static __m256i codes(const State &s, int kb) { return table_lookup(s.qs + 16 * kb, table_of(kIq4nlValues)); }
+    static __m256i scales(const State &s, int kb) { return halves_of(s.sc, kb); }
+    static __m256i mins(const State &, int) { return _mm256_setzero_si256(); }
+};
+
+struct IQ4NL {
+    static constexpr bool kSigned = true, kMin = false;
+    static constexpr int kSub = 1;
+    static constexpr size_t kBytes = sizeof(BlockIQ4_NL);
+    struct State {
+        const uint8_t *qs;
+        float d, dmin;
+    };
+    static void prepare(const uint8_t *p, State &s) {
+        const auto &b = *reinterpret_cast<const BlockIQ4_NL *>(p);
+        s.qs = b.qs;
+        s.d = avx2_half_to_float(b.d);
+    }
+    static __m256i codes(const State &s, int) { return table_lookup(s.qs, table_of(kIq4nlValues)); }
+    static __m256i scales(const State &, int) { return _mm256_set1_epi16(1); }
+    static __m256i mins(const State &, int) { return _mm256_setzero_si256(); }
 };
 
 struct MXFP4 {
     static constexpr bool kSigned = true, kMin = false;
-    static void decode(const uint8_t *row, int64_t ib, Dec &o) {
-        const auto &b = reinterpret_cast<const BlockMXFP4 *>(row)[ib];
-        o.q = table_lookup(b.qs, table_of(kMxfp4Values));
-        o.sc = _mm256_set1_epi16(1);
+    static constexpr int kSub = 1;
+    static constexpr size_t kBytes = sizeof(BlockMXFP4);
+    struct State {
+        const uint8_t *qs;
+        float d, dmin;
+    };
+    static void prepare(const uint8_t *p, State &s) {
+        const auto &b = *reinterpret_cast<const BlockMXFP4 *>(p);
+        s.qs = b.qs;
         // 2^(e - 128), as core/dtype.hpp's e8m0_half_to_fp32 (subnormal for e < 2).
         const uint32_t bits = b.e < 2 ? 0x00200000u << b.e : static_cast<uint32_t>(b.e - 1) << 23;
-        __builtin_memcpy(&o.d, &bits, 4);
+        __builtin_memcpy(&s.d, &bits, 4);
     }
+    static __m256i codes(const State &s, int) { return table_lookup(s.qs, table_of(kMxfp4Values)); }
+    static __m256i scales(const State &, int) { return _mm256_set1_epi16(1); }
+    static __m256i mins(const State &, int) { return _mm256_setzero_si256(); }
 };
+
+// The exact totals of four rows' 8-lane integer sums, row i in lane i.
+inline __m128i totals4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// R (4 or 1) floats in the lanes of a vector, the rest zero.
+template <int R, class V>
+inline __m128 lanes(V v) {
+    if constexpr (R == 4) return _mm_setr_ps(v(0), v(1), v(2), v(3));
+    else return _mm_set_ss(v(0));
+}
+
+// R rows (4, or 1 for the last rows of a chunk) x T tokens (1..kTokTile): each row's (super-)block is
+// prepared once and each block decoded once for the T tokens, each token's activation block loaded once
+// for the R rows. Per (token, block) the R exact integer totals go into one vector, converted and scaled
+// in one FMA: row i's lane does the same float operations whatever R and T are, so results do not
+// depend on the tiling.
+template <class F, int R, int T>
+void tile(const MatmulJob &job, int64_t r, int64_t t0) {
+    const int64_t nb = job.xq.nb, nsb = nb / F::kSub;
+    const uint8_t *w[R];
+    for (int i = 0; i < R; ++i) w[i] = job.w + static_cast<size_t>(r + i) * job.row_bytes;
+    const int8_t *xq[T];
+    const float *xd[T];
+    for (int t = 0; t < T; ++t) {
+        xq[t] = job.xq.qs + (t0 + t) * job.n_in;
+        xd[t] = job.xq.d + (t0 + t) * nb;
+    }
+    const __m256i ones8 = _mm256_set1_epi8(1), zero = _mm256_setzero_si256();
+    __m128 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        typename F::State st[R];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) F::prepare(w[i] + sb * F::kBytes, st[i]);
+        // Built in registers: four scalar stores and a vector load would stall on store forwarding.
+        const __m128 dw = lanes<R>([&](int i) { return st[i].d; });
+        __m128 dmw = _mm_setzero_ps();
+        if constexpr (F::kMin) dmw = lanes<R>([&](int i) { return st[i].dmin; });
+#pragma GCC unroll 8
+        for (int kb = 0; kb < F::kSub; ++kb) {
+            const int64_t ib = sb * F::kSub + kb;
+            __m256i q[R], qa[R], sc[R];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; ++i) {
+                q[i] = F::codes(st[i], kb);
+                qa[i] = F::kSigned ? _mm256_sign_epi8(q[i], q[i]) : q[i];  // |q|
+                sc[i] = F::scales(st[i], kb);
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+                const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + ib * 32));
+                __m256i p[4] = {zero, zero, zero, zero};
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) {
+                    const __m256i xs = F::kSigned ? _mm256_sign_epi8(x, q[i]) : x;
+                    p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(qa[i], xs), sc[i]);
+                }
+                const __m128 dx = _mm_broadcast_ss(xd[t] + ib);
+                acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(totals4(p[0], p[1], p[2], p[3])), _mm_mul_ps(dw, dx), acc[t]);
+                if constexpr (F::kMin) {
+                    const __m256i sx = _mm256_maddubs_epi16(ones8, x);  // the pairs' sums of x
+                    __m256i m[4] = {zero, zero, zero, zero};
+#pragma GCC unroll 4
+                    for (int i = 0; i < R; ++i) m[i] = _mm256_madd_epi16(sx, F::mins(st[i], kb));
+                    acc[t] = _mm_fnmadd_ps(_mm_cvtepi32_ps(totals4(m[0], m[1], m[2], m[3])), _mm_mul_ps(dmw, dx), acc[t]);
+                }
+            }
+        }
+    }
+    for (int t = 0; t < T; ++t) {
+        float out[4];
+        _mm_storeu_ps(out, acc[t]);
+        for (int i = 0; i < R; ++i) job.y[(t0 + t) * job.y_stride + r + i] = out[i] + (job.bias ? job.bias[r + i] : 0.0f);
+    }
+}
+
+template <class F, int R>
+void tokens(const MatmulJob &job, int64_t r) {
+    int64_t t0 = 0;
+    for (; t0 + kTokTile <= job.n_tokens; t0 += kTokTile) tile<F, R, kTokTile>(job, r, t0);
+    static_assert(kTokTile == 4);
+    switch (job.n_tokens - t0) {
+    case 3: tile<F, R, 3>(job, r, t0); break;
+    case 2: tile<F, R, 2>(job, r, t0); break;
+    case 1: tile<F, R, 1>(job, r, t0); break;
+    default: break;
+    }
+}
 
 template <class F>
 void matmul_rows(const MatmulJob &job, int64_t r0, int64_t r1) {
-    const int64_t nb = job.xq.nb;
-    const __m256i ones8 = _mm256_set1_epi8(1);
-    for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t *w = job.w + static_cast<size_t>(r) * job.row_bytes;
-        const float bias = job.bias ? job.bias[r] : 0.0f;
-        for (int64_t t0 = 0; t0 < job.n_tokens; t0 += kTokTile) {
-            const int nt = job.n_tokens - t0 < kTokTile ? static_cast<int>(job.n_tokens - t0) : kTokTile;
-            __m256 acc[kTokTile];
-            for (int j = 0; j < kTokTile; ++j) acc[j] = _mm256_setzero_ps();
-            Dec dec;
-            for (int64_t ib = 0; ib < nb; ++ib) {
-                F::decode(w, ib, dec);
-                const __m256i qa = F::kSigned ? _mm256_sign_epi8(dec.q, dec.q) : dec.q;  // |q|
-                for (int j = 0; j < nt; ++j) {
-                    const int64_t t = t0 + j;
-                    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(job.xq.qs + t * job.n_in + ib * 32));
-                    const __m256i xs = F::kSigned ? _mm256_sign_epi8(x, dec.q) : x;
-                    const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, xs), dec.sc);
-                    const float dx = job.xq.d[t * nb + ib];
-                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dec.d * dx), acc[j]);
-                    if constexpr (F::kMin) {
-                        const __m256i m = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, x), dec.m);
-                        acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dec.dmin * dx), acc[j]);
-                    }
-                }
-            }
-            for (int j = 0; j < nt; ++j) job.y[(t0 + j) * job.y_stride + r] = avx2_hsum(acc[j]) + bias;
-        }
-    }
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) tokens<F, 4>(job, r);
+    for (; r < r1; ++r) tokens<F, 1>(job, r);
 }
 
 } // namespace
