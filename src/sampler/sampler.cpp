@@ -47,10 +47,51 @@ double TokenDist::prob(int32_t id) const {
 }
 
 int32_t Sampler::sample(const float *logits, size_t n_vocab) {
-    distribution(logits, n_vocab, nullptr, 0, dist_);
-    const int32_t token = draw(dist_);
+    int32_t token;
+    if (draws_by_rejection(n_vocab)) {
+        token = sample_rejecting(logits, n_vocab);
+    } else {
+        distribution(logits, n_vocab, nullptr, 0, dist_);
+        token = draw(dist_);
+    }
     if (p_.n_logprobs > 0) record_logprobs(logits, n_vocab, token);
     return token;
+}
+
+bool Sampler::draws_by_rejection(size_t n_vocab) const {
+    return matcher_ && !greedy() && (p_.top_k == 0 || static_cast<size_t>(p_.top_k) >= n_vocab) && p_.top_p >= 1.0f &&
+           p_.min_p <= 0.0f;
+}
+
+// Without top-k, top-p and min-p the chain's distribution under a grammar is the whole distribution
+// renormalized over the allowed tokens (penalties come before the grammar and apply alike). Drawing
+// from the whole distribution and drawing again while the grammar refuses the token is exactly a draw
+// from that (rejection sampling), and needs no mask: checking a token's bytes costs next to nothing,
+// while the mask of a state that allows most tokens (inside a JSON string) walks the whole vocabulary's
+// trie (~3.5 ms at 152k tokens) — and there the first draw is nearly always allowed. Where draws keep
+// being refused the state allows few tokens (whose mask is cheap): after kMaxRejections the masked
+// chain draws instead, which keeps the result exact (it is the same conditional distribution that every
+// earlier draw would have given). The draws differ from masking first's for the same seed; their
+// distribution does not (test_grammar's test_sampler_rejection_exact). The whole distribution needs no
+// order to be drawn from: its cumulative weights in token order and a binary search per draw (the
+// chain's sort of all tokens is what plain sampling without top-k spends most on).
+int32_t Sampler::sample_rejecting(const float *logits, size_t n_vocab) {
+    check_grammar_vocab(n_vocab);
+    const float *l = penalized(logits, n_vocab, nullptr, 0);
+    const float max_l = *std::max_element(l, l + n_vocab);
+    cumulative_.resize(n_vocab);
+    double total = 0;
+    for (size_t i = 0; i < n_vocab; ++i)
+        cumulative_[i] = total += std::exp((static_cast<double>(l[i]) - max_l) / p_.temperature);
+    std::uniform_real_distribution<double> u(0.0, total);
+    for (int i = 0; i < kMaxRejections; ++i) {
+        // The first weight above the draw: a token of zero weight (-inf) is never chosen.
+        const size_t at = static_cast<size_t>(std::upper_bound(cumulative_.begin(), cumulative_.end(), u(rng_)) - cumulative_.begin());
+        const int32_t token = static_cast<int32_t>(std::min(at, n_vocab - 1));
+        if (matcher_->allows(token)) return token;
+    }
+    distribution(logits, n_vocab, nullptr, 0, dist_);
+    return draw(dist_);
 }
 
 void Sampler::record_logprobs(const float *logits, size_t n_vocab, int32_t token) {
@@ -84,43 +125,49 @@ int32_t Sampler::draw(const TokenDist &d) {
     return d.ids.back();
 }
 
-void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra, TokenDist &out) {
+void Sampler::check_grammar_vocab(size_t n_vocab) const {
     if (n_vocab == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "n_vocab is 0");
+    if (matcher_ && n_vocab != static_cast<size_t>(matcher_->grammar().vocab().n_vocab))
+        fail(EMBER_ERR_INVALID_ARGUMENT, "the grammar was made for a vocabulary of %d tokens, the logits have %zu",
+             matcher_->grammar().vocab().n_vocab, n_vocab);
+}
+
+// 1. Penalties over the recent history (and the tokens after it that the caller passes), on a copy;
+// without them the logits are used as they are (greedy speculation asks for a distribution per drafted
+// position, so copying nothing matters there).
+const float *Sampler::penalized(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra) {
+    const bool penalize = (!history_.empty() || n_extra > 0) &&
+        (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) &&
+        p_.penalty_last_n > 0;
+    if (!penalize) return logits;
+    penalized_.assign(logits, logits + n_vocab);
+    std::unordered_map<int32_t, int> counts;
+    // The window is the last penalty_last_n tokens of history + extra.
+    const size_t total = history_.size() + n_extra, window = static_cast<size_t>(p_.penalty_last_n);
+    const size_t skip = total > window ? total - window : 0;
+    for (size_t i = skip; i < total; ++i) ++counts[i < history_.size() ? history_[i] : extra[i - history_.size()]];
+    for (const auto &[id, count] : counts) {
+        if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
+        float &x = penalized_[static_cast<size_t>(id)];
+        x = x > 0 ? x / p_.repeat_penalty : x * p_.repeat_penalty;
+        x -= static_cast<float>(count) * p_.frequency_penalty + p_.presence_penalty;
+    }
+    return penalized_.data();
+}
+
+void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra, TokenDist &out) {
+    check_grammar_vocab(n_vocab);
     out.clear();
     // 0. The grammar's mask: disallowed tokens take no part in any stage (fetched where needed below:
     // greedy decoding often needs none).
     std::shared_ptr<const grammar::TokenMask> mask;
-    if (matcher_ && n_vocab != static_cast<size_t>(matcher_->grammar().vocab().n_vocab))
-        fail(EMBER_ERR_INVALID_ARGUMENT, "the grammar was made for a vocabulary of %d tokens, the logits have %zu",
-             matcher_->grammar().vocab().n_vocab, n_vocab);
     auto fetch_mask = [&] {
         if (!matcher_) return;
         mask = matcher_->mask();
         if (mask->n_allowed == 0) fail(EMBER_ERR_GRAMMAR_DEAD_END, "the grammar allows no token here and is not complete");
     };
     auto allowed = [&](size_t i) { return !mask || mask->test(static_cast<int32_t>(i)); };
-    const bool penalize = (!history_.empty() || n_extra > 0) &&
-        (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) &&
-        p_.penalty_last_n > 0;
-    // 1. Penalties over the recent history (and the tokens after it that the caller passes), on a copy;
-    // without them the logits are used as they are (greedy speculation asks for a distribution per
-    // drafted position, so copying nothing matters there).
-    const float *l = logits;
-    if (penalize) {
-        penalized_.assign(logits, logits + n_vocab);
-        std::unordered_map<int32_t, int> counts;
-        // The window is the last penalty_last_n tokens of history + extra.
-        const size_t total = history_.size() + n_extra, window = static_cast<size_t>(p_.penalty_last_n);
-        const size_t skip = total > window ? total - window : 0;
-        for (size_t i = skip; i < total; ++i) ++counts[i < history_.size() ? history_[i] : extra[i - history_.size()]];
-        for (const auto &[id, count] : counts) {
-            if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
-            float &x = penalized_[static_cast<size_t>(id)];
-            x = x > 0 ? x / p_.repeat_penalty : x * p_.repeat_penalty;
-            x -= static_cast<float>(count) * p_.frequency_penalty + p_.presence_penalty;
-        }
-        l = penalized_.data();
-    }
+    const float *l = penalized(logits, n_vocab, extra, n_extra);
 
     // 2. Greedy: the highest logit, lowest id on ties.
     if (p_.temperature <= 0.0f) {

@@ -52,7 +52,8 @@ public:
     static constexpr int32_t kMaxLogprobs = 20;
     // Throws EMBER_ERR_INVALID_ARGUMENT for out-of-range parameters, naming the field.
     explicit Sampler(const SamplerParams &p);
-    // distribution() then draw(): one uniform number from the sampler's generator per sampled token.
+    // distribution() then draw(): one uniform number from the sampler's generator per sampled token
+    // (with a grammar and pure temperature sampling, one per draw of the rejection loop).
     int32_t sample(const float *logits, size_t n_vocab);
     // The chain's distribution for these logits. The penalties see the history and then `extra`
     // (tokens that would be accepted before this position: a verifier scores drafted positions before
@@ -93,6 +94,16 @@ private:
     TokenLogprob last_logprob_{-1, 0.0f};
     std::vector<TokenLogprob> top_logprobs_;
     void record_logprobs(const float *logits, size_t n_vocab, int32_t token);
+    std::vector<double> cumulative_;  // sample_rejecting's cumulative weights, reused between calls
+    // EMBER_ERR_INVALID_ARGUMENT for no logits or logits of another vocabulary than the grammar's.
+    void check_grammar_vocab(size_t n_vocab) const;
+    // The logits after the penalties (a copy in penalized_, or `logits` itself when none apply).
+    const float *penalized(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra);
+    // Pure temperature sampling (no top-k, top-p or min-p) under a grammar: draws by rejection instead
+    // of masking first (sampler.cpp says why that is exact).
+    bool draws_by_rejection(size_t n_vocab) const;
+    int32_t sample_rejecting(const float *logits, size_t n_vocab);
+    static constexpr int kMaxRejections = 8;
 };
 
 } // namespace ember
