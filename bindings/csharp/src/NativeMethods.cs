@@ -89,6 +89,10 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_session_context_length(SessionHandle session, out uint n_ctx);
         [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_backend(SessionHandle session, out BackendKind backend, out uint n_threads);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern uint ember_default_thread_count();
+        [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_session_truncate(SessionHandle session, uint n_tokens);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_session_save(SessionHandle session, byte[] buf, UIntPtr capacity,

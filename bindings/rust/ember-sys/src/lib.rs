@@ -473,6 +473,12 @@ extern "C" {
     ) -> ember_status;
     pub fn ember_session_position(session: *const ember_session, out_position: *mut u32) -> ember_status;
     pub fn ember_session_context_length(session: *const ember_session, out_n_ctx: *mut u32) -> ember_status;
+    pub fn ember_session_backend(
+        session: *const ember_session,
+        out_backend: *mut ember_backend_kind,
+        out_n_threads: *mut u32,
+    ) -> ember_status;
+    pub fn ember_default_thread_count() -> u32;
     pub fn ember_session_truncate(session: *mut ember_session, n_tokens: u32) -> ember_status;
     pub fn ember_session_save(
         session: *const ember_session,
