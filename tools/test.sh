@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 bash tools/build.sh
 status=0
-ctest --test-dir build --output-on-failure -j "${EMBER_JOBS:-2}" || status=$?
-bash tools/ctest_skips.sh build
+out=build/Testing/Temporary/ctest-console.log
+mkdir -p "$(dirname "$out")"
+ctest --test-dir build --output-on-failure -j "${EMBER_JOBS:-2}" 2>&1 | tee "$out" || status=$?
+bash tools/ctest_skips.sh build "$out"
 exit $status

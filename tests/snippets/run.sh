@@ -12,7 +12,11 @@
 #   ...                          later block continues from); they are compiled, not shown
 #   -->
 #   <!-- snippet: skip REASON -->   the next block is not run (say why)
-# Blocks of other languages (sh, toml, xml) are commands and configuration, not run here.
+#   sh      the lines of ```sh blocks that call the ember CLI ("ember CMD ..."): one naming only real
+#           files (the shipped models/) is run with this build's CLI; one with placeholders (MODEL,
+#           PROMPT, ...) is a synopsis, and each option it shows must be in `ember help CMD`. Other
+#           commands of sh blocks (installing, building) are not run here.
+# Blocks of other languages (toml, xml) are configuration, not run here.
 # Skips (77), saying why, where the language's toolchain is missing.
 # usage: run.sh LANG SOURCE_DIR BUILD_DIR FILE...
 set -euo pipefail
@@ -29,6 +33,8 @@ case $lang in
   rust) cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
         [ -x "$cargo" ] || { echo "SKIP: cargo not found (PATH, ~/.cargo/bin): the rust snippets are not run"; exit 77; } ;;
   go) need go ;;
+  sh) cli=$build/tools/ember/ember
+      [ -x "$cli" ] || { echo "SKIP: $cli not built (EMBER_BUILD_TOOLS=OFF)"; exit 77; } ;;
   *) echo "run.sh: unknown language $lang"; exit 2 ;;
 esac
 
@@ -125,6 +131,32 @@ build_go() {
       GOTELEMETRY=off go build -o "$3" . )
 }
 
+# sh: the ember command lines of each block (continuation lines joined, comments dropped).
+check_sh_block() {  # $1 block, $2 where
+  local line cmd words w help
+  while IFS= read -r line; do
+    line=${line%%  #*}
+    [[ $line =~ ^ember\ ([a-z]+) ]] || continue
+    cmd=${BASH_REMATCH[1]}
+    read -r -a words <<< "$line"
+    if grep -qwE '[A-Z][A-Z_]{2,}|[A-Z]' <<< "${line//\"*\"/}" ; then
+      help=$("$cli" help "$cmd") || { echo "FAIL: $2: 'ember $cmd' is not a command"; return 1; }
+      for w in "${words[@]}"; do
+        w=${w#[}; w=${w%]}; w=${w%%=*}
+        [[ $w == -* ]] || continue
+        grep -qF -- "$w" <<< "$help" || { echo "FAIL: $2: '$w' of 'ember $cmd' is not in 'ember help $cmd'"; return 1; }
+      done
+      echo "ok: $2: synopsis of ember $cmd: every option is in its help"
+    else
+      local out
+      if ! out=$(cd "$src" && eval "\"$cli\" ${line#ember }" 2>&1); then
+        echo "FAIL: $2: '$line' exits non-zero:"; echo "$out"; return 1
+      fi
+      echo "ok: $2: ran '$line': $(printf '%s' "$out" | head -c 100 | tr '\n' ' ')"
+    fi
+  done < <(sed -e ':a' -e '/\\$/N; s/\\\n */ /; ta' "$1")
+}
+
 total=0
 for md in "$@"; do
   extract "$md"
@@ -132,6 +164,10 @@ for md in "$@"; do
   for i in $(seq 1 "$n"); do
     total=$((total + 1))
     where=$(cat "$tmp/where-$i.txt")
+    if [ "$lang" = sh ]; then
+      check_sh_block "$tmp/block-$i.txt" "${where#$src/}" || exit 1
+      continue
+    fi
     exe=$tmp/snippet-$total
     if ! "build_$lang" "$tmp/block-$i.txt" "$tmp/setup-$i.txt" "$exe"; then
       echo "FAIL: the $lang block at ${where#$src/} does not compile"; exit 1
@@ -145,4 +181,4 @@ for md in "$@"; do
   done
 done
 [ $total -gt 0 ] || { echo "FAIL: no $lang blocks found in $*"; exit 1; }
-echo "snippets: $total $lang block(s) compiled and run"
+echo "snippets: $total $lang block(s) checked (code compiled and run; sh: the ember lines run or their options found in the help)"
