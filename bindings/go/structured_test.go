@@ -139,6 +139,16 @@ func TestStopStrings(t *testing.T) {
 		t.Fatalf("Generate with stop %q: %q, want %q", stop, b.String(), full[:cut])
 	}
 
+	// GenerateStreamWith: the same, as a channel.
+	stream, wait := prompted(t, m).GenerateStreamWith(context.Background(), greedy(t), GenerateOptions{MaxTokens: 40, Stop: []string{stop}})
+	b.Reset()
+	for p := range stream {
+		b.WriteString(p.Text)
+	}
+	if err := wait(); err != nil || b.String() != full[:cut] {
+		t.Fatalf("GenerateStreamWith with stop %q: %q (%v), want %q", stop, b.String(), err, full[:cut])
+	}
+
 	// Next: the step completing the stop string ends generation.
 	s := prompted(t, m)
 	if err := s.SetStop(stop); err != nil {

@@ -588,9 +588,10 @@ EMBER_API ember_status ember_generate_next(ember_session *session, ember_sampler
  *  later step decides: the stop string completes (the held text is dropped) or it cannot (the held text
  *  comes out, before that step's own). An end-of-generation token releases what is held.
  *
- *  The match starts anew (held text dropped) after a step that returned EMBER_END_OF_GENERATION, after
- *  this call, and when the session is no longer where the last ember_generate_next left it (a feed,
- *  truncate, restore or ember_generate in between moved its position). ember_generate uses its own
+ *  The match starts anew after a step that returned EMBER_END_OF_GENERATION (nothing is held then),
+ *  and, dropping what is held, after this call and when the session is no longer where the last
+ *  ember_generate_next left it (a feed, truncate, restore or ember_generate in between moved its
+ *  position). ember_generate uses its own
  *  params' stop strings, not these; a fork does not inherit them. Errors: EMBER_ERR_INVALID_ARGUMENT
  *  (stop NULL with n_stop > 0, a NULL string, more or longer strings than allowed; nothing changes),
  *  EMBER_ERR_INVALID_STATE from inside ember_generate's callback on the same session. Same threading as
