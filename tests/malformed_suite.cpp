@@ -344,7 +344,8 @@ std::vector<Case> make_cases(const Bytes &model, const Bytes &state) {
         Tweaks t;
         t.more = [](gguf::Writer &w) { w.add_u8("general.some_flag", 2); };
         const Bytes b = tiny_model(t);
-        const KvAt &k = walk(b).kv("general.some_flag");
+        const Layout lb = walk(b);
+        const KvAt &k = lb.kv("general.some_flag");
         add("bool-of-2.gguf", G, BAD, "neither 0 nor 1", put<uint32_t>(b, k.type_at, 7));
     }
     auto with = [&](std::function<void(gguf::Writer &)> more, std::set<std::string> drop = {}) {
@@ -524,7 +525,7 @@ std::vector<Case> make_cases(const Bytes &model, const Bytes &state) {
 bool write_file(const std::string &path, const Bytes &b) {
     FILE *f = std::fopen(path.c_str(), "wb");
     if (!f) return false;
-    const bool ok = std::fwrite(b.data(), 1, b.size(), f) == b.size();
+    const bool ok = b.empty() || std::fwrite(b.data(), 1, b.size(), f) == b.size();
     return std::fclose(f) == 0 && ok;
 }
 
