@@ -32,7 +32,9 @@ void send_json(httplib::Response &res, const json &j) {
 // Reads the request body through `reader`, decompressed (gzip, deflate, brotli), chunked or not, up to
 // max_body bytes as it arrives: a body over the limit is refused as soon as it passes it, whatever its
 // Content-Length said or its compression hid (a 16 KB gzip body inflating to 16 MiB took 46 s and
-// 700 MiB before). A refused body is not read to its end, so the connection closes after the answer.
+// 700 MiB before). The connection loop has read the body already (its raw bytes up to the same limit:
+// beyond it, what is here ends early and HttpServer::body_too_large says so). A refused body is not read
+// to its end, so the connection closes after the answer.
 bool read_body(const httplib::Request &req, const httplib::ContentReader &reader, size_t max_body, std::string *body,
                httplib::Response &res) {
     auto refuse = [&](int status, std::string message, const char *code) {
@@ -44,14 +46,13 @@ bool read_body(const httplib::Request &req, const httplib::ContentReader &reader
                                   " bytes (--max-body; decompressed size)";
     if (req.has_header("Content-Length") && req.get_header_value<uint64_t>("Content-Length") > max_body)
         return refuse(413, too_large, "payload_too_large");
-    HttpServer::body_starts();
     bool over = false;
     const bool ok = reader([&](const char *data, size_t len) {
         if (len > max_body - body->size()) return over = true, false;
         body->append(data, len);
         return true;
     });
-    if (over) return refuse(413, too_large, "payload_too_large");
+    if (over || (!ok && HttpServer::body_too_large())) return refuse(413, too_large, "payload_too_large");
     if (!ok) {
         if (res.status == 415) return refuse(415, "unsupported Content-Encoding", "unsupported_media_type");
         return refuse(400, "the request body could not be read: malformed, or not sent within the server's time limit "

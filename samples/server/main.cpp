@@ -92,12 +92,14 @@ int main(int argc, char **argv) {
         server::HttpServer::Limits limits;
         limits.header_timeout = std::chrono::milliseconds(opt.header_timeout_ms);
         limits.body_timeout = std::chrono::milliseconds(opt.body_timeout_ms);
+        limits.max_body = opt.max_body;
+        limits.threads = opt.http_threads;
+        limits.max_connections = opt.max_connections;
         server::HttpServer svr(limits);
         const size_t n_http = opt.http_threads;
-        svr.new_task_queue = [n_http] { return new httplib::ThreadPool(n_http); };
         server::add_routes(svr, ctx, opt.max_body, opt.verbose);
 
-        const int port = opt.port == 0 ? svr.bind_to_any_port(opt.host) : (svr.bind_to_port(opt.host, opt.port) ? opt.port : -1);
+        const int port = svr.bind(opt.host, opt.port);
         if (port <= 0) {
             std::fprintf(stderr, "ember-server: cannot listen on %s:%d\n", opt.host.c_str(), opt.port);
             rc = 1;
@@ -105,11 +107,17 @@ int main(int argc, char **argv) {
             std::atomic<bool> listen_done{false}, signalled{false};
             std::thread watcher(watch_signals, &sigs, &listen_done, &signalled, &ctx, &svr);
             std::fprintf(stderr, "ember-server: model %s (%s), context %u tokens, %u parallel, %u pending at most, "
-                         "%zu HTTP threads\n", opt.model_id.c_str(), info.architecture, n_ctx, opt.n_parallel,
-                         opt.max_pending, n_http);
+                         "%zu HTTP threads, %u connections\n", opt.model_id.c_str(), info.architecture, n_ctx, opt.n_parallel,
+                         opt.max_pending, n_http, opt.max_connections);
             std::printf("listening on http://%s:%d\n", opt.host.c_str(), port);
             std::fflush(stdout);
-            if (!svr.listen_after_bind() && !signalled) rc = 1;
+            bool listened = false;
+            try {
+                listened = svr.listen_after_bind();
+            } catch (const std::exception &e) {   // the connection loop could not start (no file descriptors)
+                std::fprintf(stderr, "ember-server: %s\n", e.what());
+            }
+            if (!listened && !signalled) rc = 1;
             // listen returns once the workers are joined: no request is left to use the engine.
             listen_done = true;
             watcher.join();

@@ -24,6 +24,7 @@ const char *const kUsage =
     "  --header-timeout S   seconds a client has to send a request's line and headers (default 10)\n"
     "  --body-timeout S     seconds a client has to send a request's body (default 30)\n"
     "  --http-threads N     HTTP worker threads (default max-pending + 8)\n"
+    "  --max-connections N  connections open at once; more get 503 (default 512)\n"
     "  --alias NAME         model id reported by /v1/models (default: the file name)\n"
     "  -v, --verbose        log every request on stderr\n";
 
@@ -90,6 +91,7 @@ bool parse_options(int argc, char **argv, Options *o, bool *exit_now) {
         else if (is("-t", "--threads")) ok = parse_uint(arg, val, 256u, &o->n_threads);
         else if (is("--max-body")) ok = parse_uint(arg, val, size_t{1} << 32, &o->max_body) && o->max_body > 0;
         else if (is("--http-threads")) ok = parse_uint(arg, val, 1024u, &o->http_threads) && o->http_threads > 0;
+        else if (is("--max-connections")) ok = parse_uint(arg, val, 65536u, &o->max_connections) && o->max_connections > 0;
         else if (is("--max-pending")) ok = parse_uint(arg, val, 65536u, &o->max_pending) && o->max_pending > 0;
         else if (is("--header-timeout")) ok = parse_seconds(arg, val, &o->header_timeout_ms);
         else if (is("--body-timeout")) ok = parse_seconds(arg, val, &o->body_timeout_ms);

@@ -20,6 +20,7 @@ struct Options {
     size_t max_body = 1u << 20;       // request bodies above this get 413
     uint32_t http_threads = 0;        // 0: max_pending + 8 (threads left for other routes and slow clients)
     uint32_t max_pending = 0;         // 0: 2 * n_parallel; generations held at once, more get 503
+    uint32_t max_connections = 512;   // open at once (reading, answered or idle); more get 503
     uint32_t header_timeout_ms = 10000;   // request line and headers, from their first byte
     uint32_t body_timeout_ms = 30000;     // the body, from the end of the headers
     std::string model_id;             // the name /v1/models reports (default: the file name without .gguf)

@@ -167,6 +167,15 @@ public:
         return {reinterpret_cast<const char *>(take(len, field)), static_cast<size_t>(len)};
     }
 
+    // String values (scalars and array elements): UTF-8, as the format says. They reach applications
+    // as text (the architecture and name in ember_model_info, metadata strings, token pieces that are
+    // detokenized), so invalid bytes are refused here rather than handed out.
+    std::string_view read_text(const char *field) {
+        std::string_view s = read_string(field);
+        if (!valid_utf8(s)) invalid(format("%s '%s' is not valid UTF-8", field, printable(s).c_str()));
+        return s;
+    }
+
     // Keys and tensor names: identifiers that messages and lookups rely on. The C ABI hands them out as
     // NUL-terminated strings and looks keys up by such strings, so a NUL inside one is refused too.
     std::string_view read_name(const char *field) {
@@ -213,7 +222,7 @@ void read_scalar(Parser &p, Value &v) {
     case ValueType::F32: v.f = p.read<float>("f32 value"); break;
     case ValueType::F64: v.f = p.read<double>("f64 value"); break;
     case ValueType::BOOL: v.u = read_bool(p, "bool value"); break;
-    case ValueType::STRING: v.str = p.read_string("string value"); break;
+    case ValueType::STRING: v.str = p.read_text("string value"); break;
     case ValueType::ARRAY: break;  // handled by read_array
     }
 }
@@ -229,7 +238,7 @@ void read_array(Parser &p, Value &v) {
                              v.count, p.left()));
         }
         v.strs.reserve(static_cast<size_t>(v.count));
-        for (uint64_t k = 0; k < v.count; ++k) v.strs.push_back(p.read_string("array string"));
+        for (uint64_t k = 0; k < v.count; ++k) v.strs.push_back(p.read_text("array string"));
         return;
     }
 

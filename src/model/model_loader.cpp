@@ -10,6 +10,17 @@
 
 namespace ember {
 
+namespace {
+// Metadata that no shape check can catch but that would make every output NaN: a rope base of zero or
+// below (its powers are NaN), a negative norm epsilon (the root of a negative mean). Checked for every
+// architecture, where present (the architecture's own reading checks types and finiteness).
+void check_sign(const gguf::File &g, const std::string &key, bool zero_allowed) {
+    const std::optional<double> v = g.get_float(key);
+    if (v && (zero_allowed ? !(*v >= 0) : !(*v > 0)))
+        fail(EMBER_ERR_INVALID_MODEL, "metadata '%s' = %g must be %s", key.c_str(), *v, zero_allowed ? "0 or more" : "positive");
+}
+} // namespace
+
 std::unique_ptr<Model> Model::load(const std::string &path, const LoadOptions &opts) {
     std::unique_ptr<Model> m(new Model());
     m->log_ = opts.log;
@@ -72,6 +83,8 @@ void Model::build_desc(const LoadOptions &opts) {
     ModelDesc d;
     ArchBuilder builder(g, arch_, tensors_, d);
     spec->build(builder);
+    check_sign(g, arch_ + ".rope.freq_base", false);
+    check_sign(g, arch_ + ".attention.layer_norm_rms_epsilon", true);
     if (d.hp.n_vocab != static_cast<uint32_t>(tokenizer_->n_vocab()))
         fail(EMBER_ERR_INVALID_MODEL, "token_embd.weight has %u rows but the tokenizer has %d tokens", d.hp.n_vocab,
              tokenizer_->n_vocab());
