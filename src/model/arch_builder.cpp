@@ -91,7 +91,7 @@ ember_graph_node &ArchBuilder::node(uint32_t op) {
     ember_graph_node n{};
     n.op = op;
     n.layer = layer_;
-    n.dst = n.src = n.src2 = n.w = n.b = -1;
+    n.dst = n.src = n.src2 = n.w = n.b = n.w2 = n.w3 = n.b2 = n.b3 = -1;
     out_.nodes.push_back(n);
     return out_.nodes.back();
 }
