@@ -153,7 +153,5 @@ struct DecoderOptions {
     float window_theta = 0.0f;
 };
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
-// Whether layer il has a sliding window under these options.
-bool decoder_layer_windowed(const DecoderOptions &opt, uint32_t il);
 
 } // namespace ember

@@ -85,11 +85,12 @@ ArchBuilder::Rope read_rope(ArchBuilder &b, uint32_t mode) {
     return r;
 }
 
-} // namespace
-
-bool decoder_layer_windowed(const DecoderOptions &opt, uint32_t il) {
+// Whether layer il has a sliding window under these options.
+bool layer_windowed(const DecoderOptions &opt, uint32_t il) {
     return opt.window > 0 && (opt.window_pattern == 0 || il % opt.window_pattern < opt.window_pattern - 1);
 }
+
+} // namespace
 
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
     const bool moe = opt.moe_required || b.find("blk.0.ffn_gate_inp.weight");
@@ -121,7 +122,6 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
 
     b.get_rows(x, tok_embd);
     if (opt.embd_scale != 1.0f) b.scale(x, x, opt.embd_scale);
-    hp.layer_window.assign(hp.n_layer, 0);
     // A block's output (in tmp) joins the residual stream: through its post-norm and multiplier.
     auto residual = [&](const std::string &post_norm) {
         if (opt.post_norms) b.rms_norm(tmp, tmp, b.vector(post_norm, d), eps, d);
@@ -131,8 +131,7 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         b.layer(static_cast<int32_t>(il));
-        const bool windowed = decoder_layer_windowed(opt, il);
-        if (windowed) hp.layer_window[il] = opt.window;
+        const bool windowed = layer_windowed(opt, il);
         const int32_t in = opt.pre_norms ? xn : x;
         if (opt.pre_norms) b.rms_norm(xn, x, b.vector(p + "attn_norm.weight", d), eps, d);
         if (opt.fused_qkv && b.find(p + "attn_qkv.weight")) {
