@@ -92,6 +92,12 @@ bool layer_windowed(const DecoderOptions &opt, uint32_t il) {
 
 } // namespace
 
+void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l) {
+    const uint32_t hd = b.hp().head_dim;
+    b.rms_norm(l.q, l.q, b.vector(l.prefix + "attn_q_norm.weight", hd), l.eps, hd);
+    b.rms_norm(l.k, l.k, b.vector(l.prefix + "attn_k_norm.weight", hd), l.eps, hd);
+}
+
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
     const bool moe = opt.moe_required || b.find("blk.0.ffn_gate_inp.weight");
     read_shape(b, moe);
