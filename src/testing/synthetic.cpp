@@ -131,6 +131,10 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             types.push_back(6);
         }
     }
+    for (const std::string &c : s.control_tokens) {
+        tokens.push_back(c);
+        types.push_back(3);
+    }
     for (uint32_t i = 0; tokens.size() < s.n_vocab; ++i) {
         std::string t = i == 0 ? "\xe2\x96\x81" : std::string(1, static_cast<char>('a' + (i - 1) % 26));
         if (i > 26) t = "\xe2\x96\x81" + t + std::to_string(i);
@@ -290,6 +294,7 @@ SyntheticSpec synthetic_family(const std::string &arch) {
     } else if (arch == "phi3") {
         s.fused = true;
         s.head_dim = 64;
+        s.control_tokens = {"<|endoftext|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>"};
         s.n_rot = 48;                  // partial rotary, as Phi-4-mini's 96 of 128
         s.rope_scaling = "longrope";
         s.rope_attn_factor = 1.19f;

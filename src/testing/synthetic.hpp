@@ -56,6 +56,8 @@ struct SyntheticSpec {
     float rope_attn_factor = 0;   // rope.scaling.attn_factor (0: not written)
     // Granite's multipliers (0: not written).
     float embedding_scale = 0, residual_scale = 0, attention_scale = 0, logit_scale = 0;
+    // Control tokens appended to the vocabulary (a family's special tokens that loaders look up).
+    std::vector<std::string> control_tokens;
     // > 0: the output matrix (or the tied embedding) is scaled so the logits' standard deviation is
     // about this, as trained models' are (decisive: a clear argmax).
     float logit_std = 0;
