@@ -1,11 +1,12 @@
-// test_forward.cpp — the whole decoder on the CPU backend against a plain double-precision reference
-// forward pass, on synthetic models with random weights that exercise what the shipped real models do
+// test_forward.cpp — the whole decoder on the CPU backend against the double-precision reference
+// forward pass (src/testing/reference_forward.cpp; test_families.cpp runs it over every family), on synthetic models with random weights that exercise what the shipped real models do
 // not: qwen2's Q/K/V biases and NEOX rope, Llama-3 style rope_freqs, GQA, tied and separate outputs,
 // and every weight type. Both the prefill (batched) and decode (one token at a time) paths are checked.
 //
 // The reference stores K and V rounded to f16, as the f16 KV cache does, and reads weights exactly as
 // stored (dequantized), so what remains is float32 rounding inside the kernels, plus, for quantized
 // weights, the 8-bit quantization of activations that the integer dot products use.
+#include "synthetic_model.hpp"
 #include "test_util.h"
 
 #include "core/error.hpp"
@@ -13,6 +14,7 @@
 #include "cpu/kernels.hpp"
 #include "gguf/gguf.hpp"
 #include "model/model.hpp"
+#include "testing/reference_forward.hpp"
 #include "testing/synthetic.hpp"
 #include "session/session.hpp"
 
@@ -32,170 +34,7 @@ using namespace ember;
 namespace {
 
 using Vec = std::vector<double>;
-
-struct TempFile {
-    std::string path;
-    explicit TempFile(const std::vector<uint8_t> &bytes) {
-        char tmpl[] = "/tmp/ember_forward_XXXXXX";
-        int fd = mkstemp(tmpl);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
-        close(fd);
-        path = tmpl;
-    }
-    ~TempFile() { unlink(path.c_str()); }
-};
-
-// Weight matrix as doubles: n_out rows of n_in.
-std::vector<double> dequant(const TensorRef *t) {
-    const int64_t n_in = t->ne[0], n_out = t->n_dims > 1 ? t->ne[1] : 1;
-    const size_t row_bytes = dtype_row_bytes(t->type, static_cast<uint64_t>(n_in));
-    std::vector<double> out(static_cast<size_t>(n_in * n_out));
-    std::vector<float> row(static_cast<size_t>(n_in));
-    for (int64_t r = 0; r < n_out; ++r) {
-        cpu::dequantize_row(t->type, static_cast<const uint8_t *>(t->data) + r * row_bytes, row.data(), n_in);
-        for (int64_t i = 0; i < n_in; ++i) out[static_cast<size_t>(r * n_in + i)] = row[static_cast<size_t>(i)];
-    }
-    return out;
-}
-
-Vec matvec(const TensorRef *w, const Vec &x, const TensorRef *bias) {
-    const auto W = dequant(w);
-    const int64_t n_in = w->ne[0], n_out = w->ne[1];
-    Vec y(static_cast<size_t>(n_out));
-    for (int64_t o = 0; o < n_out; ++o) {
-        double s = bias ? static_cast<const float *>(bias->data)[o] : 0.0;
-        for (int64_t i = 0; i < n_in; ++i) s += W[static_cast<size_t>(o * n_in + i)] * x[static_cast<size_t>(i)];
-        y[static_cast<size_t>(o)] = s;
-    }
-    return y;
-}
-
-Vec rmsnorm(const Vec &x, const TensorRef *w, double eps) {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double scale = 1.0 / std::sqrt(ss / x.size() + eps);
-    Vec y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * static_cast<const float *>(w->data)[i];
-    return y;
-}
-
-// What the reference knows of each architecture, written here from the architectures' definitions and
-// not from src/model (the program under test): the rope pairing and Qwen3's per-head q/k norm.
-struct RefModel {
-    std::map<std::string, TensorRef> t;
-    uint32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
-    double eps, theta, freq_scale = 1.0;
-    bool neox, qk_norm;
-    const TensorRef *get(const std::string &name) const {
-        auto it = t.find(name);
-        return it == t.end() ? nullptr : &it->second;
-    }
-};
-
-RefModel ref_model(const Model &m) {
-    const gguf::File &g = m.gguf();
-    RefModel r;
-    for (const TensorRef &t : m.file_tensors()) r.t[t.name] = t;
-    const std::string arch(*g.get_string("general.architecture")), a = arch + ".";
-    auto u = [&](const char *k) { return static_cast<uint32_t>(*g.get_int(a + k)); };
-    r.n_embd = u("embedding_length"), r.n_layer = u("block_count"), r.n_head = u("attention.head_count");
-    r.n_head_kv = u("attention.head_count_kv"), r.n_ff = u("feed_forward_length");
-    r.head_dim = g.get_int(a + "attention.key_length") ? u("attention.key_length") : r.n_embd / r.n_head;
-    r.n_rot = g.get_int(a + "rope.dimension_count") ? u("rope.dimension_count") : r.head_dim;
-    r.eps = g.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5);
-    r.theta = g.get_float(a + "rope.freq_base").value_or(10000.0);
-    r.neox = arch == "qwen2" || arch == "qwen3";
-    r.qk_norm = arch == "qwen3";
-    return r;
-}
-
-void rope(Vec &x, int n_heads, const RefModel &m, const float *factors, int pos) {
-    const int hd = static_cast<int>(m.head_dim), n_rot = static_cast<int>(m.n_rot);
-    for (int h = 0; h < n_heads; ++h) {
-        double *v = x.data() + h * hd;
-        for (int i = 0; i < n_rot / 2; ++i) {
-            double theta = pos * m.freq_scale * std::pow(m.theta, -2.0 * i / n_rot);
-            if (factors) theta /= factors[i];
-            const int a = m.neox ? i : 2 * i, b = m.neox ? i + n_rot / 2 : 2 * i + 1;
-            const double x0 = v[a], x1 = v[b];
-            v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
-            v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
-        }
-    }
-}
-
-// RMSNorm of each head of x (Qwen3's q/k norm).
-void head_norm(Vec &x, const TensorRef *w, double eps, uint32_t hd) {
-    for (size_t h = 0; h < x.size() / hd; ++h) {
-        const Vec part(x.begin() + h * hd, x.begin() + (h + 1) * hd);
-        const Vec y = rmsnorm(part, w, eps);
-        std::copy(y.begin(), y.end(), x.begin() + h * hd);
-    }
-}
-
-double round_f16(double v) { return fp16_to_fp32(fp32_to_fp16(static_cast<float>(v))); }
-
-// Logits after each token of `tokens` (positions 0..n-1), by the textbook decoder in double precision.
-std::vector<Vec> reference_logits(const Model &model, const std::vector<int32_t> &tokens) {
-    const RefModel m = ref_model(model);
-    const size_t n = tokens.size();
-    const auto emb = dequant(m.get("token_embd.weight"));
-    std::vector<Vec> x(n, Vec(m.n_embd));
-    for (size_t t = 0; t < n; ++t)
-        for (uint32_t i = 0; i < m.n_embd; ++i) x[t][i] = emb[static_cast<size_t>(tokens[t]) * m.n_embd + i];
-    const TensorRef *rf = m.get("rope_freqs.weight");
-    const float *factors = rf ? static_cast<const float *>(rf->data) : nullptr;
-    for (uint32_t l = 0; l < m.n_layer; ++l) {
-        auto w = [&](const char *name) { return m.get("blk." + std::to_string(l) + "." + name); };
-        std::vector<Vec> q(n), k(n), v(n);
-        for (size_t t = 0; t < n; ++t) {
-            const Vec xn = rmsnorm(x[t], w("attn_norm.weight"), m.eps);
-            q[t] = matvec(w("attn_q.weight"), xn, w("attn_q.bias"));
-            k[t] = matvec(w("attn_k.weight"), xn, w("attn_k.bias"));
-            v[t] = matvec(w("attn_v.weight"), xn, w("attn_v.bias"));
-            if (m.qk_norm) {
-                head_norm(q[t], w("attn_q_norm.weight"), m.eps, m.head_dim);
-                head_norm(k[t], w("attn_k_norm.weight"), m.eps, m.head_dim);
-            }
-            rope(q[t], static_cast<int>(m.n_head), m, factors, static_cast<int>(t));
-            rope(k[t], static_cast<int>(m.n_head_kv), m, factors, static_cast<int>(t));
-            for (double &e : k[t]) e = round_f16(e);
-            for (double &e : v[t]) e = round_f16(e);
-        }
-        const uint32_t group = m.n_head / m.n_head_kv, hd = m.head_dim;
-        for (size_t t = 0; t < n; ++t) {
-            Vec att(size_t{m.n_head} * hd, 0.0);
-            for (uint32_t h = 0; h < m.n_head; ++h) {
-                const uint32_t kvh = h / group;
-                Vec s(t + 1);
-                double mx = -1e300;
-                for (size_t j = 0; j <= t; ++j) {
-                    double dot = 0;
-                    for (uint32_t i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[j][kvh * hd + i];
-                    s[j] = dot / std::sqrt(static_cast<double>(hd));
-                    mx = std::max(mx, s[j]);
-                }
-                double sum = 0;
-                for (double &e : s) sum += e = std::exp(e - mx);
-                for (size_t j = 0; j <= t; ++j)
-                    for (uint32_t i = 0; i < hd; ++i) att[h * hd + i] += s[j] / sum * v[j][kvh * hd + i];
-            }
-            const Vec o = matvec(w("attn_output.weight"), att, w("attn_output.bias"));
-            for (uint32_t i = 0; i < m.n_embd; ++i) x[t][i] += o[i];
-            const Vec xn = rmsnorm(x[t], w("ffn_norm.weight"), m.eps);
-            const Vec g = matvec(w("ffn_gate.weight"), xn, nullptr), u = matvec(w("ffn_up.weight"), xn, nullptr);
-            Vec hmid(m.n_ff);
-            for (uint32_t i = 0; i < m.n_ff; ++i) hmid[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-            const Vec down = matvec(w("ffn_down.weight"), hmid, nullptr);
-            for (uint32_t i = 0; i < m.n_embd; ++i) x[t][i] += down[i];
-        }
-    }
-    const TensorRef *out = m.get("output.weight") ? m.get("output.weight") : m.get("token_embd.weight");
-    std::vector<Vec> logits(n);
-    for (size_t t = 0; t < n; ++t) logits[t] = matvec(out, rmsnorm(x[t], m.get("output_norm.weight"), m.eps), nullptr);
-    return logits;
-}
+using ember::reference_logits;
 
 // Largest |ours - reference| over the vocabulary.
 double max_diff(const float *ours, const Vec &ref) {
@@ -205,8 +44,7 @@ double max_diff(const float *ours, const Vec &ref) {
 }
 
 void check_model(const SyntheticSpec &spec, double bound, const char *what) {
-    TempFile file(synthetic_model_gguf(spec));
-    auto model = Model::load(file.path, LoadOptions{});
+    auto model = load_synthetic(spec);
     const std::vector<int32_t> tokens = {1, 7, 3, 12, 40, 5, 9, 22, 31, 2, 17};
     const auto ref = reference_logits(*model, tokens);
 
@@ -314,8 +152,7 @@ void test_llama_q4_k_m(void **) {
     s.n_ff = 512;
     s.n_layer = 3;
     s.tied_output = false;
-    TempFile file(synthetic_model_gguf(s));
-    auto model = Model::load(file.path, LoadOptions{});
+    auto model = load_synthetic(s);
     const ModelDesc &d = model->desc();
     auto type = [&](const std::string &name) { return static_cast<int>(d.tensor(name)->type); };
     assert_int_equal(type("token_embd.weight"), static_cast<int>(DType::Q4_K));
@@ -373,9 +210,8 @@ void test_missing_bias_is_an_error(void **) {
     SyntheticSpec s;
     s.arch = "qwen2";
     s.qkv_bias = false;
-    TempFile file(synthetic_model_gguf(s));
     try {
-        Model::load(file.path, LoadOptions{});
+        load_synthetic(s);
         fail_msg("a qwen2 file without Q/K/V biases loaded");
     } catch (const ember::Error &e) {
         assert_int_equal(e.status(), EMBER_ERR_INVALID_MODEL);
@@ -394,8 +230,7 @@ void test_sessions_sharing_threads(void **) {
     spec.n_embd = 256;   // big enough that the matmuls go to the pool (matmul.cpp's kMinParallelMacs)
     spec.n_ff = 512;
     spec.n_vocab = 512;
-    TempFile file(synthetic_model_gguf(spec));
-    auto model = Model::load(file.path, LoadOptions{});
+    auto model = load_synthetic(spec);
     const std::vector<int32_t> a_tokens = {1, 7, 3, 12, 40, 5, 9, 22}, b_tokens = {1, 30, 31, 2, 17, 4, 8, 60};
     SessionOptions o;
     o.n_ctx = 64;

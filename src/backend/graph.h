@@ -57,7 +57,66 @@ enum ember_graph_op_kind {
     /* dst = silu(src) * src2, elementwise (dst may be src or src2). */
     EMBER_GRAPH_SWIGLU = 4,
     /* dst[i] = src[logits_rows[i]]: the token rows whose logits the pass returns (dst per logits row). */
-    EMBER_GRAPH_GATHER_LOGITS = 9
+    EMBER_GRAPH_GATHER_LOGITS = 9,
+
+    /* --- Ops of the model families of issue 18 (Gemma 2/3, Phi-3/4, Granite, OLMo 2, Mixtral, Qwen3-MoE,
+     * gpt-oss). They read the node fields appended after `scale` below; the ops above never read those.
+     * A backend that has not implemented one refuses the model naming it (program_read.hpp's op list). */
+
+    /* dst = src * scale, elementwise (same width; dst may be src). Gemma's sqrt(n_embd) embedding scale,
+     * Granite's embedding, residual and logit multipliers. */
+    EMBER_GRAPH_SCALE = 10,
+    /* dst = softcap * tanh(src / softcap), elementwise (same width; dst may be src; softcap > 0). Gemma 2's
+     * final logit softcap. */
+    EMBER_GRAPH_SOFTCAP = 11,
+    /* dst = gelu(src) * src2, elementwise (same widths; dst may be src or src2), with GELU's tanh form:
+     * gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Gemma's GeGLU. */
+    EMBER_GRAPH_GEGLU = 12,
+    /* ATTENTION (same src, dst, layer, n_head, n_head_kv, head_dim, scale, and the same preceding KV_STORE)
+     * with three options, each off at 0 / -1:
+     *  - window > 0: the query at position p sees only the keys at positions j with p - window < j <= p
+     *    (the `window` most recent positions, itself included; llama.cpp's "standard" sliding window);
+     *  - softcap > 0: each score s = scale * q.k becomes softcap * tanh(s / softcap) before the softmax;
+     *  - w >= 0: attention sinks, an F32 tensor [n_head] of one logit per query head, which takes part in
+     *    the softmax's normaliser but has no value: out_h = sum_j e^(s_j - m) v_j / (e^(w[h] - m) +
+     *    sum_j e^(s_j - m)), m = max(w[h], max_j s_j).
+     * With all three off it is ATTENTION exactly. */
+    EMBER_GRAPH_ATTENTION_EXT = 13,
+    /* ROPE (same dst, w factors, n_head, head_dim, n_rot, rope_mode, rope_theta, rope_freq_scale) with
+     * YaRN's ramp and an output scale, as llama.cpp's rope computes them. For pair i (0 <= i < n_rot/2):
+     *   t_extrap = pos * rope_theta^(-2i/n_rot) / factor_i        (factor_i = w[i], or 1 without w)
+     *   t_interp = rope_freq_scale * t_extrap
+     *   rope_ext_factor == 0:  angle = t_interp,  mscale = rope_attn_factor
+     *   rope_ext_factor != 0:  mix = ramp(i) * rope_ext_factor, angle = t_interp (1 - mix) + t_extrap mix,
+     *                          mscale = rope_attn_factor * (1 + 0.1 ln(1 / rope_freq_scale))
+     *   ramp(i) = 1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1),
+     *   lo = max(0, floor(c(rope_beta_fast))), hi = min(n_rot - 1, ceil(c(rope_beta_slow))),
+     *   c(b) = n_rot ln(rope_n_ctx_orig / (2 pi b)) / (2 ln rope_theta)
+     * and the pair turns by angle with both outputs multiplied by mscale: x0' = (x0 cos - x1 sin) mscale,
+     * x1' = (x0 sin + x1 cos) mscale. Angles in double precision, as ROPE. YaRN (gpt-oss) uses
+     * ext_factor 1; LongRoPE (Phi-3) uses ext_factor 0 with its factors as w and its attention factor as
+     * rope_attn_factor; with ext_factor 0 and attn_factor 1 it is ROPE exactly. */
+    EMBER_GRAPH_ROPE_YARN = 14,
+    /* A mixture-of-experts feed-forward block, per token row:
+     *   src:  the FFN's input x (width n_in); src2: the router's logits l (width n_expert, a MATMUL before)
+     *   w, w2, w3: the experts' gate, up and down matrices, 3-D tensors [n_in, n_ff, n_expert],
+     *         [n_in, n_ff, n_expert], [n_ff, n_out, n_expert] (ne[2] = expert; each expert's matrix is
+     *         the contiguous ne[0] x ne[1] slice); b, b2, b3: optional F32 biases [n_ff, n_expert],
+     *         [n_ff, n_expert], [n_out, n_expert] (-1: none); n_out = width(dst), dst is neither src.
+     *   The k = n_expert_used experts e_0..e_{k-1} with the largest logits are chosen (ties: the lower
+     *   index first), weighted by
+     *     EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK: g_j = e^(l_{e_j}) / sum_{i<k} e^(l_{e_i}) (softmax over the
+     *         chosen; equals the softmax over all renormalised over the chosen: Mixtral, Qwen3-MoE, gpt-oss)
+     *     EMBER_GRAPH_MOE_GATE_SOFTMAX: g_j = e^(l_{e_j}) / sum_{all e} e^(l_e) (not renormalised)
+     *   and dst = sum_j g_j (W3_{e_j} act(W_{e_j} x + b_{e_j}, W2_{e_j} x + b2_{e_j}) + b3_{e_j}), act by
+     *   moe_act:
+     *     EMBER_GRAPH_ACT_SILU:       silu(a) * u
+     *     EMBER_GRAPH_ACT_GELU:       gelu(a) * u (GEGLU's tanh form)
+     *     EMBER_GRAPH_ACT_SWIGLU_OAI: a' = min(a, act_limit), u' = clamp(u, -act_limit, act_limit),
+     *                                 a' * sigmoid(act_alpha * a') * (u' + 1)   (gpt-oss: 1.702, 7)
+     * A backend may batch the rows by expert (a prefill then reads each chosen expert's weights once); the
+     * sum over j is in the order of the chosen (largest logit first). */
+    EMBER_GRAPH_MOE = 15
 };
 
 /* The op's name ("rms_norm"), for messages; NULL for a number this header does not define (a backend
@@ -73,12 +132,21 @@ static inline const char *ember_graph_op_name(uint32_t op) {
     case EMBER_GRAPH_ADD: return "add";
     case EMBER_GRAPH_SWIGLU: return "swiglu";
     case EMBER_GRAPH_GATHER_LOGITS: return "gather_logits";
+    case EMBER_GRAPH_SCALE: return "scale";
+    case EMBER_GRAPH_SOFTCAP: return "softcap";
+    case EMBER_GRAPH_GEGLU: return "geglu";
+    case EMBER_GRAPH_ATTENTION_EXT: return "attention_ext";
+    case EMBER_GRAPH_ROPE_YARN: return "rope_yarn";
+    case EMBER_GRAPH_MOE: return "moe";
     default: return NULL;
     }
 }
 
 enum ember_graph_rope_mode { EMBER_GRAPH_ROPE_NORMAL = 0, EMBER_GRAPH_ROPE_NEOX = 2 };
 enum ember_graph_rows { EMBER_GRAPH_ROWS_TOKENS = 0, EMBER_GRAPH_ROWS_LOGITS = 1 };
+/* MOE's gating (moe_gating) and activation (moe_act). */
+enum ember_graph_moe_gating { EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK = 0, EMBER_GRAPH_MOE_GATE_SOFTMAX = 1 };
+enum ember_graph_act { EMBER_GRAPH_ACT_SILU = 0, EMBER_GRAPH_ACT_GELU = 1, EMBER_GRAPH_ACT_SWIGLU_OAI = 2 };
 
 typedef struct ember_graph_buf {
     uint32_t width; /* floats per row */
@@ -97,7 +165,16 @@ typedef struct ember_graph_node {
     uint32_t n_rot, rope_mode;            /* ROPE */
     float eps;                            /* RMS_NORM */
     float rope_theta, rope_freq_scale;    /* ROPE */
-    float scale;                          /* ATTENTION */
+    float scale;                          /* ATTENTION, ATTENTION_EXT, SCALE */
+    /* Appended for the ops from SCALE on (read by those only; 0 or -1 elsewhere). */
+    uint32_t window;                      /* ATTENTION_EXT: sliding window in positions, 0: none */
+    float softcap;                        /* ATTENTION_EXT (0: none), SOFTCAP */
+    float rope_ext_factor, rope_attn_factor, rope_beta_fast, rope_beta_slow; /* ROPE_YARN */
+    uint32_t rope_n_ctx_orig;                                                /* ROPE_YARN */
+    int32_t w2, w3, b2, b3;               /* MOE: up and down experts, their biases (-1: none) */
+    uint32_t n_expert, n_expert_used;     /* MOE */
+    uint32_t moe_gating, moe_act;         /* MOE: an ember_graph_moe_gating, an ember_graph_act */
+    float act_alpha, act_limit;           /* MOE with EMBER_GRAPH_ACT_SWIGLU_OAI */
 } ember_graph_node;
 
 #ifdef __cplusplus

@@ -119,7 +119,18 @@ typedef struct ember_mod_device_info {
  *   KV_STORE      rows x (K) and x2 (V), n_tokens of n_in, stored as `type` into k_out / v_out (caches of
  *                 n_blocks * block_size rows) at each token's position ids[t] of its table
  *   ADD           y = x + x2, n_in values
- *   GATHER_LOGITS y[i] = x[ids[i]], n_tokens rows of n_in */
+ *   GATHER_LOGITS y[i] = x[ids[i]], n_tokens rows of n_in
+ * and, with the fields appended after k_out / v_out (a caller's struct_size says whether it has them):
+ *   SCALE         y = x * scale, n_in values
+ *   SOFTCAP       y = softcap * tanh(x / softcap), n_in values
+ *   GEGLU         y = gelu(x) * x2, n_in values (graph.h's tanh form)
+ *   ATTENTION_EXT ATTENTION's fields, plus window, softcap and sinks ([n_head], or NULL)
+ *   ROPE_YARN     ROPE's fields, plus the rope_* fields below (graph.h gives the formula)
+ *   MOE           x: n_tokens rows of n_in; x2: their router logits, n_expert each; w, w2: the gate and up
+ *                 experts (n_expert matrices of n_ff rows of n_in, of `type` and `type2`), w3: the down
+ *                 experts (n_expert matrices of n_out rows of n_ff, `type3`); bias, bias2, bias3: optional
+ *                 [n_expert][n_ff], [n_expert][n_ff], [n_expert][n_out]; y: n_tokens rows of n_out;
+ *                 n_expert_used, moe_gating, moe_act, act_alpha, act_limit as graph.h's MOE node */
 #define EMBER_MOD_OP_MATMUL EMBER_GRAPH_MATMUL
 #define EMBER_MOD_OP_RMSNORM EMBER_GRAPH_RMS_NORM
 #define EMBER_MOD_OP_ROPE EMBER_GRAPH_ROPE
@@ -149,6 +160,18 @@ typedef struct ember_mod_op {
     /* attention: keys per split-K chunk; 0: the backend's choice, UINT32_MAX: no split */
     uint32_t attn_chunk;
     uint8_t *k_out, *v_out;        /* kv_store: the caches written */
+    /* Appended for the ops from SCALE on (graph.h). */
+    uint32_t window;               /* attention_ext */
+    float softcap;                 /* attention_ext, softcap */
+    const float *sinks;            /* attention_ext: [n_head] or NULL */
+    float rope_ext_factor, rope_attn_factor, rope_beta_fast, rope_beta_slow; /* rope_yarn */
+    uint32_t rope_n_ctx_orig;                                                /* rope_yarn */
+    const void *w2, *w3;           /* moe: up and down experts */
+    size_t w2_bytes, w3_bytes;
+    uint32_t type2, type3;         /* moe: their types (w's is `type`) */
+    const float *bias2, *bias3;    /* moe: optional */
+    uint32_t n_ff, n_expert, n_expert_used, moe_gating, moe_act; /* moe */
+    float act_alpha, act_limit;    /* moe */
 } ember_mod_op;
 
 typedef struct ember_backend_module {

@@ -6,14 +6,25 @@
 #include "backend/module_api.h"
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 #include <vector>
 
 namespace ember {
 
-// `who` ("cpu", "cuda", "vulkan") prefixes the messages. Nodes only grow at their end: this build reads
-// the first sizeof(ember_graph_node) bytes of each, node_size apart.
-inline std::vector<ember_graph_node> read_program(const ember_mod_model_desc &d, const char *who) {
+// The ops of graph.h's first version: what every backend ran when programs began. A backend that runs
+// more passes its own list to read_program; one that does not is held to these, so an op graph.h gained
+// later (and names, so a backend's own "unknown op" check passes it) is refused, never skipped.
+inline constexpr uint32_t kGraphOpsFirst[] = {EMBER_GRAPH_GET_ROWS, EMBER_GRAPH_RMS_NORM,  EMBER_GRAPH_MATMUL,
+                                              EMBER_GRAPH_ROPE,     EMBER_GRAPH_KV_STORE,  EMBER_GRAPH_ATTENTION,
+                                              EMBER_GRAPH_ADD,      EMBER_GRAPH_SWIGLU,    EMBER_GRAPH_GATHER_LOGITS};
+
+// `who` ("cpu", "cuda", "vulkan") prefixes the messages; `ops`: the ops this backend runs (any other is
+// refused with EMBER_ERR_UNSUPPORTED naming it). Nodes only grow at their end: this build reads the first
+// sizeof(ember_graph_node) bytes of each, node_size apart.
+inline std::vector<ember_graph_node> read_program(const ember_mod_model_desc &d, const char *who,
+                                                  std::span<const uint32_t> ops = kGraphOpsFirst) {
     if (d.node_size < sizeof(ember_graph_node))
         fail(EMBER_ERR_UNSUPPORTED, "%s: the model's program is of an older layout (node size %u)", who, d.node_size);
     for (uint32_t i = 0; i < d.n_bufs; ++i)
@@ -24,8 +35,15 @@ inline std::vector<ember_graph_node> read_program(const ember_mod_model_desc &d,
         d.bufs[d.logits_buf].rows != EMBER_GRAPH_ROWS_LOGITS)
         fail(EMBER_ERR_INVALID_MODEL, "%s: the program's output is not a logits buffer of the vocabulary's width", who);
     std::vector<ember_graph_node> nodes(d.n_nodes);
-    for (uint32_t i = 0; i < d.n_nodes; ++i)
+    for (uint32_t i = 0; i < d.n_nodes; ++i) {
         std::memcpy(&nodes[i], reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size, sizeof(ember_graph_node));
+        const uint32_t op = nodes[i].op;
+        if (std::find(ops.begin(), ops.end(), op) == ops.end()) {
+            const char *name = ember_graph_op_name(op);
+            if (name) fail(EMBER_ERR_UNSUPPORTED, "%s: op %s (node %u) is not supported by this backend", who, name, i);
+            fail(EMBER_ERR_UNSUPPORTED, "%s: op %u (node %u) is not supported by this build", who, op, i);
+        }
+    }
     return nodes;
 }
 

@@ -78,6 +78,10 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         a.table = q_table[t];
         a.block_size = kv.block_size;
         a.n_keys = static_cast<int64_t>(q_pos[t]) + 1;
+        a.first_key = p.window > 0 && a.n_keys > p.window ? a.n_keys - p.window : 0;
+        a.softcap = p.softcap;
+        a.has_sink = p.sinks != nullptr;
+        a.sink = p.sinks ? p.sinks[h] : 0.0f;
         a.head_dim = p.head_dim;
         a.scale = p.scale;
         a.out = out + t * q_row + static_cast<int64_t>(h) * p.head_dim;
@@ -85,7 +89,10 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
     };
 
     int64_t macs = 0;
-    for (int64_t t = 0; t < n_tokens; ++t) macs += std::max<int64_t>(static_cast<int64_t>(q_pos[t]) + 1, 0) * q_row * 2;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const int64_t keys = std::max<int64_t>(static_cast<int64_t>(q_pos[t]) + 1, 0);
+        macs += (p.window > 0 ? std::min<int64_t>(keys, p.window) : keys) * q_row * 2;
+    }
     if (pool.size() == 1 || n_items < 2 || macs < kMinParallelMacs) {
         for (int64_t c = 0; c < n_items; ++c) item(c);
         return;
@@ -127,7 +134,7 @@ void attend_head(const AttnHead &a) {
     float m = -INFINITY, l = 0;
     float s[kAttnTile];
     AttnRuns runs;
-    for (int64_t j0 = 0; j0 < a.n_keys; j0 += kAttnTile) {
+    for (int64_t j0 = a.first_key; j0 < a.n_keys; j0 += kAttnTile) {
         const int nk = static_cast<int>(a.n_keys - j0 < kAttnTile ? a.n_keys - j0 : kAttnTile);
         attn_tile_runs(a, j0, nk, runs);
         float tmax = -INFINITY;
@@ -137,9 +144,10 @@ void attend_head(const AttnHead &a) {
                 float dot = 0;
                 for (int i = 0; i < hd; ++i) dot += a.q[i] * row.at(kr, i);
                 s[j] = dot * a.scale;
-                tmax = std::fmax(tmax, s[j]);
             }
         }
+        if (a.softcap > 0) attn_softcap(s, nk, a.softcap);
+        for (int j = 0; j < nk; ++j) tmax = std::fmax(tmax, s[j]);
         const float m_new = std::fmax(m, tmax);
         const float corr = std::exp(m - m_new);  // 0 on the first tile (m = -inf)
         l *= corr;
@@ -154,7 +162,8 @@ void attend_head(const AttnHead &a) {
         }
         m = m_new;
     }
-    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    float corr;
+    const float inv = attn_finish(a, m, l, &corr);
     for (int i = 0; i < hd; ++i) a.out[i] = acc[i] * inv;
 }
 

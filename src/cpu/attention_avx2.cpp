@@ -104,7 +104,7 @@ void attend_head(const AttnHead &a) {
     alignas(32) float s[kAttnTile], pr[kAttnTile];
     AttnRuns runs;
 
-    for (int64_t j0 = 0; j0 < a.n_keys; j0 += kAttnTile) {
+    for (int64_t j0 = a.first_key; j0 < a.n_keys; j0 += kAttnTile) {
         const int nk = static_cast<int>(a.n_keys - j0 < kAttnTile ? a.n_keys - j0 : kAttnTile);
         attn_tile_runs(a, j0, nk, runs);
 
@@ -120,6 +120,7 @@ void attend_head(const AttnHead &a) {
                     _mm_storeu_ps(s + j, _mm_mul_ps(dot_qk4(row, a.q, kr, stride, hd8), scale));
             for (; j < end; ++j, kr += stride) s[j] = dot_qk(row, a.q, kr, hd) * a.scale;
         }
+        if (a.softcap > 0) attn_softcap(s, nk, a.softcap);
         for (int j = nk; j < kAttnTile; ++j) s[j] = -__builtin_inff();
         __m256 vmax = _mm256_load_ps(s);
         for (int c = 8; c < kAttnTile; c += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + c));
@@ -165,7 +166,8 @@ void attend_head(const AttnHead &a) {
         }
         m = m_new;
     }
-    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    float corr;
+    const float inv = attn_finish(a, m, l, &corr);
     for (int i = 0; i < hd; ++i) a.out[i] = acc[i] * inv;
 }
 

@@ -19,6 +19,7 @@ public:
     std::vector<WeightView> views;          // [n_tensors]: each tensor as a kernel operand
     std::vector<ember_graph_node> nodes;    // the program (backend/program_read.hpp)
     const ember_graph_node &node(uint32_t i) const { return nodes[i]; }
+    void check_moe(uint32_t i, const ember_graph_node &n) const;
     const float *f32(int32_t tensor) const {
         return tensor < 0 ? nullptr : static_cast<const float *>(desc.tensors[tensor].data);
     }
@@ -31,8 +32,9 @@ struct CpuContextSizes {
     size_t kv_row_bytes = 0;                    // bytes of one row (kv_width values of the cache type)
     std::vector<size_t> buf_floats;             // [n_bufs] floats of each activation buffer (0: the logits)
     size_t scratch = 0;                         // bytes of quantized activations
+    size_t moe_floats = 0;                      // MOE's work (the most one node needs)
     size_t bytes() const {
-        size_t b = 2 * kv_rows * kv_row_bytes + scratch;
+        size_t b = 2 * kv_rows * kv_row_bytes + scratch + moe_floats * sizeof(float);
         for (size_t f : buf_floats) b += f * sizeof(float);
         return b;
     }
@@ -72,6 +74,7 @@ private:
     ember_mod_context_params params_;
     std::shared_ptr<ThreadPool> pool_;   // shared with contexts made with share_threads_with
     Scratch scratch_;
+    std::vector<float> moe_work_;   // MOE's gathered rows and expert outputs (cpu/moe.cpp)
     size_t row_bytes_ = 0;       // one position's K (or V) row of one layer
     size_t layer_stride_ = 0;    // bytes per layer: n_blocks * block_size * row_bytes_
     std::vector<uint8_t> k_cache_, v_cache_;

@@ -22,17 +22,28 @@ namespace {
 // Below this many token rows a row-local run stays on the calling thread.
 constexpr uint32_t kMinRowsToSplit = 4;
 
+// Every op of graph.h: the CPU runs them all.
+constexpr uint32_t kCpuOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,     EMBER_GRAPH_MATMUL,
+                                EMBER_GRAPH_ROPE,      EMBER_GRAPH_KV_STORE,     EMBER_GRAPH_ATTENTION,
+                                EMBER_GRAPH_ADD,       EMBER_GRAPH_SWIGLU,       EMBER_GRAPH_GATHER_LOGITS,
+                                EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
+                                EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE};
+
 bool row_local(uint32_t op) {
     return op == EMBER_GRAPH_RMS_NORM || op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_KV_STORE || op == EMBER_GRAPH_ADD ||
-           op == EMBER_GRAPH_SWIGLU;
+           op == EMBER_GRAPH_SWIGLU || op == EMBER_GRAPH_SCALE || op == EMBER_GRAPH_SOFTCAP || op == EMBER_GRAPH_GEGLU ||
+           op == EMBER_GRAPH_ROPE_YARN;
 }
+
+bool is_rope(uint32_t op) { return op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_ROPE_YARN; }
+bool is_attention(uint32_t op) { return op == EMBER_GRAPH_ATTENTION || op == EMBER_GRAPH_ATTENTION_EXT; }
 
 // The buffer whose rows a node runs over.
 int32_t row_buf(const ember_graph_node &n) { return n.op == EMBER_GRAPH_KV_STORE ? n.src : n.dst; }
 
 } // namespace
 
-CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(d, "cpu")) {
+CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(d, "cpu", kCpuOps)) {
     for (uint32_t i = 0; i < d.n_tensors; ++i) {
         const ember_mod_tensor &t = d.tensors[i];
         WeightView w;
@@ -48,19 +59,47 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
     for (uint32_t i = 0; i < d.n_nodes; ++i) {
         const ember_graph_node &n = node(i);
         if (!ember_graph_op_name(n.op)) fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u (node %u) is not supported by this build", n.op, i);
-        // Every op reads src but GET_ROWS and ROPE (in place on dst); SWIGLU and KV_STORE read src2; all
-        // write dst but KV_STORE.
-        const bool reads_src = n.op != EMBER_GRAPH_GET_ROWS && n.op != EMBER_GRAPH_ROPE;
-        const bool reads_src2 = n.op == EMBER_GRAPH_SWIGLU || n.op == EMBER_GRAPH_KV_STORE;
-        if (!tensor_ok(n.w) || !tensor_ok(n.b) || (n.op != EMBER_GRAPH_KV_STORE && !buf_ok(n.dst)) ||
-            (reads_src && !buf_ok(n.src)) || (reads_src2 && !buf_ok(n.src2)))
+        // Every op reads src but GET_ROWS and the ropes (in place on dst); SWIGLU, GEGLU, MOE and KV_STORE
+        // read src2; all write dst but KV_STORE.
+        const bool reads_src = n.op != EMBER_GRAPH_GET_ROWS && !is_rope(n.op);
+        const bool reads_src2 = n.op == EMBER_GRAPH_SWIGLU || n.op == EMBER_GRAPH_GEGLU || n.op == EMBER_GRAPH_MOE ||
+                                n.op == EMBER_GRAPH_KV_STORE;
+        if (!tensor_ok(n.w) || !tensor_ok(n.b) || !tensor_ok(n.w2) || !tensor_ok(n.w3) || !tensor_ok(n.b2) ||
+            !tensor_ok(n.b3) || (n.op != EMBER_GRAPH_KV_STORE && !buf_ok(n.dst)) || (reads_src && !buf_ok(n.src)) ||
+            (reads_src2 && !buf_ok(n.src2)))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) refers to a missing buffer or tensor", i, ember_graph_op_name(n.op));
+        if (n.op == EMBER_GRAPH_SOFTCAP && !(n.softcap > 0))
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (softcap) of cap %g", i, static_cast<double>(n.softcap));
+        if (n.op == EMBER_GRAPH_MOE) check_moe(i, n);
         if (n.op == EMBER_GRAPH_RMS_NORM && (n.n == 0 || d.bufs[n.dst].width % n.n != 0))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (rms_norm) groups of %u", i, n.n);
-        if ((n.op == EMBER_GRAPH_KV_STORE || n.op == EMBER_GRAPH_ATTENTION) &&
+        if ((n.op == EMBER_GRAPH_KV_STORE || is_attention(n.op)) &&
             (n.layer < 0 || static_cast<uint32_t>(n.layer) >= d.n_layer))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) of layer %d", i, ember_graph_op_name(n.op), n.layer);
     }
+}
+
+// MOE's tensors: 3-D experts of one shape family, biases of the experts' widths, a router of n_expert.
+void CpuModel::check_moe(uint32_t i, const ember_graph_node &n) const {
+    auto bad = [&](const char *why) { fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (moe): %s", i, why); };
+    if (n.w < 0 || n.w2 < 0 || n.w3 < 0) bad("an expert tensor is missing");
+    const ember_mod_tensor &g = desc.tensors[n.w], &u = desc.tensors[n.w2], &dn = desc.tensors[n.w3];
+    const int64_t n_in = desc.bufs[n.src].width, n_out = desc.bufs[n.dst].width, ne = n.n_expert;
+    if (n.src == n.dst || n.n_expert_used == 0 || n.n_expert_used > n.n_expert || desc.bufs[n.src2].width != n.n_expert)
+        bad("the router's width or the number of chosen experts");
+    for (const ember_mod_tensor *t : {&g, &u})
+        if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != g.ne[1] || t->ne[2] != ne) bad("gate/up experts of the wrong shape");
+    if (dn.n_dims != 3 || dn.ne[0] != g.ne[1] || dn.ne[1] != n_out || dn.ne[2] != ne) bad("down experts of the wrong shape");
+    const int32_t biases[3] = {n.b, n.b2, n.b3};
+    const int64_t widths[3] = {g.ne[1], g.ne[1], n_out};
+    for (int k = 0; k < 3; ++k) {
+        if (biases[k] < 0) continue;
+        const ember_mod_tensor &b = desc.tensors[biases[k]];
+        if (b.type != static_cast<uint32_t>(DType::F32) || b.ne[0] != widths[k] || (b.n_dims == 2 ? b.ne[1] : 1) != ne)
+            bad("an expert bias of the wrong shape or type");
+    }
+    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SOFTMAX)
+        fail(EMBER_ERR_UNSUPPORTED, "cpu: node %u (moe): activation %u, gating %u", i, n.moe_act, n.moe_gating);
 }
 
 CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod_context_params &p) {
@@ -71,7 +110,17 @@ CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod
     for (uint32_t i = 0; i < d.n_bufs; ++i)
         z.buf_floats.push_back(static_cast<int32_t>(i) == d.logits_buf ? 0 : rows(static_cast<int32_t>(i)) * d.bufs[i].width);
     // The widest quantized matmul input.
-    for (const ember_graph_node &n : read_program(d, "cpu")) {
+    for (const ember_graph_node &n : read_program(d, "cpu", kCpuOps)) {
+        if (n.op == EMBER_GRAPH_MOE && n.w >= 0 && static_cast<uint32_t>(n.w) < d.n_tensors) {
+            // Its gathered inputs (n_in, then n_ff wide) are quantized like a matmul's.
+            const int64_t n_in = d.tensors[n.w].ne[0], n_ff = d.tensors[n.w].ne[1], n_out = d.bufs[n.dst].width;
+            const size_t r = p.n_batch;
+            for (int64_t w : {n_in, n_ff})
+                if (w % 32 == 0) z.scratch = std::max(z.scratch, matmul_scratch_bytes(w, static_cast<int64_t>(r)));
+            z.moe_floats = std::max(z.moe_floats, r * static_cast<size_t>(n_in + 2 * n_ff + n_out) +
+                                                      r * n.n_expert_used * static_cast<size_t>(n_out));
+            continue;
+        }
         if (n.op != EMBER_GRAPH_MATMUL || n.src < 0 || static_cast<uint32_t>(n.src) >= d.n_bufs) continue;
         const int64_t n_in = d.bufs[n.src].width;
         if (n_in % 32 == 0)
@@ -101,6 +150,7 @@ CpuContext::CpuContext(const CpuModel &model, const ember_mod_context_params &pa
         bufs_[i] = storage_[i].data();
     }
     scratch_.get(z.scratch);
+    moe_work_.reserve(z.moe_floats);
 }
 
 // Layout: for each layer, the K rows of positions 0..n-1, then their V rows.
@@ -135,13 +185,18 @@ void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, i
         rms_norm(buf(n.src) + r0 * w, m_.f32(n.w), buf(n.dst) + r0 * w, (r1 - r0) * (w / n.n), n.n, n.eps);
         break;
     }
-    case EMBER_GRAPH_ROPE: {
+    case EMBER_GRAPH_ROPE:
+    case EMBER_GRAPH_ROPE_YARN: {
         RopeParams rp;
         rp.n_rot = static_cast<int>(n.n_rot);
         rp.neox = n.rope_mode == EMBER_GRAPH_ROPE_NEOX;
         rp.theta_base = n.rope_theta;
         rp.freq_scale = n.rope_freq_scale;
         rp.freq_factors = m_.f32(n.w);
+        if (n.op == EMBER_GRAPH_ROPE_YARN) {
+            rp.ext_factor = n.rope_ext_factor, rp.attn_factor = n.rope_attn_factor;
+            rp.beta_fast = n.rope_beta_fast, rp.beta_slow = n.rope_beta_slow, rp.n_ctx_orig = n.rope_n_ctx_orig;
+        }
         rope(buf(n.dst) + r0 * width(n.dst), r1 - r0, static_cast<int>(n.n_head), static_cast<int>(n.head_dim), b.pos + r0, rp);
         break;
     }
@@ -169,6 +224,21 @@ void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, i
     case EMBER_GRAPH_SWIGLU: {
         const int64_t w = width(n.dst);
         swiglu(buf(n.src) + r0 * w, buf(n.src2) + r0 * w, buf(n.dst) + r0 * w, (r1 - r0) * w);
+        break;
+    }
+    case EMBER_GRAPH_SCALE: {
+        const int64_t w = width(n.dst);
+        scale(buf(n.src) + r0 * w, n.scale, buf(n.dst) + r0 * w, (r1 - r0) * w);
+        break;
+    }
+    case EMBER_GRAPH_SOFTCAP: {
+        const int64_t w = width(n.dst);
+        softcap(buf(n.src) + r0 * w, n.softcap, buf(n.dst) + r0 * w, (r1 - r0) * w);
+        break;
+    }
+    case EMBER_GRAPH_GEGLU: {
+        const int64_t w = width(n.dst);
+        geglu(buf(n.src) + r0 * w, buf(n.src2) + r0 * w, buf(n.dst) + r0 * w, (r1 - r0) * w);
         break;
     }
     default: fail(EMBER_ERR_INTERNAL, "cpu: op %u is not row-local", n.op);
@@ -257,12 +327,14 @@ void CpuContext::forward(const ember_mod_batch &b) {
                     fail(EMBER_ERR_INTERNAL, "cpu forward: token %d out of range", b.tokens[t]);
             get_rows(m_.views[static_cast<size_t>(n.w)], b.tokens, b.n_tokens, buf(n.dst));
             break;
-        case EMBER_GRAPH_ATTENTION: {
+        case EMBER_GRAPH_ATTENTION:
+        case EMBER_GRAPH_ATTENTION_EXT: {
             AttnParams ap;
             ap.n_head = static_cast<int>(n.n_head);
             ap.n_head_kv = static_cast<int>(n.n_head_kv);
             ap.head_dim = static_cast<int>(n.head_dim);
             ap.scale = n.scale;
+            if (n.op == EMBER_GRAPH_ATTENTION_EXT) ap.window = n.window, ap.softcap = n.softcap, ap.sinks = m_.f32(n.w);
             PagedKv kv;
             kv.k = k_layer(static_cast<uint32_t>(n.layer));
             kv.v = v_layer(static_cast<uint32_t>(n.layer));
@@ -270,6 +342,16 @@ void CpuContext::forward(const ember_mod_batch &b) {
             kv.row_bytes = row_bytes_;
             kv.block_size = params_.block_size;
             attention(*pool_, buf(n.src), b.pos, b.tables, b.n_tokens, kv, buf(n.dst), ap);
+            break;
+        }
+        case EMBER_GRAPH_MOE: {
+            MoeParams mp;
+            mp.gate = m_.views[static_cast<size_t>(n.w)], mp.up = m_.views[static_cast<size_t>(n.w2)];
+            mp.down = m_.views[static_cast<size_t>(n.w3)];
+            mp.gate_b = m_.f32(n.b), mp.up_b = m_.f32(n.b2), mp.down_b = m_.f32(n.b3);
+            mp.n_expert = static_cast<int>(n.n_expert), mp.n_used = static_cast<int>(n.n_expert_used);
+            mp.gating = n.moe_gating, mp.act = n.moe_act, mp.alpha = n.act_alpha, mp.limit = n.act_limit;
+            moe(*pool_, scratch_, mp, buf(n.src), buf(n.src2), n_rows, buf(n.dst), moe_work_);
             break;
         }
         case EMBER_GRAPH_GATHER_LOGITS: {

@@ -24,12 +24,17 @@ void run_op(const ember_mod_op &op) {
         return;
     }
     case EMBER_GRAPH_RMS_NORM: rms_norm(op.x, op.norm, op.y, op.n_tokens, op.n_in, op.eps); return;
-    case EMBER_GRAPH_ROPE: {
+    case EMBER_GRAPH_ROPE:
+    case EMBER_GRAPH_ROPE_YARN: {
         const size_t n = size_t{op.n_tokens} * op.n_head * op.head_dim;
         std::copy(op.x, op.x + n, op.y);
         RopeParams p;
         p.n_rot = static_cast<int>(op.n_rot), p.neox = op.rope_mode == EMBER_GRAPH_ROPE_NEOX, p.theta_base = op.rope_theta;
         p.freq_scale = op.rope_freq_scale, p.freq_factors = op.norm;
+        if (op.kind == EMBER_GRAPH_ROPE_YARN) {
+            p.ext_factor = op.rope_ext_factor, p.attn_factor = op.rope_attn_factor, p.beta_fast = op.rope_beta_fast;
+            p.beta_slow = op.rope_beta_slow, p.n_ctx_orig = op.rope_n_ctx_orig;
+        }
         rope(op.y, op.n_tokens, static_cast<int>(op.n_head), static_cast<int>(op.head_dim), op.ids, p);
         return;
     }
@@ -38,10 +43,12 @@ void run_op(const ember_mod_op &op) {
         std::copy(op.x, op.x + op.n_in, op.y);
         add_inplace(op.y, op.x2, op.n_in);
         return;
-    case EMBER_GRAPH_ATTENTION: {
+    case EMBER_GRAPH_ATTENTION:
+    case EMBER_GRAPH_ATTENTION_EXT: {
         AttnParams p;
         p.n_head = static_cast<int>(op.n_head), p.n_head_kv = static_cast<int>(op.n_head_kv);
         p.head_dim = static_cast<int>(op.head_dim), p.scale = op.scale;
+        if (op.kind == EMBER_GRAPH_ATTENTION_EXT) p.window = op.window, p.softcap = op.softcap, p.sinks = op.sinks;
         PagedKv kv;
         kv.k = op.k_cache, kv.v = op.v_cache, kv.type = type, kv.block_size = op.block_size;
         kv.row_bytes = dtype_row_bytes(type, size_t{op.n_head_kv} * op.head_dim);
@@ -63,6 +70,27 @@ void run_op(const ember_mod_op &op) {
         for (uint32_t i = 0; i < op.n_tokens; ++i)
             std::memcpy(op.y + size_t{i} * op.n_in, op.x + static_cast<size_t>(op.ids[i]) * op.n_in, op.n_in * sizeof(float));
         return;
+    case EMBER_GRAPH_SCALE: scale(op.x, op.scale, op.y, op.n_in); return;
+    case EMBER_GRAPH_SOFTCAP: softcap(op.x, op.softcap, op.y, op.n_in); return;
+    case EMBER_GRAPH_GEGLU: geglu(op.x, op.x2, op.y, op.n_in); return;
+    case EMBER_GRAPH_MOE: {
+        // Expert matrices as 3-D tensors' slices: n_ff rows of n_in (gate, up), n_out rows of n_ff (down).
+        auto view = [](uint32_t t, const void *data, uint32_t n_in, uint32_t n_out) {
+            WeightView w;
+            w.type = static_cast<DType>(t), w.n_in = n_in, w.n_out = n_out, w.data = data;
+            w.row_bytes = dtype_row_bytes(w.type, n_in);
+            return w;
+        };
+        MoeParams p;
+        p.gate = view(op.type, op.w, op.n_in, op.n_ff), p.up = view(op.type2, op.w2, op.n_in, op.n_ff);
+        p.down = view(op.type3, op.w3, op.n_ff, op.n_out);
+        p.gate_b = op.bias, p.up_b = op.bias2, p.down_b = op.bias3;
+        p.n_expert = static_cast<int>(op.n_expert), p.n_used = static_cast<int>(op.n_expert_used);
+        p.gating = op.moe_gating, p.act = op.moe_act, p.alpha = op.act_alpha, p.limit = op.act_limit;
+        static std::vector<float> work;
+        moe(pool, scratch, p, op.x, op.x2, op.n_tokens, op.y, work);
+        return;
+    }
     default: fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u is not supported", op.kind);
     }
 }

@@ -31,6 +31,23 @@ void add_inplace(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+void scale(const float *x, float s, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
+}
+
+void softcap(const float *x, float cap, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = cap * std::tanh(x[i] / cap);
+}
+
+// GELU's tanh form ("gelu_pytorch_tanh"), which graph.h specifies.
+void geglu(const float *gate, const float *up, float *out, int64_t n) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+    }
+}
+
 void store_f16(const float *src, uint16_t *dst, int64_t n_rows, int64_t n) {
     detail::kernels().f32_to_f16(src, dst, n_rows * n);
 }

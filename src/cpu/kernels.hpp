@@ -9,6 +9,7 @@
 // CPU has them, scalar otherwise); tests/test_cpu_kernels.cpp checks every variant against a double-precision reference.
 #pragma once
 
+#include "backend/graph.h"
 #include "core/dtype.hpp"
 #include "cpu/threadpool.hpp"
 
@@ -67,6 +68,10 @@ void rms_norm(const float *x, const float *w, float *out, int64_t n_rows, int64_
 void swiglu(const float *gate, const float *up, float *out, int64_t n);
 // x += y
 void add_inplace(float *x, const float *y, int64_t n);
+// out = x * s; out = cap * tanh(x / cap); out = gelu(gate) * up (tanh form). n elements, out may alias.
+void scale(const float *x, float s, float *out, int64_t n);
+void softcap(const float *x, float cap, float *out, int64_t n);
+void geglu(const float *gate, const float *up, float *out, int64_t n);
 
 // --- rotary position embedding ---------------------------------------------------------------------
 struct RopeParams {
@@ -75,6 +80,10 @@ struct RopeParams {
     float theta_base = 10000.0f;
     float freq_scale = 1.0f;         // linear scaling: angle *= freq_scale
     const float *freq_factors = nullptr;  // optional n_rot/2 divisors of each frequency
+    // YaRN and LongRoPE (graph.h's ROPE_YARN): the ramp between interpolated and extrapolated angles
+    // (ext_factor 0: none) and the scale of the rotated values (attn_factor, times YaRN's own term).
+    float ext_factor = 0.0f, attn_factor = 1.0f, beta_fast = 32.0f, beta_slow = 1.0f;
+    uint32_t n_ctx_orig = 0;
 };
 // x has n_tokens rows of n_heads * head_dim floats; token t is at position pos[t]. In place.
 // angle(t, i) = pos[t] * freq_scale * theta_base^(-2i/n_rot) / freq_factors[i]
@@ -86,6 +95,9 @@ struct AttnParams {
     int n_head_kv = 0;   // divides n_head (grouped-query attention: head h reads kv head h / (n_head / n_head_kv))
     int head_dim = 0;
     float scale = 0;     // usually 1 / sqrt(head_dim)
+    uint32_t window = 0;           // > 0: a query at p sees positions p - window + 1 .. p only
+    float softcap = 0;             // > 0: scores become softcap * tanh(score / softcap)
+    const float *sinks = nullptr;  // [n_head] sink logits (graph.h's ATTENTION_EXT), or none
 };
 // One layer's paged K/V cache: block b, row r (position r within that block) of K starts at
 // k + (b * block_size + r) * row_bytes; V likewise. A row holds n_head_kv * head_dim values of `type`:
@@ -105,6 +117,24 @@ struct PagedKv {
 // out like q.
 void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int32_t *const *q_table,
                int64_t n_tokens, const PagedKv &kv, float *out, const AttnParams &p);
+
+// --- mixture of experts (graph.h's MOE) --------------------------------------------------------------
+struct MoeParams {
+    // One expert's matrix of each 3-D expert tensor (n_out: ne[1]); data points at expert 0, expert e
+    // follows at e * n_out * row_bytes.
+    WeightView gate, up, down;
+    const float *gate_b = nullptr, *up_b = nullptr, *down_b = nullptr;  // [n_expert][n_out of each], or none
+    int n_expert = 0, n_used = 0;
+    uint32_t gating = 0, act = 0;   // graph.h's ember_graph_moe_gating, ember_graph_act
+    float alpha = 0, limit = 0;     // EMBER_GRAPH_ACT_SWIGLU_OAI
+};
+// The choice of experts: sel[t * n_used + j] the j-th chosen expert of token t (largest logit first),
+// weight[...] its gate weight.
+void moe_route(const MoeParams &p, const float *logits, int64_t n_tokens, int32_t *sel, float *weight);
+// y (n_tokens rows of down.n_out) = the MOE block of x (rows of gate.n_in) with router logits (rows of
+// n_expert), the experts' products batched by expert. work: grown as needed, reusable across calls.
+void moe(ThreadPool &pool, Scratch &scratch, const MoeParams &p, const float *x, const float *logits, int64_t n_tokens,
+         float *y, std::vector<float> &work);
 
 // Converts n_rows contiguous rows of n floats to f16 (round to nearest even) into dst, e.g. a KV cache
 // row range (the caller offsets dst to its first row).

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "cpu/kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ember::cpu {
@@ -16,14 +17,31 @@ void rope(float *x, int64_t n_tokens, int n_heads, int head_dim, const int32_t *
     if (p.n_rot < 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim || half > kMaxPairs)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cpu rope: n_rot %d invalid for head_dim %d", p.n_rot, head_dim);
     if (half == 0) return;
-    // freq[i] = freq_scale * theta_base^(-2i/n_rot) / freq_factors[i]
+    // freq[i] = freq_scale * theta_base^(-2i/n_rot) / freq_factors[i]; with YaRN (graph.h's ROPE_YARN)
+    // the angle is a mix of that and the unscaled (extrapolated) one, which is still pos times one
+    // frequency per pair: (freq_scale (1 - mix_i) + mix_i) * theta_base^(-2i/n_rot) / factor_i.
     double freq[kMaxPairs];
+    double lo = 0, hi = 0;
+    if (p.ext_factor != 0) {
+        const double base = p.theta_base, n_ctx = p.n_ctx_orig, n_rot = p.n_rot, two_pi = 2.0 * 3.14159265358979323846;
+        auto corr = [&](double beta) { return n_rot * std::log(n_ctx / (beta * two_pi)) / (2.0 * std::log(base)); };
+        lo = std::max(0.0, std::floor(corr(p.beta_fast)));
+        hi = std::min(n_rot - 1, std::ceil(corr(p.beta_slow)));
+    }
     for (int i = 0; i < half; ++i) {
-        double f = static_cast<double>(p.freq_scale) *
-                   std::pow(static_cast<double>(p.theta_base), -2.0 * i / static_cast<double>(p.n_rot));
+        const double base_freq = std::pow(static_cast<double>(p.theta_base), -2.0 * i / static_cast<double>(p.n_rot));
+        double f = static_cast<double>(p.freq_scale) * base_freq;
         if (p.freq_factors) f /= static_cast<double>(p.freq_factors[i]);
+        if (p.ext_factor != 0) {
+            const double extrap = p.freq_factors ? base_freq / static_cast<double>(p.freq_factors[i]) : base_freq;
+            const double ramp = 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+            const double mix = ramp * p.ext_factor;
+            f = f * (1.0 - mix) + extrap * mix;
+        }
         freq[i] = f;
     }
+    double mscale = p.attn_factor;
+    if (p.ext_factor != 0) mscale *= 1.0 + 0.1 * std::log(1.0 / static_cast<double>(p.freq_scale));
     // normal pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2).
     const int stride = p.neox ? 1 : 2;
     const int partner = p.neox ? half : 1;
@@ -31,8 +49,8 @@ void rope(float *x, int64_t n_tokens, int n_heads, int head_dim, const int32_t *
     for (int64_t t = 0; t < n_tokens; ++t) {
         for (int i = 0; i < half; ++i) {
             const double a = static_cast<double>(pos[t]) * freq[i];
-            cs[i] = static_cast<float>(std::cos(a));
-            sn[i] = static_cast<float>(std::sin(a));
+            cs[i] = static_cast<float>(std::cos(a) * mscale);
+            sn[i] = static_cast<float>(std::sin(a) * mscale);
         }
         float *row = x + t * static_cast<int64_t>(n_heads) * head_dim;
         for (int h = 0; h < n_heads; ++h) {

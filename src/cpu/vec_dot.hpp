@@ -57,11 +57,32 @@ struct AttnHead {
     int head_off = 0;
     const int32_t *table = nullptr;
     uint32_t block_size = 0;
-    int64_t n_keys = 0;
+    int64_t n_keys = 0;      // keys first_key .. n_keys - 1 (positions)
     int head_dim = 0;
     float scale = 0;
     float *out = nullptr;
+    int64_t first_key = 0;   // > 0 under a sliding window
+    float softcap = 0;       // > 0: scores are capped (graph.h's ATTENTION_EXT)
+    bool has_sink = false;   // a sink logit joins the softmax's normaliser
+    float sink = 0;
 };
+
+// A tile's scores after the cap: s = cap * tanh(s / cap). Rare, so plain tanh.
+static inline void attn_softcap(float *s, int n, float cap) {
+    for (int j = 0; j < n; ++j) s[j] = cap * __builtin_tanhf(s[j] / cap);
+}
+
+// 1 / (the softmax's normaliser), given the running max m and sum l of an online softmax, with the sink
+// (if any) joined in; *corr gets the factor the accumulator needs first (e^(m - max(m, sink))).
+static inline float attn_finish(const AttnHead &a, float m, float l, float *corr) {
+    *corr = 1.0f;
+    if (a.has_sink) {
+        const float mf = m > a.sink ? m : a.sink;
+        *corr = __builtin_expf(m - mf);
+        l = l * *corr + __builtin_expf(a.sink - mf);
+    }
+    return l > 0 ? *corr / l : 0.0f;
+}
 
 struct KernelTable {
     const char *name;

@@ -33,6 +33,14 @@ public:
     // Returns the tensor's index for the nodes, or -1 when absent and not required.
     int32_t matrix(const std::string &name, int64_t n_in, int64_t n_out, bool required = true);
     int32_t vector(const std::string &name, int64_t n, bool required = true);
+    // Rows [row0, row0 + n_rows) of a matrix [n_in, n_total] as a matrix of its own (a fused tensor's
+    // part: Phi-3's attn_qkv, its ffn_up holding gate then up). The rows are contiguous in the file.
+    int32_t matrix_rows(const std::string &name, int64_t n_in, int64_t n_total, int64_t row0, int64_t n_rows);
+    // Experts: a 3-D tensor [n_in, n_out, n_expert] of a matrix type, or an F32 [n, n_expert] of biases.
+    int32_t experts(const std::string &name, int64_t n_in, int64_t n_out, int64_t n_expert, bool required = true);
+    int32_t expert_bias(const std::string &name, int64_t n, int64_t n_expert);
+    // An F32 vector of values computed here (e.g. rope frequency factors from metadata).
+    int32_t made_vector(const std::string &name, std::vector<float> values);
     // A tensor's record (to read a shape before checking it), or nullptr.
     const TensorRef *find(const std::string &name) const;
 
@@ -46,17 +54,38 @@ public:
         uint32_t n_rot = 0, mode = EMBER_GRAPH_ROPE_NORMAL;
         float theta = 10000.0f, freq_scale = 1.0f;
         int32_t factors = -1;
+        // YaRN / LongRoPE (graph.h's ROPE_YARN; emitted instead of ROPE when ext_factor != 0 or
+        // attn_factor != 1).
+        float ext_factor = 0.0f, attn_factor = 1.0f, beta_fast = 32.0f, beta_slow = 1.0f;
+        uint32_t n_ctx_orig = 0;
     };
     void rope(int32_t dst, uint32_t n_head, uint32_t head_dim, const Rope &r);
     void kv_store(int32_t k, int32_t v);
-    void attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale);
+    // ATTENTION, or ATTENTION_EXT when the options ask for it.
+    struct AttnExt {
+        uint32_t window = 0;
+        float softcap = 0;
+        int32_t sinks = -1;
+    };
+    void attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale,
+                   const AttnExt &ext);
     void add(int32_t dst, int32_t src);
     void swiglu(int32_t dst, int32_t gate, int32_t up);
+    void geglu(int32_t dst, int32_t gate, int32_t up);
+    void scale(int32_t dst, int32_t src, float s);
+    void softcap(int32_t dst, int32_t src, float cap);
+    struct Moe {
+        int32_t gate = -1, up = -1, down = -1, gate_b = -1, up_b = -1, down_b = -1;
+        uint32_t n_expert = 0, n_used = 0, gating = EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK, act = EMBER_GRAPH_ACT_SILU;
+        float alpha = 0, limit = 0;
+    };
+    void moe(int32_t dst, int32_t src, int32_t router_logits, const Moe &m);
     void gather_logits(int32_t dst, int32_t src);
     void output(int32_t logits_buf);
 
 private:
     ember_graph_node &node(uint32_t op);
+    const TensorRef *checked_matrix(const std::string &name, int64_t n_in, int64_t n_out, bool required) const;
     uint32_t width(int32_t buf) const;
 
     const gguf::File &file_;
@@ -80,7 +109,8 @@ const ArchSpec *arch_find(std::string_view name);
 std::string arch_supported_list();
 
 // The usual decoder: token embedding; per layer x += Wo·attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x)),
-// x += Wd·(silu(Wg·n(x)) * Wu·n(x)) with RMSNorms n; output norm and vocabulary product.
+// x += Wd·(silu(Wg·n(x)) * Wu·n(x)) with RMSNorms n; output norm and vocabulary product. The options
+// cover the variants of that shape the supported families use (each file says which it takes).
 struct DecoderLayer {
     uint32_t il;           // layer index
     std::string prefix;    // "blk.<il>."
@@ -90,10 +120,41 @@ struct DecoderLayer {
 struct DecoderOptions {
     uint32_t rope_mode = EMBER_GRAPH_ROPE_NORMAL;
     bool qkv_bias_required = false;   // attn_q/k/v biases must be present (they are used whenever present)
+    bool fused_qkv = false;           // attn_qkv.weight (q, k, v rows in turn) when present (Phi-3)
     // An architecture's own ops between the Q/K/V products and rope (e.g. Qwen3's per-head q/k norm), or
     // nullptr: what lets a variant of the usual decoder live in its own file.
     void (*after_qkv)(ArchBuilder &b, const DecoderLayer &l) = nullptr;
+
+    // Norms: attn_norm / <ffn_norm> before each block (pre), post_attention_norm / post_ffw_norm on each
+    // block's output before it joins the residual stream (post: Gemma 2/3 have both, OLMo 2 only post).
+    bool pre_norms = true, post_norms = false;
+    const char *ffn_norm = "ffn_norm";   // gpt-oss calls its pre-FFN norm post_attention_norm
+
+    // The FFN: gated by SiLU (SwiGLU) or GELU (GeGLU); ffn_up holding gate then up (Phi-3); a mixture
+    // of experts when ffn_gate_inp is present (required with moe_required).
+    uint32_t act = EMBER_GRAPH_ACT_SILU;
+    bool fused_gate_up = false;
+    bool moe_required = false;
+    uint32_t moe_gating = EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK;
+    uint32_t moe_act = EMBER_GRAPH_ACT_SILU;
+    float moe_alpha = 0, moe_limit = 0;
+
+    // Multipliers (1: none): of the embeddings, of each block's output before the residual add
+    // (Granite), of the logits.
+    float embd_scale = 1.0f, residual_scale = 1.0f, logit_scale = 1.0f;
+    // Attention: score scale (0: 1/sqrt(head_dim)), score softcap and final logit softcap (0: none),
+    // per-head sinks (attn_sinks.weight, gpt-oss).
+    float attn_scale = 0.0f, attn_softcap = 0.0f, final_softcap = 0.0f;
+    bool sinks = false;
+    // Sliding window: `window` positions (0: none) in the layers il with il % window_pattern <
+    // window_pattern - 1 (0: every layer; 2: the even layers; 6: five of every six), which rope with
+    // base window_theta and no scaling when it is nonzero (Gemma 3's local layers).
+    uint32_t window = 0, window_pattern = 0;
+    float window_theta = 0.0f;
 };
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
+// An after_qkv hook: RMSNorm of each head of q and k with the layer's attn_q_norm / attn_k_norm weights
+// (head_dim each, shared by the heads) — Qwen3's, Qwen3-MoE's and Gemma 3's.
+void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l);
 
 } // namespace ember

@@ -43,24 +43,40 @@ const TensorRef *ArchBuilder::find(const std::string &name) const {
 namespace {
 // The weight types the kernels take (core/dtype.cpp marks them).
 bool is_matmul_type(DType t) { return dtype_info(t).supported; }
+
+// "F32, F16, ..." from the same table, for messages.
+std::string supported_types() {
+    std::string out;
+    for (uint32_t id = 0; id < 64; ++id)
+        if (dtype_info(id).name && dtype_info(id).supported) out += (out.empty() ? "" : ", ") + std::string(dtype_info(id).name);
+    return out;
+}
+
+[[noreturn]] void unsupported_type(const std::string &name, DType type) {
+    fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s, which this build does not support (supported: %s)", name.c_str(),
+         dtype_name(type), supported_types().c_str());
+}
 } // namespace
 
 int32_t ArchBuilder::matrix(const std::string &name, int64_t n_in, int64_t n_out, bool required) {
+    const TensorRef *t = checked_matrix(name, n_in, n_out, required);
+    if (!t) return -1;
+    auto [it, added] = index_.emplace(t, static_cast<int32_t>(out_.tensors.size()));
+    if (added) out_.tensors.push_back(t);
+    return it->second;
+}
+
+const TensorRef *ArchBuilder::checked_matrix(const std::string &name, int64_t n_in, int64_t n_out, bool required) const {
     const TensorRef *t = find(name);
     if (!t) {
         if (required) fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' is missing", name.c_str());
-        return -1;
+        return nullptr;
     }
     if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
         fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name.c_str(),
              (long long)t->ne[0], (long long)t->ne[1], (long long)n_in, (long long)n_out);
-    if (!is_matmul_type(t->type))
-        fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s, which this build does not support "
-             "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", name.c_str(),
-             dtype_name(t->type));
-    auto [it, added] = index_.emplace(t, static_cast<int32_t>(out_.tensors.size()));
-    if (added) out_.tensors.push_back(t);
-    return it->second;
+    if (!is_matmul_type(t->type)) unsupported_type(name, t->type);
+    return t;
 }
 
 int32_t ArchBuilder::vector(const std::string &name, int64_t n, bool required) {
@@ -80,6 +96,64 @@ int32_t ArchBuilder::vector(const std::string &name, int64_t n, bool required) {
     return it->second;
 }
 
+int32_t ArchBuilder::matrix_rows(const std::string &name, int64_t n_in, int64_t n_total, int64_t row0, int64_t n_rows) {
+    // Only the part goes into the description (a GPU backend uploads each tensor listed there).
+    const TensorRef *t = checked_matrix(name, n_in, n_total, true);
+    if (row0 < 0 || n_rows <= 0 || row0 + n_rows > n_total)
+        fail(EMBER_ERR_INTERNAL, "rows %lld..%lld of '%s'", (long long)row0, (long long)(row0 + n_rows), name.c_str());
+    const size_t row_bytes = dtype_row_bytes(t->type, static_cast<uint64_t>(n_in));
+    TensorRef part = *t;
+    part.name = name + "[" + std::to_string(row0) + ":" + std::to_string(row0 + n_rows) + "]";
+    part.ne[1] = n_rows;
+    part.data = static_cast<const uint8_t *>(t->data) + static_cast<size_t>(row0) * row_bytes;
+    part.n_bytes = static_cast<size_t>(n_rows) * row_bytes;
+    out_.made.push_back(std::move(part));
+    out_.tensors.push_back(&out_.made.back());
+    return static_cast<int32_t>(out_.tensors.size() - 1);
+}
+
+int32_t ArchBuilder::experts(const std::string &name, int64_t n_in, int64_t n_out, int64_t n_expert, bool required) {
+    const TensorRef *t = find(name);
+    if (!t) {
+        if (required) fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' is missing", name.c_str());
+        return -1;
+    }
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert)
+        fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]", name.c_str(),
+             (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)n_in, (long long)n_out,
+             (long long)n_expert);
+    if (!is_matmul_type(t->type)) unsupported_type(name, t->type);
+    auto [it, added] = index_.emplace(t, static_cast<int32_t>(out_.tensors.size()));
+    if (added) out_.tensors.push_back(t);
+    return it->second;
+}
+
+int32_t ArchBuilder::expert_bias(const std::string &name, int64_t n, int64_t n_expert) {
+    const TensorRef *t = find(name);
+    if (!t) return -1;
+    if (t->n_dims != 2 || t->ne[0] != n || t->ne[1] != n_expert || t->type != DType::F32)
+        fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' must be F32 of shape [%lld, %lld]", name.c_str(), (long long)n,
+             (long long)n_expert);
+    auto [it, added] = index_.emplace(t, static_cast<int32_t>(out_.tensors.size()));
+    if (added) out_.tensors.push_back(t);
+    return it->second;
+}
+
+int32_t ArchBuilder::made_vector(const std::string &name, std::vector<float> values) {
+    out_.made_data.push_back(std::move(values));
+    const std::vector<float> &v = out_.made_data.back();
+    TensorRef t;
+    t.name = name;
+    t.type = DType::F32;
+    t.n_dims = 1;
+    t.ne[0] = static_cast<int64_t>(v.size());
+    t.data = v.data();
+    t.n_bytes = v.size() * sizeof(float);
+    out_.made.push_back(std::move(t));
+    out_.tensors.push_back(&out_.made.back());
+    return static_cast<int32_t>(out_.tensors.size() - 1);
+}
+
 int32_t ArchBuilder::buf(uint32_t width, bool logits) {
     out_.bufs.push_back({width, logits ? uint32_t{EMBER_GRAPH_ROWS_LOGITS} : uint32_t{EMBER_GRAPH_ROWS_TOKENS}});
     return static_cast<int32_t>(out_.bufs.size() - 1);
@@ -91,7 +165,7 @@ ember_graph_node &ArchBuilder::node(uint32_t op) {
     ember_graph_node n{};
     n.op = op;
     n.layer = layer_;
-    n.dst = n.src = n.src2 = n.w = n.b = -1;
+    n.dst = n.src = n.src2 = n.w = n.b = n.w2 = n.w3 = n.b2 = n.b3 = -1;
     out_.nodes.push_back(n);
     return out_.nodes.back();
 }
@@ -114,9 +188,14 @@ void ArchBuilder::matmul(int32_t dst, int32_t src, int32_t w, int32_t bias) {
 }
 
 void ArchBuilder::rope(int32_t dst, uint32_t n_head, uint32_t head_dim, const Rope &r) {
-    auto &n = node(EMBER_GRAPH_ROPE);
+    const bool yarn = r.ext_factor != 0.0f || r.attn_factor != 1.0f;
+    auto &n = node(yarn ? EMBER_GRAPH_ROPE_YARN : EMBER_GRAPH_ROPE);
     n.dst = dst, n.w = r.factors, n.n_head = n_head, n.head_dim = head_dim, n.n_rot = r.n_rot;
     n.rope_mode = r.mode, n.rope_theta = r.theta, n.rope_freq_scale = r.freq_scale;
+    if (yarn) {
+        n.rope_ext_factor = r.ext_factor, n.rope_attn_factor = r.attn_factor, n.rope_beta_fast = r.beta_fast;
+        n.rope_beta_slow = r.beta_slow, n.rope_n_ctx_orig = r.n_ctx_orig;
+    }
 }
 
 void ArchBuilder::kv_store(int32_t k, int32_t v) {
@@ -124,9 +203,36 @@ void ArchBuilder::kv_store(int32_t k, int32_t v) {
     n.src = k, n.src2 = v;
 }
 
-void ArchBuilder::attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale) {
-    auto &n = node(EMBER_GRAPH_ATTENTION);
+void ArchBuilder::attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale,
+                            const AttnExt &ext) {
+    const bool extended = ext.window > 0 || ext.softcap > 0 || ext.sinks >= 0;
+    auto &n = node(extended ? EMBER_GRAPH_ATTENTION_EXT : EMBER_GRAPH_ATTENTION);
     n.dst = dst, n.src = q, n.n_head = n_head, n.n_head_kv = n_head_kv, n.head_dim = head_dim, n.scale = scale;
+    if (extended) n.window = ext.window, n.softcap = ext.softcap, n.w = ext.sinks;
+}
+
+void ArchBuilder::geglu(int32_t dst, int32_t gate, int32_t up) {
+    auto &n = node(EMBER_GRAPH_GEGLU);
+    n.dst = dst, n.src = gate, n.src2 = up;
+}
+
+void ArchBuilder::scale(int32_t dst, int32_t src, float s) {
+    auto &n = node(EMBER_GRAPH_SCALE);
+    n.dst = dst, n.src = src, n.scale = s;
+}
+
+void ArchBuilder::softcap(int32_t dst, int32_t src, float cap) {
+    if (!(cap > 0)) fail(EMBER_ERR_INVALID_MODEL, "a softcap of %g", static_cast<double>(cap));
+    auto &n = node(EMBER_GRAPH_SOFTCAP);
+    n.dst = dst, n.src = src, n.softcap = cap;
+}
+
+void ArchBuilder::moe(int32_t dst, int32_t src, int32_t router_logits, const Moe &m) {
+    auto &n = node(EMBER_GRAPH_MOE);
+    n.dst = dst, n.src = src, n.src2 = router_logits;
+    n.w = m.gate, n.w2 = m.up, n.w3 = m.down, n.b = m.gate_b, n.b2 = m.up_b, n.b3 = m.down_b;
+    n.n_expert = m.n_expert, n.n_expert_used = m.n_used, n.moe_gating = m.gating, n.moe_act = m.act;
+    n.act_alpha = m.alpha, n.act_limit = m.limit;
 }
 
 void ArchBuilder::add(int32_t dst, int32_t src) {

@@ -10,16 +10,17 @@ namespace ember {
 
 namespace {
 
-// The shape every decoder of this kind has: "<arch>.*" keys, checked.
-void read_shape(ArchBuilder &b) {
+// The shape every decoder of this kind has: "<arch>.*" keys, checked. A mixture of experts may give
+// only the experts' FFN width.
+void read_shape(ArchBuilder &b, bool moe) {
     HParams &hp = b.hp();
     hp.n_embd = b.u32("embedding_length", std::nullopt);
     hp.n_layer = b.u32("block_count", std::nullopt);
-    hp.n_ff = b.u32("feed_forward_length", std::nullopt);
+    hp.n_ff = b.u32("feed_forward_length", moe ? std::optional<uint32_t>(0) : std::nullopt);
     hp.n_head = b.u32("attention.head_count", std::nullopt);
     hp.n_head_kv = b.u32("attention.head_count_kv", hp.n_head);
     hp.n_ctx_train = b.u32("context_length", 2048u);
-    if (hp.n_embd == 0 || hp.n_layer == 0 || hp.n_head == 0 || hp.n_head_kv == 0 || hp.n_ff == 0)
+    if (hp.n_embd == 0 || hp.n_layer == 0 || hp.n_head == 0 || hp.n_head_kv == 0 || (hp.n_ff == 0 && !moe))
         fail(EMBER_ERR_INVALID_MODEL, "zero in the model's dimensions (embedding %u, layers %u, heads %u/%u, ffn %u)",
              hp.n_embd, hp.n_layer, hp.n_head, hp.n_head_kv, hp.n_ff);
     if (hp.n_layer > 4096 || hp.n_head > 4096 || hp.n_embd > (1u << 20))
@@ -33,9 +34,16 @@ void read_shape(ArchBuilder &b) {
         fail(EMBER_ERR_UNSUPPORTED, "key_length and value_length differ");
     if (hp.head_dim == 0 || hp.head_dim > 256 || hp.head_dim % 2)
         fail(EMBER_ERR_UNSUPPORTED, "head dimension %u is not supported (even, at most 256)", hp.head_dim);
+    if (moe) {
+        hp.n_expert = b.u32("expert_count", std::nullopt);
+        hp.n_expert_used = b.u32("expert_used_count", std::nullopt);
+        if (hp.n_expert == 0 || hp.n_expert > 1024 || hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
+            fail(EMBER_ERR_INVALID_MODEL, "%u of %u experts per token", hp.n_expert_used, hp.n_expert);
+    }
 }
 
-// Rotary embedding: dimension count, base, linear scaling; Llama-3 factors from rope_freqs.
+// Rotary embedding: dimension count, base and scaling — linear, YaRN (<arch>.rope.scaling.*), Llama-3
+// factors from rope_freqs, LongRoPE factors from rope_factors_short/long with their attention factor.
 ArchBuilder::Rope read_rope(ArchBuilder &b, uint32_t mode) {
     const HParams &hp = b.hp();
     ArchBuilder::Rope r;
@@ -45,62 +53,149 @@ ArchBuilder::Rope read_rope(ArchBuilder &b, uint32_t mode) {
         fail(EMBER_ERR_INVALID_MODEL, "rope.dimension_count %u does not fit head dimension %u", r.n_rot, hp.head_dim);
     r.theta = b.f32("rope.freq_base", 10000.0f);
     if (auto type = b.str("rope.scaling.type"); type && *type != "none") {
-        if (*type != "linear")
-            fail(EMBER_ERR_UNSUPPORTED, "rope scaling type '%.*s' is not supported (none, linear; Llama-3 "
-                 "scaling comes from rope_freqs)", (int)type->size(), type->data());
+        if (*type != "linear" && *type != "yarn")
+            fail(EMBER_ERR_UNSUPPORTED, "rope scaling type '%.*s' is not supported (none, linear, yarn; Llama-3 "
+                 "scaling comes from rope_freqs, LongRoPE from rope_factors_*)", (int)type->size(), type->data());
         const float factor = b.f32("rope.scaling.factor", 1.0f);
         if (!(factor > 0)) fail(EMBER_ERR_INVALID_MODEL, "rope.scaling.factor must be positive");
         r.freq_scale = 1.0f / factor;
+        if (*type == "yarn") {
+            // llama.cpp's defaults: the whole ramp (ext_factor 1), betas 32 and 1.
+            r.ext_factor = b.f32("rope.scaling.yarn_ext_factor", 1.0f);
+            r.attn_factor = b.f32("rope.scaling.yarn_attn_factor", b.f32("rope.scaling.attn_factor", 1.0f));
+            r.beta_fast = b.f32("rope.scaling.yarn_beta_fast", 32.0f);
+            r.beta_slow = b.f32("rope.scaling.yarn_beta_slow", 1.0f);
+            r.n_ctx_orig = b.u32("rope.scaling.original_context_length", hp.n_ctx_train);
+            if (r.n_ctx_orig == 0) fail(EMBER_ERR_INVALID_MODEL, "YaRN needs rope.scaling.original_context_length");
+        }
     }
-    if (const TensorRef *rf = b.find("rope_freqs.weight")) {
-        if (rf->type != DType::F32 || rf->ne[0] != r.n_rot / 2)
-            fail(EMBER_ERR_INVALID_MODEL, "rope_freqs.weight must be F32 with %u elements", r.n_rot / 2);
-        r.factors = b.vector("rope_freqs.weight", r.n_rot / 2);
+    auto factors = [&](const char *name) {
+        const TensorRef *rf = b.find(name);
+        if (rf && (rf->type != DType::F32 || rf->ne[0] != r.n_rot / 2))
+            fail(EMBER_ERR_INVALID_MODEL, "%s must be F32 with %u elements", name, r.n_rot / 2);
+        return rf ? b.vector(name, r.n_rot / 2) : -1;
+    };
+    r.factors = factors("rope_freqs.weight");
+    // LongRoPE (Phi-3): the short factors, which hold up to the original context length; the long ones
+    // are for contexts beyond it, which a context chooses in llama.cpp and a program cannot yet.
+    if (r.factors < 0 && b.find("rope_factors_short.weight")) {
+        r.factors = factors("rope_factors_short.weight");
+        r.attn_factor = b.f32("rope.scaling.attn_factor", 1.0f);
     }
     return r;
 }
 
+// Whether layer il has a sliding window under these options.
+bool layer_windowed(const DecoderOptions &opt, uint32_t il) {
+    return opt.window > 0 && (opt.window_pattern == 0 || il % opt.window_pattern < opt.window_pattern - 1);
+}
+
 } // namespace
 
+void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l) {
+    const uint32_t hd = b.hp().head_dim;
+    b.rms_norm(l.q, l.q, b.vector(l.prefix + "attn_q_norm.weight", hd), l.eps, hd);
+    b.rms_norm(l.k, l.k, b.vector(l.prefix + "attn_k_norm.weight", hd), l.eps, hd);
+}
+
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
-    read_shape(b);
+    const bool moe = opt.moe_required || b.find("blk.0.ffn_gate_inp.weight");
+    read_shape(b, moe);
     HParams &hp = b.hp();
     const float eps = b.f32("attention.layer_norm_rms_epsilon", 1e-5f);
     const ArchBuilder::Rope rope = read_rope(b, opt.rope_mode);
+    ArchBuilder::Rope window_rope = rope;
+    if (opt.window_theta > 0) {
+        window_rope = ArchBuilder::Rope{};
+        window_rope.n_rot = rope.n_rot, window_rope.mode = rope.mode, window_rope.theta = opt.window_theta;
+    }
 
     const TensorRef *emb = b.find("token_embd.weight");
     if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
     hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
-    const uint32_t d = hp.n_embd, nq = hp.n_embd_q(), nkv = hp.n_embd_kv(), nff = hp.n_ff, hd = hp.head_dim;
+    const uint32_t d = hp.n_embd, nq = hp.n_embd_q(), nkv = hp.n_embd_kv(), hd = hp.head_dim;
+    const uint32_t n_ff_exp = moe ? b.u32("expert_feed_forward_length", hp.n_ff) : 0;
+    if (moe && n_ff_exp == 0) fail(EMBER_ERR_INVALID_MODEL, "the experts' FFN width is missing");
+    const uint32_t nff = moe ? n_ff_exp : hp.n_ff;
     const int32_t tok_embd = b.matrix("token_embd.weight", d, hp.n_vocab);
+    const float attn_scale = opt.attn_scale > 0 ? opt.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
 
-    // Activations: the residual stream, its normed copy, attention's q/k/v and output, the FFN's halves.
+    // Activations: the residual stream, its normed copy, attention's q/k/v and output, the FFN's halves
+    // (or the router's logits).
     const int32_t x = b.buf(d), xn = b.buf(d), tmp = b.buf(d), q = b.buf(nq), k = b.buf(nkv), v = b.buf(nkv),
-                  attn = b.buf(nq), gate = b.buf(nff), up = b.buf(nff);
+                  attn = b.buf(nq);
+    const int32_t gate = moe ? -1 : b.buf(nff), up = moe ? -1 : b.buf(nff), router = moe ? b.buf(hp.n_expert) : -1;
 
     b.get_rows(x, tok_embd);
+    if (opt.embd_scale != 1.0f) b.scale(x, x, opt.embd_scale);
+    // A block's output (in tmp) joins the residual stream: through its post-norm and multiplier.
+    auto residual = [&](const std::string &post_norm) {
+        if (opt.post_norms) b.rms_norm(tmp, tmp, b.vector(post_norm, d), eps, d);
+        if (opt.residual_scale != 1.0f) b.scale(tmp, tmp, opt.residual_scale);
+        b.add(x, tmp);
+    };
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         b.layer(static_cast<int32_t>(il));
-        b.rms_norm(xn, x, b.vector(p + "attn_norm.weight", d), eps, d);
-        b.matmul(q, xn, b.matrix(p + "attn_q.weight", d, nq), b.vector(p + "attn_q.bias", nq, opt.qkv_bias_required));
-        b.matmul(k, xn, b.matrix(p + "attn_k.weight", d, nkv), b.vector(p + "attn_k.bias", nkv, opt.qkv_bias_required));
-        b.matmul(v, xn, b.matrix(p + "attn_v.weight", d, nkv), b.vector(p + "attn_v.bias", nkv, opt.qkv_bias_required));
+        const bool windowed = layer_windowed(opt, il);
+        const int32_t in = opt.pre_norms ? xn : x;
+        if (opt.pre_norms) b.rms_norm(xn, x, b.vector(p + "attn_norm.weight", d), eps, d);
+        if (opt.fused_qkv && b.find(p + "attn_qkv.weight")) {
+            const std::string name = p + "attn_qkv.weight";
+            const int64_t total = int64_t{nq} + 2 * int64_t{nkv};
+            b.matmul(q, in, b.matrix_rows(name, d, total, 0, nq));
+            b.matmul(k, in, b.matrix_rows(name, d, total, nq, nkv));
+            b.matmul(v, in, b.matrix_rows(name, d, total, nq + nkv, nkv));
+        } else {
+            b.matmul(q, in, b.matrix(p + "attn_q.weight", d, nq), b.vector(p + "attn_q.bias", nq, opt.qkv_bias_required));
+            b.matmul(k, in, b.matrix(p + "attn_k.weight", d, nkv), b.vector(p + "attn_k.bias", nkv, opt.qkv_bias_required));
+            b.matmul(v, in, b.matrix(p + "attn_v.weight", d, nkv), b.vector(p + "attn_v.bias", nkv, opt.qkv_bias_required));
+        }
         if (opt.after_qkv) opt.after_qkv(b, DecoderLayer{il, p, q, k, v, eps});
-        if (rope.n_rot > 0) {
-            b.rope(q, hp.n_head, hd, rope);
-            b.rope(k, hp.n_head_kv, hd, rope);
+        const ArchBuilder::Rope &lr = windowed ? window_rope : rope;
+        if (lr.n_rot > 0) {
+            b.rope(q, hp.n_head, hd, lr);
+            b.rope(k, hp.n_head_kv, hd, lr);
         }
         b.kv_store(k, v);
-        b.attention(attn, q, hp.n_head, hp.n_head_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd)));
+        ArchBuilder::AttnExt ext;
+        ext.window = windowed ? opt.window : 0;
+        ext.softcap = opt.attn_softcap;
+        ext.sinks = opt.sinks ? b.vector(p + "attn_sinks.weight", hp.n_head) : -1;
+        b.attention(attn, q, hp.n_head, hp.n_head_kv, hd, attn_scale, ext);
         b.matmul(tmp, attn, b.matrix(p + "attn_output.weight", nq, d), b.vector(p + "attn_output.bias", d, false));
-        b.add(x, tmp);
-        b.rms_norm(xn, x, b.vector(p + "ffn_norm.weight", d), eps, d);
-        b.matmul(gate, xn, b.matrix(p + "ffn_gate.weight", d, nff));
-        b.matmul(up, xn, b.matrix(p + "ffn_up.weight", d, nff));
-        b.swiglu(gate, gate, up);
-        b.matmul(tmp, gate, b.matrix(p + "ffn_down.weight", nff, d));
-        b.add(x, tmp);
+        residual(p + "post_attention_norm.weight");
+
+        if (opt.pre_norms) b.rms_norm(xn, x, b.vector(p + opt.ffn_norm + ".weight", d), eps, d);
+        if (moe) {
+            b.matmul(router, in, b.matrix(p + "ffn_gate_inp.weight", d, hp.n_expert),
+                     b.vector(p + "ffn_gate_inp.bias", hp.n_expert, false));
+            ArchBuilder::Moe m;
+            m.gate = b.experts(p + "ffn_gate_exps.weight", d, nff, hp.n_expert);
+            m.up = b.experts(p + "ffn_up_exps.weight", d, nff, hp.n_expert);
+            m.down = b.experts(p + "ffn_down_exps.weight", nff, d, hp.n_expert);
+            m.gate_b = b.expert_bias(p + "ffn_gate_exps.bias", nff, hp.n_expert);
+            m.up_b = b.expert_bias(p + "ffn_up_exps.bias", nff, hp.n_expert);
+            m.down_b = b.expert_bias(p + "ffn_down_exps.bias", d, hp.n_expert);
+            m.n_expert = hp.n_expert, m.n_used = hp.n_expert_used, m.gating = opt.moe_gating, m.act = opt.moe_act;
+            m.alpha = opt.moe_alpha, m.limit = opt.moe_limit;
+            b.moe(tmp, in, router, m);
+        } else {
+            if (opt.fused_gate_up) {
+                const std::string name = p + "ffn_up.weight";
+                b.matmul(gate, in, b.matrix_rows(name, d, 2 * int64_t{nff}, 0, nff));
+                b.matmul(up, in, b.matrix_rows(name, d, 2 * int64_t{nff}, nff, nff));
+            } else {
+                b.matmul(gate, in, b.matrix(p + "ffn_gate.weight", d, nff));
+                b.matmul(up, in, b.matrix(p + "ffn_up.weight", d, nff));
+            }
+            if (opt.act == EMBER_GRAPH_ACT_GELU)
+                b.geglu(gate, gate, up);
+            else
+                b.swiglu(gate, gate, up);
+            b.matmul(tmp, gate, b.matrix(p + "ffn_down.weight", nff, d));
+        }
+        residual(p + "post_ffw_norm.weight");
     }
     // Only the rows whose logits are wanted go through the output norm and the vocabulary product.
     b.layer(static_cast<int32_t>(hp.n_layer));
@@ -110,6 +205,8 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
     int32_t out = b.matrix("output.weight", d, hp.n_vocab, false);
     if (out < 0) out = tok_embd;  // tied embeddings
     b.matmul(logits, xln, out);
+    if (opt.logit_scale != 1.0f) b.scale(logits, logits, opt.logit_scale);
+    if (opt.final_softcap > 0) b.softcap(logits, logits, opt.final_softcap);
     b.output(logits);
 }
 

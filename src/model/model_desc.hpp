@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,8 @@ struct HParams {
     uint32_t head_dim = 0;     // n_embd / n_head unless the file says otherwise
     uint32_t n_ff = 0;
     uint32_t n_ctx_train = 0;
+    uint32_t n_expert = 0;       // mixture of experts: experts per layer (0: a dense FFN)
+    uint32_t n_expert_used = 0;  // experts each token goes through
 
     uint32_t n_embd_kv() const { return n_head_kv * head_dim; }
     uint32_t n_embd_q() const { return n_head * head_dim; }
@@ -49,6 +52,10 @@ struct ModelDesc {
     HParams hp;
     // The tensors the program reads, by index (nodes' w and b); pointers into the Model's tensor list.
     std::vector<const TensorRef *> tensors;
+    // Tensors the architecture made rather than found: parts of a fused tensor (Phi-3's attn_qkv) and
+    // values computed from metadata. Stable addresses; `tensors` may point into it.
+    std::deque<TensorRef> made;
+    std::deque<std::vector<float>> made_data;
     std::vector<ember_graph_buf> bufs;
     std::vector<ember_graph_node> nodes;
     int32_t logits_buf = -1;

@@ -96,8 +96,27 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     w.add_u32(a + "attention.head_count_kv", s.n_head_kv);
     w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
     w.add_f32(a + "rope.freq_base", s.rope_theta);
-    w.add_u32(a + "rope.dimension_count", head_dim);
+    const uint32_t n_rot = s.n_rot ? s.n_rot : head_dim;
+    w.add_u32(a + "rope.dimension_count", n_rot);
     if (s.head_dim) w.add_u32(a + "attention.key_length", head_dim), w.add_u32(a + "attention.value_length", head_dim);
+    if (s.n_expert) {
+        w.add_u32(a + "expert_count", s.n_expert);
+        w.add_u32(a + "expert_used_count", s.n_expert_used);
+        if (s.n_ff_exp) w.add_u32(a + "expert_feed_forward_length", s.n_ff_exp);
+    }
+    if (s.window) w.add_u32(a + "attention.sliding_window", s.window);
+    if (s.attn_softcap > 0) w.add_f32(a + "attn_logit_softcapping", s.attn_softcap);
+    if (s.final_softcap > 0) w.add_f32(a + "final_logit_softcapping", s.final_softcap);
+    if (s.rope_scaling == "linear" || s.rope_scaling == "yarn") {
+        w.add_string(a + "rope.scaling.type", s.rope_scaling);
+        w.add_f32(a + "rope.scaling.factor", s.rope_factor);
+        if (s.rope_orig_ctx) w.add_u32(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
+    }
+    if (s.rope_attn_factor > 0) w.add_f32(a + "rope.scaling.attn_factor", s.rope_attn_factor);
+    if (s.embedding_scale > 0) w.add_f32(a + "embedding_scale", s.embedding_scale);
+    if (s.residual_scale > 0) w.add_f32(a + "residual_scale", s.residual_scale);
+    if (s.attention_scale > 0) w.add_f32(a + "attention.scale", s.attention_scale);
+    if (s.logit_scale > 0) w.add_f32(a + "logit_scale", s.logit_scale);
 
     // Vocabulary: <unk>, <s>, </s>; the 256 byte tokens <0x00>..<0xFF> when there is room (any text then
     // tokenizes, as with real SentencePiece vocabularies, and other runtimes accept the file); then "▁",
@@ -111,6 +130,10 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             tokens.push_back(name);
             types.push_back(6);
         }
+    }
+    for (const std::string &c : s.control_tokens) {
+        tokens.push_back(c);
+        types.push_back(3);
     }
     for (uint32_t i = 0; tokens.size() < s.n_vocab; ++i) {
         std::string t = i == 0 ? "\xe2\x96\x81" : std::string(1, static_cast<char>('a' + (i - 1) % 26));
@@ -128,53 +151,169 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     w.add_u32("tokenizer.ggml.bos_token_id", 1);
     w.add_u32("tokenizer.ggml.eos_token_id", 2);
 
-    auto matrix = [&](const std::string &name, uint32_t n_in, uint32_t n_out, Role role = Role::Other, uint32_t layer = 0) {
-        std::vector<float> v(static_cast<size_t>(n_in) * n_out);
-        const float r = 1.0f / std::sqrt(static_cast<float>(n_in));
+    // A matrix (or, with n_expert, a stack of n_expert matrices: a 3-D tensor) of weights uniform in
+    // +-gain/sqrt(n_in).
+    auto matrix = [&](const std::string &name, uint32_t n_in, uint32_t n_out, Role role = Role::Other, uint32_t layer = 0,
+                      uint32_t n_expert = 0, float gain = 1.0f) {
+        const uint32_t n_mat = n_expert ? n_expert : 1;
+        std::vector<float> v(static_cast<size_t>(n_in) * n_out * n_mat);
+        const float r = gain / std::sqrt(static_cast<float>(n_in));
         for (float &x : v) x = rng.uniform(-r, r);
         const DType type = matrix_type(s, role, layer, n_in);
-        const auto bytes = encode(v, type, n_in, n_out);
-        w.add_tensor(name, type, {n_in, n_out}, bytes.data(), bytes.size());
+        const auto bytes = encode(v, type, n_in, static_cast<int64_t>(n_out) * n_mat);
+        if (n_expert)
+            w.add_tensor(name, type, {n_in, n_out, n_expert}, bytes.data(), bytes.size());
+        else
+            w.add_tensor(name, type, {n_in, n_out}, bytes.data(), bytes.size());
     };
-    auto vector = [&](const std::string &name, uint32_t n, float lo, float hi) {
-        std::vector<float> v(n);
+    auto vector = [&](const std::string &name, uint32_t n, float lo, float hi, uint32_t n2 = 0) {
+        std::vector<float> v(static_cast<size_t>(n) * (n2 ? n2 : 1));
         for (float &x : v) x = rng.uniform(lo, hi);
-        w.add_tensor(name, DType::F32, {n}, v.data(), v.size() * sizeof(float));
+        if (n2)
+            w.add_tensor(name, DType::F32, {n, n2}, v.data(), v.size() * sizeof(float));
+        else
+            w.add_tensor(name, DType::F32, {n}, v.data(), v.size() * sizeof(float));
     };
+    // Logits are sums over n_embd of a normed row (rms ~1) times output weights uniform in +-r: their
+    // standard deviation is r sqrt(n_embd / 3).
+    const float out_range = s.logit_std > 0 ? s.logit_std * std::sqrt(3.0f / static_cast<float>(s.n_embd)) : 0.0f;
     const uint32_t nq = s.n_head * head_dim, nkv = s.n_head_kv * head_dim;
     {
-        // The embedding rows need O(1) entries (they are the residual stream's start).
+        // The embedding rows need O(1) entries (they are the residual stream's start), or, tied to the
+        // output, the range that makes the logits decisive.
         std::vector<float> v(static_cast<size_t>(s.n_embd) * s.n_vocab);
-        for (float &x : v) x = rng.uniform(-1.0f, 1.0f);
+        const float r = s.tied_output && out_range > 0 ? out_range : 1.0f;
+        for (float &x : v) x = rng.uniform(-r, r);
         const DType type = matrix_type(s, Role::Embedding, 0, s.n_embd);
         const auto bytes = encode(v, type, s.n_embd, s.n_vocab);
         w.add_tensor("token_embd.weight", type, {s.n_embd, s.n_vocab}, bytes.data(), bytes.size());
     }
     vector("output_norm.weight", s.n_embd, 0.8f, 1.2f);
-    if (!s.tied_output) matrix("output.weight", s.n_embd, s.n_vocab, Role::Output);
-    if (s.rope_freqs) vector("rope_freqs.weight", head_dim / 2, 1.0f, 4.0f);
+    if (!s.tied_output)
+        matrix("output.weight", s.n_embd, s.n_vocab, Role::Output, 0, 0,
+               out_range > 0 ? out_range * std::sqrt(static_cast<float>(s.n_embd)) : 1.0f);
+    if (s.rope_freqs) vector("rope_freqs.weight", n_rot / 2, 1.0f, 4.0f);
+    if (s.rope_scaling == "longrope") {
+        vector("rope_factors_short.weight", n_rot / 2, 1.0f, 3.0f);
+        vector("rope_factors_long.weight", n_rot / 2, 1.0f, 30.0f);
+    }
     for (uint32_t l = 0; l < s.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
-        vector(p + "attn_norm.weight", s.n_embd, 0.8f, 1.2f);
-        matrix(p + "attn_q.weight", s.n_embd, nq);
-        matrix(p + "attn_k.weight", s.n_embd, nkv);
-        matrix(p + "attn_v.weight", s.n_embd, nkv, Role::AttnV, l);
+        if (s.pre_norms) vector(p + "attn_norm.weight", s.n_embd, 0.8f, 1.2f);
+        if (s.fused) {
+            matrix(p + "attn_qkv.weight", s.n_embd, nq + 2 * nkv, Role::AttnV, l);
+        } else {
+            matrix(p + "attn_q.weight", s.n_embd, nq);
+            matrix(p + "attn_k.weight", s.n_embd, nkv);
+            matrix(p + "attn_v.weight", s.n_embd, nkv, Role::AttnV, l);
+        }
         if (s.qkv_bias) {
             vector(p + "attn_q.bias", nq, -0.5f, 0.5f);
             vector(p + "attn_k.bias", nkv, -0.5f, 0.5f);
             vector(p + "attn_v.bias", nkv, -0.5f, 0.5f);
         }
         if (s.qk_norm) {
-            vector(p + "attn_q_norm.weight", head_dim, 0.8f, 1.2f);
-            vector(p + "attn_k_norm.weight", head_dim, 0.8f, 1.2f);
+            vector(p + "attn_q_norm.weight", s.qk_norm_full ? nq : head_dim, 0.8f, 1.2f);
+            vector(p + "attn_k_norm.weight", s.qk_norm_full ? nkv : head_dim, 0.8f, 1.2f);
         }
+        if (s.sinks) vector(p + "attn_sinks.weight", s.n_head, -1.0f, 2.0f);
         matrix(p + "attn_output.weight", nq, s.n_embd);
-        vector(p + "ffn_norm.weight", s.n_embd, 0.8f, 1.2f);
-        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
-        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
-        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, Role::FfnDown, l);
+        if (s.out_bias) vector(p + "attn_output.bias", s.n_embd, -0.5f, 0.5f);
+        if (s.post_norms) vector(p + "post_attention_norm.weight", s.n_embd, 0.8f, 1.2f);
+        if (s.pre_norms) vector(p + (s.oss_norm_names ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 0.8f, 1.2f);
+        if (s.n_expert) {
+            const uint32_t ne = s.n_expert, nff = s.n_ff_exp ? s.n_ff_exp : s.n_ff;
+            // The router stays F32, as llama.cpp's quantizer leaves ffn_gate_inp; its logits spread wide
+            // (std ~4, as trained routers' are decisive) so that the rounding of quantized activations
+            // before it rarely reorders the experts (a reordering is a jump, not a rounding error).
+            std::vector<float> router(static_cast<size_t>(s.n_embd) * ne);
+            const float rr = 8.0f / std::sqrt(static_cast<float>(s.n_embd));
+            for (float &x : router) x = rng.uniform(-rr, rr);
+            w.add_tensor(p + "ffn_gate_inp.weight", DType::F32, {s.n_embd, ne}, router.data(), router.size() * sizeof(float));
+            matrix(p + "ffn_gate_exps.weight", s.n_embd, nff, Role::Other, l, ne);
+            matrix(p + "ffn_up_exps.weight", s.n_embd, nff, Role::Other, l, ne);
+            matrix(p + "ffn_down_exps.weight", nff, s.n_embd, Role::FfnDown, l, ne);
+            if (s.expert_bias) {
+                vector(p + "ffn_gate_inp.bias", ne, -0.5f, 0.5f);
+                vector(p + "ffn_gate_exps.bias", nff, -0.5f, 0.5f, ne);
+                vector(p + "ffn_up_exps.bias", nff, -0.5f, 0.5f, ne);
+                vector(p + "ffn_down_exps.bias", s.n_embd, -0.5f, 0.5f, ne);
+            }
+        } else if (s.fused) {
+            matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff);
+            matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, Role::FfnDown, l);
+        } else {
+            matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
+            matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
+            matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, Role::FfnDown, l);
+        }
+        if (s.post_norms) vector(p + "post_ffw_norm.weight", s.n_embd, 0.8f, 1.2f);
     }
     return w.to_bytes();
+}
+
+const std::vector<std::string> &synthetic_families() {
+    static const std::vector<std::string> names = {"llama", "mixtral", "qwen2",  "qwen3", "qwen3moe", "gemma2",
+                                                   "gemma3", "phi3",    "granite", "olmo2", "gpt-oss"};
+    return names;
+}
+
+SyntheticSpec synthetic_family(const std::string &arch) {
+    SyntheticSpec s;
+    s.arch = arch;
+    s.n_vocab = 320;   // the byte tokens fit: any text tokenizes (other runtimes read the file too)
+    s.n_embd = 256;
+    s.n_ff = 256;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_layer = 2;
+    s.tied_output = false;
+    s.logit_std = 15.0f;
+    if (arch == "mixtral") {
+        s.arch = "llama";
+        s.n_expert = 8, s.n_expert_used = 2;
+    } else if (arch == "qwen2") {
+        s.qkv_bias = true;
+    } else if (arch == "qwen3" || arch == "qwen3moe") {
+        s.qk_norm = true;
+        s.head_dim = 128;   // q wider than the residual stream, as in Qwen3's checkpoints
+        if (arch == "qwen3moe") s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.n_ff = 512;
+    } else if (arch == "gemma2" || arch == "gemma3") {
+        s.post_norms = true;
+        s.tied_output = true;
+        s.window = 4;
+        if (arch == "gemma2") {
+            s.attn_softcap = 2.0f;     // small enough to bite on these scores
+            s.final_softcap = 20.0f;
+        } else {
+            s.qk_norm = true;
+            s.n_layer = 6;             // five window layers, then a global one
+            s.rope_theta = 1000000.0f;
+            s.rope_scaling = "linear", s.rope_factor = 8.0f;
+        }
+    } else if (arch == "phi3") {
+        s.fused = true;
+        s.head_dim = 64;
+        s.control_tokens = {"<|endoftext|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>"};
+        s.n_rot = 48;                  // partial rotary, as Phi-4-mini's 96 of 128
+        s.rope_scaling = "longrope";
+        s.rope_attn_factor = 1.19f;
+    } else if (arch == "granite") {
+        s.embedding_scale = 12.0f, s.residual_scale = 0.22f, s.attention_scale = 0.0125f, s.logit_scale = 0.5f;
+        s.tied_output = true;
+    } else if (arch == "olmo2") {
+        s.pre_norms = false, s.post_norms = true, s.qk_norm = true, s.qk_norm_full = true;
+    } else if (arch == "gpt-oss") {
+        s.head_dim = 64;
+        s.qkv_bias = true, s.out_bias = true, s.sinks = true, s.oss_norm_names = true;
+        s.window = 4;
+        s.rope_theta = 150000.0f;
+        s.rope_scaling = "yarn", s.rope_factor = 32.0f, s.rope_orig_ctx = 4096;
+        s.n_expert = 8, s.n_expert_used = 4, s.n_ff_exp = 256, s.expert_bias = true;
+    } else if (arch != "llama") {
+        fail(EMBER_ERR_INVALID_ARGUMENT, "synthetic_family: unknown family '%s'", arch.c_str());
+    }
+    return s;
 }
 
 } // namespace ember

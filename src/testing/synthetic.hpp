@@ -18,7 +18,7 @@ namespace ember {
 enum class WeightMix { Uniform, Q4_K_M };
 
 struct SyntheticSpec {
-    std::string arch = "llama";   // "llama", "qwen2" or "qwen3"
+    std::string arch = "llama";   // general.architecture
     uint32_t n_vocab = 64;        // >= 8
     uint32_t n_embd = 64;
     uint32_t n_layer = 2;
@@ -36,7 +36,40 @@ struct SyntheticSpec {
     bool rope_freqs = false;      // add a rope_freqs.weight tensor (Llama-3 style scaling factors)
     float rope_theta = 10000.0f;
     uint64_t seed = 1;
+
+    // The other families' parts (synthetic_family() sets what each needs; all off by default).
+    uint32_t n_rot = 0;           // rope.dimension_count; 0: head_dim (partial rotary: Phi-4-mini)
+    bool post_norms = false;      // post_attention_norm / post_ffw_norm (Gemma 2/3, OLMo 2)
+    bool pre_norms = true;        // attn_norm / ffn_norm (OLMo 2 has none)
+    bool qk_norm_full = false;    // q/k norm over the whole q/k width (OLMo 2) instead of per head
+    bool fused = false;           // attn_qkv and ffn_up holding gate then up (Phi-3)
+    bool out_bias = false;        // attn_output.bias (gpt-oss)
+    bool sinks = false;           // attn_sinks (gpt-oss)
+    bool oss_norm_names = false;  // the pre-FFN norm named post_attention_norm (gpt-oss)
+    uint32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // a mixture of experts (0: dense)
+    bool expert_bias = false;     // router and expert biases (gpt-oss)
+    uint32_t window = 0;          // attention.sliding_window (0: not written)
+    float attn_softcap = 0, final_softcap = 0;  // Gemma 2's, written when nonzero
+    std::string rope_scaling;     // "", "linear", "yarn" (rope.scaling.*), "longrope" (factor tensors)
+    float rope_factor = 1.0f;     // rope.scaling.factor
+    uint32_t rope_orig_ctx = 0;   // rope.scaling.original_context_length
+    float rope_attn_factor = 0;   // rope.scaling.attn_factor (0: not written)
+    // Granite's multipliers (0: not written).
+    float embedding_scale = 0, residual_scale = 0, attention_scale = 0, logit_scale = 0;
+    // Control tokens appended to the vocabulary (a family's special tokens that loaders look up).
+    std::vector<std::string> control_tokens;
+    // > 0: the output matrix (or the tied embedding) is scaled so the logits' standard deviation is
+    // about this, as trained models' are (decisive: a clear argmax).
+    float logit_std = 0;
 };
+
+// A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
+// softcaps that bite, rope scaling of the family's kind, experts. n_embd and the FFN widths are 256
+// (whole K-quant super-blocks); logits decisive (std ~15). Knows llama (dense), "mixtral" (llama with
+// experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss.
+SyntheticSpec synthetic_family(const std::string &arch);
+// The names synthetic_family knows, in a fixed order.
+const std::vector<std::string> &synthetic_families();
 
 // The GGUF file's bytes. Weights are uniform in ±1/sqrt(n_in) (norm weights around 1), so activations
 // stay O(1) through the layers.

@@ -1,0 +1,363 @@
+// reference_forward.cpp — see reference_forward.hpp. One straightforward loop over tokens and layers;
+// each family's differences are flags read from the architecture name and the file's metadata.
+#include "testing/reference_forward.hpp"
+
+#include "core/error.hpp"
+#include "core/fp16.hpp"
+#include "cpu/kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <string>
+
+namespace ember {
+
+namespace {
+
+using Vec = std::vector<double>;
+constexpr double kPi = 3.14159265358979323846;
+
+// What distinguishes the families, from their definitions.
+struct Family {
+    bool neox = false;            // rope pairs (i, i + n_rot/2) rather than (2i, 2i+1)
+    int qk_norm = 0;              // 0 none, 1 per head, 2 over the whole q / k row
+    bool pre_norms = true, post_norms = false;
+    bool gelu = false;            // GeGLU (tanh GELU) rather than SwiGLU
+    bool oss = false;             // gpt-oss: sinks, clamped SwiGLU experts, its norm names
+    int window_pattern = -1;      // -1 no window; 0 every layer; p: layers il % p < p - 1
+    double local_theta = 0;       // window layers' own rope base, unscaled (Gemma 3)
+};
+
+Family family_of(const std::string &arch, bool has_window) {
+    Family f;
+    if (arch == "llama" || arch == "granite") return f;
+    f.neox = true;
+    if (arch == "qwen2" || arch == "phi3") return f;
+    if (arch == "qwen3" || arch == "qwen3moe") f.qk_norm = 1;
+    else if (arch == "gemma2" || arch == "gemma3") {
+        f.post_norms = true, f.gelu = true;
+        f.window_pattern = arch == "gemma2" ? 2 : 6;
+        if (arch == "gemma3") f.qk_norm = 1, f.local_theta = 10000.0;
+    } else if (arch == "olmo2") {
+        f.pre_norms = false, f.post_norms = true, f.qk_norm = 2;
+        if (has_window) f.window_pattern = 4;
+    } else if (arch == "gpt-oss") {
+        f.oss = true, f.window_pattern = 2;
+    } else {
+        fail(EMBER_ERR_UNSUPPORTED, "reference: no definition of '%s'", arch.c_str());
+    }
+    return f;
+}
+
+class Ref {
+public:
+    explicit Ref(const Model &m) : g_(m.gguf()) {
+        for (const TensorRef &t : m.file_tensors()) t_[t.name] = &t;
+        arch_ = std::string(*g_.get_string("general.architecture"));
+        a_ = arch_ + ".";
+        n_embd = u("embedding_length"), n_layer = u("block_count"), n_head = u("attention.head_count");
+        n_head_kv = has("attention.head_count_kv") ? u("attention.head_count_kv") : n_head;
+        head_dim = has("attention.key_length") ? u("attention.key_length") : n_embd / n_head;
+        n_rot = has("rope.dimension_count") ? u("rope.dimension_count") : head_dim;
+        eps = f("attention.layer_norm_rms_epsilon", 1e-5);
+        theta = f("rope.freq_base", 10000.0);
+        window = has("attention.sliding_window") ? u("attention.sliding_window") : 0;
+        fam = family_of(arch_, window > 0);
+        if (fam.window_pattern >= 0 && window == 0) window = arch_ == "gemma2" ? 4096 : arch_ == "gpt-oss" ? 128 : 0;
+        n_expert = has("expert_count") ? u("expert_count") : 0;
+        n_used = has("expert_used_count") ? u("expert_used_count") : 0;
+        if (auto type = g_.get_string(a_ + "rope.scaling.type")) {
+            scaling = std::string(*type);
+            factor = f("rope.scaling.factor", 1.0);
+            orig_ctx = has("rope.scaling.original_context_length") ? u("rope.scaling.original_context_length") : 0;
+        }
+        attn_factor = f("rope.scaling.attn_factor", 1.0);
+        const bool gemma = arch_ == "gemma2" || arch_ == "gemma3";
+        embd_scale = gemma ? std::sqrt(static_cast<double>(n_embd)) : f("embedding_scale", 1.0);
+        residual_scale = f("residual_scale", 1.0);
+        attn_scale = f("attention.scale", 1.0 / std::sqrt(static_cast<double>(head_dim)));
+        logit_scale = 1.0 / f("logit_scale", 1.0);
+        attn_softcap = arch_ == "gemma2" ? f("attn_logit_softcapping", 50.0) : 0.0;
+        final_softcap = arch_ == "gemma2" ? f("final_logit_softcapping", 30.0) : f("final_logit_softcapping", 0.0);
+    }
+
+    std::vector<Vec> run(const std::vector<int32_t> &tokens) {
+        const size_t n = tokens.size();
+        const Mat &emb = mat("token_embd.weight");
+        std::vector<Vec> x(n, Vec(n_embd));
+        for (size_t t = 0; t < n; ++t)
+            for (uint32_t i = 0; i < n_embd; ++i) x[t][i] = emb.w[static_cast<size_t>(tokens[t]) * n_embd + i] * embd_scale;
+        for (uint32_t l = 0; l < n_layer; ++l) layer(l, x);
+        const std::string out = t_.count("output.weight") ? "output.weight" : "token_embd.weight";
+        std::vector<Vec> logits(n);
+        for (size_t t = 0; t < n; ++t) {
+            logits[t] = matvec(out, rmsnorm(x[t], vec("output_norm.weight")));
+            for (double &v : logits[t]) {
+                v *= logit_scale;
+                if (final_softcap > 0) v = final_softcap * std::tanh(v / final_softcap);
+            }
+        }
+        return logits;
+    }
+
+private:
+    struct Mat {
+        int64_t n_in = 0, n_out = 0, n_mat = 1;
+        std::vector<double> w;   // n_mat matrices of n_out rows of n_in
+    };
+
+    bool has(const char *k) const { return g_.get_int(a_ + k).has_value(); }
+    uint32_t u(const char *k) const { return static_cast<uint32_t>(*g_.get_int(a_ + k)); }
+    double f(const char *k, double fallback) const { return g_.get_float(a_ + k).value_or(fallback); }
+    const TensorRef *find(const std::string &name) const {
+        auto it = t_.find(name);
+        return it == t_.end() ? nullptr : it->second;
+    }
+    const float *vec(const std::string &name) const {
+        const TensorRef *t = find(name);
+        return t ? static_cast<const float *>(t->data) : nullptr;
+    }
+    // A weight as doubles, dequantized once.
+    const Mat &mat(const std::string &name) {
+        auto it = cache_.find(name);
+        if (it != cache_.end()) return it->second;
+        const TensorRef *t = find(name);
+        if (!t) fail(EMBER_ERR_INVALID_MODEL, "reference: tensor '%s' is missing", name.c_str());
+        Mat m;
+        m.n_in = t->ne[0], m.n_out = t->n_dims > 1 ? t->ne[1] : 1, m.n_mat = t->n_dims > 2 ? t->ne[2] : 1;
+        const int64_t rows = m.n_out * m.n_mat;
+        const size_t row_bytes = dtype_row_bytes(t->type, static_cast<uint64_t>(m.n_in));
+        m.w.resize(static_cast<size_t>(rows * m.n_in));
+        std::vector<float> row(static_cast<size_t>(m.n_in));
+        for (int64_t r = 0; r < rows; ++r) {
+            cpu::dequantize_row(t->type, static_cast<const uint8_t *>(t->data) + r * row_bytes, row.data(), m.n_in);
+            std::copy(row.begin(), row.end(), m.w.begin() + r * m.n_in);
+        }
+        return cache_.emplace(name, std::move(m)).first->second;
+    }
+    // Rows [row0, row0 + n_out) of matrix `which` of a weight, times x, plus an optional bias.
+    Vec matvec(const std::string &name, const Vec &x, const float *bias = nullptr, int64_t row0 = 0, int64_t n_out = -1,
+               int64_t which = 0) {
+        const Mat &m = mat(name);
+        if (n_out < 0) n_out = m.n_out;
+        Vec y(static_cast<size_t>(n_out));
+        const double *base = m.w.data() + (which * m.n_out + row0) * m.n_in;
+        for (int64_t o = 0; o < n_out; ++o) {
+            double s = bias ? bias[o] : 0.0;
+            for (int64_t i = 0; i < m.n_in; ++i) s += base[o * m.n_in + i] * x[static_cast<size_t>(i)];
+            y[static_cast<size_t>(o)] = s;
+        }
+        return y;
+    }
+    Vec rmsnorm(const Vec &x, const float *w, size_t off = 0, size_t n = 0) const {
+        if (n == 0) n = x.size();
+        double ss = 0;
+        for (size_t i = 0; i < n; ++i) ss += x[off + i] * x[off + i];
+        const double sc = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+        Vec y(n);
+        for (size_t i = 0; i < n; ++i) y[i] = x[off + i] * sc * (w ? w[i] : 1.0);
+        return y;
+    }
+    void norm_groups(Vec &x, const float *w, size_t group) const {
+        for (size_t h = 0; h < x.size() / group; ++h) {
+            const Vec y = rmsnorm(x, w, h * group, group);
+            std::copy(y.begin(), y.end(), x.begin() + static_cast<std::ptrdiff_t>(h * group));
+        }
+    }
+    bool windowed(uint32_t l) const {
+        if (fam.window_pattern < 0 || window == 0) return false;
+        const uint32_t p = static_cast<uint32_t>(fam.window_pattern);
+        return p == 0 || l % p < p - 1;
+    }
+
+    // Rotary embedding of one head row set at position pos: each pair turns by pos * freq_i, freq_i =
+    // theta^(-2i/n_rot) with the layer's scaling: linear (divide by the factor), YaRN (blend of the
+    // divided and undivided frequency by a linear ramp over the pairs whose wavelength lies between the
+    // original context / beta_fast and / beta_slow, values scaled by 1 + 0.1 ln factor), LongRoPE and
+    // Llama-3 (per-pair divisors; LongRoPE values scaled by its attention factor).
+    void rope(Vec &x, uint32_t heads, int pos, bool local) const {
+        const double base = local && fam.local_theta > 0 ? fam.local_theta : theta;
+        const bool scaled = !(local && fam.local_theta > 0);
+        const float *div = scaled ? (vec_or_null("rope_freqs.weight") ? vec_or_null("rope_freqs.weight")
+                                                                       : vec_or_null("rope_factors_short.weight"))
+                                  : nullptr;
+        double mscale = scaled && vec_or_null("rope_factors_short.weight") ? attn_factor : 1.0;
+        const int half = static_cast<int>(n_rot / 2);
+        std::vector<double> freq(static_cast<size_t>(half));
+        for (int i = 0; i < half; ++i) {
+            double fi = std::pow(base, -2.0 * i / n_rot);
+            if (div) fi /= div[i];
+            double fr = fi;
+            if (scaled && (scaling == "linear" || scaling == "yarn")) fr = fi / factor;
+            if (scaled && scaling == "yarn") {
+                // The pair's rotations over the original context: n_ctx * fi / (2 pi). Pairs turning
+                // more than beta_fast times keep fi; fewer than beta_slow take fi / factor; a linear
+                // ramp in between, over the pair index between the two (rounded outwards) boundaries.
+                auto boundary = [&](double beta) {
+                    return n_rot * std::log(orig_ctx / (beta * 2 * kPi)) / (2 * std::log(base));
+                };
+                const double lo = std::max(0.0, std::floor(boundary(32.0)));
+                const double hi = std::min<double>(n_rot - 1, std::ceil(boundary(1.0)));
+                const double keep = 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+                fr = fr * (1.0 - keep) + fi * keep;
+            }
+            freq[static_cast<size_t>(i)] = fr;
+        }
+        if (scaled && scaling == "yarn") mscale *= 1.0 + 0.1 * std::log(factor);
+        for (uint32_t h = 0; h < heads; ++h) {
+            double *v = x.data() + h * head_dim;
+            for (int i = 0; i < half; ++i) {
+                const double a = pos * freq[static_cast<size_t>(i)];
+                const int p0 = fam.neox ? i : 2 * i, p1 = fam.neox ? i + half : 2 * i + 1;
+                const double x0 = v[p0], x1 = v[p1];
+                v[p0] = (x0 * std::cos(a) - x1 * std::sin(a)) * mscale;
+                v[p1] = (x0 * std::sin(a) + x1 * std::cos(a)) * mscale;
+            }
+        }
+    }
+    const float *vec_or_null(const char *name) const { return vec(name); }
+
+    static double round_f16(double v) { return fp16_to_fp32(fp32_to_fp16(static_cast<float>(v))); }
+    static double gelu(double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / kPi) * (v + 0.044715 * v * v * v))); }
+    static double silu(double v) { return v / (1 + std::exp(-v)); }
+
+    Vec ffn(const std::string &p, const Vec &xn) {
+        const uint32_t d = n_embd;
+        if (n_expert == 0) {
+            Vec g, up;
+            if (find(p + "ffn_gate.weight")) {
+                g = matvec(p + "ffn_gate.weight", xn), up = matvec(p + "ffn_up.weight", xn);
+            } else {  // Phi-3: ffn_up holds the gate rows, then the up rows
+                const int64_t nff = mat(p + "ffn_up.weight").n_out / 2;
+                g = matvec(p + "ffn_up.weight", xn, nullptr, 0, nff), up = matvec(p + "ffn_up.weight", xn, nullptr, nff, nff);
+            }
+            for (size_t i = 0; i < g.size(); ++i) g[i] = (fam.gelu ? gelu(g[i]) : silu(g[i])) * up[i];
+            return matvec(p + "ffn_down.weight", g);
+        }
+        // Experts: the n_used largest router logits, weighted by their softmax among themselves.
+        const Vec l = matvec(p + "ffn_gate_inp.weight", xn, vec(p + "ffn_gate_inp.bias"));
+        std::vector<int> idx(n_expert);
+        std::iota(idx.begin(), idx.end(), 0);
+        std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return l[a] > l[b]; });
+        if (n_used < n_expert) stats.min_route_margin = std::min(stats.min_route_margin, l[idx[n_used - 1]] - l[idx[n_used]]);
+        double sum = 0;
+        for (uint32_t j = 0; j < n_used; ++j) sum += std::exp(l[idx[j]] - l[idx[0]]);
+        Vec out(d, 0.0);
+        const int64_t nff = mat(p + "ffn_gate_exps.weight").n_out;
+        for (uint32_t j = 0; j < n_used; ++j) {
+            const int e = idx[j];
+            const double gw = std::exp(l[e] - l[idx[0]]) / sum;
+            auto bias = [&](const char *name, int64_t width) {
+                const float *b = vec(p + name);
+                return b ? b + e * width : nullptr;
+            };
+            Vec g = matvec(p + "ffn_gate_exps.weight", xn, bias("ffn_gate_exps.bias", nff), 0, -1, e);
+            const Vec up = matvec(p + "ffn_up_exps.weight", xn, bias("ffn_up_exps.bias", nff), 0, -1, e);
+            for (size_t i = 0; i < g.size(); ++i) {
+                if (fam.oss) {  // gpt-oss: gate clamped above at 7, up to [-7, 7], sigmoid(1.702 g), up + 1
+                    const double gc = std::min(g[i], 7.0), uc = std::clamp(up[i], -7.0, 7.0);
+                    g[i] = gc / (1 + std::exp(-1.702 * gc)) * (uc + 1);
+                } else {
+                    g[i] = silu(g[i]) * up[i];
+                }
+            }
+            const Vec o = matvec(p + "ffn_down_exps.weight", g, bias("ffn_down_exps.bias", d), 0, -1, e);
+            for (uint32_t i = 0; i < d; ++i) out[i] += gw * o[i];
+        }
+        return out;
+    }
+
+    void layer(uint32_t l, std::vector<Vec> &x) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        const size_t n = x.size();
+        const uint32_t nq = n_head * head_dim, nkv = n_head_kv * head_dim, hd = head_dim;
+        const bool local = windowed(l);
+        std::vector<Vec> q(n), k(n), v(n);
+        for (size_t t = 0; t < n; ++t) {
+            const Vec xn = fam.pre_norms ? rmsnorm(x[t], vec(p + "attn_norm.weight")) : x[t];
+            if (find(p + "attn_qkv.weight")) {
+                q[t] = matvec(p + "attn_qkv.weight", xn, nullptr, 0, nq);
+                k[t] = matvec(p + "attn_qkv.weight", xn, nullptr, nq, nkv);
+                v[t] = matvec(p + "attn_qkv.weight", xn, nullptr, nq + nkv, nkv);
+            } else {
+                q[t] = matvec(p + "attn_q.weight", xn, vec(p + "attn_q.bias"));
+                k[t] = matvec(p + "attn_k.weight", xn, vec(p + "attn_k.bias"));
+                v[t] = matvec(p + "attn_v.weight", xn, vec(p + "attn_v.bias"));
+            }
+            if (fam.qk_norm) {
+                norm_groups(q[t], vec(p + "attn_q_norm.weight"), fam.qk_norm == 1 ? hd : nq);
+                norm_groups(k[t], vec(p + "attn_k_norm.weight"), fam.qk_norm == 1 ? hd : nkv);
+            }
+            rope(q[t], n_head, static_cast<int>(t), local);
+            rope(k[t], n_head_kv, static_cast<int>(t), local);
+            for (double &e : k[t]) e = round_f16(e);
+            for (double &e : v[t]) e = round_f16(e);
+        }
+        const uint32_t group = n_head / n_head_kv;
+        const float *sinks = fam.oss ? vec(p + "attn_sinks.weight") : nullptr;
+        for (size_t t = 0; t < n; ++t) {
+            Vec att(nq, 0.0);
+            const size_t first = local && t + 1 > window ? t + 1 - window : 0;
+            for (uint32_t h = 0; h < n_head; ++h) {
+                const uint32_t kvh = h / group;
+                Vec s(t + 1 - first);
+                double mx = sinks ? sinks[h] : -1e300;
+                for (size_t j = first; j <= t; ++j) {
+                    double dot = 0;
+                    for (uint32_t i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[j][kvh * hd + i];
+                    double sc = dot * attn_scale;
+                    if (attn_softcap > 0) sc = attn_softcap * std::tanh(sc / attn_softcap);
+                    s[j - first] = sc;
+                    mx = std::max(mx, sc);
+                }
+                double sum = sinks ? std::exp(sinks[h] - mx) : 0.0;
+                for (double &e : s) sum += e = std::exp(e - mx);
+                for (size_t j = first; j <= t; ++j)
+                    for (uint32_t i = 0; i < hd; ++i) att[h * hd + i] += s[j - first] / sum * v[j][kvh * hd + i];
+            }
+            Vec o = matvec(p + "attn_output.weight", att, vec(p + "attn_output.bias"));
+            add_block(x[t], o, p + "post_attention_norm.weight");
+            const std::string ffn_norm = fam.oss ? "post_attention_norm.weight" : "ffn_norm.weight";
+            const Vec xn = fam.pre_norms ? rmsnorm(x[t], vec(p + ffn_norm)) : x[t];
+            Vec f = ffn(p, xn);
+            add_block(x[t], f, p + "post_ffw_norm.weight");
+        }
+    }
+    // x += residual_scale * post_norm(block output).
+    void add_block(Vec &x, Vec &o, const std::string &post_norm) const {
+        if (fam.post_norms) o = rmsnorm(o, vec(post_norm));
+        for (size_t i = 0; i < x.size(); ++i) x[i] += residual_scale * o[i];
+    }
+
+    const gguf::File &g_;
+    std::map<std::string, const TensorRef *> t_;
+    std::map<std::string, Mat> cache_;
+    std::string arch_, a_;
+    Family fam;
+    uint32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_rot = 0, window = 0;
+    uint32_t n_expert = 0, n_used = 0, orig_ctx = 0;
+    double eps = 1e-5, theta = 10000, factor = 1, attn_factor = 1;
+    double embd_scale = 1, residual_scale = 1, attn_scale = 0, logit_scale = 1, attn_softcap = 0, final_softcap = 0;
+    std::string scaling;
+
+public:
+    ReferenceStats stats;
+};
+
+} // namespace
+
+std::vector<std::vector<double>> reference_logits(const Model &model, const std::vector<int32_t> &tokens,
+                                                  ReferenceStats *stats) {
+    Ref ref(model);
+    auto out = ref.run(tokens);
+    if (stats) *stats = ref.stats;
+    return out;
+}
+
+std::vector<std::vector<double>> reference_logits_file(const std::string &path, const std::vector<int32_t> &tokens) {
+    return reference_logits(*Model::load(path, LoadOptions{}), tokens);
+}
+
+} // namespace ember

@@ -1,0 +1,32 @@
+// reference_forward.hpp — an exact (double-precision) forward pass of every supported family, for tests
+// and for the logit comparisons of bench/ (library ember_testing, not part of libember).
+//
+// Written from the families' definitions (their papers, model cards and configurations, and the GGUF
+// conventions for names and keys), not from src/model: it is what the program src/model builds is
+// checked against. It reads the weights exactly as stored (dequantized to double) and rounds K and V to
+// f16 as the default KV cache does; everything else is double.
+#pragma once
+
+#include "model/model.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+// Logits after each token of `tokens` (positions 0..n-1, one sequence). Throws Error for a family it
+// does not know.
+// What the pass saw that bears on comparing with it.
+struct ReferenceStats {
+    // The smallest margin, over tokens and layers, between the last chosen expert's router logit and
+    // the best of the others (infinite without experts). Where a product's rounding moves router
+    // logits by more than this, its choice of experts may differ: a jump, not a rounding error.
+    double min_route_margin = 1e300;
+};
+std::vector<std::vector<double>> reference_logits(const Model &model, const std::vector<int32_t> &tokens,
+                                                  ReferenceStats *stats = nullptr);
+// The same for the model in a GGUF file (loaded here): for tools that run Ember through its public API.
+std::vector<std::vector<double>> reference_logits_file(const std::string &path, const std::vector<int32_t> &tokens);
+
+} // namespace ember
