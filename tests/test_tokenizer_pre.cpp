@@ -14,6 +14,7 @@
 #include "tokenizer/tokenizer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -411,6 +412,57 @@ void test_splits(void **) {
     expect_split(P::DeepseekCoder, "ab, 12", {"ab", ",", " ", "1", "2"});
 }
 
+const tok::PreTokenizer kAllKinds[] = {
+    tok::PreTokenizer::Gpt2,      tok::PreTokenizer::Llama3, tok::PreTokenizer::Qwen2,  tok::PreTokenizer::Starcoder,
+    tok::PreTokenizer::Falcon,    tok::PreTokenizer::Default, tok::PreTokenizer::Gpt4o, tok::PreTokenizer::Tekken,
+    tok::PreTokenizer::DeepseekLlm, tok::PreTokenizer::DeepseekCoder,
+};
+
+// The pieces are non-empty and spell the text exactly, invalid UTF-8 included, in every family.
+void test_pieces_cover_text(void **) {
+    static const char *const kPieces[] = {" ", "  ", "\n", "\r\n", "\t", "a", "Z", "7", "'s", "'T", "!", "/", "$", "`",
+                                          "\xC3\xA9", "\xC3\x89", "\xE4\xB8\xAD", "\xE3\x80\x80", "\xEF\xBC\x81",
+                                          "\xF0\x9F\xA6\x99", "\xFF", "\xC3", "\x80", "\xED\xA0\x80", "\xCC\x81"};
+    uint64_t state = 0x5eed;
+    size_t bad = 0;
+    for (int k = 0; k < 400; ++k) {
+        std::string t;
+        const int n = int(test_randf(&state, 1, 30));
+        for (int i = 0; i < n; ++i) t += kPieces[size_t(test_randf(&state, 0, float(std::size(kPieces))))];
+        for (tok::PreTokenizer kind : kAllKinds) {
+            std::string joined;
+            bool empty = false;
+            for (const std::string &p : split(kind, t)) {
+                empty = empty || p.empty();
+                joined += p;
+            }
+            if (joined != t || empty) {
+                if (++bad <= 3) std::printf("  kind %d: \"%s\" not covered\n", int(kind), escaped(t).c_str());
+            }
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+// Texts that make a naive matcher rescan (long runs of spaces, letters of both cases, digits) take time
+// linear in their length in every family: 1 MiB of each in well under a second (quadratic would be hours).
+void test_linear_time(void **) {
+    static const char *const kUnits[] = {" ", "a", "A", "\xC3\x89" "A", "7", "\n ", " \xE4\xB8\xAD", "'", "!"};
+    for (const char *unit : kUnits) {
+        std::string t;
+        while (t.size() < (1u << 20)) t += unit;
+        t += "x\xE4\xB8\xAD";   // a different ending, so that no run reaches the end of the text
+        for (tok::PreTokenizer kind : kAllKinds) {
+            const auto t0 = std::chrono::steady_clock::now();
+            std::vector<std::string_view> pieces;
+            tok::pretokenize(kind, t, pieces);
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (s > 5.0) std::printf("  kind %d on 1 MiB of \"%s\": %.2f s\n", int(kind), escaped(unit).c_str(), s);
+            assert_true(s < 5.0);
+        }
+    }
+}
+
 void test_name_table(void **) {
     const std::vector<std::string_view> names = Tokenizer::supported_pre_tokenizers();
     std::set<std::string_view> unique(names.begin(), names.end());
@@ -450,6 +502,8 @@ int main(int argc, char **argv) {
     if (argc == 3 && std::strcmp(argv[1], "--write") == 0) return write_variants(argv[2]);
     const struct CMUnitTest offline[] = {
         cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_pieces_cover_text),
+        cmocka_unit_test(test_linear_time),
         cmocka_unit_test(test_name_table),
     };
     const int failed = cmocka_run_group_tests_name("pre-tokenizers (no data)", offline, nullptr, nullptr);

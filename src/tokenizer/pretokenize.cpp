@@ -111,6 +111,12 @@ public:
         while (is(i, c)) ++i;
         return i;
     }
+    // \p{N}{1,max} at a number: a bounded run (scanning the whole run each time would be quadratic).
+    size_t numbers_upto(size_t i, size_t max) const {
+        size_t j = i;
+        while (j - i < max && number(j)) ++j;
+        return j;
+    }
     size_t others(size_t i) const {
         return run(i, [this](size_t k) { return other(k); });
     }
@@ -180,7 +186,7 @@ template <size_t MaxDigits> size_t match_llama3(const Scan &s, size_t i) {
     // [^\r\n\p{L}\p{N}]?\p{L}+ : one leading non-letter, non-digit (space, punctuation...) joins a word.
     if (s.letter(i)) return s.run(i, CpClass::Letter);
     if (!s.newline(i) && !s.number(i) && s.letter(i + 1)) return s.run(i + 1, CpClass::Letter);
-    if (s.number(i)) return std::min(s.run(i, CpClass::Number), i + MaxDigits);
+    if (s.number(i)) return s.numbers_upto(i, MaxDigits);
     if (size_t e = s.punct_then_newlines(i, false); e > i) return e;
     return s.space_tail(i);
 }
@@ -210,7 +216,7 @@ template <size_t MaxDigits, bool Contractions> size_t match_o200k(const Scan &s,
             if (size_t e = s.contraction(m, true)) return e;
         return m;
     }
-    if (s.number(i)) return std::min(s.run(i, CpClass::Number), i + MaxDigits);
+    if (s.number(i)) return s.numbers_upto(i, MaxDigits);
     if (size_t e = s.punct_then_newlines(i, true); e > i) return e;
     return s.space_tail(i);
 }
