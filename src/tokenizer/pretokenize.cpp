@@ -6,6 +6,7 @@
 // comments name the alternative each branch stands for. A family is a list of stages (pretokenize.hpp).
 #include "tokenizer/pretokenize.hpp"
 
+#include "core/error.hpp"
 #include "tokenizer/unicode.hpp"
 
 #include <algorithm>
@@ -16,10 +17,12 @@ namespace ember::tok {
 namespace {
 
 // The text as code points, with the byte offset where each starts (offs has one extra entry: the end).
+// 9 bytes per code point: offsets are 32-bit (pretokenize refuses 4 GiB of text; the tokenizer's own
+// limit is far lower).
 struct CpText {
     std::vector<uint32_t> cps;
     std::vector<CpClass> cls;
-    std::vector<size_t> offs;
+    std::vector<uint32_t> offs;
 
     explicit CpText(std::string_view text) {
         const auto *p = reinterpret_cast<const uint8_t *>(text.data());
@@ -34,10 +37,10 @@ struct CpText {
             const uint32_t cp = d.kind == Utf8Decoded::Valid ? d.cp : kReplacementChar;
             cps.push_back(cp);
             cls.push_back(cp_class(cp));
-            offs.push_back(i);
+            offs.push_back(uint32_t(i));
             i += d.len;
         }
-        offs.push_back(text.size());
+        offs.push_back(uint32_t(text.size()));
     }
     size_t size() const { return cps.size(); }
 };
@@ -261,8 +264,10 @@ size_t match_cjk(const Scan &s, size_t i) {
 // ---- stages ------------------------------------------------------------------------------------------
 
 // Code points [begin, end) of the text.
+// Code points [begin, end) of the text (32-bit like CpText's offsets: the pieces of a multi-stage family
+// are held twice between stages).
 struct Range {
-    size_t begin, end;
+    uint32_t begin, end;
 };
 
 using Stage = void (*)(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out);
@@ -290,7 +295,8 @@ template <size_t (*Match)(const Scan &, size_t), class Emit> void search(const C
 
 template <size_t (*Match)(const Scan &, size_t)>
 void stage(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out) {
-    for (const Range r : in) search<Match>(t, r, [&](size_t b, size_t e) { out.push_back({b, e}); });
+    for (const Range r : in)
+        search<Match>(t, r, [&](size_t b, size_t e) { out.push_back({uint32_t(b), uint32_t(e)}); });
 }
 
 template <size_t (*Match)(const Scan &, size_t)>
@@ -305,7 +311,7 @@ void last_stage(const CpText &t, const std::vector<Range> &in, std::string_view 
 // run every time.
 void stage_trailing_spaces(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out) {
     for (const Range r : in) {
-        size_t k = r.end;
+        uint32_t k = r.end;
         while (k > r.begin && t.cls[k - 1] == CpClass::Space) --k;
         if (k > r.begin && k < r.end) {
             out.push_back({r.begin, k});
@@ -391,10 +397,11 @@ const PreTokenizerSpec *find_pre_tokenizer(std::string_view name) {
 }
 
 void pretokenize(PreTokenizer kind, std::string_view text, std::vector<std::string_view> &out) {
+    if (text.size() >= UINT32_MAX) fail(EMBER_ERR_INVALID_ARGUMENT, "pre-tokenizer input of %zu bytes", text.size());
     const CpText t(text);
     if (t.size() == 0) return;
     const Family &f = family_of(kind);
-    std::vector<Range> pieces{{0, t.size()}}, next;
+    std::vector<Range> pieces{{0, uint32_t(t.size())}}, next;
     for (Stage st : f.stages) {
         next.clear();
         st(t, pieces, next);
