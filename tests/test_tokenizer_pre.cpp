@@ -463,6 +463,50 @@ void test_linear_time(void **) {
     }
 }
 
+// Thousands of special tokens with a common prefix (as Gemma 3's "<unusedN>") cost each position of a
+// text at most the longest token's length, in plain and special-parsing mode alike.
+void test_many_special_tokens(void **) {
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {int32_t(TokenType::UNKNOWN), int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL)};
+    for (int b = 0; b < 256; ++b) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        tokens.push_back(hex);
+        types.push_back(int32_t(TokenType::BYTE));
+    }
+    for (int k = 0; k < 6000; ++k) {
+        tokens.push_back("<unused" + std::to_string(k) + ">");
+        types.push_back(int32_t(k % 2 ? TokenType::USER_DEFINED : TokenType::CONTROL));
+    }
+    gguf::Writer w;
+    w.add_string("tokenizer.ggml.model", "llama");
+    w.add_array_string("tokenizer.ggml.tokens", tokens);
+    w.add_array_f32("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+    w.add_array_i32("tokenizer.ggml.token_type", types);
+    w.add_bool("tokenizer.ggml.add_space_prefix", false);
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    const gguf::File file = gguf::File::parse(bytes.data(), bytes.size());
+    const auto tok = Tokenizer::from_gguf(file);
+    // User-defined ones always, control ones only when parsed; the longest text wins ("<unused12>" over
+    // "<unused1>", which is not followed by '>').
+    const int32_t u1 = 3 + 256 + 1, u12 = 3 + 256 + 12, u13 = 3 + 256 + 13;
+    assert_true(tok->tokenize("<unused1><unused13>", false, false) == (std::vector<int32_t>{u1, u13}));
+    assert_true(tok->tokenize("<unused12>", false, false) != std::vector<int32_t>{u12});
+    assert_true(tok->tokenize("<unused12>", false, true) == std::vector<int32_t>{u12});
+    for (const char *unit : {"<", "<unused", "<unused1"}) {
+        std::string t;
+        while (t.size() < (4u << 20)) t += unit;
+        for (bool parse : {false, true}) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const std::vector<int32_t> ids = tok->tokenize(t, false, parse);
+            const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (sec > 5.0) std::printf("  4 MiB of \"%s\" (parse_special %d): %.2f s\n", unit, int(parse), sec);
+            assert_true(sec < 5.0);
+            assert_true(!ids.empty());
+        }
+    }
+}
+
 void test_name_table(void **) {
     const std::vector<std::string_view> names = Tokenizer::supported_pre_tokenizers();
     std::set<std::string_view> unique(names.begin(), names.end());
@@ -504,6 +548,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_pieces_cover_text),
         cmocka_unit_test(test_linear_time),
+        cmocka_unit_test(test_many_special_tokens),
         cmocka_unit_test(test_name_table),
     };
     const int failed = cmocka_run_group_tests_name("pre-tokenizers (no data)", offline, nullptr, nullptr);
