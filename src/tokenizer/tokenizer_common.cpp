@@ -142,7 +142,7 @@ void TokenizerBase::load_vocab(const gguf::File &file, std::string_view model, b
     const int32_t end = find("<|end|>");
     if (end >= 0 && find("<|return|>") >= 0 && find("<|call|>") >= 0) {
         types_[size_t(end)] = TokenType::USER_DEFINED;
-        if (end != eos_ && end != eot_) eog_ids_.erase(std::find(eog_ids_.begin(), eog_ids_.end(), end));
+        if (end != eos_ && end != eot_) eog_ids_.erase(std::remove(eog_ids_.begin(), eog_ids_.end(), end), eog_ids_.end());
     }
     for (const char *t : kHarmonyTexts)
         if (const int32_t id = find(t); id >= 0) types_[size_t(id)] = TokenType::USER_DEFINED;
