@@ -92,23 +92,31 @@ struct Variant {
 // of each family also on GPT-2's (a different merge list); SentencePiece as Llama 2 and as Gemma have it.
 std::vector<Variant> variants() {
     std::vector<Variant> v;
+    auto add = [&](std::string name, std::string base, std::string pre, ExtraTokens extra = {}) -> Variant & {
+        Variant var;
+        var.name = std::move(name);
+        var.base = std::move(base);
+        var.pre = std::move(pre);
+        var.extra = extra;
+        return v.emplace_back(std::move(var));
+    };
     std::set<int> kinds_seen;
     for (const tok::PreTokenizerSpec &s : tok::pre_tokenizer_specs()) {
         const bool first_of_kind = kinds_seen.insert(int(s.kind)).second;
-        v.push_back({std::string(s.name) + ".llama-bpe", "llama-bpe", s.name});
-        v.back().random_texts = first_of_kind;
-        if (first_of_kind) v.push_back({std::string(s.name) + ".gpt-2", "gpt-2", s.name});
+        add(std::string(s.name) + ".llama-bpe", "llama-bpe", s.name).random_texts = first_of_kind;
+        if (first_of_kind) add(std::string(s.name) + ".gpt-2", "gpt-2", s.name);
     }
-    v.push_back({"qwen2-extra.qwen2", "qwen2", "qwen2", kHtmlTokens});
+    add("qwen2-extra.qwen2", "qwen2", "qwen2", kHtmlTokens);
     // With its end of turn named: otherwise llama.cpp takes the first token with an end-of-turn text it
     // meets in a hash map (here "<|end|>", or "<|im_end|>"), and "<|end|>" ends generation or not by chance.
-    v.push_back({"harmony.qwen2", "qwen2", "gpt-4o", kHarmonyTokens, false, "", 151645});
-    v.push_back({"probe.gpt-2", "gpt-2", "gpt-2", kProbeTokens});
-    v.push_back({"spm-extra.llama-spm", "llama-spm", "", kHtmlTokens});
-    v.push_back({"spm-gemma.llama-spm", "llama-spm", "", kHtmlTokens, true});
-    v.back().random_texts = true;
+    add("harmony.qwen2", "qwen2", "gpt-4o", kHarmonyTokens).eot_id = 151645;
+    add("probe.gpt-2", "gpt-2", "gpt-2", kProbeTokens);
+    add("spm-extra.llama-spm", "llama-spm", "", kHtmlTokens);
+    Variant &gemma = add("spm-gemma.llama-spm", "llama-spm", "", kHtmlTokens);
+    gemma.no_space_prefix = true;
+    gemma.random_texts = true;
     // Phi-3's own file (its general.name makes llama.cpp strip spaces after special tokens).
-    v.push_back({"phi-3.phi-3", "phi-3", "", {}, false, ""});
+    add("phi-3.phi-3", "phi-3", "");
     return v;
 }
 
@@ -405,12 +413,17 @@ void test_splits(void **) {
     // another, so "café" splits; trailing spaces apart.
     expect_split(P::DeepseekLlm, "caf\xC3\xA9 ok\n  ", {"caf", "\xC3\xA9", " ok", "\n", "  "});
     expect_split(P::DeepseekCoder, "ab, 12", {"ab", ",", " ", "1", "2"});
+    // BLOOM: words run through symbols and digits, up to a space or sentence punctuation; those left over
+    // (spaces, the punctuation) gather into pieces of their own.
+    expect_split(P::Bloom, "a+b=2. (x)  y", {"a+b=2", ". (", "x", ") ", " y"});
+    expect_split(P::Viking, "v1.2 ok", {"v", "1", ".", "2", " ok"});
 }
 
 const tok::PreTokenizer kAllKinds[] = {
     tok::PreTokenizer::Gpt2,      tok::PreTokenizer::Llama3, tok::PreTokenizer::Qwen2,  tok::PreTokenizer::Starcoder,
     tok::PreTokenizer::Falcon,    tok::PreTokenizer::Default, tok::PreTokenizer::Gpt4o, tok::PreTokenizer::Tekken,
-    tok::PreTokenizer::DeepseekLlm, tok::PreTokenizer::DeepseekCoder,
+    tok::PreTokenizer::DeepseekLlm, tok::PreTokenizer::DeepseekCoder, tok::PreTokenizer::Bloom,
+    tok::PreTokenizer::Viking,
 };
 
 // The pieces are non-empty and spell the text exactly, invalid UTF-8 included, in every family.

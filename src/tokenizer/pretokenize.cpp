@@ -240,9 +240,10 @@ template <bool Backtick> size_t match_punct_run(const Scan &s, size_t i) {
     });
 }
 
-// \s?[class]+ for a class given by a predicate.
-template <class Pred> size_t space_then_run(const Scan &s, size_t i, Pred in_class) {
-    if (s.space(i) && in_class(i + 1)) return s.run(i + 1, in_class);
+// \s?[class]+ (or " ?[class]+" when only_char is given) for a class given by a predicate.
+template <class Pred> size_t space_then_run(const Scan &s, size_t i, Pred in_class, uint32_t only_char = 0) {
+    const bool lead = only_char ? s.cp(i) == only_char : s.space(i);
+    if (lead && in_class(i + 1)) return s.run(i + 1, in_class);
     return s.run(i, in_class);
 }
 size_t match_deepseek_letters(const Scan &s, size_t i) {
@@ -259,6 +260,21 @@ size_t match_space_punct(const Scan &s, size_t i) {     // \s?\p{P}+
 }
 size_t match_cjk(const Scan &s, size_t i) {
     return s.run(i, [&](size_t k) { return s.in(k, kDeepseekCjk); });
+}
+
+// BLOOM's  ?[^(\s|.,!?…。，、।۔،)]+ (the parentheses and the bar are literal characters of the class).
+size_t match_bloom(const Scan &s, size_t i) {
+    auto in_class = [&](size_t k) {
+        if (k >= s.end() || s.space(k)) return false;
+        switch (s.cp(k)) {
+        case '(': case '|': case '.': case ',': case '!': case '?': case ')':
+        case 0x2026: case 0x3002: case 0xFF0C: case 0x3001: case 0x0964: case 0x06D4: case 0x060C:
+            return false;
+        default:
+            return true;
+        }
+    };
+    return space_then_run(s, i, in_class, ' ');
 }
 
 // ---- stages ------------------------------------------------------------------------------------------
@@ -346,6 +362,8 @@ const Family &family_of(PreTokenizer kind) {
         {PreTokenizer::DeepseekCoder,
          {stage<match_newline>, stage<match_space_letters>, stage<match_space_punct>, stage<match_cjk>},
          last_stage<match_digit>},
+        {PreTokenizer::Bloom, {}, last_stage<match_bloom>},
+        {PreTokenizer::Viking, {stage<match_bloom>}, last_stage<match_digit>},
     };
     for (const Family &f : kFamilies)
         if (f.kind == kind) return f;
@@ -384,6 +402,10 @@ constexpr PreTokenizerSpec kSpecs[] = {
     {"tekken", PreTokenizer::Tekken, true, true},
     {"deepseek-llm", PreTokenizer::DeepseekLlm, false, false},
     {"deepseek-coder", PreTokenizer::DeepseekCoder, false, false},
+    {"bloom", PreTokenizer::Bloom, false, false},
+    {"poro-chat", PreTokenizer::Bloom, false, false},
+    {"gpt3-finnish", PreTokenizer::Bloom, false, false},
+    {"viking", PreTokenizer::Viking, false, false},
 };
 
 } // namespace

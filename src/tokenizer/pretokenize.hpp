@@ -31,6 +31,8 @@ enum class PreTokenizer {
     // then [CJK, Hangul]+, then \p{N}+
     DeepseekLlm,
     DeepseekCoder,  // [\r\n], then \s?\p{L}+, then \s?\p{P}+, then [CJK, Hangul]+, then \p{N}
+    Bloom,          //  ?[^(\s|.,!?…。，、।۔،)]+ : words end only at spaces and sentence punctuation
+    Viking,         // as Bloom, then \p{N}
 };
 
 // One tokenizer.ggml.pre name and what it stands for in llama.cpp.
