@@ -422,7 +422,7 @@ void test_splits(void **) {
 const tok::PreTokenizer kAllKinds[] = {
     tok::PreTokenizer::Gpt2,      tok::PreTokenizer::Llama3, tok::PreTokenizer::Qwen2,  tok::PreTokenizer::Starcoder,
     tok::PreTokenizer::Falcon,    tok::PreTokenizer::Default, tok::PreTokenizer::Gpt4o, tok::PreTokenizer::Tekken,
-    tok::PreTokenizer::DeepseekLlm, tok::PreTokenizer::DeepseekCoder, tok::PreTokenizer::Bloom,
+    tok::PreTokenizer::DeepseekLlm, tok::PreTokenizer::DeepseekCoder, tok::PreTokenizer::DeepseekV3, tok::PreTokenizer::Bloom,
     tok::PreTokenizer::Viking,
 };
 

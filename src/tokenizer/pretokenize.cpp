@@ -95,8 +95,11 @@ public:
     bool number(size_t i) const { return is(i, CpClass::Number); }
     bool space(size_t i) const { return is(i, CpClass::Space); }
     bool punct(size_t i) const { return is(i, CpClass::Punct); }
+    bool mark(size_t i) const { return is(i, CpClass::Mark); }
     // [^\s\p{L}\p{N}]
-    bool other(size_t i) const { return i < end_ && (t_.cls[i] == CpClass::Other || t_.cls[i] == CpClass::Punct); }
+    bool other(size_t i) const {
+        return i < end_ && t_.cls[i] != CpClass::Letter && t_.cls[i] != CpClass::Number && t_.cls[i] != CpClass::Space;
+    }
     bool newline(size_t i) const { return cp(i) == '\r' || cp(i) == '\n'; }
     bool ascii_digit(size_t i) const { return cp(i) >= '0' && cp(i) <= '9'; }
     // A code point of one of the spans. llama.cpp runs regexes without \p{..} on the code points with
@@ -262,6 +265,38 @@ size_t match_cjk(const Scan &s, size_t i) {
     return s.run(i, [&](size_t k) { return s.in(k, kDeepseekCjk); });
 }
 
+// [一-龥぀-ゟ゠-ヿ]: CJK U+4E00..U+9FA5, hiragana and katakana U+3040..U+30FF (DeepSeek V3).
+constexpr CpSpan kCjkKana[] = {{0x3040, 0x30FF}, {0x4E00, 0x9FA5}};
+
+size_t match_numbers3(const Scan &s, size_t i) { return s.numbers_upto(i, 3); }   // \p{N}{1,3}
+size_t match_cjk_kana(const Scan &s, size_t i) {
+    return s.run(i, [&](size_t k) { return s.in(k, kCjkKana); });
+}
+
+// DeepSeek V3's third regex: [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+//   | ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+size_t match_deepseek_v3(const Scan &s, size_t i) {
+    auto ascii_letter = [&](size_t k) {
+        const uint32_t c = s.cp(k);
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    };
+    const uint32_t c = s.cp(i);
+    const bool ascii_mark = (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+                            (c >= 0x7B && c <= 0x7E);
+    if (ascii_mark && ascii_letter(i + 1)) return s.run(i + 1, ascii_letter);
+    auto punct_symbol = [&](size_t k) { return s.punct(k) || s.is(k, CpClass::Symbol); };
+    auto letter_mark = [&](size_t k) { return s.letter(k) || s.mark(k); };
+    if (!s.newline(i) && !s.letter(i) && !punct_symbol(i) && letter_mark(i + 1)) return s.run(i + 1, letter_mark);
+    if (letter_mark(i)) return s.run(i, letter_mark);
+    const size_t k = c == ' ' ? i + 1 : i;
+    if (punct_symbol(k)) {
+        size_t j = s.run(k, punct_symbol);
+        while (s.newline(j)) ++j;
+        return j;
+    }
+    return s.space(i) ? s.space_tail(i) : i;
+}
+
 // BLOOM's  ?[^(\s|.,!?…。，、।۔،)]+ (the parentheses and the bar are literal characters of the class).
 size_t match_bloom(const Scan &s, size_t i) {
     auto in_class = [&](size_t k) {
@@ -362,6 +397,7 @@ const Family &family_of(PreTokenizer kind) {
         {PreTokenizer::DeepseekCoder,
          {stage<match_newline>, stage<match_space_letters>, stage<match_space_punct>, stage<match_cjk>},
          last_stage<match_digit>},
+        {PreTokenizer::DeepseekV3, {stage<match_numbers3>, stage<match_cjk_kana>}, last_stage<match_deepseek_v3>},
         {PreTokenizer::Bloom, {}, last_stage<match_bloom>},
         {PreTokenizer::Viking, {stage<match_bloom>}, last_stage<match_digit>},
     };
@@ -402,6 +438,7 @@ constexpr PreTokenizerSpec kSpecs[] = {
     {"tekken", PreTokenizer::Tekken, true, true},
     {"deepseek-llm", PreTokenizer::DeepseekLlm, false, false},
     {"deepseek-coder", PreTokenizer::DeepseekCoder, false, false},
+    {"deepseek-v3", PreTokenizer::DeepseekV3, false, false},
     {"bloom", PreTokenizer::Bloom, false, false},
     {"poro-chat", PreTokenizer::Bloom, false, false},
     {"gpt3-finnish", PreTokenizer::Bloom, false, false},
