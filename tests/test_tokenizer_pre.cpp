@@ -546,6 +546,19 @@ void test_name_table(void **) {
     }
     for (std::string_view n : names) assert_non_null(tok::find_pre_tokenizer(n));
     assert_null(tok::find_pre_tokenizer("nonesuch"));
+    // A BPE vocabulary without tokenizer.ggml.pre, or with an empty one, is llama.cpp's "default".
+    for (const char *pre : {static_cast<const char *>(nullptr), ""}) {
+        gguf::Writer w;
+        w.add_string("tokenizer.ggml.model", "gpt2");
+        if (pre) w.add_string("tokenizer.ggml.pre", pre);
+        w.add_array_string("tokenizer.ggml.tokens", {"a", "b", "ab"});
+        w.add_array_string("tokenizer.ggml.merges", {"a b"});
+        const std::vector<uint8_t> bytes = w.to_bytes();
+        const gguf::File file = gguf::File::parse(bytes.data(), bytes.size());
+        const auto t = Tokenizer::from_gguf(file);
+        assert_string_equal(t->pre_name().c_str(), "default");
+        assert_true(t->tokenize("ab", false, false) == std::vector<int32_t>{2});
+    }
     const std::vector<std::string_view> models = Tokenizer::supported_models();
     assert_true(models == (std::vector<std::string_view>{"llama", "gpt2"}));
 }
