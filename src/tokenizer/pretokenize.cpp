@@ -6,6 +6,7 @@
 // comments name the alternative each branch stands for. A family is a list of stages (pretokenize.hpp).
 #include "tokenizer/pretokenize.hpp"
 
+#include "core/error.hpp"
 #include "tokenizer/unicode.hpp"
 
 #include <algorithm>
@@ -16,10 +17,12 @@ namespace ember::tok {
 namespace {
 
 // The text as code points, with the byte offset where each starts (offs has one extra entry: the end).
+// 9 bytes per code point: offsets are 32-bit (pretokenize refuses 4 GiB of text; the tokenizer's own
+// limit is far lower).
 struct CpText {
     std::vector<uint32_t> cps;
     std::vector<CpClass> cls;
-    std::vector<size_t> offs;
+    std::vector<uint32_t> offs;
 
     explicit CpText(std::string_view text) {
         const auto *p = reinterpret_cast<const uint8_t *>(text.data());
@@ -34,10 +37,10 @@ struct CpText {
             const uint32_t cp = d.kind == Utf8Decoded::Valid ? d.cp : kReplacementChar;
             cps.push_back(cp);
             cls.push_back(cp_class(cp));
-            offs.push_back(i);
+            offs.push_back(uint32_t(i));
             i += d.len;
         }
-        offs.push_back(text.size());
+        offs.push_back(uint32_t(text.size()));
     }
     size_t size() const { return cps.size(); }
 };
@@ -92,8 +95,11 @@ public:
     bool number(size_t i) const { return is(i, CpClass::Number); }
     bool space(size_t i) const { return is(i, CpClass::Space); }
     bool punct(size_t i) const { return is(i, CpClass::Punct); }
+    bool mark(size_t i) const { return is(i, CpClass::Mark); }
     // [^\s\p{L}\p{N}]
-    bool other(size_t i) const { return i < end_ && (t_.cls[i] == CpClass::Other || t_.cls[i] == CpClass::Punct); }
+    bool other(size_t i) const {
+        return i < end_ && t_.cls[i] != CpClass::Letter && t_.cls[i] != CpClass::Number && t_.cls[i] != CpClass::Space;
+    }
     bool newline(size_t i) const { return cp(i) == '\r' || cp(i) == '\n'; }
     bool ascii_digit(size_t i) const { return cp(i) >= '0' && cp(i) <= '9'; }
     // A code point of one of the spans. llama.cpp runs regexes without \p{..} on the code points with
@@ -110,6 +116,12 @@ public:
     size_t run(size_t i, CpClass c) const {
         while (is(i, c)) ++i;
         return i;
+    }
+    // \p{N}{1,max} at a number: a bounded run (scanning the whole run each time would be quadratic).
+    size_t numbers_upto(size_t i, size_t max) const {
+        size_t j = i;
+        while (j - i < max && number(j)) ++j;
+        return j;
     }
     size_t others(size_t i) const {
         return run(i, [this](size_t k) { return other(k); });
@@ -180,7 +192,7 @@ template <size_t MaxDigits> size_t match_llama3(const Scan &s, size_t i) {
     // [^\r\n\p{L}\p{N}]?\p{L}+ : one leading non-letter, non-digit (space, punctuation...) joins a word.
     if (s.letter(i)) return s.run(i, CpClass::Letter);
     if (!s.newline(i) && !s.number(i) && s.letter(i + 1)) return s.run(i + 1, CpClass::Letter);
-    if (s.number(i)) return std::min(s.run(i, CpClass::Number), i + MaxDigits);
+    if (s.number(i)) return s.numbers_upto(i, MaxDigits);
     if (size_t e = s.punct_then_newlines(i, false); e > i) return e;
     return s.space_tail(i);
 }
@@ -210,7 +222,7 @@ template <size_t MaxDigits, bool Contractions> size_t match_o200k(const Scan &s,
             if (size_t e = s.contraction(m, true)) return e;
         return m;
     }
-    if (s.number(i)) return std::min(s.run(i, CpClass::Number), i + MaxDigits);
+    if (s.number(i)) return s.numbers_upto(i, MaxDigits);
     if (size_t e = s.punct_then_newlines(i, true); e > i) return e;
     return s.space_tail(i);
 }
@@ -231,9 +243,10 @@ template <bool Backtick> size_t match_punct_run(const Scan &s, size_t i) {
     });
 }
 
-// \s?[class]+ for a class given by a predicate.
-template <class Pred> size_t space_then_run(const Scan &s, size_t i, Pred in_class) {
-    if (s.space(i) && in_class(i + 1)) return s.run(i + 1, in_class);
+// \s?[class]+ (or " ?[class]+" when only_char is given) for a class given by a predicate.
+template <class Pred> size_t space_then_run(const Scan &s, size_t i, Pred in_class, uint32_t only_char = 0) {
+    const bool lead = only_char ? s.cp(i) == only_char : s.space(i);
+    if (lead && in_class(i + 1)) return s.run(i + 1, in_class);
     return s.run(i, in_class);
 }
 size_t match_deepseek_letters(const Scan &s, size_t i) {
@@ -252,11 +265,60 @@ size_t match_cjk(const Scan &s, size_t i) {
     return s.run(i, [&](size_t k) { return s.in(k, kDeepseekCjk); });
 }
 
+// [一-龥぀-ゟ゠-ヿ]: CJK U+4E00..U+9FA5, hiragana and katakana U+3040..U+30FF (DeepSeek V3).
+constexpr CpSpan kCjkKana[] = {{0x3040, 0x30FF}, {0x4E00, 0x9FA5}};
+
+size_t match_numbers3(const Scan &s, size_t i) { return s.numbers_upto(i, 3); }   // \p{N}{1,3}
+size_t match_cjk_kana(const Scan &s, size_t i) {
+    return s.run(i, [&](size_t k) { return s.in(k, kCjkKana); });
+}
+
+// DeepSeek V3's third regex: [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+//   | ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+size_t match_deepseek_v3(const Scan &s, size_t i) {
+    auto ascii_letter = [&](size_t k) {
+        const uint32_t c = s.cp(k);
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    };
+    const uint32_t c = s.cp(i);
+    const bool ascii_mark = (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+                            (c >= 0x7B && c <= 0x7E);
+    if (ascii_mark && ascii_letter(i + 1)) return s.run(i + 1, ascii_letter);
+    auto punct_symbol = [&](size_t k) { return s.punct(k) || s.is(k, CpClass::Symbol); };
+    auto letter_mark = [&](size_t k) { return s.letter(k) || s.mark(k); };
+    if (!s.newline(i) && !s.letter(i) && !punct_symbol(i) && letter_mark(i + 1)) return s.run(i + 1, letter_mark);
+    if (letter_mark(i)) return s.run(i, letter_mark);
+    const size_t k = c == ' ' ? i + 1 : i;
+    if (punct_symbol(k)) {
+        size_t j = s.run(k, punct_symbol);
+        while (s.newline(j)) ++j;
+        return j;
+    }
+    return s.space(i) ? s.space_tail(i) : i;
+}
+
+// BLOOM's  ?[^(\s|.,!?…。，、।۔،)]+ (the parentheses and the bar are literal characters of the class).
+size_t match_bloom(const Scan &s, size_t i) {
+    auto in_class = [&](size_t k) {
+        if (k >= s.end() || s.space(k)) return false;
+        switch (s.cp(k)) {
+        case '(': case '|': case '.': case ',': case '!': case '?': case ')':
+        case 0x2026: case 0x3002: case 0xFF0C: case 0x3001: case 0x0964: case 0x06D4: case 0x060C:
+            return false;
+        default:
+            return true;
+        }
+    };
+    return space_then_run(s, i, in_class, ' ');
+}
+
 // ---- stages ------------------------------------------------------------------------------------------
 
 // Code points [begin, end) of the text.
+// Code points [begin, end) of the text (32-bit like CpText's offsets: the pieces of a multi-stage family
+// are held twice between stages).
 struct Range {
-    size_t begin, end;
+    uint32_t begin, end;
 };
 
 using Stage = void (*)(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out);
@@ -284,7 +346,8 @@ template <size_t (*Match)(const Scan &, size_t), class Emit> void search(const C
 
 template <size_t (*Match)(const Scan &, size_t)>
 void stage(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out) {
-    for (const Range r : in) search<Match>(t, r, [&](size_t b, size_t e) { out.push_back({b, e}); });
+    for (const Range r : in)
+        search<Match>(t, r, [&](size_t b, size_t e) { out.push_back({uint32_t(b), uint32_t(e)}); });
 }
 
 template <size_t (*Match)(const Scan &, size_t)>
@@ -299,7 +362,7 @@ void last_stage(const CpText &t, const std::vector<Range> &in, std::string_view 
 // run every time.
 void stage_trailing_spaces(const CpText &t, const std::vector<Range> &in, std::vector<Range> &out) {
     for (const Range r : in) {
-        size_t k = r.end;
+        uint32_t k = r.end;
         while (k > r.begin && t.cls[k - 1] == CpClass::Space) --k;
         if (k > r.begin && k < r.end) {
             out.push_back({r.begin, k});
@@ -334,6 +397,9 @@ const Family &family_of(PreTokenizer kind) {
         {PreTokenizer::DeepseekCoder,
          {stage<match_newline>, stage<match_space_letters>, stage<match_space_punct>, stage<match_cjk>},
          last_stage<match_digit>},
+        {PreTokenizer::DeepseekV3, {stage<match_numbers3>, stage<match_cjk_kana>}, last_stage<match_deepseek_v3>},
+        {PreTokenizer::Bloom, {}, last_stage<match_bloom>},
+        {PreTokenizer::Viking, {stage<match_bloom>}, last_stage<match_digit>},
     };
     for (const Family &f : kFamilies)
         if (f.kind == kind) return f;
@@ -372,6 +438,11 @@ constexpr PreTokenizerSpec kSpecs[] = {
     {"tekken", PreTokenizer::Tekken, true, true},
     {"deepseek-llm", PreTokenizer::DeepseekLlm, false, false},
     {"deepseek-coder", PreTokenizer::DeepseekCoder, false, false},
+    {"deepseek-v3", PreTokenizer::DeepseekV3, false, false},
+    {"bloom", PreTokenizer::Bloom, false, false},
+    {"poro-chat", PreTokenizer::Bloom, false, false},
+    {"gpt3-finnish", PreTokenizer::Bloom, false, false},
+    {"viking", PreTokenizer::Viking, false, false},
 };
 
 } // namespace
@@ -385,10 +456,11 @@ const PreTokenizerSpec *find_pre_tokenizer(std::string_view name) {
 }
 
 void pretokenize(PreTokenizer kind, std::string_view text, std::vector<std::string_view> &out) {
+    if (text.size() >= UINT32_MAX) fail(EMBER_ERR_INVALID_ARGUMENT, "pre-tokenizer input of %zu bytes", text.size());
     const CpText t(text);
     if (t.size() == 0) return;
     const Family &f = family_of(kind);
-    std::vector<Range> pieces{{0, t.size()}}, next;
+    std::vector<Range> pieces{{0, uint32_t(t.size())}}, next;
     for (Stage st : f.stages) {
         next.clear();
         st(t, pieces, next);

@@ -31,6 +31,11 @@ enum class PreTokenizer {
     // then [CJK, Hangul]+, then \p{N}+
     DeepseekLlm,
     DeepseekCoder,  // [\r\n], then \s?\p{L}+, then \s?\p{P}+, then [CJK, Hangul]+, then \p{N}
+    // \p{N}{1,3}, then [CJK, kana]+, then [ASCII punctuation][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+    //   | ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    DeepseekV3,
+    Bloom,          //  ?[^(\s|.,!?…。，、।۔،)]+ : words end only at spaces and sentence punctuation
+    Viking,         // as Bloom, then \p{N}
 };
 
 // One tokenizer.ggml.pre name and what it stands for in llama.cpp.

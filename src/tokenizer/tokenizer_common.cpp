@@ -142,51 +142,42 @@ void TokenizerBase::load_vocab(const gguf::File &file, std::string_view model, b
     const int32_t end = find("<|end|>");
     if (end >= 0 && find("<|return|>") >= 0 && find("<|call|>") >= 0) {
         types_[size_t(end)] = TokenType::USER_DEFINED;
-        if (end != eos_ && end != eot_) eog_ids_.erase(std::find(eog_ids_.begin(), eog_ids_.end(), end));
+        if (end != eos_ && end != eot_) eog_ids_.erase(std::remove(eog_ids_.begin(), eog_ids_.end(), end), eog_ids_.end());
     }
     for (const char *t : kHarmonyTexts)
         if (const int32_t id = find(t); id >= 0) types_[size_t(id)] = TokenType::USER_DEFINED;
 
     // UNKNOWN is included because some vocabularies (Phi-3's [PADn]) mark added tokens that way.
+    const bool phi3 = is_phi3_name(std::string(file.get_string("general.name").value_or("")));
+    if (phi3) rstrip_.assign(n, false);
     for (size_t i = 0; i < n; ++i) {
         const TokenType t = types_[i];
         if ((t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN) && !tokens_[i].empty()) {
-            specials_by_byte_[uint8_t(tokens_[i][0])].push_back(int32_t(i));
+            specials_.insert(tokens_[i], int32_t(i));
             has_user_defined_ = has_user_defined_ || t == TokenType::USER_DEFINED;
+            if (phi3) rstrip_[i] = true;
         }
     }
-    if (is_phi3_name(std::string(file.get_string("general.name").value_or("")))) {
-        rstrip_.assign(n, false);
-        for (const auto &v : specials_by_byte_)
-            for (int32_t id : v) rstrip_[size_t(id)] = true;
+    if (phi3) {
         if (const int32_t id = find("</s>"); id >= 0) rstrip_[size_t(id)] = true;
         for (const char *t : kPhi3NoStripTexts)
             if (const int32_t id = find(t); id >= 0) rstrip_[size_t(id)] = false;
     }
-    for (auto &v : specials_by_byte_)
-        std::stable_sort(v.begin(), v.end(),
-                         [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
 }
 
 std::vector<Fragment> TokenizerBase::split_special(std::string_view text, bool parse_special) const {
     std::vector<Fragment> frags;
+    auto eligible = [&](int32_t id) { return parse_special || types_[size_t(id)] == TokenType::USER_DEFINED; };
     size_t start = 0, i = 0;
     while (i < text.size()) {
-        int32_t hit = -1;
-        for (int32_t id : specials_by_byte_[uint8_t(text[i])]) {
-            if (!parse_special && types_[size_t(id)] != TokenType::USER_DEFINED) continue;
-            if (text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
-                hit = id;
-                break;
-            }
-        }
+        const auto [hit, len] = specials_.longest(text, i, eligible);
         if (hit < 0) {
             ++i;
             continue;
         }
         if (i > start) frags.push_back({text.substr(start, i - start)});
         frags.push_back({{}, hit});
-        i += tokens_[hit].size();
+        i += len;
         if (!rstrip_.empty() && rstrip_[size_t(hit)])
             while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;
         start = i;

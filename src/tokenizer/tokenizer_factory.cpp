@@ -21,7 +21,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File &file) {
     if (!model) fail(EMBER_ERR_INVALID_MODEL, "missing tokenizer.ggml.model");
     if (*model == kModels[0]) return std::make_unique<tok::SpmTokenizer>(file);
     if (*model == kModels[1]) {
-        const std::string_view pre = file.get_string("tokenizer.ggml.pre").value_or("default");
+        // Absent or empty: llama.cpp's "default" (which is not GPT-2's regex, though close to it).
+        std::string_view pre = file.get_string("tokenizer.ggml.pre").value_or("");
+        if (pre.empty()) pre = "default";
         return std::make_unique<tok::BpeTokenizer>(file, pre);
     }
     fail(EMBER_ERR_UNSUPPORTED, "unsupported tokenizer model '%.*s' (tokenizer.ggml.model; supported: llama, gpt2)",

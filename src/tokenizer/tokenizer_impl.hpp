@@ -4,6 +4,7 @@
 
 #include "tokenizer/hash_index.hpp"
 #include "tokenizer/pretokenize.hpp"
+#include "tokenizer/special_trie.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <array>
@@ -56,8 +57,8 @@ private:
     std::vector<Fragment> split_special(std::string_view text, bool parse_special) const;
 
     TokenIndex ids_;   // over tokens_, which never changes once built
-    // Tokens parse_special recognizes, by first byte, longest text first (leftmost-longest matching).
-    std::array<std::vector<int32_t>, 256> specials_by_byte_;
+    // Tokens parse_special recognizes (leftmost-longest matching).
+    SpecialTrie specials_;
     bool has_user_defined_ = false;   // whether any of them is USER_DEFINED (cut out even without parse_special)
     // Per token (empty when none has it): the ASCII whitespace after it in a text goes with it (Phi-3).
     std::vector<bool> rstrip_;

@@ -23,6 +23,7 @@ constexpr std::array<CpClass, 128> make_ascii_classes() {
         else if (c >= '0' && c <= '9') t[c] = CpClass::Number;
         else if (c == ' ' || (c >= 0x09 && c <= 0x0D)) t[c] = CpClass::Space;
         else if (is_ascii_punct(c)) t[c] = CpClass::Punct;
+        else if (c > 0x20 && c < 0x7F) t[c] = CpClass::Symbol;   // $+<=>^`|~
         else t[c] = CpClass::Other;
     }
     return t;

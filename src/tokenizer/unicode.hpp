@@ -8,9 +8,10 @@
 
 namespace ember::tok {
 
-// \p{L}, \p{N}, \s (White_Space), \p{P}, or anything else. Disjoint, so one lookup answers every question
-// the regexes ask. Punct is a part of [^\s\p{L}\p{N}] that a few pre-tokenizers isolate first.
-enum class CpClass : uint8_t { Other = 0, Letter = 1, Number = 2, Space = 3, Punct = 4 };
+// \p{L}, \p{N}, \s (White_Space), \p{P}, \p{S}, \p{M}, or anything else. Disjoint, so one lookup answers
+// every question the regexes ask. Punct, Symbol and Mark are parts of [^\s\p{L}\p{N}] that a few
+// pre-tokenizers tell apart.
+enum class CpClass : uint8_t { Other = 0, Letter = 1, Number = 2, Space = 3, Punct = 4, Symbol = 5, Mark = 6 };
 
 struct CpRange {
     uint32_t first, last;
