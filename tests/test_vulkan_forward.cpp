@@ -157,6 +157,21 @@ void test_qwen3_per_head_norm_head_dim(void **) {
     compare(s, 1e-3, "qwen3 F32, per-head q/k norm, head_dim 32");
 }
 
+// Every model family (issue 18) through the one decoder: gemma2/3 (GeGLU, sqrt(d) scale, softcaps, sliding
+// windows crossed by the 80-token prompt), phi3 (LongRoPE factors, partial rotary), granite's multipliers,
+// olmo2, mixtral, qwen3moe and gpt-oss (experts routed per pass, sinks, YaRN, clamped SwiGLU, biases): each
+// op of graph.h the CPU runs, run by the module's shaders, in F32 weights and in 8-bit ones.
+void test_families(void **) {
+    for (const std::string &name : synthetic_families()) {
+        for (DType t : {DType::F32, DType::Q8_0}) {
+            SyntheticSpec s = synthetic_family(name);
+            s.type = t;
+            const std::string what = name + (t == DType::F32 ? " F32" : " Q8_0");
+            compare(s, t == DType::F32 ? 1e-3 : 2e-2, what.c_str());
+        }
+    }
+}
+
 // The program with every run the module folds kept apart by a node between its two: a weightless norm of
 // the product (or of the gathered rows) into a buffer of its own, which nothing reads. The runs then go
 // through add.comp, gather.comp and the weightless norm; the logits must be the folded program's exactly
@@ -287,7 +302,7 @@ int main() {
         cmocka_unit_test(test_llama_q4_k_m),             cmocka_unit_test(test_llama_q8_0_q4_0),
         cmocka_unit_test(test_qwen3_per_head_norm_head_dim), cmocka_unit_test(test_unfolded_program_same_logits),
         cmocka_unit_test(test_norms_without_weights),      cmocka_unit_test(test_unsupported_refused_at_load),
-        cmocka_unit_test(test_cancel_between_chunks),
+        cmocka_unit_test(test_cancel_between_chunks),       cmocka_unit_test(test_families),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
