@@ -2,15 +2,20 @@
 // measurements on realistic shapes without downloading anything (the weights mean nothing; the speed
 // does). Uses the core's synthetic-model writer, so it links the internals, unlike the ember CLI.
 //
-//   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--arch llama|qwen2] [--type TYPE]
-//               [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N] [--vocab N] [--ctx N] [--seed N]
+//   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--family NAME] [--arch llama|qwen2]
+//               [--type TYPE] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N] [--vocab N]
+//               [--ctx N] [--seed N] [--window N]
 //
-// TYPE: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or the mix q4_k_m (Q4_K with Q6_K
-// where it matters most; the recipe is in src/model/synthetic.cpp). Matrices whose rows are not whole
+// --family: a small model of that family with all its parts (llama, mixtral, qwen2, qwen3, qwen3moe,
+// gemma2, gemma3, phi3, granite, olmo2, gpt-oss; see src/testing/synthetic.cpp) and decisive logits.
+// TYPE: any weight type of this build by its GGUF name (f32, f16, bf16, q8_0, q4_0, q4_k, ...), or the mix
+// q4_k_m (Q4_K with Q6_K where it matters most; the recipe is in src/testing/synthetic.cpp). Matrices whose rows are not whole
 // 256-element super-blocks get a legacy format instead of a K-quant (e.g. stories15m's 288).
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "testing/synthetic.hpp"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,19 +24,17 @@
 
 using namespace ember;
 
+// Any weight type of the dtype table this build supports, by its name in any case ("q4_k", "Q8_0").
 static DType parse_type(const std::string &s) {
-    if (s == "q4_0") return DType::Q4_0;
-    if (s == "q8_0") return DType::Q8_0;
-    if (s == "q4_1") return DType::Q4_1;
-    if (s == "q5_0") return DType::Q5_0;
-    if (s == "q5_1") return DType::Q5_1;
-    if (s == "q4_k") return DType::Q4_K;
-    if (s == "q5_k") return DType::Q5_K;
-    if (s == "q6_k") return DType::Q6_K;
-    if (s == "f16") return DType::F16;
-    if (s == "bf16") return DType::BF16;
-    if (s == "f32") return DType::F32;
-    std::fprintf(stderr, "ember-synth: unknown type '%s'\n", s.c_str());
+    for (uint32_t id = 0; id < 64; ++id) {
+        const DTypeInfo &i = dtype_info(id);
+        if (!i.name || !i.supported || s.size() != std::strlen(i.name)) continue;
+        bool same = true;
+        for (size_t k = 0; k < s.size(); ++k)
+            same &= std::tolower(static_cast<unsigned char>(s[k])) == std::tolower(static_cast<unsigned char>(i.name[k]));
+        if (same) return static_cast<DType>(id);
+    }
+    std::fprintf(stderr, "ember-synth: unknown or unsupported type '%s'\n", s.c_str());
     std::exit(2);
 }
 
@@ -59,6 +62,12 @@ int main(int argc, char **argv) {
         } else if (k == "--preset" && v == "stories15m") {
             s.n_embd = 288, s.n_layer = 6, s.n_head = 6, s.n_head_kv = 6, s.n_ff = 768, s.n_vocab = 32000;
             s.tied_output = false;
+        } else if (k == "--family") {
+            // Every part of the family switched on (testing/synthetic.hpp's synthetic_family); options
+            // after it still apply.
+            const uint64_t seed = s.seed;
+            s = synthetic_family(v);
+            s.seed = seed;
         } else if (k == "--arch") {
             s.arch = v;
             s.qkv_bias = v == "qwen2";
@@ -74,6 +83,7 @@ int main(int argc, char **argv) {
         else if (k == "--vocab") s.n_vocab = n;
         else if (k == "--ctx") s.n_ctx = n;
         else if (k == "--seed") s.seed = n;
+        else if (k == "--window") s.window = n;
         else {
             std::fprintf(stderr, "ember-synth: unknown option %s\n", k.c_str());
             return 2;

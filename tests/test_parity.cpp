@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"  // GGUF quantizers, to make quantized test weights
+#include "parity_family_ops.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -519,6 +520,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rope),   cmocka_unit_test(test_swiglu),   cmocka_unit_test(test_attention),
         cmocka_unit_test(test_add),    cmocka_unit_test(test_gather_logits), cmocka_unit_test(test_kv_store),
     };
+    parity_family_ops_add(tests, g_run, g_name);  // the model families' ops (parity_family_ops.cpp)
     if (vulkan && std::getenv("EMBER_VULKAN_VALIDATION")) tests.push_back(cmocka_unit_test(test_validation_trap));
     if (module && std::strcmp(module, "cuda") == 0) tests.push_back(cmocka_unit_test(test_matmul_kquants));
     const std::string group = std::string("parity_") + (module ? module : "cpu");

@@ -1,0 +1,140 @@
+#!/usr/bin/env node
+// compare_logits.mjs — Ember's and llama.cpp's full-vocabulary logits, both against the fp64 reference,
+// for every model family x weight type, on synthetic models (ember-synth --family F --type T: random
+// weights, decisive logits). llama.cpp runs through node-llama-cpp in ../shared/peer (its prebuilt CPU
+// binary, never downloaded or compiled), Ember and the reference through build/bench/ember-family-logits.
+//
+// Usage (from the repository root, after building ember_synth and ember_family_logits):
+//   node bench/compare_logits.mjs [--build build] [--peer ../shared/peer] [--families a,b] [--types t,u]
+//                                 [--threads 2] [--markdown]
+//
+// Per model, teacher-forced on the same 12 tokens (the reference logits at every position):
+//   rel_err   sqrt(sum (l - ref)^2 / sum ref^2) over every position and every token of the vocabulary;
+//             Ember's from its prefill (all positions' logits from one batch, as llama.cpp computes
+//             them here) and from its decode (one token per step);
+//   argmax    positions whose argmax equals the reference's;
+//   greedy    with F32 weights, whether 32 greedy tokens after the prompt are the same in both.
+// The issue's bar, per row: Ember's rel_err <= llama.cpp's x 1.1 + 0.002 and its argmax agreement >= llama.cpp's.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import process from "node:process";
+import { execFileSync } from "node:child_process";
+
+process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = "true";
+process.env.NODE_LLAMA_CPP_POSTINSTALL ??= "skip";
+
+const args = { build: "build", peer: "../shared/peer", families: null, types: null, threads: 2, markdown: false };
+for (let i = 2; i < process.argv.length; i++) {
+    const k = process.argv[i], v = () => process.argv[++i];
+    if (k === "--build") args.build = v();
+    else if (k === "--peer") args.peer = v();
+    else if (k === "--families") args.families = v().split(",");
+    else if (k === "--types") args.types = v().split(",");
+    else if (k === "--threads") args.threads = parseInt(v(), 10);
+    else if (k === "--markdown") args.markdown = true;
+    else throw new Error(`unknown argument ${k}`);
+}
+const families = args.families ?? ["llama", "mixtral", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "granite", "olmo2", "gpt-oss"];
+const types = args.types ?? ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"];
+const synth = path.join(args.build, "bench", "ember-synth");
+const logitsTool = path.join(args.build, "bench", "ember-family-logits");
+const tokens = [1, 7, 3, 12, 40, 5, 9, 22, 31, 2, 17, 60];
+const GREEDY = 32;
+
+const { getLlama, LlamaLogLevel } = await import(path.resolve(args.peer, "node_modules", "node-llama-cpp", "dist", "index.js"));
+const llama = await getLlama({
+    gpu: false, build: "never", skipDownload: true, usePrebuiltBinaries: true,
+    existingPrebuiltBinaryMustMatchBuildOptions: false, progressLogs: false, maxThreads: args.threads,
+    logLevel: LlamaLogLevel.error
+});
+
+// llama.cpp: every position's logits from one batch, and a greedy continuation.
+async function peerLogits(modelPath, nv) {
+    const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
+    try {
+        const context = await model.createContext({ contextSize: 256, batchSize: 64, threads: { ideal: args.threads, min: args.threads }, sequences: 1 });
+        const seq = context.getSequence();
+        const items = tokens.map((t) => [t, { generateNext: { logits: true } }]);
+        const res = await seq.controlledEvaluate(items);
+        const rows = res.map((r) => {
+            const row = new Float64Array(nv).fill(-Infinity);
+            for (const [tok, l] of r.next.logits) row[tok] = l;
+            return row;
+        });
+        await seq.clearHistory();
+        const greedy = [];
+        const gen = seq.evaluate(tokens, { temperature: 0, yieldEogToken: true });
+        for (let i = 0; i < GREEDY; i++) {
+            const n = await gen.next();
+            if (n.done) break;
+            greedy.push(n.value);
+        }
+        await gen.return();
+        await context.dispose();
+        return { rows, greedy };
+    } finally {
+        await model.dispose();
+    }
+}
+
+function metrics(rows, ref) {
+    let num = 0, den = 0, agree = 0;
+    for (let p = 0; p < ref.length; p++) {
+        let best = 0, ours = 0;
+        for (let i = 0; i < ref[p].length; i++) {
+            const d = rows[p][i] - ref[p][i];
+            num += d * d, den += ref[p][i] * ref[p][i];
+            if (ref[p][i] > ref[p][best]) best = i;
+            if (rows[p][i] > rows[p][ours]) ours = i;
+        }
+        agree += best === ours;
+    }
+    return { rel: Math.sqrt(num / den), agree };
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ember-logits-"));
+const results = [];
+for (const family of families) {
+    for (const type of types) {
+        const file = path.join(dir, `${family}-${type}.gguf`);
+        const row = { family, type };
+        try {
+            execFileSync(synth, ["-o", file, "--family", family, "--type", type], { stdio: ["ignore", "ignore", "pipe"] });
+            const ember = JSON.parse(execFileSync(logitsTool, [file, tokens.join(","), "--greedy", String(GREEDY), "--threads", String(args.threads)],
+                { maxBuffer: 1 << 28, encoding: "utf8" }));
+            const nv = ember.ref[0].length;
+            Object.assign(row, { ember_prefill: metrics(ember.prefill, ember.ref), ember_decode: metrics(ember.decode, ember.ref) });
+            try {
+                const peer = await peerLogits(file, nv);
+                row.peer = metrics(peer.rows, ember.ref);
+                if (type === "f32") row.greedy_same = JSON.stringify(peer.greedy) === JSON.stringify(ember.greedy);
+            } catch (e) {
+                row.peer_error = String(e.message ?? e).split("\n")[0];
+            }
+        } catch (e) {
+            row.error = String(e.stderr ?? e.message ?? e).split("\n")[0];
+        } finally {
+            fs.rmSync(file, { force: true });
+        }
+        results.push(row);
+        if (!args.markdown) process.stdout.write(JSON.stringify(row) + "\n");
+    }
+}
+fs.rmSync(dir, { recursive: true, force: true });
+
+if (args.markdown) {
+    const n = tokens.length, f = (x) => x.toExponential(2);
+    console.log("| family | type | Ember prefill rel err | Ember decode rel err | llama.cpp rel err | argmax Ember (prefill/decode) | argmax llama.cpp | bar met | greedy 32 same |");
+    console.log("|---|---|---|---|---|---|---|---|---|");
+    for (const r of results) {
+        if (r.error) { console.log(`| ${r.family} | ${r.type} | error: ${r.error} | | | | | | |`); continue; }
+        const peer = r.peer ? f(r.peer.rel) : `not run: ${r.peer_error}`;
+        const bar = r.peer ? (Math.max(r.ember_prefill.rel, r.ember_decode.rel) <= r.peer.rel * 1.1 + 0.002 &&
+            Math.min(r.ember_prefill.agree, r.ember_decode.agree) >= r.peer.agree ? "yes" : "no") : "-";
+        console.log(`| ${r.family} | ${r.type} | ${f(r.ember_prefill.rel)} | ${f(r.ember_decode.rel)} | ${peer} | ` +
+            `${r.ember_prefill.agree}/${n}, ${r.ember_decode.agree}/${n} | ${r.peer ? `${r.peer.agree}/${n}` : "-"} | ${bar} | ` +
+            `${r.greedy_same === undefined ? "" : r.greedy_same ? "yes" : "no"} |`);
+    }
+}
+process.exit(0);
