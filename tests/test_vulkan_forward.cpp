@@ -170,6 +170,11 @@ void test_families(void **) {
             compare(s, t == DType::F32 ? 1e-3 : 2e-2, what.c_str());
         }
     }
+    // A window wider than one split's 64 keys: the decode steps past position 72 split the window (not the
+    // context) in two, the sinks joining in attention_merge.comp.
+    SyntheticSpec s = synthetic_family("gpt-oss");
+    s.window = 72;
+    compare(s, 1e-3, "gpt-oss F32, window 72 split in decode");
 }
 
 // The program with every run the module folds kept apart by a node between its two: a weightless norm of
