@@ -32,6 +32,7 @@ ember_mod_op make_op(uint32_t kind) {
     return op;
 }
 
+// Every backend (the CPU, Vulkan and CUDA modules) runs every op of graph.h: any error fails the case.
 void run(const ember_mod_op &op) {
     try {
         g_run(op);

@@ -7,6 +7,7 @@
 // EMBER_ERR_UNSUPPORTED naming them, broken references EMBER_ERR_INVALID_MODEL; and a context's device
 // regions do not overlap. The model families' programs (issue 18: every synthetic family) are accepted,
 // their expert stacks uploaded as stacks, their YaRN ropes given tables of their own.
+#include "synthetic_model.hpp"
 #include "test_util.h"
 
 #include "../cuda/program.hpp"
@@ -25,18 +26,6 @@
 using namespace ember;
 
 namespace {
-
-std::unique_ptr<Model> load_synthetic(const SyntheticSpec &spec) {
-    const std::vector<uint8_t> bytes = synthetic_model_gguf(spec);
-    char path[] = "/tmp/ember_cuda_program_XXXXXX";
-    const int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
-    close(fd);
-    auto m = Model::load(path, LoadOptions{});
-    unlink(path);  // the mapping stays valid
-    return m;
-}
 
 // A description whose program is `nodes` instead of the model's.
 struct Edited {

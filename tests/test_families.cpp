@@ -6,6 +6,7 @@
 //
 // The types come from the dtype table (core/dtype.cpp's `supported`), so a type the build gains is
 // covered here without editing this file.
+#include "synthetic_model.hpp"
 #include "test_util.h"
 
 #include "core/error.hpp"
@@ -25,19 +26,6 @@
 using namespace ember;
 
 namespace {
-
-struct TempFile {
-    std::string path;
-    explicit TempFile(const std::vector<uint8_t> &bytes) {
-        char tmpl[] = "/tmp/ember_families_XXXXXX";
-        int fd = mkstemp(tmpl);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
-        close(fd);
-        path = tmpl;
-    }
-    ~TempFile() { unlink(path.c_str()); }
-};
 
 size_t argmax(const float *v, size_t n) { return static_cast<size_t>(std::max_element(v, v + n) - v); }
 size_t argmax(const std::vector<double> &v) { return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin()); }
@@ -74,8 +62,7 @@ struct Result {
 Result run_case(const std::string &family, DType type) {
     SyntheticSpec spec = synthetic_family(family);
     spec.type = type;
-    TempFile file(synthetic_model_gguf(spec));
-    auto model = Model::load(file.path, LoadOptions{});
+    auto model = load_synthetic(spec);
     const std::vector<int32_t> tokens = {1, 7, 3, 12, 40, 5, 9, 22, 31, 2, 17};
     ReferenceStats stats;
     const auto ref = reference_logits(*model, tokens, &stats);
@@ -141,8 +128,7 @@ void test_every_family_every_type(void **) {
 void test_window_changes_the_result(void **) {
     SyntheticSpec a = synthetic_family("gemma2"), b = a;
     b.window = 1;
-    TempFile fa(synthetic_model_gguf(a)), fb(synthetic_model_gguf(b));
-    auto ma = Model::load(fa.path, LoadOptions{}), mb = Model::load(fb.path, LoadOptions{});
+    auto ma = load_synthetic(a), mb = load_synthetic(b);
     const std::vector<int32_t> tokens = {1, 7, 3, 12, 40, 5, 9};
     SessionOptions o;
     o.n_ctx = 32;
@@ -158,13 +144,39 @@ void test_window_changes_the_result(void **) {
     assert_true(err < 0.05);
 }
 
+// The KV cache with window layers: a session truncated back into its window's past and fed again, and a
+// fork that continues from a shared prefix, give the logits of a fresh session fed the same tokens bit for
+// bit — the cache keeps every row a window layer may read after either (gpt-oss: window 4, two layers).
+void test_window_cache_truncate_and_fork(void **) {
+    auto model = load_synthetic(synthetic_family("gpt-oss"));
+    std::vector<int32_t> tokens(40);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % 300);
+    SessionOptions o;
+    o.n_ctx = 64;
+    auto logits_of = [&](Session &s) { return std::vector<float>(s.logits(), s.logits() + s.n_vocab()); };
+    Session fresh(*model, o);
+    fresh.feed(tokens.data(), tokens.size());
+    const std::vector<float> want = logits_of(fresh);
+
+    Session s(*model, o);
+    s.feed(tokens.data(), tokens.size());
+    s.truncate(18);
+    s.feed(tokens.data() + 18, tokens.size() - 18);
+    assert_memory_equal(logits_of(s).data(), want.data(), want.size() * sizeof(float));
+
+    Session base(*model, o);
+    base.feed(tokens.data(), 33);
+    auto child = base.fork();
+    child->feed(tokens.data() + 33, tokens.size() - 33);
+    assert_memory_equal(logits_of(*child).data(), want.data(), want.size() * sizeof(float));
+}
+
 // A family's required parts are checked at load: gpt-oss without its sinks is refused naming them.
 void test_missing_sinks_is_an_error(void **) {
     SyntheticSpec s = synthetic_family("gpt-oss");
     s.sinks = false;
-    TempFile file(synthetic_model_gguf(s));
     try {
-        Model::load(file.path, LoadOptions{});
+        load_synthetic(s);
         fail_msg("a gpt-oss file without attn_sinks loaded");
     } catch (const ember::Error &e) {
         assert_int_equal(e.status(), EMBER_ERR_INVALID_MODEL);
@@ -178,6 +190,7 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_family_every_type),
         cmocka_unit_test(test_window_changes_the_result),
+        cmocka_unit_test(test_window_cache_truncate_and_fork),
         cmocka_unit_test(test_missing_sinks_is_an_error),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);

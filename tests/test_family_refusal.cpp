@@ -4,6 +4,7 @@
 // backend that lists no ops of its own is held to), on every synthetic family whose program uses a new
 // op. The CPU, which runs them all, loads each; so does the CUDA module's program check (cuda/program.cpp,
 // compiled here without CUDA), which lists every op since the families' ops were implemented there.
+#include "synthetic_model.hpp"
 #include "test_util.h"
 
 #include "../cuda/program.hpp"
@@ -24,18 +25,6 @@ using namespace ember;
 
 namespace {
 
-std::unique_ptr<Model> load_family(const std::string &family) {
-    const std::vector<uint8_t> bytes = synthetic_model_gguf(synthetic_family(family));
-    char path[] = "/tmp/ember_family_refusal_XXXXXX";
-    const int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
-    close(fd);
-    auto m = Model::load(path, LoadOptions{});
-    unlink(path);  // the mapping stays valid
-    return m;
-}
-
 // The first op of the program that is not among graph.h's first nine, or nullptr.
 const char *first_new_op(const ModelDesc &d) {
     for (const ember_graph_node &n : d.nodes)
@@ -47,7 +36,7 @@ const char *first_new_op(const ModelDesc &d) {
 void test_new_ops_are_refused_by_name(void **) {
     int checked = 0;
     for (const std::string &family : synthetic_families()) {
-        auto model = load_family(family);  // the CPU backend takes every op (Model::load builds the program)
+        auto model = load_synthetic(synthetic_family(family));  // the CPU backend takes every op (Model::load builds the program)
         const ModelDesc &d = model->desc();
         const char *op = first_new_op(d);
         if (!op) continue;  // llama, qwen2, qwen3: graph.h's first ops only

@@ -6,6 +6,7 @@
 // The reference stores K and V rounded to f16, as the f16 KV cache does, and reads weights exactly as
 // stored (dequantized), so what remains is float32 rounding inside the kernels, plus, for quantized
 // weights, the 8-bit quantization of activations that the integer dot products use.
+#include "synthetic_model.hpp"
 #include "test_util.h"
 
 #include "core/error.hpp"
@@ -35,19 +36,6 @@ namespace {
 using Vec = std::vector<double>;
 using ember::reference_logits;
 
-struct TempFile {
-    std::string path;
-    explicit TempFile(const std::vector<uint8_t> &bytes) {
-        char tmpl[] = "/tmp/ember_forward_XXXXXX";
-        int fd = mkstemp(tmpl);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
-        close(fd);
-        path = tmpl;
-    }
-    ~TempFile() { unlink(path.c_str()); }
-};
-
 // Largest |ours - reference| over the vocabulary.
 double max_diff(const float *ours, const Vec &ref) {
     double m = 0;
@@ -56,8 +44,7 @@ double max_diff(const float *ours, const Vec &ref) {
 }
 
 void check_model(const SyntheticSpec &spec, double bound, const char *what) {
-    TempFile file(synthetic_model_gguf(spec));
-    auto model = Model::load(file.path, LoadOptions{});
+    auto model = load_synthetic(spec);
     const std::vector<int32_t> tokens = {1, 7, 3, 12, 40, 5, 9, 22, 31, 2, 17};
     const auto ref = reference_logits(*model, tokens);
 
@@ -165,8 +152,7 @@ void test_llama_q4_k_m(void **) {
     s.n_ff = 512;
     s.n_layer = 3;
     s.tied_output = false;
-    TempFile file(synthetic_model_gguf(s));
-    auto model = Model::load(file.path, LoadOptions{});
+    auto model = load_synthetic(s);
     const ModelDesc &d = model->desc();
     auto type = [&](const std::string &name) { return static_cast<int>(d.tensor(name)->type); };
     assert_int_equal(type("token_embd.weight"), static_cast<int>(DType::Q4_K));
@@ -224,9 +210,8 @@ void test_missing_bias_is_an_error(void **) {
     SyntheticSpec s;
     s.arch = "qwen2";
     s.qkv_bias = false;
-    TempFile file(synthetic_model_gguf(s));
     try {
-        Model::load(file.path, LoadOptions{});
+        load_synthetic(s);
         fail_msg("a qwen2 file without Q/K/V biases loaded");
     } catch (const ember::Error &e) {
         assert_int_equal(e.status(), EMBER_ERR_INVALID_MODEL);
@@ -245,8 +230,7 @@ void test_sessions_sharing_threads(void **) {
     spec.n_embd = 256;   // big enough that the matmuls go to the pool (matmul.cpp's kMinParallelMacs)
     spec.n_ff = 512;
     spec.n_vocab = 512;
-    TempFile file(synthetic_model_gguf(spec));
-    auto model = Model::load(file.path, LoadOptions{});
+    auto model = load_synthetic(spec);
     const std::vector<int32_t> a_tokens = {1, 7, 3, 12, 40, 5, 9, 22}, b_tokens = {1, 30, 31, 2, 17, 4, 8, 60};
     SessionOptions o;
     o.n_ctx = 64;

@@ -153,7 +153,8 @@ struct DecoderOptions {
     float window_theta = 0.0f;
 };
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
-// Whether layer il has a sliding window under these options.
-bool decoder_layer_windowed(const DecoderOptions &opt, uint32_t il);
+// An after_qkv hook: RMSNorm of each head of q and k with the layer's attn_q_norm / attn_k_norm weights
+// (head_dim each, shared by the heads) — Qwen3's, Qwen3-MoE's and Gemma 3's.
+void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l);
 
 } // namespace ember

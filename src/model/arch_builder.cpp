@@ -43,6 +43,19 @@ const TensorRef *ArchBuilder::find(const std::string &name) const {
 namespace {
 // The weight types the kernels take (core/dtype.cpp marks them).
 bool is_matmul_type(DType t) { return dtype_info(t).supported; }
+
+// "F32, F16, ..." from the same table, for messages.
+std::string supported_types() {
+    std::string out;
+    for (uint32_t id = 0; id < 64; ++id)
+        if (dtype_info(id).name && dtype_info(id).supported) out += (out.empty() ? "" : ", ") + std::string(dtype_info(id).name);
+    return out;
+}
+
+[[noreturn]] void unsupported_type(const std::string &name, DType type) {
+    fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s, which this build does not support (supported: %s)", name.c_str(),
+         dtype_name(type), supported_types().c_str());
+}
 } // namespace
 
 int32_t ArchBuilder::matrix(const std::string &name, int64_t n_in, int64_t n_out, bool required) {
@@ -62,10 +75,7 @@ const TensorRef *ArchBuilder::checked_matrix(const std::string &name, int64_t n_
     if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
         fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name.c_str(),
              (long long)t->ne[0], (long long)t->ne[1], (long long)n_in, (long long)n_out);
-    if (!is_matmul_type(t->type))
-        fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s, which this build does not support "
-             "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", name.c_str(),
-             dtype_name(t->type));
+    if (!is_matmul_type(t->type)) unsupported_type(name, t->type);
     return t;
 }
 
@@ -112,9 +122,7 @@ int32_t ArchBuilder::experts(const std::string &name, int64_t n_in, int64_t n_ou
         fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld, %lld]", name.c_str(),
              (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)n_in, (long long)n_out,
              (long long)n_expert);
-    if (!dtype_info(t->type).supported)
-        fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s, which this build does not support", name.c_str(),
-             dtype_name(t->type));
+    if (!is_matmul_type(t->type)) unsupported_type(name, t->type);
     auto [it, added] = index_.emplace(t, static_cast<int32_t>(out_.tensors.size()));
     if (added) out_.tensors.push_back(t);
     return it->second;

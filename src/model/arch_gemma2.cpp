@@ -8,25 +8,26 @@
 
 namespace ember {
 
-// Gemma 2/3 scale queries by query_pre_attn_scalar^-1/2, which the GGUF does not carry: llama.cpp
-// takes n_embd / n_head for the 27B models (its layer count) and head_dim otherwise, as the checkpoints
-// were configured. Shared with arch_gemma3.cpp.
-float gemma_query_scale(ArchBuilder &b, uint32_t layers_of_27b) {
+// What Gemma 2 and 3 share (arch_gemma3.cpp uses it too). Queries are scaled by
+// query_pre_attn_scalar^-1/2, which the GGUF does not carry: llama.cpp takes n_embd / n_head for the
+// 27B models (told by their layer count) and head_dim otherwise, as the checkpoints were configured.
+DecoderOptions gemma_decoder_options(ArchBuilder &b, uint32_t layers_of_27b) {
     const uint32_t n_layer = b.u32("block_count", std::nullopt), n_embd = b.u32("embedding_length", std::nullopt);
     const uint32_t n_head = b.u32("attention.head_count", std::nullopt);
     const uint32_t head_dim = b.u32("attention.key_length", n_head ? n_embd / n_head : 0);
     const uint32_t scalar = n_layer == layers_of_27b && n_head ? n_embd / n_head : head_dim;
-    return scalar ? 1.0f / std::sqrt(static_cast<float>(scalar)) : 0.0f;
+    DecoderOptions o;
+    o.rope_mode = EMBER_GRAPH_ROPE_NEOX;
+    o.post_norms = true;
+    o.act = EMBER_GRAPH_ACT_GELU;
+    o.embd_scale = std::sqrt(static_cast<float>(n_embd));
+    o.attn_scale = scalar ? 1.0f / std::sqrt(static_cast<float>(scalar)) : 0.0f;
+    return o;
 }
 
 // Found by arch.cpp through the list CMake writes from the arch_*.cpp files (arch_list.inc).
 extern const ArchSpec arch_spec_gemma2 = {"gemma2", [](ArchBuilder &b) {
-                                  DecoderOptions o;
-                                  o.rope_mode = EMBER_GRAPH_ROPE_NEOX;
-                                  o.post_norms = true;
-                                  o.act = EMBER_GRAPH_ACT_GELU;
-                                  o.embd_scale = std::sqrt(static_cast<float>(b.u32("embedding_length", std::nullopt)));
-                                  o.attn_scale = gemma_query_scale(b, 46);
+                                  DecoderOptions o = gemma_decoder_options(b, 46);
                                   o.attn_softcap = b.f32("attn_logit_softcapping", 50.0f);
                                   o.final_softcap = b.f32("final_logit_softcapping", 30.0f);
                                   o.window = b.u32("attention.sliding_window", 4096u);

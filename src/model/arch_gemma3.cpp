@@ -3,29 +3,14 @@
 // base 10000 unscaled, the global ones with rope.freq_base and the file's scaling (linear 8 at 4B+).
 #include "model/arch.hpp"
 
-#include <cmath>
-
 namespace ember {
 
-float gemma_query_scale(ArchBuilder &b, uint32_t layers_of_27b);  // arch_gemma2.cpp
-
-namespace {
-void qk_norm(ArchBuilder &b, const DecoderLayer &l) {
-    const uint32_t hd = b.hp().head_dim;
-    b.rms_norm(l.q, l.q, b.vector(l.prefix + "attn_q_norm.weight", hd), l.eps, hd);
-    b.rms_norm(l.k, l.k, b.vector(l.prefix + "attn_k_norm.weight", hd), l.eps, hd);
-}
-} // namespace
+DecoderOptions gemma_decoder_options(ArchBuilder &b, uint32_t layers_of_27b);  // arch_gemma2.cpp
 
 // Found by arch.cpp through the list CMake writes from the arch_*.cpp files (arch_list.inc).
 extern const ArchSpec arch_spec_gemma3 = {"gemma3", [](ArchBuilder &b) {
-                                  DecoderOptions o;
-                                  o.rope_mode = EMBER_GRAPH_ROPE_NEOX;
-                                  o.post_norms = true;
-                                  o.act = EMBER_GRAPH_ACT_GELU;
-                                  o.after_qkv = qk_norm;
-                                  o.embd_scale = std::sqrt(static_cast<float>(b.u32("embedding_length", std::nullopt)));
-                                  o.attn_scale = gemma_query_scale(b, 62);
+                                  DecoderOptions o = gemma_decoder_options(b, 62);
+                                  o.after_qkv = qk_norm_per_head;
                                   o.final_softcap = b.f32("final_logit_softcapping", 0.0f);
                                   o.window = b.u32("attention.sliding_window", std::nullopt);
                                   o.window_pattern = 6;

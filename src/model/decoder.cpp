@@ -85,10 +85,17 @@ ArchBuilder::Rope read_rope(ArchBuilder &b, uint32_t mode) {
     return r;
 }
 
+// Whether layer il has a sliding window under these options.
+bool layer_windowed(const DecoderOptions &opt, uint32_t il) {
+    return opt.window > 0 && (opt.window_pattern == 0 || il % opt.window_pattern < opt.window_pattern - 1);
+}
+
 } // namespace
 
-bool decoder_layer_windowed(const DecoderOptions &opt, uint32_t il) {
-    return opt.window > 0 && (opt.window_pattern == 0 || il % opt.window_pattern < opt.window_pattern - 1);
+void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l) {
+    const uint32_t hd = b.hp().head_dim;
+    b.rms_norm(l.q, l.q, b.vector(l.prefix + "attn_q_norm.weight", hd), l.eps, hd);
+    b.rms_norm(l.k, l.k, b.vector(l.prefix + "attn_k_norm.weight", hd), l.eps, hd);
 }
 
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
@@ -121,7 +128,6 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
 
     b.get_rows(x, tok_embd);
     if (opt.embd_scale != 1.0f) b.scale(x, x, opt.embd_scale);
-    hp.layer_window.assign(hp.n_layer, 0);
     // A block's output (in tmp) joins the residual stream: through its post-norm and multiplier.
     auto residual = [&](const std::string &post_norm) {
         if (opt.post_norms) b.rms_norm(tmp, tmp, b.vector(post_norm, d), eps, d);
@@ -131,8 +137,7 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         b.layer(static_cast<int32_t>(il));
-        const bool windowed = decoder_layer_windowed(opt, il);
-        if (windowed) hp.layer_window[il] = opt.window;
+        const bool windowed = layer_windowed(opt, il);
         const int32_t in = opt.pre_norms ? xn : x;
         if (opt.pre_norms) b.rms_norm(xn, x, b.vector(p + "attn_norm.weight", d), eps, d);
         if (opt.fused_qkv && b.find(p + "attn_qkv.weight")) {

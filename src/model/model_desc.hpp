@@ -42,14 +42,6 @@ struct HParams {
     uint32_t n_ctx_train = 0;
     uint32_t n_expert = 0;       // mixture of experts: experts per layer (0: a dense FFN)
     uint32_t n_expert_used = 0;  // experts each token goes through
-    // Sliding-window attention: the window of each layer (0: the layer sees the whole context), and
-    // whether any layer has one. Read by the KV cache (a window layer never reads older positions).
-    std::vector<uint32_t> layer_window;
-    uint32_t max_window() const {
-        uint32_t m = 0;
-        for (uint32_t w : layer_window) m = w > m ? w : m;
-        return m;
-    }
 
     uint32_t n_embd_kv() const { return n_head_kv * head_dim; }
     uint32_t n_embd_q() const { return n_head * head_dim; }
