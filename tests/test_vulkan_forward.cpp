@@ -160,13 +160,14 @@ void test_qwen3_per_head_norm_head_dim(void **) {
 // Every model family (issue 18) through the one decoder: gemma2/3 (GeGLU, sqrt(d) scale, softcaps, sliding
 // windows crossed by the 80-token prompt), phi3 (LongRoPE factors, partial rotary), granite's multipliers,
 // olmo2, mixtral, qwen3moe and gpt-oss (experts routed per pass, sinks, YaRN, clamped SwiGLU, biases): each
-// op of graph.h the CPU runs, run by the module's shaders, in F32 weights and in 8-bit ones.
+// op of graph.h the CPU runs, run by the module's shaders, in F32 weights, Q8_0 and Q4_K (the K layout:
+// each expert matrix of a stack packed on its own).
 void test_families(void **) {
     for (const std::string &name : synthetic_families()) {
-        for (DType t : {DType::F32, DType::Q8_0}) {
+        for (DType t : {DType::F32, DType::Q8_0, DType::Q4_K}) {
             SyntheticSpec s = synthetic_family(name);
             s.type = t;
-            const std::string what = name + (t == DType::F32 ? " F32" : " Q8_0");
+            const std::string what = name + " " + dtype_name(t);
             compare(s, t == DType::F32 ? 1e-3 : 2e-2, what.c_str());
         }
     }
