@@ -34,7 +34,7 @@ EMBER_ROPE_HD YarnRamp yarn_ramp(int n_rot, float theta, const RopeYarn &y) {
 }
 
 // Pair i's frequency in double (the angle is pos times it), as cpu/rope.cpp: freq_scale theta^(-2i/n_rot)
-// / factor (factor: LongRoPE's or Llama-3's, 1 without), mixed by the ramp with the unscaled one.
+// / factor (factor: the rope's frequency factor tensor, 1 without), mixed by the ramp with the unscaled one.
 EMBER_ROPE_HD double yarn_freq(int i, int n_rot, float theta, float freq_scale, float factor, const RopeYarn &y,
                                YarnRamp r) {
     const double base_freq = pow(static_cast<double>(theta), -2.0 * i / static_cast<double>(n_rot));
