@@ -258,6 +258,15 @@ void test_unsupported_refused_at_load(void **) {
     assert_true(it != rope.nodes.end());
     it->rope_mode = 1;  // a mode graph.h does not define
     expect_refused(rope.desc(), "rope mode 1");
+    // An expert activation graph.h does not define: refused naming the op and the option.
+    TempFile moe_file(synthetic_model_gguf(synthetic_family("qwen3moe")));
+    auto moe_model = Model::load(moe_file.path, LoadOptions{});
+    ProgramCopy moe(moe_model->desc());
+    auto m = std::find_if(moe.nodes.begin(), moe.nodes.end(), [](const ember_graph_node &n) { return n.op == EMBER_GRAPH_MOE; });
+    assert_true(m != moe.nodes.end());
+    m->moe_act = 7;
+    expect_refused(moe.desc(), "moe (node");
+    expect_refused(moe.desc(), "activation 7");
 }
 
 void test_cancel_between_chunks(void **) {
