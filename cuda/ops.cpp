@@ -72,7 +72,8 @@ void run_op(Device &dev, const ember_mod_op &op) {
     };
     std::vector<Download> back;
     // The ops from SCALE on read the fields appended to ember_mod_op: a caller's struct must have them.
-    if (op.kind >= EMBER_GRAPH_SCALE && op.struct_size < offsetof(ember_mod_op, act_limit) + sizeof op.act_limit)
+    if (op.kind >= EMBER_GRAPH_SCALE && op.kind <= EMBER_GRAPH_MOE &&
+        op.struct_size < offsetof(ember_mod_op, act_limit) + sizeof op.act_limit)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cuda run_op: op %u needs ember_mod_op's fields of graph.h's new ops", op.kind);
     std::vector<DevWeight> experts[3];  // MOE: alive until the op has run
     switch (op.kind) {
