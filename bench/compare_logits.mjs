@@ -7,6 +7,10 @@
 // Usage (from the repository root, after building ember_synth and ember_family_logits):
 //   node bench/compare_logits.mjs [--build build] [--peer ../shared/peer] [--families a,b] [--types t,u]
 //                                 [--threads 2] [--markdown]
+//   node bench/compare_logits.mjs --table RESULTS.jsonl     (the markdown table of rows printed before)
+//
+// Without --markdown it prints one JSON line per model as it goes (keep them: a long run can be resumed
+// family by family and the table made from the lines).
 //
 // Per model, teacher-forced on the same 12 tokens (the reference logits at every position):
 //   rel_err   sqrt(sum (l - ref)^2 / sum ref^2) over every position and every token of the vocabulary;
@@ -24,7 +28,7 @@ import { execFileSync } from "node:child_process";
 process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = "true";
 process.env.NODE_LLAMA_CPP_POSTINSTALL ??= "skip";
 
-const args = { build: "build", peer: "../shared/peer", families: null, types: null, threads: 2, markdown: false };
+const args = { build: "build", peer: "../shared/peer", families: null, types: null, threads: 2, markdown: false, table: null };
 for (let i = 2; i < process.argv.length; i++) {
     const k = process.argv[i], v = () => process.argv[++i];
     if (k === "--build") args.build = v();
@@ -33,6 +37,7 @@ for (let i = 2; i < process.argv.length; i++) {
     else if (k === "--types") args.types = v().split(",");
     else if (k === "--threads") args.threads = parseInt(v(), 10);
     else if (k === "--markdown") args.markdown = true;
+    else if (k === "--table") args.table = v();
     else throw new Error(`unknown argument ${k}`);
 }
 const families = args.families ?? ["llama", "mixtral", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "granite", "olmo2", "gpt-oss"];
@@ -93,6 +98,35 @@ function metrics(rows, ref) {
     return { rel: Math.sqrt(num / den), agree };
 }
 
+// The results as a markdown table, with the totals.
+function printTable(results) {
+    const n = tokens.length, f = (x) => x.toExponential(2);
+    console.log("| family | type | Ember prefill rel err | Ember decode rel err | llama.cpp rel err | argmax Ember (prefill/decode) | argmax llama.cpp | bar met | greedy 32 same |");
+    console.log("|---|---|---|---|---|---|---|---|---|");
+    for (const r of results) {
+        if (r.error) { console.log(`| ${r.family} | ${r.type} | error: ${r.error} | | | | | | |`); continue; }
+        const peer = r.peer ? f(r.peer.rel) : `not run: ${r.peer_error}`;
+        const bar = r.peer ? (Math.max(r.ember_prefill.rel, r.ember_decode.rel) <= r.peer.rel * 1.1 + 0.002 &&
+            Math.min(r.ember_prefill.agree, r.ember_decode.agree) >= r.peer.agree ? "yes" : "no") : "-";
+        console.log(`| ${r.family} | ${r.type} | ${f(r.ember_prefill.rel)} | ${f(r.ember_decode.rel)} | ${peer} | ` +
+            `${r.ember_prefill.agree}/${n}, ${r.ember_decode.agree}/${n} | ${r.peer ? `${r.peer.agree}/${n}` : "-"} | ${bar} | ` +
+            `${r.greedy_same === undefined ? "" : r.greedy_same ? "yes" : "no"} |`);
+    }
+    const done = results.filter((r) => r.peer);
+    const sum = (f) => done.reduce((a, r) => a + f(r), 0);
+    const met = done.filter((r) => Math.max(r.ember_prefill.rel, r.ember_decode.rel) <= r.peer.rel * 1.1 + 0.002 &&
+        Math.min(r.ember_prefill.agree, r.ember_decode.agree) >= r.peer.agree).length;
+    console.log(`\n${done.length} models compared: the bar met in ${met}; argmax agreement over all positions: Ember ` +
+        `${sum((r) => r.ember_prefill.agree)} (prefill), ${sum((r) => r.ember_decode.agree)} (decode), llama.cpp ` +
+        `${sum((r) => r.peer.agree)} of ${done.length * tokens.length}; F32 greedy 32 tokens the same in ` +
+        `${results.filter((r) => r.greedy_same).length} of ${results.filter((r) => r.greedy_same !== undefined).length}.`);
+}
+
+if (args.table) {
+    printTable(fs.readFileSync(args.table, "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l)));
+    process.exit(0);
+}
+
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ember-logits-"));
 const results = [];
 for (const family of families) {
@@ -123,18 +157,5 @@ for (const family of families) {
 }
 fs.rmSync(dir, { recursive: true, force: true });
 
-if (args.markdown) {
-    const n = tokens.length, f = (x) => x.toExponential(2);
-    console.log("| family | type | Ember prefill rel err | Ember decode rel err | llama.cpp rel err | argmax Ember (prefill/decode) | argmax llama.cpp | bar met | greedy 32 same |");
-    console.log("|---|---|---|---|---|---|---|---|---|");
-    for (const r of results) {
-        if (r.error) { console.log(`| ${r.family} | ${r.type} | error: ${r.error} | | | | | | |`); continue; }
-        const peer = r.peer ? f(r.peer.rel) : `not run: ${r.peer_error}`;
-        const bar = r.peer ? (Math.max(r.ember_prefill.rel, r.ember_decode.rel) <= r.peer.rel * 1.1 + 0.002 &&
-            Math.min(r.ember_prefill.agree, r.ember_decode.agree) >= r.peer.agree ? "yes" : "no") : "-";
-        console.log(`| ${r.family} | ${r.type} | ${f(r.ember_prefill.rel)} | ${f(r.ember_decode.rel)} | ${peer} | ` +
-            `${r.ember_prefill.agree}/${n}, ${r.ember_decode.agree}/${n} | ${r.peer ? `${r.peer.agree}/${n}` : "-"} | ${bar} | ` +
-            `${r.greedy_same === undefined ? "" : r.greedy_same ? "yes" : "no"} |`);
-    }
-}
+if (args.markdown) printTable(results);
 process.exit(0);

@@ -1,12 +1,11 @@
 // family_logits.cpp — `ember-family-logits`: one model's full-vocabulary logits for bench/compare_logits.mjs,
 // teacher-forced on given tokens: the fp64 reference's (src/testing/reference_forward.cpp), Ember's CPU
-// prefill (every position's logits from one batch) and decode (one token per step), and Ember's greedy
-// continuation. Prints one JSON object.
+// prefill (position t's logits from one batch of tokens 0..t) and decode (one token per step), and
+// Ember's greedy continuation. Ember runs through its public API, as an application would; prints one
+// JSON object.
 //
 //   ember-family-logits MODEL.gguf TOKEN,TOKEN,... [--greedy N] [--threads N]
-#include "core/error.hpp"
-#include "model/model.hpp"
-#include "session/session.hpp"
+#include "ember/ember.h"
 #include "testing/reference_forward.hpp"
 
 #include <algorithm>
@@ -14,8 +13,6 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-using namespace ember;
 
 namespace {
 
@@ -30,6 +27,20 @@ void print_rows(const char *key, const std::vector<std::vector<T>> &rows) {
     std::printf("]");
 }
 
+void check(ember_status s, const char *what) {
+    if (s != EMBER_OK) {
+        std::fprintf(stderr, "ember-family-logits: %s: %s\n", what, ember_last_error());
+        std::exit(1);
+    }
+}
+
+std::vector<float> logits(ember_session *s) {
+    const float *l = nullptr;
+    size_t n = 0;
+    check(ember_session_logits(s, &l, &n), "logits");
+    return std::vector<float>(l, l + n);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -37,12 +48,12 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "usage: ember-family-logits MODEL.gguf TOKEN,TOKEN,... [--greedy N] [--threads N]\n");
         return 2;
     }
-    std::vector<int32_t> tokens;
+    std::vector<ember_token> tokens;
     for (const char *p = argv[2]; *p;) {
         char *end;
-        tokens.push_back(static_cast<int32_t>(std::strtol(p, &end, 10)));
+        tokens.push_back(static_cast<ember_token>(std::strtol(p, &end, 10)));
+        if (end == p) break;
         p = *end == ',' ? end + 1 : end;
-        if (end == p && *p) break;
     }
     int greedy = 0, threads = 2;
     for (int i = 3; i + 1 < argc; i += 2) {
@@ -50,43 +61,53 @@ int main(int argc, char **argv) {
         if (k == "--greedy") greedy = std::atoi(argv[i + 1]);
         else if (k == "--threads") threads = std::atoi(argv[i + 1]);
     }
+    std::vector<std::vector<double>> ref;
     try {
-        auto model = Model::load(argv[1], LoadOptions{});
-        const auto ref = reference_logits(*model, tokens);
-        SessionOptions o;
-        o.n_ctx = static_cast<uint32_t>(tokens.size() + greedy + 16);
-        o.n_threads = threads;
-        Session s(*model, o);
-        const size_t nv = s.n_vocab();
-        std::vector<float> all(tokens.size() * nv);
-        s.feed(tokens.data(), tokens.size(), all.data());
-        std::vector<std::vector<float>> prefill(tokens.size());
-        for (size_t t = 0; t < tokens.size(); ++t) prefill[t].assign(all.begin() + t * nv, all.begin() + (t + 1) * nv);
-        std::vector<int32_t> gen;
-        for (int g = 0; g < greedy; ++g) {
-            const float *l = s.logits();
-            const int32_t next = static_cast<int32_t>(std::max_element(l, l + nv) - l);
-            gen.push_back(next);
-            s.feed(&next, 1);
-        }
-        Session d(*model, o);
-        std::vector<std::vector<float>> decode(tokens.size());
-        for (size_t t = 0; t < tokens.size(); ++t) {
-            d.feed(&tokens[t], 1);
-            decode[t].assign(d.logits(), d.logits() + nv);
-        }
-        std::printf("{");
-        print_rows("ref", ref);
-        std::printf(",");
-        print_rows("prefill", prefill);
-        std::printf(",");
-        print_rows("decode", decode);
-        std::printf(",\"greedy\":[");
-        for (size_t i = 0; i < gen.size(); ++i) std::printf("%s%d", i ? "," : "", gen[i]);
-        std::printf("]}\n");
-    } catch (const Error &e) {
-        std::fprintf(stderr, "ember-family-logits: %s\n", e.what());
+        ref = ember::reference_logits_file(argv[1], std::vector<int32_t>(tokens.begin(), tokens.end()));
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "ember-family-logits: reference: %s\n", e.what());
         return 1;
     }
+    ember_model_params mp;
+    ember_model_params_init(&mp);
+    ember_model *model = nullptr;
+    check(ember_model_load(argv[1], &mp, &model), "load");
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_ctx = static_cast<uint32_t>(tokens.size() + greedy + 16);
+    sp.n_threads = static_cast<uint32_t>(threads);
+    sp.backend = EMBER_BACKEND_CPU;
+    ember_session *s = nullptr;
+    check(ember_session_create(model, &sp, &s), "session");
+    // Prefill: tokens 0..t in one batch, for each t.
+    std::vector<std::vector<float>> prefill, decode;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        check(ember_session_truncate(s, 0), "truncate");
+        check(ember_session_feed(s, tokens.data(), t + 1), "feed");
+        prefill.push_back(logits(s));
+    }
+    std::vector<ember_token> gen;
+    for (int g = 0; g < greedy; ++g) {
+        const std::vector<float> l = logits(s);
+        const ember_token next = static_cast<ember_token>(std::max_element(l.begin(), l.end()) - l.begin());
+        gen.push_back(next);
+        check(ember_session_feed(s, &next, 1), "feed");
+    }
+    check(ember_session_truncate(s, 0), "truncate");
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        check(ember_session_feed(s, &tokens[t], 1), "feed");
+        decode.push_back(logits(s));
+    }
+    ember_session_free(s);
+    ember_model_free(model);
+    std::printf("{");
+    print_rows("ref", ref);
+    std::printf(",");
+    print_rows("prefill", prefill);
+    std::printf(",");
+    print_rows("decode", decode);
+    std::printf(",\"greedy\":[");
+    for (size_t i = 0; i < gen.size(); ++i) std::printf("%s%d", i ? "," : "", gen[i]);
+    std::printf("]}\n");
     return 0;
 }

@@ -356,4 +356,8 @@ std::vector<std::vector<double>> reference_logits(const Model &model, const std:
     return out;
 }
 
+std::vector<std::vector<double>> reference_logits_file(const std::string &path, const std::vector<int32_t> &tokens) {
+    return reference_logits(*Model::load(path, LoadOptions{}), tokens);
+}
+
 } // namespace ember

@@ -10,6 +10,7 @@
 #include "model/model.hpp"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ember {
@@ -25,5 +26,7 @@ struct ReferenceStats {
 };
 std::vector<std::vector<double>> reference_logits(const Model &model, const std::vector<int32_t> &tokens,
                                                   ReferenceStats *stats = nullptr);
+// The same for the model in a GGUF file (loaded here): for tools that run Ember through its public API.
+std::vector<std::vector<double>> reference_logits_file(const std::string &path, const std::vector<int32_t> &tokens);
 
 } // namespace ember
