@@ -8,9 +8,14 @@
 // a GQA group and, for a prompt chunk, between up to 16 tokens; k_attn_split (one warp per query) is the
 // simple form, kept for larger heads and as a reference ($EMBER_CUDA_ATTN=warp). Neither uses the
 // tensor cores yet (mma.sync for Q K^T and P V is future work).
+//
+// ATTENTION_EXT's options (AttnExt, family_kernels.hpp) are arguments of the same kernels: a sliding
+// window moves each query's first key (the splits cover the window), a softcap bends each score before
+// the softmax, and sinks join the normaliser in k_attn_combine.
 #include "attn_math.hpp"
 #include "cu_check.hpp"
 #include "cu_util.cuh"
+#include "family_kernels.hpp"
 #include "kernels.hpp"
 
 #include <cstdlib>
@@ -30,14 +35,19 @@ __device__ __forceinline__ float kv_at(const uint8_t *row, int e) {
     }
 }
 
+// A score after ATTENTION_EXT's softcap (cap 0: none); tanhf's argument clamped as elementwise.cu's.
+__device__ __forceinline__ float capped(float s, float cap) {
+    return cap > 0.0f ? cap * tanhf(fminf(fmaxf(s / cap, -10.0f), 10.0f)) : s;
+}
+
 template <int DPL, bool Q8>
-__global__ void k_attn_split(AttnArgs a) {
+__global__ void k_attn_split(AttnArgs a, AttnExt x) {
     const int th = blockIdx.x, split = blockIdx.y, lane = threadIdx.x;
     const int t = th / a.n_head, h = th % a.n_head;
     const int hd = a.head_dim;
     const int head_off = (h / (a.n_head / a.n_head_kv)) * hd;
     const int32_t n_keys = a.pos[t] + 1;
-    const KeyRange r = split_range(n_keys, a.n_splits, split);
+    const KeyRange r = split_range_from(window_first(a.pos[t], x.window), n_keys, a.n_splits, split);
     const int32_t *table = a.tables + a.tab_off[t];
     const float *qr = a.q + (static_cast<int64_t>(t) * a.n_head + h) * hd;
     float q[DPL], acc[DPL];
@@ -57,7 +67,7 @@ __global__ void k_attn_split(AttnArgs a) {
             const int d = lane + 32 * j;
             if (d < hd) part += q[j] * kv_at<Q8>(kr, head_off + d);
         }
-        const float s = warp_sum(part) * a.scale;
+        const float s = capped(warp_sum(part) * a.scale, x.softcap);
         const float mn = fmaxf(m, s);
         const float corr = expf(m - mn), w = expf(s - mn);
         l = l * corr + w;
@@ -84,7 +94,7 @@ __global__ void k_attn_split(AttnArgs a) {
 // (one rescale per tile, FlashAttention-2 style), and every lane accumulates its dimensions over the
 // tile's 32 weights, broadcast by shuffles. Keys past a token's position are masked.
 template <bool Q8>
-__global__ void k_attn_tiled(AttnArgs a) {
+__global__ void k_attn_tiled(AttnArgs a, AttnExt x) {
     extern __shared__ float sm[];
     const int hd = a.head_dim, ld = hd + 1;
     const int group = a.n_head / a.n_head_kv;
@@ -96,11 +106,15 @@ __global__ void k_attn_tiled(AttnArgs a) {
     const bool valid = t < a.n_tokens;
     float *q = Qs + w * hd;
     for (int d = lane; d < hd; d += 32) q[d] = valid ? a.q[(static_cast<int64_t>(t) * a.n_head + h) * hd + d] : 0.0f;
-    int32_t tile_keys = 0;
-    for (int i = 0; i < a.q_tile && t0 + i < a.n_tokens; ++i) tile_keys = max(tile_keys, a.pos[t0 + i] + 1);
-    const int32_t my_keys = valid ? a.pos[t] + 1 : 0;
+    // The tile's keys: from the earliest first key of its tokens (a window's) to the latest position.
+    int32_t tile_keys = 0, tile_first = INT32_MAX;
+    for (int i = 0; i < a.q_tile && t0 + i < a.n_tokens; ++i) {
+        tile_keys = max(tile_keys, a.pos[t0 + i] + 1);
+        tile_first = min(tile_first, window_first(a.pos[t0 + i], x.window));
+    }
+    const int32_t my_keys = valid ? a.pos[t] + 1 : 0, my_first = valid ? window_first(a.pos[t], x.window) : 0;
     const int32_t *table = a.tables + a.tab_off[t0];
-    const KeyRange r = split_range(tile_keys, a.n_splits, split);
+    const KeyRange r = split_range_from(tile_first, tile_keys, a.n_splits, split);
     const int head_off = kvh * hd;
     float m = -INFINITY, l = 0.0f, acc[kMaxHeadDim / 32 / 2];  // head_dim <= 128: 4 dims per lane
 #pragma unroll
@@ -123,10 +137,10 @@ __global__ void k_attn_tiled(AttnArgs a) {
         if (!valid) continue;  // warp-uniform
         const int32_t p = k0 + lane;
         float s = -INFINITY;
-        if (p < r.end && p < my_keys) {
+        if (p < r.end && p < my_keys && p >= my_first) {
             float dot = 0.0f;
             for (int d = 0; d < hd; ++d) dot += q[d] * Ks[lane * ld + d];
-            s = dot * a.scale;
+            s = capped(dot * a.scale, x.softcap);
         }
         const float mt = warp_max(s);
         if (mt == -INFINITY) continue;  // no key of this tile is visible to this query (warp-uniform)
@@ -174,21 +188,22 @@ struct DevExp {
     __device__ float operator()(float x) const { return expf(x); }
 };
 
-__global__ void k_attn_combine(AttnArgs a) {
+__global__ void k_attn_combine(AttnArgs a, AttnExt x) {
     const int th = blockIdx.x, hd = a.head_dim;
     const float *part = a.partials + static_cast<int64_t>(th) * a.n_splits * (hd + 2);
     float *out = a.out + static_cast<int64_t>(th) * hd;
-    if (!combine_partials(part, a.n_splits, hd + 2, hd, out, DevExp{}, threadIdx.x, 32))
+    const float *sink = x.sinks ? x.sinks + th % a.n_head : nullptr;
+    if (!combine_partials(part, a.n_splits, hd + 2, hd, out, DevExp{}, threadIdx.x, 32, sink))
         for (int d = threadIdx.x; d < hd; d += 32) out[d] = 0.0f;  // no key (cannot happen: pos >= 0)
 }
 
 template <bool Q8>
-void launch_split(const AttnArgs &a, cudaStream_t s) {
+void launch_split(const AttnArgs &a, const AttnExt &x, cudaStream_t s) {
     const dim3 grid(static_cast<unsigned>(a.n_tokens * a.n_head), static_cast<unsigned>(a.n_splits));
-    if (a.head_dim <= 32) k_attn_split<1, Q8><<<grid, 32, 0, s>>>(a);
-    else if (a.head_dim <= 64) k_attn_split<2, Q8><<<grid, 32, 0, s>>>(a);
-    else if (a.head_dim <= 128) k_attn_split<4, Q8><<<grid, 32, 0, s>>>(a);
-    else k_attn_split<8, Q8><<<grid, 32, 0, s>>>(a);
+    if (a.head_dim <= 32) k_attn_split<1, Q8><<<grid, 32, 0, s>>>(a, x);
+    else if (a.head_dim <= 64) k_attn_split<2, Q8><<<grid, 32, 0, s>>>(a, x);
+    else if (a.head_dim <= 128) k_attn_split<4, Q8><<<grid, 32, 0, s>>>(a, x);
+    else k_attn_split<8, Q8><<<grid, 32, 0, s>>>(a, x);
 }
 
 } // namespace
@@ -198,20 +213,22 @@ int attention_q_tile(int n_head, int n_head_kv, bool one_table) {
     return one_table && group < 16 ? 16 / group : 1;
 }
 
-void attention(const AttnArgs &a, cudaStream_t s) {
+void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s) {
     if (a.head_dim > kMaxHeadDim) fail(EMBER_ERR_UNSUPPORTED, "cuda attention: head_dim %d > %d", a.head_dim, kMaxHeadDim);
     if (use_tiled(a)) {
         const dim3 grid(static_cast<unsigned>((a.n_tokens + a.q_tile - 1) / a.q_tile), static_cast<unsigned>(a.n_head_kv),
                         static_cast<unsigned>(a.n_splits));
         const unsigned threads = static_cast<unsigned>(32 * a.q_tile * (a.n_head / a.n_head_kv));
-        if (a.kv_type == kQ8_0) k_attn_tiled<true><<<grid, threads, tiled_smem(a), s>>>(a);
-        else k_attn_tiled<false><<<grid, threads, tiled_smem(a), s>>>(a);
+        if (a.kv_type == kQ8_0) k_attn_tiled<true><<<grid, threads, tiled_smem(a), s>>>(a, x);
+        else k_attn_tiled<false><<<grid, threads, tiled_smem(a), s>>>(a, x);
     } else if (a.kv_type == kQ8_0) {
-        launch_split<true>(a, s);
+        launch_split<true>(a, x, s);
     } else {
-        launch_split<false>(a, s);
+        launch_split<false>(a, x, s);
     }
-    k_attn_combine<<<static_cast<unsigned>(a.n_tokens * a.n_head), 32, 0, s>>>(a);
+    k_attn_combine<<<static_cast<unsigned>(a.n_tokens * a.n_head), 32, 0, s>>>(a, x);
 }
+
+void attention(const AttnArgs &a, cudaStream_t s) { attention_ext(a, AttnExt{}, s); }
 
 } // namespace ember::cu

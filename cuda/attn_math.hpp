@@ -27,6 +27,17 @@ EMBER_HD KeyRange split_range(int32_t n_keys, int32_t n_splits, int32_t i) {
     return {b, e};
 }
 
+// Split i of the keys [first, n_keys) (a sliding window's): split_range over the window, shifted.
+EMBER_HD KeyRange split_range_from(int32_t first, int32_t n_keys, int32_t n_splits, int32_t i) {
+    const KeyRange r = split_range(n_keys - first, n_splits, i);
+    return {r.begin + first, r.end + first};
+}
+
+// The first key a query at position pos sees under a sliding window of `window` positions (0: none).
+EMBER_HD int32_t window_first(int32_t pos, int32_t window) {
+    return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+}
+
 // How many splits a pass uses: enough (token, head, split) items to fill the device for few tokens,
 // one split per query once the queries alone do, and never more than the partials buffer holds
 // (capacity in partial rows).
@@ -41,11 +52,12 @@ EMBER_HD int32_t choose_splits(int32_t n_tokens, int32_t n_head, int32_t max_key
 // A partial result: running maximum m of the scaled scores, l = sum exp(s - m), acc = sum exp(s - m) v.
 // An empty split has l == 0 (and m = -inf). Combining rescales each by exp(m_i - M), M = max m_i.
 // out[d] = sum_i exp(m_i - M) acc_i[d] / sum_i exp(m_i - M) l_i. Returns false when every split is empty.
-// Dims d0, d0 + d_step, ... are written (a GPU lane takes every 32nd; the CPU test all).
+// Dims d0, d0 + d_step, ... are written (a GPU lane takes every 32nd; the CPU test all). A sink (graph.h's
+// ATTENTION_EXT; sink non-null) joins M and the normaliser as a split of l = 1 and no value.
 template <class Exp>
 EMBER_HD bool combine_partials(const float *part, int n_splits, int stride, int head_dim, float *out, Exp expf_,
-                               int d0 = 0, int d_step = 1) {
-    float M = -3.0e38f;
+                               int d0 = 0, int d_step = 1, const float *sink = nullptr) {
+    float M = sink ? *sink : -3.0e38f;
     bool any = false;
     for (int i = 0; i < n_splits; ++i) {
         const float *p = part + i * stride;
@@ -55,7 +67,7 @@ EMBER_HD bool combine_partials(const float *part, int n_splits, int stride, int 
         }
     }
     if (!any) return false;
-    float L = 0;
+    float L = sink ? expf_(*sink - M) : 0.0f;
     for (int i = 0; i < n_splits; ++i) {
         const float *p = part + i * stride;
         if (p[1] > 0.0f) L += expf_(p[0] - M) * p[1];

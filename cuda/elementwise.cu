@@ -1,7 +1,9 @@
-// elementwise.cu — RMSNorm, adds, SwiGLU, RoPE, KV-cache stores and row copies.
+// elementwise.cu — RMSNorm, adds, SwiGLU, RoPE, KV-cache stores and row copies; the families' elementwise
+// ops (scale, softcap, GeGLU, gpt-oss's SwiGLU) and YaRN's rope angles.
 #include "attn_math.hpp"
 #include "cu_check.hpp"
 #include "cu_util.cuh"
+#include "family_kernels.hpp"
 #include "kernels.hpp"
 
 namespace ember::cu {
@@ -72,6 +74,46 @@ __global__ void k_rope_apply(float *x, int64_t n_tokens, int n_heads, int head_d
     v[i * stride + partner] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
 }
 
+// tanh with its argument clamped (tanh(+-10) is +-1 in float); tanhf itself is accurate to 2 ulp.
+__device__ __forceinline__ float tanh_clamped(float x) { return tanhf(fminf(fmaxf(x, -10.0f), 10.0f)); }
+
+// The elementwise ops of family_kernels.hpp's Ew, as cpu/elementwise.cpp and cpu/moe.cpp compute them
+// (each product rounded: no fused multiply-add, so that the CPU's roundings are the GPU's).
+__global__ void k_elementwise(Ew op, const float *x, const float *x2, float *y, int64_t n, float a, float b) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    const float v = x[e];
+    float r;
+    switch (op) {
+    case Ew::Scale: r = __fmul_rn(v, a); break;
+    case Ew::Softcap: r = __fmul_rn(a, tanh_clamped(__fdiv_rn(v, a))); break;
+    case Ew::Geglu: {
+        const float inner = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, v), v), v)));
+        r = __fmul_rn(__fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanh_clamped(inner))), x2[e]);
+        break;
+    }
+    default: {
+        const float g = fminf(v, b), u = fminf(fmaxf(x2[e], -b), b);
+        r = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-__fmul_rn(a, g)))), __fadd_rn(u, 1.0f));
+        break;
+    }
+    }
+    y[e] = r;
+}
+
+// rope_math.hpp's frequencies; the scale multiplies the cosine and sine in double, as cpu/rope.cpp.
+__global__ void k_rope_angles_yarn(const int32_t *pos, int64_t n_tokens, int half, int n_rot, float theta,
+                                   float freq_scale, const float *ff, RopeYarn y, YarnRamp ramp, double mscale, float *cs,
+                                   float *sn) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= n_tokens * half) return;
+    const int i = static_cast<int>(e % half);
+    const double f = yarn_freq(i, n_rot, theta, freq_scale, ff ? ff[i] : 1.0f, y, ramp);
+    const double a = static_cast<double>(pos[e / half]) * f;
+    cs[e] = static_cast<float>(cos(a) * mscale);
+    sn[e] = static_cast<float>(sin(a) * mscale);
+}
+
 __global__ void k_kv_store_f16(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n, uint8_t *cache,
                                size_t row_bytes) {
     const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -131,6 +173,20 @@ void rope_angles(const int32_t *pos, int64_t n_tokens, int n_rot, float theta, f
     if (half == 0) return;
     k_rope_angles<<<blocks_for(n_tokens * half, 128), 128, 0, s>>>(pos, n_tokens, half, n_rot, theta, freq_scale,
                                                                      freq_factors, cs, sn);
+}
+
+void elementwise(Ew op, const float *x, const float *x2, float *y, int64_t n, float a, float b, cudaStream_t s) {
+    if (n > 0) k_elementwise<<<blocks_for(n, 256), 256, 0, s>>>(op, x, x2, y, n, a, b);
+}
+
+void rope_angles_yarn(const int32_t *pos, int64_t n_tokens, int n_rot, float theta, float freq_scale,
+                      const float *freq_factors, const RopeYarn &y, float *cs, float *sn, cudaStream_t s) {
+    const int half = n_rot / 2;
+    if (half == 0 || n_tokens == 0) return;
+    const YarnRamp ramp = y.ext_factor != 0.0f ? yarn_ramp(n_rot, theta, y) : YarnRamp{0, 0};
+    k_rope_angles_yarn<<<blocks_for(n_tokens * half, 128), 128, 0, s>>>(pos, n_tokens, half, n_rot, theta, freq_scale,
+                                                                          freq_factors, y, ramp, yarn_mscale(freq_scale, y),
+                                                                          cs, sn);
 }
 
 void rope_apply(float *x, int64_t n_tokens, int n_heads, int head_dim, int n_rot, bool neox, const float *cs,

@@ -9,7 +9,9 @@
 
 #include "attn_math.hpp"
 #include "cu_check.hpp"
+#include "family_kernels.hpp"
 #include "inputs.hpp"
+#include "moe.hpp"
 #include "weights.hpp"
 
 #include <algorithm>
@@ -69,19 +71,33 @@ Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(
         }
         if (place[i].first >= 0) continue;
         place[i] = Place{total, static_cast<int32_t>(i)};
-        total += weight_device_bytes(t);
+        // A MOE expert stack: its experts' matrices one after another, each in the matrices' layout.
+        total += prog.tensor_use[i] & Program::kExperts ? weight_device_bytes(expert_matrix(t, 0)) * static_cast<size_t>(t.ne[2])
+                                                          : weight_device_bytes(t);
     }
     buf_ = DevBuf(total);
     tensors.assign(d.n_tensors, DevWeight{});
+    experts.assign(d.n_tensors, {});
     std::vector<uint8_t> host;
     for (uint32_t i = 0; i < d.n_tensors; ++i) {
         if (place[i].first < 0) continue;
         if (place[i].first != static_cast<int32_t>(i)) {  // an earlier index holds the same bytes
             tensors[i] = tensors[static_cast<size_t>(place[i].first)];
+            experts[i] = experts[static_cast<size_t>(place[i].first)];
             continue;
         }
         const ember_mod_tensor &t = d.tensors[i];
         void *base = buf_.data() + place[i].offset;
+        if (prog.tensor_use[i] & Program::kExperts) {
+            for (int64_t e = 0; e < t.ne[2]; ++e) {
+                const ember_mod_tensor m = expert_matrix(t, static_cast<uint32_t>(e));
+                host.assign(weight_device_bytes(m), 0);
+                void *at = static_cast<uint8_t *>(base) + host.size() * static_cast<size_t>(e);
+                experts[i].push_back(weight_pack(m, host.data(), at));
+                EMBER_CU(cudaMemcpy(at, host.data(), host.size(), cudaMemcpyHostToDevice));
+            }
+            continue;
+        }
         host.assign(weight_device_bytes(t), 0);
         tensors[i] = weight_pack(t, host.data(), base);
         EMBER_CU(cudaMemcpy(base, host.data(), host.size(), cudaMemcpyHostToDevice));
@@ -160,6 +176,7 @@ Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), p_(p) {
     host_io_bytes_ = (4 * z_.rows + p.n_logits) * sizeof(int32_t);
     host_io_ = HostBuf(host_io_bytes_);
     host_logits_ = HostBuf(static_cast<size_t>(p.n_logits) * m.prog.n_vocab * sizeof(float));
+    if (m.prog.has_moe()) host_moe_ = HostBuf(3 * z_.moe_slots * sizeof(int32_t));
     mm_ = std::make_unique<Matmul>(true);
     if (const char *env = std::getenv("EMBER_CUDA_GRAPHS"); env && env[0] == '0') graphs_ = false;
     // The cache starts zeroed, as the CPU's (a saved state of unwritten rows is then the same bytes).
@@ -177,6 +194,27 @@ Context::~Context() {
 
 // Splits depend on the context's capacity, not on this step's length, so a captured decode step stays
 // valid as the sequence grows (splits past the last key are empty and cost one check).
+void Context::moe_node(const ember_graph_node &nd, uint32_t rows) {
+    const size_t n_logits = size_t{rows} * nd.n_expert;
+    router_logits_.resize(n_logits);
+    EMBER_CU(cudaMemcpyAsync(router_logits_.data(), buf(nd.src2), n_logits * sizeof(float), cudaMemcpyDeviceToHost, s_));
+    EMBER_CU(cudaStreamSynchronize(s_));
+    const MoeRoute route = moe_route(router_logits_.data(), rows, nd.n_expert, nd.n_expert_used, nd.moe_gating);
+    MoeWork w;
+    w.xin = scratch(z_.moe_xin), w.g = scratch(z_.moe_g), w.u = scratch(z_.moe_u), w.outs = scratch(z_.moe_outs);
+    w.token = reinterpret_cast<int32_t *>(scratch(z_.moe_token)), w.pos = reinterpret_cast<int32_t *>(scratch(z_.moe_pos));
+    w.gate = scratch(z_.moe_gate);
+    w.q = ActQ8{reinterpret_cast<int8_t *>(scratch(z_.act_codes)), scratch(z_.act_scales)};
+    w.x16 = reinterpret_cast<uint16_t *>(scratch(z_.act16));
+    moe_upload_route(route, w, s_, host_moe_.data());
+    MoeExperts e;
+    e.gate = m_.experts[static_cast<size_t>(nd.w)].data(), e.up = m_.experts[static_cast<size_t>(nd.w2)].data();
+    e.down = m_.experts[static_cast<size_t>(nd.w3)].data();
+    e.gate_b = m_.vec(nd.b), e.up_b = m_.vec(nd.b2), e.down_b = m_.vec(nd.b3);
+    e.act = nd.moe_act, e.alpha = nd.act_alpha, e.limit = nd.act_limit;
+    moe_enqueue(*mm_, e, route, w, buf(nd.src), buf(nd.dst), rows, static_cast<int>(nd.n_expert_used), s_);
+}
+
 void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
     const int32_t *pos = io() + z_.rows, *toff = pos + 3 * z_.rows;
     const size_t layer = static_cast<size_t>(nd.layer) * z_.kv_layer_bytes;
@@ -190,7 +228,10 @@ void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
                                static_cast<int32_t>(z_.partial_rows));
     a.q_tile = attention_q_tile(a.n_head, a.n_head_kv, one_table_);
     a.partials = scratch(z_.partials), a.out = buf(nd.dst);
-    attention(a, s_);
+    AttnExt x;
+    if (nd.op == EMBER_GRAPH_ATTENTION_EXT)
+        x.window = static_cast<int32_t>(nd.window), x.softcap = nd.softcap, x.sinks = m_.vec(nd.w);
+    attention_ext(a, x, s_);
 }
 
 // The program's nodes in order (program.hpp's NodeRun says how each runs). Nodes over logits rows do
@@ -232,8 +273,15 @@ void Context::enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const emb
             break;
         }
         case EMBER_GRAPH_ROPE:
-            if (how.new_angles)
+        case EMBER_GRAPH_ROPE_YARN:
+            if (how.new_angles && nd.op == EMBER_GRAPH_ROPE)
                 rope_angles(pos, n, static_cast<int>(nd.n_rot), nd.rope_theta, nd.rope_freq_scale, m_.vec(nd.w), cs, sn, s_);
+            if (how.new_angles && nd.op == EMBER_GRAPH_ROPE_YARN) {
+                const RopeYarn y{nd.rope_ext_factor, nd.rope_attn_factor, nd.rope_beta_fast, nd.rope_beta_slow,
+                                 nd.rope_n_ctx_orig};
+                rope_angles_yarn(pos, n, static_cast<int>(nd.n_rot), nd.rope_theta, nd.rope_freq_scale, m_.vec(nd.w), y,
+                                 cs, sn, s_);
+            }
             rope_apply(buf(nd.dst), n, static_cast<int>(nd.n_head), static_cast<int>(nd.head_dim), static_cast<int>(nd.n_rot),
                        nd.rope_mode == EMBER_GRAPH_ROPE_NEOX, cs, sn, s_);
             break;
@@ -243,7 +291,14 @@ void Context::enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const emb
             kv_store(buf(nd.src2), slots, n, width, p_.kv_type, v_.data() + at, z_.kv_row_bytes, s_);
             break;
         }
-        case EMBER_GRAPH_ATTENTION: attention_node(nd, n); break;
+        case EMBER_GRAPH_ATTENTION:
+        case EMBER_GRAPH_ATTENTION_EXT: attention_node(nd, n); break;
+        case EMBER_GRAPH_SCALE: elementwise(Ew::Scale, buf(nd.src), nullptr, buf(nd.dst), values, nd.scale, 0, s_); break;
+        case EMBER_GRAPH_SOFTCAP:
+            elementwise(Ew::Softcap, buf(nd.src), nullptr, buf(nd.dst), values, nd.softcap, 0, s_);
+            break;
+        case EMBER_GRAPH_GEGLU: elementwise(Ew::Geglu, buf(nd.src), buf(nd.src2), buf(nd.dst), values, 0, 0, s_); break;
+        case EMBER_GRAPH_MOE: moe_node(nd, rows); break;
         case EMBER_GRAPH_ADD: add_inplace(buf(nd.dst), buf(nd.src), values, s_); break;
         case EMBER_GRAPH_SWIGLU: swiglu(buf(nd.src), buf(nd.src2), buf(nd.dst), values, s_); break;
         case EMBER_GRAPH_GATHER_LOGITS:
@@ -275,7 +330,8 @@ void Context::forward(const ember_mod_batch &b) {
     one_table_ = true;
     for (uint32_t t = 1; t < n; ++t) one_table_ = one_table_ && b.tables[t] == b.tables[0];
 
-    const bool graph_ok = graphs_ && n <= Matmul::kGemvMaxTokens && !mm_->gemm_for(nl);
+    // A MOE model's pass synchronises at each MOE node (moe_route.hpp): not capturable.
+    const bool graph_ok = graphs_ && n <= Matmul::kGemvMaxTokens && !mm_->gemm_for(nl) && !pg.has_moe();
     if (graph_ok) {
         if (!graph_ || graph_n_ != n || graph_logits_ != nl || graph_one_table_ != one_table_) {
             if (graph_) cudaGraphExecDestroy(graph_), graph_ = nullptr;

@@ -57,6 +57,8 @@ public:
     Program prog;
     // By tensor index; empty (codes null) for a tensor the program does not read.
     std::vector<DevWeight> tensors;
+    // By tensor index: a MOE expert stack's matrices, one per expert (empty for other tensors).
+    std::vector<std::vector<DevWeight>> experts;
     const DevWeight &matrix(int32_t i) const { return tensors[static_cast<size_t>(i)]; }
     // An F32 vector, or nullptr for -1 (an optional tensor that is absent).
     const float *vec(int32_t i) const { return i < 0 ? nullptr : static_cast<const float *>(tensors[static_cast<size_t>(i)].codes); }
@@ -106,6 +108,8 @@ public:
 private:
     void enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const ember_mod_batch *b);
     void attention_node(const ember_graph_node &nd, uint32_t n);
+    // MOE: reads the router logits back (a stream synchronisation), routes, enqueues the experts.
+    void moe_node(const ember_graph_node &nd, uint32_t rows);
     float *buf(int32_t i) const { return reinterpret_cast<float *>(act_.data() + z_.buf_offset[static_cast<size_t>(i)]); }
     float *scratch(size_t offset) const { return reinterpret_cast<float *>(act_.data() + offset); }
     int32_t *io() const { return reinterpret_cast<int32_t *>(act_.data() + z_.io); }
@@ -118,6 +122,8 @@ private:
     bool own_stream_ = false;
     DevBuf k_, v_, act_, tables_;
     HostBuf host_io_, host_logits_;
+    HostBuf host_moe_;                  // MOE: the route's lists on their way to the device
+    std::vector<float> router_logits_;  // MOE: a node's router logits read back
     size_t host_io_bytes_ = 0;
     std::unique_ptr<Matmul> mm_;
     // Whether every token of this pass reads one block table (a prompt chunk of one sequence): the

@@ -5,11 +5,14 @@
 #include "attn_math.hpp"
 #include "core/dtype.hpp"
 #include "cu_check.hpp"
+#include "family_kernels.hpp"
 #include "model.hpp"
+#include "moe.hpp"
 #include "weights.hpp"
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -35,6 +38,23 @@ DevWeight upload_weight(std::vector<DevBuf> &keep, const ember_mod_op &op) {
     return w;
 }
 
+// n_expert matrices of n_out rows of n_in (type t) at data, each packed on its own as Model packs a stack.
+std::vector<DevWeight> upload_experts(std::vector<DevBuf> &keep, uint32_t t, const void *data, uint32_t n_in,
+                                      uint32_t n_out, uint32_t n_expert) {
+    ember_mod_tensor stack{};
+    stack.type = t, stack.n_dims = 3, stack.ne[0] = n_in, stack.ne[1] = n_out, stack.ne[2] = n_expert, stack.data = data;
+    std::vector<DevWeight> out;
+    for (uint32_t e = 0; e < n_expert; ++e) {
+        const ember_mod_tensor m = expert_matrix(stack, e);
+        check_weight_type(m, "the op's experts");
+        std::vector<uint8_t> host(weight_device_bytes(m));
+        keep.emplace_back(host.size());
+        out.push_back(weight_pack(m, host.data(), keep.back().data()));
+        EMBER_CU(cudaMemcpy(keep.back().data(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    }
+    return out;
+}
+
 } // namespace
 
 void run_op(Device &dev, const ember_mod_op &op) {
@@ -51,6 +71,11 @@ void run_op(Device &dev, const ember_mod_op &op) {
         size_t bytes;
     };
     std::vector<Download> back;
+    // The ops from SCALE on read the fields appended to ember_mod_op: a caller's struct must have them.
+    if (op.kind >= EMBER_GRAPH_SCALE && op.kind <= EMBER_GRAPH_MOE &&
+        op.struct_size < offsetof(ember_mod_op, act_limit) + sizeof op.act_limit)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "cuda run_op: op %u needs ember_mod_op's fields of graph.h's new ops", op.kind);
+    std::vector<DevWeight> experts[3];  // MOE: alive until the op has run
     switch (op.kind) {
     case EMBER_MOD_OP_MATMUL: {
         const DevWeight w = upload_weight(keep, op);
@@ -82,18 +107,27 @@ void run_op(Device &dev, const ember_mod_op &op) {
         y = upload<float>(keep, nullptr, out_n);
         swiglu(upload(keep, op.x, out_n), upload(keep, op.x2, out_n), y, op.n_in, s);
         break;
-    case EMBER_MOD_OP_ROPE: {
+    case EMBER_MOD_OP_ROPE:
+    case EMBER_GRAPH_ROPE_YARN: {
         out_n = size_t{op.n_tokens} * op.n_head * op.head_dim;
         y = upload(keep, op.x, out_n);
         const size_t half = op.n_rot / 2 + 1;
         float *cs = upload<float>(keep, nullptr, op.n_tokens * half), *sn = upload<float>(keep, nullptr, op.n_tokens * half);
-        rope_angles(upload(keep, op.ids, op.n_tokens), op.n_tokens, static_cast<int>(op.n_rot), op.rope_theta,
-                    op.rope_freq_scale, op.norm ? upload(keep, op.norm, op.n_rot / 2) : nullptr, cs, sn, s);
+        const int32_t *pos = upload(keep, op.ids, op.n_tokens);
+        const float *factors = op.norm ? upload(keep, op.norm, op.n_rot / 2) : nullptr;
+        if (op.kind == EMBER_GRAPH_ROPE_YARN)
+            rope_angles_yarn(pos, op.n_tokens, static_cast<int>(op.n_rot), op.rope_theta, op.rope_freq_scale, factors,
+                             RopeYarn{op.rope_ext_factor, op.rope_attn_factor, op.rope_beta_fast, op.rope_beta_slow,
+                                      op.rope_n_ctx_orig},
+                             cs, sn, s);
+        else
+            rope_angles(pos, op.n_tokens, static_cast<int>(op.n_rot), op.rope_theta, op.rope_freq_scale, factors, cs, sn, s);
         rope_apply(y, op.n_tokens, static_cast<int>(op.n_head), static_cast<int>(op.head_dim), static_cast<int>(op.n_rot),
                    op.rope_mode == EMBER_GRAPH_ROPE_NEOX, cs, sn, s);
         break;
     }
-    case EMBER_MOD_OP_ATTENTION: {
+    case EMBER_MOD_OP_ATTENTION:
+    case EMBER_GRAPH_ATTENTION_EXT: {
         if (op.type != 1 && op.type != 8) fail(EMBER_ERR_UNSUPPORTED, "cuda attention: KV type %u", op.type);
         const size_t nkv = size_t{op.n_head_kv} * op.head_dim;
         const size_t rb = op.type == 8 ? nkv / 32 * 34 : nkv * 2;
@@ -106,6 +140,12 @@ void run_op(Device &dev, const ember_mod_op &op) {
             const int32_t nb = op.ids[t] / static_cast<int32_t>(op.block_size) + 1;
             tabs.insert(tabs.end(), op.tables[t], op.tables[t] + nb);
             max_keys = std::max(max_keys, op.ids[t] + 1);
+        }
+        AttnExt x;
+        if (op.kind == EMBER_GRAPH_ATTENTION_EXT) {
+            x.window = static_cast<int32_t>(std::min<uint32_t>(op.window, INT32_MAX)), x.softcap = op.softcap;
+            x.sinks = op.sinks ? upload(keep, op.sinks, op.n_head) : nullptr;
+            if (x.window) max_keys = std::min(max_keys, x.window);  // the splits cover the window
         }
         out_n = size_t{op.n_tokens} * op.n_head * op.head_dim;
         y = upload<float>(keep, nullptr, out_n);
@@ -131,7 +171,53 @@ void run_op(Device &dev, const ember_mod_op &op) {
                                                    1, 32);
         a.partials = upload<float>(keep, nullptr, size_t{op.n_tokens} * op.n_head * static_cast<size_t>(a.n_splits) * (op.head_dim + 2));
         a.out = y;
-        attention(a, s);
+        attention_ext(a, x, s);
+        break;
+    }
+    case EMBER_GRAPH_SCALE:
+    case EMBER_GRAPH_SOFTCAP:
+    case EMBER_GRAPH_GEGLU: {
+        if (op.kind == EMBER_GRAPH_SOFTCAP && !(op.softcap > 0))
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cuda softcap: cap %g", static_cast<double>(op.softcap));
+        out_n = op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        const Ew ew = op.kind == EMBER_GRAPH_SCALE ? Ew::Scale : op.kind == EMBER_GRAPH_SOFTCAP ? Ew::Softcap : Ew::Geglu;
+        elementwise(ew, upload(keep, op.x, out_n), op.kind == EMBER_GRAPH_GEGLU ? upload(keep, op.x2, out_n) : nullptr, y,
+                    op.n_in, op.kind == EMBER_GRAPH_SCALE ? op.scale : op.softcap, 0, s);
+        break;
+    }
+    case EMBER_GRAPH_MOE: {
+        if (op.n_expert == 0 || op.n_expert_used == 0 || op.n_expert_used > op.n_expert || op.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cuda moe: %u of %u experts, activation %u", op.n_expert_used, op.n_expert,
+                 op.moe_act);
+        const uint32_t n = op.n_tokens, k = op.n_expert_used, ne = op.n_expert;
+        experts[0] = upload_experts(keep, op.type, op.w, op.n_in, op.n_ff, ne);
+        experts[1] = upload_experts(keep, op.type2, op.w2, op.n_in, op.n_ff, ne);
+        experts[2] = upload_experts(keep, op.type3, op.w3, op.n_ff, op.n_out, ne);
+        MoeExperts e;
+        e.gate = experts[0].data(), e.up = experts[1].data(), e.down = experts[2].data();
+        e.gate_b = op.bias ? upload(keep, op.bias, size_t{ne} * op.n_ff) : nullptr;
+        e.up_b = op.bias2 ? upload(keep, op.bias2, size_t{ne} * op.n_ff) : nullptr;
+        e.down_b = op.bias3 ? upload(keep, op.bias3, size_t{ne} * op.n_out) : nullptr;
+        e.act = op.moe_act, e.alpha = op.act_alpha, e.limit = op.act_limit;
+        // The caller's router logits (x2) routed here, as Context::moe_node routes those it reads back.
+        const MoeRoute route = moe_route(op.x2, n, ne, k, op.moe_gating);
+        const size_t slots = size_t{n} * k, wide = size_t{n} * std::max(op.n_in, op.n_ff);
+        MoeWork w;
+        w.xin = upload<float>(keep, nullptr, size_t{n} * op.n_in);
+        w.g = upload<float>(keep, nullptr, size_t{n} * op.n_ff), w.u = upload<float>(keep, nullptr, size_t{n} * op.n_ff);
+        w.outs = upload<float>(keep, nullptr, slots * op.n_out);
+        w.token = upload<int32_t>(keep, nullptr, slots), w.pos = upload<int32_t>(keep, nullptr, slots);
+        w.gate = upload<float>(keep, nullptr, slots);
+        w.q = ActQ8{upload<int8_t>(keep, nullptr, wide), upload<float>(keep, nullptr, wide / 32 + 1)};
+        w.x16 = upload<uint16_t>(keep, nullptr, wide);
+        std::vector<int32_t> staging(3 * slots);
+        moe_upload_route(route, w, s, staging.data());
+        EMBER_CU(cudaStreamSynchronize(s));  // staging is pageable and goes out of scope
+        out_n = size_t{n} * op.n_out;
+        y = upload<float>(keep, nullptr, out_n);
+        Matmul mm(true);
+        moe_enqueue(mm, e, route, w, upload(keep, op.x, size_t{n} * op.n_in), y, n, static_cast<int>(k), s);
         break;
     }
     case EMBER_GRAPH_KV_STORE: {

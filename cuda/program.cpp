@@ -8,6 +8,7 @@
 #include "weights.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace ember::cu {
@@ -17,9 +18,18 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Whether node n reads buffer b (ADD and ROPE also read their dst).
+// Every op of graph.h: this backend runs them all (read_program refuses any other).
+constexpr uint32_t kCudaOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,     EMBER_GRAPH_MATMUL,
+                                 EMBER_GRAPH_ROPE,      EMBER_GRAPH_KV_STORE,     EMBER_GRAPH_ATTENTION,
+                                 EMBER_GRAPH_ADD,       EMBER_GRAPH_SWIGLU,       EMBER_GRAPH_GATHER_LOGITS,
+                                 EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
+                                 EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE};
+
+bool is_rope(uint32_t op) { return op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_ROPE_YARN; }
+
+// Whether node n reads buffer b (ADD and the ropes also read their dst).
 bool reads(const ember_graph_node &n, int32_t b) {
-    return n.src == b || n.src2 == b || ((n.op == EMBER_GRAPH_ADD || n.op == EMBER_GRAPH_ROPE) && n.dst == b);
+    return n.src == b || n.src2 == b || ((n.op == EMBER_GRAPH_ADD || is_rope(n.op)) && n.dst == b);
 }
 
 // Whether buffer b's contents after node i are never read: a later node overwrites it before any node
@@ -44,7 +54,49 @@ bool fuses_with_add(const Program &pg, size_t i) {
 }
 
 bool same_rope(const ember_graph_node &a, const ember_graph_node &b) {
-    return a.n_rot == b.n_rot && a.rope_theta == b.rope_theta && a.rope_freq_scale == b.rope_freq_scale && a.w == b.w;
+    const bool yarn = a.op == EMBER_GRAPH_ROPE_YARN;
+    return a.op == b.op && a.n_rot == b.n_rot && a.rope_theta == b.rope_theta && a.rope_freq_scale == b.rope_freq_scale &&
+           a.w == b.w &&
+           (!yarn || (a.rope_ext_factor == b.rope_ext_factor && a.rope_attn_factor == b.rope_attn_factor &&
+                      a.rope_beta_fast == b.rope_beta_fast && a.rope_beta_slow == b.rope_beta_slow &&
+                      a.rope_n_ctx_orig == b.rope_n_ctx_orig));
+}
+
+// MOE (graph.h): expert stacks [n_in, n_ff, E], [n_in, n_ff, E], [n_ff, n_out, E] of matrix types; biases
+// F32 [n_ff, E], [n_ff, E], [n_out, E]; router logits of E per row.
+template <class Tensor>
+void check_moe(const ember_mod_model_desc &d, Program &pg, uint32_t i, Tensor &tensor) {
+    const ember_graph_node &n = pg.nodes[i];
+    auto invalid = [&](const char *why) { fail(EMBER_ERR_INVALID_MODEL, "cuda: node %u (moe): %s", i, why); };
+    for (int32_t b : {n.dst, n.src, n.src2})
+        if (b < 0 || static_cast<uint32_t>(b) >= d.n_bufs) invalid("a buffer out of range");
+    if (n.src == n.dst || n.src2 == n.dst || pg.bufs[n.src].rows != pg.bufs[n.dst].rows ||
+        pg.bufs[n.src2].rows != pg.bufs[n.dst].rows)
+        invalid("writes its input, or maps rows of one kind to another");
+    if (n.n_expert == 0 || n.n_expert_used == 0 || n.n_expert_used > n.n_expert || pg.width(n.src2) != n.n_expert)
+        invalid("the router's width or the number of chosen experts");
+    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SOFTMAX)
+        fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (moe): activation %u, gating %u", i, n.moe_act, n.moe_gating);
+    const int64_t n_in = pg.width(n.src), n_out = pg.width(n.dst);
+    const ember_mod_tensor *g = tensor(n.w, Program::kExperts, true), *u = tensor(n.w2, Program::kExperts, true),
+                           *dn = tensor(n.w3, Program::kExperts, true);
+    const int64_t n_ff = g->ne[1];
+    for (const ember_mod_tensor *t : {g, u})
+        if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_ff || t->ne[2] != n.n_expert)
+            invalid("gate/up experts of the wrong shape");
+    if (dn->n_dims != 3 || dn->ne[0] != n_ff || dn->ne[1] != n_out || dn->ne[2] != n.n_expert)
+        invalid("down experts of the wrong shape");
+    const int32_t biases[3] = {n.b, n.b2, n.b3};
+    const int64_t widths[3] = {n_ff, n_ff, n_out};
+    for (int k = 0; k < 3; ++k) {
+        const ember_mod_tensor *b = tensor(biases[k], Program::kVector, false);
+        if (b && (b->ne[0] != widths[k] || (b->n_dims == 2 ? b->ne[1] : 1) != n.n_expert))
+            invalid("an expert bias of the wrong shape");
+    }
+    pg.moe_in = std::max(pg.moe_in, static_cast<uint32_t>(n_in));
+    pg.moe_ff = std::max(pg.moe_ff, static_cast<uint32_t>(n_ff));
+    pg.moe_out = std::max(pg.moe_out, static_cast<uint32_t>(n_out));
+    pg.moe_used = std::max(pg.moe_used, n.n_expert_used);
 }
 
 // Checks one node against the description; records the tensors' uses and the scratch it needs.
@@ -93,7 +145,8 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
         if (b && b->ne[0] != pg.width(n.dst)) invalid("the bias is not of the output's width");
         break;
     }
-    case EMBER_GRAPH_ROPE: {
+    case EMBER_GRAPH_ROPE:
+    case EMBER_GRAPH_ROPE_YARN: {
         need_buf(n.dst);
         if (n.rope_mode != EMBER_GRAPH_ROPE_NORMAL && n.rope_mode != EMBER_GRAPH_ROPE_NEOX)
             fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (rope): rope mode %u is not supported (normal, NEOX)", i, n.rope_mode);
@@ -112,8 +165,14 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
             invalid("rows are not the cache's K/V rows");
         break;
     case EMBER_GRAPH_ATTENTION:
+    case EMBER_GRAPH_ATTENTION_EXT:
         need_buf(n.dst), need_buf(n.src);
         if (!layer_ok()) invalid("a layer out of range");
+        if (n.op == EMBER_GRAPH_ATTENTION_EXT) {
+            const ember_mod_tensor *sinks = tensor(n.w, Program::kVector, false);
+            if (sinks && sinks->ne[0] != n.n_head) invalid("sinks are not one per query head");
+            if (!(n.softcap >= 0) || n.window > INT32_MAX) invalid("a negative softcap or a window beyond positions");
+        }
         if (n.head_dim > static_cast<uint32_t>(kMaxHeadDim))
             fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (attention): head_dim %u (at most %d)", i, n.head_dim, kMaxHeadDim);
         if (n.n_head_kv == 0 || n.head_dim == 0 || n.n_head % n.n_head_kv != 0 || pg.logits_rows(n.dst) ||
@@ -123,10 +182,18 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
         pg.max_head_dim = std::max(pg.max_head_dim, n.head_dim);
         break;
     case EMBER_GRAPH_ADD:
+    case EMBER_GRAPH_SCALE:
         need_buf(n.dst), need_buf(n.src);
         if (!same_shape(n.dst, n.src)) invalid("the buffers' shapes differ");
         break;
+    case EMBER_GRAPH_SOFTCAP:
+        need_buf(n.dst), need_buf(n.src);
+        if (!same_shape(n.dst, n.src)) invalid("the buffers' shapes differ");
+        if (!(n.softcap > 0)) invalid("a cap that is not positive");
+        break;
+    case EMBER_GRAPH_MOE: check_moe(d, pg, i, tensor); break;
     case EMBER_GRAPH_SWIGLU:
+    case EMBER_GRAPH_GEGLU:
         need_buf(n.dst), need_buf(n.src), need_buf(n.src2);
         if (!same_shape(n.dst, n.src) || !same_shape(n.dst, n.src2)) invalid("the buffers' shapes differ");
         break;
@@ -141,9 +208,17 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
 
 } // namespace
 
+ember_mod_tensor expert_matrix(const ember_mod_tensor &t, uint32_t e) {
+    ember_mod_tensor m = t;
+    m.n_dims = 2, m.ne[2] = 1;
+    m.n_bytes = dtype_row_bytes(static_cast<DType>(t.type), static_cast<size_t>(t.ne[0])) * static_cast<size_t>(t.ne[1]);
+    m.data = static_cast<const uint8_t *>(t.data) + e * m.n_bytes;
+    return m;
+}
+
 Program program_of(const ember_mod_model_desc &d) {
     Program pg;
-    pg.nodes = read_program(d, "cuda");
+    pg.nodes = read_program(d, "cuda", kCudaOps);
     pg.n_vocab = d.n_vocab, pg.n_layer = d.n_layer, pg.kv_width = d.kv_width, pg.logits_buf = d.logits_buf;
     pg.bufs.assign(d.bufs, d.bufs + d.n_bufs);
     pg.tensor_use.assign(d.n_tensors, 0);
@@ -152,6 +227,7 @@ Program program_of(const ember_mod_model_desc &d) {
         const ember_mod_tensor &ten = d.tensors[t];
         const char *tname = ten.name ? ten.name : "a tensor";
         if (pg.tensor_use[t] & Program::kMatrix) check_weight_type(ten, tname);
+        if (pg.tensor_use[t] & Program::kExperts) check_weight_type(expert_matrix(ten, 0), tname);
         if ((pg.tensor_use[t] & Program::kVector) && ten.type != 0)
             fail(EMBER_ERR_UNSUPPORTED, "cuda: tensor '%s' is %s; norms, biases and rope factors must be F32", tname,
                  dtype_name(ten.type));
@@ -166,7 +242,7 @@ Program program_of(const ember_mod_model_desc &d) {
             const ember_graph_node *p = i > 0 ? &pg.nodes[i - 1] : nullptr;
             h.share_input = p && p->op == EMBER_GRAPH_MATMUL && p->src == n.src;
             if (fuses_with_add(pg, i)) h.accumulate = true, pg.how[i + 1].skip = true;
-        } else if (n.op == EMBER_GRAPH_ROPE) {
+        } else if (is_rope(n.op)) {
             h.new_angles = !prev_rope || !same_rope(*prev_rope, n);
             prev_rope = &n;
         }
@@ -188,9 +264,10 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
     z.rows = std::max(p.n_batch, p.n_logits);
     z.partial_rows = std::max<size_t>(size_t{p.n_batch} * pg.max_attn_heads, 1024);
     auto rows_of = [&](int32_t b) -> size_t { return pg.logits_rows(b) ? p.n_logits : p.n_batch; };
-    size_t act = 0;  // values of the largest MATMUL input of a pass
+    size_t act = 0;  // values of the largest MATMUL input of a pass (MOE's products: up to every row)
     for (const ember_graph_node &n : pg.nodes)
         if (n.op == EMBER_GRAPH_MATMUL) act = std::max(act, rows_of(n.src) * pg.width(n.src));
+    act = std::max(act, z.rows * std::max(pg.moe_in, pg.moe_ff));
     auto take = [&](size_t bytes) {
         const size_t at = z.total;
         z.total += align_up(bytes);
@@ -205,6 +282,13 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
     z.rope_sin = take(size_t{p.n_batch} * half * f4);
     z.partials = take(z.partial_rows * (pg.max_head_dim + 2) * f4);
     z.io = take((4 * z.rows + p.n_logits) * sizeof(int32_t));
+    if (pg.has_moe()) {
+        z.moe_slots = z.rows * pg.moe_used;
+        z.moe_xin = take(z.rows * pg.moe_in * f4);
+        z.moe_g = take(z.rows * pg.moe_ff * f4), z.moe_u = take(z.rows * pg.moe_ff * f4);
+        z.moe_outs = take(z.moe_slots * pg.moe_out * f4);
+        z.moe_token = take(z.moe_slots * 4), z.moe_pos = take(z.moe_slots * 4), z.moe_gate = take(z.moe_slots * 4);
+    }
     return z;
 }
 

@@ -29,8 +29,8 @@ struct NodeRun {
     bool accumulate = false;
     // ADD: done by the MATMUL before it (accumulate).
     bool skip = false;
-    // ROPE: fills the rope angle table (the first rope of the program, or one whose rotation, base,
-    // scale or factors differ from the rope before it); later ropes of the pass reuse the table.
+    // ROPE, ROPE_YARN: fills the rope angle table (the first rope of the program, or one whose op, rotation,
+    // base, scale, factors or YaRN options differ from the rope before it); later ropes reuse the table.
     bool new_angles = false;
 };
 
@@ -41,11 +41,15 @@ struct Program {
     std::vector<NodeRun> how;        // [nodes.size()]
     int32_t logits_buf = -1;
     // For each tensor of the description: read as a matrix (MATMUL, GET_ROWS weights: uploaded in the
-    // kernels' layout) and/or as an F32 vector (norms, biases, rope factors).
-    enum : uint8_t { kMatrix = 1, kVector = 2 };
+    // kernels' layout), as a 3-D stack of MOE experts (each expert's matrix uploaded on its own, in that
+    // layout) and/or as an F32 vector (norms, biases, rope factors, sinks, expert biases).
+    enum : uint8_t { kMatrix = 1, kVector = 2, kExperts = 4 };
     std::vector<uint8_t> tensor_use;
     // Over the program's ROPE and ATTENTION nodes (the context's scratch is sized by them).
     uint32_t max_rot = 0, max_attn_heads = 0, max_head_dim = 0;
+    // Over its MOE nodes: the experts' widths and the most chosen experts (the MOE work buffers).
+    uint32_t moe_in = 0, moe_ff = 0, moe_out = 0, moe_used = 0;
+    bool has_moe() const { return moe_used > 0; }
 
     bool logits_rows(int32_t buf) const { return bufs[static_cast<size_t>(buf)].rows == EMBER_GRAPH_ROWS_LOGITS; }
     uint32_t width(int32_t buf) const { return bufs[static_cast<size_t>(buf)].width; }
@@ -59,6 +63,9 @@ struct Program {
 // types for matrices, F32 for vectors).
 Program program_of(const ember_mod_model_desc &d);
 
+// Expert e's matrix of a 3-D MOE stack, as a 2-D tensor over its bytes (ne[0] x ne[1] of the stack).
+ember_mod_tensor expert_matrix(const ember_mod_tensor &t, uint32_t e);
+
 // What a context allocates on the device (context_bytes reports `bytes()`). Offsets are into one
 // activation allocation: the program's buffers (rows: n_batch per token, n_logits per logits row),
 // then the executor's scratch.
@@ -70,6 +77,9 @@ struct ContextSizes {
     std::vector<size_t> buf_offset;               // [bufs]
     size_t act_codes = 0, act_scales = 0, act16 = 0;  // a MATMUL input prepared: Q8 codes and scales, f16
     size_t rope_cos = 0, rope_sin = 0, partials = 0, io = 0;
+    // MOE (moe.hpp's MoeWork): gathered inputs, gate and up products, expert outputs, the route's lists.
+    size_t moe_xin = 0, moe_g = 0, moe_u = 0, moe_outs = 0, moe_token = 0, moe_pos = 0, moe_gate = 0;
+    size_t moe_slots = 0;  // rows * moe_used
     size_t total = 0;  // bytes of the activation allocation
     size_t bytes() const { return kv_bytes + total + kMatmulScratchBytes + kMatmulWorkspaceBytes; }
 };

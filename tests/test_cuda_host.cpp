@@ -3,12 +3,16 @@
 // plain softmax whatever the split and whichever splits are empty; the Q8_0 cache offsets and paged
 // row lookup match the CPU backend's layout (the kernels include the same header); a forward pass's
 // device inputs (cuda/inputs.cpp), the device weight layouts (cuda/weights.cpp) and the kernels' element
-// decoder (cuda/quant_math.hpp) for every weight type, all plain C++ compiled into this test.
+// decoder (cuda/quant_math.hpp) for every weight type, all plain C++ compiled into this test. For the
+// model families' ops: the combine with a sliding window's keys and a sink, YaRN's rope frequencies
+// (cuda/rope_math.hpp) against the CPU's rope, and MOE's routing (cuda/moe_route.cpp) against the CPU's.
 #include "test_util.h"
 
 #include "../cuda/attn_math.hpp"
 #include "../cuda/inputs.hpp"
+#include "../cuda/moe_route.hpp"
 #include "../cuda/quant_math.hpp"
+#include "../cuda/rope_math.hpp"
 #include "../cuda/weights.hpp"
 #include "core/error.hpp"
 #include "core/dtype.hpp"
@@ -59,19 +63,27 @@ void test_choose_splits(void **) {
 }
 
 // Partials computed the way the kernel does (online softmax over each range), combined, against a
-// plain softmax in double.
+// plain softmax in double; also over a window's keys [first, n_keys) (ATTENTION_EXT) and with a sink
+// logit in the normaliser.
 void test_combine(void **) {
     uint64_t st = 5;
     const int hd = 24;
     for (int32_t n_keys : {1, 5, 40, 333})
-        for (int32_t n_splits : {1, 2, 4, 8, 32}) {
+        for (int32_t n_splits : {1, 2, 4, 8, 32})
+        for (int32_t window : {0, 3, 37})
+        for (int has_sink = 0; has_sink < 2; ++has_sink) {
+            const int32_t first = cu::window_first(n_keys - 1, window);
+            assert_int_equal(first, window > 0 && n_keys > window ? n_keys - window : 0);
+            const float sink = test_randf(&st, -4, 8);
             std::vector<float> s(n_keys), v(size_t(n_keys) * hd);
             for (float &x : s) x = test_randf(&st, -12, 12);
             for (float &x : v) x = test_randf(&st, -1, 1);
             const int stride = hd + 2;
             std::vector<float> part(size_t(n_splits) * stride);
+            int32_t next = first;  // the splits cover the window's keys once, in order
             for (int32_t i = 0; i < n_splits; ++i) {
-                const cu::KeyRange r = cu::split_range(n_keys, n_splits, i);
+                const cu::KeyRange r = cu::split_range_from(first, n_keys, n_splits, i);
+                if (r.begin < r.end) assert_int_equal(r.begin, next), next = r.end;
                 float m = -INFINITY, l = 0, *acc = &part[size_t(i) * stride + 2];
                 for (int d = 0; d < hd; ++d) acc[d] = 0;
                 for (int32_t j = r.begin; j < r.end; ++j) {
@@ -82,17 +94,20 @@ void test_combine(void **) {
                 }
                 part[size_t(i) * stride] = m, part[size_t(i) * stride + 1] = l;
             }
+            assert_int_equal(next, n_keys);
             std::vector<float> out(hd);
-            assert_true(cu::combine_partials(part.data(), n_splits, stride, hd, out.data(), [](float x) { return std::exp(x); }));
-            double mx = -INFINITY;
-            for (float x : s) mx = std::fmax(mx, x);
-            double L = 0;
-            for (float x : s) L += std::exp(x - mx);
+            assert_true(cu::combine_partials(part.data(), n_splits, stride, hd, out.data(), [](float x) { return std::exp(x); },
+                                             0, 1, has_sink ? &sink : nullptr));
+            double mx = has_sink ? sink : -INFINITY;
+            for (int32_t j = first; j < n_keys; ++j) mx = std::fmax(mx, s[j]);
+            double L = has_sink ? std::exp(sink - mx) : 0.0;
+            for (int32_t j = first; j < n_keys; ++j) L += std::exp(s[j] - mx);
             for (int d = 0; d < hd; ++d) {
                 double o = 0;
-                for (int32_t j = 0; j < n_keys; ++j) o += std::exp(s[j] - mx) * v[size_t(j) * hd + d];
+                for (int32_t j = first; j < n_keys; ++j) o += std::exp(s[j] - mx) * v[size_t(j) * hd + d];
                 if (std::fabs(out[d] - o / L) > 1e-5)
-                    fail_msg("keys %d splits %d dim %d: %.7g vs %.7g", n_keys, n_splits, d, out[d], o / L);
+                    fail_msg("keys %d splits %d window %d sink %d dim %d: %.7g vs %.7g", n_keys, n_splits, window, has_sink,
+                             d, out[d], o / L);
             }
         }
     // Every split empty: reported, nothing written.
@@ -101,6 +116,75 @@ void test_combine(void **) {
     float out[4] = {7, 7, 7, 7};
     assert_false(cu::combine_partials(part.data(), 4, 6, 4, out, [](float x) { return std::exp(x); }));
     assert_true(out[0] == 7.0f);
+}
+
+// rope_math.hpp's angles and scale (what k_rope_angles_yarn computes) against cpu::rope on pairs (1, 0),
+// whose rotation is (cos, sin) times the scale: bit for bit, as both form them in double. Plain ROPE
+// (defaults), Llama-3/LongRoPE-style factors, YaRN's ramp (gpt-oss: factor 32, 4096 original positions)
+// and LongRoPE's attention factor.
+void test_rope_yarn(void **) {
+    const int n_rot = 32, half = n_rot / 2;
+    std::vector<float> factors(half);
+    for (int i = 0; i < half; ++i) factors[i] = 1.0f + 0.37f * float(i);
+    struct Case {
+        float theta, freq_scale;
+        const float *ff;
+        cu::RopeYarn y;
+    } cases[] = {
+        {10000.0f, 1.0f, nullptr, {}},
+        {500000.0f, 0.25f, factors.data(), {}},
+        {150000.0f, 1.0f / 32, nullptr, {1.0f, 1.0f, 32.0f, 1.0f, 4096}},
+        {10000.0f, 1.0f, factors.data(), {0.0f, 1.19f, 0.0f, 0.0f, 0}},
+        {10000.0f, 0.5f, factors.data(), {1.0f, 0.9f, 32.0f, 1.0f, 2048}},
+    };
+    const int32_t pos[] = {0, 1, 7, 1000, 70000};
+    for (const Case &c : cases) {
+        cpu::RopeParams p;
+        p.n_rot = n_rot, p.theta_base = c.theta, p.freq_scale = c.freq_scale, p.freq_factors = c.ff;
+        p.ext_factor = c.y.ext_factor, p.attn_factor = c.y.attn_factor, p.beta_fast = c.y.beta_fast;
+        p.beta_slow = c.y.beta_slow, p.n_ctx_orig = c.y.n_ctx_orig;
+        std::vector<float> x(std::size(pos) * n_rot);
+        for (size_t k = 0; k < x.size(); k += 2) x[k] = 1.0f, x[k + 1] = 0.0f;
+        cpu::rope(x.data(), std::size(pos), 1, n_rot, pos, p);
+        const cu::YarnRamp ramp = c.y.ext_factor != 0 ? cu::yarn_ramp(n_rot, c.theta, c.y) : cu::YarnRamp{0, 0};
+        const double mscale = cu::yarn_mscale(c.freq_scale, c.y);
+        for (size_t t = 0; t < std::size(pos); ++t)
+            for (int i = 0; i < half; ++i) {
+                const double a = pos[t] * cu::yarn_freq(i, n_rot, c.theta, c.freq_scale, c.ff ? c.ff[i] : 1.0f, c.y, ramp);
+                const float cs = static_cast<float>(std::cos(a) * mscale), sn = static_cast<float>(std::sin(a) * mscale);
+                if (cs != x[t * n_rot + 2 * i] || sn != x[t * n_rot + 2 * i + 1])
+                    fail_msg("theta %g pos %d pair %d: (%.9g, %.9g) vs the CPU's (%.9g, %.9g)", c.theta, pos[t], i, cs, sn,
+                             x[t * n_rot + 2 * i], x[t * n_rot + 2 * i + 1]);
+            }
+    }
+}
+
+// moe_route.cpp's choices and gates are cpu::moe_route's (ties included: logits drawn from a few values),
+// and its work rows group each expert's tokens in token order.
+void test_moe_route(void **) {
+    uint64_t st = 17;
+    for (uint32_t gating : {0u, 1u})
+        for (auto [n_expert, k] : {std::pair{8u, 2u}, std::pair{32u, 4u}, std::pair{5u, 5u}}) {
+            const uint32_t n = 37;
+            std::vector<float> logits(size_t{n} * n_expert);
+            for (float &l : logits) l = std::floor(test_randf(&st, -3, 3));  // integers: many ties
+            cpu::MoeParams p;
+            p.n_expert = int(n_expert), p.n_used = int(k), p.gating = gating;
+            std::vector<int32_t> sel(size_t{n} * k);
+            std::vector<float> weight(sel.size());
+            cpu::moe_route(p, logits.data(), n, sel.data(), weight.data());
+            const cu::MoeRoute r = cu::moe_route(logits.data(), n, n_expert, k, gating);
+            for (size_t s = 0; s < sel.size(); ++s) {
+                const uint32_t row = uint32_t(r.pos[s]), e = uint32_t(sel[s]);
+                assert_true(row >= r.first[e] && row < r.first[e] + r.count[e]);  // in its expert's rows
+                assert_int_equal(r.token[row], int32_t(s / k));
+                assert_true(r.gate[s] == weight[s]);
+            }
+            for (uint32_t e = 0; e < n_expert; ++e)
+                for (uint32_t row = r.first[e] + 1; row < r.first[e] + r.count[e]; ++row)
+                    assert_true(r.token[row - 1] < r.token[row]);
+            assert_int_equal(r.first[n_expert - 1] + r.count[n_expert - 1], size_t{n} * k);
+        }
 }
 
 // The kernels' Q8_0 element offsets read the CPU's cache rows (cpu::store_kv_row) back exactly.
@@ -294,6 +378,7 @@ int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges), cmocka_unit_test(test_choose_splits),
                                 cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
                                 cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_weight_layouts),
-                                cmocka_unit_test(test_block_dots)};
+                                cmocka_unit_test(test_block_dots), cmocka_unit_test(test_rope_yarn),
+                                cmocka_unit_test(test_moe_route)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -5,7 +5,9 @@
 // its prepared input only with the product of the same input just before it; the rope angle table is
 // recomputed only when the rotation changes); ops and options the backend does not run are
 // EMBER_ERR_UNSUPPORTED naming them, broken references EMBER_ERR_INVALID_MODEL; and a context's device
-// regions do not overlap.
+// regions do not overlap. The model families' programs (issue 18: every synthetic family) are accepted,
+// their expert stacks uploaded as stacks, their YaRN ropes given tables of their own.
+#include "synthetic_model.hpp"
 #include "test_util.h"
 
 #include "../cuda/program.hpp"
@@ -24,18 +26,6 @@
 using namespace ember;
 
 namespace {
-
-std::unique_ptr<Model> load_synthetic(const SyntheticSpec &spec) {
-    const std::vector<uint8_t> bytes = synthetic_model_gguf(spec);
-    char path[] = "/tmp/ember_cuda_program_XXXXXX";
-    const int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
-    close(fd);
-    auto m = Model::load(path, LoadOptions{});
-    unlink(path);  // the mapping stays valid
-    return m;
-}
 
 // A description whose program is `nodes` instead of the model's.
 struct Edited {
@@ -240,10 +230,78 @@ void test_refusals(void **) {
     }
 }
 
+// Every family's program (every op of graph.h among them) is accepted; MOE's expert stacks are read as
+// stacks (uploaded one expert matrix at a time), their biases and attention sinks as vectors; a rope of
+// another kind than the one before it (ROPE_YARN after ROPE, as gemma3's or gpt-oss's layers alternate
+// bases and kinds) gets its own angles.
+void test_family_programs(void **) {
+    int moe = 0, yarn = 0, ext = 0;
+    for (const std::string &family : synthetic_families()) {
+        auto m = load_synthetic(synthetic_family(family));
+        const cu::Program pg = cu::program_of(m->desc().c);
+        const ember_graph_node *prev_rope = nullptr;
+        for (size_t i = 0; i < pg.nodes.size(); ++i) {
+            const ember_graph_node &n = pg.nodes[i];
+            if (n.op == EMBER_GRAPH_MOE) {
+                ++moe;
+                for (int32_t t : {n.w, n.w2, n.w3}) assert_int_equal(pg.tensor_use[size_t(t)], cu::Program::kExperts);
+                for (int32_t t : {n.b, n.b2, n.b3})
+                    if (t >= 0) assert_int_equal(pg.tensor_use[size_t(t)], cu::Program::kVector);
+                assert_true(pg.has_moe() && pg.moe_used >= n.n_expert_used && pg.moe_out >= pg.width(n.dst));
+                const ember_mod_tensor &g = m->desc().c.tensors[n.w];
+                const ember_mod_tensor last = cu::expert_matrix(g, n.n_expert - 1);
+                assert_int_equal(last.n_dims, 2);
+                assert_ptr_equal(static_cast<const uint8_t *>(last.data) + last.n_bytes,
+                                 static_cast<const uint8_t *>(g.data) + g.n_bytes);  // the stack's last matrix ends it
+            }
+            if (n.op == EMBER_GRAPH_ATTENTION_EXT && n.w >= 0) {
+                ++ext;
+                assert_int_equal(pg.tensor_use[size_t(n.w)], cu::Program::kVector);
+            }
+            if (n.op == EMBER_GRAPH_ROPE || n.op == EMBER_GRAPH_ROPE_YARN) {
+                yarn += n.op == EMBER_GRAPH_ROPE_YARN;
+                if (prev_rope && prev_rope->op != n.op) assert_true(pg.how[i].new_angles);
+                prev_rope = &n;
+            }
+        }
+    }
+    assert_true(moe > 0 && yarn > 0 && ext > 0);  // mixtral/qwen3moe/gpt-oss, phi3/gpt-oss, gpt-oss's sinks
+}
+
+// What the families' ops refuse: an activation or gating graph.h does not define (UNSUPPORTED, named),
+// a cap that is not positive and experts of the wrong shape (INVALID_MODEL).
+void test_family_refusals(void **) {
+    auto m = load_synthetic(synthetic_family("qwen3moe"));
+    {
+        Edited e(*m);
+        e.nodes[e.find(EMBER_GRAPH_MOE)].moe_act = 7;
+        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, "activation 7");
+    }
+    {
+        Edited e(*m);
+        const size_t i = e.find(EMBER_GRAPH_MOE);
+        ember_graph_node &n = e.nodes[i];
+        n.w = e.nodes[i - 1].w;  // the router's matrix (the product just before) as the gate experts: 2-D
+        assert_int_equal(e.nodes[i - 1].dst, n.src2);
+        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "experts of the wrong shape");
+    }
+    {
+        Edited e(*m);
+        e.nodes[e.find(EMBER_GRAPH_MOE)].n_expert_used = 0;
+        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "chosen experts");
+    }
+    auto g = load_synthetic(synthetic_family("gemma2"));
+    {
+        Edited e(*g);
+        e.nodes[e.find(EMBER_GRAPH_SOFTCAP)].softcap = 0;
+        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "softcap");
+    }
+}
+
 // A context's regions: the program's buffers (logits rows for the output's) and the scratch, in order,
 // none overlapping; a cache type the kernels do not write is refused.
 void test_context_sizes(void **) {
-    SyntheticSpec s;
+    SyntheticSpec s = synthetic_family("qwen3moe");  // llama's regions plus MOE's
     auto m = load_synthetic(s);
     const cu::Program pg = cu::program_of(m->desc().c);
     ember_mod_context_params p{};
@@ -259,6 +317,15 @@ void test_context_sizes(void **) {
     assert_int_equal(regions[size_t(pg.logits_buf)].second, size_t{p.n_logits} * s.n_vocab * sizeof(float));
     regions.push_back({z.io, (4 * z.rows + p.n_logits) * sizeof(int32_t)});
     regions.push_back({z.partials, z.partial_rows * (pg.max_head_dim + 2) * sizeof(float)});
+    assert_true(pg.has_moe());
+    assert_int_equal(z.moe_slots, size_t{z.rows} * pg.moe_used);
+    regions.push_back({z.moe_xin, z.rows * pg.moe_in * sizeof(float)});
+    regions.push_back({z.moe_g, z.rows * pg.moe_ff * sizeof(float)});
+    regions.push_back({z.moe_u, z.rows * pg.moe_ff * sizeof(float)});
+    regions.push_back({z.moe_outs, z.moe_slots * pg.moe_out * sizeof(float)});
+    for (size_t list : {z.moe_token, z.moe_pos, z.moe_gate}) regions.push_back({list, z.moe_slots * 4});
+    // The products' prepared inputs hold an expert's every row (up to all of the pass's) of n_in or n_ff.
+    assert_true(z.act_scales - z.act_codes >= z.rows * std::max(pg.moe_in, pg.moe_ff));
     std::sort(regions.begin(), regions.end());
     for (size_t i = 0; i + 1 < regions.size(); ++i) assert_true(regions[i].first + regions[i].second <= regions[i + 1].first);
     assert_true(regions.back().first + regions.back().second <= z.total);
@@ -277,6 +344,7 @@ void test_context_sizes(void **) {
 int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_llama_program), cmocka_unit_test(test_qwen2_program),
                                 cmocka_unit_test(test_real_models), cmocka_unit_test(test_fusion_limits), cmocka_unit_test(test_refusals),
+                                cmocka_unit_test(test_family_programs), cmocka_unit_test(test_family_refusals),
                                 cmocka_unit_test(test_context_sizes)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

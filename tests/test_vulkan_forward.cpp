@@ -157,6 +157,27 @@ void test_qwen3_per_head_norm_head_dim(void **) {
     compare(s, 1e-3, "qwen3 F32, per-head q/k norm, head_dim 32");
 }
 
+// Every model family (issue 18) through the one decoder: gemma2/3 (GeGLU, sqrt(d) scale, softcaps, sliding
+// windows crossed by the 80-token prompt), phi3 (LongRoPE factors, partial rotary), granite's multipliers,
+// olmo2, mixtral, qwen3moe and gpt-oss (experts routed per pass, sinks, YaRN, clamped SwiGLU, biases): each
+// op of graph.h the CPU runs, run by the module's shaders, in F32 weights, Q8_0 and Q4_K (the K layout:
+// each expert matrix of a stack packed on its own).
+void test_families(void **) {
+    for (const std::string &name : synthetic_families()) {
+        for (DType t : {DType::F32, DType::Q8_0, DType::Q4_K}) {
+            SyntheticSpec s = synthetic_family(name);
+            s.type = t;
+            const std::string what = name + " " + dtype_name(t);
+            compare(s, t == DType::F32 ? 1e-3 : 2e-2, what.c_str());
+        }
+    }
+    // A window wider than one split's 64 keys: the decode steps past position 72 split the window (not the
+    // context) in two, the sinks joining in attention_merge.comp.
+    SyntheticSpec s = synthetic_family("gpt-oss");
+    s.window = 72;
+    compare(s, 1e-3, "gpt-oss F32, window 72 split in decode");
+}
+
 // The program with every run the module folds kept apart by a node between its two: a weightless norm of
 // the product (or of the gathered rows) into a buffer of its own, which nothing reads. The runs then go
 // through add.comp, gather.comp and the weightless norm; the logits must be the folded program's exactly
@@ -237,6 +258,15 @@ void test_unsupported_refused_at_load(void **) {
     assert_true(it != rope.nodes.end());
     it->rope_mode = 1;  // a mode graph.h does not define
     expect_refused(rope.desc(), "rope mode 1");
+    // An expert activation graph.h does not define: refused naming the op and the option.
+    TempFile moe_file(synthetic_model_gguf(synthetic_family("qwen3moe")));
+    auto moe_model = Model::load(moe_file.path, LoadOptions{});
+    ProgramCopy moe(moe_model->desc());
+    auto m = std::find_if(moe.nodes.begin(), moe.nodes.end(), [](const ember_graph_node &n) { return n.op == EMBER_GRAPH_MOE; });
+    assert_true(m != moe.nodes.end());
+    m->moe_act = 7;
+    expect_refused(moe.desc(), "moe (node");
+    expect_refused(moe.desc(), "activation 7");
 }
 
 void test_cancel_between_chunks(void **) {
@@ -287,7 +317,7 @@ int main() {
         cmocka_unit_test(test_llama_q4_k_m),             cmocka_unit_test(test_llama_q8_0_q4_0),
         cmocka_unit_test(test_qwen3_per_head_norm_head_dim), cmocka_unit_test(test_unfolded_program_same_logits),
         cmocka_unit_test(test_norms_without_weights),      cmocka_unit_test(test_unsupported_refused_at_load),
-        cmocka_unit_test(test_cancel_between_chunks),
+        cmocka_unit_test(test_cancel_between_chunks),       cmocka_unit_test(test_families),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -17,7 +17,9 @@ namespace ember::vk {
 // Every pipeline, one per SPIR-V module (shaders/*.comp; the matmul once per weight type).
 enum Pipe : int {
     kQuantizeActs, kMatmulF32, kMatmulF16, kMatmulQ4_0, kMatmulQ8_0, kMatmulK, kRmsNorm, kRope, kSwiglu, kGetRows, kKvStore,
-    kAttention, kAttentionMerge, kAdd, kGather, kMatmulBF16, kMatmulK2, kPipeCount
+    kAttention, kAttentionMerge, kAdd, kGather, kMatmulBF16, kMatmulK2,
+    // The model families' ops (issue 18).
+    kElementwise, kMoeCombine, kPipeCount
 };
 constexpr uint32_t kPushBytes = 128;  // one push-constant range serves every shader
 

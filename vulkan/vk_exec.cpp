@@ -134,9 +134,21 @@ void Recorder::swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n
     dispatch_flat(kSwiglu, &pc, sizeof pc, groups(n, 64));
 }
 
+void Recorder::elementwise(Ew op, uint32_t x_off, uint32_t x2_off, uint32_t y_off, uint32_t n, float a, float b) {
+    struct { uint32_t op, x_off, x2_off, y_off, n; float a, b; } pc{static_cast<uint32_t>(op), x_off, x2_off, y_off, n, a, b};
+    dispatch_flat(kElementwise, &pc, sizeof pc, groups(n, 64));
+}
+
 void Recorder::add(uint32_t y_off, uint32_t x_off, uint32_t n) {
     struct { uint32_t y_off, x_off, n; } pc{y_off, x_off, n};
     dispatch_flat(kAdd, &pc, sizeof pc, groups(n, 64));
+}
+
+void Recorder::moe_combine(uint32_t outs_off, uint32_t y_off, uint32_t rows, uint32_t n_out, uint32_t k, uint32_t pos_off,
+                           uint32_t gate_off) {
+    struct { uint32_t outs_off, y_off, n_tokens, n_out, k, pos_off, w_off; } pc{outs_off, y_off, rows, n_out, k, pos_off,
+                                                                              gate_off};
+    dispatch_flat(kMoeCombine, &pc, sizeof pc, groups(uint64_t{rows} * n_out, 64));
 }
 
 void Recorder::gather(uint32_t x_off, uint32_t y_off, uint32_t width, uint32_t rows, uint32_t rows_off) {
@@ -168,13 +180,16 @@ void Recorder::attention(const Attn &a, uint32_t rows) {
     struct {
         uint32_t q_off, o_off, n_head, n_head_kv, head_dim, pos_off, tab_off, block_size, layer_byte, row_bytes, type;
         float scale;
-        uint32_t chunk, n_split, part_off;
-    } pc{a.q_off, a.o_off, a.n_head, a.n_head_kv, a.head_dim, a.pos_off, a.tab_off, a.block_size, a.layer_byte,
-         a.row_bytes, static_cast<uint32_t>(a.type), a.scale, a.chunk, a.n_split, a.part_off};
+        uint32_t chunk, n_split, part_off, window;
+        float softcap;
+        uint32_t sink_off;
+    } pc{a.q_off,      a.o_off,     a.n_head, a.n_head_kv, a.head_dim, a.pos_off,   a.tab_off, a.block_size,
+         a.layer_byte, a.row_bytes, static_cast<uint32_t>(a.type), a.scale, a.chunk, a.n_split, a.part_off, a.window,
+         a.softcap,    a.sink_off};
     dispatch(kAttention, &pc, sizeof pc, a.n_head, rows, a.chunk ? a.n_split : 1);
     if (!a.chunk) return;
-    struct { uint32_t part_off, o_off, n_tokens, n_head, head_dim, n_split; } mc{a.part_off, a.o_off, rows, a.n_head,
-                                                                                a.head_dim, a.n_split};
+    struct { uint32_t part_off, o_off, n_tokens, n_head, head_dim, n_split, sink_off; } mc{
+        a.part_off, a.o_off, rows, a.n_head, a.head_dim, a.n_split, a.sink_off};
     dispatch_flat(kAttentionMerge, &mc, sizeof mc, groups(uint64_t{rows} * a.n_head * a.head_dim, 64));
 }
 

@@ -40,7 +40,14 @@ public:
                  uint32_t rows_off, float eps);
     void rope(uint32_t x_off, uint32_t rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, uint32_t cs_off);
     void swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n);
+    // elementwise.comp's ops: y = x * a (SCALE), a * tanh(x / a) (SOFTCAP), gelu(x) * x2 (GEGLU), gpt-oss's
+    // clamped SwiGLU with alpha a and limit b (SWIGLU_OAI). n values; y may be x or x2.
+    enum class Ew : uint32_t { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3 };
+    void elementwise(Ew op, uint32_t x_off, uint32_t x2_off, uint32_t y_off, uint32_t n, float a = 0, float b = 0);
     void add(uint32_t y_off, uint32_t x_off, uint32_t n);  // y += x
+    // MOE's last step: y[t] = sum_j io_f[gate_off + t k + j] * outs[io_i[pos_off + t k + j]] (rows of n_out).
+    void moe_combine(uint32_t outs_off, uint32_t y_off, uint32_t rows, uint32_t n_out, uint32_t k, uint32_t pos_off,
+                     uint32_t gate_off);
     // y[r] = x[io[rows_off + r]], rows of width floats.
     void gather(uint32_t x_off, uint32_t y_off, uint32_t width, uint32_t rows, uint32_t rows_off);
     void get_rows(const WeightRef &w, uint32_t ids_off, uint32_t rows, uint32_t y_off);
@@ -52,6 +59,11 @@ public:
         float scale;
         // Split-K: chunk keys per workgroup (0: none), n_split chunks, partials at part_off (floats).
         uint32_t chunk = 0, n_split = 1, part_off = 0;
+        // graph.h's ATTENTION_EXT: sliding window (0: none), score softcap (0: none), sink logits (word
+        // offset of [n_head] floats in the weights, kNone: none).
+        uint32_t window = 0;
+        float softcap = 0;
+        uint32_t sink_off = kNone;
     };
     void attention(const Attn &a, uint32_t rows);
     // A barrier that makes the kernels' writes visible to a following transfer (reading results back).

@@ -20,17 +20,21 @@ Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(
         w.type = static_cast<DType>(t.type);
         w.n_in = static_cast<uint32_t>(t.ne[0]);
         w.n_out = static_cast<uint32_t>(t.n_dims > 1 ? t.ne[1] : 1);
-        if (auto it = done.find(t.data); it != done.end()) {
+        // MOE's 3-D expert stacks: each expert's matrix packed on its own, one after another (vk_moe.hpp).
+        const uint32_t n_mat = static_cast<uint32_t>(t.n_dims > 2 ? t.ne[2] : 1);
+        if (auto it = done.find(t.data); n_mat == 1 && it != done.end()) {
             const WeightRef &o = tensors[it->second];
             if (o.type == w.type && o.n_in == w.n_in && o.n_out == w.n_out) {
                 tensors.push_back(o);
                 continue;
             }
         }
-        if (packed.size() + packed_words(w.type, w.n_in, w.n_out) > 0xffffffffu)
+        if (packed.size() + packed_words(w.type, w.n_in, w.n_out) * n_mat > 0xffffffffu)
             fail(EMBER_ERR_UNSUPPORTED, "vulkan: weights beyond 2^32 words (16 GiB) are not supported");
         w.off = static_cast<uint32_t>(packed.size());
-        pack_weight(w.type, t.data, w.n_in, w.n_out, packed);
+        const size_t mat_bytes = dtype_row_bytes(w.type, w.n_in) * w.n_out;
+        for (uint32_t e = 0; e < n_mat; ++e)
+            pack_weight(w.type, static_cast<const uint8_t *>(t.data) + e * mat_bytes, w.n_in, w.n_out, packed);
         done.emplace(t.data, tensors.size());
         tensors.push_back(w);
     }
@@ -73,8 +77,16 @@ ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &
     z.xq = take(q / 4), z.xd = take(q / 32 + 1), z.xs = take(q / 32 + 1);
     size_t part = 0;
     for (const ember_graph_node &n : prog.nodes)
-        if (n.op == EMBER_GRAPH_ATTENTION) part = std::max(part, attention_part_floats(p.n_batch, n.n_head, n.head_dim));
+        if (n.op == EMBER_GRAPH_ATTENTION || n.op == EMBER_GRAPH_ATTENTION_EXT)
+            part = std::max(part, attention_part_floats(p.n_batch, n.n_head, n.head_dim));
     z.part = take(part);
+    // MOE: an expert gets at most every token of a pass (each token picks it once at most).
+    if (prog.moe_experts) {
+        const size_t rows = std::max(p.n_batch, p.n_logits);
+        z.moe.xin = take(rows * prog.moe_in), z.moe.g = take(rows * prog.moe_ff), z.moe.u = take(rows * prog.moe_ff);
+        z.moe.outs = take(rows * prog.moe_used * prog.moe_out);
+        z.moe.q = {z.xq, z.xd, z.xs};
+    }
     z.acts_words = at;
     return z;
 }
@@ -148,6 +160,10 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     std::map<const int32_t *, uint32_t> table_at;
     for (auto [tab, len] : table_len) table_at[tab] = static_cast<uint32_t>(words), words += len;
     for (const RopeSet &rs : P.ropes) io.rope.push_back(static_cast<uint32_t>(words)), words += size_t{n} * rs.n_rot;
+    const size_t slots = size_t{std::max(n, nl)} * P.moe_used;
+    io.moe_logits = static_cast<uint32_t>(words), words += size_t{std::max(n, nl)} * P.moe_experts;
+    io.moe.token = static_cast<uint32_t>(words), io.moe.pos = static_cast<uint32_t>(words + slots);
+    io.moe.gate = static_cast<uint32_t>(words + 2 * slots), words += 3 * slots;
     io.logits = static_cast<uint32_t>(words);
     words += size_t{nl} * P.n_vocab;
     if (words > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan forward: a pass of %zu words of inputs and logits", words);
@@ -161,7 +177,8 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     }
     for (uint32_t i = 0; i < nl; ++i) w[io.lrows + i] = b.logits_rows[i];
     for (auto [tab, at] : table_at) std::memcpy(w + at, tab, table_len[tab] * sizeof(int32_t));
-    for (size_t k = 0; k < P.ropes.size(); ++k) rope_table(P.ropes[k].freq, b.pos, n, static_cast<float *>(io_.map) + io.rope[k]);
+    for (size_t k = 0; k < P.ropes.size(); ++k)
+        rope_table(P.ropes[k].freq, b.pos, n, static_cast<float *>(io_.map) + io.rope[k], P.ropes[k].mscale);
     return io;
 }
 
@@ -186,21 +203,49 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
         break;
     }
     case EMBER_GRAPH_ROPE:
+    case EMBER_GRAPH_ROPE_YARN:
         r.rope(off(s.dst), rows, nd.n_head, nd.head_dim, nd.n_rot, nd.rope_mode == EMBER_GRAPH_ROPE_NEOX, io.rope[s.rope]);
         break;
     case EMBER_GRAPH_KV_STORE:
         r.kv_store(off(nd.src), off(nd.src2), rows, P.kv_width, io.rows, layer_byte, row_bytes, kv_type_);
         break;
-    case EMBER_GRAPH_ATTENTION: {
+    case EMBER_GRAPH_ATTENTION:
+    case EMBER_GRAPH_ATTENTION_EXT: {
         Recorder::Attn a{off(s.src), off(s.dst), nd.n_head, nd.n_head_kv, nd.head_dim, io.pos, io.tab, p_.block_size,
                          layer_byte, row_bytes, kv_type_, nd.scale};
-        a.chunk = attention_chunk(rows, io.max_keys);
-        if (a.chunk) a.n_split = (io.max_keys + a.chunk - 1) / a.chunk, a.part_off = z_.part;
+        if (nd.op == EMBER_GRAPH_ATTENTION_EXT) a.window = nd.window, a.softcap = nd.softcap, a.sink_off = m_.vec(nd.w);
+        // Under a window a query sees at most `window` keys: the splits cover those.
+        const uint32_t keys = a.window ? std::min(io.max_keys, a.window) : io.max_keys;
+        a.chunk = attention_chunk(rows, keys);
+        if (a.chunk) a.n_split = (keys + a.chunk - 1) / a.chunk, a.part_off = z_.part;
         r.attention(a, rows);
         break;
     }
     case EMBER_GRAPH_ADD: r.add(off(s.dst), off(s.src), rows * P.width(s.dst)); break;
     case EMBER_GRAPH_SWIGLU: r.swiglu(off(nd.src), off(nd.src2), off(s.dst), rows * P.width(s.dst)); break;
+    case EMBER_GRAPH_SCALE:
+        r.elementwise(Recorder::Ew::Scale, off(s.src), kNone, off(s.dst), rows * P.width(s.dst), nd.scale);
+        break;
+    case EMBER_GRAPH_SOFTCAP:
+        r.elementwise(Recorder::Ew::Softcap, off(s.src), kNone, off(s.dst), rows * P.width(s.dst), nd.softcap);
+        break;
+    case EMBER_GRAPH_GEGLU:
+        r.elementwise(Recorder::Ew::Geglu, off(nd.src), off(nd.src2), off(s.dst), rows * P.width(s.dst));
+        break;
+    case EMBER_GRAPH_MOE: {
+        // route_ is this node's (forward read its router logits back first).
+        const auto expert = [&](int32_t t, uint32_t *stride) {
+            const WeightRef &w = m_.tensors[static_cast<size_t>(t)];
+            *stride = static_cast<uint32_t>(packed_words(w.type, w.n_in, w.n_out));
+            return w;
+        };
+        MoeExperts e;
+        e.gate = expert(nd.w, &e.gate_stride), e.up = expert(nd.w2, &e.up_stride), e.down = expert(nd.w3, &e.down_stride);
+        e.gate_b = m_.vec(nd.b), e.up_b = m_.vec(nd.b2), e.down_b = m_.vec(nd.b3);
+        e.act = nd.moe_act, e.alpha = nd.act_alpha, e.limit = nd.act_limit;
+        moe_record(r, e, route_, io.moe, z_.moe, off(s.src), off(s.dst), rows, nd.n_expert_used);
+        break;
+    }
     case EMBER_GRAPH_GATHER_LOGITS: r.gather(off(s.src), off(s.dst), P.width(s.dst), rows, io.lrows); break;
     default: fail(EMBER_ERR_INTERNAL, "vulkan: op %u", nd.op);
     }
@@ -231,6 +276,7 @@ void Context::forward(const ember_mod_batch &b) {
     const bool chunked = b.cancel && n >= 32;
     const DeviceApi &f = dev_.fn();
     size_t si = 0;
+    size_t routed = SIZE_MAX;  // the MOE step whose route_ is made
     while (true) {
         if (chunked && b.cancel(b.cancel_data)) fail(EMBER_ERR_CANCELLED, "vulkan forward cancelled");
         VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -239,12 +285,32 @@ void Context::forward(const ember_mod_batch &b) {
         check(f.vkBeginCommandBuffer(cb_, &bi), "vkBeginCommandBuffer");
         Recorder r(dev_, cb_, bind_.set);
         bool has_layer = false;
+        const ember_graph_node *route = nullptr;  // a MOE node whose router logits this buffer ends with
         for (; si < P.steps.size(); ++si) {
             const int32_t layer = P.steps[si].layer;
             const bool in_decoder = layer >= 0 && static_cast<uint32_t>(layer) < P.n_layer;
             if (chunked && in_decoder && has_layer && layer != P.steps[si - 1].layer) break;
+            const ember_graph_node &nd = P.nodes[P.steps[si].node];
+            if (nd.op == EMBER_GRAPH_MOE && routed != si && P.rows(nd.dst, n, nl) > 0) {
+                route = &nd;
+                break;
+            }
             has_layer |= in_decoder;
             record(r, P.steps[si], io, n, nl);
+        }
+        if (route) {
+            // The router logits to the host: the routing decides which experts the next buffer runs.
+            const uint32_t rows = P.rows(route->dst, n, nl);
+            r.to_transfer();
+            VkBufferCopy c{size_t{off(route->src2)} * 4, size_t{io.moe_logits} * 4, size_t{rows} * route->n_expert * 4};
+            f.vkCmdCopyBuffer(cb_, acts_.buf, io_.buf, 1, &c);
+            check(f.vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
+            dev_.submit_wait(cb_, fence_);
+            route_ = moe_route(static_cast<const float *>(io_.map) + io.moe_logits, rows, route->n_expert,
+                               route->n_expert_used, route->moe_gating);
+            moe_put_route(route_, io.moe, static_cast<int32_t *>(io_.map));
+            routed = si;
+            continue;
         }
         const bool last = si == P.steps.size();
         if (last && nl > 0) {

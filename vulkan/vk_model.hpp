@@ -4,6 +4,7 @@
 
 #include "backend/module_api.h"
 #include "vk_exec.hpp"
+#include "vk_moe.hpp"
 #include "vk_program.hpp"
 
 #include <cstdint>
@@ -29,6 +30,7 @@ struct ContextSizes {
     size_t acts_words = 0;
     std::vector<uint32_t> buf_off;  // the program's buffers (word offsets in the activations; kNone: unused)
     uint32_t xq = 0, xd = 0, xs = 0, part = 0;  // quantized matmul inputs, attention's split-K partials
+    MoeWork moe;                                // MOE's work buffers (vk_moe.hpp)
     uint64_t bytes() const { return 2 * kv_layer_bytes * n_layer + acts_words * 4; }
 };
 ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &p);
@@ -49,6 +51,8 @@ private:
         uint32_t tok, pos, rows, tab, lrows, logits;
         std::vector<uint32_t> rope;  // the cos/sin table of each of the program's rope sets
         uint32_t max_keys;
+        uint32_t moe_logits;         // a MOE node's router logits, read back for the routing
+        MoeIo moe;                   // its routing lists
     };
     Io fill_io(const ember_mod_batch &b);
     void record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint32_t nl);
@@ -64,6 +68,7 @@ private:
     ContextSizes z_;
     Buffer acts_, kc_, vc_, io_;
     Bindings bind_;
+    MoeRoute route_;                 // the routing of the MOE step being recorded
     VkCommandPool pool_ = VK_NULL_HANDLE;
     VkCommandBuffer cb_ = VK_NULL_HANDLE;
     VkFence fence_ = VK_NULL_HANDLE;

@@ -3,9 +3,11 @@
 #include "vk_ops.hpp"
 
 #include "core/error.hpp"
+#include "vk_moe.hpp"
 #include "vk_program.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <map>
 
@@ -56,11 +58,16 @@ void run_op(Device &dev, const ember_mod_op &op) {
         w.off = static_cast<uint32_t>(hb.w.size());
         pack_weight(type, op.w, op.n_in, op.n_out, hb.w);
     };
-    auto put_rope_table = [&](uint32_t n_rot) {
+    auto put_rope_table = [&](uint32_t n_rot, const RopeScaling &y) {
         std::vector<float> cs(size_t{n} * n_rot);
-        rope_table(rope_freq(n_rot, op.rope_theta, op.rope_freq_scale, op.norm), op.ids, n, cs.data());
+        rope_table(rope_freq(n_rot, op.rope_theta, op.rope_freq_scale, op.norm, y), op.ids, n, cs.data(),
+                   rope_mscale(op.rope_freq_scale, y));
         return hb.put_io(reinterpret_cast<const int32_t *>(cs.data()), cs.size());
     };
+    // The ops from SCALE on read the fields appended to ember_mod_op: a caller's struct must have them.
+    if (op.kind >= EMBER_GRAPH_SCALE && op.kind <= EMBER_GRAPH_MOE &&
+        op.struct_size < offsetof(ember_mod_op, act_limit) + sizeof op.act_limit)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan run_op: op %u needs ember_mod_op's fields of graph.h's new ops", op.kind);
 
     switch (op.kind) {
     case EMBER_MOD_OP_MATMUL: {
@@ -87,10 +94,16 @@ void run_op(Device &dev, const ember_mod_op &op) {
         record = [=](Recorder &r) { r.rmsnorm(x, y, nw, dim, 1, n, kNone, eps); };
         break;
     }
-    case EMBER_MOD_OP_ROPE: {
+    case EMBER_MOD_OP_ROPE:
+    case EMBER_GRAPH_ROPE_YARN: {
         const size_t count = size_t{n} * op.n_head * op.head_dim;
         y = hb.put_acts(op.x, count), y_count = count;
-        const uint32_t cs = put_rope_table(op.n_rot);
+        RopeScaling ys;
+        if (op.kind == EMBER_GRAPH_ROPE_YARN) {
+            ys.ext_factor = op.rope_ext_factor, ys.attn_factor = op.rope_attn_factor, ys.beta_fast = op.rope_beta_fast;
+            ys.beta_slow = op.rope_beta_slow, ys.n_ctx_orig = op.rope_n_ctx_orig;
+        }
+        const uint32_t cs = put_rope_table(op.n_rot, ys);
         const ember_mod_op o = op;
         record = [=](Recorder &r) { r.rope(y, n, o.n_head, o.head_dim, o.n_rot, o.rope_mode == EMBER_GRAPH_ROPE_NEOX, cs); };
         break;
@@ -100,6 +113,64 @@ void run_op(Device &dev, const ember_mod_op &op) {
         y = hb.put_acts(nullptr, op.n_in), y_count = op.n_in;
         const uint32_t cnt = op.n_in;
         record = [=](Recorder &r) { r.swiglu(g, u, y, cnt); };
+        break;
+    }
+    case EMBER_GRAPH_SCALE:
+    case EMBER_GRAPH_SOFTCAP:
+    case EMBER_GRAPH_GEGLU: {
+        if (op.kind == EMBER_GRAPH_SOFTCAP && !(op.softcap > 0))
+            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan softcap: cap %g", static_cast<double>(op.softcap));
+        const uint32_t x = hb.put_acts(op.x, op.n_in);
+        const uint32_t x2 = op.kind == EMBER_GRAPH_GEGLU ? hb.put_acts(op.x2, op.n_in) : kNone;
+        y = hb.put_acts(nullptr, op.n_in), y_count = op.n_in;
+        const Recorder::Ew ew = op.kind == EMBER_GRAPH_SCALE     ? Recorder::Ew::Scale
+                                : op.kind == EMBER_GRAPH_SOFTCAP ? Recorder::Ew::Softcap
+                                                                 : Recorder::Ew::Geglu;
+        const float a = op.kind == EMBER_GRAPH_SCALE ? op.scale : op.softcap;
+        const uint32_t cnt = op.n_in;
+        record = [=](Recorder &r) { r.elementwise(ew, x, x2, y, cnt, a); };
+        break;
+    }
+    case EMBER_GRAPH_MOE: {
+        if (op.n_expert == 0 || op.n_expert_used == 0 || op.n_expert_used > op.n_expert || op.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan moe: %u of %u experts, activation %u", op.n_expert_used, op.n_expert,
+                 op.moe_act);
+        const uint32_t k = op.n_expert_used, ne = op.n_expert;
+        // Each expert's matrix packed on its own, as Model packs a 3-D stack.
+        auto experts = [&](uint32_t t, const void *data, uint32_t n_in, uint32_t n_out, uint32_t *stride) {
+            WeightRef m;
+            m.type = static_cast<DType>(t), m.n_in = n_in, m.n_out = n_out;
+            if (!weight_type_supported(m.type) || (m.quantized() && n_in % 32 != 0))
+                fail(EMBER_ERR_UNSUPPORTED, "vulkan moe: experts of type %s, rows of %u", dtype_name(m.type), n_in);
+            m.off = static_cast<uint32_t>(hb.w.size());
+            *stride = static_cast<uint32_t>(packed_words(m.type, n_in, n_out));
+            const size_t bytes = dtype_row_bytes(m.type, n_in) * n_out;
+            for (uint32_t e = 0; e < ne; ++e) pack_weight(m.type, static_cast<const uint8_t *>(data) + e * bytes, n_in, n_out, hb.w);
+            return m;
+        };
+        MoeExperts e;
+        e.gate = experts(op.type, op.w, op.n_in, op.n_ff, &e.gate_stride);
+        e.up = experts(op.type2, op.w2, op.n_in, op.n_ff, &e.up_stride);
+        e.down = experts(op.type3, op.w3, op.n_ff, op.n_out, &e.down_stride);
+        e.gate_b = op.bias ? hb.put_w(op.bias, size_t{ne} * op.n_ff * 4) : kNone;
+        e.up_b = op.bias2 ? hb.put_w(op.bias2, size_t{ne} * op.n_ff * 4) : kNone;
+        e.down_b = op.bias3 ? hb.put_w(op.bias3, size_t{ne} * op.n_out * 4) : kNone;
+        e.act = op.moe_act, e.alpha = op.act_alpha, e.limit = op.act_limit;
+        const uint32_t x = hb.put_acts(op.x, size_t{n} * op.n_in);
+        y = hb.put_acts(nullptr, size_t{n} * op.n_out), y_count = size_t{n} * op.n_out;
+        MoeWork wk;
+        wk.xin = hb.put_acts(nullptr, size_t{n} * op.n_in);
+        wk.g = hb.put_acts(nullptr, size_t{n} * op.n_ff), wk.u = hb.put_acts(nullptr, size_t{n} * op.n_ff);
+        wk.outs = hb.put_acts(nullptr, size_t{n} * k * op.n_out);
+        const size_t qw = size_t{n} * std::max(op.n_in, op.n_ff);
+        wk.q = {hb.put_acts(nullptr, qw / 4 + 16), hb.put_acts(nullptr, qw / 32 + 16), hb.put_acts(nullptr, qw / 32 + 16)};
+        // The router logits are the caller's (x2): routed here, as the forward pass routes them once read back.
+        const MoeRoute route = moe_route(op.x2, n, ne, k, op.moe_gating);
+        MoeIo at;
+        at.token = hb.put_io(nullptr, route.token.size()), at.pos = hb.put_io(nullptr, route.pos.size());
+        at.gate = hb.put_io(nullptr, route.gate.size());
+        moe_put_route(route, at, hb.io.data());
+        record = [=](Recorder &r) { moe_record(r, e, route, at, wk, x, y, n, k); };
         break;
     }
     case EMBER_GRAPH_ADD: {
@@ -149,7 +220,8 @@ void run_op(Device &dev, const ember_mod_op &op) {
         record = [=](Recorder &r) { r.get_rows(w, ids, n, y); };
         break;
     }
-    case EMBER_MOD_OP_ATTENTION: {
+    case EMBER_MOD_OP_ATTENTION:
+    case EMBER_GRAPH_ATTENTION_EXT: {
         if (type != DType::F16 && type != DType::Q8_0) fail(EMBER_ERR_UNSUPPORTED, "vulkan attention: KV type %u", op.type);
         const uint32_t n_kv = op.n_head_kv * op.head_dim;
         const size_t row_bytes = dtype_row_bytes(type, n_kv);
@@ -176,6 +248,11 @@ void run_op(Device &dev, const ember_mod_op &op) {
                          static_cast<uint32_t>(row_bytes), type, op.scale};
         uint32_t max_keys = 0;
         for (uint32_t t = 0; t < n; ++t) max_keys = std::max(max_keys, static_cast<uint32_t>(op.ids[t]) + 1);
+        if (op.kind == EMBER_GRAPH_ATTENTION_EXT) {
+            a.window = op.window, a.softcap = op.softcap;
+            a.sink_off = op.sinks ? hb.put_w(op.sinks, size_t{op.n_head} * 4) : kNone;
+            if (a.window) max_keys = std::min(max_keys, a.window);  // the splits cover the window
+        }
         a.chunk = op.attn_chunk == 0 ? attention_chunk(n, max_keys) : op.attn_chunk == UINT32_MAX ? 0 : op.attn_chunk;
         if (a.chunk) {
             a.n_split = (max_keys + a.chunk - 1) / a.chunk;

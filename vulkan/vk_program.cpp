@@ -22,17 +22,28 @@ bool quantized_type(uint32_t t) {
 // writing it whole, such as an in-place norm, reads it first).
 bool reads(const ember_graph_node &n, int32_t b) {
     switch (n.op) {
-    case EMBER_GRAPH_ROPE: return n.dst == b;
+    case EMBER_GRAPH_ROPE:
+    case EMBER_GRAPH_ROPE_YARN: return n.dst == b;
     case EMBER_GRAPH_ADD: return n.dst == b || n.src == b;
     case EMBER_GRAPH_KV_STORE:
-    case EMBER_GRAPH_SWIGLU: return n.src == b || n.src2 == b;
+    case EMBER_GRAPH_SWIGLU:
+    case EMBER_GRAPH_GEGLU:
+    case EMBER_GRAPH_MOE: return n.src == b || n.src2 == b;
     case EMBER_GRAPH_GET_ROWS: return false;
     default: return n.src == b;
     }
 }
 bool overwrites(const ember_graph_node &n, int32_t b) {
-    return n.dst == b && n.op != EMBER_GRAPH_ROPE && n.op != EMBER_GRAPH_ADD && n.op != EMBER_GRAPH_KV_STORE;
+    return n.dst == b && n.op != EMBER_GRAPH_ROPE && n.op != EMBER_GRAPH_ROPE_YARN && n.op != EMBER_GRAPH_ADD &&
+           n.op != EMBER_GRAPH_KV_STORE;
 }
+
+// Every op of graph.h: this backend runs them all (read_program refuses any other).
+constexpr uint32_t kVulkanOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,     EMBER_GRAPH_MATMUL,
+                                   EMBER_GRAPH_ROPE,      EMBER_GRAPH_KV_STORE,     EMBER_GRAPH_ATTENTION,
+                                   EMBER_GRAPH_ADD,       EMBER_GRAPH_SWIGLU,       EMBER_GRAPH_GATHER_LOGITS,
+                                   EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
+                                   EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE};
 
 // Checks one node's buffers, tensors and options (the shapes the shaders assume).
 class Checker {
@@ -64,6 +75,7 @@ public:
                 expect(p_.width(n.src) % 32 == 0, "quantized weights need rows of whole blocks of 32");
             break;
         case EMBER_GRAPH_ROPE:
+        case EMBER_GRAPH_ROPE_YARN:
             if (n.rope_mode != EMBER_GRAPH_ROPE_NORMAL && n.rope_mode != EMBER_GRAPH_ROPE_NEOX)
                 fail(EMBER_ERR_UNSUPPORTED, "vulkan: rope mode %u (node %u) is not supported (normal, neox)", n.rope_mode, i);
             expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "rotates rows that are not per token");
@@ -79,6 +91,7 @@ public:
                    "stores rows that are not per token");
             break;
         case EMBER_GRAPH_ATTENTION:
+        case EMBER_GRAPH_ATTENTION_EXT:
             same(n.src, n.dst);
             layer(n);
             expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "queries are not per token");
@@ -87,11 +100,22 @@ public:
             expect(n.n_head_kv > 0 && n.n_head % n.n_head_kv == 0, "query heads are not a multiple of the KV heads");
             expect(uint64_t{n.n_head} * n.head_dim == p_.width(n.dst), "heads do not fill the row");
             expect(uint64_t{n.n_head_kv} * n.head_dim == d_.kv_width, "KV heads do not fill the cache's row");
+            if (n.op == EMBER_GRAPH_ATTENTION_EXT) {
+                vector(n.w, n.n_head);  // the sinks
+                expect(n.softcap >= 0, "a negative softcap");
+            }
             break;
-        case EMBER_GRAPH_ADD: same(n.src, n.dst); break;
+        case EMBER_GRAPH_ADD:
+        case EMBER_GRAPH_SCALE: same(n.src, n.dst); break;
+        case EMBER_GRAPH_SOFTCAP:
+            same(n.src, n.dst);
+            expect(n.softcap > 0, "a cap that is not positive");
+            break;
         case EMBER_GRAPH_SWIGLU:
+        case EMBER_GRAPH_GEGLU:
             same(n.src, n.dst), same(n.src2, n.dst);
             break;
+        case EMBER_GRAPH_MOE: moe(n); break;
         case EMBER_GRAPH_GATHER_LOGITS:
             buf(n.src);
             expect(p_.bufs[n.src].rows == EMBER_GRAPH_ROWS_TOKENS && p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_LOGITS,
@@ -101,11 +125,13 @@ public:
         }
     }
 
-    // Every tensor is uploaded: matrices of a type the shaders read, vectors of F32.
+    // Every tensor is uploaded: matrices (and MOE's 3-D stacks of matrices) of a type the shaders read,
+    // vectors of F32.
     static void tensor(const ember_mod_tensor &t) {
         const char *name = t.name ? t.name : "?";
-        if (t.n_dims < 1 || t.n_dims > 2 || t.ne[0] <= 0 || t.ne[0] > 0xffffffffLL ||
-            (t.n_dims == 2 && (t.ne[1] <= 0 || t.ne[1] > 0xffffffffLL)))
+        if (t.n_dims < 1 || t.n_dims > 3 || t.ne[0] <= 0 || t.ne[0] > 0xffffffffLL ||
+            (t.n_dims >= 2 && (t.ne[1] <= 0 || t.ne[1] > 0xffffffffLL)) ||
+            (t.n_dims == 3 && (t.ne[2] <= 0 || t.ne[2] > 0xffffffffLL)))
             fail(EMBER_ERR_UNSUPPORTED, "vulkan: tensor '%s' of %d dimensions is not supported", name, t.n_dims);
         const DType type = static_cast<DType>(t.type);
         if (t.n_dims == 1 && type != DType::F32)
@@ -117,6 +143,39 @@ public:
     }
 
 private:
+    // MOE (graph.h): expert stacks [n_in, n_ff, E], [n_in, n_ff, E], [n_ff, n_out, E]; biases F32 [n_ff, E],
+    // [n_ff, E], [n_out, E]; router logits of E per row.
+    void moe(const ember_graph_node &n) const {
+        buf(n.src), buf(n.src2);
+        expect(n.src != n.dst && n.src2 != n.dst, "writes its input");
+        expect(p_.bufs[n.src].rows == p_.bufs[n.dst].rows && p_.bufs[n.src2].rows == p_.bufs[n.dst].rows,
+               "maps rows of one kind to another");
+        expect(n.n_expert > 0 && n.n_expert_used > 0 && n.n_expert_used <= n.n_expert && p_.width(n.src2) == n.n_expert,
+               "the router's width or the number of chosen experts");
+        const uint32_t n_in = p_.width(n.src), n_out = p_.width(n.dst);
+        const ember_mod_tensor *g = tensor_at(n.w), *u = tensor_at(n.w2), *dn = tensor_at(n.w3);
+        expect(g && u && dn, "an expert tensor is missing");
+        const int64_t n_ff = g->ne[1];
+        for (const ember_mod_tensor *t : {g, u})
+            expect(t->n_dims == 3 && t->ne[0] == n_in && t->ne[1] == n_ff && t->ne[2] == n.n_expert,
+                   "gate/up experts of the wrong shape");
+        expect(dn->n_dims == 3 && dn->ne[0] == n_ff && dn->ne[1] == n_out && dn->ne[2] == n.n_expert,
+               "down experts of the wrong shape");
+        const int32_t biases[3] = {n.b, n.b2, n.b3};
+        const int64_t widths[3] = {n_ff, n_ff, n_out};
+        for (int k = 0; k < 3; ++k) {
+            const ember_mod_tensor *b = tensor_at(biases[k]);
+            expect(!b || (b->type == static_cast<uint32_t>(DType::F32) && b->ne[0] == widths[k] &&
+                          (b->n_dims == 2 ? b->ne[1] : 1) == n.n_expert),
+                   "an expert bias of the wrong shape or type");
+        }
+        for (const ember_mod_tensor *t : {g, u})
+            if (quantized_type(t->type)) expect(n_in % 32 == 0, "quantized experts need rows of whole blocks of 32");
+        if (quantized_type(dn->type)) expect(n_ff % 32 == 0, "quantized experts need rows of whole blocks of 32");
+        if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SOFTMAX)
+            fail(EMBER_ERR_UNSUPPORTED, "vulkan: moe (node %u) of activation %u, gating %u is not supported", i_,
+                 n.moe_act, n.moe_gating);
+    }
     void expect(bool ok, const char *what) const {
         if (!ok) fail(EMBER_ERR_INVALID_MODEL, "vulkan: node %u (%s): %s", i_, name_, what);
     }
@@ -159,14 +218,22 @@ bool dead_after(const Program &p, int32_t b, size_t i) {
 }
 
 uint32_t rope_set(Program &p, const ember_mod_model_desc &d, const ember_graph_node &n) {
+    RopeScaling y;
+    if (n.op == EMBER_GRAPH_ROPE_YARN) {
+        y.ext_factor = n.rope_ext_factor, y.attn_factor = n.rope_attn_factor, y.beta_fast = n.rope_beta_fast;
+        y.beta_slow = n.rope_beta_slow, y.n_ctx_orig = n.rope_n_ctx_orig;
+    }
     for (uint32_t k = 0; k < p.ropes.size(); ++k) {
         const RopeSet &r = p.ropes[k];
-        if (r.n_rot == n.n_rot && r.theta == n.rope_theta && r.freq_scale == n.rope_freq_scale && r.factors == n.w) return k;
+        if (r.n_rot == n.n_rot && r.theta == n.rope_theta && r.freq_scale == n.rope_freq_scale && r.factors == n.w &&
+            r.scaling == y)
+            return k;
     }
     RopeSet r;
-    r.n_rot = n.n_rot, r.theta = n.rope_theta, r.freq_scale = n.rope_freq_scale, r.factors = n.w;
+    r.n_rot = n.n_rot, r.theta = n.rope_theta, r.freq_scale = n.rope_freq_scale, r.factors = n.w, r.scaling = y;
     r.freq = rope_freq(n.n_rot, n.rope_theta, n.rope_freq_scale,
-                       n.w >= 0 ? static_cast<const float *>(d.tensors[n.w].data) : nullptr);
+                       n.w >= 0 ? static_cast<const float *>(d.tensors[n.w].data) : nullptr, y);
+    r.mscale = rope_mscale(n.rope_freq_scale, y);
     p.ropes.push_back(std::move(r));
     return static_cast<uint32_t>(p.ropes.size() - 1);
 }
@@ -201,9 +268,21 @@ void plan_steps(Program &p, const ember_mod_model_desc &d) {
             }
             break;
         case EMBER_GRAPH_ROPE:
+        case EMBER_GRAPH_ROPE_YARN:
             if (n.n_rot == 0) continue;  // rotates nothing
             s.rope = rope_set(p, d, n);
             break;
+        case EMBER_GRAPH_MOE: {
+            // Its expert products quantize their own inputs into the scratch (vk_moe.cpp).
+            quantized_src = -1;
+            const uint32_t n_in = p.width(n.src), n_ff = static_cast<uint32_t>(d.tensors[n.w].ne[1]);
+            uint32_t &w = p.quant_width[p.bufs[n.src].rows];
+            w = std::max({w, n_in, n_ff});
+            p.moe_experts = std::max(p.moe_experts, n.n_expert), p.moe_used = std::max(p.moe_used, n.n_expert_used);
+            p.moe_in = std::max(p.moe_in, n_in), p.moe_ff = std::max(p.moe_ff, n_ff);
+            p.moe_out = std::max(p.moe_out, p.width(n.dst));
+            break;
+        }
         case EMBER_GRAPH_GET_ROWS:
             p.n_token_ids = std::min(p.n_token_ids, static_cast<uint32_t>(d.tensors[n.w].ne[1]));
             break;
@@ -223,29 +302,50 @@ void plan_steps(Program &p, const ember_mod_model_desc &d) {
 
 } // namespace
 
-std::vector<double> rope_freq(uint32_t n_rot, float theta, float freq_scale, const float *factors) {
+std::vector<double> rope_freq(uint32_t n_rot, float theta, float freq_scale, const float *factors, const RopeScaling &y) {
+    // YaRN's ramp: pairs below lo keep the unscaled (extrapolated) frequency, pairs above hi the
+    // interpolated one, a linear mix between (graph.h's ROPE_YARN, as cpu/rope.cpp).
+    double lo = 0, hi = 0;
+    if (y.ext_factor != 0) {
+        const double base = theta, n_ctx = y.n_ctx_orig, nr = n_rot, two_pi = 2.0 * 3.14159265358979323846;
+        auto corr = [&](double beta) { return nr * std::log(n_ctx / (beta * two_pi)) / (2.0 * std::log(base)); };
+        lo = std::max(0.0, std::floor(corr(y.beta_fast)));
+        hi = std::min(nr - 1, std::ceil(corr(y.beta_slow)));
+    }
     std::vector<double> freq;
     for (uint32_t i = 0; i < n_rot / 2; ++i) {
-        double f = static_cast<double>(freq_scale) * std::pow(static_cast<double>(theta), -2.0 * i / static_cast<double>(n_rot));
+        const double base_freq = std::pow(static_cast<double>(theta), -2.0 * i / static_cast<double>(n_rot));
+        double f = static_cast<double>(freq_scale) * base_freq;
         if (factors) f /= static_cast<double>(factors[i]);
+        if (y.ext_factor != 0) {
+            const double extrap = factors ? base_freq / static_cast<double>(factors[i]) : base_freq;
+            const double mix = (1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0)) * y.ext_factor;
+            f = f * (1.0 - mix) + extrap * mix;
+        }
         freq.push_back(f);
     }
     return freq;
 }
 
-void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n, float *cs) {
+double rope_mscale(float freq_scale, const RopeScaling &y) {
+    double m = y.attn_factor;
+    if (y.ext_factor != 0) m *= 1.0 + 0.1 * std::log(1.0 / static_cast<double>(freq_scale));
+    return m;
+}
+
+void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n, float *cs, double mscale) {
     const size_t half = freq.size(), n_rot = 2 * half;
     for (uint32_t t = 0; t < n; ++t)
         for (size_t i = 0; i < half; ++i) {
             const double a = static_cast<double>(pos[t]) * freq[i];
-            cs[t * n_rot + i] = static_cast<float>(std::cos(a));
-            cs[t * n_rot + half + i] = static_cast<float>(std::sin(a));
+            cs[t * n_rot + i] = static_cast<float>(std::cos(a) * mscale);
+            cs[t * n_rot + half + i] = static_cast<float>(std::sin(a) * mscale);
         }
 }
 
 Program plan_program(const ember_mod_model_desc &d) {
     Program p;
-    p.nodes = read_program(d, "vulkan");
+    p.nodes = read_program(d, "vulkan", kVulkanOps);
     p.n_vocab = d.n_vocab, p.n_layer = d.n_layer, p.kv_width = d.kv_width, p.logits_buf = d.logits_buf;
     p.n_token_ids = UINT32_MAX;
     p.bufs.assign(d.bufs, d.bufs + d.n_bufs);

@@ -31,23 +31,37 @@ struct Step {
     bool quantize = false;    // MATMUL: quantize src first (else the 8-bit copy made for it before serves)
     bool accumulate = false;  // MATMUL: dst += the product (an ADD folded in)
     bool gathered = false;    // RMS_NORM: source rows picked by the logits rows (a GATHER_LOGITS folded in)
-    uint32_t rope = 0;        // ROPE: its table in Program::ropes
+    uint32_t rope = 0;        // ROPE, ROPE_YARN: its table in Program::ropes
+};
+
+// ROPE_YARN's options (graph.h); the defaults are plain ROPE's.
+struct RopeScaling {
+    float ext_factor = 0, attn_factor = 1, beta_fast = 0, beta_slow = 0;
+    uint32_t n_ctx_orig = 0;
+    bool operator==(const RopeScaling &) const = default;
 };
 
 // The cosines and sines a ROPE needs depend on its positions and these; nodes that share them (q and k)
-// share one table per pass. freq[i] = freq_scale * theta^(-2i/n_rot) / factor_i in double, as the CPU's.
+// share one table per pass. freq[i] = freq_scale * theta^(-2i/n_rot) / factor_i in double, as the CPU's;
+// with YaRN's ramp (ROPE_YARN) a mix of that and the unscaled frequency, and every value times mscale.
 struct RopeSet {
     uint32_t n_rot = 0;
     float theta = 0, freq_scale = 0;
     int32_t factors = -1;
+    RopeScaling scaling;
     std::vector<double> freq;
+    double mscale = 1;
 };
 
-// freq[i] for i < n_rot / 2 (factors: n_rot / 2 values, or nullptr).
-std::vector<double> rope_freq(uint32_t n_rot, float theta, float freq_scale, const float *factors);
-// The table rope.comp reads for n tokens at positions pos: cs[t * n_rot + i] = cos(pos_t freq_i) and
-// cs[t * n_rot + n_rot / 2 + i] = sin, the angle formed in double.
-void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n, float *cs);
+// freq[i] for i < n_rot / 2 (factors: n_rot / 2 values, or nullptr), graph.h's ROPE_YARN formula (with
+// the default scaling, ROPE's).
+std::vector<double> rope_freq(uint32_t n_rot, float theta, float freq_scale, const float *factors,
+                              const RopeScaling &y = {});
+// The factor of the rotated values: attn_factor, times YaRN's 1 + 0.1 ln(1 / freq_scale) with its ramp on.
+double rope_mscale(float freq_scale, const RopeScaling &y);
+// The table rope.comp reads for n tokens at positions pos: cs[t * n_rot + i] = cos(pos_t freq_i) mscale and
+// cs[t * n_rot + n_rot / 2 + i] = sin(...) mscale, the angle and the product formed in double.
+void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n, float *cs, double mscale = 1);
 
 struct Program {
     std::vector<ember_graph_node> nodes;  // copied at this build's stride
@@ -59,6 +73,9 @@ struct Program {
     uint32_t n_vocab = 0, n_layer = 0, kv_width = 0;
     uint32_t n_token_ids = 0;             // token ids must be below this (the smallest GET_ROWS table)
     uint32_t quant_width[2] = {0, 0};     // widest quantized matmul input, per ember_graph_rows
+    // MOE nodes: the most experts and chosen experts of one (the router logits read back and the routing
+    // lists live in the io buffer), and the widest n_in, n_ff and n_out (the experts' work buffers).
+    uint32_t moe_experts = 0, moe_used = 0, moe_in = 0, moe_ff = 0, moe_out = 0;
     // Rows of a buffer in a pass (or its capacity, given n_batch and n_logits).
     uint32_t rows(int32_t buf, uint32_t n_tokens, uint32_t n_logits) const {
         return bufs[static_cast<size_t>(buf)].rows == EMBER_GRAPH_ROWS_LOGITS ? n_logits : n_tokens;

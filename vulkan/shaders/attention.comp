@@ -11,6 +11,12 @@
 // af[part_off + ((t * n_head + h) * n_split + s) * (head_dim + 2)]; attention_merge.comp combines the
 // splits. A decode token has one query per head: without splitting its keys, a long context would be
 // walked by n_head workgroups alone.
+//
+// graph.h's ATTENTION_EXT options (0 / 0xffffffff: off): a sliding window (token t sees only its last
+// `window` positions; the splits then cover the window, not the whole context), a score softcap
+// (s = softcap * tanh(s / softcap) before the softmax) and sinks (wf[sink_off + h], one logit per query
+// head that joins the normaliser with no value; applied here without a split, by attention_merge.comp
+// with one).
 #include "common.glsl"
 #include "kv.glsl"
 #define REDUCE_N 64u
@@ -21,6 +27,9 @@ layout(push_constant) uniform P {
     uint layer_byte, row_bytes, type;
     float scale;
     uint chunk, n_split, part_off;  // chunk 0: no split
+    uint window;                    // 0: none
+    float softcap;                  // 0: none
+    uint sink_off;                  // 0xffffffff: none
 } p;
 
 shared float q_s[256];
@@ -36,9 +45,9 @@ void main() {
     barrier();
     uint n_keys = uint(io_i[p.pos_off + t]) + 1u;
     uint table = uint(io_i[p.tab_off + t]);
-    uint k_begin = 0u;
+    uint k_begin = p.window != 0u && n_keys > p.window ? n_keys - p.window : 0u;
     if (p.chunk != 0u) {
-        k_begin = gl_WorkGroupID.z * p.chunk;
+        k_begin += gl_WorkGroupID.z * p.chunk;
         n_keys = min(n_keys, k_begin + p.chunk);
     }
     float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
@@ -53,6 +62,7 @@ void main() {
             float dot = 0.0;
             for (uint i = 0u; i < hd; ++i) dot += q_s[i] * kv_at(false, p.type, rb, e0 + i);
             s = dot * p.scale;
+            if (p.softcap > 0.0) s = p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
         }
         float m_new = max(m, wg_max(s));
         float corr = exp(m - m_new);
@@ -83,7 +93,13 @@ void main() {
         }
         return;
     }
-    float inv = l > 0.0 ? 1.0 / l : 0.0;
+    float corr = 1.0;
+    if (p.sink_off != 0xffffffffu) {
+        float sink = wf[p.sink_off + h], mf = max(m, sink);
+        corr = exp(m - mf);
+        l = l * corr + exp(sink - mf);
+    }
+    float inv = l > 0.0 ? corr / l : 0.0;
     [[unroll]] for (uint k = 0u; k < 4u; ++k) {
         uint i = tid + 64u * k;
         if (i < hd) af[p.o_off + t * q_row + h * hd + i] = acc[k] * inv;

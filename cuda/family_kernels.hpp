@@ -1,0 +1,36 @@
+// family_kernels.hpp — launchers of the ops graph.h gained with the model families of issue 18 (defined
+// in elementwise.cu, attention.cu and moe.cu), beside kernels.hpp's. Same conventions: f32 row-major
+// activations, enqueued on `s`, never synchronizing.
+#pragma once
+
+#include "kernels.hpp"
+#include "rope_math.hpp"
+
+namespace ember::cu {
+
+// y = x * a (SCALE), a * tanh(x / a) (SOFTCAP), gelu(x) * x2 in GELU's tanh form (GEGLU), or gpt-oss's
+// clamped SwiGLU x' sigmoid(a x') (u' + 1), x' = min(x, b), u' = clamp(x2, -b, b) (MOE's SWIGLU_OAI).
+// n values; y may be x or x2.
+enum class Ew { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3 };
+void elementwise(Ew op, const float *x, const float *x2, float *y, int64_t n, float a, float b, cudaStream_t s);
+
+// rope_angles with ROPE_YARN's ramp and output scale (rope_math.hpp): cos and sin times mscale.
+void rope_angles_yarn(const int32_t *pos, int64_t n_tokens, int n_rot, float theta, float freq_scale,
+                      const float *freq_factors, const RopeYarn &y, float *cs, float *sn, cudaStream_t s);
+
+// ATTENTION_EXT's options over kernels.hpp's attention: a sliding window (query at p sees positions
+// p - window + 1 .. p; 0: none; the splits then cover those keys), a score softcap (0: none) and sinks
+// ([n_head] logits joining the normaliser in the combine; null: none).
+struct AttnExt {
+    int32_t window = 0;
+    float softcap = 0;
+    const float *sinks = nullptr;
+};
+void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s);
+
+// MOE's last step: y[t] = sum_j gate[t k + j] * outs[pos[t k + j]] (rows of n_out), in the order of the
+// choices.
+void moe_combine(const float *outs, const int32_t *pos, const float *gate, int64_t n_tokens, int64_t n_out, int k,
+                 float *y, cudaStream_t s);
+
+} // namespace ember::cu

@@ -1,0 +1,90 @@
+// vk_moe.cpp — graph.h's MOE on a Vulkan device (see vk_moe.hpp).
+#include "vk_moe.hpp"
+
+#include "backend/graph.h"
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <tuple>
+
+namespace ember::vk {
+
+MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating) {
+    if (k == 0 || k > n_expert) fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan moe: %u of %u experts", k, n_expert);
+    const size_t slots = size_t{n_tokens} * k;
+    std::vector<int32_t> sel(slots);
+    MoeRoute r;
+    r.gate.resize(slots);
+    std::vector<int32_t> idx(n_expert);
+    for (uint32_t t = 0; t < n_tokens; ++t) {
+        const float *l = logits + size_t{t} * n_expert;
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                          [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+        const float mx = l[idx[0]];
+        double sum = 0;
+        if (gating == EMBER_GRAPH_MOE_GATE_SOFTMAX)
+            for (uint32_t e = 0; e < n_expert; ++e) sum += std::exp(static_cast<double>(l[e]) - mx);
+        else
+            for (uint32_t j = 0; j < k; ++j) sum += std::exp(static_cast<double>(l[idx[j]]) - mx);
+        for (uint32_t j = 0; j < k; ++j) {
+            sel[t * k + j] = idx[j];
+            r.gate[t * k + j] = static_cast<float>(std::exp(static_cast<double>(l[idx[j]]) - mx) / sum);
+        }
+    }
+    // Work rows grouped by expert: a counting sort of the slots (stable: token order within an expert).
+    r.count.assign(n_expert, 0);
+    r.first.assign(n_expert, 0);
+    for (int32_t e : sel) ++r.count[static_cast<size_t>(e)];
+    for (uint32_t e = 1; e < n_expert; ++e) r.first[e] = r.first[e - 1] + r.count[e - 1];
+    std::vector<uint32_t> next = r.first;
+    r.token.resize(slots);
+    r.pos.resize(slots);
+    for (size_t s = 0; s < slots; ++s) {
+        const uint32_t row = next[static_cast<size_t>(sel[s])]++;
+        r.token[row] = static_cast<int32_t>(s / k);
+        r.pos[s] = static_cast<int32_t>(row);
+    }
+    return r;
+}
+
+void moe_put_route(const MoeRoute &route, const MoeIo &at, int32_t *io) {
+    std::memcpy(io + at.token, route.token.data(), route.token.size() * 4);
+    std::memcpy(io + at.pos, route.pos.data(), route.pos.size() * 4);
+    std::memcpy(io + at.gate, route.gate.data(), route.gate.size() * 4);
+}
+
+void moe_record(Recorder &r, const MoeExperts &e, const MoeRoute &route, const MoeIo &io, const MoeWork &w,
+                uint32_t x_off, uint32_t y_off, uint32_t n_tokens, uint32_t k) {
+    const uint32_t n_in = e.gate.n_in, n_ff = e.gate.n_out, n_out = e.down.n_out;
+    auto at = [](WeightRef m, uint32_t stride, uint32_t ex) {
+        m.off += ex * stride;
+        return m;
+    };
+    for (uint32_t ex = 0; ex < route.count.size(); ++ex) {
+        const uint32_t c = route.count[ex], first = route.first[ex];
+        if (c == 0) continue;  // an expert no token chose is not read
+        r.gather(x_off, w.xin, n_in, c, io.token + first);
+        const WeightRef g = at(e.gate, e.gate_stride, ex), u = at(e.up, e.up_stride, ex), dn = at(e.down, e.down_stride, ex);
+        // The gate and up products share one 8-bit copy of the gathered rows when both are quantized.
+        bool have_q = false;
+        for (auto [m, y, b] : {std::tuple{g, w.g, e.gate_b}, std::tuple{u, w.u, e.up_b}}) {
+            if (m.quantized() && !have_q) r.quantize(w.xin, n_in, c, w.q), have_q = true;
+            r.matmul(m, w.xin, w.q, c, y, b == kNone ? kNone : b + ex * n_ff, false);
+        }
+        switch (e.act) {
+        case EMBER_GRAPH_ACT_SILU: r.swiglu(w.g, w.u, w.g, c * n_ff); break;
+        case EMBER_GRAPH_ACT_GELU: r.elementwise(Recorder::Ew::Geglu, w.g, w.u, w.g, c * n_ff); break;
+        case EMBER_GRAPH_ACT_SWIGLU_OAI: r.elementwise(Recorder::Ew::SwigluOai, w.g, w.u, w.g, c * n_ff, e.alpha, e.limit); break;
+        default: fail(EMBER_ERR_UNSUPPORTED, "vulkan moe: activation %u", e.act);
+        }
+        if (dn.quantized()) r.quantize(w.g, n_ff, c, w.q);
+        r.matmul(dn, w.g, w.q, c, w.outs + first * n_out, e.down_b == kNone ? kNone : e.down_b + ex * n_out, false);
+    }
+    r.moe_combine(w.outs, y_off, n_tokens, n_out, k, io.pos, io.gate);
+}
+
+} // namespace ember::vk
