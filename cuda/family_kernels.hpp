@@ -4,7 +4,7 @@
 #pragma once
 
 #include "kernels.hpp"
-#include "rope_math.hpp"
+#include "backend/rope_math.hpp"
 
 namespace ember::cu {
 

@@ -9,21 +9,16 @@
 // by the kernels is the follow-up.
 #pragma once
 
+#include "backend/moe_route.hpp"
+
 #include <cstdint>
 #include <vector>
 
 namespace ember::cu {
 
-struct MoeRoute {
-    std::vector<int32_t> token;          // [slots] the token row of each work row
-    std::vector<uint32_t> first, count;  // [n_expert] each expert's work rows
-    std::vector<int32_t> pos;            // [n_tokens * k] choice j of token t -> its work row
-    std::vector<float> gate;             // [n_tokens * k] its gate weight
-};
+using ember::MoeRoute;
 
-// The k largest logits of each token (the lower index first among equals), largest first; gates by
-// softmax over the chosen (EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK) or over all (EMBER_GRAPH_MOE_GATE_SOFTMAX):
-// cpu/moe.cpp's moe_route, sums in double.
+// backend/moe_route.hpp's rule (the CPU's, ties included) after checking 1 <= k <= n_expert.
 MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating);
 
 } // namespace ember::cu

@@ -5,14 +5,14 @@
 // device inputs (cuda/inputs.cpp), the device weight layouts (cuda/weights.cpp) and the kernels' element
 // decoder (cuda/quant_math.hpp) for every weight type, all plain C++ compiled into this test. For the
 // model families' ops: the combine with a sliding window's keys and a sink, YaRN's rope frequencies
-// (cuda/rope_math.hpp) against the CPU's rope, and MOE's routing (cuda/moe_route.cpp) against the CPU's.
+// (backend/rope_math.hpp) against the CPU's rope, and MOE's routing (cuda/moe_route.cpp) against the CPU's.
 #include "test_util.h"
 
 #include "../cuda/attn_math.hpp"
 #include "../cuda/inputs.hpp"
 #include "../cuda/moe_route.hpp"
 #include "../cuda/quant_math.hpp"
-#include "../cuda/rope_math.hpp"
+#include "backend/rope_math.hpp"
 #include "../cuda/weights.hpp"
 #include "core/error.hpp"
 #include "core/dtype.hpp"
@@ -129,7 +129,7 @@ void test_rope_yarn(void **) {
     struct Case {
         float theta, freq_scale;
         const float *ff;
-        cu::RopeYarn y;
+        RopeYarn y;
     } cases[] = {
         {10000.0f, 1.0f, nullptr, {}},
         {500000.0f, 0.25f, factors.data(), {}},
@@ -146,11 +146,11 @@ void test_rope_yarn(void **) {
         std::vector<float> x(std::size(pos) * n_rot);
         for (size_t k = 0; k < x.size(); k += 2) x[k] = 1.0f, x[k + 1] = 0.0f;
         cpu::rope(x.data(), std::size(pos), 1, n_rot, pos, p);
-        const cu::YarnRamp ramp = c.y.ext_factor != 0 ? cu::yarn_ramp(n_rot, c.theta, c.y) : cu::YarnRamp{0, 0};
-        const double mscale = cu::yarn_mscale(c.freq_scale, c.y);
+        const YarnRamp ramp = c.y.ext_factor != 0 ? yarn_ramp(n_rot, c.theta, c.y) : YarnRamp{0, 0};
+        const double mscale = yarn_mscale(c.freq_scale, c.y);
         for (size_t t = 0; t < std::size(pos); ++t)
             for (int i = 0; i < half; ++i) {
-                const double a = pos[t] * cu::yarn_freq(i, n_rot, c.theta, c.freq_scale, c.ff ? c.ff[i] : 1.0f, c.y, ramp);
+                const double a = pos[t] * yarn_freq(i, n_rot, c.theta, c.freq_scale, c.ff ? c.ff[i] : 1.0f, c.y, ramp);
                 const float cs = static_cast<float>(std::cos(a) * mscale), sn = static_cast<float>(std::sin(a) * mscale);
                 if (cs != x[t * n_rot + 2 * i] || sn != x[t * n_rot + 2 * i + 1])
                     fail_msg("theta %g pos %d pair %d: (%.9g, %.9g) vs the CPU's (%.9g, %.9g)", c.theta, pos[t], i, cs, sn,

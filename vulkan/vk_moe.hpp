@@ -9,21 +9,16 @@
 #pragma once
 
 #include "vk_exec.hpp"
+#include "backend/moe_route.hpp"
 
 #include <cstdint>
 #include <vector>
 
 namespace ember::vk {
 
-// Which experts each token uses, as work rows grouped by expert (expert order, each group in token order).
-struct MoeRoute {
-    std::vector<int32_t> token;              // [slots] the token row of each work row
-    std::vector<uint32_t> first, count;      // [n_expert] each expert's work rows
-    std::vector<int32_t> pos;                // [n_tokens * k] choice j of token t -> its work row
-    std::vector<float> gate;                 // [n_tokens * k] its gate weight
-};
-// graph.h's choice and gating, as cpu/moe.cpp's moe_route: the k largest logits (the lower index first
-// among equals), largest first; gates by softmax over the chosen (SOFTMAX_TOPK) or over all (SOFTMAX).
+// Which experts each token uses, as work rows grouped by expert: backend/moe_route.hpp's rule, the CPU's.
+using ember::MoeRoute;
+// moe_route_rows after checking 1 <= k <= n_expert.
 MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating);
 
 // The experts as uploaded: each 3-D tensor is n_expert matrices packed one after another, stride words

@@ -3,6 +3,7 @@
 #include "vk_program.hpp"
 
 #include "backend/program_read.hpp"
+#include "backend/rope_math.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "vk_weights.hpp"
@@ -303,34 +304,17 @@ void plan_steps(Program &p, const ember_mod_model_desc &d) {
 } // namespace
 
 std::vector<double> rope_freq(uint32_t n_rot, float theta, float freq_scale, const float *factors, const RopeScaling &y) {
-    // YaRN's ramp: pairs below lo keep the unscaled (extrapolated) frequency, pairs above hi the
-    // interpolated one, a linear mix between (graph.h's ROPE_YARN, as cpu/rope.cpp).
-    double lo = 0, hi = 0;
-    if (y.ext_factor != 0) {
-        const double base = theta, n_ctx = y.n_ctx_orig, nr = n_rot, two_pi = 2.0 * 3.14159265358979323846;
-        auto corr = [&](double beta) { return nr * std::log(n_ctx / (beta * two_pi)) / (2.0 * std::log(base)); };
-        lo = std::max(0.0, std::floor(corr(y.beta_fast)));
-        hi = std::min(nr - 1, std::ceil(corr(y.beta_slow)));
-    }
+    // graph.h's ROPE_YARN frequencies, as every backend forms them (backend/rope_math.hpp).
+    const RopeYarn yy{y.ext_factor, y.attn_factor, y.beta_fast, y.beta_slow, y.n_ctx_orig};
+    const YarnRamp ramp = y.ext_factor != 0 ? yarn_ramp(static_cast<int>(n_rot), theta, yy) : YarnRamp{0, 0};
     std::vector<double> freq;
-    for (uint32_t i = 0; i < n_rot / 2; ++i) {
-        const double base_freq = std::pow(static_cast<double>(theta), -2.0 * i / static_cast<double>(n_rot));
-        double f = static_cast<double>(freq_scale) * base_freq;
-        if (factors) f /= static_cast<double>(factors[i]);
-        if (y.ext_factor != 0) {
-            const double extrap = factors ? base_freq / static_cast<double>(factors[i]) : base_freq;
-            const double mix = (1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0)) * y.ext_factor;
-            f = f * (1.0 - mix) + extrap * mix;
-        }
-        freq.push_back(f);
-    }
+    for (uint32_t i = 0; i < n_rot / 2; ++i)
+        freq.push_back(yarn_freq(static_cast<int>(i), static_cast<int>(n_rot), theta, freq_scale, factors ? factors[i] : 1.0f, yy, ramp));
     return freq;
 }
 
 double rope_mscale(float freq_scale, const RopeScaling &y) {
-    double m = y.attn_factor;
-    if (y.ext_factor != 0) m *= 1.0 + 0.1 * std::log(1.0 / static_cast<double>(freq_scale));
-    return m;
+    return yarn_mscale(freq_scale, RopeYarn{y.ext_factor, y.attn_factor, y.beta_fast, y.beta_slow, y.n_ctx_orig});
 }
 
 void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n, float *cs, double mscale) {

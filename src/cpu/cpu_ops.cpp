@@ -87,7 +87,7 @@ void run_op(const ember_mod_op &op) {
         p.gate_b = op.bias, p.up_b = op.bias2, p.down_b = op.bias3;
         p.n_expert = static_cast<int>(op.n_expert), p.n_used = static_cast<int>(op.n_expert_used);
         p.gating = op.moe_gating, p.act = op.moe_act, p.alpha = op.act_alpha, p.limit = op.act_limit;
-        static std::vector<float> work;
+        std::vector<float> work;  // per call: run_op may be called from several threads at once
         moe(pool, scratch, p, op.x, op.x2, op.n_tokens, op.y, work);
         return;
     }

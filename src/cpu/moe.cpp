@@ -1,6 +1,7 @@
 // moe.cpp — the mixture-of-experts block (graph.h's MOE) on the CPU: routing, then the experts' products
 // batched by expert, so that a prefill of n tokens reads each chosen expert's three matrices once (and
 // quantizes each gathered input once for its gate and up products) instead of once per token.
+#include "backend/moe_route.hpp"
 #include "core/error.hpp"
 #include "cpu/kernels.hpp"
 
@@ -32,25 +33,9 @@ void swiglu_oai(const float *gate, const float *up, float *out, int64_t n, float
 } // namespace
 
 void moe_route(const MoeParams &p, const float *logits, int64_t n_tokens, int32_t *sel, float *weight) {
-    const int n = p.n_expert, k = p.n_used;
-    std::vector<int32_t> idx(static_cast<size_t>(n));
-    for (int64_t t = 0; t < n_tokens; ++t) {
-        const float *l = logits + t * n;
-        std::iota(idx.begin(), idx.end(), 0);
-        // The k largest, the lower index first among equals (graph.h).
-        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                          [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
-        const float mx = l[idx[0]];
-        double sum = 0;
-        if (p.gating == EMBER_GRAPH_MOE_GATE_SOFTMAX)
-            for (int e = 0; e < n; ++e) sum += std::exp(static_cast<double>(l[e]) - mx);
-        else
-            for (int j = 0; j < k; ++j) sum += std::exp(static_cast<double>(l[idx[j]]) - mx);
-        for (int j = 0; j < k; ++j) {
-            sel[t * k + j] = idx[static_cast<size_t>(j)];
-            weight[t * k + j] = static_cast<float>(std::exp(static_cast<double>(l[idx[j]]) - mx) / sum);
-        }
-    }
+    // One rule for every backend (backend/moe_route.hpp): the GPU modules route with the same code.
+    moe_select(logits, static_cast<size_t>(n_tokens), static_cast<uint32_t>(p.n_expert), static_cast<uint32_t>(p.n_used),
+               p.gating, sel, weight);
 }
 
 void moe(ThreadPool &pool, Scratch &scratch, const MoeParams &p, const float *x, const float *logits, int64_t n_tokens,

@@ -3,6 +3,7 @@
 // The angle is formed and its sine and cosine taken in double. In float, pos * theta at position 4096
 // already carries an absolute error of ~2e-4 rad, which would show in every rotated value; in double
 // it is exact to ~1e-12 and costs n_rot/2 sincos per token, shared by all heads.
+#include "backend/rope_math.hpp"
 #include "core/error.hpp"
 #include "cpu/kernels.hpp"
 
@@ -21,27 +22,11 @@ void rope(float *x, int64_t n_tokens, int n_heads, int head_dim, const int32_t *
     // the angle is a mix of that and the unscaled (extrapolated) one, which is still pos times one
     // frequency per pair: (freq_scale (1 - mix_i) + mix_i) * theta_base^(-2i/n_rot) / factor_i.
     double freq[kMaxPairs];
-    double lo = 0, hi = 0;
-    if (p.ext_factor != 0) {
-        const double base = p.theta_base, n_ctx = p.n_ctx_orig, n_rot = p.n_rot, two_pi = 2.0 * 3.14159265358979323846;
-        auto corr = [&](double beta) { return n_rot * std::log(n_ctx / (beta * two_pi)) / (2.0 * std::log(base)); };
-        lo = std::max(0.0, std::floor(corr(p.beta_fast)));
-        hi = std::min(n_rot - 1, std::ceil(corr(p.beta_slow)));
-    }
-    for (int i = 0; i < half; ++i) {
-        const double base_freq = std::pow(static_cast<double>(p.theta_base), -2.0 * i / static_cast<double>(p.n_rot));
-        double f = static_cast<double>(p.freq_scale) * base_freq;
-        if (p.freq_factors) f /= static_cast<double>(p.freq_factors[i]);
-        if (p.ext_factor != 0) {
-            const double extrap = p.freq_factors ? base_freq / static_cast<double>(p.freq_factors[i]) : base_freq;
-            const double ramp = 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
-            const double mix = ramp * p.ext_factor;
-            f = f * (1.0 - mix) + extrap * mix;
-        }
-        freq[i] = f;
-    }
-    double mscale = p.attn_factor;
-    if (p.ext_factor != 0) mscale *= 1.0 + 0.1 * std::log(1.0 / static_cast<double>(p.freq_scale));
+    const RopeYarn y{p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow, p.n_ctx_orig};
+    const YarnRamp ramp = p.ext_factor != 0 ? yarn_ramp(p.n_rot, p.theta_base, y) : YarnRamp{0, 0};
+    for (int i = 0; i < half; ++i)
+        freq[i] = yarn_freq(i, p.n_rot, p.theta_base, p.freq_scale, p.freq_factors ? p.freq_factors[i] : 1.0f, y, ramp);
+    const double mscale = yarn_mscale(p.freq_scale, y);
     // normal pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2).
     const int stride = p.neox ? 1 : 2;
     const int partner = p.neox ? half : 1;

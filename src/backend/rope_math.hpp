@@ -1,6 +1,7 @@
-// rope_math.hpp — graph.h's ROPE_YARN frequencies without a GPU: the YaRN ramp between interpolated and
-// extrapolated angles, LongRoPE's factors, and the output scale. Shared by the angle kernel
-// (elementwise.cu) and tests/test_cuda_host.cpp, which checks it against the CPU's rope.
+// rope_math.hpp — graph.h's ROPE_YARN frequencies, written once for every backend: the YaRN ramp between
+// interpolated and extrapolated angles, LongRoPE's factors, and the output scale. Plain C++ that CUDA
+// compiles for the device too: the CPU's rope (cpu/rope.cpp), Vulkan's cos/sin tables (vk_program.cpp) and
+// CUDA's angle kernel (elementwise.cu) all take their frequencies from here, in double.
 #pragma once
 
 #include <cmath>
@@ -12,7 +13,7 @@
 #define EMBER_ROPE_HD inline
 #endif
 
-namespace ember::cu {
+namespace ember {
 
 // ROPE_YARN's options (graph.h); the defaults are plain ROPE's.
 struct RopeYarn {
@@ -56,4 +57,4 @@ EMBER_ROPE_HD double yarn_mscale(float freq_scale, const RopeYarn &y) {
     return m;
 }
 
-} // namespace ember::cu
+} // namespace ember

@@ -1,0 +1,76 @@
+// moe_route.hpp — graph.h's MOE routing rule, written once for every backend: which experts each token
+// uses, with what gates, and (for backends that multiply each expert's rows in one product) those rows
+// grouped by expert. Header-only plain C++: the CPU runs it inside its MOE op; the Vulkan and CUDA
+// modules run it on the host from router logits read back once per MOE node and pass (their products take
+// row counts on the host; device-side routing is their READMEs' follow-up). One copy keeps every backend's
+// choice of experts, ties included, identical to the CPU's.
+#pragma once
+
+#include "backend/graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace ember {
+
+// For each of n_tokens rows of router logits [n_expert]: the k largest (the lower index first among
+// equals, as graph.h says), largest first, into sel[t*k + j]; their gates into gate[t*k + j], by softmax
+// over the chosen (EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK) or over all experts (EMBER_GRAPH_MOE_GATE_SOFTMAX),
+// summed in double. The caller checks 1 <= k <= n_expert.
+inline void moe_select(const float *logits, size_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating,
+                       int32_t *sel, float *gate) {
+    std::vector<int32_t> idx(n_expert);
+    for (size_t t = 0; t < n_tokens; ++t) {
+        const float *l = logits + t * n_expert;
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                          [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+        const float mx = l[idx[0]];
+        double sum = 0;
+        if (gating == EMBER_GRAPH_MOE_GATE_SOFTMAX)
+            for (uint32_t e = 0; e < n_expert; ++e) sum += std::exp(static_cast<double>(l[e]) - mx);
+        else
+            for (uint32_t j = 0; j < k; ++j) sum += std::exp(static_cast<double>(l[idx[j]]) - mx);
+        for (uint32_t j = 0; j < k; ++j) {
+            sel[t * k + j] = idx[j];
+            gate[t * k + j] = static_cast<float>(std::exp(static_cast<double>(l[idx[j]]) - mx) / sum);
+        }
+    }
+}
+
+// The routing as work rows grouped by expert (a stable counting sort of the n_tokens * k choices: each
+// expert's rows in token order), for one product per chosen expert.
+struct MoeRoute {
+    std::vector<int32_t> token;          // [slots] the token row of each work row
+    std::vector<uint32_t> first, count;  // [n_expert] each expert's work rows
+    std::vector<int32_t> pos;            // [n_tokens * k] choice j of token t -> its work row
+    std::vector<float> gate;             // [n_tokens * k] its gate weight
+};
+
+inline MoeRoute moe_route_rows(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k,
+                               uint32_t gating) {
+    const size_t slots = size_t{n_tokens} * k;
+    std::vector<int32_t> sel(slots);
+    MoeRoute r;
+    r.gate.resize(slots);
+    moe_select(logits, n_tokens, n_expert, k, gating, sel.data(), r.gate.data());
+    r.count.assign(n_expert, 0);
+    r.first.assign(n_expert, 0);
+    for (int32_t e : sel) ++r.count[static_cast<size_t>(e)];
+    for (uint32_t e = 1; e < n_expert; ++e) r.first[e] = r.first[e - 1] + r.count[e - 1];
+    std::vector<uint32_t> next = r.first;
+    r.token.resize(slots);
+    r.pos.resize(slots);
+    for (size_t s = 0; s < slots; ++s) {
+        const uint32_t row = next[static_cast<size_t>(sel[s])]++;
+        r.token[row] = static_cast<int32_t>(s / k);
+        r.pos[s] = static_cast<int32_t>(row);
+    }
+    return r;
+}
+
+} // namespace ember
