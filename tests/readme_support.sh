@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_readme_support: README.md's table of supported architectures, pre-tokenizers and
 # weight types says what the code's own lists say:
-#   architectures   build/generated/arch_list.inc (CMake writes one EMBER_ARCH(name) per src/model/arch_*.cpp)
+#   architectures   build/generated/arch_list.inc (CMake writes one EMBER_ARCH(name) per src/model/arch_*.cpp),
+#                   each by the GGUF name its spec gives
 #   pre-tokenizers  src/tokenizer: the name table ({"name", PreTokenizer::...}) or, before it, the
 #                   names BpeTokenizer compares with (pre == "name")
 #   weight types    src/core/dtype.cpp: the rows of its table whose `supported` is true
@@ -13,7 +14,10 @@ src=$1; arch_inc=$2; mode=${3:-check}
 
 # (grep finds nothing: an empty list, reported below rather than stopping the script)
 joined() { sort -u | awk 'NF' | sed 's/.*/`&`/' | paste -sd, - | sed 's/,/, /g'; }
-archs=$(sed -n 's/^EMBER_ARCH(\([a-z0-9_]*\))$/\1/p' "$arch_inc" | joined)
+# Each built spec's GGUF name: the string its arch_NAME.cpp gives (gpt_oss's is "gpt-oss").
+archs=$(for a in $(sed -n 's/^EMBER_ARCH(\([a-z0-9_]*\))$/\1/p' "$arch_inc"); do
+          grep -ho "arch_spec_$a *= *{\"[^\"]*\"" "$src/src/model/arch_$a.cpp" | sed 's/.*{"\([^"]*\)"/\1/' || true
+        done | joined)
 pre=$( { grep -ho '{"[^"]*", *PreTokenizer::' "$src"/src/tokenizer/*.cpp || true
          grep -ho 'pre == "[^"]*"' "$src"/src/tokenizer/*.cpp || true; } | sed 's/[^"]*"\([^"]*\)".*/\1/' | joined)
 types=$( { grep -ho '{"[A-Z0-9_]*", *[0-9]*, *[0-9]*, *true}' "$src"/src/core/dtype.cpp || true; } |

@@ -2,7 +2,7 @@
 # README command 1: install what is missing, build what the first token needs, and generate text with
 # the model shipped in models/. Builds libember (CPU backend), the ember CLI and the GPU backend modules
 # whose SDK is already installed; nothing else (tests, samples and bindings are command 2: tools/test.sh).
-# About 3 minutes on 2 cores from a fresh Debian 12 machine, apt included (README.md says how measured).
+# About 2-3 minutes on 2 cores from a fresh Debian 12 machine, apt included (README.md says how measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)

@@ -248,7 +248,9 @@ EMBER_API ember_status ember_model_tensor_info(const ember_model *model, size_t 
 /** Add BOS (and EOS) where the model's metadata asks for them. */
 #define EMBER_TOKENIZE_ADD_SPECIAL (1u << 0)
 /** Parse special tokens written in the text (e.g. "<s>", "<|im_start|>") as those tokens. Without this
- *  flag such text is tokenized as plain text: untrusted input cannot inject control tokens. */
+ *  flag such text is tokenized as plain text: untrusted input cannot inject control tokens. Tokens the
+ *  vocabulary marks user-defined (Gemma's HTML and tab tokens, Qwen3's "<think>") are not control tokens:
+ *  they are always matched in the text, with or without this flag, as the models were trained. */
 #define EMBER_TOKENIZE_PARSE_SPECIAL (1u << 1)
 
 /** Tokenizes `text` (`text_len` bytes; it need not be NUL-terminated; NULL only with length 0).
