@@ -5,9 +5,10 @@
 //   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--arch llama|qwen2] [--type TYPE]
 //               [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N] [--vocab N] [--ctx N] [--seed N]
 //
-// TYPE: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or the mix q4_k_m (Q4_K with Q6_K
-// where it matters most; the recipe is in src/model/synthetic.cpp). Matrices whose rows are not whole
-// 256-element super-blocks get a legacy format instead of a K-quant (e.g. stories15m's 288).
+// TYPE: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4,
+// or the mix q4_k_m (Q4_K with Q6_K where it matters most; the recipe is in src/model/synthetic.cpp).
+// Matrices whose rows are not whole 256-element super-blocks get a legacy format instead of a K-quant
+// (e.g. stories15m's 288).
 #include "core/error.hpp"
 #include "testing/synthetic.hpp"
 
