@@ -1,4 +1,5 @@
-// matmul_panel_avx512.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights on AVX-512 with VNNI:
+// matmul_panel_avx512.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights (and Q3_K, IQ4_NL, IQ4_XS,
+// MXFP4 through Q6_K's panel) on AVX-512 with VNNI:
 // 16-row panels repacked on the fly, multiplied with VPDPBUSD. Compiled with the AVX-512 flags
 // (CMakeLists.txt: *_avx512.cpp) and reached only through the kernel table after the CPU check
 // (cpu_features.cpp); see simd_avx2.hpp for why nothing here calls ordinary inline functions of other
@@ -22,6 +23,10 @@
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
+// avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose (GCC bug 105593), which GCC 12
+// reports as -Wuninitialized once Q6_K's tile is inlined into more packers (the build already silences
+// the maybe- form for these files, CMakeLists.txt).
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 namespace ember::cpu::detail {
@@ -218,6 +223,90 @@ struct PackQ6_K {
     }
 };
 
+// ---- Q3_K, IQ4_NL, IQ4_XS, MXFP4 ---------------------------------------------------------------------
+// Signed codes with a scale per 16 (Q3_K) or 32 elements, and no offset: Q6_K's panel and kernel as they
+// are, packed from a piece per row and activation block (Piece::get): w the code (-4..3) or the table
+// entry (|w| <= 127: VPDPBUSD has no 16-bit intermediate to overflow), Q3_K's signed scales, the others
+// scale 1 with the block's float scale in d (IQ4_XS: d * (ls - 32), exact). A half's sum is then at most
+// 16 * 255 * 127 and a block's total, once the offset is off, 32 * 127 * 127 (or Q3_K's 32 * 4 * 127 *
+// 32): exact in int32 and in the float convert. The integers and the float operations per block are
+// those of the row tiles (vec_dot_b32_*), so results do not depend on the token count.
+
+// Sum of 16 signed bytes.
+inline int sum16(__m128i v) {
+    const __m128i s = _mm_sad_epu8(_mm_xor_si128(v, _mm_set1_epi8(static_cast<char>(0x80))), _mm_setzero_si128());
+    return _mm_cvtsi128_si32(s) + _mm_extract_epi16(s, 4) - 16 * 128;
+}
+
+inline Q6Piece piece_of(__m128i lo, __m128i hi, int sc_lo, int sc_hi, float d) {
+    return Q6Piece{lo, hi, sc_lo, sc_hi, 128 * (sum16(lo) * sc_lo + sum16(hi) * sc_hi), d};
+}
+
+// 32 table entries from 16 bytes of nibbles in Q4_0's placement: elements 0..15, then 16..31.
+inline Q6Piece table_piece(const uint8_t *qs, const int8_t *table, float d) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(qs));
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i *>(table)), m4 = _mm_set1_epi8(15);
+    return piece_of(_mm_shuffle_epi8(t, _mm_and_si128(v, m4)), _mm_shuffle_epi8(t, _mm_and_si128(_mm_srli_epi16(v, 4), m4)),
+                    1, 1, d);
+}
+
+struct IQ4NLPiece {
+    static Q6Piece get(const uint8_t *row, int64_t ib) {
+        const auto &b = reinterpret_cast<const BlockIQ4_NL *>(row)[ib];
+        return table_piece(b.qs, kIq4nlValues, avx2_half_to_float(b.d));
+    }
+};
+struct MXFP4Piece {
+    static Q6Piece get(const uint8_t *row, int64_t ib) {
+        const auto &b = reinterpret_cast<const BlockMXFP4 *>(row)[ib];
+        return table_piece(b.qs, kMxfp4Values, e8m0_half_to_fp32(b.e));  // static in core/dtype.hpp
+    }
+};
+struct IQ4XSPiece {
+    static Q6Piece get(const uint8_t *row, int64_t ib) {
+        const auto &b = reinterpret_cast<const BlockIQ4_XS *>(row)[ib / 8];
+        const int j = static_cast<int>(ib % 8);
+        const int ls = (((b.scales_l[j / 2] >> (4 * (j % 2))) & 15) | ((b.scales_h >> (2 * j)) & 3) << 4) - 32;
+        return table_piece(b.qs + 16 * j, kIq4nlValues, avx2_half_to_float(b.d) * static_cast<float>(ls));
+    }
+};
+// Q3_K's sub-block kb: low code bits at bits 2 (kb % 4) of qs[32 (kb / 4) + l], the high bit at bit kb of
+// hmask[l] (code - 4 where it is clear); scales as quant_b32.hpp's q3_k_scale.
+struct Q3KPiece {
+    static int scale(const uint8_t *s, int j) {
+        return ((((s[j % 8] >> (j < 8 ? 0 : 4)) & 15) | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+    }
+    static Q6Piece get(const uint8_t *row, int64_t ib) {
+        const auto &b = reinterpret_cast<const BlockQ3_K *>(row)[ib / 8];
+        const int kb = static_cast<int>(ib % 8);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (kb / 4)));
+        const __m256i low = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (kb % 4))), _mm256_set1_epi8(3));
+        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.hmask));
+        const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, _mm256_set1_epi8(static_cast<char>(1 << kb))), _mm256_setzero_si256());
+        const __m256i q = _mm256_add_epi8(low, _mm256_and_si256(clear, _mm256_set1_epi8(-4)));
+        return piece_of(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1), scale(b.scales, 2 * kb),
+                        scale(b.scales, 2 * kb + 1), avx2_half_to_float(b.d));
+    }
+};
+
+template <class Piece>
+struct PackPieces : PackQ6_K {  // PackQ6_K's Block and tile
+    static constexpr int64_t kUnit = 1;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        for (int64_t b = 0; b < n; ++b) {
+            __m128i lo[kPanelRows], hi[kPanelRows];
+            for (int i = 0; i < kPanelRows; ++i) {
+                const Q6Piece q = Piece::get(rows[i], b0 + b);
+                lo[i] = q.lo, hi[i] = q.hi;
+                out[b].sc[0][i] = q.sc_lo, out[b].sc[1][i] = q.sc_hi;
+                out[b].off[i] = q.off, out[b].d[i] = q.d;
+            }
+            transpose16(lo, reinterpret_cast<uint8_t *>(out[b].w[0]));
+            transpose16(hi, reinterpret_cast<uint8_t *>(out[b].w[1]));
+        }
+    }
+};
+
 // ---- the driver ----------------------------------------------------------------------------------------
 
 template <class Pack>
@@ -265,5 +354,12 @@ void matmul_rows_q6_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens > kTokTile) return drive_panels<PackQ6_K>(job, r0, r1);
     matmul_rows_q6_k_avx2(job, r0, r1);
 }
+
+// Prefill (more tokens than one tile pass) of the formats of quant_b32.hpp but Q2_K; the row kernels
+// (vec_dot_b32_avx512.cpp) hand over to these.
+void matmul_panels_q3_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<Q3KPiece>>(job, r0, r1); }
+void matmul_panels_iq4_nl_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<IQ4NLPiece>>(job, r0, r1); }
+void matmul_panels_iq4_xs_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<IQ4XSPiece>>(job, r0, r1); }
+void matmul_panels_mxfp4_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<MXFP4Piece>>(job, r0, r1); }
 
 } // namespace ember::cpu::detail

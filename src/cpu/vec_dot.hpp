@@ -141,6 +141,11 @@ void matmul_rows_q4_0_decode_avx512(const MatmulJob &, int64_t, int64_t);  // on
 void matmul_rows_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);  // vec_dot_b32_avx512.cpp
 void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
+void matmul_panels_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 
 // Within one variant an output element is always summed in the same order, whatever tile, row chunk
 // or thread computes it, so results do not depend on the thread count (tests/test_cpu_kernels.cpp

@@ -60,21 +60,13 @@ struct IQ4NLPair {
     }
 };
 
-// 2^(e - 128), as core/dtype.hpp's e8m0_half_to_fp32 (subnormal for e < 2).
-inline float e8m0_half(uint8_t e) {
-    const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-    float f;
-    __builtin_memcpy(&f, &bits, 4);
-    return f;
-}
-
 struct MXFP4Pair {
     static constexpr int kPairBytes = 2 * sizeof(BlockMXFP4);
     static void load(const uint8_t *row, int64_t ib, bool two, Pair &o) {
         const auto *b = reinterpret_cast<const BlockMXFP4 *>(row) + ib;
         nibble_pair(b[0].qs, two ? b[1].qs : nullptr, table_of(kMxfp4Values), o);
-        o.d0 = e8m0_half(b[0].e);
-        o.d1 = two ? e8m0_half(b[1].e) : 0.0f;
+        o.d0 = e8m0_half_to_fp32(b[0].e);  // static in core/dtype.hpp: this file's own copy
+        o.d1 = two ? e8m0_half_to_fp32(b[1].e) : 0.0f;
     }
 };
 
@@ -104,8 +96,8 @@ void tile_pairs(const MatmulJob &job, int64_t r, int64_t t0) {
         xd[t] = job.xq.d + (t0 + t) * nb;
     }
     const __m256i zero = _mm256_setzero_si256();
-    __m256 acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    __m128 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
     const bool pf = streams(job, T, t0);  // decode: prefetch the weights ahead (matmul_avx2.hpp)
     for (int64_t ib = 0; ib < nb; ib += 2) {
         if (pf) prefetch_step<R, F::kPairBytes>(w[0], ib / 2);
@@ -135,12 +127,16 @@ void tile_pairs(const MatmulJob &job, int64_t r, int64_t t0) {
             }
             const __m256i tot = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
             const __m256 dx = _mm256_set_m128(_mm_set1_ps(two ? xd[t][ib + 1] : 0.0f), _mm_broadcast_ss(xd[t] + ib));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dw, dx), acc[t]);
+            // Block j, then block j + 1: each block's FMA in block order, as the AVX-512 panel GEMM does
+            // (matmul_panel_avx512.cpp), so a token's result does not depend on which of the two ran.
+            const __m256 f = _mm256_cvtepi32_ps(tot), s = _mm256_mul_ps(dw, dx);
+            acc[t] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(s), acc[t]);
+            if (two) acc[t] = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(s, 1), acc[t]);
         }
     }
     for (int t = 0; t < T; ++t) {
         float out[4];
-        _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(acc[t]), _mm256_extractf128_ps(acc[t], 1)));
+        _mm_storeu_ps(out, acc[t]);
         for (int i = 0; i < R; ++i) job.y[(t0 + t) * job.y_stride + r + i] = out[i] + (job.bias ? job.bias[r + i] : 0.0f);
     }
 }
