@@ -926,6 +926,7 @@ static void test_matmul_panels(void **) {
         // (a block count that is no multiple of a chunk, IQ4_NL/MXFP4's odd block counts), partial panels.
         {DType::Q3_K, 8192, 19, 133}, {DType::IQ4_XS, 5632, 21, 130}, {DType::IQ4_NL, 8224, 13, 131},
         {DType::MXFP4, 2080, 9, 5},   {DType::Q3_K, 256, 3, 5},      {DType::IQ4_NL, 96, 17, 6},
+        {DType::Q2_K, 8192, 19, 133}, {DType::Q2_K, 512, 17, 5},
     };
     for (const Shape &sh : shapes) {
         const TestWeight w = make_weight(sh.type, sh.n_out, sh.n_in, &st);

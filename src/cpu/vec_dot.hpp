@@ -142,7 +142,9 @@ void matmul_rows_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);  // vec_dot
 void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
-void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
+void matmul_rows_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
+void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);

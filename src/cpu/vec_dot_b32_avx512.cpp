@@ -4,7 +4,7 @@
 // integers, so the same bits as the AVX2 level. Compiled with the AVX-512 flags and reached only through
 // the kernel table after the CPU check (cpu_features.cpp). Q2_K and Q3_K keep their AVX2 row tiles here:
 // their 16-element scales are applied in the 16-bit madd, which VPDPBUSD has no place for. Prefill of
-// all but Q2_K (whose offsets Q6_K's panel has no place for) goes to the panel GEMM.
+// all five goes to the panel GEMM.
 #include "cpu/vec_dot_b32_x86.hpp"
 
 #include <immintrin.h>
@@ -33,6 +33,10 @@ void matmul_rows_iq4_xs_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
 void matmul_rows_mxfp4_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens > kTokTile) return matmul_panels_mxfp4_avx512(job, r0, r1);
     matmul_rows<TilePairs<DotVnni>::K, MXFP4Pair>(job, r0, r1);
+}
+void matmul_rows_q2_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_q2_k_avx512(job, r0, r1);
+    matmul_rows_q2_k_avx2(job, r0, r1);
 }
 void matmul_rows_q3_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens > kTokTile) return matmul_panels_q3_k_avx512(job, r0, r1);
