@@ -187,33 +187,39 @@ struct PackQ6_K {
         });
     }
 
+    // The exact integer of packed block b (activation block b of the tile's tokens) for each row.
+    template <int T>
+    static void block_ints(const Q6Block &qb, const PanelTokens<T> &op, int64_t b, __m512i (&isum)[T]) {
+        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+        const __m512i off = _mm512_load_si512(qb.off);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            __m512i half[T];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) half[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+                const __m512i w = _mm512_load_si512(qb.w[h] + 64 * k);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t)
+                    half[t] = _mm512_dpbusd_epi32(half[t], _mm512_xor_si512(broadcast4(op.xq[t] + b * 32 + 16 * h + 4 * k), flip), w);
+            }
+            const __m512i sc = _mm512_load_si512(qb.sc[h]);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(half[t], sc));
+        }
+    }
+
     template <int T>
     static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
-        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
         const PanelTokens<T> op(job, b0, r, t0);
         __m512 acc[T];
         load_acc<T>(op, e, acc);
         for (int64_t b = 0; b < n; ++b) {
             __m512i isum[T];
-            const __m512i off = _mm512_load_si512(pb[b].off);
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {
-                __m512i half[T];
-#pragma GCC unroll 8
-                for (int t = 0; t < T; ++t) half[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; ++k) {
-                    const __m512i w = _mm512_load_si512(pb[b].w[h] + 64 * k);
-#pragma GCC unroll 8
-                    for (int t = 0; t < T; ++t)
-                        half[t] = _mm512_dpbusd_epi32(half[t], _mm512_xor_si512(broadcast4(op.xq[t] + b * 32 + 16 * h + 4 * k), flip), w);
-                }
-                const __m512i sc = _mm512_load_si512(pb[b].sc[h]);
-#pragma GCC unroll 8
-                for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(half[t], sc));
-            }
+            block_ints<T>(pb[b], op, b, isum);
             const __m512 d = _mm512_load_ps(pb[b].d);
 #pragma GCC unroll 8
             for (int t = 0; t < T; ++t)
@@ -346,32 +352,13 @@ struct PackQ2_K {
 
     template <int T>
     static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
-        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
         const PanelTokens<T> op(job, b0, r, t0);
         __m512 acc[T];
         load_acc<T>(op, e, acc);
         for (int64_t b = 0; b < n; ++b) {
             const Q6Block &qb = pb[b].q;
             __m512i isum[T];
-            const __m512i off = _mm512_load_si512(qb.off);
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {
-                __m512i half[T];
-#pragma GCC unroll 8
-                for (int t = 0; t < T; ++t) half[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; ++k) {
-                    const __m512i w = _mm512_load_si512(qb.w[h] + 64 * k);
-#pragma GCC unroll 8
-                    for (int t = 0; t < T; ++t)
-                        half[t] = _mm512_dpbusd_epi32(half[t], _mm512_xor_si512(broadcast4(op.xq[t] + b * 32 + 16 * h + 4 * k), flip), w);
-                }
-                const __m512i sc = _mm512_load_si512(qb.sc[h]);
-#pragma GCC unroll 8
-                for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(half[t], sc));
-            }
+            PackQ6_K::block_ints<T>(qb, op, b, isum);
             const __m512 d = _mm512_load_ps(qb.d), dmin = _mm512_load_ps(pb[b].dmin);
             const __m512 m0 = _mm512_load_ps(pb[b].m[0]), m1 = _mm512_load_ps(pb[b].m[1]);
 #pragma GCC unroll 8
