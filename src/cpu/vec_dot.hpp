@@ -123,6 +123,8 @@ void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *
 void matmul_panels_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q4_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q6_k_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_q3_k_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_mxfp4_avx2(const MatmulJob &, int64_t, int64_t);
 void attend_head_avx2(const AttnHead &a);
 void attend_head_q8_0_avx2(const AttnHead &a);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);

@@ -200,9 +200,15 @@ struct Tile {
 } // namespace
 
 void matmul_rows_q2_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<Tile, Q2K>(job, r0, r1); }
-void matmul_rows_q3_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<Tile, Q3K>(job, r0, r1); }
+void matmul_rows_q3_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_q3_k_avx2(job, r0, r1);  // same bits, matmul_panel_avx2.cpp
+    matmul_rows<Tile, Q3K>(job, r0, r1);
+}
 void matmul_rows_iq4_nl_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<TilePairs<DotAvx2>::K, IQ4NLPair>(job, r0, r1); }
 void matmul_rows_iq4_xs_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<TilePairs<DotAvx2>::K, IQ4XSPair>(job, r0, r1); }
-void matmul_rows_mxfp4_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<TilePairs<DotAvx2>::K, MXFP4Pair>(job, r0, r1); }
+void matmul_rows_mxfp4_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_mxfp4_avx2(job, r0, r1);  // same bits, matmul_panel_avx2.cpp
+    matmul_rows<TilePairs<DotAvx2>::K, MXFP4Pair>(job, r0, r1);
+}
 
 } // namespace ember::cpu::detail
