@@ -246,18 +246,10 @@ template <class Piece>
 struct PackPieces : PackQ6_K {  // PackQ6_K's Block and tile
     static constexpr int64_t kUnit = 1;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        for (int64_t b = 0; b < n; ++b) {
-            __m128i lo[kPanelRows], hi[kPanelRows];
-            for (int i = 0; i < kPanelRows; ++i) {
-                const Q6Piece q = Piece::get(rows[i], b0 + b);
-                lo[i] = q.lo, hi[i] = q.hi;
-                out[b].sc[0][2 * i] = out[b].sc[0][2 * i + 1] = static_cast<int16_t>(q.sc_lo);
-                out[b].sc[1][2 * i] = out[b].sc[1][2 * i + 1] = static_cast<int16_t>(q.sc_hi);
-                out[b].off[i] = q.off, out[b].d[i] = q.d;
-            }
-            transpose_groups(lo, reinterpret_cast<uint8_t *>(out[b].w[0]));
-            transpose_groups(hi, reinterpret_cast<uint8_t *>(out[b].w[1]));
-        }
+        pack_pieces<Piece, kPanelRows>(rows, b0, n, out, transpose_groups, [](Block &b, int i, const Q6Piece &q) {
+            b.sc[0][2 * i] = b.sc[0][2 * i + 1] = static_cast<int16_t>(q.sc_lo);
+            b.sc[1][2 * i] = b.sc[1][2 * i + 1] = static_cast<int16_t>(q.sc_hi);
+        });
     }
 };
 

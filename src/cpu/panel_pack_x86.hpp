@@ -209,6 +209,24 @@ struct Q3KPiece {
     }
 };
 
+// Packing of the pieces above (Piece::get) into Q6_K's panel blocks, one per activation block, as
+// pack_q6_k does for Q6_K (the scales as the kernel wants them: set_scales(block, row, piece)).
+template <class Piece, int kRows, class Block, class Transpose, class SetScales>
+void pack_pieces(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out, Transpose transpose,
+                 SetScales set_scales) {
+    for (int64_t b = 0; b < n; ++b) {
+        __m128i lo[kRows], hi[kRows];
+        for (int i = 0; i < kRows; ++i) {
+            const Q6Piece q = Piece::get(rows[i], b0 + b);
+            lo[i] = q.lo, hi[i] = q.hi;
+            set_scales(out[b], i, q);
+            out[b].off[i] = q.off, out[b].d[i] = q.d;
+        }
+        transpose(lo, reinterpret_cast<uint8_t *>(out[b].w[0]));
+        transpose(hi, reinterpret_cast<uint8_t *>(out[b].w[1]));
+    }
+}
+
 // A k-chunk of a panel is packed into a buffer on the stack of at most kPackBytes (in L1, which is 32 KiB
 // here; 24 KiB leaves room for the activations passing through), and multiplied against kSlabTokens
 // tokens before the next panel is packed. The slab's activations for one chunk (128 tokens x 76 blocks x
