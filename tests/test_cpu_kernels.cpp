@@ -906,7 +906,8 @@ static void test_matmul_multi(void **) {
     }
 }
 
-// The prefill GEMM (matmul_panel_avx2.cpp, more tokens than one tile pass) walks token slabs of 128,
+// The prefill GEMMs (matmul_panel_avx2.cpp, matmul_panel_avx512.cpp: more tokens than one tile pass) walk
+// token slabs of 128,
 // k-chunks of its packing buffer (64 to 76 blocks of 32), panels of 8 rows and token groups of 4: these
 // shapes cross every one of those edges (n_in of 3, 4 or 9 chunks; row counts not a multiple of 8;
 // slabs with a remainder; 5 tokens, just past a tile pass). Each output is held to the reference's
@@ -921,6 +922,11 @@ static void test_matmul_panels(void **) {
     const Shape shapes[] = {
         {DType::Q4_0, 8192, 19, 133}, {DType::Q4_K, 8192, 13, 131}, {DType::Q6_K, 5632, 21, 130},
         {DType::Q4_0, 2048, 9, 5},    {DType::Q4_K, 4096, 27, 6},   {DType::Q6_K, 256, 3, 5},
+        // The formats that reach Q6_K's panel through their own packing (AVX-512 level): chunk edges
+        // (a block count that is no multiple of a chunk, IQ4_NL/MXFP4's odd block counts), partial panels.
+        {DType::Q3_K, 8192, 19, 133}, {DType::IQ4_XS, 5632, 21, 130}, {DType::IQ4_NL, 8224, 13, 131},
+        {DType::MXFP4, 2080, 9, 5},   {DType::Q3_K, 256, 3, 5},      {DType::IQ4_NL, 96, 17, 6},
+        {DType::Q2_K, 8192, 19, 133}, {DType::Q2_K, 512, 17, 5},
     };
     for (const Shape &sh : shapes) {
         const TestWeight w = make_weight(sh.type, sh.n_out, sh.n_in, &st);

@@ -14,7 +14,7 @@
 
 namespace ember::vk {
 
-// Every pipeline, one per SPIR-V module (shaders/*.comp; the matmul once per weight type).
+// Every pipeline, one per SPIR-V module (shaders/*.comp; the matmul once per weight layout, vk_weights.hpp).
 enum Pipe : int {
     kQuantizeActs, kMatmulF32, kMatmulF16, kMatmulQ4_0, kMatmulQ8_0, kMatmulK, kRmsNorm, kRope, kSwiglu, kGetRows, kKvStore,
     kAttention, kAttentionMerge, kAdd, kGather, kMatmulBF16, kMatmulK2,

@@ -57,6 +57,11 @@ const KernelTable kAvx512 = [] {
     t.matmul[kWQ4_0] = matmul_rows_q4_0_avx512;
     t.matmul[kWQ4_K] = matmul_rows_q4_k_avx512;
     t.matmul[kWQ6_K] = matmul_rows_q6_k_avx512;
+    t.matmul[kWIQ4_NL] = matmul_rows_iq4_nl_avx512;
+    t.matmul[kWIQ4_XS] = matmul_rows_iq4_xs_avx512;
+    t.matmul[kWMXFP4] = matmul_rows_mxfp4_avx512;
+    t.matmul[kWQ3_K] = matmul_rows_q3_k_avx512;
+    t.matmul[kWQ2_K] = matmul_rows_q2_k_avx512;
     return t;
 }();
 

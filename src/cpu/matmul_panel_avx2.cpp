@@ -1,4 +1,4 @@
-// matmul_panel_avx2.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights on AVX2: 8-row panels
+// matmul_panel_avx2.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights (Q3_K, MXFP4 through Q6_K's) on AVX2: 8-row panels
 // repacked on the fly into an interleaved layout, so that one integer product serves 8 rows at once.
 // Compiled with -mavx2 -mfma -mf16c and reached only through the kernel table (see simd_avx2.hpp); the
 // row kernels hand a matmul over when it has more tokens than one tile pass (kTokTile).
@@ -238,6 +238,21 @@ struct PackQ6_K {
     }
 };
 
+// Q3_K and MXFP4 through Q6_K's panel: their codes (|w| <= 4, resp. 12) keep within its 16-bit bound
+// (|w| <= 32); the pieces are panel_pack_x86.hpp's. Same integers and float steps as their row tiles
+// (vec_dot_b32_avx2.cpp), which hand over to these above kTokTile tokens. (IQ4's table reaches 127: its
+// prefill stays on the row tiles at this level.)
+template <class Piece>
+struct PackPieces : PackQ6_K {  // PackQ6_K's Block and tile
+    static constexpr int64_t kUnit = 1;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        pack_pieces<Piece, kPanelRows>(rows, b0, n, out, transpose_groups, [](Block &b, int i, const Q6Piece &q) {
+            b.sc[0][2 * i] = b.sc[0][2 * i + 1] = static_cast<int16_t>(q.sc_lo);
+            b.sc[1][2 * i] = b.sc[1][2 * i + 1] = static_cast<int16_t>(q.sc_hi);
+        });
+    }
+};
+
 // ---- the driver ----------------------------------------------------------------------------------------
 
 template <class Pack>
@@ -271,5 +286,7 @@ void drive_panels(const MatmulJob &job, int64_t r0, int64_t r1) {
 void matmul_panels_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ4_0>(job, r0, r1); }
 void matmul_panels_q4_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ4_K>(job, r0, r1); }
 void matmul_panels_q6_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ6_K>(job, r0, r1); }
+void matmul_panels_q3_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<Q3KPiece>>(job, r0, r1); }
+void matmul_panels_mxfp4_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<MXFP4Piece>>(job, r0, r1); }
 
 } // namespace ember::cpu::detail

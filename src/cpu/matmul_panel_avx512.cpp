@@ -1,4 +1,5 @@
-// matmul_panel_avx512.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights on AVX-512 with VNNI:
+// matmul_panel_avx512.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights (and Q3_K, IQ4_NL, IQ4_XS,
+// MXFP4 through Q6_K's panel, Q2_K with its offsets beside it) on AVX-512 with VNNI:
 // 16-row panels repacked on the fly, multiplied with VPDPBUSD. Compiled with the AVX-512 flags
 // (CMakeLists.txt: *_avx512.cpp) and reached only through the kernel table after the CPU check
 // (cpu_features.cpp); see simd_avx2.hpp for why nothing here calls ordinary inline functions of other
@@ -22,6 +23,10 @@
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
+// avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose (GCC bug 105593), which GCC 12
+// reports as -Wuninitialized once Q6_K's tile is inlined into more packers (the build already silences
+// the maybe- form for these files, CMakeLists.txt).
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 namespace ember::cpu::detail {
@@ -182,37 +187,126 @@ struct PackQ6_K {
         });
     }
 
+    // The exact integer of packed block b (activation block b of the tile's tokens) for each row.
+    template <int T>
+    static void block_ints(const Q6Block &qb, const PanelTokens<T> &op, int64_t b, __m512i (&isum)[T]) {
+        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+        const __m512i off = _mm512_load_si512(qb.off);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            __m512i half[T];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) half[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+                const __m512i w = _mm512_load_si512(qb.w[h] + 64 * k);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; ++t)
+                    half[t] = _mm512_dpbusd_epi32(half[t], _mm512_xor_si512(broadcast4(op.xq[t] + b * 32 + 16 * h + 4 * k), flip), w);
+            }
+            const __m512i sc = _mm512_load_si512(qb.sc[h]);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(half[t], sc));
+        }
+    }
+
     template <int T>
     static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
-        const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
         const PanelTokens<T> op(job, b0, r, t0);
         __m512 acc[T];
         load_acc<T>(op, e, acc);
         for (int64_t b = 0; b < n; ++b) {
             __m512i isum[T];
-            const __m512i off = _mm512_load_si512(pb[b].off);
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {
-                __m512i half[T];
-#pragma GCC unroll 8
-                for (int t = 0; t < T; ++t) half[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; ++k) {
-                    const __m512i w = _mm512_load_si512(pb[b].w[h] + 64 * k);
-#pragma GCC unroll 8
-                    for (int t = 0; t < T; ++t)
-                        half[t] = _mm512_dpbusd_epi32(half[t], _mm512_xor_si512(broadcast4(op.xq[t] + b * 32 + 16 * h + 4 * k), flip), w);
-                }
-                const __m512i sc = _mm512_load_si512(pb[b].sc[h]);
-#pragma GCC unroll 8
-                for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(half[t], sc));
-            }
+            block_ints<T>(pb[b], op, b, isum);
             const __m512 d = _mm512_load_ps(pb[b].d);
 #pragma GCC unroll 8
             for (int t = 0; t < T; ++t)
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, _mm512_set1_ps(op.xd[t][b])), acc[t]);
+        }
+        store_acc<T>(job, r, op, e, acc);
+    }
+};
+
+// ---- Q3_K, IQ4_NL, IQ4_XS, MXFP4 (and Q2_K's codes) ---------------------------------------------------------------------
+// Signed codes with a scale per 16 (Q3_K) or 32 elements, and no offset: Q6_K's panel and kernel as they
+// are, packed from a piece per row and activation block (Piece::get): w the code (-4..3) or the table
+// entry (|w| <= 127: VPDPBUSD has no 16-bit intermediate to overflow), Q3_K's signed scales, the others
+// scale 1 with the block's float scale in d (IQ4_XS: d * (ls - 32), exact). A half's sum is then at most
+// 16 * 255 * 127 and a block's total, once the offset is off, 32 * 127 * 127 (or Q3_K's 32 * 4 * 127 *
+// 32): exact in int32 and in the float convert. The integers and the float operations per block are
+// those of the row tiles (vec_dot_b32_*), so results do not depend on the token count.
+
+template <class Piece>
+struct PackPieces : PackQ6_K {  // PackQ6_K's Block and tile
+    static constexpr int64_t kUnit = 1;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        pack_pieces<Piece, kPanelRows>(rows, b0, n, out, transpose16, [](Block &b, int i, const Q6Piece &q) {
+            b.sc[0][i] = q.sc_lo;
+            b.sc[1][i] = q.sc_hi;
+        });
+    }
+};
+
+// ---- Q2_K --------------------------------------------------------------------------------------------
+// value = d * sc * code - dmin * m per 16 elements: the codes (0..3) and scales go through Q6_K's integer
+// products; the offsets need each token's sum of x per 16 elements, which is the same for every row, so
+// it is taken once per (token, block) from the activation bytes and meets the rows' m (small integers,
+// exact as floats) in two FMAs: m_0 sx_0 + m_1 sx_1, exact, the row tile's integer (vec_dot_b32_avx2.cpp),
+// then the same fnmadd by dmin * d_x, in the same order.
+struct alignas(64) Q2Block {
+    Q6Block q;
+    float m[2][kPanelRows];
+    float dmin[kPanelRows];
+};
+
+struct PackQ2_K {
+    using Block = Q2Block;
+    static constexpr int64_t kUnit = 1;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        for (int64_t b = 0; b < n; ++b) {
+            __m128i lo[kPanelRows], hi[kPanelRows];
+            for (int i = 0; i < kPanelRows; ++i) {
+                const auto &blk = reinterpret_cast<const BlockQ2_K *>(rows[i])[(b0 + b) / 8];
+                const int kb = static_cast<int>((b0 + b) % 8);
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk.qs + 32 * (kb / 4)));
+                const __m256i q = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (kb % 4))), _mm256_set1_epi8(3));
+                const int s0 = blk.scales[2 * kb], s1 = blk.scales[2 * kb + 1];
+                const Q6Piece p = piece_of(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1), s0 & 15, s1 & 15,
+                                           avx2_half_to_float(blk.d));
+                lo[i] = p.lo, hi[i] = p.hi;
+                out[b].q.sc[0][i] = p.sc_lo, out[b].q.sc[1][i] = p.sc_hi;
+                out[b].q.off[i] = p.off, out[b].q.d[i] = p.d;
+                out[b].m[0][i] = static_cast<float>(s0 >> 4), out[b].m[1][i] = static_cast<float>(s1 >> 4);
+                out[b].dmin[i] = avx2_half_to_float(blk.dmin);
+            }
+            transpose16(lo, reinterpret_cast<uint8_t *>(out[b].q.w[0]));
+            transpose16(hi, reinterpret_cast<uint8_t *>(out[b].q.w[1]));
+        }
+    }
+
+    template <int T>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
+        const PanelTokens<T> op(job, b0, r, t0);
+        __m512 acc[T];
+        load_acc<T>(op, e, acc);
+        for (int64_t b = 0; b < n; ++b) {
+            const Q6Block &qb = pb[b].q;
+            __m512i isum[T];
+            PackQ6_K::block_ints<T>(qb, op, b, isum);
+            const __m512 d = _mm512_load_ps(qb.d), dmin = _mm512_load_ps(pb[b].dmin);
+            const __m512 m0 = _mm512_load_ps(pb[b].m[0]), m1 = _mm512_load_ps(pb[b].m[1]);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+                const int8_t *x = op.xq[t] + b * 32;
+                const float sx0 = static_cast<float>(sum16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x))));
+                const float sx1 = static_cast<float>(sum16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + 16))));
+                const __m512 dx = _mm512_set1_ps(op.xd[t][b]);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dx), acc[t]);
+                const __m512 msum = _mm512_fmadd_ps(m0, _mm512_set1_ps(sx0), _mm512_mul_ps(m1, _mm512_set1_ps(sx1)));
+                acc[t] = _mm512_fnmadd_ps(msum, _mm512_mul_ps(dmin, dx), acc[t]);
+            }
         }
         store_acc<T>(job, r, op, e, acc);
     }
@@ -265,5 +359,13 @@ void matmul_rows_q6_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens > kTokTile) return drive_panels<PackQ6_K>(job, r0, r1);
     matmul_rows_q6_k_avx2(job, r0, r1);
 }
+
+// Prefill (more tokens than one tile pass) of the formats of quant_b32.hpp; the row kernels
+// (vec_dot_b32_avx512.cpp) hand over to these.
+void matmul_panels_q2_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ2_K>(job, r0, r1); }
+void matmul_panels_q3_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<Q3KPiece>>(job, r0, r1); }
+void matmul_panels_iq4_nl_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<IQ4NLPiece>>(job, r0, r1); }
+void matmul_panels_iq4_xs_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<IQ4XSPiece>>(job, r0, r1); }
+void matmul_panels_mxfp4_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<MXFP4Piece>>(job, r0, r1); }
 
 } // namespace ember::cpu::detail

@@ -149,6 +149,84 @@ void pack_q6_k(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block
     }
 }
 
+// The other signed-code formats as Q6Pieces (quant_b32.hpp's Q3_K, IQ4_NL, IQ4_XS, MXFP4): w the code
+// (-4..3) or the table entry, Q3_K's signed 16-element scales, the others scale 1 with the block's float
+// scale in d (IQ4_XS: d * (ls - 32), exact), no offset of their own. Piece::get(row, activation block).
+// Sum of 16 signed bytes.
+inline int sum16(__m128i v) {
+    const __m128i s = _mm_sad_epu8(_mm_xor_si128(v, _mm_set1_epi8(static_cast<char>(0x80))), _mm_setzero_si128());
+    return _mm_cvtsi128_si32(s) + _mm_extract_epi16(s, 4) - 16 * 128;
+}
+
+inline Q6Piece piece_of(__m128i lo, __m128i hi, int sc_lo, int sc_hi, float d) {
+    return Q6Piece{lo, hi, sc_lo, sc_hi, 128 * (sum16(lo) * sc_lo + sum16(hi) * sc_hi), d};
+}
+
+// 32 table entries from 16 bytes of nibbles in Q4_0's placement: elements 0..15, then 16..31.
+inline Q6Piece table_piece(const uint8_t *qs, const int8_t *table, float d) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(qs));
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i *>(table)), m4 = _mm_set1_epi8(15);
+    return piece_of(_mm_shuffle_epi8(t, _mm_and_si128(v, m4)), _mm_shuffle_epi8(t, _mm_and_si128(_mm_srli_epi16(v, 4), m4)),
+                    1, 1, d);
+}
+
+struct IQ4NLPiece {
+    static Q6Piece get(const uint8_t *row, int64_t ib) {
+        const auto &b = reinterpret_cast<const BlockIQ4_NL *>(row)[ib];
+        return table_piece(b.qs, kIq4nlValues, avx2_half_to_float(b.d));
+    }
+};
+struct MXFP4Piece {
+    static Q6Piece get(const uint8_t *row, int64_t ib) {
+        const auto &b = reinterpret_cast<const BlockMXFP4 *>(row)[ib];
+        return table_piece(b.qs, kMxfp4Values, e8m0_half_to_fp32(b.e));  // static in core/dtype.hpp
+    }
+};
+struct IQ4XSPiece {
+    static Q6Piece get(const uint8_t *row, int64_t ib) {
+        const auto &b = reinterpret_cast<const BlockIQ4_XS *>(row)[ib / 8];
+        const int j = static_cast<int>(ib % 8);
+        const int ls = (((b.scales_l[j / 2] >> (4 * (j % 2))) & 15) | ((b.scales_h >> (2 * j)) & 3) << 4) - 32;
+        return table_piece(b.qs + 16 * j, kIq4nlValues, avx2_half_to_float(b.d) * static_cast<float>(ls));
+    }
+};
+// Q3_K's sub-block kb: low code bits at bits 2 (kb % 4) of qs[32 (kb / 4) + l], the high bit at bit kb of
+// hmask[l] (code - 4 where it is clear); scales as quant_b32.hpp's q3_k_scale.
+struct Q3KPiece {
+    static int scale(const uint8_t *s, int j) {
+        return ((((s[j % 8] >> (j < 8 ? 0 : 4)) & 15) | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+    }
+    static Q6Piece get(const uint8_t *row, int64_t ib) {
+        const auto &b = reinterpret_cast<const BlockQ3_K *>(row)[ib / 8];
+        const int kb = static_cast<int>(ib % 8);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.qs + 32 * (kb / 4)));
+        const __m256i low = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (kb % 4))), _mm256_set1_epi8(3));
+        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b.hmask));
+        const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, _mm256_set1_epi8(static_cast<char>(1 << kb))), _mm256_setzero_si256());
+        const __m256i q = _mm256_add_epi8(low, _mm256_and_si256(clear, _mm256_set1_epi8(-4)));
+        return piece_of(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1), scale(b.scales, 2 * kb),
+                        scale(b.scales, 2 * kb + 1), avx2_half_to_float(b.d));
+    }
+};
+
+// Packing of the pieces above (Piece::get) into Q6_K's panel blocks, one per activation block, as
+// pack_q6_k does for Q6_K (the scales as the kernel wants them: set_scales(block, row, piece)).
+template <class Piece, int kRows, class Block, class Transpose, class SetScales>
+void pack_pieces(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out, Transpose transpose,
+                 SetScales set_scales) {
+    for (int64_t b = 0; b < n; ++b) {
+        __m128i lo[kRows], hi[kRows];
+        for (int i = 0; i < kRows; ++i) {
+            const Q6Piece q = Piece::get(rows[i], b0 + b);
+            lo[i] = q.lo, hi[i] = q.hi;
+            set_scales(out[b], i, q);
+            out[b].off[i] = q.off, out[b].d[i] = q.d;
+        }
+        transpose(lo, reinterpret_cast<uint8_t *>(out[b].w[0]));
+        transpose(hi, reinterpret_cast<uint8_t *>(out[b].w[1]));
+    }
+}
+
 // A k-chunk of a panel is packed into a buffer on the stack of at most kPackBytes (in L1, which is 32 KiB
 // here; 24 KiB leaves room for the activations passing through), and multiplied against kSlabTokens
 // tokens before the next panel is packed. The slab's activations for one chunk (128 tokens x 76 blocks x

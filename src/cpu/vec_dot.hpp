@@ -144,6 +144,8 @@ void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *
 void matmul_panels_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q4_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q6_k_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_q3_k_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_mxfp4_avx2(const MatmulJob &, int64_t, int64_t);
 void attend_head_avx2(const AttnHead &a);
 void attend_head_q8_0_avx2(const AttnHead &a);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
@@ -151,14 +153,25 @@ void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
 // AVX-512 (F, BW, VL, DQ) + VNNI variants (*_avx512.cpp); call only when the CPU has them. The level's
 // table is the AVX2 one with these in place: prefill of Q4_0, Q4_K and Q6_K on 16-row panels with
-// VPDPBUSD (matmul_panel_avx512.cpp), Q8_0's row tiles and Q4_0's decode tile with VPDPBUSD
-// (vec_dot_avx512.cpp). Each
-// gives the bits of its AVX2 twin, so the two levels agree exactly.
+// VPDPBUSD (matmul_panel_avx512.cpp; Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 through Q6_K's panel), Q8_0's
+// row tiles and Q4_0's decode tile with VPDPBUSD (vec_dot_avx512.cpp), the table formats' row tiles with
+// VPDPBUSD (vec_dot_b32_avx512.cpp). Each gives the bits of its AVX2 twin, so the two levels agree
+// exactly.
 void matmul_rows_q8_0_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q6_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_decode_avx512(const MatmulJob &, int64_t, int64_t);  // one token only
+void matmul_rows_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);  // vec_dot_b32_avx512.cpp
+void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
+void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 
 // Within one variant an output element is always summed in the same order, whatever tile, row chunk
 // or thread computes it, so results do not depend on the thread count (tests/test_cpu_kernels.cpp

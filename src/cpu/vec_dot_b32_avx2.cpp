@@ -17,8 +17,10 @@
 // unpacked to bytes, the f16 factors converted, Q2_K/Q3_K's code bytes loaded — and what each block of 32
 // needs — codes() and scales(), cheap shifts, masks and shuffles of that state.
 #include "core/dtype.hpp"
+#include "cpu/matmul_avx2.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
+#include "cpu/vec_dot_b32_x86.hpp"
 
 namespace ember::cpu::detail {
 
@@ -33,19 +35,6 @@ inline __m256i halves_of(__m256i bytes, int kb) {
     return _mm256_srai_epi16(_mm256_shuffle_epi8(bytes, ctl), 8);
 }
 
-inline __m256i bytes16(const int8_t *b) {
-    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b)));
-}
-
-// 32 table entries from 16 bytes of nibbles in Q4_0's placement.
-inline __m256i table_lookup(const uint8_t *qs, __m256i table) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(qs));
-    const __m128i m4 = _mm_set1_epi8(15);
-    const __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    return _mm256_shuffle_epi8(table, idx);
-}
-
-inline __m256i table_of(const int8_t *t) { return bytes16(t); }
 
 // Bits 2k, 2k + 1 of each byte (Q2_K/Q3_K's low code bits for element l in byte l).
 inline __m256i two_bits(__m256i v, int k) {
@@ -113,71 +102,14 @@ struct Q3K {
     static __m256i mins(const State &, int) { return _mm256_setzero_si256(); }
 };
 
-struct IQ4XS {
-    static constexpr bool kSigned = true, kMin = false;
-    static constexpr int kSub = 8;
-    static constexpr size_t kBytes = sizeof(BlockIQ4_XS);
-    struct State {
-        const uint8_t *qs;
-        __m256i sc;
-        float d, dmin;
-    };
-    static void prepare(const uint8_t *p, State &s) {
-        const auto &b = *reinterpret_cast<const BlockIQ4_XS *>(p);
-        // Sub-block j's low 4 bits: nibble j % 2 of scales_l[j / 2] (even j: the low nibbles, odd: the
-        // high ones, interleaved back into order); its top 2: bits 2j of scales_h, spread to bytes here.
-        uint32_t l4;
-        __builtin_memcpy(&l4, b.scales_l, 4);
-        const __m128i low = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(l4 & 0x0f0f0f0fu)),
-                                              _mm_cvtsi32_si128(static_cast<int>((l4 >> 4) & 0x0f0f0f0fu)));
-        uint64_t top = 0;
-        for (int j = 0; j < 8; ++j) top |= static_cast<uint64_t>((b.scales_h >> (2 * j)) & 3) << (8 * j + 4);
-        const __m128i ls = _mm_sub_epi8(_mm_or_si128(low, _mm_cvtsi64_si128(static_cast<long long>(top))), _mm_set1_epi8(32));
-        s.sc = _mm256_broadcastsi128_si256(_mm_unpacklo_epi8(ls, ls));  // each scale for both halves
-        s.qs = b.qs;
-        s.d = avx2_half_to_float(b.d);
+// Two blocks' halves' products (vec_dot_b32_x86.hpp): maddubs (pairs at most 2 * 127 * 127 = 32258)
+// and madd against ones, per half, added.
+struct DotAvx2 {
+    static __m256i dot2(__m256i a1, __m256i s1, __m256i a2, __m256i s2) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a1, s1), ones),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(a2, s2), ones));
     }
-    static __m256i codes(const State &s, int kb) { return table_lookup(s.qs + 16 * kb, table_of(kIq4nlValues)); }
-    static __m256i scales(const State &s, int kb) { return halves_of(s.sc, kb); }
-    static __m256i mins(const State &, int) { return _mm256_setzero_si256(); }
-};
-
-struct IQ4NL {
-    static constexpr bool kSigned = true, kMin = false;
-    static constexpr int kSub = 1;
-    static constexpr size_t kBytes = sizeof(BlockIQ4_NL);
-    struct State {
-        const uint8_t *qs;
-        float d, dmin;
-    };
-    static void prepare(const uint8_t *p, State &s) {
-        const auto &b = *reinterpret_cast<const BlockIQ4_NL *>(p);
-        s.qs = b.qs;
-        s.d = avx2_half_to_float(b.d);
-    }
-    static __m256i codes(const State &s, int) { return table_lookup(s.qs, table_of(kIq4nlValues)); }
-    static __m256i scales(const State &, int) { return _mm256_set1_epi16(1); }
-    static __m256i mins(const State &, int) { return _mm256_setzero_si256(); }
-};
-
-struct MXFP4 {
-    static constexpr bool kSigned = true, kMin = false;
-    static constexpr int kSub = 1;
-    static constexpr size_t kBytes = sizeof(BlockMXFP4);
-    struct State {
-        const uint8_t *qs;
-        float d, dmin;
-    };
-    static void prepare(const uint8_t *p, State &s) {
-        const auto &b = *reinterpret_cast<const BlockMXFP4 *>(p);
-        s.qs = b.qs;
-        // 2^(e - 128), as core/dtype.hpp's e8m0_half_to_fp32 (subnormal for e < 2).
-        const uint32_t bits = b.e < 2 ? 0x00200000u << b.e : static_cast<uint32_t>(b.e - 1) << 23;
-        __builtin_memcpy(&s.d, &bits, 4);
-    }
-    static __m256i codes(const State &s, int) { return table_lookup(s.qs, table_of(kMxfp4Values)); }
-    static __m256i scales(const State &, int) { return _mm256_set1_epi16(1); }
-    static __m256i mins(const State &, int) { return _mm256_setzero_si256(); }
 };
 
 // The exact totals of four rows' 8-lane integer sums, row i in lane i.
@@ -212,7 +144,9 @@ void tile(const MatmulJob &job, int64_t r, int64_t t0) {
     const __m256i ones8 = _mm256_set1_epi8(1), zero = _mm256_setzero_si256();
     __m128 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+    const bool pf = streams(job, T, t0);  // decode: prefetch the weights ahead (matmul_avx2.hpp)
     for (int64_t sb = 0; sb < nsb; ++sb) {
+        if (pf) prefetch_step<R, static_cast<int>(F::kBytes)>(w[0], sb);
         typename F::State st[R];
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) F::prepare(w[i] + sb * F::kBytes, st[i]);
@@ -258,32 +192,23 @@ void tile(const MatmulJob &job, int64_t r, int64_t t0) {
     }
 }
 
-template <class F, int R>
-void tokens(const MatmulJob &job, int64_t r) {
-    int64_t t0 = 0;
-    for (; t0 + kTokTile <= job.n_tokens; t0 += kTokTile) tile<F, R, kTokTile>(job, r, t0);
-    static_assert(kTokTile == 4);
-    switch (job.n_tokens - t0) {
-    case 3: tile<F, R, 3>(job, r, t0); break;
-    case 2: tile<F, R, 2>(job, r, t0); break;
-    case 1: tile<F, R, 1>(job, r, t0); break;
-    default: break;
-    }
-}
-
-template <class F>
-void matmul_rows(const MatmulJob &job, int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) tokens<F, 4>(job, r);
-    for (; r < r1; ++r) tokens<F, 1>(job, r);
-}
+template <class F, int R, int T>
+struct Tile {
+    static void run(const MatmulJob &job, int64_t r, int64_t t0) { tile<F, R, T>(job, r, t0); }
+};
 
 } // namespace
 
-void matmul_rows_q2_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<Q2K>(job, r0, r1); }
-void matmul_rows_q3_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<Q3K>(job, r0, r1); }
-void matmul_rows_iq4_nl_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<IQ4NL>(job, r0, r1); }
-void matmul_rows_iq4_xs_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<IQ4XS>(job, r0, r1); }
-void matmul_rows_mxfp4_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<MXFP4>(job, r0, r1); }
+void matmul_rows_q2_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<Tile, Q2K>(job, r0, r1); }
+void matmul_rows_q3_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_q3_k_avx2(job, r0, r1);  // same bits, matmul_panel_avx2.cpp
+    matmul_rows<Tile, Q3K>(job, r0, r1);
+}
+void matmul_rows_iq4_nl_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<TilePairs<DotAvx2>::K, IQ4NLPair>(job, r0, r1); }
+void matmul_rows_iq4_xs_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows<TilePairs<DotAvx2>::K, IQ4XSPair>(job, r0, r1); }
+void matmul_rows_mxfp4_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_mxfp4_avx2(job, r0, r1);  // same bits, matmul_panel_avx2.cpp
+    matmul_rows<TilePairs<DotAvx2>::K, MXFP4Pair>(job, r0, r1);
+}
 
 } // namespace ember::cpu::detail
