@@ -25,7 +25,8 @@ private:
 
 // Which type a matrix gets. With a mix, by the matrix's role; then a type whose blocks do not divide the
 // row length falls back the way llama.cpp's quantizer falls back: a K-quant to the legacy format of
-// about its size (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), a 32-element format to F16.
+// about its size (Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; IQ4_XS -> IQ4_NL), a
+// 32-element format to F16.
 //
 // Q4_K_M, our recipe in the spirit of llama.cpp's: Q4_K for every matrix except
 //  - the output matrix (the embedding matrix when the output is tied to it): Q6_K, since every logit
@@ -44,9 +45,11 @@ DType matrix_type(const SyntheticSpec &s, Role role, uint32_t layer, uint32_t n_
         t = output || ((role == Role::AttnV || role == Role::FfnDown) && more_bits) ? DType::Q6_K : DType::Q4_K;
     }
     if (n_in % QK_K != 0) {
+        if (t == DType::Q2_K || t == DType::Q3_K) t = DType::Q4_0;
         if (t == DType::Q4_K) t = DType::Q5_0;
         if (t == DType::Q5_K) t = DType::Q5_1;
         if (t == DType::Q6_K) t = DType::Q8_0;
+        if (t == DType::IQ4_XS) t = DType::IQ4_NL;
     }
     if (n_in % dtype_info(t).block_size != 0) t = DType::F16;
     return t;
