@@ -20,38 +20,7 @@ using namespace ember;
 
 namespace {
 
-constexpr double kU = 1.0 / 16777216.0;
-ParityRun g_run;
-const char *g_name = "cpu";
-
-ember_mod_op make_op(uint32_t kind) {
-    ember_mod_op op{};
-    op.struct_size = sizeof op;
-    op.kind = kind;
-    op.rope_attn_factor = 1.0f;
-    return op;
-}
-
-// Every backend (the CPU, Vulkan and CUDA modules) runs every op of graph.h: any error fails the case.
-void run(const ember_mod_op &op) {
-    try {
-        g_run(op);
-    } catch (const Error &e) {
-        fail_msg("%s: op %s failed: %s", g_name, ember_graph_op_name(op.kind), e.what());
-    }
-}
-
-std::vector<float> rand_vec(uint64_t *st, size_t n, float lo, float hi) {
-    std::vector<float> v(n);
-    for (float &x : v) x = test_randf(st, lo, hi);
-    return v;
-}
-
-void check(const char *what, size_t i, double got, double want, double bound) {
-    if (!(std::fabs(got - want) <= bound))
-        fail_msg("%s %s [%zu]: %.9g vs %.9g, err %.3g > bound %.3g", g_name, what, i, got, want, std::fabs(got - want),
-                 bound);
-}
+using namespace parity;
 
 // --- scale, softcap, geglu ---------------------------------------------------------------------------
 // scale: one rounding (u). softcap: x / c (u), tanh (the GPU's: a few ulp, 4 u allowed relative to the
@@ -294,9 +263,7 @@ void test_moe(void **) {
 
 } // namespace
 
-void parity_family_ops_add(std::vector<CMUnitTest> &tests, ParityRun run_op, const char *backend_name) {
-    g_run = std::move(run_op);
-    g_name = backend_name;
+void parity_family_ops_add(std::vector<CMUnitTest> &tests) {
     tests.push_back(cmocka_unit_test(test_elementwise));
     tests.push_back(cmocka_unit_test(test_rope_yarn));
     tests.push_back(cmocka_unit_test(test_attention_ext));

@@ -4,11 +4,9 @@
 
 #include "test_util.h"
 
-#include "backend/module_api.h"
+#include "parity_harness.hpp"
 
-#include <functional>
 #include <vector>
 
-// Appends the cases; run_op runs one op on the backend under test (throwing ember::Error on failure).
-using ParityRun = std::function<void(const ember_mod_op &)>;
-void parity_family_ops_add(std::vector<CMUnitTest> &tests, ParityRun run_op, const char *backend_name);
+// Appends the cases; they run on parity::target() (parity_harness.hpp), set by test_parity's main.
+void parity_family_ops_add(std::vector<CMUnitTest> &tests);

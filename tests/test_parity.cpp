@@ -32,37 +32,7 @@ using namespace ember;
 
 namespace {
 
-constexpr double kU = 1.0 / 16777216.0;
-
-std::function<void(const ember_mod_op &)> g_run;  // the backend under test
-const char *g_name = "cpu";
-
-ember_mod_op make_op(uint32_t kind) {
-    ember_mod_op op{};
-    op.struct_size = sizeof op;
-    op.kind = kind;
-    return op;
-}
-
-void run(const ember_mod_op &op) {
-    try {
-        g_run(op);
-    } catch (const Error &e) {
-        fail_msg("%s: op %u failed: %s", g_name, op.kind, e.what());
-    }
-}
-
-std::vector<float> rand_vec(uint64_t *st, size_t n, float lo, float hi) {
-    std::vector<float> v(n);
-    for (float &x : v) x = test_randf(st, lo, hi);
-    return v;
-}
-
-void check(const char *what, size_t i, double got, double want, double bound) {
-    if (!(std::fabs(got - want) <= bound))
-        fail_msg("%s %s [%zu]: %.9g vs %.9g, err %.3g > bound %.3g", g_name, what, i, got, want, std::fabs(got - want),
-                 bound);
-}
+using namespace parity;
 
 // A weight of `type`, n_out x n_in, from random floats: its file bytes and its exact values.
 struct Weight {
@@ -419,7 +389,7 @@ void test_kv_store(void **) {
         for (size_t slot = 0; slot < written.size(); ++slot)
             if (!written[slot])
                 for (size_t b = 0; b < rb; ++b)
-                    if (kc[slot * rb + b] || vc[slot * rb + b]) fail_msg("%s kv_store wrote slot %zu, no token's", g_name, slot);
+                    if (kc[slot * rb + b] || vc[slot * rb + b]) fail_msg("%s kv_store wrote slot %zu, no token's", target().name, slot);
     }
 }
 
@@ -511,7 +481,7 @@ void test_attention(void **) {
 void test_validation_trap(void **) {
     ember_mod_op op = make_op(EMBER_MOD_OP_VALIDATION_PROBE);
     try {
-        g_run(op);
+        target().run(op);
         fail_msg("the invalid call was not reported");
     } catch (const Error &e) {
         std::printf("probe: %.160s\n", e.what());
@@ -540,17 +510,17 @@ int main(int argc, char **argv) {
             std::printf("SKIP: no %s backend: %s\n", module, why.c_str());
             return EMBER_TEST_SKIP;
         }
-        g_name = module;
+        target().name = module;
     } else {
         backend = module_backend_create(cpu);
     }
-    g_run = [b = backend.get()](const ember_mod_op &op) { module_run_op(*b, op); };
+    target().run = [b = backend.get()](const ember_mod_op &op) { module_run_op(*b, op); };
     std::vector<CMUnitTest> tests = {
         cmocka_unit_test(test_matmul), cmocka_unit_test(test_get_rows), cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),   cmocka_unit_test(test_swiglu),   cmocka_unit_test(test_attention),
         cmocka_unit_test(test_add),    cmocka_unit_test(test_gather_logits), cmocka_unit_test(test_kv_store),
     };
-    parity_family_ops_add(tests, g_run, g_name);  // the model families' ops (parity_family_ops.cpp)
+    parity_family_ops_add(tests);  // the model families' ops (parity_family_ops.cpp)
     if (vulkan && std::getenv("EMBER_VULKAN_VALIDATION")) tests.push_back(cmocka_unit_test(test_validation_trap));
     if (module && std::strcmp(module, "cuda") == 0) tests.push_back(cmocka_unit_test(test_matmul_kquants));
     const std::string group = std::string("parity_") + (module ? module : "cpu");
