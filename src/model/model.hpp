@@ -22,6 +22,9 @@ namespace ember {
 
 struct LoadOptions {
     bool vocab_only = false;
+    // Metadata and tensor table only: no tokenizer, no description (implies vocab_only). For describing
+    // a file this build cannot run: an unknown architecture, tokenizer or pre-tokenizer.
+    bool metadata_only = false;
     // Progress in [0, 1]; returning false cancels (load() then throws EMBER_ERR_CANCELLED).
     std::function<bool(float)> progress;
     LogSink log;
@@ -33,8 +36,15 @@ public:
     static std::unique_ptr<Model> load(const std::string &path, const LoadOptions &opts);
 
     const gguf::File &gguf() const { return gguf_; }
-    const Tokenizer &tokenizer() const { return *tokenizer_; }
+    // Throws Error(EMBER_ERR_UNSUPPORTED) for a metadata-only load, which has no tokenizer.
+    const Tokenizer &tokenizer() const {
+        if (!tokenizer_) no_tokenizer();
+        return *tokenizer_;
+    }
+    bool has_tokenizer() const { return tokenizer_ != nullptr; }
     bool vocab_only() const { return vocab_only_; }
+    // The vocabulary's size: the tokenizer's, or the length of tokenizer.ggml.tokens for a metadata-only load.
+    uint32_t n_vocab() const;
     const ModelDesc &desc() const { return desc_; }
     // Every tensor of the file (the description holds the ones its program reads); empty when vocab-only.
     const std::deque<TensorRef> &file_tensors() const { return tensors_; }
@@ -50,6 +60,7 @@ public:
 private:
     Model() = default;
     void build_desc(const LoadOptions &opts);
+    [[noreturn]] static void no_tokenizer();
 
     std::unique_ptr<MappedFile> file_;
     gguf::File gguf_;

@@ -24,7 +24,7 @@ void check_sign(const gguf::File &g, const std::string &key, bool zero_allowed) 
 std::unique_ptr<Model> Model::load(const std::string &path, const LoadOptions &opts) {
     std::unique_ptr<Model> m(new Model());
     m->log_ = opts.log;
-    m->vocab_only_ = opts.vocab_only;
+    m->vocab_only_ = opts.vocab_only || opts.metadata_only;
     if (opts.progress && !opts.progress(0.0f)) fail(EMBER_ERR_CANCELLED, "load of '%s' cancelled", path.c_str());
 
     m->file_ = std::make_unique<MappedFile>(path);
@@ -42,12 +42,24 @@ std::unique_ptr<Model> Model::load(const std::string &path, const LoadOptions &o
         m->n_params_ += t.n_elements;
         m->size_bytes_ += t.n_bytes;
     }
-    m->tokenizer_ = Tokenizer::from_gguf(g);
+    if (!opts.metadata_only) m->tokenizer_ = Tokenizer::from_gguf(g);
     if (!m->vocab_only_) m->build_desc(opts);
     if (opts.progress && !opts.progress(1.0f)) fail(EMBER_ERR_CANCELLED, "load of '%s' cancelled", path.c_str());
     log_msg(&m->log_, EMBER_LOG_INFO, "loaded '%s': %s, %llu parameters, %zu tensors%s", path.c_str(),
-            m->arch_.c_str(), (unsigned long long)m->n_params_, g.tensors().size(), m->vocab_only_ ? " (vocab only)" : "");
+            m->arch_.c_str(), (unsigned long long)m->n_params_, g.tensors().size(),
+            opts.metadata_only ? " (metadata only)" : m->vocab_only_ ? " (vocab only)" : "");
     return m;
+}
+
+void Model::no_tokenizer() {
+    fail(EMBER_ERR_UNSUPPORTED, "the model was loaded metadata-only: it has no tokenizer");
+}
+
+uint32_t Model::n_vocab() const {
+    if (tokenizer_) return static_cast<uint32_t>(tokenizer_->n_vocab());
+    // get_array throws for a non-array value; a metadata-only load describes, so report 0 instead.
+    const gguf::KV *kv = gguf_.find("tokenizer.ggml.tokens");
+    return kv && kv->value.type == gguf::ValueType::ARRAY ? static_cast<uint32_t>(kv->value.count) : 0;
 }
 
 void Model::build_desc(const LoadOptions &opts) {
