@@ -184,6 +184,44 @@ void test_missing_sinks_is_an_error(void **) {
     }
 }
 
+// LongRoPE in the fp64 reference: a context beyond rope.scaling.original_context_length takes the long
+// factors for every position (the context's size decides, not the position), a context within it the
+// short ones, and both keep the attention factor: the first token (rope turns nothing at position 0)
+// is the same either way, the later ones differ (the synthetic factors are 1..3 short, 1..30 long).
+// Ember's CPU program matches the reference within the original context.
+void test_longrope_long_factors_reference(void **) {
+    SyntheticSpec spec = synthetic_family("phi3");
+    spec.rope_orig_ctx = 16;
+    spec.n_ctx = 256;   // context_length: the trained (extended) context
+    auto model = load_synthetic(spec);
+    std::vector<int32_t> tokens(12);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 29 + 5) % 300);
+    const auto within = reference_logits(*model, tokens, nullptr, 16);
+    const auto beyond = reference_logits(*model, tokens, nullptr, 64);
+    const auto by_count = reference_logits(*model, tokens);   // n_ctx 0: the 12 tokens, within
+    double first = 0, later = 0, scale = 0;
+    for (size_t v = 0; v < within[0].size(); ++v) {
+        first = std::max(first, std::fabs(within[0][v] - beyond[0][v]));
+        scale = std::max(scale, std::fabs(within[0][v]));
+        for (size_t t = 1; t < tokens.size(); ++t) later = std::max(later, std::fabs(within[t][v] - beyond[t][v]));
+        for (size_t t = 0; t < tokens.size(); ++t) assert_true(by_count[t][v] == within[t][v]);
+    }
+    std::printf("longrope: position 0 differs by %.3g, later positions by up to %.3g (logit scale %.3g)\n", first,
+                later, scale);
+    assert_true(first <= 1e-9 * std::max(1.0, scale));
+    assert_true(later > 1e-2 * std::max(1.0, scale));
+
+    SessionOptions o;
+    o.n_ctx = 16;
+    Session s(*model, o);
+    double err = 0;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        s.feed(&tokens[t], 1);
+        for (size_t v = 0; v < within[t].size(); ++v) err = std::max(err, std::fabs(s.logits()[v] - within[t][v]));
+    }
+    assert_true(err <= kFloatBound * std::max(1.0, scale));
+}
+
 } // namespace
 
 int main() {
@@ -192,6 +230,7 @@ int main() {
         cmocka_unit_test(test_window_changes_the_result),
         cmocka_unit_test(test_window_cache_truncate_and_fork),
         cmocka_unit_test(test_missing_sinks_is_an_error),
+        cmocka_unit_test(test_longrope_long_factors_reference),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
