@@ -116,11 +116,17 @@ static void copy_with_string(const char *src, char *tmpl, const char *key, const
     free(b);
 }
 
+/* `ember info -m PATH` into out; it must exit 0 (a file it describes, whether or not it runs here). */
+static void info_of(const char *path, char *out, size_t cap) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), path);
+    assert_int_equal(run(cmd, out, cap, 0), 0);
+}
+
 static void test_info_and_bench(void **state) {
     (void)state;
     char cmd[8192], out[65536];
-    snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), model15());
-    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    info_of(model15(), out, sizeof out);
     assert_non_null(strstr(out, "architecture:  llama"));
     assert_non_null(strstr(out, "Q8_0"));
     assert_non_null(strstr(out, "KV cache"));
@@ -129,8 +135,7 @@ static void test_info_and_bench(void **state) {
     /* A file this build does not run (a vocabulary without weights): described, with the library's reason. */
     const char *phi3 = test_shared_model("ggml-vocab/ggml-vocab-phi-3.gguf");
     if (phi3) {
-        snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), phi3);
-        assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+        info_of(phi3, out, sizeof out);
         assert_non_null(strstr(out, "architecture:  phi3"));
         assert_non_null(strstr(out, "vocabulary:    32064 tokens (tokenizer llama"));
         assert_non_null(strstr(out, "runs here:     no: "));
@@ -141,8 +146,7 @@ static void test_info_and_bench(void **state) {
      * unknown tokenizer model is still llama, 24 M parameters of Q8_0, with the tokenizer's refusal. */
     char edited[] = "/tmp/ember_info_XXXXXX";
     copy_with_string(model15(), edited, "tokenizer.ggml.model", "bogus");
-    snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), edited);
-    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    info_of(edited, out, sizeof out);
     unlink(edited);
     assert_non_null(strstr(out, "architecture:  llama"));
     assert_non_null(strstr(out, "(tokenizer bogus)"));
@@ -156,8 +160,7 @@ static void test_info_and_bench(void **state) {
     if (qwen2) {
         char edited_pre[] = "/tmp/ember_info_XXXXXX";
         copy_with_string(qwen2, edited_pre, "tokenizer.ggml.pre", "nopre");
-        snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), edited_pre);
-        assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+        info_of(edited_pre, out, sizeof out);
         unlink(edited_pre);
         assert_non_null(strstr(out, "architecture:  qwen2"));
         assert_non_null(strstr(out, "tokens (tokenizer gpt2, pre-tokenizer nopre)"));
