@@ -54,13 +54,21 @@ public:
     uint64_t size_bytes() const { return size_bytes_; }
     const LogSink &log() const { return log_; }
 
-    // The weights of this model on `backend`, loaded on first use (thread-safe).
-    BackendModel &backend_model(Backend &backend) const;
+    // The weights of this model on `backend`, loaded on first use (thread-safe), with the program for a
+    // context of n_ctx_per_seq positions per sequence (0: within the original context). They differ only
+    // for LongRoPE (Phi-3 128k): its long factors beyond rope.scaling.original_context_length, as llama.cpp
+    // chooses them (the context per sequence, not the position). On the CPU a second program costs no
+    // weights (they are read in place from the mapping); a GPU backend uploads them once per program.
+    BackendModel &backend_model(Backend &backend, uint32_t n_ctx_per_seq = 0) const;
+    // The description that backend_model(backend, n_ctx_per_seq) runs.
+    const ModelDesc &desc_for(uint32_t n_ctx_per_seq) const { return uses_long(n_ctx_per_seq) ? *desc_long_ : desc_; }
 
 private:
     Model() = default;
     void build_desc(const LoadOptions &opts);
     [[noreturn]] static void no_tokenizer();
+    void build_long_context(const gguf::File &g);
+    bool uses_long(uint32_t n_ctx_per_seq) const { return desc_long_ && n_ctx_per_seq > n_ctx_orig_; }
 
     std::unique_ptr<MappedFile> file_;
     gguf::File gguf_;
@@ -70,9 +78,12 @@ private:
     uint64_t n_params_ = 0, size_bytes_ = 0;
     std::deque<TensorRef> tensors_;   // stable addresses: ModelDesc points into it
     ModelDesc desc_;
+    // LongRoPE's program for contexts beyond n_ctx_orig_ (nullptr for every other model).
+    std::unique_ptr<ModelDesc> desc_long_;
+    uint32_t n_ctx_orig_ = 0;
     LogSink log_;
     mutable std::mutex backend_mutex_;
-    mutable std::map<Backend *, std::unique_ptr<BackendModel>> backend_models_;
+    mutable std::map<std::pair<Backend *, bool>, std::unique_ptr<BackendModel>> backend_models_;
 };
 
 } // namespace ember

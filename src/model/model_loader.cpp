@@ -5,6 +5,8 @@
 #include "core/error.hpp"
 #include "model/arch.hpp"
 
+#include <cstdint>
+#include <optional>
 #include <sys/mman.h>
 
 
@@ -103,12 +105,42 @@ void Model::build_desc(const LoadOptions &opts) {
     if (d.logits_buf < 0) fail(EMBER_ERR_INTERNAL, "architecture '%s' built no output", arch_.c_str());
     desc_ = std::move(d);
     desc_.finish();
+    build_long_context(g);
 }
 
-BackendModel &Model::backend_model(Backend &backend) const {
+// LongRoPE: the architecture's program ropes with the short factors, which hold up to the original
+// context; the program for longer contexts is the same with the long factors in their place.
+void Model::build_long_context(const gguf::File &g) {
+    const TensorRef *long_f = nullptr;
+    for (const TensorRef &t : tensors_)
+        if (t.name == "rope_factors_long.weight") long_f = &t;
+    int32_t short_w = -1;
+    for (size_t i = 0; i < desc_.tensors.size(); ++i)
+        if (desc_.tensors[i]->name == "rope_factors_short.weight") short_w = static_cast<int32_t>(i);
+    if (!long_f || short_w < 0) return;
+    const TensorRef &short_f = *desc_.tensors[static_cast<size_t>(short_w)];
+    if (long_f->type != DType::F32 || long_f->n_dims != 1 || long_f->ne[0] != short_f.ne[0])
+        fail(EMBER_ERR_INVALID_MODEL, "rope_factors_long.weight must be F32 with %lld elements, as the short factors",
+             (long long)short_f.ne[0]);
+    const std::optional<int64_t> orig = g.get_int(arch_ + ".rope.scaling.original_context_length");
+    if (orig && (*orig <= 0 || *orig > UINT32_MAX))
+        fail(EMBER_ERR_INVALID_MODEL, "rope.scaling.original_context_length %lld is out of range", (long long)*orig);
+    n_ctx_orig_ = orig ? static_cast<uint32_t>(*orig) : desc_.hp.n_ctx_train;
+
+    desc_long_ = std::make_unique<ModelDesc>(desc_);
+    ModelDesc &l = *desc_long_;
+    l.tensors.push_back(long_f);
+    const int32_t long_w = static_cast<int32_t>(l.tensors.size() - 1);
+    for (ember_graph_node &n : l.nodes)
+        if ((n.op == EMBER_GRAPH_ROPE || n.op == EMBER_GRAPH_ROPE_YARN) && n.w == short_w) n.w = long_w;
+    l.finish();
+}
+
+BackendModel &Model::backend_model(Backend &backend, uint32_t n_ctx_per_seq) const {
     std::lock_guard<std::mutex> lock(backend_mutex_);
-    auto &slot = backend_models_[&backend];
-    if (!slot) slot = backend.load_model(desc_.c);
+    const bool long_ctx = uses_long(n_ctx_per_seq);
+    auto &slot = backend_models_[{&backend, long_ctx}];
+    if (!slot) slot = backend.load_model(long_ctx ? desc_long_->c : desc_.c);
     return *slot;
 }
 
