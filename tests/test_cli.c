@@ -132,10 +132,12 @@ static void test_info_and_bench(void **state) {
     assert_non_null(strstr(out, "KV cache"));
     assert_non_null(strstr(out, "runs here:     yes (cpu, "));
     assert_non_null(strstr(out, "by type: F32 0.0% Q8_0 100.0%"));
-    /* A file this build does not run (a vocabulary without weights): described, with the library's reason. */
+    /* A file this build does not run (a vocabulary without weights): described, with the library's reason,
+     * and an error (exit 1: the file lacks what its architecture needs, it is not merely unsupported). */
     const char *phi3 = test_shared_model("ggml-vocab/ggml-vocab-phi-3.gguf");
     if (phi3) {
-        info_of(phi3, out, sizeof out);
+        snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), phi3);
+        assert_int_equal(run(cmd, out, sizeof out, 0), 1);
         assert_non_null(strstr(out, "architecture:  phi3"));
         assert_non_null(strstr(out, "vocabulary:    32064 tokens (tokenizer llama"));
         assert_non_null(strstr(out, "runs here:     no: "));

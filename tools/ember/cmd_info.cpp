@@ -18,6 +18,12 @@ std::string meta(const ember_model *model, const char *key) {
     return s;
 }
 
+// The full load's refusal, as the CLI's errors are written (stderr, exit 1).
+int fail_with(const std::string &why) {
+    std::fprintf(stderr, "ember: cannot load model: %s\n", why.c_str());
+    return 1;
+}
+
 // An integer metadata value, 0 when absent or not an integer.
 int64_t meta_int(const ember_model *model, const std::string &key) {
     int64_t v = 0;
@@ -64,19 +70,14 @@ int cmd_info(int argc, char **argv) {
     ember_model_params_init(&mp);
     ember_model *model = nullptr;
     std::string why_not;
-    ember_status st = ember_model_load(model_path.c_str(), &mp, &model);
-    if (st == EMBER_ERR_IO || st == EMBER_ERR_OUT_OF_MEMORY) return fail("cannot load model", st);
-    if (st != EMBER_OK) {
-        why_not = std::string(ember_last_error()) + " (" + ember_status_string(st) + ")";
-        st = ember_model_load_metadata(model_path.c_str(), &mp, &model);
-    }
-    if (st != EMBER_OK) {
+    const ember_status full = ember_model_load(model_path.c_str(), &mp, &model);
+    if (full == EMBER_ERR_IO || full == EMBER_ERR_OUT_OF_MEMORY) return fail("cannot load model", full);
+    const bool described_only = full != EMBER_OK;
+    if (described_only) {
+        why_not = std::string(ember_last_error()) + " (" + ember_status_string(full) + ")";
         // Not even the metadata loads: a malformed file, or not a GGUF file at all.
-        std::printf("file:          %s\n", model_path.c_str());
-        std::printf("runs here:     no: %s (%s)\n", ember_last_error(), ember_status_string(st));
-        return 1;
+        if (ember_model_load_metadata(model_path.c_str(), &mp, &model) != EMBER_OK) return fail_with(why_not);
     }
-    const bool described_only = !why_not.empty();
 
     ember_model_info info;
     ember_model_info_init(&info);
@@ -169,7 +170,9 @@ int cmd_info(int argc, char **argv) {
                     "KV cache %.2f MiB (f16) = %.2f MiB, plus activations\n", n_ctx, weights, kv, weights + kv);
     }
     ember_model_free(model);
-    return 0;
+    // A file this build does not support is described, and that is the answer (exit 0); a malformed one
+    // is described as far as it can be, and is an error.
+    return described_only && full != EMBER_ERR_UNSUPPORTED ? fail_with(why_not) : 0;
 }
 
 } // namespace cli
