@@ -689,6 +689,28 @@ static void test_session_states(void **state) {
     assert_int_equal(ember_session_create(vm, NULL, &s), EMBER_ERR_INVALID_ARGUMENT);
     assert_null(s);
     ember_model_free(vm);
+
+    /* A metadata-only model describes the file (its info and tensors) but has no tokenizer: the
+     * tokenizer's calls are refused or answer "none", never crash. */
+    assert_int_equal(ember_model_load_metadata(model_260k(), NULL, &vm), EMBER_OK);
+    ember_model_info info;
+    ember_model_info_init(&info);
+    assert_int_equal(ember_model_get_info(vm, &info), EMBER_OK);
+    assert_string_equal(info.architecture, "llama");
+    assert_int_equal(info.n_vocab, 512);
+    assert_int_equal(info.n_layer, 0);
+    size_t n = 0;
+    assert_int_equal(ember_model_tensor_count(vm, &n), EMBER_OK);
+    assert_true(n > 0);
+    assert_int_equal(ember_tokenize(vm, "hi", 2, 0, NULL, 0, &n), EMBER_ERR_UNSUPPORTED);
+    assert_non_null(strstr(ember_last_error(), "metadata-only"));
+    assert_int_equal(ember_token_bos(vm), -1);
+    assert_int_equal(ember_token_eos(vm), -1);
+    assert_false(ember_token_is_eog(vm, 0));
+    assert_int_equal(ember_session_create(vm, NULL, &s), EMBER_ERR_INVALID_ARGUMENT);
+    ember_model_free(vm);
+    assert_int_equal(ember_model_load_metadata("/nonexistent.gguf", NULL, &vm), EMBER_ERR_IO);
+    assert_null(vm);
     ember_model_free(m);
 }
 

@@ -77,26 +77,99 @@ static void test_tokenize(void **state) {
     }
 }
 
+/* Copies the GGUF file `src` to a new temporary file (`tmpl`, a mkstemp template, receives its name) with
+ * the string value of metadata `key` replaced by `value`, which must have the old value's length (so no
+ * offset in the file moves). Fails the test when the key is absent or its value has another length. */
+static void copy_with_string(const char *src, char *tmpl, const char *key, const char *value) {
+    FILE *in = fopen(src, "rb");
+    assert_non_null(in);
+    fseek(in, 0, SEEK_END);
+    const long size = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)size);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)size, in), (size_t)size);
+    fclose(in);
+    /* A key is its u64 length then its bytes; a string value follows as type 8, u64 length, bytes. */
+    const uint64_t klen = strlen(key), vlen = strlen(value);
+    unsigned char pat[8 + 256];
+    memcpy(pat, &klen, 8);
+    memcpy(pat + 8, key, klen);
+    int done = 0;
+    for (long i = 0; i + 8 + (long)klen + 12 + (long)vlen <= size && !done; ++i) {
+        if (memcmp(b + i, pat, 8 + klen) != 0) continue;
+        unsigned char *v = b + i + 8 + klen;
+        uint32_t type;
+        uint64_t len;
+        memcpy(&type, v, 4);
+        memcpy(&len, v + 4, 8);
+        assert_int_equal(type, 8);
+        assert_int_equal(len, vlen);
+        memcpy(v + 12, value, vlen);
+        done = 1;
+    }
+    assert_true(done);
+    const int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b, (size_t)size), size);
+    close(fd);
+    free(b);
+}
+
+/* `ember info -m PATH` into out; it must exit 0 (a file it describes, whether or not it runs here). */
+static void info_of(const char *path, char *out, size_t cap) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), path);
+    assert_int_equal(run(cmd, out, cap, 0), 0);
+}
+
 static void test_info_and_bench(void **state) {
     (void)state;
     char cmd[8192], out[65536];
-    snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), model15());
-    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    info_of(model15(), out, sizeof out);
     assert_non_null(strstr(out, "architecture:  llama"));
     assert_non_null(strstr(out, "Q8_0"));
     assert_non_null(strstr(out, "KV cache"));
     assert_non_null(strstr(out, "runs here:     yes (cpu, "));
     assert_non_null(strstr(out, "by type: F32 0.0% Q8_0 100.0%"));
-    /* A file of an architecture this build does not run: described, with the library's reason. */
+    /* A file this build does not run (a vocabulary without weights): described, with the library's reason,
+     * and an error (exit 1: the file lacks what its architecture needs, it is not merely unsupported). */
     const char *phi3 = test_shared_model("ggml-vocab/ggml-vocab-phi-3.gguf");
     if (phi3) {
         snprintf(cmd, sizeof cmd, "'%s' info -m '%s'", cli(), phi3);
-        assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+        assert_int_equal(run(cmd, out, sizeof out, 0), 1);
         assert_non_null(strstr(out, "architecture:  phi3"));
+        assert_non_null(strstr(out, "vocabulary:    32064 tokens (tokenizer llama"));
         assert_non_null(strstr(out, "runs here:     no: "));
-        assert_non_null(strstr(out, "'phi3' is not supported"));
     } else {
         printf("SKIP part: ../shared/models/ggml-vocab/ggml-vocab-phi-3.gguf absent\n");
+    }
+    /* A tokenizer this build does not know no longer hides what the file is: the weights' file with an
+     * unknown tokenizer model is still llama, 24 M parameters of Q8_0, with the tokenizer's refusal. */
+    char edited[] = "/tmp/ember_info_XXXXXX";
+    copy_with_string(model15(), edited, "tokenizer.ggml.model", "bogus");
+    info_of(edited, out, sizeof out);
+    unlink(edited);
+    assert_non_null(strstr(out, "architecture:  llama"));
+    assert_non_null(strstr(out, "(tokenizer bogus)"));
+    assert_non_null(strstr(out, "parameters:    24.4"));
+    assert_non_null(strstr(out, "by type: F32 0.0% Q8_0 100.0%"));
+    assert_non_null(strstr(out, "shape:         6 layers, embedding 288"));
+    assert_non_null(strstr(out, "runs here:     no: "));
+    assert_non_null(strstr(out, "'bogus'"));
+    /* The same for an unknown pre-tokenizer (the vocabulary of Qwen2 with its pre-tokenizer renamed). */
+    const char *qwen2 = test_shared_model("ggml-vocab/ggml-vocab-qwen2.gguf");
+    if (qwen2) {
+        char edited_pre[] = "/tmp/ember_info_XXXXXX";
+        copy_with_string(qwen2, edited_pre, "tokenizer.ggml.pre", "nopre");
+        info_of(edited_pre, out, sizeof out);
+        unlink(edited_pre);
+        assert_non_null(strstr(out, "architecture:  qwen2"));
+        assert_non_null(strstr(out, "tokens (tokenizer gpt2, pre-tokenizer nopre)"));
+        assert_non_null(strstr(out, "runs here:     no: "));
+        assert_non_null(strstr(out, "unsupported pre-tokenizer 'nopre'"));
+    } else {
+        printf("SKIP part: ../shared/models/ggml-vocab/ggml-vocab-qwen2.gguf absent\n");
     }
     snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -t 1 -p 16 -n 4", cli(), model15());
     assert_int_equal(run(cmd, out, sizeof out, 0), 0);

@@ -184,6 +184,87 @@ void test_missing_sinks_is_an_error(void **) {
     }
 }
 
+// The logits of every token of `tokens` (one sequence from position 0, one pass) from the CPU program the
+// model runs for a context of n_ctx_per_seq positions.
+std::vector<std::vector<float>> cpu_program_logits(const Model &model, uint32_t n_ctx_per_seq,
+                                                   const std::vector<int32_t> &tokens) {
+    const uint32_t n = static_cast<uint32_t>(tokens.size()), n_vocab = model.desc().hp.n_vocab;
+    ContextParams cp;
+    cp.block_size = 16;
+    cp.n_blocks = n / cp.block_size + 1;
+    cp.n_batch = cp.n_logits = n;
+    auto ctx = model.backend_model(backend_require(EMBER_BACKEND_CPU), n_ctx_per_seq).create_context(cp);
+    std::vector<int32_t> pos(n), table(cp.n_blocks), rows(n);
+    for (uint32_t i = 0; i < n; ++i) pos[i] = rows[i] = static_cast<int32_t>(i);
+    for (uint32_t b = 0; b < cp.n_blocks; ++b) table[b] = static_cast<int32_t>(b);
+    std::vector<const int32_t *> tables(n, table.data());
+    std::vector<float> logits(size_t{n} * n_vocab);
+    Batch batch;
+    batch.n_tokens = n, batch.tokens = tokens.data(), batch.pos = pos.data(), batch.tables = tables.data();
+    batch.n_logits = n, batch.logits_rows = rows.data(), batch.logits = logits.data();
+    ctx->forward(batch);
+    std::vector<std::vector<float>> out(n);
+    for (uint32_t i = 0; i < n; ++i) out[i].assign(logits.begin() + size_t{i} * n_vocab, logits.begin() + size_t{i + 1} * n_vocab);
+    return out;
+}
+
+// max |ours - fp64| over every row and logit.
+double max_error(const std::vector<std::vector<float>> &ours, const std::vector<std::vector<double>> &ref) {
+    double err = 0;
+    for (size_t t = 0; t < ref.size(); ++t)
+        for (size_t v = 0; v < ref[t].size(); ++v) err = std::max(err, std::fabs(ours[t][v] - ref[t][v]));
+    return err;
+}
+
+// LongRoPE in the fp64 reference: a context beyond rope.scaling.original_context_length takes the long
+// factors for every position (the context's size decides, not the position), a context within it the
+// short ones, and both keep the attention factor: the first token (rope turns nothing at position 0)
+// is the same either way, the later ones differ (the synthetic factors are 1..3 short, 1..30 long).
+// Ember's CPU programs match the reference on both sides of the original context (Model::backend_model
+// by the context per sequence), and a session (its context within the original) takes the short one.
+void test_longrope_long_factors_reference(void **) {
+    SyntheticSpec spec = synthetic_family("phi3");
+    spec.rope_orig_ctx = 16;
+    spec.n_ctx = 256;   // context_length: the trained (extended) context
+    auto model = load_synthetic(spec);
+    std::vector<int32_t> tokens(12);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 29 + 5) % 300);
+    const auto within = reference_logits(*model, tokens, nullptr, 16);
+    const auto beyond = reference_logits(*model, tokens, nullptr, 64);
+    const auto by_count = reference_logits(*model, tokens);   // n_ctx 0: the 12 tokens, within
+    double first = 0, later = 0, scale = 0;
+    for (size_t v = 0; v < within[0].size(); ++v) {
+        first = std::max(first, std::fabs(within[0][v] - beyond[0][v]));
+        scale = std::max(scale, std::fabs(within[0][v]));
+        for (size_t t = 1; t < tokens.size(); ++t) later = std::max(later, std::fabs(within[t][v] - beyond[t][v]));
+        for (size_t t = 0; t < tokens.size(); ++t) assert_true(by_count[t][v] == within[t][v]);
+    }
+    std::printf("longrope: position 0 differs by %.3g, later positions by up to %.3g (logit scale %.3g)\n", first,
+                later, scale);
+    assert_true(first <= 1e-9 * std::max(1.0, scale));
+    assert_true(later > 1e-2 * std::max(1.0, scale));
+
+    const double bound = kFloatBound * std::max(1.0, scale);
+    const double err_within = max_error(cpu_program_logits(*model, 16, tokens), within);
+    const double err_beyond = max_error(cpu_program_logits(*model, 64, tokens), beyond);
+    const double err_crossed = max_error(cpu_program_logits(*model, 64, tokens), within);
+    std::printf("longrope: cpu vs fp64 %.3g within, %.3g beyond (%.3g against the other factors)\n", err_within,
+                err_beyond, err_crossed);
+    assert_true(err_within <= bound);
+    assert_true(err_beyond <= bound);
+    assert_true(err_crossed > 10 * bound);
+
+    SessionOptions o;
+    o.n_ctx = 16;
+    Session s(*model, o);
+    double err = 0;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        s.feed(&tokens[t], 1);
+        for (size_t v = 0; v < within[t].size(); ++v) err = std::max(err, std::fabs(s.logits()[v] - within[t][v]));
+    }
+    assert_true(err <= bound);
+}
+
 } // namespace
 
 int main() {
@@ -192,6 +273,7 @@ int main() {
         cmocka_unit_test(test_window_changes_the_result),
         cmocka_unit_test(test_window_cache_truncate_and_fork),
         cmocka_unit_test(test_missing_sinks_is_an_error),
+        cmocka_unit_test(test_longrope_long_factors_reference),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -25,6 +25,10 @@ func LibraryABIVersion() uint32 { return uint32(C.ember_abi_version()) }
 type LoadOptions struct {
 	// VocabOnly loads only the metadata and tokenizer (no weights): it tokenizes but cannot run sessions.
 	VocabOnly bool
+	// MetadataOnly loads only the metadata and tensor table (ember_model_load_metadata): neither tokenizer
+	// nor weights, so it describes a file whatever its architecture or tokenizer, but cannot tokenize
+	// (ErrUnsupported) or run sessions. VocabOnly is then ignored.
+	MetadataOnly bool
 	// Progress, if set, is called with the load progress in [0, 1] on the loading goroutine; returning
 	// false cancels the load (Load then fails with StatusCancelled).
 	Progress func(progress float32) bool
@@ -50,11 +54,12 @@ func Load(path string, opts *LoadOptions) (*Model, error) {
 	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	var vocabOnly C.bool
+	var vocabOnly, metadataOnly C.bool
 	var handle, logHandle cgo.Handle
 	var call *progressCall
 	if opts != nil {
 		vocabOnly = C.bool(opts.VocabOnly)
+		metadataOnly = C.bool(opts.MetadataOnly)
 		if opts.Progress != nil {
 			call = &progressCall{fn: opts.Progress}
 			handle = cgo.NewHandle(call)
@@ -66,7 +71,7 @@ func Load(path string, opts *LoadOptions) (*Model, error) {
 	}
 	var h *C.ember_model
 	var msg *C.char
-	st := C.eg_model_load(cpath, vocabOnly, C.uintptr_t(handle), C.uintptr_t(logHandle), &h, &msg)
+	st := C.eg_model_load(cpath, vocabOnly, metadataOnly, C.uintptr_t(handle), C.uintptr_t(logHandle), &h, &msg)
 	if call != nil && call.panicked != nil {
 		C.ember_model_free(h)
 		C.free(unsafe.Pointer(msg))
@@ -75,7 +80,11 @@ func Load(path string, opts *LoadOptions) (*Model, error) {
 		}
 		panic(call.panicked)
 	}
-	if err := result("ember_model_load", st, msg); err != nil {
+	op := "ember_model_load"
+	if metadataOnly {
+		op = "ember_model_load_metadata"
+	}
+	if err := result(op, st, msg); err != nil {
 		if logHandle != 0 {
 			logHandle.Delete()
 		}

@@ -47,8 +47,8 @@ void eg_log_set(_Bool on, ember_log_level min_level) {
     ember_log_set(on ? eg_log_trampoline : NULL, NULL, min_level);
 }
 
-ember_status eg_model_load(const char *path, _Bool vocab_only, uintptr_t progress, uintptr_t log, ember_model **out,
-                           char **err) {
+ember_status eg_model_load(const char *path, _Bool vocab_only, _Bool metadata_only, uintptr_t progress, uintptr_t log,
+                           ember_model **out, char **err) {
     ember_model_params p;
     ember_model_params_init(&p);
     p.vocab_only = vocab_only;
@@ -60,7 +60,7 @@ ember_status eg_model_load(const char *path, _Bool vocab_only, uintptr_t progres
         p.log = eg_model_log_trampoline;
         p.log_user_data = (void *)log;
     }
-    EG_CALL(ember_model_load(path, &p, out));
+    EG_CALL(metadata_only ? ember_model_load_metadata(path, &p, out) : ember_model_load(path, &p, out));
 }
 
 ember_status eg_model_get_info(const ember_model *m, ember_model_info *info, char **err) {

@@ -16,8 +16,9 @@
 #include <stdlib.h>
 
 /* progress and log: cgo.Handles of the Go callbacks, 0 for none. */
-ember_status eg_model_load(const char *path, _Bool vocab_only, uintptr_t progress, uintptr_t log, ember_model **out,
-                           char **err);
+/* metadata_only: ember_model_load_metadata instead of ember_model_load. */
+ember_status eg_model_load(const char *path, _Bool vocab_only, _Bool metadata_only, uintptr_t progress, uintptr_t log,
+                           ember_model **out, char **err);
 /* Sets (on) or clears the process-wide log sink: the Go side keeps the function itself. */
 void eg_log_set(_Bool on, ember_log_level min_level);
 ember_status eg_model_get_info(const ember_model *m, ember_model_info *info, char **err);

@@ -228,6 +228,7 @@
     X(void, ember_log_set, (ember_log_fn, void *, ember_log_level)) \
     X(void, ember_model_params_init, (ember_model_params *)) \
     X(ember_status, ember_model_load, (const char *, const ember_model_params *, ember_model **)) \
+    X(ember_status, ember_model_load_metadata, (const char *, const ember_model_params *, ember_model **)) \
     X(void, ember_model_free, (ember_model *)) \
     X(void, ember_model_info_init, (ember_model_info *)) \
     X(ember_status, ember_model_get_info, (const ember_model *, ember_model_info *)) \

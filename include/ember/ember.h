@@ -181,6 +181,23 @@ EMBER_API void ember_model_params_init(ember_model_params *params);
 EMBER_API ember_status ember_model_load(const char *path, const ember_model_params *params,
                                         ember_model **out);
 
+/** Loads only what a GGUF file says about itself, its metadata and tensor table, validated as
+ *  ember_model_load validates them (since EMBER_1.5). Neither the tokenizer nor the weights are built, so
+ *  a well-formed file loads whatever its architecture, tokenizer model, pre-tokenizer or tensor types:
+ *  this describes a file that ember_model_load refuses (EMBER_ERR_UNSUPPORTED; its message says why the
+ *  file does not run here). On such a model ember_model_get_info fills architecture, name, size_bytes
+ *  and n_vocab (the length of tokenizer.ggml.tokens, 0 if absent); n_params and the shape fields are 0
+ *  (the tensor table has the parameters). The metadata and tensor functions work as on any model. It
+ *  cannot tokenize: ember_tokenize, ember_token_to_piece, ember_detokenize, the grammar constructors and
+ *  ember_chat_apply_template with this model fail with EMBER_ERR_UNSUPPORTED; ember_token_bos and
+ *  ember_token_eos return -1 and ember_token_is_eog false; sessions and engines are refused with
+ *  EMBER_ERR_INVALID_ARGUMENT, as for a vocab-only load. `params` as for ember_model_load (NULL: the
+ *  defaults; vocab_only is ignored; progress and log are used). Errors: EMBER_ERR_INVALID_ARGUMENT,
+ *  EMBER_ERR_IO, EMBER_ERR_INVALID_MODEL, EMBER_ERR_CANCELLED, EMBER_ERR_OUT_OF_MEMORY. On success *out
+ *  owns the model (free it with ember_model_free()); on failure *out is set to NULL. Thread-safe. */
+EMBER_API ember_status ember_model_load_metadata(const char *path, const ember_model_params *params,
+                                                 ember_model **out);
+
 /** Frees a model. NULL is a no-op. All sessions created on it must have been freed first. */
 EMBER_API void ember_model_free(ember_model *model);
 

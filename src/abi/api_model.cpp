@@ -15,15 +15,19 @@ void ember_model_params_init(ember_model_params *params) {
     params->struct_size = sizeof *params;
 }
 
-ember_status ember_model_load(const char *path, const ember_model_params *params, ember_model **out) {
+namespace {
+// Both loads: the full one (ember_model_load) and the metadata-only one (ember_model_load_metadata).
+ember_status load(const char *fn, const char *path, const ember_model_params *params, ember_model **out,
+                  bool metadata_only) {
     if (out) *out = nullptr;
-    return guard("ember_model_load", [&] {
+    return guard(fn, [&] {
         EMBER_REQUIRE_ARG(path);
         EMBER_REQUIRE_ARG(out);
         const ember_model_params p = abi::read_params(params, offsetof(ember_model_params, log_user_data) + sizeof(void *),
                                                       ember_model_params_init, "ember_model_params");
         LoadOptions opts;
         opts.vocab_only = p.vocab_only;
+        opts.metadata_only = metadata_only;
         opts.log = LogSink{p.log, p.log_user_data};
         if (p.progress) {
             ember_progress_fn fn = p.progress;
@@ -37,6 +41,15 @@ ember_status ember_model_load(const char *path, const ember_model_params *params
         *out = h.release();
         return EMBER_OK;
     });
+}
+} // namespace
+
+ember_status ember_model_load(const char *path, const ember_model_params *params, ember_model **out) {
+    return load("ember_model_load", path, params, out, false);
+}
+
+ember_status ember_model_load_metadata(const char *path, const ember_model_params *params, ember_model **out) {
+    return load("ember_model_load_metadata", path, params, out, true);
 }
 
 void ember_model_free(ember_model *model) { delete model; }
@@ -58,7 +71,7 @@ ember_status ember_model_get_info(const ember_model *model, ember_model_info *in
         full.name = m.name().c_str();
         full.n_params = m.vocab_only() ? 0 : m.n_params();
         full.size_bytes = m.size_bytes();
-        full.n_vocab = static_cast<uint32_t>(m.tokenizer().n_vocab());
+        full.n_vocab = m.n_vocab();
         if (!m.vocab_only()) {
             const HParams &hp = m.desc().hp;
             full.n_ctx_train = hp.n_ctx_train;

@@ -62,12 +62,17 @@ ember_status ember_detokenize(const ember_model *model, const ember_token *token
     });
 }
 
-ember_token ember_token_bos(const ember_model *model) { return model ? model->model->tokenizer().bos() : -1; }
+// These three return no status: a model without a tokenizer (a metadata-only load) answers "none".
+ember_token ember_token_bos(const ember_model *model) {
+    return model && model->model->has_tokenizer() ? model->model->tokenizer().bos() : -1;
+}
 
-ember_token ember_token_eos(const ember_model *model) { return model ? model->model->tokenizer().eos() : -1; }
+ember_token ember_token_eos(const ember_model *model) {
+    return model && model->model->has_tokenizer() ? model->model->tokenizer().eos() : -1;
+}
 
 bool ember_token_is_eog(const ember_model *model, ember_token token) {
-    if (!model) return false;
+    if (!model || !model->model->has_tokenizer()) return false;
     const Tokenizer &tok = model->model->tokenizer();
     return token >= 0 && token < tok.n_vocab() && tok.is_eog(token);
 }

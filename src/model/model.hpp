@@ -22,6 +22,9 @@ namespace ember {
 
 struct LoadOptions {
     bool vocab_only = false;
+    // Metadata and tensor table only: no tokenizer, no description (implies vocab_only). For describing
+    // a file this build cannot run: an unknown architecture, tokenizer or pre-tokenizer.
+    bool metadata_only = false;
     // Progress in [0, 1]; returning false cancels (load() then throws EMBER_ERR_CANCELLED).
     std::function<bool(float)> progress;
     LogSink log;
@@ -33,8 +36,15 @@ public:
     static std::unique_ptr<Model> load(const std::string &path, const LoadOptions &opts);
 
     const gguf::File &gguf() const { return gguf_; }
-    const Tokenizer &tokenizer() const { return *tokenizer_; }
+    // Throws Error(EMBER_ERR_UNSUPPORTED) for a metadata-only load, which has no tokenizer.
+    const Tokenizer &tokenizer() const {
+        if (!tokenizer_) no_tokenizer();
+        return *tokenizer_;
+    }
+    bool has_tokenizer() const { return tokenizer_ != nullptr; }
     bool vocab_only() const { return vocab_only_; }
+    // The vocabulary's size: the tokenizer's, or the length of tokenizer.ggml.tokens for a metadata-only load.
+    uint32_t n_vocab() const;
     const ModelDesc &desc() const { return desc_; }
     // Every tensor of the file (the description holds the ones its program reads); empty when vocab-only.
     const std::deque<TensorRef> &file_tensors() const { return tensors_; }
@@ -44,12 +54,21 @@ public:
     uint64_t size_bytes() const { return size_bytes_; }
     const LogSink &log() const { return log_; }
 
-    // The weights of this model on `backend`, loaded on first use (thread-safe).
-    BackendModel &backend_model(Backend &backend) const;
+    // The weights of this model on `backend`, loaded on first use (thread-safe), with the program for a
+    // context of n_ctx_per_seq positions per sequence (0: within the original context). They differ only
+    // for LongRoPE (Phi-3 128k): its long factors beyond rope.scaling.original_context_length, as llama.cpp
+    // chooses them (the context per sequence, not the position). On the CPU a second program costs no
+    // weights (they are read in place from the mapping); a GPU backend uploads them once per program.
+    BackendModel &backend_model(Backend &backend, uint32_t n_ctx_per_seq = 0) const;
+    // The description that backend_model(backend, n_ctx_per_seq) runs.
+    const ModelDesc &desc_for(uint32_t n_ctx_per_seq) const { return uses_long(n_ctx_per_seq) ? *desc_long_ : desc_; }
 
 private:
     Model() = default;
     void build_desc(const LoadOptions &opts);
+    [[noreturn]] static void no_tokenizer();
+    void build_long_context(const gguf::File &g);
+    bool uses_long(uint32_t n_ctx_per_seq) const { return desc_long_ && n_ctx_per_seq > n_ctx_orig_; }
 
     std::unique_ptr<MappedFile> file_;
     gguf::File gguf_;
@@ -59,9 +78,12 @@ private:
     uint64_t n_params_ = 0, size_bytes_ = 0;
     std::deque<TensorRef> tensors_;   // stable addresses: ModelDesc points into it
     ModelDesc desc_;
+    // LongRoPE's program for contexts beyond n_ctx_orig_ (nullptr for every other model).
+    std::unique_ptr<ModelDesc> desc_long_;
+    uint32_t n_ctx_orig_ = 0;
     LogSink log_;
     mutable std::mutex backend_mutex_;
-    mutable std::map<Backend *, std::unique_ptr<BackendModel>> backend_models_;
+    mutable std::map<std::pair<Backend *, bool>, std::unique_ptr<BackendModel>> backend_models_;
 };
 
 } // namespace ember

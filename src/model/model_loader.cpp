@@ -5,6 +5,8 @@
 #include "core/error.hpp"
 #include "model/arch.hpp"
 
+#include <cstdint>
+#include <optional>
 #include <sys/mman.h>
 
 
@@ -24,7 +26,7 @@ void check_sign(const gguf::File &g, const std::string &key, bool zero_allowed) 
 std::unique_ptr<Model> Model::load(const std::string &path, const LoadOptions &opts) {
     std::unique_ptr<Model> m(new Model());
     m->log_ = opts.log;
-    m->vocab_only_ = opts.vocab_only;
+    m->vocab_only_ = opts.vocab_only || opts.metadata_only;
     if (opts.progress && !opts.progress(0.0f)) fail(EMBER_ERR_CANCELLED, "load of '%s' cancelled", path.c_str());
 
     m->file_ = std::make_unique<MappedFile>(path);
@@ -42,12 +44,24 @@ std::unique_ptr<Model> Model::load(const std::string &path, const LoadOptions &o
         m->n_params_ += t.n_elements;
         m->size_bytes_ += t.n_bytes;
     }
-    m->tokenizer_ = Tokenizer::from_gguf(g);
+    if (!opts.metadata_only) m->tokenizer_ = Tokenizer::from_gguf(g);
     if (!m->vocab_only_) m->build_desc(opts);
     if (opts.progress && !opts.progress(1.0f)) fail(EMBER_ERR_CANCELLED, "load of '%s' cancelled", path.c_str());
     log_msg(&m->log_, EMBER_LOG_INFO, "loaded '%s': %s, %llu parameters, %zu tensors%s", path.c_str(),
-            m->arch_.c_str(), (unsigned long long)m->n_params_, g.tensors().size(), m->vocab_only_ ? " (vocab only)" : "");
+            m->arch_.c_str(), (unsigned long long)m->n_params_, g.tensors().size(),
+            opts.metadata_only ? " (metadata only)" : m->vocab_only_ ? " (vocab only)" : "");
     return m;
+}
+
+void Model::no_tokenizer() {
+    fail(EMBER_ERR_UNSUPPORTED, "the model was loaded metadata-only: it has no tokenizer");
+}
+
+uint32_t Model::n_vocab() const {
+    if (tokenizer_) return static_cast<uint32_t>(tokenizer_->n_vocab());
+    // get_array throws for a non-array value; a metadata-only load describes, so report 0 instead.
+    const gguf::KV *kv = gguf_.find("tokenizer.ggml.tokens");
+    return kv && kv->value.type == gguf::ValueType::ARRAY ? static_cast<uint32_t>(kv->value.count) : 0;
 }
 
 void Model::build_desc(const LoadOptions &opts) {
@@ -91,12 +105,42 @@ void Model::build_desc(const LoadOptions &opts) {
     if (d.logits_buf < 0) fail(EMBER_ERR_INTERNAL, "architecture '%s' built no output", arch_.c_str());
     desc_ = std::move(d);
     desc_.finish();
+    build_long_context(g);
 }
 
-BackendModel &Model::backend_model(Backend &backend) const {
+// LongRoPE: the architecture's program ropes with the short factors, which hold up to the original
+// context; the program for longer contexts is the same with the long factors in their place.
+void Model::build_long_context(const gguf::File &g) {
+    const TensorRef *long_f = nullptr;
+    for (const TensorRef &t : tensors_)
+        if (t.name == "rope_factors_long.weight") long_f = &t;
+    int32_t short_w = -1;
+    for (size_t i = 0; i < desc_.tensors.size(); ++i)
+        if (desc_.tensors[i]->name == "rope_factors_short.weight") short_w = static_cast<int32_t>(i);
+    if (!long_f || short_w < 0) return;
+    const TensorRef &short_f = *desc_.tensors[static_cast<size_t>(short_w)];
+    if (long_f->type != DType::F32 || long_f->n_dims != 1 || long_f->ne[0] != short_f.ne[0])
+        fail(EMBER_ERR_INVALID_MODEL, "rope_factors_long.weight must be F32 with %lld elements, as the short factors",
+             (long long)short_f.ne[0]);
+    const std::optional<int64_t> orig = g.get_int(arch_ + ".rope.scaling.original_context_length");
+    if (orig && (*orig <= 0 || *orig > UINT32_MAX))
+        fail(EMBER_ERR_INVALID_MODEL, "rope.scaling.original_context_length %lld is out of range", (long long)*orig);
+    n_ctx_orig_ = orig ? static_cast<uint32_t>(*orig) : desc_.hp.n_ctx_train;
+
+    desc_long_ = std::make_unique<ModelDesc>(desc_);
+    ModelDesc &l = *desc_long_;
+    l.tensors.push_back(long_f);
+    const int32_t long_w = static_cast<int32_t>(l.tensors.size() - 1);
+    for (ember_graph_node &n : l.nodes)
+        if ((n.op == EMBER_GRAPH_ROPE || n.op == EMBER_GRAPH_ROPE_YARN) && n.w == short_w) n.w = long_w;
+    l.finish();
+}
+
+BackendModel &Model::backend_model(Backend &backend, uint32_t n_ctx_per_seq) const {
     std::lock_guard<std::mutex> lock(backend_mutex_);
-    auto &slot = backend_models_[&backend];
-    if (!slot) slot = backend.load_model(desc_.c);
+    const bool long_ctx = uses_long(n_ctx_per_seq);
+    auto &slot = backend_models_[{&backend, long_ctx}];
+    if (!slot) slot = backend.load_model(long_ctx ? desc_long_->c : desc_.c);
     return *slot;
 }
 

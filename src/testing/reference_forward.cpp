@@ -53,7 +53,7 @@ Family family_of(const std::string &arch, bool has_window) {
 
 class Ref {
 public:
-    explicit Ref(const Model &m) : g_(m.gguf()) {
+    Ref(const Model &m, uint32_t n_ctx) : g_(m.gguf()) {
         for (const TensorRef &t : m.file_tensors()) t_[t.name] = &t;
         arch_ = std::string(*g_.get_string("general.architecture"));
         a_ = arch_ + ".";
@@ -74,6 +74,14 @@ public:
             orig_ctx = has("rope.scaling.original_context_length") ? u("rope.scaling.original_context_length") : 0;
         }
         attn_factor = f("rope.scaling.attn_factor", 1.0);
+        // LongRoPE (Phi-3): the short factors up to the original context, the long ones for a context
+        // beyond it, chosen by the context's size (not the position) as the model card prescribes; the
+        // attention factor (sqrt(1 + ln(scale) / ln(original)), stored by the converters) applies to both.
+        const uint32_t n_ctx_orig = has("rope.scaling.original_context_length")
+                                        ? u("rope.scaling.original_context_length")
+                                        : (has("context_length") ? u("context_length") : 0);
+        longrope_factors = n_ctx > n_ctx_orig && vec_or_null("rope_factors_long.weight") ? "rope_factors_long.weight"
+                                                                                          : "rope_factors_short.weight";
         const bool gemma = arch_ == "gemma2" || arch_ == "gemma3";
         embd_scale = gemma ? std::sqrt(static_cast<double>(n_embd)) : f("embedding_scale", 1.0);
         residual_scale = f("residual_scale", 1.0);
@@ -181,9 +189,9 @@ private:
         const double base = local && fam.local_theta > 0 ? fam.local_theta : theta;
         const bool scaled = !(local && fam.local_theta > 0);
         const float *div = scaled ? (vec_or_null("rope_freqs.weight") ? vec_or_null("rope_freqs.weight")
-                                                                       : vec_or_null("rope_factors_short.weight"))
+                                                                       : vec_or_null(longrope_factors))
                                   : nullptr;
-        double mscale = scaled && vec_or_null("rope_factors_short.weight") ? attn_factor : 1.0;
+        double mscale = scaled && vec_or_null(longrope_factors) ? attn_factor : 1.0;
         const int half = static_cast<int>(n_rot / 2);
         std::vector<double> freq(static_cast<size_t>(half));
         for (int i = 0; i < half; ++i) {
@@ -341,6 +349,7 @@ private:
     double eps = 1e-5, theta = 10000, factor = 1, attn_factor = 1;
     double embd_scale = 1, residual_scale = 1, attn_scale = 0, logit_scale = 1, attn_softcap = 0, final_softcap = 0;
     std::string scaling;
+    const char *longrope_factors = "rope_factors_short.weight";
 
 public:
     ReferenceStats stats;
@@ -349,8 +358,8 @@ public:
 } // namespace
 
 std::vector<std::vector<double>> reference_logits(const Model &model, const std::vector<int32_t> &tokens,
-                                                  ReferenceStats *stats) {
-    Ref ref(model);
+                                                  ReferenceStats *stats, uint32_t n_ctx) {
+    Ref ref(model, n_ctx ? n_ctx : static_cast<uint32_t>(tokens.size()));
     auto out = ref.run(tokens);
     if (stats) *stats = ref.stats;
     return out;

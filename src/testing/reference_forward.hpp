@@ -24,8 +24,11 @@ struct ReferenceStats {
     // logits by more than this, its choice of experts may differ: a jump, not a rounding error.
     double min_route_margin = 1e300;
 };
+// n_ctx: the context the pass runs in (0: the tokens' count), which picks LongRoPE's long factors when
+// it exceeds rope.scaling.original_context_length (context_length when absent), as llama.cpp picks them
+// by the context per sequence.
 std::vector<std::vector<double>> reference_logits(const Model &model, const std::vector<int32_t> &tokens,
-                                                  ReferenceStats *stats = nullptr);
+                                                  ReferenceStats *stats = nullptr, uint32_t n_ctx = 0);
 // The same for the model in a GGUF file (loaded here): for tools that run Ember through its public API.
 std::vector<std::vector<double>> reference_logits_file(const std::string &path, const std::vector<int32_t> &tokens);
 

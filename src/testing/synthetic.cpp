@@ -115,6 +115,9 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         w.add_f32(a + "rope.scaling.factor", s.rope_factor);
         if (s.rope_orig_ctx) w.add_u32(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
     }
+    // LongRoPE's switch point from the short factors to the long ones (Phi-3's converters write it).
+    if (s.rope_scaling == "longrope" && s.rope_orig_ctx)
+        w.add_u32(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
     if (s.rope_attn_factor > 0) w.add_f32(a + "rope.scaling.attn_factor", s.rope_attn_factor);
     if (s.embedding_scale > 0) w.add_f32(a + "embedding_scale", s.embedding_scale);
     if (s.residual_scale > 0) w.add_f32(a + "residual_scale", s.residual_scale);

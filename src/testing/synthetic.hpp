@@ -52,7 +52,7 @@ struct SyntheticSpec {
     float attn_softcap = 0, final_softcap = 0;  // Gemma 2's, written when nonzero
     std::string rope_scaling;     // "", "linear", "yarn" (rope.scaling.*), "longrope" (factor tensors)
     float rope_factor = 1.0f;     // rope.scaling.factor
-    uint32_t rope_orig_ctx = 0;   // rope.scaling.original_context_length
+    uint32_t rope_orig_ctx = 0;   // rope.scaling.original_context_length (yarn; longrope: where long begins)
     float rope_attn_factor = 0;   // rope.scaling.attn_factor (0: not written)
     // Granite's multipliers (0: not written).
     float embedding_scale = 0, residual_scale = 0, attention_scale = 0, logit_scale = 0;

@@ -18,6 +18,18 @@ std::string meta(const ember_model *model, const char *key) {
     return s;
 }
 
+// The full load's refusal, as the CLI's errors are written (stderr, exit 1).
+int fail_with(const std::string &why) {
+    std::fprintf(stderr, "ember: cannot load model: %s\n", why.c_str());
+    return 1;
+}
+
+// An integer metadata value, 0 when absent or not an integer.
+int64_t meta_int(const ember_model *model, const std::string &key) {
+    int64_t v = 0;
+    return ember_model_meta_int(model, key.c_str(), &v) == EMBER_OK ? v : 0;
+}
+
 std::string shorten(std::string s, size_t max) {
     for (char &c : s)
         if (c == '\n' || c == '\r' || c == '\t') c = ' ';
@@ -51,26 +63,21 @@ int cmd_info(int argc, char **argv) {
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("info: -m MODEL is required");
 
-    // Full load first (cheap: weights are mapped, not read); fall back to the vocabulary alone for what
-    // this build cannot run (an architecture or a weight type), so the file can still be described.
+    // Full load first (cheap: weights are mapped, not read). What it refuses (an architecture, a tokenizer
+    // or pre-tokenizer, a weight type, a malformed part) is still described from a metadata-only load,
+    // which builds neither tokenizer nor weights, with the full load's refusal as the reason.
     ember_model_params mp;
     ember_model_params_init(&mp);
     ember_model *model = nullptr;
     std::string why_not;
-    ember_status st = ember_model_load(model_path.c_str(), &mp, &model);
-    if (st == EMBER_ERR_UNSUPPORTED) {
-        why_not = ember_last_error();
-        mp.vocab_only = true;
-        st = ember_model_load(model_path.c_str(), &mp, &model);
+    const ember_status full = ember_model_load(model_path.c_str(), &mp, &model);
+    if (full == EMBER_ERR_IO || full == EMBER_ERR_OUT_OF_MEMORY) return fail("cannot load model", full);
+    const bool described_only = full != EMBER_OK;
+    if (described_only) {
+        why_not = std::string(ember_last_error()) + " (" + ember_status_string(full) + ")";
+        // Not even the metadata loads: a malformed file, or not a GGUF file at all.
+        if (ember_model_load_metadata(model_path.c_str(), &mp, &model) != EMBER_OK) return fail_with(why_not);
     }
-    if (st == EMBER_ERR_IO || st == EMBER_ERR_OUT_OF_MEMORY) return fail("cannot load model", st);
-    if (st != EMBER_OK) {
-        // Not even the vocabulary loads (an unknown tokenizer or pre-tokenizer, a malformed file).
-        std::printf("file:          %s\n", model_path.c_str());
-        std::printf("runs here:     no: %s (%s)\n", ember_last_error(), ember_status_string(st));
-        return 1;
-    }
-    const bool vocab_only = !why_not.empty();
 
     ember_model_info info;
     ember_model_info_init(&info);
@@ -108,11 +115,20 @@ int cmd_info(int argc, char **argv) {
             std::printf(" %s %.1f%%", type.c_str(), 100.0 * static_cast<double>(n) / static_cast<double>(n_params));
         std::printf("\n");
     }
-    if (!vocab_only && info.n_layer)
+    if (described_only) {
+        // The shape as the file states it (GGUF's <arch>.* keys), where it does: nothing was built from it.
+        const std::string arch = info.architecture;
+        info.n_layer = static_cast<uint32_t>(meta_int(model, arch + ".block_count"));
+        info.n_embd = static_cast<uint32_t>(meta_int(model, arch + ".embedding_length"));
+        info.n_head = static_cast<uint32_t>(meta_int(model, arch + ".attention.head_count"));
+        info.n_head_kv = static_cast<uint32_t>(meta_int(model, arch + ".attention.head_count_kv"));
+        info.n_ctx_train = static_cast<uint32_t>(meta_int(model, arch + ".context_length"));
+    }
+    if (info.n_layer)
         std::printf("shape:         %u layers, embedding %u, %u heads (%u KV heads), trained context %u\n",
                     info.n_layer, info.n_embd, info.n_head, info.n_head_kv, info.n_ctx_train);
     std::string where;
-    if (vocab_only) {
+    if (described_only) {
         std::printf("runs here:     no: %s\n", why_not.c_str());
     } else if (const std::string why = run_check(model, a, &where); !why.empty()) {
         std::printf("runs here:     no: %s\n", why.c_str());
@@ -145,7 +161,7 @@ int cmd_info(int argc, char **argv) {
     for (const auto &[type, e] : by_type)
         std::printf("  %-6s %4zu tensors  %9.2f MiB\n", type.c_str(), e.first, e.second / 1048576.0);
 
-    if (!vocab_only && info.n_layer) {
+    if (!described_only && info.n_layer) {
         uint32_t n_ctx = static_cast<uint32_t>(a.integer("-c", 0));
         if (n_ctx == 0) n_ctx = info.n_ctx_train && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
         const double weights = info.size_bytes / 1048576.0;
@@ -154,7 +170,9 @@ int cmd_info(int argc, char **argv) {
                     "KV cache %.2f MiB (f16) = %.2f MiB, plus activations\n", n_ctx, weights, kv, weights + kv);
     }
     ember_model_free(model);
-    return 0;
+    // A file this build does not support is described, and that is the answer (exit 0); a malformed one
+    // is described as far as it can be, and is an error.
+    return described_only && full != EMBER_ERR_UNSUPPORTED ? fail_with(why_not) : 0;
 }
 
 } // namespace cli

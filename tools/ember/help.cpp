@@ -35,6 +35,8 @@ const CommandHelp kHelp[] = {
      "    What the file is (architecture, name, parameters, tokenizer, the tensor types it uses) and\n"
      "    whether this build can run it on the backend (default cpu; if not, the library's reason),\n"
      "    then its metadata and the memory a session of CTX tokens needs. --tensors lists every tensor.\n"
+     "    A file this build does not support (architecture, tokenizer, weight type) is still described\n"
+     "    (exit 0); a malformed one is described as far as its metadata goes and exits 1.\n"
      "    Run it first on a model you downloaded.\n"},
     {"bench",
      "ember bench -m MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-c CTX] [--parallel N]\n"

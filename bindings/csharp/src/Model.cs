@@ -10,6 +10,11 @@ namespace Ember
     {
         /// <summary>Metadata and tokenizer only, no weights: such a model tokenizes but cannot run.</summary>
         public bool VocabOnly;
+        /// <summary>Metadata and tensor table only (ember_model_load_metadata): neither tokenizer nor
+        /// weights, so any well-formed file loads and can be described (Info, metadata), whatever its
+        /// architecture or tokenizer; it cannot tokenize (Status.Unsupported) or run. VocabOnly is then
+        /// ignored.</summary>
+        public bool MetadataOnly;
         /// <summary>Called on the loading thread with progress in [0, 1]; return false to cancel the
         /// load (Model.Load then throws OperationCanceledException).</summary>
         public Func<float, bool> Progress;
@@ -66,7 +71,8 @@ namespace Ember
                 p.progress = Callbacks.ProgressPtr;
                 p.progress_user_data = GCHandle.ToIntPtr(gc);
                 ModelHandle handle;
-                Status st = NativeMethods.ember_model_load(cpath, ref p, out handle);
+                Status st = options.MetadataOnly ? NativeMethods.ember_model_load_metadata(cpath, ref p, out handle)
+                                                 : NativeMethods.ember_model_load(cpath, ref p, out handle);
                 string message = st < 0 ? Utf8.FromNative(NativeMethods.ember_last_error()) : null;
                 if (st == Status.Ok) return new Model(handle);
                 handle.Dispose();

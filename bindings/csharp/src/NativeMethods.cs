@@ -28,6 +28,8 @@ namespace Ember.Native
         internal static extern void ember_model_params_init(ref ember_model_params p);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_model_load(byte[] path, ref ember_model_params p, out ModelHandle model);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_model_load_metadata(byte[] path, ref ember_model_params p, out ModelHandle model);
         [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_model_free(IntPtr model);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern void ember_model_info_init(ref ember_model_info info);

@@ -407,6 +407,11 @@ extern "C" {
         params: *const ember_model_params,
         out: *mut *mut ember_model,
     ) -> ember_status;
+    pub fn ember_model_load_metadata(
+        path: *const c_char,
+        params: *const ember_model_params,
+        out: *mut *mut ember_model,
+    ) -> ember_status;
     pub fn ember_model_free(model: *mut ember_model);
     pub fn ember_model_info_init(info: *mut ember_model_info);
     pub fn ember_model_get_info(model: *const ember_model, info: *mut ember_model_info) -> ember_status;

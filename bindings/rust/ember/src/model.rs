@@ -27,6 +27,10 @@ unsafe impl Sync for Model {}
 pub struct LoadOptions {
     /// Load only the metadata and tokenizer (no sessions can be created on such a model).
     pub vocab_only: bool,
+    /// Load only the metadata and tensor table (`ember_model_load_metadata`): neither tokenizer nor
+    /// weights, so any well-formed file loads and can be described whatever its architecture or
+    /// tokenizer; it cannot tokenize (`Status::Unsupported`) or run. `vocab_only` is then ignored.
+    pub metadata_only: bool,
 }
 
 /// `Model::info()`: a summary of the model.
@@ -104,7 +108,13 @@ impl Model {
         }
         let mut raw = ptr::null_mut();
         // SAFETY: valid C string, initialised params, out pointer; ctx outlives the call.
-        let st = unsafe { sys::ember_model_load(c_path.as_ptr(), &params, &mut raw) };
+        let st = unsafe {
+            if options.metadata_only {
+                sys::ember_model_load_metadata(c_path.as_ptr(), &params, &mut raw)
+            } else {
+                sys::ember_model_load(c_path.as_ptr(), &params, &mut raw)
+            }
+        };
         let result = check(st);
         if let Some(payload) = ctx.and_then(|c| c.panic) {
             if !raw.is_null() {

@@ -76,9 +76,16 @@ fn session_errors() {
     let err = s.truncate(5).expect_err("truncate past the position");
     assert_eq!(err.status, Status::InvalidArgument);
 
-    let vocab = Model::load_with(&path, &LoadOptions { vocab_only: true }, None).unwrap();
+    let vocab = Model::load_with(&path, &LoadOptions { vocab_only: true, ..Default::default() }, None).unwrap();
     assert!(!vocab.tokenize("hello", true, false).unwrap().is_empty());
     let err = Session::new(&vocab, &Default::default()).err().expect("a session on a vocab-only model");
+    assert_eq!(err.status, Status::InvalidArgument);
+
+    // Metadata only: described (architecture, tensors), but no tokenizer and no sessions.
+    let meta = Model::load_with(&path, &LoadOptions { metadata_only: true, ..Default::default() }, None).unwrap();
+    assert_eq!(meta.info().unwrap().architecture, "llama");
+    assert_eq!(meta.tokenize("hello", true, false).unwrap_err().status, Status::Unsupported);
+    let err = Session::new(&meta, &Default::default()).err().expect("a session on a metadata-only model");
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(Path::new(&path).exists());
 }
