@@ -804,6 +804,26 @@ static void test_window_truncate(void **) {
     assert_int_equal(pool.n_free(), 64);
     window_append(w, 10, 32, log, bs);   // and from 0
     assert_int_equal(w.first_held(), 0);
+
+    // A feed pinned at its start (500) keeps what a rollback to 500 needs (461..499: blocks 28-31)
+    // however far it goes, and releases the rest behind it; trim() then drops the pin's blocks.
+    w.clear();
+    window_append(w, 500, 32, log, bs);
+    for (uint32_t i = 0; i < 20; ++i) {
+        if (!w.reserve(32, log.fn())) fail_msg("pinned reserve failed");
+        w.commit(32, 500);
+    }
+    assert_int_equal(w.size(), 1140);
+    assert_true(w.can_truncate(500));
+    assert_false(w.can_truncate(600));   // the hole between the pin and the window
+    assert_int_equal(w.first_held(), 448);
+    // 4 pinned blocks (448..511, minus keep's reach) + the current window's 1140 - 43 = 1097.. : 68-71.
+    assert_int_equal(w.n_held(), 4 + 4);
+    assert_int_equal(pool.n_free(), 64 - 8);
+    w.trim();
+    check_window_retention(w, bs);
+    assert_false(w.can_truncate(500));
+    w.truncate(1140 - keep);
 }
 
 static void test_window_fork_restore(void **) {

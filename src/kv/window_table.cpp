@@ -16,13 +16,14 @@ WindowTable::~WindowTable() { release_from(0); }
 
 WindowTable::WindowTable(WindowTable &&other) noexcept
     : pool_(other.pool_), window_(other.window_), keep_(other.keep_), size_(std::exchange(other.size_, 0)),
-      first_(std::exchange(other.first_, 0)), blocks_(std::exchange(other.blocks_, {})) {}
+      held_(std::exchange(other.held_, 0)), first_(std::exchange(other.first_, 0)), blocks_(std::exchange(other.blocks_, {})) {}
 
 WindowTable &WindowTable::operator=(WindowTable &&other) noexcept {
     if (this == &other) return *this;
     release_from(0);
     pool_ = other.pool_, window_ = other.window_, keep_ = other.keep_;
     size_ = std::exchange(other.size_, 0);
+    held_ = std::exchange(other.held_, 0);
     first_ = std::exchange(other.first_, 0);
     blocks_ = std::exchange(other.blocks_, {});
     return *this;
@@ -38,10 +39,10 @@ size_t WindowTable::blocks_for(uint64_t positions) const {
     return static_cast<size_t>((positions + b - 1) / b);
 }
 
-uint32_t WindowTable::n_held() const { return static_cast<uint32_t>(blocks_.size() - std::min(first_, blocks_.size())); }
-
 uint32_t WindowTable::first_held() const {
-    return static_cast<uint32_t>(std::min<uint64_t>(uint64_t{first_} * pool_->block_size(), size_));
+    size_t i = first_;
+    while (i < blocks_.size() && blocks_[i] < 0) ++i;
+    return static_cast<uint32_t>(std::min<uint64_t>(uint64_t{i} * pool_->block_size(), size_));
 }
 
 uint32_t WindowTable::first_needed(uint32_t s) const {
@@ -52,18 +53,31 @@ uint32_t WindowTable::first_needed(uint32_t s) const {
 void WindowTable::release_from(size_t keep_blocks) {
     // Last block first, as KvSequence does (the pool's free list is a stack: the roots are reused last).
     while (blocks_.size() > keep_blocks) {
-        if (blocks_.back() >= 0) pool_->unref(blocks_.back());
+        if (blocks_.back() >= 0) pool_->unref(blocks_.back()), --held_;
         blocks_.pop_back();
     }
     first_ = std::min(first_, blocks_.size());
     if (blocks_.empty()) first_ = 0;
 }
 
-void WindowTable::release_before(size_t first_block) {
-    for (; first_ < first_block && first_ < blocks_.size(); ++first_) {
-        pool_->unref(blocks_[first_]);
-        blocks_[first_] = -1;
+void WindowTable::release_unneeded(uint32_t pin) {
+    const uint32_t bs = pool_->block_size();
+    const size_t end = std::min<size_t>(first_needed(size_) / bs, blocks_.size());
+    // Blocks overlapping first_needed(pin) .. pin - 1 stay.
+    size_t pin_lo = end, pin_hi = end;
+    if (pin != kNoPin && pin > 0) pin_lo = first_needed(pin) / bs, pin_hi = (uint64_t{pin} + bs - 1) / bs;
+    size_t first = end;
+    for (size_t i = first_; i < end; ++i) {
+        if (blocks_[i] < 0) continue;
+        if (i >= pin_lo && i < pin_hi) {
+            first = std::min(first, i);
+            continue;
+        }
+        pool_->unref(blocks_[i]);
+        blocks_[i] = -1;
+        --held_;
     }
+    first_ = std::max(first_, first);
 }
 
 bool WindowTable::reserve(uint32_t n, const CopyBlockFn &copy_block) {
@@ -95,6 +109,7 @@ bool WindowTable::reserve(uint32_t n, const CopyBlockFn &copy_block) {
             return false;
         }
         blocks_.push_back(block);
+        ++held_;
     }
     if (copy) {
         try {
@@ -108,8 +123,7 @@ bool WindowTable::reserve(uint32_t n, const CopyBlockFn &copy_block) {
     return true;
 }
 
-void WindowTable::commit(uint32_t n) {
-    if (n == 0) return;
+void WindowTable::commit(uint32_t n, uint32_t pin) {
     const uint64_t end = uint64_t{size_} + n;
     if (blocks_for(end) > blocks_.size())
         fail(EMBER_ERR_INTERNAL, "window commit of %u positions at %u past the reserved blocks", n, size_);
@@ -117,14 +131,16 @@ void WindowTable::commit(uint32_t n) {
         if (blocks_[i] < 0 || pool_->refcount(blocks_[i]) != 1)
             fail(EMBER_ERR_INTERNAL, "window commit into block %d, which is shared or released", blocks_[i]);
     size_ = static_cast<uint32_t>(end);
-    release_before(first_needed(size_) / pool_->block_size());
+    release_unneeded(pin);
 }
 
 bool WindowTable::can_truncate(uint32_t n) const {
     if (n > size_) return false;
     if (n == 0) return true;
-    const uint32_t read_from = n >= window_ ? n - window_ + 1 : 0;
-    return first_held() <= read_from;
+    const uint32_t bs = pool_->block_size(), read_from = n >= window_ ? n - window_ + 1 : 0;
+    for (size_t i = read_from / bs; i < (uint64_t{n} + bs - 1) / bs; ++i)
+        if (blocks_[i] < 0) return false;
+    return true;
 }
 
 void WindowTable::truncate(uint32_t n) {
@@ -139,7 +155,7 @@ WindowTable WindowTable::fork() const {
     const size_t held = blocks_for(size_);   // the reservation stays private to this table
     f.blocks_.reserve(held);
     for (size_t i = 0; i < held; ++i) {
-        if (blocks_[i] >= 0) pool_->ref(blocks_[i]);
+        if (blocks_[i] >= 0) pool_->ref(blocks_[i]), ++f.held_;
         f.blocks_.push_back(blocks_[i]);
     }
     f.size_ = size_;
@@ -153,6 +169,7 @@ bool WindowTable::restore(uint32_t n) {
     if (count - first > pool_->n_free()) return false;
     blocks_.assign(count, -1);
     for (size_t i = first; i < count; ++i) blocks_[i] = pool_->allocate();   // cannot fail: counted above
+    held_ = static_cast<uint32_t>(count - first);
     first_ = first;
     size_ = n;
     return true;

@@ -14,6 +14,9 @@
 // on; `keep` is how far truncate() can roll back without recomputation (speculative decoding rolls back
 // its rejected drafts, a few tokens). A truncation deeper than that reaches released history: can_truncate()
 // says so and truncate() refuses it (the caller re-prefills or reports it; the rows are gone).
+// A commit may also pin a position: the blocks a pass at `pin` reads stay held too (a feed of many
+// passes pins its start, so that a failed or cancelled feed can still roll back to it), leaving a hole of
+// released blocks between them and the current window; trim() drops the pin's blocks afterwards.
 //
 // Window blocks are never published for prefix reuse (a prefix's window rows are only of use together
 // with the global rows of the same prefix, which KvSequence shares); fork() shares the held blocks by
@@ -50,9 +53,10 @@ public:
     uint32_t keep() const { return keep_; }
     const std::vector<int32_t> &blocks() const { return blocks_; }
     // Blocks this table holds (in use by it, shared or not, reservation included).
-    uint32_t n_held() const;
+    uint32_t n_held() const { return held_; }
     // The lowest position whose rows are still held (a multiple of the block size), or size() if none.
     uint32_t first_held() const;
+    static constexpr uint32_t kNoPin = UINT32_MAX;
     // The lowest position a pass after a commit to size s may still read: see the header comment.
     uint32_t first_needed(uint32_t s) const;
 
@@ -60,8 +64,10 @@ public:
     // last block first). Returns false, changing nothing, when the pool has too few free blocks.
     bool reserve(uint32_t n, const CopyBlockFn &copy_block);
     // Records n positions whose rows were just written, then releases every block wholly before
-    // first_needed(size()).
-    void commit(uint32_t n);
+    // first_needed(size()), except those holding positions first_needed(pin) .. pin - 1.
+    void commit(uint32_t n, uint32_t pin = kNoPin);
+    // Releases what commit(0) without a pin would: the blocks a pin kept.
+    void trim() { release_unneeded(kNoPin); }
     // Whether truncate(n) keeps every row a pass at position n can read (always true for n == 0).
     bool can_truncate(uint32_t n) const;
     void truncate(uint32_t n);
@@ -76,12 +82,13 @@ public:
 private:
     size_t blocks_for(uint64_t positions) const;
     void release_from(size_t keep_blocks);   // releases blocks_[keep_blocks..] (the table shrinks)
-    void release_before(size_t first_block); // releases blocks_[..first_block) (entries become -1)
+    void release_unneeded(uint32_t pin);      // the release step of commit()
 
     BlockPool *pool_;
     uint32_t window_, keep_;
     uint32_t size_ = 0;
-    size_t first_ = 0;             // index of the first held block (blocks_[..first_) are -1)
+    uint32_t held_ = 0;            // entries of blocks_ that are not -1
+    size_t first_ = 0;             // blocks_[..first_) are all -1 (released); later entries may be too (a pin's hole)
     std::vector<int32_t> blocks_;
 };
 
