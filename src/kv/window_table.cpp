@@ -30,8 +30,8 @@ WindowTable &WindowTable::operator=(WindowTable &&other) noexcept {
 }
 
 uint32_t WindowTable::blocks_per_sequence(uint32_t window, uint32_t keep, uint32_t n_batch, uint32_t block_size) {
-    const uint64_t span = uint64_t{window} - 1 + keep + n_batch;
-    return static_cast<uint32_t>((span + block_size - 1) / block_size + 2);
+    const uint64_t back = uint64_t{window} - 1 + keep;
+    return static_cast<uint32_t>((back + n_batch + block_size - 1) / block_size + 2 + (back + block_size - 1) / block_size + 1);
 }
 
 size_t WindowTable::blocks_for(uint64_t positions) const {

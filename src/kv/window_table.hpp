@@ -45,7 +45,8 @@ public:
 
     // Blocks one sequence needs at most, with passes of up to n_batch tokens: the retained span
     // (window - 1 + keep positions), the pass's own positions, one block for misalignment at each end,
-    // and one for the copy-on-write of a shared partial block. Size a pool as n_seq times this.
+    // one for the copy-on-write of a shared partial block, and a pinned feed start's span (and its
+    // misalignment). Size a pool as n_seq times this.
     static uint32_t blocks_per_sequence(uint32_t window, uint32_t keep, uint32_t n_batch, uint32_t block_size);
 
     uint32_t size() const { return size_; }
