@@ -140,6 +140,9 @@ public:
     ember_mod_model **slot() { return &m_; }
     std::unique_ptr<BackendContext> create_context(const ContextParams &params) override {
         check_kv_type(desc_, params.kv_type);
+        // The GPU modules keep every layer's rows in the main blocks and would ignore a window pool.
+        if (params.n_window_blocks > 0 && api_->backend_kind != EMBER_BACKEND_CPU)
+            fail(EMBER_ERR_UNSUPPORTED, "%s: sliding-window layers' KV blocks apart from the others are CPU only", api_->name);
         ember_mod_context_params p = module_context_params(params);
         p.share_threads_with = ModuleContext::same_module(params.share_threads_with, api_);
         auto ctx = std::make_unique<ModuleContext>(api_, nullptr, ember::kv_bytes_per_token(desc_, params.kv_type));
