@@ -11,8 +11,13 @@
 #include "session/session.hpp"
 #include "testing/synthetic.hpp"
 
+#include "core/error.hpp"
+
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace ember;
@@ -112,12 +117,46 @@ void test_truncate_fork_restore(void **) {
     }
 }
 
+// A long feed cancelled part way has released window blocks behind it, yet rolls back to where it started
+// (its start is pinned) and goes on as if it never ran. The cancel comes from another thread after a
+// delay, so a try may land before the first pass or after the last: several delays, one must land inside.
+void test_cancelled_feed_rolls_back(void **) {
+    auto model = load_synthetic(synthetic_family("gemma2"));
+    const std::vector<int32_t> t = token_run(1000);
+    int mid_feed = 0;
+    for (int delay_us : {200, 1000, 3000, 10000, 30000}) {
+        Session split(*model, options(true)), flat(*model, options(false));
+        split.feed(t.data(), 100);
+        flat.feed(t.data(), 100);
+        std::atomic<bool> cancel{false};
+        std::thread canceller([&] {
+            std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+            cancel = true;
+        });
+        bool cancelled = false;
+        try {
+            split.feed(t.data() + 100, 900, nullptr, &cancel);
+        } catch (const Error &e) {
+            assert_int_equal(e.status(), EMBER_ERR_CANCELLED);
+            cancelled = true;
+        }
+        canceller.join();
+        if (!cancelled) continue;
+        assert_int_equal(split.position(), 100);
+        assert_same_logits(split, flat);   // the old logits survive a cancellation
+        run_both(split, flat, t, 100, 40);
+        ++mid_feed;
+    }
+    assert_true(mid_feed > 0);
+}
+
 } // namespace
 
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounded_and_bit_identical),
         cmocka_unit_test(test_truncate_fork_restore),
+        cmocka_unit_test(test_cancelled_feed_rolls_back),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
