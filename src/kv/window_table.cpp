@@ -95,31 +95,8 @@ bool WindowTable::reserve(uint32_t n, const CopyBlockFn &copy_block) {
     if (needed > pool_->n_free()) return false;
     if (needed == 0) return true;
 
-    blocks_.reserve(target);
-    int32_t private_copy = -1;
-    auto roll_back = [&] {
-        release_from(old_count);
-        if (private_copy >= 0) pool_->unref(private_copy);
-    };
-    if (copy && (private_copy = pool_->allocate()) < 0) return false;
-    while (blocks_.size() < target) {
-        const int32_t block = pool_->allocate();
-        if (block < 0) {
-            roll_back();
-            return false;
-        }
-        blocks_.push_back(block);
-        ++held_;
-    }
-    if (copy) {
-        try {
-            copy_block(blocks_[last], private_copy);
-        } catch (...) {
-            roll_back();
-            throw;
-        }
-        pool_->unref(std::exchange(blocks_[last], private_copy));
-    }
+    if (!grow_table(*pool_, blocks_, target, copy, last, copy_block)) return false;
+    held_ += static_cast<uint32_t>(target - old_count);
     return true;
 }
 
