@@ -67,7 +67,7 @@ void test_bounded_and_bit_identical(void **) {
         Session split(*model, options(true)), flat(*model, options(false));
         assert_int_equal(flat.window_pool_blocks(), 0);
         const uint32_t per_seq = kv::WindowTable::blocks_per_sequence(4, 64, kBatch, kv::kBlockSize);
-        assert_int_equal(split.window_pool_blocks(), per_seq);   // vs 65 main blocks
+        assert_int_equal(split.window_pool_blocks(), 2 * per_seq);   // vs 65 main blocks
         const std::vector<int32_t> t = token_run(600);
         run_both(split, flat, t, 0, 200);
         // Past the window and the kept history, 600 positions hold what 200 did: (3 + 64) back, one block more.
@@ -118,7 +118,7 @@ void test_truncate_fork_restore(void **) {
 }
 
 // A long feed cancelled part way has released window blocks behind it, yet rolls back to where it started
-// (its start is pinned) and goes on as if it never ran. The cancel comes from another thread after a
+// (the window rows are rebuilt on next use) and goes on as if it never ran, as do a fork and a saved state. The cancel comes from another thread after a
 // delay, so a try may land before the first pass or after the last: several delays, one must land inside.
 void test_cancelled_feed_rolls_back(void **) {
     auto model = load_synthetic(synthetic_family("gemma2"));
@@ -144,7 +144,19 @@ void test_cancelled_feed_rolls_back(void **) {
         if (!cancelled) continue;
         assert_int_equal(split.position(), 100);
         assert_same_logits(split, flat);   // the old logits survive a cancellation
-        run_both(split, flat, t, 100, 40);
+        // A fork and a saved state of the rolled-back session carry on as the session does.
+        auto child = split.fork();
+        const std::vector<uint8_t> saved = split.save();
+        Session restored(*model, options(true));
+        restored.restore(saved.data(), saved.size());
+        assert_same_logits(restored, flat);
+        auto flat_child = flat.fork();
+        const std::vector<int32_t> head(t.begin(), t.begin() + 160);   // 40 tokens of prompt, 20 of decode
+        run_both(split, flat, head, 100, 40);
+        run_both(*child, *flat_child, head, 100, 40);
+        Session flat2(*model, options(false));
+        flat2.feed(t.data(), 100);
+        run_both(restored, flat2, head, 100, 40);
         ++mid_feed;
     }
     assert_true(mid_feed > 0);

@@ -30,8 +30,8 @@ WindowTable &WindowTable::operator=(WindowTable &&other) noexcept {
 }
 
 uint32_t WindowTable::blocks_per_sequence(uint32_t window, uint32_t keep, uint32_t n_batch, uint32_t block_size) {
-    const uint64_t back = uint64_t{window} - 1 + keep;
-    return static_cast<uint32_t>((back + n_batch + block_size - 1) / block_size + 2 + (back + block_size - 1) / block_size + 1);
+    const uint64_t span = uint64_t{window} - 1 + keep + n_batch;
+    return static_cast<uint32_t>((span + block_size - 1) / block_size + 2);
 }
 
 size_t WindowTable::blocks_for(uint64_t positions) const {
@@ -40,9 +40,7 @@ size_t WindowTable::blocks_for(uint64_t positions) const {
 }
 
 uint32_t WindowTable::first_held() const {
-    size_t i = first_;
-    while (i < blocks_.size() && blocks_[i] < 0) ++i;
-    return static_cast<uint32_t>(std::min<uint64_t>(uint64_t{i} * pool_->block_size(), size_));
+    return static_cast<uint32_t>(std::min<uint64_t>(uint64_t{first_} * pool_->block_size(), size_));
 }
 
 uint32_t WindowTable::first_needed(uint32_t s) const {
@@ -60,24 +58,13 @@ void WindowTable::release_from(size_t keep_blocks) {
     if (blocks_.empty()) first_ = 0;
 }
 
-void WindowTable::release_unneeded(uint32_t pin) {
-    const uint32_t bs = pool_->block_size();
-    const size_t end = std::min<size_t>(first_needed(size_) / bs, blocks_.size());
-    // Blocks overlapping first_needed(pin) .. pin - 1 stay.
-    size_t pin_lo = end, pin_hi = end;
-    if (pin != kNoPin && pin > 0) pin_lo = first_needed(pin) / bs, pin_hi = (uint64_t{pin} + bs - 1) / bs;
-    size_t first = end;
-    for (size_t i = first_; i < end; ++i) {
-        if (blocks_[i] < 0) continue;
-        if (i >= pin_lo && i < pin_hi) {
-            first = std::min(first, i);
-            continue;
-        }
-        pool_->unref(blocks_[i]);
-        blocks_[i] = -1;
+void WindowTable::release_unneeded() {
+    const size_t end = std::min<size_t>(first_needed(size_) / pool_->block_size(), blocks_.size());
+    for (; first_ < end; ++first_) {
+        pool_->unref(blocks_[first_]);
+        blocks_[first_] = -1;
         --held_;
     }
-    first_ = std::max(first_, first);
 }
 
 bool WindowTable::reserve(uint32_t n, const CopyBlockFn &copy_block) {
@@ -100,7 +87,8 @@ bool WindowTable::reserve(uint32_t n, const CopyBlockFn &copy_block) {
     return true;
 }
 
-void WindowTable::commit(uint32_t n, uint32_t pin) {
+void WindowTable::commit(uint32_t n) {
+    if (n == 0) return;
     const uint64_t end = uint64_t{size_} + n;
     if (blocks_for(end) > blocks_.size())
         fail(EMBER_ERR_INTERNAL, "window commit of %u positions at %u past the reserved blocks", n, size_);
@@ -108,16 +96,14 @@ void WindowTable::commit(uint32_t n, uint32_t pin) {
         if (blocks_[i] < 0 || pool_->refcount(blocks_[i]) != 1)
             fail(EMBER_ERR_INTERNAL, "window commit into block %d, which is shared or released", blocks_[i]);
     size_ = static_cast<uint32_t>(end);
-    release_unneeded(pin);
+    release_unneeded();
 }
 
 bool WindowTable::can_truncate(uint32_t n) const {
     if (n > size_) return false;
     if (n == 0) return true;
-    const uint32_t bs = pool_->block_size(), read_from = n >= window_ ? n - window_ + 1 : 0;
-    for (size_t i = read_from / bs; i < (uint64_t{n} + bs - 1) / bs; ++i)
-        if (blocks_[i] < 0) return false;
-    return true;
+    const uint32_t read_from = n >= window_ ? n - window_ + 1 : 0;
+    return first_held() <= read_from;
 }
 
 void WindowTable::truncate(uint32_t n) {

@@ -14,9 +14,6 @@
 // on; `keep` is how far truncate() can roll back without recomputation (speculative decoding rolls back
 // its rejected drafts, a few tokens). A truncation deeper than that reaches released history: can_truncate()
 // says so and truncate() refuses it (the caller re-prefills or reports it; the rows are gone).
-// A commit may also pin a position: the blocks a pass at `pin` reads stay held too (a feed of many
-// passes pins its start, so that a failed or cancelled feed can still roll back to it), leaving a hole of
-// released blocks between them and the current window; trim() drops the pin's blocks afterwards.
 //
 // Window blocks are never published for prefix reuse (a prefix's window rows are only of use together
 // with the global rows of the same prefix, which KvSequence shares); fork() shares the held blocks by
@@ -45,8 +42,7 @@ public:
 
     // Blocks one sequence needs at most, with passes of up to n_batch tokens: the retained span
     // (window - 1 + keep positions), the pass's own positions, one block for misalignment at each end,
-    // one for the copy-on-write of a shared partial block, and a pinned feed start's span (and its
-    // misalignment). Size a pool as n_seq times this.
+    // and one for the copy-on-write of a shared partial block. Size a pool as n_seq times this.
     static uint32_t blocks_per_sequence(uint32_t window, uint32_t keep, uint32_t n_batch, uint32_t block_size);
 
     uint32_t size() const { return size_; }
@@ -57,7 +53,6 @@ public:
     uint32_t n_held() const { return held_; }
     // The lowest position whose rows are still held (a multiple of the block size), or size() if none.
     uint32_t first_held() const;
-    static constexpr uint32_t kNoPin = UINT32_MAX;
     // The lowest position a pass after a commit to size s may still read: see the header comment.
     uint32_t first_needed(uint32_t s) const;
 
@@ -65,10 +60,8 @@ public:
     // last block first). Returns false, changing nothing, when the pool has too few free blocks.
     bool reserve(uint32_t n, const CopyBlockFn &copy_block);
     // Records n positions whose rows were just written, then releases every block wholly before
-    // first_needed(size()), except those holding positions first_needed(pin) .. pin - 1.
-    void commit(uint32_t n, uint32_t pin = kNoPin);
-    // Releases what commit(0) without a pin would: the blocks a pin kept.
-    void trim() { release_unneeded(kNoPin); }
+    // first_needed(size()).
+    void commit(uint32_t n);
     // Whether truncate(n) keeps every row a pass at position n can read (always true for n == 0).
     bool can_truncate(uint32_t n) const;
     void truncate(uint32_t n);
@@ -83,13 +76,13 @@ public:
 private:
     size_t blocks_for(uint64_t positions) const;
     void release_from(size_t keep_blocks);   // releases blocks_[keep_blocks..] (the table shrinks)
-    void release_unneeded(uint32_t pin);      // the release step of commit()
+    void release_unneeded();                  // the release step of commit()
 
     BlockPool *pool_;
     uint32_t window_, keep_;
     uint32_t size_ = 0;
     uint32_t held_ = 0;            // entries of blocks_ that are not -1
-    size_t first_ = 0;             // blocks_[..first_) are all -1 (released); later entries may be too (a pin's hole)
+    size_t first_ = 0;             // blocks_[..first_) are -1 (released), the others held
     std::vector<int32_t> blocks_;
 };
 

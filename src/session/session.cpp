@@ -78,11 +78,13 @@ Session::Session(const Model &model, const SessionOptions &opts)
     if (opts.share_threads_with) cp.share_threads_with = opts.share_threads_with->kv_->ctx.get();
     // Window layers' rows in a pool of their own, released as the sequences move past them, when that
     // pool is smaller than the main one (the window is well inside the context). Only the CPU backend
-    // keeps them apart; the GPU backends keep every layer's rows in the main blocks.
+    // keeps them apart; the GPU backends keep every layer's rows in the main blocks. One sequence more
+    // than n_seq_max: forks that share most of their blocks fit in the main pool's spare blocks, but
+    // once they have moved a window apart they share no window block.
     const uint32_t window = program_window(model.desc().c);
     if (opts.window_blocks && window > 0 && backend_kind_ == EMBER_BACKEND_CPU) {
         const uint64_t per_seq = kv::WindowTable::blocks_per_sequence(window, kWindowKeep, n_batch_, kv::kBlockSize);
-        if (n_seq * per_seq < n_blocks) cp.n_window_blocks = static_cast<uint32_t>(n_seq * per_seq);
+        if ((n_seq + 1) * per_seq < n_blocks) cp.n_window_blocks = static_cast<uint32_t>((n_seq + 1) * per_seq);
     }
     if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
         check_host_memory(backend->context_bytes(model.desc().c, cp) + uint64_t{hp.n_vocab} * sizeof(float),
@@ -111,6 +113,7 @@ Session::Session(const Session &parent, ForkTag)
     // The caller holds kv_->mutex.
     seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());
     if (parent.win_) win_ = std::make_unique<kv::WindowTable>(parent.win_->fork());
+    window_stale_ = parent.window_stale_;   // then each rebuilds its own on first use
     pos_.resize(n_batch_);
     rows_ = parent.rows_;
     tables_.resize(n_batch_);
@@ -157,6 +160,7 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
     if (n > n_ctx_ - position())
         fail(EMBER_ERR_CONTEXT_FULL, "%zu tokens do not fit: %u of %u context positions are used", n, position(), n_ctx_);
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
+    ensure_window();
     for (size_t i = 0; i < n; ++i)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             fail(EMBER_ERR_INVALID_ARGUMENT, "token %d at index %zu is outside the vocabulary (0..%d)", tokens[i], i, n_vocab - 1);
@@ -176,7 +180,14 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
     bool logits_pass = false;
     const auto roll_back = [&](bool logits_untouched) {
         seq_->truncate(start);
-        if (win_) win_->truncate(start);   // possible: every commit below pins the start
+        if (win_ && win_->can_truncate(start)) {
+            win_->truncate(start);
+        } else if (win_) {
+            // The passes released window rows a pass at `start` reads: rebuilt before the next use
+            // (ensure_window), so that a cancellation stays quick.
+            win_->truncate(0);
+            window_stale_ = true;
+        }
         logits_valid_ = had_logits && (logits_untouched || !logits_pass);
     };
     try {
@@ -216,7 +227,7 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
             if (win_) b.window_tables = window_tables_.data();
             kv_->ctx->forward(b);
             seq_->commit(tokens + off, chunk);
-            if (win_) win_->commit(chunk, start);
+            if (win_) win_->commit(chunk);
         }
     } catch (const Error &e) {
         // Cancellation is checked before a pass writes its logits (after its last layer), so a cancelled
@@ -227,13 +238,23 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
         roll_back(false);
         throw;
     }
-    if (win_) win_->trim();   // the feed is done: its start need not stay restorable
     if (all_logits) std::copy_n(all_logits + (n - 1) * logits_.size(), logits_.size(), logits_.data());
     logits_valid_ = true;
 }
 
+void Session::ensure_window() {
+    if (!window_stale_) return;
+    // Evaluates the tokens again from position 0 (global rows are rewritten with the same values), keeping
+    // the logits and text state of the rolled-back session. If that fails the session is left empty.
+    const std::vector<float> logits = logits_;
+    const bool valid = logits_valid_;
+    truncate_kv(position());
+    logits_ = logits;
+    logits_valid_ = valid;
+}
+
 void Session::truncate_kv(uint32_t n) {
-    if (!win_ || win_->can_truncate(n)) {
+    if (!win_ || (!window_stale_ && win_->can_truncate(n))) {
         seq_->truncate(n);
         if (win_) win_->truncate(n);
         return;
@@ -243,6 +264,7 @@ void Session::truncate_kv(uint32_t n) {
     const std::vector<int32_t> keep(seq_->tokens().begin(), seq_->tokens().begin() + n);
     seq_->truncate(0);
     win_->truncate(0);
+    window_stale_ = false;
     logits_valid_ = false;
     feed_locked(keep.data(), keep.size(), nullptr);
 }

@@ -95,7 +95,9 @@ public:
 
     // The session's state (tokens, KV rows, last logits) as bytes; restore() validates such bytes
     // completely (EMBER_ERR_CORRUPT_DATA otherwise, leaving the session unchanged) and replaces the state.
-    std::vector<uint8_t> save() const;
+    // (Not const: a session whose long feed was cancelled first re-evaluates its window layers' rows,
+    // see ensure_window.)
+    std::vector<uint8_t> save();
     void restore(const uint8_t *data, size_t size);
     // Reads a saved state from a file header first: what the header says (model, cache layout, length,
     // context) is checked against the session and the file's size before the rest is read, so that a
@@ -125,6 +127,10 @@ private:
     // truncate()'s common part: cuts the cache to n tokens, re-evaluating them when the window layers'
     // rows a pass at n would read were already released.
     void truncate_kv(uint32_t n);
+    // After a feed of several passes was rolled back (cancelled, failed), the window table may lack rows
+    // a pass at position() reads (they were released as the feed went on): then this re-evaluates the
+    // tokens so far (keeping the logits). Called before anything reads the window table.
+    void ensure_window();
     // Checks a saved state's header (the first min(size, 48) bytes are at data) against this session and
     // a total size of `size` bytes; returns the header's length. Throws as restore() does.
     uint32_t check_state_header(const uint8_t *data, size_t size) const;
@@ -140,6 +146,7 @@ private:
     std::shared_ptr<ModelFingerprint> fingerprint_;   // see SessionOptions::fingerprint
     std::unique_ptr<kv::KvSequence> seq_;
     std::unique_ptr<kv::WindowTable> win_;   // with kv_->window_pool: the window layers' rows
+    bool window_stale_ = false;              // win_ was emptied by a rollback: see ensure_window
     std::vector<int32_t> pos_, rows_;
     std::vector<const int32_t *> tables_, window_tables_;
     std::vector<float> logits_;

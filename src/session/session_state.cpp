@@ -50,8 +50,9 @@ T get(const uint8_t *p) {
 
 } // namespace
 
-std::vector<uint8_t> Session::save() const {
+std::vector<uint8_t> Session::save() {
     std::lock_guard<std::mutex> lock(kv_->mutex);
+    ensure_window();
     const uint32_t n = position();
     const size_t kv_tok = kv_->ctx->kv_bytes_per_token();
     // Built from the magic rather than inserting it into an empty reserved vector: GCC 12 misreads that
@@ -147,6 +148,7 @@ void Session::restore(const uint8_t *data, size_t size) {
     if (n) std::memcpy(ids.data(), tokens, 4ull * n);  // (an empty vector's data() may be NULL)
     seq_->clear();
     if (win_) win_->clear();
+    window_stale_ = false;
     kv::KvSequence restored(*kv_->pool);
     if (!restored.reserve(n, copy_fn())) fail(EMBER_ERR_INTERNAL, "KV blocks exhausted restoring %u tokens", n);
     std::unique_ptr<kv::WindowTable> rwin;
