@@ -266,7 +266,7 @@ void Session::truncate_kv(uint32_t n) {
     win_->truncate(0);
     window_stale_ = false;
     logits_valid_ = false;
-    feed_locked(keep.data(), keep.size(), nullptr);
+    if (n > 0) feed_locked(keep.data(), keep.size(), nullptr);
 }
 
 void Session::truncate(uint32_t n) {
