@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "kv/block_pool.hpp"
 #include "kv/kv_sequence.hpp"
+#include "kv/window_table.hpp"
 
 #include <algorithm>
 #include <random>
@@ -17,6 +18,7 @@
 using ember::kv::BlockPool;
 using ember::kv::CopyBlockFn;
 using ember::kv::KvSequence;
+using ember::kv::WindowTable;
 
 template <class F> static bool throws_internal(F &&f) {
     try {
@@ -718,6 +720,135 @@ static void test_model_check(void **) {
     assert_int_equal(pool.n_free(), NB);
 }
 
+// 10 --------------------------------------------------------------------------------------------------
+// Window tables: the K/V memory of window layers stays bounded however long the sequence grows.
+
+// Every block a pass at the table's end may read is held; every block wholly before that is released.
+static void check_window_retention(const WindowTable &w, uint32_t bs) {
+    const uint32_t need = w.first_needed(w.size());
+    for (size_t i = 0; i < (w.size() + bs - 1) / bs; ++i) {
+        const bool readable = (i + 1) * bs > need;
+        if (readable != (w.blocks()[i] >= 0))
+            fail_msg("block %zu of a window table at %u (needed from %u): held %d", i, w.size(), need, w.blocks()[i]);
+    }
+}
+
+// reserve + commit in passes of up to n_batch positions.
+static void window_append(WindowTable &w, uint32_t n, uint32_t n_batch, CopyLog &log, uint32_t bs) {
+    for (uint32_t off = 0; off < n; off += n_batch) {
+        const uint32_t chunk = std::min(n_batch, n - off);
+        if (!w.reserve(chunk, log.fn())) fail_msg("window reserve of %u at %u failed", chunk, w.size());
+        w.commit(chunk);
+        check_window_retention(w, bs);
+    }
+}
+
+static void test_window_bounded(void **) {
+    const uint32_t bs = 16, window = 40, keep = 4, n_batch = 24;
+    const uint32_t per_seq = WindowTable::blocks_per_sequence(window, keep, n_batch, bs);
+    assert_int_equal(per_seq, (40 - 1 + 4 + 24 + 15) / 16 + 2);
+    BlockPool pool(per_seq, bs);
+    WindowTable w(pool, window, keep);
+    CopyLog log;
+    // 4000 positions in every pass length from 1 to n_batch: a pool of per_seq blocks never runs short,
+    // and what the table holds never exceeds it.
+    uint32_t peak = 0;
+    for (uint32_t chunk = 1; w.size() < 4000; chunk = chunk % n_batch + 1) {
+        window_append(w, chunk, n_batch, log, bs);
+        peak = std::max(peak, w.n_held());
+    }
+    assert_true(peak <= per_seq - 1);   // the last block is the copy-on-write spare, unused without forks
+    assert_true(w.n_held() <= (window - 1 + keep + bs - 1) / bs + 1);
+    assert_int_equal(w.first_held(), w.first_needed(w.size()) / bs * bs);
+    assert_int_equal(pool.n_free(), per_seq - w.n_held());
+    assert_true(log.calls.empty());
+    // A window of 1 position and nothing kept: only the block being written survives a commit.
+    BlockPool small(3, bs);
+    WindowTable one(small, 1, 0);
+    window_append(one, 100, 7, log, bs);
+    assert_int_equal(one.n_held(), 1);
+    window_append(one, 12, 7, log, bs);   // 112: a multiple of the block size, nothing left to read
+    assert_int_equal(one.n_held(), 0);
+    assert_int_equal(one.first_held(), 112);
+    w.clear();
+    assert_int_equal(pool.n_free(), per_seq);
+    assert_true(throws_internal([&] { WindowTable bad(pool, 0, 0); }));
+}
+
+static void test_window_truncate(void **) {
+    const uint32_t bs = 16, window = 40, keep = 4;
+    BlockPool pool(64, bs);
+    WindowTable w(pool, window, keep);
+    CopyLog log;
+    window_append(w, 1000, 32, log, bs);
+    // first_needed(1000) = 1000 - 39 - 4 = 957, held from block 59 (position 944) on.
+    assert_int_equal(w.first_held(), 944);
+    // A pass at n reads n - 39 .. n - 1: fine down to n = 983 (reads from 944), not below.
+    assert_true(w.can_truncate(1000));
+    assert_true(w.can_truncate(1000 - keep));
+    assert_true(w.can_truncate(983));
+    assert_false(w.can_truncate(982));
+    assert_false(w.can_truncate(1001));
+    assert_true(w.can_truncate(0));
+    assert_true(throws_internal([&] { w.truncate(982); }));
+    assert_int_equal(w.size(), 1000);   // the refused truncation changed nothing
+    const uint32_t held = w.n_held();
+    w.truncate(983);
+    assert_int_equal(w.size(), 983);
+    assert_int_equal(w.n_held(), held - 1);   // block 62 (992..) went; 61 still holds 976..982
+    // The table grows again from there; positions re-written after a truncation are released as before.
+    window_append(w, 500, 32, log, bs);
+    assert_int_equal(w.size(), 1483);
+    w.truncate(0);
+    assert_int_equal(w.n_held(), 0);
+    assert_int_equal(pool.n_free(), 64);
+    window_append(w, 10, 32, log, bs);   // and from 0
+    assert_int_equal(w.first_held(), 0);
+
+}
+
+static void test_window_fork_restore(void **) {
+    const uint32_t bs = 16, window = 20, keep = 0;
+    BlockPool pool(32, bs);
+    CopyLog log;
+    WindowTable a(pool, window, keep);
+    window_append(a, 105, 8, log, bs);   // 105: its last block (96..) is partial
+    const uint32_t held = a.n_held();
+    {
+        WindowTable b = a.fork();
+        assert_int_equal(b.size(), 105);
+        assert_int_equal(b.n_held(), held);
+        assert_int_equal(pool.n_free(), 32 - held);   // shared, not copied
+        for (int32_t blk : a.blocks())
+            if (blk >= 0) assert_int_equal(pool.refcount(blk), 2);
+        // The fork's first write copies the shared partial block; the parent keeps its own.
+        window_append(b, 1, 8, log, bs);
+        assert_int_equal(log.calls.size(), 1);
+        assert_int_equal(log.calls[0].first, a.blocks()[6]);
+        assert_int_equal(log.calls[0].second, b.blocks()[6]);
+        assert_true(a.blocks()[6] != b.blocks()[6]);
+        // The fork moves on and releases its share of what it no longer reads; the parent keeps its rows.
+        window_append(b, 100, 8, log, bs);
+        assert_int_equal(a.n_held(), held);
+        check_window_retention(a, bs);
+    }
+    assert_int_equal(pool.n_free(), 32 - held);
+    // Restoring 1000 positions holds only the blocks a pass at 1000 reads (981..999: blocks 61 and 62).
+    WindowTable r(pool, window, keep);
+    assert_true(r.restore(1000));
+    assert_int_equal(r.size(), 1000);
+    assert_int_equal(r.n_held(), 2);
+    assert_int_equal(r.first_held(), 976);
+    check_window_retention(r, bs);
+    assert_true(throws_internal([&] { r.restore(5); }));
+    window_append(r, 50, 8, log, bs);
+    BlockPool two(2, bs);
+    WindowTable starved(two, 100, 0);
+    assert_false(starved.restore(1000));   // needs 7 blocks: refused, nothing taken
+    assert_int_equal(two.n_free(), 2);
+    assert_int_equal(starved.size(), 0);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allocation),   cmocka_unit_test(test_publish_lookup_lru),
@@ -725,6 +856,8 @@ int main() {
         cmocka_unit_test(test_release_order), cmocka_unit_test(test_copy_on_write),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_reserve_rollback), cmocka_unit_test(test_model_check),
+        cmocka_unit_test(test_window_bounded), cmocka_unit_test(test_window_truncate),
+        cmocka_unit_test(test_window_fork_restore),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

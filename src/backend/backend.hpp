@@ -38,6 +38,9 @@ struct ContextParams {
     // its target: two pools would each keep their workers spinning for a while after a pass, on the
     // cores the other pool's next pass needs. Ignored when it is another backend's context.
     const class BackendContext *share_threads_with = nullptr;
+    // Blocks of a second pool holding the K/V rows of the sliding-window layers (kv/window_table.hpp),
+    // or 0: all layers' rows are in the n_blocks pool. Only the CPU backend supports a nonzero value.
+    uint32_t n_window_blocks = 0;
 };
 
 // The KV cache's row format, the same on every backend (a saved state moves between them): a row is one
@@ -65,6 +68,9 @@ struct Batch {
     // Optional: a backend that splits a long pass into chunks (the Vulkan module's command buffers)
     // checks it between them and then throws EMBER_ERR_CANCELLED; K/V rows already written stay valid.
     const std::atomic<bool> *cancel = nullptr;
+    // With ContextParams::n_window_blocks: [n_tokens] each token's window-layer block table (-1 entries
+    // for released blocks, which no window layer reads again); the window layers use it instead of tables.
+    const int32_t *const *window_tables = nullptr;
 };
 
 class BackendContext {
@@ -74,12 +80,16 @@ public:
     // requested logits. Rows already in the cache are only read, so rolling a sequence back is just
     // forgetting positions (the next forward overwrites them).
     virtual void forward(const Batch &batch) = 0;
-    // Copies every layer's K/V rows of block src into block dst (copy-on-write of shared blocks).
+    // Copies every layer's K/V rows of block src into block dst (copy-on-write of shared blocks). With
+    // window blocks, ids from n_blocks on name window block id - n_blocks (the window layers' rows), and
+    // ids below only the other layers' rows.
     virtual void copy_block(int32_t src, int32_t dst) = 0;
     // Bytes of one position's K/V rows over all layers (K and V together): what a saved state holds per token.
     virtual size_t kv_bytes_per_token() const = 0;
     // Copies the K/V rows of positions 0..n-1 of the sequence with block table `table` into dst
     // (n * kv_bytes_per_token() bytes, in a layout of the backend's choosing that write_kv reads back).
+    // With window blocks, `table` is ceil(n / block_size) blocks followed by the window table's as many
+    // (-1: released); the rows of released window blocks read as zeros and are not written back.
     virtual void read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const = 0;
     virtual void write_kv(const int32_t *table, uint32_t n, const uint8_t *src) = 0;
 };

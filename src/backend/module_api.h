@@ -72,6 +72,10 @@ typedef struct ember_mod_context_params {
      * by turns, such as a speculative draft and its target), or NULL. */
     uint32_t n_threads;
     ember_mod_context *share_threads_with;
+    /* Blocks of a second pool for the sliding-window layers' K/V rows (each ember_mod_batch then has
+     * window_tables), or 0: every layer's rows are in the n_blocks pool. Only the CPU backend takes a
+     * nonzero value; the core never asks another backend for one. */
+    uint32_t n_window_blocks;
 } ember_mod_context_params;
 
 /* Returns nonzero to cancel; called between command-buffer chunks of a long forward pass. */
@@ -87,6 +91,9 @@ typedef struct ember_mod_batch {
     float *logits;
     ember_mod_cancel_fn cancel; /* may be NULL */
     void *cancel_data;
+    /* With n_window_blocks: each token's block table in the window pool, which the window layers read
+     * and write instead of tables (-1 for blocks released as older than any window); else NULL. */
+    const int32_t *const *window_tables;
 } ember_mod_batch;
 
 /* What opening a backend may be told. Every pointer may be NULL. */

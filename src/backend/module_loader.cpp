@@ -75,6 +75,7 @@ ember_mod_context_params module_context_params(const ContextParams &p) {
     m.n_blocks = p.n_blocks, m.block_size = p.block_size, m.n_batch = p.n_batch, m.n_logits = p.n_logits;
     m.kv_type = static_cast<uint32_t>(p.kv_type);
     m.n_threads = p.n_threads;
+    m.n_window_blocks = p.n_window_blocks;
     return m;
 }
 
@@ -96,6 +97,7 @@ public:
         ember_mod_batch mb{};
         mb.struct_size = sizeof mb;
         mb.n_tokens = b.n_tokens, mb.tokens = b.tokens, mb.pos = b.pos, mb.tables = b.tables;
+        mb.window_tables = b.window_tables;
         mb.n_logits = b.n_logits, mb.logits_rows = b.logits_rows, mb.logits = b.logits;
         if (b.cancel) {
             mb.cancel = [](void *flag) { return static_cast<const std::atomic<bool> *>(flag)->load() ? 1 : 0; };
@@ -138,6 +140,9 @@ public:
     ember_mod_model **slot() { return &m_; }
     std::unique_ptr<BackendContext> create_context(const ContextParams &params) override {
         check_kv_type(desc_, params.kv_type);
+        // The GPU modules keep every layer's rows in the main blocks and would ignore a window pool.
+        if (params.n_window_blocks > 0 && api_->backend_kind != EMBER_BACKEND_CPU)
+            fail(EMBER_ERR_UNSUPPORTED, "%s: sliding-window layers' KV blocks apart from the others are CPU only", api_->name);
         ember_mod_context_params p = module_context_params(params);
         p.share_threads_with = ModuleContext::same_module(params.share_threads_with, api_);
         auto ctx = std::make_unique<ModuleContext>(api_, nullptr, ember::kv_bytes_per_token(desc_, params.kv_type));

@@ -29,6 +29,10 @@ public:
 // (one function, so an estimate is what the context will really take).
 struct CpuContextSizes {
     size_t kv_rows = 0;                         // cache rows in K (and as many in V), all layers
+    // [n_layer] whether the layer's rows are in the window pool (its attention has a sliding window and
+    // the context has n_window_blocks), and the first cache row of each layer.
+    std::vector<bool> windowed;
+    std::vector<size_t> layer_row;
     size_t kv_row_bytes = 0;                    // bytes of one row (kv_width values of the cache type)
     std::vector<size_t> buf_floats;             // [n_bufs] floats of each activation buffer (0: the logits)
     size_t scratch = 0;                         // bytes of quantized activations
@@ -61,13 +65,16 @@ private:
     uint32_t rows(int32_t id, const ember_mod_batch &b) const {
         return m_.desc.bufs[id].rows == EMBER_GRAPH_ROWS_LOGITS ? b.n_logits : b.n_tokens;
     }
-    // K (or V) of layer il, block 0, row 0; a block is block_size rows of row_bytes_.
-    uint8_t *k_layer(uint32_t il) { return k_cache_.data() + il * layer_stride_; }
-    uint8_t *v_layer(uint32_t il) { return v_cache_.data() + il * layer_stride_; }
-    // Byte offset of the row of position p (block table `table`) in layer il's K or V cache.
-    size_t row_offset(uint32_t il, const int32_t *table, uint32_t p) const {
+    // K (or V) of layer il, block 0, row 0; a block is block_size rows of row_bytes_. A window layer's
+    // blocks are the window pool's (n_window_blocks of them), the others' the main pool's.
+    uint8_t *k_layer(uint32_t il) { return k_cache_.data() + layer_offset(il); }
+    uint8_t *v_layer(uint32_t il) { return v_cache_.data() + layer_offset(il); }
+    size_t layer_offset(uint32_t il) const { return sizes_.layer_row[il] * row_bytes_; }
+    bool windowed(uint32_t il) const { return sizes_.windowed[il]; }
+    // Byte offset of the row of position p (block `block`) in layer il's K or V cache.
+    size_t row_offset(uint32_t il, int32_t block, uint32_t p) const {
         const uint32_t bs = params_.block_size;
-        return il * layer_stride_ + (static_cast<size_t>(table[p / bs]) * bs + p % bs) * row_bytes_;
+        return layer_offset(il) + (static_cast<size_t>(block) * bs + p % bs) * row_bytes_;
     }
 
     const CpuModel &m_;
@@ -76,7 +83,7 @@ private:
     Scratch scratch_;
     std::vector<float> moe_work_;   // MOE's gathered rows and expert outputs (cpu/moe.cpp)
     size_t row_bytes_ = 0;       // one position's K (or V) row of one layer
-    size_t layer_stride_ = 0;    // bytes per layer: n_blocks * block_size * row_bytes_
+    CpuContextSizes sizes_;
     std::vector<uint8_t> k_cache_, v_cache_;
     std::vector<std::vector<float>> storage_;  // the activation buffers
     std::vector<float *> bufs_;                // [n_bufs]; the logits buffer is the batch's own array

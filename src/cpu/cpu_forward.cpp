@@ -104,7 +104,17 @@ void CpuModel::check_moe(uint32_t i, const ember_graph_node &n) const {
 
 CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod_context_params &p) {
     CpuContextSizes z;
-    z.kv_rows = static_cast<size_t>(p.n_blocks) * p.block_size * d.n_layer;
+    const uint32_t n_window_blocks =
+        p.struct_size >= offsetof(ember_mod_context_params, n_window_blocks) + sizeof p.n_window_blocks ? p.n_window_blocks : 0;
+    z.windowed.assign(d.n_layer, false);
+    if (n_window_blocks > 0)
+        for (const ember_graph_node &n : read_program(d, "cpu", kCpuOps))
+            if (n.op == EMBER_GRAPH_ATTENTION_EXT && n.window > 0 && n.layer >= 0 && static_cast<uint32_t>(n.layer) < d.n_layer)
+                z.windowed[static_cast<size_t>(n.layer)] = true;
+    for (uint32_t il = 0; il < d.n_layer; ++il) {
+        z.layer_row.push_back(z.kv_rows);
+        z.kv_rows += static_cast<size_t>(z.windowed[il] ? n_window_blocks : p.n_blocks) * p.block_size;
+    }
     z.kv_row_bytes = kv_row_bytes(d, static_cast<DType>(p.kv_type));
     auto rows = [&](int32_t b) -> size_t { return d.bufs[b].rows == EMBER_GRAPH_ROWS_LOGITS ? p.n_logits : p.n_batch; };
     for (uint32_t i = 0; i < d.n_bufs; ++i)
@@ -138,9 +148,10 @@ CpuContext::CpuContext(const CpuModel &model, const ember_mod_context_params &pa
     if (params_.n_blocks == 0 || params_.block_size == 0 || params_.n_batch == 0 || params_.n_logits == 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "n_blocks, block_size, n_batch and n_logits must be positive");
     check_kv_type(m_.desc, static_cast<DType>(params_.kv_type));
-    const CpuContextSizes z = cpu_context_sizes(m_.desc, params_);
+    if (params_.struct_size < sizeof params_) params_.n_window_blocks = 0;   // an older core's params
+    sizes_ = cpu_context_sizes(m_.desc, params_);
+    const CpuContextSizes &z = sizes_;
     row_bytes_ = z.kv_row_bytes;
-    layer_stride_ = z.kv_rows / m_.desc.n_layer * row_bytes_;
     k_cache_.assign(z.kv_rows * row_bytes_, 0);
     v_cache_.assign(z.kv_rows * row_bytes_, 0);
     storage_.resize(z.buf_floats.size());
@@ -153,26 +164,45 @@ CpuContext::CpuContext(const CpuModel &model, const ember_mod_context_params &pa
     moe_work_.reserve(z.moe_floats);
 }
 
-// Layout: for each layer, the K rows of positions 0..n-1, then their V rows.
+// Layout: for each layer, the K rows of positions 0..n-1, then their V rows. With window blocks the
+// window layers' blocks follow the others' in `table` (backend.hpp); a released window block (-1) reads
+// as zeros, rows no window layer reads again, and is skipped on the way back.
 void CpuContext::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const {
     const size_t row = row_bytes_;
-    for (uint32_t il = 0; il < m_.desc.n_layer; ++il)
+    const uint32_t bs = params_.block_size, nb = (n + bs - 1) / bs;
+    for (uint32_t il = 0; il < m_.desc.n_layer; ++il) {
+        const int32_t *t = windowed(il) ? table + nb : table;
         for (const auto *cache : {&k_cache_, &v_cache_})
-            for (uint32_t p = 0; p < n; ++p, dst += row) std::memcpy(dst, cache->data() + row_offset(il, table, p), row);
+            for (uint32_t p = 0; p < n; ++p, dst += row) {
+                if (t[p / bs] < 0) std::memset(dst, 0, row);
+                else std::memcpy(dst, cache->data() + row_offset(il, t[p / bs], p), row);
+            }
+    }
 }
 
 void CpuContext::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
     const size_t row = row_bytes_;
-    for (uint32_t il = 0; il < m_.desc.n_layer; ++il)
+    const uint32_t bs = params_.block_size, nb = (n + bs - 1) / bs;
+    for (uint32_t il = 0; il < m_.desc.n_layer; ++il) {
+        const int32_t *t = windowed(il) ? table + nb : table;
         for (auto *cache : {&k_cache_, &v_cache_})
-            for (uint32_t p = 0; p < n; ++p, src += row) std::memcpy(cache->data() + row_offset(il, table, p), src, row);
+            for (uint32_t p = 0; p < n; ++p, src += row)
+                if (t[p / bs] >= 0) std::memcpy(cache->data() + row_offset(il, t[p / bs], p), src, row);
+    }
 }
 
 void CpuContext::copy_block(int32_t src, int32_t dst) {
-    if (src < 0 || dst < 0 || static_cast<uint32_t>(src) >= params_.n_blocks || static_cast<uint32_t>(dst) >= params_.n_blocks)
-        fail(EMBER_ERR_INTERNAL, "cpu copy_block: %d -> %d of %u", src, dst, params_.n_blocks);
+    // Ids from n_blocks on are the window pool's blocks (backend.hpp).
+    const uint32_t nb = params_.n_blocks, nw = params_.n_window_blocks;
+    const bool window = src >= 0 && static_cast<uint32_t>(src) >= nb;
+    const uint32_t lo = window ? nb : 0, hi = window ? nb + nw : nb;
+    if (src < 0 || dst < 0 || static_cast<uint32_t>(src) >= hi || static_cast<uint32_t>(dst) >= hi ||
+        static_cast<uint32_t>(dst) < lo)
+        fail(EMBER_ERR_INTERNAL, "cpu copy_block: %d -> %d of %u + %u window blocks", src, dst, nb, nw);
+    src -= static_cast<int32_t>(lo), dst -= static_cast<int32_t>(lo);
     const size_t block = static_cast<size_t>(params_.block_size) * row_bytes_;
     for (uint32_t il = 0; il < m_.desc.n_layer; ++il) {
+        if (windowed(il) != window) continue;
         std::memcpy(k_layer(il) + dst * block, k_layer(il) + src * block, block);
         std::memcpy(v_layer(il) + dst * block, v_layer(il) + src * block, block);
     }
@@ -208,9 +238,10 @@ void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, i
         const float *k = buf(n.src), *v = buf(n.src2);
         uint8_t *kc = k_layer(il), *vc = v_layer(il);
         const uint32_t bs = params_.block_size;
+        const int32_t *const *tables = windowed(il) ? b.window_tables : b.tables;
         for (int64_t t = r0; t < r1; ++t) {
             const int32_t p = b.pos[t];
-            const size_t row = (static_cast<size_t>(b.tables[t][p / bs]) * bs + p % bs) * row_bytes_;
+            const size_t row = (static_cast<size_t>(tables[t][p / bs]) * bs + p % bs) * row_bytes_;
             store_kv_row(kv_type, k + t * kvw, kc + row, kvw);
             store_kv_row(kv_type, v + t * kvw, vc + row, kvw);
         }
@@ -290,11 +321,20 @@ void CpuContext::forward(const ember_mod_batch &b) {
     if (b.n_tokens == 0 || b.n_tokens > params_.n_batch || b.n_logits > params_.n_logits)
         fail(EMBER_ERR_INTERNAL, "cpu forward: %u tokens / %u logits exceed the context's %u / %u", b.n_tokens,
              b.n_logits, params_.n_batch, params_.n_logits);
+    const bool split = params_.n_window_blocks > 0;
+    if (split && (b.struct_size < offsetof(ember_mod_batch, window_tables) + sizeof b.window_tables || !b.window_tables))
+        fail(EMBER_ERR_INTERNAL, "cpu forward: a context with window blocks needs the batch's window tables");
     for (uint32_t t = 0; t < b.n_tokens; ++t) {
         const int32_t block = b.pos[t] < 0 ? -1 : b.tables[t][b.pos[t] / static_cast<int32_t>(params_.block_size)];
         if (b.pos[t] < 0 || block < 0 || static_cast<uint32_t>(block) >= params_.n_blocks)
             fail(EMBER_ERR_INTERNAL, "cpu forward: token %u at position %d maps to block %d of %u", t, b.pos[t],
                  block, params_.n_blocks);
+        // (Only the token's own window block is checked: the window layers read no further back than the
+        // window, which the window table keeps; see kv/window_table.hpp.)
+        const int32_t wblock = split ? b.window_tables[t][b.pos[t] / static_cast<int32_t>(params_.block_size)] : 0;
+        if (split && (wblock < 0 || static_cast<uint32_t>(wblock) >= params_.n_window_blocks))
+            fail(EMBER_ERR_INTERNAL, "cpu forward: token %u at position %d maps to window block %d of %u", t,
+                 b.pos[t], wblock, params_.n_window_blocks);
     }
     for (uint32_t i = 0; i < b.n_logits; ++i)
         if (b.logits_rows[i] < 0 || static_cast<uint32_t>(b.logits_rows[i]) >= b.n_tokens)
@@ -341,7 +381,8 @@ void CpuContext::forward(const ember_mod_batch &b) {
             kv.type = static_cast<DType>(params_.kv_type);
             kv.row_bytes = row_bytes_;
             kv.block_size = params_.block_size;
-            attention(*pool_, buf(n.src), b.pos, b.tables, b.n_tokens, kv, buf(n.dst), ap);
+            attention(*pool_, buf(n.src), b.pos, windowed(static_cast<uint32_t>(n.layer)) ? b.window_tables : b.tables,
+                      b.n_tokens, kv, buf(n.dst), ap);
             break;
         }
         case EMBER_GRAPH_MOE: {

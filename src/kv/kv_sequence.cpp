@@ -8,6 +8,40 @@
 
 namespace ember::kv {
 
+bool grow_table(BlockPool &pool, std::vector<int32_t> &blocks, size_t target, bool copy_last, size_t last,
+                const CopyBlockFn &copy_block) {
+    const size_t old_count = blocks.size();
+    blocks.reserve(target);  // the only step that may throw before the pool changes
+    int32_t private_copy = -1;
+    auto roll_back = [&] {
+        // Last block first, as release_blocks_from does.
+        while (blocks.size() > old_count) {
+            pool.unref(blocks.back());
+            blocks.pop_back();
+        }
+        if (private_copy >= 0) pool.unref(private_copy);
+    };
+    if (copy_last && (private_copy = pool.allocate()) < 0) return false;
+    while (blocks.size() < target) {
+        const int32_t block = pool.allocate();
+        if (block < 0) {
+            roll_back();
+            return false;
+        }
+        blocks.push_back(block);
+    }
+    if (copy_last) {
+        try {
+            copy_block(blocks[last], private_copy);
+        } catch (...) {
+            roll_back();
+            throw;
+        }
+        pool.unref(std::exchange(blocks[last], private_copy));
+    }
+    return true;
+}
+
 KvSequence::~KvSequence() { release_blocks_from(0); }
 
 KvSequence::KvSequence(KvSequence &&other) noexcept
@@ -91,31 +125,7 @@ bool KvSequence::reserve(uint32_t n, const CopyBlockFn &copy_block) {
     if (needed > pool_->n_free()) return false;
     if (needed == 0) return true;
 
-    blocks_.reserve(target);  // the only step that may throw before the pool changes
-    int32_t private_copy = -1;
-    auto roll_back = [&] {
-        release_blocks_from(old_count);
-        if (private_copy >= 0) pool_->unref(private_copy);
-    };
-    if (copy && (private_copy = pool_->allocate()) < 0) return false;
-    while (blocks_.size() < target) {
-        const int32_t block = pool_->allocate();
-        if (block < 0) {
-            roll_back();
-            return false;
-        }
-        blocks_.push_back(block);
-    }
-    if (copy) {
-        try {
-            copy_block(blocks_[last], private_copy);
-        } catch (...) {
-            roll_back();
-            throw;
-        }
-        pool_->unref(std::exchange(blocks_[last], private_copy));
-    }
-    return true;
+    return grow_table(*pool_, blocks_, target, copy, last, copy_block);
 }
 
 void KvSequence::commit(const int32_t *tokens, uint32_t n) {

@@ -24,6 +24,13 @@ namespace ember::kv {
 // Copies the K/V contents of block `src` into block `dst` (all layers): provided by the backend.
 using CopyBlockFn = std::function<void(int32_t src, int32_t dst)>;
 
+// The growing step of a reserve, shared by block tables: appends newly allocated blocks to `blocks`
+// until it holds `target`, then, if copy_last, replaces blocks[last] by a private copy (copy_block,
+// then the old block is released). False, with `blocks` and the pool as they were, when the pool runs
+// out; if copy_block throws, the same, and the exception goes on.
+bool grow_table(BlockPool &pool, std::vector<int32_t> &blocks, size_t target, bool copy_last, size_t last,
+                const CopyBlockFn &copy_block);
+
 class KvSequence {
 public:
     explicit KvSequence(BlockPool &pool) : pool_(&pool) {}

@@ -5,6 +5,7 @@
 #include "session/model_fingerprint.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <string>
@@ -27,6 +28,26 @@ uint32_t default_thread_count() {
     if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
     return std::min(n, 8u);
 }
+
+namespace {
+
+// How far back a session can truncate without re-evaluating tokens (kv/window_table.hpp's keep): more
+// than a speculative draft, which is what rolls back in the normal course of generation.
+constexpr uint32_t kWindowKeep = 64;
+
+// The longest sliding window of the model's window layers, 0 if it has none.
+uint32_t program_window(const ember_mod_model_desc &d) {
+    uint32_t window = 0;
+    if (d.node_size < sizeof(ember_graph_node)) return 0;
+    for (uint32_t i = 0; i < d.n_nodes; ++i) {
+        ember_graph_node n;
+        std::memcpy(&n, reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size, sizeof n);
+        if (n.op == EMBER_GRAPH_ATTENTION_EXT) window = std::max(window, n.window);
+    }
+    return window;
+}
+
+} // namespace
 
 Session::Session(const Model &model, const SessionOptions &opts)
     : model_(model), fingerprint_(opts.fingerprint ? opts.fingerprint : std::make_shared<ModelFingerprint>()) {
@@ -55,6 +76,16 @@ Session::Session(const Model &model, const SessionOptions &opts)
     cp.n_logits = n_batch_;   // feed() with all_logits: one row per token of a chunk
     cp.kv_type = kv_type_;
     if (opts.share_threads_with) cp.share_threads_with = opts.share_threads_with->kv_->ctx.get();
+    // Window layers' rows in a pool of their own, released as the sequences move past them, when that
+    // pool is smaller than the main one (the window is well inside the context). Only the CPU backend
+    // keeps them apart; the GPU backends keep every layer's rows in the main blocks. One sequence more
+    // than n_seq_max: forks that share most of their blocks fit in the main pool's spare blocks, but
+    // once they have moved a window apart they share no window block.
+    const uint32_t window = program_window(model.desc().c);
+    if (opts.window_blocks && window > 0 && backend_kind_ == EMBER_BACKEND_CPU) {
+        const uint64_t per_seq = kv::WindowTable::blocks_per_sequence(window, kWindowKeep, n_batch_, kv::kBlockSize);
+        if ((n_seq + 1) * per_seq < n_blocks) cp.n_window_blocks = static_cast<uint32_t>((n_seq + 1) * per_seq);
+    }
     if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
         check_host_memory(backend->context_bytes(model.desc().c, cp) + uint64_t{hp.n_vocab} * sizeof(float),
                           format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq).c_str());
@@ -62,6 +93,12 @@ Session::Session(const Model &model, const SessionOptions &opts)
     kv_->ctx = model.backend_model(*backend).create_context(cp);
     kv_->pool = std::make_unique<kv::BlockPool>(cp.n_blocks, kv::kBlockSize);
     seq_ = std::make_unique<kv::KvSequence>(*kv_->pool);
+    if (cp.n_window_blocks > 0) {
+        kv_->window_pool = std::make_unique<kv::BlockPool>(cp.n_window_blocks, kv::kBlockSize);
+        kv_->window = window, kv_->window_keep = kWindowKeep;
+        win_ = std::make_unique<kv::WindowTable>(*kv_->window_pool, window, kWindowKeep);
+        window_tables_.resize(n_batch_);
+    }
     logits_.resize(hp.n_vocab);
     pos_.resize(n_batch_);
     rows_.resize(n_batch_);
@@ -75,13 +112,17 @@ Session::Session(const Session &parent, ForkTag)
       kv_(parent.kv_), fingerprint_(parent.fingerprint_), logits_(parent.logits_), logits_valid_(parent.logits_valid_), utf8_(parent.utf8_) {
     // The caller holds kv_->mutex.
     seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());
+    if (parent.win_) win_ = std::make_unique<kv::WindowTable>(parent.win_->fork());
+    window_stale_ = parent.window_stale_;   // then each rebuilds its own on first use
     pos_.resize(n_batch_);
     rows_ = parent.rows_;
     tables_.resize(n_batch_);
+    window_tables_.resize(parent.window_tables_.size());
 }
 
 Session::~Session() {
     std::lock_guard<std::mutex> lock(kv_->mutex);
+    win_.reset();
     seq_.reset();
 }
 
@@ -95,6 +136,20 @@ kv::CopyBlockFn Session::copy_fn() const {
     return [ctx](int32_t src, int32_t dst) { ctx->copy_block(src, dst); };
 }
 
+kv::CopyBlockFn Session::window_copy_fn() const {
+    // The backend numbers the window pool's blocks after the main pool's (backend.hpp).
+    BackendContext *ctx = kv_->ctx.get();
+    const auto base = static_cast<int32_t>(kv_->pool->n_blocks());
+    return [ctx, base](int32_t src, int32_t dst) { ctx->copy_block(base + src, base + dst); };
+}
+
+std::vector<int32_t> Session::io_table(const kv::KvSequence &seq, const kv::WindowTable *win, uint32_t n) const {
+    const size_t nb = (size_t{n} + kv::kBlockSize - 1) / kv::kBlockSize;
+    std::vector<int32_t> t(seq.blocks().begin(), seq.blocks().begin() + static_cast<std::ptrdiff_t>(nb));
+    if (win) t.insert(t.end(), win->blocks().begin(), win->blocks().begin() + static_cast<std::ptrdiff_t>(nb));
+    return t;
+}
+
 void Session::feed(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel) {
     if (n == 0) return;
     std::lock_guard<std::mutex> lock(kv_->mutex);
@@ -105,6 +160,7 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
     if (n > n_ctx_ - position())
         fail(EMBER_ERR_CONTEXT_FULL, "%zu tokens do not fit: %u of %u context positions are used", n, position(), n_ctx_);
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
+    ensure_window();
     for (size_t i = 0; i < n; ++i)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             fail(EMBER_ERR_INVALID_ARGUMENT, "token %d at index %zu is outside the vocabulary (0..%d)", tokens[i], i, n_vocab - 1);
@@ -124,6 +180,14 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
     bool logits_pass = false;
     const auto roll_back = [&](bool logits_untouched) {
         seq_->truncate(start);
+        if (win_ && win_->can_truncate(start)) {
+            win_->truncate(start);
+        } else if (win_) {
+            // The passes released window rows a pass at `start` reads: rebuilt before the next use
+            // (ensure_window), so that a cancellation stays quick.
+            win_->truncate(0);
+            window_stale_ = true;
+        }
         logits_valid_ = had_logits && (logits_untouched || !logits_pass);
     };
     try {
@@ -132,10 +196,16 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
             if (cancel && cancel->load(std::memory_order_relaxed))
                 fail(EMBER_ERR_CANCELLED, "the feed was cancelled (ember_session_cancel)");
             const uint32_t chunk = static_cast<uint32_t>(std::min<size_t>(n_batch_, n - off));
+            // The window table grows one pass at a time (it releases what the pass leaves behind).
+            if (win_ && !win_->reserve(chunk, window_copy_fn()))
+                fail(EMBER_ERR_OUT_OF_MEMORY,
+                     "the window layers' KV blocks this session shares with its forks ran short "
+                     "(create the session with a larger n_seq_max)");
             const int32_t *table = seq_->blocks().data();
             for (uint32_t i = 0; i < chunk; ++i) {
                 pos_[i] = static_cast<int32_t>(position() + i);
                 tables_[i] = table;
+                if (win_) window_tables_[i] = win_->blocks().data();
             }
             const int32_t last_row = static_cast<int32_t>(chunk - 1);
             Batch b;
@@ -154,8 +224,10 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
                 logits_pass = true;
             }
             b.cancel = cancel;
+            if (win_) b.window_tables = window_tables_.data();
             kv_->ctx->forward(b);
             seq_->commit(tokens + off, chunk);
+            if (win_) win_->commit(chunk);
         }
     } catch (const Error &e) {
         // Cancellation is checked before a pass writes its logits (after its last layer), so a cancelled
@@ -170,10 +242,37 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
     logits_valid_ = true;
 }
 
+void Session::ensure_window() {
+    if (!window_stale_) return;
+    // Evaluates the tokens again from position 0 (global rows are rewritten with the same values), keeping
+    // the logits and text state of the rolled-back session. If that fails the session is left empty.
+    const std::vector<float> logits = logits_;
+    const bool valid = logits_valid_;
+    truncate_kv(position());
+    logits_ = logits;
+    logits_valid_ = valid;
+}
+
+void Session::truncate_kv(uint32_t n) {
+    if (!win_ || (!window_stale_ && win_->can_truncate(n))) {
+        seq_->truncate(n);
+        if (win_) win_->truncate(n);
+        return;
+    }
+    // The window layers' rows that a pass at n reads were released: evaluate the n tokens again (from
+    // the start, as every earlier window's rows are gone too). If that fails the session is left empty.
+    const std::vector<int32_t> keep(seq_->tokens().begin(), seq_->tokens().begin() + n);
+    seq_->truncate(0);
+    win_->truncate(0);
+    window_stale_ = false;
+    logits_valid_ = false;
+    if (n > 0) feed_locked(keep.data(), keep.size(), nullptr);
+}
+
 void Session::truncate(uint32_t n) {
     std::lock_guard<std::mutex> lock(kv_->mutex);
     if (n > position()) fail(EMBER_ERR_INVALID_ARGUMENT, "cannot truncate to %u tokens: the session has %u", n, position());
-    seq_->truncate(n);
+    truncate_kv(n);
     logits_valid_ = false;
     utf8_.reset();
 }
@@ -181,7 +280,7 @@ void Session::truncate(uint32_t n) {
 void Session::truncate(uint32_t n, const float *logits) {
     std::lock_guard<std::mutex> lock(kv_->mutex);
     if (n > position()) fail(EMBER_ERR_INVALID_ARGUMENT, "cannot truncate to %u tokens: the session has %u", n, position());
-    seq_->truncate(n);
+    truncate_kv(n);
     std::copy_n(logits, logits_.size(), logits_.data());
     logits_valid_ = true;
 }

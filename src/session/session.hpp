@@ -5,6 +5,7 @@
 
 #include "backend/backend.hpp"
 #include "kv/kv_sequence.hpp"
+#include "kv/window_table.hpp"
 #include "model/model.hpp"
 #include "sampler/sampler.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -30,6 +31,10 @@ struct SessionOptions {
     // The model's fingerprint for saved states, computed once and shared by every session on the model
     // (the ember_model handle owns it); null: this session and its forks compute their own on first use.
     std::shared_ptr<class ModelFingerprint> fingerprint;
+    // Sliding-window layers' K/V rows in blocks of their own, released once no pass can read them
+    // (kv/window_table.hpp), where the backend supports it (the CPU) and the window is well inside
+    // n_ctx. false: every layer's rows stay in the main blocks (tests compare the two).
+    bool window_blocks = true;
 };
 
 // The KV cache of a session and its forks: one backend context, one block pool, and the lock that
@@ -37,6 +42,10 @@ struct SessionOptions {
 struct SessionKv {
     std::unique_ptr<BackendContext> ctx;
     std::unique_ptr<kv::BlockPool> pool;
+    // The sliding-window layers' blocks (kv/window_table.hpp), when the backend keeps them apart: null
+    // otherwise. Their ids follow the pool's in the backend's copy_block.
+    std::unique_ptr<kv::BlockPool> window_pool;
+    uint32_t window = 0, window_keep = 0;
     std::mutex mutex;
 };
 
@@ -86,7 +95,9 @@ public:
 
     // The session's state (tokens, KV rows, last logits) as bytes; restore() validates such bytes
     // completely (EMBER_ERR_CORRUPT_DATA otherwise, leaving the session unchanged) and replaces the state.
-    std::vector<uint8_t> save() const;
+    // (Not const: a session whose long feed was cancelled first re-evaluates its window layers' rows,
+    // see ensure_window.)
+    std::vector<uint8_t> save();
     void restore(const uint8_t *data, size_t size);
     // Reads a saved state from a file header first: what the header says (model, cache layout, length,
     // context) is checked against the session and the file's size before the rest is read, so that a
@@ -98,6 +109,10 @@ public:
     GenStep next(Sampler &sampler);
 
     const Model &model() const { return model_; }
+    // Blocks this session's window table holds (0 when its window layers' rows are in the main blocks),
+    // and the window pool's size (0 without one): what bounds the window layers' KV memory.
+    uint32_t window_blocks_held() const { return win_ ? win_->n_held() : 0; }
+    uint32_t window_pool_blocks() const { return kv_->window_pool ? kv_->window_pool->n_blocks() : 0; }
     ember_backend_kind backend_kind() const { return backend_kind_; }
 
 private:
@@ -105,6 +120,17 @@ private:
     Session(const Session &parent, ForkTag);
     void feed_locked(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel = nullptr);
     kv::CopyBlockFn copy_fn() const;
+    kv::CopyBlockFn window_copy_fn() const;
+    // The block table read_kv/write_kv take for positions 0..n-1 (the window table's after the main one's
+    // when the window layers have their own, see backend.hpp).
+    std::vector<int32_t> io_table(const kv::KvSequence &seq, const kv::WindowTable *win, uint32_t n) const;
+    // truncate()'s common part: cuts the cache to n tokens, re-evaluating them when the window layers'
+    // rows a pass at n would read were already released.
+    void truncate_kv(uint32_t n);
+    // After a feed of several passes was rolled back (cancelled, failed), the window table may lack rows
+    // a pass at position() reads (they were released as the feed went on): then this re-evaluates the
+    // tokens so far (keeping the logits). Called before anything reads the window table.
+    void ensure_window();
     // Checks a saved state's header (the first min(size, 48) bytes are at data) against this session and
     // a total size of `size` bytes; returns the header's length. Throws as restore() does.
     uint32_t check_state_header(const uint8_t *data, size_t size) const;
@@ -119,8 +145,10 @@ private:
     std::shared_ptr<SessionKv> kv_;
     std::shared_ptr<ModelFingerprint> fingerprint_;   // see SessionOptions::fingerprint
     std::unique_ptr<kv::KvSequence> seq_;
+    std::unique_ptr<kv::WindowTable> win_;   // with kv_->window_pool: the window layers' rows
+    bool window_stale_ = false;              // win_ was emptied by a rollback: see ensure_window
     std::vector<int32_t> pos_, rows_;
-    std::vector<const int32_t *> tables_;
+    std::vector<const int32_t *> tables_, window_tables_;
     std::vector<float> logits_;
     bool logits_valid_ = false;
     Utf8Stream utf8_;

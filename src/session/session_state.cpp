@@ -50,8 +50,9 @@ T get(const uint8_t *p) {
 
 } // namespace
 
-std::vector<uint8_t> Session::save() const {
+std::vector<uint8_t> Session::save() {
     std::lock_guard<std::mutex> lock(kv_->mutex);
+    ensure_window();
     const uint32_t n = position();
     const size_t kv_tok = kv_->ctx->kv_bytes_per_token();
     // Built from the magic rather than inserting it into an empty reserved vector: GCC 12 misreads that
@@ -70,7 +71,7 @@ std::vector<uint8_t> Session::save() const {
     for (int32_t t : seq_->tokens()) put<int32_t>(out, t);
     const size_t at = out.size();
     out.resize(at + n * kv_tok);
-    kv_->ctx->read_kv(seq_->blocks().data(), n, out.data() + at);
+    kv_->ctx->read_kv(io_table(*seq_, win_.get(), n).data(), n, out.data() + at);
     if (logits_valid_)
         out.insert(out.end(), reinterpret_cast<const uint8_t *>(logits_.data()),
                    reinterpret_cast<const uint8_t *>(logits_.data() + logits_.size()));
@@ -134,14 +135,31 @@ void Session::restore(const uint8_t *data, size_t size) {
     if ((n + kv::kBlockSize - 1) / kv::kBlockSize > available)
         fail(EMBER_ERR_OUT_OF_MEMORY,
              "the KV cache this session shares with its forks has too few free blocks for %u restored tokens", n);
+    if (win_) {   // the same for the window layers' pool, of which only the last window comes back
+        uint32_t wavailable = kv_->window_pool->n_free();
+        for (int32_t b : win_->blocks()) wavailable += b >= 0 && kv_->window_pool->refcount(b) == 1 ? 1 : 0;
+        kv::WindowTable probe(*kv_->window_pool, kv_->window, kv_->window_keep);
+        const uint32_t bs = kv::kBlockSize;
+        if ((n + bs - 1) / bs - probe.first_needed(n) / bs > wavailable)
+            fail(EMBER_ERR_OUT_OF_MEMORY,
+                 "the window layers' KV blocks this session shares with its forks are too few for %u restored tokens", n);
+    }
     std::vector<int32_t> ids(n);  // before the old state goes: out of memory here leaves it in place
     if (n) std::memcpy(ids.data(), tokens, 4ull * n);  // (an empty vector's data() may be NULL)
     seq_->clear();
+    if (win_) win_->clear();
+    window_stale_ = false;
     kv::KvSequence restored(*kv_->pool);
     if (!restored.reserve(n, copy_fn())) fail(EMBER_ERR_INTERNAL, "KV blocks exhausted restoring %u tokens", n);
-    kv_->ctx->write_kv(restored.blocks().data(), n, tokens + 4ull * n);
+    std::unique_ptr<kv::WindowTable> rwin;
+    if (win_) {
+        rwin = std::make_unique<kv::WindowTable>(*kv_->window_pool, kv_->window, kv_->window_keep);
+        if (!rwin->restore(n)) fail(EMBER_ERR_INTERNAL, "window KV blocks exhausted restoring %u tokens", n);
+    }
+    kv_->ctx->write_kv(io_table(restored, rwin.get(), n).data(), n, tokens + 4ull * n);
     restored.commit(ids.data(), n);
     *seq_ = std::move(restored);
+    if (win_) *win_ = std::move(*rwin);
     utf8_.reset();
     logits_valid_ = false;
     if (has_logits) {

@@ -1,0 +1,89 @@
+// window_table.hpp — one sequence's K/V rows of its sliding-window layers, in a block table of their own.
+//
+// A window layer (Gemma 2/3's local layers, gpt-oss's banded ones) at position q reads only positions
+// q - window + 1 .. q (see cpu/attention.cpp's first_key), so its rows older than that are dead weight
+// once the sequence has moved on. Kept in the same blocks as the global layers' rows they could never be
+// freed (the global layers read every position); kept in a table of their own, in a pool of their own,
+// the blocks that no pass can read again go back to that pool as the sequence advances, and the window
+// layers' memory is bounded by window + n_batch positions per sequence instead of growing with n_ctx.
+//
+// Position p's window rows live in block blocks()[p / block_size], row p % block_size, like KvSequence's;
+// entries of released blocks are -1. Retention: after commit() to size s the table still holds every
+// block that a pass starting anywhere in s - keep .. s can read, i.e. positions from
+//     first_needed(s) = max(0, s - (window - 1) - keep)
+// on; `keep` is how far truncate() can roll back without recomputation (speculative decoding rolls back
+// its rejected drafts, a few tokens). A truncation deeper than that reaches released history: can_truncate()
+// says so and truncate() refuses it (the caller re-prefills or reports it; the rows are gone).
+//
+// Window blocks are never published for prefix reuse (a prefix's window rows are only of use together
+// with the global rows of the same prefix, which KvSequence shares); fork() shares the held blocks by
+// refcount, and a write into a shared partial block copies it first, as KvSequence does.
+// Misuse (commit past the reservation or into a shared block, truncate past size() or into released
+// history, restore on a non-empty table) throws ember::Error(EMBER_ERR_INTERNAL).
+#pragma once
+
+#include "kv/block_pool.hpp"
+#include "kv/kv_sequence.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ember::kv {
+
+class WindowTable {
+public:
+    WindowTable(BlockPool &pool, uint32_t window, uint32_t keep);
+    ~WindowTable();                                 // releases every block
+    WindowTable(WindowTable &&other) noexcept;
+    WindowTable &operator=(WindowTable &&other) noexcept;
+    WindowTable(const WindowTable &) = delete;
+    WindowTable &operator=(const WindowTable &) = delete;
+
+    // Blocks one sequence needs at most, with passes of up to n_batch tokens: the retained span
+    // (window - 1 + keep positions), the pass's own positions, one block for misalignment at each end,
+    // and one for the copy-on-write of a shared partial block. Size a pool as n_seq times this.
+    static uint32_t blocks_per_sequence(uint32_t window, uint32_t keep, uint32_t n_batch, uint32_t block_size);
+
+    uint32_t size() const { return size_; }
+    uint32_t window() const { return window_; }
+    uint32_t keep() const { return keep_; }
+    const std::vector<int32_t> &blocks() const { return blocks_; }
+    // Blocks this table holds (in use by it, shared or not, reservation included).
+    uint32_t n_held() const { return held_; }
+    // The lowest position whose rows are still held (a multiple of the block size), or size() if none.
+    uint32_t first_held() const;
+    // The lowest position a pass after a commit to size s may still read: see the header comment.
+    uint32_t first_needed(uint32_t s) const;
+
+    // Makes positions size() .. size() + n - 1 writable (as KvSequence::reserve, copying a shared partial
+    // last block first). Returns false, changing nothing, when the pool has too few free blocks.
+    bool reserve(uint32_t n, const CopyBlockFn &copy_block);
+    // Records n positions whose rows were just written, then releases every block wholly before
+    // first_needed(size()).
+    void commit(uint32_t n);
+    // Whether truncate(n) keeps every row a pass at position n can read (always true for n == 0).
+    bool can_truncate(uint32_t n) const;
+    void truncate(uint32_t n);
+    // A table sharing every held block of this one (not its reservation).
+    WindowTable fork() const;
+    // On an empty table: takes n positions whose rows are about to be written back (a restored state),
+    // allocating blocks for positions first_needed(n) .. n - 1 only. False, changing nothing, when the
+    // pool has too few free blocks.
+    bool restore(uint32_t n);
+    void clear() { truncate(0); }
+
+private:
+    size_t blocks_for(uint64_t positions) const;
+    void release_from(size_t keep_blocks);   // releases blocks_[keep_blocks..] (the table shrinks)
+    void release_unneeded();                  // the release step of commit()
+
+    BlockPool *pool_;
+    uint32_t window_, keep_;
+    uint32_t size_ = 0;
+    uint32_t held_ = 0;            // entries of blocks_ that are not -1
+    size_t first_ = 0;             // blocks_[..first_) are -1 (released), the others held
+    std::vector<int32_t> blocks_;
+};
+
+} // namespace ember::kv

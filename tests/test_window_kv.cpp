@@ -1,0 +1,174 @@
+// test_window_kv.cpp — sliding-window layers' K/V rows in blocks of their own (kv/window_table.hpp, the
+// CPU backend's window pool): a session's window memory stays bounded however long it runs, and every
+// logit is bit for bit what the session gives with every layer's rows in the main blocks — through long
+// prompts and decode, truncation within and past the kept history, forks, and saved states moved between
+// the two layouts. Synthetic Gemma 2 and gpt-oss (window 4) and Gemma 3 (five window layers, one global).
+#include "synthetic_model.hpp"
+#include "test_util.h"
+
+#include "kv/window_table.hpp"
+#include "model/model.hpp"
+#include "session/session.hpp"
+#include "testing/synthetic.hpp"
+
+#include "core/error.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace ember;
+
+namespace {
+
+constexpr uint32_t kCtx = 1024, kBatch = 16;
+
+std::vector<int32_t> token_run(size_t n) {
+    std::vector<int32_t> t(n);
+    for (size_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 37 + 11) % 300);
+    return t;
+}
+
+SessionOptions options(bool window_blocks) {
+    SessionOptions o;
+    o.n_ctx = kCtx;
+    o.n_batch = kBatch;
+    o.n_threads = 1;
+    o.window_blocks = window_blocks;
+    return o;
+}
+
+void assert_same_logits(const Session &a, const Session &b) {
+    assert_non_null(a.logits());
+    assert_non_null(b.logits());
+    assert_memory_equal(a.logits(), b.logits(), a.n_vocab() * sizeof(float));
+}
+
+// Feeds both sessions the same tokens (a prompt, then one at a time) and compares every step's logits;
+// the window table never holds more than its pool, and stops growing once it is past the window.
+void run_both(Session &split, Session &flat, const std::vector<int32_t> &t, size_t from, size_t prompt) {
+    split.feed(t.data() + from, prompt);
+    flat.feed(t.data() + from, prompt);
+    assert_same_logits(split, flat);
+    for (size_t i = from + prompt; i < t.size(); ++i) {
+        split.feed(&t[i], 1);
+        flat.feed(&t[i], 1);
+        assert_same_logits(split, flat);
+        assert_true(split.window_blocks_held() <= split.window_pool_blocks());
+    }
+}
+
+void test_bounded_and_bit_identical(void **) {
+    for (const char *family : {"gemma2", "gemma3", "gpt-oss"}) {
+        auto model = load_synthetic(synthetic_family(family));
+        Session split(*model, options(true)), flat(*model, options(false));
+        assert_int_equal(flat.window_pool_blocks(), 0);
+        const uint32_t per_seq = kv::WindowTable::blocks_per_sequence(4, 64, kBatch, kv::kBlockSize);
+        assert_int_equal(split.window_pool_blocks(), 2 * per_seq);   // vs 65 main blocks
+        const std::vector<int32_t> t = token_run(600);
+        run_both(split, flat, t, 0, 200);
+        // Past the window and the kept history, 600 positions hold what 200 did: (3 + 64) back, one block more.
+        assert_true(split.window_blocks_held() <= (4 - 1 + 64 + 15) / 16 + 1);
+        assert_int_equal(split.position(), 600);
+    }
+}
+
+void test_truncate_fork_restore(void **) {
+    auto model = load_synthetic(synthetic_family("gemma2"));
+    const std::vector<int32_t> t = token_run(500);
+    Session split(*model, options(true)), flat(*model, options(false));
+    run_both(split, flat, t, 0, 300);
+    // Within the kept history (a speculative rollback): no re-evaluation needed.
+    split.truncate(480);
+    flat.truncate(480);
+    run_both(split, flat, t, 480, 10);
+    // Past it: the window layers' rows are gone, the session evaluates the 100 tokens again.
+    split.truncate(100);
+    flat.truncate(100);
+    assert_int_equal(split.position(), 100);
+    assert_null(split.logits());   // as after any truncate
+    run_both(split, flat, t, 100, 150);
+
+    // A fork continues from the shared history; the parent is untouched by it.
+    auto child = split.fork();
+    auto flat_child = flat.fork();
+    std::vector<int32_t> other = token_run(560);
+    for (size_t i = 500; i < other.size(); ++i) other[i] = static_cast<int32_t>((i * 13 + 5) % 300);
+    run_both(*child, *flat_child, other, 500, 60);
+    split.feed(t.data(), 5);
+    flat.feed(t.data(), 5);
+    assert_same_logits(split, flat);
+
+    // A saved state moves between the layouts both ways, and goes on giving the same logits.
+    const std::vector<uint8_t> saved = child->save(), saved_flat = flat_child->save();
+    Session into_flat(*model, options(false)), into_split(*model, options(true));
+    into_flat.restore(saved.data(), saved.size());
+    into_split.restore(saved_flat.data(), saved_flat.size());
+    assert_true(into_split.window_blocks_held() <= (4 - 1 + 64 + 15) / 16 + 1);
+    std::vector<int32_t> more = token_run(40);
+    for (size_t i = 0; i < more.size(); ++i) {
+        for (Session *s : {child.get(), flat_child.get(), &into_flat, &into_split}) s->feed(&more[i], 1);
+        assert_same_logits(*child, *flat_child);
+        assert_same_logits(into_flat, *flat_child);
+        assert_same_logits(into_split, *flat_child);
+    }
+}
+
+// A long feed cancelled part way has released window blocks behind it, yet rolls back to where it started
+// (the window rows are rebuilt on next use) and goes on as if it never ran, as do a fork and a saved state. The cancel comes from another thread after a
+// delay, so a try may land before the first pass or after the last: several delays, one must land inside.
+void test_cancelled_feed_rolls_back(void **) {
+    auto model = load_synthetic(synthetic_family("gemma2"));
+    const std::vector<int32_t> t = token_run(1000);
+    int mid_feed = 0;
+    for (int delay_us : {200, 1000, 3000, 10000, 30000}) {
+        Session split(*model, options(true)), flat(*model, options(false));
+        split.feed(t.data(), 100);
+        flat.feed(t.data(), 100);
+        std::atomic<bool> cancel{false};
+        std::thread canceller([&] {
+            std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+            cancel = true;
+        });
+        bool cancelled = false;
+        try {
+            split.feed(t.data() + 100, 900, nullptr, &cancel);
+        } catch (const Error &e) {
+            assert_int_equal(e.status(), EMBER_ERR_CANCELLED);
+            cancelled = true;
+        }
+        canceller.join();
+        if (!cancelled) continue;
+        assert_int_equal(split.position(), 100);
+        assert_same_logits(split, flat);   // the old logits survive a cancellation
+        // A fork and a saved state of the rolled-back session carry on as the session does.
+        auto child = split.fork();
+        const std::vector<uint8_t> saved = split.save();
+        Session restored(*model, options(true));
+        restored.restore(saved.data(), saved.size());
+        assert_same_logits(restored, flat);
+        auto flat_child = flat.fork();
+        const std::vector<int32_t> head(t.begin(), t.begin() + 160);   // 40 tokens of prompt, 20 of decode
+        run_both(split, flat, head, 100, 40);
+        run_both(*child, *flat_child, head, 100, 40);
+        Session flat2(*model, options(false));
+        flat2.feed(t.data(), 100);
+        run_both(restored, flat2, head, 100, 40);
+        ++mid_feed;
+    }
+    assert_true(mid_feed > 0);
+}
+
+} // namespace
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bounded_and_bit_identical),
+        cmocka_unit_test(test_truncate_fork_restore),
+        cmocka_unit_test(test_cancelled_feed_rolls_back),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
