@@ -263,6 +263,17 @@ void test_longrope_long_factors_reference(void **) {
         for (size_t v = 0; v < within[t].size(); ++v) err = std::max(err, std::fabs(s.logits()[v] - within[t][v]));
     }
     assert_true(err <= bound);
+
+    // A session or engine whose context per sequence passes the original one runs the long factors.
+    o.n_ctx = 64;
+    Session l(*model, o);
+    err = 0;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+        l.feed(&tokens[t], 1);
+        for (size_t v = 0; v < beyond[t].size(); ++v) err = std::max(err, std::fabs(l.logits()[v] - beyond[t][v]));
+    }
+    std::printf("longrope: a session of n_ctx 64 against the long-factor reference: %.3g\n", err);
+    assert_true(err <= bound);
 }
 
 } // namespace

@@ -76,8 +76,8 @@ ArchBuilder::Rope read_rope(ArchBuilder &b, uint32_t mode) {
         return rf ? b.vector(name, r.n_rot / 2) : -1;
     };
     r.factors = factors("rope_freqs.weight");
-    // LongRoPE (Phi-3): the short factors, which hold up to the original context length; the long ones
-    // are for contexts beyond it, which a context chooses in llama.cpp and a program cannot yet.
+    // LongRoPE (Phi-3): the short factors, which hold up to the original context length; the model's
+    // second program, for longer contexts, puts the long ones in their place (Model::build_long_context).
     if (r.factors < 0 && b.find("rope_factors_short.weight")) {
         r.factors = factors("rope_factors_short.weight");
         r.attn_factor = b.f32("rope.scaling.attn_factor", 1.0f);

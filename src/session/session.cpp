@@ -90,7 +90,7 @@ Session::Session(const Model &model, const SessionOptions &opts)
         check_host_memory(backend->context_bytes(model.desc().c, cp) + uint64_t{hp.n_vocab} * sizeof(float),
                           format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq).c_str());
     kv_ = std::make_shared<SessionKv>();
-    kv_->ctx = model.backend_model(*backend).create_context(cp);
+    kv_->ctx = model.backend_model(*backend, n_ctx_).create_context(cp);   // LongRoPE: its long factors past the original context
     kv_->pool = std::make_unique<kv::BlockPool>(cp.n_blocks, kv::kBlockSize);
     seq_ = std::make_unique<kv::KvSequence>(*kv_->pool);
     if (cp.n_window_blocks > 0) {
