@@ -85,12 +85,21 @@ Backend *backend_find(ember_backend_kind kind) {
         // Ties go to the earlier backend: the CPU backend before a CPU-type Vulkan device (lavapipe).
         if (!best || b->score() > best->score()) best = b.get();
     }
-    if (kind == EMBER_BACKEND_AUTO && !r.missing.empty()) {
+    if (kind == EMBER_BACKEND_AUTO) {
+        // Once per process, what auto chose and why not the others (`ember -v` shows it): a backend that
+        // is missing, or one that runs here but ranks lower (a CPU-type Vulkan device such as lavapipe
+        // ties with the CPU backend and loses to it).
         static std::once_flag logged;
         std::call_once(logged, [&] {
             for (auto &[k, why] : r.missing)
                 log_msg(nullptr, EMBER_LOG_INFO, "backend %s unavailable (%s); auto uses %s", kind_name(k), why.c_str(),
                         best ? best->name() : "none");
+            for (auto &b : r.backends)
+                if (best && b.get() != best && b->score() > 0 && b->api_version() == kBackendApiVersion)
+                    log_msg(nullptr, EMBER_LOG_INFO,
+                            "backend %s runs here (score %d) but auto uses %s (score %d; a tie goes to the CPU "
+                            "backend, so a CPU-type device such as lavapipe is used only when asked for)",
+                            b->name(), b->score(), best->name(), best->score());
         });
     }
     return best;
