@@ -274,6 +274,31 @@ void test_longrope_long_factors_reference(void **) {
     }
     std::printf("longrope: a session of n_ctx 64 against the long-factor reference: %.3g\n", err);
     assert_true(err <= bound);
+
+    // A saved state carries which factors rotated its keys: it restores into a session that uses the
+    // same ones (bit-identical logits), and into one that uses the others it is refused, the session
+    // unchanged — read with the other factors its keys would give wrong attention without an error.
+    const std::vector<uint8_t> saved_long = l.save(), saved_short = s.save();
+    o.n_ctx = 32;
+    Session l2(*model, o);
+    l2.restore(saved_long.data(), saved_long.size());
+    for (size_t v = 0; v < beyond.back().size(); ++v) assert_true(l2.logits()[v] == l.logits()[v]);
+    auto refused = [](Session &into, const std::vector<uint8_t> &state) {
+        const uint32_t before = into.position();
+        try {
+            into.restore(state.data(), state.size());
+        } catch (const Error &e) {
+            std::printf("longrope: restore across the factors refused: %s\n", e.what());
+            assert_int_equal(e.status(), EMBER_ERR_INVALID_ARGUMENT);
+            assert_int_equal(into.position(), before);
+            return;
+        }
+        fail_msg("a state saved with the other LongRoPE factors was restored");
+    };
+    refused(s, saved_long);
+    refused(l2, saved_short);
+    Session s2(*model, SessionOptions{});   // default context: the trained 256, beyond the original 16
+    refused(s2, saved_short);
 }
 
 } // namespace

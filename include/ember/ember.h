@@ -443,7 +443,9 @@ EMBER_API ember_status ember_session_save(const ember_session *session, void *bu
 
 /** Replaces the session's state by a saved one. The data is validated completely first: truncated or
  *  corrupted data, another format version or another model give EMBER_ERR_CORRUPT_DATA, a state longer
- *  than the session's context EMBER_ERR_CONTEXT_FULL; the session is unchanged then. "Another model" is
+ *  than the session's context EMBER_ERR_CONTEXT_FULL, and a state of a LongRoPE model (Phi-3 128k) saved by a
+ *  session on the other side of the model's original context (whose keys were rotated with the other set
+ *  of rope factors) EMBER_ERR_INVALID_ARGUMENT; the session is unchanged then. "Another model" is
  *  told by a fingerprint of every weight (since ember 0.5; states saved by 0.4 and before, whose
  *  fingerprint covered only the shapes and the first embeddings, are refused, saying so). It is computed
  *  on the first save or restore of any session on a model, once: one read of the weights (about 3 to

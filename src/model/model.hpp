@@ -62,13 +62,16 @@ public:
     BackendModel &backend_model(Backend &backend, uint32_t n_ctx_per_seq = 0) const;
     // The description that backend_model(backend, n_ctx_per_seq) runs.
     const ModelDesc &desc_for(uint32_t n_ctx_per_seq) const { return uses_long(n_ctx_per_seq) ? *desc_long_ : desc_; }
+    // Whether that program is LongRoPE's long one (saved states record it: keys rotated with one set of
+    // factors cannot be read with the other), and the context it starts beyond (0: no LongRoPE).
+    bool uses_long(uint32_t n_ctx_per_seq) const { return desc_long_ && n_ctx_per_seq > n_ctx_orig_; }
+    uint32_t n_ctx_orig() const { return desc_long_ ? n_ctx_orig_ : 0; }
 
 private:
     Model() = default;
     void build_desc(const LoadOptions &opts);
     [[noreturn]] static void no_tokenizer();
     void build_long_context(const gguf::File &g);
-    bool uses_long(uint32_t n_ctx_per_seq) const { return desc_long_ && n_ctx_per_seq > n_ctx_orig_; }
 
     std::unique_ptr<MappedFile> file_;
     gguf::File gguf_;

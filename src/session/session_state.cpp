@@ -2,13 +2,18 @@
 //
 // Format, version 3, little-endian:
 //   "EMBERSES"  u32 version  u32 header_bytes (48)  u64 model fingerprint
-//   u32 n_tokens  u32 n_vocab  u32 kv_bytes_per_token  u32 has_logits  u32 kv_type (GGUF type id)  u32 0
+//   u32 n_tokens  u32 n_vocab  u32 kv_bytes_per_token  u32 has_logits  u32 kv_type (GGUF type id)  u32 flags
 //   i32 tokens[n_tokens]  KV rows [n_tokens * kv_bytes_per_token]  f32 logits[n_vocab] if has_logits
 //   u64 checksum of every byte before it
 // The fingerprint covers every weight (model_fingerprint.hpp). Versions 1 and 2 (ember 0.4 and before)
 // had the same layout with a fingerprint of the shapes and the first 4 KiB of the embeddings, which let
 // a state of one model restore into a modified copy of it; they are refused with a message saying so
 // (such a state is a cache: feeding its tokens again rebuilds it).
+// flags, bit 0: the keys were rotated with LongRoPE's long factors (a session whose context exceeds the
+// model's rope.scaling.original_context_length, model.hpp uses_long). Keys rotated with one set of factors
+// read with the other would give wrong attention without any error, so such a state restores only into a
+// session that uses the same set. Other bits are 0 (states written before the flag had 0 there: short
+// factors, which is what a session of such a file used unless its context passed the original length).
 // The KV rows are in the backend's read_kv layout, whose rows have the format every backend
 // shares (backend.hpp), so a state saved on one backend restores on another with the same cache type.
 // Everything is validated before the session is touched: a truncated, corrupted, older, newer or foreign
@@ -34,6 +39,7 @@ constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'S', 'E', 'S'};
 constexpr uint32_t kVersion = 3;
 constexpr uint32_t kHeaderBytes = 48;
 constexpr size_t kVersionEnd = 12;   // magic and version: enough to tell what the bytes are
+constexpr uint32_t kFlagLongRope = 1u;
 
 template <class T>
 void put(std::vector<uint8_t> &out, T v) {
@@ -67,7 +73,7 @@ std::vector<uint8_t> Session::save() {
     put<uint32_t>(out, static_cast<uint32_t>(kv_tok));
     put<uint32_t>(out, logits_valid_ ? 1 : 0);
     put<uint32_t>(out, static_cast<uint32_t>(kv_type_));
-    put<uint32_t>(out, 0);
+    put<uint32_t>(out, model_.uses_long(n_ctx_) ? kFlagLongRope : 0u);
     for (int32_t t : seq_->tokens()) put<int32_t>(out, t);
     const size_t at = out.size();
     out.resize(at + n * kv_tok);
@@ -102,6 +108,15 @@ uint32_t Session::check_state_header(const uint8_t *data, size_t size) const {
         fail(EMBER_ERR_CORRUPT_DATA, "saved session state has a %s KV cache; this session's is %s", dtype_name(kv_type),
              dtype_name(kv_type_));
     if (nv != n_vocab() || kv_tok != kv_->ctx->kv_bytes_per_token()) corrupt("vocabulary or cache layout differs");
+    const uint32_t flags = get<uint32_t>(data + 44);
+    if (flags & ~kFlagLongRope) corrupt("unknown flags in its header");
+    const bool saved_long = (flags & kFlagLongRope) != 0, long_here = model_.uses_long(n_ctx_);
+    if (saved_long != long_here)
+        fail(EMBER_ERR_INVALID_ARGUMENT,
+             "saved session state was made with LongRoPE's %s rope factors (a context %s the model's original %u); "
+             "this session's context of %u uses the %s ones: restore it into a session whose context is %s %u",
+             saved_long ? "long" : "short", saved_long ? "above" : "within", model_.n_ctx_orig(), n_ctx_,
+             long_here ? "long" : "short", saved_long ? "above" : "at most", model_.n_ctx_orig());
     const uint64_t expect = uint64_t{header} + uint64_t{n} * (4 + kv_tok) + (has_logits ? uint64_t{nv} * 4 : 0) + 8;
     if (expect != size) corrupt("its length does not match its header");
     if (n > n_ctx_) fail(EMBER_ERR_CONTEXT_FULL, "the saved state has %u tokens; this session holds %u", n, n_ctx_);
