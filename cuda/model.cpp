@@ -411,9 +411,10 @@ void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
         const KvRowPlan &plan = win ? k.window : k.main;
         const DevBuf &rows = win ? k.window_rows : k.main_rows;
         const size_t m = plan.rows.size();
+        const bool whole = m == n;   // every position held: straight into dst
+        if (!whole) held.resize(m * row);
         for (const DevBuf *c : {&k_, &v_}) {
-            const bool whole = m == n;   // every position held: straight into dst
-            if (!whole) held.resize(m * row), std::memset(dst, 0, size_t{n} * row);
+            if (!whole) std::memset(dst, 0, size_t{n} * row);
             if (m > 0) {
                 gather_rows(layer_cache(*c, static_cast<int32_t>(il)), reinterpret_cast<const int32_t *>(rows.data()),
                             static_cast<int64_t>(m), row, stage.data(), s_);
