@@ -8,6 +8,7 @@
 #include "model.hpp"
 
 #include "attn_math.hpp"
+#include "backend/window_blocks.hpp"
 #include "cu_check.hpp"
 #include "family_kernels.hpp"
 #include "inputs.hpp"
@@ -382,19 +383,20 @@ void Context::forward(const ember_mod_batch &b) {
 // With a window pool, `table` is ceil(n / block_size) main blocks, then as many window blocks; the rows
 // of released window blocks (-1) read as zeros and are not written back.
 struct Context::KvPlans {
-    KvRowPlan main, window;
-    DevBuf main_rows, window_rows;
+    KvRowPlan plan[2];   // [0]: the main blocks', [1]: the window blocks'
+    DevBuf rows[2];      // their rows on the device
+    const int32_t *rows_of(bool window) const { return reinterpret_cast<const int32_t *>(rows[window].data()); }
 };
 
 Context::KvPlans Context::kv_plans(const int32_t *table, uint32_t n) {
     KvPlans k;
     const uint32_t bs = p_.block_size;
-    k.main = kv_row_plan(table, n, bs);
-    if (p_.n_window_blocks) k.window = kv_row_plan(table + (n + bs - 1) / bs, n, bs);
-    for (auto [plan, dev] : {std::pair{&k.main, &k.main_rows}, std::pair{&k.window, &k.window_rows}}) {
-        if (plan->rows.empty()) continue;
-        *dev = DevBuf(plan->rows.size() * sizeof(int32_t));
-        EMBER_CU(cudaMemcpyAsync(dev->data(), plan->rows.data(), dev->size(), cudaMemcpyHostToDevice, s_));
+    k.plan[0] = kv_row_plan(table, n, bs);
+    if (p_.n_window_blocks) k.plan[1] = kv_row_plan(table + (n + bs - 1) / bs, n, bs);
+    for (int w = 0; w < 2; ++w) {
+        if (k.plan[w].rows.empty()) continue;
+        k.rows[w] = DevBuf(k.plan[w].rows.size() * sizeof(int32_t));
+        EMBER_CU(cudaMemcpyAsync(k.rows[w].data(), k.plan[w].rows.data(), k.rows[w].size(), cudaMemcpyHostToDevice, s_));
     }
     return k;
 }
@@ -408,16 +410,15 @@ void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
     std::vector<uint8_t> held;
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
         const bool win = windowed(static_cast<int32_t>(il));
-        const KvRowPlan &plan = win ? k.window : k.main;
-        const DevBuf &rows = win ? k.window_rows : k.main_rows;
+        const KvRowPlan &plan = k.plan[win];
         const size_t m = plan.rows.size();
         const bool whole = m == n;   // every position held: straight into dst
         if (!whole) held.resize(m * row);
         for (const DevBuf *c : {&k_, &v_}) {
             if (!whole) std::memset(dst, 0, size_t{n} * row);
             if (m > 0) {
-                gather_rows(layer_cache(*c, static_cast<int32_t>(il)), reinterpret_cast<const int32_t *>(rows.data()),
-                            static_cast<int64_t>(m), row, stage.data(), s_);
+                gather_rows(layer_cache(*c, static_cast<int32_t>(il)), k.rows_of(win), static_cast<int64_t>(m), row,
+                            stage.data(), s_);
                 EMBER_CU(cudaMemcpyAsync(whole ? dst : held.data(), stage.data(), m * row, cudaMemcpyDeviceToHost, s_));
                 EMBER_CU(cudaStreamSynchronize(s_));
             }
@@ -437,8 +438,7 @@ void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
     std::vector<uint8_t> held;
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
         const bool win = windowed(static_cast<int32_t>(il));
-        const KvRowPlan &plan = win ? k.window : k.main;
-        const DevBuf &rows = win ? k.window_rows : k.main_rows;
+        const KvRowPlan &plan = k.plan[win];
         const size_t m = plan.rows.size();
         for (const DevBuf *c : {&k_, &v_}) {
             if (m > 0) {
@@ -449,8 +449,8 @@ void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
                     from = held.data();
                 }
                 EMBER_CU(cudaMemcpyAsync(stage.data(), from, m * row, cudaMemcpyHostToDevice, s_));
-                scatter_rows(layer_cache(*c, static_cast<int32_t>(il)), reinterpret_cast<const int32_t *>(rows.data()),
-                             static_cast<int64_t>(m), row, stage.data(), s_);
+                scatter_rows(layer_cache(*c, static_cast<int32_t>(il)), k.rows_of(win), static_cast<int64_t>(m), row,
+                             stage.data(), s_);
                 EMBER_CU(cudaStreamSynchronize(s_));
             }
             src += size_t{n} * row;
@@ -460,20 +460,13 @@ void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
 
 void Context::copy_block(int32_t src, int32_t dst) {
     m_.dev.make_current();
-    // Ids from n_blocks on are the window pool's blocks, which only the window layers have (backend.hpp).
-    const uint32_t nb = p_.n_blocks, nw = p_.n_window_blocks;
-    const bool window = src >= 0 && static_cast<uint32_t>(src) >= nb;
-    const uint32_t lo = window ? nb : 0, hi = window ? nb + nw : nb;
-    if (src < 0 || dst < 0 || static_cast<uint32_t>(src) >= hi || static_cast<uint32_t>(dst) >= hi ||
-        static_cast<uint32_t>(dst) < lo)
-        fail(EMBER_ERR_INTERNAL, "cuda copy_block: %d -> %d of %u + %u window blocks", src, dst, nb, nw);
-    src -= static_cast<int32_t>(lo), dst -= static_cast<int32_t>(lo);
+    const CopyBlockIds ids = copy_block_ids(src, dst, p_.n_blocks, p_.n_window_blocks, "cuda");
     const size_t block = static_cast<size_t>(p_.block_size) * z_.kv_row_bytes;
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
-        if (windowed(static_cast<int32_t>(il)) != window) continue;
+        if (windowed(static_cast<int32_t>(il)) != ids.window) continue;
         for (DevBuf *c : {&k_, &v_}) {
             uint8_t *layer = layer_cache(*c, static_cast<int32_t>(il));
-            EMBER_CU(cudaMemcpyAsync(layer + dst * block, layer + src * block, block, cudaMemcpyDeviceToDevice, s_));
+            EMBER_CU(cudaMemcpyAsync(layer + ids.dst * block, layer + ids.src * block, block, cudaMemcpyDeviceToDevice, s_));
         }
     }
     EMBER_CU(cudaStreamSynchronize(s_));

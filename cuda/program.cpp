@@ -2,6 +2,7 @@
 #include "program.hpp"
 
 #include "backend/program_read.hpp"
+#include "backend/window_blocks.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "inputs.hpp"
@@ -261,13 +262,8 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
              pg.kv_width);
     ContextSizes z;
     z.kv_row_bytes = p.kv_type == 8 ? pg.kv_width / 32 * 34 : size_t{pg.kv_width} * 2;
-    z.n_window_blocks =
-        p.struct_size >= offsetof(ember_mod_context_params, n_window_blocks) + sizeof p.n_window_blocks ? p.n_window_blocks : 0;
-    z.windowed.assign(pg.n_layer, false);
-    if (z.n_window_blocks > 0)
-        for (const ember_graph_node &n : pg.nodes)
-            if (n.op == EMBER_GRAPH_ATTENTION_EXT && n.window > 0 && n.layer >= 0 && static_cast<uint32_t>(n.layer) < pg.n_layer)
-                z.windowed[static_cast<size_t>(n.layer)] = true;
+    z.n_window_blocks = context_window_blocks(p);
+    z.windowed = window_layers(pg.nodes, pg.n_layer, z.n_window_blocks);
     for (uint32_t il = 0; il < pg.n_layer; ++il) {
         z.kv_layer_off.push_back(z.kv_cache_bytes);
         const uint32_t blocks = z.windowed[il] ? z.n_window_blocks : p.n_blocks;

@@ -3,6 +3,7 @@
 // can be cancelled), submitted once and waited on with a fence.
 #include "vk_model.hpp"
 
+#include "backend/window_blocks.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -51,10 +52,6 @@ Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(
 
 Model::~Model() { dev.destroy(weights); }
 
-uint32_t window_blocks(const ember_mod_context_params &p) {
-    return p.struct_size >= offsetof(ember_mod_context_params, n_window_blocks) + sizeof p.n_window_blocks ? p.n_window_blocks : 0;
-}
-
 ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &p) {
     const DType kv = static_cast<DType>(p.kv_type);
     if (kv != DType::F16 && kv != DType::Q8_0) fail(EMBER_ERR_UNSUPPORTED, "vulkan: KV cache type %u unsupported", p.kv_type);
@@ -63,12 +60,8 @@ ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &
     ContextSizes z;
     z.n_layer = prog.n_layer;
     z.kv_row_bytes = dtype_row_bytes(kv, prog.kv_width);
-    const uint32_t n_window = window_blocks(p);
-    z.windowed.assign(prog.n_layer, false);
-    if (n_window > 0)
-        for (const ember_graph_node &n : prog.nodes)
-            if (n.op == EMBER_GRAPH_ATTENTION_EXT && n.window > 0 && n.layer >= 0 && static_cast<uint32_t>(n.layer) < prog.n_layer)
-                z.windowed[static_cast<size_t>(n.layer)] = true;
+    const uint32_t n_window = context_window_blocks(p);
+    z.windowed = window_layers(prog.nodes, prog.n_layer, n_window);
     for (uint32_t il = 0; il < prog.n_layer; ++il) {
         z.kv_layer_off.push_back(z.kv_bytes);
         z.kv_bytes += size_t{z.windowed[il] ? n_window : p.n_blocks} * p.block_size * z.kv_row_bytes;
@@ -109,7 +102,7 @@ Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), dev_(m.de
     if (p.n_blocks == 0 || p.block_size == 0 || p.n_batch == 0 || p.n_logits == 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "n_blocks, block_size, n_batch and n_logits must be positive");
     kv_type_ = static_cast<DType>(p.kv_type);
-    p_.n_window_blocks = window_blocks(p);   // 0 from a core whose params end before it
+    p_.n_window_blocks = context_window_blocks(p);   // 0 from a core whose params end before it
     z_ = context_sizes(m.prog, p);
     const DeviceApi &f = dev_.fn();
     try {
@@ -370,19 +363,12 @@ size_t Context::row_off(uint32_t il, int32_t block, uint32_t p) const {
 
 void Context::copy_block(int32_t src, int32_t dst) {
     if (src == dst) return;
-    // Ids from n_blocks on are the window pool's blocks, which only the window layers have (backend.hpp).
-    const uint32_t nb = p_.n_blocks, nw = p_.n_window_blocks;
-    const bool window = src >= 0 && static_cast<uint32_t>(src) >= nb;
-    const uint32_t lo = window ? nb : 0, hi = window ? nb + nw : nb;
-    if (src < 0 || dst < 0 || static_cast<uint32_t>(src) >= hi || static_cast<uint32_t>(dst) >= hi ||
-        static_cast<uint32_t>(dst) < lo)
-        fail(EMBER_ERR_INTERNAL, "vulkan copy_block: %d -> %d of %u + %u window blocks", src, dst, nb, nw);
-    src -= static_cast<int32_t>(lo), dst -= static_cast<int32_t>(lo);
+    const CopyBlockIds ids = copy_block_ids(src, dst, p_.n_blocks, p_.n_window_blocks, "vulkan");
     const size_t block = size_t{p_.block_size} * z_.kv_row_bytes;
     std::vector<VkBufferCopy> c;
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
-        if (z_.windowed[il] == window)
-            c.push_back({z_.kv_layer_off[il] + src * block, z_.kv_layer_off[il] + dst * block, block});
+        if (z_.windowed[il] == ids.window)
+            c.push_back({z_.kv_layer_off[il] + ids.src * block, z_.kv_layer_off[il] + ids.dst * block, block});
     if (c.empty()) return;   // (a copy of no regions is invalid usage)
     dev_.run_once([&](VkCommandBuffer cb) {
         dev_.fn().vkCmdCopyBuffer(cb, kc_.buf, kc_.buf, static_cast<uint32_t>(c.size()), c.data());
