@@ -52,8 +52,9 @@ std::vector<int32_t> token_run(size_t n) {
     return t;
 }
 
-SessionOptions options(bool window_blocks) {
+SessionOptions options(bool window_blocks, DType kv_type = DType::F16) {
     SessionOptions o;
+    o.kv_type = kv_type;
     o.n_ctx = kCtx;
     o.n_batch = kBatch;
     o.n_threads = 1;
@@ -101,6 +102,17 @@ void test_bounded_and_bit_identical(void **) {
         assert_true(split.window_blocks_held() <= (4 - 1 + 64 + 15) / 16 + 1);
         assert_int_equal(split.position(), g_len.run);
     }
+}
+
+// The same with a Q8_0 cache (rows of 128 values: four blocks each), Gemma 3's layout.
+void test_q8_0_cache(void **) {
+    auto model = load_synthetic(synthetic_family("gemma3"));
+    Session split(*model, options(true, DType::Q8_0)), flat(*model, options(false, DType::Q8_0));
+    assert_true(split.window_pool_blocks() > 0);
+    assert_true(split.context_bytes() < flat.context_bytes());
+    const std::vector<int32_t> t = token_run(g_len.run);
+    run_both(split, flat, t, 0, g_len.prompt);
+    assert_true(split.window_blocks_held() <= (4 - 1 + 64 + 15) / 16 + 1);
 }
 
 void test_truncate_fork_restore(void **) {
@@ -208,6 +220,7 @@ int main(int argc, char **argv) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounded_and_bit_identical),
+        cmocka_unit_test(test_q8_0_cache),
         cmocka_unit_test(test_truncate_fork_restore),
         cmocka_unit_test(test_cancelled_feed_rolls_back),
     };
