@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 
 namespace ember::cu {
@@ -17,6 +18,10 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
     const size_t r = z.rows;
     std::map<const int32_t *, std::pair<int32_t, int32_t>> tab;  // table -> (blocks needed, offset)
     int32_t max_keys = 0;
+    const bool window = z.n_window_blocks > 0;
+    if (window && (b.struct_size < offsetof(ember_mod_batch, window_tables) + sizeof b.window_tables || !b.window_tables))
+        fail(EMBER_ERR_INTERNAL, "cuda forward: a context with window blocks needs the batch's window tables");
+    const size_t wslots = step_io_window_slots(r, z.n_logits), woff = step_io_window_offsets(r, z.n_logits);
     for (uint32_t t = 0; t < n; ++t) {
         const int32_t p = b.pos[t];
         if (p < 0) fail(EMBER_ERR_INTERNAL, "cuda forward: token %u at position %d", t, p);
@@ -35,19 +40,42 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
         auto &e = tab[b.tables[t]];
         e.first = std::max(e.first, nb);
         max_keys = std::max(max_keys, p + 1);
+        if (!window) continue;
+        const int32_t *wt = b.window_tables[t];
+        for (int32_t i = 0; i < nb; ++i)
+            if (wt[i] < (i == nb - 1 ? 0 : -1) || wt[i] >= static_cast<int32_t>(z.n_window_blocks))
+                fail(EMBER_ERR_INTERNAL, "cuda forward: token %u at position %d maps to window block %d of %u", t, p,
+                     wt[i], z.n_window_blocks);
+        io[wslots + t] = wt[p / bs] * bs + p % bs;
+        auto &w = tab[wt];
+        w.first = std::max(w.first, nb);
     }
     tables.clear();
     for (auto &[t, e] : tab) {
         e.second = static_cast<int32_t>(tables.size());
         tables.insert(tables.end(), t, t + e.first);
     }
-    for (uint32_t t = 0; t < n; ++t) io[3 * r + t] = tab[b.tables[t]].second;
+    for (uint32_t t = 0; t < n; ++t) {
+        io[3 * r + t] = tab[b.tables[t]].second;
+        if (window) io[woff + t] = tab[b.window_tables[t]].second;
+    }
     for (uint32_t i = 0; i < nl; ++i) {
         if (b.logits_rows[i] < 0 || static_cast<uint32_t>(b.logits_rows[i]) >= n)
             fail(EMBER_ERR_INTERNAL, "cuda forward: logits row %d of %u tokens", b.logits_rows[i], n);
         io[4 * r + i] = b.logits_rows[i];
     }
     return max_keys;
+}
+
+KvRowPlan kv_row_plan(const int32_t *table, uint32_t n, uint32_t block_size) {
+    KvRowPlan plan;
+    for (uint32_t p = 0; p < n; ++p) {
+        const int32_t block = table[p / block_size];
+        if (block < 0) continue;
+        plan.rows.push_back(block * static_cast<int32_t>(block_size) + static_cast<int32_t>(p % block_size));
+        plan.pos.push_back(p);
+    }
+    return plan;
 }
 
 } // namespace ember::cu

@@ -3,7 +3,9 @@
 //
 // io (int32, `rows` = the context's activation rows): tokens [rows], positions [rows], cache slots
 // [rows] (the row of each token's K/V: table[pos / block_size] * block_size + pos % block_size), table
-// offsets [rows], logits rows [n_logits]. tables: each distinct block table of the batch once, as many
+// offsets [rows], logits rows [n_logits], and with a window pool (backend.hpp's window tables, which the
+// sliding-window layers read and write instead) the window layers' cache slots [rows] and table offsets
+// [rows]. tables: each distinct block table of the batch once (window tables among them), as many
 // blocks as its furthest token needs; a token's table starts at tables[offset]. Tokens of one sequence
 // share one table pointer, so a batch of decode steps of many sequences uploads each table once.
 #pragma once
@@ -17,10 +19,26 @@ namespace ember::cu {
 
 struct StepShape {
     uint32_t rows = 0, block_size = 0, n_blocks = 0, n_vocab = 0, n_batch = 0, n_logits = 0;
+    uint32_t n_window_blocks = 0;  // 0: no window pool (the batch's window_tables are not read)
 };
 
-// Fills io (4 * rows + n_logits values) and tables; checks every id, position and block against the
-// shape (EMBER_ERR_INTERNAL, as the CPU backend). Returns the largest number of keys a query sees.
+// Values of io, and where the window layers' slots and table offsets start in it.
+inline size_t step_io_words(size_t rows, size_t n_logits, bool window) { return (window ? 6 : 4) * rows + n_logits; }
+inline size_t step_io_window_slots(size_t rows, size_t n_logits) { return 4 * rows + n_logits; }
+inline size_t step_io_window_offsets(size_t rows, size_t n_logits) { return 5 * rows + n_logits; }
+
+// Fills io (step_io_words values) and tables; checks every id, position and block against the shape
+// (EMBER_ERR_INTERNAL, as the CPU backend). A window table's entries may be -1 (released) except the
+// token's own block: the window layers read no further back than the window, which the table keeps.
+// Returns the largest number of keys a query sees.
 int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, std::vector<int32_t> &tables);
+
+// read_kv/write_kv of one layer: the cache rows of the positions 0..n-1 whose block in `table` is held
+// (not -1, a released window block), and those positions.
+struct KvRowPlan {
+    std::vector<int32_t> rows;
+    std::vector<uint32_t> pos;
+};
+KvRowPlan kv_row_plan(const int32_t *table, uint32_t n, uint32_t block_size);
 
 } // namespace ember::cu

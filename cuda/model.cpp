@@ -8,6 +8,7 @@
 #include "model.hpp"
 
 #include "attn_math.hpp"
+#include "backend/window_blocks.hpp"
 #include "cu_check.hpp"
 #include "family_kernels.hpp"
 #include "inputs.hpp"
@@ -169,11 +170,14 @@ Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), p_(p) {
         EMBER_CU(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
         own_stream_ = true;
     }
-    k_ = DevBuf(m.prog.n_layer * z_.kv_layer_bytes);
-    v_ = DevBuf(m.prog.n_layer * z_.kv_layer_bytes);
+    p_.n_window_blocks = z_.n_window_blocks;   // 0 from a core whose params end before it
+    k_ = DevBuf(z_.kv_cache_bytes);
+    v_ = DevBuf(z_.kv_cache_bytes);
     act_ = DevBuf(z_.total);
-    tables_ = DevBuf(align_up((static_cast<size_t>(p.n_blocks) + z_.rows) * sizeof(int32_t)));
-    host_io_bytes_ = (4 * z_.rows + p.n_logits) * sizeof(int32_t);
+    // A pass's tables (each sequence's once; its window table as long again): regrown by forward if short.
+    const size_t table_words = static_cast<size_t>(p.n_blocks) + z_.rows;
+    tables_ = DevBuf(align_up((z_.n_window_blocks ? 2 : 1) * table_words * sizeof(int32_t)));
+    host_io_bytes_ = z_.io_words * sizeof(int32_t);
     host_io_ = HostBuf(host_io_bytes_);
     host_logits_ = HostBuf(static_cast<size_t>(p.n_logits) * m.prog.n_vocab * sizeof(float));
     if (m.prog.has_moe()) host_moe_ = HostBuf(3 * z_.moe_slots * sizeof(int32_t));
@@ -216,10 +220,10 @@ void Context::moe_node(const ember_graph_node &nd, uint32_t rows) {
 }
 
 void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
-    const int32_t *pos = io() + z_.rows, *toff = pos + 3 * z_.rows;
-    const size_t layer = static_cast<size_t>(nd.layer) * z_.kv_layer_bytes;
+    // A window layer reads its own pool's cache through the window tables.
+    const int32_t *pos = io() + z_.rows, *toff = windowed(nd.layer) ? window_offsets() : pos + 2 * z_.rows;
     AttnArgs a;
-    a.q = buf(nd.src), a.k = k_.data() + layer, a.v = v_.data() + layer;
+    a.q = buf(nd.src), a.k = layer_cache(k_, nd.layer), a.v = layer_cache(v_, nd.layer);
     a.kv_type = p_.kv_type, a.row_bytes = z_.kv_row_bytes, a.block_size = p_.block_size;
     a.pos = pos, a.tab_off = toff, a.tables = reinterpret_cast<const int32_t *>(tables_.data());
     a.n_tokens = static_cast<int>(n), a.n_head = static_cast<int>(nd.n_head), a.n_head_kv = static_cast<int>(nd.n_head_kv);
@@ -286,9 +290,9 @@ void Context::enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const emb
                        nd.rope_mode == EMBER_GRAPH_ROPE_NEOX, cs, sn, s_);
             break;
         case EMBER_GRAPH_KV_STORE: {
-            const size_t at = static_cast<size_t>(nd.layer) * z_.kv_layer_bytes;
-            kv_store(buf(nd.src), slots, n, width, p_.kv_type, k_.data() + at, z_.kv_row_bytes, s_);
-            kv_store(buf(nd.src2), slots, n, width, p_.kv_type, v_.data() + at, z_.kv_row_bytes, s_);
+            const int32_t *at = windowed(nd.layer) ? window_slots() : slots;
+            kv_store(buf(nd.src), at, n, width, p_.kv_type, layer_cache(k_, nd.layer), z_.kv_row_bytes, s_);
+            kv_store(buf(nd.src2), at, n, width, p_.kv_type, layer_cache(v_, nd.layer), z_.kv_row_bytes, s_);
             break;
         }
         case EMBER_GRAPH_ATTENTION:
@@ -317,6 +321,7 @@ void Context::forward(const ember_mod_batch &b) {
     StepShape shape;
     shape.rows = static_cast<uint32_t>(z_.rows), shape.block_size = bs, shape.n_blocks = p_.n_blocks;
     shape.n_vocab = pg.n_vocab, shape.n_batch = p_.n_batch, shape.n_logits = p_.n_logits;
+    shape.n_window_blocks = p_.n_window_blocks;
     int32_t *h = reinterpret_cast<int32_t *>(host_io_.data());
     std::vector<int32_t> tabs;
     step_inputs(b, shape, h, tabs);
@@ -374,53 +379,96 @@ void Context::forward(const ember_mod_batch &b) {
     }
 }
 
-std::vector<int32_t> Context::slot_rows(const int32_t *table, uint32_t n) const {
-    std::vector<int32_t> rows(n);
-    for (uint32_t p = 0; p < n; ++p) rows[p] = static_cast<int32_t>(cache_row(table, static_cast<int32_t>(p), p_.block_size));
-    return rows;
+// Layout as the CPU's (cpu_forward.cpp): per layer, the K rows of positions 0..n-1, then the V rows.
+// With a window pool, `table` is ceil(n / block_size) main blocks, then as many window blocks; the rows
+// of released window blocks (-1) read as zeros and are not written back.
+struct Context::KvPlans {
+    KvRowPlan plan[2];   // [0]: the main blocks', [1]: the window blocks'
+    DevBuf rows[2];      // their rows on the device
+    const int32_t *rows_of(bool window) const { return reinterpret_cast<const int32_t *>(rows[window].data()); }
+};
+
+Context::KvPlans Context::kv_plans(const int32_t *table, uint32_t n) {
+    KvPlans k;
+    const uint32_t bs = p_.block_size;
+    k.plan[0] = kv_row_plan(table, n, bs);
+    if (p_.n_window_blocks) k.plan[1] = kv_row_plan(table + (n + bs - 1) / bs, n, bs);
+    for (int w = 0; w < 2; ++w) {
+        if (k.plan[w].rows.empty()) continue;
+        k.rows[w] = DevBuf(k.plan[w].rows.size() * sizeof(int32_t));
+        EMBER_CU(cudaMemcpyAsync(k.rows[w].data(), k.plan[w].rows.data(), k.rows[w].size(), cudaMemcpyHostToDevice, s_));
+    }
+    return k;
 }
 
-// Layout as the CPU's (cpu_forward.cpp): per layer, the K rows of positions 0..n-1, then the V rows.
 void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
     if (n == 0) return;
     m_.dev.make_current();
-    const std::vector<int32_t> rows = slot_rows(table, n);
-    DevBuf drows(rows.size() * sizeof(int32_t)), stage(static_cast<size_t>(n) * z_.kv_row_bytes);
-    EMBER_CU(cudaMemcpyAsync(drows.data(), rows.data(), drows.size(), cudaMemcpyHostToDevice, s_));
-    for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
+    const KvPlans k = kv_plans(table, n);
+    const size_t row = z_.kv_row_bytes;
+    DevBuf stage(static_cast<size_t>(n) * row);
+    std::vector<uint8_t> held;
+    for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
+        const bool win = windowed(static_cast<int32_t>(il));
+        const KvRowPlan &plan = k.plan[win];
+        const size_t m = plan.rows.size();
+        const bool whole = m == n;   // every position held: straight into dst
+        if (!whole) held.resize(m * row);
         for (const DevBuf *c : {&k_, &v_}) {
-            gather_rows(c->data() + il * z_.kv_layer_bytes, reinterpret_cast<int32_t *>(drows.data()), n, z_.kv_row_bytes,
-                        stage.data(), s_);
-            EMBER_CU(cudaMemcpyAsync(dst, stage.data(), stage.size(), cudaMemcpyDeviceToHost, s_));
-            EMBER_CU(cudaStreamSynchronize(s_));
-            dst += stage.size();
+            if (!whole) std::memset(dst, 0, size_t{n} * row);
+            if (m > 0) {
+                gather_rows(layer_cache(*c, static_cast<int32_t>(il)), k.rows_of(win), static_cast<int64_t>(m), row,
+                            stage.data(), s_);
+                EMBER_CU(cudaMemcpyAsync(whole ? dst : held.data(), stage.data(), m * row, cudaMemcpyDeviceToHost, s_));
+                EMBER_CU(cudaStreamSynchronize(s_));
+            }
+            if (!whole)
+                for (size_t i = 0; i < m; ++i) std::memcpy(dst + plan.pos[i] * row, held.data() + i * row, row);
+            dst += size_t{n} * row;
         }
+    }
 }
 
 void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
     if (n == 0) return;
     m_.dev.make_current();
-    const std::vector<int32_t> rows = slot_rows(table, n);
-    DevBuf drows(rows.size() * sizeof(int32_t)), stage(static_cast<size_t>(n) * z_.kv_row_bytes);
-    EMBER_CU(cudaMemcpyAsync(drows.data(), rows.data(), drows.size(), cudaMemcpyHostToDevice, s_));
-    for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
-        for (DevBuf *c : {&k_, &v_}) {
-            EMBER_CU(cudaMemcpyAsync(stage.data(), src, stage.size(), cudaMemcpyHostToDevice, s_));
-            scatter_rows(c->data() + il * z_.kv_layer_bytes, reinterpret_cast<int32_t *>(drows.data()), n,
-                         z_.kv_row_bytes, stage.data(), s_);
-            EMBER_CU(cudaStreamSynchronize(s_));
-            src += stage.size();
+    const KvPlans k = kv_plans(table, n);
+    const size_t row = z_.kv_row_bytes;
+    DevBuf stage(static_cast<size_t>(n) * row);
+    std::vector<uint8_t> held;
+    for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
+        const bool win = windowed(static_cast<int32_t>(il));
+        const KvRowPlan &plan = k.plan[win];
+        const size_t m = plan.rows.size();
+        for (const DevBuf *c : {&k_, &v_}) {
+            if (m > 0) {
+                const uint8_t *from = src;
+                if (m != n) {   // only the held positions' rows, packed
+                    held.resize(m * row);
+                    for (size_t i = 0; i < m; ++i) std::memcpy(held.data() + i * row, src + plan.pos[i] * row, row);
+                    from = held.data();
+                }
+                EMBER_CU(cudaMemcpyAsync(stage.data(), from, m * row, cudaMemcpyHostToDevice, s_));
+                scatter_rows(layer_cache(*c, static_cast<int32_t>(il)), k.rows_of(win), static_cast<int64_t>(m), row,
+                             stage.data(), s_);
+                EMBER_CU(cudaStreamSynchronize(s_));
+            }
+            src += size_t{n} * row;
         }
+    }
 }
 
 void Context::copy_block(int32_t src, int32_t dst) {
     m_.dev.make_current();
+    const CopyBlockIds ids = copy_block_ids(src, dst, p_.n_blocks, p_.n_window_blocks, "cuda");
     const size_t block = static_cast<size_t>(p_.block_size) * z_.kv_row_bytes;
-    for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
+    for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
+        if (windowed(static_cast<int32_t>(il)) != ids.window) continue;
         for (DevBuf *c : {&k_, &v_}) {
-            uint8_t *layer = c->data() + il * z_.kv_layer_bytes;
-            EMBER_CU(cudaMemcpyAsync(layer + dst * block, layer + src * block, block, cudaMemcpyDeviceToDevice, s_));
+            uint8_t *layer = layer_cache(*c, static_cast<int32_t>(il));
+            EMBER_CU(cudaMemcpyAsync(layer + ids.dst * block, layer + ids.src * block, block, cudaMemcpyDeviceToDevice, s_));
         }
+    }
     EMBER_CU(cudaStreamSynchronize(s_));
 }
 

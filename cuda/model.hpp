@@ -5,6 +5,7 @@
 #include "backend/module_api.h"
 #include "cublaslt.hpp"
 #include "device.hpp"
+#include "inputs.hpp"
 #include "kernels.hpp"
 #include "program.hpp"
 
@@ -113,7 +114,15 @@ private:
     float *buf(int32_t i) const { return reinterpret_cast<float *>(act_.data() + z_.buf_offset[static_cast<size_t>(i)]); }
     float *scratch(size_t offset) const { return reinterpret_cast<float *>(act_.data() + offset); }
     int32_t *io() const { return reinterpret_cast<int32_t *>(act_.data() + z_.io); }
-    std::vector<int32_t> slot_rows(const int32_t *table, uint32_t n) const;
+    // The layer's K (or V) cache in buffer c; whether it is a window layer (its rows in the window pool).
+    uint8_t *layer_cache(const DevBuf &c, int32_t layer) const { return c.data() + z_.kv_layer_off[static_cast<size_t>(layer)]; }
+    bool windowed(int32_t layer) const { return z_.windowed[static_cast<size_t>(layer)]; }
+    // read_kv/write_kv's rows of the main and the window blocks (inputs.hpp), uploaded.
+    struct KvPlans;
+    KvPlans kv_plans(const int32_t *table, uint32_t n);
+    // Where the window layers' cache slots and table offsets are in io (inputs.hpp).
+    const int32_t *window_slots() const { return io() + step_io_window_slots(z_.rows, p_.n_logits); }
+    const int32_t *window_offsets() const { return io() + step_io_window_offsets(z_.rows, p_.n_logits); }
 
     Model &m_;
     ember_mod_context_params p_;

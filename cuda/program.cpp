@@ -2,12 +2,15 @@
 #include "program.hpp"
 
 #include "backend/program_read.hpp"
+#include "backend/window_blocks.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "inputs.hpp"
 #include "types.hpp"
 #include "weights.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -259,9 +262,16 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
              pg.kv_width);
     ContextSizes z;
     z.kv_row_bytes = p.kv_type == 8 ? pg.kv_width / 32 * 34 : size_t{pg.kv_width} * 2;
-    z.kv_layer_bytes = align_up(static_cast<size_t>(p.n_blocks) * p.block_size * z.kv_row_bytes);
-    z.kv_bytes = 2 * size_t{pg.n_layer} * z.kv_layer_bytes;
+    z.n_window_blocks = context_window_blocks(p);
+    z.windowed = window_layers(pg.nodes, pg.n_layer, z.n_window_blocks);
+    for (uint32_t il = 0; il < pg.n_layer; ++il) {
+        z.kv_layer_off.push_back(z.kv_cache_bytes);
+        const uint32_t blocks = z.windowed[il] ? z.n_window_blocks : p.n_blocks;
+        z.kv_cache_bytes += align_up(static_cast<size_t>(blocks) * p.block_size * z.kv_row_bytes);
+    }
+    z.kv_bytes = 2 * z.kv_cache_bytes;
     z.rows = std::max(p.n_batch, p.n_logits);
+    z.io_words = step_io_words(z.rows, p.n_logits, z.n_window_blocks > 0);
     z.partial_rows = std::max<size_t>(size_t{p.n_batch} * pg.max_attn_heads, 1024);
     auto rows_of = [&](int32_t b) -> size_t { return pg.logits_rows(b) ? p.n_logits : p.n_batch; };
     size_t act = 0;  // values of the largest MATMUL input of a pass (MOE's products: up to every row)
@@ -281,7 +291,7 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
     z.rope_cos = take(size_t{p.n_batch} * half * f4);
     z.rope_sin = take(size_t{p.n_batch} * half * f4);
     z.partials = take(z.partial_rows * (pg.max_head_dim + 2) * f4);
-    z.io = take((4 * z.rows + p.n_logits) * sizeof(int32_t));
+    z.io = take(z.io_words * sizeof(int32_t));
     if (pg.has_moe()) {
         z.moe_slots = z.rows * pg.moe_used;
         z.moe_xin = take(z.rows * pg.moe_in * f4);

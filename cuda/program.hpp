@@ -70,9 +70,17 @@ ember_mod_tensor expert_matrix(const ember_mod_tensor &t, uint32_t e);
 // activation allocation: the program's buffers (rows: n_batch per token, n_logits per logits row),
 // then the executor's scratch.
 struct ContextSizes {
-    size_t kv_row_bytes = 0, kv_layer_bytes = 0;  // one K (or V) row; one layer's K (or V) cache
+    size_t kv_row_bytes = 0;                      // one K (or V) row
+    // With n_window_blocks the sliding-window layers' rows are in a pool of their own (backend.hpp):
+    // such a layer's K (or V) cache is n_window_blocks blocks, the others' n_blocks. [n_layer] whether
+    // each layer is windowed and where its cache starts in the K (or V) allocation of kv_cache_bytes.
+    uint32_t n_window_blocks = 0;
+    std::vector<bool> windowed;
+    std::vector<size_t> kv_layer_off;
+    size_t kv_cache_bytes = 0;
     size_t kv_bytes = 0;                          // all layers, K and V
     size_t rows = 0;                              // max(n_batch, n_logits): the pass inputs' rows
+    size_t io_words = 0;                          // the pass inputs (inputs.hpp's io)
     size_t partial_rows = 0;                      // attention partials (m, l, acc) the scratch holds
     std::vector<size_t> buf_offset;               // [bufs]
     size_t act_codes = 0, act_scales = 0, act16 = 0;  // a MATMUL input prepared: Q8 codes and scales, f16
@@ -83,7 +91,8 @@ struct ContextSizes {
     size_t total = 0;  // bytes of the activation allocation
     size_t bytes() const { return kv_bytes + total + kMatmulScratchBytes + kMatmulWorkspaceBytes; }
 };
-// Checks the parameters (positive counts, an F16 or Q8_0 cache that fits the rows).
+// Checks the parameters (positive counts, an F16 or Q8_0 cache that fits the rows). A params struct
+// that ends before n_window_blocks has none.
 ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p);
 
 } // namespace ember::cu

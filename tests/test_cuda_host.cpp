@@ -262,6 +262,74 @@ void test_step_inputs(void **) {
     }
 }
 
+// With a window pool: each token's window slot and window table offset after the logits rows, the window
+// tables uploaded beside the main ones; released entries (-1) before a token's own block pass, one at
+// its own block or past the window pool does not.
+void test_step_inputs_window(void **) {
+    const int32_t ta[3] = {4, 1, 7}, wa[3] = {-1, 2, 0}, tb[2] = {0, 3}, wb[2] = {1, 3};
+    const int32_t tokens[3] = {10, 11, 12}, pos[3] = {40, 17, 18};
+    const int32_t *tables[3] = {ta, tb, tb}, *wtables[3] = {wa, wb, wb};
+    const int32_t rows_l[1] = {2};
+    ember_mod_batch b{};
+    b.struct_size = sizeof b;
+    b.n_tokens = 3, b.tokens = tokens, b.pos = pos, b.tables = tables, b.n_logits = 1, b.logits_rows = rows_l;
+    b.window_tables = wtables;
+    cu::StepShape z;
+    z.rows = 8, z.block_size = 16, z.n_blocks = 8, z.n_vocab = 100, z.n_batch = 8, z.n_logits = 1, z.n_window_blocks = 4;
+    const size_t words = cu::step_io_words(z.rows, z.n_logits, true);
+    assert_int_equal(words, 6 * 8 + 1);
+    std::vector<int32_t> io(words, -7), tabs;
+    assert_int_equal(cu::step_inputs(b, z, io.data(), tabs), 41);
+    const size_t ws = cu::step_io_window_slots(8, 1), wo = cu::step_io_window_offsets(8, 1);
+    assert_int_equal(ws, 33);
+    assert_int_equal(wo, 41);
+    for (int t = 0; t < 3; ++t) {
+        assert_int_equal(io[16 + t], tables[t][pos[t] / 16] * 16 + pos[t] % 16);
+        assert_int_equal(io[ws + t], wtables[t][pos[t] / 16] * 16 + pos[t] % 16);
+        for (int i = 0; i <= pos[t] / 16; ++i) {
+            assert_int_equal(tabs[size_t(io[24 + t] + i)], tables[t][i]);
+            assert_int_equal(tabs[size_t(io[wo + t] + i)], wtables[t][i]);
+        }
+    }
+    assert_int_equal(tabs.size(), 2 * (3 + 2));
+    assert_int_equal(io[32], 2);   // the logits row, where it was
+    // The token's own window block released, or one past the window pool; no window tables at all.
+    const int32_t own_released[3] = {-1, 2, -1}, outside[3] = {-1, 4, 0};
+    for (const int32_t *bad : {own_released, outside}) {
+        wtables[0] = bad;
+        try {
+            cu::step_inputs(b, z, io.data(), tabs);
+            fail_msg("a window block outside the pool was accepted");
+        } catch (const Error &e) {
+            assert_int_equal(e.status(), EMBER_ERR_INTERNAL);
+        }
+    }
+    wtables[0] = wa;
+    b.window_tables = nullptr;
+    try {
+        cu::step_inputs(b, z, io.data(), tabs);
+        fail_msg("a batch without window tables was accepted");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_INTERNAL);
+    }
+}
+
+// read_kv/write_kv's rows: every position of a main table; a window table's held positions only.
+void test_kv_row_plan(void **) {
+    const int32_t main[2] = {3, 1}, window[3] = {-1, -1, 2};
+    const cu::KvRowPlan m = cu::kv_row_plan(main, 20, 16);
+    assert_int_equal(m.rows.size(), 20);
+    assert_int_equal(m.rows[0], 48);
+    assert_int_equal(m.rows[19], 16 + 3);
+    for (uint32_t p = 0; p < 20; ++p) assert_int_equal(m.pos[p], p);
+    const cu::KvRowPlan w = cu::kv_row_plan(window, 40, 16);
+    assert_int_equal(w.rows.size(), 8);   // positions 32..39
+    for (uint32_t i = 0; i < 8; ++i) {
+        assert_int_equal(w.pos[i], 32 + i);
+        assert_int_equal(w.rows[i], 2 * 16 + int32_t(i));
+    }
+}
+
 // Every weight type in the device layout (Q8_0/Q4_0 repacked, the rest as in the file), read with the
 // kernels' own element decoder (cuda/quant_math.hpp's weight_at, compiled here for the CPU), gives the
 // CPU's dequantized values exactly.
@@ -377,7 +445,7 @@ void test_block_dots(void **) {
 int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges), cmocka_unit_test(test_choose_splits),
                                 cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
-                                cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_weight_layouts),
+                                cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_step_inputs_window), cmocka_unit_test(test_kv_row_plan), cmocka_unit_test(test_weight_layouts),
                                 cmocka_unit_test(test_block_dots), cmocka_unit_test(test_rope_yarn),
                                 cmocka_unit_test(test_moe_route)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);

@@ -16,6 +16,7 @@
 #include "testing/synthetic.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -309,13 +310,18 @@ void test_context_sizes(void **) {
     p.n_blocks = 8, p.block_size = 16, p.n_batch = 32, p.n_logits = 4, p.kv_type = 8;
     const cu::ContextSizes z = cu::context_sizes(pg, p);
     assert_int_equal(z.kv_row_bytes, m->desc().hp.n_embd_kv() / 32 * 34);
-    assert_int_equal(z.kv_bytes, 2 * s.n_layer * z.kv_layer_bytes);
+    assert_int_equal(z.kv_bytes, 2 * z.kv_cache_bytes);
+    for (uint32_t il = 0; il < s.n_layer; ++il) {   // no window pool: every layer's cache the same size
+        assert_false(z.windowed[il]);
+        assert_int_equal(z.kv_layer_off[il], il * (z.kv_cache_bytes / s.n_layer));
+    }
     std::vector<std::pair<size_t, size_t>> regions;  // (offset, bytes)
     for (size_t b = 0; b < pg.bufs.size(); ++b)
         regions.push_back({z.buf_offset[b], size_t{pg.bufs[b].rows == EMBER_GRAPH_ROWS_LOGITS ? p.n_logits : p.n_batch} *
                                                  pg.bufs[b].width * sizeof(float)});
     assert_int_equal(regions[size_t(pg.logits_buf)].second, size_t{p.n_logits} * s.n_vocab * sizeof(float));
-    regions.push_back({z.io, (4 * z.rows + p.n_logits) * sizeof(int32_t)});
+    assert_int_equal(z.io_words, 4 * z.rows + p.n_logits);
+    regions.push_back({z.io, z.io_words * sizeof(int32_t)});
     regions.push_back({z.partials, z.partial_rows * (pg.max_head_dim + 2) * sizeof(float)});
     assert_true(pg.has_moe());
     assert_int_equal(z.moe_slots, size_t{z.rows} * pg.moe_used);
@@ -339,12 +345,51 @@ void test_context_sizes(void **) {
     }
 }
 
+// With a window pool (backend.hpp's n_window_blocks): the window layers' caches are sized by it, the
+// others' by n_blocks, none overlapping; io grows by the window layers' slots and table offsets; a params
+// struct that ends before n_window_blocks (an older core) has none.
+void test_context_sizes_window(void **) {
+    for (const char *family : {"gemma2", "gemma3", "gpt-oss"}) {
+        SyntheticSpec s = synthetic_family(family);
+        auto m = load_synthetic(s);
+        const cu::Program pg = cu::program_of(m->desc().c);
+        ember_mod_context_params p{};
+        p.struct_size = sizeof p;
+        p.n_blocks = 65, p.block_size = 16, p.n_batch = 16, p.n_logits = 16, p.kv_type = 1;
+        const cu::ContextSizes flat = cu::context_sizes(pg, p);
+        p.n_window_blocks = 18;
+        const cu::ContextSizes z = cu::context_sizes(pg, p);
+        uint32_t n_windowed = 0;
+        for (const ember_graph_node &n : pg.nodes)
+            if (n.op == EMBER_GRAPH_ATTENTION_EXT && n.window > 0) {
+                assert_true(z.windowed[size_t(n.layer)]);
+                ++n_windowed;
+            }
+        assert_true(n_windowed > 0 && n_windowed < s.n_layer);   // window layers and global ones
+        size_t expect = 0;
+        for (uint32_t il = 0; il < s.n_layer; ++il) {
+            assert_int_equal(z.kv_layer_off[il], expect);
+            const size_t layer = size_t{z.windowed[il] ? 18u : 65u} * 16 * z.kv_row_bytes;
+            expect += (layer + 255) / 256 * 256;
+        }
+        assert_int_equal(z.kv_cache_bytes, expect);
+        assert_true(z.bytes() < flat.bytes());
+        assert_int_equal(flat.bytes() - z.bytes(), 2 * (flat.kv_cache_bytes - z.kv_cache_bytes) -
+                                                        (z.total - flat.total));
+        assert_int_equal(z.io_words, 6 * z.rows + p.n_logits);
+        p.struct_size = offsetof(ember_mod_context_params, n_window_blocks);
+        const cu::ContextSizes old = cu::context_sizes(pg, p);
+        assert_int_equal(old.n_window_blocks, 0);
+        assert_int_equal(old.kv_cache_bytes, flat.kv_cache_bytes);
+    }
+}
+
 } // namespace
 
 int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_llama_program), cmocka_unit_test(test_qwen2_program),
                                 cmocka_unit_test(test_real_models), cmocka_unit_test(test_fusion_limits), cmocka_unit_test(test_refusals),
                                 cmocka_unit_test(test_family_programs), cmocka_unit_test(test_family_refusals),
-                                cmocka_unit_test(test_context_sizes)};
+                                cmocka_unit_test(test_context_sizes), cmocka_unit_test(test_context_sizes_window)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -3,9 +3,14 @@
 // logit is bit for bit what the session gives with every layer's rows in the main blocks — through long
 // prompts and decode, truncation within and past the kept history, forks, and saved states moved between
 // the two layouts. Synthetic Gemma 2 and gpt-oss (window 4) and Gemma 3 (five window layers, one global).
+//
+// With an argument ("vulkan", "cuda") the same on that backend's module (skipped, 77 with the reason,
+// where it cannot run), compared with the same backend's single-pool run, and with shorter sequences
+// (lavapipe is slow); each checks too that the window pool shrinks the context's device memory.
 #include "synthetic_model.hpp"
 #include "test_util.h"
 
+#include "backend/backend.hpp"
 #include "kv/window_table.hpp"
 #include "model/model.hpp"
 #include "session/session.hpp"
@@ -15,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -26,18 +32,34 @@ namespace {
 
 constexpr uint32_t kCtx = 1024, kBatch = 16;
 
+// The backend under test, and how long its sequences are: every length is past the window and the kept
+// history (4 - 1 + 64 positions), so blocks are released on every backend; the CPU's runs are longer.
+ember_backend_kind g_backend = EMBER_BACKEND_CPU;
+struct Lengths {
+    size_t run, prompt;           // test_bounded_and_bit_identical: tokens in all, of which the prompt
+    size_t total, first_prompt;   // test_truncate_fork_restore: the sequence, its first prompt
+    size_t deep, deep_prompt;     // ... truncated (past the kept history) to deep, then a prompt of deep_prompt
+    size_t fork_extra, more;      // ... a fork's own tokens; tokens fed after the saved states' restore
+    size_t cancelled_feed;        // test_cancelled_feed_rolls_back: the feed that is cancelled
+};
+constexpr Lengths kCpuLengths{600, 200, 500, 300, 100, 150, 60, 40, 900};
+constexpr Lengths kGpuLengths{180, 100, 240, 160, 40, 150, 30, 12, 400};
+Lengths g_len = kCpuLengths;
+
 std::vector<int32_t> token_run(size_t n) {
     std::vector<int32_t> t(n);
     for (size_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 37 + 11) % 300);
     return t;
 }
 
-SessionOptions options(bool window_blocks) {
+SessionOptions options(bool window_blocks, DType kv_type = DType::F16) {
     SessionOptions o;
+    o.kv_type = kv_type;
     o.n_ctx = kCtx;
     o.n_batch = kBatch;
     o.n_threads = 1;
     o.window_blocks = window_blocks;
+    o.backend = g_backend;
     return o;
 }
 
@@ -68,36 +90,54 @@ void test_bounded_and_bit_identical(void **) {
         assert_int_equal(flat.window_pool_blocks(), 0);
         const uint32_t per_seq = kv::WindowTable::blocks_per_sequence(4, 64, kBatch, kv::kBlockSize);
         assert_int_equal(split.window_pool_blocks(), 2 * per_seq);   // vs 65 main blocks
-        const std::vector<int32_t> t = token_run(600);
-        run_both(split, flat, t, 0, 200);
-        // Past the window and the kept history, 600 positions hold what 200 did: (3 + 64) back, one block more.
+        // The window layers' caches are sized by the pool, not the context: the context (device memory on
+        // a GPU) shrinks by their rows of the main blocks the pool does not have.
+        assert_int_equal(split.backend_kind(), g_backend);
+        std::printf("%s: context %llu bytes with the window pool, %llu without\n", family,
+                    static_cast<unsigned long long>(split.context_bytes()), static_cast<unsigned long long>(flat.context_bytes()));
+        assert_true(split.context_bytes() < flat.context_bytes());
+        const std::vector<int32_t> t = token_run(g_len.run);
+        run_both(split, flat, t, 0, g_len.prompt);
+        // Past the window and the kept history, the run holds what its prompt did: (3 + 64) back, one block more.
         assert_true(split.window_blocks_held() <= (4 - 1 + 64 + 15) / 16 + 1);
-        assert_int_equal(split.position(), 600);
+        assert_int_equal(split.position(), g_len.run);
     }
+}
+
+// The same with a Q8_0 cache (rows of 128 values: four blocks each), Gemma 3's layout.
+void test_q8_0_cache(void **) {
+    auto model = load_synthetic(synthetic_family("gemma3"));
+    Session split(*model, options(true, DType::Q8_0)), flat(*model, options(false, DType::Q8_0));
+    assert_true(split.window_pool_blocks() > 0);
+    assert_true(split.context_bytes() < flat.context_bytes());
+    const std::vector<int32_t> t = token_run(g_len.run);
+    run_both(split, flat, t, 0, g_len.prompt);
+    assert_true(split.window_blocks_held() <= (4 - 1 + 64 + 15) / 16 + 1);
 }
 
 void test_truncate_fork_restore(void **) {
     auto model = load_synthetic(synthetic_family("gemma2"));
-    const std::vector<int32_t> t = token_run(500);
+    const size_t total = g_len.total;
+    const std::vector<int32_t> t = token_run(total);
     Session split(*model, options(true)), flat(*model, options(false));
-    run_both(split, flat, t, 0, 300);
+    run_both(split, flat, t, 0, g_len.first_prompt);
     // Within the kept history (a speculative rollback): no re-evaluation needed.
-    split.truncate(480);
-    flat.truncate(480);
-    run_both(split, flat, t, 480, 10);
-    // Past it: the window layers' rows are gone, the session evaluates the 100 tokens again.
-    split.truncate(100);
-    flat.truncate(100);
-    assert_int_equal(split.position(), 100);
+    split.truncate(static_cast<uint32_t>(total - 20));
+    flat.truncate(static_cast<uint32_t>(total - 20));
+    run_both(split, flat, t, total - 20, 10);
+    // Past it: the window layers' rows are gone, the session evaluates the kept tokens again.
+    split.truncate(static_cast<uint32_t>(g_len.deep));
+    flat.truncate(static_cast<uint32_t>(g_len.deep));
+    assert_int_equal(split.position(), g_len.deep);
     assert_null(split.logits());   // as after any truncate
-    run_both(split, flat, t, 100, 150);
+    run_both(split, flat, t, g_len.deep, g_len.deep_prompt);
 
     // A fork continues from the shared history; the parent is untouched by it.
     auto child = split.fork();
     auto flat_child = flat.fork();
-    std::vector<int32_t> other = token_run(560);
-    for (size_t i = 500; i < other.size(); ++i) other[i] = static_cast<int32_t>((i * 13 + 5) % 300);
-    run_both(*child, *flat_child, other, 500, 60);
+    std::vector<int32_t> other = token_run(total + g_len.fork_extra);
+    for (size_t i = total; i < other.size(); ++i) other[i] = static_cast<int32_t>((i * 13 + 5) % 300);
+    run_both(*child, *flat_child, other, total, g_len.fork_extra);
     split.feed(t.data(), 5);
     flat.feed(t.data(), 5);
     assert_same_logits(split, flat);
@@ -108,7 +148,7 @@ void test_truncate_fork_restore(void **) {
     into_flat.restore(saved.data(), saved.size());
     into_split.restore(saved_flat.data(), saved_flat.size());
     assert_true(into_split.window_blocks_held() <= (4 - 1 + 64 + 15) / 16 + 1);
-    std::vector<int32_t> more = token_run(40);
+    std::vector<int32_t> more = token_run(g_len.more);
     for (size_t i = 0; i < more.size(); ++i) {
         for (Session *s : {child.get(), flat_child.get(), &into_flat, &into_split}) s->feed(&more[i], 1);
         assert_same_logits(*child, *flat_child);
@@ -122,9 +162,10 @@ void test_truncate_fork_restore(void **) {
 // delay, so a try may land before the first pass or after the last: several delays, one must land inside.
 void test_cancelled_feed_rolls_back(void **) {
     auto model = load_synthetic(synthetic_family("gemma2"));
-    const std::vector<int32_t> t = token_run(1000);
+    const std::vector<int32_t> t = token_run(100 + g_len.cancelled_feed);
     int mid_feed = 0;
     for (int delay_us : {200, 1000, 3000, 10000, 30000}) {
+        if (mid_feed > 0 && g_backend != EMBER_BACKEND_CPU) break;   // one is enough where passes are slow
         Session split(*model, options(true)), flat(*model, options(false));
         split.feed(t.data(), 100);
         flat.feed(t.data(), 100);
@@ -135,7 +176,7 @@ void test_cancelled_feed_rolls_back(void **) {
         });
         bool cancelled = false;
         try {
-            split.feed(t.data() + 100, 900, nullptr, &cancel);
+            split.feed(t.data() + 100, g_len.cancelled_feed, nullptr, &cancel);
         } catch (const Error &e) {
             assert_int_equal(e.status(), EMBER_ERR_CANCELLED);
             cancelled = true;
@@ -164,9 +205,22 @@ void test_cancelled_feed_rolls_back(void **) {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        if (std::strcmp(argv[1], "vulkan") == 0) g_backend = EMBER_BACKEND_VULKAN;
+        else if (std::strcmp(argv[1], "cuda") == 0) g_backend = EMBER_BACKEND_CUDA;
+        else return std::fprintf(stderr, "usage: test_window_kv [vulkan|cuda]\n"), 2;
+        try {
+            backend_require(g_backend);
+        } catch (const Error &e) {
+            std::printf("SKIP: no %s backend: %s\n", argv[1], e.what());
+            return EMBER_TEST_SKIP;
+        }
+        g_len = kGpuLengths;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounded_and_bit_identical),
+        cmocka_unit_test(test_q8_0_cache),
         cmocka_unit_test(test_truncate_fork_restore),
         cmocka_unit_test(test_cancelled_feed_rolls_back),
     };

@@ -3,9 +3,11 @@
 // can be cancelled), submitted once and waited on with a fence.
 #include "vk_model.hpp"
 
+#include "backend/window_blocks.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <map>
 
@@ -58,8 +60,13 @@ ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &
     ContextSizes z;
     z.n_layer = prog.n_layer;
     z.kv_row_bytes = dtype_row_bytes(kv, prog.kv_width);
-    z.kv_layer_bytes = size_t{p.n_blocks} * p.block_size * z.kv_row_bytes;
-    if (z.kv_layer_bytes * prog.n_layer > 0xffffffffu)
+    const uint32_t n_window = context_window_blocks(p);
+    z.windowed = window_layers(prog.nodes, prog.n_layer, n_window);
+    for (uint32_t il = 0; il < prog.n_layer; ++il) {
+        z.kv_layer_off.push_back(z.kv_bytes);
+        z.kv_bytes += size_t{z.windowed[il] ? n_window : p.n_blocks} * p.block_size * z.kv_row_bytes;
+    }
+    if (z.kv_bytes > 0xffffffffu)
         fail(EMBER_ERR_UNSUPPORTED, "vulkan: a KV cache of more than 4 GiB per K or V is not supported yet");
     size_t at = 0;
     auto take = [&](size_t n) {
@@ -95,12 +102,13 @@ Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), dev_(m.de
     if (p.n_blocks == 0 || p.block_size == 0 || p.n_batch == 0 || p.n_logits == 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "n_blocks, block_size, n_batch and n_logits must be positive");
     kv_type_ = static_cast<DType>(p.kv_type);
+    p_.n_window_blocks = context_window_blocks(p);   // 0 from a core whose params end before it
     z_ = context_sizes(m.prog, p);
     const DeviceApi &f = dev_.fn();
     try {
         acts_ = dev_.create_buffer(z_.acts_words * 4, false);
-        kc_ = dev_.create_buffer(z_.kv_layer_bytes * z_.n_layer, false);
-        vc_ = dev_.create_buffer(z_.kv_layer_bytes * z_.n_layer, false);
+        kc_ = dev_.create_buffer(z_.kv_bytes, false);
+        vc_ = dev_.create_buffer(z_.kv_bytes, false);
         io_ = dev_.create_buffer(4096, true);
         const Buffer *bufs[5] = {&m.weights, &acts_, &kc_, &vc_, &io_};
         bind_.create(dev_, bufs);
@@ -142,21 +150,27 @@ void Context::ensure_io(size_t words) {
     bind_.update(dev_, bufs);
 }
 
-// io: tokens, positions, cache rows, table offsets, logits rows, the distinct block tables, each rope
-// set's cosines and sines, then room for the logits.
+// io: tokens, positions, cache rows, table offsets, logits rows, (with a window pool) the window layers'
+// cache rows and table offsets, the distinct block tables (window tables among them), each rope set's
+// cosines and sines, then room for the logits.
 Context::Io Context::fill_io(const ember_mod_batch &b) {
     const Program &P = m_.prog;
     const uint32_t n = b.n_tokens, nl = b.n_logits, bs = p_.block_size;
     Io io;
+    const bool split = p_.n_window_blocks > 0;
     io.tok = 0, io.pos = n, io.rows = 2 * n, io.tab = 3 * n, io.lrows = 4 * n;
+    io.wrows = split ? io.lrows + nl : kNone, io.wtab = split ? io.lrows + nl + n : kNone;
     std::map<const int32_t *, uint32_t> table_len;
     io.max_keys = 0;
     for (uint32_t t = 0; t < n; ++t) {
         io.max_keys = std::max(io.max_keys, static_cast<uint32_t>(b.pos[t]) + 1);
-        uint32_t &len = table_len[b.tables[t]];
-        len = std::max(len, static_cast<uint32_t>(b.pos[t]) / bs + 1);
+        for (const int32_t *tab : {b.tables[t], split ? b.window_tables[t] : nullptr}) {
+            if (!tab) continue;
+            uint32_t &len = table_len[tab];
+            len = std::max(len, static_cast<uint32_t>(b.pos[t]) / bs + 1);
+        }
     }
-    size_t words = io.lrows + nl;
+    size_t words = io.lrows + nl + (split ? 2 * n : 0);
     std::map<const int32_t *, uint32_t> table_at;
     for (auto [tab, len] : table_len) table_at[tab] = static_cast<uint32_t>(words), words += len;
     for (const RopeSet &rs : P.ropes) io.rope.push_back(static_cast<uint32_t>(words)), words += size_t{n} * rs.n_rot;
@@ -174,6 +188,10 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
         w[io.pos + t] = b.pos[t];
         w[io.rows + t] = b.tables[t][b.pos[t] / bs] * static_cast<int32_t>(bs) + b.pos[t] % static_cast<int32_t>(bs);
         w[io.tab + t] = static_cast<int32_t>(table_at[b.tables[t]]);
+        if (!split) continue;
+        const int32_t *wt = b.window_tables[t];
+        w[io.wrows + t] = wt[b.pos[t] / bs] * static_cast<int32_t>(bs) + b.pos[t] % static_cast<int32_t>(bs);
+        w[io.wtab + t] = static_cast<int32_t>(table_at[wt]);
     }
     for (uint32_t i = 0; i < nl; ++i) w[io.lrows + i] = b.logits_rows[i];
     for (auto [tab, at] : table_at) std::memcpy(w + at, tab, table_len[tab] * sizeof(int32_t));
@@ -187,7 +205,11 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
     const ember_graph_node &nd = P.nodes[s.node];
     const uint32_t rows = P.rows(nd.op == EMBER_GRAPH_KV_STORE ? nd.src : s.dst, n, nl);
     if (rows == 0) return;  // no logits wanted: the output's steps have nothing to do
-    const uint32_t layer_byte = nd.layer >= 0 ? static_cast<uint32_t>(nd.layer * z_.kv_layer_bytes) : 0;
+    // A window layer's rows: its own pool's cache, rows and tables (the others' when there is none).
+    const bool cached = nd.layer >= 0 && static_cast<uint32_t>(nd.layer) < z_.n_layer;
+    const bool win = cached && z_.windowed[static_cast<size_t>(nd.layer)];
+    const uint32_t layer_byte = cached ? static_cast<uint32_t>(z_.kv_layer_off[static_cast<size_t>(nd.layer)]) : 0;
+    const uint32_t cache_rows = win ? io.wrows : io.rows, tables = win ? io.wtab : io.tab;
     const uint32_t row_bytes = static_cast<uint32_t>(z_.kv_row_bytes);
     switch (nd.op) {
     case EMBER_GRAPH_GET_ROWS: r.get_rows(m_.tensors[static_cast<size_t>(nd.w)], io.tok, rows, off(s.dst)); break;
@@ -207,11 +229,11 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
         r.rope(off(s.dst), rows, nd.n_head, nd.head_dim, nd.n_rot, nd.rope_mode == EMBER_GRAPH_ROPE_NEOX, io.rope[s.rope]);
         break;
     case EMBER_GRAPH_KV_STORE:
-        r.kv_store(off(nd.src), off(nd.src2), rows, P.kv_width, io.rows, layer_byte, row_bytes, kv_type_);
+        r.kv_store(off(nd.src), off(nd.src2), rows, P.kv_width, cache_rows, layer_byte, row_bytes, kv_type_);
         break;
     case EMBER_GRAPH_ATTENTION:
     case EMBER_GRAPH_ATTENTION_EXT: {
-        Recorder::Attn a{off(s.src), off(s.dst), nd.n_head, nd.n_head_kv, nd.head_dim, io.pos, io.tab, p_.block_size,
+        Recorder::Attn a{off(s.src), off(s.dst), nd.n_head, nd.n_head_kv, nd.head_dim, io.pos, tables, p_.block_size,
                          layer_byte, row_bytes, kv_type_, nd.scale};
         if (nd.op == EMBER_GRAPH_ATTENTION_EXT) a.window = nd.window, a.softcap = nd.softcap, a.sink_off = m_.vec(nd.w);
         // Under a window a query sees at most `window` keys: the splits cover those.
@@ -264,6 +286,15 @@ void Context::forward(const ember_mod_batch &b) {
         if (b.pos[t] < 0 || block < 0 || static_cast<uint32_t>(block) >= p_.n_blocks)
             fail(EMBER_ERR_INTERNAL, "vulkan forward: token %u at position %d maps to block %d of %u", t, b.pos[t], block,
                  p_.n_blocks);
+        if (p_.n_window_blocks == 0) continue;
+        // (Only the token's own window block is checked: the window layers read no further back than the
+        // window, which the window table keeps; see kv/window_table.hpp.)
+        if (b.struct_size < offsetof(ember_mod_batch, window_tables) + sizeof b.window_tables || !b.window_tables)
+            fail(EMBER_ERR_INTERNAL, "vulkan forward: a context with window blocks needs the batch's window tables");
+        const int32_t wblock = b.window_tables[t][b.pos[t] / static_cast<int32_t>(bs)];
+        if (wblock < 0 || static_cast<uint32_t>(wblock) >= p_.n_window_blocks)
+            fail(EMBER_ERR_INTERNAL, "vulkan forward: token %u at position %d maps to window block %d of %u", t, b.pos[t],
+                 wblock, p_.n_window_blocks);
     }
     for (uint32_t i = 0; i < nl; ++i)
         if (b.logits_rows[i] < 0 || static_cast<uint32_t>(b.logits_rows[i]) >= n)
@@ -325,42 +356,58 @@ void Context::forward(const ember_mod_batch &b) {
     if (nl > 0) std::memcpy(b.logits, static_cast<const float *>(io_.map) + io.logits, size_t{nl} * P.n_vocab * sizeof(float));
 }
 
-size_t Context::row_off(uint32_t il, const int32_t *table, uint32_t p) const {
+size_t Context::row_off(uint32_t il, int32_t block, uint32_t p) const {
     const uint32_t bs = p_.block_size;
-    return il * z_.kv_layer_bytes + (static_cast<size_t>(table[p / bs]) * bs + p % bs) * z_.kv_row_bytes;
+    return z_.kv_layer_off[il] + (static_cast<size_t>(block) * bs + p % bs) * z_.kv_row_bytes;
 }
 
 void Context::copy_block(int32_t src, int32_t dst) {
     if (src == dst) return;
-    if (src < 0 || dst < 0 || static_cast<uint32_t>(src) >= p_.n_blocks || static_cast<uint32_t>(dst) >= p_.n_blocks)
-        fail(EMBER_ERR_INTERNAL, "vulkan copy_block: %d -> %d of %u", src, dst, p_.n_blocks);
+    const CopyBlockIds ids = copy_block_ids(src, dst, p_.n_blocks, p_.n_window_blocks, "vulkan");
     const size_t block = size_t{p_.block_size} * z_.kv_row_bytes;
     std::vector<VkBufferCopy> c;
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
-        c.push_back({il * z_.kv_layer_bytes + src * block, il * z_.kv_layer_bytes + dst * block, block});
+        if (z_.windowed[il] == ids.window)
+            c.push_back({z_.kv_layer_off[il] + ids.src * block, z_.kv_layer_off[il] + ids.dst * block, block});
+    if (c.empty()) return;   // (a copy of no regions is invalid usage)
     dev_.run_once([&](VkCommandBuffer cb) {
         dev_.fn().vkCmdCopyBuffer(cb, kc_.buf, kc_.buf, static_cast<uint32_t>(c.size()), c.data());
         dev_.fn().vkCmdCopyBuffer(cb, vc_.buf, vc_.buf, static_cast<uint32_t>(c.size()), c.data());
     });
 }
 
-// Layout (the CPU's): for each layer, the K rows of positions 0..n-1, then their V rows.
+// With a window pool, `table` is ceil(n / block_size) main blocks, then as many window blocks.
+void Context::kv_copies(const int32_t *table, uint32_t n, bool to_stage, std::vector<VkBufferCopy> &ck,
+                        std::vector<VkBufferCopy> &cv) const {
+    const size_t row = z_.kv_row_bytes, per_layer = 2 * size_t{n} * row;
+    const uint32_t bs = p_.block_size, nb = (n + bs - 1) / bs;
+    for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
+        const int32_t *t = z_.windowed[il] ? table + nb : table;
+        for (uint32_t p = 0; p < n; ++p) {
+            if (t[p / bs] < 0) continue;   // released: no window layer reads it again
+            const size_t cache = row_off(il, t[p / bs], p), k = il * per_layer + p * row, v = k + n * row;
+            ck.push_back(to_stage ? VkBufferCopy{cache, k, row} : VkBufferCopy{k, cache, row});
+            cv.push_back(to_stage ? VkBufferCopy{cache, v, row} : VkBufferCopy{v, cache, row});
+        }
+    }
+}
+
+// Layout (the CPU's): for each layer, the K rows of positions 0..n-1, then their V rows; the rows of
+// released window blocks read as zeros and are not written back.
 void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
     if (n == 0) return;
-    const size_t row = z_.kv_row_bytes, per_layer = 2 * n * row;
-    Buffer st = dev_.create_buffer(per_layer * m_.prog.n_layer, true);
+    const size_t bytes = 2 * size_t{n} * z_.kv_row_bytes * m_.prog.n_layer;
+    Buffer st = dev_.create_buffer(bytes, true);
     try {
         std::vector<VkBufferCopy> ck, cv;
-        for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
-            for (uint32_t p = 0; p < n; ++p) {
-                ck.push_back({row_off(il, table, p), il * per_layer + p * row, row});
-                cv.push_back({row_off(il, table, p), il * per_layer + (n + p) * row, row});
-            }
-        dev_.run_once([&](VkCommandBuffer cb) {
-            dev_.fn().vkCmdCopyBuffer(cb, kc_.buf, st.buf, static_cast<uint32_t>(ck.size()), ck.data());
-            dev_.fn().vkCmdCopyBuffer(cb, vc_.buf, st.buf, static_cast<uint32_t>(cv.size()), cv.data());
-        });
-        std::memcpy(dst, st.map, per_layer * m_.prog.n_layer);
+        kv_copies(table, n, true, ck, cv);
+        std::memset(st.map, 0, bytes);   // (host writes before a submission are visible to it)
+        if (!ck.empty())
+            dev_.run_once([&](VkCommandBuffer cb) {
+                dev_.fn().vkCmdCopyBuffer(cb, kc_.buf, st.buf, static_cast<uint32_t>(ck.size()), ck.data());
+                dev_.fn().vkCmdCopyBuffer(cb, vc_.buf, st.buf, static_cast<uint32_t>(cv.size()), cv.data());
+            });
+        std::memcpy(dst, st.map, bytes);
     } catch (...) {
         dev_.destroy(st);
         throw;
@@ -370,20 +417,17 @@ void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
 
 void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
     if (n == 0) return;
-    const size_t row = z_.kv_row_bytes, per_layer = 2 * n * row;
-    Buffer st = dev_.create_buffer(per_layer * m_.prog.n_layer, true);
+    const size_t bytes = 2 * size_t{n} * z_.kv_row_bytes * m_.prog.n_layer;
+    Buffer st = dev_.create_buffer(bytes, true);
     try {
-        std::memcpy(st.map, src, per_layer * m_.prog.n_layer);
+        std::memcpy(st.map, src, bytes);
         std::vector<VkBufferCopy> ck, cv;
-        for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
-            for (uint32_t p = 0; p < n; ++p) {
-                ck.push_back({il * per_layer + p * row, row_off(il, table, p), row});
-                cv.push_back({il * per_layer + (n + p) * row, row_off(il, table, p), row});
-            }
-        dev_.run_once([&](VkCommandBuffer cb) {
-            dev_.fn().vkCmdCopyBuffer(cb, st.buf, kc_.buf, static_cast<uint32_t>(ck.size()), ck.data());
-            dev_.fn().vkCmdCopyBuffer(cb, st.buf, vc_.buf, static_cast<uint32_t>(cv.size()), cv.data());
-        });
+        kv_copies(table, n, false, ck, cv);
+        if (!ck.empty())
+            dev_.run_once([&](VkCommandBuffer cb) {
+                dev_.fn().vkCmdCopyBuffer(cb, st.buf, kc_.buf, static_cast<uint32_t>(ck.size()), ck.data());
+                dev_.fn().vkCmdCopyBuffer(cb, st.buf, vc_.buf, static_cast<uint32_t>(cv.size()), cv.data());
+            });
     } catch (...) {
         dev_.destroy(st);
         throw;

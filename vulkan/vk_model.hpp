@@ -25,13 +25,19 @@ public:
 
 // What a context allocates (one function: the estimate is what create allocates).
 struct ContextSizes {
-    size_t kv_row_bytes = 0, kv_layer_bytes = 0;
+    size_t kv_row_bytes = 0;
+    // With n_window_blocks, the sliding-window layers' rows are in a pool of their own (backend.hpp):
+    // such a layer's K (or V) cache is n_window_blocks blocks, the others' n_blocks. [n_layer] whether
+    // each layer is windowed and where its cache starts in the K (or V) buffer; kv_bytes: that buffer.
+    std::vector<bool> windowed;
+    std::vector<size_t> kv_layer_off;
+    size_t kv_bytes = 0;
     uint32_t n_layer = 0;
     size_t acts_words = 0;
     std::vector<uint32_t> buf_off;  // the program's buffers (word offsets in the activations; kNone: unused)
     uint32_t xq = 0, xd = 0, xs = 0, part = 0;  // quantized matmul inputs, attention's split-K partials
     MoeWork moe;                                // MOE's work buffers (vk_moe.hpp)
-    uint64_t bytes() const { return 2 * kv_layer_bytes * n_layer + acts_words * 4; }
+    uint64_t bytes() const { return 2 * kv_bytes + acts_words * 4; }
 };
 ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &p);
 
@@ -49,6 +55,7 @@ private:
     // Where a pass's inputs sit in the io buffer (word offsets).
     struct Io {
         uint32_t tok, pos, rows, tab, lrows, logits;
+        uint32_t wrows, wtab;        // the window layers' cache rows and table offsets (kNone: no window pool)
         std::vector<uint32_t> rope;  // the cos/sin table of each of the program's rope sets
         uint32_t max_keys;
         uint32_t moe_logits;         // a MOE node's router logits, read back for the routing
@@ -58,7 +65,12 @@ private:
     void record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint32_t nl);
     void release();
     void ensure_io(size_t words);
-    size_t row_off(uint32_t il, const int32_t *table, uint32_t p) const;
+    // Byte offset of position p's row (in block `block` of layer il's pool) in the K or V buffer.
+    size_t row_off(uint32_t il, int32_t block, uint32_t p) const;
+    // The staged copies of read_kv/write_kv: for each layer, K (or V) rows of positions 0..n-1 at
+    // staging offset il * 2n + (0 or n) rows; rows of released window blocks (-1) have none.
+    void kv_copies(const int32_t *table, uint32_t n, bool to_stage, std::vector<VkBufferCopy> &ck,
+                   std::vector<VkBufferCopy> &cv) const;
     uint32_t off(int32_t buf) const { return z_.buf_off[static_cast<size_t>(buf)]; }
 
     Model &m_;

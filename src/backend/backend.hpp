@@ -39,7 +39,7 @@ struct ContextParams {
     // cores the other pool's next pass needs. Ignored when it is another backend's context.
     const class BackendContext *share_threads_with = nullptr;
     // Blocks of a second pool holding the K/V rows of the sliding-window layers (kv/window_table.hpp),
-    // or 0: all layers' rows are in the n_blocks pool. Only the CPU backend supports a nonzero value.
+    // or 0: all layers' rows are in the n_blocks pool. Only for a backend whose window_blocks() is true.
     uint32_t n_window_blocks = 0;
 };
 
@@ -108,6 +108,8 @@ public:
     virtual const char *name() const = 0;
     // 0: cannot run on this machine; higher wins for EMBER_BACKEND_AUTO.
     virtual int score() const = 0;
+    // Whether its contexts take ContextParams::n_window_blocks (module_api.h's EMBER_MOD_CAP_WINDOW_BLOCKS).
+    virtual bool window_blocks() const { return false; }
     // The description (and the memory its tensors point into) outlives the returned object.
     virtual std::unique_ptr<BackendModel> load_model(const ember_mod_model_desc &desc) = 0;
     // Bytes a context with these params would allocate (KV cache and activations), without allocating.

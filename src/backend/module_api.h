@@ -73,8 +73,8 @@ typedef struct ember_mod_context_params {
     uint32_t n_threads;
     ember_mod_context *share_threads_with;
     /* Blocks of a second pool for the sliding-window layers' K/V rows (each ember_mod_batch then has
-     * window_tables), or 0: every layer's rows are in the n_blocks pool. Only the CPU backend takes a
-     * nonzero value; the core never asks another backend for one. */
+     * window_tables), or 0: every layer's rows are in the n_blocks pool. The core asks only a module
+     * whose caps has EMBER_MOD_CAP_WINDOW_BLOCKS for one. */
     uint32_t n_window_blocks;
 } ember_mod_context_params;
 
@@ -210,7 +210,13 @@ typedef struct ember_backend_module {
                     size_t msg_cap);
     /* Runs one op (tests). */
     int (*run_op)(ember_mod_backend *b, const ember_mod_op *op, char *msg, size_t msg_cap);
+    /* Appended (a module whose struct_size stops before it has none of these): EMBER_MOD_CAP_* bits. */
+    uint32_t caps;
 } ember_backend_module;
+
+/* The module's contexts take n_window_blocks (the window layers' rows in a pool of their own, addressed
+ * through each batch's window_tables; copy_block, read_kv and write_kv as backend.hpp says). */
+#define EMBER_MOD_CAP_WINDOW_BLOCKS 1u
 
 typedef const ember_backend_module *(*ember_backend_module_fn)(void);
 

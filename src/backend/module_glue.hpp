@@ -9,6 +9,7 @@
 //   static void before_model_free(ember_mod_model *m)   e.g. make the model's device current
 //   static void after_call(ember_mod_context *c)       e.g. turn a validation message into a failure
 //   static void close(ember_mod_backend *b)             instead of deleting it (a static device)
+//   static constexpr uint32_t caps                     module_api.h's EMBER_MOD_CAP_* bits (else 0)
 // then builds its table with module_table<Traits>().
 #pragma once
 
@@ -32,6 +33,10 @@ struct ModuleGlue {
         delete m;
     }
     static void context_free(ember_mod_context *c) { delete c; }
+    static constexpr uint32_t caps() {
+        if constexpr (requires { Traits::caps; }) return Traits::caps;
+        else return 0;
+    }
     template <class C = ember_mod_context>  // checked where used, once the module has defined C
     static int forward(C *c, const ember_mod_batch *b, char *msg, size_t cap) {
         return module_guard(Traits::name, msg, cap, [&] {
@@ -84,6 +89,7 @@ constexpr ember_backend_module module_table() {
         G::template read_kv<>,
         G::template write_kv<>,
         Traits::run_op,
+        G::caps(),
     };
 }
 

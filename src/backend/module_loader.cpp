@@ -28,6 +28,11 @@ void check(int status, const char *msg, const char *what) {
 // The table entries that exist in a module of this struct_size (append-only table).
 bool has_entry(const ember_backend_module *api, size_t offset_end) { return api->struct_size >= offset_end; }
 
+// Whether the module's contexts keep the window layers' rows apart (module_api.h's caps).
+bool takes_window_blocks(const ember_backend_module *api) {
+    return has_entry(api, offsetof(ember_backend_module, caps) + sizeof api->caps) && (api->caps & EMBER_MOD_CAP_WINDOW_BLOCKS);
+}
+
 } // namespace
 
 std::string backend_module_dir() {
@@ -140,9 +145,9 @@ public:
     ember_mod_model **slot() { return &m_; }
     std::unique_ptr<BackendContext> create_context(const ContextParams &params) override {
         check_kv_type(desc_, params.kv_type);
-        // The GPU modules keep every layer's rows in the main blocks and would ignore a window pool.
-        if (params.n_window_blocks > 0 && api_->backend_kind != EMBER_BACKEND_CPU)
-            fail(EMBER_ERR_UNSUPPORTED, "%s: sliding-window layers' KV blocks apart from the others are CPU only", api_->name);
+        // A module without the capability would ignore a window pool (and its window tables).
+        if (params.n_window_blocks > 0 && !takes_window_blocks(api_))
+            fail(EMBER_ERR_UNSUPPORTED, "%s: this module keeps sliding-window layers' KV rows in the main blocks", api_->name);
         ember_mod_context_params p = module_context_params(params);
         p.share_threads_with = ModuleContext::same_module(params.share_threads_with, api_);
         auto ctx = std::make_unique<ModuleContext>(api_, nullptr, ember::kv_bytes_per_token(desc_, params.kv_type));
@@ -166,6 +171,7 @@ public:
         // left to the process's end rather than closed from a static destructor.
     }
     ember_backend_kind kind() const override { return static_cast<ember_backend_kind>(api_->backend_kind); }
+    bool window_blocks() const override { return takes_window_blocks(api_); }
     const char *name() const override { return api_->name; }
     int score() const override {
         std::call_once(probe_once_, [this] {

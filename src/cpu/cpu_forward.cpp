@@ -9,6 +9,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/program_read.hpp"
+#include "backend/window_blocks.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -104,13 +105,9 @@ void CpuModel::check_moe(uint32_t i, const ember_graph_node &n) const {
 
 CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod_context_params &p) {
     CpuContextSizes z;
-    const uint32_t n_window_blocks =
-        p.struct_size >= offsetof(ember_mod_context_params, n_window_blocks) + sizeof p.n_window_blocks ? p.n_window_blocks : 0;
-    z.windowed.assign(d.n_layer, false);
-    if (n_window_blocks > 0)
-        for (const ember_graph_node &n : read_program(d, "cpu", kCpuOps))
-            if (n.op == EMBER_GRAPH_ATTENTION_EXT && n.window > 0 && n.layer >= 0 && static_cast<uint32_t>(n.layer) < d.n_layer)
-                z.windowed[static_cast<size_t>(n.layer)] = true;
+    const uint32_t n_window_blocks = context_window_blocks(p);
+    z.windowed = window_layers(n_window_blocks ? read_program(d, "cpu", kCpuOps) : std::vector<ember_graph_node>{},
+                               d.n_layer, n_window_blocks);
     for (uint32_t il = 0; il < d.n_layer; ++il) {
         z.layer_row.push_back(z.kv_rows);
         z.kv_rows += static_cast<size_t>(z.windowed[il] ? n_window_blocks : p.n_blocks) * p.block_size;
@@ -192,19 +189,12 @@ void CpuContext::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) 
 }
 
 void CpuContext::copy_block(int32_t src, int32_t dst) {
-    // Ids from n_blocks on are the window pool's blocks (backend.hpp).
-    const uint32_t nb = params_.n_blocks, nw = params_.n_window_blocks;
-    const bool window = src >= 0 && static_cast<uint32_t>(src) >= nb;
-    const uint32_t lo = window ? nb : 0, hi = window ? nb + nw : nb;
-    if (src < 0 || dst < 0 || static_cast<uint32_t>(src) >= hi || static_cast<uint32_t>(dst) >= hi ||
-        static_cast<uint32_t>(dst) < lo)
-        fail(EMBER_ERR_INTERNAL, "cpu copy_block: %d -> %d of %u + %u window blocks", src, dst, nb, nw);
-    src -= static_cast<int32_t>(lo), dst -= static_cast<int32_t>(lo);
+    const CopyBlockIds ids = copy_block_ids(src, dst, params_.n_blocks, params_.n_window_blocks, "cpu");
     const size_t block = static_cast<size_t>(params_.block_size) * row_bytes_;
     for (uint32_t il = 0; il < m_.desc.n_layer; ++il) {
-        if (windowed(il) != window) continue;
-        std::memcpy(k_layer(il) + dst * block, k_layer(il) + src * block, block);
-        std::memcpy(v_layer(il) + dst * block, v_layer(il) + src * block, block);
+        if (windowed(il) != ids.window) continue;
+        std::memcpy(k_layer(il) + ids.dst * block, k_layer(il) + ids.src * block, block);
+        std::memcpy(v_layer(il) + ids.dst * block, v_layer(il) + ids.src * block, block);
     }
 }
 

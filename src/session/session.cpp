@@ -77,19 +77,21 @@ Session::Session(const Model &model, const SessionOptions &opts)
     cp.kv_type = kv_type_;
     if (opts.share_threads_with) cp.share_threads_with = opts.share_threads_with->kv_->ctx.get();
     // Window layers' rows in a pool of their own, released as the sequences move past them, when that
-    // pool is smaller than the main one (the window is well inside the context). Only the CPU backend
-    // keeps them apart; the GPU backends keep every layer's rows in the main blocks. One sequence more
+    // pool is smaller than the main one (the window is well inside the context) and the backend keeps
+    // them apart (Backend::window_blocks: the CPU, Vulkan and CUDA modules of this tree). One sequence more
     // than n_seq_max: forks that share most of their blocks fit in the main pool's spare blocks, but
     // once they have moved a window apart they share no window block.
     const uint32_t window = program_window(model.desc().c);
-    if (opts.window_blocks && window > 0 && backend_kind_ == EMBER_BACKEND_CPU) {
+    if (opts.window_blocks && window > 0 && backend->window_blocks()) {
         const uint64_t per_seq = kv::WindowTable::blocks_per_sequence(window, kWindowKeep, n_batch_, kv::kBlockSize);
         if ((n_seq + 1) * per_seq < n_blocks) cp.n_window_blocks = static_cast<uint32_t>((n_seq + 1) * per_seq);
     }
+    const uint64_t context_bytes = backend->context_bytes(model.desc().c, cp);
     if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
-        check_host_memory(backend->context_bytes(model.desc().c, cp) + uint64_t{hp.n_vocab} * sizeof(float),
+        check_host_memory(context_bytes + uint64_t{hp.n_vocab} * sizeof(float),
                           format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq).c_str());
     kv_ = std::make_shared<SessionKv>();
+    kv_->context_bytes = context_bytes;
     kv_->ctx = model.backend_model(*backend, n_ctx_).create_context(cp);   // LongRoPE: its long factors past the original context
     kv_->pool = std::make_unique<kv::BlockPool>(cp.n_blocks, kv::kBlockSize);
     seq_ = std::make_unique<kv::KvSequence>(*kv_->pool);

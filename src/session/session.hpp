@@ -32,7 +32,7 @@ struct SessionOptions {
     // (the ember_model handle owns it); null: this session and its forks compute their own on first use.
     std::shared_ptr<class ModelFingerprint> fingerprint;
     // Sliding-window layers' K/V rows in blocks of their own, released once no pass can read them
-    // (kv/window_table.hpp), where the backend supports it (the CPU) and the window is well inside
+    // (kv/window_table.hpp), where the backend supports it (Backend::window_blocks) and the window is well inside
     // n_ctx. false: every layer's rows stay in the main blocks (tests compare the two).
     bool window_blocks = true;
 };
@@ -46,6 +46,7 @@ struct SessionKv {
     // otherwise. Their ids follow the pool's in the backend's copy_block.
     std::unique_ptr<kv::BlockPool> window_pool;
     uint32_t window = 0, window_keep = 0;
+    uint64_t context_bytes = 0;   // what the backend allocated for ctx (Backend::context_bytes)
     std::mutex mutex;
 };
 
@@ -113,6 +114,9 @@ public:
     // and the window pool's size (0 without one): what bounds the window layers' KV memory.
     uint32_t window_blocks_held() const { return win_ ? win_->n_held() : 0; }
     uint32_t window_pool_blocks() const { return kv_->window_pool ? kv_->window_pool->n_blocks() : 0; }
+    // Bytes of the backend context (KV cache and activations; device memory on a GPU) this session and
+    // its forks share.
+    uint64_t context_bytes() const { return kv_->context_bytes; }
     ember_backend_kind backend_kind() const { return backend_kind_; }
 
 private:
