@@ -143,15 +143,17 @@ void test_long_request_releases(void **) {
     auto a = request(token_run(200, 9), 500), b = request(token_run(200, 9), 500);
     split.submit(a);
     flat.submit(b);
-    // A prompt pass of 32 reads 3 positions back: (3 + 32) positions, at most one more block each side.
-    const uint32_t bound = (kSynthWindow - 1 + kBatch + kv::kBlockSize - 1) / kv::kBlockSize + 2;
+    // A prompt pass of 32 reads 3 positions back, and the engine keeps 15 more (an adopter continues from
+    // a block boundary): (3 + 15 + 32) positions, at most one more block each side.
+    const uint32_t keep = kv::kBlockSize - 1;
+    const uint32_t bound = (kSynthWindow - 1 + keep + kBatch + kv::kBlockSize - 1) / kv::kBlockSize + 2;
     uint32_t steps = 0, max_held = 0;
     while (split.step()) {
         ++steps;
         if (!a->win) continue;   // ended
         max_held = std::max(max_held, a->win->n_held());
         assert_true(a->win->n_held() <= bound);
-        if (a->seq->size() > 64) assert_true(a->win->first_held() + 2 * kv::kBlockSize >= a->seq->size());
+        if (a->seq->size() > 64) assert_true(a->win->first_held() + 3 * kv::kBlockSize >= a->seq->size());
     }
     run(flat);
     assert_true(steps > 500);
@@ -230,6 +232,31 @@ void test_prefix_reuse_after_eviction(void **) {
     assert_same_output(*a, *b);
 }
 
+// A pinned prefix keeps its last window's blocks (as it keeps its global ones), so it stays adoptable
+// however much the window pool is cycled since.
+void test_pinned_prefix_keeps_window(void **) {
+    auto model = load_synthetic(synthetic_family("gpt-oss"));
+    Engine split(*model, options(true, 1024, 2)), flat(*model, options(false, 1024, 2));
+    const std::vector<int32_t> system = token_run(200, 13);
+    std::vector<int32_t> p = system;
+    const std::vector<int32_t> q = token_run(100, 14);
+    p.insert(p.end(), q.begin(), q.end());
+    for (Engine *e : {&split, &flat}) {
+        e->pin_prefix(system.data(), system.size());
+        auto x = request(token_run(400, 15), 40), y = request(token_run(400, 16), 40);
+        e->submit(x);
+        e->submit(y);
+        run(*e);
+    }
+    // Only the pin holds blocks now: its window table, the blocks of positions 182..199 (two blocks):
+    // what a pass from 192, the last block boundary, reads.
+    assert_int_equal(split.stats().n_window_blocks_used, 2);
+    auto a = request(p, 20), b = request(p, 20);
+    assert_int_equal(run_counting_adopted(split, a), 192);
+    assert_int_equal(run_counting_adopted(flat, b), 192);
+    assert_same_output(*a, *b);
+}
+
 // Bytes the C allocator has handed out (mapped chunks and the heap's in-use ones). Not resident memory:
 // the KV cache's zeroed pages are only mapped until first written.
 size_t allocated_bytes() {
@@ -249,7 +276,9 @@ void test_estimate_is_allocation(void **) {
         const uint64_t row = 2 * 64 * 2;   // n_head_kv 2 x head_dim 64 f16 values
         const uint64_t per_block = uint64_t{kv::kBlockSize} * 2 * row;   // K and V, one layer
         if (window) {
-            assert_int_equal(p.n_window_blocks, 9 * kv::WindowTable::blocks_per_sequence(kSynthWindow, 0, kBatch, kv::kBlockSize));
+            // Eight sequences and one more of window and one block each, and the shared pass's two blocks.
+            assert_int_equal(p.n_window_blocks,
+                             9 * kv::WindowTable::blocks_per_sequence(kSynthWindow, kv::kBlockSize - 1, kv::kBlockSize, kv::kBlockSize) + kBatch / kv::kBlockSize);
             assert_true(m.kv_bytes == p.n_blocks * per_block * 1 + uint64_t{p.n_window_blocks} * per_block * 5);
             const MemoryEstimate flat = estimate_engine_memory(*model, options(false, 8192, 8));
             assert_true(m.kv_bytes * 4 < flat.kv_bytes);
@@ -282,7 +311,7 @@ void test_budget(void **) {
     assert_true(p.n_blocks > 4 * q.n_blocks);
     // A budget below one whole sequence's blocks with every layer in the main pool is enough with the
     // window layers apart (their pool needs only the window): refused flat, taken split.
-    o.kv_bytes = f.kv_bytes = q.kv_bytes / q.n_blocks * (1024 / kv::kBlockSize / 2);
+    o.kv_bytes = f.kv_bytes = q.kv_bytes / q.n_blocks * (1024 / kv::kBlockSize * 3 / 4);
     bool refused = false;
     try {
         plan_engine(*model, f);
@@ -304,6 +333,7 @@ int main() {
         cmocka_unit_test(test_long_request_releases),
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_prefix_reuse_after_eviction),
+        cmocka_unit_test(test_pinned_prefix_keeps_window),
         cmocka_unit_test(test_estimate_is_allocation),
         cmocka_unit_test(test_budget),
     };

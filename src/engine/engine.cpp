@@ -27,9 +27,11 @@ Backend &find_backend(ember_backend_kind kind) {
     return backend_require(kind);
 }
 
-// An engine never truncates a request's sequence (it only grows and ends), so a window table keeps no
-// history behind the window.
-constexpr uint32_t kWindowKeep = 0;
+// An engine never truncates a request's sequence (it only grows and ends), but a later prompt that
+// adopts its blocks continues from the last whole block boundary, up to a block before where it ended:
+// keeping block_size - 1 positions behind the window keeps what a pass from there reads, so a pinned
+// prefix stays adoptable and a finished request leaves its last window complete in the cache.
+constexpr uint32_t kWindowKeep = kv::kBlockSize - 1;
 } // namespace
 
 EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
@@ -59,7 +61,7 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
     // main blocks then hold only the other layers' rows, so a budget buys more of them.
     const kv::WindowLayers wl = kv::window_layers(d);
     if (opts.window_blocks && wl.n_layers > 0 && find_backend(opts.backend).kind() == EMBER_BACKEND_CPU) {
-        const uint32_t n_window = kv::window_pool_blocks(wl.window, kWindowKeep, p.n_batch, p.n_seq_max, blocks);
+        const uint32_t n_window = kv::window_pool_blocks(wl.window, kWindowKeep, p.block_size, p.n_batch, p.n_seq_max, blocks);
         const uint64_t window_block_bytes = uint64_t{p.block_size} * 2 * wl.n_layers * kv_row_bytes(d, p.kv_type);
         const uint64_t main_block_bytes = block_bytes - window_block_bytes;
         const uint64_t window_bytes = n_window * window_block_bytes;

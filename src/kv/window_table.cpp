@@ -114,16 +114,17 @@ uint32_t WindowTable::adopt_prefix(const std::vector<uint64_t> &hashes, uint32_t
     const uint32_t bs = pool_->block_size();
     if (n % bs != 0 || n / bs > hashes.size())
         fail(EMBER_ERR_INTERNAL, "window adopt_prefix of %u positions with %zu block hashes", n, hashes.size());
-    // The longest m (in blocks) whose needed blocks, first_needed(m) / bs .. m - 1, are all published:
-    // `run` counts the found blocks ending at block i, so one pass over the hashes decides every m.
+    // The longest m (in blocks) whose blocks a pass from m reads, first_read(m) / bs .. m - 1, are all
+    // published (not the kept history before them: the adopter has none to roll back into): `run`
+    // counts the found blocks ending at block i, so one pass over the hashes decides every m.
     size_t best = 0, run = 0;
     for (size_t i = 0; i < n / bs; ++i) {
         run = pool_->contains(hashes[i]) ? run + 1 : 0;
         const size_t m = i + 1;
-        if (run >= m - first_needed(static_cast<uint32_t>(m * bs)) / bs) best = m;
+        if (run >= m - first_read(static_cast<uint32_t>(m * bs)) / bs) best = m;
     }
     if (best == 0) return 0;
-    const size_t first = first_needed(static_cast<uint32_t>(best * bs)) / bs;
+    const size_t first = first_read(static_cast<uint32_t>(best * bs)) / bs;
     blocks_.reserve(best);   // the only step that may throw, before the pool changes
     blocks_.assign(first, -1);
     for (size_t i = first; i < best; ++i) blocks_.push_back(pool_->lookup(hashes[i]));   // found: nothing evicts
@@ -136,9 +137,7 @@ uint32_t WindowTable::adopt_prefix(const std::vector<uint64_t> &hashes, uint32_t
 
 bool WindowTable::can_truncate(uint32_t n) const {
     if (n > size_) return false;
-    if (n == 0) return true;
-    const uint32_t read_from = n >= window_ ? n - window_ + 1 : 0;
-    return first_held() <= read_from;
+    return n == 0 || first_held() <= first_read(n);
 }
 
 void WindowTable::truncate(uint32_t n) {

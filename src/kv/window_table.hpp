@@ -61,6 +61,8 @@ public:
     uint32_t first_held() const;
     // The lowest position a pass after a commit to size s may still read: see the header comment.
     uint32_t first_needed(uint32_t s) const;
+    // The lowest position a pass starting at s reads (s - window + 1): first_needed without the history.
+    uint32_t first_read(uint32_t s) const { return s >= window_ ? s - window_ + 1 : 0; }
 
     // Makes positions size() .. size() + n - 1 writable (as KvSequence::reserve, copying a shared partial
     // last block first). Returns false, changing nothing, when the pool has too few free blocks.
@@ -72,9 +74,10 @@ public:
     void commit(uint32_t n, const std::vector<uint64_t> *hashes = nullptr);
     // On an empty table: `hashes` are the chain hashes of the n / block_size full blocks a KvSequence
     // just adopted (n a multiple of the block size). Adopts the published window blocks a pass at the
-    // largest m <= n reads (positions first_needed(m) .. m - 1, a multiple of the block size) for which
+    // largest m <= n reads (positions first_read(m) .. m - 1; m a multiple of the block size) for which
     // all are found, and returns m: the caller truncates its KvSequence to m (0 when none are found, or
-    // when n == 0). Changes nothing in the pool beyond the blocks adopted.
+    // when n == 0). No kept history comes with them, so the table cannot truncate below m. Changes
+    // nothing in the pool beyond the blocks adopted.
     uint32_t adopt_prefix(const std::vector<uint64_t> &hashes, uint32_t n);
     // Whether truncate(n) keeps every row a pass at position n can read (always true for n == 0).
     bool can_truncate(uint32_t n) const;

@@ -73,7 +73,7 @@ Session::Session(const Model &model, const SessionOptions &opts)
     const kv::WindowLayers wl = kv::window_layers(model.desc().c);
     const uint32_t window = wl.window;
     if (opts.window_blocks && wl.n_layers > 0 && backend_kind_ == EMBER_BACKEND_CPU)
-        cp.n_window_blocks = kv::window_pool_blocks(window, kWindowKeep, n_batch_, n_seq, n_blocks);
+        cp.n_window_blocks = kv::window_pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
     if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
         check_host_memory(backend->context_bytes(model.desc().c, cp) + uint64_t{hp.n_vocab} * sizeof(float),
                           format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq).c_str());
