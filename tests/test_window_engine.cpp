@@ -202,6 +202,18 @@ void test_prefix_reuse(void **) {
         assert_same_output(*a1, *b1);
         assert_same_output(*a2, *b2);
         assert_same_as_session(*model, *a2);
+        // The next turn of the first conversation: its prompt, answer and a follow-up. The first request's
+        // sequence held 300 + 19 tokens (the last answer token is never fed); its last window, released
+        // when it ended, is cached, so the whole blocks of all of them (304 tokens) are adopted.
+        std::vector<int32_t> p3 = p1;
+        p3.insert(p3.end(), a1->tokens.begin(), a1->tokens.end());
+        const std::vector<int32_t> q3 = token_run(60, 10);
+        p3.insert(p3.end(), q3.begin(), q3.end());
+        auto a3 = request(p3, 20), b3 = request(p3, 20);
+        assert_int_equal(run_counting_adopted(split, a3), 304);
+        assert_int_equal(run_counting_adopted(flat, b3), 304);
+        assert_same_output(*a3, *b3);
+        assert_same_as_session(*model, *a3);
     }
 }
 
