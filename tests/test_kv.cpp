@@ -849,6 +849,59 @@ static void test_window_fork_restore(void **) {
     assert_int_equal(starved.size(), 0);
 }
 
+// Published window blocks (engines): released ones stay cached under their global twins' hashes, and an
+// empty table adopts the longest prefix whose blocks a pass from its end reads are all found — not past
+// a block that was evicted, and without the kept history.
+static void test_window_publish_adopt(void **) {
+    const uint32_t bs = 16, window = 20, keep = 15;
+    BlockPool main(64, bs), pool(32, bs);
+    KvSequence seq(main);
+    WindowTable a(pool, window, keep);
+    CopyLog log;
+    std::vector<int32_t> toks(200);
+    for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>(i * 7 % 100);
+    for (uint32_t off = 0; off < 200; off += 8) {
+        assert_true(seq.reserve(8, log.fn()));
+        assert_true(a.reserve(8, log.fn()));
+        seq.commit(toks.data() + off, 8);
+        a.commit(8, &seq.hashes());
+    }
+    // 12 full blocks published; those wholly before 200 - 19 - 15 = 166 (blocks 0..9) released, cached.
+    assert_int_equal(pool.n_cached(), 10);
+    for (size_t i = 0; i < 12; ++i) assert_true(pool.contains(seq.hashes()[i]));
+    {
+        // At 192 a pass reads 173..191: blocks 10 and 11 (held by `a`, shared now).
+        WindowTable b(pool, window, keep);
+        assert_int_equal(b.adopt_prefix(seq.hashes(), 192), 192);
+        assert_int_equal(b.n_held(), 2);
+        assert_int_equal(b.first_held(), 160);
+        assert_int_equal(pool.refcount(a.blocks()[11]), 2);
+        assert_true(b.can_truncate(192));
+        assert_false(b.can_truncate(150));
+        // Its next write goes into a block of its own.
+        assert_true(b.reserve(4, log.fn()));
+        b.commit(4);
+        assert_true(b.blocks()[12] != a.blocks()[12]);
+        assert_true(throws_internal([&] { b.adopt_prefix(seq.hashes(), 16); }));   // not empty
+    }
+    // Block 10 no longer published (as if evicted): a pass from 192 or 176 reads it, one from 160 reads
+    // 141..159 (blocks 8 and 9, cached), so 160 is the longest prefix adopted.
+    assert_true(a.blocks()[10] >= 0);
+    pool.unpublish(a.blocks()[10]);
+    WindowTable c(pool, window, keep);
+    assert_int_equal(c.adopt_prefix(seq.hashes(), 192), 160);
+    assert_int_equal(c.n_held(), 2);
+    assert_int_equal(c.first_held(), 128);
+    c.clear();
+    assert_true(throws_internal([&] { c.adopt_prefix(seq.hashes(), 100); }));   // not whole blocks
+    assert_int_equal(c.adopt_prefix(seq.hashes(), 0), 0);
+    // Nothing found at all: 0, nothing taken.
+    std::vector<uint64_t> other(12, 12345);
+    const uint32_t free_before = pool.n_free();
+    assert_int_equal(c.adopt_prefix(other, 192), 0);
+    assert_int_equal(pool.n_free(), free_before);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allocation),   cmocka_unit_test(test_publish_lookup_lru),
@@ -857,7 +910,7 @@ int main() {
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_reserve_rollback), cmocka_unit_test(test_model_check),
         cmocka_unit_test(test_window_bounded), cmocka_unit_test(test_window_truncate),
-        cmocka_unit_test(test_window_fork_restore),
+        cmocka_unit_test(test_window_fork_restore), cmocka_unit_test(test_window_publish_adopt),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -5,21 +5,40 @@
 // then chunks of prompts up to n_batch tokens; evaluate it; sample for every request whose last needed
 // token was in the batch. KV blocks come from one pool; a request that cannot get a block waits for
 // others to release theirs, and fails only if nothing else could ever release one.
+//
+// Sliding-window layers (on the CPU): their rows live in a second pool, in a WindowTable per request
+// beside its KvSequence, released as the request moves past its window. Full window blocks are
+// published under their global twins' chain hashes, so a prompt that adopts a cached prefix adopts the
+// window blocks of that prefix's last window too — as long a prefix as has all of them (see admit()).
 #include "engine/engine.hpp"
 
 #include "core/callback_scope.hpp"
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
+#include "kv/window_layers.hpp"
 #include "session/session.hpp"
 
 #include <algorithm>
 
 namespace ember {
 
+namespace {
+Backend &find_backend(ember_backend_kind kind) {
+    return backend_require(kind);
+}
+
+// An engine never truncates a request's sequence (it only grows and ends), but a later prompt that
+// adopts its blocks continues from the last whole block boundary, up to a block before where it ended:
+// keeping block_size - 1 positions behind the window keeps what a pass from there reads, so a pinned
+// prefix stays adoptable and a finished request leaves its last window complete in the cache.
+constexpr uint32_t kWindowKeep = kv::kBlockSize - 1;
+} // namespace
+
 EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
     if (model.vocab_only())
         fail(EMBER_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; load it with weights to create an engine");
     const HParams &hp = model.desc().hp;
+    const ember_mod_model_desc &d = model.desc().c;
     EnginePlan p;
     p.block_size = kv::kBlockSize;
     p.n_ctx = opts.n_ctx ? opts.n_ctx : std::min(hp.n_ctx_train ? hp.n_ctx_train : Session::kDefaultMaxCtx,
@@ -29,17 +48,41 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
         fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u or n_seq_max %u is too large", p.n_ctx, p.n_seq_max);
     p.n_batch = std::max(opts.n_batch ? opts.n_batch : 256u, p.n_seq_max);
     p.n_threads = opts.n_threads ? opts.n_threads : default_thread_count();
-    check_kv_type(model.desc().c, opts.kv_type);
+    check_kv_type(d, opts.kv_type);
     p.kv_type = opts.kv_type;
-    const uint64_t block_bytes = uint64_t{p.block_size} * kv_bytes_per_token(model.desc().c, p.kv_type);
+    const uint64_t block_bytes = uint64_t{p.block_size} * kv_bytes_per_token(d, p.kv_type);
     const uint64_t per_seq = (p.n_ctx + p.block_size - 1) / p.block_size;
-    const uint64_t blocks = opts.kv_bytes ? opts.kv_bytes / block_bytes : per_seq * p.n_seq_max + p.n_seq_max;
+    const uint64_t default_blocks = per_seq * p.n_seq_max + p.n_seq_max;
+    uint64_t blocks = opts.kv_bytes ? opts.kv_bytes / block_bytes : default_blocks;
+    uint64_t kv_bytes = blocks * block_bytes;
+
+    // The window pool, where the backend keeps window layers apart (Backend::window_blocks: the CPU,
+    // Vulkan and CUDA modules) and it is smaller than the main pool. It costs only the window layers' rows; the
+    // main blocks then hold only the other layers' rows, so a budget buys more of them.
+    const kv::WindowLayers wl = kv::window_layers(d);
+    if (opts.window_blocks && wl.n_layers > 0 && find_backend(opts.backend).window_blocks()) {
+        const uint32_t n_window = kv::window_pool_blocks(wl.window, kWindowKeep, p.block_size, p.n_batch, p.n_seq_max, blocks);
+        const uint64_t window_block_bytes = uint64_t{p.block_size} * 2 * wl.n_layers * kv_row_bytes(d, p.kv_type);
+        const uint64_t main_block_bytes = block_bytes - window_block_bytes;
+        const uint64_t window_bytes = n_window * window_block_bytes;
+        uint64_t main = 0;
+        if (!opts.kv_bytes || main_block_bytes == 0) main = default_blocks;   // (every layer windowed: main blocks are free)
+        else if (opts.kv_bytes >= window_bytes + (per_seq + 1) * main_block_bytes)
+            main = (opts.kv_bytes - window_bytes) / main_block_bytes;
+        // else a budget too small for both pools: one pool, as without windows (checked below).
+        if (n_window > 0 && main > 0) {
+            blocks = main;
+            kv_bytes = main * main_block_bytes + window_bytes;
+            p.window = wl.window;
+            p.n_window_blocks = n_window;
+        }
+    }
     if (blocks < per_seq + 1)
         fail(EMBER_ERR_INVALID_ARGUMENT, "a KV budget of %llu bytes holds %llu blocks; one sequence of %u tokens needs %llu",
              (unsigned long long)opts.kv_bytes, (unsigned long long)blocks, p.n_ctx, (unsigned long long)per_seq + 1);
     if (blocks > (1u << 30)) fail(EMBER_ERR_INVALID_ARGUMENT, "KV budget too large");
     p.n_blocks = static_cast<uint32_t>(blocks);
-    p.kv_bytes = blocks * block_bytes;
+    p.kv_bytes = kv_bytes;
     return p;
 }
 
@@ -52,11 +95,8 @@ ContextParams context_params(const EnginePlan &p) {
     cp.n_batch = p.n_batch;
     cp.n_logits = p.n_seq_max;
     cp.kv_type = p.kv_type;
+    cp.n_window_blocks = p.n_window_blocks;
     return cp;
-}
-
-Backend &find_backend(ember_backend_kind kind) {
-    return backend_require(kind);
 }
 } // namespace
 
@@ -89,6 +129,7 @@ Engine::Engine(const Model &model, const EngineOptions &opts)
     : model_(model), opts_(opts), plan_(plan_within_memory(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
     // plan_.n_ctx is each request's context: LongRoPE files get their long factors past the original one.
     ctx_ = model.backend_model(find_backend(opts.backend), plan_.n_ctx).create_context(context_params(plan_));
+    if (plan_.n_window_blocks > 0) window_pool_ = std::make_unique<kv::BlockPool>(plan_.n_window_blocks, plan_.block_size);
     logits_.resize(static_cast<size_t>(plan_.n_seq_max) * model.desc().hp.n_vocab);
     if (!opts_.manual_step) worker_ = std::thread([this] { worker_main(); });
 }
@@ -104,7 +145,7 @@ Engine::~Engine() {
     // Sequences hold blocks of pool_, which dies with the engine: release them first.
     for (auto &r : active_) finish(r, EMBER_REQUEST_CANCELLED);
     for (auto &r : queue_) finish(r, EMBER_REQUEST_CANCELLED);
-    for (auto &r : pinned_) r->seq.reset();
+    for (auto &r : pinned_) r->release_kv();
     flush_ended();
 }
 
@@ -177,7 +218,7 @@ void Engine::finish(const std::shared_ptr<Request> &r, ember_request_state state
     tail += r->stop.finish();
     ended_.push_back({r, state, error, message, std::move(tail)});  // first: if it throws, nothing changed
     r->finished = true;
-    if (!keep_seq) r->seq.reset();  // full blocks stay cached in the pool for later prompts that share them
+    if (!keep_seq) r->release_kv();  // full blocks stay cached in the pools for later prompts that share them
 }
 
 void Engine::flush_ended() {
@@ -222,10 +263,19 @@ void Engine::admit() {
             continue;
         }
         auto seq = std::make_unique<kv::KvSequence>(pool_);
-        const uint32_t adopted = seq->adopt_prefix(r->prompt.data(), static_cast<uint32_t>(r->prompt.size()));
+        uint32_t adopted = seq->adopt_prefix(r->prompt.data(), static_cast<uint32_t>(r->prompt.size()));
+        std::unique_ptr<kv::WindowTable> win;
+        if (window_pool_) {
+            // A prefix is of use only as far as the window blocks its first pass reads are cached too: the
+            // window table adopts the longest such prefix, and the global blocks past it go back.
+            win = std::make_unique<kv::WindowTable>(*window_pool_, plan_.window, kWindowKeep);
+            adopted = win->adopt_prefix(seq->hashes(), adopted);
+            seq->truncate(adopted);
+        }
         active_.push_back(r);
         queue_.pop_front();
         r->seq = std::move(seq);
+        r->win = std::move(win);
         r->n_evaluated = adopted;
         std::lock_guard<std::mutex> rl(r->mutex);
         r->state = EMBER_REQUEST_RUNNING;
@@ -252,9 +302,15 @@ bool Engine::step_locked() {
 
     // 2. Build the batch: pending decode tokens first, then prompt chunks.
     const auto copy = [this](int32_t src, int32_t dst) { ctx_->copy_block(src, dst); };
+    // The backend numbers the window pool's blocks after the main pool's (backend.hpp).
+    const auto window_copy = [this](int32_t src, int32_t dst) {
+        const auto base = static_cast<int32_t>(pool_.n_blocks());
+        ctx_->copy_block(base + src, base + dst);
+    };
     b_tokens_.clear();
     b_pos_.clear();
     b_tables_.clear();
+    b_window_tables_.clear();
     b_logit_rows_.clear();
     b_logit_req_.clear();
     std::vector<std::pair<Request *, uint32_t>> &fed = b_fed_;
@@ -263,7 +319,8 @@ bool Engine::step_locked() {
     bool starved = false;
     auto add = [&](const std::shared_ptr<Request> &self, const int32_t *toks, uint32_t n, bool logits) {
         Request &r = *self;
-        if (!r.seq->reserve(n, copy)) {
+        // A main reservation that stands while the window one fails is kept for the next try.
+        if (!r.seq->reserve(n, copy) || (r.win && !r.win->reserve(n, window_copy))) {
             starved = true;
             return;
         }
@@ -303,6 +360,12 @@ bool Engine::step_locked() {
         size_t row = 0;
         for (auto &[r, n] : fed)
             for (uint32_t i = 0; i < n; ++i) b_tables_[row++] = r->seq->blocks().data();
+        if (window_pool_) {
+            b_window_tables_.resize(b_tables_.size());
+            row = 0;
+            for (auto &[r, n] : fed)
+                for (uint32_t i = 0; i < n; ++i) b_window_tables_[row++] = r->win->blocks().data();
+        }
     }
 
     // 3. One forward pass for everything.
@@ -314,11 +377,14 @@ bool Engine::step_locked() {
     b.n_logits = static_cast<uint32_t>(b_logit_rows_.size());
     b.logits_rows = b_logit_rows_.data();
     b.logits = logits_.data();
+    if (window_pool_) b.window_tables = b_window_tables_.data();
     ctx_->forward(b);
     {
         size_t row = 0;
         for (auto &[r, n] : fed) {
             r->seq->commit(b_tokens_.data() + row, n);
+            // After the sequence's commit, whose chain hashes the window blocks are published under.
+            if (r->win) r->win->commit(n, &r->seq->hashes());
             row += n;
             if (r->pending >= 0) r->pending = -1;  // a decode token (always alone) was just fed
             else r->n_evaluated += n;
@@ -368,6 +434,10 @@ bool Engine::publish() {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     published_.n_blocks_cached = pool_.n_cached();
     published_.n_blocks_used = pool_.n_blocks() - pool_.n_free();
+    if (window_pool_) {
+        published_.n_window_blocks_cached = window_pool_->n_cached();
+        published_.n_window_blocks_used = window_pool_->n_blocks() - window_pool_->n_free();
+    }
     published_.n_running = static_cast<uint32_t>(active_.size());
     published_.n_queued = static_cast<uint32_t>(queue_.size());
     return !active_.empty() || !queue_.empty();

@@ -25,13 +25,22 @@ struct EngineOptions {
     ember_backend_kind backend = EMBER_BACKEND_AUTO;
     bool manual_step = false;
     DType kv_type = DType::F16;
+    // Sliding-window layers' K/V rows in a pool of their own (kv/window_table.hpp), released once no pass
+    // can read them, where the backend supports it (the CPU) and the window is well inside n_ctx. false:
+    // every layer's rows stay in the main blocks (tests compare the two).
+    bool window_blocks = true;
 };
 
 // The sizes an engine allocates, computed before allocating anything (ember_estimate_memory uses the
 // same function).
+// With window blocks, n_blocks counts the main pool's blocks (the other layers' rows, for whole
+// sequences) and n_window_blocks the window pool's; kv_bytes is both pools' bytes. A kv_bytes budget
+// buys the window pool first (its size is fixed by n_seq_max, the window and n_batch) and main blocks
+// with the rest.
 struct EnginePlan {
     uint32_t n_ctx = 0, n_seq_max = 0, n_batch = 0, n_threads = 0;
     uint32_t block_size = 0, n_blocks = 0;
+    uint32_t window = 0, n_window_blocks = 0;   // 0, 0: no window pool
     uint64_t kv_bytes = 0;
     DType kv_type = DType::F16;
 };
@@ -64,6 +73,7 @@ public:
 
     struct Stats {
         uint32_t n_blocks_used = 0, n_blocks_cached = 0, n_running = 0, n_queued = 0;
+        uint32_t n_window_blocks_used = 0, n_window_blocks_cached = 0;   // the window pool's, if any
     };
     // Read under the locks the step publishes them with; a snapshot between steps.
     Stats stats();
@@ -91,6 +101,7 @@ private:
     EnginePlan plan_;
     std::unique_ptr<BackendContext> ctx_;
     kv::BlockPool pool_;
+    std::unique_ptr<kv::BlockPool> window_pool_;   // with plan_.n_window_blocks: the window layers' blocks
 
     std::mutex queue_mutex_;
     std::condition_variable queue_cv_;
@@ -105,7 +116,7 @@ private:
     std::vector<std::shared_ptr<Request>> pinned_;
     // Batch buffers, reused every step.
     std::vector<int32_t> b_tokens_, b_pos_, b_logit_rows_;
-    std::vector<const int32_t *> b_tables_;
+    std::vector<const int32_t *> b_tables_, b_window_tables_;
     std::vector<std::shared_ptr<Request>> b_logit_req_;
     std::vector<std::pair<Request *, uint32_t>> b_fed_;   // each request in the batch and its token count
     struct Ended {

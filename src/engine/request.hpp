@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kv/kv_sequence.hpp"
+#include "kv/window_table.hpp"
 #include "sampler/sampler.hpp"
 #include "sampler/stop_strings.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -56,10 +57,17 @@ struct Request {
     // Engine thread only.
     bool finished = false;            // ended; its state becomes visible when the step publishes
     std::unique_ptr<kv::KvSequence> seq;
+    std::unique_ptr<kv::WindowTable> win;   // the window layers' blocks, when the engine has a window pool
     uint32_t n_evaluated = 0;         // prompt tokens whose K/V rows are in the cache
     int32_t pending = -1;             // sampled token still to be fed (-1: none)
     uint32_t generated = 0;
     Utf8Stream utf8;
+
+    // Gives the request's blocks back to the engine's pools (the window table first: it is the newer).
+    void release_kv() {
+        win.reset();
+        seq.reset();
+    }
 
     bool ended_locked() const { return state != EMBER_REQUEST_QUEUED && state != EMBER_REQUEST_RUNNING; }
 };

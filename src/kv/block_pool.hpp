@@ -63,6 +63,8 @@ public:
     bool is_published(int32_t block) const;
     // The block holding `hash`, with its refcount incremented (a cached block comes back into use), or -1.
     int32_t lookup(uint64_t hash);
+    // Whether some block holds `hash` (what lookup() would find), changing nothing.
+    bool contains(uint64_t hash) const { return hash != 0 && by_hash_.count(hash) != 0; }
 
 private:
     size_t index(int32_t block) const;   // checked

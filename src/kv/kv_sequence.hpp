@@ -43,6 +43,8 @@ public:
     uint32_t size() const { return static_cast<uint32_t>(tokens_.size()); }
     const std::vector<int32_t> &tokens() const { return tokens_; }
     const std::vector<int32_t> &blocks() const { return blocks_; }
+    // The chain hash of each full block, in order (what it is published under).
+    const std::vector<uint64_t> &hashes() const { return hashes_; }
 
     // On an empty sequence: adopts the cached or shared blocks that hold the longest run of full blocks
     // of `prompt` (by chain hash), and records their tokens. Returns the number of tokens adopted (a

@@ -16,7 +16,8 @@ WindowTable::~WindowTable() { release_from(0); }
 
 WindowTable::WindowTable(WindowTable &&other) noexcept
     : pool_(other.pool_), window_(other.window_), keep_(other.keep_), size_(std::exchange(other.size_, 0)),
-      held_(std::exchange(other.held_, 0)), first_(std::exchange(other.first_, 0)), blocks_(std::exchange(other.blocks_, {})) {}
+      held_(std::exchange(other.held_, 0)), first_(std::exchange(other.first_, 0)),
+      published_(std::exchange(other.published_, 0)), blocks_(std::exchange(other.blocks_, {})) {}
 
 WindowTable &WindowTable::operator=(WindowTable &&other) noexcept {
     if (this == &other) return *this;
@@ -25,6 +26,7 @@ WindowTable &WindowTable::operator=(WindowTable &&other) noexcept {
     size_ = std::exchange(other.size_, 0);
     held_ = std::exchange(other.held_, 0);
     first_ = std::exchange(other.first_, 0);
+    published_ = std::exchange(other.published_, 0);
     blocks_ = std::exchange(other.blocks_, {});
     return *this;
 }
@@ -55,6 +57,7 @@ void WindowTable::release_from(size_t keep_blocks) {
         blocks_.pop_back();
     }
     first_ = std::min(first_, blocks_.size());
+    published_ = std::min(published_, blocks_.size());
     if (blocks_.empty()) first_ = 0;
 }
 
@@ -76,8 +79,9 @@ bool WindowTable::reserve(uint32_t n, const CopyBlockFn &copy_block) {
     const size_t old_count = blocks_.size();
     const size_t target = std::max(old_count, blocks_for(end));
     const size_t last = size_ / bs;
-    // A partial last block that a fork shares: write into a private copy instead.
-    const bool copy = size_ % bs != 0 && pool_->refcount(blocks_[last]) > 1;
+    // A partial last block that a fork shares, or that was published before a truncation made it partial
+    // (adopters may hold it): write into a private copy instead.
+    const bool copy = size_ % bs != 0 && (pool_->refcount(blocks_[last]) > 1 || pool_->is_published(blocks_[last]));
     const size_t needed = target - old_count + (copy ? 1 : 0);
     if (needed > pool_->n_free()) return false;
     if (needed == 0) return true;
@@ -87,23 +91,53 @@ bool WindowTable::reserve(uint32_t n, const CopyBlockFn &copy_block) {
     return true;
 }
 
-void WindowTable::commit(uint32_t n) {
+void WindowTable::commit(uint32_t n, const std::vector<uint64_t> *hashes) {
     if (n == 0) return;
     const uint64_t end = uint64_t{size_} + n;
     if (blocks_for(end) > blocks_.size())
         fail(EMBER_ERR_INTERNAL, "window commit of %u positions at %u past the reserved blocks", n, size_);
     for (size_t i = size_ / pool_->block_size(); i < blocks_for(end); ++i)
-        if (blocks_[i] < 0 || pool_->refcount(blocks_[i]) != 1)
-            fail(EMBER_ERR_INTERNAL, "window commit into block %d, which is shared or released", blocks_[i]);
+        if (blocks_[i] < 0 || pool_->refcount(blocks_[i]) != 1 || pool_->is_published(blocks_[i]))
+            fail(EMBER_ERR_INTERNAL, "window commit into block %d, which is shared, published or released", blocks_[i]);
     size_ = static_cast<uint32_t>(end);
+    if (hashes) {
+        // Before the release below: a block released unpublished would be freed, not cached.
+        const size_t full = std::min<size_t>(size_ / pool_->block_size(), hashes->size());
+        for (; published_ < full; ++published_)
+            if (blocks_[published_] >= 0) pool_->publish(blocks_[published_], (*hashes)[published_]);
+    }
     release_unneeded();
+}
+
+uint32_t WindowTable::adopt_prefix(const std::vector<uint64_t> &hashes, uint32_t n) {
+    if (size_ != 0 || !blocks_.empty()) fail(EMBER_ERR_INTERNAL, "window adopt_prefix on a table holding %u positions", size_);
+    const uint32_t bs = pool_->block_size();
+    if (n % bs != 0 || n / bs > hashes.size())
+        fail(EMBER_ERR_INTERNAL, "window adopt_prefix of %u positions with %zu block hashes", n, hashes.size());
+    // The longest m (in blocks) whose blocks a pass from m reads, first_read(m) / bs .. m - 1, are all
+    // published (not the kept history before them: the adopter has none to roll back into): `run`
+    // counts the found blocks ending at block i, so one pass over the hashes decides every m.
+    size_t best = 0, run = 0;
+    for (size_t i = 0; i < n / bs; ++i) {
+        run = pool_->contains(hashes[i]) ? run + 1 : 0;
+        const size_t m = i + 1;
+        if (run >= m - first_read(static_cast<uint32_t>(m * bs)) / bs) best = m;
+    }
+    if (best == 0) return 0;
+    const size_t first = first_read(static_cast<uint32_t>(best * bs)) / bs;
+    blocks_.reserve(best);   // the only step that may throw, before the pool changes
+    blocks_.assign(first, -1);
+    for (size_t i = first; i < best; ++i) blocks_.push_back(pool_->lookup(hashes[i]));   // found: nothing evicts
+    held_ = static_cast<uint32_t>(best - first);
+    first_ = first;
+    published_ = best;
+    size_ = static_cast<uint32_t>(best * bs);
+    return size_;
 }
 
 bool WindowTable::can_truncate(uint32_t n) const {
     if (n > size_) return false;
-    if (n == 0) return true;
-    const uint32_t read_from = n >= window_ ? n - window_ + 1 : 0;
-    return first_held() <= read_from;
+    return n == 0 || first_held() <= first_read(n);
 }
 
 void WindowTable::truncate(uint32_t n) {
@@ -111,6 +145,9 @@ void WindowTable::truncate(uint32_t n) {
         fail(EMBER_ERR_INTERNAL, "window truncate to %u of %u positions: rows from %u on are held", n, size_, first_held());
     size_ = n;
     release_from(n == 0 ? 0 : blocks_for(n));
+    // A published block that becomes partial stays published (adopters may hold it); reserve() copies it,
+    // and the copy is published once full again.
+    published_ = std::min<size_t>(published_, n / pool_->block_size());
 }
 
 WindowTable WindowTable::fork() const {
@@ -123,6 +160,7 @@ WindowTable WindowTable::fork() const {
     }
     f.size_ = size_;
     f.first_ = std::min(first_, held);
+    f.published_ = std::min(published_, held);
     return f;
 }
 
@@ -134,6 +172,7 @@ bool WindowTable::restore(uint32_t n) {
     for (size_t i = first; i < count; ++i) blocks_[i] = pool_->allocate();   // cannot fail: counted above
     held_ = static_cast<uint32_t>(count - first);
     first_ = first;
+    published_ = first;
     size_ = n;
     return true;
 }

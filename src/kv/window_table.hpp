@@ -15,9 +15,15 @@
 // its rejected drafts, a few tokens). A truncation deeper than that reaches released history: can_truncate()
 // says so and truncate() refuses it (the caller re-prefills or reports it; the rows are gone).
 //
-// Window blocks are never published for prefix reuse (a prefix's window rows are only of use together
-// with the global rows of the same prefix, which KvSequence shares); fork() shares the held blocks by
-// refcount, and a write into a shared partial block copies it first, as KvSequence does.
+// Prefix reuse (engines): commit() may be given the chain hashes of the sequence's full blocks
+// (KvSequence::hashes()), and then publishes each full window block under its global twin's hash in the
+// window pool's own index. A block released past the window is then cached rather than freed — kept
+// only while the pool has blocks to spare, evicted least recently released first — and a later sequence
+// whose prompt starts the same way adopts, beside the global blocks, the window blocks its first pass
+// reads (adopt_prefix): those of the last window before the point it continues from, not the whole
+// prefix. Sessions pass no hashes: their window blocks are never published.
+// fork() shares the held blocks by refcount, and a write into a shared or published partial block copies
+// it first, as KvSequence does.
 // Misuse (commit past the reservation or into a shared block, truncate past size() or into released
 // history, restore on a non-empty table) throws ember::Error(EMBER_ERR_INTERNAL).
 #pragma once
@@ -55,13 +61,24 @@ public:
     uint32_t first_held() const;
     // The lowest position a pass after a commit to size s may still read: see the header comment.
     uint32_t first_needed(uint32_t s) const;
+    // The lowest position a pass starting at s reads (s - window + 1): first_needed without the history.
+    uint32_t first_read(uint32_t s) const { return s >= window_ ? s - window_ + 1 : 0; }
 
     // Makes positions size() .. size() + n - 1 writable (as KvSequence::reserve, copying a shared partial
     // last block first). Returns false, changing nothing, when the pool has too few free blocks.
     bool reserve(uint32_t n, const CopyBlockFn &copy_block);
     // Records n positions whose rows were just written, then releases every block wholly before
-    // first_needed(size()).
-    void commit(uint32_t n);
+    // first_needed(size()). With `hashes` (the sequence's KvSequence::hashes() after its own commit, one
+    // per full block), first publishes every full block not yet published, so that the released ones
+    // stay cached for adopt_prefix.
+    void commit(uint32_t n, const std::vector<uint64_t> *hashes = nullptr);
+    // On an empty table: `hashes` are the chain hashes of the n / block_size full blocks a KvSequence
+    // just adopted (n a multiple of the block size). Adopts the published window blocks a pass at the
+    // largest m <= n reads (positions first_read(m) .. m - 1; m a multiple of the block size) for which
+    // all are found, and returns m: the caller truncates its KvSequence to m (0 when none are found, or
+    // when n == 0). No kept history comes with them, so the table cannot truncate below m. Changes
+    // nothing in the pool beyond the blocks adopted.
+    uint32_t adopt_prefix(const std::vector<uint64_t> &hashes, uint32_t n);
     // Whether truncate(n) keeps every row a pass at position n can read (always true for n == 0).
     bool can_truncate(uint32_t n) const;
     void truncate(uint32_t n);
@@ -83,6 +100,7 @@ private:
     uint32_t size_ = 0;
     uint32_t held_ = 0;            // entries of blocks_ that are not -1
     size_t first_ = 0;             // blocks_[..first_) are -1 (released), the others held
+    size_t published_ = 0;         // blocks_[..published_) were published (or released) by commit()
     std::vector<int32_t> blocks_;
 };
 

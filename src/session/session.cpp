@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
+#include "kv/window_layers.hpp"
 #include "session/model_fingerprint.hpp"
 
 #include <algorithm>
@@ -34,18 +35,6 @@ namespace {
 // How far back a session can truncate without re-evaluating tokens (kv/window_table.hpp's keep): more
 // than a speculative draft, which is what rolls back in the normal course of generation.
 constexpr uint32_t kWindowKeep = 64;
-
-// The longest sliding window of the model's window layers, 0 if it has none.
-uint32_t program_window(const ember_mod_model_desc &d) {
-    uint32_t window = 0;
-    if (d.node_size < sizeof(ember_graph_node)) return 0;
-    for (uint32_t i = 0; i < d.n_nodes; ++i) {
-        ember_graph_node n;
-        std::memcpy(&n, reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size, sizeof n);
-        if (n.op == EMBER_GRAPH_ATTENTION_EXT) window = std::max(window, n.window);
-    }
-    return window;
-}
 
 } // namespace
 
@@ -81,11 +70,10 @@ Session::Session(const Model &model, const SessionOptions &opts)
     // them apart (Backend::window_blocks: the CPU, Vulkan and CUDA modules of this tree). One sequence more
     // than n_seq_max: forks that share most of their blocks fit in the main pool's spare blocks, but
     // once they have moved a window apart they share no window block.
-    const uint32_t window = program_window(model.desc().c);
-    if (opts.window_blocks && window > 0 && backend->window_blocks()) {
-        const uint64_t per_seq = kv::WindowTable::blocks_per_sequence(window, kWindowKeep, n_batch_, kv::kBlockSize);
-        if ((n_seq + 1) * per_seq < n_blocks) cp.n_window_blocks = static_cast<uint32_t>((n_seq + 1) * per_seq);
-    }
+    const kv::WindowLayers wl = kv::window_layers(model.desc().c);
+    const uint32_t window = wl.window;
+    if (opts.window_blocks && wl.n_layers > 0 && backend->window_blocks())
+        cp.n_window_blocks = kv::window_pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
     const uint64_t context_bytes = backend->context_bytes(model.desc().c, cp);
     if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
         check_host_memory(context_bytes + uint64_t{hp.n_vocab} * sizeof(float),
