@@ -5,6 +5,9 @@
 // that prefix's window blocks as well as its global ones (or a shorter prefix, when the window blocks
 // were evicted), with the same outputs; ember_estimate_memory's figure is what the engine allocates.
 // Synthetic Gemma 2 and gpt-oss (window 4, every other layer) and Gemma 3 (five window layers, one global).
+// With an argument ("vulkan", "cuda"), the concurrent and prefix-reuse cases on that backend's module
+// against the same backend's single-pool engine (skipped, 77 with the reason, where it is absent; fewer
+// and shorter requests, as passes there are slow on lavapipe).
 #include "synthetic_model.hpp"
 #include "test_util.h"
 
@@ -27,6 +30,8 @@ using namespace ember;
 namespace {
 
 constexpr uint32_t kBatch = 32, kSynthWindow = 4;
+ember_backend_kind g_backend = EMBER_BACKEND_CPU;
+uint32_t g_requests = 6;   // test_concurrent_bit_identical's request count (fewer on a GPU module)
 
 std::vector<int32_t> token_run(size_t n, uint32_t seed) {
     std::vector<int32_t> t(n);
@@ -42,6 +47,7 @@ EngineOptions options(bool window_blocks, uint32_t n_ctx = 1024, uint32_t n_seq 
     o.n_threads = 1;
     o.manual_step = true;
     o.window_blocks = window_blocks;
+    o.backend = g_backend;
     return o;
 }
 
@@ -90,6 +96,7 @@ void assert_same_as_session(const Model &model, const Request &r) {
     so.n_batch = kBatch;
     so.n_threads = 1;
     so.window_blocks = false;
+    so.backend = g_backend;
     Session s(model, so);
     Sampler sampler(greedy());
     s.feed(r.prompt.data(), r.prompt.size());
@@ -115,7 +122,7 @@ void test_concurrent_bit_identical(void **) {
         assert_int_equal(flat.plan().n_window_blocks, 0);
         assert_true(split.plan().kv_bytes < flat.plan().kv_bytes);
         std::vector<std::shared_ptr<Request>> a, b;
-        for (uint32_t i = 0; i < 6; ++i) {
+        for (uint32_t i = 0; i < g_requests; ++i) {
             const std::vector<int32_t> prompt = token_run(20 + 37 * i, i);
             a.push_back(request(prompt, 30 + 5 * i));
             b.push_back(request(prompt, 30 + 5 * i));
@@ -126,7 +133,8 @@ void test_concurrent_bit_identical(void **) {
         run(flat);
         for (size_t i = 0; i < a.size(); ++i) {
             assert_same_output(*a[i], *b[i]);
-            assert_same_as_session(*model, *a[i]);
+            // A GPU module's passes need not give the same bits for one sequence as for a batch of them.
+            if (g_backend == EMBER_BACKEND_CPU) assert_same_as_session(*model, *a[i]);
         }
         // Everything ended: no block in use, in either pool.
         const Engine::Stats st = split.stats();
@@ -201,7 +209,7 @@ void test_prefix_reuse(void **) {
         assert_int_equal(run_counting_adopted(flat, b2), 192);
         assert_same_output(*a1, *b1);
         assert_same_output(*a2, *b2);
-        assert_same_as_session(*model, *a2);
+        if (g_backend == EMBER_BACKEND_CPU) assert_same_as_session(*model, *a2);
         // The next turn of the first conversation: its prompt, answer and a follow-up. The first request's
         // sequence held 300 + 19 tokens (the last answer token is never fed); its last window, released
         // when it ended, is cached, so the whole blocks of all of them (304 tokens) are adopted.
@@ -213,7 +221,7 @@ void test_prefix_reuse(void **) {
         assert_int_equal(run_counting_adopted(split, a3), 304);
         assert_int_equal(run_counting_adopted(flat, b3), 304);
         assert_same_output(*a3, *b3);
-        assert_same_as_session(*model, *a3);
+        if (g_backend == EMBER_BACKEND_CPU) assert_same_as_session(*model, *a3);
     }
 }
 
@@ -339,7 +347,24 @@ void test_budget(void **) {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        if (std::strcmp(argv[1], "vulkan") == 0) g_backend = EMBER_BACKEND_VULKAN;
+        else if (std::strcmp(argv[1], "cuda") == 0) g_backend = EMBER_BACKEND_CUDA;
+        else return std::fprintf(stderr, "usage: test_window_engine [vulkan|cuda]\n"), 2;
+        try {
+            backend_require(g_backend);
+        } catch (const Error &e) {
+            std::printf("SKIP: no %s backend: %s\n", argv[1], e.what());
+            return EMBER_TEST_SKIP;
+        }
+        g_requests = 3;
+        const struct CMUnitTest gpu_tests[] = {
+            cmocka_unit_test(test_concurrent_bit_identical),
+            cmocka_unit_test(test_prefix_reuse),
+        };
+        return cmocka_run_group_tests(gpu_tests, nullptr, nullptr);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_bit_identical),
         cmocka_unit_test(test_long_request_releases),

@@ -26,7 +26,8 @@ struct EngineOptions {
     bool manual_step = false;
     DType kv_type = DType::F16;
     // Sliding-window layers' K/V rows in a pool of their own (kv/window_table.hpp), released once no pass
-    // can read them, where the backend supports it (the CPU) and the window is well inside n_ctx. false:
+    // can read them, where the backend supports it (Backend::window_blocks: the CPU, Vulkan and CUDA
+    // modules) and the window is well inside n_ctx. false:
     // every layer's rows stay in the main blocks (tests compare the two).
     bool window_blocks = true;
 };
