@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
-#include "kv/window_layers.hpp"
+#include "backend/window_layers.hpp"
 #include "session/model_fingerprint.hpp"
 
 #include <algorithm>
@@ -70,10 +70,10 @@ Session::Session(const Model &model, const SessionOptions &opts)
     // keeps them apart; the GPU backends keep every layer's rows in the main blocks. One sequence more
     // than n_seq_max: forks that share most of their blocks fit in the main pool's spare blocks, but
     // once they have moved a window apart they share no window block.
-    const kv::WindowLayers wl = kv::window_layers(model.desc().c);
+    const WindowLayers wl = window_layers(model.desc().c);
     const uint32_t window = wl.window;
     if (opts.window_blocks && wl.n_layers > 0 && backend_kind_ == EMBER_BACKEND_CPU)
-        cp.n_window_blocks = kv::window_pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
+        cp.n_window_blocks = kv::WindowTable::pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
     if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
         check_host_memory(backend->context_bytes(model.desc().c, cp) + uint64_t{hp.n_vocab} * sizeof(float),
                           format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq).c_str());

@@ -1,14 +1,12 @@
-#include "kv/window_layers.hpp"
+#include "backend/window_layers.hpp"
 
 #include "backend/graph.h"
-#include "kv/block_pool.hpp"
-#include "kv/window_table.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-namespace ember::kv {
+namespace ember {
 
 WindowLayers window_layers(const ember_mod_model_desc &d) {
     WindowLayers w;
@@ -28,12 +26,4 @@ WindowLayers window_layers(const ember_mod_model_desc &d) {
     return w;
 }
 
-uint32_t window_pool_blocks(uint32_t window, uint32_t keep, uint32_t pass_per_seq, uint32_t pass_shared, uint32_t n_seq,
-                            uint64_t n_main_blocks) {
-    if (window == 0) return 0;
-    const uint64_t blocks = (uint64_t{n_seq} + 1) * WindowTable::blocks_per_sequence(window, keep, pass_per_seq, kBlockSize) +
-                            (uint64_t{pass_shared} + kBlockSize - 1) / kBlockSize;
-    return blocks < n_main_blocks ? static_cast<uint32_t>(blocks) : 0;
-}
-
-} // namespace ember::kv
+} // namespace ember
