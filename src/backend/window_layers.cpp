@@ -4,14 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 namespace ember {
 
 WindowLayers window_layers(const ember_mod_model_desc &d) {
     WindowLayers w;
     if (d.node_size < sizeof(ember_graph_node)) return w;
-    std::vector<bool> windowed(d.n_layer, false);
+    std::vector<bool> &windowed = w.windowed;
+    windowed.assign(d.n_layer, false);
     for (uint32_t i = 0; i < d.n_nodes; ++i) {
         ember_graph_node n;
         std::memcpy(&n, reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size, sizeof n);

@@ -9,6 +9,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/program_read.hpp"
+#include "backend/window_layers.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -106,11 +107,9 @@ CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod
     CpuContextSizes z;
     const uint32_t n_window_blocks =
         p.struct_size >= offsetof(ember_mod_context_params, n_window_blocks) + sizeof p.n_window_blocks ? p.n_window_blocks : 0;
-    z.windowed.assign(d.n_layer, false);
-    if (n_window_blocks > 0)
-        for (const ember_graph_node &n : read_program(d, "cpu", kCpuOps))
-            if (n.op == EMBER_GRAPH_ATTENTION_EXT && n.window > 0 && n.layer >= 0 && static_cast<uint32_t>(n.layer) < d.n_layer)
-                z.windowed[static_cast<size_t>(n.layer)] = true;
+    // The layers sessions and engines sized the window pool for (one function reads them for both).
+    if (n_window_blocks > 0) z.windowed = window_layers(d).windowed;
+    else z.windowed.assign(d.n_layer, false);
     for (uint32_t il = 0; il < d.n_layer; ++il) {
         z.layer_row.push_back(z.kv_rows);
         z.kv_rows += static_cast<size_t>(z.windowed[il] ? n_window_blocks : p.n_blocks) * p.block_size;
