@@ -263,7 +263,7 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
     ContextSizes z;
     z.kv_row_bytes = p.kv_type == 8 ? pg.kv_width / 32 * 34 : size_t{pg.kv_width} * 2;
     z.n_window_blocks = context_window_blocks(p);
-    z.windowed = window_layers(pg.nodes, pg.n_layer, z.n_window_blocks);
+    z.windowed = window_pool_layers(pg.nodes, pg.n_layer, z.n_window_blocks);
     for (uint32_t il = 0; il < pg.n_layer; ++il) {
         z.kv_layer_off.push_back(z.kv_cache_bytes);
         const uint32_t blocks = z.windowed[il] ? z.n_window_blocks : p.n_blocks;

@@ -4,7 +4,8 @@
 // more window blocks than its window needs; a prompt that shares a prefix with an earlier one adopts
 // that prefix's window blocks as well as its global ones (or a shorter prefix, when the window blocks
 // were evicted), with the same outputs; ember_estimate_memory's figure is what the engine allocates.
-// Synthetic Gemma 2 and gpt-oss (window 4, every other layer) and Gemma 3 (five window layers, one global).
+// Also on the engine's own worker thread, with cancellations. Synthetic Gemma 2 and gpt-oss (window 4,
+// every other layer) and Gemma 3 (five window layers, one global).
 // With an argument ("vulkan", "cuda"), the concurrent and prefix-reuse cases on that backend's module
 // against the same backend's single-pool engine (skipped, 77 with the reason, where it is absent; fewer
 // and shorter requests, as passes there are slow on lavapipe).
@@ -17,6 +18,7 @@
 #include "session/session.hpp"
 #include "testing/synthetic.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <malloc.h>
@@ -277,6 +279,44 @@ void test_pinned_prefix_keeps_window(void **) {
     assert_same_output(*a, *b);
 }
 
+// The engine's own worker thread, eight requests at once (more than its slots) and two of them cancelled
+// part way: the others end as the single-pool engine's do, and every window block comes back.
+void test_threaded_with_cancellations(void **) {
+    auto model = load_synthetic(synthetic_family("gemma2"));
+    EngineOptions o = options(true, 1024, 4);
+    o.manual_step = false;
+    Engine split(*model, o), flat(*model, options(false, 1024, 4));
+    std::vector<std::shared_ptr<Request>> a, b;
+    for (uint32_t i = 0; i < 8; ++i) {
+        const std::vector<int32_t> prompt = token_run(30 + 41 * i, 20 + i);
+        a.push_back(request(prompt, 60));
+        b.push_back(request(prompt, 60));
+        flat.submit(b.back());
+    }
+    for (auto &r : a) split.submit(r);
+    run(flat);
+    for (size_t i : {size_t{1}, size_t{6}}) {
+        // Once it has produced a token (or ended): cancelled mid-generation or while queued.
+        std::unique_lock<std::mutex> lock(a[i]->mutex);
+        a[i]->ended.wait_for(lock, std::chrono::milliseconds(50), [&] { return !a[i]->tokens.empty() || a[i]->ended_locked(); });
+        a[i]->cancel = true;
+    }
+    for (auto &r : a) {
+        std::unique_lock<std::mutex> lock(r->mutex);
+        r->ended.wait(lock, [&] { return r->ended_locked(); });
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (i == 1 || i == 6) {
+            assert_true(a[i]->state == EMBER_REQUEST_CANCELLED || a[i]->state == EMBER_REQUEST_DONE);
+            continue;
+        }
+        assert_same_output(*a[i], *b[i]);
+    }
+    const Engine::Stats st = split.stats();
+    assert_int_equal(st.n_window_blocks_used, 0);
+    assert_int_equal(st.n_blocks_used, 0);
+}
+
 // Bytes the C allocator has handed out (mapped chunks and the heap's in-use ones). Not resident memory:
 // the KV cache's zeroed pages are only mapped until first written.
 size_t allocated_bytes() {
@@ -371,6 +411,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_prefix_reuse_after_eviction),
         cmocka_unit_test(test_pinned_prefix_keeps_window),
+        cmocka_unit_test(test_threaded_with_cancellations),
         cmocka_unit_test(test_estimate_is_allocation),
         cmocka_unit_test(test_budget),
     };

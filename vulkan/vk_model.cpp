@@ -61,7 +61,7 @@ ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &
     z.n_layer = prog.n_layer;
     z.kv_row_bytes = dtype_row_bytes(kv, prog.kv_width);
     const uint32_t n_window = context_window_blocks(p);
-    z.windowed = window_layers(prog.nodes, prog.n_layer, n_window);
+    z.windowed = window_pool_layers(prog.nodes, prog.n_layer, n_window);
     for (uint32_t il = 0; il < prog.n_layer; ++il) {
         z.kv_layer_off.push_back(z.kv_bytes);
         z.kv_bytes += size_t{z.windowed[il] ? n_window : p.n_blocks} * p.block_size * z.kv_row_bytes;

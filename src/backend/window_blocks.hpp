@@ -5,6 +5,7 @@
 #pragma once
 
 #include "backend/module_api.h"
+#include "backend/window_layers.hpp"
 #include "core/error.hpp"
 
 #include <cstddef>
@@ -18,15 +19,17 @@ inline uint32_t context_window_blocks(const ember_mod_context_params &p) {
     return p.struct_size >= offsetof(ember_mod_context_params, n_window_blocks) + sizeof p.n_window_blocks ? p.n_window_blocks : 0;
 }
 
-// [n_layer] whether each layer's rows are in the window pool: its attention has a sliding window and the
-// context has window blocks (all false without).
-inline std::vector<bool> window_layers(const std::vector<ember_graph_node> &nodes, uint32_t n_layer, uint32_t n_window_blocks) {
-    std::vector<bool> windowed(n_layer, false);
-    if (n_window_blocks == 0) return windowed;
-    for (const ember_graph_node &n : nodes)
-        if (n.op == EMBER_GRAPH_ATTENTION_EXT && n.window > 0 && n.layer >= 0 && static_cast<uint32_t>(n.layer) < n_layer)
-            windowed[static_cast<size_t>(n.layer)] = true;
-    return windowed;
+// [n_layer] whether each layer's rows are in the window pool: its attention has a sliding window
+// (window_layers.hpp, the rule sessions and engines size the pool by) and the context has window blocks
+// (all false without).
+inline std::vector<bool> window_pool_layers(const ember_mod_model_desc &d, uint32_t n_window_blocks) {
+    if (n_window_blocks == 0) return std::vector<bool>(d.n_layer, false);
+    return window_layers(d).windowed;
+}
+inline std::vector<bool> window_pool_layers(const std::vector<ember_graph_node> &nodes, uint32_t n_layer,
+                                            uint32_t n_window_blocks) {
+    if (n_window_blocks == 0) return std::vector<bool>(n_layer, false);
+    return window_layers(nodes, n_layer).windowed;
 }
 
 // copy_block(src, dst): ids from n_blocks on name window block id - n_blocks, which only the window

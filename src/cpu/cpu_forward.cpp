@@ -106,8 +106,8 @@ void CpuModel::check_moe(uint32_t i, const ember_graph_node &n) const {
 CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod_context_params &p) {
     CpuContextSizes z;
     const uint32_t n_window_blocks = context_window_blocks(p);
-    z.windowed = window_layers(n_window_blocks ? read_program(d, "cpu", kCpuOps) : std::vector<ember_graph_node>{},
-                               d.n_layer, n_window_blocks);
+    // The layers sessions and engines sized the window pool for (one function reads them for both).
+    z.windowed = window_pool_layers(d, n_window_blocks);
     for (uint32_t il = 0; il < d.n_layer; ++il) {
         z.layer_row.push_back(z.kv_rows);
         z.kv_rows += static_cast<size_t>(z.windowed[il] ? n_window_blocks : p.n_blocks) * p.block_size;

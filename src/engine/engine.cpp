@@ -15,7 +15,7 @@
 #include "core/callback_scope.hpp"
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
-#include "kv/window_layers.hpp"
+#include "backend/window_layers.hpp"
 #include "session/session.hpp"
 
 #include <algorithm>
@@ -59,9 +59,9 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
     // The window pool, where the backend keeps window layers apart (Backend::window_blocks: the CPU,
     // Vulkan and CUDA modules) and it is smaller than the main pool. It costs only the window layers' rows; the
     // main blocks then hold only the other layers' rows, so a budget buys more of them.
-    const kv::WindowLayers wl = kv::window_layers(d);
+    const WindowLayers wl = window_layers(d);
     if (opts.window_blocks && wl.n_layers > 0 && find_backend(opts.backend).window_blocks()) {
-        const uint32_t n_window = kv::window_pool_blocks(wl.window, kWindowKeep, p.block_size, p.n_batch, p.n_seq_max, blocks);
+        const uint32_t n_window = kv::WindowTable::pool_blocks(wl.window, kWindowKeep, p.block_size, p.n_batch, p.n_seq_max, blocks);
         const uint64_t window_block_bytes = uint64_t{p.block_size} * 2 * wl.n_layers * kv_row_bytes(d, p.kv_type);
         const uint64_t main_block_bytes = block_bytes - window_block_bytes;
         const uint64_t window_bytes = n_window * window_block_bytes;

@@ -36,6 +36,15 @@ uint32_t WindowTable::blocks_per_sequence(uint32_t window, uint32_t keep, uint32
     return static_cast<uint32_t>((span + block_size - 1) / block_size + 2);
 }
 
+uint32_t WindowTable::pool_blocks(uint32_t window, uint32_t keep, uint32_t pass_per_seq, uint32_t pass_shared, uint32_t n_seq,
+                                  uint64_t n_main_blocks) {
+    if (window == 0) return 0;
+    const uint64_t blocks = (uint64_t{n_seq} + 1) * blocks_per_sequence(window, keep, pass_per_seq, kBlockSize) +
+                            (uint64_t{pass_shared} + kBlockSize - 1) / kBlockSize;
+    // (A main pool past 2^30 blocks is refused by its caller; the bound keeps the cast exact meanwhile.)
+    return blocks < n_main_blocks && blocks <= (uint64_t{1} << 30) ? static_cast<uint32_t>(blocks) : 0;
+}
+
 size_t WindowTable::blocks_for(uint64_t positions) const {
     const uint64_t b = pool_->block_size();
     return static_cast<size_t>((positions + b - 1) / b);

@@ -50,6 +50,17 @@ public:
     // (window - 1 + keep positions), the pass's own positions, one block for misalignment at each end,
     // and one for the copy-on-write of a shared partial block. Size a pool as n_seq times this.
     static uint32_t blocks_per_sequence(uint32_t window, uint32_t keep, uint32_t n_batch, uint32_t block_size);
+    // Blocks of a window pool for n_seq sequences keeping `keep` positions of history (WindowTable), each of
+    // which may run a pass of up to pass_per_seq tokens, all of them together up to pass_shared more:
+    // n_seq + 1 times blocks_per_sequence(window, keep, pass_per_seq), plus pass_shared's
+    // blocks. The one sequence more is room for a fork (sessions) or a pinned prefix and cached prefix
+    // blocks (engines). A session's sequences each run passes of n_batch (pass_per_seq n_batch, pass_shared
+    // 0); an engine's share one pass of n_batch tokens (pass_per_seq one block: each sequence's share of a
+    // pass may end in a partial block; pass_shared n_batch). 0 when that is not below n_main_blocks: with
+    // the window not well inside the context a second pool saves nothing, and every layer's rows stay in
+    // the main blocks.
+    static uint32_t pool_blocks(uint32_t window, uint32_t keep, uint32_t pass_per_seq, uint32_t pass_shared, uint32_t n_seq,
+                                uint64_t n_main_blocks);
 
     uint32_t size() const { return size_; }
     uint32_t window() const { return window_; }

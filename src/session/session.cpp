@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
-#include "kv/window_layers.hpp"
+#include "backend/window_layers.hpp"
 #include "session/model_fingerprint.hpp"
 
 #include <algorithm>
@@ -70,10 +70,10 @@ Session::Session(const Model &model, const SessionOptions &opts)
     // them apart (Backend::window_blocks: the CPU, Vulkan and CUDA modules of this tree). One sequence more
     // than n_seq_max: forks that share most of their blocks fit in the main pool's spare blocks, but
     // once they have moved a window apart they share no window block.
-    const kv::WindowLayers wl = kv::window_layers(model.desc().c);
+    const WindowLayers wl = window_layers(model.desc().c);
     const uint32_t window = wl.window;
     if (opts.window_blocks && wl.n_layers > 0 && backend->window_blocks())
-        cp.n_window_blocks = kv::window_pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
+        cp.n_window_blocks = kv::WindowTable::pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
     const uint64_t context_bytes = backend->context_bytes(model.desc().c, cp);
     if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
         check_host_memory(context_bytes + uint64_t{hp.n_vocab} * sizeof(float),
