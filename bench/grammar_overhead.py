@@ -7,7 +7,7 @@ change of load hits every configuration alike; each run reports the first genera
 state new) and the warm ones (caches filled). With several builds (--ember A --ember B), each round runs
 them one after the other for every configuration: before/after figures from the same window.
 
-usage: bench/grammar_overhead.py -m MODEL [--ember PATH]... [--rounds 5] [--threads 2] [-n 64]
+usage: bench/grammar_overhead.py -m MODEL [--ember PATH]... [--rounds 5] [--threads 2] [-n 64] [--bench-rounds 4]
          [--grammar-vocab VOCAB.gguf] [--setting "--temp 1 --top-k 40"]... GRAMMAR_OR_SCHEMA...
 (run it under `chrt -f 50` on a shared machine; prints one markdown row per build, grammar and setting)
 """
@@ -26,6 +26,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("-n", type=int, default=64)
+    ap.add_argument("--bench-rounds", type=int, default=4, help="generations per run: the first, then warm ones")
     ap.add_argument("--grammar-vocab")
     ap.add_argument("--setting", action="append", help='sampler flags, e.g. "--temp 1 --top-k 40" (default: greedy)')
     ap.add_argument("grammars", nargs="+")
@@ -38,7 +39,7 @@ def main():
             kind = "--json-schema" if g.endswith(".json") else "--grammar"
             for s in settings:
                 for e in embers:
-                    cmd = [e, "bench", "-m", a.model, "-t", str(a.threads), "-n", str(a.n), kind, g] + s.split()
+                    cmd = [e, "bench", "-m", a.model, "-t", str(a.threads), "-n", str(a.n), "--rounds", str(a.bench_rounds), kind, g] + s.split()
                     if a.grammar_vocab:
                         cmd += ["--grammar-vocab", a.grammar_vocab]
                     out = subprocess.run(cmd, capture_output=True, text=True)

@@ -199,7 +199,6 @@ static void test_orderings_with_ties(void **) {
     std::mt19937 rng(3);
     const float specials[] = {0.0f, -0.0f, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::max(),
                               -std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(), 1.0f, -1.0f};
-    std::vector<LogitCand> scratch;
     std::vector<uint64_t> keys;
     for (int round = 0; round < 300; ++round) {
         const size_t n = 1 + rng() % (round < 200 ? 64 : 40000);
@@ -216,7 +215,7 @@ static void test_orderings_with_ties(void **) {
         got = want;
         if (round % 3 == 0) std::shuffle(got.begin(), got.end(), rng);   // any input order
         std::sort(want.begin(), want.end(), before);
-        sort_by_logit(got, scratch, keys);
+        sort_by_logit(got, keys);
         for (size_t i = 0; i < n; ++i)
             if (got[i].id != want[i].id) fail_msg("n %zu: sort_by_logit places %d at %zu, std::sort %d", n, got[i].id, i, want[i].id);
         for (size_t k : {size_t(1), size_t(3), size_t(40), n / 2 + 1, n}) {

@@ -260,7 +260,7 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
             n = k;
             std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(), before);
         } else {
-            sort_by_logit(cand_, cand_scratch_, sort_keys_);   // the order std::sort gave, in linear time
+            sort_by_logit(cand_, sort_keys_);   // the order std::sort gave, in linear time
         }
     }
     // Probabilities at temperature 1 for the truncation stages (as the chain order says); without those

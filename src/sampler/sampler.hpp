@@ -90,8 +90,7 @@ private:
     std::deque<int32_t> history_;
     using Cand = LogitCand;
     std::vector<Cand> cand_;          // reused between calls
-    std::vector<Cand> cand_scratch_;  // sort_by_logit's working memory, reused between calls
-    std::vector<uint64_t> sort_keys_;
+    std::vector<uint64_t> sort_keys_; // sort_by_logit's working memory, reused between calls
     std::vector<float> penalized_;    // logits after the penalties, reused between calls
     TokenDist dist_;
     std::shared_ptr<grammar::GrammarMatcher> matcher_;
