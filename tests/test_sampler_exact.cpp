@@ -131,7 +131,7 @@ int setup(void **) {
     p.top_k = 40;
     p.seed = 4;
     Sampler sampler(p);
-    for (int i = 0; i < 32; ++i) {
+    for (int i = 0; i < 24; ++i) {
         g_positions.emplace_back(s.logits(), s.logits() + s.n_vocab());
         const int32_t t = sampler.sample(s.logits(), s.n_vocab());
         sampler.accept(t);

@@ -25,46 +25,17 @@ float logit_of_key(uint32_t key) {
     return std::bit_cast<float>(asc ^ (~nonneg | 0x80000000u));
 }
 
-constexpr uint32_t kTopBits = 11;                       // the first pass: sign, exponent, 2 mantissa bits
-constexpr uint32_t kTopBuckets = 1u << kTopBits;
-constexpr uint32_t kLowBits = 7, kLowPasses = 3;        // then the low 21 bits, per segment
-constexpr uint32_t kLowBuckets = 1u << kLowBits;
-constexpr size_t kSmallSegment = 64;                    // sorted by comparison
-
-// Sorts the pairs of one segment by the key's low 21 bits, stably, in three passes of 7 bits whose
-// histograms one read gathers (small digits: a segment holds a few thousand pairs, and the buckets'
-// bookkeeping must not outweigh them). tmp is as long as seg.
-void sort_segment_low(uint64_t *seg, uint64_t *tmp, size_t len) {
-    uint32_t count[kLowPasses][kLowBuckets] = {};
-    for (size_t i = 0; i < len; ++i) {
-        const uint32_t k = static_cast<uint32_t>(seg[i] >> 32);
-        for (uint32_t p = 0; p < kLowPasses; ++p) ++count[p][(k >> (p * kLowBits)) & (kLowBuckets - 1)];
-    }
-    uint64_t *src = seg, *dst = tmp;
-    for (uint32_t p = 0; p < kLowPasses; ++p) {
-        uint32_t *cnt = count[p];
-        if (std::find(cnt, cnt + kLowBuckets, static_cast<uint32_t>(len)) != cnt + kLowBuckets) continue;   // one digit
-        uint32_t sum = 0;
-        for (uint32_t d = 0; d < kLowBuckets; ++d) {
-            const uint32_t x = cnt[d];
-            cnt[d] = sum;
-            sum += x;
-        }
-        const uint32_t shift = 32 + p * kLowBits;
-        for (size_t i = 0; i < len; ++i) dst[cnt[(src[i] >> shift) & (kLowBuckets - 1)]++] = src[i];
-        std::swap(src, dst);
-    }
-    if (src != seg) std::copy(src, src + len, seg);
-}
+constexpr int kPasses = 3;
+constexpr int kShift[kPasses] = {0, 11, 22};
+constexpr uint32_t kBuckets = 2048;   // 11 + 11 + 10 bits
 } // namespace
 
-// A radix sort of (key, id) pairs, whose order as 64-bit numbers is the chain's order (key, then id);
-// the pairs hold everything a candidate is, so the result is read off them in order (fetching each
-// candidate by its position instead would be a random read per token). The first pass goes by the
-// key's top 11 bits: a model's logits fall into few such ranges, so it writes to few places at once
-// and leaves segments small enough for the cache; each segment is then sorted by its low 21 bits (or,
-// when small, by comparison). Sorting everything by the low digits first (plain LSD) scatters a 152k
-// vocabulary's pairs over thousands of places per pass and runs from memory.
+// A least-significant-digit radix sort of (key, id) pairs, whose order as 64-bit numbers is the chain's
+// order: each pass is stable, so equal keys keep the input's order, which is ascending id. The pairs
+// hold everything a candidate is, so the result is read off them in order (fetching each candidate by
+// its position instead would be a random read per token). Passes whose digit is the same for every key
+// are skipped. (A first pass by the top bits, then per-segment passes, measured slower at 32k and 152k
+// tokens: the branchless key was what made the difference at 152k.)
 void sort_by_logit(std::vector<LogitCand> &c, std::vector<uint64_t> &keys) {
     const size_t n = c.size();
     if (n < 2) return;
@@ -72,25 +43,25 @@ void sort_by_logit(std::vector<LogitCand> &c, std::vector<uint64_t> &keys) {
         std::sort(c.begin(), c.end(), [](const LogitCand &a, const LogitCand &b) { return a.id < b.id; });
     keys.resize(2 * n);
     uint64_t *a = keys.data(), *b = keys.data() + n;
-    uint32_t end[kTopBuckets] = {};   // 8 KiB on the stack: no allocation per token
+    uint32_t count[kPasses * kBuckets] = {};   // 24 KiB: on the stack, no allocation per token
     for (size_t i = 0; i < n; ++i) {
-        a[i] = (uint64_t(descending_key(c[i].logit)) << 32) | static_cast<uint32_t>(c[i].id);
-        ++end[a[i] >> (64 - kTopBits)];
+        const uint32_t k = descending_key(c[i].logit);
+        a[i] = (uint64_t(k) << 32) | static_cast<uint32_t>(c[i].id);
+        for (int p = 0; p < kPasses; ++p) ++count[p * kBuckets + ((k >> kShift[p]) & (kBuckets - 1))];
     }
-    uint32_t sum = 0;
-    for (uint32_t d = 0; d < kTopBuckets; ++d) {   // end[d]: first where segment d starts, after the scatter where it ends
-        const uint32_t x = end[d];
-        end[d] = sum;
-        sum += x;
+    for (int p = 0; p < kPasses; ++p) {
+        uint32_t *cnt = count + p * kBuckets;
+        if (std::find(cnt, cnt + kBuckets, static_cast<uint32_t>(n)) != cnt + kBuckets) continue;   // one digit for all
+        uint32_t sum = 0;
+        for (uint32_t d = 0; d < kBuckets; ++d) {
+            const uint32_t x = cnt[d];
+            cnt[d] = sum;
+            sum += x;
+        }
+        for (size_t i = 0; i < n; ++i) b[cnt[(a[i] >> (32 + kShift[p])) & (kBuckets - 1)]++] = a[i];
+        std::swap(a, b);
     }
-    for (size_t i = 0; i < n; ++i) b[end[a[i] >> (64 - kTopBits)]++] = a[i];
-    for (uint32_t d = 0, begin = 0; d < kTopBuckets; begin = end[d], ++d) {
-        const size_t len = end[d] - begin;
-        if (len <= 1) continue;
-        if (len <= kSmallSegment) std::sort(b + begin, b + end[d]);
-        else sort_segment_low(b + begin, a + begin, len);
-    }
-    for (size_t i = 0; i < n; ++i) c[i] = {static_cast<int32_t>(static_cast<uint32_t>(b[i])), logit_of_key(static_cast<uint32_t>(b[i] >> 32))};
+    for (size_t i = 0; i < n; ++i) c[i] = {static_cast<int32_t>(static_cast<uint32_t>(a[i])), logit_of_key(static_cast<uint32_t>(a[i] >> 32))};
 }
 
 // A heap of the k best so far, the worst of them on top. A later token (a higher id) goes before the
