@@ -190,15 +190,21 @@ static void test_dead_end_and_depth(void **) {
     }
 }
 
-// The sampler's shortcuts (greedy: check the best token's bytes; top-k: check the k best) choose what
-// masking first would: compared with a plain sampler on logits whose disallowed tokens are -inf.
+// The sampler's shortcuts (greedy: check the best token's bytes; top-k: check the best k, then 4k) and
+// its use of cached masks (listed tokens where few are allowed) choose what masking first would:
+// compared with a plain sampler on logits whose disallowed tokens are -inf. The reference's masks come
+// from a grammar of their own, so the sampler's grammar has a mask cached only where the sampler itself
+// needed one (both paths meet) — or, with `cached`, at every state before it samples.
 static void test_sampler_shortcuts_exact(void **) {
     // Inside the string most tokens are allowed, so the shortcuts apply often; elsewhere few are.
     auto v = vocab_of({"{", "}", "\"", "a", "ab", "b\"", "\":", ":", " ", "1", "12", "[", "]", ",", "x", "c", "d", "e",
                        "f", "cd", "ef", "g h", "Q", "\n"});
-    auto g = compile("root ::= \"{\" ( \"\\\"\" [a-h ]{1,12} \"\\\":\" \" \"? ( [0-9]{1,4} | \"[\" [0-9]? \"]\" ) )? \"}\"\n", v);
+    const char *gbnf = "root ::= \"{\" ( \"\\\"\" [a-h ]{1,12} \"\\\":\" \" \"? ( [0-9]{1,4} | \"[\" [0-9]? \"]\" ) )? \"}\"\n";
+    auto ref_g = compile(gbnf, v);
     std::mt19937 rng(7);
+    size_t listed = 0, unlisted = 0;
     std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (bool cached : {false, true})
     for (float temp : {0.0f, 0.8f}) {
         for (int32_t top_k : {0, 3, 8, 40})
         for (float top_p : {1.0f, 0.9f}) {
@@ -207,14 +213,16 @@ static void test_sampler_shortcuts_exact(void **) {
             p.top_k = top_k;
             p.top_p = top_p;
             p.seed = 99;
+            auto g = compile(gbnf, v);   // no masks computed yet
             ember::Sampler constrained(p), reference(p);
             constrained.set_grammar(g);
-            int32_t state = g->start();
+            int32_t state = g->start(), ref_state = ref_g->start();   // the same position, numbered by each
             for (int step = 0; step < 1000; ++step) {
                 std::vector<float> logits(static_cast<size_t>(v->n_vocab));
                 for (float &x : logits) x = normal(rng);
                 std::vector<float> masked = logits;
-                auto m = g->mask(state);
+                auto m = ref_g->mask(ref_state);
+                if (cached) (g->mask(state)->listed() ? listed : unlisted) += 1;
                 for (size_t i = 0; i < masked.size(); ++i)
                     if (!m->test(static_cast<int32_t>(i))) masked[i] = -std::numeric_limits<float>::infinity();
                 const int32_t want = reference.sample(masked.data(), masked.size());
@@ -224,17 +232,21 @@ static void test_sampler_shortcuts_exact(void **) {
                 const bool rejection = temp > 0 && (top_k == 0 || top_k >= v->n_vocab) && top_p == 1.0f;
                 if (rejection && !m->test(got)) fail_msg("step %d: token %d is not allowed", step, got);
                 if (!rejection && want != got)
-                    fail_msg("temp %g top_k %d top_p %g step %d: %d, masking first gives %d", temp, top_k, top_p, step, got, want);
+                    fail_msg("temp %g top_k %d top_p %g step %d%s: %d, masking first gives %d", temp, top_k, top_p, step,
+                             cached ? " (cached mask)" : "", got, want);
                 constrained.accept(got);
                 state = g->advance(state, got);
+                ref_state = ref_g->advance(ref_state, got);
                 if (v->is_eog(got)) {   // complete: start over
                     constrained.reset();
                     reference.reset();
                     state = g->start();
+                    ref_state = ref_g->start();
                 }
             }
         }
     }
+    assert_true(listed > 0 && unlisted > 0);   // both kinds of cached mask were met
 }
 
 // Pure temperature sampling under a grammar draws by rejection (sampler.cpp): its draws follow the

@@ -549,8 +549,11 @@ EMBER_API ember_status ember_sampler_logprobs(const ember_sampler *sampler, embe
  *
  * Cost: the allowed tokens of each grammar state are computed once (a walk of a trie over the
  * vocabulary's token bytes) and cached in the grammar, so after the first generation through a state
- * a step costs little more than applying a bit mask. A grammar may be shared by any number of samplers
- * and requests on any threads (its cache is locked internally).
+ * a step costs little more than applying a bit mask; where a state allows few tokens (digits, an enum,
+ * JSON punctuation) they are kept as a list and the sampler looks only at them. Greedy and top-k
+ * sampling often need no mask at all (the best tokens' bytes are checked instead). Seeded sampling
+ * draws the same tokens whether or not a state's mask was cached. A grammar may be shared by any number
+ * of samplers and requests on any threads (its cache is locked internally).
  * ------------------------------------------------------------------------------------------------- */
 
 typedef struct ember_grammar ember_grammar;

@@ -4,6 +4,7 @@
 #include "tokenizer/tokenizer.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace ember::grammar {
 
@@ -56,6 +57,14 @@ bool CompiledGrammar::accepts(int32_t state) {
     return dfa_.accepts(state);
 }
 
+std::shared_ptr<const TokenMask> CompiledGrammar::cached_mask(int32_t state) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = masks_.find(state);
+    if (it == masks_.end()) return nullptr;
+    ++stats_.mask_hits;
+    return it->second;
+}
+
 std::shared_ptr<const TokenMask> CompiledGrammar::mask(int32_t state) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = masks_.find(state);
@@ -64,7 +73,7 @@ std::shared_ptr<const TokenMask> CompiledGrammar::mask(int32_t state) {
         return it->second;
     }
     auto m = compute_mask(state);
-    const size_t bytes = m->bits.size() * sizeof(uint64_t);
+    const size_t bytes = m->bits.size() * sizeof(uint64_t) + m->ids.size() * sizeof(int32_t);
     if (mask_bytes_ + bytes > kMaskCacheBytes) {   // simple bound: start over (the hot states return quickly)
         masks_.clear();
         mask_bytes_ = 0;
@@ -105,6 +114,12 @@ std::shared_ptr<const TokenMask> CompiledGrammar::compute_mask(int32_t state) {
             ++m->n_allowed;
         }
     stats_.trie_nodes_visited += visited;
+    if (TokenMask::lists(m->n_allowed, static_cast<size_t>(vocab_->n_vocab))) {
+        m->ids.reserve(m->n_allowed);
+        for (size_t w = 0; w < m->bits.size(); ++w)
+            for (uint64_t b = m->bits[w]; b; b &= b - 1)
+                m->ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(b))));
+    }
     return m;
 }
 

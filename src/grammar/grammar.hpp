@@ -25,11 +25,17 @@ class Tokenizer;
 
 namespace ember::grammar {
 
-// One bit per token: may it come next.
+// One bit per token: may it come next. A mask that allows few tokens (at most an eighth of the
+// vocabulary: digits, an enum's words, JSON punctuation) also lists them, so the sampler's stages cost
+// O(allowed tokens) there instead of O(vocabulary); a list of every allowed token of a mask inside a
+// string would cost more memory than its bits and save nothing (most tokens pass there).
 struct TokenMask {
     std::vector<uint64_t> bits;
+    std::vector<int32_t> ids;   // the allowed tokens in ascending order when few are allowed, else empty
     size_t n_allowed = 0;
     bool test(int32_t id) const { return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u; }
+    bool listed() const { return !ids.empty(); }
+    static bool lists(size_t n_allowed, size_t n_vocab) { return n_allowed > 0 && n_allowed <= n_vocab / 8; }
 };
 
 // The vocabulary's side, built once per model and shared by its grammars.
@@ -55,6 +61,9 @@ public:
     int32_t advance_bytes(int32_t state, const std::string &bytes);
     // The tokens allowed next; cached per state. Shared so a caller may keep it past later calls.
     std::shared_ptr<const TokenMask> mask(int32_t state);
+    // The mask of a state if it was computed before (nullptr otherwise): the sampler uses it where it
+    // is at hand and checks single tokens' bytes where it is not.
+    std::shared_ptr<const TokenMask> cached_mask(int32_t state);
     bool accepts(int32_t state);
     const GrammarVocab &vocab() const { return *vocab_; }
 
@@ -85,6 +94,7 @@ public:
     // is unchanged then).
     void accept(int32_t token);
     std::shared_ptr<const TokenMask> mask() { return g_->mask(state_); }
+    std::shared_ptr<const TokenMask> cached_mask() { return g_->cached_mask(state_); }
     // Whether the grammar allows `token` next (its bytes stepped through; no mask needed).
     bool allows(int32_t token) { return g_->advance(state_, token) != GrammarAutomaton::kDead; }
     bool complete() { return g_->accepts(state_); }

@@ -4,6 +4,8 @@
 #include "grammar/grammar.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <unordered_map>
 
@@ -105,8 +107,7 @@ void Sampler::record_logprobs(const float *logits, size_t n_vocab, int32_t token
     const size_t n = std::min(static_cast<size_t>(p_.n_logprobs), n_vocab);
     cand_.resize(n_vocab);
     for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
-    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(),
-                      [](const Cand &a, const Cand &b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); });
+    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(), logit_before);
     top_logprobs_.clear();
     for (size_t i = 0; i < n; ++i) top_logprobs_.push_back({cand_[i].id, lp(static_cast<size_t>(cand_[i].id))});
 }
@@ -155,34 +156,62 @@ const float *Sampler::penalized(const float *logits, size_t n_vocab, const int32
     return penalized_.data();
 }
 
+namespace {
+// The highest logit among the listed tokens (ascending ids), the lowest id on ties: what masking the
+// others first and taking the highest logit gives.
+size_t best_listed(const float *l, const std::vector<int32_t> &ids) {
+    size_t best = static_cast<size_t>(ids[0]);
+    for (int32_t id : ids)
+        if (l[id] > l[best]) best = static_cast<size_t>(id);
+    return best;
+}
+
+// The same over the tokens a mask's bits allow (it allows at least one).
+size_t best_masked(const float *l, const grammar::TokenMask &m) {
+    size_t best = SIZE_MAX;
+    for (size_t w = 0; w < m.bits.size(); ++w)
+        for (uint64_t b = m.bits[w]; b; b &= b - 1) {
+            const size_t i = w * 64 + static_cast<size_t>(std::countr_zero(b));
+            if (best == SIZE_MAX || l[i] > l[best]) best = i;
+        }
+    return best;
+}
+} // namespace
+
 void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra, TokenDist &out) {
     check_grammar_vocab(n_vocab);
     out.clear();
-    // 0. The grammar's mask: disallowed tokens take no part in any stage (fetched where needed below:
-    // greedy decoding often needs none).
-    std::shared_ptr<const grammar::TokenMask> mask;
+    // 0. The grammar's mask: disallowed tokens take no part in any stage. A mask computed before (a state
+    // seen before) is at hand and used as it is; one not computed yet is fetched only where needed below
+    // (greedy decoding and top-k often need none). A mask that lists its tokens (few allowed) makes every
+    // stage cost O(allowed tokens) instead of O(vocabulary).
+    std::shared_ptr<const grammar::TokenMask> mask = matcher_ ? matcher_->cached_mask() : nullptr;
     auto fetch_mask = [&] {
         if (!matcher_) return;
-        mask = matcher_->mask();
+        if (!mask) mask = matcher_->mask();
         if (mask->n_allowed == 0) fail(EMBER_ERR_GRAMMAR_DEAD_END, "the grammar allows no token here and is not complete");
     };
+    if (mask) fetch_mask();   // its dead-end check
+    const bool listed = mask && mask->listed();
     auto allowed = [&](size_t i) { return !mask || mask->test(static_cast<int32_t>(i)); };
+    auto grammar_allows = [&](int32_t id) { return mask ? mask->test(id) : matcher_->allows(id); };
     const float *l = penalized(logits, n_vocab, extra, n_extra);
 
     // 2. Greedy: the highest logit, lowest id on ties.
     if (p_.temperature <= 0.0f) {
         size_t best = 0;
-        for (size_t i = 1; i < n_vocab; ++i)
-            if (l[i] > l[best]) best = i;
-        // With a grammar, the best token overall is the answer when the grammar allows it (it is then
-        // also the best allowed one, ties included): checking its bytes spares computing the mask, which
-        // is what a new grammar state costs (llama.cpp's common sampler checks first the same way).
-        if (matcher_ && !matcher_->allows(static_cast<int32_t>(best))) {
-            fetch_mask();
-            best = 0;
-            while (!allowed(best)) ++best;   // a mask allows at least one token
-            for (size_t i = best + 1; i < n_vocab; ++i)
-                if (l[i] > l[best] && allowed(i)) best = i;
+        if (listed) {
+            best = best_listed(l, mask->ids);
+        } else {
+            for (size_t i = 1; i < n_vocab; ++i)
+                if (l[i] > l[best]) best = i;
+            // With a grammar, the best token overall is the answer when the grammar allows it (it is then
+            // also the best allowed one, ties included): checking its bytes spares computing the mask, which
+            // is what a new grammar state costs (llama.cpp's common sampler checks first the same way).
+            if (matcher_ && !grammar_allows(static_cast<int32_t>(best))) {
+                fetch_mask();
+                best = mask->listed() ? best_listed(l, mask->ids) : best_masked(l, *mask);
+            }
         }
         out.ids.push_back(static_cast<int32_t>(best));
         out.w.push_back(1.0);
@@ -190,26 +219,35 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
         return;
     }
 
-    auto by_logit = [](const Cand &a, const Cand &b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
-    auto gather = [&] {
+    auto gather = [&] {   // the allowed tokens, in ascending id order as sort_by_logit wants them
         cand_.clear();
+        if (mask && mask->listed()) {
+            for (int32_t id : mask->ids) cand_.push_back({id, l[id]});
+            return;
+        }
         for (size_t i = 0; i < n_vocab; ++i)
             if (allowed(i)) cand_.push_back({static_cast<int32_t>(i), l[i]});
     };
-    // 3. top-k: only the k best need ordering. With a grammar, the k best allowed tokens are the first
-    // k allowed ones in the order of all tokens: looked for among the best 4k of all tokens, checking
-    // each one's bytes, they spare the mask (an exact shortcut, like greedy's above); where fewer than k
-    // of those are allowed (a state that allows few tokens, whose mask is cheap), the mask is used.
+    // 3. top-k: only the k best need ordering. With a grammar whose mask is not at hand as a list, the k
+    // best allowed tokens are the first k allowed ones in the order of all tokens: looked for among the
+    // best k of all tokens, then (when most of those were allowed) among the best 4k, checking each
+    // one's bytes, they spare the mask (an exact shortcut, like greedy's above). Where fewer are allowed
+    // (a state that allows few tokens, whose mask is cheap to compute and then listed), the mask is used.
+    auto before = [](const Cand &a, const Cand &b) { return logit_before(a, b); };   // inlined, unlike a pointer
     const size_t k = p_.top_k > 0 ? static_cast<size_t>(p_.top_k) : 0;
     bool top_k_done = false;
-    if (matcher_ && k > 0 && k < n_vocab) {
-        gather();   // all tokens: no mask yet
-        const size_t window = std::min(n_vocab, 4 * k);
-        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(window), cand_.end(), by_logit);
-        size_t found = 0;
-        for (size_t i = 0; i < window && found < k; ++i)
-            if (matcher_->allows(cand_[i].id)) cand_[found++] = cand_[i];   // keeps their order
-        top_k_done = found == k;
+    if (k > 0 && k < n_vocab && !matcher_) {
+        top_by_logit(l, n_vocab, k, cand_);
+        top_k_done = true;
+    } else if (k > 0 && k < n_vocab && !listed) {
+        for (size_t window = k; !top_k_done; window = 4 * k) {
+            top_by_logit(l, n_vocab, std::min(n_vocab, window), cand_);
+            size_t found = 0;
+            for (size_t i = 0; i < cand_.size() && found < k; ++i)
+                if (grammar_allows(cand_[i].id)) cand_[found++] = cand_[i];   // keeps their order
+            top_k_done = found == k;
+            if (window > k || 2 * found < k) break;
+        }
     }
     size_t n;
     if (top_k_done) {
@@ -220,38 +258,45 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
         n = cand_.size();
         if (k > 0 && k < n) {
             n = k;
-            std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(), by_logit);
+            std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(), before);
         } else {
-            std::sort(cand_.begin(), cand_.end(), by_logit);
+            sort_by_logit(cand_, sort_keys_);   // the order std::sort gave, in linear time
         }
     }
-    // Probabilities at temperature 1 for the truncation stages (as the chain order says).
+    // Probabilities at temperature 1 for the truncation stages (as the chain order says); without those
+    // stages they are not needed (each weight is computed alone, so skipping them changes no weight).
     std::vector<double> &prob = out.w;
     prob.resize(n);
     const double max_l = cand_[0].logit;
-    double sum = 0;
-    for (size_t i = 0; i < n; ++i) sum += prob[i] = std::exp(static_cast<double>(cand_[i].logit) - max_l);
-    // 4. top-p: smallest prefix reaching top_p.
-    if (p_.top_p < 1.0f) {
-        double acc = 0;
-        for (size_t i = 0; i < n; ++i) {
-            acc += prob[i] / sum;
-            if (acc >= p_.top_p) { n = i + 1; break; }
+    const bool truncating = p_.top_p < 1.0f || p_.min_p > 0.0f;
+    if (truncating) {
+        double sum = 0;
+        for (size_t i = 0; i < n; ++i) sum += prob[i] = std::exp(static_cast<double>(cand_[i].logit) - max_l);
+        // 4. top-p: smallest prefix reaching top_p.
+        if (p_.top_p < 1.0f) {
+            double acc = 0;
+            for (size_t i = 0; i < n; ++i) {
+                acc += prob[i] / sum;
+                if (acc >= p_.top_p) { n = i + 1; break; }
+            }
+        }
+        // 5. min-p relative to the top token (prob[0] / sum is the top probability).
+        if (p_.min_p > 0.0f) {
+            const double cut = p_.min_p * prob[0];
+            size_t keep = 1;
+            while (keep < n && prob[keep] >= cut) ++keep;
+            n = keep;
         }
     }
-    // 5. min-p relative to the top token (prob[0] / sum is the top probability).
-    if (p_.min_p > 0.0f) {
-        const double cut = p_.min_p * prob[0];
-        size_t keep = 1;
-        while (keep < n && prob[keep] >= cut) ++keep;
-        n = keep;
-    }
-    // 6. temperature, softmax weights over the survivors.
+    // 6. temperature, softmax weights over the survivors (at temperature 1 they are the probabilities
+    // above: x / 1.0 is x).
     prob.resize(n);
     out.ids.resize(n);
+    const bool reuse = truncating && p_.temperature == 1.0f;
     for (size_t i = 0; i < n; ++i) {
         out.ids[i] = cand_[i].id;
-        out.total += prob[i] = std::exp((static_cast<double>(cand_[i].logit) - max_l) / p_.temperature);
+        if (!reuse) prob[i] = std::exp((static_cast<double>(cand_[i].logit) - max_l) / p_.temperature);
+        out.total += prob[i];
     }
 }
 

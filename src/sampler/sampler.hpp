@@ -2,6 +2,8 @@
 // top-k → top-p → min-p → temperature → draw).
 #pragma once
 
+#include "sampler/logit_order.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -86,8 +88,9 @@ private:
     SamplerParams p_;
     std::mt19937_64 rng_;
     std::deque<int32_t> history_;
-    struct Cand { int32_t id; float logit; };
+    using Cand = LogitCand;
     std::vector<Cand> cand_;          // reused between calls
+    std::vector<uint64_t> sort_keys_; // sort_by_logit's working memory, reused between calls
     std::vector<float> penalized_;    // logits after the penalties, reused between calls
     TokenDist dist_;
     std::shared_ptr<grammar::GrammarMatcher> matcher_;

@@ -44,6 +44,10 @@ bool grammar_option(const Args &a, const ember_model *model, ember_grammar **out
 
 // `ember bench --json-schema FILE | --grammar FILE` (bench_grammar.cpp).
 int bench_grammar(const Args &a, const std::string &model_path, long G);
+// The sampler `ember bench` decodes with: --temp T (default 0: greedy), --top-k K (default 40), --top-p P
+// (default 1), --min-p P (default 0), --repeat-penalty R (default 1), --seed S (default 1). False (after
+// a message) for values the library refuses.
+bool bench_sampler_params(const Args &a, ember_sampler_params *sp);
 
 // help.cpp: every command's usage, or one command's (false: no such command).
 void print_help();

@@ -239,6 +239,26 @@ long session_threads(const ember_session *s) {
     return static_cast<long>(n);
 }
 
+} // namespace
+
+bool bench_sampler_params(const Args &a, ember_sampler_params *sp) {
+    ember_sampler_params_init(sp);
+    sp->temperature = static_cast<float>(a.number("--temp", 0.0));
+    sp->top_k = static_cast<int32_t>(a.integer("--top-k", 40));
+    sp->top_p = static_cast<float>(a.number("--top-p", 1.0));
+    sp->min_p = static_cast<float>(a.number("--min-p", 0.0));
+    sp->repeat_penalty = static_cast<float>(a.number("--repeat-penalty", 1.0));
+    sp->seed = static_cast<uint64_t>(a.integer("--seed", 1));
+    ember_sampler *probe = nullptr;
+    if (ember_sampler_create(sp, &probe) != EMBER_OK) {
+        std::fprintf(stderr, "ember: bench: %s\n", ember_last_error());
+        return false;
+    }
+    ember_sampler_free(probe);
+    return true;
+}
+
+namespace {
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
@@ -249,8 +269,9 @@ double median(std::vector<double> v) {
 int cmd_bench(int argc, char **argv) {
     const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel",
                                         "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds", "--background-load",
-                                        "--json-schema", "--grammar", "--grammar-vocab"},
-                            {"--prefix-reuse", "--lookup", "--draft-fixed"});
+                                        "--json-schema", "--grammar", "--grammar-vocab", "--top-k", "--top-p", "--min-p",
+                                        "--repeat-penalty"},
+                            {"--prefix-reuse", "--lookup", "--draft-fixed", "--fresh-grammar"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
     const long P = a.integer("-p", 128), G = a.integer("-n", 64), N = a.integer("--parallel", 0);
@@ -275,12 +296,10 @@ int cmd_bench(int argc, char **argv) {
     if (!s) return ember_model_free(model), 1;
     const double load_s = now() - t_load0;
 
-    // Greedy by default; --temp T samples (top-k 40, the given --seed), for speculation's sampled case.
+    // Greedy by default; --temp T samples (top-k 40 unless --top-k says otherwise, the given --seed),
+    // for speculation's sampled case.
     ember_sampler_params spp;
-    ember_sampler_params_init(&spp);
-    spp.temperature = static_cast<float>(a.number("--temp", 0.0));
-    spp.top_k = 40;
-    spp.seed = static_cast<uint64_t>(a.integer("--seed", 1));
+    if (!bench_sampler_params(a, &spp)) return ember_session_free(s), ember_model_free(model), 2;
     ember_sampler *sampler = nullptr;
     ember_model *draft = nullptr;
     ember_session *base = nullptr;   // with speculation: the same target without it, measured in turn

@@ -44,13 +44,15 @@ const CommandHelp kHelp[] = {
      "    count used. With --parallel N, N requests run at once through the batching engine:\n"
      "    decode_tok_s_total and mean time to first token. With --prefix-reuse, two requests sharing a\n"
      "    P-token prefix: both times to first token. Also takes --backend and --kv-type; --temp T\n"
-     "    (sampled decode, --seed S); speculative decoding with --draft MODEL or --lookup, --draft-k K\n"
+     "    (sampled decode, --seed S, --top-k K (default 40; 0: off), --top-p P, --min-p P,\n"
+     "    --repeat-penalty R); speculative decoding with --draft MODEL or --lookup, --draft-k K\n"
      "    (start length), --draft-fixed (no adaptation); --text T replaces the English text the prompt\n"
      "    is built from. --rounds R measured runs (medians); with speculation (default 3 rounds) the same\n"
      "    target without it runs in turn, for the speedup. --background-load N keeps N busy threads of\n"
      "    its own running meanwhile (a busy machine). --json-schema FILE or --grammar FILE: the grammar's\n"
-     "    cost per token against a decode step, on its first generation and warm (--rounds R, default 4);\n"
-     "    --grammar-vocab VOCAB.gguf builds it for another file's vocabulary of the same size.\n"},
+     "    cost per token against a decode step, on its first generation and warm (--rounds R, default 4),\n"
+     "    and the plain sampler's own time (sample_ms); --fresh-grammar compiles it anew every round (all\n"
+     "    rounds first); --grammar-vocab VOCAB.gguf builds it for another file's vocabulary of the same size.\n"},
     {"perplexity",
      "ember perplexity -m MODEL -f TEXT_FILE [-c CTX] [-t THREADS] [--max-tokens N] [--kv-type T]\n"
      "                 [--compare-kv T] [--backend B]\n"
