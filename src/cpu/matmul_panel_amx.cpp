@@ -87,7 +87,7 @@ inline void configure_tiles() {
     if (_mm512_cmpneq_epi64_mask(a, b) != 0) _tile_loadconfig(&kConfig);
 }
 
-// Zeros for the padding tokens of a short group to read as scales (xd, xs): a chunk's worth.
+// Zeros for the padding tokens of a short group to read as scales (xd, xds): a chunk's worth.
 constexpr int64_t kMaxChunk = 64;
 alignas(64) const float kZeros[kMaxChunk] = {};
 
@@ -102,7 +102,7 @@ template <int T>
 struct GroupTokens {
     const int8_t *x;
     int64_t stride;
-    const float *xd[T], *xs[T];
+    const float *xd[T], *xds[T];  // the tokens' block scales and d * sum (QuantActs)
     float *y[T];
     GroupTokens(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0, int nt) {
         x = job.xq.qs + t0 * job.n_in + b0 * 32;
@@ -110,7 +110,7 @@ struct GroupTokens {
         for (int t = 0; t < T; ++t) {
             const bool real = t < nt;
             xd[t] = real ? job.xq.d + (t0 + t) * job.xq.nb + b0 : kZeros;
-            xs[t] = real ? job.xq.sum + (t0 + t) * job.xq.nb + b0 : kZeros;
+            xds[t] = real ? job.xq.dsum + (t0 + t) * job.xq.nb + b0 : kZeros;
             y[t] = real ? job.y + (t0 + t) * job.y_stride + r : nullptr;
         }
     }
@@ -176,13 +176,13 @@ struct Q4Amx {
     // One block's float epilogue for T tokens: the AVX-512 panel's operations (see the top of the file).
     template <int T>
     static void apply(const int32_t (*c)[kRows], const Block &blk, const GroupTokens<T> &op, int64_t b, __m512 (&acc)[T]) {
-        const __m512 s = _mm512_load_ps(blk.s);
+        const __m512 s = _mm512_load_ps(blk.s), m = _mm512_load_ps(blk.m);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
             const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c[t]));
             acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(op.xd[t][b])), acc[t]);
-            if constexpr (kMins)
-                acc[t] = _mm512_fnmadd_ps(_mm512_load_ps(blk.m), _mm512_set1_ps(op.xd[t][b] * op.xs[t][b]), acc[t]);
+            // op.xds = xd * xs, formed once per matmul (the same float product the AVX-512 panel forms).
+            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(op.xds[t][b]), acc[t]);
         }
     }
 
@@ -336,8 +336,10 @@ void group(const MatmulJob &job, const typename Pack::Block *pb, int64_t b0, int
 template <class Pack>
 void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     using Block = typename Pack::Block;
-    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / Pack::kUnit * Pack::kUnit;
-    static_assert(kChunk >= Pack::kUnit && kChunk <= kMaxChunk);
+    // Whole units, and a multiple of 4 blocks: the tiles take blocks in fours (Q4) or pairs (Q6_K).
+    constexpr int64_t kStep = Pack::kUnit % 4 == 0 ? Pack::kUnit : 4;
+    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / kStep * kStep;
+    static_assert(kChunk >= Pack::kUnit && kChunk % Pack::kUnit == 0 && kChunk <= kMaxChunk);
     configure_tiles();
     const int64_t nb = job.xq.nb;
     Block buf[kChunk];

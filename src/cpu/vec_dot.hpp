@@ -21,6 +21,9 @@ struct QuantActs {
     const float *d = nullptr;
     const float *sum = nullptr;   // integers, exact in float: |sum| <= 32 * 127
     int64_t nb = 0;
+    // d * sum per block (same index), the float product the K-quant kernels form for their offset term:
+    // formed once per matmul for the AMX tiles, which would otherwise form it per row panel.
+    const float *dsum = nullptr;
 };
 
 // One weight's share of a matmul: rows [r0, r1) of W against all n_tokens activation rows.
