@@ -331,33 +331,20 @@ void group(const MatmulJob &job, const typename Pack::Block *pb, int64_t b0, int
     }
 }
 
-// Rows [r0, r1) for all tokens: token slabs, then k-chunks (a chunk's activations stay in cache across
-// the panels), then 16-row panels, each packed once per slab and chunk, then token groups of 16.
+// Rows [r0, r1) for all tokens: panel_pack_x86.hpp's loop nest (token slabs, k-chunks in whole fours of
+// blocks, as the tiles take them, 16-row panels each packed once per slab and chunk), token groups of 16.
 template <class Pack>
 void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
-    using Block = typename Pack::Block;
-    // Whole units, and a multiple of 4 blocks: the tiles take blocks in fours (Q4) or pairs (Q6_K).
-    constexpr int64_t kStep = Pack::kUnit % 4 == 0 ? Pack::kUnit : 4;
-    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / kStep * kStep;
-    static_assert(kChunk >= Pack::kUnit && kChunk % Pack::kUnit == 0 && kChunk <= kMaxChunk);
+    constexpr int64_t kStep = 4;
+    static_assert(panel_chunk<Pack, kStep>() <= kMaxChunk);
     configure_tiles();
-    const int64_t nb = job.xq.nb;
-    Block buf[kChunk];
-    for (int64_t tb = 0; tb < job.n_tokens; tb += kSlab) {
-        const int64_t te = tb + kSlab < job.n_tokens ? tb + kSlab : job.n_tokens;
-        for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-            const int64_t n = nb - b0 < kChunk ? nb - b0 : kChunk;  // a multiple of Pack::kUnit
-            for (int64_t r = r0; r < r1; r += kRows) {
-                const int64_t nr = r1 - r < kRows ? r1 - r : kRows;
-                const uint8_t *rows[kRows];
-                for (int i = 0; i < kRows; ++i) rows[i] = job.w + static_cast<size_t>(r + (i < nr ? i : nr - 1)) * job.row_bytes;
-                Pack::pack(rows, b0, n, buf);
-                const ChunkEdges e{static_cast<__mmask16>((1u << nr) - 1), b0 == 0, b0 + n == nb};
-                for (int64_t t = tb; t < te; t += kGroup)
-                    group<Pack>(job, buf, b0, n, r, t, static_cast<int>(te - t < kGroup ? te - t : kGroup), e);
-            }
-        }
-    }
+    panel_loop<Pack, kRows, kSlab, kStep>(
+        job, r0, r1,
+        [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
+        [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te, const ChunkEdges &e) {
+            for (int64_t t = tb; t < te; t += kGroup)
+                group<Pack>(job, buf, b0, n, r, t, static_cast<int>(te - t < kGroup ? te - t : kGroup), e);
+        });
 }
 
 #undef EMBER_AMX_BLOCK_PRODUCT

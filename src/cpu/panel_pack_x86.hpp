@@ -297,19 +297,30 @@ inline void pack_q4_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int
 constexpr size_t kPackBytes = 24 * 1024;
 constexpr int64_t kSlabTokens = 128;
 
-// The loop nest of both panel GEMMs, rows [r0, r1) for all tokens: token slabs, then k-chunks (a chunk's
-// activations stay in cache across the panels), then panels of Rows rows, each packed once per slab and
-// chunk. The ISA's parts come in: edges(nr, first_chunk, last_chunk) makes what a tile needs to know of
-// the panel's edges, tiles(buf, b0, n, r, tb, te, edges) runs a slab's tiles.
-template <class Pack, int Rows, class Edges, class Tiles>
+// Blocks per k-chunk of a panel packed as Pack: as many as kPackBytes holds, in whole Steps (a multiple
+// of Pack::kUnit).
+template <class Pack, int64_t Step = Pack::kUnit>
+constexpr int64_t panel_chunk() {
+    static_assert(Step % Pack::kUnit == 0 || Pack::kUnit % Step == 0);
+    constexpr int64_t step = Step > Pack::kUnit ? Step : Pack::kUnit;
+    constexpr int64_t chunk = kPackBytes / sizeof(typename Pack::Block) / step * step;
+    static_assert(chunk >= Pack::kUnit);
+    return chunk;
+}
+
+// The loop nest of the panel GEMMs, rows [r0, r1) for all tokens: token slabs of Slab, then k-chunks
+// (panel_chunk<Pack, Step>: a chunk's activations stay in cache across the panels), then panels of Rows
+// rows, each packed once per slab and chunk. The ISA's parts come in: edges(nr, first_chunk,
+// last_chunk) makes what a tile needs to know of the panel's edges, tiles(buf, b0, n, r, tb, te, edges)
+// runs a slab's tiles.
+template <class Pack, int Rows, int64_t Slab = kSlabTokens, int64_t Step = Pack::kUnit, class Edges, class Tiles>
 void panel_loop(const MatmulJob &job, int64_t r0, int64_t r1, Edges edges, Tiles tiles) {
     using Block = typename Pack::Block;
-    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / Pack::kUnit * Pack::kUnit;
-    static_assert(kChunk >= Pack::kUnit);
+    constexpr int64_t kChunk = panel_chunk<Pack, Step>();
     const int64_t nb = job.xq.nb;
     Block buf[kChunk];
-    for (int64_t tb = 0; tb < job.n_tokens; tb += kSlabTokens) {
-        const int64_t te = tb + kSlabTokens < job.n_tokens ? tb + kSlabTokens : job.n_tokens;
+    for (int64_t tb = 0; tb < job.n_tokens; tb += Slab) {
+        const int64_t te = tb + Slab < job.n_tokens ? tb + Slab : job.n_tokens;
         for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
             const int64_t n = nb - b0 < kChunk ? nb - b0 : kChunk;  // a multiple of Pack::kUnit
             for (int64_t r = r0; r < r1; r += Rows) {
