@@ -910,12 +910,12 @@ static void test_matmul_multi(void **) {
     }
 }
 
-// The prefill GEMMs (matmul_panel_avx2.cpp, matmul_panel_avx512.cpp: more tokens than one tile pass) walk
-// token slabs of 128,
-// k-chunks of its packing buffer (64 to 76 blocks of 32), panels of 8 rows and token groups of 4: these
-// shapes cross every one of those edges (n_in of 3, 4 or 9 chunks; row counts not a multiple of 8;
+// The prefill GEMMs (matmul_panel_avx2.cpp, matmul_panel_avx512.cpp, matmul_panel_amx.cpp: more tokens
+// than one tile pass) walk token slabs of 128 (AMX: 256), k-chunks of their packing buffer (24 to 76
+// blocks of 32), panels of 8 or 16 rows and token groups of 4, 8 or 16: these shapes cross every one of
+// those edges (n_in of 3, 4 or 9 chunks; row counts not a multiple of 8;
 // slabs with a remainder; 5 tokens, just past a tile pass). Each output is held to the reference's
-// bound, and 1, 2 and 3 threads (row chunks split differently) give the same bits.
+// bound, 1, 2 and 3 threads (row chunks split differently) give the same bits, and so do the levels.
 static void test_matmul_panels(void **) {
     Scratch scratch;
     uint64_t st = 123;
@@ -931,6 +931,8 @@ static void test_matmul_panels(void **) {
         {DType::Q3_K, 8192, 19, 133}, {DType::IQ4_XS, 5632, 21, 130}, {DType::IQ4_NL, 8224, 13, 131},
         {DType::MXFP4, 2080, 9, 5},   {DType::Q3_K, 256, 3, 5},      {DType::IQ4_NL, 96, 17, 6},
         {DType::Q2_K, 8192, 19, 133}, {DType::Q2_K, 512, 17, 5},
+        // The AMX level's 256-token slabs, 16-token groups (a padded last one) and 16-row panels.
+        {DType::Q4_0, 2048, 35, 300}, {DType::Q4_K, 1024, 19, 270}, {DType::Q6_K, 512, 17, 261},
     };
     for (const Shape &sh : shapes) {
         const TestWeight w = make_weight(sh.type, sh.n_out, sh.n_in, &st);
@@ -939,8 +941,9 @@ static void test_matmul_panels(void **) {
             for (int64_t i = 0; i < sh.n_in; ++i) x[t * sh.n_in + i] *= (t % 3 ? 1.0f : 20.0f) * (i / 32 % 5 ? 1.0f : 0.02f);
         const std::vector<float> bias = rand_vec(&st, static_cast<size_t>(sh.n_out), -2, 2);
         const Reference ref = reference(w, x, sh.nt, bias.data());
-        for_each_variant([&](int) {
-            std::vector<float> first;
+        std::vector<float> by_level[kLevels];
+        for_each_variant([&](int v) {
+            std::vector<float> &first = by_level[v];
             for (int threads : {1, 2, 3}) {
                 auto pool_owner = make_pool(threads);
                 std::vector<float> y(static_cast<size_t>(sh.nt * sh.n_out), NAN);
@@ -955,6 +958,12 @@ static void test_matmul_panels(void **) {
                     fail_msg("%s %s: %d threads differ from 1", isa_name(), dtype_name(sh.type), threads);
             }
         });
+        // The SIMD levels' panels (8 rows, 16 rows with VPDPBUSD, 16 rows with tiles) give the same bits.
+        for (int v = 2; v < kLevels; ++v)
+            if (!by_level[1].empty() && !by_level[v].empty() &&
+                std::memcmp(by_level[1].data(), by_level[v].data(), by_level[1].size() * sizeof(float)) != 0)
+                fail_msg("%s n_in %lld nt %lld: level %d differs from avx2", dtype_name(sh.type), (long long)sh.n_in,
+                         (long long)sh.nt, v);
     }
 }
 
