@@ -1,5 +1,6 @@
 // test_cpu_kernels.cpp — the CPU kernels against plain double-precision references, at every ISA level
-// the CPU has (scalar, AVX2, AVX-512 with VNNI; the others skipped with the reason), and the thread pool.
+// the CPU has (scalar, AVX2, AVX-512 with VNNI, AMX; the others skipped with the reason), and the thread
+// pool.
 //
 // Every bound below is derived in the comment next to it from what the kernel is allowed to lose
 // (u = 2^-24 is the unit roundoff of float). Set EMBER_KERNEL_BENCH=1 to also print matmul timings
@@ -34,10 +35,11 @@ constexpr double kU = 1.0 / 16777216.0;  // 2^-24
 // next test reuses for its own pool.
 std::unique_ptr<ThreadPool> make_pool(int n) { return std::make_unique<ThreadPool>(n); }
 
-// Runs f(level) at every ISA level this CPU supports (0 scalar, 1 AVX2, 2 AVX-512 with VNNI), each
-// forced in turn, and skips the others, saying once why (the CPU lacks the level, or EMBER_CPU_ISA caps
-// it): CI machines differ (AMD EPYC with AVX2 only, Intel Xeon with AVX-512), so each runs what it has.
-constexpr int kLevels = 3;
+// Runs f(level) at every ISA level this CPU supports (0 scalar, 1 AVX2, 2 AVX-512 with VNNI, 3 AMX),
+// each forced in turn, and skips the others, saying once why (the CPU lacks the level, the OS refuses
+// it, or EMBER_CPU_ISA caps it): CI machines differ (AMD EPYC with AVX2 only, Intel Xeon with AVX-512,
+// some with AMX), so each runs what it has.
+constexpr int kLevels = 4;
 bool g_said_skip[kLevels] = {};  // one note per level and process (each caller instantiates the template)
 template <class F>
 void for_each_variant(F &&f) {
@@ -832,8 +834,7 @@ static void test_matmul(void **) {
                                          y[v][i], ref.y[i], err, ref.bound[i]);
                         }
                     });
-                    // Every level within rounding of the scalar one; AVX-512 gives AVX2's bits exactly (its
-                    // kernels form the same exact integers and apply the scales alike, vec_dot.hpp).
+                    // Every level within rounding of the scalar one.
                     for (int v = 1; v < kLevels; ++v)
                         for (size_t i = 0; i < y[v].size(); ++i) {
                             const double agree = 2 * ref.rounding[i];
@@ -842,9 +843,12 @@ static void test_matmul(void **) {
                                          y[v][i], y[0][i], agree);
                             if (n_in == 768) worst_rel = std::fmax(worst_rel, std::fabs(y[v][i] - ref.y[i]) / ref.sum_abs[i]);
                         }
-                    if (!y[1].empty() && !y[2].empty() && std::memcmp(y[1].data(), y[2].data(), y[1].size() * sizeof(float)) != 0)
-                        fail_msg("%s n_in %lld n_out %lld nt %lld: avx512 differs from avx2", dtype_name(type), (long long)n_in,
-                                 (long long)n_out, (long long)nt);
+                    // AVX-512 and AMX give AVX2's bits exactly (their kernels form the same exact integers and
+                    // apply the scales alike, vec_dot.hpp).
+                    for (int v = 2; v < kLevels; ++v)
+                        if (!y[1].empty() && !y[v].empty() && std::memcmp(y[1].data(), y[v].data(), y[1].size() * sizeof(float)) != 0)
+                            fail_msg("%s n_in %lld n_out %lld nt %lld: level %d differs from avx2", dtype_name(type),
+                                     (long long)n_in, (long long)n_out, (long long)nt, v);
                 }
             }
         print_message("matmul %-5s ok; worst |err| / sum|w x| at n_in 768: %.2e\n", dtype_name(type), worst_rel);
@@ -906,12 +910,12 @@ static void test_matmul_multi(void **) {
     }
 }
 
-// The prefill GEMMs (matmul_panel_avx2.cpp, matmul_panel_avx512.cpp: more tokens than one tile pass) walk
-// token slabs of 128,
-// k-chunks of its packing buffer (64 to 76 blocks of 32), panels of 8 rows and token groups of 4: these
-// shapes cross every one of those edges (n_in of 3, 4 or 9 chunks; row counts not a multiple of 8;
+// The prefill GEMMs (matmul_panel_avx2.cpp, matmul_panel_avx512.cpp, matmul_panel_amx.cpp: more tokens
+// than one tile pass) walk token slabs of 128 (AMX: 256), k-chunks of their packing buffer (24 to 76
+// blocks of 32), panels of 8 or 16 rows and token groups of 4, 8 or 16: these shapes cross every one of
+// those edges (n_in of 3, 4 or 9 chunks; row counts not a multiple of 8;
 // slabs with a remainder; 5 tokens, just past a tile pass). Each output is held to the reference's
-// bound, and 1, 2 and 3 threads (row chunks split differently) give the same bits.
+// bound, 1, 2 and 3 threads (row chunks split differently) give the same bits, and so do the levels.
 static void test_matmul_panels(void **) {
     Scratch scratch;
     uint64_t st = 123;
@@ -927,6 +931,8 @@ static void test_matmul_panels(void **) {
         {DType::Q3_K, 8192, 19, 133}, {DType::IQ4_XS, 5632, 21, 130}, {DType::IQ4_NL, 8224, 13, 131},
         {DType::MXFP4, 2080, 9, 5},   {DType::Q3_K, 256, 3, 5},      {DType::IQ4_NL, 96, 17, 6},
         {DType::Q2_K, 8192, 19, 133}, {DType::Q2_K, 512, 17, 5},
+        // The AMX level's 256-token slabs, 16-token groups (a padded last one) and 16-row panels.
+        {DType::Q4_0, 2048, 35, 300}, {DType::Q4_K, 1024, 19, 270}, {DType::Q6_K, 512, 17, 261},
     };
     for (const Shape &sh : shapes) {
         const TestWeight w = make_weight(sh.type, sh.n_out, sh.n_in, &st);
@@ -935,8 +941,9 @@ static void test_matmul_panels(void **) {
             for (int64_t i = 0; i < sh.n_in; ++i) x[t * sh.n_in + i] *= (t % 3 ? 1.0f : 20.0f) * (i / 32 % 5 ? 1.0f : 0.02f);
         const std::vector<float> bias = rand_vec(&st, static_cast<size_t>(sh.n_out), -2, 2);
         const Reference ref = reference(w, x, sh.nt, bias.data());
-        for_each_variant([&](int) {
-            std::vector<float> first;
+        std::vector<float> by_level[kLevels];
+        for_each_variant([&](int v) {
+            std::vector<float> &first = by_level[v];
             for (int threads : {1, 2, 3}) {
                 auto pool_owner = make_pool(threads);
                 std::vector<float> y(static_cast<size_t>(sh.nt * sh.n_out), NAN);
@@ -951,19 +958,26 @@ static void test_matmul_panels(void **) {
                     fail_msg("%s %s: %d threads differ from 1", isa_name(), dtype_name(sh.type), threads);
             }
         });
+        // The SIMD levels' panels (8 rows, 16 rows with VPDPBUSD, 16 rows with tiles) give the same bits.
+        for (int v = 2; v < kLevels; ++v)
+            if (!by_level[1].empty() && !by_level[v].empty() &&
+                std::memcmp(by_level[1].data(), by_level[v].data(), by_level[1].size() * sizeof(float)) != 0)
+                fail_msg("%s n_in %lld nt %lld: level %d differs from avx2", dtype_name(sh.type), (long long)sh.n_in,
+                         (long long)sh.nt, v);
     }
 }
 
-// A token's result does not depend on how many tokens its matmul had: 9 tokens at once (the panel GEMM
-// for Q4_0/Q4_K/Q6_K), in groups of 3 and 4 (row tiles of several tokens) and one at a time (decode)
-// give the same bits, for every weight type and both variants. Batched decoding, speculative
+// A token's result does not depend on how many tokens its matmul had: 19 tokens at once (the panel GEMM
+// for Q4_0/Q4_K/Q6_K; at the AMX level a full 16-token tile and a padded one), in groups of 17 (AMX, then
+// the AVX-512 panel for the 2 left), 9 (panels), 3 and 4 (row tiles of several tokens) and one at a time
+// (decode) give the same bits, for every weight type and every level. Batched decoding, speculative
 // verification and saved states rely on it (batched == alone, bit-identical to recomputation).
 static void test_matmul_batch_invariant(void **) {
     auto pool_owner = make_pool(2);
     ThreadPool &pool = *pool_owner;
     Scratch scratch;
     uint64_t st = 77;
-    const int64_t n_in = 512, n_out = 13, nt = 9;
+    const int64_t n_in = 512, n_out = 13, nt = 19;
     for (DType type : kAllTypes) {
         const TestWeight w = make_weight(type, n_out, n_in, &st);
         const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * n_in), -1, 1);
@@ -971,7 +985,7 @@ static void test_matmul_batch_invariant(void **) {
         for_each_variant([&](int) {
             std::vector<float> all(static_cast<size_t>(nt * n_out), NAN);
             matmul(pool, scratch, w.view(), x.data(), nt, all.data(), bias.data());
-            for (int64_t group : {1, 3, 4}) {
+            for (int64_t group : {1, 3, 4, 9, 17}) {
                 std::vector<float> part(all.size(), NAN);
                 for (int64_t t = 0; t < nt; t += group) {
                     const int64_t g = nt - t < group ? nt - t : group;

@@ -1,11 +1,13 @@
 // cpu_features.cpp — run-time choice of the kernels' ISA level.
 //
-// The library is built for baseline x86-64 so it loads anywhere; the AVX2 and AVX-512 variants are
-// compiled separately (*_avx2.cpp, *_avx512.cpp) and reached only through the table chosen here, after
-// asking the CPU (CPUID) and the OS (XGETBV: YMM state for AVX2, ZMM and opmask state for AVX-512)
-// whether the level's instructions are usable.
+// The library is built for baseline x86-64 so it loads anywhere; the AVX2, AVX-512 and AMX variants are
+// compiled separately (*_avx2.cpp, *_avx512.cpp, *_amx.cpp) and reached only through the table chosen
+// here, after asking the CPU (CPUID) and the OS (XGETBV: YMM state for AVX2, ZMM and opmask state for
+// AVX-512, tile state for AMX) whether the level's instructions are usable. AMX also needs the process's
+// permission (Linux: arch_prctl ARCH_REQ_XCOMP_PERM), asked once; where it is refused the level is not
+// used and the AVX-512 one is.
 //
-// EMBER_CPU_ISA=scalar|avx2|avx512 caps the level, so CI runs every path on one machine; a level the
+// EMBER_CPU_ISA=scalar|avx2|avx512|amx caps the level, so CI runs every path on one machine; a level the
 // CPU lacks is never chosen, whatever the variable says (it can only lower the choice).
 #include "cpu/kernels.hpp"
 #include "cpu/vec_dot.hpp"
@@ -16,6 +18,10 @@
 #endif
 #include <cstdlib>
 #include <cstring>
+#if defined(__linux__) && defined(EMBER_CPU_AMX)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace ember::cpu {
 namespace detail {
@@ -65,11 +71,24 @@ const KernelTable kAvx512 = [] {
     return t;
 }();
 
+#if defined(EMBER_CPU_AMX)
+const KernelTable kAmx = [] {
+    // The AVX-512 table with the tile GEMMs for prefill (vec_dot.hpp; the same bits).
+    KernelTable t = kAvx512;
+    t.name = "amx";
+    t.matmul[kWQ4_0] = matmul_rows_q4_0_amx;
+    t.matmul[kWQ4_K] = matmul_rows_q4_k_amx;
+    t.matmul[kWQ6_K] = matmul_rows_q6_k_amx;
+    return t;
+}();
+#endif
+
 // The CPU's feature bits, asked with CPUID directly rather than through __builtin_cpu_supports, whose
 // accepted names differ between compilers (clang 14 knows no "avx512vnni"), and the OS's consent through
 // XGETBV: YMM state for AVX2, opmask and ZMM state too for AVX-512.
 struct X86Features {
     bool avx2 = false, avx512 = false;
+    bool amx = false;  // AMX-TILE and AMX-INT8 with palette 1 as this code uses it, and the OS saving tile state
 };
 
 X86Features x86_features() {
@@ -86,11 +105,30 @@ X86Features x86_features() {
                avx512bw = b & (1u << 30), avx512vl = b & (1u << 31), vnni = c & (1u << 11);
     f.avx2 = os_ymm && avx2 && fma && f16c;
     f.avx512 = f.avx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl && vnni;
+    // AMX: CPUID.7.0:EDX bits 24 (AMX-TILE) and 25 (AMX-INT8); XCR0 bits 17 and 18 (XTILECFG, XTILEDATA).
+    const bool amx_tile = d & (1u << 24), amx_int8 = d & (1u << 25), os_tiles = (xcr0_lo & 0x60000u) == 0x60000u;
+    if (f.avx512 && amx_tile && amx_int8 && os_tiles && __get_cpuid_count(0x1d, 1, &a, &b, &c, &d)) {
+        // Palette 1 (leaf 0x1D.1): at least 8 tiles of 16 rows of 64 bytes, which the kernels assume.
+        const unsigned bytes_per_row = b & 0xffffu, max_names = b >> 16, max_rows = c & 0xffffu;
+        f.amx = bytes_per_row >= 64 && max_names >= 8 && max_rows >= 16;
+    }
     return f;
 }
 
-bool cpu_has_avx2() { return x86_features().avx2; }
-bool cpu_has_avx512() { return x86_features().avx512; }
+// Linux enables the tile data state per process, on request (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA, kernel 5.16 and later): without it the first tile instruction faults. Asked once
+// (callers hold a function-local static); 0 means granted, for this and every later thread.
+#if defined(EMBER_CPU_AMX)
+bool os_permits_amx() {
+#if defined(__linux__)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+}
+#endif
+
 #endif
 
 // The level EMBER_CPU_ISA allows (read once; unset or unknown: no cap).
@@ -99,13 +137,17 @@ Isa env_cap() {
         const char *e = std::getenv("EMBER_CPU_ISA");
         if (e && std::strcmp(e, "scalar") == 0) return Isa::Scalar;
         if (e && std::strcmp(e, "avx2") == 0) return Isa::Avx2;
-        return Isa::Avx512;
+        if (e && std::strcmp(e, "avx512") == 0) return Isa::Avx512;
+        return Isa::Amx;
     }();
     return cap;
 }
 
 const KernelTable *table(Isa level) {
 #if defined(__x86_64__) || defined(__i386__)
+#if defined(EMBER_CPU_AMX)
+    if (level == Isa::Amx) return &kAmx;
+#endif
     if (level == Isa::Avx512) return &kAvx512;
     if (level == Isa::Avx2) return &kAvx2;
 #endif
@@ -117,9 +159,17 @@ const KernelTable *table(Isa level) {
 const char *cpu_lacks(Isa level) {
     if (level == Isa::Scalar) return nullptr;
 #if defined(__x86_64__) || defined(__i386__)
-    static const bool avx2 = cpu_has_avx2(), avx512 = cpu_has_avx512();
-    if (level == Isa::Avx2) return avx2 ? nullptr : "the CPU (or the OS) lacks AVX2, FMA or F16C";
-    return avx512 ? nullptr : "the CPU (or the OS) lacks one of AVX-512 F, BW, VL, DQ and VNNI";
+    static const X86Features f = x86_features();
+    if (level == Isa::Avx2) return f.avx2 ? nullptr : "the CPU (or the OS) lacks AVX2, FMA or F16C";
+    if (level == Isa::Avx512) return f.avx512 ? nullptr : "the CPU (or the OS) lacks one of AVX-512 F, BW, VL, DQ and VNNI";
+#if defined(EMBER_CPU_AMX)
+    if (!f.amx) return "the CPU (or the OS) lacks AMX-TILE, AMX-INT8 or AVX-512 with VNNI";
+    // Asked only where the CPU has AMX, once per process (a thread-safe local static).
+    static const bool permitted = os_permits_amx();
+    return permitted ? nullptr : "the OS refused this process the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)";
+#else
+    return "this build has no AMX kernels (the compiler lacks -mamx-tile / -mamx-int8)";
+#endif
 #else
     return "not an x86 build";
 #endif
@@ -127,7 +177,7 @@ const char *cpu_lacks(Isa level) {
 
 // The highest level the CPU supports and EMBER_CPU_ISA allows.
 const KernelTable *best() {
-    for (Isa level : {Isa::Avx512, Isa::Avx2})
+    for (Isa level : {Isa::Amx, Isa::Avx512, Isa::Avx2})
         if (level <= env_cap() && !cpu_lacks(level)) return table(level);
     return &kScalar;
 }

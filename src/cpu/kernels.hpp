@@ -5,8 +5,8 @@
 // quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4)
 // are multiplied against activations quantized to 8 bits per block of 32 on the fly (integer dot
 // products), F16/BF16/F32 against f32 activations.
-// Each kernel picks its ISA variant once, at first use (AVX-512 with VNNI, else AVX2+FMA+F16C where the
-// CPU has them, scalar otherwise); tests/test_cpu_kernels.cpp checks every variant against a double-precision reference.
+// Each kernel picks its ISA variant once, at first use (AMX for prefill, else AVX-512 with VNNI, else
+// AVX2+FMA+F16C where the CPU has them, scalar otherwise); tests/test_cpu_kernels.cpp checks every variant against a double-precision reference.
 #pragma once
 
 #include "backend/graph.h"
@@ -142,9 +142,10 @@ void store_f16(const float *src, uint16_t *dst, int64_t n_rows, int64_t n);
 // One row of n floats into a KV cache row of `type` (F16, or Q8_0 with n a multiple of 32).
 void store_kv_row(DType type, const float *src, uint8_t *dst, int64_t n);
 
-// The kernels' ISA levels, lowest first. Avx512 needs AVX-512 F, BW, VL, DQ and VNNI (and AVX2).
-enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512 = 2 };
-// Which ISA variant the kernels use on this CPU ("avx512", "avx2" or "scalar").
+// The kernels' ISA levels, lowest first. Avx512 needs AVX-512 F, BW, VL, DQ and VNNI (and AVX2); Amx
+// needs AMX-TILE and AMX-INT8 on top, and the OS's permission for the process.
+enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512 = 2, Amx = 3 };
+// Which ISA variant the kernels use on this CPU ("amx", "avx512", "avx2" or "scalar").
 const char *isa_name();
 // Why `level` cannot be used here (the CPU lacks it, or EMBER_CPU_ISA caps below it), or nullptr.
 const char *isa_unavailable(Isa level);

@@ -54,17 +54,17 @@ WeightKind weight_kind(DType t) {
 // Every kind after the float ones multiplies against the quantized activations.
 bool is_quantized(WeightKind k) { return k >= detail::kWQ8_0; }
 
-// Scratch layout for n_tokens quantized rows of n_in: int8 values, then per-block scales, then per-block
-// sums, each 64-byte aligned (one function, so the memory estimate and the kernel agree).
+// Scratch layout for n_tokens quantized rows of n_in: int8 values, then per-block scales, per-block
+// sums and their products d * sum, each 64-byte aligned (one function, so the memory estimate and the
+// kernel agree).
 struct ActLayout {
-    size_t qs_bytes, d_bytes, s_bytes;
-    size_t total() const { return qs_bytes + d_bytes + s_bytes + 64; }
+    size_t qs_bytes, d_bytes;  // the sums and products take d_bytes each too
+    size_t total() const { return qs_bytes + 3 * d_bytes + 64; }
 };
 ActLayout act_layout(int64_t n_in, int64_t n_tokens) {
     const int64_t nb = n_in / 32;
     auto round64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
-    return {round64(static_cast<size_t>(n_tokens * n_in)), round64(static_cast<size_t>(n_tokens * nb) * sizeof(float)),
-            round64(static_cast<size_t>(n_tokens * nb) * sizeof(float))};
+    return {round64(static_cast<size_t>(n_tokens * n_in)), round64(static_cast<size_t>(n_tokens * nb) * sizeof(float))};
 }
 
 // Quantizes n_tokens rows of n_in floats into scratch (layout in vec_dot.hpp). The scratch buffer only
@@ -79,14 +79,18 @@ QuantActs quantize_input(ThreadPool &pool, Scratch &scratch, const KernelTable &
     auto *qs = reinterpret_cast<int8_t *>(base);
     auto *d = reinterpret_cast<float *>(base + qs_bytes);
     auto *sum = reinterpret_cast<float *>(base + qs_bytes + d_bytes);
+    auto *dsum = reinterpret_cast<float *>(base + qs_bytes + 2 * d_bytes);
     auto rows = [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) k.quantize_acts(x + t * n_in, n_in, qs + t * n_in, d + t * nb, sum + t * nb);
+        for (int64_t t = t0; t < t1; ++t) {
+            k.quantize_acts(x + t * n_in, n_in, qs + t * n_in, d + t * nb, sum + t * nb);
+            for (int64_t b = t * nb; b < (t + 1) * nb; ++b) dsum[b] = d[b] * sum[b];
+        }
     };
     if (pool.size() > 1 && n_tokens > 1 && n_tokens * n_in >= kMinParallelQuant)
         pool.parallel_for(n_tokens, rows);
     else
         rows(0, n_tokens);
-    return QuantActs{qs, d, sum, nb};
+    return QuantActs{qs, d, sum, nb, dsum};
 }
 
 struct Segment {
@@ -102,13 +106,17 @@ void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs
         for (int s = 0; s < n_seg; ++s) segs[s].fn(segs[s].job, 0, segs[s].n_out);
         return;
     }
-    // Chunks are a multiple of 4 rows so that the decode tile (4 rows) never splits at a chunk edge.
-    // They are sized for the threads the pool uses now (width), which is fewer than its size while the
-    // machine is busy (threadpool.hpp).
+    // Chunks are a multiple of 4 rows so that the decode tile (4 rows) never splits at a chunk edge, and
+    // in big products (prefill) of 16 rows, the panel height of the AVX-512 and AMX GEMMs, so that no
+    // chunk ends in a partial panel that computes 16 rows to keep fewer. They are sized for the threads
+    // the pool uses now (width), which is fewer than its size while the machine is busy
+    // (threadpool.hpp).
     const int nth = pool.width();
-    const int64_t per_thread = macs >= kBigMacs ? kChunksPerThreadBig : kChunksPerThread;
+    const bool big = macs >= kBigMacs;
+    const int64_t per_thread = big ? kChunksPerThreadBig : kChunksPerThread;
     int64_t chunk = (total + nth * per_thread - 1) / (nth * per_thread);
     chunk = chunk < 8 ? 8 : (chunk + 3) & ~int64_t{3};
+    if (big) chunk = (chunk + 15) & ~int64_t{15};
     int64_t first[5] = {0, 0, 0, 0, 0};  // first chunk index of each segment
     for (int s = 0; s < n_seg; ++s) first[s + 1] = first[s] + (segs[s].n_out + chunk - 1) / chunk;
     pool.run_chunks(first[n_seg], [&](int64_t c) {

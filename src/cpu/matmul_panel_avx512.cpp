@@ -33,32 +33,10 @@ namespace ember::cpu::detail {
 
 namespace {
 
-constexpr int kPanelRows = 16;
+constexpr int kPanelRows = kPanel16;
 // Tokens per tile: 8 accumulators and 8 block sums in registers (of 32), and 8 independent VPDPBUSD
 // chains to cover its latency.
 constexpr int kTileTokens = 8;
-
-// 4-byte groups of 8 rows' 16 bytes (row i in src[i]) as 4 vectors, vector k holding group k of rows
-// 0..7 (the AVX2 file's transpose: rows i and i + 4 in the two 128-bit lanes, two 4 x 4 transposes at
-// once by 32/64-bit unpacks).
-inline void transpose8(const __m128i *src, __m256i (&out)[4]) {
-    __m256i v[4];
-    for (int i = 0; i < 4; ++i) v[i] = _mm256_set_m128i(src[i + 4], src[i]);
-    const __m256i x0 = _mm256_unpacklo_epi32(v[0], v[1]), x1 = _mm256_unpackhi_epi32(v[0], v[1]);
-    const __m256i x2 = _mm256_unpacklo_epi32(v[2], v[3]), x3 = _mm256_unpackhi_epi32(v[2], v[3]);
-    out[0] = _mm256_unpacklo_epi64(x0, x2);
-    out[1] = _mm256_unpackhi_epi64(x0, x2);
-    out[2] = _mm256_unpacklo_epi64(x1, x3);
-    out[3] = _mm256_unpackhi_epi64(x1, x3);
-}
-// The same for 16 rows: vector k, dword i = group k of row i.
-inline void transpose16(const __m128i (&src)[kPanelRows], uint8_t *dst) {
-    __m256i a[4], b[4];
-    transpose8(src, a);
-    transpose8(src + 8, b);
-    auto *out = reinterpret_cast<__m512i *>(dst);
-    for (int k = 0; k < 4; ++k) _mm512_store_si512(out + k, _mm512_inserti64x4(_mm512_castsi256_si512(a[k]), b[k], 1));
-}
 
 // 4 activation bytes broadcast to every row's lane.
 inline __m512i broadcast4(const int8_t *x) {
@@ -84,14 +62,9 @@ inline void store_acc(const MatmulJob &job, int64_t r, const PanelTokens<T> &op,
 }
 
 // ---- Q4_0, Q4_K ------------------------------------------------------------------------------------
-// Codes 0..15 one per byte (vector k: elements 4k .. 4k + 3 of each row), s the codes' scale (Q4_0: d;
-// Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j; Q4_0 takes its 8 off in float
-// from the exact integer, as the AVX2 kernels do).
-struct alignas(64) Q4Block {
-    uint8_t q[8 * 64];
-    float s[kPanelRows];
-    float m[kPanelRows];
-};
+// Codes 0..15 one per byte (Q4Block16, panel_pack_x86.hpp), s the codes' scale, m the offset per unit
+// of sum x (Q4_0 takes its 8 off in float from the exact integer, as the AVX2 kernels do).
+using Q4Block = Q4Block16;
 
 template <bool kMins>
 struct Q4Panel {
@@ -129,29 +102,10 @@ struct Q4Panel {
     }
 };
 
-// Q4_0: byte l of qs holds element l (low nibble) and l + 16 (high nibble), so the transposed bytes
-// split into vectors 0..3 and 4..7.
 struct PackQ4_0 : Q4Panel<false> {
     static constexpr int64_t kUnit = 1;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        const __m512i low4 = _mm512_set1_epi8(0x0f);
-        for (int64_t b = 0; b < n; ++b) {
-            __m128i src[kPanelRows];
-            alignas(32) uint16_t d[kPanelRows];
-            for (int i = 0; i < kPanelRows; ++i) {
-                const auto *blk = reinterpret_cast<const BlockQ4_0 *>(rows[i]) + b0 + b;
-                src[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs));
-                d[i] = blk->d;
-            }
-            alignas(64) uint8_t both[256];
-            transpose16(src, both);
-            for (int k = 0; k < 4; ++k) {
-                const __m512i v = _mm512_load_si512(both + 64 * k);
-                _mm512_store_si512(out[b].q + 64 * k, _mm512_and_si512(v, low4));
-                _mm512_store_si512(out[b].q + 64 * (4 + k), _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
-            }
-            _mm512_store_ps(out[b].s, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(d))));
-        }
+        pack_q4_0_16(rows, b0, n, out, 0);
     }
 };
 

@@ -1,9 +1,10 @@
-// panel_pack_x86.hpp — what the AVX2 and AVX-512 panel GEMMs (matmul_panel_avx2.cpp,
-// matmul_panel_avx512.cpp) share: where a tile's tokens are, and how one weight row's block is taken
-// apart for packing (the K-quants' scales and codes). The two differ in panel height (8 or 16 rows)
-// and vector width, not in what a row contributes, which is why both give the same bits. Include it
-// from *_avx2.cpp / *_avx512.cpp files only: everything here has internal linkage, so each file gets
-// its own copy compiled for its ISA (see simd_avx2.hpp).
+// panel_pack_x86.hpp — what the AVX2, AVX-512 and AMX panel GEMMs (matmul_panel_avx2.cpp,
+// matmul_panel_avx512.cpp, matmul_panel_amx.cpp) share: where a tile's tokens are, and how one weight
+// row's block is taken apart for packing (the K-quants' scales and codes). They differ in panel height
+// (8 or 16 rows) and in how the products are formed, not in what a row contributes, which is why all
+// give the same bits. Include it from *_avx2.cpp / *_avx512.cpp / *_amx.cpp files only: everything here
+// has internal linkage, so each file gets its own copy compiled for its ISA (see simd_avx2.hpp); the
+// 16-row part exists only where the file is compiled for AVX-512.
 #pragma once
 
 #include "core/dtype.hpp"
@@ -227,6 +228,68 @@ void pack_pieces(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Blo
     }
 }
 
+#if defined(__AVX512F__)
+// ---- 16-row panels (matmul_panel_avx512.cpp, matmul_panel_amx.cpp) -------------------------------------
+// Both lay 16 rows out the same way: a packed block holds the rows' codes one per byte as 64-byte
+// vectors, vector k holding elements 4k .. 4k + 3 of each row (dword i = row i). That is VPDPBUSD's
+// operand with a row per lane, and AMX's B tile (K/4 rows of 16 dwords: VNNI layout) as it stands.
+constexpr int kPanel16 = 16;
+
+// 4-byte groups of 8 rows' 16 bytes (row i in src[i]) as 4 vectors, vector k holding group k of rows
+// 0..7 (the AVX2 file's transpose: rows i and i + 4 in the two 128-bit lanes, two 4 x 4 transposes at
+// once by 32/64-bit unpacks).
+inline void transpose8(const __m128i *src, __m256i (&out)[4]) {
+    __m256i v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_set_m128i(src[i + 4], src[i]);
+    const __m256i x0 = _mm256_unpacklo_epi32(v[0], v[1]), x1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i x2 = _mm256_unpacklo_epi32(v[2], v[3]), x3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    out[0] = _mm256_unpacklo_epi64(x0, x2);
+    out[1] = _mm256_unpackhi_epi64(x0, x2);
+    out[2] = _mm256_unpacklo_epi64(x1, x3);
+    out[3] = _mm256_unpackhi_epi64(x1, x3);
+}
+// The same for 16 rows: vector k, dword i = group k of row i.
+inline void transpose16(const __m128i (&src)[kPanel16], uint8_t *dst) {
+    __m256i a[4], b[4];
+    transpose8(src, a);
+    transpose8(src + 8, b);
+    auto *out = reinterpret_cast<__m512i *>(dst);
+    for (int k = 0; k < 4; ++k) _mm512_store_si512(out + k, _mm512_inserti64x4(_mm512_castsi256_si512(a[k]), b[k], 1));
+}
+
+// Q4_0 and Q4_K on 16-row panels: the codes (8 vectors of 64 bytes), s the codes' scale per row (Q4_0:
+// d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j).
+struct alignas(64) Q4Block16 {
+    uint8_t q[8 * 64];
+    float s[kPanel16];
+    float m[kPanel16];
+};
+
+// Q4_0 blocks [b0, b0 + n) of 16 rows, codes less `offset` (0: the codes 0..15 as stored, for VPDPBUSD's
+// unsigned operand; 8: the weights -8..7 themselves, for AMX's signed one). Byte l of qs holds element l
+// (low nibble) and l + 16 (high nibble), so the transposed bytes split into vectors 0..3 and 4..7.
+inline void pack_q4_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int64_t n, Q4Block16 *out, int offset) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), off = _mm512_set1_epi8(static_cast<char>(offset));
+    for (int64_t b = 0; b < n; ++b) {
+        __m128i src[kPanel16];
+        alignas(32) uint16_t d[kPanel16];
+        for (int i = 0; i < kPanel16; ++i) {
+            const auto *blk = reinterpret_cast<const BlockQ4_0 *>(rows[i]) + b0 + b;
+            src[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs));
+            d[i] = blk->d;
+        }
+        alignas(64) uint8_t both[256];
+        transpose16(src, both);
+        for (int k = 0; k < 4; ++k) {
+            const __m512i v = _mm512_load_si512(both + 64 * k);
+            _mm512_store_si512(out[b].q + 64 * k, _mm512_sub_epi8(_mm512_and_si512(v, low4), off));
+            _mm512_store_si512(out[b].q + 64 * (4 + k), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), off));
+        }
+        _mm512_store_ps(out[b].s, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(d))));
+    }
+}
+#endif
+
 // A k-chunk of a panel is packed into a buffer on the stack of at most kPackBytes (in L1, which is 32 KiB
 // here; 24 KiB leaves room for the activations passing through), and multiplied against kSlabTokens
 // tokens before the next panel is packed. The slab's activations for one chunk (128 tokens x 76 blocks x
@@ -234,19 +297,30 @@ void pack_pieces(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Blo
 constexpr size_t kPackBytes = 24 * 1024;
 constexpr int64_t kSlabTokens = 128;
 
-// The loop nest of both panel GEMMs, rows [r0, r1) for all tokens: token slabs, then k-chunks (a chunk's
-// activations stay in cache across the panels), then panels of Rows rows, each packed once per slab and
-// chunk. The ISA's parts come in: edges(nr, first_chunk, last_chunk) makes what a tile needs to know of
-// the panel's edges, tiles(buf, b0, n, r, tb, te, edges) runs a slab's tiles.
-template <class Pack, int Rows, class Edges, class Tiles>
+// Blocks per k-chunk of a panel packed as Pack: as many as kPackBytes holds, in whole Steps (a multiple
+// of Pack::kUnit).
+template <class Pack, int64_t Step = Pack::kUnit>
+constexpr int64_t panel_chunk() {
+    static_assert(Step % Pack::kUnit == 0 || Pack::kUnit % Step == 0);
+    constexpr int64_t step = Step > Pack::kUnit ? Step : Pack::kUnit;
+    constexpr int64_t chunk = kPackBytes / sizeof(typename Pack::Block) / step * step;
+    static_assert(chunk >= Pack::kUnit);
+    return chunk;
+}
+
+// The loop nest of the panel GEMMs, rows [r0, r1) for all tokens: token slabs of Slab, then k-chunks
+// (panel_chunk<Pack, Step>: a chunk's activations stay in cache across the panels), then panels of Rows
+// rows, each packed once per slab and chunk. The ISA's parts come in: edges(nr, first_chunk,
+// last_chunk) makes what a tile needs to know of the panel's edges, tiles(buf, b0, n, r, tb, te, edges)
+// runs a slab's tiles.
+template <class Pack, int Rows, int64_t Slab = kSlabTokens, int64_t Step = Pack::kUnit, class Edges, class Tiles>
 void panel_loop(const MatmulJob &job, int64_t r0, int64_t r1, Edges edges, Tiles tiles) {
     using Block = typename Pack::Block;
-    constexpr int64_t kChunk = kPackBytes / sizeof(Block) / Pack::kUnit * Pack::kUnit;
-    static_assert(kChunk >= Pack::kUnit);
+    constexpr int64_t kChunk = panel_chunk<Pack, Step>();
     const int64_t nb = job.xq.nb;
     Block buf[kChunk];
-    for (int64_t tb = 0; tb < job.n_tokens; tb += kSlabTokens) {
-        const int64_t te = tb + kSlabTokens < job.n_tokens ? tb + kSlabTokens : job.n_tokens;
+    for (int64_t tb = 0; tb < job.n_tokens; tb += Slab) {
+        const int64_t te = tb + Slab < job.n_tokens ? tb + Slab : job.n_tokens;
         for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
             const int64_t n = nb - b0 < kChunk ? nb - b0 : kChunk;  // a multiple of Pack::kUnit
             for (int64_t r = r0; r < r1; r += Rows) {

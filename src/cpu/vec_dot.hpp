@@ -21,6 +21,9 @@ struct QuantActs {
     const float *d = nullptr;
     const float *sum = nullptr;   // integers, exact in float: |sum| <= 32 * 127
     int64_t nb = 0;
+    // d * sum per block (same index), the float product the K-quant kernels form for their offset term:
+    // formed once per matmul for the AMX tiles, which would otherwise form it per row panel.
+    const float *dsum = nullptr;
 };
 
 // One weight's share of a matmul: rows [r0, r1) of W against all n_tokens activation rows.
@@ -172,6 +175,14 @@ void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
+
+// AMX (AMX-TILE, AMX-INT8) variants (matmul_panel_amx.cpp, built where the compiler has AMX); call only
+// when cpu_features.cpp allows the level. Its table is the AVX-512 one with these in place: prefill of
+// Q4_0, Q4_K and Q6_K with the tile unit (16 tokens x 16 rows per product), the AVX-512 kernels for
+// small batches and decode. Same bits as the AVX-512 level.
+void matmul_rows_q4_0_amx(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q4_k_amx(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_q6_k_amx(const MatmulJob &, int64_t, int64_t);
 
 // Within one variant an output element is always summed in the same order, whatever tile, row chunk
 // or thread computes it, so results do not depend on the thread count (tests/test_cpu_kernels.cpp

@@ -1,0 +1,371 @@
+// matmul_panel_amx.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights on AMX (Intel's tile unit:
+// AMX-TILE and AMX-INT8, Sapphire Rapids and later). Compiled with the AVX-512 flags plus -mamx-tile
+// -mamx-int8 (CMakeLists.txt: *_amx.cpp, only where the compiler knows them) and reached only through
+// the kernel table once the CPU, the OS and the process's permission allow it (cpu_features.cpp).
+//
+// Why. A VPDPBUSD does 64 multiply-adds; one TDPBSSD does a 16 x 16 matrix of dot products of up to 64
+// bytes (16 384) in about 16 cycles, off the vector ports. What stays on the vector ports is applying
+// the scales: per 32-element block, token and 16 rows a convert, a multiply and an FMA (Q4_K: one more
+// FNMADD), which the AVX-512 panel also does on top of its 8 VPDPBUSD. So the tiles take the integer
+// work away and the float epilogue becomes the cost.
+//
+// Same bits as the AVX-512 level. Each block's scales differ, so each TDPBSSD covers exactly one block
+// (K = 32 bytes; a tile row could hold two, but their sums would mix), giving for 16 tokens x 16 rows the
+// exact int32 block products, laid out as the AVX-512 panel holds them: C row t = token t, lane i = row
+// i. They are stored and run through the AVX-512 panel's float operations in its order, lane by lane:
+// - Q4_0: the weights as signed codes (code - 8, packed so), so the tile's integer is the AVX-512
+//   kernel's integer less 8 x (sum of the block's activations), exactly what its FNMADD of 8 * sum forms
+//   in float (all are integers below 2^24, so the float operation is exact and the same value);
+// - Q4_K: codes 0..15 (as signed bytes, the same values), the AVX-512 kernel's integer;
+// - Q6_K: per 16-element half a TDPBSSD (the other half's weights zero in that B tile), giving the sums
+//   of (code - 32) * x; the AVX-512 kernel's integer is sc0 * h0 + sc1 * h1, formed here in float by a
+//   multiply and an FMA, both exact (|h| <= 16 * 32 * 127, |sc| <= 128: every partial and the total are
+//   integers below 2^24).
+// So this level gives the AVX-512 (and AVX2) level's bits: tests/test_cpu_kernels.cpp compares them,
+// and batch invariance holds however a matmul's tokens reach the tiles.
+//
+// Layout. A (tmm0, tmm1): 16 tokens x one block (32 bytes), read in place from the quantized
+// activations (stride n_in). B (tmm2, tmm3): one block of a 16-row panel in the AVX-512 panel's packed
+// layout, which is AMX's VNNI layout for B (8 rows of 16 dwords, dword i = 4 codes of row i). C
+// (tmm4..tmm7): 16 x 16 int32. Weights are repacked on the fly per panel, chunk and slab, as at the
+// other levels (panel_pack_x86.hpp's loop): nothing is kept at load. A token group with fewer than 16
+// tokens (a slab's tail) reads its A tile from a zero-padded copy of its blocks and never stores the
+// padding.
+//
+// Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
+// before its first tile instruction (configure_tiles). Each call checks the thread's configuration
+// (STTILECFG) and loads ours only when it differs, so a thread keeps it across calls, and anything else
+// in the process that reconfigures or releases the tiles on a shared thread (a host's own AMX code) is
+// noticed instead of faulting. The state is left in use (no TILERELEASE): the next call would only
+// have to load it again, and Linux puts in-use tiles to rest itself before a core idles.
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__)
+
+#include "core/dtype.hpp"
+#include "cpu/panel_pack_x86.hpp"
+#include "cpu/vec_dot.hpp"
+
+// As in matmul_panel_avx512.cpp: avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose
+// (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+namespace ember::cpu::detail {
+
+namespace {
+
+constexpr int kRows = kPanel16;  // weight rows per panel: C's 16 int32 columns
+constexpr int kGroup = 16;       // tokens per tile product: A's and C's 16 rows
+// Tokens per slab (the activations of a slab's chunk stay in L2 across the panels). Twice the other
+// levels': the packing is the same per panel, the products are ~4x cheaper, so it is spread wider.
+constexpr int64_t kSlab = 256;
+// Below this many tokens a matmul goes to the AVX-512 kernels (the same bits): a tile's 16 token rows
+// would be mostly padding.
+constexpr int64_t kAmxMinTokens = 16;
+
+// LDTILECFG's 64-byte operand (palette 1).
+struct alignas(64) TileConfig {
+    uint8_t palette = 1;
+    uint8_t start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+constexpr TileConfig make_config() {
+    TileConfig c;
+    for (int i = 0; i < 2; ++i) c.rows[i] = kGroup, c.colsb[i] = 32;          // A: 16 tokens x 32 bytes
+    for (int i = 2; i < 4; ++i) c.rows[i] = 8, c.colsb[i] = 64;               // B: 8 x (16 rows x 4 bytes)
+    for (int i = 4; i < 8; ++i) c.rows[i] = kGroup, c.colsb[i] = 4 * kRows;   // C: 16 x 16 int32
+    return c;
+}
+constexpr TileConfig kConfig = make_config();
+
+// Loads the tile configuration unless this thread has it already (see the top of the file).
+inline void configure_tiles() {
+    alignas(64) uint8_t now[64];
+    _tile_storeconfig(now);
+    const __m512i a = _mm512_load_si512(now), b = _mm512_load_si512(&kConfig);
+    if (_mm512_cmpneq_epi64_mask(a, b) != 0) _tile_loadconfig(&kConfig);
+}
+
+// Zeros for the padding tokens of a short group to read as scales (xd, xds): a chunk's worth.
+constexpr int64_t kMaxChunk = 64;
+alignas(64) const float kZeros[kMaxChunk] = {};
+
+struct ChunkEdges {
+    __mmask16 mask;  // the panel's real rows
+    bool first, last;
+};
+
+// Token group t0 .. t0 + T - 1 of a tile, nt of them real (T: nt rounded up to 4); the others read zero
+// scales and are never stored (y null). A row b of blocks b0 .. starts at x + b * 32, rows `stride` apart.
+template <int T>
+struct GroupTokens {
+    const int8_t *x;
+    int64_t stride;
+    const float *xd[T], *xds[T];  // the tokens' block scales and d * sum (QuantActs)
+    float *y[T];
+    GroupTokens(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0, int nt) {
+        x = job.xq.qs + t0 * job.n_in + b0 * 32;
+        stride = job.n_in;
+        for (int t = 0; t < T; ++t) {
+            const bool real = t < nt;
+            xd[t] = real ? job.xq.d + (t0 + t) * job.xq.nb + b0 : kZeros;
+            xds[t] = real ? job.xq.dsum + (t0 + t) * job.xq.nb + b0 : kZeros;
+            y[t] = real ? job.y + (t0 + t) * job.y_stride + r : nullptr;
+        }
+    }
+};
+
+template <int T>
+inline void load_acc(const GroupTokens<T> &op, const ChunkEdges &e, __m512 (&acc)[T]) {
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[t] = e.first || !op.y[t] ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(e.mask, op.y[t]);
+}
+template <int T>
+inline void store_acc(const MatmulJob &job, int64_t r, const GroupTokens<T> &op, const ChunkEdges &e, __m512 (&acc)[T]) {
+    const __m512 bias = e.last && job.bias ? _mm512_maskz_loadu_ps(e.mask, job.bias + r) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t)
+        if (op.y[t]) _mm512_mask_storeu_ps(op.y[t], e.mask, e.last ? _mm512_add_ps(acc[t], bias) : acc[t]);
+}
+
+// Where A tiles come from: in place (a full group), or for a short group (kPad) a copy of its real rows
+// into a zero-padded 16 x 32 buffer per block in flight (slot j), so that no tile load reads past the
+// activations. block(b, j): block b's A tile, rows a_stride() apart.
+template <bool kPad>
+struct ASource {
+    const int8_t *x;
+    int64_t stride;
+    ASource(const int8_t *x_, int64_t stride_, int) : x(x_), stride(stride_) {}
+    const int8_t *block(int64_t b, int) const { return x + b * 32; }
+    int64_t a_stride() const { return stride; }
+};
+template <>
+struct ASource<true> {
+    const int8_t *x;
+    int64_t stride;
+    int nt;
+    alignas(64) int8_t pad[4][kGroup * 32];
+    ASource(const int8_t *x_, int64_t stride_, int nt_) : x(x_), stride(stride_), nt(nt_) { __builtin_memset(pad, 0, sizeof pad); }
+    const int8_t *block(int64_t b, int j) {
+        for (int t = 0; t < nt; ++t)
+            _mm256_store_si256(reinterpret_cast<__m256i *>(pad[j] + 32 * t),
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + t * stride + b * 32)));
+        return pad[j];
+    }
+    int64_t a_stride() const { return 32; }
+};
+
+// tmm C = tmm A (tokens) x tmm B (weights): one block's products for 16 tokens x 16 rows. A macro, not a
+// template: GCC's tile intrinsics paste the register number into their asm text, so it must be a
+// literal.
+#define EMBER_AMX_BLOCK_PRODUCT(A, B, C, a, a_stride, b) \
+    do {                                               \
+        _tile_loadd(A, a, a_stride);                   \
+        _tile_loadd(B, b, 64);                         \
+        _tile_zero(C);                                 \
+        _tile_dpbssd(C, A, B);                         \
+    } while (0)
+
+// ---- Q4_0, Q4_K ------------------------------------------------------------------------------------
+// The AVX-512 panel's blocks (Q4Block16): Q4_0 packed as code - 8, Q4_K as its codes.
+template <bool kMins>
+struct Q4Amx {
+    using Block = Q4Block16;
+
+    // One block's float epilogue for T tokens: the AVX-512 panel's operations (see the top of the file).
+    template <int T>
+    static void apply(const int32_t (*c)[kRows], const Block &blk, const GroupTokens<T> &op, int64_t b, __m512 (&acc)[T]) {
+        const __m512 s = _mm512_load_ps(blk.s), m = _mm512_load_ps(blk.m);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c[t]));
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(op.xd[t][b])), acc[t]);
+            // op.xds = xd * xs, formed once per matmul (the same float product the AVX-512 panel forms).
+            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(op.xds[t][b]), acc[t]);
+        }
+    }
+
+    // Blocks in fours: four products into tmm4..tmm7 (A and B alternating between two tiles each), stored,
+    // then their epilogues while the next four are formed.
+    template <int T, bool kPad>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t n, int64_t r, const GroupTokens<T> &op, int nt,
+                     const ChunkEdges &e) {
+        __m512 acc[T];
+        load_acc<T>(op, e, acc);
+        ASource<kPad> src(op.x, op.stride, nt);
+        const int64_t as = src.a_stride();
+        alignas(64) int32_t c[4][kGroup][kRows];
+        int64_t b = 0;
+        for (; b + 4 <= n; b += 4) {
+            EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(b, 0), as, pb[b].q);
+            EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, src.block(b + 1, 1), as, pb[b + 1].q);
+            EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, src.block(b + 2, 2), as, pb[b + 2].q);
+            EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, src.block(b + 3, 3), as, pb[b + 3].q);
+            _tile_stored(4, c[0], 4 * kRows);
+            _tile_stored(5, c[1], 4 * kRows);
+            _tile_stored(6, c[2], 4 * kRows);
+            _tile_stored(7, c[3], 4 * kRows);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) apply<T>(c[j], pb[b + j], op, b + j, acc);
+        }
+        for (; b < n; ++b) {
+            EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(b, 0), as, pb[b].q);
+            _tile_stored(4, c[0], 4 * kRows);
+            apply<T>(c[0], pb[b], op, b, acc);
+        }
+        store_acc<T>(job, r, op, e, acc);
+    }
+};
+
+struct PackQ4_0 : Q4Amx<false> {
+    static constexpr int64_t kUnit = 1;
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        pack_q4_0_16(rows, b0, n, out, 8);
+    }
+};
+
+struct PackQ4_K : Q4Amx<true> {
+    static constexpr int64_t kUnit = QK_K / 32;
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        pack_q4_k<kRows>(rows, b0, n, out, transpose16);
+    }
+};
+
+// ---- Q6_K --------------------------------------------------------------------------------------------
+// w = code - 32 of the 16 rows as [half 0 | zeros | half 1]: bytes 0..511 are B for half 0 (elements
+// 16..31 zero), bytes 256..767 B for half 1 (elements 0..15 zero), so both TDPBSSDs take the block's
+// whole A tile. Scales as floats (exact), d per row.
+struct alignas(64) Q6AmxBlock {
+    int8_t w[3][4 * 64];
+    float sc[2][kRows];
+    float d[kRows];
+};
+
+struct PackQ6_K {
+    using Block = Q6AmxBlock;
+    static constexpr int64_t kUnit = QK_K / 32;
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const int64_t s = b0 / kUnit + sb;
+            for (int kb = 0; kb < kUnit; ++kb) {
+                Block &pb = out[sb * kUnit + kb];
+                __m128i lo[kRows], hi[kRows];
+                for (int i = 0; i < kRows; ++i) {
+                    const Q6Piece q = q6k_piece(reinterpret_cast<const BlockQ6_K *>(rows[i]) + s, kb);
+                    lo[i] = q.lo, hi[i] = q.hi;
+                    pb.sc[0][i] = static_cast<float>(q.sc_lo);
+                    pb.sc[1][i] = static_cast<float>(q.sc_hi);
+                    pb.d[i] = q.d;
+                }
+                transpose16(lo, reinterpret_cast<uint8_t *>(pb.w[0]));
+                for (int k = 0; k < 4; ++k) _mm512_store_si512(pb.w[1] + 64 * k, _mm512_setzero_si512());
+                transpose16(hi, reinterpret_cast<uint8_t *>(pb.w[2]));
+            }
+        }
+    }
+
+    template <int T>
+    static void apply(const int32_t (*c0)[kRows], const int32_t (*c1)[kRows], const Block &blk, const GroupTokens<T> &op,
+                      int64_t b, __m512 (&acc)[T]) {
+        const __m512 sc0 = _mm512_load_ps(blk.sc[0]), sc1 = _mm512_load_ps(blk.sc[1]), d = _mm512_load_ps(blk.d);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+            const __m512 h0 = _mm512_cvtepi32_ps(_mm512_load_si512(c0[t])), h1 = _mm512_cvtepi32_ps(_mm512_load_si512(c1[t]));
+            const __m512 f = _mm512_fmadd_ps(h1, sc1, _mm512_mul_ps(h0, sc0));  // the exact integer, as a float
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(d, _mm512_set1_ps(op.xd[t][b])), acc[t]);
+        }
+    }
+
+    // Blocks in pairs: block b's halves into tmm4/tmm5, b + 1's into tmm6/tmm7.
+    template <int T, bool kPad>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t n, int64_t r, const GroupTokens<T> &op, int nt,
+                     const ChunkEdges &e) {
+        __m512 acc[T];
+        load_acc<T>(op, e, acc);
+        ASource<kPad> src(op.x, op.stride, nt);
+        const int64_t as = src.a_stride();
+        alignas(64) int32_t c[4][kGroup][kRows];
+        // n is whole super-blocks (8 blocks), so pairs cover it.
+        for (int64_t b = 0; b < n; b += 2) {
+            _tile_loadd(0, src.block(b, 0), as);
+            _tile_loadd(2, pb[b].w[0], 64);
+            _tile_loadd(3, pb[b].w[1], 64);
+            _tile_zero(4);
+            _tile_zero(5);
+            _tile_dpbssd(4, 0, 2);
+            _tile_dpbssd(5, 0, 3);
+            _tile_loadd(1, src.block(b + 1, 1), as);
+            _tile_loadd(2, pb[b + 1].w[0], 64);
+            _tile_loadd(3, pb[b + 1].w[1], 64);
+            _tile_zero(6);
+            _tile_zero(7);
+            _tile_dpbssd(6, 1, 2);
+            _tile_dpbssd(7, 1, 3);
+            _tile_stored(4, c[0], 4 * kRows);
+            _tile_stored(5, c[1], 4 * kRows);
+            _tile_stored(6, c[2], 4 * kRows);
+            _tile_stored(7, c[3], 4 * kRows);
+            apply<T>(c[0], c[1], pb[b], op, b, acc);
+            apply<T>(c[2], c[3], pb[b + 1], op, b + 1, acc);
+        }
+        store_acc<T>(job, r, op, e, acc);
+    }
+};
+
+// ---- the driver ----------------------------------------------------------------------------------------
+
+// Token group t0 .. t0 + nt - 1 (nt <= 16) of a panel's chunk: a full group in place, a short one padded,
+// with its epilogue over nt rounded up to 4 tokens.
+template <class Pack>
+void group(const MatmulJob &job, const typename Pack::Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, int nt,
+           const ChunkEdges &e) {
+    switch ((nt + 3) / 4) {
+    case 1: Pack::template tile<4, true>(job, pb, n, r, GroupTokens<4>(job, b0, r, t0, nt), nt, e); break;
+    case 2: Pack::template tile<8, true>(job, pb, n, r, GroupTokens<8>(job, b0, r, t0, nt), nt, e); break;
+    case 3: Pack::template tile<12, true>(job, pb, n, r, GroupTokens<12>(job, b0, r, t0, nt), nt, e); break;
+    default:
+        if (nt == kGroup) Pack::template tile<16, false>(job, pb, n, r, GroupTokens<16>(job, b0, r, t0, nt), nt, e);
+        else Pack::template tile<16, true>(job, pb, n, r, GroupTokens<16>(job, b0, r, t0, nt), nt, e);
+        break;
+    }
+}
+
+// Rows [r0, r1) for all tokens: panel_pack_x86.hpp's loop nest (token slabs, k-chunks in whole fours of
+// blocks, as the tiles take them, 16-row panels each packed once per slab and chunk), token groups of 16.
+template <class Pack>
+void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
+    constexpr int64_t kStep = 4;
+    static_assert(panel_chunk<Pack, kStep>() <= kMaxChunk);
+    configure_tiles();
+    panel_loop<Pack, kRows, kSlab, kStep>(
+        job, r0, r1,
+        [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
+        [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te, const ChunkEdges &e) {
+            for (int64_t t = tb; t < te; t += kGroup)
+                group<Pack>(job, buf, b0, n, r, t, static_cast<int>(te - t < kGroup ? te - t : kGroup), e);
+        });
+}
+
+#undef EMBER_AMX_BLOCK_PRODUCT
+
+} // namespace
+
+// The AMX level's kernels for these formats: the tiles from kAmxMinTokens tokens on, the AVX-512 level's
+// kernels (the same bits) below, where a tile's 16 token rows would be mostly padding.
+void matmul_rows_q4_0_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens >= kAmxMinTokens) return drive_amx<PackQ4_0>(job, r0, r1);
+    matmul_rows_q4_0_avx512(job, r0, r1);
+}
+void matmul_rows_q4_k_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens >= kAmxMinTokens) return drive_amx<PackQ4_K>(job, r0, r1);
+    matmul_rows_q4_k_avx512(job, r0, r1);
+}
+void matmul_rows_q6_k_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens >= kAmxMinTokens) return drive_amx<PackQ6_K>(job, r0, r1);
+    matmul_rows_q6_k_avx512(job, r0, r1);
+}
+
+} // namespace ember::cpu::detail
+
+#endif // __AMX_TILE__ && __AMX_INT8__
