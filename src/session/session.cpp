@@ -86,9 +86,12 @@ Session::Session(const Model &model, const SessionOptions &opts)
         const uint64_t per_seq = kv::WindowTable::blocks_per_sequence(window, kWindowKeep, n_batch_, kv::kBlockSize);
         if ((n_seq + 1) * per_seq < n_blocks) cp.n_window_blocks = static_cast<uint32_t>((n_seq + 1) * per_seq);
     }
-    if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
-        check_host_memory(backend->context_bytes(model.desc().c, cp) + uint64_t{hp.n_vocab} * sizeof(float),
-                          format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq).c_str());
+    if (backend_kind_ == EMBER_BACKEND_CPU) {   // (a GPU backend's driver reports its own memory running out)
+        const uint64_t bytes = backend->context_bytes(model.desc().c, cp) + uint64_t{hp.n_vocab} * sizeof(float);
+        const uint64_t weights = model.cpu_weights_reserve(bytes);   // the first CPU user copies them (model.hpp)
+        check_host_memory(bytes + weights, format("a session of n_ctx %u x n_seq_max %u%s", n_ctx_, n_seq,
+                                                  weights ? " with its huge-page copy of the weights" : "").c_str());
+    }
     kv_ = std::make_shared<SessionKv>();
     kv_->ctx = model.backend_model(*backend, n_ctx_).create_context(cp);   // LongRoPE: its long factors past the original context
     kv_->pool = std::make_unique<kv::BlockPool>(cp.n_blocks, kv::kBlockSize);
