@@ -179,7 +179,7 @@ EMBER_API void ember_model_params_init(ember_model_params *params);
  *  backed by transparent huge pages, where decode runs faster (each 4 KiB page a weight crosses costs
  *  a TLB miss), when the kernel offers them, the weights take 64 MiB or more and the copy fits in half
  *  of the available memory; it takes that session's creation about the time of reading the file from
- *  the page cache (0.2 s for 620 MB on a 2-vCPU VM), and is not shared between processes. The
+ *  the page cache (0.14-0.7 s for 620 MB on a 2-vCPU VM), and is not shared between processes. The
  *  environment variable EMBER_HUGEPAGES=0 keeps the mapping, EMBER_HUGEPAGES=1 copies whenever huge
  *  pages are offered. A GPU backend uploads from the mapping and never makes the copy.
  *  Errors: EMBER_ERR_IO (cannot open/map), EMBER_ERR_INVALID_MODEL (malformed; the message names the
