@@ -119,8 +119,8 @@ int main(int argc, char **argv) {
     const size_t n = mib * 1024 * 1024 / sizeof(uint64_t);
     // Transparent huge pages where the kernel gives them (madvise): with 4 KiB pages the loop also
     // measures TLB misses, which in a VM (nested paging) cost a large share of the bandwidth, and the
-    // figure would be the pages' limit rather than the memory's (EMBER_HUGEPAGES=1 gives decode the
-    // same pages, see src/core/mapped_file.hpp).
+    // figure would be the pages' limit rather than the memory's (the CPU backend gives decode the same
+    // pages by default, see src/core/huge_page_copy.hpp).
     bool huge = true;
     uint64_t *pa = alloc_words(n, &huge), *pb = alloc_words(n, &huge);
     if (!pa || !pb) {

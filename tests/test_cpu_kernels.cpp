@@ -10,6 +10,7 @@
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/row_steal.hpp"
 #include "cpu/threadpool.hpp"
 
 #include <algorithm>
@@ -1477,6 +1478,42 @@ static void test_pool_parallel_for(void **) {
     }
 }
 
+// Decode's split (cpu/row_steal.hpp): every row exactly once, ranges aligned but for the matrix's end,
+// whatever the width; and a thread that stalls inside its range (a descheduled one, here sleeping on
+// its first granule) has the rest of its range taken by the others.
+static void test_rows_stealing(void **) {
+    for (int threads = 1; threads <= 4; ++threads) {
+        auto pool_owner = make_pool(threads);
+        for (int64_t n : {1, 4, 7, 100, 2048, 5635}) {
+            for (size_t row_bytes : {size_t{64}, size_t{1152}, size_t{100000}}) {
+                std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+                for (auto &x : seen) x.store(0);
+                // Counted, not asserted inside: cmocka must not fail on a worker thread.
+                std::atomic<int> misaligned{0}, stalls{0};
+                std::atomic<std::thread::id> staller{};
+                std::atomic<int64_t> stolen{0};  // rows of the first half of range 0 run by another thread
+                const bool stall = threads > 1 && n == 5635 && row_bytes == 1152 && pool_owner->width() == threads;
+                const bool done = detail::run_rows_stealing(*pool_owner, n, row_bytes, 4, [&](int64_t r0, int64_t r1) {
+                    if (r0 % 4 != 0 || (r1 % 4 != 0 && r1 != n) || r0 >= r1) misaligned.fetch_add(1);
+                    if (stall && r0 == 0 && stalls.fetch_add(1) == 0) {
+                        staller.store(std::this_thread::get_id());
+                        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                    } else if (stall && r1 <= n / threads / 2 && staller.load() != std::this_thread::get_id()) {
+                        stolen.fetch_add(r1 - r0);
+                    }
+                    for (int64_t i = r0; i < r1; ++i) seen[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+                });
+                assert_true(done);
+                for (int64_t i = 0; i < n; ++i) assert_int_equal(seen[static_cast<size_t>(i)].load(), 1);
+                assert_int_equal(misaligned.load(), 0);
+                // Range 0 starts at row 0 and spans about n / threads rows; its owner sleeps in its first
+                // granule (16 KiB / 1152 bytes: 12 rows), so the others ran the rest of its first half.
+                if (stall) assert_true(stolen.load() >= n / threads / 2 - 12 - 12);
+            }
+        }
+    }
+}
+
 // Many back-to-back runs (the spinning hand-off), then runs separated by pauses long enough that the
 // workers fall asleep (the condition-variable hand-off): a lost wake-up would hang here. The job's
 // plain (non-atomic) writes must be visible to the caller after run() returns.
@@ -1656,6 +1693,7 @@ int main(void) {
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_pool_run),
         cmocka_unit_test(test_pool_parallel_for),
+        cmocka_unit_test(test_rows_stealing),
         cmocka_unit_test(test_pool_stress),
         cmocka_unit_test(test_pool_destroy),
         cmocka_unit_test(test_pool_chunks_budget),

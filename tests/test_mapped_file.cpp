@@ -1,9 +1,12 @@
-// test_mapped_file.cpp — MappedFile: the plain read-only mapping, and the copy into transparent huge
-// pages that EMBER_HUGEPAGES=1 asks for on large files (src/core/mapped_file.hpp). Both must give the
-// file's exact bytes and size; the copy's start must be 2 MiB-aligned (what huge pages need); errors
+// test_mapped_file.cpp — MappedFile (the plain read-only mapping) and HugePageCopy (ranges of a file
+// read into transparent huge pages, core/huge_page_copy.hpp). Both must give the file's exact bytes; the
+// copy's region must start 2 MiB-aligned (what huge pages need) and keep each range's alignment; errors
 // name the path.
 #include "core/error.hpp"
+#include "core/huge_page_copy.hpp"
 #include "core/mapped_file.hpp"
+
+#include <fcntl.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -49,30 +52,47 @@ void check_contents(const MappedFile &m, size_t n) {
 
 } // namespace
 
-static void test_plain_and_huge(void **) {
-    const size_t n = (size_t{64} << 20) + 4096 + 8;  // just above the size where the copy starts, not whole pages
+static void test_plain(void **) {
+    const size_t n = (size_t{4} << 20) + 4096 + 8;  // not whole pages
     const std::string path = make_file(n);
-    unsetenv("EMBER_HUGEPAGES");
-    {
-        MappedFile m(path);
-        assert_false(m.copied());
-        check_contents(m, n);
-    }
-    setenv("EMBER_HUGEPAGES", "1", 1);
     {
         MappedFile m(path);
         check_contents(m, n);
-        // Where the kernel offers no huge pages the plain mapping is used; either way the bytes are the
-        // file's. The copy, when made, starts on a 2 MiB boundary.
-        if (m.copied()) assert_int_equal(reinterpret_cast<uintptr_t>(m.data()) & ((uintptr_t{2} << 20) - 1), 0);
-        std::printf("EMBER_HUGEPAGES=1: %s\n", m.copied() ? "copied into huge-page memory" : "plain mapping (no huge pages here)");
+        assert_true(m.fd() >= 0);
     }
-    unsetenv("EMBER_HUGEPAGES");
+    unlink(path.c_str());
+}
+
+// Ranges of a file read into one huge-page region: each copy holds the file's bytes, keeps its offset
+// within a 4 KiB page (the tensors' alignment), and nothing outside the ranges is reachable; one thread
+// or several (the chunks taken in turn) give the same bytes.
+static void test_huge_page_copy(void **) {
+    const size_t n = (size_t{40} << 20) + 8;
+    const std::string path = make_file(n);
+    MappedFile m(path);
+    // Ranges of 8-byte-aligned offsets (the words' pattern is checked per word), one spanning chunks.
+    const std::vector<HugePageCopy::Range> ranges = {{8, 1000}, {4096 * 3 + 40, (size_t{20} << 20) + 16}, {n - 4096, 4096}};
+    for (unsigned threads : {1u, 3u}) {
+        HugePageCopy c(m.fd(), path, ranges, threads);
+        assert_true(c.region_bytes() >= HugePageCopy::bytes_for(ranges) - (size_t{2} << 20));
+        for (const HugePageCopy::Range &r : ranges) {
+            const uint8_t *p = c.at(r.offset);
+            assert_non_null(p);
+            assert_int_equal(reinterpret_cast<uintptr_t>(p) % 4096, r.offset % 4096);
+            assert_memory_equal(p, m.data() + r.offset, r.bytes);
+            assert_ptr_equal(c.at(r.offset + r.bytes - 1), p + r.bytes - 1);
+            assert_null(c.at(r.offset + r.bytes));
+        }
+        assert_null(c.at(0));
+        // The region starts on a 2 MiB boundary (the first range is in its first page).
+        assert_int_equal(reinterpret_cast<uintptr_t>(c.at(8) - 8) % (uintptr_t{2} << 20), 0);
+        std::printf("%u thread(s): THP advice %s; transparent huge pages %s\n", threads, c.advised() ? "taken" : "refused",
+                    huge_pages_available() ? "offered" : "not offered");
+    }
     unlink(path.c_str());
 }
 
 static void test_missing_file(void **) {
-    setenv("EMBER_HUGEPAGES", "1", 1);
     try {
         MappedFile m("/nonexistent-dir/model.gguf");
         fail_msg("no error for a missing file");
@@ -80,12 +100,25 @@ static void test_missing_file(void **) {
         assert_int_equal(e.status(), EMBER_ERR_IO);
         assert_non_null(std::strstr(e.what(), "/nonexistent-dir/model.gguf"));
     }
-    unsetenv("EMBER_HUGEPAGES");
+    // A read that fails (a descriptor open for writing only) names the path and leaves nothing behind.
+    const std::string path = make_file(4096);
+    const int wfd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    assert_true(wfd >= 0);
+    try {
+        HugePageCopy c(wfd, path, {{0, 4096}}, 2);
+        fail_msg("no error for an unreadable descriptor");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_IO);
+        assert_non_null(std::strstr(e.what(), path.c_str()));
+    }
+    close(wfd);
+    unlink(path.c_str());
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain_and_huge),
+        cmocka_unit_test(test_plain),
+        cmocka_unit_test(test_huge_page_copy),
         cmocka_unit_test(test_missing_file),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);

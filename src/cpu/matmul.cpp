@@ -2,6 +2,7 @@
 // rows over the thread pool. The inner loops are the row kernels of vec_dot_*.cpp.
 #include "core/error.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/row_steal.hpp"
 #include "cpu/vec_dot.hpp"
 
 namespace ember::cpu {
@@ -106,6 +107,17 @@ void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs
         for (int s = 0; s < n_seg; ++s) segs[s].fn(segs[s].job, 0, segs[s].n_out);
         return;
     }
+    // Decode: a contiguous range per thread, with stealing (row_steal.hpp says why). The segments' rows
+    // are one index space; a range may end in one segment and go on in the next.
+    if (segs[0].job.n_tokens == 1 &&
+        detail::run_rows_stealing(pool, total, segs[0].job.row_bytes, 4, [&](int64_t r0, int64_t r1) {
+            int64_t base = 0;  // segment s's first row in the index space
+            for (int s = 0; s < n_seg; base += segs[s].n_out, ++s) {
+                const int64_t a = r0 - base > 0 ? r0 - base : 0, b = r1 - base < segs[s].n_out ? r1 - base : segs[s].n_out;
+                if (a < b) segs[s].fn(segs[s].job, a, b);
+            }
+        }))
+        return;
     // Chunks are a multiple of 4 rows so that the decode tile (4 rows) never splits at a chunk edge, and
     // in big products (prefill) of 16 rows, the panel height of the AVX-512 and AMX GEMMs, so that no
     // chunk ends in a partial panel that computes 16 rows to keep fewer. They are sized for the threads

@@ -298,8 +298,8 @@ void drive_panels(const MatmulJob &job, int64_t r0, int64_t r1) {
 } // namespace
 
 // The AVX-512 level's row kernels for these formats: the panels for more tokens than one tile pass,
-// the AVX2 row tiles (which give the same bits) for small batches and decode, but Q4_0's decode, which
-// has its own VPDPBUSD tile (vec_dot_avx512.cpp).
+// the AVX2 row tiles (which give the same bits) for small batches and decode, but Q4_0's and Q4_K's
+// decode, which have their own VPDPBUSD tiles (vec_dot_avx512.cpp, vec_dot_k_avx512.cpp).
 void matmul_rows_q4_0_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens > kTokTile) return drive_panels<PackQ4_0>(job, r0, r1);
     if (job.n_tokens == 1) return matmul_rows_q4_0_decode_avx512(job, r0, r1);
@@ -307,6 +307,7 @@ void matmul_rows_q4_0_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
 }
 void matmul_rows_q4_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens > kTokTile) return drive_panels<PackQ4_K>(job, r0, r1);
+    if (job.n_tokens == 1) return matmul_rows_q4_k_decode_avx512(job, r0, r1);
     matmul_rows_q4_k_avx2(job, r0, r1);
 }
 void matmul_rows_q6_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {

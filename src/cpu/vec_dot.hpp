@@ -165,6 +165,7 @@ void matmul_rows_q4_0_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q6_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_decode_avx512(const MatmulJob &, int64_t, int64_t);  // one token only
+void matmul_rows_q4_k_decode_avx512(const MatmulJob &, int64_t, int64_t);  // one token only (vec_dot_k_avx512.cpp)
 void matmul_rows_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);  // vec_dot_b32_avx512.cpp
 void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);

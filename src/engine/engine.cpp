@@ -117,9 +117,10 @@ EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
     const EnginePlan plan = plan_engine(model, opts);
     if (find_backend(opts.backend).kind() == EMBER_BACKEND_CPU) {
         const MemoryEstimate m = estimate_engine_memory(model, opts);
-        check_host_memory(m.kv_bytes + m.compute_bytes,
-                          format("an engine of n_ctx %u x n_seq_max %u (%u KV blocks)", plan.n_ctx, plan.n_seq_max,
-                                 plan.n_blocks).c_str());
+        const uint64_t weights = model.cpu_weights_reserve(m.kv_bytes + m.compute_bytes);   // (model.hpp)
+        check_host_memory(m.kv_bytes + m.compute_bytes + weights,
+                          format("an engine of n_ctx %u x n_seq_max %u (%u KV blocks)%s", plan.n_ctx, plan.n_seq_max,
+                                 plan.n_blocks, weights ? " with its huge-page copy of the weights" : "").c_str());
     }
     return plan;
 }

@@ -1,10 +1,12 @@
 // model.hpp — a loaded model: the mapped file, its parsed metadata, tokenizer and decoder description.
 //
 // Immutable after load() returns, so any number of sessions on any threads share it. The only mutable
-// part is the per-backend weight cache (backend_model()), which is guarded by a mutex.
+// part is the per-backend weight cache (backend_model()) with the CPU backend's weight placement, which
+// a mutex guards.
 #pragma once
 
 #include "backend/backend.hpp"
+#include "core/huge_page_copy.hpp"
 #include "core/log.hpp"
 #include "core/mapped_file.hpp"
 #include "gguf/gguf.hpp"
@@ -60,6 +62,18 @@ public:
     // chooses them (the context per sequence, not the position). On the CPU a second program costs no
     // weights (they are read in place from the mapping); a GPU backend uploads them once per program.
     BackendModel &backend_model(Backend &backend, uint32_t n_ctx_per_seq = 0) const;
+
+    // Where the CPU backend reads the weights from (model/weight_placement.cpp), decided once, on the
+    // first CPU session or engine: a private copy in transparent huge pages (core/huge_page_copy.hpp says
+    // why: decode runs up to 1.6x faster in a VM) when the kernel offers THP (enabled "always" or
+    // "madvise"), the weights take 64 MiB or more, and the copy with the context's `context_bytes` takes
+    // at most half of host_memory_available(); else the file mapping in place. EMBER_HUGEPAGES=1 copies
+    // whenever THP is offered, EMBER_HUGEPAGES=0 never. Returns the bytes the copy is yet to allocate (0:
+    // mapped, or copied already), for the caller's check of host memory before it allocates. Thread-safe.
+    uint64_t cpu_weights_reserve(uint64_t context_bytes) const;
+    // Whether the CPU backend reads the weights from the huge-page copy (false before its first use).
+    bool cpu_weights_copied() const;
+
     // The description that backend_model(backend, n_ctx_per_seq) runs.
     const ModelDesc &desc_for(uint32_t n_ctx_per_seq) const { return uses_long(n_ctx_per_seq) ? *desc_long_ : desc_; }
     // Whether that program is LongRoPE's long one (saved states record it: keys rotated with one set of
@@ -72,6 +86,13 @@ private:
     void build_desc(const LoadOptions &opts);
     [[noreturn]] static void no_tokenizer();
     void build_long_context(const gguf::File &g);
+    // With backend_mutex_ held: the placement's decision and the copy (weight_placement.cpp).
+    bool cpu_decide_locked(uint64_t context_bytes) const;
+    void cpu_copy_locked() const;
+    // The file's byte ranges that the programs' tensors take, merged.
+    std::vector<HugePageCopy::Range> cpu_ranges() const;
+    // The description that the CPU backend loads for the long (or original) program.
+    const ember_mod_model_desc &cpu_desc_locked(bool long_ctx) const;
 
     std::unique_ptr<MappedFile> file_;
     gguf::File gguf_;
@@ -87,6 +108,15 @@ private:
     LogSink log_;
     mutable std::mutex backend_mutex_;
     mutable std::map<std::pair<Backend *, bool>, std::unique_ptr<BackendModel>> backend_models_;
+    // The CPU backend's placement: decided (once), the copy (when chosen), and the programs' descriptions
+    // with their tensors pointing into it ([0] the original program, [1] LongRoPE's long one).
+    mutable bool cpu_decided_ = false, cpu_wants_copy_ = false;
+    mutable std::unique_ptr<HugePageCopy> cpu_copy_;
+    struct CDesc {
+        ember_mod_model_desc c{};
+        std::vector<ember_mod_tensor> tensors;
+    };
+    mutable std::unique_ptr<CDesc> cpu_desc_[2];
 };
 
 } // namespace ember

@@ -75,9 +75,12 @@ Session::Session(const Model &model, const SessionOptions &opts)
     if (opts.window_blocks && wl.n_layers > 0 && backend->window_blocks())
         cp.n_window_blocks = kv::WindowTable::pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
     const uint64_t context_bytes = backend->context_bytes(model.desc().c, cp);
-    if (backend_kind_ == EMBER_BACKEND_CPU)   // (a GPU backend's driver reports its own memory running out)
-        check_host_memory(context_bytes + uint64_t{hp.n_vocab} * sizeof(float),
-                          format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq).c_str());
+    if (backend_kind_ == EMBER_BACKEND_CPU) {   // (a GPU backend's driver reports its own memory running out)
+        const uint64_t bytes = context_bytes + uint64_t{hp.n_vocab} * sizeof(float);
+        const uint64_t weights = model.cpu_weights_reserve(bytes);   // the first CPU user copies them (model.hpp)
+        check_host_memory(bytes + weights, format("a session of n_ctx %u x n_seq_max %u%s", n_ctx_, n_seq,
+                                                  weights ? " with its huge-page copy of the weights" : "").c_str());
+    }
     kv_ = std::make_shared<SessionKv>();
     kv_->context_bytes = context_bytes;
     kv_->ctx = model.backend_model(*backend, n_ctx_).create_context(cp);   // LongRoPE: its long factors past the original context

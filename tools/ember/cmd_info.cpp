@@ -166,7 +166,7 @@ int cmd_info(int argc, char **argv) {
         if (n_ctx == 0) n_ctx = info.n_ctx_train && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
         const double weights = info.size_bytes / 1048576.0;
         const double kv = static_cast<double>(info.kv_bytes_per_token) * n_ctx / 1048576.0;
-        std::printf("\nmemory for one session of %u tokens (CPU): weights %.2f MiB (mapped from the file) + "
+        std::printf("\nmemory for one session of %u tokens (CPU): weights %.2f MiB (mapped, or copied into huge pages) + "
                     "KV cache %.2f MiB (f16) = %.2f MiB, plus activations\n", n_ctx, weights, kv, weights + kv);
     }
     ember_model_free(model);
