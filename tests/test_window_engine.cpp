@@ -9,6 +9,7 @@
 // With an argument ("vulkan", "cuda"), the concurrent and prefix-reuse cases on that backend's module
 // against the same backend's single-pool engine (skipped, 77 with the reason, where it is absent; fewer
 // and shorter requests, as passes there are slow on lavapipe).
+#include "backend_arg.hpp"
 #include "synthetic_model.hpp"
 #include "test_util.h"
 
@@ -388,16 +389,8 @@ void test_budget(void **) {
 } // namespace
 
 int main(int argc, char **argv) {
-    if (argc > 1) {
-        if (std::strcmp(argv[1], "vulkan") == 0) g_backend = EMBER_BACKEND_VULKAN;
-        else if (std::strcmp(argv[1], "cuda") == 0) g_backend = EMBER_BACKEND_CUDA;
-        else return std::fprintf(stderr, "usage: test_window_engine [vulkan|cuda]\n"), 2;
-        try {
-            backend_require(g_backend);
-        } catch (const Error &e) {
-            std::printf("SKIP: no %s backend: %s\n", argv[1], e.what());
-            return EMBER_TEST_SKIP;
-        }
+    if (const int rc = test_backend_arg(argc, argv, &g_backend); rc >= 0) return rc;
+    if (g_backend != EMBER_BACKEND_CPU) {
         g_requests = 3;
         const struct CMUnitTest gpu_tests[] = {
             cmocka_unit_test(test_concurrent_bit_identical),

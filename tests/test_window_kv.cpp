@@ -7,6 +7,7 @@
 // With an argument ("vulkan", "cuda") the same on that backend's module (skipped, 77 with the reason,
 // where it cannot run), compared with the same backend's single-pool run, and with shorter sequences
 // (lavapipe is slow); each checks too that the window pool shrinks the context's device memory.
+#include "backend_arg.hpp"
 #include "synthetic_model.hpp"
 #include "test_util.h"
 
@@ -206,18 +207,8 @@ void test_cancelled_feed_rolls_back(void **) {
 } // namespace
 
 int main(int argc, char **argv) {
-    if (argc > 1) {
-        if (std::strcmp(argv[1], "vulkan") == 0) g_backend = EMBER_BACKEND_VULKAN;
-        else if (std::strcmp(argv[1], "cuda") == 0) g_backend = EMBER_BACKEND_CUDA;
-        else return std::fprintf(stderr, "usage: test_window_kv [vulkan|cuda]\n"), 2;
-        try {
-            backend_require(g_backend);
-        } catch (const Error &e) {
-            std::printf("SKIP: no %s backend: %s\n", argv[1], e.what());
-            return EMBER_TEST_SKIP;
-        }
-        g_len = kGpuLengths;
-    }
+    if (const int rc = test_backend_arg(argc, argv, &g_backend); rc >= 0) return rc;
+    if (g_backend != EMBER_BACKEND_CPU) g_len = kGpuLengths;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounded_and_bit_identical),
         cmocka_unit_test(test_q8_0_cache),
