@@ -38,7 +38,8 @@
 // in the process that reconfigures or releases the tiles on a shared thread (a host's own AMX code) is
 // noticed instead of faulting. The state is left in use (no TILERELEASE): the next call would only
 // have to load it again, and Linux puts in-use tiles to rest itself before a core idles.
-#if defined(__AMX_TILE__) && defined(__AMX_INT8__)
+// (GCC spells the feature macros __AMX_TILE__ / __AMX_INT8__, clang __AMXTILE__ / __AMXINT8__.)
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_INT8__) || defined(__AMXINT8__))
 
 #include "core/dtype.hpp"
 #include "cpu/panel_pack_x86.hpp"
@@ -368,4 +369,4 @@ void matmul_rows_q6_k_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
 
 } // namespace ember::cpu::detail
 
-#endif // __AMX_TILE__ && __AMX_INT8__
+#endif // AMX-TILE and AMX-INT8
