@@ -111,6 +111,7 @@ uint32_t Session::check_state_header(const uint8_t *data, size_t size) const {
     const uint32_t flags = get<uint32_t>(data + 44);
     if (flags & ~kFlagLongRope) corrupt("unknown flags in its header");
     const bool saved_long = (flags & kFlagLongRope) != 0, long_here = model_.uses_long(n_ctx_);
+    if (saved_long && model_.n_ctx_orig() == 0) corrupt("its flags name LongRoPE factors, which this model has not");
     if (saved_long != long_here)
         fail(EMBER_ERR_INVALID_ARGUMENT,
              "saved session state was made with LongRoPE's %s rope factors (a context %s the model's original %u); "
