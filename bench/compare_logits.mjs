@@ -6,7 +6,7 @@
 //
 // Usage (from the repository root, after building ember_synth and ember_family_logits):
 //   node bench/compare_logits.mjs [--build build] [--peer ../shared/peer] [--families a,b] [--types t,u]
-//                                 [--threads 2] [--markdown]
+//                                 [--threads 2] [--precision default|high] [--markdown]
 //   node bench/compare_logits.mjs --table RESULTS.jsonl     (the markdown table of rows printed before)
 //
 // Without --markdown it prints one JSON line per model as it goes (keep them: a long run can be resumed
@@ -28,7 +28,7 @@ import { execFileSync } from "node:child_process";
 process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = "true";
 process.env.NODE_LLAMA_CPP_POSTINSTALL ??= "skip";
 
-const args = { build: "build", peer: "../shared/peer", families: null, types: null, threads: 2, markdown: false, table: null };
+const args = { build: "build", peer: "../shared/peer", families: null, types: null, threads: 2, precision: "default", markdown: false, table: null };
 for (let i = 2; i < process.argv.length; i++) {
     const k = process.argv[i], v = () => process.argv[++i];
     if (k === "--build") args.build = v();
@@ -36,6 +36,7 @@ for (let i = 2; i < process.argv.length; i++) {
     else if (k === "--families") args.families = v().split(",");
     else if (k === "--types") args.types = v().split(",");
     else if (k === "--threads") args.threads = parseInt(v(), 10);
+    else if (k === "--precision") args.precision = v();   // Ember's ember_precision (its session's setting)
     else if (k === "--markdown") args.markdown = true;
     else if (k === "--table") args.table = v();
     else throw new Error(`unknown argument ${k}`);
@@ -132,10 +133,10 @@ const results = [];
 for (const family of families) {
     for (const type of types) {
         const file = path.join(dir, `${family}-${type}.gguf`);
-        const row = { family, type };
+        const row = { family, type, precision: args.precision };
         try {
             execFileSync(synth, ["-o", file, "--family", family, "--type", type], { stdio: ["ignore", "ignore", "pipe"] });
-            const ember = JSON.parse(execFileSync(logitsTool, [file, tokens.join(","), "--greedy", String(GREEDY), "--threads", String(args.threads)],
+            const ember = JSON.parse(execFileSync(logitsTool, [file, tokens.join(","), "--greedy", String(GREEDY), "--threads", String(args.threads), "--precision", args.precision],
                 { maxBuffer: 1 << 28, encoding: "utf8" }));
             const nv = ember.ref[0].length;
             Object.assign(row, { ember_prefill: metrics(ember.prefill, ember.ref), ember_decode: metrics(ember.decode, ember.ref) });

@@ -4,7 +4,7 @@
 // Ember's greedy continuation. Ember runs through its public API, as an application would; prints one
 // JSON object.
 //
-//   ember-family-logits MODEL.gguf TOKEN,TOKEN,... [--greedy N] [--threads N]
+//   ember-family-logits MODEL.gguf TOKEN,TOKEN,... [--greedy N] [--threads N] [--precision default|high]
 #include "ember/ember.h"
 #include "testing/reference_forward.hpp"
 
@@ -45,7 +45,8 @@ std::vector<float> logits(ember_session *s) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: ember-family-logits MODEL.gguf TOKEN,TOKEN,... [--greedy N] [--threads N]\n");
+        std::fprintf(stderr, "usage: ember-family-logits MODEL.gguf TOKEN,TOKEN,... [--greedy N] [--threads N] "
+                             "[--precision default|high]\n");
         return 2;
     }
     std::vector<ember_token> tokens;
@@ -56,10 +57,12 @@ int main(int argc, char **argv) {
         p = *end == ',' ? end + 1 : end;
     }
     int greedy = 0, threads = 2;
+    ember_precision precision = EMBER_PRECISION_DEFAULT;
     for (int i = 3; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         if (k == "--greedy") greedy = std::atoi(argv[i + 1]);
         else if (k == "--threads") threads = std::atoi(argv[i + 1]);
+        else if (k == "--precision") precision = std::string(argv[i + 1]) == "high" ? EMBER_PRECISION_HIGH : EMBER_PRECISION_DEFAULT;
     }
     std::vector<std::vector<double>> ref;
     try {
@@ -79,6 +82,7 @@ int main(int argc, char **argv) {
     sp.backend = EMBER_BACKEND_CPU;
     ember_session *s = nullptr;
     check(ember_session_create(model, &sp, &s), "session");
+    check(ember_session_set_precision(s, precision), "precision");
     // Prefill: tokens 0..t in one batch, for each t.
     std::vector<std::vector<float>> prefill, decode;
     for (size_t t = 0; t < tokens.size(); ++t) {

@@ -50,6 +50,10 @@ bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType
 // margin exceeds twice the row's error (a closer pair may be reordered by the activations' rounding,
 // as it may in llama.cpp, whose products round activations the same way).
 constexpr double kFloatBound = 2e-3, kQuantBound = 4e-2, kRouteTie = 0.1;
+// EMBER_PRECISION_HIGH: the activations' rounding remainder rounded again (~1/254 of the step), so the
+// quantized products' error falls by about that: measured up to ~2e-4 with this bound's metric; 1e-3,
+// still 40 times below kQuantBound. Then every argmax and every choice of experts must be the fp64 pass's.
+constexpr double kPreciseBound = 1e-3;
 
 struct Result {
     double rel = 0;
@@ -57,9 +61,10 @@ struct Result {
     int decisive_misses = 0;   // argmax differs though the reference's margin exceeds twice the error
     double route_margin = 1e300;
     double max_logit = 0;
+    bool prefill_equals_decode = false;   // the last position's logits, bit for bit
 };
 
-Result run_case(const std::string &family, DType type) {
+Result run_case(const std::string &family, DType type, uint32_t precision = EMBER_PRECISION_DEFAULT) {
     SyntheticSpec spec = synthetic_family(family);
     spec.type = type;
     auto model = load_synthetic(spec);
@@ -91,14 +96,17 @@ Result run_case(const std::string &family, DType type) {
     o.n_ctx = 64;
     o.n_threads = 2;
     Session prefill(*model, o);
+    prefill.set_precision(precision);
     prefill.feed(tokens.data(), tokens.size());
     compare(prefill.logits(), ref.back());
     o.n_threads = 1;
     Session decode(*model, o);
+    decode.set_precision(precision);
     for (size_t t = 0; t < tokens.size(); ++t) {
         decode.feed(&tokens[t], 1);
         compare(decode.logits(), ref[t]);
     }
+    r.prefill_equals_decode = std::memcmp(prefill.logits(), decode.logits(), nv * sizeof(float)) == 0;
     return r;
 }
 
@@ -120,6 +128,55 @@ void test_every_family_every_type(void **) {
         }
     }
     assert_int_equal(failures, 0);
+}
+
+// EMBER_PRECISION_HIGH on every family and quantized type: within kPreciseBound, the fp64 pass's argmax
+// at every position (no near-tie allowance) and its choice of experts (no router-tie exemption), the
+// same bits from one batch (2 threads) as from one token at a time (1 thread); and closer than the
+// default precision by at least 20 times where the default's error is above float rounding.
+void test_precision_high(void **) {
+    int failures = 0;
+    for (const std::string &family : synthetic_families()) {
+        for (DType type : weight_types()) {
+            if (is_float(type)) continue;   // float weights never round activations: nothing changes
+            const Result hi = run_case(family, type, EMBER_PRECISION_HIGH);
+            const Result def = run_case(family, type);
+            const bool ok = hi.rel <= kPreciseBound && hi.agree == hi.rows && hi.prefill_equals_decode &&
+                            (def.rel < 1e-3 || hi.rel * 20 <= def.rel);
+            std::printf("%-9s %-6s precision high: rel err %.2e (default %.2e)  argmax %2d/%2d  prefill %s decode  %s\n",
+                        family.c_str(), dtype_name(type), hi.rel, def.rel, hi.agree, hi.rows,
+                        hi.prefill_equals_decode ? "==" : "!=", ok ? "ok" : "FAIL");
+            failures += !ok;
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+// The setting is refused where it cannot be honoured and checked for range; a fork keeps it.
+void test_precision_setting(void **) {
+    SyntheticSpec spec = synthetic_family("llama");
+    spec.type = DType::Q8_0;
+    auto model = load_synthetic(spec);
+    SessionOptions o;
+    o.n_ctx = 32;
+    o.n_threads = 1;
+    Session s(*model, o);
+    assert_int_equal(s.precision(), EMBER_PRECISION_DEFAULT);
+    try {
+        s.set_precision(7);
+        fail_msg("precision 7 was accepted");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_INVALID_ARGUMENT);
+    }
+    s.set_precision(EMBER_PRECISION_HIGH);
+    const int32_t t[3] = {1, 7, 3};
+    s.feed(t, 3);
+    auto f = s.fork();
+    assert_int_equal(f->precision(), EMBER_PRECISION_HIGH);
+    const int32_t next = 12;
+    s.feed(&next, 1);
+    f->feed(&next, 1);
+    assert_memory_equal(s.logits(), f->logits(), model->desc().hp.n_vocab * sizeof(float));
 }
 
 // A window layer must not see past its window: with the window cut to 1 (each window layer attends to
@@ -310,6 +367,8 @@ int main() {
         cmocka_unit_test(test_window_cache_truncate_and_fork),
         cmocka_unit_test(test_missing_sinks_is_an_error),
         cmocka_unit_test(test_longrope_long_factors_reference),
+        cmocka_unit_test(test_precision_high),
+        cmocka_unit_test(test_precision_setting),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

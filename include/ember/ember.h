@@ -436,6 +436,31 @@ EMBER_API ember_status ember_session_context_length(const ember_session *session
 EMBER_API ember_status ember_session_backend(const ember_session *session, ember_backend_kind *out_backend,
                                              uint32_t *out_n_threads);
 
+/** How a session's products with quantized weights (Q8_0, Q4_0, K-quants, ...) round the activations.
+ *  Float weights (F32, F16, BF16) are unaffected by it. */
+typedef enum ember_precision {
+    /** 8-bit integers with a scale per block of 32 — as llama.cpp does. The products are then integer dot
+     *  products (AVX-512 VNNI, AMX): the fastest, and the rounding of the activations is the whole of the
+     *  error against exact arithmetic on the file's weights (relative logit error ~0.6 % on small models),
+     *  enough to flip the argmax where the two best tokens are within about that of each other. */
+    EMBER_PRECISION_DEFAULT = 0,
+    /** The remainder of that rounding is rounded and multiplied too (two 8-bit products per weight,
+     *  about 15 bits of activation): logits 30-100 times closer to exact arithmetic. The weights are read
+     *  once, as before, so decode of a large model, limited by memory, slows little; prefill, limited by
+     *  arithmetic, takes up to twice as long. For evaluation, perplexity and reproducing an exact
+     *  reference. CPU backend only (Vulkan and CUDA: EMBER_ERR_UNSUPPORTED). */
+    EMBER_PRECISION_HIGH = 1
+} ember_precision;
+
+/** Sets the precision of the session's passes from the next feed or generated token on (default
+ *  EMBER_PRECISION_DEFAULT). The KV cache rows already computed stay as they were: set it before
+ *  feeding the prompt to have every position computed this way. A fork starts with its parent's
+ *  setting. Outputs at either setting are the same for any batch size (n_batch) and thread count.
+ *  Errors: EMBER_ERR_INVALID_ARGUMENT (NULL session, unknown value), EMBER_ERR_UNSUPPORTED
+ *  (EMBER_PRECISION_HIGH on a GPU backend); the setting is then unchanged. Same threading as the session
+ *  (not from its streaming callback). Since EMBER_1.6. */
+EMBER_API ember_status ember_session_set_precision(ember_session *session, ember_precision precision);
+
 /** The CPU worker threads a session, engine or draft gets when its n_threads is 0: this machine's
  *  physical cores (SMT siblings not counted), at most 8. Thread-safe. Since EMBER_1.5. */
 EMBER_API uint32_t ember_default_thread_count(void);

@@ -146,6 +146,18 @@ ember_status ember_session_backend(const ember_session *session, ember_backend_k
     });
 }
 
+ember_status ember_session_set_precision(ember_session *session, ember_precision precision) {
+    return guard("ember_session_set_precision", [&] {
+        EMBER_REQUIRE_ARG(session);
+        abi::refuse_reentry(session, "ember_session_set_precision");
+        const int64_t v = abi::enum_value(precision);
+        if (v < EMBER_PRECISION_DEFAULT || v > EMBER_PRECISION_HIGH)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown precision %lld", (long long)v);
+        session->session->set_precision(static_cast<uint32_t>(v));
+        return EMBER_OK;
+    });
+}
+
 uint32_t ember_default_thread_count(void) {
     try {
         return default_thread_count();

@@ -71,6 +71,9 @@ struct Batch {
     // With ContextParams::n_window_blocks: [n_tokens] each token's window-layer block table (-1 entries
     // for released blocks, which no window layer reads again); the window layers use it instead of tables.
     const int32_t *const *window_tables = nullptr;
+    // EMBER_PRECISION_* (ember.h): how the products with quantized weights round the activations. Other
+    // than EMBER_PRECISION_DEFAULT only for a backend whose precision_high() is true.
+    uint32_t precision = 0;
 };
 
 class BackendContext {
@@ -110,6 +113,8 @@ public:
     virtual int score() const = 0;
     // Whether its contexts take ContextParams::n_window_blocks (module_api.h's EMBER_MOD_CAP_WINDOW_BLOCKS).
     virtual bool window_blocks() const { return false; }
+    // Whether its contexts run Batch::precision EMBER_PRECISION_HIGH (EMBER_MOD_CAP_PRECISION_HIGH).
+    virtual bool precision_high() const { return false; }
     // The description (and the memory its tensors point into) outlives the returned object.
     virtual std::unique_ptr<BackendModel> load_model(const ember_mod_model_desc &desc) = 0;
     // Bytes a context with these params would allocate (KV cache and activations), without allocating.

@@ -94,6 +94,10 @@ typedef struct ember_mod_batch {
     /* With n_window_blocks: each token's block table in the window pool, which the window layers read
      * and write instead of tables (-1 for blocks released as older than any window); else NULL. */
     const int32_t *const *window_tables;
+    /* EMBER_PRECISION_* of ember.h: how the products with quantized weights round the activations (0,
+     * the default: 8 bits per block of 32). Only a module whose caps has EMBER_MOD_CAP_PRECISION_HIGH is
+     * given another value. */
+    uint32_t precision;
 } ember_mod_batch;
 
 /* What opening a backend may be told. Every pointer may be NULL. */
@@ -217,6 +221,8 @@ typedef struct ember_backend_module {
 /* The module's contexts take n_window_blocks (the window layers' rows in a pool of their own, addressed
  * through each batch's window_tables; copy_block, read_kv and write_kv as backend.hpp says). */
 #define EMBER_MOD_CAP_WINDOW_BLOCKS 1u
+/* The module's forward takes ember_mod_batch.precision EMBER_PRECISION_HIGH. */
+#define EMBER_MOD_CAP_PRECISION_HIGH 2u
 
 typedef const ember_backend_module *(*ember_backend_module_fn)(void);
 

@@ -28,10 +28,12 @@ void check(int status, const char *msg, const char *what) {
 // The table entries that exist in a module of this struct_size (append-only table).
 bool has_entry(const ember_backend_module *api, size_t offset_end) { return api->struct_size >= offset_end; }
 
-// Whether the module's contexts keep the window layers' rows apart (module_api.h's caps).
-bool takes_window_blocks(const ember_backend_module *api) {
-    return has_entry(api, offsetof(ember_backend_module, caps) + sizeof api->caps) && (api->caps & EMBER_MOD_CAP_WINDOW_BLOCKS);
+// Whether the module has a capability (module_api.h's EMBER_MOD_CAP_* bits; none in a table without caps).
+bool has_cap(const ember_backend_module *api, uint32_t cap) {
+    return has_entry(api, offsetof(ember_backend_module, caps) + sizeof api->caps) && (api->caps & cap);
 }
+// Whether the module's contexts keep the window layers' rows apart.
+bool takes_window_blocks(const ember_backend_module *api) { return has_cap(api, EMBER_MOD_CAP_WINDOW_BLOCKS); }
 
 } // namespace
 
@@ -103,6 +105,7 @@ public:
         mb.struct_size = sizeof mb;
         mb.n_tokens = b.n_tokens, mb.tokens = b.tokens, mb.pos = b.pos, mb.tables = b.tables;
         mb.window_tables = b.window_tables;
+        mb.precision = b.precision;
         mb.n_logits = b.n_logits, mb.logits_rows = b.logits_rows, mb.logits = b.logits;
         if (b.cancel) {
             mb.cancel = [](void *flag) { return static_cast<const std::atomic<bool> *>(flag)->load() ? 1 : 0; };
@@ -172,6 +175,7 @@ public:
     }
     ember_backend_kind kind() const override { return static_cast<ember_backend_kind>(api_->backend_kind); }
     bool window_blocks() const override { return takes_window_blocks(api_); }
+    bool precision_high() const override { return has_cap(api_, EMBER_MOD_CAP_PRECISION_HIGH); }
     const char *name() const override { return api_->name; }
     int score() const override {
         std::call_once(probe_once_, [this] {

@@ -81,6 +81,7 @@ private:
     ember_mod_context_params params_;
     std::shared_ptr<ThreadPool> pool_;   // shared with contexts made with share_threads_with
     Scratch scratch_;
+    bool precise_ = false;   // this pass's ember_mod_batch.precision is EMBER_PRECISION_HIGH
     std::vector<float> moe_work_;   // MOE's gathered rows and expert outputs (cpu/moe.cpp)
     size_t row_bytes_ = 0;       // one position's K (or V) row of one layer
     CpuContextSizes sizes_;

@@ -300,9 +300,9 @@ uint32_t CpuContext::run_matmuls(uint32_t i, uint32_t n_rows) {
         bias[k] = m_.f32(n.b);
     }
     if (k == 1)
-        matmul(*pool_, scratch_, *w[0], buf(first.src), n_rows, y[0], bias[0]);
+        matmul(*pool_, scratch_, *w[0], buf(first.src), n_rows, y[0], bias[0], precise_);
     else
-        matmul_multi(*pool_, scratch_, w, static_cast<int>(k), buf(first.src), n_rows, y, bias);
+        matmul_multi(*pool_, scratch_, w, static_cast<int>(k), buf(first.src), n_rows, y, bias, precise_);
     return j;
 }
 
@@ -311,6 +311,8 @@ void CpuContext::forward(const ember_mod_batch &b) {
     if (b.n_tokens == 0 || b.n_tokens > params_.n_batch || b.n_logits > params_.n_logits)
         fail(EMBER_ERR_INTERNAL, "cpu forward: %u tokens / %u logits exceed the context's %u / %u", b.n_tokens,
              b.n_logits, params_.n_batch, params_.n_logits);
+    // EMBER_PRECISION_HIGH (1): activations with ~15 bits in the quantized products (matmul.cpp).
+    precise_ = b.struct_size >= offsetof(ember_mod_batch, precision) + sizeof b.precision && b.precision == 1;
     const bool split = params_.n_window_blocks > 0;
     if (split && (b.struct_size < offsetof(ember_mod_batch, window_tables) + sizeof b.window_tables || !b.window_tables))
         fail(EMBER_ERR_INTERNAL, "cpu forward: a context with window blocks needs the batch's window tables");
@@ -382,6 +384,7 @@ void CpuContext::forward(const ember_mod_batch &b) {
             mp.gate_b = m_.f32(n.b), mp.up_b = m_.f32(n.b2), mp.down_b = m_.f32(n.b3);
             mp.n_expert = static_cast<int>(n.n_expert), mp.n_used = static_cast<int>(n.n_expert_used);
             mp.gating = n.moe_gating, mp.act = n.moe_act, mp.alpha = n.act_alpha, mp.limit = n.act_limit;
+            mp.precise = precise_;
             moe(*pool_, scratch_, mp, buf(n.src), buf(n.src2), n_rows, buf(n.dst), moe_work_);
             break;
         }

@@ -50,8 +50,10 @@ void get_rows(const WeightView &w, const int32_t *ids, int64_t n_ids, float *out
 // --- matrix products -------------------------------------------------------------------------------
 // Y[t][o] = sum_i W[o][i] * X[t][i] + (bias ? bias[o] : 0), for t < n_tokens, o < n_out.
 // X has n_tokens rows of w.n_in floats; Y has n_tokens rows of w.n_out floats.
+// precise (EMBER_PRECISION_HIGH, quantized weights only): the activations carry ~15 bits instead of 8
+// (matmul.cpp, matmul_precise, says how); float weights are unaffected.
 void matmul(ThreadPool &pool, Scratch &scratch, const WeightView &w, const float *x, int64_t n_tokens,
-            float *y, const float *bias);
+            float *y, const float *bias, bool precise = false);
 
 // Scratch bytes matmul needs for n_tokens rows of n_in inputs (the most it grows to).
 size_t matmul_scratch_bytes(int64_t n_in, int64_t n_tokens);
@@ -59,7 +61,7 @@ size_t matmul_scratch_bytes(int64_t n_in, int64_t n_tokens);
 // Several weights that read the same input (Q/K/V, gate/up) in one parallel pass: the input is
 // quantized once and one dispatch covers all outputs. n_w <= 4.
 void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w, int n_w,
-                  const float *x, int64_t n_tokens, float *const *y, const float *const *bias);
+                  const float *x, int64_t n_tokens, float *const *y, const float *const *bias, bool precise = false);
 
 // --- elementwise and normalisation -----------------------------------------------------------------
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w   (out may equal x; w may be null: no weight)
@@ -127,6 +129,7 @@ struct MoeParams {
     int n_expert = 0, n_used = 0;
     uint32_t gating = 0, act = 0;   // graph.h's ember_graph_moe_gating, ember_graph_act
     float alpha = 0, limit = 0;     // EMBER_GRAPH_ACT_SWIGLU_OAI
+    bool precise = false;           // the experts' products as matmul's `precise`
 };
 // The choice of experts: sel[t * n_used + j] the j-th chosen expert of token t (largest logit first),
 // weight[...] its gate weight.

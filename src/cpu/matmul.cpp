@@ -5,6 +5,8 @@
 #include "cpu/row_steal.hpp"
 #include "cpu/vec_dot.hpp"
 
+#include <algorithm>
+
 namespace ember::cpu {
 
 namespace {
@@ -150,12 +152,91 @@ void check_weight(const WeightView &w, int64_t n_in) {
              static_cast<long long>(w.n_in));
 }
 
+// EMBER_PRECISION_HIGH. Rounding activations to int8 per block of 32 is the whole of a quantized
+// product's error against exact arithmetic on the file's weights (the weights are what they are); at
+// near-ties it decides the argmax, or which experts a router picks. Here each activation row is
+// rounded as usual (scales d, integers q), and what that rounding left, r = x - d q (at most d/2 per
+// element), is rounded the same way with scales of its own: x = d q + d' q' + (at most d'/2), about 7
+// bits more. The pair goes to the kernels as two tokens of one batch, so the weights are read once and
+// the integer work doubles; y = (product of the first row + product of the second) + bias. Each token's
+// bits come from its own pair, at any batch size, since the kernels are batch-invariant.
+// Tokens go in chunks whose pair products fit in kPreciseOutBytes.
+constexpr size_t kPreciseOutBytes = size_t{4} << 20;
+
+void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const *w, const int *idx, int n_q,
+                    const float *x, int64_t n_tokens, float *const *y, const float *const *bias) {
+    const KernelTable &k = detail::kernels();
+    const int64_t n_in = w[idx[0]]->n_in, nb = n_in / 32;
+    int64_t out_total = 0;
+    for (int i = 0; i < n_q; ++i) out_total += w[idx[i]]->n_out;
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n_tokens,
+        static_cast<int64_t>(kPreciseOutBytes / (2 * sizeof(float) * static_cast<size_t>(out_total)))));
+    auto round64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
+    const ActLayout lay = act_layout(n_in, 2 * chunk);
+    const size_t resid_bytes = round64(static_cast<size_t>(chunk * n_in) * sizeof(float));
+    const size_t out_bytes = round64(static_cast<size_t>(2 * chunk * out_total) * sizeof(float));
+    auto addr = reinterpret_cast<uintptr_t>(scratch.get(lay.total() + resid_bytes + out_bytes));
+    auto *base = reinterpret_cast<uint8_t *>((addr + 63) & ~uintptr_t{63});
+    auto *qs = reinterpret_cast<int8_t *>(base);
+    auto *d = reinterpret_cast<float *>(base + lay.qs_bytes);
+    auto *sum = reinterpret_cast<float *>(base + lay.qs_bytes + lay.d_bytes);
+    auto *dsum = reinterpret_cast<float *>(base + lay.qs_bytes + 2 * lay.d_bytes);
+    auto *resid = reinterpret_cast<float *>(base + lay.qs_bytes + 3 * lay.d_bytes);
+    auto *out = reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(resid) + resid_bytes);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
+        const int64_t c = std::min(chunk, n_tokens - t0);
+        auto rows = [&](int64_t a, int64_t b) {
+            for (int64_t i = a; i < b; ++i) {
+                const float *xt = x + (t0 + i) * n_in;
+                float *rt = resid + i * n_in;
+                int8_t *q0 = qs + 2 * i * n_in, *q1 = q0 + n_in;
+                float *d0 = d + 2 * i * nb, *d1 = d0 + nb, *s0 = sum + 2 * i * nb, *s1 = s0 + nb;
+                k.quantize_acts(xt, n_in, q0, d0, s0);
+                for (int64_t j = 0; j < n_in; ++j) rt[j] = xt[j] - d0[j / 32] * static_cast<float>(q0[j]);
+                k.quantize_acts(rt, n_in, q1, d1, s1);
+                for (int64_t b2 = 2 * i * nb; b2 < 2 * (i + 1) * nb; ++b2) dsum[b2] = d[b2] * sum[b2];
+            }
+        };
+        if (pool.size() > 1 && c > 1 && c * n_in >= kMinParallelQuant) pool.parallel_for(c, rows);
+        else rows(0, c);
+        Segment segs[4];
+        int64_t macs = 0, at = 0;
+        for (int i = 0; i < n_q; ++i) {
+            const WeightView &wi = *w[idx[i]];
+            Segment &sg = segs[i];
+            sg.fn = k.matmul[weight_kind(wi.type)];
+            sg.n_out = wi.n_out;
+            sg.job.w = static_cast<const uint8_t *>(wi.data);
+            sg.job.row_bytes = wi.row_bytes;
+            sg.job.n_in = n_in;
+            sg.job.n_tokens = 2 * c;
+            sg.job.xq = QuantActs{qs, d, sum, nb, dsum};
+            sg.job.y = out + 2 * c * at;
+            sg.job.y_stride = wi.n_out;
+            macs += wi.n_out * n_in * 2 * c;
+            at += wi.n_out;
+        }
+        run_segments(pool, segs, n_q, macs);
+        at = 0;
+        for (int i = 0; i < n_q; ++i) {
+            const int64_t n_out = w[idx[i]]->n_out;
+            const float *o = out + 2 * c * at, *bi = bias ? bias[idx[i]] : nullptr;
+            for (int64_t t = 0; t < c; ++t) {
+                const float *hi = o + 2 * t * n_out, *lo = hi + n_out;
+                float *yt = y[idx[i]] + (t0 + t) * n_out;
+                for (int64_t r = 0; r < n_out; ++r) yt[r] = (hi[r] + lo[r]) + (bi ? bi[r] : 0.0f);
+            }
+            at += n_out;
+        }
+    }
+}
+
 } // namespace
 
 size_t matmul_scratch_bytes(int64_t n_in, int64_t n_tokens) { return act_layout(n_in, n_tokens).total(); }
 
 void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w, int n_w, const float *x,
-                  int64_t n_tokens, float *const *y, const float *const *bias) {
+                  int64_t n_tokens, float *const *y, const float *const *bias, bool precise) {
     if (n_w < 1 || n_w > 4) fail(EMBER_ERR_INVALID_ARGUMENT, "cpu matmul_multi: %d weights (1..4)", n_w);
     if (n_tokens <= 0) return;
     const int64_t n_in = w[0]->n_in;
@@ -163,6 +244,21 @@ void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w
     for (int i = 0; i < n_w; ++i) {
         check_weight(*w[i], n_in);
         any_quantized |= is_quantized(weight_kind(w[i]->type));
+    }
+    if (precise && any_quantized) {
+        // The quantized weights through matmul_precise, the float ones (which read x itself) as usual.
+        int q[4], n_q = 0;
+        const WeightView *fw[4];
+        float *fy[4];
+        const float *fb[4];
+        int n_f = 0;
+        for (int i = 0; i < n_w; ++i) {
+            if (is_quantized(weight_kind(w[i]->type))) q[n_q++] = i;
+            else fw[n_f] = w[i], fy[n_f] = y[i], fb[n_f] = bias ? bias[i] : nullptr, ++n_f;
+        }
+        matmul_precise(pool, scratch, w, q, n_q, x, n_tokens, y, bias);
+        if (n_f > 0) matmul_multi(pool, scratch, fw, n_f, x, n_tokens, fy, fb);
+        return;
     }
     const KernelTable &k = detail::kernels();
     const QuantActs xq = any_quantized ? quantize_input(pool, scratch, k, x, n_in, n_tokens) : QuantActs{};
@@ -188,11 +284,11 @@ void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w
 }
 
 void matmul(ThreadPool &pool, Scratch &scratch, const WeightView &w, const float *x, int64_t n_tokens, float *y,
-            const float *bias) {
+            const float *bias, bool precise) {
     const WeightView *ws[1] = {&w};
     float *ys[1] = {y};
     const float *bs[1] = {bias};
-    matmul_multi(pool, scratch, ws, 1, x, n_tokens, ys, bs);
+    matmul_multi(pool, scratch, ws, 1, x, n_tokens, ys, bs, precise);
 }
 
 } // namespace ember::cpu

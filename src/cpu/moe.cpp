@@ -68,14 +68,14 @@ void moe(ThreadPool &pool, Scratch &scratch, const MoeParams &p, const float *x,
         const WeightView *ws[2] = {&ge, &ue};
         float *ys[2] = {g, u};
         const float *bs[2] = {p.gate_b ? p.gate_b + e * n_ff : nullptr, p.up_b ? p.up_b + e * n_ff : nullptr};
-        matmul_multi(pool, scratch, ws, 2, xin, m, ys, bs);
+        matmul_multi(pool, scratch, ws, 2, xin, m, ys, bs, p.precise);
         switch (p.act) {
         case EMBER_GRAPH_ACT_SILU: swiglu(g, u, g, m * n_ff); break;
         case EMBER_GRAPH_ACT_GELU: geglu(g, u, g, m * n_ff); break;
         case EMBER_GRAPH_ACT_SWIGLU_OAI: swiglu_oai(g, u, g, m * n_ff, p.alpha, p.limit); break;
         default: fail(EMBER_ERR_UNSUPPORTED, "cpu moe: activation %u", p.act);
         }
-        matmul(pool, scratch, de, g, m, d, p.down_b ? p.down_b + e * n_out : nullptr);
+        matmul(pool, scratch, de, g, m, d, p.down_b ? p.down_b + e * n_out : nullptr, p.precise);
         for (int64_t r = 0; r < m; ++r)
             std::memcpy(outs + static_cast<size_t>(rows[r]) * n_out, d + r * n_out, static_cast<size_t>(n_out) * sizeof(float));
     }

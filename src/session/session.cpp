@@ -57,6 +57,7 @@ Session::Session(const Model &model, const SessionOptions &opts)
     const uint64_t n_blocks = uint64_t{n_seq} * ((n_ctx_ + kv::kBlockSize - 1) / kv::kBlockSize + 1);
     if (n_blocks > (1u << 30)) fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u x n_seq_max %u is too large", n_ctx_, n_seq);
     backend_kind_ = backend->kind();
+    precision_high_ok_ = backend->precision_high();
     ContextParams cp;
     cp.n_blocks = static_cast<uint32_t>(n_blocks);
     cp.block_size = kv::kBlockSize;
@@ -101,7 +102,7 @@ Session::Session(const Model &model, const SessionOptions &opts)
 
 Session::Session(const Session &parent, ForkTag)
     : model_(parent.model_), n_ctx_(parent.n_ctx_), n_batch_(parent.n_batch_), kv_type_(parent.kv_type_),
-      backend_kind_(parent.backend_kind_),
+      backend_kind_(parent.backend_kind_), precision_high_ok_(parent.precision_high_ok_), precision_(parent.precision_),
       kv_(parent.kv_), fingerprint_(parent.fingerprint_), logits_(parent.logits_), logits_valid_(parent.logits_valid_), utf8_(parent.utf8_) {
     // The caller holds kv_->mutex.
     seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());
@@ -111,6 +112,14 @@ Session::Session(const Session &parent, ForkTag)
     rows_ = parent.rows_;
     tables_.resize(n_batch_);
     window_tables_.resize(parent.window_tables_.size());
+}
+
+void Session::set_precision(uint32_t precision) {
+    if (precision > EMBER_PRECISION_HIGH) fail(EMBER_ERR_INVALID_ARGUMENT, "unknown precision %u", precision);
+    if (precision == EMBER_PRECISION_HIGH && !precision_high_ok_)
+        fail(EMBER_ERR_UNSUPPORTED, "EMBER_PRECISION_HIGH: the %s backend rounds activations to 8 bits only",
+             backend_kind_ == EMBER_BACKEND_CUDA ? "CUDA" : backend_kind_ == EMBER_BACKEND_VULKAN ? "Vulkan" : "CPU");
+    precision_ = precision;
 }
 
 Session::~Session() {
@@ -218,6 +227,7 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
             }
             b.cancel = cancel;
             if (win_) b.window_tables = window_tables_.data();
+            b.precision = precision_;
             kv_->ctx->forward(b);
             seq_->commit(tokens + off, chunk);
             if (win_) win_->commit(chunk);
