@@ -401,59 +401,48 @@ Context::KvPlans Context::kv_plans(const int32_t *table, uint32_t n) {
     return k;
 }
 
-void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
+void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) { copy_kv(table, n, dst, nullptr); }
+
+void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) { copy_kv(table, n, nullptr, src); }
+
+// Per layer, K then V: the held positions' rows between the cache and the host's n rows, through `stage`
+// on the device; packed in `held` on the host when some position is not held (its rows read as zeros
+// and are not written back).
+void Context::copy_kv(const int32_t *table, uint32_t n, uint8_t *dst, const uint8_t *src) {
     if (n == 0) return;
     m_.dev.make_current();
+    const bool reading = dst != nullptr;
     const KvPlans k = kv_plans(table, n);
-    const size_t row = z_.kv_row_bytes;
-    DevBuf stage(static_cast<size_t>(n) * row);
+    const size_t row = z_.kv_row_bytes, span = size_t{n} * row;
+    DevBuf stage(span);
     std::vector<uint8_t> held;
+    size_t at = 0;   // where the host's rows of this layer's K (or V) begin
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
         const bool win = windowed(static_cast<int32_t>(il));
         const KvRowPlan &plan = k.plan[win];
         const size_t m = plan.rows.size();
-        const bool whole = m == n;   // every position held: straight into dst
+        const bool whole = m == n;   // every position held: the host's rows as they are
         if (!whole) held.resize(m * row);
         for (const DevBuf *c : {&k_, &v_}) {
-            if (!whole) std::memset(dst, 0, size_t{n} * row);
+            if (reading && !whole) std::memset(dst + at, 0, span);
             if (m > 0) {
-                gather_rows(layer_cache(*c, static_cast<int32_t>(il)), k.rows_of(win), static_cast<int64_t>(m), row,
-                            stage.data(), s_);
-                EMBER_CU(cudaMemcpyAsync(whole ? dst : held.data(), stage.data(), m * row, cudaMemcpyDeviceToHost, s_));
-                EMBER_CU(cudaStreamSynchronize(s_));
-            }
-            if (!whole)
-                for (size_t i = 0; i < m; ++i) std::memcpy(dst + plan.pos[i] * row, held.data() + i * row, row);
-            dst += size_t{n} * row;
-        }
-    }
-}
-
-void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
-    if (n == 0) return;
-    m_.dev.make_current();
-    const KvPlans k = kv_plans(table, n);
-    const size_t row = z_.kv_row_bytes;
-    DevBuf stage(static_cast<size_t>(n) * row);
-    std::vector<uint8_t> held;
-    for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
-        const bool win = windowed(static_cast<int32_t>(il));
-        const KvRowPlan &plan = k.plan[win];
-        const size_t m = plan.rows.size();
-        for (const DevBuf *c : {&k_, &v_}) {
-            if (m > 0) {
-                const uint8_t *from = src;
-                if (m != n) {   // only the held positions' rows, packed
-                    held.resize(m * row);
-                    for (size_t i = 0; i < m; ++i) std::memcpy(held.data() + i * row, src + plan.pos[i] * row, row);
-                    from = held.data();
+                uint8_t *cache = layer_cache(*c, static_cast<int32_t>(il));
+                if (reading) {
+                    gather_rows(cache, k.rows_of(win), static_cast<int64_t>(m), row, stage.data(), s_);
+                    EMBER_CU(cudaMemcpyAsync(whole ? dst + at : held.data(), stage.data(), m * row,
+                                             cudaMemcpyDeviceToHost, s_));
+                } else {
+                    if (!whole)
+                        for (size_t i = 0; i < m; ++i) std::memcpy(held.data() + i * row, src + at + plan.pos[i] * row, row);
+                    EMBER_CU(cudaMemcpyAsync(stage.data(), whole ? src + at : held.data(), m * row,
+                                             cudaMemcpyHostToDevice, s_));
+                    scatter_rows(cache, k.rows_of(win), static_cast<int64_t>(m), row, stage.data(), s_);
                 }
-                EMBER_CU(cudaMemcpyAsync(stage.data(), from, m * row, cudaMemcpyHostToDevice, s_));
-                scatter_rows(layer_cache(*c, static_cast<int32_t>(il)), k.rows_of(win), static_cast<int64_t>(m), row,
-                             stage.data(), s_);
                 EMBER_CU(cudaStreamSynchronize(s_));
             }
-            src += size_t{n} * row;
+            if (reading && !whole)
+                for (size_t i = 0; i < m; ++i) std::memcpy(dst + at + plan.pos[i] * row, held.data() + i * row, row);
+            at += span;
         }
     }
 }

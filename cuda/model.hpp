@@ -120,6 +120,8 @@ private:
     // read_kv/write_kv's rows of the main and the window blocks (inputs.hpp), uploaded.
     struct KvPlans;
     KvPlans kv_plans(const int32_t *table, uint32_t n);
+    // read_kv (dst set) and write_kv (src set): one walk over the layers' cache rows, in either direction.
+    void copy_kv(const int32_t *table, uint32_t n, uint8_t *dst, const uint8_t *src);
     // Where the window layers' cache slots and table offsets are in io (inputs.hpp).
     const int32_t *window_slots() const { return io() + step_io_window_slots(z_.rows, p_.n_logits); }
     const int32_t *window_offsets() const { return io() + step_io_window_offsets(z_.rows, p_.n_logits); }

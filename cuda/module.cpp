@@ -31,11 +31,6 @@ namespace {
 
 using namespace ember;
 
-template <class F>
-int guard(char *msg, size_t cap, F &&f) {
-    return module_guard("cuda", msg, cap, static_cast<F &&>(f));
-}
-
 // The entries that differ between backends; module_glue.hpp writes the rest (freeing, forwarding a
 // context's calls), each behind module_guard.
 struct Cuda {
@@ -45,7 +40,7 @@ struct Cuda {
 
     // Fails with the reason when no device is usable, so that the registry can say why.
     static int list_devices(ember_mod_device_info *out, uint32_t cap, uint32_t *n_out, char *msg, size_t msg_cap) {
-        return guard(msg, msg_cap, [&] {
+        return module_guard(name, msg, msg_cap, [&] {
             const auto devs = cu::device_list();
             const cu::DeviceInfo *usable = nullptr;
             for (const auto &d : devs)
@@ -61,7 +56,7 @@ struct Cuda {
     }
 
     static int open(const ember_mod_open_params *p, ember_mod_backend **out, char *msg, size_t msg_cap) {
-        return guard(msg, msg_cap, [&] {
+        return module_guard(name, msg, msg_cap, [&] {
             cu::OpenParams op;
             if (p) {
                 op.ordinal = p->device_index;
@@ -77,7 +72,7 @@ struct Cuda {
     static const char *device_name(const ember_mod_backend *b) { return b ? b->dev->description().c_str() : ""; }
 
     static int model_load(ember_mod_backend *b, const ember_mod_model_desc *d, ember_mod_model **out, char *msg, size_t cap) {
-        return guard(msg, cap, [&] {
+        return module_guard(name, msg, cap, [&] {
             auto m = std::make_unique<ember_mod_model>();
             m->m = std::make_unique<cu::Model>(*b->dev, *d);
             *out = m.release();
@@ -89,12 +84,12 @@ struct Cuda {
 
     static int context_bytes(ember_mod_backend *, const ember_mod_model_desc *d, const ember_mod_context_params *p,
                              uint64_t *out, char *msg, size_t cap) {
-        return guard(msg, cap, [&] { *out = cu::context_sizes(cu::program_of(*d), *p).bytes(); });
+        return module_guard(name, msg, cap, [&] { *out = cu::context_sizes(cu::program_of(*d), *p).bytes(); });
     }
 
     static int context_create(ember_mod_model *m, const ember_mod_context_params *p, ember_mod_context **out, char *msg,
                               size_t cap) {
-        return guard(msg, cap, [&] {
+        return module_guard(name, msg, cap, [&] {
             auto c = std::make_unique<ember_mod_context>();
             c->c = std::make_unique<cu::Context>(*m->m, *p);
             *out = c.release();
@@ -102,7 +97,7 @@ struct Cuda {
     }
 
     static int run_op(ember_mod_backend *b, const ember_mod_op *op, char *msg, size_t cap) {
-        return guard(msg, cap, [&] { cu::run_op(*b->dev, *op); });
+        return module_guard(name, msg, cap, [&] { cu::run_op(*b->dev, *op); });
     }
 };
 

@@ -1,5 +1,6 @@
-// module_guard.hpp — for backend modules (vulkan/, cuda/): runs one module_api.h entry's body and turns
-// whatever it throws into the status and message the C boundary carries (no exception crosses it).
+// module_guard.hpp — for backend modules (src/cpu/, vulkan/, cuda/): runs one module_api.h entry's body
+// and turns whatever it throws into the status and message the C boundary carries (no exception crosses
+// it).
 #pragma once
 
 #include "core/error.hpp"
@@ -13,7 +14,8 @@
 
 namespace ember {
 
-// `who` ("vulkan", "cuda") prefixes the messages of failures that are not an ember::Error.
+// `who` (the module's name: "cpu", "vulkan", "cuda") prefixes the messages of failures that are not an
+// ember::Error.
 template <class F>
 int module_guard(const char *who, char *msg, size_t cap, F &&f) {
     if (msg && cap) msg[0] = 0;

@@ -32,7 +32,7 @@ struct Cpu {
     static constexpr uint32_t caps = EMBER_MOD_CAP_WINDOW_BLOCKS | EMBER_MOD_CAP_PRECISION_HIGH;
 
     static int list_devices(ember_mod_device_info *out, uint32_t cap, uint32_t *n_out, char *msg, size_t msg_cap) {
-        return module_guard("cpu", msg, msg_cap, [&] {
+        return module_guard(name, msg, msg_cap, [&] {
             *n_out = 1;
             if (cap == 0) return;
             std::snprintf(out[0].name, sizeof out[0].name, "CPU (%u threads, %s kernels)",
@@ -43,7 +43,7 @@ struct Cpu {
     }
 
     static int open(const ember_mod_open_params *, ember_mod_backend **out, char *msg, size_t msg_cap) {
-        return module_guard("cpu", msg, msg_cap, [&] {
+        return module_guard(name, msg, msg_cap, [&] {
             static ember_mod_backend the_cpu = [] {
                 ember_mod_backend b{};
                 std::snprintf(b.name, sizeof b.name, "cpu (%s kernels)", cpu::isa_name());
@@ -58,7 +58,7 @@ struct Cpu {
     static const char *device_name(const ember_mod_backend *b) { return b ? b->name : ""; }
 
     static int model_load(ember_mod_backend *, const ember_mod_model_desc *d, ember_mod_model **out, char *msg, size_t cap) {
-        return module_guard("cpu", msg, cap, [&] {
+        return module_guard(name, msg, cap, [&] {
             auto m = std::make_unique<ember_mod_model>();
             m->m = std::make_unique<cpu::CpuModel>(*d);
             *out = m.release();
@@ -67,11 +67,11 @@ struct Cpu {
 
     static int context_bytes(ember_mod_backend *, const ember_mod_model_desc *d, const ember_mod_context_params *p, uint64_t *out,
                       char *msg, size_t cap) {
-        return module_guard("cpu", msg, cap, [&] { *out = cpu::cpu_context_sizes(*d, *p).bytes(); });
+        return module_guard(name, msg, cap, [&] { *out = cpu::cpu_context_sizes(*d, *p).bytes(); });
     }
 
     static int context_create(ember_mod_model *m, const ember_mod_context_params *p, ember_mod_context **out, char *msg, size_t cap) {
-        return module_guard("cpu", msg, cap, [&] {
+        return module_guard(name, msg, cap, [&] {
             auto c = std::make_unique<ember_mod_context>();
             c->c = std::make_unique<cpu::CpuContext>(*m->m, *p, p->share_threads_with ? p->share_threads_with->c.get() : nullptr);
             *out = c.release();
@@ -79,7 +79,7 @@ struct Cpu {
     }
 
     static int run_op(ember_mod_backend *, const ember_mod_op *op, char *msg, size_t cap) {
-        return module_guard("cpu", msg, cap, [&] {
+        return module_guard(name, msg, cap, [&] {
             if (op->kind == EMBER_MOD_OP_VALIDATION_PROBE) fail(EMBER_ERR_UNSUPPORTED, "cpu: no validation layer");
             cpu::run_op(*op);
         });

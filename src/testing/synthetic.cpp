@@ -4,6 +4,7 @@
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
 #include "gguf/gguf.hpp"
+#include "testing/spm_vocab.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -124,38 +125,17 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     if (s.attention_scale > 0) w.add_f32(a + "attention.scale", s.attention_scale);
     if (s.logit_scale > 0) w.add_f32(a + "logit_scale", s.logit_scale);
 
-    // Vocabulary: <unk>, <s>, </s>; the 256 byte tokens <0x00>..<0xFF> when there is room (any text then
-    // tokenizes, as with real SentencePiece vocabularies, and other runtimes accept the file); then "▁",
+    // Vocabulary: <unk>, <s>, </s>; the 256 byte tokens when there is room; the control tokens; then "▁",
     // single letters and numbered pieces up to n_vocab.
-    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-    std::vector<int32_t> types = {2, 3, 3};
-    if (s.n_vocab >= 3 + 256 + 32) {
-        for (int b = 0; b < 256; ++b) {
-            char name[8];
-            std::snprintf(name, sizeof name, "<0x%02X>", b);
-            tokens.push_back(name);
-            types.push_back(6);
-        }
-    }
-    for (const std::string &c : s.control_tokens) {
-        tokens.push_back(c);
-        types.push_back(3);
-    }
-    for (uint32_t i = 0; tokens.size() < s.n_vocab; ++i) {
+    SpmVocab vocab;
+    if (s.n_vocab >= 3 + 256 + 32) vocab.add_byte_tokens();
+    for (const std::string &c : s.control_tokens) vocab.add(c, TokenType::CONTROL);
+    for (uint32_t i = 0; vocab.tokens.size() < s.n_vocab; ++i) {
         std::string t = i == 0 ? "\xe2\x96\x81" : std::string(1, static_cast<char>('a' + (i - 1) % 26));
         if (i > 26) t = "\xe2\x96\x81" + t + std::to_string(i);
-        tokens.push_back(t);
-        types.push_back(1);
+        vocab.add(t);
     }
-    std::vector<float> scores(tokens.size());
-    for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
-    w.add_string("tokenizer.ggml.model", "llama");
-    w.add_array_string("tokenizer.ggml.tokens", tokens);
-    w.add_array_f32("tokenizer.ggml.scores", scores);
-    w.add_array_i32("tokenizer.ggml.token_type", types);
-    w.add_u32("tokenizer.ggml.unknown_token_id", 0);
-    w.add_u32("tokenizer.ggml.bos_token_id", 1);
-    w.add_u32("tokenizer.ggml.eos_token_id", 2);
+    vocab.write(w);
 
     // A matrix (or, with n_expert, a stack of n_expert matrices: a 3-D tensor) of weights uniform in
     // +-gain/sqrt(n_in).

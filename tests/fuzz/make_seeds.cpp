@@ -14,6 +14,7 @@
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
 #include "gguf/gguf.hpp"
+#include "testing/spm_vocab.hpp"
 #include "../structured_cases.hpp"
 
 #include <ember/ember.h>
@@ -118,30 +119,14 @@ void add_decoder(gguf::Writer &w, const Shape &s, uint32_t n_vocab) {
     }
 }
 
-// SentencePiece: <unk> <s> </s>, the 256 byte tokens, a few pieces.
+// SentencePiece: <unk> <s> </s>, the 256 byte tokens (these scoring 0), a few pieces.
 uint32_t add_spm_vocab(gguf::Writer &w) {
-    std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
-    std::vector<int32_t> types = {2, 3, 3};
-    for (int b = 0; b < 256; ++b) {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
-        toks.push_back(hex);
-        types.push_back(6);
-    }
-    for (const char *p : {"\xe2\x96\x81", "\xe2\x96\x81the", "\xe2\x96\x81" "a", "on", "ce", "\xe2\x96\x81up", "ti", "me"}) {
-        toks.push_back(p);
-        types.push_back(1);
-    }
-    std::vector<float> scores(toks.size(), 0.0f);
-    for (size_t i = 259; i < toks.size(); ++i) scores[i] = -static_cast<float>(i);
-    w.add_string("tokenizer.ggml.model", "llama");
-    w.add_array_string("tokenizer.ggml.tokens", toks);
-    w.add_array_f32("tokenizer.ggml.scores", scores);
-    w.add_array_i32("tokenizer.ggml.token_type", types);
-    w.add_u32("tokenizer.ggml.bos_token_id", 1);
-    w.add_u32("tokenizer.ggml.eos_token_id", 2);
-    w.add_u32("tokenizer.ggml.unknown_token_id", 0);
-    return static_cast<uint32_t>(toks.size());
+    SpmVocab v;
+    v.add_byte_tokens();
+    const size_t first_piece = v.tokens.size();
+    for (const char *p : {"\xe2\x96\x81", "\xe2\x96\x81the", "\xe2\x96\x81" "a", "on", "ce", "\xe2\x96\x81up", "ti", "me"}) v.add(p);
+    v.write(w, first_piece);
+    return static_cast<uint32_t>(v.tokens.size());
 }
 
 // Byte-level BPE: the 256 byte characters of GPT-2's mapping, some merges, two control tokens.
