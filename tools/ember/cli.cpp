@@ -236,9 +236,17 @@ ember_session *create_session(const ember_model *model, const Args &a) {
     sp.n_threads = static_cast<uint32_t>(a.integer("-t", 0));
     sp.n_ctx = static_cast<uint32_t>(a.integer("-c", 0));
     if (!backend_option(a, &sp.backend) || !kv_type_option(a, "--kv-type", &sp.kv_type)) return nullptr;
+    const std::string precision = a.str("--precision", "default");
+    if (precision != "default" && precision != "high")
+        return usage_error("--precision must be default or high"), nullptr;
     ember_session *s = nullptr;
     ember_status st = ember_session_create(model, &sp, &s);
     if (st != EMBER_OK) fail("cannot create session", st);
+    if (precision == "high" && (st = ember_session_set_precision(s, EMBER_PRECISION_HIGH)) != EMBER_OK) {
+        ember_session_free(s);
+        fail("--precision high", st);
+        return nullptr;
+    }
     return s;
 }
 

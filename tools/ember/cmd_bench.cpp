@@ -270,7 +270,7 @@ int cmd_bench(int argc, char **argv) {
     const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel",
                                         "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds", "--background-load",
                                         "--json-schema", "--grammar", "--grammar-vocab", "--top-k", "--top-p", "--min-p",
-                                        "--repeat-penalty"},
+                                        "--repeat-penalty", "--precision"},
                             {"--prefix-reuse", "--lookup", "--draft-fixed", "--fresh-grammar"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
@@ -343,10 +343,10 @@ int cmd_bench(int argc, char **argv) {
         uint32_t n_ctx = 0;
         ember_session_context_length(s, &n_ctx);
         std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"architecture\":\"%s\",%s\"threads\":%ld,"
-                    "\"context_size\":%u,\"kv_type\":\"%s\",\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"temperature\":%g,"
+                    "\"context_size\":%u,\"kv_type\":\"%s\",\"precision\":\"%s\",\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"temperature\":%g,"
                     "\"rounds\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,",
                     ember_version(), model_path.c_str(), info.architecture, backend_json(a).c_str(), session_threads(s), n_ctx,
-                    a.str("--kv-type", "f16").c_str(), P, G, spp.temperature, rounds, median(prefill), median(decode), load_s,
+                    a.str("--kv-type", "f16").c_str(), a.str("--precision", "default").c_str(), P, G, spp.temperature, rounds, median(prefill), median(decode), load_s,
                     ru.ru_maxrss / 1024.0);
         if (spec) {
             // Medians over the rounds; the speedup is the median of each round's ratio to the plain

@@ -23,7 +23,7 @@ int cmd_run(int argc, char **argv) {
     const Args a = parse(argc, argv, 2,
                          {"-m", "--model", "-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k",
                           "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--frequency-penalty",
-                          "--presence-penalty", "-t", "--threads", "-c", "--ctx-size", "--backend", "--kv-type", "--draft",
+                          "--presence-penalty", "-t", "--threads", "-c", "--ctx-size", "--backend", "--kv-type", "--precision", "--draft",
                           "--draft-k", "--grammar", "--json-schema", "--stop"},
                          {"--no-bos", "--special", "--stats", "--lookup", "--draft-fixed"});
     auto alias = [&](const char *s, const char *l) { return a.has(l) ? a.str(l, "") : a.str(s, ""); };

@@ -18,6 +18,7 @@ const CommandHelp kHelp[] = {
      "ember run -m MODEL -p PROMPT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
      "          [--repeat-penalty R] [--repeat-last-n N] [--frequency-penalty F] [--presence-penalty P]\n"
      "          [-t THREADS] [-c CTX] [--backend auto|cpu|cuda|vulkan] [--kv-type f16|q8_0] [--no-bos]\n"
+     "          [--precision default|high]\n"
      "          [--special] [--stats] [--draft MODEL | --lookup] [--draft-k K] [--draft-fixed]\n"
      "          [--grammar FILE.gbnf | --json-schema FILE.json] [--stop TEXT]...\n"
      "    Prints the prompt and streams the continuation (-n, default 128 tokens). --temp 0 is greedy.\n"
@@ -25,6 +26,8 @@ const CommandHelp kHelp[] = {
      "    (--seed S repeats a run). -c defaults to the model's trained context, at most 4096; -t to the\n"
      "    physical cores, at most 8. --grammar (GBNF) and --json-schema constrain the output; --stop\n"
      "    (repeatable) ends it before the text given. --stats prints speeds and the backend to stderr.\n"
+     "    --precision high: activations carried with ~15 bits in the products with quantized weights\n"
+     "    (ember_session_set_precision; CPU only): closer to exact arithmetic, prefill up to 2x slower.\n"
      "    example: ember run -m models/stories15M-q8_0.gguf -p \"Once upon a time\" -n 40 --temp 0\n"},
     {"tokenize",
      "ember tokenize -m MODEL [--no-bos] [--special] TEXT\n"
@@ -43,7 +46,7 @@ const CommandHelp kHelp[] = {
      "    One JSON line: prefill_tok_s, decode_tok_s, load_s, peak_rss_mb, the backend and the thread\n"
      "    count used. With --parallel N, N requests run at once through the batching engine:\n"
      "    decode_tok_s_total and mean time to first token. With --prefix-reuse, two requests sharing a\n"
-     "    P-token prefix: both times to first token. Also takes --backend and --kv-type; --temp T\n"
+     "    P-token prefix: both times to first token. Also takes --backend, --kv-type and --precision; --temp T\n"
      "    (sampled decode, --seed S, --top-k K (default 40; 0: off), --top-p P, --min-p P,\n"
      "    --repeat-penalty R); speculative decoding with --draft MODEL or --lookup, --draft-k K\n"
      "    (start length), --draft-fixed (no adaptation); --text T replaces the English text the prompt\n"
@@ -55,7 +58,7 @@ const CommandHelp kHelp[] = {
      "    rounds first); --grammar-vocab VOCAB.gguf builds it for another file's vocabulary of the same size.\n"},
     {"perplexity",
      "ember perplexity -m MODEL -f TEXT_FILE [-c CTX] [-t THREADS] [--max-tokens N] [--kv-type T]\n"
-     "                 [--compare-kv T] [--backend B]\n"
+     "                 [--compare-kv T] [--backend B] [--precision default|high]\n"
      "    Perplexity of the text, in windows of CTX tokens (default 256) evaluated token by token, as\n"
      "    one JSON line; progress on stderr when it is a terminal. With --compare-kv, also the reference\n"
      "    cache type's perplexity, top-1 agreement and mean KL. A text to try: the held-out stories in\n"
