@@ -86,6 +86,19 @@ const (
 	KVQ8_0 KVType = 1
 )
 
+// Precision is ember_precision: how a session's products with quantized weights (Q8_0, Q4_0,
+// K-quants, ...) round the activations (Session.SetPrecision; ember.h documents both values in full).
+// Float weights are unaffected.
+type Precision int32
+
+const (
+	// PrecisionDefault: 8-bit activations with a scale per block of 32, as llama.cpp does; the fastest.
+	PrecisionDefault Precision = 0
+	// PrecisionHigh: the remainder of that rounding multiplied too; logits 30-100 times closer to exact
+	// arithmetic, prefill up to twice as long. For evaluation and exact references. CPU backend only.
+	PrecisionHigh Precision = 1
+)
+
 // SpecMode is ember_spec_mode.
 type SpecMode int32
 

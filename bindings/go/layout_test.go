@@ -63,6 +63,8 @@ var goConstants = []goConstant{
 	{"BackendVulkan", "EMBER_BACKEND_VULKAN", int64(BackendVulkan)},
 	{"KVF16", "EMBER_KV_F16", int64(KVF16)},
 	{"KVQ8_0", "EMBER_KV_Q8_0", int64(KVQ8_0)},
+	{"PrecisionDefault", "EMBER_PRECISION_DEFAULT", int64(PrecisionDefault)},
+	{"PrecisionHigh", "EMBER_PRECISION_HIGH", int64(PrecisionHigh)},
 	{"SpecOff", "EMBER_SPEC_OFF", int64(SpecOff)},
 	{"SpecDraft", "EMBER_SPEC_DRAFT", int64(SpecDraft)},
 	{"SpecLookup", "EMBER_SPEC_LOOKUP", int64(SpecLookup)},
@@ -88,7 +90,7 @@ var goConstants = []goConstant{
 // boundEnums are the C enums constants.go mirrors: each of their values must have a Go constant.
 // Every #define constant of the table must have one too.
 var boundEnums = []string{"ember_status", "ember_log_level", "ember_backend_kind", "ember_kv_type",
-	"ember_spec_mode", "ember_request_state"}
+	"ember_precision", "ember_spec_mode", "ember_request_state"}
 
 // layoutTable is the parsed ember.layout.
 type layoutTable struct {

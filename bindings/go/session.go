@@ -209,6 +209,21 @@ func (s *Session) Backend() (Backend, int, error) {
 	return Backend(b), int(n), err
 }
 
+// SetPrecision sets how the next feeds and generated tokens round the activations (PrecisionDefault
+// until then). KV cache rows already computed stay as they were, so set it before feeding the prompt;
+// a fork starts with this session's setting. ErrInvalidArgument for a value that is not a Precision
+// constant, ErrUnsupported for PrecisionHigh on a GPU backend; the setting is then unchanged. Needs
+// libember's EMBER_1.6.
+func (s *Session) SetPrecision(p Precision) error {
+	const op = "ember_session_set_precision"
+	if err := s.lock(op); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	var msg *C.char
+	return result(op, C.eg_session_set_precision(s.h, C.ember_precision(p), &msg), msg)
+}
+
 // DefaultThreadCount is the CPU worker threads a session gets when its thread count is 0.
 func DefaultThreadCount() int { return int(C.ember_default_thread_count()) }
 

@@ -107,6 +107,10 @@ ember_status eg_session_backend(const ember_session *s, ember_backend_kind *b, u
     EG_CALL(ember_session_backend(s, b, n));
 }
 
+ember_status eg_session_set_precision(ember_session *s, ember_precision p, char **err) {
+    EG_CALL(ember_session_set_precision(s, p));
+}
+
 ember_status eg_session_position(const ember_session *s, uint32_t *pos, char **err) {
     EG_CALL(ember_session_position(s, pos));
 }

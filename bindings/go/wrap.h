@@ -38,6 +38,7 @@ ember_status eg_session_logits(const ember_session *s, const float **logits, siz
 ember_status eg_session_position(const ember_session *s, uint32_t *pos, char **err);
 ember_status eg_session_context_length(const ember_session *s, uint32_t *n, char **err);
 ember_status eg_session_backend(const ember_session *s, ember_backend_kind *b, uint32_t *n, char **err);
+ember_status eg_session_set_precision(ember_session *s, ember_precision p, char **err);
 ember_status eg_session_truncate(ember_session *s, uint32_t n, char **err);
 ember_status eg_session_save(const ember_session *s, void *buf, size_t cap, size_t *len, char **err);
 ember_status eg_session_restore(ember_session *s, const void *data, size_t size, char **err);

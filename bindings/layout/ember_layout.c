@@ -197,6 +197,7 @@
     E(ember_backend_kind, EMBER_BACKEND_AUTO) E(ember_backend_kind, EMBER_BACKEND_CPU)                \
     E(ember_backend_kind, EMBER_BACKEND_CUDA) E(ember_backend_kind, EMBER_BACKEND_VULKAN)             \
     E(ember_kv_type, EMBER_KV_F16) E(ember_kv_type, EMBER_KV_Q8_0)                                    \
+    E(ember_precision, EMBER_PRECISION_DEFAULT) E(ember_precision, EMBER_PRECISION_HIGH)              \
     E(ember_cpu_priority, EMBER_CPU_PRIORITY_NORMAL) E(ember_cpu_priority, EMBER_CPU_PRIORITY_LOW)    \
     E(ember_cpu_priority, EMBER_CPU_PRIORITY_HIGH)                                                   \
     E(ember_spec_mode, EMBER_SPEC_OFF) E(ember_spec_mode, EMBER_SPEC_DRAFT)                           \
@@ -257,6 +258,7 @@
     X(ember_status, ember_session_position, (const ember_session *, uint32_t *)) \
     X(ember_status, ember_session_context_length, (const ember_session *, uint32_t *)) \
     X(ember_status, ember_session_backend, (const ember_session *, ember_backend_kind *, uint32_t *)) \
+    X(ember_status, ember_session_set_precision, (ember_session *, ember_precision)) \
     X(uint32_t, ember_default_thread_count, (void)) \
     X(ember_status, ember_session_truncate, (ember_session *, uint32_t)) \
     X(ember_status, ember_session_save, (const ember_session *, void *, size_t, size_t *)) \

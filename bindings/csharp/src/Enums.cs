@@ -30,6 +30,19 @@ namespace Ember
         [NativeName("EMBER_KV_Q8_0")] Q8_0 = 1,
     }
 
+    /// <summary>How a session's products with quantized weights (Q8_0, Q4_0, K-quants, ...) round the
+    /// activations (ember_precision, see Session.SetPrecision; ember.h documents both in full). Float
+    /// weights are unaffected.</summary>
+    [NativeName("ember_precision")]
+    public enum Precision
+    {
+        /// <summary>8-bit activations with a scale per block of 32, as llama.cpp does: the fastest.</summary>
+        [NativeName("EMBER_PRECISION_DEFAULT")] Default = 0,
+        /// <summary>The remainder of that rounding multiplied too: logits 30-100 times closer to exact
+        /// arithmetic, prefill up to twice as long. For evaluation and exact references. CPU backend only.</summary>
+        [NativeName("EMBER_PRECISION_HIGH")] High = 1,
+    }
+
     /// <summary>How ember's idle CPU threads treat cores (ember_cpu_priority, see ember_cpu_budget_set).</summary>
     [NativeName("ember_cpu_priority")]
     public enum CpuPriority

@@ -93,6 +93,8 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_session_backend(SessionHandle session, out BackendKind backend,
                                                             out uint n_threads);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_set_precision(SessionHandle session, Precision precision);
         [DllImport(Library, CallingConvention = Cdecl)] internal static extern uint ember_default_thread_count();
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_session_truncate(SessionHandle session, uint n_tokens);

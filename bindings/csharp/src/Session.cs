@@ -294,6 +294,17 @@ namespace Ember
             }
         }
 
+        /// <summary>Sets how the next feeds and generated tokens round the activations (Precision.Default
+        /// until then). KV cache rows already computed stay as they were, so set it before feeding the
+        /// prompt; a fork starts with this session's setting. EmberException with InvalidArgument for a
+        /// value that is not a Precision member, Unsupported for Precision.High on a GPU backend; the
+        /// setting is then unchanged. Needs libember's EMBER_1.6.</summary>
+        public void SetPrecision(Precision precision)
+        {
+            ThrowIfDisposed();
+            EmberException.Check(NativeMethods.ember_session_set_precision(Handle, precision));
+        }
+
         /// <summary>The CPU threads a session gets when its thread count is 0 (this machine's choice).</summary>
         public static int DefaultThreadCount => (int)NativeMethods.ember_default_thread_count();
 

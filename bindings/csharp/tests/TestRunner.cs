@@ -66,6 +66,7 @@ namespace Ember.Tests
             ApiTests.Register(tests);
             StructuredTests.Register(tests);
             ChatTemplateTests.Register(tests);
+            PrecisionTests.Register(tests);
             int failed = 0, skipped = 0, passed = 0;
             var total = Stopwatch.StartNew();
             foreach (var t in tests)

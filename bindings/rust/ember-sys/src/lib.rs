@@ -140,6 +140,11 @@ pub type ember_kv_type = i32;
 pub const EMBER_KV_F16: ember_kv_type = 0;
 pub const EMBER_KV_Q8_0: ember_kv_type = 1;
 
+/// How a session's products with quantized weights round the activations (`ember_session_set_precision`).
+pub type ember_precision = i32;
+pub const EMBER_PRECISION_DEFAULT: ember_precision = 0;
+pub const EMBER_PRECISION_HIGH: ember_precision = 1;
+
 pub type ember_cpu_priority = i32;
 pub const EMBER_CPU_PRIORITY_NORMAL: ember_cpu_priority = 0;
 pub const EMBER_CPU_PRIORITY_LOW: ember_cpu_priority = 1;
@@ -483,6 +488,7 @@ extern "C" {
         out_backend: *mut ember_backend_kind,
         out_n_threads: *mut u32,
     ) -> ember_status;
+    pub fn ember_session_set_precision(session: *mut ember_session, precision: ember_precision) -> ember_status;
     pub fn ember_default_thread_count() -> u32;
     pub fn ember_session_truncate(session: *mut ember_session, n_tokens: u32) -> ember_status;
     pub fn ember_session_save(

@@ -57,7 +57,7 @@ pub use error::{Error, Result, Status};
 pub use generate::{Finish, GenerateOptions, Generated, Piece, Tokens};
 pub use model::{LoadOptions, Model, ModelInfo};
 pub use sampler::{Grammar, Sampler, SamplerParams};
-pub use session::{default_thread_count, Backend, CancelHandle, KvType, Session, SessionParams};
+pub use session::{default_thread_count, Backend, CancelHandle, KvType, Precision, Session, SessionParams};
 pub use structured::{Logprobs, TokenLogprob};
 
 /// A token id.

@@ -25,6 +25,20 @@ pub enum KvType {
     Q8_0,
 }
 
+/// How a session's products with quantized weights (Q8_0, Q4_0, K-quants, ...) round the activations
+/// (`Session::set_precision`; ember.h's `ember_precision` documents both in full). Float weights are
+/// unaffected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// 8-bit activations with a scale per block of 32, as llama.cpp does: the fastest (the default).
+    #[default]
+    Default,
+    /// The remainder of that rounding multiplied too: logits 30-100 times closer to exact arithmetic,
+    /// prefill up to twice as long, decode a little slower. For evaluation and exact references. CPU
+    /// backend only.
+    High,
+}
+
 /// Parameters of `Session::new`. `Default` takes the library's own defaults
 /// (`ember_session_params_init`); the header documents each field.
 #[derive(Clone, Debug)]
@@ -230,6 +244,19 @@ impl<'m> Session<'m> {
             _ => Backend::Auto,
         };
         Ok((b, n))
+    }
+
+    /// Sets how the next feeds and generated tokens round the activations (see `Precision`). Rows of the
+    /// KV cache already computed stay as they were, so set it before feeding the prompt; a fork starts
+    /// with this session's setting. `Unsupported` for `Precision::High` on a GPU backend (the setting is
+    /// then unchanged). Needs libember's EMBER_1.6.
+    pub fn set_precision(&mut self, precision: Precision) -> Result<()> {
+        let p = match precision {
+            Precision::Default => sys::EMBER_PRECISION_DEFAULT,
+            Precision::High => sys::EMBER_PRECISION_HIGH,
+        };
+        // SAFETY: live session, used by this thread (&mut self).
+        check(unsafe { sys::ember_session_set_precision(self.as_ptr(), p) }).map(|_| ())
     }
 
     /// Rolls back to the first `n_tokens` tokens (at most the position).
