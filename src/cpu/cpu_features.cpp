@@ -76,6 +76,7 @@ const KernelTable kAmx = [] {
     // The AVX-512 table with the tile GEMMs for prefill (vec_dot.hpp; the same bits).
     KernelTable t = kAvx512;
     t.name = "amx";
+    t.matmul[kWQ8_0] = matmul_rows_q8_0_amx;
     t.matmul[kWQ4_0] = matmul_rows_q4_0_amx;
     t.matmul[kWQ4_K] = matmul_rows_q4_k_amx;
     t.matmul[kWQ6_K] = matmul_rows_q6_k_amx;

@@ -257,8 +257,8 @@ inline void transpose16(const __m128i (&src)[kPanel16], uint8_t *dst) {
     for (int k = 0; k < 4; ++k) _mm512_store_si512(out + k, _mm512_inserti64x4(_mm512_castsi256_si512(a[k]), b[k], 1));
 }
 
-// Q4_0 and Q4_K on 16-row panels: the codes (8 vectors of 64 bytes), s the codes' scale per row (Q4_0:
-// d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j).
+// Q4_0, Q4_K and Q8_0 on 16-row panels: the codes (8 vectors of 64 bytes), s the codes' scale per row
+// (Q4_0, Q8_0: d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j).
 struct alignas(64) Q4Block16 {
     uint8_t q[8 * 64];
     float s[kPanel16];
@@ -285,6 +285,28 @@ inline void pack_q4_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int
             _mm512_store_si512(out[b].q + 64 * k, _mm512_sub_epi8(_mm512_and_si512(v, low4), off));
             _mm512_store_si512(out[b].q + 64 * (4 + k), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), off));
         }
+        _mm512_store_ps(out[b].s, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(d))));
+    }
+}
+
+// Q8_0 blocks [b0, b0 + n) of 16 rows in Q4Block16's layout (m unused), the weights w XOR-ed with `flip`:
+// 0x80 gives w + 128 (0..255), VPDPBUSD's unsigned operand; 0 leaves w, AMX's signed one. s = d.
+inline void pack_q8_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int64_t n, Q4Block16 *out, uint8_t flip) {
+    const __m512i f = _mm512_set1_epi8(static_cast<char>(flip));
+    for (int64_t b = 0; b < n; ++b) {
+        __m128i lo[kPanel16], hi[kPanel16];
+        alignas(32) uint16_t d[kPanel16];
+        for (int i = 0; i < kPanel16; ++i) {
+            const auto *blk = reinterpret_cast<const BlockQ8_0 *>(rows[i]) + b0 + b;
+            lo[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs));
+            hi[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs + 16));
+            d[i] = blk->d;
+        }
+        transpose16(lo, out[b].q);
+        transpose16(hi, out[b].q + 256);
+        if (flip)
+            for (int k = 0; k < 8; ++k)
+                _mm512_store_si512(out[b].q + 64 * k, _mm512_xor_si512(_mm512_load_si512(out[b].q + 64 * k), f));
         _mm512_store_ps(out[b].s, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(d))));
     }
 }

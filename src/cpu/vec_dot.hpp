@@ -145,6 +145,7 @@ void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *
 // The prefill GEMM on 8-row panels repacked on the fly (matmul_panel_avx2.cpp); the row kernels above
 // hand over to it when a matmul has more tokens than one tile pass (kTokTile).
 void matmul_panels_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_q8_0_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q4_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q6_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q3_k_avx2(const MatmulJob &, int64_t, int64_t);
@@ -155,7 +156,7 @@ void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
 // AVX-512 (F, BW, VL, DQ) + VNNI variants (*_avx512.cpp); call only when the CPU has them. The level's
-// table is the AVX2 one with these in place: prefill of Q4_0, Q4_K and Q6_K on 16-row panels with
+// table is the AVX2 one with these in place: prefill of Q4_0, Q8_0, Q4_K and Q6_K on 16-row panels with
 // VPDPBUSD (matmul_panel_avx512.cpp; Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 through Q6_K's panel), Q8_0's
 // row tiles and Q4_0's decode tile with VPDPBUSD (vec_dot_avx512.cpp), the table formats' row tiles with
 // VPDPBUSD (vec_dot_b32_avx512.cpp). Each gives the bits of its AVX2 twin, so the two levels agree
@@ -171,7 +172,8 @@ void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
-void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
+void matmul_panels_q8_0_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
+void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
@@ -179,8 +181,9 @@ void matmul_panels_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 
 // AMX (AMX-TILE, AMX-INT8) variants (matmul_panel_amx.cpp, built where the compiler has AMX); call only
 // when cpu_features.cpp allows the level. Its table is the AVX-512 one with these in place: prefill of
-// Q4_0, Q4_K and Q6_K with the tile unit (16 tokens x 16 rows per product), the AVX-512 kernels for
+// Q4_0, Q8_0, Q4_K and Q6_K with the tile unit (16 tokens x 16 rows per product), the AVX-512 kernels for
 // small batches and decode. Same bits as the AVX-512 level.
+void matmul_rows_q8_0_amx(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_amx(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_k_amx(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q6_k_amx(const MatmulJob &, int64_t, int64_t);
