@@ -96,6 +96,11 @@ struct KernelTable {
     void (*attend_head_q8_0)(const AttnHead &a);     // Q8_0 cache (head_dim a multiple of 8)
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
+    // n (<= kMaxAttnGroup) query heads of one token that read the same KV head, head_dim a multiple of
+    // 8, with attend_head's bits for each; null where the level has none (attention() then calls
+    // attend_head per head).
+    void (*attend_heads)(const AttnHead *a, int n);       // F16 cache
+    void (*attend_heads_q8_0)(const AttnHead *a, int n);  // Q8_0 cache
 };
 
 // The table in use (never null).
@@ -152,6 +157,8 @@ void matmul_panels_q3_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_mxfp4_avx2(const MatmulJob &, int64_t, int64_t);
 void attend_head_avx2(const AttnHead &a);
 void attend_head_q8_0_avx2(const AttnHead &a);
+void attend_heads_avx2(const AttnHead *a, int n);
+void attend_heads_q8_0_avx2(const AttnHead *a, int n);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
@@ -194,6 +201,7 @@ void matmul_rows_q6_k_amx(const MatmulJob &, int64_t, int64_t);
 constexpr int kTokTile = 4;      // AVX2: token rows that share one pass over a weight row tile
 constexpr int kAttnTile = 32;    // positions per online-softmax step, whatever the cache block size
 constexpr int kMaxHeadDim = 256; // attention keeps one head's accumulator on the stack
+constexpr int kMaxAttnGroup = 8; // query heads one attend_heads call serves
 
 // The rows of one attention tile (positions j0 .. j0 + n - 1 of an AttnHead) as runs of consecutive
 // rows: run r covers the tile's keys start[r] .. start[r + 1] - 1, whose rows begin off[r] bytes
