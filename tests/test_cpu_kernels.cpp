@@ -1375,8 +1375,8 @@ static void test_attention(void **) {
 // token's output must also be bit-identical to what it gets alone (batching must not change results)
 // and for 1, 2 and 3 threads. The query heads of a KV head are served together where there are
 // enough items (attend_heads: 8 per call for 16 heads on 2 KV heads with 1 or 2 threads, 4 with 3, 2
-// for 8 on 4) and one by one alone (decode), so this also holds the grouped kernel to the bits of the
-// per-head one.
+// for 8 on 4, 3 for 12 on 4: a pair and a single) and one by one alone (decode), so this also holds the
+// grouped kernel to the bits of the per-head one.
 static void test_attention_batch(void **) {
     auto pool1 = make_pool(1), pool2 = make_pool(2), pool3 = make_pool(3);
     ThreadPool *pools[] = {pool1.get(), pool2.get(), pool3.get()};
@@ -1384,7 +1384,7 @@ static void test_attention_batch(void **) {
     struct Heads { int n_head, n_head_kv; };
     for (DType type : kKvTypes)
     for (uint32_t bs : {16u, 7u})
-        for (Heads hh : {Heads{8, 4}, Heads{6, 6}, Heads{16, 2}})
+        for (Heads hh : {Heads{8, 4}, Heads{6, 6}, Heads{16, 2}, Heads{12, 4}})
             for (int hd : {8, 48, 64, 128}) {
                 const int64_t kv_row = static_cast<int64_t>(hh.n_head_kv) * hd;
                 if (!kv_shape_ok(type, kv_row, hd)) continue;
