@@ -934,6 +934,10 @@ static void test_matmul_panels(void **) {
         {DType::Q2_K, 8192, 19, 133}, {DType::Q2_K, 512, 17, 5},
         // The AMX level's 256-token slabs, 16-token groups (a padded last one) and 16-row panels.
         {DType::Q4_0, 2048, 35, 300}, {DType::Q4_K, 1024, 19, 270}, {DType::Q6_K, 512, 17, 261},
+        // Q8_0's panels at every level: k-chunks (76 blocks of 32 at AVX2, 38 at AVX-512, 36 at AMX) with a
+        // remainder, an odd block count, partial 8- and 16-row panels, full and padded AMX token groups.
+        {DType::Q8_0, 8192, 19, 133}, {DType::Q8_0, 2080, 9, 5}, {DType::Q8_0, 1056, 35, 300},
+        {DType::Q8_0, 96, 17, 16},
     };
     for (const Shape &sh : shapes) {
         const TestWeight w = make_weight(sh.type, sh.n_out, sh.n_in, &st);
@@ -998,6 +1002,74 @@ static void test_matmul_batch_invariant(void **) {
             }
         });
     }
+}
+
+// Q8_0 at its integer limits: blocks of -128 and 127 (and random codes) against activations of +-1, which
+// quantize to +-127, so the row tiles' sign trick meets |w| = 128 with its largest maddubs pairs (2 * 128 *
+// 127 = 32512, just under the 16-bit limit) and the panels' offsets (w + 128 at AVX-512) their largest
+// sums. Every block's integer is exact, so each output must lie within float rounding of the double
+// sum (an integer wrong by one would be off by d_x = 1/127), and the tokens at once (the panels, AMX's
+// padded group) must give the bits of one token at a time (the row tiles) and of the other levels.
+static void test_matmul_q8_0_extremes(void **) {
+    auto pool_owner = make_pool(2);
+    ThreadPool &pool = *pool_owner;
+    Scratch scratch;
+    uint64_t st = 31;
+    const int64_t n_in = 1024, nb = n_in / 32, n_out = 35, nt = 37;
+    std::vector<BlockQ8_0> blocks(static_cast<size_t>(n_out * nb));
+    for (int64_t r = 0; r < n_out; ++r)
+        for (int64_t b = 0; b < nb; ++b) {
+            BlockQ8_0 &blk = blocks[static_cast<size_t>(r * nb + b)];
+            blk.d = fp32_to_fp16(r % 2 ? 0.5f : 1.0f);
+            for (int j = 0; j < 32; ++j) {
+                const int kind = static_cast<int>((r + b) % 4);
+                const int v = kind == 0 ? -128 : kind == 1 ? 127 : kind == 2 ? (j % 2 ? 127 : -128)
+                                                                              : static_cast<int>(test_randf(&st, -128, 128));
+                blk.qs[j] = static_cast<int8_t>(v < -128 ? -128 : v > 127 ? 127 : v);
+            }
+        }
+    WeightView w;
+    w.type = DType::Q8_0;
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.data = blocks.data();
+    w.row_bytes = sizeof(BlockQ8_0) * static_cast<size_t>(nb);
+    std::vector<float> x(static_cast<size_t>(nt * n_in));
+    for (int64_t t = 0; t < nt; ++t)
+        for (int64_t i = 0; i < n_in; ++i) {
+            const int64_t kind = (t + i / 32) % 3;  // all +1, all -1, or mixed signs per block
+            x[t * n_in + i] = kind == 0 ? 1.0f : kind == 1 ? -1.0f : (test_randf(&st, 0, 1) < 0.5f ? -1.0f : 1.0f);
+        }
+    std::vector<float> by_level[kLevels];
+    for_each_variant([&](int v) {
+        std::vector<float> &all = by_level[v];
+        all.assign(static_cast<size_t>(nt * n_out), NAN);
+        matmul(pool, scratch, w, x.data(), nt, all.data(), nullptr);
+        std::vector<float> one(all.size(), NAN);
+        for (int64_t t = 0; t < nt; ++t) matmul(pool, scratch, w, x.data() + t * n_in, 1, one.data() + t * n_out, nullptr);
+        if (std::memcmp(all.data(), one.data(), all.size() * sizeof(float)) != 0)
+            fail_msg("%s Q8_0 extremes: %lld tokens at once differ from one at a time", isa_name(), (long long)nt);
+        for (int64_t t = 0; t < nt; ++t)
+            for (int64_t r = 0; r < n_out; ++r) {
+                double s = 0, mag = 0;
+                for (int64_t b = 0; b < nb; ++b) {
+                    const BlockQ8_0 &blk = blocks[static_cast<size_t>(r * nb + b)];
+                    int64_t dot = 0;
+                    for (int j = 0; j < 32; ++j) dot += int64_t{blk.qs[j]} * (x[t * n_in + b * 32 + j] > 0 ? 127 : -127);
+                    const double term = half_value(blk.d) / 127.0 * static_cast<double>(dot);
+                    s += term;
+                    mag += std::fabs(term);
+                }
+                const double got = all[static_cast<size_t>(t * n_out + r)], bound = (nb + 8) * kU * mag * 1.01;
+                if (!(std::fabs(got - s) <= bound))
+                    fail_msg("%s Q8_0 extremes token %lld row %lld: %.9g vs %.9g (bound %g)", isa_name(), (long long)t,
+                             (long long)r, got, s, bound);
+            }
+    });
+    for (int v = 2; v < kLevels; ++v)
+        if (!by_level[1].empty() && !by_level[v].empty() &&
+            std::memcmp(by_level[1].data(), by_level[v].data(), by_level[1].size() * sizeof(float)) != 0)
+            fail_msg("Q8_0 extremes: level %d differs from avx2", v);
 }
 
 // ---- elementwise -----------------------------------------------------------------------------------------
@@ -1301,7 +1373,10 @@ static void test_attention(void **) {
 // Tokens of several sequences in one call, as continuous batching makes them: each has its own table
 // and length, the tokens come interleaved, and one sequence contributes a causal prefill run. Each
 // token's output must also be bit-identical to what it gets alone (batching must not change results)
-// and for 1, 2 and 3 threads.
+// and for 1, 2 and 3 threads. The query heads of a KV head are served together where there are
+// enough items (attend_heads: 8 per call for 16 heads on 2 KV heads with 1 or 2 threads, 4 with 3, 2
+// for 8 on 4, 3 for 12 on 4: a pair and a single) and one by one alone (decode), so this also holds the
+// grouped kernel to the bits of the per-head one.
 static void test_attention_batch(void **) {
     auto pool1 = make_pool(1), pool2 = make_pool(2), pool3 = make_pool(3);
     ThreadPool *pools[] = {pool1.get(), pool2.get(), pool3.get()};
@@ -1309,7 +1384,7 @@ static void test_attention_batch(void **) {
     struct Heads { int n_head, n_head_kv; };
     for (DType type : kKvTypes)
     for (uint32_t bs : {16u, 7u})
-        for (Heads hh : {Heads{8, 4}, Heads{6, 6}})
+        for (Heads hh : {Heads{8, 4}, Heads{6, 6}, Heads{16, 2}, Heads{12, 4}})
             for (int hd : {8, 48, 64, 128}) {
                 const int64_t kv_row = static_cast<int64_t>(hh.n_head_kv) * hd;
                 if (!kv_shape_ok(type, kv_row, hd)) continue;
@@ -1682,6 +1757,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_matmul_panels),
         cmocka_unit_test(test_matmul_batch_invariant),
+        cmocka_unit_test(test_matmul_q8_0_extremes),
         cmocka_unit_test(test_rms_norm),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_add),

@@ -1,5 +1,6 @@
 // attention.cpp — causal attention over the paged KV cache (f16 or Q8_0 rows): threading over (token,
-// head) pairs, and the scalar per-pair kernels (the AVX2 ones are in attention_avx2.cpp).
+// head) pairs, or (token, group of the query heads that share a KV head) where the level has a grouped
+// kernel, and the scalar per-pair kernels (the AVX2 ones are in attention_avx2.cpp).
 //
 // Flash style: for one query, keys are visited in tiles of kAttnTile positions; a running maximum m,
 // running sum l and an unnormalised output accumulator are rescaled by e^(m_old - m_new) whenever a
@@ -45,9 +46,21 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         fail(EMBER_ERR_UNSUPPORTED, "cpu attention: a Q8_0 KV cache needs head_dim a multiple of 8 (got %d)", p.head_dim);
     const detail::KernelTable &k = detail::kernels();
     const auto attend = q8 ? k.attend_head_q8_0 : k.attend_head;
+    const auto attend_n = q8 ? k.attend_heads_q8_0 : k.attend_heads;
     const int group = p.n_head / p.n_head_kv;
     const int64_t q_row = static_cast<int64_t>(p.n_head) * p.head_dim;
-    const int64_t n_items = n_tokens * p.n_head;
+    // Query heads per item: those of a token that read the same KV head go together where the level
+    // can (attend_heads widens their keys and values once for all; the same bits), as many as divide
+    // the group while every thread still gets several items to take.
+    int per_item = 1;
+    if (attend_n && p.head_dim % 8 == 0)
+        for (int g = std::min(group, detail::kMaxAttnGroup); g > 1; --g)
+            if (group % g == 0 && n_tokens * (p.n_head / g) >= 4 * static_cast<int64_t>(pool.size())) {
+                per_item = g;
+                break;
+            }
+    const int64_t items_per_token = p.n_head / per_item;
+    const int64_t n_items = n_tokens * items_per_token;
 
     // Items go out costliest first (a query's cost is its number of keys), so the dynamic hand-out
     // below ends on small items and the threads finish together. For one sequence's run of positions
@@ -63,11 +76,8 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         });
     }
 
-    auto item = [&](int64_t c) {
-        const int64_t rank = c / p.n_head;
-        const int64_t t = order.empty() ? n_tokens - 1 - rank : order[static_cast<size_t>(rank)];
-        const int h = static_cast<int>(c % p.n_head);
-        detail::AttnHead a;
+    // Head h of token t.
+    auto head = [&](int64_t t, int h, detail::AttnHead &a) {
         a.q = q + t * q_row + static_cast<int64_t>(h) * p.head_dim;
         const int head_off = (h / group) * p.head_dim;
         const size_t head_bytes = q8 ? 0 : static_cast<size_t>(head_off) * sizeof(uint16_t);
@@ -85,7 +95,15 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         a.head_dim = p.head_dim;
         a.scale = p.scale;
         a.out = out + t * q_row + static_cast<int64_t>(h) * p.head_dim;
-        attend(a);
+    };
+    auto item = [&](int64_t c) {
+        const int64_t rank = c / items_per_token;
+        const int64_t t = order.empty() ? n_tokens - 1 - rank : order[static_cast<size_t>(rank)];
+        const int h0 = static_cast<int>(c % items_per_token) * per_item;
+        detail::AttnHead a[detail::kMaxAttnGroup];
+        for (int g = 0; g < per_item; ++g) head(t, h0 + g, a[g]);
+        if (per_item == 1) attend(a[0]);
+        else attend_n(a, per_item);
     };
 
     int64_t macs = 0;

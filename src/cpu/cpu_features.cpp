@@ -38,6 +38,8 @@ const KernelTable kScalar = {
     attend_head_q8_0_scalar,
     swiglu_scalar,
     f32_to_f16_scalar,
+    nullptr,
+    nullptr,
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -52,6 +54,8 @@ const KernelTable kAvx2 = {
     attend_head_q8_0_avx2,
     swiglu_avx2,
     f32_to_f16_avx2,
+    attend_heads_avx2,
+    attend_heads_q8_0_avx2,
 };
 
 const KernelTable kAvx512 = [] {
@@ -76,6 +80,7 @@ const KernelTable kAmx = [] {
     // The AVX-512 table with the tile GEMMs for prefill (vec_dot.hpp; the same bits).
     KernelTable t = kAvx512;
     t.name = "amx";
+    t.matmul[kWQ8_0] = matmul_rows_q8_0_amx;
     t.matmul[kWQ4_0] = matmul_rows_q4_0_amx;
     t.matmul[kWQ4_K] = matmul_rows_q4_k_amx;
     t.matmul[kWQ6_K] = matmul_rows_q6_k_amx;

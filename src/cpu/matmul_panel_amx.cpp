@@ -1,4 +1,4 @@
-// matmul_panel_amx.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights on AMX (Intel's tile unit:
+// matmul_panel_amx.cpp — the prefill GEMM for Q4_0, Q8_0, Q4_K and Q6_K weights on AMX (Intel's tile unit:
 // AMX-TILE and AMX-INT8, Sapphire Rapids and later). Compiled with the AVX-512 flags plus -mamx-tile
 // -mamx-int8 (CMakeLists.txt: *_amx.cpp, only where the compiler knows them) and reached only through
 // the kernel table once the CPU, the OS and the process's permission allow it (cpu_features.cpp).
@@ -17,6 +17,8 @@
 //   kernel's integer less 8 x (sum of the block's activations), exactly what its FNMADD of 8 * sum forms
 //   in float (all are integers below 2^24, so the float operation is exact and the same value);
 // - Q4_K: codes 0..15 (as signed bytes, the same values), the AVX-512 kernel's integer;
+// - Q8_0: the weights as stored, so the tile's integer is the AVX-512 kernel's after its exact float
+//   correction (its codes are w + 128), as for Q4_0;
 // - Q6_K: per 16-element half a TDPBSSD (the other half's weights zero in that B tile), giving the sums
 //   of (code - 32) * x; the AVX-512 kernel's integer is sc0 * h0 + sc1 * h1, formed here in float by a
 //   multiply and an FMA, both exact (|h| <= 16 * 32 * 127, |sc| <= 128: every partial and the total are
@@ -168,8 +170,8 @@ struct ASource<true> {
         _tile_dpbssd(C, A, B);                         \
     } while (0)
 
-// ---- Q4_0, Q4_K ------------------------------------------------------------------------------------
-// The AVX-512 panel's blocks (Q4Block16): Q4_0 packed as code - 8, Q4_K as its codes.
+// ---- Q4_0, Q4_K, Q8_0 ------------------------------------------------------------------------------
+// The AVX-512 panel's blocks (Q4Block16): Q4_0 packed as code - 8, Q4_K as its codes, Q8_0 as its weights.
 template <bool kMins>
 struct Q4Amx {
     using Block = Q4Block16;
@@ -223,6 +225,15 @@ struct PackQ4_0 : Q4Amx<false> {
     static constexpr int64_t kUnit = 1;
     static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
         pack_q4_0_16(rows, b0, n, out, 8);
+    }
+};
+
+// Q8_0: the weights as they are (signed, TDPBSSD's operand), so the tile's integer is the row tiles'
+// exact integer (vec_dot_q8_0_x86.hpp) and Q4_0's epilogue (one multiply, one FMA) is theirs.
+struct PackQ8_0 : Q4Amx<false> {
+    static constexpr int64_t kUnit = 1;
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        pack_q8_0_16(rows, b0, n, out, 0);
     }
 };
 
@@ -354,6 +365,10 @@ void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
 
 // The AMX level's kernels for these formats: the tiles from kAmxMinTokens tokens on, the AVX-512 level's
 // kernels (the same bits) below, where a tile's 16 token rows would be mostly padding.
+void matmul_rows_q8_0_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens >= kAmxMinTokens) return drive_amx<PackQ8_0>(job, r0, r1);
+    matmul_rows_q8_0_avx512(job, r0, r1);
+}
 void matmul_rows_q4_0_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens >= kAmxMinTokens) return drive_amx<PackQ4_0>(job, r0, r1);
     matmul_rows_q4_0_avx512(job, r0, r1);

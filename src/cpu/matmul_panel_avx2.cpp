@@ -1,4 +1,4 @@
-// matmul_panel_avx2.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights (Q3_K, MXFP4 through Q6_K's) on AVX2: 8-row panels
+// matmul_panel_avx2.cpp — the prefill GEMM for Q4_0, Q8_0, Q4_K and Q6_K weights (Q3_K, MXFP4 through Q6_K's) on AVX2: 8-row panels
 // repacked on the fly into an interleaved layout, so that one integer product serves 8 rows at once.
 // Compiled with -mavx2 -mfma -mf16c and reached only through the kernel table (see simd_avx2.hpp); the
 // row kernels hand a matmul over when it has more tokens than one tile pass (kTokTile).
@@ -176,6 +176,61 @@ struct PackQ4_K : Q4Panel<true> {
     }
 };
 
+// ---- Q8_0 ------------------------------------------------------------------------------------------
+// The 8 rows' weights w (-128..127) as they are, in Q4Block's layout (vector k: elements 4k .. 4k + 3 of
+// each row), s = d. Both operands are signed, so the row tile's sign trick (vec_dot_q8_0_x86.hpp) moves
+// w's sign onto the broadcast activations, |w| x sign(x, w), once per token and vector; maddubs' pairs
+// (at most 2 * 128 * 127 = 32512) must be widened by madd before the next vector's are added. The sum
+// over the block is the row tile's exact integer, and its scales are applied with the row tile's float
+// operations: one multiply d_w * d_x and one FMA.
+struct PackQ8_0 {
+    using Block = Q4Block;
+    static constexpr int64_t kUnit = 1;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        for (int64_t b = 0; b < n; ++b) {
+            __m128i lo[kPanelRows], hi[kPanelRows];
+            alignas(16) uint16_t d[kPanelRows];
+            for (int i = 0; i < kPanelRows; ++i) {
+                const auto *blk = reinterpret_cast<const BlockQ8_0 *>(rows[i]) + b0 + b;
+                lo[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs));
+                hi[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs + 16));
+                d[i] = blk->d;
+            }
+            transpose_groups(lo, out[b].q);
+            transpose_groups(hi, out[b].q + 128);
+            _mm256_store_ps(out[b].s, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(d))));
+        }
+    }
+
+    template <int T>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        const PanelTokens<T> op(job, b0, r, t0);
+        __m256 acc[T];
+        load_acc<T>(op, e, acc);
+        for (int64_t b = 0; b < n; ++b) {
+            __m256i isum[T];
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) {
+                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].q + 32 * k));
+                const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    const __m256i xs = _mm256_sign_epi8(broadcast4(op.xq[t] + b * 32 + 4 * k), w);
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
+                }
+            }
+            const __m256 s = _mm256_load_ps(pb[b].s);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t)
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(s, _mm256_broadcast_ss(op.xd[t] + b)), acc[t]);
+        }
+        store_acc<T>(job, r, op, e, acc);
+    }
+};
+
 // ---- Q6_K --------------------------------------------------------------------------------------------
 // value = d * sc * (code - 32), sc a signed 8-bit scale per 16 elements. 6-bit codes do not fit
 // Q4's 16-bit sums of 8 products, so the roles turn: the weight w = code - 32 (-32..31) is the signed
@@ -284,6 +339,7 @@ void drive_panels(const MatmulJob &job, int64_t r0, int64_t r1) {
 } // namespace
 
 void matmul_panels_q4_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ4_0>(job, r0, r1); }
+void matmul_panels_q8_0_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ8_0>(job, r0, r1); }
 void matmul_panels_q4_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ4_K>(job, r0, r1); }
 void matmul_panels_q6_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ6_K>(job, r0, r1); }
 void matmul_panels_q3_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<Q3KPiece>>(job, r0, r1); }

@@ -1,4 +1,4 @@
-// matmul_panel_avx512.cpp — the prefill GEMM for Q4_0, Q4_K and Q6_K weights (and Q3_K, IQ4_NL, IQ4_XS,
+// matmul_panel_avx512.cpp — the prefill GEMM for Q4_0, Q8_0, Q4_K and Q6_K weights (and Q3_K, IQ4_NL, IQ4_XS,
 // MXFP4 through Q6_K's panel, Q2_K with its offsets beside it) on AVX-512 with VNNI:
 // 16-row panels repacked on the fly, multiplied with VPDPBUSD. Compiled with the AVX-512 flags
 // (CMakeLists.txt: *_avx512.cpp) and reached only through the kernel table after the CPU check
@@ -61,12 +61,16 @@ inline void store_acc(const MatmulJob &job, int64_t r, const PanelTokens<T> &op,
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(op.y[t], e.mask, e.last ? _mm512_add_ps(acc[t], bias) : acc[t]);
 }
 
-// ---- Q4_0, Q4_K ------------------------------------------------------------------------------------
-// Codes 0..15 one per byte (Q4Block16, panel_pack_x86.hpp), s the codes' scale, m the offset per unit
-// of sum x (Q4_0 takes its 8 off in float from the exact integer, as the AVX2 kernels do).
+// ---- Q4_0, Q4_K, Q8_0 ------------------------------------------------------------------------------
+// Unsigned codes one per byte (Q4Block16, panel_pack_x86.hpp), s the codes' scale, m the offset per unit
+// of sum x (Q4_K). Q4_0's codes (0..15) sit kOffset = 8 above the weights, Q8_0's (w + 128, so that the
+// signed weights become VPDPBUSD's unsigned operand and the activations its signed one as they are)
+// kOffset = 128: sum (code - kOffset) x = sum code x - kOffset sum x, taken off in float from the
+// exact integer (|sum code x| <= 32 * 255 * 127 < 2^24, so both terms and the difference are exact),
+// which gives the row tiles' exact integer as a float, then one rounding for the scales, as they do.
 using Q4Block = Q4Block16;
 
-template <bool kMins>
+template <bool kMins, int kOffset>
 struct Q4Panel {
     using Block = Q4Block;
     template <int T>
@@ -93,7 +97,7 @@ struct Q4Panel {
                     acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, dx), acc[t]);
                     acc[t] = _mm512_fnmadd_ps(_mm512_load_ps(pb[b].m), _mm512_set1_ps(op.xd[t][b] * op.xs[t][b]), acc[t]);
                 } else {
-                    f = _mm512_fnmadd_ps(_mm512_set1_ps(8.0f), _mm512_set1_ps(op.xs[t][b]), f);
+                    f = _mm512_fnmadd_ps(_mm512_set1_ps(static_cast<float>(kOffset)), _mm512_set1_ps(op.xs[t][b]), f);
                     acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, dx), acc[t]);
                 }
             }
@@ -102,16 +106,23 @@ struct Q4Panel {
     }
 };
 
-struct PackQ4_0 : Q4Panel<false> {
+struct PackQ4_0 : Q4Panel<false, 8> {
     static constexpr int64_t kUnit = 1;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
         pack_q4_0_16(rows, b0, n, out, 0);
     }
 };
 
+struct PackQ8_0 : Q4Panel<false, 128> {
+    static constexpr int64_t kUnit = 1;
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        pack_q8_0_16(rows, b0, n, out, 0x80);
+    }
+};
+
 // Q4_K: super-blocks [b0 / 8, (b0 + n) / 8), one packed block per sub-block. The 32-byte group g of qs
 // holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles, element l in byte l.
-struct PackQ4_K : Q4Panel<true> {
+struct PackQ4_K : Q4Panel<true, 0> {
     static constexpr int64_t kUnit = QK_K / 32;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
         pack_q4_k<kPanelRows>(rows, b0, n, out, transpose16);
@@ -315,8 +326,9 @@ void matmul_rows_q6_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     matmul_rows_q6_k_avx2(job, r0, r1);
 }
 
-// Prefill (more tokens than one tile pass) of the formats of quant_b32.hpp; the row kernels
-// (vec_dot_b32_avx512.cpp) hand over to these.
+// Prefill (more tokens than one tile pass) of Q8_0 and the formats of quant_b32.hpp; the row kernels
+// (vec_dot_avx512.cpp, vec_dot_b32_avx512.cpp) hand over to these.
+void matmul_panels_q8_0_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ8_0>(job, r0, r1); }
 void matmul_panels_q2_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ2_K>(job, r0, r1); }
 void matmul_panels_q3_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<Q3KPiece>>(job, r0, r1); }
 void matmul_panels_iq4_nl_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackPieces<IQ4NLPiece>>(job, r0, r1); }

@@ -257,8 +257,8 @@ inline void transpose16(const __m128i (&src)[kPanel16], uint8_t *dst) {
     for (int k = 0; k < 4; ++k) _mm512_store_si512(out + k, _mm512_inserti64x4(_mm512_castsi256_si512(a[k]), b[k], 1));
 }
 
-// Q4_0 and Q4_K on 16-row panels: the codes (8 vectors of 64 bytes), s the codes' scale per row (Q4_0:
-// d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j).
+// Q4_0, Q4_K and Q8_0 on 16-row panels: the codes (8 vectors of 64 bytes), s the codes' scale per row
+// (Q4_0, Q8_0: d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j).
 struct alignas(64) Q4Block16 {
     uint8_t q[8 * 64];
     float s[kPanel16];
@@ -268,15 +268,30 @@ struct alignas(64) Q4Block16 {
 // Q4_0 blocks [b0, b0 + n) of 16 rows, codes less `offset` (0: the codes 0..15 as stored, for VPDPBUSD's
 // unsigned operand; 8: the weights -8..7 themselves, for AMX's signed one). Byte l of qs holds element l
 // (low nibble) and l + 16 (high nibble), so the transposed bytes split into vectors 0..3 and 4..7.
+// The fp16 scales d of block b of 16 rows (block type Block, d its first field) as floats, gathered in
+// registers: 16 two-byte stores and a vector load of them would wait for the stores to leave (a
+// failed store forwarding, once per block). `offsets`: each row's byte offset from rows[0].
+template <class Block>
+inline __m512 gather_d16(const uint8_t *row0, const __m512i &offsets, int64_t b) {
+    // 4 bytes at each d (the d and the first two code bytes, inside the block), the low half kept.
+    const __m512i g = _mm512_i32gather_epi32(offsets, row0 + static_cast<size_t>(b) * sizeof(Block), 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+}
+inline __m512i row_offsets16(const uint8_t *const (&rows)[kPanel16]) {
+    alignas(64) int32_t o[kPanel16];
+    for (int i = 0; i < kPanel16; ++i) o[i] = static_cast<int32_t>(rows[i] - rows[0]);  // within one matrix
+    return _mm512_load_si512(o);
+}
+
 inline void pack_q4_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int64_t n, Q4Block16 *out, int offset) {
     const __m512i low4 = _mm512_set1_epi8(0x0f), off = _mm512_set1_epi8(static_cast<char>(offset));
+    const __m512i offsets = row_offsets16(rows);
     for (int64_t b = 0; b < n; ++b) {
         __m128i src[kPanel16];
-        alignas(32) uint16_t d[kPanel16];
+#pragma GCC unroll 16
         for (int i = 0; i < kPanel16; ++i) {
             const auto *blk = reinterpret_cast<const BlockQ4_0 *>(rows[i]) + b0 + b;
             src[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs));
-            d[i] = blk->d;
         }
         alignas(64) uint8_t both[256];
         transpose16(src, both);
@@ -285,7 +300,29 @@ inline void pack_q4_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int
             _mm512_store_si512(out[b].q + 64 * k, _mm512_sub_epi8(_mm512_and_si512(v, low4), off));
             _mm512_store_si512(out[b].q + 64 * (4 + k), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), off));
         }
-        _mm512_store_ps(out[b].s, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(d))));
+        _mm512_store_ps(out[b].s, gather_d16<BlockQ4_0>(rows[0], offsets, b0 + b));
+    }
+}
+
+// Q8_0 blocks [b0, b0 + n) of 16 rows in Q4Block16's layout (m unused), the weights w XOR-ed with `flip`:
+// 0x80 gives w + 128 (0..255), VPDPBUSD's unsigned operand; 0 leaves w, AMX's signed one. s = d.
+inline void pack_q8_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int64_t n, Q4Block16 *out, uint8_t flip) {
+    const __m512i f = _mm512_set1_epi8(static_cast<char>(flip));
+    const __m512i offsets = row_offsets16(rows);
+    for (int64_t b = 0; b < n; ++b) {
+        __m128i lo[kPanel16], hi[kPanel16];
+#pragma GCC unroll 16
+        for (int i = 0; i < kPanel16; ++i) {
+            const auto *blk = reinterpret_cast<const BlockQ8_0 *>(rows[i]) + b0 + b;
+            lo[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs));
+            hi[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk->qs + 16));
+        }
+        transpose16(lo, out[b].q);
+        transpose16(hi, out[b].q + 256);
+        if (flip)
+            for (int k = 0; k < 8; ++k)
+                _mm512_store_si512(out[b].q + 64 * k, _mm512_xor_si512(_mm512_load_si512(out[b].q + 64 * k), f));
+        _mm512_store_ps(out[b].s, gather_d16<BlockQ8_0>(rows[0], offsets, b0 + b));
     }
 }
 #endif

@@ -96,6 +96,11 @@ struct KernelTable {
     void (*attend_head_q8_0)(const AttnHead &a);     // Q8_0 cache (head_dim a multiple of 8)
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
+    // n (<= kMaxAttnGroup) query heads of one token that read the same KV head, head_dim a multiple of
+    // 8, with attend_head's bits for each; null where the level has none (attention() then calls
+    // attend_head per head).
+    void (*attend_heads)(const AttnHead *a, int n);       // F16 cache
+    void (*attend_heads_q8_0)(const AttnHead *a, int n);  // Q8_0 cache
 };
 
 // The table in use (never null).
@@ -145,17 +150,20 @@ void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *
 // The prefill GEMM on 8-row panels repacked on the fly (matmul_panel_avx2.cpp); the row kernels above
 // hand over to it when a matmul has more tokens than one tile pass (kTokTile).
 void matmul_panels_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
+void matmul_panels_q8_0_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q4_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q6_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q3_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_mxfp4_avx2(const MatmulJob &, int64_t, int64_t);
 void attend_head_avx2(const AttnHead &a);
 void attend_head_q8_0_avx2(const AttnHead &a);
+void attend_heads_avx2(const AttnHead *a, int n);
+void attend_heads_q8_0_avx2(const AttnHead *a, int n);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
 // AVX-512 (F, BW, VL, DQ) + VNNI variants (*_avx512.cpp); call only when the CPU has them. The level's
-// table is the AVX2 one with these in place: prefill of Q4_0, Q4_K and Q6_K on 16-row panels with
+// table is the AVX2 one with these in place: prefill of Q4_0, Q8_0, Q4_K and Q6_K on 16-row panels with
 // VPDPBUSD (matmul_panel_avx512.cpp; Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 through Q6_K's panel), Q8_0's
 // row tiles and Q4_0's decode tile with VPDPBUSD (vec_dot_avx512.cpp), the table formats' row tiles with
 // VPDPBUSD (vec_dot_b32_avx512.cpp). Each gives the bits of its AVX2 twin, so the two levels agree
@@ -171,7 +179,8 @@ void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
-void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
+void matmul_panels_q8_0_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
+void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
@@ -179,8 +188,9 @@ void matmul_panels_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 
 // AMX (AMX-TILE, AMX-INT8) variants (matmul_panel_amx.cpp, built where the compiler has AMX); call only
 // when cpu_features.cpp allows the level. Its table is the AVX-512 one with these in place: prefill of
-// Q4_0, Q4_K and Q6_K with the tile unit (16 tokens x 16 rows per product), the AVX-512 kernels for
+// Q4_0, Q8_0, Q4_K and Q6_K with the tile unit (16 tokens x 16 rows per product), the AVX-512 kernels for
 // small batches and decode. Same bits as the AVX-512 level.
+void matmul_rows_q8_0_amx(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_amx(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_k_amx(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q6_k_amx(const MatmulJob &, int64_t, int64_t);
@@ -191,6 +201,7 @@ void matmul_rows_q6_k_amx(const MatmulJob &, int64_t, int64_t);
 constexpr int kTokTile = 4;      // AVX2: token rows that share one pass over a weight row tile
 constexpr int kAttnTile = 32;    // positions per online-softmax step, whatever the cache block size
 constexpr int kMaxHeadDim = 256; // attention keeps one head's accumulator on the stack
+constexpr int kMaxAttnGroup = 8; // query heads one attend_heads call serves
 
 // The rows of one attention tile (positions j0 .. j0 + n - 1 of an AttnHead) as runs of consecutive
 // rows: run r covers the tile's keys start[r] .. start[r + 1] - 1, whose rows begin off[r] bytes

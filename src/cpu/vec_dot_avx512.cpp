@@ -1,6 +1,6 @@
 // vec_dot_avx512.cpp — the AVX-512 level's row kernels for decode: Q8_0 (the AVX2 level's tile from
-// vec_dot_q8_0_x86.hpp with its integer products formed by 256-bit VPDPBUSD instead of maddubs + madd)
-// and Q4_0 (two blocks per 512-bit VPDPBUSD). Both form the AVX2 kernels' exact integers and apply the
+// vec_dot_q8_0_x86.hpp with its integer products formed by 256-bit VPDPBUSD instead of maddubs + madd;
+// its prefill goes to matmul_panel_avx512.cpp) and Q4_0 (two blocks per 512-bit VPDPBUSD). Both form the AVX2 kernels' exact integers and apply the
 // scales with the same float operations, so they give the same bits. Compiled with the AVX-512 flags and
 // reached only through the kernel table after the CPU check (cpu_features.cpp).
 #include "cpu/matmul_avx2.hpp"
@@ -98,6 +98,9 @@ void matmul_rows_q4_0_decode_avx512(const MatmulJob &job, int64_t r0, int64_t r1
     drive<Q4_0Decode>(job, r0, r1);
 }
 
-void matmul_rows_q8_0_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q8_0T<DotVnni>>(job, r0, r1); }
+void matmul_rows_q8_0_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens > kTokTile) return matmul_panels_q8_0_avx512(job, r0, r1);  // same bits, matmul_panel_avx512.cpp
+    drive<Q8_0T<DotVnni>>(job, r0, r1);
+}
 
 } // namespace ember::cpu::detail

@@ -21,8 +21,13 @@ namespace {
 // The integer products multiply unsigned by signed bytes, and both operands here are signed. The sign
 // trick moves the sign of w onto x: w * x = |w| * (x * sign(w)). |w| fits an unsigned byte even for
 // w = -128 (abs gives 0x80 = 128), and x * sign(w) cannot overflow because activations stay in
-// [-127, 127]. Dot gives the 8 exact int32 sums of 4 consecutive products (see the top of this file);
-// the block's two scales are applied once per block in float.
+// [-127, 127].
+//
+// The panel GEMMs' arithmetic (matmul_panel_*.cpp): each block's 32 products are reduced to one exact
+// integer per row (|sum| <= 32 * 128 * 127 < 2^24, so exact as a float too), and the block's two
+// scales are applied to it with one multiply (d_w * d_x) and one FMA into the row's accumulator, in
+// block order; the bias is added at the end. So a token's result is the same bits whether its matmul
+// had one token (decode, here), a few (here) or many (the panels), at every level.
 template <class Dot>
 struct Q8_0T {
     static constexpr int kPrefillRows = 4;
@@ -31,65 +36,29 @@ struct Q8_0T {
         static_assert(R <= 4 && T <= kTokTile);
         const int64_t nb = job.xq.nb;
         const TileOperands<BlockQ8_0, R, T> op(job, r, t0);
-        const auto &w = op.w;
-        const auto &xq = op.xq;
-        const auto &xd = op.xd;
-        __m256 acc[R][T];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i)
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
-        alignas(16) float sc[T][4];
-
+        __m128 acc[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
-            if (streams(job, T, t0)) prefetch_step<R, sizeof(BlockQ8_0)>(w[0], b);
-            block_scales<R, T>(w, b, xd, sc);
-            __m256i xv[T];
-#pragma GCC unroll 8
-            for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xq[t] + b * 32));
-#pragma GCC unroll 8
+            if (streams(job, T, t0)) prefetch_step<R, sizeof(BlockQ8_0)>(op.w[0], b);
+            const __m128 dw = load_halves<BlockQ8_0, R>(op.w, b, &BlockQ8_0::d);
+            __m256i wv[R], aw[R];
+#pragma GCC unroll 4
             for (int i = 0; i < R; ++i) {
-                const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][b].qs));
-                const __m256i aw = _mm256_abs_epi8(wv);
-#pragma GCC unroll 8
-                for (int t = 0; t < T; ++t) {
-                    const __m256 p = _mm256_cvtepi32_ps(Dot::dot(aw, _mm256_sign_epi8(xv[t], wv)));
-                    acc[i][t] = _mm256_fmadd_ps(p, _mm256_broadcast_ss(&sc[t][i]), acc[i][t]);
-                }
+                wv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(op.w[i][b].qs));
+                aw[i] = _mm256_abs_epi8(wv[i]);
             }
-        }
-        store<R, T>(job, r, t0, acc, nullptr);
-    }
-
-    // sc[t][i] = d(row i, block b) * d(token t, block b). The R fp16 weight scales are gathered into one
-    // register and converted and multiplied together, then read back one by one with broadcast loads,
-    // which cost a load slot rather than an ALU slot: per (row, block) 1 ALU op where a scalar convert,
-    // multiply and broadcast take 4. Measured on Zen 3 (decode tile): 4.2 instead of 4.4 cycles per
-    // row-block; the rest is the integer products (maddubs + madd alone take 2.7).
-    template <class Block, int R, int T>
-    static void block_scales_impl(const Block *const (&w)[R], int64_t b, const float *const (&xd)[T], float (&sc)[T][4]) {
-        const __m128 dw = load_halves<Block, R>(w, b, &Block::d);
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) _mm_store_ps(sc[t], _mm_mul_ps(dw, _mm_broadcast_ss(xd[t] + b)));
-    }
-    template <int R, int T>
-    static void block_scales(const BlockQ8_0 *const (&w)[R], int64_t b, const float *const (&xd)[T], float (&sc)[T][4]) {
-        block_scales_impl<BlockQ8_0, R, T>(w, b, xd, sc);
-    }
-
-    // y = sum of the lanes (- corr, Q4_0's offset term) + bias.
-    template <int R, int T>
-    static void store(const MatmulJob &job, int64_t r, int64_t t0, __m256 (&acc)[R][T], const float (*corr)[4]) {
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) {
-            const float bias = job.bias ? job.bias[r + i] : 0.0f;
-#pragma GCC unroll 8
+#pragma GCC unroll 4
             for (int t = 0; t < T; ++t) {
-                float v = avx2_hsum(acc[i][t]);
-                if (corr) v -= corr[t][i];
-                job.y[(t0 + t) * job.y_stride + r + i] = v + bias;
+                const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(op.xq[t] + b * 32));
+                __m256i p[R];
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) p[i] = Dot::dot(aw[i], _mm256_sign_epi8(xv, wv[i]));
+                const __m128 f = _mm_cvtepi32_ps(rows_in_lanes<R>(p));
+                acc[t] = _mm_fmadd_ps(f, _mm_mul_ps(dw, _mm_broadcast_ss(op.xd[t] + b)), acc[t]);
             }
         }
+        store_lanes<R, T>(job, r, t0, acc);
     }
 };
 
