@@ -25,6 +25,8 @@ struct DotVnni {
 // shuffle-and-add transpose: memory-bound decode keeps more loads in flight when it computes less.
 // After that, the AVX2 tile's float operations per block, in block order (Q4_0 in vec_dot_avx2.cpp).
 struct Q4_0Decode {
+    // How far ahead of the tile's first row it prefetches (matmul_avx2.hpp: measured 8 KiB against 4).
+    static constexpr int64_t kAhead = 8 * 1024;
     static constexpr int kPrefillRows = 4;  // unused: drive() gets only one token here
 
     // The totals of R rows' 16 lanes, per 8-lane half: block b in the result's first quarter, block b + 1
@@ -70,8 +72,8 @@ struct Q4_0Decode {
             const bool pair = b + 1 < nb;
             const int64_t b1 = pair ? b + 1 : b;  // a lone last block meets zero activations in the upper half
             if (streams(job, 1, t0)) {
-                prefetch_step<R, sizeof(BlockQ4_0)>(op.w[0], b);
-                prefetch_step<R, sizeof(BlockQ4_0)>(op.w[0], b1);
+                prefetch_step<R, sizeof(BlockQ4_0), kAhead>(op.w[0], b);
+                prefetch_step<R, sizeof(BlockQ4_0), kAhead>(op.w[0], b1);
             }
             const __m512i xv = _mm512_maskz_loadu_epi8(pair ? ~__mmask64{0} : __mmask64{0xffffffff}, op.xq[0] + b * 32);
             __m512i p[R];

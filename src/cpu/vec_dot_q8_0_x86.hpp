@@ -42,7 +42,8 @@ struct Q8_0T {
         alignas(16) float sc[T][4];
 
         for (int64_t b = 0; b < nb; ++b) {
-            if (streams(job, T, t0)) prefetch_step<R, sizeof(BlockQ8_0)>(w[0], b);
+            // One prefetch stream per row (matmul_avx2.hpp): a 4-row tile spans 8.5 KiB at 2048 inputs.
+            if (streams(job, T, t0)) prefetch_rows<R, sizeof(BlockQ8_0)>(w[0], job.row_bytes, b);
             block_scales<R, T>(w, b, xd, sc);
             __m256i xv[T];
 #pragma GCC unroll 8
