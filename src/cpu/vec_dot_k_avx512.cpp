@@ -43,7 +43,7 @@ inline __m512i row_totals4(const __m512i (&p)[4]) {
 // k_scale_min's bit operations (quant_k.hpp) act on those vectors: the 6-bit values come out in
 // [sub-block][row] order, ready to widen. That costs about a quarter of unpacking each row's scales
 // and transposing the floats (q4_k_scales), which was half of this tile's instructions: 16.0 -> 21.2 GB/s
-// of weights on one core from cache (2048 x 2048), TinyLlama-shaped Q4_K_M decode 31.1 -> 34.8 tokens/s.
+// of weights on one core from cache (2048 x 2048), TinyLlama-shaped Q4_K_M decode 31.2 -> 34.8 tokens/s.
 inline void q4_k_scales4(const BlockQ4_K *const (&w)[4], int64_t s, const float *xd, float (&dsx)[8][4], float (&dmn)[8][4]) {
     __m128i b[4];
 #pragma GCC unroll 4
