@@ -30,7 +30,8 @@ struct Q4_0Decode {
     static constexpr int kPrefillRows = 4;  // unused: drive() gets only one token here
 
     // The totals of R rows' 16 lanes, per 8-lane half: block b in the result's first quarter, block b + 1
-    // in its third (row i in lane i of each).
+    // in its third (row i in lane i of each); the second and fourth quarters (the high nibbles, 16 x
+    // the codes) divided by 16 before they are added.
     template <int R>
     static __m512i row_totals(const __m512i (&p)[R]) {
         __m512i u;
@@ -44,6 +45,7 @@ struct Q4_0Decode {
             u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_CDAB));  // every lane: its quarter's total
             u = _mm512_maskz_mov_epi32(0x1111, u);
         }
+        u = _mm512_srav_epi32(u, _mm512_set_epi32(4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0));  // see decode()
         return _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
     }
 
@@ -57,8 +59,11 @@ struct Q4_0Decode {
     template <int R>
     static void decode(const MatmulJob &job, int64_t r, int64_t t0) {
         const int64_t nb = job.xq.nb;
-        const __m512i low4 = _mm512_set1_epi8(0x0f);
-        const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+        // Each block's codes twice: the low nibbles kept in the first copy, the high nibbles in place in
+        // the second (16 x the code, no shift per row); row_totals divides those totals by 16, once for
+        // all rows, which is exact (every product is a multiple of 16).
+        const long long lo = 0x0f0f0f0f0f0f0f0fLL, hi = static_cast<long long>(0xf0f0f0f0f0f0f0f0ULL);
+        const __m512i nibbles = _mm512_set_epi64(hi, hi, lo, lo, hi, hi, lo, lo);
         const TileOperands<BlockQ4_0, R, 1> op(job, r, t0);
         __m128 acc = _mm_setzero_ps();
         // Applies block b's scales (dw: its R rows' d) to its R exact integers, as the AVX2 tile does.
@@ -92,7 +97,7 @@ struct Q4_0Decode {
                 const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(op.w[i][b].qs));
                 const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(op.w[i][b1].qs));
                 const __m512i q = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(q0), 0xff00, q1);
-                p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srlv_epi64(q, shift), low4), xv);
+                p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, nibbles), xv);
             }
             const __m512i tot = row_totals<R>(p);
             if constexpr (R == 4) {

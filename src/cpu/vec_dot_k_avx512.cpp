@@ -79,8 +79,11 @@ inline void q4_k_scales4(const BlockQ4_K *const (&w)[4], int64_t s, const float 
 void q4_k_decode_tile(const MatmulJob &job, int64_t r) {
     constexpr int R = 4;
     const int64_t nsb = job.n_in / QK_K;
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);  // the upper copy's high nibbles
+    // The lower copy of the 32 code bytes keeps its low nibbles, the upper copy its high nibbles in
+    // place (16 x the code: no shift per row); its totals are divided by 16 after the transpose, once
+    // for 4 rows, which is exact (every product is a multiple of 16).
+    const long long lo = 0x0f0f0f0f0f0f0f0fLL, hi = static_cast<long long>(0xf0f0f0f0f0f0f0f0ULL);
+    const __m512i nibbles = _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo);
     const TileOperands<BlockQ4_K, R, 1> op(job, r, 0);
     const auto &w = op.w;
     __m128 acc = _mm_setzero_ps();
@@ -102,11 +105,11 @@ void q4_k_decode_tile(const MatmulJob &job, int64_t r) {
 #pragma GCC unroll 4
             for (int i = 0; i < R; ++i) {
                 const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qs + 32 * g)));
-                p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srlv_epi64(v, shift), low4), xv);
+                p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, nibbles), xv);
             }
             const __m512i tot = row_totals4(p);
             apply(2 * g, _mm512_castsi512_si128(tot));
-            apply(2 * g + 1, _mm512_extracti32x4_epi32(tot, 2));
+            apply(2 * g + 1, _mm_srai_epi32(_mm512_extracti32x4_epi32(tot, 2), 4));
         }
     }
     const __m128 accs[1] = {acc};
