@@ -71,7 +71,7 @@ __attribute__((target("avx2"))) uint64_t read_sum_avx2(const uint64_t *p, size_t
 // L1 (hint T0) or L2 (T1), R lines per step, either as one stream pf bytes ahead of the tile's first row
 // (kPerRow false: matmul_avx2.hpp's prefetch_step) or pf bytes ahead of each row, continuing in the same
 // row of the next tile past a row's end (kPerRow true: prefetch_rows).
-template <int R, _mm_hint kHint, bool kPerRow>
+template <int R, int kLocality, bool kPerRow>  // kLocality: 3 = T0 (L1), 2 = T1 (L2)
 __attribute__((target("avx2"))) uint64_t read_rows_avx2(const uint8_t *p, size_t n_rows, size_t row_bytes, size_t pf) {
     __m256i acc[R];
     for (int i = 0; i < R; ++i) acc[i] = _mm256_setzero_si256();
@@ -79,11 +79,11 @@ __attribute__((target("avx2"))) uint64_t read_rows_avx2(const uint8_t *p, size_t
         const uint8_t *row0 = p + r * row_bytes;
         for (size_t o = 0; o < row_bytes; o += 64) {
             if (pf && !kPerRow)
-                for (int k = 0; k < R; ++k) _mm_prefetch(reinterpret_cast<const char *>(row0 + pf + o * R + 64 * k), kHint);
+                for (int k = 0; k < R; ++k) __builtin_prefetch(row0 + pf + o * R + 64 * k, 0, kLocality);
             if (pf && kPerRow) {
                 const size_t q = o + pf;
                 const uint8_t *b = q < row_bytes ? row0 + q : row0 + R * row_bytes + (q - row_bytes);
-                for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char *>(b + i * row_bytes), kHint);
+                for (int i = 0; i < R; ++i) __builtin_prefetch(b + i * row_bytes, 0, kLocality);
             }
             for (int i = 0; i < R; ++i) {
                 const __m256i *v = reinterpret_cast<const __m256i *>(row0 + i * row_bytes + o);
@@ -100,8 +100,8 @@ __attribute__((target("avx2"))) uint64_t read_rows_avx2(const uint8_t *p, size_t
 using ReadRowsFn = uint64_t (*)(const uint8_t *, size_t, size_t, size_t);
 template <int R>
 ReadRowsFn read_rows_fn_r(bool l2, bool per_row) {
-    if (per_row) return l2 ? read_rows_avx2<R, _MM_HINT_T1, true> : read_rows_avx2<R, _MM_HINT_T0, true>;
-    return l2 ? read_rows_avx2<R, _MM_HINT_T1, false> : read_rows_avx2<R, _MM_HINT_T0, false>;
+    if (per_row) return l2 ? read_rows_avx2<R, 2, true> : read_rows_avx2<R, 3, true>;
+    return l2 ? read_rows_avx2<R, 2, false> : read_rows_avx2<R, 3, false>;
 }
 ReadRowsFn read_rows_fn(int rows, bool l2, bool per_row) {
     switch (rows) {
