@@ -6,7 +6,13 @@
 // written). Each figure is the best of several passes. Prints one JSON line per thread count, with the
 // CPU model (decode's share of the bandwidth is only meaningful per machine).
 //
-// usage: ember-bandwidth [THREADS=2] [MIB=1024]
+// With `rows` as the third argument it also reads the way the decode tiles do (see read_rows_avx2): R
+// rows at once, 64 bytes of each per step, with no software prefetch or one PF bytes ahead at the rate
+// the tile consumes (one stream ahead of the tile, "tile", or one per row, "row"), for R in {1, 4, 8}
+// and PF in {1, 2, 4, 8 KiB}, into L1 (T0) or L2 (T1). That says what a core can stream with the
+// kernels' access pattern, beside the plain stream above.
+//
+// usage: ember-bandwidth [THREADS=2] [MIB=1024] [rows [ROW_BYTES=1152]]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -56,6 +62,53 @@ __attribute__((target("avx2"))) uint64_t read_sum_avx2(const uint64_t *p, size_t
     alignas(32) uint64_t lanes[4];
     _mm256_store_si256(reinterpret_cast<__m256i *>(lanes), _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
     return lanes[0] + lanes[1] + lanes[2] + lanes[3] + read_sum_scalar(p + i, n - i);
+}
+#endif
+
+#if defined(__x86_64__)
+// The decode tiles' pattern over rows of row_bytes (a multiple of 64): R consecutive rows read side by
+// side, one 64-byte piece of each per step, then the next R rows. With pf > 0 a software prefetch into
+// L1 (hint T0) or L2 (T1), R lines per step, either as one stream pf bytes ahead of the tile's first row
+// (kPerRow false: matmul_avx2.hpp's prefetch_step) or pf bytes ahead of each row, continuing in the same
+// row of the next tile past a row's end (kPerRow true: prefetch_rows).
+template <int R, int kLocality, bool kPerRow>  // kLocality: 3 = T0 (L1), 2 = T1 (L2)
+__attribute__((target("avx2"))) uint64_t read_rows_avx2(const uint8_t *p, size_t n_rows, size_t row_bytes, size_t pf) {
+    __m256i acc[R];
+    for (int i = 0; i < R; ++i) acc[i] = _mm256_setzero_si256();
+    for (size_t r = 0; r + R <= n_rows; r += R) {
+        const uint8_t *row0 = p + r * row_bytes;
+        for (size_t o = 0; o < row_bytes; o += 64) {
+            if (pf && !kPerRow)
+                for (int k = 0; k < R; ++k) __builtin_prefetch(row0 + pf + o * R + 64 * k, 0, kLocality);
+            if (pf && kPerRow) {
+                const size_t q = o + pf;
+                const uint8_t *b = q < row_bytes ? row0 + q : row0 + R * row_bytes + (q - row_bytes);
+                for (int i = 0; i < R; ++i) __builtin_prefetch(b + i * row_bytes, 0, kLocality);
+            }
+            for (int i = 0; i < R; ++i) {
+                const __m256i *v = reinterpret_cast<const __m256i *>(row0 + i * row_bytes + o);
+                acc[i] = _mm256_add_epi64(acc[i], _mm256_add_epi64(_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1)));
+            }
+        }
+    }
+    for (int i = 1; i < R; ++i) acc[0] = _mm256_add_epi64(acc[0], acc[i]);
+    alignas(32) uint64_t lanes[4];
+    _mm256_store_si256(reinterpret_cast<__m256i *>(lanes), acc[0]);
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+using ReadRowsFn = uint64_t (*)(const uint8_t *, size_t, size_t, size_t);
+template <int R>
+ReadRowsFn read_rows_fn_r(bool l2, bool per_row) {
+    if (per_row) return l2 ? read_rows_avx2<R, 2, true> : read_rows_avx2<R, 3, true>;
+    return l2 ? read_rows_avx2<R, 2, false> : read_rows_avx2<R, 3, false>;
+}
+ReadRowsFn read_rows_fn(int rows, bool l2, bool per_row) {
+    switch (rows) {
+    case 1: return read_rows_fn_r<1>(l2, per_row);
+    case 4: return read_rows_fn_r<4>(l2, per_row);
+    default: return read_rows_fn_r<8>(l2, per_row);
+    }
 }
 #endif
 
@@ -112,8 +165,10 @@ uint64_t *alloc_words(size_t n, bool *huge) {
 int main(int argc, char **argv) {
     const int max_threads = argc > 1 ? std::atoi(argv[1]) : 2;
     const size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1024;
-    if (max_threads < 1 || mib < 64) {
-        std::fprintf(stderr, "usage: ember-bandwidth [THREADS>=1] [MIB>=64]\n");
+    const bool rows_mode = argc > 3 && std::strcmp(argv[3], "rows") == 0;
+    const size_t row_bytes = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 1152;
+    if (max_threads < 1 || mib < 64 || (argc > 3 && !rows_mode) || row_bytes < 64 || row_bytes % 64 != 0) {
+        std::fprintf(stderr, "usage: ember-bandwidth [THREADS>=1] [MIB>=64] [rows [ROW_BYTES, a multiple of 64]]\n");
         return 2;
     }
     const size_t n = mib * 1024 * 1024 / sizeof(uint64_t);
@@ -151,5 +206,29 @@ int main(int argc, char **argv) {
                     cpu.c_str(), huge ? "true" : "false", threads, mib, bytes / best_read / 1e9, 2 * bytes / best_copy / 1e9,
                     static_cast<unsigned long long>(check % 1000));
     }
+#if defined(__x86_64__)
+    if (rows_mode && __builtin_cpu_supports("avx2")) {
+        // Each thread a contiguous share of whole 8-row tiles, as decode's row split gives it.
+        const size_t n_rows = n * sizeof(uint64_t) / row_bytes / 8 * 8;
+        const auto *base = reinterpret_cast<const uint8_t *>(a);
+        for (int threads = 1; threads <= max_threads; ++threads)
+            for (int rows : {1, 4, 8})
+                for (const char *kind : {"none", "tile", "row"})
+                    for (bool l2 : {false, true})
+                        for (size_t pf : {1024, 2048, 4096, 8192}) {
+                            const bool none = kind[0] == 'n';
+                            if (none && (l2 || pf != 1024)) continue;  // once
+                            const ReadRowsFn fn = read_rows_fn(rows, l2, kind[0] == 'r');
+                            double best = 1e30;
+                            for (int pass = 0; pass < 5; ++pass)
+                                best = std::min(best, timed(threads, n_rows / 8, [&](int t, size_t lo, size_t hi) {
+                                                    sums[static_cast<size_t>(t)] += fn(base + lo * 8 * row_bytes, (hi - lo) * 8, row_bytes, none ? 0 : pf);
+                                                }));
+                            std::printf("{\"pattern\":\"rows\",\"threads\":%d,\"rows\":%d,\"row_bytes\":%zu,\"prefetch\":\"%s\",\"ahead\":%zu,\"hint\":\"%s\",\"read_gb_s\":%.2f}\n",
+                                        threads, rows, row_bytes, kind, none ? 0 : pf, l2 ? "T1" : "T0",
+                                        static_cast<double>(n_rows * row_bytes) / best / 1e9);
+                        }
+    }
+#endif
     return 0;
 }

@@ -58,6 +58,16 @@ const KernelTable kAvx2 = {
     attend_heads_q8_0_avx2,
 };
 
+// Q6_K at the AVX-512 and AMX levels: decode (one token) through the VPDPBUSD tile
+// (vec_dot_k_avx512.cpp), everything else through the level's kernel (Rest: panels for prefill, the AVX2
+// tiles for small batches). Chosen here rather than inside Rest, whose files hold the prefill GEMMs;
+// every path gives the same bits.
+template <MatmulRowsFn Rest>
+void matmul_rows_q6_k_decode_first(const MatmulJob &job, int64_t r0, int64_t r1) {
+    if (job.n_tokens == 1) return matmul_rows_q6_k_decode_avx512(job, r0, r1);
+    Rest(job, r0, r1);
+}
+
 const KernelTable kAvx512 = [] {
     // The AVX2 table with the VNNI/512-bit kernels in place (vec_dot.hpp says which, and why the bits
     // do not change).
@@ -66,7 +76,7 @@ const KernelTable kAvx512 = [] {
     t.matmul[kWQ8_0] = matmul_rows_q8_0_avx512;
     t.matmul[kWQ4_0] = matmul_rows_q4_0_avx512;
     t.matmul[kWQ4_K] = matmul_rows_q4_k_avx512;
-    t.matmul[kWQ6_K] = matmul_rows_q6_k_avx512;
+    t.matmul[kWQ6_K] = matmul_rows_q6_k_decode_first<matmul_rows_q6_k_avx512>;
     t.matmul[kWIQ4_NL] = matmul_rows_iq4_nl_avx512;
     t.matmul[kWIQ4_XS] = matmul_rows_iq4_xs_avx512;
     t.matmul[kWMXFP4] = matmul_rows_mxfp4_avx512;
@@ -83,7 +93,7 @@ const KernelTable kAmx = [] {
     t.matmul[kWQ8_0] = matmul_rows_q8_0_amx;
     t.matmul[kWQ4_0] = matmul_rows_q4_0_amx;
     t.matmul[kWQ4_K] = matmul_rows_q4_k_amx;
-    t.matmul[kWQ6_K] = matmul_rows_q6_k_amx;
+    t.matmul[kWQ6_K] = matmul_rows_q6_k_decode_first<matmul_rows_q6_k_amx>;
     return t;
 }();
 #endif

@@ -25,6 +25,12 @@ namespace {
 // Measured, Q8_0 288 x 160000 (46 MB): 13.8 -> 20.6 GB/s on one thread, 23 -> 40 GB/s on two; 4 KiB is
 // about DRAM latency times that rate with a margin (1 KiB: 16 GB/s, 8-16 KiB: no better).
 constexpr int64_t kPrefetchBytes = 4096;
+// Some tiles prefetch further ahead (prefetch_step's kAhead) or per row (prefetch_rows), chosen per tile
+// by measurement (docs/benchmarks.md, third pass of issue 22; AVX-512 Xeon VM, TinyLlama-shaped decode
+// at 2 threads, tokens/s; medians of 3): AVX-512 Q4_0 4 KiB 41.6, 8 KiB 43.3, per row 39.8 (in another
+// window 4 KiB 42.1, 8 KiB 42.2, 12 KiB 43.4, 16 KiB 41.9);
+// Q8_0 4 KiB 20.5, 12 KiB 23.4, per row 24.6; Q4_K's AVX-512 tile 4 KiB 34.7, 8 KiB 31.3, 12 KiB 30.3,
+// per row no different from 4 KiB.
 
 // Whether a tile (tokens t0 .. t0 + T - 1) streams its weights from memory: in decode, and in the first
 // token group of a small batch (a few sequences decoding together, a speculative verification of up to
@@ -34,12 +40,36 @@ constexpr int64_t kPrefetchBytes = 4096;
 inline bool streams(const MatmulJob &job, int T, int64_t t0) { return T == 1 || (t0 == 0 && job.n_tokens <= 2 * kTokTile); }
 
 // Prefetches the lines a tile of R rows consumes at step `step`, when each row consumes `bytes` per
-// step, kPrefetchBytes ahead of `row0`. Prefetches never fault, so running past the end is harmless.
-template <int R, int bytes>
+// step, kAhead bytes ahead of `row0`. Prefetches never fault, so running past the end is harmless.
+template <int R, int bytes, int64_t kAhead = kPrefetchBytes>
 inline void prefetch_step(const void *row0, int64_t step) {
-    const char *p = static_cast<const char *>(row0) + kPrefetchBytes + step * (R * bytes);
+    const char *p = static_cast<const char *>(row0) + kAhead + step * (R * bytes);
 #pragma GCC unroll 8
     for (int k = 0; k <= R * bytes / 64; ++k) _mm_prefetch(p + 64 * k, _MM_HINT_T0);
+}
+
+// A prefetch into L1 that the compiler keeps: GCC 12 dropped every _mm_prefetch (__builtin_prefetch)
+// of prefetch_rows, whose address depends on a comparison, from the tiles.
+inline void prefetch_l1(const char *p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
+
+// prefetch_step as one stream per row: for each of the R rows of a tile (row_bytes apart from row0), the
+// lines that row consumes at step `step` (`bytes` per step), kPrefetchRowBytes ahead of it; past the
+// row's end, in the same row of the next tile (R rows on), which a contiguous row range reads next.
+// Every row gets the same lead, where prefetch_step's single stream ahead of the tile's first row leaves
+// the last rows of a long tile (Q8_0 at 2048 inputs: 4 rows are 8.5 KiB) starting with little or none.
+// `ember-bandwidth 2 512 rows` (4 rows side by side, 1152-byte rows, two cores): no prefetch 32.7 GB/s,
+// the tile's stream 4 KiB ahead 32.1, 2 KiB ahead of every row 38.7 (1 KiB 37.5, 4 KiB 36.9).
+constexpr int64_t kPrefetchRowBytes = 2048;
+template <int R, int bytes>
+inline void prefetch_rows(const void *row0, size_t row_bytes, int64_t step) {
+    const int64_t rb = static_cast<int64_t>(row_bytes);
+    int64_t off = step * bytes + kPrefetchRowBytes;
+    if (off >= rb) off += (R - 1) * rb;
+    const char *p = static_cast<const char *>(row0) + off;
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+        for (int k = 0; k <= bytes / 64; ++k) prefetch_l1(p + i * rb + 64 * k);
 }
 
 // One fp16 field (a scale, a min) of block b of R rows, as floats in lanes 0..R-1: the halves are

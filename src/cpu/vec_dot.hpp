@@ -165,7 +165,8 @@ void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 // AVX-512 (F, BW, VL, DQ) + VNNI variants (*_avx512.cpp); call only when the CPU has them. The level's
 // table is the AVX2 one with these in place: prefill of Q4_0, Q8_0, Q4_K and Q6_K on 16-row panels with
 // VPDPBUSD (matmul_panel_avx512.cpp; Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 through Q6_K's panel), Q8_0's
-// row tiles and Q4_0's decode tile with VPDPBUSD (vec_dot_avx512.cpp), the table formats' row tiles with
+// row tiles and Q4_0's decode tile with VPDPBUSD (vec_dot_avx512.cpp), Q4_K's and Q6_K's decode tiles with
+// VPDPBUSD (vec_dot_k_avx512.cpp), the table formats' row tiles with
 // VPDPBUSD (vec_dot_b32_avx512.cpp). Each gives the bits of its AVX2 twin, so the two levels agree
 // exactly.
 void matmul_rows_q8_0_avx512(const MatmulJob &, int64_t, int64_t);
@@ -174,6 +175,7 @@ void matmul_rows_q4_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q6_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q4_0_decode_avx512(const MatmulJob &, int64_t, int64_t);  // one token only
 void matmul_rows_q4_k_decode_avx512(const MatmulJob &, int64_t, int64_t);  // one token only (vec_dot_k_avx512.cpp)
+void matmul_rows_q6_k_decode_avx512(const MatmulJob &, int64_t, int64_t);  // one token only (vec_dot_k_avx512.cpp)
 void matmul_rows_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);  // vec_dot_b32_avx512.cpp
 void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);

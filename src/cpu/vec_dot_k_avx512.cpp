@@ -1,17 +1,19 @@
-// vec_dot_k_avx512.cpp — the AVX-512 level's Q4_K decode tile (one token). Compiled with the AVX-512
-// flags and reached only through the kernel table after the CPU check (cpu_features.cpp).
+// vec_dot_k_avx512.cpp — the AVX-512 level's Q4_K and Q6_K decode tiles (one token). Compiled with the
+// AVX-512 flags and reached only through the kernel table after the CPU check (cpu_features.cpp).
 //
-// Why: the AVX2 tile (vec_dot_k_avx2.cpp) runs out of instructions, not of memory, in decode: per
+// Why: the AVX2 tiles (vec_dot_k_avx2.cpp) run out of instructions, not of memory, in decode. Q4_K: per
 // 32-weight sub-block and row a load, a nibble split, a maddubs and a share of the 16-bit horizontal
 // adds, ~33 micro-ops per sub-block of 4 rows (measured 18 GB/s of weights per core from cache, where a
 // core streams 16 GB/s from memory, so two threads cannot keep the memory busy). Here a 512-bit vector
 // holds a row's two sub-blocks that share 32 bytes of codes (low and high nibbles, the activations lie
 // the same way), one VPDPBUSD forms their products and sums of 4, and a shuffle-and-add transpose
 // (Q4_0's, vec_dot_avx512.cpp) reduces 4 rows to one exact integer per row and sub-block. After that the
-// AVX2 tile's float operations, in its order, on the same scales (vec_dot_k_x86.hpp): the same bits.
+// AVX2 tile's float operations, in its order, on the same scale products (q4_k_scales4): the same bits.
+// Q6_K likewise (see q6_k_decode_tile): its AVX2 tile was the slowest per byte of TinyLlama Q4_K_M's
+// decode, ~15 GB/s for two threads.
+#include "core/dtype.hpp"
 #include "cpu/matmul_avx2.hpp"
 #include "cpu/vec_dot.hpp"
-#include "cpu/vec_dot_k_x86.hpp"
 
 #include <immintrin.h>
 
@@ -19,34 +21,81 @@ namespace ember::cpu::detail {
 
 namespace {
 
+// The totals of 4 rows' 4 lanes in each 128-bit quarter: quarter q of the result holds row i's total of
+// its quarter q in lane i.
+inline __m512i quarter_totals4(const __m512i (&p)[4]) {
+    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+    const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+
 // The totals of 4 rows' 16 lanes, per 8-lane half: the low half's sub-block in the result's first
 // quarter, the high half's in its third (row i in lane i of each).
 inline __m512i row_totals4(const __m512i (&p)[4]) {
-    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
-    const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
-    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+    const __m512i u = quarter_totals4(p);
     return _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+// 4 rows' d * sc_j * d_x(j) and dmin * m_j for super-block s: dsx[j][i], dmn[j][i] (row i, sub-block j),
+// the products the AVX2 tile forms (vec_dot_k_x86.hpp's q4_k_scales, then times d_x), from all 4 rows at
+// once. The 16 bytes at the start of each row's block (d, dmin, the 12 scale bytes) are transposed
+// bytewise, so that each byte position of the block holds the 4 rows side by side, and
+// k_scale_min's bit operations (quant_k.hpp) act on those vectors: the 6-bit values come out in
+// [sub-block][row] order, ready to widen. That costs about a quarter of unpacking each row's scales
+// and transposing the floats (q4_k_scales), which was half of this tile's instructions: 16.0 -> 21.2 GB/s
+// of weights on one core from cache (2048 x 2048), TinyLlama-shaped Q4_K_M decode 31.2 -> 34.8 tokens/s.
+inline void q4_k_scales4(const BlockQ4_K *const (&w)[4], int64_t s, const float *xd, float (&dsx)[8][4], float (&dmn)[8][4]) {
+    __m128i b[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) b[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&w[i][s]));
+    const __m128i a01 = _mm_unpacklo_epi8(b[0], b[1]), c01 = _mm_unpackhi_epi8(b[0], b[1]);
+    const __m128i a23 = _mm_unpacklo_epi8(b[2], b[3]), c23 = _mm_unpackhi_epi8(b[2], b[3]);
+    const __m128i t0 = _mm_unpacklo_epi16(a01, a23);  // bytes 0..3: d, dmin (low, high bytes)
+    const __m128i t1 = _mm_unpackhi_epi16(a01, a23);  // scales[0..3]
+    const __m128i t2 = _mm_unpacklo_epi16(c01, c23);  // scales[4..7]
+    const __m128i t3 = _mm_unpackhi_epi16(c01, c23);  // scales[8..11]
+    const __m128i m3f = _mm_set1_epi8(0x3f), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
+    const __m128i sc_lo = _mm_and_si128(t1, m3f), m_lo = _mm_and_si128(t2, m3f);
+    const __m128i sc_hi = _mm_or_si128(_mm_and_si128(t3, m0f), _mm_and_si128(_mm_srli_epi16(t1, 2), m30));
+    const __m128i m_hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(t3, 4), m0f), _mm_and_si128(_mm_srli_epi16(t2, 2), m30));
+    // The 4 rows' d and dmin as halves (low byte, high byte interleaved), then floats in each 128-bit lane.
+    const __m128 d = _mm_cvtph_ps(_mm_unpacklo_epi8(t0, _mm_srli_si128(t0, 4)));
+    const __m128 dmin = _mm_cvtph_ps(_mm_unpacklo_epi8(_mm_srli_si128(t0, 8), _mm_srli_si128(t0, 12)));
+    const __m512 d16 = _mm512_broadcast_f32x4(d), dmin16 = _mm512_broadcast_f32x4(dmin);
+    // d_x of sub-block j in lanes 4j .. 4j + 3.
+    const __m256 x8 = _mm256_loadu_ps(xd);
+    const __m512i lo_idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(4));
+    const __m512 x16 = _mm512_castps256_ps512(x8);
+    auto widen = [](__m128i bytes) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)); };
+    // (float(sc) * d) * d_x: the AVX2 tile's two products, in its order.
+    _mm512_store_ps(&dsx[0][0], _mm512_mul_ps(_mm512_mul_ps(widen(sc_lo), d16), _mm512_permutexvar_ps(lo_idx, x16)));
+    _mm512_store_ps(&dsx[4][0], _mm512_mul_ps(_mm512_mul_ps(widen(sc_hi), d16), _mm512_permutexvar_ps(hi_idx, x16)));
+    _mm512_store_ps(&dmn[0][0], _mm512_mul_ps(widen(m_lo), dmin16));
+    _mm512_store_ps(&dmn[4][0], _mm512_mul_ps(widen(m_hi), dmin16));
 }
 
 // Rows r .. r + 3, one token.
 void q4_k_decode_tile(const MatmulJob &job, int64_t r) {
     constexpr int R = 4;
     const int64_t nsb = job.n_in / QK_K;
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);  // the upper copy's high nibbles
+    // The lower copy of the 32 code bytes keeps its low nibbles, the upper copy its high nibbles in
+    // place (16 x the code: no shift per row); its totals are divided by 16 after the transpose, once
+    // for 4 rows, which is exact (every product is a multiple of 16).
+    const long long lo = 0x0f0f0f0f0f0f0f0fLL, hi = static_cast<long long>(0xf0f0f0f0f0f0f0f0ULL);
+    const __m512i nibbles = _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo);
     const TileOperands<BlockQ4_K, R, 1> op(job, r, 0);
     const auto &w = op.w;
     __m128 acc = _mm_setzero_ps();
-    alignas(16) float dsc[8][4], dmn[8][4];  // [sub-block][row]: d * sc_j, dmin * m_j
+    alignas(64) float dsx[8][4], dmn[8][4];  // [sub-block][row]: d * sc_j * d_x(j), dmin * m_j
     for (int64_t s = 0; s < nsb; ++s) {
         prefetch_step<R, sizeof(BlockQ4_K)>(w[0], s);
         alignas(32) float xm[8];  // d_x * sum x per activation block, as the AVX2 tile forms it
         _mm256_store_ps(xm, _mm256_mul_ps(_mm256_loadu_ps(op.xd[0] + 8 * s), _mm256_loadu_ps(op.xs[0] + 8 * s)));
-        q4_k_scales<R>(w, s, dsc, dmn);
+        q4_k_scales4(w, s, op.xd[0] + 8 * s, dsx, dmn);
         // Sub-block j's scale and min applied to its 4 integers, as the AVX2 tile does.
         auto apply = [&](int j, __m128i ints) {
-            const __m128 f = _mm_cvtepi32_ps(ints);
-            acc = _mm_fmadd_ps(f, _mm_mul_ps(_mm_load_ps(dsc[j]), _mm_broadcast_ss(op.xd[0] + 8 * s + j)), acc);
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(ints), _mm_load_ps(dsx[j]), acc);
             acc = _mm_fnmadd_ps(_mm_load_ps(dmn[j]), _mm_broadcast_ss(&xm[j]), acc);
         };
 #pragma GCC unroll 4
@@ -56,11 +105,89 @@ void q4_k_decode_tile(const MatmulJob &job, int64_t r) {
 #pragma GCC unroll 4
             for (int i = 0; i < R; ++i) {
                 const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qs + 32 * g)));
-                p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srlv_epi64(v, shift), low4), xv);
+                p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, nibbles), xv);
             }
             const __m512i tot = row_totals4(p);
             apply(2 * g, _mm512_castsi512_si128(tot));
-            apply(2 * g + 1, _mm512_extracti32x4_epi32(tot, 2));
+            apply(2 * g + 1, _mm_srai_epi32(_mm512_extracti32x4_epi32(tot, 2), 4));
+        }
+    }
+    const __m128 accs[1] = {acc};
+    store_lanes<R, 1>(job, r, 0, accs);
+}
+
+// Q6_K, rows r .. r + 3, one token. value = d * scale_k * (code - 32), one signed 8-bit scale per 16
+// elements. The AVX2 tile forms, per row and activation block, the exact integer
+// sum_k scale_k * sum_l (code_l - 32) x_l over the block's two 16-element halves, converts it and applies
+// d * d_x with one multiply and one FMA per block, in block order. Here: one row's two activation
+// blocks (64 codes) in a 512-bit vector, one VPDPBUSD for sum code * x in sums of 4, the 4 rows
+// transposed so that each 128-bit quarter (one 16-element half) holds the 4 rows' totals of that half,
+// the half's sum of 32 x (one VPDPBUSD shared by the rows) taken off, the scales applied with one 32-bit
+// multiply for 4 rows x 4 halves, and the two halves of each block added: the same integers (|half| <=
+// 16 * 32 * 127, times |scale| <= 128: far inside 32 bits), then the AVX2 tile's float operations.
+void q6_k_decode_tile(const MatmulJob &job, int64_t r) {
+    constexpr int R = 4;
+    const int64_t nsb = job.n_in / QK_K;
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i top2 = _mm512_set1_epi8(0x30);
+    const __m512i c32 = _mm512_set1_epi8(32);
+    // Activation block kb = 4h + k takes bits 2k, 2k + 1 of qh[32h ..] as its code's bits 4, 5. A vector
+    // holds blocks k, k + 1 (k = 0 or 2) in its lower and upper 256 bits, so the shift differs per half
+    // (what crosses a byte boundary is masked off by top2).
+    const __m512i qh_left01 = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);   // k = 0, 1: bits 0,1 / 2,3 up to 4,5
+    const __m512i qh_right23 = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);  // k = 2, 3: bits 4,5 stay / 6,7 down
+    const TileOperands<BlockQ6_K, R, 1> op(job, r, 0);
+    const auto &w = op.w;
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t s = 0; s < nsb; ++s) {
+        prefetch_step<R, sizeof(BlockQ6_K)>(w[0], s);
+        const __m128 dw = load_halves<BlockQ6_K, R>(w, s, &BlockQ6_K::d);
+        // scl[m], lane 4q + i: row i's scale of 16-element half 4m + q (the halves of blocks 2m, 2m + 1),
+        // the 4 rows' 16 scales transposed bytewise, then widened.
+        __m512i scl[4];
+        {
+            __m128i sr[R];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; ++i) sr[i] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w[i][s].scales));
+            const __m128i a = _mm_unpacklo_epi8(sr[0], sr[1]), b = _mm_unpackhi_epi8(sr[0], sr[1]);
+            const __m128i c = _mm_unpacklo_epi8(sr[2], sr[3]), d = _mm_unpackhi_epi8(sr[2], sr[3]);
+            scl[0] = _mm512_cvtepi8_epi32(_mm_unpacklo_epi16(a, c));
+            scl[1] = _mm512_cvtepi8_epi32(_mm_unpackhi_epi16(a, c));
+            scl[2] = _mm512_cvtepi8_epi32(_mm_unpacklo_epi16(b, d));
+            scl[3] = _mm512_cvtepi8_epi32(_mm_unpackhi_epi16(b, d));
+        }
+        auto apply = [&](int kb, __m128i ints) {  // as the AVX2 tile applies block kb's scales
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(ints), _mm_mul_ps(dw, _mm_broadcast_ss(op.xd[0] + 8 * s + kb)), acc);
+        };
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            __m512i ql[R], qh[R];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; ++i) {
+                ql[i] = _mm512_loadu_si512(w[i][s].ql + 64 * h);
+                qh[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qh + 32 * h)));
+            }
+#pragma GCC unroll 2
+            for (int hi = 0; hi < 2; ++hi) {  // k = 2 hi, 2 hi + 1: blocks kb = 4h + 2hi, + 1
+                const int m = 2 * h + hi;
+                const __m512i xv = _mm512_loadu_si512(op.xq[0] + s * QK_K + 64 * m);
+                __m512i p[R];
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) {
+                    const __m512i lo = hi ? _mm512_srli_epi64(ql[i], 4) : ql[i];
+                    const __m512i hb = hi ? _mm512_srlv_epi64(qh[i], qh_right23) : _mm512_sllv_epi64(qh[i], qh_left01);
+                    const __m512i code = _mm512_or_si512(_mm512_and_si512(lo, low4), _mm512_and_si512(hb, top2));
+                    p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), code, xv);
+                }
+                // Every lane: the total of 32 x over its quarter.
+                __m512i off = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c32, xv);
+                off = _mm512_add_epi32(off, _mm512_shuffle_epi32(off, _MM_PERM_BADC));
+                off = _mm512_add_epi32(off, _mm512_shuffle_epi32(off, _MM_PERM_CDAB));
+                const __m512i t = _mm512_mullo_epi32(_mm512_sub_epi32(quarter_totals4(p), off), scl[m]);
+                const __m512i v = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+                apply(2 * m, _mm512_castsi512_si128(v));
+                apply(2 * m + 1, _mm512_extracti32x4_epi32(v, 2));
+            }
         }
     }
     const __m128 accs[1] = {acc};
@@ -73,6 +200,12 @@ void matmul_rows_q4_k_decode_avx512(const MatmulJob &job, int64_t r0, int64_t r1
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) q4_k_decode_tile(job, r);
     if (r < r1) matmul_rows_q4_k_avx2(job, r, r1);  // the last rows one by one, with the same bits
+}
+
+void matmul_rows_q6_k_decode_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) q6_k_decode_tile(job, r);
+    if (r < r1) matmul_rows_q6_k_avx2(job, r, r1);
 }
 
 } // namespace ember::cpu::detail

@@ -1,6 +1,6 @@
-// vec_dot_k_x86.hpp — what the Q4_K row tiles of the AVX2 level (vec_dot_k_avx2.cpp) and the AVX-512
-// level's decode tile (vec_dot_k_avx512.cpp) share: a super-block's scales and mins as floats, laid out
-// with row i in lane i. One copy, so that both levels apply the same float products (the same bits).
+// vec_dot_k_x86.hpp — the Q4_K row tiles' (vec_dot_k_avx2.cpp) super-block scales and mins as floats,
+// laid out with row i in lane i. (The AVX-512 level's decode tile forms the same products its own way,
+// q4_k_scales4 in vec_dot_k_avx512.cpp.)
 // Everything is in an anonymous namespace: each file compiles it with its own ISA flags, and an
 // ordinary inline function would be merged across them by the linker (see simd_avx2.hpp).
 #pragma once

@@ -40,7 +40,8 @@ struct Q8_0T {
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
-            if (streams(job, T, t0)) prefetch_step<R, sizeof(BlockQ8_0)>(op.w[0], b);
+            // One prefetch stream per row (matmul_avx2.hpp): a 4-row tile spans 8.5 KiB at 2048 inputs.
+            if (streams(job, T, t0)) prefetch_rows<R, sizeof(BlockQ8_0)>(op.w[0], job.row_bytes, b);
             const __m128 dw = load_halves<BlockQ8_0, R>(op.w, b, &BlockQ8_0::d);
             __m256i wv[R], aw[R];
 #pragma GCC unroll 4
