@@ -60,40 +60,58 @@ bool is_quantized(WeightKind k) { return k >= detail::kWQ8_0; }
 // Scratch layout for n_tokens quantized rows of n_in: int8 values, then per-block scales, per-block
 // sums and their products d * sum, each 64-byte aligned (one function, so the memory estimate and the
 // kernel agree).
+size_t round64(size_t n) { return (n + 63) & ~size_t{63}; }
+
+// The quantized activations' arrays, writable (the kernels get them as a QuantActs).
+struct ActArrays {
+    int8_t *qs;
+    float *d, *sum, *dsum;
+    int64_t nb;
+    QuantActs view() const { return QuantActs{qs, d, sum, nb, dsum}; }
+};
+
 struct ActLayout {
     size_t qs_bytes, d_bytes;  // the sums and products take d_bytes each too
     size_t total() const { return qs_bytes + 3 * d_bytes + 64; }
+    // The arrays at a 64-byte aligned base (aligned loads of qs rows); they end at base + total() - 64.
+    ActArrays at(uint8_t *base, int64_t nb) const {
+        return ActArrays{reinterpret_cast<int8_t *>(base), reinterpret_cast<float *>(base + qs_bytes),
+                         reinterpret_cast<float *>(base + qs_bytes + d_bytes),
+                         reinterpret_cast<float *>(base + qs_bytes + 2 * d_bytes), nb};
+    }
 };
 ActLayout act_layout(int64_t n_in, int64_t n_tokens) {
     const int64_t nb = n_in / 32;
-    auto round64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
     return {round64(static_cast<size_t>(n_tokens * n_in)), round64(static_cast<size_t>(n_tokens * nb) * sizeof(float))};
 }
 
-// Quantizes n_tokens rows of n_in floats into scratch (layout in vec_dot.hpp). The scratch buffer only
-// ever grows, so a steady decode loop allocates nothing.
+// At least `bytes` of scratch, 64-byte aligned. The scratch buffer only ever grows, so a steady decode
+// loop allocates nothing.
+uint8_t *scratch_at(Scratch &scratch, size_t bytes) {
+    const auto addr = reinterpret_cast<uintptr_t>(scratch.get(bytes));
+    return reinterpret_cast<uint8_t *>((addr + 63) & ~uintptr_t{63});
+}
+
+// Row `row` of xq (n_in wide) = x quantized, with its blocks' d * sum.
+void quantize_row(const KernelTable &k, const float *x, int64_t n_in, const ActArrays &xq, int64_t row) {
+    const int64_t nb = xq.nb;
+    k.quantize_acts(x, n_in, xq.qs + row * n_in, xq.d + row * nb, xq.sum + row * nb);
+    for (int64_t b = row * nb; b < (row + 1) * nb; ++b) xq.dsum[b] = xq.d[b] * xq.sum[b];
+}
+
+// Quantizes n_tokens rows of n_in floats into scratch (layout in vec_dot.hpp).
 QuantActs quantize_input(ThreadPool &pool, Scratch &scratch, const KernelTable &k, const float *x, int64_t n_in,
                          int64_t n_tokens) {
-    const int64_t nb = n_in / 32;
     const ActLayout lay = act_layout(n_in, n_tokens);
-    const size_t qs_bytes = lay.qs_bytes, d_bytes = lay.d_bytes;
-    auto addr = reinterpret_cast<uintptr_t>(scratch.get(lay.total()));
-    auto *base = reinterpret_cast<uint8_t *>((addr + 63) & ~uintptr_t{63});  // aligned loads of qs rows
-    auto *qs = reinterpret_cast<int8_t *>(base);
-    auto *d = reinterpret_cast<float *>(base + qs_bytes);
-    auto *sum = reinterpret_cast<float *>(base + qs_bytes + d_bytes);
-    auto *dsum = reinterpret_cast<float *>(base + qs_bytes + 2 * d_bytes);
+    const ActArrays xq = lay.at(scratch_at(scratch, lay.total()), n_in / 32);
     auto rows = [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-            k.quantize_acts(x + t * n_in, n_in, qs + t * n_in, d + t * nb, sum + t * nb);
-            for (int64_t b = t * nb; b < (t + 1) * nb; ++b) dsum[b] = d[b] * sum[b];
-        }
+        for (int64_t t = t0; t < t1; ++t) quantize_row(k, x + t * n_in, n_in, xq, t);
     };
     if (pool.size() > 1 && n_tokens > 1 && n_tokens * n_in >= kMinParallelQuant)
         pool.parallel_for(n_tokens, rows);
     else
         rows(0, n_tokens);
-    return QuantActs{qs, d, sum, nb, dsum};
+    return xq.view();
 }
 
 struct Segment {
@@ -166,22 +184,17 @@ constexpr size_t kPreciseOutBytes = size_t{4} << 20;
 void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const *w, const int *idx, int n_q,
                     const float *x, int64_t n_tokens, float *const *y, const float *const *bias) {
     const KernelTable &k = detail::kernels();
-    const int64_t n_in = w[idx[0]]->n_in, nb = n_in / 32;
+    const int64_t n_in = w[idx[0]]->n_in;
     int64_t out_total = 0;
     for (int i = 0; i < n_q; ++i) out_total += w[idx[i]]->n_out;
     const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n_tokens,
         static_cast<int64_t>(kPreciseOutBytes / (2 * sizeof(float) * static_cast<size_t>(out_total)))));
-    auto round64 = [](size_t n) { return (n + 63) & ~size_t{63}; };
     const ActLayout lay = act_layout(n_in, 2 * chunk);
     const size_t resid_bytes = round64(static_cast<size_t>(chunk * n_in) * sizeof(float));
     const size_t out_bytes = round64(static_cast<size_t>(2 * chunk * out_total) * sizeof(float));
-    auto addr = reinterpret_cast<uintptr_t>(scratch.get(lay.total() + resid_bytes + out_bytes));
-    auto *base = reinterpret_cast<uint8_t *>((addr + 63) & ~uintptr_t{63});
-    auto *qs = reinterpret_cast<int8_t *>(base);
-    auto *d = reinterpret_cast<float *>(base + lay.qs_bytes);
-    auto *sum = reinterpret_cast<float *>(base + lay.qs_bytes + lay.d_bytes);
-    auto *dsum = reinterpret_cast<float *>(base + lay.qs_bytes + 2 * lay.d_bytes);
-    auto *resid = reinterpret_cast<float *>(base + lay.qs_bytes + 3 * lay.d_bytes);
+    uint8_t *base = scratch_at(scratch, lay.total() + resid_bytes + out_bytes);
+    const ActArrays xq = lay.at(base, n_in / 32);
+    auto *resid = reinterpret_cast<float *>(base + lay.total() - 64);
     auto *out = reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(resid) + resid_bytes);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
         const int64_t c = std::min(chunk, n_tokens - t0);
@@ -189,12 +202,11 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
             for (int64_t i = a; i < b; ++i) {
                 const float *xt = x + (t0 + i) * n_in;
                 float *rt = resid + i * n_in;
-                int8_t *q0 = qs + 2 * i * n_in, *q1 = q0 + n_in;
-                float *d0 = d + 2 * i * nb, *d1 = d0 + nb, *s0 = sum + 2 * i * nb, *s1 = s0 + nb;
-                k.quantize_acts(xt, n_in, q0, d0, s0);
+                quantize_row(k, xt, n_in, xq, 2 * i);
+                const int8_t *q0 = xq.qs + 2 * i * n_in;
+                const float *d0 = xq.d + 2 * i * xq.nb;
                 for (int64_t j = 0; j < n_in; ++j) rt[j] = xt[j] - d0[j / 32] * static_cast<float>(q0[j]);
-                k.quantize_acts(rt, n_in, q1, d1, s1);
-                for (int64_t b2 = 2 * i * nb; b2 < 2 * (i + 1) * nb; ++b2) dsum[b2] = d[b2] * sum[b2];
+                quantize_row(k, rt, n_in, xq, 2 * i + 1);
             }
         };
         if (pool.size() > 1 && c > 1 && c * n_in >= kMinParallelQuant) pool.parallel_for(c, rows);
@@ -210,7 +222,7 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
             sg.job.row_bytes = wi.row_bytes;
             sg.job.n_in = n_in;
             sg.job.n_tokens = 2 * c;
-            sg.job.xq = QuantActs{qs, d, sum, nb, dsum};
+            sg.job.xq = xq.view();
             sg.job.y = out + 2 * c * at;
             sg.job.y_stride = wi.n_out;
             macs += wi.n_out * n_in * 2 * c;
