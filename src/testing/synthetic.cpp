@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <random>
+#include <thread>
 
 namespace ember {
 
@@ -60,23 +62,35 @@ DType matrix_type(const SyntheticSpec &s, Role role, uint32_t layer, uint32_t n_
 std::vector<uint8_t> encode(const std::vector<float> &w, DType type, int64_t n_in, int64_t n_out) {
     const size_t row_bytes = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
     std::vector<uint8_t> out(row_bytes * static_cast<size_t>(n_out));
-    for (int64_t r = 0; r < n_out; ++r) {
-        const float *src = w.data() + r * n_in;
-        uint8_t *dst = out.data() + static_cast<size_t>(r) * row_bytes;
-        switch (type) {
-        case DType::F32: std::memcpy(dst, src, row_bytes); break;
-        case DType::F16:
-            for (int64_t i = 0; i < n_in; ++i) reinterpret_cast<uint16_t *>(dst)[i] = fp32_to_fp16(src[i]);
-            break;
-        case DType::BF16:
-            for (int64_t i = 0; i < n_in; ++i) reinterpret_cast<uint16_t *>(dst)[i] = fp32_to_bf16(src[i]);
-            break;
-        default:
-            if (dtype_info(type).block_size == 1 || !dtype_info(type).supported)
-                fail(EMBER_ERR_UNSUPPORTED, "synthetic models cannot store %s", dtype_name(type));
-            cpu::quantize_row(type, src, dst, n_in);
+    if (type != DType::F32 && type != DType::F16 && type != DType::BF16 &&
+        (dtype_info(type).block_size == 1 || !dtype_info(type).supported))
+        fail(EMBER_ERR_UNSUPPORTED, "synthetic models cannot store %s", dtype_name(type));
+    auto rows = [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const float *src = w.data() + r * n_in;
+            uint8_t *dst = out.data() + static_cast<size_t>(r) * row_bytes;
+            switch (type) {
+            case DType::F32: std::memcpy(dst, src, row_bytes); break;
+            case DType::F16:
+                for (int64_t i = 0; i < n_in; ++i) reinterpret_cast<uint16_t *>(dst)[i] = fp32_to_fp16(src[i]);
+                break;
+            case DType::BF16:
+                for (int64_t i = 0; i < n_in; ++i) reinterpret_cast<uint16_t *>(dst)[i] = fp32_to_bf16(src[i]);
+                break;
+            default: cpu::quantize_row(type, src, dst, n_in);
+            }
         }
-    }
+    };
+    // Rows are independent, so large matrices (an 8B model's) are encoded by all cores: the bytes are the
+    // same whatever the split.
+    const int64_t n_threads = n_in * n_out >= (int64_t{1} << 22)
+                                  ? std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), 32))
+                                  : 1;
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < n_threads; ++t)
+        pool.emplace_back(rows, n_out * t / n_threads, n_out * (t + 1) / n_threads);
+    rows(0, n_out / n_threads);
+    for (auto &th : pool) th.join();
     return out;
 }
 

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# tools/gpu-lease/device.sh — what one lease of a GPU machine runs, from the repo root there, over what
+# stage.sh packed into .gpu/ (no build on the leased machine: its minutes are few). Logs go to $OUT
+# (at most 8 files come back): info.txt, ctest-cuda.log, sanitizer.log, ctest-all.log, bench.jsonl,
+# synth.log, summary.txt. Every step has its own time limit, so one hang costs that step only.
+#
+# usage: tools/gpu-lease/device.sh [STEPS]   STEPS: any of "tests sanitizer suite bench" (default: all)
+# in the order tests, suite, bench, sanitizer; EMBER_GPU_DEADLINE (s, default 420) ends it early.
+set -u
+steps=${1:-"tests sanitizer suite bench"}
+deadline=${EMBER_GPU_DEADLINE:-420}   # seconds: later steps are skipped, said so, rather than cut off
+OUT=${OUT:-/tmp/ember-gpu-out}; mkdir -p "$OUT"
+root=$PWD
+bp=$(cat .gpu/build-path)                 # the build tree's path when it was built (ctest files name it)
+src=$(dirname "$bp")
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$OUT/summary.txt"; }
+left() { [ $(( deadline - ($(date +%s) - t0) )) -ge "$1" ]; }  # at least $1 s before the deadline
+has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# The build tree's absolute paths resolve here: the source dir is this checkout, ../shared beside it.
+if [ "$root" != "$src" ]; then mkdir -p "$(dirname "$src")"; [ -e "$src" ] || ln -s "$root" "$src"; fi
+if [ ! -x "$bp/tests/test_parity" ]; then
+  mkdir -p "$root/$(basename "$bp")" && xz -dc .gpu/build.tar.xz | tar xf - -C "$root/$(basename "$bp")"
+fi
+shared=$(dirname "$src")/shared
+if [ -f .gpu/shared-models.tar.xz ] && [ ! -d "$shared/models/stories260K" ]; then
+  mkdir -p "$shared" && xz -T0 -dc .gpu/shared-models.tar.xz | tar xf - -C "$shared"
+  ln -sf "$root/models/stories15M-q8_0.gguf" "$shared/models/stories15M/stories15M-q8_0.gguf"
+fi
+export LD_LIBRARY_PATH="$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuBLASLt (dlopen'ed by the module) and compute-sanitizer: wherever this image keeps them.
+lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda*/targets/x86_64-linux/lib/libcublasLt.so.13 2>/dev/null | head -1)
+[ -n "$lt" ] || lt=$(find / -xdev -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+[ -n "$lt" ] && export EMBER_CUBLASLT=$lt
+san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+export EMBER_BACKEND_DIR=$bp
+stamp "root=$root build=$bp cublasLt=${lt:-none} sanitizer=${san:-none}"
+
+{ date -u; uname -a; nproc; nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+  "$bp/bench/ember-cuda-bench" bandwidth 4096; } > "$OUT/info.txt" 2>&1
+stamp "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1); $(grep copy_gb_s "$OUT/info.txt" | tail -1)"
+
+# The 8B-shaped models take minutes of one core each to write: start them now, beside the tests.
+models=/tmp/ember-gpu-models; mkdir -p "$models"
+if has bench; then
+  for ty in q4_0 q4_k_m q8_0; do
+    [ -s "$models/llama3-8b-$ty.gguf" ] || (nice "$bp/bench/ember-synth" --preset llama3-8b --type $ty --ctx 8192 \
+        -o "$models/llama3-8b-$ty.gguf.part" >> "$OUT/synth.log" 2>&1 && mv "$models/llama3-8b-$ty.gguf.part" "$models/llama3-8b-$ty.gguf") &
+  done
+fi
+
+if has tests; then
+  (cd "$bp" && timeout 180 ctest -R 'cuda|parity|window' -j6 --timeout 100 --output-on-failure) > "$OUT/ctest-cuda.log" 2>&1
+  stamp "cuda tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest-cuda.log" | tail -1)"
+  grep -E '^\s*[0-9]+/[0-9]+ Test' "$OUT/ctest-cuda.log" | grep -v ' Passed' | tee -a "$OUT/summary.txt" | head -20
+fi
+
+if has suite; then
+  (cd "$bp" && timeout 120 ctest -j12 --timeout 110 -E 'binding|snippets_(csharp|rust|go)' --output-on-failure) > "$OUT/ctest-all.log" 2>&1
+  stamp "suite: $(grep -E 'tests passed|tests failed' "$OUT/ctest-all.log" | tail -1)"
+  sed -n '/The following tests/,$p' "$OUT/ctest-all.log" | head -30 | tee -a "$OUT/summary.txt"
+fi
+
+if has bench; then
+  e="$bp/tools/ember/ember"; cb="$bp/bench/ember-cuda-bench"
+  { "$cb" attention 4096 32 8 128 f16; "$cb" attention 4096 32 8 128 q8_0; } >> "$OUT/bench.jsonl" 2> >(tail -5 >> "$OUT/summary.txt")
+  wait  # the models
+  stamp "models: $(ls -la $models | tail -n +2 | awk '{print $5, $9}' | tr '\n' ' ')"
+  for ty in q4_0 q4_k_m q8_0; do
+    m="$models/llama3-8b-$ty.gguf"; [ -s "$m" ] || { stamp "no model $m"; continue; }
+    for args in "-p 512 -n 128" "--parallel 16 -p 512 -n 128" "-p 4096 -n 16 -c 4352"; do
+      left 60 || { stamp "skipped (deadline): bench $ty $args"; continue; }
+      r=$(timeout 60 "$e" bench -m "$m" --backend cuda $args 2>>"$OUT/summary.txt" | grep '^{' | tail -1)
+      echo "{\"type\":\"$ty\",\"args\":\"$args\",\"result\":${r:-null}}" >> "$OUT/bench.jsonl"
+      stamp "bench $ty $args: ${r:0:300}"
+    done
+  done
+fi
+if has sanitizer && [ -n "$san" ] && left 120; then
+  { echo "== memcheck: test_parity cuda"; timeout 150 "$san" --tool memcheck --error-exitcode 9 --print-limit 20 "$bp/tests/test_parity" cuda; echo "rc=$?"
+    echo "== racecheck: test_parity cuda (attention kernels among the rest)"; timeout 80 "$san" --tool racecheck --error-exitcode 9 --print-limit 20 "$bp/tests/test_parity" cuda; echo "rc=$?"
+  } > "$OUT/sanitizer.log" 2>&1
+  stamp "sanitizer: $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tr '\n' ' ')"
+fi
+
+stamp "done"
