@@ -47,7 +47,7 @@ __global__ void k_attn_split(AttnArgs a, AttnExt x) {
     const int hd = a.head_dim;
     const int head_off = (h / (a.n_head / a.n_head_kv)) * hd;
     const int32_t n_keys = a.pos[t] + 1;
-    const KeyRange r = split_range_from(window_first(a.pos[t], x.window), n_keys, a.n_splits, split);
+    const KeyRange r = split_keys_range(window_first(a.pos[t], x.window), n_keys, a.split_keys, split, false);
     const int32_t *table = a.tables + a.tab_off[t];
     const float *qr = a.q + (static_cast<int64_t>(t) * a.n_head + h) * hd;
     float q[DPL], acc[DPL];
@@ -92,7 +92,10 @@ __global__ void k_attn_split(AttnArgs a, AttnExt x) {
 // memory (as f32, rows padded to head_dim + 1 floats against bank conflicts); each lane scores one key
 // (its own dot product over the query in shared memory), the warp takes the tile's maximum and sum
 // (one rescale per tile, FlashAttention-2 style), and every lane accumulates its dimensions over the
-// tile's 32 weights, broadcast by shuffles. Keys past a token's position are masked.
+// tile's 32 weights, broadcast by shuffles. Keys past a token's position (or before its window) are
+// masked, and a tile no key of which a token sees leaves that token's state untouched: with tiles at
+// absolute multiples of 32, a token's result is the same bits whichever tokens share its block.
+// The tokens of a tile share one block table, long enough for the tile's last position (tab_off[t0]).
 template <bool Q8>
 __global__ void k_attn_tiled(AttnArgs a, AttnExt x) {
     extern __shared__ float sm[];
@@ -114,7 +117,7 @@ __global__ void k_attn_tiled(AttnArgs a, AttnExt x) {
     }
     const int32_t my_keys = valid ? a.pos[t] + 1 : 0, my_first = valid ? window_first(a.pos[t], x.window) : 0;
     const int32_t *table = a.tables + a.tab_off[t0];
-    const KeyRange r = split_range_from(tile_first, tile_keys, a.n_splits, split);
+    const KeyRange r = split_keys_range(tile_first, tile_keys, a.split_keys, split, true);
     const int head_off = kvh * hd;
     float m = -INFINITY, l = 0.0f, acc[kMaxHeadDim / 32 / 2];  // head_dim <= 128: 4 dims per lane
 #pragma unroll

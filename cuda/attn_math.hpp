@@ -13,41 +13,39 @@
 
 namespace ember::cu {
 
-// Keys [begin, end) of split `i` of `n_splits` over n_keys keys: equal ranges of whole 32-key tiles, so
-// a warp's loads start aligned to a tile; trailing splits may be empty (begin >= end) at short contexts.
+// Keys [begin, end) of a split. Splits are fixed ranges of absolute positions, `split_keys` each (a
+// multiple of 32), and the tiled kernel's 32-key tiles start at absolute multiples of 32: so which keys
+// a query folds together, and in what order, depends on its own position alone, never on the other
+// tokens of the pass or their number. That makes attention batch-invariant (a prompt's logits are the
+// same bits evaluated whole, in chunks or one token at a time, as the CPU's), which state restore,
+// speculative decoding and batching rely on.
 struct KeyRange {
     int32_t begin, end;
 };
-EMBER_HD KeyRange split_range(int32_t n_keys, int32_t n_splits, int32_t i) {
-    const int32_t tiles = (n_keys + 31) / 32;
-    const int32_t per = (tiles + n_splits - 1) / n_splits;
-    int32_t b = i * per * 32, e = b + per * 32;
-    if (e > n_keys) e = n_keys;
-    if (b > n_keys) b = n_keys;
-    return {b, e};
-}
-
-// Split i of the keys [first, n_keys) (a sliding window's): split_range over the window, shifted.
-EMBER_HD KeyRange split_range_from(int32_t first, int32_t n_keys, int32_t n_splits, int32_t i) {
-    const KeyRange r = split_range(n_keys - first, n_splits, i);
-    return {r.begin + first, r.end + first};
-}
+EMBER_HD int32_t round_up32(int32_t n) { return (n + 31) / 32 * 32; }
 
 // The first key a query at position pos sees under a sliding window of `window` positions (0: none).
 EMBER_HD int32_t window_first(int32_t pos, int32_t window) {
     return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
 }
 
-// How many splits a pass uses: enough (token, head, split) items to fill the device for few tokens,
-// one split per query once the queries alone do, and never more than the partials buffer holds
-// (capacity in partial rows).
-EMBER_HD int32_t choose_splits(int32_t n_tokens, int32_t n_head, int32_t max_keys, int32_t capacity_rows) {
-    int32_t s = 1;
-    const int32_t tiles = (max_keys + 31) / 32;
-    while (s < 32 && s * 2 <= tiles && n_tokens * n_head * s * 2 <= 1024 && n_tokens * n_head * s * 2 <= capacity_rows)
-        s *= 2;
-    return s;
+// Split i of the keys [first, n_keys): the part of [i * split_keys, (i + 1) * split_keys) inside them,
+// its start moved down to a multiple of 32 (`align`, the tiled kernel, which masks keys before `first`
+// itself) or not (the per-query kernel). Empty (begin >= end) where the split lies outside the keys.
+EMBER_HD KeyRange split_keys_range(int32_t first, int32_t n_keys, int32_t split_keys, int32_t i, bool align) {
+    int32_t b = i * split_keys, e = b + split_keys;
+    const int32_t f = align ? first / 32 * 32 : first;
+    if (b < f) b = f;
+    if (e > n_keys) e = n_keys;
+    return {b, e};
 }
+
+// Splits of split_keys positions that cover n_keys keys.
+EMBER_HD int32_t splits_for(int32_t n_keys, int32_t split_keys) { return n_keys <= 0 ? 1 : (n_keys + split_keys - 1) / split_keys; }
+
+// Keys per split in a context's passes: fixed (see above); 8 tiles, so a decode step at 4k positions
+// has 16 splits per head to spread over the device.
+constexpr int32_t kAttnSplitKeys = 256;
 
 // A partial result: running maximum m of the scaled scores, l = sum exp(s - m), acc = sum exp(s - m) v.
 // An empty split has l == 0 (and m = -inf). Combining rescales each by exp(m_i - M), M = max m_i.

@@ -5,6 +5,7 @@
 // are 16-byte aligned). Every launcher enqueues on `s` and never synchronizes.
 #pragma once
 
+#include "attn_math.hpp"
 #include "types.hpp"
 
 #include <cuda_runtime.h>
@@ -49,7 +50,8 @@ void rope_apply(float *x, int64_t n_tokens, int n_heads, int head_dim, int n_rot
 void kv_store(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n, uint32_t kv_type, uint8_t *cache,
               size_t row_bytes, cudaStream_t s);
 
-// Paged causal attention, flash-decoding style: each (token, head) is split into n_splits key ranges,
+// Paged causal attention, flash-decoding style: each (token, head) is split into n_splits key ranges
+// of split_keys positions,
 // each reduced with an online softmax into a partial (m, l, acc[head_dim]), then combined. The tiled
 // kernel (head_dim <= 128) shares each 32-key K/V tile, loaded once into shared memory, between the
 // heads of a GQA group and the q_tile tokens of a block; $EMBER_CUDA_ATTN=warp selects the simpler
@@ -64,7 +66,9 @@ struct AttnArgs {
     const int32_t *pos = nullptr, *tab_off = nullptr, *tables = nullptr;
     int n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
     float scale = 0;
-    int n_splits = 1;
+    // Splits of split_keys absolute positions each (attn_math.hpp: batch-invariant), n_splits of them:
+    // enough for the longest sequence the partials are for.
+    int n_splits = 1, split_keys = kAttnSplitKeys;
     // Tokens per tile of the tiled kernel: consecutive tokens that share one block table (a prompt
     // chunk of one sequence) are served by one thread block; 1 when the batch mixes sequences.
     int q_tile = 1;

@@ -12,7 +12,8 @@ namespace ember::cu {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;  // output rows per thread block
-constexpr int kMaxTok = 8;         // tokens per pass over a weight row
+constexpr int kMaxTok = 32;        // tokens per pass over a weight row (instantiated: 1..8, 16, 32)
+constexpr int kUnroll = 4;         // lane steps whose weight loads are issued together
 
 // One warp per block of 32 values, as cpu::quantize_row_q8_0: d = max|x| / 127 rounded to f16, q =
 // round-to-even(x / d_stored) clamped to ±127. __fdiv_rn/__fmul_rn keep nvcc from contracting or
@@ -31,12 +32,12 @@ __global__ void k_quantize_acts(const float *x, int64_t n_blocks, int8_t *codes,
     if (lane == 0) scales[b] = d;
 }
 
-__device__ __forceinline__ void finish_row(float (&acc)[kMaxTok], int nt, int64_t row, int64_t n_out, float *y,
-                                           const float *bias, bool accumulate) {
+template <int NT>
+__device__ __forceinline__ void finish_row(float (&acc)[NT], int64_t row, int64_t n_out, float *y, const float *bias,
+                                           bool accumulate) {
     const int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int t = 0; t < kMaxTok; ++t) {
-        if (t >= nt) break;
+    for (int t = 0; t < NT; ++t) {
         const float s = warp_sum(acc[t]);
         if (lane == 0) {
             float r = s + (bias ? bias[row] : 0.0f);
@@ -57,18 +58,28 @@ __global__ void k_gemv_q8_0(const int8_t *w, const uint16_t *ws, int64_t n_in, i
     const int64_t nb = n_in / 32, nh = n_in / 16;
     const int4 *wr = reinterpret_cast<const int4 *>(w + row * n_in);
     const uint16_t *sr = ws + row * nb;
-    float acc[kMaxTok] = {};
-    for (int64_t h = lane; h < nh; h += 32) {
-        const int4 wv = wr[h];
-        const float dw = half_bits_to_float(sr[h / 2]);
+    float acc[NT] = {};
+    // Per token the products are summed in the same order (h ascending) however the loop is cut and
+    // however many tokens share the pass: the kernels are batch-invariant.
+    auto step = [&](int64_t h, const int4 wv, float dw) {
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const int4 xv = reinterpret_cast<const int4 *>(xq + t * n_in)[h];
             const int wi[4] = {wv.x, wv.y, wv.z, wv.w}, xi[4] = {xv.x, xv.y, xv.z, xv.w};
             acc[t] += dw * xs[t * nb + h / 2] * static_cast<float>(q8_0_dot16(wi, xi));
         }
+    };
+    int64_t h = lane;
+    for (; h + 32 * (kUnroll - 1) < nh; h += 32 * kUnroll) {
+        int4 wv[kUnroll];
+        float dw[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + h + 32 * u), dw[u] = half_bits_to_float(__ldg(sr + (h + 32 * u) / 2));
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) step(h + 32 * u, wv[u], dw[u]);
     }
-    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+    for (; h < nh; h += 32) step(h, __ldg(wr + h), half_bits_to_float(__ldg(sr + h / 2)));
+    finish_row<NT>(acc, row, n_out, y, bias, accumulate);
 }
 
 // Q4_0: a lane takes a whole block: one 16-byte load of 32 nibbles (element j < 16 in the low nibble
@@ -82,10 +93,8 @@ __global__ void k_gemv_q4_0(const uint8_t *w, const uint16_t *ws, int64_t n_in, 
     const int64_t nb = n_in / 32;
     const int4 *wr = reinterpret_cast<const int4 *>(w + row * (n_in / 2));
     const uint16_t *sr = ws + row * nb;
-    float acc[kMaxTok] = {};
-    for (int64_t b = lane; b < nb; b += 32) {
-        const int4 wv = wr[b];
-        const float dw = half_bits_to_float(sr[b]);
+    float acc[NT] = {};
+    auto step = [&](int64_t b, const int4 wv, float dw) {  // b ascending per token: batch-invariant
         const int wi[4] = {wv.x, wv.y, wv.z, wv.w};
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
@@ -94,8 +103,18 @@ __global__ void k_gemv_q4_0(const uint8_t *w, const uint16_t *ws, int64_t n_in, 
             const int xl[4] = {lo.x, lo.y, lo.z, lo.w}, xh[4] = {hi.x, hi.y, hi.z, hi.w};
             acc[t] += dw * xs[t * nb + b] * static_cast<float>(q4_0_dot32(wi, xl, xh));
         }
+    };
+    int64_t b = lane;
+    for (; b + 32 * (kUnroll - 1) < nb; b += 32 * kUnroll) {
+        int4 wv[kUnroll];
+        float dw[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + b + 32 * u), dw[u] = half_bits_to_float(__ldg(sr + b + 32 * u));
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) step(b + 32 * u, wv[u], dw[u]);
     }
-    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+    for (; b < nb; b += 32) step(b, __ldg(wr + b), half_bits_to_float(__ldg(sr + b)));
+    finish_row<NT>(acc, row, n_out, y, bias, accumulate);
 }
 
 template <uint32_t T>
@@ -113,7 +132,7 @@ __global__ void k_gemv_plain(const void *w, int64_t n_in, int64_t n_out, const f
     const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= n_out) return;
     const int lane = threadIdx.x % 32;
-    float acc[kMaxTok] = {};
+    float acc[NT] = {};
     if (n_in % 8 == 0) {
         for (int64_t c = lane; c < n_in / 8; c += 32) {
             float wv[8];
@@ -146,11 +165,12 @@ __global__ void k_gemv_plain(const void *w, int64_t n_in, int64_t n_out, const f
             for (int t = 0; t < NT; ++t) acc[t] += wv * x[t * n_in + i];
         }
     }
-    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+    finish_row<NT>(acc, row, n_out, y, bias, accumulate);
 }
 
 // K-quants against f32 activations: per super-block a lane takes 8 consecutive elements (one
-// sub-block's quarter), decoded in registers; the activations with two 16-byte loads per token.
+// sub-block's quarter), decoded in registers (kq_values8: the element decoder's floats, the scales
+// unpacked once); the activations with two 16-byte loads per token.
 template <uint32_t T, int NT>
 __global__ void k_gemv_kq(const uint8_t *w, int64_t n_in, int64_t n_out, const float *x, float *y, const float *bias,
                           bool accumulate) {
@@ -160,11 +180,11 @@ __global__ void k_gemv_kq(const uint8_t *w, int64_t n_in, int64_t n_out, const f
     const uint32_t bb = kq_block_bytes(T);
     const int64_t nsb = n_in / 256;
     const uint8_t *wr = w + row * nsb * bb;
-    float acc[kMaxTok] = {};
+    float acc[NT] = {};
+#pragma unroll 2
     for (int64_t sb = 0; sb < nsb; ++sb) {
         float wv[8];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) wv[k] = kq_value(T, wr + sb * bb, lane * 8 + k);
+        kq_values8(T, wr + sb * bb, lane, wv);  // scales decoded once per lane and super-block
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const float4 *xp = reinterpret_cast<const float4 *>(x + t * n_in + sb * 256 + lane * 8);
@@ -173,7 +193,7 @@ __global__ void k_gemv_kq(const uint8_t *w, int64_t n_in, int64_t n_out, const f
                       wv[7] * b.w;
         }
     }
-    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+    finish_row<NT>(acc, row, n_out, y, bias, accumulate);
 }
 
 // The other block formats (quant_math.hpp's fb_*) against f32 activations: a lane takes 8 consecutive
@@ -186,7 +206,7 @@ __global__ void k_gemv_fb(uint32_t type, const uint8_t *w, int64_t n_in, int64_t
     const int lane = threadIdx.x % 32;
     const uint32_t be = fb_block_elems(type), bb = fb_block_bytes(type);
     const uint8_t *wr = w + row * (n_in / be) * bb;
-    float acc[kMaxTok] = {};
+    float acc[NT] = {};
     for (int64_t c = lane; c < n_in / 8; c += 32) {
         const int64_t e0 = c * 8;
         const uint8_t *blk = wr + (e0 / be) * bb;
@@ -201,7 +221,7 @@ __global__ void k_gemv_fb(uint32_t type, const uint8_t *w, int64_t n_in, int64_t
                       wv[7] * b.w;
         }
     }
-    finish_row(acc, NT, row, n_out, y, bias, accumulate);
+    finish_row<NT>(acc, row, n_out, y, bias, accumulate);
 }
 
 __global__ void k_dequantize_rows(DevWeight w, int64_t r0, int64_t n, void *dst, bool half_out) {
@@ -263,8 +283,9 @@ void quantize_acts(const float *x, int64_t rows, int64_t n_in, ActQ8 out, cudaSt
 void gemv(const DevWeight &w, const float *x, const ActQ8 &xq, int64_t n_tokens, float *y, const float *bias,
           bool accumulate, cudaStream_t s) {
     const bool q = w.type == kQ8_0 || w.type == kQ4_0;
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxTok) {
-        const int64_t nt = n_tokens - t0 < kMaxTok ? n_tokens - t0 : kMaxTok;
+    for (int64_t t0 = 0; t0 < n_tokens;) {
+        // Passes of 32, 16, then up to 8 tokens: each token's sums are the same whichever pass it is in.
+        const int64_t left = n_tokens - t0, nt = left >= kMaxTok ? kMaxTok : left >= 16 ? 16 : left < 8 ? left : 8;
         const float *xt = q ? nullptr : x + t0 * w.n_in;
         const int8_t *xqt = q ? xq.codes + t0 * w.n_in : nullptr;
         const float *xst = q ? xq.scales + t0 * (w.n_in / 32) : nullptr;
@@ -277,8 +298,11 @@ void gemv(const DevWeight &w, const float *x, const ActQ8 &xq, int64_t n_tokens,
         case 5: launch_gemv<5>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
         case 6: launch_gemv<6>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
         case 7: launch_gemv<7>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        default: launch_gemv<8>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        case 8: launch_gemv<8>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        case 16: launch_gemv<16>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        default: launch_gemv<32>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
         }
+        t0 += nt;
     }
 }
 

@@ -107,7 +107,13 @@ Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(
 
 // --- matrix products ---------------------------------------------------------------------------------
 Matmul::Matmul(bool use_lt) {
+    // cuBLASLt only when asked for ($EMBER_CUDA_CUBLASLT=1): its f16 tiles round differently from the
+    // matrix-vector kernels, so a prompt's logits would depend on how many tokens a pass holds; the
+    // kernels alone are batch-invariant (the same bits for a prompt whole, chunked or token by token,
+    // which state restore, speculative decoding and batching rely on), as the CPU backend is.
     if (!use_lt) return;
+    const char *want = std::getenv("EMBER_CUDA_CUBLASLT");
+    if (!want || want[0] != '1') return;
     if (const char *env = std::getenv("EMBER_CUDA_NO_CUBLASLT"); env && env[0] == '1') return;
     std::string why;
     const LtApi *api = lt_api(&why);
@@ -196,8 +202,6 @@ Context::~Context() {
     if (own_stream_) cudaStreamDestroy(s_);
 }
 
-// Splits depend on the context's capacity, not on this step's length, so a captured decode step stays
-// valid as the sequence grows (splits past the last key are empty and cost one check).
 void Context::moe_node(const ember_graph_node &nd, uint32_t rows) {
     const size_t n_logits = size_t{rows} * nd.n_expert;
     router_logits_.resize(n_logits);
@@ -219,6 +223,9 @@ void Context::moe_node(const ember_graph_node &nd, uint32_t rows) {
     moe_enqueue(*mm_, e, route, w, buf(nd.src), buf(nd.dst), rows, static_cast<int>(nd.n_expert_used), s_);
 }
 
+// Splits depend on the context's capacity, not on this step's length, so a captured decode step stays
+// valid as the sequence grows (splits past the last key are empty and cost one check); their keys are
+// fixed ranges of positions, so the result is batch-invariant (attn_math.hpp).
 void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
     // A window layer reads its own pool's cache through the window tables.
     const int32_t *pos = io() + z_.rows, *toff = windowed(nd.layer) ? window_offsets() : pos + 2 * z_.rows;
@@ -228,14 +235,21 @@ void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
     a.pos = pos, a.tab_off = toff, a.tables = reinterpret_cast<const int32_t *>(tables_.data());
     a.n_tokens = static_cast<int>(n), a.n_head = static_cast<int>(nd.n_head), a.n_head_kv = static_cast<int>(nd.n_head_kv);
     a.head_dim = static_cast<int>(nd.head_dim), a.scale = nd.scale;
-    a.n_splits = choose_splits(static_cast<int32_t>(n), a.n_head, static_cast<int32_t>(p_.n_blocks * p_.block_size),
-                               static_cast<int32_t>(z_.partial_rows));
+    a.n_splits = z_.attn_splits, a.split_keys = kAttnSplitKeys;
     a.q_tile = attention_q_tile(a.n_head, a.n_head_kv, one_table_);
     a.partials = scratch(z_.partials), a.out = buf(nd.dst);
     AttnExt x;
     if (nd.op == EMBER_GRAPH_ATTENTION_EXT)
         x.window = static_cast<int32_t>(nd.window), x.softcap = nd.softcap, x.sinks = m_.vec(nd.w);
-    attention_ext(a, x, s_);
+    // The partials hold attn_group tokens: a longer pass goes in groups (each token's result is its own,
+    // whatever group it is in).
+    const size_t width = static_cast<size_t>(a.n_head) * a.head_dim;
+    for (uint32_t t0 = 0; t0 < n; t0 += z_.attn_group) {
+        AttnArgs g = a;
+        g.n_tokens = static_cast<int>(std::min(z_.attn_group, n - t0));
+        g.q = a.q + t0 * width, g.out = a.out + t0 * width, g.pos = a.pos + t0, g.tab_off = a.tab_off + t0;
+        attention_ext(g, x, s_);
+    }
 }
 
 // The program's nodes in order (program.hpp's NodeRun says how each runs). Nodes over logits rows do

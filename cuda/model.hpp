@@ -68,8 +68,9 @@ private:
     DevBuf buf_;
 };
 
-// Matrix products of one stream: matrix-vector kernels for few tokens, cuBLASLt (dequantized tiles)
-// for more when cuBLASLt is there.
+// Matrix products of one stream: the matrix-vector kernels (up to 32 tokens per pass over a weight),
+// or, with $EMBER_CUDA_CUBLASLT=1 and cuBLASLt there, cuBLASLt (dequantized tiles) for more than 8
+// tokens (not batch-invariant: see the constructor).
 class Matmul {
 public:
     explicit Matmul(bool use_lt);

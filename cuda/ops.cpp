@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <vector>
 
 namespace ember::cu {
@@ -132,20 +133,25 @@ void run_op(Device &dev, const ember_mod_op &op) {
         const size_t nkv = size_t{op.n_head_kv} * op.head_dim;
         const size_t rb = op.type == 8 ? nkv / 32 * 34 : nkv * 2;
         const size_t cache = size_t{op.n_blocks} * op.block_size * rb;
-        // Each token's table, as many blocks as its position needs, one after another.
+        // Each distinct table once, as many blocks as its furthest token needs (as inputs.cpp does for a
+        // pass): the tiled kernel reads all of a tile's keys through the table of the tile's first token.
+        std::map<const int32_t *, std::pair<int32_t, int32_t>> uniq;  // table -> (blocks, offset)
         std::vector<int32_t> tabs, off(op.n_tokens);
         int32_t max_keys = 1;
         for (uint32_t t = 0; t < op.n_tokens; ++t) {
-            off[t] = static_cast<int32_t>(tabs.size());
-            const int32_t nb = op.ids[t] / static_cast<int32_t>(op.block_size) + 1;
-            tabs.insert(tabs.end(), op.tables[t], op.tables[t] + nb);
+            auto &e = uniq[op.tables[t]];
+            e.first = std::max(e.first, op.ids[t] / static_cast<int32_t>(op.block_size) + 1);
             max_keys = std::max(max_keys, op.ids[t] + 1);
         }
+        for (auto &[table, e] : uniq) {
+            e.second = static_cast<int32_t>(tabs.size());
+            tabs.insert(tabs.end(), table, table + e.first);
+        }
+        for (uint32_t t = 0; t < op.n_tokens; ++t) off[t] = uniq[op.tables[t]].second;
         AttnExt x;
         if (op.kind == EMBER_GRAPH_ATTENTION_EXT) {
             x.window = static_cast<int32_t>(std::min<uint32_t>(op.window, INT32_MAX)), x.softcap = op.softcap;
             x.sinks = op.sinks ? upload(keep, op.sinks, op.n_head) : nullptr;
-            if (x.window) max_keys = std::min(max_keys, x.window);  // the splits cover the window
         }
         out_n = size_t{op.n_tokens} * op.n_head * op.head_dim;
         y = upload<float>(keep, nullptr, out_n);
@@ -160,15 +166,13 @@ void run_op(Device &dev, const ember_mod_op &op) {
         bool one_table = true;
         for (uint32_t t = 1; t < op.n_tokens; ++t) one_table = one_table && op.tables[t] == op.tables[0];
         a.q_tile = attention_q_tile(a.n_head, a.n_head_kv, one_table);
-        const int32_t cap = 1024;
-        a.n_splits = choose_splits(a.n_tokens, a.n_head, max_keys, cap);
-        // A caller's chunk size (keys per split; whole 32-key tiles here, so rounded to a split count).
-        if (op.struct_size >= offsetof(ember_mod_op, attn_chunk) + sizeof op.attn_chunk && op.attn_chunk != 0)
-            a.n_splits = op.attn_chunk == UINT32_MAX
-                             ? 1
-                             : std::clamp<int32_t>((max_keys + static_cast<int32_t>(std::min<uint32_t>(op.attn_chunk, 1u << 20)) - 1) /
-                                                       static_cast<int32_t>(std::min<uint32_t>(op.attn_chunk, 1u << 20)),
-                                                   1, 32);
+        // A caller's chunk size (keys per split; whole 32-key tiles here): none, one split.
+        const bool chunked = op.struct_size >= offsetof(ember_mod_op, attn_chunk) + sizeof op.attn_chunk && op.attn_chunk != 0;
+        a.split_keys = !chunked ? kAttnSplitKeys
+                       : op.attn_chunk == UINT32_MAX
+                           ? round_up32(max_keys)
+                           : round_up32(static_cast<int32_t>(std::min<uint32_t>(op.attn_chunk, 1u << 20)));
+        a.n_splits = splits_for(max_keys, a.split_keys);
         a.partials = upload<float>(keep, nullptr, size_t{op.n_tokens} * op.n_head * static_cast<size_t>(a.n_splits) * (op.head_dim + 2));
         a.out = y;
         attention_ext(a, x, s);

@@ -1,6 +1,8 @@
 // program.cpp — the program's checks, fusion decisions and context sizes (see program.hpp).
 #include "program.hpp"
 
+#include "attn_math.hpp"
+
 #include "backend/program_read.hpp"
 #include "backend/window_blocks.hpp"
 #include "core/dtype.hpp"
@@ -272,7 +274,13 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
     z.kv_bytes = 2 * z.kv_cache_bytes;
     z.rows = std::max(p.n_batch, p.n_logits);
     z.io_words = step_io_words(z.rows, p.n_logits, z.n_window_blocks > 0);
-    z.partial_rows = std::max<size_t>(size_t{p.n_batch} * pg.max_attn_heads, 1024);
+    // Groups of at least 16 tokens (a whole tile of the tiled kernel), more while the partials stay near
+    // 64k rows (34 MB at 128-wide heads); a 128k-token context's 512 splits take 16 x heads x 512 rows.
+    z.attn_splits = splits_for(static_cast<int32_t>(std::min<uint64_t>(uint64_t{p.n_blocks} * p.block_size, INT32_MAX)),
+                               kAttnSplitKeys);
+    const size_t per_token = size_t{std::max(pg.max_attn_heads, 1u)} * static_cast<size_t>(z.attn_splits);
+    z.attn_group = static_cast<uint32_t>(std::min<size_t>(p.n_batch, std::max<size_t>(16, 65536 / per_token)));
+    z.partial_rows = per_token * z.attn_group;
     auto rows_of = [&](int32_t b) -> size_t { return pg.logits_rows(b) ? p.n_logits : p.n_batch; };
     size_t act = 0;  // values of the largest MATMUL input of a pass (MOE's products: up to every row)
     for (const ember_graph_node &n : pg.nodes)

@@ -82,6 +82,11 @@ struct ContextSizes {
     size_t rows = 0;                              // max(n_batch, n_logits): the pass inputs' rows
     size_t io_words = 0;                          // the pass inputs (inputs.hpp's io)
     size_t partial_rows = 0;                      // attention partials (m, l, acc) the scratch holds
+    // Attention's splits (kAttnSplitKeys positions each, enough for the context's every position: fixed,
+    // so that a captured step stays valid as sequences grow) and the tokens whose partials the scratch
+    // holds at once: a longer pass runs attention over its tokens in groups of attn_group.
+    int32_t attn_splits = 1;
+    uint32_t attn_group = 1;
     std::vector<size_t> buf_offset;               // [bufs]
     size_t act_codes = 0, act_scales = 0, act16 = 0;  // a MATMUL input prepared: Q8 codes and scales, f16
     size_t rope_cos = 0, rope_sin = 0, partials = 0, io = 0;

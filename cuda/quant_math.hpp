@@ -79,6 +79,49 @@ EMBER_HD float kq_value(uint32_t type, const uint8_t *b, int e) {
     return sub_rn(mul_rn(mul_rn(d, static_cast<float>(sc)), static_cast<float>(code)), mul_rn(dmin, static_cast<float>(m)));
 }
 
+// The 8 values lane * 8 .. lane * 8 + 7 of a K-quant super-block (lane < 32: a warp's lane takes 8
+// consecutive elements of each super-block), the same floats as kq_value's, with the block's scales
+// decoded once rather than per element. The 8 elements share one sub-block (and, in Q6_K, one scale).
+// Q4_K and Q5_K read their 8 code bytes with one 8-byte load on the device: the offset is a multiple of
+// 8 in blocks of 144 and 176 bytes (weights.cpp starts every tensor aligned); Q6_K's 210-byte blocks
+// are not, so it reads bytes.
+EMBER_HD void kq_values8(uint32_t type, const uint8_t *b, int lane, float *out) {
+    if (type == kQ6_K) {
+        const int h = lane / 16, k = lane % 16 / 4, l0 = lane % 4 * 8;
+        const float ds = mul_rn(f16_bits_to_f32(load_u16(b + 208)), static_cast<float>(static_cast<int8_t>(b[192 + lane / 2])));
+        const uint8_t *lo = b + 64 * h + 32 * (k & 1) + l0, *hi = b + 128 + 32 * h + l0;
+        for (int i = 0; i < 8; ++i) {
+            const int code = (k < 2 ? lo[i] & 15 : lo[i] >> 4) | ((hi[i] >> (2 * k)) & 3) << 4;
+            out[i] = mul_rn(ds, static_cast<float>(code - 32));
+        }
+        return;
+    }
+    const uint8_t *s = b + 4;
+    const int j = lane / 4, l0 = lane % 4 * 8;
+    int sc, m;
+    if (j < 4) {
+        sc = s[j] & 63, m = s[j + 4] & 63;
+    } else {
+        sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+    const float dsc = mul_rn(f16_bits_to_f32(load_u16(b)), static_cast<float>(sc));
+    const float dm = mul_rn(f16_bits_to_f32(load_u16(b + 2)), static_cast<float>(m));
+    const uint8_t *qs = b + (type == kQ4_K ? 16 : 48) + 32 * (j / 2) + l0;
+    uint8_t q[8];
+#if defined(__CUDA_ARCH__)
+    const uint2 u = *reinterpret_cast<const uint2 *>(qs);
+    for (int i = 0; i < 4; ++i) q[i] = static_cast<uint8_t>(u.x >> (8 * i)), q[4 + i] = static_cast<uint8_t>(u.y >> (8 * i));
+#else
+    for (int i = 0; i < 8; ++i) q[i] = qs[i];
+#endif
+    for (int i = 0; i < 8; ++i) {
+        int code = (j & 1) ? q[i] >> 4 : q[i] & 15;
+        if (type == kQ5_K) code |= ((b[16 + l0 + i] >> j) & 1) << 4;
+        out[i] = sub_rn(mul_rn(dsc, static_cast<float>(code)), dm);
+    }
+}
+
 // ---- the other block formats, kept as in the file (layouts in core/dtype.hpp) --------------------------
 // Elements and bytes per block, or 0 for a type that is not one of them.
 EMBER_HD uint32_t fb_block_elems(uint32_t type) {

@@ -27,39 +27,34 @@ using namespace ember;
 
 namespace {
 
+// Splits are fixed ranges of absolute positions (split_keys each): over the keys [first, n_keys) they
+// cover every key once, in order, within their own range; aligned (the tiled kernel) they start on the
+// absolute 32-key grid. A tile's range (its tokens' earliest first key, latest end) holds each of its
+// tokens' ranges, on the same grid: what makes a token's result independent of the batch.
 void test_split_ranges(void **) {
     for (int32_t n_keys : {1, 2, 31, 32, 33, 100, 150, 1000, 4096, 4097})
-        for (int32_t n_splits : {1, 2, 3, 4, 7, 8, 16, 32}) {
-            int32_t next = 0;
-            for (int32_t i = 0; i < n_splits; ++i) {
-                const cu::KeyRange r = cu::split_range(n_keys, n_splits, i);
-                if (r.begin >= r.end) {
-                    assert_int_equal(r.begin, r.end);
-                    assert_int_equal(r.begin, n_keys);  // empty splits only at the end
-                    continue;
+        for (int32_t first : {0, 1, 31, 40, 99})
+            for (int32_t sk : {32, 64, 96, 256})
+                for (int align = 0; align < 2; ++align) {
+                    if (first >= n_keys) continue;
+                    const int32_t n_splits = cu::splits_for(n_keys, sk);
+                    assert_int_equal(n_splits, (n_keys + sk - 1) / sk);
+                    int32_t next = align ? first / 32 * 32 : first;
+                    for (int32_t i = 0; i < n_splits; ++i) {
+                        const cu::KeyRange r = cu::split_keys_range(first, n_keys, sk, i, align != 0);
+                        if (r.begin >= r.end) continue;
+                        assert_int_equal(r.begin, next);
+                        assert_true(r.begin >= i * sk && r.end <= (i + 1) * sk);
+                        if (align) assert_int_equal(r.begin % 32, 0);
+                        const cu::KeyRange t = cu::split_keys_range(0, n_keys + 70, sk, i, align != 0);  // a tile's
+                        assert_true(t.begin <= r.begin && t.end >= r.end);
+                        if (align) assert_int_equal((r.begin - t.begin) % 32, 0);
+                        next = r.end;
+                    }
+                    assert_int_equal(next, n_keys);
                 }
-                assert_int_equal(r.begin, next);
-                assert_int_equal(r.begin % 32, 0);
-                next = r.end;
-            }
-            assert_int_equal(next, n_keys);
-        }
-}
-
-void test_choose_splits(void **) {
-    // Decode of one token over a long context: many splits; prefill: one per query; never more than
-    // the buffer holds, never more keys' tiles than splits.
-    assert_true(cu::choose_splits(1, 32, 4096, 1024) >= 16);
-    assert_int_equal(cu::choose_splits(512, 32, 4096, 512 * 32), 1);
-    assert_int_equal(cu::choose_splits(1, 32, 20, 1024), 1);
-    for (int32_t nt : {1, 2, 5, 9, 64})
-        for (int32_t nh : {1, 4, 32})
-            for (int32_t keys : {1, 64, 500, 8192}) {
-                const int32_t s = cu::choose_splits(nt, nh, keys, 1024);
-                assert_true(s >= 1 && s <= 32);
-                assert_true(s == 1 || nt * nh * s <= 1024);
-                assert_true(s == 1 || s <= (keys + 31) / 32);
-            }
+    assert_int_equal(cu::splits_for(4096, cu::kAttnSplitKeys), 16);
+    assert_int_equal(cu::splits_for(0, 256), 1);
 }
 
 // Partials computed the way the kernel does (online softmax over each range), combined, against a
@@ -69,7 +64,7 @@ void test_combine(void **) {
     uint64_t st = 5;
     const int hd = 24;
     for (int32_t n_keys : {1, 5, 40, 333})
-        for (int32_t n_splits : {1, 2, 4, 8, 32})
+        for (int32_t split_keys : {1000000, 256, 64, 32})
         for (int32_t window : {0, 3, 37})
         for (int has_sink = 0; has_sink < 2; ++has_sink) {
             const int32_t first = cu::window_first(n_keys - 1, window);
@@ -79,10 +74,11 @@ void test_combine(void **) {
             for (float &x : s) x = test_randf(&st, -12, 12);
             for (float &x : v) x = test_randf(&st, -1, 1);
             const int stride = hd + 2;
+            const int32_t n_splits = cu::splits_for(n_keys, split_keys);
             std::vector<float> part(size_t(n_splits) * stride);
             int32_t next = first;  // the splits cover the window's keys once, in order
             for (int32_t i = 0; i < n_splits; ++i) {
-                const cu::KeyRange r = cu::split_range_from(first, n_keys, n_splits, i);
+                const cu::KeyRange r = cu::split_keys_range(first, n_keys, split_keys, i, false);
                 if (r.begin < r.end) assert_int_equal(r.begin, next), next = r.end;
                 float m = -INFINITY, l = 0, *acc = &part[size_t(i) * stride + 2];
                 for (int d = 0; d < hd; ++d) acc[d] = 0;
@@ -440,13 +436,39 @@ void test_block_dots(void **) {
         }
 }
 
+// The matrix-vector kernels' 8-values-per-lane K-quant decoder: the same floats as the element decoder
+// (kq_value, itself checked against cpu::dequantize_row in test_weight_layouts) for every lane of
+// random super-blocks, so the fast kernels dequantize exactly as the CPU.
+void test_kq_values8(void **) {
+    uint64_t st = 91;
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+        for (int rep = 0; rep < 30; ++rep) {
+            const int n = 512;
+            std::vector<float> wf(n);
+            for (float &v : wf) v = test_randf(&st, -2, 2) * (rep % 3 == 0 ? 40.0f : 1.0f);
+            std::vector<uint8_t> file(dtype_row_bytes(type, n));
+            cpu::quantize_row(type, wf.data(), file.data(), n);
+            const uint32_t bb = cu::kq_block_bytes(uint32_t(type));
+            for (int sb = 0; sb < n / 256; ++sb)
+                for (int lane = 0; lane < 32; ++lane) {
+                    float got[8];
+                    cu::kq_values8(uint32_t(type), file.data() + sb * bb, lane, got);
+                    for (int i = 0; i < 8; ++i) {
+                        const float want = cu::kq_value(uint32_t(type), file.data() + sb * bb, lane * 8 + i);
+                        if (std::memcmp(&got[i], &want, sizeof want) != 0)
+                            fail_msg("%s block %d lane %d element %d: %.9g vs %.9g", dtype_name(type), sb, lane, i, got[i], want);
+                    }
+                }
+        }
+}
+
 } // namespace
 
 int main() {
-    const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges), cmocka_unit_test(test_choose_splits),
+    const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges),
                                 cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
                                 cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_step_inputs_window), cmocka_unit_test(test_kv_row_plan), cmocka_unit_test(test_weight_layouts),
-                                cmocka_unit_test(test_block_dots), cmocka_unit_test(test_rope_yarn),
+                                cmocka_unit_test(test_block_dots), cmocka_unit_test(test_kq_values8), cmocka_unit_test(test_rope_yarn),
                                 cmocka_unit_test(test_moe_route)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
