@@ -216,7 +216,17 @@ int attention_q_tile(int n_head, int n_head_kv, bool one_table) {
     return one_table && group < 16 ? 16 / group : 1;
 }
 
-void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s) {
+void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s, int group) {
+    if (group > 0 && a.n_tokens > group) {
+        const size_t width = static_cast<size_t>(a.n_head) * a.head_dim;
+        for (int t0 = 0; t0 < a.n_tokens; t0 += group) {
+            AttnArgs g = a;
+            g.n_tokens = a.n_tokens - t0 < group ? a.n_tokens - t0 : group;
+            g.q = a.q + t0 * width, g.out = a.out + t0 * width, g.pos = a.pos + t0, g.tab_off = a.tab_off + t0;
+            attention_ext(g, x, s);
+        }
+        return;
+    }
     if (a.head_dim > kMaxHeadDim) fail(EMBER_ERR_UNSUPPORTED, "cuda attention: head_dim %d > %d", a.head_dim, kMaxHeadDim);
     if (use_tiled(a)) {
         const dim3 grid(static_cast<unsigned>((a.n_tokens + a.q_tile - 1) / a.q_tile), static_cast<unsigned>(a.n_head_kv),

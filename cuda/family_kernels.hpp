@@ -26,7 +26,9 @@ struct AttnExt {
     float softcap = 0;
     const float *sinks = nullptr;
 };
-void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s);
+// `group` > 0: at most that many tokens at a time (the partials hold a.n_splits splits of `group`
+// tokens' heads); each token's result is its own whatever group it is in.
+void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s, int group = 0);
 
 // MOE's last step: y[t] = sum_j gate[t k + j] * outs[pos[t k + j]] (rows of n_out), in the order of the
 // choices.

@@ -241,15 +241,8 @@ void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
     AttnExt x;
     if (nd.op == EMBER_GRAPH_ATTENTION_EXT)
         x.window = static_cast<int32_t>(nd.window), x.softcap = nd.softcap, x.sinks = m_.vec(nd.w);
-    // The partials hold attn_group tokens: a longer pass goes in groups (each token's result is its own,
-    // whatever group it is in).
-    const size_t width = static_cast<size_t>(a.n_head) * a.head_dim;
-    for (uint32_t t0 = 0; t0 < n; t0 += z_.attn_group) {
-        AttnArgs g = a;
-        g.n_tokens = static_cast<int>(std::min(z_.attn_group, n - t0));
-        g.q = a.q + t0 * width, g.out = a.out + t0 * width, g.pos = a.pos + t0, g.tab_off = a.tab_off + t0;
-        attention_ext(g, x, s_);
-    }
+    // The partials hold attn_group tokens: a longer pass goes in groups.
+    attention_ext(a, x, s_, static_cast<int>(z_.attn_group));
 }
 
 // The program's nodes in order (program.hpp's NodeRun says how each runs). Nodes over logits rows do

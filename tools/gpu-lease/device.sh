@@ -64,7 +64,13 @@ fi
 
 if has bench; then
   e="$bp/tools/ember/ember"; cb="$bp/bench/ember-cuda-bench"
-  { "$cb" attention 4096 32 8 128 f16; "$cb" attention 4096 32 8 128 q8_0; } >> "$OUT/bench.jsonl" 2> >(tail -5 >> "$OUT/summary.txt")
+  { "$cb" attention 4096 32 8 128 f16; "$cb" attention 4096 32 8 128 q8_0
+    # The 8B model's matrix shapes, one token (decode) and 32 (a prefill pass), from DRAM.
+    for ty in q4_0 q8_0 q4_k q6_k; do
+      for shape in "4096 4096" "4096 14336" "14336 4096"; do timeout 20 "$cb" gemv $ty $shape 1; done
+      timeout 20 "$cb" gemv $ty 4096 14336 32
+    done; } >> "$OUT/bench.jsonl" 2> >(tail -5 >> "$OUT/summary.txt")
+  grep gemv "$OUT/bench.jsonl" >> "$OUT/summary.txt"
   wait  # the models
   stamp "models: $(ls -la $models | tail -n +2 | awk '{print $5, $9}' | tr '\n' ' ')"
   for ty in q4_0 q4_k_m q8_0; do

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# tools/gpu-lease/peer.sh — the second call of a lease, on the machine device.sh left warm: llama.cpp's
+# CUDA build (node-llama-cpp, packed into .gpu-peer/ by tools/gpu-lease/peer/) beside `ember bench
+# --backend cuda`, alternately, on the Llama-3-8B-shaped models device.sh wrote, P 512 G 128, 1 and 16
+# sequences. One JSON line per run in $OUT/peer.jsonl; llama.cpp's stderr in $OUT/peer-stderr.txt.
+set -u
+OUT=${OUT:-/tmp/ember-gpu-out}; mkdir -p "$OUT"
+bp=$(cat .gpu/build-path); export EMBER_BACKEND_DIR=$bp LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+models=/tmp/ember-gpu-models; e="$bp/tools/ember/ember"
+t0=$(date +%s)
+for ty in ${EMBER_PEER_TYPES:-q4_0 q4_k_m q8_0}; do
+  m="$models/llama3-8b-$ty.gguf"; [ -s "$m" ] || { echo "no model $m"; continue; }
+  for n in 1 16; do
+    r=$(timeout 120 .gpu-peer/run.sh "$m" 512 128 $n 2>>"$OUT/peer-stderr.txt" | grep '^{' | tail -1)
+    echo "{\"runtime\":\"llama.cpp\",\"type\":\"$ty\",\"sequences\":$n,\"result\":${r:-null}}" | tee -a "$OUT/peer.jsonl"
+    if [ $n -eq 1 ]; then a="-p 512 -n 128"; else a="--parallel 16 -p 512 -n 128"; fi
+    r=$(timeout 60 "$e" bench -m "$m" --backend cuda $a 2>>"$OUT/peer-stderr.txt" | grep '^{' | tail -1)
+    echo "{\"runtime\":\"ember\",\"type\":\"$ty\",\"sequences\":$n,\"result\":${r:-null}}" | tee -a "$OUT/peer.jsonl"
+    echo "[$(( $(date +%s) - t0 ))s] $ty n=$n done" >&2
+  done
+done
