@@ -28,6 +28,9 @@ if [ -f .gpu/shared-models.tar.xz ] && [ ! -d "$shared/models/stories260K" ]; th
   mkdir -p "$shared" && xz -T0 -dc .gpu/shared-models.tar.xz | tar xf - -C "$shared"
   ln -sf "$root/models/stories15M-q8_0.gguf" "$shared/models/stories15M/stories15M-q8_0.gguf"
 fi
+# The Debian libraries the tests link (libcmocka ...): in the loader's own path too, for the tests that set
+# LD_LIBRARY_PATH themselves (test_cuda_stub_driver puts the toolkit's stub libcuda there, replacing ours).
+if [ -w /usr/local/lib ]; then cp -P .gpu/lib/*.so* /usr/local/lib/ && ldconfig; fi
 export LD_LIBRARY_PATH="$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # cuBLASLt (dlopen'ed by the module) and compute-sanitizer: wherever this image keeps them.
 lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda*/targets/x86_64-linux/lib/libcublasLt.so.13 2>/dev/null | head -1)
