@@ -5,7 +5,8 @@
 # synth.log, summary.txt. Every step has its own time limit, so one hang costs that step only.
 #
 # usage: tools/gpu-lease/device.sh [STEPS]   STEPS: any of "tests sanitizer suite bench" (default: all)
-# in the order tests, suite, bench, sanitizer; EMBER_GPU_DEADLINE (s, default 420) ends it early.
+# in the order tests, suite, bench, sanitizer; EMBER_GPU_DEADLINE (s, default 420) ends it early;
+# EMBER_GPU_TESTS (a ctest -R regex, default the CUDA ones) picks what the tests step runs.
 set -u
 steps=${1:-"tests sanitizer suite bench"}
 deadline=${EMBER_GPU_DEADLINE:-420}   # seconds: later steps are skipped, said so, rather than cut off
@@ -54,7 +55,7 @@ if has bench; then
 fi
 
 if has tests; then
-  (cd "$bp" && timeout 180 ctest -R 'cuda|parity|window' -j6 --timeout 100 --output-on-failure) > "$OUT/ctest-cuda.log" 2>&1
+  (cd "$bp" && timeout 180 ctest -R "${EMBER_GPU_TESTS:-cuda|parity|window}" -j6 --timeout 100 --output-on-failure) > "$OUT/ctest-cuda.log" 2>&1
   stamp "cuda tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest-cuda.log" | tail -1)"
   grep -E '^\s*[0-9]+/[0-9]+ Test' "$OUT/ctest-cuda.log" | grep -v ' Passed' | tee -a "$OUT/summary.txt" | head -20
 fi
