@@ -4,6 +4,7 @@
 #include "backend/module_api.h"
 #include "backend/module_guard.hpp"
 #include "core/error.hpp"
+#include "cu_check.hpp"
 #include "device.hpp"
 #include "model.hpp"
 #include "ops.hpp"
@@ -93,6 +94,17 @@ struct Cuda {
             auto c = std::make_unique<ember_mod_context>();
             c->c = std::make_unique<cu::Context>(*m->m, *p);
             *out = c.release();
+        });
+    }
+
+    // What the driver says is free on the device (what other processes and this one's models hold is
+    // taken already), for the core's check before a context's KV cache and activations are allocated.
+    static int memory_available(ember_mod_backend *b, uint64_t *out, char *msg, size_t cap) {
+        return module_guard(name, msg, cap, [&] {
+            b->dev->make_current();
+            size_t free = 0, total = 0;
+            EMBER_CU(cudaMemGetInfo(&free, &total));
+            *out = free;
         });
     }
 

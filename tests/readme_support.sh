@@ -13,7 +13,8 @@ set -euo pipefail
 src=$1; arch_inc=$2; mode=${3:-check}
 
 # (grep finds nothing: an empty list, reported below rather than stopping the script)
-joined() { sort -u | awk 'NF' | sed 's/.*/`&`/' | paste -sd, - | sed 's/,/, /g'; }
+# (LC_ALL=C: the README lists them in byte order; a UTF-8 locale sorts gpt3-finnish before gpt-4o.)
+joined() { LC_ALL=C sort -u | awk 'NF' | sed 's/.*/`&`/' | paste -sd, - | sed 's/,/, /g'; }
 # Each built spec's GGUF name: the string its arch_NAME.cpp gives (gpt_oss's is "gpt-oss").
 archs=$(for a in $(sed -n 's/^EMBER_ARCH(\([a-z0-9_]*\))$/\1/p' "$arch_inc"); do
           grep -ho "arch_spec_$a *= *{\"[^\"]*\"" "$src/src/model/arch_$a.cpp" | sed 's/.*{"\([^"]*\)"/\1/' || true

@@ -335,7 +335,10 @@ void test_engine_worker_failures(void **) {
 
 void test_persistent_failures(void **) { run_injection(true); }
 
-// A size limit: allocations over 64 MiB fail, as they would on a machine without that memory.
+// A size limit: allocations over 64 MiB fail, as they would on a machine without that memory. On the
+// CPU backend, named here: it keeps the KV cache in host memory, which this program's operator new
+// sees. A GPU backend (what AUTO picks on a machine with one) puts the cache in device memory, which the
+// hook never sees, so the same calls would rightly succeed there.
 void test_size_limit(void **) {
     const long base = warm_up();
     ember_model *m = nullptr;
@@ -345,6 +348,7 @@ void test_size_limit(void **) {
     ember_session_params_init(&sp);
     sp.n_ctx = 1u << 20;   // 640 MiB of KV cache for stories260K
     sp.n_threads = 1;
+    sp.backend = EMBER_BACKEND_CPU;
     ember_session *s = reinterpret_cast<ember_session *>(1);
     assert_int_equal(ember_session_create(m, &sp, &s), EMBER_ERR_OUT_OF_MEMORY);
     assert_null(s);
@@ -354,6 +358,7 @@ void test_size_limit(void **) {
     ep.n_ctx = 2048;
     ep.kv_bytes = uint64_t{1} << 30;
     ep.manual_step = true;
+    ep.backend = EMBER_BACKEND_CPU;
     ember_engine *e = reinterpret_cast<ember_engine *>(1);
     assert_int_equal(ember_engine_create(m, &ep, &e), EMBER_ERR_OUT_OF_MEMORY);
     assert_null(e);

@@ -321,6 +321,19 @@ static void test_verbose_stats_threads(void **state) {
     const double threads = json_number(out, "threads");
     assert_true(threads >= 1 && threads <= 8);
     assert_non_null(strstr(out, "\"backend\":\"cpu\""));
+    /* With `auto`, bench names the backend the session ran on, as --stats does: a CUDA one where AUTO took
+     * CUDA (the JSON once said "cpu" there), with its device. */
+    char where[64] = "", want[96];
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Once' -n 1 --temp 0 --stats", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 0);
+    const char *b = strstr(out, "backend: ");
+    assert_non_null(b);
+    sscanf(b + strlen("backend: "), "%63[a-z]", where);
+    snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -p 8 -n 2", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    snprintf(want, sizeof want, strcmp(where, "cpu") == 0 ? "\"backend\":\"%s\",\"threads\"" : "\"backend\":\"%s\",\"device\":\"",
+             where);
+    if (!strstr(out, want)) fail_msg("run --stats says %s; bench: %s", where, out);
     snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -p 16 -n 4 --parallel 2 -t 1", cli(), model15());
     assert_int_equal(run(cmd, out, sizeof out, 0), 0);
     assert_true(json_number(out, "threads") == 1);

@@ -366,9 +366,9 @@ EMBER_API void ember_session_params_init(ember_session_params *params);
 
 /** Creates a session on `model` (which must outlive it). Allocates the KV cache for n_ctx tokens.
  *  Errors: EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad params), EMBER_ERR_UNSUPPORTED (backend
- *  not available in this build or on this machine), EMBER_ERR_OUT_OF_MEMORY (on the CPU backend also
- *  before allocating, when the memory needed exceeds what the system has available: the message gives
- *  both figures; $EMBER_MEMORY_CHECK=0 turns that check off). */
+ *  not available in this build or on this machine), EMBER_ERR_OUT_OF_MEMORY (on the CPU and CUDA
+ *  backends also before allocating, when the memory needed exceeds what the system, or the CUDA device,
+ *  has available: the message gives both figures; $EMBER_MEMORY_CHECK=0 turns that check off). */
 EMBER_API ember_status ember_session_create(const ember_model *model, const ember_session_params *params,
                                             ember_session **out);
 
@@ -825,8 +825,9 @@ EMBER_API void ember_engine_params_init(ember_engine_params *params);
 
 /** Creates an engine on `model`, which must outlive it. Allocates the whole KV cache up front.
  *  Errors: EMBER_ERR_INVALID_ARGUMENT (vocab-only model, bad params), EMBER_ERR_UNSUPPORTED (backend),
- *  EMBER_ERR_OUT_OF_MEMORY (on the CPU backend also before allocating, when kv_bytes + compute_bytes of
- *  ember_estimate_memory exceed the memory the system has available, both named in the message). */
+ *  EMBER_ERR_OUT_OF_MEMORY (on the CPU and CUDA backends also before allocating, when kv_bytes +
+ *  compute_bytes of ember_estimate_memory exceed the memory the system, or the CUDA device, has
+ *  available, both named in the message). */
 EMBER_API ember_status ember_engine_create(const ember_model *model, const ember_engine_params *params,
                                            ember_engine **out);
 

@@ -119,6 +119,10 @@ public:
     virtual std::unique_ptr<BackendModel> load_model(const ember_mod_model_desc &desc) = 0;
     // Bytes a context with these params would allocate (KV cache and activations), without allocating.
     virtual size_t context_bytes(const ember_mod_model_desc &desc, const ContextParams &params) const = 0;
+    // Bytes its device can still allocate (opening the device if it is not open yet), or UINT64_MAX
+    // where the backend cannot say (module_api.h's memory_available). Not called for the CPU backend,
+    // whose memory is the host's (host_memory.hpp).
+    virtual uint64_t device_memory_available() { return UINT64_MAX; }
 };
 
 // The backends of this build that can run here, best first; the CPU backend is always present.

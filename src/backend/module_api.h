@@ -216,6 +216,11 @@ typedef struct ember_backend_module {
     int (*run_op)(ember_mod_backend *b, const ember_mod_op *op, char *msg, size_t msg_cap);
     /* Appended (a module whose struct_size stops before it has none of these): EMBER_MOD_CAP_* bits. */
     uint32_t caps;
+    /* Appended, may be NULL (then nothing is checked before a context is made): the bytes the opened
+     * device can still allocate, which the core compares with context_bytes before context_create so
+     * that a context too large for the device fails first with both figures (host_memory.hpp does the
+     * same for the CPU backend's host memory). */
+    int (*memory_available)(ember_mod_backend *b, uint64_t *out, char *msg, size_t msg_cap);
 } ember_backend_module;
 
 /* The module's contexts take n_window_blocks (the window layers' rows in a pool of their own, addressed

@@ -10,6 +10,7 @@
 //   static void after_call(ember_mod_context *c)       e.g. turn a validation message into a failure
 //   static void close(ember_mod_backend *b)             instead of deleting it (a static device)
 //   static constexpr uint32_t caps                     module_api.h's EMBER_MOD_CAP_* bits (else 0)
+//   static int memory_available(ember_mod_backend *, uint64_t *, char *, size_t)   the device's free bytes (else NULL)
 // then builds its table with module_table<Traits>().
 #pragma once
 
@@ -36,6 +37,11 @@ struct ModuleGlue {
     static constexpr uint32_t caps() {
         if constexpr (requires { Traits::caps; }) return Traits::caps;
         else return 0;
+    }
+    static constexpr auto memory_available() {
+        using Fn = int (*)(ember_mod_backend *, uint64_t *, char *, size_t);
+        if constexpr (requires { Traits::memory_available; }) return static_cast<Fn>(Traits::memory_available);
+        else return static_cast<Fn>(nullptr);
     }
     template <class C = ember_mod_context>  // checked where used, once the module has defined C
     static int forward(C *c, const ember_mod_batch *b, char *msg, size_t cap) {
@@ -90,6 +96,7 @@ constexpr ember_backend_module module_table() {
         G::template write_kv<>,
         Traits::run_op,
         G::caps(),
+        G::memory_available(),
     };
 }
 

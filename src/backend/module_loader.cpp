@@ -207,6 +207,18 @@ public:
         check(api_->context_bytes(nullptr, &desc, &p, &bytes, msg, sizeof msg), msg, "context_bytes");
         return static_cast<size_t>(bytes);
     }
+    uint64_t device_memory_available() override {
+        if (!has_entry(api_, offsetof(ember_backend_module, memory_available) + sizeof api_->memory_available) ||
+            !api_->memory_available)
+            return UINT64_MAX;
+        ember_mod_backend *b = acquire();   // (the session or engine asking opens it next anyway)
+        uint64_t bytes = UINT64_MAX;
+        char msg[kMsgCap] = "";
+        const int st = api_->memory_available(b, &bytes, msg, sizeof msg);
+        release();
+        check(st, msg, "memory_available");
+        return bytes;
+    }
     void run_op(const ember_mod_op &op) {
         ember_mod_backend *b = acquire();
         char msg[kMsgCap] = "";

@@ -43,11 +43,24 @@ bool read_number(const char *path, uint64_t *out) {
     return ok;
 }
 
+// $EMBER_MEMORY_CHECK=0 turns the checks off (for the host and the devices alike).
+bool memory_check_off() {
+    const char *env = std::getenv("EMBER_MEMORY_CHECK");
+    return env && std::strcmp(env, "0") == 0;
+}
+
+void check_memory(uint64_t bytes, uint64_t avail, const char *where, const char *what) {
+    if (bytes > avail)
+        fail(EMBER_ERR_OUT_OF_MEMORY,
+             "%s needs %" PRIu64 " bytes (%.1f MiB) of %s; %" PRIu64 " bytes (%.1f MiB) are available "
+             "(ember_estimate_memory gives the figure; $EMBER_MEMORY_CHECK=0 turns this check off)",
+             what, bytes, bytes / 1048576.0, where, avail, avail / 1048576.0);
+}
+
 } // namespace
 
 uint64_t host_memory_available() {
-    const char *env = std::getenv("EMBER_MEMORY_CHECK");
-    if (env && std::strcmp(env, "0") == 0) return UINT64_MAX;
+    if (memory_check_off()) return UINT64_MAX;
     uint64_t avail = UINT64_MAX, v = 0;
     if (read_kib_field("/proc/meminfo", "MemAvailable", &v)) avail = v;
     // The cgroup this process is in (a container's limit). /proc/self/cgroup names it; v2's line is "0::/path".
@@ -76,13 +89,10 @@ uint64_t host_memory_available() {
     return avail;
 }
 
-void check_host_memory(uint64_t bytes, const char *what) {
-    const uint64_t avail = host_memory_available();
-    if (bytes > avail)
-        fail(EMBER_ERR_OUT_OF_MEMORY,
-             "%s needs %" PRIu64 " bytes (%.1f MiB) of memory; %" PRIu64 " bytes (%.1f MiB) are available "
-             "(ember_estimate_memory gives the figure; $EMBER_MEMORY_CHECK=0 turns this check off)",
-             what, bytes, bytes / 1048576.0, avail, avail / 1048576.0);
+void check_host_memory(uint64_t bytes, const char *what) { check_memory(bytes, host_memory_available(), "memory", what); }
+
+void check_device_memory(uint64_t bytes, uint64_t available, const char *where, const char *what) {
+    if (!memory_check_off()) check_memory(bytes, available, where, what);
 }
 
 } // namespace ember

@@ -20,4 +20,9 @@ uint64_t host_memory_available();
 // host_memory_available().
 void check_host_memory(uint64_t bytes, const char *what);
 
+// The same for a GPU device's memory: `available` as its backend reports it (Backend::
+// device_memory_available, UINT64_MAX: unknown), `where` naming the memory ("cuda device memory").
+// Off, like the host's, when $EMBER_MEMORY_CHECK is "0".
+void check_device_memory(uint64_t bytes, uint64_t available, const char *where, const char *what);
+
 } // namespace ember

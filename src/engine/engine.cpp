@@ -115,12 +115,16 @@ namespace {
 // allocation, is made).
 EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
     const EnginePlan plan = plan_engine(model, opts);
-    if (find_backend(opts.backend).kind() == EMBER_BACKEND_CPU) {
-        const MemoryEstimate m = estimate_engine_memory(model, opts);
+    Backend &backend = find_backend(opts.backend);
+    const MemoryEstimate m = estimate_engine_memory(model, opts);
+    const std::string what = format("an engine of n_ctx %u x n_seq_max %u (%u KV blocks)", plan.n_ctx, plan.n_seq_max, plan.n_blocks);
+    if (backend.kind() == EMBER_BACKEND_CPU) {
         const uint64_t weights = model.cpu_weights_reserve(m.kv_bytes + m.compute_bytes);   // (model.hpp)
         check_host_memory(m.kv_bytes + m.compute_bytes + weights,
-                          format("an engine of n_ctx %u x n_seq_max %u (%u KV blocks)%s", plan.n_ctx, plan.n_seq_max,
-                                 plan.n_blocks, weights ? " with its huge-page copy of the weights" : "").c_str());
+                          (what + (weights ? " with its huge-page copy of the weights" : "")).c_str());
+    } else {
+        check_device_memory(m.kv_bytes + m.compute_bytes, backend.device_memory_available(),
+                            format("%s device memory", backend.name()).c_str(), what.c_str());
     }
     return plan;
 }

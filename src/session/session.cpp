@@ -76,11 +76,16 @@ Session::Session(const Model &model, const SessionOptions &opts)
     if (opts.window_blocks && wl.n_layers > 0 && backend->window_blocks())
         cp.n_window_blocks = kv::WindowTable::pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
     const uint64_t context_bytes = backend->context_bytes(model.desc().c, cp);
-    if (backend_kind_ == EMBER_BACKEND_CPU) {   // (a GPU backend's driver reports its own memory running out)
+    {
         const uint64_t bytes = context_bytes + uint64_t{hp.n_vocab} * sizeof(float);
-        const uint64_t weights = model.cpu_weights_reserve(bytes);   // the first CPU user copies them (model.hpp)
-        check_host_memory(bytes + weights, format("a session of n_ctx %u x n_seq_max %u%s", n_ctx_, n_seq,
-                                                  weights ? " with its huge-page copy of the weights" : "").c_str());
+        const std::string what = format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq);
+        if (backend_kind_ == EMBER_BACKEND_CPU) {
+            const uint64_t weights = model.cpu_weights_reserve(bytes);   // the first CPU user copies them (model.hpp)
+            check_host_memory(bytes + weights, (what + (weights ? " with its huge-page copy of the weights" : "")).c_str());
+        } else {
+            check_device_memory(bytes, backend->device_memory_available(),
+                                format("%s device memory", backend->name()).c_str(), what.c_str());
+        }
     }
     kv_ = std::make_shared<SessionKv>();
     kv_->context_bytes = context_bytes;

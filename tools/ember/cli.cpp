@@ -192,32 +192,31 @@ ember_status feed_prompt(ember_session *s, const std::vector<ember_token> &token
     return EMBER_OK;
 }
 
-std::string backend_json(const Args &a) {
-    ember_backend_kind kind = EMBER_BACKEND_AUTO;
-    if (!backend_option(a, &kind)) return "";
-    std::string out = "\"backend\":\"cpu\",";
-    if (kind != EMBER_BACKEND_AUTO && kind != EMBER_BACKEND_VULKAN) {
-        if (kind == EMBER_BACKEND_CUDA) out = "\"backend\":\"cuda\",";
-        return out;
-    }
-    // The device the Vulkan backend opens: $EMBER_VULKAN_DEVICE, else the best-scoring one. AUTO runs
-    // on Vulkan only when that device outranks the CPU backend (score > 1: a GPU, not lavapipe).
+std::string backend_json(const ember_session *s) {
+    // The backend the session runs on, never AUTO: what the option asked for is not what AUTO chose.
+    ember_backend_kind kind = EMBER_BACKEND_CPU;
+    if (ember_session_backend(s, &kind, nullptr) != EMBER_OK) return "";
+    std::string out = std::string("\"backend\":\"") + backend_name(kind) + "\",";
+    if (kind == EMBER_BACKEND_CPU) return out;
+    // A GPU backend opens one device per process: the one its $EMBER_<BACKEND>_DEVICE names, else the
+    // first of the highest score (module_loader.cpp, the modules' own choice). The CLI never picks one.
     ember_device_info devs[16];
     for (auto &d : devs) ember_device_info_init(&d);
     size_t n = 0;
-    if (ember_backend_devices(EMBER_BACKEND_VULKAN, devs, 16, &n) != EMBER_OK || n == 0) return out;
+    if (ember_backend_devices(kind, devs, 16, &n) != EMBER_OK || n == 0) return out;
+    n = std::min<size_t>(n, 16);
     size_t pick = 0;
-    for (size_t i = 1; i < n && i < 16; ++i)
+    for (size_t i = 1; i < n; ++i)
         if (devs[i].score > devs[pick].score) pick = i;
-    if (const char *env = std::getenv("EMBER_VULKAN_DEVICE"); env && env[0]) {
-        const size_t i = static_cast<size_t>(std::atoi(env));
-        if (i < n && i < 16) pick = i;
+    const char *env = std::getenv(kind == EMBER_BACKEND_CUDA ? "EMBER_CUDA_DEVICE" : "EMBER_VULKAN_DEVICE");
+    if (env && env[0]) {
+        const int i = std::atoi(env);
+        if (i >= 0 && static_cast<size_t>(i) < n) pick = static_cast<size_t>(i);
     }
-    if (kind == EMBER_BACKEND_AUTO && devs[pick].score <= 1) return out;
     std::string name;
     for (const char *c = devs[pick].name; *c; ++c)
-        if (*c != '"' && *c != '\\') name += *c;
-    return "\"backend\":\"vulkan\",\"device\":\"" + name + "\",";
+        if (*c != '"' && *c != '\\' && static_cast<unsigned char>(*c) >= 0x20) name += *c;
+    return out + "\"device\":\"" + name + "\",";
 }
 
 bool backend_option(const Args &a, ember_backend_kind *out) {

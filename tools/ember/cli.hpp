@@ -68,9 +68,9 @@ bool tokenize(const ember_model *model, const std::string &text, uint32_t flags,
 ember_session *create_session(const ember_model *model, const Args &a);
 // Reads --backend, or a KV cache type option (f16 | q8_0; *out is the default); false after reporting.
 bool backend_option(const Args &a, ember_backend_kind *out);
-// JSON fields naming the backend (and GPU device) that the backend option `a` resolves to, e.g.
-// "\"backend\":\"vulkan\",\"device\":\"llvmpipe (...)\"," (for bench output).
-std::string backend_json(const Args &a);
+// JSON fields naming the backend the session runs on and, on a GPU backend, its device, e.g.
+// "\"backend\":\"cuda\",\"device\":\"NVIDIA H200\"," (for bench output); "" if the session cannot say.
+std::string backend_json(const ember_session *s);
 bool kv_type_option(const Args &a, const char *name, ember_kv_type *out);
 // The backend's name as the CLI spells it ("cpu", "cuda", "vulkan", "auto").
 const char *backend_name(ember_backend_kind kind);

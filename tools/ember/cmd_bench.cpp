@@ -345,7 +345,7 @@ int cmd_bench(int argc, char **argv) {
         std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"architecture\":\"%s\",%s\"threads\":%ld,"
                     "\"context_size\":%u,\"kv_type\":\"%s\",\"precision\":\"%s\",\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"temperature\":%g,"
                     "\"rounds\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f,",
-                    ember_version(), model_path.c_str(), info.architecture, backend_json(a).c_str(), session_threads(s), n_ctx,
+                    ember_version(), model_path.c_str(), info.architecture, backend_json(s).c_str(), session_threads(s), n_ctx,
                     a.str("--kv-type", "f16").c_str(), a.str("--precision", "default").c_str(), P, G, spp.temperature, rounds, median(prefill), median(decode), load_s,
                     ru.ru_maxrss / 1024.0);
         if (spec) {

@@ -5,7 +5,8 @@
 # synth.log, summary.txt. Every step has its own time limit, so one hang costs that step only.
 #
 # usage: tools/gpu-lease/device.sh [STEPS]   STEPS: any of "tests sanitizer suite bench" (default: all)
-# in the order tests, suite, bench, sanitizer; EMBER_GPU_DEADLINE (s, default 420) ends it early.
+# in the order tests, suite, bench, sanitizer; EMBER_GPU_DEADLINE (s, default 420) ends it early;
+# EMBER_GPU_TESTS (a ctest -R regex, default the CUDA ones) picks what the tests step runs.
 set -u
 steps=${1:-"tests sanitizer suite bench"}
 deadline=${EMBER_GPU_DEADLINE:-420}   # seconds: later steps are skipped, said so, rather than cut off
@@ -28,6 +29,9 @@ if [ -f .gpu/shared-models.tar.xz ] && [ ! -d "$shared/models/stories260K" ]; th
   mkdir -p "$shared" && xz -T0 -dc .gpu/shared-models.tar.xz | tar xf - -C "$shared"
   ln -sf "$root/models/stories15M-q8_0.gguf" "$shared/models/stories15M/stories15M-q8_0.gguf"
 fi
+# The Debian libraries the tests link (libcmocka ...): in the loader's own path too, for the tests that set
+# LD_LIBRARY_PATH themselves (test_cuda_stub_driver puts the toolkit's stub libcuda there, replacing ours).
+if [ -w /usr/local/lib ]; then cp -P .gpu/lib/*.so* /usr/local/lib/ && ldconfig; fi
 export LD_LIBRARY_PATH="$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # cuBLASLt (dlopen'ed by the module) and compute-sanitizer: wherever this image keeps them.
 lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda*/targets/x86_64-linux/lib/libcublasLt.so.13 2>/dev/null | head -1)
@@ -51,7 +55,7 @@ if has bench; then
 fi
 
 if has tests; then
-  (cd "$bp" && timeout 180 ctest -R 'cuda|parity|window' -j6 --timeout 100 --output-on-failure) > "$OUT/ctest-cuda.log" 2>&1
+  (cd "$bp" && timeout 180 ctest -R "${EMBER_GPU_TESTS:-cuda|parity|window}" -j6 --timeout 100 --output-on-failure) > "$OUT/ctest-cuda.log" 2>&1
   stamp "cuda tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest-cuda.log" | tail -1)"
   grep -E '^\s*[0-9]+/[0-9]+ Test' "$OUT/ctest-cuda.log" | grep -v ' Passed' | tee -a "$OUT/summary.txt" | head -20
 fi

@@ -14,6 +14,14 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 (cd "$build" && find . \( -name CMakeFiles -o -name Testing -o -name '_deps' -o -name target -o -name '*.dir' \) -prune -o \
    -type f \( -executable -o -name '*.so*' -o -name 'CTestTestfile.cmake' -o -name '*.gguf' -o -name '*.json' -o -name '*.layout' \) \
    -not -name '*.o' -not -name '*.a' -print) > "$tmp/files"
+# What tests read from the build tree besides programs: test_install runs `cmake --install` (every
+# directory's cmake_install.cmake, the package files and the export sets it copies, which CMake keeps
+# under CMakeFiles/Export), test_readme_support the generated list of architectures. Text, a few KiB.
+(cd "$build" && { find . \( -name CMakeFiles -o -name '_deps' -o -name target -o -name '*.dir' \) -prune -o \
+     -type f \( -name cmake_install.cmake -o -name '*.pc' -o -name '*Config.cmake' -o -name '*ConfigVersion.cmake' \) -print
+   find ./CMakeFiles/Export -type f -name '*.cmake' 2>/dev/null || true
+   ls ./generated/arch_list.inc; }) >> "$tmp/files"
+sort -u -o "$tmp/files" "$tmp/files"
 (cd "$build" && tar cf - -T "$tmp/files") | (mkdir -p "$tmp/b" && cd "$tmp/b" && tar xf -)
 find "$tmp/b" -type f | while read -r f; do
   if head -c4 "$f" | grep -q 'ELF'; then strip --strip-unneeded "$f" 2>/dev/null || true; fi
