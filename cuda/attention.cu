@@ -128,7 +128,9 @@ __global__ void k_attn_tiled(AttnArgs a, AttnExt x) {
             const int j = idx / hd, d = idx % hd;
             const int32_t p = k0 + j;
             float kv = 0.0f, vv = 0.0f;
-            if (p < r.end) {
+            // Keys before the tile's first (the 32-key grid starts earlier) may lie in a sliding window's
+            // released block (table entry -1): such rows are never read, only masked.
+            if (p < r.end && p >= tile_first) {
                 const int64_t row = cache_row(table, p, a.block_size);
                 kv = kv_at<Q8>(a.k + row * a.row_bytes, head_off + d);
                 vv = kv_at<Q8>(a.v + row * a.row_bytes, head_off + d);
