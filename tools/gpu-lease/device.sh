@@ -5,7 +5,7 @@
 # synth.log, summary.txt. Every step has its own time limit, so one hang costs that step only.
 #
 # usage: tools/gpu-lease/device.sh [STEPS]   STEPS: any of "tests sanitizer suite bench" (default: all)
-# in the order tests, suite, bench, sanitizer; EMBER_GPU_DEADLINE (s, default 420) ends it early;
+# in the order tests, suite, sanitizer (while the models are written), bench; EMBER_GPU_DEADLINE (s, default 420) ends it early;
 # EMBER_GPU_TESTS (a ctest -R regex, default the CUDA ones) picks what the tests step runs.
 set -u
 steps=${1:-"tests sanitizer suite bench"}
@@ -66,6 +66,13 @@ if has suite; then
   sed -n '/The following tests/,$p' "$OUT/ctest-all.log" | head -30 | tee -a "$OUT/summary.txt"
 fi
 
+if has sanitizer && [ -n "$san" ] && left 120; then
+  { echo "== memcheck: test_parity cuda"; timeout 90 "$san" --tool memcheck --error-exitcode 9 --print-limit 20 "$bp/tests/test_parity" cuda; echo "rc=$?"
+    echo "== racecheck: test_parity cuda (attention kernels among the rest)"; timeout 70 "$san" --tool racecheck --error-exitcode 9 --print-limit 20 "$bp/tests/test_parity" cuda; echo "rc=$?"
+  } > "$OUT/sanitizer.log" 2>&1
+  stamp "sanitizer: $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tr '\n' ' ')"
+fi
+
 if has bench; then
   e="$bp/tools/ember/ember"; cb="$bp/bench/ember-cuda-bench"
   { "$cb" attention 4096 32 8 128 f16; "$cb" attention 4096 32 8 128 q8_0
@@ -79,7 +86,7 @@ if has bench; then
   stamp "models: $(ls -la $models | tail -n +2 | awk '{print $5, $9}' | tr '\n' ' ')"
   for ty in q4_0 q4_k_m q8_0; do
     m="$models/llama3-8b-$ty.gguf"; [ -s "$m" ] || { stamp "no model $m"; continue; }
-    for args in "-p 512 -n 128" "--parallel 16 -p 512 -n 128" "-p 4096 -n 16 -c 4352"; do
+    for args in "-p 512 -n 128" "-p 4096 -n 16 -c 4352"; do  # 16 sequences: peer.sh, beside llama.cpp
       left 60 || { stamp "skipped (deadline): bench $ty $args"; continue; }
       r=$(timeout 60 "$e" bench -m "$m" --backend cuda $args 2>>"$OUT/summary.txt" | grep '^{' | tail -1)
       echo "{\"type\":\"$ty\",\"args\":\"$args\",\"result\":${r:-null}}" >> "$OUT/bench.jsonl"
@@ -87,11 +94,4 @@ if has bench; then
     done
   done
 fi
-if has sanitizer && [ -n "$san" ] && left 120; then
-  { echo "== memcheck: test_parity cuda"; timeout 150 "$san" --tool memcheck --error-exitcode 9 --print-limit 20 "$bp/tests/test_parity" cuda; echo "rc=$?"
-    echo "== racecheck: test_parity cuda (attention kernels among the rest)"; timeout 80 "$san" --tool racecheck --error-exitcode 9 --print-limit 20 "$bp/tests/test_parity" cuda; echo "rc=$?"
-  } > "$OUT/sanitizer.log" 2>&1
-  stamp "sanitizer: $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tr '\n' ' ')"
-fi
-
 stamp "done"
