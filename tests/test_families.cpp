@@ -1,5 +1,6 @@
 // test_families.cpp — every model family Ember runs, in every weight type this build supports, on the
-// CPU backend against the double-precision reference (src/testing/reference_forward.cpp, written from
+// `auto` backend (the CPU; a GPU's where the machine has one, EMBER_PRECISION_HIGH's cases still on the
+// CPU) against the double-precision reference (src/testing/reference_forward.cpp, written from
 // the families' definitions): synthetic models (src/testing/synthetic.cpp) with each family's parts
 // switched on — sliding windows crossed, softcaps that bite, rope scaling, experts — and decisive logits
 // (std ~15). Teacher-forced on 11 tokens: the prefill's last logits and each of 11 decode steps.
@@ -95,6 +96,9 @@ Result run_case(const std::string &family, DType type, uint32_t precision = EMBE
     SessionOptions o;
     o.n_ctx = 64;
     o.n_threads = 2;
+    // EMBER_PRECISION_HIGH is the CPU backend's (a GPU session refuses it); the default precision runs
+    // on whatever `auto` picks, so a machine with a GPU checks its backend against the reference too.
+    if (precision == EMBER_PRECISION_HIGH) o.backend = EMBER_BACKEND_CPU;
     Session prefill(*model, o);
     prefill.set_precision(precision);
     prefill.feed(tokens.data(), tokens.size());
@@ -160,6 +164,7 @@ void test_precision_setting(void **) {
     SessionOptions o;
     o.n_ctx = 32;
     o.n_threads = 1;
+    o.backend = EMBER_BACKEND_CPU;  // the backend that honours it
     Session s(*model, o);
     assert_int_equal(s.precision(), EMBER_PRECISION_DEFAULT);
     try {

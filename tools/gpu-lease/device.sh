@@ -33,6 +33,10 @@ fi
 # LD_LIBRARY_PATH themselves (test_cuda_stub_driver puts the toolkit's stub libcuda there, replacing ours).
 if [ -w /usr/local/lib ]; then cp -P .gpu/lib/*.so* /usr/local/lib/ && ldconfig; fi
 export LD_LIBRARY_PATH="$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# test_cuda_stub_driver's link to the toolkit's stub libcuda names where the build machine keeps it: point
+# it at this machine's (a dangling link lets the real driver load, and the test sees CUDA work).
+stub=$(ls /usr/local/cuda/lib64/stubs/libcuda.so /usr/local/cuda*/targets/x86_64-linux/lib/stubs/libcuda.so 2>/dev/null | head -1)
+[ -n "$stub" ] && [ -d "$bp/cuda-stub" ] && ln -sfn "$stub" "$bp/cuda-stub/libcuda.so.1"
 # cuBLASLt (dlopen'ed by the module) and compute-sanitizer: wherever this image keeps them.
 lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda*/targets/x86_64-linux/lib/libcublasLt.so.13 2>/dev/null | head -1)
 [ -n "$lt" ] || lt=$(find / -xdev -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
