@@ -52,6 +52,16 @@ EMBER_HD uint16_t load_u16(const uint8_t *p) {  // p is 2-byte aligned in every 
     return *reinterpret_cast<const uint16_t *>(p);
 }
 
+// Q4_K/Q5_K: sub-block j's 6-bit scale and min from the block's 12 packed bytes (s = block + 4).
+EMBER_HD void kq_scale_min(const uint8_t *s, int j, int &sc, int &m) {
+    if (j < 4) {
+        sc = s[j] & 63, m = s[j + 4] & 63;
+    } else {
+        sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
 // K-quants: element e (< 256) of a super-block, the value cpu::dequantize_row gives (every product in
 // it is exact, so its one rounding is the same in any order; layouts in core/dtype.hpp).
 EMBER_HD uint32_t kq_block_bytes(uint32_t type) { return type == kQ4_K ? 144 : type == kQ5_K ? 176 : 210; }
@@ -66,12 +76,7 @@ EMBER_HD float kq_value(uint32_t type, const uint8_t *b, int e) {
     const uint8_t *s = b + 4;
     const int j = e / 32, l = e % 32;
     int sc, m;
-    if (j < 4) {
-        sc = s[j] & 63, m = s[j + 4] & 63;
-    } else {
-        sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
-        m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
+    kq_scale_min(s, j, sc, m);
     const float d = f16_bits_to_f32(load_u16(b)), dmin = f16_bits_to_f32(load_u16(b + 2));
     const uint8_t *qs = b + (type == kQ4_K ? 16 : 48) + 32 * (j / 2);
     int code = (j & 1) ? qs[l] >> 4 : qs[l] & 15;
@@ -99,12 +104,7 @@ EMBER_HD void kq_values8(uint32_t type, const uint8_t *b, int lane, float *out) 
     const uint8_t *s = b + 4;
     const int j = lane / 4, l0 = lane % 4 * 8;
     int sc, m;
-    if (j < 4) {
-        sc = s[j] & 63, m = s[j + 4] & 63;
-    } else {
-        sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
-        m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
+    kq_scale_min(s, j, sc, m);
     const float dsc = mul_rn(f16_bits_to_f32(load_u16(b)), static_cast<float>(sc));
     const float dm = mul_rn(f16_bits_to_f32(load_u16(b + 2)), static_cast<float>(m));
     const uint8_t *qs = b + (type == kQ4_K ? 16 : 48) + 32 * (j / 2) + l0;
