@@ -48,6 +48,9 @@ python3 "$here/prune_fatbin.py" "$bins/libggml-cuda.so" "$work/cuda.so" --cubins
 cp -a "$root/../shared/peer/node_modules/." "$work/stage/node_modules/"
 rm -rf "$work/stage/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$work/stage/node_modules/node-llama-cpp/llama/addon" \
        "$work/stage/node_modules/@node-llama-cpp/"linux-x64 "$work/stage/node_modules/@node-llama-cpp/"linux-x64-vulkan
+# What only building or type-checking reads: headers for native builds, type declarations, source maps, docs.
+rm -rf "$work/stage/node_modules/node-addon-api" "$work/stage/node_modules/node-api-headers"
+find "$work/stage/node_modules" \( -name '*.d.ts' -o -name '*.map' -o -name '*.md' \) -type f -delete
 cp -a "$work/package" "$work/stage/node_modules/@node-llama-cpp/linux-x64-cuda"
 cb=$work/stage/node_modules/@node-llama-cpp/linux-x64-cuda/bins/linux-x64-cuda
 find "$cb" -name 'libggml-cpu-*.so' ! -name 'libggml-cpu-haswell.so' -delete
