@@ -24,6 +24,9 @@ if [ "$root" != "$src" ]; then mkdir -p "$(dirname "$src")"; [ -e "$src" ] || ln
 if [ ! -x "$bp/tests/test_parity" ]; then
   mkdir -p "$root/$(basename "$bp")" && xz -dc .gpu/build.tar.xz | tar xf - -C "$root/$(basename "$bp")"
 fi
+# A copy outside the checkout for peer.sh's call: the lease tool removes the checkout's untracked
+# folders that a later call does not carry (.gpu and this build went in the first lease's peer call).
+mkdir -p /tmp/ember-gpubuild && cp -a "$bp/." /tmp/ember-gpubuild/
 shared=$(dirname "$src")/shared
 if [ -f .gpu/shared-models.tar.xz ] && [ ! -d "$shared/models/stories260K" ]; then
   mkdir -p "$shared" && xz -T0 -dc .gpu/shared-models.tar.xz | tar xf - -C "$shared"

@@ -5,7 +5,9 @@
 # sequences. One JSON line per run in $OUT/peer.jsonl; llama.cpp's stderr in $OUT/peer-stderr.txt.
 set -u
 OUT=${OUT:-/tmp/ember-gpu-out}; mkdir -p "$OUT"
-bp=$(cat .gpu/build-path); export EMBER_BACKEND_DIR=$bp LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# device.sh's copy of the build (this call carries .gpu-peer, not .gpu: both do not fit beside the repo).
+bp=/tmp/ember-gpubuild; [ -x "$bp/tools/ember/ember" ] || { echo "peer.sh: run device.sh first (no $bp)" >&2; exit 1; }
+export EMBER_BACKEND_DIR=$bp
 models=/tmp/ember-gpu-models; e="$bp/tools/ember/ember"
 t0=$(date +%s)
 for ty in ${EMBER_PEER_TYPES:-q4_0 q4_k_m q8_0}; do
