@@ -5,7 +5,7 @@
 #include "backend/module_glue.hpp"
 #include "cpu/cpu_context.hpp"
 #include "cpu/cpu_ops.hpp"
-#include "cpu/q4k_rows16.hpp"
+#include "cpu/rows16.hpp"
 
 #include <cstdio>
 #include <memory>
@@ -86,13 +86,14 @@ struct Cpu {
         });
     }
 
-    // Q4_K interleaved 16 rows at a time where the kernel level reads it so (cpu/q4k_rows16.hpp).
+    // Q4_K and Q6_K interleaved 16 rows at a time where the kernel level reads them so (cpu/rows16.hpp).
     static int host_layout_wants(const ember_mod_tensor *t) {
-        return cpu::q4_k_rows16_native() && t->type == static_cast<uint32_t>(DType::Q4_K) && t->n_dims == 2 &&
-               t->ne[1] >= cpu::kQ4KRows16;
+        return cpu::rows16_native() && t->type < EMBER_MOD_TYPE_HOST_LAYOUT && cpu::rows16_type(static_cast<DType>(t->type)) &&
+               t->n_dims == 2 && t->ne[1] >= cpu::kRows16;
     }
     static void host_layout_rewrite(const ember_mod_tensor *t, void *data) {
-        cpu::q4_k_rows16_pack(static_cast<uint8_t *>(data), t->ne[1], dtype_row_bytes(DType::Q4_K, static_cast<uint64_t>(t->ne[0])));
+        const auto type = static_cast<DType>(t->type);
+        cpu::rows16_pack(type, static_cast<uint8_t *>(data), t->ne[1], dtype_row_bytes(type, static_cast<uint64_t>(t->ne[0])));
     }
 
 };

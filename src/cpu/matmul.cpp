@@ -2,7 +2,7 @@
 // rows over the thread pool. The inner loops are the row kernels of vec_dot_*.cpp.
 #include "core/error.hpp"
 #include "cpu/kernels.hpp"
-#include "cpu/q4k_rows16.hpp"
+#include "cpu/rows16.hpp"
 #include "cpu/row_steal.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -57,10 +57,10 @@ WeightKind weight_kind(DType t) {
 
 // The product's kernel and its job's weight fields for w.
 void set_weight(const KernelTable &k, const WeightView &w, MatmulRowsFn &fn, MatmulJob &job) {
-    fn = w.rows16 ? k.matmul_q4_k_rows16 : k.matmul[weight_kind(w.type)];
+    fn = !w.rows16 ? k.matmul[weight_kind(w.type)] : w.type == DType::Q6_K ? k.matmul_q6_k_rows16 : k.matmul_q4_k_rows16;
     job.w = static_cast<const uint8_t *>(w.data);
     job.row_bytes = w.row_bytes;
-    job.n_rows16 = w.rows16 ? w.n_out / kQ4KRows16 * kQ4KRows16 : 0;
+    job.n_rows16 = w.rows16 ? w.n_out / kRows16 * kRows16 : 0;
 }
 
 // Every kind after the float ones multiplies against the quantized activations.
@@ -132,12 +132,12 @@ struct Segment {
 void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs) {
     int64_t total = 0;
     // Ranges and chunks start at a multiple of `align` rows: the decode tiles' 4, or an interleaved
-    // Q4_K group (16), whose tile would otherwise copy the rows of a split group back to the file's
-    // layout (q4k_rows16.hpp).
+    // group (16), whose tile would otherwise copy the rows of a split group back to the file's
+    // layout (rows16.hpp).
     int64_t align = 4;
     for (int s = 0; s < n_seg; ++s) {
         total += segs[s].n_out;
-        if (segs[s].job.n_rows16 > 0) align = kQ4KRows16;
+        if (segs[s].job.n_rows16 > 0) align = kRows16;
     }
     if (pool.size() == 1 || macs < kMinParallelMacs || total < 2) {
         for (int s = 0; s < n_seg; ++s) segs[s].fn(segs[s].job, 0, segs[s].n_out);
@@ -164,7 +164,7 @@ void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs
     const int64_t per_thread = big ? kChunksPerThreadBig : kChunksPerThread;
     int64_t chunk = (total + nth * per_thread - 1) / (nth * per_thread);
     chunk = chunk < 8 ? 8 : (chunk + 3) & ~int64_t{3};
-    if (big || align == kQ4KRows16) chunk = (chunk + 15) & ~int64_t{15};
+    if (big || align == kRows16) chunk = (chunk + 15) & ~int64_t{15};
     int64_t first[5] = {0, 0, 0, 0, 0};  // first chunk index of each segment
     for (int s = 0; s < n_seg; ++s) first[s + 1] = first[s] + (segs[s].n_out + chunk - 1) / chunk;
     pool.run_chunks(first[n_seg], [&](int64_t c) {

@@ -48,7 +48,7 @@ std::vector<HugePageCopy::Range> Model::cpu_ranges() const {
 }
 
 // The tensors the CPU backend reads in a layout of its own (module_api.h's host_layout_wants; the AVX-512
-// kernels' interleaved Q4_K rows, src/cpu/q4k_rows16.hpp), rewritten so in the private copy, which costs
+// kernels' interleaved Q4_K rows, src/cpu/rows16.hpp), rewritten so in the private copy, which costs
 // no memory (the same bytes in another order) and leaves the file mapping untouched. Only 2-D tensors
 // that every program reads with MATMUL alone (an embedding's GET_ROWS, MOE's experts and everything else
 // read the file's layout), and those the backend wants. EMBER_CPU_REPACK=0 keeps the file's layout (for
