@@ -73,6 +73,8 @@ public:
     uint64_t cpu_weights_reserve(uint64_t context_bytes) const;
     // Whether the CPU backend reads the weights from the huge-page copy (false before its first use).
     bool cpu_weights_copied() const;
+    // How many tensors the copy holds in the CPU backend's own layout (module_api.h's host layout).
+    size_t cpu_weights_rewritten() const;
 
     // The description that backend_model(backend, n_ctx_per_seq) runs.
     const ModelDesc &desc_for(uint32_t n_ctx_per_seq) const { return uses_long(n_ctx_per_seq) ? *desc_long_ : desc_; }

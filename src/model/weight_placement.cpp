@@ -185,4 +185,9 @@ bool Model::cpu_weights_copied() const {
     return cpu_copy_ != nullptr;
 }
 
+size_t Model::cpu_weights_rewritten() const {
+    std::lock_guard<std::mutex> lock(backend_mutex_);
+    return cpu_rows16_.size();
+}
+
 } // namespace ember
