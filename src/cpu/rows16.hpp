@@ -16,8 +16,9 @@
 // for fp16 scales, 1 for 8-bit scales, 4 for codes), unit u of row i at field + 16 * unit * u + unit * i:
 //   Q4_K (2304 bytes): [0, 32) d, [32, 64) dmin, [64, 256) the 12 scale bytes, [256, 2304) qs
 //   Q6_K (3360 bytes): [0, 32) d, [32, 288) the 16 scales, [288, 2336) ql, [2336, 3360) qh
-// Every kernel level reads it: the AVX-512 and AMX levels' one to four tokens with the tiles, everything
-// else (scalar, AVX2, prefill panels) from rows copied back to the file's layout (rows16_rows).
+// Every kernel level reads it: the AVX-512 and AMX levels' products of up to 64 tokens with the tiles,
+// everything else (scalar, AVX2, longer prefill's panels) from rows copied back to the file's layout
+// (rows16_rows).
 #pragma once
 
 #include "core/dtype.hpp"
@@ -47,12 +48,12 @@ bool rows16_native();
 namespace detail {
 
 // Rows [r0, r1) of an interleaved product (job.n_rows16 > 0): rows in whole groups with `native` (may be
-// null) where it serves the job's token count, every other row through `plain` (a kernel of the file's
+// null) up to 64 tokens (rows16.cpp's kNativeMaxTokens), every other row through `plain` (a kernel of the file's
 // layout) on rows copied back (groups) or in place (the last n_out % 16 rows). Same bits as `plain` on
 // the file's layout, since `native` has its bits.
 void rows16_rows(DType type, MatmulRowsFn plain, MatmulRowsFn native, const MatmulJob &job, int64_t r0, int64_t r1);
 
-// The AVX-512 tiles over whole groups: r0 and r1 multiples of 16, at most kTokTile tokens.
+// The AVX-512 tiles over whole groups: r0 and r1 multiples of 16, any number of tokens (4 per pass).
 void matmul_rows_q4_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1);
 void matmul_rows_q6_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1);
 

@@ -1,5 +1,5 @@
 // rows16_avx512.cpp — the AVX-512 tiles of Q4_K and Q6_K interleaved 16 rows at a time (rows16.hpp),
-// for one to four tokens (decode, small batches). Compiled with the AVX-512 flags and reached only
+// for decode, small batches and short prompts (4 tokens per pass). Compiled with the AVX-512 flags and reached only
 // through the kernel table after the CPU check (cpu_features.cpp).
 //
 // Lane i of every vector is row i of the group: VPDPBUSD of 4 codes of each row against 4 activations
@@ -215,11 +215,13 @@ template <void (&Tile1)(const MatmulJob &, int64_t, int64_t), void (&Tile2)(cons
           void (&Tile3)(const MatmulJob &, int64_t, int64_t), void (&Tile4)(const MatmulJob &, int64_t, int64_t)>
 void groups(const MatmulJob &job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r += kRows16) {
-        switch (job.n_tokens) {
-        case 1: Tile1(job, r, 0); break;
-        case 2: Tile2(job, r, 0); break;
-        case 3: Tile3(job, r, 0); break;
-        default: Tile4(job, r, 0); break;
+        for (int64_t t0 = 0; t0 < job.n_tokens; t0 += kTokTile) {
+            switch (job.n_tokens - t0 < kTokTile ? job.n_tokens - t0 : kTokTile) {
+            case 1: Tile1(job, r, t0); break;
+            case 2: Tile2(job, r, t0); break;
+            case 3: Tile3(job, r, t0); break;
+            default: Tile4(job, r, t0); break;
+            }
         }
     }
 }
