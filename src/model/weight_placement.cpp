@@ -48,7 +48,7 @@ std::vector<HugePageCopy::Range> Model::cpu_ranges() const {
 }
 
 // The tensors the CPU backend reads in a layout of its own (module_api.h's host_layout_wants; the AVX-512
-// kernels' interleaved Q4_K rows, src/cpu/rows16.hpp), rewritten so in the private copy, which costs
+// kernels' interleaved Q4_K and Q6_K rows, src/cpu/rows16.hpp), rewritten so in the private copy, which costs
 // no memory (the same bytes in another order) and leaves the file mapping untouched. Only 2-D tensors
 // that every program reads with MATMUL alone (an embedding's GET_ROWS, MOE's experts and everything else
 // read the file's layout), and those the backend wants. EMBER_CPU_REPACK=0 keeps the file's layout (for
@@ -70,7 +70,7 @@ std::vector<std::pair<uint64_t, const ember_mod_tensor *>> Model::cpu_layout_can
         };
         const auto *nodes = reinterpret_cast<const uint8_t *>(d.nodes);
         for (uint32_t i = 0; i < d.n_nodes; ++i) {
-            ember_graph_node n;
+            ember_graph_node n{};  // (the core's own nodes: node_size is sizeof n)
             std::memcpy(&n, nodes + static_cast<size_t>(i) * d.node_size, std::min<size_t>(sizeof n, d.node_size));
             use(n.w, n.op == EMBER_GRAPH_MATMUL);
             for (int32_t t : {n.b, n.w2, n.w3, n.b2, n.b3}) use(t, false);
