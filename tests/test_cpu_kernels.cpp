@@ -10,6 +10,7 @@
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/rows16.hpp"
 #include "cpu/row_steal.hpp"
 #include "cpu/threadpool.hpp"
 
@@ -1004,6 +1005,75 @@ static void test_matmul_batch_invariant(void **) {
     }
 }
 
+// Q4_K and Q6_K interleaved 16 rows at a time (cpu/rows16.hpp), as the loader leaves them for the
+// AVX-512 tiles: at every level, for every token count (the tiles' 1..4, the panels beyond), thread count
+// (row ranges that split a group: rows copied back) and a fused product of two such weights, the bits
+// of the file's layout. Rows: 3 groups and 5 left in the file's layout. Two weights of each type: the
+// quantizer's, and random bytes (every scale, min and code pattern) with finite fp16 scales of both signs.
+static void test_matmul_rows16(void **) {
+    auto rand_bits = [](uint64_t *st) { return static_cast<uint32_t>(test_randf(st, 0, 65536)); };  // 16 random bits
+    auto rand_half = [&](uint64_t *st) {  // |h| in [2^-11, 2^-3): products stay far from overflow
+        return static_cast<uint16_t>((0x1000 + rand_bits(st) % 0x2000) | (rand_bits(st) & 0x8000));
+    };
+    Scratch scratch;
+    uint64_t st = 1616;
+    const int64_t n_in = 768, n_out = 3 * kRows16 + 5, nt = 19;
+    for (DType type : {DType::Q4_K, DType::Q6_K}) {
+        const size_t rb = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
+        const size_t block = dtype_info(type).block_bytes;
+        TestWeight q = make_weight(type, n_out, n_in, &st);
+        TestWeight r = q;
+        for (size_t i = 0; i < r.data.size(); ++i) r.data[i] = static_cast<uint8_t>(rand_bits(&st));
+        for (int64_t row = 0; row < n_out; ++row)
+            for (size_t b = 0; b < rb / block; ++b) {
+                uint8_t *blk = r.data.data() + static_cast<size_t>(row) * rb + b * block;
+                if (type == DType::Q4_K) {
+                    reinterpret_cast<BlockQ4_K *>(blk)->d = rand_half(&st);
+                    reinterpret_cast<BlockQ4_K *>(blk)->dmin = rand_half(&st);
+                } else {
+                    reinterpret_cast<BlockQ6_K *>(blk)->d = rand_half(&st);
+                }
+            }
+        const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * n_in), -1, 1);
+        const std::vector<float> bias = rand_vec(&st, static_cast<size_t>(n_out), -1, 1);
+        for (TestWeight *w : {&q, &r}) {
+            std::vector<uint8_t> packed = w->data;
+            rows16_pack(type, packed.data(), n_out, rb);
+            std::vector<uint8_t> back(w->data.size());
+            const size_t grouped = static_cast<size_t>(n_out / kRows16 * kRows16) * rb;
+            rows16_unpack(type, packed.data(), rb, 0, n_out / kRows16, back.data());
+            std::memcpy(back.data() + grouped, packed.data() + grouped, back.size() - grouped);
+            if (back != w->data) fail_msg("%s rows16: unpack(pack(w)) != w", dtype_name(type));
+            if (std::memcmp(packed.data(), w->data.data(), grouped) == 0) fail_msg("%s rows16: pack changed nothing", dtype_name(type));
+            WeightView plain = w->view(), inter = plain;
+            inter.data = packed.data();
+            inter.rows16 = true;
+            for_each_variant([&](int) {
+                for (int threads : {1, 2, 3}) {
+                    auto pool = make_pool(threads);
+                    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, nt}) {
+                        std::vector<float> want(static_cast<size_t>(n * n_out), NAN), got(want.size(), NAN);
+                        matmul(*pool, scratch, plain, x.data(), n, want.data(), bias.data());
+                        matmul(*pool, scratch, inter, x.data(), n, got.data(), bias.data());
+                        if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0)
+                            fail_msg("%s rows16 %s: %lld tokens, %d threads differ from the file's layout", dtype_name(type),
+                                     isa_name(), (long long)n, threads);
+                        // Fused with a second interleaved weight (one index space of 2 n_out rows).
+                        std::vector<float> got2(want.size() * 2, NAN);
+                        const WeightView *ws[2] = {&inter, &inter};
+                        float *ys[2] = {got2.data(), got2.data() + want.size()};
+                        const float *bs[2] = {bias.data(), nullptr};
+                        matmul_multi(*pool, scratch, ws, 2, x.data(), n, ys, bs);
+                        if (std::memcmp(want.data(), got2.data(), want.size() * sizeof(float)) != 0)
+                            fail_msg("%s rows16 %s: fused, %lld tokens, %d threads differ", dtype_name(type), isa_name(),
+                                     (long long)n, threads);
+                    }
+                }
+            });
+        }
+    }
+}
+
 // Q8_0 at its integer limits: blocks of -128 and 127 (and random codes) against activations of +-1, which
 // quantize to +-127, so the row tiles' sign trick meets |w| = 128 with its largest maddubs pairs (2 * 128 *
 // 127 = 32512, just under the 16-bit limit) and the panels' offsets (w + 128 at AVX-512) their largest
@@ -1758,6 +1828,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_panels),
         cmocka_unit_test(test_matmul_batch_invariant),
         cmocka_unit_test(test_matmul_q8_0_extremes),
+        cmocka_unit_test(test_matmul_rows16),
         cmocka_unit_test(test_rms_norm),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_add),

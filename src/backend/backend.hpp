@@ -123,6 +123,10 @@ public:
     // where the backend cannot say (module_api.h's memory_available). Not called for the CPU backend,
     // whose memory is the host's (host_memory.hpp).
     virtual uint64_t device_memory_available() { return UINT64_MAX; }
+    // A layout of its own for some host weights (module_api.h's host_layout_wants / _rewrite): whether
+    // it wants tensor t rewritten, and the rewrite of its bytes in place. Default: none.
+    virtual bool host_layout_wants(const ember_mod_tensor &) const { return false; }
+    virtual void host_layout_rewrite(const ember_mod_tensor &, void *) const {}
 };
 
 // The backends of this build that can run here, best first; the CPU backend is always present.

@@ -35,7 +35,9 @@ typedef struct ember_mod_backend ember_mod_backend; /* an opened device */
 typedef struct ember_mod_model ember_mod_model;     /* weights on that device */
 typedef struct ember_mod_context ember_mod_context; /* KV cache and activations of one context */
 
-/* A tensor as stored in the file: GGUF type id, shape (ne[0] innermost), host bytes, name (for messages). */
+/* A tensor as stored in the file: GGUF type id, shape (ne[0] innermost), host bytes, name (for messages).
+ * The type carries EMBER_MOD_TYPE_HOST_LAYOUT where the module's host_layout_rewrite rewrote the bytes
+ * (only in a description whose tensors point into the core's private host copy of the weights). */
 typedef struct ember_mod_tensor {
     uint32_t type;
     int32_t n_dims;
@@ -44,6 +46,8 @@ typedef struct ember_mod_tensor {
     size_t n_bytes;
     const char *name;
 } ember_mod_tensor;
+
+#define EMBER_MOD_TYPE_HOST_LAYOUT 0x80000000u
 
 /* A model as every backend sees it: its tensors and the forward pass as a program of ops (graph.h).
  * Nothing here names an architecture. */
@@ -221,6 +225,15 @@ typedef struct ember_backend_module {
      * that a context too large for the device fails first with both figures (host_memory.hpp does the
      * same for the CPU backend's host memory). */
     int (*memory_available)(ember_mod_backend *b, uint64_t *out, char *msg, size_t msg_cap);
+    /* Appended, may be NULL (both or neither): a module that reads host weights (the built-in CPU
+     * backend) may keep some in a layout of its own. Where the core holds a private host copy of the
+     * weights, it asks host_layout_wants about each 2-D tensor that the programs read with MATMUL alone
+     * (nonzero: rewrite it), calls host_layout_rewrite once per such tensor on the copy's bytes (n_bytes
+     * at data, writable then, read-only afterwards; it must not fail), and gives those tensors the type
+     * `type | EMBER_MOD_TYPE_HOST_LAYOUT` in the descriptions it loads. The file mapping is never
+     * rewritten. */
+    int (*host_layout_wants)(const ember_mod_tensor *t);
+    void (*host_layout_rewrite)(const ember_mod_tensor *t, void *data);
 } ember_backend_module;
 
 /* The module's contexts take n_window_blocks (the window layers' rows in a pool of their own, addressed

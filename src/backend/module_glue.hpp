@@ -43,6 +43,16 @@ struct ModuleGlue {
         if constexpr (requires { Traits::memory_available; }) return static_cast<Fn>(Traits::memory_available);
         else return static_cast<Fn>(nullptr);
     }
+    static constexpr auto host_layout_wants() {
+        using Fn = int (*)(const ember_mod_tensor *);
+        if constexpr (requires { Traits::host_layout_wants; }) return static_cast<Fn>(Traits::host_layout_wants);
+        else return static_cast<Fn>(nullptr);
+    }
+    static constexpr auto host_layout_rewrite() {
+        using Fn = void (*)(const ember_mod_tensor *, void *);
+        if constexpr (requires { Traits::host_layout_rewrite; }) return static_cast<Fn>(Traits::host_layout_rewrite);
+        else return static_cast<Fn>(nullptr);
+    }
     template <class C = ember_mod_context>  // checked where used, once the module has defined C
     static int forward(C *c, const ember_mod_batch *b, char *msg, size_t cap) {
         return module_guard(Traits::name, msg, cap, [&] {
@@ -97,6 +107,8 @@ constexpr ember_backend_module module_table() {
         Traits::run_op,
         G::caps(),
         G::memory_available(),
+        G::host_layout_wants(),
+        G::host_layout_rewrite(),
     };
 }
 

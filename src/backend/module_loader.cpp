@@ -219,6 +219,11 @@ public:
         check(st, msg, "memory_available");
         return bytes;
     }
+    bool host_layout_wants(const ember_mod_tensor &t) const override {
+        return has_entry(api_, offsetof(ember_backend_module, host_layout_rewrite) + sizeof api_->host_layout_rewrite) &&
+               api_->host_layout_wants && api_->host_layout_rewrite && api_->host_layout_wants(&t) != 0;
+    }
+    void host_layout_rewrite(const ember_mod_tensor &t, void *data) const override { api_->host_layout_rewrite(&t, data); }
     void run_op(const ember_mod_op &op) {
         ember_mod_backend *b = acquire();
         char msg[kMsgCap] = "";

@@ -41,7 +41,8 @@ size_t HugePageCopy::bytes_for(const std::vector<Range> &ranges) {
     return round_up(at, kHugePage) + kHugePage;  // + the slack that aligning the region's start takes
 }
 
-HugePageCopy::HugePageCopy(int fd, const std::string &path, std::vector<Range> ranges, unsigned n_threads)
+HugePageCopy::HugePageCopy(int fd, const std::string &path, std::vector<Range> ranges, unsigned n_threads,
+                           const std::function<void(HugePageCopy &)> &rewrite)
     : ranges_(std::move(ranges)) {
     size_t at = 0;
     for (const Range &r : ranges_) {
@@ -100,6 +101,15 @@ HugePageCopy::HugePageCopy(int fd, const std::string &path, std::vector<Range> r
         ::munmap(region_, region_bytes_);
         region_ = nullptr;
         fail(EMBER_ERR_IO, "cannot read the weights of '%s': %s", path.c_str(), std::strerror(error.load()));
+    }
+    if (rewrite) {
+        try {
+            rewrite(*this);
+        } catch (...) {
+            ::munmap(region_, region_bytes_);
+            region_ = nullptr;
+            throw;
+        }
     }
     // Read-only, as the mapping would be; a failure leaves it writable, which nothing relies on.
     ::mprotect(region_, region_bytes_, PROT_READ);

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,13 +35,19 @@ public:
     // (large preads; the huge pages are zeroed by the kernel as they are first touched, which costs as
     // much as the copy, so threads help). Throws Error(EMBER_ERR_OUT_OF_MEMORY) when the region cannot be
     // allocated and Error(EMBER_ERR_IO) when a read fails (naming `path`); nothing stays allocated then.
-    HugePageCopy(int fd, const std::string &path, std::vector<Range> ranges, unsigned n_threads);
+    // `rewrite`, if set, runs once the bytes are in and before the region becomes read-only, and may
+    // change them through writable_at (the CPU backend's layout of some weights: model/weight_placement.cpp);
+    // what it throws propagates, nothing staying allocated.
+    HugePageCopy(int fd, const std::string &path, std::vector<Range> ranges, unsigned n_threads,
+                 const std::function<void(HugePageCopy &)> &rewrite = {});
     ~HugePageCopy();
     HugePageCopy(const HugePageCopy &) = delete;
     HugePageCopy &operator=(const HugePageCopy &) = delete;
 
     // The copy of file byte `offset`, which must lie inside one of the ranges; nullptr otherwise.
     const uint8_t *at(uint64_t offset) const;
+    // at() for the constructor's `rewrite` (the region is read-only afterwards).
+    uint8_t *writable_at(uint64_t offset) { return const_cast<uint8_t *>(at(offset)); }
     // Bytes the region takes (the ranges, their alignment and the 2 MiB rounding).
     size_t region_bytes() const { return region_bytes_; }
     // Whether madvise(MADV_HUGEPAGE) was accepted (the kernel may still fall back to 4 KiB pages).

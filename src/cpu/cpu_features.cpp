@@ -10,6 +10,7 @@
 // EMBER_CPU_ISA=scalar|avx2|avx512|amx caps the level, so CI runs every path on one machine; a level the
 // CPU lacks is never chosen, whatever the variable says (it can only lower the choice).
 #include "cpu/kernels.hpp"
+#include "cpu/rows16.hpp"
 #include "cpu/vec_dot.hpp"
 
 #include <atomic>
@@ -27,6 +28,13 @@ namespace ember::cpu {
 namespace detail {
 namespace {
 
+// Interleaved Q4_K or Q6_K (rows16.hpp) through a level's kernel of the file's layout, and its own tile
+// where Native is not null.
+template <DType Type, MatmulRowsFn Plain, MatmulRowsFn Native = nullptr>
+void matmul_rows_rows16(const MatmulJob &job, int64_t r0, int64_t r1) {
+    rows16_rows(Type, Plain, Native, job, r0, r1);
+}
+
 const KernelTable kScalar = {
     "scalar",
     {matmul_rows_f32_scalar, matmul_rows_f16_scalar, matmul_rows_bf16_scalar, matmul_rows_q8_0_scalar,
@@ -40,6 +48,9 @@ const KernelTable kScalar = {
     f32_to_f16_scalar,
     nullptr,
     nullptr,
+    matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_scalar>,
+    matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_scalar>,
+    false,
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -56,6 +67,9 @@ const KernelTable kAvx2 = {
     f32_to_f16_avx2,
     attend_heads_avx2,
     attend_heads_q8_0_avx2,
+    matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx2>,
+    matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_avx2>,
+    false,
 };
 
 // Q6_K at the AVX-512 and AMX levels: decode (one token) through the VPDPBUSD tile
@@ -82,6 +96,10 @@ const KernelTable kAvx512 = [] {
     t.matmul[kWMXFP4] = matmul_rows_mxfp4_avx512;
     t.matmul[kWQ3_K] = matmul_rows_q3_k_avx512;
     t.matmul[kWQ2_K] = matmul_rows_q2_k_avx512;
+    t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx512, matmul_rows_q4_k_rows16_avx512>;
+    t.matmul_q6_k_rows16 = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_avx512>,
+                                              matmul_rows_q6_k_rows16_avx512>;
+    t.rows16_native = true;
     return t;
 }();
 
@@ -94,6 +112,9 @@ const KernelTable kAmx = [] {
     t.matmul[kWQ4_0] = matmul_rows_q4_0_amx;
     t.matmul[kWQ4_K] = matmul_rows_q4_k_amx;
     t.matmul[kWQ6_K] = matmul_rows_q6_k_decode_first<matmul_rows_q6_k_amx>;
+    t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_amx, matmul_rows_q4_k_rows16_avx512>;
+    t.matmul_q6_k_rows16 = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_amx>,
+                                              matmul_rows_q6_k_rows16_avx512>;
     return t;
 }();
 #endif

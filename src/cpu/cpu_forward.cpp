@@ -6,6 +6,7 @@
 // of one layer (norms, rope, cache stores, adds, SwiGLU) run as one pass over chunks of token rows, on
 // the calling thread when a pass has few rows (decode: a dispatch would cost more than the work).
 #include "cpu/cpu_context.hpp"
+#include "cpu/rows16.hpp"
 
 #include "backend/backend.hpp"
 #include "backend/program_read.hpp"
@@ -48,7 +49,11 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
     for (uint32_t i = 0; i < d.n_tensors; ++i) {
         const ember_mod_tensor &t = d.tensors[i];
         WeightView w;
-        w.type = static_cast<DType>(t.type);
+        // The host layout of cpu_module.cpp's host_layout_rewrite: Q4_K, Q6_K interleaved 16 rows at a time.
+        w.rows16 = (t.type & EMBER_MOD_TYPE_HOST_LAYOUT) != 0;
+        w.type = static_cast<DType>(t.type & ~EMBER_MOD_TYPE_HOST_LAYOUT);
+        if (w.rows16 && !rows16_type(w.type))
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: tensor %s in a host layout of type %s", t.name ? t.name : "?", dtype_name(w.type));
         w.n_in = t.ne[0];
         w.n_out = t.n_dims > 1 ? t.ne[1] : 1;
         w.data = t.data;

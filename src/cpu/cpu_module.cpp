@@ -5,6 +5,7 @@
 #include "backend/module_glue.hpp"
 #include "cpu/cpu_context.hpp"
 #include "cpu/cpu_ops.hpp"
+#include "cpu/rows16.hpp"
 
 #include <cstdio>
 #include <memory>
@@ -83,6 +84,16 @@ struct Cpu {
             if (op->kind == EMBER_MOD_OP_VALIDATION_PROBE) fail(EMBER_ERR_UNSUPPORTED, "cpu: no validation layer");
             cpu::run_op(*op);
         });
+    }
+
+    // Q4_K and Q6_K interleaved 16 rows at a time where the kernel level reads them so (cpu/rows16.hpp).
+    static int host_layout_wants(const ember_mod_tensor *t) {
+        return cpu::rows16_native() && t->type < EMBER_MOD_TYPE_HOST_LAYOUT && cpu::rows16_type(static_cast<DType>(t->type)) &&
+               t->n_dims == 2 && t->ne[1] >= cpu::kRows16;
+    }
+    static void host_layout_rewrite(const ember_mod_tensor *t, void *data) {
+        const auto type = static_cast<DType>(t->type);
+        cpu::rows16_pack(type, static_cast<uint8_t *>(data), t->ne[1], dtype_row_bytes(type, static_cast<uint64_t>(t->ne[0])));
     }
 
 };

@@ -2,6 +2,7 @@
 // rows over the thread pool. The inner loops are the row kernels of vec_dot_*.cpp.
 #include "core/error.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/rows16.hpp"
 #include "cpu/row_steal.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -52,6 +53,14 @@ WeightKind weight_kind(DType t) {
     case DType::MXFP4: return detail::kWMXFP4;
     default: fail(EMBER_ERR_UNSUPPORTED, "cpu matmul: weight type %s is not supported", dtype_name(t));
     }
+}
+
+// The product's kernel and its job's weight fields for w.
+void set_weight(const KernelTable &k, const WeightView &w, MatmulRowsFn &fn, MatmulJob &job) {
+    fn = !w.rows16 ? k.matmul[weight_kind(w.type)] : w.type == DType::Q6_K ? k.matmul_q6_k_rows16 : k.matmul_q4_k_rows16;
+    job.w = static_cast<const uint8_t *>(w.data);
+    job.row_bytes = w.row_bytes;
+    job.n_rows16 = w.rows16 ? w.n_out / kRows16 * kRows16 : 0;
 }
 
 // Every kind after the float ones multiplies against the quantized activations.
@@ -122,7 +131,14 @@ struct Segment {
 
 void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs) {
     int64_t total = 0;
-    for (int s = 0; s < n_seg; ++s) total += segs[s].n_out;
+    // Ranges and chunks start at a multiple of `align` rows: the decode tiles' 4, or an interleaved
+    // group (16), whose tile would otherwise copy the rows of a split group back to the file's
+    // layout (rows16.hpp).
+    int64_t align = 4;
+    for (int s = 0; s < n_seg; ++s) {
+        total += segs[s].n_out;
+        if (segs[s].job.n_rows16 > 0) align = kRows16;
+    }
     if (pool.size() == 1 || macs < kMinParallelMacs || total < 2) {
         for (int s = 0; s < n_seg; ++s) segs[s].fn(segs[s].job, 0, segs[s].n_out);
         return;
@@ -130,7 +146,7 @@ void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs
     // Decode: a contiguous range per thread, with stealing (row_steal.hpp says why). The segments' rows
     // are one index space; a range may end in one segment and go on in the next.
     if (segs[0].job.n_tokens == 1 &&
-        detail::run_rows_stealing(pool, total, segs[0].job.row_bytes, 4, [&](int64_t r0, int64_t r1) {
+        detail::run_rows_stealing(pool, total, segs[0].job.row_bytes, align, [&](int64_t r0, int64_t r1) {
             int64_t base = 0;  // segment s's first row in the index space
             for (int s = 0; s < n_seg; base += segs[s].n_out, ++s) {
                 const int64_t a = r0 - base > 0 ? r0 - base : 0, b = r1 - base < segs[s].n_out ? r1 - base : segs[s].n_out;
@@ -148,7 +164,7 @@ void run_segments(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs
     const int64_t per_thread = big ? kChunksPerThreadBig : kChunksPerThread;
     int64_t chunk = (total + nth * per_thread - 1) / (nth * per_thread);
     chunk = chunk < 8 ? 8 : (chunk + 3) & ~int64_t{3};
-    if (big) chunk = (chunk + 15) & ~int64_t{15};
+    if (big || align == kRows16) chunk = (chunk + 15) & ~int64_t{15};
     int64_t first[5] = {0, 0, 0, 0, 0};  // first chunk index of each segment
     for (int s = 0; s < n_seg; ++s) first[s + 1] = first[s] + (segs[s].n_out + chunk - 1) / chunk;
     pool.run_chunks(first[n_seg], [&](int64_t c) {
@@ -216,10 +232,8 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
         for (int i = 0; i < n_q; ++i) {
             const WeightView &wi = *w[idx[i]];
             Segment &sg = segs[i];
-            sg.fn = k.matmul[weight_kind(wi.type)];
+            set_weight(k, wi, sg.fn, sg.job);
             sg.n_out = wi.n_out;
-            sg.job.w = static_cast<const uint8_t *>(wi.data);
-            sg.job.row_bytes = wi.row_bytes;
             sg.job.n_in = n_in;
             sg.job.n_tokens = 2 * c;
             sg.job.xq = xq.view();
@@ -279,10 +293,8 @@ void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w
     int64_t macs = 0;
     for (int i = 0; i < n_w; ++i) {
         Segment &s = segs[i];
-        s.fn = k.matmul[weight_kind(w[i]->type)];
+        set_weight(k, *w[i], s.fn, s.job);
         s.n_out = w[i]->n_out;
-        s.job.w = static_cast<const uint8_t *>(w[i]->data);
-        s.job.row_bytes = w[i]->row_bytes;
         s.job.n_in = n_in;
         s.job.n_tokens = n_tokens;
         s.job.x = x;

@@ -37,6 +37,9 @@ struct MatmulJob {
     float *y = nullptr;          // output, row stride y_stride (= n_out)
     int64_t y_stride = 0;
     const float *bias = nullptr;
+    // Q4_K or Q6_K interleaved 16 rows at a time (rows16.hpp): rows [0, n_rows16) are in full groups,
+    // the rest in the file's layout. 0: the file's layout (every other weight).
+    int64_t n_rows16 = 0;
 };
 using MatmulRowsFn = void (*)(const MatmulJob &job, int64_t r0, int64_t r1);
 
@@ -101,6 +104,10 @@ struct KernelTable {
     // attend_head per head).
     void (*attend_heads)(const AttnHead *a, int n);       // F16 cache
     void (*attend_heads_q8_0)(const AttnHead *a, int n);  // Q8_0 cache
+    // Q4_K and Q6_K weights interleaved 16 rows at a time (rows16.hpp), and whether this level reads
+    // them with tiles of its own (else through rows copied back to the file's layout).
+    MatmulRowsFn matmul_q4_k_rows16, matmul_q6_k_rows16;
+    bool rows16_native;
 };
 
 // The table in use (never null).

@@ -73,6 +73,8 @@ public:
     uint64_t cpu_weights_reserve(uint64_t context_bytes) const;
     // Whether the CPU backend reads the weights from the huge-page copy (false before its first use).
     bool cpu_weights_copied() const;
+    // How many tensors the copy holds in the CPU backend's own layout (module_api.h's host layout).
+    size_t cpu_weights_rewritten() const;
 
     // The description that backend_model(backend, n_ctx_per_seq) runs.
     const ModelDesc &desc_for(uint32_t n_ctx_per_seq) const { return uses_long(n_ctx_per_seq) ? *desc_long_ : desc_; }
@@ -88,11 +90,13 @@ private:
     void build_long_context(const gguf::File &g);
     // With backend_mutex_ held: the placement's decision and the copy (weight_placement.cpp).
     bool cpu_decide_locked(uint64_t context_bytes) const;
-    void cpu_copy_locked() const;
+    void cpu_copy_locked(const Backend &backend) const;
+    // The tensors the copy holds in the CPU backend's own layout: (file offset, tensor), weight_placement.cpp.
+    std::vector<std::pair<uint64_t, const ember_mod_tensor *>> cpu_layout_candidates(const Backend &backend) const;
     // The file's byte ranges that the programs' tensors take, merged.
     std::vector<HugePageCopy::Range> cpu_ranges() const;
     // The description that the CPU backend loads for the long (or original) program.
-    const ember_mod_model_desc &cpu_desc_locked(bool long_ctx) const;
+    const ember_mod_model_desc &cpu_desc_locked(bool long_ctx, const Backend &backend) const;
 
     std::unique_ptr<MappedFile> file_;
     gguf::File gguf_;
@@ -112,6 +116,9 @@ private:
     // with their tensors pointing into it ([0] the original program, [1] LongRoPE's long one).
     mutable bool cpu_decided_ = false, cpu_wants_copy_ = false;
     mutable std::unique_ptr<HugePageCopy> cpu_copy_;
+    // File offsets (sorted) of the tensors the copy holds in the CPU backend's own layout
+    // (weight_placement.cpp says which and why).
+    mutable std::vector<uint64_t> cpu_rows16_;
     struct CDesc {
         ember_mod_model_desc c{};
         std::vector<ember_mod_tensor> tensors;

@@ -140,7 +140,7 @@ BackendModel &Model::backend_model(Backend &backend, uint32_t n_ctx_per_seq) con
     std::lock_guard<std::mutex> lock(backend_mutex_);
     const bool long_ctx = uses_long(n_ctx_per_seq);
     auto &slot = backend_models_[{&backend, long_ctx}];
-    if (!slot) slot = backend.load_model(backend.kind() == EMBER_BACKEND_CPU ? cpu_desc_locked(long_ctx)
+    if (!slot) slot = backend.load_model(backend.kind() == EMBER_BACKEND_CPU ? cpu_desc_locked(long_ctx, backend)
                                          : long_ctx                          ? desc_long_->c
                                                                              : desc_.c);
     return *slot;

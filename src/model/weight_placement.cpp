@@ -6,8 +6,11 @@
 #include "core/host_memory.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <thread>
 
 namespace ember {
@@ -44,6 +47,44 @@ std::vector<HugePageCopy::Range> Model::cpu_ranges() const {
     return merged;
 }
 
+// The tensors the CPU backend reads in a layout of its own (module_api.h's host_layout_wants; the AVX-512
+// kernels' interleaved Q4_K and Q6_K rows, src/cpu/rows16.hpp), rewritten so in the private copy, which costs
+// no memory (the same bytes in another order) and leaves the file mapping untouched. Only 2-D tensors
+// that every program reads with MATMUL alone (an embedding's GET_ROWS, MOE's experts and everything else
+// read the file's layout), and those the backend wants. EMBER_CPU_REPACK=0 keeps the file's layout (for
+// comparisons).
+std::vector<std::pair<uint64_t, const ember_mod_tensor *>> Model::cpu_layout_candidates(const Backend &backend) const {
+    std::vector<std::pair<uint64_t, const ember_mod_tensor *>> out;
+    const char *env = std::getenv("EMBER_CPU_REPACK");
+    if (env && env[0] == '0') return out;
+    const uint8_t *base = file_->data();
+    std::map<uint64_t, std::pair<const ember_mod_tensor *, bool>> seen;  // offset -> (tensor, only MATMUL's w)
+    auto scan = [&](const ember_mod_model_desc &d) {
+        auto use = [&](int32_t t, bool as_matmul_w) {
+            if (t < 0 || static_cast<uint32_t>(t) >= d.n_tensors) return;
+            const ember_mod_tensor &x = d.tensors[t];
+            const auto *p = static_cast<const uint8_t *>(x.data);
+            if (x.n_bytes == 0 || p < base || p + x.n_bytes > base + file_->size()) return;
+            auto it = seen.emplace(static_cast<uint64_t>(p - base), std::make_pair(&x, true)).first;
+            it->second.second = it->second.second && as_matmul_w;
+        };
+        const auto *nodes = reinterpret_cast<const uint8_t *>(d.nodes);
+        for (uint32_t i = 0; i < d.n_nodes; ++i) {
+            ember_graph_node n{};  // (the core's own nodes: node_size is sizeof n)
+            std::memcpy(&n, nodes + static_cast<size_t>(i) * d.node_size, std::min<size_t>(sizeof n, d.node_size));
+            use(n.w, n.op == EMBER_GRAPH_MATMUL);
+            for (int32_t t : {n.b, n.w2, n.w3, n.b2, n.b3}) use(t, false);
+        }
+    };
+    scan(desc_.c);
+    if (desc_long_) scan(desc_long_->c);
+    for (const auto &[offset, v] : seen) {
+        const ember_mod_tensor &t = *v.first;
+        if (v.second && t.n_dims == 2 && backend.host_layout_wants(t)) out.emplace_back(offset, &t);
+    }
+    return out;
+}
+
 bool Model::cpu_decide_locked(uint64_t context_bytes) const {
     cpu_decided_ = true;
     const char *env = std::getenv("EMBER_HUGEPAGES");
@@ -62,11 +103,37 @@ bool Model::cpu_decide_locked(uint64_t context_bytes) const {
     return cpu_wants_copy_;
 }
 
-void Model::cpu_copy_locked() const {
+void Model::cpu_copy_locked(const Backend &backend) const {
     const auto t0 = std::chrono::steady_clock::now();
     const unsigned n_threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+    const auto rows16 = cpu_layout_candidates(backend);
+    uint64_t rows16_bytes = 0;
+    double rows16_s = 0;
+    // Rewritten by the copy's threads, a tensor at a time.
+    auto interleave = [&](HugePageCopy &copy) {
+        const auto t_r = std::chrono::steady_clock::now();
+        std::atomic<size_t> next{0};
+        auto work = [&] {
+            for (size_t i; (i = next.fetch_add(1)) < rows16.size();)
+                backend.host_layout_rewrite(*rows16[i].second, copy.writable_at(rows16[i].first));
+        };
+        std::vector<std::thread> helpers;
+        try {
+            for (unsigned k = 1; k < n_threads && k < rows16.size(); ++k) helpers.emplace_back(work);
+        } catch (...) {
+            // No thread to spare: this one does the rest.
+        }
+        work();
+        for (std::thread &h : helpers) h.join();
+        for (const auto &r : rows16) rows16_bytes += r.second->n_bytes;
+        rows16_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_r).count();
+    };
     try {
-        cpu_copy_ = std::make_unique<HugePageCopy>(file_->fd(), file_->path(), cpu_ranges(), n_threads);
+        cpu_copy_ = std::make_unique<HugePageCopy>(file_->fd(), file_->path(), cpu_ranges(), n_threads,
+                                                   rows16.empty() ? std::function<void(HugePageCopy &)>{} : interleave);
+        cpu_rows16_.clear();
+        for (const auto &r : rows16) cpu_rows16_.push_back(r.first);
+        std::sort(cpu_rows16_.begin(), cpu_rows16_.end());
     } catch (const Error &e) {
         // The mapping still works: slower decode, not a failure.
         cpu_wants_copy_ = false;
@@ -77,11 +144,14 @@ void Model::cpu_copy_locked() const {
     log_msg(&log_, EMBER_LOG_INFO, "CPU weights: copied into %s memory, %.1f MiB in %.3f s (%u threads)",
             cpu_copy_->advised() ? "huge-page" : "anonymous (THP advice refused)", cpu_copy_->region_bytes() / 1048576.0, s,
             n_threads);
+    if (!rows16.empty())
+        log_msg(&log_, EMBER_LOG_INFO, "CPU weights: %zu tensors (%.1f MiB) in the backend's own layout, rewritten in place in %.3f s",
+                rows16.size(), rows16_bytes / 1048576.0, rows16_s);
 }
 
-const ember_mod_model_desc &Model::cpu_desc_locked(bool long_ctx) const {
+const ember_mod_model_desc &Model::cpu_desc_locked(bool long_ctx, const Backend &backend) const {
     if (!cpu_decided_) cpu_decide_locked(0);
-    if (cpu_wants_copy_ && !cpu_copy_) cpu_copy_locked();
+    if (cpu_wants_copy_ && !cpu_copy_) cpu_copy_locked(backend);
     const ember_mod_model_desc &in = long_ctx ? desc_long_->c : desc_.c;
     if (!cpu_copy_) return in;
     std::unique_ptr<CDesc> &out = cpu_desc_[long_ctx ? 1 : 0];
@@ -91,8 +161,11 @@ const ember_mod_model_desc &Model::cpu_desc_locked(bool long_ctx) const {
         const uint8_t *base = file_->data();
         for (ember_mod_tensor &t : out->tensors) {
             const auto *p = static_cast<const uint8_t *>(t.data);
-            if (t.n_bytes > 0 && p >= base && p + t.n_bytes <= base + file_->size())
-                t.data = cpu_copy_->at(static_cast<uint64_t>(p - base));
+            if (t.n_bytes > 0 && p >= base && p + t.n_bytes <= base + file_->size()) {
+                const auto offset = static_cast<uint64_t>(p - base);
+                t.data = cpu_copy_->at(offset);
+                if (std::binary_search(cpu_rows16_.begin(), cpu_rows16_.end(), offset)) t.type |= EMBER_MOD_TYPE_HOST_LAYOUT;
+            }
         }
         out->c = in;
         out->c.tensors = out->tensors.data();
@@ -110,6 +183,11 @@ uint64_t Model::cpu_weights_reserve(uint64_t context_bytes) const {
 bool Model::cpu_weights_copied() const {
     std::lock_guard<std::mutex> lock(backend_mutex_);
     return cpu_copy_ != nullptr;
+}
+
+size_t Model::cpu_weights_rewritten() const {
+    std::lock_guard<std::mutex> lock(backend_mutex_);
+    return cpu_rows16_.size();
 }
 
 } // namespace ember

@@ -1,0 +1,62 @@
+// rows16.hpp — K-quant weights (Q4_K, Q6_K) with 16 rows interleaved: the layout the AVX-512 tiles read
+// as one contiguous stream (rows16_avx512.cpp), made once at load in the core's private copy of the
+// weights (cpu_module.cpp's host_layout_rewrite), in place: the same bytes, in another order.
+//
+// Why: the file's layout made the decode tiles read 4 rows side by side (4 streams, which the hardware
+// prefetcher follows worst: `ember-bandwidth 2 512 rows` 32.7 GB/s against 38.2 for one stream), unpack
+// each row's scales, and transpose 4 rows' partial sums per sub-block (the shuffle port was the Q4_K
+// tile's bound). Interleaved, 16 rows are one stream; a 512-bit VPDPBUSD takes 4 codes of each of the
+// 16 rows against 4 activations broadcast, so each lane sums one row and nothing is transposed; the
+// scales unpack for 16 rows at once; and each float step serves 16 rows.
+//
+// Layout of a tensor of n_out rows of row_bytes: rows [16 g, 16 g + 16) for g < n_out / 16 are group g,
+// which takes the bytes those 16 rows took, [16 g row_bytes, 16 (g + 1) row_bytes); the last n_out % 16
+// rows stay as in the file. Within a group, super-block s (inputs 256 s ..) of the 16 rows is a record
+// of 16 blocks' bytes at s * record: each field of the block in turn, in units of its size (2 bytes
+// for fp16 scales, 1 for 8-bit scales, 4 for codes), unit u of row i at field + 16 * unit * u + unit * i:
+//   Q4_K (2304 bytes): [0, 32) d, [32, 64) dmin, [64, 256) the 12 scale bytes, [256, 2304) qs
+//   Q6_K (3360 bytes): [0, 32) d, [32, 288) the 16 scales, [288, 2336) ql, [2336, 3360) qh
+// Every kernel level reads it: the AVX-512 and AMX levels' products of up to 64 tokens with the tiles,
+// everything else (scalar, AVX2, longer prefill's panels) from rows copied back to the file's layout
+// (rows16_rows).
+#pragma once
+
+#include "core/dtype.hpp"
+#include "cpu/vec_dot.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ember::cpu {
+
+constexpr int64_t kRows16 = 16;             // rows per group
+constexpr size_t kQ4KRecord = 16 * 144;     // bytes of one super-block of a group
+constexpr size_t kQ6KRecord = 16 * 210;
+
+// Whether the interleaved layout exists for `type` (Q4_K, Q6_K).
+bool rows16_type(DType type);
+// Interleaves the full 16-row groups of a tensor of `type` (n_out rows of row_bytes at data) in place.
+void rows16_pack(DType type, uint8_t *data, int64_t n_out, size_t row_bytes);
+// Rows [g0, g0 + 16 n_groups) (g0 a multiple of 16, every row in a full group) of the interleaved
+// tensor at w, back in the file's layout at dst (16 n_groups * row_bytes bytes).
+void rows16_unpack(DType type, const uint8_t *w, size_t row_bytes, int64_t g0, int64_t n_groups, uint8_t *dst);
+
+// Whether the kernel level in use reads the interleaved layout with tiles of its own (where it does not,
+// interleaving would only cost: every product would copy rows back first).
+bool rows16_native();
+
+namespace detail {
+
+// Rows [r0, r1) of an interleaved product (job.n_rows16 > 0): rows in whole groups with `native` (may be
+// null) up to 64 tokens (rows16.cpp's kNativeMaxTokens), every other row through `plain` (a kernel of the file's
+// layout) on rows copied back (groups) or in place (the last n_out % 16 rows). Same bits as `plain` on
+// the file's layout, since `native` has its bits.
+void rows16_rows(DType type, MatmulRowsFn plain, MatmulRowsFn native, const MatmulJob &job, int64_t r0, int64_t r1);
+
+// The AVX-512 tiles over whole groups: r0 and r1 multiples of 16, any number of tokens (4 per pass).
+void matmul_rows_q4_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1);
+void matmul_rows_q6_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1);
+
+} // namespace detail
+
+} // namespace ember::cpu

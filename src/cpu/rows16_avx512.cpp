@@ -1,0 +1,239 @@
+// rows16_avx512.cpp — the AVX-512 tiles of Q4_K and Q6_K interleaved 16 rows at a time (rows16.hpp),
+// for decode, small batches and short prompts (4 tokens per pass). Compiled with the AVX-512 flags and reached only
+// through the kernel table after the CPU check (cpu_features.cpp).
+//
+// Lane i of every vector is row i of the group: VPDPBUSD of 4 codes of each row against 4 activations
+// broadcast sums the row's exact integers in its lane, the integers the file layout's tiles reduce to
+// (vec_dot_k_avx2.cpp's Q4K and Q6K, vec_dot_k_avx512.cpp's decode tiles), and then their float
+// operations follow in their order, per row: the same bits.
+#include "core/dtype.hpp"
+#include "cpu/rows16.hpp"
+#include "cpu/vec_dot.hpp"
+
+#include <immintrin.h>
+
+namespace ember::cpu::detail {
+
+namespace {
+
+// How far ahead of its reads a decode tile prefetches its one stream (a record is 2304 bytes for Q4_K,
+// 3360 for Q6_K), into L1; small batches leave it to the hardware. Measured (TinyLlama-shaped Q4_K_M
+// decode at 2 threads, AVX-512 Xeon VM under load, tokens/s, alternating rounds), Q4_K tile alone: none
+// 31.1 / 31.8 / 31.4, 1 KiB 32.1 / 32.8 / 32.0, 2 KiB 31.5 / 31.7 / 31.9, 4 KiB 28.7, 8 KiB 28.0 (into
+// L2: 8 KiB 29.4, 16 KiB 31.4); both tiles: 1 KiB 32.9 / 33.4, none 32.7 / 32.4, 2 KiB 32.3 / 32.0, L2
+// 2 KiB 32.3 / 31.6, 4 KiB 31.7 / 31.7, 8 KiB (PREFETCHT2) 33.4 / 33.2. The stream is memory-bound
+// either way (the samples sit on the prefetches: no line-fill buffer free).
+constexpr int64_t kAhead = 1024;
+
+inline __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+// y = the 16 rows' acc[t] + bias, as the other tiles store (v + bias, or v + 0.0f).
+template <int T>
+inline void store16(const MatmulJob &job, int64_t r, int64_t t0, const __m512 (&acc)[T]) {
+    const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + r) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(job.y + (t0 + t) * job.y_stride + r, _mm512_add_ps(acc[t], bias));
+}
+
+// Q4_K, 16 rows, tokens t0 .. t0 + T - 1. Per 32-weight sub-block j, 8 VPDPBUSD form each row's exact
+// integer I_j; then per row acc = fma(float(I_j), (float(sc_j) d) d_x, acc) and
+// acc = fnma(float(m_j) dmin, d_x sum_x, acc), for the sub-blocks in order.
+template <int T>
+void q4_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
+    const int64_t nsb = job.n_in / QK_K;
+    const uint8_t *grp = job.w + r * static_cast<int64_t>(job.row_bytes);
+    const int8_t *xq[T];
+    const float *xd[T], *xs[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+        xq[t] = job.xq.qs + (t0 + t) * job.n_in;
+        xd[t] = job.xq.d + (t0 + t) * job.xq.nb;
+        xs[t] = job.xq.sum + (t0 + t) * job.xq.nb;
+    }
+    const __m512i m0f = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
+    const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t *rec = grp + s * static_cast<int64_t>(kQ4KRecord);
+        if (T == 1) {
+#pragma GCC unroll 36
+            for (int k = 0; k < 36; ++k) _mm_prefetch(reinterpret_cast<const char *>(rec + kAhead + 64 * k), _MM_HINT_T0);
+        }
+        // The 16 rows' 6-bit scales and mins, as k_scale_min (quant_k.hpp) forms them, on byte b of all
+        // rows at once: 16-byte quarter j of sc[0] holds sc_j of rows 0..15, of sc[1] sc_(4 + j).
+        const __m512i a = _mm512_loadu_si512(rec + 64), b = _mm512_loadu_si512(rec + 128), c = _mm512_loadu_si512(rec + 192);
+        alignas(64) uint8_t sc[2][64], mn[2][64];
+        _mm512_store_si512(sc[0], _mm512_and_si512(a, m3f));
+        _mm512_store_si512(mn[0], _mm512_and_si512(b, m3f));
+        _mm512_store_si512(sc[1], _mm512_or_si512(_mm512_and_si512(c, m0f), _mm512_and_si512(_mm512_srli_epi16(a, 2), m30)));
+        _mm512_store_si512(mn[1], _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(c, 4), m0f),
+                                                  _mm512_and_si512(_mm512_srli_epi16(b, 2), m30)));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(rec)));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(rec + 32)));
+        alignas(32) float xm[T][8];  // d_x * sum x per activation block, as the other tiles form it
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t)
+            _mm256_store_ps(xm[t], _mm256_mul_ps(_mm256_loadu_ps(xd[t] + 8 * s), _mm256_loadu_ps(xs[t] + 8 * s)));
+        auto widen = [](const uint8_t *p) {
+            return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i *>(p))));
+        };
+        auto apply = [&](int j, const __m512i (&ints)[T]) {
+            const __m512 dsc = _mm512_mul_ps(widen(&sc[j / 4][16 * (j % 4)]), d);
+            const __m512 dmn = _mm512_mul_ps(widen(&mn[j / 4][16 * (j % 4)]), dmin);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints[t]), _mm512_mul_ps(dsc, _mm512_set1_ps(xd[t][8 * s + j])), acc[t]);
+                acc[t] = _mm512_fnmadd_ps(dmn, _mm512_set1_ps(xm[t][j]), acc[t]);
+            }
+        };
+        const uint8_t *qs = rec + 256;
+#pragma GCC unroll 1
+        for (int g = 0; g < 4; ++g) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles)
+            __m512i lo[T], hi[T];
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) {
+                const __m512i v = _mm512_loadu_si512(qs + 64 * (8 * g + k));
+                const __m512i vl = _mm512_and_si512(v, m0f), vh = _mm512_and_si512(v, mf0);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    const int8_t *x = xq[t] + s * QK_K + 64 * g + 4 * k;
+                    lo[t] = _mm512_dpbusd_epi32(lo[t], vl, bcast4(x));
+                    hi[t] = _mm512_dpbusd_epi32(hi[t], vh, bcast4(x + 32));
+                }
+            }
+            // The high nibbles were kept in place (16 x the code): their totals are 16 x the integer, exact.
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) hi[t] = _mm512_srai_epi32(hi[t], 4);
+            apply(2 * g, lo);
+            apply(2 * g + 1, hi);
+        }
+    }
+    store16<T>(job, r, t0, acc);
+}
+
+// Q6_K, 16 rows, tokens t0 .. t0 + T - 1. value = d * scale_k * (code - 32), one signed 8-bit scale per
+// 16 elements; the file layout's tiles form, per row and activation block kb, the exact integer
+// I = sum over the block's two halves of scale * sum (code - 32) x, and acc = fma(float(I), d * d_x, acc)
+// in block order. Here: sum code * x per half with VPDPBUSD (each lane one row), 32 * sum x of the half
+// (the same for every row) taken off, times the half's scales (one 32-bit multiply for 16 rows): the same
+// integers (|half| <= 16 * 32 * 128, times |scale| <= 128: inside 32 bits), then the same float steps.
+template <int T>
+void q6_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
+    const int64_t nsb = job.n_in / QK_K;
+    const uint8_t *grp = job.w + r * static_cast<int64_t>(job.row_bytes);
+    const int8_t *xq[T];
+    const float *xd[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+        xq[t] = job.xq.qs + (t0 + t) * job.n_in;
+        xd[t] = job.xq.d + (t0 + t) * job.xq.nb;
+    }
+    const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
+    __m512 acc[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t *rec = grp + s * static_cast<int64_t>(kQ6KRecord);
+        if (T == 1) {
+#pragma GCC unroll 53
+            for (int k = 0; k < 53; ++k) _mm_prefetch(reinterpret_cast<const char *>(rec + kAhead + 64 * k), _MM_HINT_T0);
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(rec)));
+        // 32 * (sum of x over each 16-element half q of the super-block): lane 4 (q % 4) of off[t][q / 4].
+        alignas(64) int32_t off[T][4][16];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; ++m) {
+                __m512i v = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(xq[t] + s * QK_K + 64 * m));
+                v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+                v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+                _mm512_store_si512(off[t][m], _mm512_slli_epi32(v, 5));
+            }
+        const uint8_t *ql = rec + 288, *qh = rec + 2336;
+#pragma GCC unroll 1
+        for (int h = 0; h < 2; ++h) {  // blocks 4h .. 4h + 3
+            __m512i ints[4][T];
+#pragma GCC unroll 2
+            for (int hf = 0; hf < 2; ++hf) {  // the blocks' first and second 16 elements
+                __m512i p[4][T];
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k)
+#pragma GCC unroll 4
+                    for (int t = 0; t < T; ++t) p[k][t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int c = 4 * hf; c < 4 * hf + 4; ++c) {
+                    const __m512i a = _mm512_loadu_si512(ql + 64 * (16 * h + c));
+                    const __m512i b = _mm512_loadu_si512(ql + 64 * (16 * h + 8 + c));
+                    const __m512i q = _mm512_loadu_si512(qh + 64 * (8 * h + c));
+                    const __m512i code[4] = {
+                        _mm512_or_si512(_mm512_and_si512(a, m0f), _mm512_and_si512(_mm512_slli_epi16(q, 4), m30)),
+                        _mm512_or_si512(_mm512_and_si512(b, m0f), _mm512_and_si512(_mm512_slli_epi16(q, 2), m30)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), m0f), _mm512_and_si512(q, m30)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), m0f), _mm512_and_si512(_mm512_srli_epi16(q, 2), m30)),
+                    };
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; ++k)
+#pragma GCC unroll 4
+                        for (int t = 0; t < T; ++t)
+                            p[k][t] = _mm512_dpbusd_epi32(p[k][t], code[k], bcast4(xq[t] + s * QK_K + 128 * h + 32 * k + 4 * c));
+                }
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; ++k) {
+                    const int kb = 4 * h + k, q = 2 * kb + hf;  // the half's index in the super-block
+                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(rec + 32 + 16 * q)));
+#pragma GCC unroll 4
+                    for (int t = 0; t < T; ++t) {
+                        const __m512i v = _mm512_mullo_epi32(_mm512_sub_epi32(p[k][t], _mm512_set1_epi32(off[t][q / 4][4 * (q % 4)])), sc);
+                        ints[k][t] = hf ? _mm512_add_epi32(ints[k][t], v) : v;
+                    }
+                }
+            }
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k)
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t)
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints[k][t]), _mm512_mul_ps(d, _mm512_set1_ps(xd[t][8 * s + 4 * h + k])), acc[t]);
+        }
+    }
+    store16<T>(job, r, t0, acc);
+}
+
+} // namespace
+
+namespace {
+
+template <void (&Tile1)(const MatmulJob &, int64_t, int64_t), void (&Tile2)(const MatmulJob &, int64_t, int64_t),
+          void (&Tile3)(const MatmulJob &, int64_t, int64_t), void (&Tile4)(const MatmulJob &, int64_t, int64_t)>
+void groups(const MatmulJob &job, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r += kRows16) {
+        for (int64_t t0 = 0; t0 < job.n_tokens; t0 += kTokTile) {
+            switch (job.n_tokens - t0 < kTokTile ? job.n_tokens - t0 : kTokTile) {
+            case 1: Tile1(job, r, t0); break;
+            case 2: Tile2(job, r, t0); break;
+            case 3: Tile3(job, r, t0); break;
+            default: Tile4(job, r, t0); break;
+            }
+        }
+    }
+}
+
+} // namespace
+
+void matmul_rows_q4_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    groups<q4_k_tile<1>, q4_k_tile<2>, q4_k_tile<3>, q4_k_tile<4>>(job, r0, r1);
+}
+
+void matmul_rows_q6_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    groups<q6_k_tile<1>, q6_k_tile<2>, q6_k_tile<3>, q6_k_tile<4>>(job, r0, r1);
+}
+
+} // namespace ember::cpu::detail
