@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <map>
 
 namespace ember::cu {
 
@@ -16,7 +15,7 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
              z.n_logits);
     const int32_t bs = static_cast<int32_t>(z.block_size);
     const size_t r = z.rows;
-    std::map<const int32_t *, std::pair<int32_t, int32_t>> tab;  // table -> (blocks needed, offset)
+    TablePack tab;
     int32_t max_keys = 0;
     const bool window = z.n_window_blocks > 0;
     if (window && (b.struct_size < offsetof(ember_mod_batch, window_tables) + sizeof b.window_tables || !b.window_tables))
@@ -37,8 +36,7 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
         io[t] = b.tokens[t];
         io[r + t] = p;
         io[2 * r + t] = b.tables[t][p / bs] * bs + p % bs;
-        auto &e = tab[b.tables[t]];
-        e.first = std::max(e.first, nb);
+        tab.need(b.tables[t], p, bs);
         max_keys = std::max(max_keys, p + 1);
         if (!window) continue;
         const int32_t *wt = b.window_tables[t];
@@ -47,17 +45,12 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
                 fail(EMBER_ERR_INTERNAL, "cuda forward: token %u at position %d maps to window block %d of %u", t, p,
                      wt[i], z.n_window_blocks);
         io[wslots + t] = wt[p / bs] * bs + p % bs;
-        auto &w = tab[wt];
-        w.first = std::max(w.first, nb);
+        tab.need(wt, p, bs);
     }
-    tables.clear();
-    for (auto &[t, e] : tab) {
-        e.second = static_cast<int32_t>(tables.size());
-        tables.insert(tables.end(), t, t + e.first);
-    }
+    tab.pack(tables);
     for (uint32_t t = 0; t < n; ++t) {
-        io[3 * r + t] = tab[b.tables[t]].second;
-        if (window) io[woff + t] = tab[b.window_tables[t]].second;
+        io[3 * r + t] = tab.offset(b.tables[t]);
+        if (window) io[woff + t] = tab.offset(b.window_tables[t]);
     }
     for (uint32_t i = 0; i < nl; ++i) {
         if (b.logits_rows[i] < 0 || static_cast<uint32_t>(b.logits_rows[i]) >= n)

@@ -12,7 +12,9 @@
 
 #include "backend/module_api.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace ember::cu {
@@ -26,6 +28,30 @@ struct StepShape {
 inline size_t step_io_words(size_t rows, size_t n_logits, bool window) { return (window ? 6 : 4) * rows + n_logits; }
 inline size_t step_io_window_slots(size_t rows, size_t n_logits) { return 4 * rows + n_logits; }
 inline size_t step_io_window_offsets(size_t rows, size_t n_logits) { return 5 * rows + n_logits; }
+
+// The block tables of a pass as the attention kernels read them: each distinct table once, as many of
+// its blocks as its furthest token needs, one after another (the tiled kernel reads all of a tile's keys
+// through the table of the tile's first token, so a table must reach the tile's last position).
+class TablePack {
+public:
+    // A token at `pos` reads `table`: its blocks up to pos's.
+    void need(const int32_t *table, int32_t pos, int32_t block_size) {
+        auto &e = tables_[table];
+        e.first = std::max(e.first, pos / block_size + 1);
+    }
+    // Writes the tables to `out` (cleared first); offset() is valid from then on.
+    void pack(std::vector<int32_t> &out) {
+        out.clear();
+        for (auto &[t, e] : tables_) {
+            e.second = static_cast<int32_t>(out.size());
+            out.insert(out.end(), t, t + e.first);
+        }
+    }
+    int32_t offset(const int32_t *table) const { return tables_.at(table).second; }
+
+private:
+    std::map<const int32_t *, std::pair<int32_t, int32_t>> tables_;  // table -> (blocks, offset)
+};
 
 // Fills io (step_io_words values) and tables; checks every id, position and block against the shape
 // (EMBER_ERR_INTERNAL, as the CPU backend). A window table's entries may be -1 (released) except the

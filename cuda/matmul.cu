@@ -47,6 +47,25 @@ __device__ __forceinline__ void finish_row(float (&acc)[NT], int64_t row, int64_
     }
 }
 
+// The lane steps of the Q8_0/Q4_0 kernels: i = lane, lane + 32, ... < n, the weight's 16-byte chunk
+// wr[i] and its scale sr[i >> scale_shift] loaded kUnroll steps ahead (several loads in flight per lane),
+// then step(i, chunk, scale) in ascending i: per token the same order of sums however the loop is cut,
+// so the kernels stay batch-invariant.
+template <class Step>
+__device__ __forceinline__ void lane_steps(const int4 *wr, const uint16_t *sr, int scale_shift, int64_t n, Step &&step) {
+    int64_t i = threadIdx.x % 32;
+    for (; i + 32 * (kUnroll - 1) < n; i += 32 * kUnroll) {
+        int4 wv[kUnroll];
+        float dw[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+            wv[u] = __ldg(wr + i + 32 * u), dw[u] = half_bits_to_float(__ldg(sr + ((i + 32 * u) >> scale_shift)));
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) step(i + 32 * u, wv[u], dw[u]);
+    }
+    for (; i < n; i += 32) step(i, __ldg(wr + i), half_bits_to_float(__ldg(sr + (i >> scale_shift))));
+}
+
 // Q8_0: a lane takes 16 codes (half a block) at a time: one 16-byte load of the weight and one of each
 // token's activation codes, four dp4a.
 template <int NT>
@@ -54,31 +73,18 @@ __global__ void k_gemv_q8_0(const int8_t *w, const uint16_t *ws, int64_t n_in, i
                             const float *xs, float *y, const float *bias, bool accumulate) {
     const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= n_out) return;
-    const int lane = threadIdx.x % 32;
     const int64_t nb = n_in / 32, nh = n_in / 16;
     const int4 *wr = reinterpret_cast<const int4 *>(w + row * n_in);
     const uint16_t *sr = ws + row * nb;
     float acc[NT] = {};
-    // Per token the products are summed in the same order (h ascending) however the loop is cut and
-    // however many tokens share the pass: the kernels are batch-invariant.
-    auto step = [&](int64_t h, const int4 wv, float dw) {
+    lane_steps(wr, sr, 1, nh, [&](int64_t h, const int4 wv, float dw) {  // h: half-blocks, 2 per scale
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const int4 xv = reinterpret_cast<const int4 *>(xq + t * n_in)[h];
             const int wi[4] = {wv.x, wv.y, wv.z, wv.w}, xi[4] = {xv.x, xv.y, xv.z, xv.w};
             acc[t] += dw * xs[t * nb + h / 2] * static_cast<float>(q8_0_dot16(wi, xi));
         }
-    };
-    int64_t h = lane;
-    for (; h + 32 * (kUnroll - 1) < nh; h += 32 * kUnroll) {
-        int4 wv[kUnroll];
-        float dw[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + h + 32 * u), dw[u] = half_bits_to_float(__ldg(sr + (h + 32 * u) / 2));
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) step(h + 32 * u, wv[u], dw[u]);
-    }
-    for (; h < nh; h += 32) step(h, __ldg(wr + h), half_bits_to_float(__ldg(sr + h / 2)));
+    });
     finish_row<NT>(acc, row, n_out, y, bias, accumulate);
 }
 
@@ -89,12 +95,11 @@ __global__ void k_gemv_q4_0(const uint8_t *w, const uint16_t *ws, int64_t n_in, 
                             const float *xs, float *y, const float *bias, bool accumulate) {
     const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= n_out) return;
-    const int lane = threadIdx.x % 32;
     const int64_t nb = n_in / 32;
     const int4 *wr = reinterpret_cast<const int4 *>(w + row * (n_in / 2));
     const uint16_t *sr = ws + row * nb;
     float acc[NT] = {};
-    auto step = [&](int64_t b, const int4 wv, float dw) {  // b ascending per token: batch-invariant
+    lane_steps(wr, sr, 0, nb, [&](int64_t b, const int4 wv, float dw) {  // b: blocks
         const int wi[4] = {wv.x, wv.y, wv.z, wv.w};
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
@@ -103,17 +108,7 @@ __global__ void k_gemv_q4_0(const uint8_t *w, const uint16_t *ws, int64_t n_in, 
             const int xl[4] = {lo.x, lo.y, lo.z, lo.w}, xh[4] = {hi.x, hi.y, hi.z, hi.w};
             acc[t] += dw * xs[t * nb + b] * static_cast<float>(q4_0_dot32(wi, xl, xh));
         }
-    };
-    int64_t b = lane;
-    for (; b + 32 * (kUnroll - 1) < nb; b += 32 * kUnroll) {
-        int4 wv[kUnroll];
-        float dw[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(wr + b + 32 * u), dw[u] = half_bits_to_float(__ldg(sr + b + 32 * u));
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) step(b + 32 * u, wv[u], dw[u]);
-    }
-    for (; b < nb; b += 32) step(b, __ldg(wr + b), half_bits_to_float(__ldg(sr + b)));
+    });
     finish_row<NT>(acc, row, n_out, y, bias, accumulate);
 }
 

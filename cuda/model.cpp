@@ -106,15 +106,13 @@ Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(
 }
 
 // --- matrix products ---------------------------------------------------------------------------------
-Matmul::Matmul(bool use_lt) {
+Matmul::Matmul() {
     // cuBLASLt only when asked for ($EMBER_CUDA_CUBLASLT=1): its f16 tiles round differently from the
     // matrix-vector kernels, so a prompt's logits would depend on how many tokens a pass holds; the
     // kernels alone are batch-invariant (the same bits for a prompt whole, chunked or token by token,
     // which state restore, speculative decoding and batching rely on), as the CPU backend is.
-    if (!use_lt) return;
     const char *want = std::getenv("EMBER_CUDA_CUBLASLT");
     if (!want || want[0] != '1') return;
-    if (const char *env = std::getenv("EMBER_CUDA_NO_CUBLASLT"); env && env[0] == '1') return;
     std::string why;
     const LtApi *api = lt_api(&why);
     if (!api || api->create(&h_) != CUBLAS_STATUS_SUCCESS) return;  // the kernels do every product then
@@ -187,7 +185,7 @@ Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), p_(p) {
     host_io_ = HostBuf(host_io_bytes_);
     host_logits_ = HostBuf(static_cast<size_t>(p.n_logits) * m.prog.n_vocab * sizeof(float));
     if (m.prog.has_moe()) host_moe_ = HostBuf(3 * z_.moe_slots * sizeof(int32_t));
-    mm_ = std::make_unique<Matmul>(true);
+    mm_ = std::make_unique<Matmul>();
     if (const char *env = std::getenv("EMBER_CUDA_GRAPHS"); env && env[0] == '0') graphs_ = false;
     // The cache starts zeroed, as the CPU's (a saved state of unwritten rows is then the same bytes).
     EMBER_CU(cudaMemsetAsync(k_.data(), 0, k_.size(), s_));

@@ -73,7 +73,7 @@ private:
 // tokens (not batch-invariant: see the constructor).
 class Matmul {
 public:
-    explicit Matmul(bool use_lt);
+    Matmul();
     ~Matmul();
     Matmul(const Matmul &) = delete;
     Matmul &operator=(const Matmul &) = delete;

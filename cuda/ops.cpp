@@ -6,6 +6,7 @@
 #include "core/dtype.hpp"
 #include "cu_check.hpp"
 #include "family_kernels.hpp"
+#include "inputs.hpp"
 #include "model.hpp"
 #include "moe.hpp"
 #include "weights.hpp"
@@ -14,7 +15,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <vector>
 
 namespace ember::cu {
@@ -83,7 +83,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
         const size_t nx = size_t{op.n_tokens} * op.n_in;
         out_n = size_t{op.n_tokens} * op.n_out;
         y = upload<float>(keep, nullptr, out_n);
-        Matmul mm(true);
+        Matmul mm;
         Matmul::Input in{upload(keep, op.x, nx), op.n_tokens, op.n_in,
                          {upload<int8_t>(keep, nullptr, nx), upload<float>(keep, nullptr, nx / 32 + 1)},
                          upload<uint16_t>(keep, nullptr, nx)};
@@ -133,21 +133,16 @@ void run_op(Device &dev, const ember_mod_op &op) {
         const size_t nkv = size_t{op.n_head_kv} * op.head_dim;
         const size_t rb = op.type == 8 ? nkv / 32 * 34 : nkv * 2;
         const size_t cache = size_t{op.n_blocks} * op.block_size * rb;
-        // Each distinct table once, as many blocks as its furthest token needs (as inputs.cpp does for a
-        // pass): the tiled kernel reads all of a tile's keys through the table of the tile's first token.
-        std::map<const int32_t *, std::pair<int32_t, int32_t>> uniq;  // table -> (blocks, offset)
+        // The tables as a pass's (inputs.hpp's TablePack).
+        TablePack pack;
         std::vector<int32_t> tabs, off(op.n_tokens);
         int32_t max_keys = 1;
         for (uint32_t t = 0; t < op.n_tokens; ++t) {
-            auto &e = uniq[op.tables[t]];
-            e.first = std::max(e.first, op.ids[t] / static_cast<int32_t>(op.block_size) + 1);
+            pack.need(op.tables[t], op.ids[t], static_cast<int32_t>(op.block_size));
             max_keys = std::max(max_keys, op.ids[t] + 1);
         }
-        for (auto &[table, e] : uniq) {
-            e.second = static_cast<int32_t>(tabs.size());
-            tabs.insert(tabs.end(), table, table + e.first);
-        }
-        for (uint32_t t = 0; t < op.n_tokens; ++t) off[t] = uniq[op.tables[t]].second;
+        pack.pack(tabs);
+        for (uint32_t t = 0; t < op.n_tokens; ++t) off[t] = pack.offset(op.tables[t]);
         AttnExt x;
         if (op.kind == EMBER_GRAPH_ATTENTION_EXT) {
             x.window = static_cast<int32_t>(std::min<uint32_t>(op.window, INT32_MAX)), x.softcap = op.softcap;
@@ -220,7 +215,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
         EMBER_CU(cudaStreamSynchronize(s));  // staging is pageable and goes out of scope
         out_n = size_t{n} * op.n_out;
         y = upload<float>(keep, nullptr, out_n);
-        Matmul mm(true);
+        Matmul mm;
         moe_enqueue(mm, e, route, w, upload(keep, op.x, size_t{n} * op.n_in), y, n, static_cast<int>(k), s);
         break;
     }
