@@ -1,7 +1,8 @@
 /* test_gpu_models.c — a GPU backend (argv[1]: "vulkan" or "cuda") against the CPU backend on real
  * models, through the public API: greedy tokens must be identical for the first 32 tokens (stories260K
  * F32, stories15M Q8_0 from the repo, and the shared Q8_0/F16 and Q4_0 variants), with an F16 and a Q8_0
- * KV cache; a state saved on one backend restores on the other; the CLI runs on it. ctest runs the Vulkan
+ * KV cache; a state saved on one backend restores on the other; a session larger than the device's free
+ * memory is refused before it allocates; the CLI runs on it. ctest runs the Vulkan
  * case with EMBER_VULKAN_VALIDATION=1 (any validation-layer message fails the call that caused it) and
  * the CUDA case once more with EMBER_CUDA_GRAPHS=0 (every step launched directly).
  *
@@ -209,8 +210,6 @@ static int run_cmd(const char *cmd, char *out, size_t cap) {
     return WEXITSTATUS(st);
 }
 
-/* `ember run --backend X` tells the golden story, `ember bench --backend X` says which backend and
- * device ran; with the backend's API hidden, explicit X is a clear error and auto runs on the CPU. */
 /* The GPU's devices are listed by ember_devices() after the CPU; a session on the first one (by handle) runs
  * on this backend: the same greedy tokens as a session of the backend's kind, and the same device name.
  * Choosing a device index other than the open one fails with EMBER_ERR_INVALID_STATE (when the machine
@@ -265,6 +264,69 @@ static void test_device_handles(void **state) {
     ember_model_free(m);
 }
 
+/* The KV cache of a session of n_ctx tokens and n_seq sequences on stories15M, as ember_estimate_memory
+ * gives it. */
+static uint64_t kv_estimate(ember_model *m, uint32_t n_ctx, uint32_t n_seq) {
+    ember_engine_params ep;
+    ember_engine_params_init(&ep);
+    ep.n_ctx = n_ctx;
+    ep.n_seq_max = n_seq;
+    ep.n_threads = 1;
+    ep.manual_step = true;
+    ember_memory_estimate est;
+    ember_memory_estimate_init(&est);
+    assert_int_equal(ember_estimate_memory(m, &ep, &est), EMBER_OK);
+    return est.kv_bytes;
+}
+
+/* Before a session allocates its KV cache and activations on the device, their size is compared with
+ * what the device has free (the module's memory_available: cudaMemGetInfo, or Vulkan's device-local
+ * heap): a session the device cannot hold fails at once with EMBER_ERR_OUT_OF_MEMORY naming the backend's
+ * device memory and both figures, not later in the driver. On CUDA the session asks for over 1 TiB; the
+ * Vulkan module keeps K and V in one buffer each of at most 4 GiB (vk_model.cpp), so there it is the
+ * largest such session (7.2 GB on stories15M), more than lavapipe's 2 GiB heap; a GPU that holds it has
+ * nothing to refuse, and says so. */
+static void test_device_memory_checked(void **state) {
+    (void)state;
+    TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
+    ember_model *m = NULL;
+    assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_threads = 1;
+    sp.backend = g_gpu->kind;
+    sp.n_seq_max = 1;
+    if (g_gpu->kind == EMBER_BACKEND_VULKAN) {
+        sp.n_ctx = 1u << 16;
+        while (sp.n_ctx < (1u << 24) && kv_estimate(m, 2 * sp.n_ctx, 1) / 2 <= 0xffffffffull) sp.n_ctx *= 2;
+    } else {
+        sp.n_ctx = 1u << 24;
+        sp.n_seq_max = (uint32_t)((1ull << 40) / kv_estimate(m, sp.n_ctx, 1)) + 1;
+    }
+    const unsigned long long kv = (unsigned long long)kv_estimate(m, sp.n_ctx, sp.n_seq_max);
+    ember_session *s = (ember_session *)1;
+    const ember_status st = ember_session_create(m, &sp, &s);
+    if (st == EMBER_OK) {
+        printf("%s holds a session of n_ctx %u (%llu bytes of KV cache): nothing to refuse here\n", g_gpu->name,
+               sp.n_ctx, kv);
+        ember_session_free(s);
+        ember_model_free(m);
+        return;
+    }
+    if (st != EMBER_ERR_OUT_OF_MEMORY) fprintf(stderr, "status %d: %s\n", (int)st, ember_last_error());
+    assert_int_equal(st, EMBER_ERR_OUT_OF_MEMORY);
+    assert_null(s);
+    char want[64];
+    snprintf(want, sizeof want, "%s device memory", g_gpu->name);
+    printf("n_ctx %u x %u sequences (%llu bytes of KV cache) on %s refused: %s\n", sp.n_ctx, sp.n_seq_max, kv,
+           g_gpu->name, ember_last_error());
+    assert_non_null(strstr(ember_last_error(), want));
+    assert_non_null(strstr(ember_last_error(), "available"));
+    ember_model_free(m);
+}
+
+/* `ember run --backend X` tells the golden story, `ember bench --backend X` says which backend and
+ * device ran; with the backend's API hidden, explicit X is a clear error and auto runs on the CPU. */
 static void test_cli(void **state) {
     (void)state;
     const char *cli = getenv("EMBER_CLI");
@@ -387,6 +449,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_batch_invariant),
         cmocka_unit_test(test_state_moves_between_backends),
         cmocka_unit_test(test_device_handles),
+        cmocka_unit_test(test_device_memory_checked),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -89,6 +89,12 @@ struct Vulkan {
         });
     }
 
+    // The device-local heap's free bytes (vk_device.hpp), for the core's check before a context's KV
+    // cache and activations are allocated.
+    static int memory_available(ember_mod_backend *b, uint64_t *out, char *msg, size_t cap) {
+        return module_guard(name, msg, cap, [&] { *out = b->dev->memory_available(); });
+    }
+
     static int run_op(ember_mod_backend *b, const ember_mod_op *op, char *msg, size_t cap) {
         return module_guard(name, msg, cap, [&] {
             if (op->kind == EMBER_MOD_OP_VALIDATION_PROBE) {

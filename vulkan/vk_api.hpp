@@ -23,6 +23,7 @@ namespace ember::vk {
     X(vkGetPhysicalDeviceFeatures2)                \
     X(vkGetPhysicalDeviceQueueFamilyProperties)    \
     X(vkGetPhysicalDeviceMemoryProperties)         \
+    X(vkGetPhysicalDeviceMemoryProperties2)        \
     X(vkEnumerateDeviceExtensionProperties)        \
     X(vkCreateDevice)                              \
     X(vkGetDeviceProcAddr)

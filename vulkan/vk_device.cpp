@@ -12,6 +12,14 @@ namespace ember::vk {
 
 namespace {
 
+bool has_device_extension(const Api &api, VkPhysicalDevice pd, const char *name) {
+    uint32_t n = 0;
+    if (api.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> ext(n);
+    if (api.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, ext.data()) != VK_SUCCESS) return false;
+    return std::any_of(ext.begin(), ext.begin() + n, [&](const VkExtensionProperties &e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
 constexpr const char *kValidationLayer = "VK_LAYER_KHRONOS_validation";
 constexpr uint32_t kBindings = 5;  // weights, activations, K cache, V cache, io (shaders/common.glsl)
 
@@ -140,6 +148,8 @@ Device::Device(const OpenParams &p) : api_(api_or_fail()) {
             queue_ = p.queue;
             family_ = p.queue_family;
             load_device_fns(api_, device_, d_);
+            // Physical-device queries of a device extension need only its support, not its enabling.
+            memory_budget_ = has_device_extension(api_, pd_, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
         } else {
             create_instance(env_on("EMBER_VULKAN_VALIDATION"));
             pick_device(p);
@@ -308,6 +318,10 @@ void Device::create_device() {
     VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
+    // VK_EXT_memory_budget where the driver has it: memory_available() then sees other processes' use.
+    const char *budget_ext = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+    memory_budget_ = has_device_extension(api_, pd_, budget_ext);
+    if (memory_budget_) dci.enabledExtensionCount = 1, dci.ppEnabledExtensionNames = &budget_ext;
     check(api_.vkCreateDevice(pd_, &dci, nullptr, &device_), "vkCreateDevice");
     load_device_fns(api_, device_, d_);
     d_.vkGetDeviceQueue(device_, family_, 0, &queue_);
@@ -385,12 +399,37 @@ Buffer Device::create_buffer(size_t size, bool host_visible) {
                  host_visible ? "host-visible" : "device", result_name(r));
         check(r, "vkAllocateMemory");
     }
+    const uint32_t heap = mem_props_.memoryTypes[ai.memoryTypeIndex].heapIndex;
+    if (mem_props_.memoryHeaps[heap].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+        b.device_bytes = req.size;
+        device_bytes_ += req.size;
+    }
     check(d_.vkBindBufferMemory(device_, b.buf, b.mem, 0), "vkBindBufferMemory");
     if (host_visible) check(d_.vkMapMemory(device_, b.mem, 0, VK_WHOLE_SIZE, 0, &b.map), "vkMapMemory");
     return b;
 }
 
+uint64_t Device::memory_available() const {
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+    if (memory_budget_) props.pNext = &budget;
+    api_.vkGetPhysicalDeviceMemoryProperties2(pd_, &props);
+    const VkPhysicalDeviceMemoryProperties &mp = props.memoryProperties;
+    const uint64_t held = device_bytes_.load();
+    uint64_t best = 0;
+    bool any = false;
+    for (uint32_t h = 0; h < mp.memoryHeapCount; ++h) {
+        if (!(mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)) continue;
+        any = true;
+        const uint64_t total = memory_budget_ ? budget.heapBudget[h] : mp.memoryHeaps[h].size;
+        const uint64_t used = memory_budget_ ? budget.heapUsage[h] : held;
+        best = std::max(best, total > used ? total - used : 0);
+    }
+    return any ? best : UINT64_MAX;  // a device with no device-local heap (none known): no check
+}
+
 void Device::destroy(Buffer &b) {
+    device_bytes_ -= b.device_bytes;
     if (b.map) d_.vkUnmapMemory(device_, b.mem);
     if (b.buf) d_.vkDestroyBuffer(device_, b.buf, nullptr);
     if (b.mem) d_.vkFreeMemory(device_, b.mem, nullptr);

@@ -6,6 +6,7 @@
 #include "vk_api.hpp"
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -47,6 +48,7 @@ struct Buffer {
     VkDeviceMemory mem = VK_NULL_HANDLE;
     void *map = nullptr;  // host-visible buffers only
     size_t size = 0;
+    VkDeviceSize device_bytes = 0;  // what the allocation took from a device-local heap (else 0)
 };
 
 struct OpenParams {
@@ -74,6 +76,11 @@ public:
 
     Buffer create_buffer(size_t size, bool host_visible);
     void destroy(Buffer &b);
+    // Bytes a new allocation may still take from the largest device-local heap: its budget less its
+    // usage (VK_EXT_memory_budget, which counts other processes too), or without the extension the heap's
+    // size less what this device holds (an upper bound: other processes are not seen). For the core's
+    // check before a context's KV cache and activations are allocated.
+    uint64_t memory_available() const;
     // Runs record(cb) in a one-off command buffer and waits (uploads, cache copies).
     void run_once(const std::function<void(VkCommandBuffer)> &record);
     // Submits cb and waits on fence (the device's queue is shared by every context: serialised).
@@ -115,6 +122,8 @@ private:
     VkQueue queue_ = VK_NULL_HANDLE;
     uint32_t family_ = 0;
     VkPhysicalDeviceMemoryProperties mem_props_{};
+    bool memory_budget_ = false;                 // VK_EXT_memory_budget: supported (and enabled on our own device)
+    std::atomic<uint64_t> device_bytes_{0};      // device-local memory this device holds (create_buffer / destroy)
     uint32_t max_range_ = 0;
     Features features_;
     std::string description_;
