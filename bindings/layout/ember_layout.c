@@ -308,6 +308,8 @@
     X(ember_status, ember_backend_devices, (ember_backend_kind, ember_device_info *, size_t, size_t *)) \
     X(ember_status, ember_devices, (const ember_device **, size_t, size_t *)) \
     X(ember_status, ember_device_get_info, (const ember_device *, ember_device_info *, ember_backend_kind *)) \
+    X(ember_status, ember_session_device, (const ember_session *, const ember_device **)) \
+    X(ember_status, ember_engine_device, (const ember_engine *, const ember_device **)) \
     X(void, ember_vulkan_device_params_init, (ember_vulkan_device_params *)) \
     X(ember_status, ember_vulkan_set_device, (const ember_vulkan_device_params *)) \
     X(void, ember_cuda_device_params_init, (ember_cuda_device_params *)) \

@@ -1015,6 +1015,19 @@ EMBER_API ember_status ember_devices(const ember_device **out, size_t capacity, 
 EMBER_API ember_status ember_device_get_info(const ember_device *device, ember_device_info *info,
                                              ember_backend_kind *out_backend);
 
+/** The device the session runs on, as a handle of ember_devices() (pass it to ember_device_get_info for
+ *  its backend and name): the CPU's on the CPU backend, else the device its GPU backend opened — the one
+ *  chosen by a device handle, ember_vulkan_set_device / ember_cuda_set_device, $EMBER_VULKAN_DEVICE /
+ *  $EMBER_CUDA_DEVICE, or else the best-scoring one. *out_device is NULL where the session runs on the
+ *  application's own Vulkan device (ember_vulkan_set_device with handles), which ember_devices() does not
+ *  list. Thread-safe; callable from a streaming callback. Errors: EMBER_ERR_INVALID_ARGUMENT (NULL
+ *  session or out_device). Since EMBER_1.7. */
+EMBER_API ember_status ember_session_device(const ember_session *session, const ember_device **out_device);
+
+/** The device the engine runs on, as ember_session_device says it for a session. Thread-safe. Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT (NULL engine or out_device). Since EMBER_1.7. */
+EMBER_API ember_status ember_engine_device(const ember_engine *engine, const ember_device **out_device);
+
 /** Which device the Vulkan backend runs on. Either an index into ember_backend_devices' list, or the
  *  application's own Vulkan objects, so that ember shares its device and queue: then all of instance,
  *  physical_device, device and queue are set (VkInstance, VkPhysicalDevice, VkDevice, VkQueue cast to

@@ -64,6 +64,13 @@ ember_backend_kind use_device(const ember_device *device) {
     return kind;
 }
 
+const ember_device *device_in_use(ember_backend_kind kind) {
+    const int32_t index = kind == EMBER_BACKEND_CPU ? 0 : module_open_device(backend_module(kind));
+    for (const ember_device &d : all_devices())
+        if (d.backend == kind && static_cast<int32_t>(d.info.index) == index) return &d;
+    return nullptr;
+}
+
 } // namespace ember::abi
 
 extern "C" {

@@ -158,6 +158,15 @@ ember_status ember_engine_get_stats(ember_engine *engine, ember_engine_stats *st
     });
 }
 
+ember_status ember_engine_device(const ember_engine *engine, const ember_device **out_device) {
+    return guard("ember_engine_device", [&] {
+        EMBER_REQUIRE_ARG(engine);
+        EMBER_REQUIRE_ARG(out_device);
+        *out_device = abi::device_in_use(engine->engine->backend_kind());
+        return EMBER_OK;
+    });
+}
+
 ember_status ember_engine_pin_prefix(ember_engine *engine, const ember_token *tokens, size_t n_tokens) {
     return guard("ember_engine_pin_prefix", [&] {
         EMBER_REQUIRE_ARG(engine);

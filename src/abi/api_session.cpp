@@ -146,6 +146,15 @@ ember_status ember_session_backend(const ember_session *session, ember_backend_k
     });
 }
 
+ember_status ember_session_device(const ember_session *session, const ember_device **out_device) {
+    return guard("ember_session_device", [&] {
+        EMBER_REQUIRE_ARG(session);
+        EMBER_REQUIRE_ARG(out_device);
+        *out_device = abi::device_in_use(session->session->backend_kind());
+        return EMBER_OK;
+    });
+}
+
 ember_status ember_session_set_precision(ember_session *session, ember_precision precision) {
     return guard("ember_session_set_precision", [&] {
         EMBER_REQUIRE_ARG(session);

@@ -81,6 +81,9 @@ inline DType kv_dtype(ember_kv_type t) { return t == EMBER_KV_Q8_0 ? DType::Q8_0
 ember_backend_kind device_backend(const ember_device *device);
 // The same, after making the device the one its backend opens (api_backend.cpp; see ember_devices()).
 ember_backend_kind use_device(const ember_device *device);
+// The handle of ember_devices() that a session or engine on backend `kind` runs on: the CPU's, or the
+// device the GPU backend has open; NULL where that is the application's own (not listed).
+const ember_device *device_in_use(ember_backend_kind kind);
 
 // Writes `full` into the caller's struct, only as many bytes as its struct_size covers (an older caller's
 // smaller struct gets the fields it knows). struct_size below the first version's size is an error.

@@ -271,6 +271,11 @@ public:
         open_.device_index = index;
         open_set_ = true;
     }
+    // The index of the open device; -1 before one is open or where it is the application's own.
+    int32_t open_device() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return b_ && !(open_set_ && open_.vk_device) ? opened_index_ : -1;
+    }
     const std::string &why() const {
         score();
         return why_;
@@ -288,8 +293,9 @@ private:
         p.struct_size = sizeof p;
         p.device_index = -1;
         if (open_set_) p = open_;
-        else if (const char *env = std::getenv("EMBER_VULKAN_DEVICE"); env && env[0] && api_->backend_kind == EMBER_BACKEND_VULKAN)
-            p.device_index = std::atoi(env);
+        else if (const char *env = std::getenv(api_->backend_kind == EMBER_BACKEND_CUDA ? "EMBER_CUDA_DEVICE" : "EMBER_VULKAN_DEVICE");
+                 env && env[0])
+            p.device_index = std::atoi(env);   // (the CUDA module reads its variable too: the same device)
         // The index of the device opened, for select_device (-1: the best-scoring one, which is the first
         // of the highest score, as the modules choose).
         opened_index_ = p.device_index;
@@ -338,6 +344,7 @@ void module_set_open_params(Backend &backend, const ember_mod_open_params &p) {
     static_cast<ModuleBackend &>(backend).set_open_params(p);
 }
 void module_select_device(Backend &backend, int32_t index) { static_cast<ModuleBackend &>(backend).select_device(index); }
+int32_t module_open_device(Backend &backend) { return static_cast<ModuleBackend &>(backend).open_device(); }
 std::string module_unavailable_reason(Backend &backend) { return static_cast<ModuleBackend &>(backend).why(); }
 
 } // namespace ember

@@ -40,6 +40,9 @@ void module_set_open_params(Backend &backend, const ember_mod_open_params &p);
 // Makes device `index` the one the module opens: before it is open, as module_set_open_params with that
 // index; once open, fine if it is that device, else EMBER_ERR_INVALID_STATE naming the open one.
 void module_select_device(Backend &backend, int32_t index);
+// The index of the device the backend has open (in module_list_devices' order); -1 before one is open,
+// or where the backend runs on the application's own device (ember_vulkan_set_device's handles).
+int32_t module_open_device(Backend &backend);
 // Why a module backend scores 0 ("" when it does not).
 std::string module_unavailable_reason(Backend &backend);
 

@@ -133,7 +133,9 @@ EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
 Engine::Engine(const Model &model, const EngineOptions &opts)
     : model_(model), opts_(opts), plan_(plan_within_memory(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
     // plan_.n_ctx is each request's context: LongRoPE files get their long factors past the original one.
-    ctx_ = model.backend_model(find_backend(opts.backend), plan_.n_ctx).create_context(context_params(plan_));
+    Backend &backend = find_backend(opts.backend);
+    backend_kind_ = backend.kind();
+    ctx_ = model.backend_model(backend, plan_.n_ctx).create_context(context_params(plan_));
     if (plan_.n_window_blocks > 0) window_pool_ = std::make_unique<kv::BlockPool>(plan_.n_window_blocks, plan_.block_size);
     logits_.resize(static_cast<size_t>(plan_.n_seq_max) * model.desc().hp.n_vocab);
     if (!opts_.manual_step) worker_ = std::thread([this] { worker_main(); });

@@ -80,6 +80,8 @@ public:
     Stats stats();
 
     const EnginePlan &plan() const { return plan_; }
+    // The backend the engine runs on (what AUTO or a device chose, never AUTO).
+    ember_backend_kind backend_kind() const { return backend_kind_; }
     bool manual() const { return opts_.manual_step; }
 
 private:
@@ -100,6 +102,7 @@ private:
     const Model &model_;
     EngineOptions opts_;
     EnginePlan plan_;
+    ember_backend_kind backend_kind_ = EMBER_BACKEND_CPU;
     std::unique_ptr<BackendContext> ctx_;
     kv::BlockPool pool_;
     std::unique_ptr<kv::BlockPool> window_pool_;   // with plan_.n_window_blocks: the window layers' blocks

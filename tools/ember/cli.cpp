@@ -192,31 +192,33 @@ ember_status feed_prompt(ember_session *s, const std::vector<ember_token> &token
     return EMBER_OK;
 }
 
-std::string backend_json(const ember_session *s) {
-    // The backend the session runs on, never AUTO: what the option asked for is not what AUTO chose.
-    ember_backend_kind kind = EMBER_BACKEND_CPU;
-    if (ember_session_backend(s, &kind, nullptr) != EMBER_OK) return "";
+namespace {
+// The fields for a device handle (ember_session_device / ember_engine_device): its backend and, on a GPU
+// backend, its name; the backend alone where the device is the application's own (no handle).
+std::string device_json(const ember_device *dev, ember_backend_kind kind) {
+    ember_device_info info;
+    ember_device_info_init(&info);
+    if (dev && ember_device_get_info(dev, &info, &kind) != EMBER_OK) return "";
     std::string out = std::string("\"backend\":\"") + backend_name(kind) + "\",";
-    if (kind == EMBER_BACKEND_CPU) return out;
-    // A GPU backend opens one device per process: the one its $EMBER_<BACKEND>_DEVICE names, else the
-    // first of the highest score (module_loader.cpp, the modules' own choice). The CLI never picks one.
-    ember_device_info devs[16];
-    for (auto &d : devs) ember_device_info_init(&d);
-    size_t n = 0;
-    if (ember_backend_devices(kind, devs, 16, &n) != EMBER_OK || n == 0) return out;
-    n = std::min<size_t>(n, 16);
-    size_t pick = 0;
-    for (size_t i = 1; i < n; ++i)
-        if (devs[i].score > devs[pick].score) pick = i;
-    const char *env = std::getenv(kind == EMBER_BACKEND_CUDA ? "EMBER_CUDA_DEVICE" : "EMBER_VULKAN_DEVICE");
-    if (env && env[0]) {
-        const int i = std::atoi(env);
-        if (i >= 0 && static_cast<size_t>(i) < n) pick = static_cast<size_t>(i);
-    }
+    if (kind == EMBER_BACKEND_CPU || !dev) return out;
     std::string name;
-    for (const char *c = devs[pick].name; *c; ++c)
+    for (const char *c = info.name; *c; ++c)
         if (*c != '"' && *c != '\\' && static_cast<unsigned char>(*c) >= 0x20) name += *c;
     return out + "\"device\":\"" + name + "\",";
+}
+} // namespace
+
+std::string backend_json(const ember_session *s) {
+    ember_backend_kind kind = EMBER_BACKEND_CPU;
+    const ember_device *dev = nullptr;
+    if (ember_session_backend(s, &kind, nullptr) != EMBER_OK || ember_session_device(s, &dev) != EMBER_OK) return "";
+    return device_json(dev, kind);
+}
+
+std::string backend_json(const ember_engine *e) {
+    const ember_device *dev = nullptr;
+    if (ember_engine_device(e, &dev) != EMBER_OK || !dev) return "";
+    return device_json(dev, EMBER_BACKEND_CPU);
 }
 
 bool backend_option(const Args &a, ember_backend_kind *out) {

@@ -71,6 +71,8 @@ bool backend_option(const Args &a, ember_backend_kind *out);
 // JSON fields naming the backend the session runs on and, on a GPU backend, its device, e.g.
 // "\"backend\":\"cuda\",\"device\":\"NVIDIA H200\"," (for bench output); "" if the session cannot say.
 std::string backend_json(const ember_session *s);
+// The same for an engine.
+std::string backend_json(const ember_engine *e);
 bool kv_type_option(const Args &a, const char *name, ember_kv_type *out);
 // The backend's name as the CLI spells it ("cpu", "cuda", "vulkan", "auto").
 const char *backend_name(ember_backend_kind kind);

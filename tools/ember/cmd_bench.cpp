@@ -137,10 +137,10 @@ int bench_parallel(const Args &a, const std::string &model_path, long P, long G,
     }
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",\"threads\":%ld,\"parallel\":%ld,"
+    std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",%s\"threads\":%ld,\"parallel\":%ld,"
                 "\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"generated_total\":%zu,\"decode_tok_s_total\":%.2f,"
                 "\"mean_ttft_s\":%.4f,\"wall_s\":%.3f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f}\n",
-                ember_version(), model_path.c_str(), engine_threads(a), N, P, G, generated,
+                ember_version(), model_path.c_str(), backend_json(engine).c_str(), engine_threads(a), N, P, G, generated,
                 (generated - static_cast<size_t>(N)) / std::max(1e-9, t_end - last_first), ttft / N, t_end - t0, load_s,
                 ru.ru_maxrss / 1024.0);
     ember_engine_free(engine);

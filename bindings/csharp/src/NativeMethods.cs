@@ -218,6 +218,10 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_device_get_info(IntPtr device, ref ember_device_info info, out BackendKind backend);
         [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_device(SessionHandle session, out IntPtr device);  // device: const ember_device *
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_engine_device(EngineHandle engine, out IntPtr device);
+        [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern void ember_vulkan_device_params_init(ref ember_vulkan_device_params p);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_vulkan_set_device(ref ember_vulkan_device_params p);

@@ -631,6 +631,8 @@ extern "C" {
         info: *mut ember_device_info,
         out_backend: *mut ember_backend_kind,
     ) -> ember_status;
+    pub fn ember_session_device(session: *const ember_session, out_device: *mut *const ember_device) -> ember_status;
+    pub fn ember_engine_device(engine: *const ember_engine, out_device: *mut *const ember_device) -> ember_status;
     pub fn ember_vulkan_device_params_init(params: *mut ember_vulkan_device_params);
     pub fn ember_vulkan_set_device(params: *const ember_vulkan_device_params) -> ember_status;
     pub fn ember_cuda_device_params_init(params: *mut ember_cuda_device_params);
