@@ -96,46 +96,60 @@ struct alignas(32) Q4Block {
     float m[kPanelRows];
 };
 
+// The block loop the Q4 and Q8_0 panels share: per packed block, its 8 weight vectors against each
+// token's 4 broadcast activations, summed by Ops::step into one integer vector per token, then
+// Ops::finish applies the block's scales. Ops::operand(w) is what step takes beside w, formed once per
+// vector for all T tokens.
+template <class Ops, int T>
+inline void q_tile(const MatmulJob &job, const Q4Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
+    const PanelTokens<T> op(job, b0, r, t0);
+    __m256 acc[T];
+    load_acc<T>(op, e, acc);
+    for (int64_t b = 0; b < n; ++b) {
+        __m256i isum[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+            const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].q + 32 * k));
+            const __m256i p = Ops::operand(w);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) Ops::step(isum[t], w, p, broadcast4(op.xq[t] + b * 32 + 4 * k));
+        }
+        const __m256 s = _mm256_load_ps(pb[b].s);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) acc[t] = Ops::finish(isum[t], s, pb[b], op, t, b, acc[t]);
+    }
+    store_acc<T>(job, r, op, e, acc);
+}
+
 template <bool kMins>
 struct Q4Panel {
     using Block = Q4Block;
+    // Codes 0..15 (unsigned) against signed activations: a block's 8 maddubs pairs add in 16 bits.
+    static __m256i operand(__m256i w) { return w; }
+    static void step(__m256i &isum, __m256i w, __m256i, __m256i x) {
+        isum = _mm256_add_epi16(isum, _mm256_maddubs_epi16(w, x));
+        keep_in_register(isum);
+    }
+    template <int T>
+    static __m256 finish(__m256i isum, __m256 s, const Block &blk, const PanelTokens<T> &op, int t, int64_t b, __m256 acc) {
+        __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(isum, _mm256_set1_epi16(1)));
+        const __m256 dx = _mm256_broadcast_ss(op.xd[t] + b);
+        if constexpr (kMins) {
+            acc = _mm256_fmadd_ps(f, _mm256_mul_ps(s, dx), acc);
+            return _mm256_fnmadd_ps(_mm256_load_ps(blk.m), _mm256_set1_ps(op.xd[t][b] * op.xs[t][b]), acc);
+        } else {
+            // Q4_0's codes sit 8 above the value: sum (q - 8) x = sum q x - 8 sum x, exact in float
+            // (|sum q x| <= 32 * 15 * 127), then one rounding for the scales.
+            f = _mm256_fnmadd_ps(_mm256_set1_ps(8.0f), _mm256_broadcast_ss(op.xs[t] + b), f);
+            return _mm256_fmadd_ps(f, _mm256_mul_ps(s, dx), acc);
+        }
+    }
     // T tokens against n packed blocks (activation blocks b0 ..) of the panel at row r.
     template <int T>
     static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
-        const __m256i ones = _mm256_set1_epi16(1);
-        const PanelTokens<T> op(job, b0, r, t0);
-        __m256 acc[T];
-        load_acc<T>(op, e, acc);
-        for (int64_t b = 0; b < n; ++b) {
-            __m256i isum[T];
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; ++k) {
-                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].q + 32 * k));
-#pragma GCC unroll 4
-                for (int t = 0; t < T; ++t) {
-                    isum[t] = _mm256_add_epi16(isum[t], _mm256_maddubs_epi16(w, broadcast4(op.xq[t] + b * 32 + 4 * k)));
-                    keep_in_register(isum[t]);
-                }
-            }
-            const __m256 s = _mm256_load_ps(pb[b].s);
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) {
-                __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(isum[t], ones));
-                const __m256 dx = _mm256_broadcast_ss(op.xd[t] + b);
-                if constexpr (kMins) {
-                    acc[t] = _mm256_fmadd_ps(f, _mm256_mul_ps(s, dx), acc[t]);
-                    acc[t] = _mm256_fnmadd_ps(_mm256_load_ps(pb[b].m), _mm256_set1_ps(op.xd[t][b] * op.xs[t][b]), acc[t]);
-                } else {
-                    // Q4_0's codes sit 8 above the value: sum (q - 8) x = sum q x - 8 sum x, exact in float
-                    // (|sum q x| <= 32 * 15 * 127), then one rounding for the scales.
-                    f = _mm256_fnmadd_ps(_mm256_set1_ps(8.0f), _mm256_broadcast_ss(op.xs[t] + b), f);
-                    acc[t] = _mm256_fmadd_ps(f, _mm256_mul_ps(s, dx), acc[t]);
-                }
-            }
-        }
-        store_acc<T>(job, r, op, e, acc);
+        q_tile<Q4Panel, T>(job, pb, b0, n, r, t0, e);
     }
 };
 
@@ -202,32 +216,18 @@ struct PackQ8_0 {
         }
     }
 
+    // Both signed: |w| (formed once per vector) against sign(x, w); the pairs widen before they add.
+    static __m256i operand(__m256i w) { return _mm256_abs_epi8(w); }
+    static void step(__m256i &isum, __m256i w, __m256i aw, __m256i x) {
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1)));
+    }
+    template <int T>
+    static __m256 finish(__m256i isum, __m256 s, const Block &, const PanelTokens<T> &op, int t, int64_t b, __m256 acc) {
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s, _mm256_broadcast_ss(op.xd[t] + b)), acc);
+    }
     template <int T>
     static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
-        const __m256i ones = _mm256_set1_epi16(1);
-        const PanelTokens<T> op(job, b0, r, t0);
-        __m256 acc[T];
-        load_acc<T>(op, e, acc);
-        for (int64_t b = 0; b < n; ++b) {
-            __m256i isum[T];
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; ++k) {
-                const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].q + 32 * k));
-                const __m256i aw = _mm256_abs_epi8(w);
-#pragma GCC unroll 4
-                for (int t = 0; t < T; ++t) {
-                    const __m256i xs = _mm256_sign_epi8(broadcast4(op.xq[t] + b * 32 + 4 * k), w);
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
-                }
-            }
-            const __m256 s = _mm256_load_ps(pb[b].s);
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t)
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(s, _mm256_broadcast_ss(op.xd[t] + b)), acc[t]);
-        }
-        store_acc<T>(job, r, op, e, acc);
+        q_tile<PackQ8_0, T>(job, pb, b0, n, r, t0, e);
     }
 };
 
