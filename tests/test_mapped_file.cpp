@@ -1,13 +1,17 @@
 // test_mapped_file.cpp — MappedFile (the plain read-only mapping) and HugePageCopy (ranges of a file
 // read into transparent huge pages, core/huge_page_copy.hpp). Both must give the file's exact bytes; the
 // copy's region must start 2 MiB-aligned (what huge pages need) and keep each range's alignment; errors
-// name the path.
+// name the path. And run_on_threads (core/run_threads.hpp), which the copy and the weights' rewrite at
+// load run on: every item done once, an error on a helper thread rethrown to the caller.
 #include "core/error.hpp"
 #include "core/huge_page_copy.hpp"
 #include "core/mapped_file.hpp"
+#include "core/run_threads.hpp"
 
 #include <fcntl.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -115,11 +119,42 @@ static void test_missing_file(void **) {
     unlink(path.c_str());
 }
 
+// Items taken from a counter by the caller and 2 helpers: each done exactly once. Then an item a helper
+// takes throws: the caller gets that error (not std::terminate on the helper), after every thread ended.
+static void test_run_on_threads(void **) {
+    constexpr int kItems = 64;
+    std::atomic<int> next{0}, done[kItems] = {};
+    run_on_threads(3, [&] {
+        for (int i; (i = next.fetch_add(1)) < kItems;) done[i].fetch_add(1);
+    });
+    for (int i = 0; i < kItems; ++i) assert_int_equal(done[i].load(), 1);
+
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> taken{0}, helper_items{0};
+    next = 0;
+    try {
+        run_on_threads(3, [&] {
+            for (int i; (i = next.fetch_add(1)) < kItems;) {
+                taken.fetch_add(1);
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));   // so that the helpers take items too
+                if (std::this_thread::get_id() != caller && helper_items.fetch_add(1) == 0)
+                    fail(EMBER_ERR_IO, "item %d failed on a helper", i);
+            }
+        });
+        fail_msg("no error from the helper's item");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_IO);
+        assert_non_null(std::strstr(e.what(), "on a helper"));
+    }
+    assert_int_equal(taken.load(), kItems);   // the others went on and took the rest
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain),
         cmocka_unit_test(test_huge_page_copy),
         cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_run_on_threads),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -1,6 +1,7 @@
 #include "core/huge_page_copy.hpp"
 
 #include "core/error.hpp"
+#include "core/run_threads.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <sys/mman.h>
-#include <thread>
 #include <unistd.h>
 
 namespace ember {
@@ -88,15 +88,7 @@ HugePageCopy::HugePageCopy(int fd, const std::string &path, std::vector<Range> r
             }
         }
     };
-    const size_t n_workers = std::min<size_t>(std::max(1u, n_threads), chunks.size());
-    std::vector<std::thread> helpers;
-    try {
-        for (size_t t = 1; t < n_workers; ++t) helpers.emplace_back(work);
-    } catch (...) {
-        // No thread to spare: this one does the rest.
-    }
-    work();
-    for (std::thread &t : helpers) t.join();
+    run_on_threads(static_cast<unsigned>(std::min<size_t>(std::max(1u, n_threads), chunks.size())), work);
     if (error.load()) {
         ::munmap(region_, region_bytes_);
         region_ = nullptr;

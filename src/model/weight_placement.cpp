@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
+#include "core/run_threads.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -113,18 +114,10 @@ void Model::cpu_copy_locked(const Backend &backend) const {
     auto interleave = [&](HugePageCopy &copy) {
         const auto t_r = std::chrono::steady_clock::now();
         std::atomic<size_t> next{0};
-        auto work = [&] {
+        run_on_threads(std::min<unsigned>(n_threads, static_cast<unsigned>(rows16.size())), [&] {
             for (size_t i; (i = next.fetch_add(1)) < rows16.size();)
                 backend.host_layout_rewrite(*rows16[i].second, copy.writable_at(rows16[i].first));
-        };
-        std::vector<std::thread> helpers;
-        try {
-            for (unsigned k = 1; k < n_threads && k < rows16.size(); ++k) helpers.emplace_back(work);
-        } catch (...) {
-            // No thread to spare: this one does the rest.
-        }
-        work();
-        for (std::thread &h : helpers) h.join();
+        });
         for (const auto &r : rows16) rows16_bytes += r.second->n_bytes;
         rows16_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_r).count();
     };
