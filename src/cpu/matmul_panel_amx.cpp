@@ -45,6 +45,7 @@
 
 #include "core/dtype.hpp"
 #include "cpu/panel_pack_x86.hpp"
+#include "cpu/rows16.hpp"
 #include "cpu/vec_dot.hpp"
 
 // As in matmul_panel_avx512.cpp: avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose
@@ -244,6 +245,14 @@ struct PackQ4_K : Q4Amx<true> {
     }
 };
 
+// Q4_K interleaved at load (rows16.hpp): a panel is a group, rows[0] its first record.
+struct PackQ4_K_Rows16 : Q4Amx<true> {
+    static constexpr int64_t kUnit = QK_K / 32;
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        pack_q4_k_rows16(rows[0], b0, n, out);
+    }
+};
+
 // ---- Q6_K --------------------------------------------------------------------------------------------
 // w = code - 32 of the 16 rows as [half 0 | zeros | half 1]: bytes 0..511 are B for half 0 (elements
 // 16..31 zero), bytes 256..767 B for half 1 (elements 0..15 zero), so both TDPBSSDs take the block's
@@ -325,6 +334,37 @@ struct PackQ6_K {
     }
 };
 
+// Q6_K interleaved at load (rows16.hpp): PackQ6_K's blocks from a group's records (rows[0] the first).
+// Activation block kb = 4h + k takes the low (k < 2) or high nibbles of code units 16h + 8 (k & 1) + j and
+// bits 2k, 2k + 1 of units 8h + j (j = 0..7: elements 4j .. 4j + 3), as q6k_piece does per row.
+struct PackQ6_K_Rows16 : PackQ6_K {
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const uint8_t *rec = rows[0] + static_cast<size_t>(b0 / kUnit + sb) * kQ6KRecord;
+            const __m512 d = halves16(rec + kQ6KRecD);
+            for (int kb = 0; kb < kUnit; ++kb) {
+                Block &pb = out[sb * kUnit + kb];
+                const int h = kb / 4, k = kb % 4;
+                for (int half = 0; half < 2; ++half) {
+                    const auto *sc = reinterpret_cast<const __m128i *>(rec + kQ6KRecScales + 16 * (2 * kb + half));
+                    _mm512_store_ps(pb.sc[half], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(sc))));
+                }
+                _mm512_store_ps(pb.d, d);
+                for (int j = 0; j < 8; ++j) {
+                    __m512i l = _mm512_loadu_si512(rec + kQ6KRecQl + 64 * (16 * h + 8 * (k & 1) + j));
+                    if (k >= 2) l = _mm512_srli_epi16(l, 4);
+                    __m512i hb = _mm512_loadu_si512(rec + kQ6KRecQh + 64 * (8 * h + j));
+                    hb = k < 2 ? _mm512_slli_epi16(hb, 4 - 2 * k) : _mm512_srli_epi16(hb, 2 * k - 4);
+                    const __m512i code = _mm512_or_si512(_mm512_and_si512(l, m0f), _mm512_and_si512(hb, m30));
+                    _mm512_store_si512(pb.w[j < 4 ? 0 : 2] + 64 * (j % 4), _mm512_sub_epi8(code, k32));
+                }
+                for (int v = 0; v < 4; ++v) _mm512_store_si512(pb.w[1] + 64 * v, _mm512_setzero_si512());
+            }
+        }
+    }
+};
+
 // ---- the driver ----------------------------------------------------------------------------------------
 
 // Token group t0 .. t0 + nt - 1 (nt <= 16) of a panel's chunk: a full group in place, a short one padded,
@@ -381,6 +421,11 @@ void matmul_rows_q6_k_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens >= kAmxMinTokens) return drive_amx<PackQ6_K>(job, r0, r1);
     matmul_rows_q6_k_avx512(job, r0, r1);
 }
+
+// Interleaved Q4_K and Q6_K (rows16.hpp), whole groups, at least kAmxMinTokens tokens (rows16_rows sends
+// only longer products here).
+void matmul_rows_q4_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_amx<PackQ4_K_Rows16>(job, r0, r1); }
+void matmul_rows_q6_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_amx<PackQ6_K_Rows16>(job, r0, r1); }
 
 } // namespace ember::cpu::detail
 
