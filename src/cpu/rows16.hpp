@@ -16,8 +16,9 @@
 // for fp16 scales, 1 for 8-bit scales, 4 for codes), unit u of row i at field + 16 * unit * u + unit * i:
 //   Q4_K (2304 bytes): [0, 32) d, [32, 64) dmin, [64, 256) the 12 scale bytes, [256, 2304) qs
 //   Q6_K (3360 bytes): [0, 32) d, [32, 288) the 16 scales, [288, 2336) ql, [2336, 3360) qh
-// Every kernel level reads it: the AVX-512 and AMX levels' products of up to 64 tokens with the tiles,
-// longer prompts at the AMX level with its panels packed straight from the records, everything else
+// Every kernel level reads it: the AVX-512 level's products of up to 64 tokens and the AMX level's of
+// up to 15 with the tiles, the AMX level's longer ones with its panels packed straight from the records,
+// everything else
 // (scalar, AVX2, the AVX-512 level's panels) from rows copied back to the file's layout (rows16_rows).
 #pragma once
 
@@ -51,8 +52,9 @@ bool rows16_native();
 
 namespace detail {
 
-// Rows [r0, r1) of an interleaved product (job.n_rows16 > 0): rows in whole groups with `native` (may be
-// null) up to 64 tokens (rows16.cpp's kNativeMaxTokens) and with `panel` (may be null) above, every other
+// Rows [r0, r1) of an interleaved product (job.n_rows16 > 0): rows in whole groups with `panel` (may be
+// null) from 16 tokens on (rows16.cpp's kPanelMinTokens), else with `native` (may be null) up to 64
+// tokens (kNativeMaxTokens), every other
 // row through `plain` (a kernel of the file's layout) on rows copied back (groups) or in place (the last
 // n_out % 16 rows). Same bits as `plain` on the file's layout, since `native` and `panel` have its bits.
 void rows16_rows(DType type, MatmulRowsFn plain, MatmulRowsFn native, MatmulRowsFn panel, const MatmulJob &job,
