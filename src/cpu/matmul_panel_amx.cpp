@@ -91,32 +91,28 @@ inline void configure_tiles() {
     if (_mm512_cmpneq_epi64_mask(a, b) != 0) _tile_loadconfig(&kConfig);
 }
 
-// Zeros for the padding tokens of a short group to read as scales (xd, xds): a chunk's worth.
-constexpr int64_t kMaxChunk = 64;
-alignas(64) const float kZeros[kMaxChunk] = {};
-
 struct ChunkEdges {
     __mmask16 mask;  // the panel's real rows
     bool first, last;
 };
 
-// Token group t0 .. t0 + T - 1 of a tile, nt of them real (T: nt rounded up to 4); the others read zero
-// scales and are never stored (y null). A row b of blocks b0 .. starts at x + b * 32, rows `stride` apart.
+// Token group t0 .. t0 + T - 1 of a tile (t0 a multiple of 16), nt of them real (T: nt rounded up to 4);
+// the others are never stored (y null). A row b of blocks b0 .. starts at x + b * 32, rows `stride`
+// apart. The tokens' block scales and d * sum come from QuantActs' copies by groups of 16 (d16, dsum16:
+// token t's block b at 16 b + t from xd, xds), whose padding tokens read zero.
 template <int T>
 struct GroupTokens {
     const int8_t *x;
     int64_t stride;
-    const float *xd[T], *xds[T];  // the tokens' block scales and d * sum (QuantActs)
+    const float *xd, *xds;
     float *y[T];
     GroupTokens(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0, int nt) {
         x = job.xq.qs + t0 * job.n_in + b0 * 32;
         stride = job.n_in;
-        for (int t = 0; t < T; ++t) {
-            const bool real = t < nt;
-            xd[t] = real ? job.xq.d + (t0 + t) * job.xq.nb + b0 : kZeros;
-            xds[t] = real ? job.xq.dsum + (t0 + t) * job.xq.nb + b0 : kZeros;
-            y[t] = real ? job.y + (t0 + t) * job.y_stride + r : nullptr;
-        }
+        const int64_t at = (t0 / kGroup * job.xq.nb + b0) * kGroup;
+        xd = job.xq.d16 + at;
+        xds = job.xq.dsum16 + at;
+        for (int t = 0; t < T; ++t) y[t] = t < nt ? job.y + (t0 + t) * job.y_stride + r : nullptr;
     }
 };
 
@@ -184,9 +180,9 @@ struct Q4Amx {
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
             const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c[t]));
-            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(op.xd[t][b])), acc[t]);
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(op.xd[kGroup * b + t])), acc[t]);
             // op.xds = xd * xs, formed once per matmul (the same float product the AVX-512 panel forms).
-            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(op.xds[t][b]), acc[t]);
+            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(op.xds[kGroup * b + t]), acc[t]);
         }
     }
 
@@ -294,7 +290,7 @@ struct PackQ6_K {
         for (int t = 0; t < T; ++t) {
             const __m512 h0 = _mm512_cvtepi32_ps(_mm512_load_si512(c0[t])), h1 = _mm512_cvtepi32_ps(_mm512_load_si512(c1[t]));
             const __m512 f = _mm512_fmadd_ps(h1, sc1, _mm512_mul_ps(h0, sc0));  // the exact integer, as a float
-            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(d, _mm512_set1_ps(op.xd[t][b])), acc[t]);
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(d, _mm512_set1_ps(op.xd[kGroup * b + t])), acc[t]);
         }
     }
 
@@ -388,7 +384,6 @@ void group(const MatmulJob &job, const typename Pack::Block *pb, int64_t b0, int
 template <class Pack>
 void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     constexpr int64_t kStep = 4;
-    static_assert(panel_chunk<Pack, kStep>() <= kMaxChunk);
     configure_tiles();
     panel_loop<Pack, kRows, kSlab, kStep>(
         job, r0, r1,
