@@ -193,6 +193,9 @@ void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
+// attend_heads on 512-bit vectors with the AVX2 kernels' bits (attention_avx512.cpp).
+void attend_heads_avx512(const AttnHead *a, int n);
+void attend_heads_q8_0_avx512(const AttnHead *a, int n);
 void matmul_panels_q8_0_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
 void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
