@@ -193,6 +193,8 @@ void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
+// Activations quantized 16 blocks at a time, the scalar and AVX2 kernels' bits (quant_acts_avx512.cpp).
+void quantize_acts_avx512(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 // attend_heads on 512-bit vectors with the AVX2 kernels' bits (attention_avx512.cpp).
 void attend_heads_avx512(const AttnHead *a, int n);
 void attend_heads_q8_0_avx512(const AttnHead *a, int n);
