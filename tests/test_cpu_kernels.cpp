@@ -282,6 +282,35 @@ static void test_quant_q8_0(void **) {
 // magnitude. Elements round to the nearest code (error <= d/2, + the same 1e-4 d slack as Q8_0), except
 // on the side opposite to `max`, where x/d can reach +8 but the largest code is 7: there the clamp can
 // cost a whole step, so the bound for the block is |d|, and d/2 for elements not at code 15.
+// Activations quantized for the integer kernels (QuantActs): every level gives the scalar kernel's bytes,
+// scales and sums, for rows of 1 to 33 blocks (the AVX-512 kernel takes 16 blocks at a time and the rest
+// through zero blocks), with blocks of zeros, of -0, of one large value among small ones, of tiny values,
+// and of exact rounding ties.
+static void test_quantize_acts(void **) {
+    uint64_t st = 77;
+    for (int64_t nb : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{33}}) {
+        const int64_t n = nb * 32;
+        std::vector<float> x = rand_vec(&st, static_cast<size_t>(n), -3, 3);
+        for (int j = 0; j < 32 && nb >= 5; ++j) {
+            x[static_cast<size_t>(j)] = 0.0f;
+            x[static_cast<size_t>(32 + j)] = -0.0f;
+            x[static_cast<size_t>(64 + j)] = j == 7 ? 1e3f : 1e-3f * test_randf(&st, -1, 1);
+            x[static_cast<size_t>(96 + j)] = 1e-30f * test_randf(&st, -1, 1);  // tiny (127 / max stays finite)
+            x[static_cast<size_t>(128 + j)] = j == 0 ? 127.0f : static_cast<float>(j) + 0.5f;  // id = 1: exact ties
+        }
+        std::vector<int8_t> want_q(static_cast<size_t>(n)), got_q(want_q.size());
+        std::vector<float> want_d(static_cast<size_t>(nb)), want_s(want_d.size()), got_d(want_d.size()), got_s(want_d.size());
+        detail::quantize_acts_scalar(x.data(), n, want_q.data(), want_d.data(), want_s.data());
+        for_each_variant([&](int level) {
+            std::fill(got_q.begin(), got_q.end(), int8_t{99});
+            detail::kernels().quantize_acts(x.data(), n, got_q.data(), got_d.data(), got_s.data());
+            if (got_q != want_q || std::memcmp(got_d.data(), want_d.data(), want_d.size() * sizeof(float)) != 0 ||
+                std::memcmp(got_s.data(), want_s.data(), want_s.size() * sizeof(float)) != 0)
+                fail_msg("quantize_acts level %d, %lld blocks: not the scalar kernel's bits", level, (long long)nb);
+        });
+    }
+}
+
 static void test_quant_q4_0(void **) {
     uint64_t st = 43;
     const int64_t n = 4096;
@@ -1017,7 +1046,8 @@ static void test_matmul_rows16(void **) {
     };
     Scratch scratch;
     uint64_t st = 1616;
-    const int64_t n_in = 768, n_out = 3 * kRows16 + 5, nt = 19;
+    // nt: over rows16.cpp's 64 tokens, where the AMX level packs its panels from the records.
+    const int64_t n_in = 768, n_out = 3 * kRows16 + 5, nt = 67;
     for (DType type : {DType::Q4_K, DType::Q6_K}) {
         const size_t rb = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
         const size_t block = dtype_info(type).block_bytes;
@@ -1051,7 +1081,7 @@ static void test_matmul_rows16(void **) {
             for_each_variant([&](int) {
                 for (int threads : {1, 2, 3}) {
                     auto pool = make_pool(threads);
-                    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, nt}) {
+                    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{19}, nt}) {
                         std::vector<float> want(static_cast<size_t>(n * n_out), NAN), got(want.size(), NAN);
                         matmul(*pool, scratch, plain, x.data(), n, want.data(), bias.data());
                         matmul(*pool, scratch, inter, x.data(), n, got.data(), bias.data());
@@ -1473,10 +1503,15 @@ static void test_attention_batch(void **) {
                 const AttnParams p = attn_params(hh.n_head, hh.n_head_kv, hd, 4.0f);
                 char what[64];
                 std::snprintf(what, sizeof what, "batch block %u", bs);
-                for_each_variant([&](int) {
+                std::vector<float> first_simd;  // the AVX2 level's output: the AVX-512 and AMX levels must give its bits
+                for_each_variant([&](int level) {
                     std::vector<float> out(q.size(), NAN);
                     attention(*pool2, q.data(), qpos.data(), tables.data(), nt, kv.view(), out.data(), p);
                     check_attention(q, qpos, qseq, p, out, what);
+                    if (level >= 1 && first_simd.empty()) first_simd = out;
+                    else if (level >= 1 && std::memcmp(first_simd.data(), out.data(), out.size() * sizeof(float)) != 0)
+                        fail_msg("attention %s, level %d: not the AVX2 level's bits (%s, %d heads on %d, head_dim %d)", what, level,
+                                 dtype_name(type), hh.n_head, hh.n_head_kv, hd);
                     for (ThreadPool *tp : pools) {
                         std::vector<float> again(q.size(), NAN);
                         attention(*tp, q.data(), qpos.data(), tables.data(), nt, kv.view(), again.data(), p);
@@ -1820,6 +1855,7 @@ int main(void) {
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_quant_q8_0),
         cmocka_unit_test(test_quant_q4_0),
+        cmocka_unit_test(test_quantize_acts),
         cmocka_unit_test(test_block_layouts),
         cmocka_unit_test(test_quant_formats),
         cmocka_unit_test(test_dequantize),

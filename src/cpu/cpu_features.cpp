@@ -29,10 +29,10 @@ namespace detail {
 namespace {
 
 // Interleaved Q4_K or Q6_K (rows16.hpp) through a level's kernel of the file's layout, and its own tile
-// where Native is not null.
-template <DType Type, MatmulRowsFn Plain, MatmulRowsFn Native = nullptr>
+// (short products) or panels (long ones) where Native or Panel is not null.
+template <DType Type, MatmulRowsFn Plain, MatmulRowsFn Native = nullptr, MatmulRowsFn Panel = nullptr>
 void matmul_rows_rows16(const MatmulJob &job, int64_t r0, int64_t r1) {
-    rows16_rows(Type, Plain, Native, job, r0, r1);
+    rows16_rows(Type, Plain, Native, Panel, job, r0, r1);
 }
 
 const KernelTable kScalar = {
@@ -96,6 +96,9 @@ const KernelTable kAvx512 = [] {
     t.matmul[kWMXFP4] = matmul_rows_mxfp4_avx512;
     t.matmul[kWQ3_K] = matmul_rows_q3_k_avx512;
     t.matmul[kWQ2_K] = matmul_rows_q2_k_avx512;
+    t.quantize_acts = quantize_acts_avx512;
+    t.attend_heads = attend_heads_avx512;
+    t.attend_heads_q8_0 = attend_heads_q8_0_avx512;
     t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx512, matmul_rows_q4_k_rows16_avx512>;
     t.matmul_q6_k_rows16 = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_avx512>,
                                               matmul_rows_q6_k_rows16_avx512>;
@@ -112,9 +115,10 @@ const KernelTable kAmx = [] {
     t.matmul[kWQ4_0] = matmul_rows_q4_0_amx;
     t.matmul[kWQ4_K] = matmul_rows_q4_k_amx;
     t.matmul[kWQ6_K] = matmul_rows_q6_k_decode_first<matmul_rows_q6_k_amx>;
-    t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_amx, matmul_rows_q4_k_rows16_avx512>;
+    t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_amx, matmul_rows_q4_k_rows16_avx512,
+                                              matmul_rows_q4_k_rows16_amx>;
     t.matmul_q6_k_rows16 = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_amx>,
-                                              matmul_rows_q6_k_rows16_avx512>;
+                                              matmul_rows_q6_k_rows16_avx512, matmul_rows_q6_k_rows16_amx>;
     return t;
 }();
 #endif

@@ -71,27 +71,47 @@ bool is_quantized(WeightKind k) { return k >= detail::kWQ8_0; }
 // kernel agree).
 size_t round64(size_t n) { return (n + 63) & ~size_t{63}; }
 
-// The quantized activations' arrays, writable (the kernels get them as a QuantActs).
+// Tokens per group of QuantActs::d16 / dsum16 (the AMX tiles' 16 token rows).
+constexpr int64_t kGroup16 = 16;
+
+// The quantized activations' arrays, writable (the kernels get them as a QuantActs). d16 and dsum16 are
+// null below kGroup16 tokens.
 struct ActArrays {
     int8_t *qs;
     float *d, *sum, *dsum;
     int64_t nb;
-    QuantActs view() const { return QuantActs{qs, d, sum, nb, dsum}; }
+    float *d16, *dsum16;
+    QuantActs view() const { return QuantActs{qs, d, sum, nb, dsum, d16, dsum16}; }
 };
 
 struct ActLayout {
     size_t qs_bytes, d_bytes;  // the sums and products take d_bytes each too
-    size_t total() const { return qs_bytes + 3 * d_bytes + 64; }
+    size_t g_bytes;            // d16 and dsum16 each (0 below kGroup16 tokens)
+    size_t total() const { return qs_bytes + 3 * d_bytes + 2 * g_bytes + 64; }
     // The arrays at a 64-byte aligned base (aligned loads of qs rows); they end at base + total() - 64.
     ActArrays at(uint8_t *base, int64_t nb) const {
+        uint8_t *g = base + qs_bytes + 3 * d_bytes;
         return ActArrays{reinterpret_cast<int8_t *>(base), reinterpret_cast<float *>(base + qs_bytes),
                          reinterpret_cast<float *>(base + qs_bytes + d_bytes),
-                         reinterpret_cast<float *>(base + qs_bytes + 2 * d_bytes), nb};
+                         reinterpret_cast<float *>(base + qs_bytes + 2 * d_bytes), nb,
+                         g_bytes ? reinterpret_cast<float *>(g) : nullptr,
+                         g_bytes ? reinterpret_cast<float *>(g + g_bytes) : nullptr};
     }
 };
 ActLayout act_layout(int64_t n_in, int64_t n_tokens) {
     const int64_t nb = n_in / 32;
-    return {round64(static_cast<size_t>(n_tokens * n_in)), round64(static_cast<size_t>(n_tokens * nb) * sizeof(float))};
+    const int64_t padded = (n_tokens + kGroup16 - 1) / kGroup16 * kGroup16;
+    return {round64(static_cast<size_t>(n_tokens * n_in)), round64(static_cast<size_t>(n_tokens * nb) * sizeof(float)),
+            n_tokens < kGroup16 ? 0 : round64(static_cast<size_t>(padded * nb) * sizeof(float))};
+}
+
+// The padding tokens of d16 and dsum16's last group (n_tokens of them real): zeros.
+void zero_group_tail(const ActArrays &xq, int64_t n_tokens) {
+    if (!xq.d16) return;
+    const int64_t g = n_tokens / kGroup16, i0 = n_tokens % kGroup16;
+    if (i0 == 0) return;
+    for (int64_t b = 0; b < xq.nb; ++b)
+        for (int64_t i = i0; i < kGroup16; ++i) xq.d16[(g * xq.nb + b) * kGroup16 + i] = xq.dsum16[(g * xq.nb + b) * kGroup16 + i] = 0;
 }
 
 // At least `bytes` of scratch, 64-byte aligned. The scratch buffer only ever grows, so a steady decode
@@ -106,6 +126,12 @@ void quantize_row(const KernelTable &k, const float *x, int64_t n_in, const ActA
     const int64_t nb = xq.nb;
     k.quantize_acts(x, n_in, xq.qs + row * n_in, xq.d + row * nb, xq.sum + row * nb);
     for (int64_t b = row * nb; b < (row + 1) * nb; ++b) xq.dsum[b] = xq.d[b] * xq.sum[b];
+    if (!xq.d16) return;
+    const int64_t g0 = row / kGroup16 * nb * kGroup16 + row % kGroup16;  // block b at g0 + 16 b
+    for (int64_t b = 0; b < nb; ++b) {
+        xq.d16[g0 + kGroup16 * b] = xq.d[row * nb + b];
+        xq.dsum16[g0 + kGroup16 * b] = xq.dsum[row * nb + b];
+    }
 }
 
 // Quantizes n_tokens rows of n_in floats into scratch (layout in vec_dot.hpp).
@@ -120,6 +146,7 @@ QuantActs quantize_input(ThreadPool &pool, Scratch &scratch, const KernelTable &
         pool.parallel_for(n_tokens, rows);
     else
         rows(0, n_tokens);
+    zero_group_tail(xq, n_tokens);
     return xq.view();
 }
 
@@ -227,6 +254,10 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
         };
         if (pool.size() > 1 && c > 1 && c * n_in >= kMinParallelQuant) pool.parallel_for(c, rows);
         else rows(0, c);
+        // The arrays are sized for 2 chunk tokens; this pass has 2 c (null d16 below 16 of them).
+        ActArrays pass = xq;
+        if (2 * c < kGroup16) pass.d16 = pass.dsum16 = nullptr;
+        zero_group_tail(pass, 2 * c);
         Segment segs[4];
         int64_t macs = 0, at = 0;
         for (int i = 0; i < n_q; ++i) {
@@ -236,7 +267,7 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
             sg.n_out = wi.n_out;
             sg.job.n_in = n_in;
             sg.job.n_tokens = 2 * c;
-            sg.job.xq = xq.view();
+            sg.job.xq = pass.view();
             sg.job.y = out + 2 * c * at;
             sg.job.y_stride = wi.n_out;
             macs += wi.n_out * n_in * 2 * c;

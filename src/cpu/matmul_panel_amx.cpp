@@ -45,6 +45,7 @@
 
 #include "core/dtype.hpp"
 #include "cpu/panel_pack_x86.hpp"
+#include "cpu/rows16.hpp"
 #include "cpu/vec_dot.hpp"
 
 // As in matmul_panel_avx512.cpp: avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose
@@ -90,32 +91,28 @@ inline void configure_tiles() {
     if (_mm512_cmpneq_epi64_mask(a, b) != 0) _tile_loadconfig(&kConfig);
 }
 
-// Zeros for the padding tokens of a short group to read as scales (xd, xds): a chunk's worth.
-constexpr int64_t kMaxChunk = 64;
-alignas(64) const float kZeros[kMaxChunk] = {};
-
 struct ChunkEdges {
     __mmask16 mask;  // the panel's real rows
     bool first, last;
 };
 
-// Token group t0 .. t0 + T - 1 of a tile, nt of them real (T: nt rounded up to 4); the others read zero
-// scales and are never stored (y null). A row b of blocks b0 .. starts at x + b * 32, rows `stride` apart.
+// Token group t0 .. t0 + T - 1 of a tile (t0 a multiple of 16), nt of them real (T: nt rounded up to 4);
+// the others are never stored (y null). A row b of blocks b0 .. starts at x + b * 32, rows `stride`
+// apart. The tokens' block scales and d * sum come from QuantActs' copies by groups of 16 (d16, dsum16:
+// token t's block b at 16 b + t from xd, xds), whose padding tokens read zero.
 template <int T>
 struct GroupTokens {
     const int8_t *x;
     int64_t stride;
-    const float *xd[T], *xds[T];  // the tokens' block scales and d * sum (QuantActs)
+    const float *xd, *xds;
     float *y[T];
     GroupTokens(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0, int nt) {
         x = job.xq.qs + t0 * job.n_in + b0 * 32;
         stride = job.n_in;
-        for (int t = 0; t < T; ++t) {
-            const bool real = t < nt;
-            xd[t] = real ? job.xq.d + (t0 + t) * job.xq.nb + b0 : kZeros;
-            xds[t] = real ? job.xq.dsum + (t0 + t) * job.xq.nb + b0 : kZeros;
-            y[t] = real ? job.y + (t0 + t) * job.y_stride + r : nullptr;
-        }
+        const int64_t at = (t0 / kGroup * job.xq.nb + b0) * kGroup;
+        xd = job.xq.d16 + at;
+        xds = job.xq.dsum16 + at;
+        for (int t = 0; t < T; ++t) y[t] = t < nt ? job.y + (t0 + t) * job.y_stride + r : nullptr;
     }
 };
 
@@ -183,9 +180,9 @@ struct Q4Amx {
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
             const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c[t]));
-            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(op.xd[t][b])), acc[t]);
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(op.xd[kGroup * b + t])), acc[t]);
             // op.xds = xd * xs, formed once per matmul (the same float product the AVX-512 panel forms).
-            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(op.xds[t][b]), acc[t]);
+            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(op.xds[kGroup * b + t]), acc[t]);
         }
     }
 
@@ -244,6 +241,14 @@ struct PackQ4_K : Q4Amx<true> {
     }
 };
 
+// Q4_K interleaved at load (rows16.hpp): a panel is a group, rows[0] its first record.
+struct PackQ4_K_Rows16 : Q4Amx<true> {
+    static constexpr int64_t kUnit = QK_K / 32;
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        pack_q4_k_rows16(rows[0], b0, n, out);
+    }
+};
+
 // ---- Q6_K --------------------------------------------------------------------------------------------
 // w = code - 32 of the 16 rows as [half 0 | zeros | half 1]: bytes 0..511 are B for half 0 (elements
 // 16..31 zero), bytes 256..767 B for half 1 (elements 0..15 zero), so both TDPBSSDs take the block's
@@ -285,7 +290,7 @@ struct PackQ6_K {
         for (int t = 0; t < T; ++t) {
             const __m512 h0 = _mm512_cvtepi32_ps(_mm512_load_si512(c0[t])), h1 = _mm512_cvtepi32_ps(_mm512_load_si512(c1[t]));
             const __m512 f = _mm512_fmadd_ps(h1, sc1, _mm512_mul_ps(h0, sc0));  // the exact integer, as a float
-            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(d, _mm512_set1_ps(op.xd[t][b])), acc[t]);
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(d, _mm512_set1_ps(op.xd[kGroup * b + t])), acc[t]);
         }
     }
 
@@ -325,6 +330,37 @@ struct PackQ6_K {
     }
 };
 
+// Q6_K interleaved at load (rows16.hpp): PackQ6_K's blocks from a group's records (rows[0] the first).
+// Activation block kb = 4h + k takes the low (k < 2) or high nibbles of code units 16h + 8 (k & 1) + j and
+// bits 2k, 2k + 1 of units 8h + j (j = 0..7: elements 4j .. 4j + 3), as q6k_piece does per row.
+struct PackQ6_K_Rows16 : PackQ6_K {
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const uint8_t *rec = rows[0] + static_cast<size_t>(b0 / kUnit + sb) * kQ6KRecord;
+            const __m512 d = halves16(rec + kQ6KRecD);
+            for (int kb = 0; kb < kUnit; ++kb) {
+                Block &pb = out[sb * kUnit + kb];
+                const int h = kb / 4, k = kb % 4;
+                for (int half = 0; half < 2; ++half) {
+                    const auto *sc = reinterpret_cast<const __m128i *>(rec + kQ6KRecScales + 16 * (2 * kb + half));
+                    _mm512_store_ps(pb.sc[half], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(sc))));
+                }
+                _mm512_store_ps(pb.d, d);
+                for (int j = 0; j < 8; ++j) {
+                    __m512i l = _mm512_loadu_si512(rec + kQ6KRecQl + 64 * (16 * h + 8 * (k & 1) + j));
+                    if (k >= 2) l = _mm512_srli_epi16(l, 4);
+                    __m512i hb = _mm512_loadu_si512(rec + kQ6KRecQh + 64 * (8 * h + j));
+                    hb = k < 2 ? _mm512_slli_epi16(hb, 4 - 2 * k) : _mm512_srli_epi16(hb, 2 * k - 4);
+                    const __m512i code = _mm512_or_si512(_mm512_and_si512(l, m0f), _mm512_and_si512(hb, m30));
+                    _mm512_store_si512(pb.w[j < 4 ? 0 : 2] + 64 * (j % 4), _mm512_sub_epi8(code, k32));
+                }
+                for (int v = 0; v < 4; ++v) _mm512_store_si512(pb.w[1] + 64 * v, _mm512_setzero_si512());
+            }
+        }
+    }
+};
+
 // ---- the driver ----------------------------------------------------------------------------------------
 
 // Token group t0 .. t0 + nt - 1 (nt <= 16) of a panel's chunk: a full group in place, a short one padded,
@@ -348,7 +384,6 @@ void group(const MatmulJob &job, const typename Pack::Block *pb, int64_t b0, int
 template <class Pack>
 void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     constexpr int64_t kStep = 4;
-    static_assert(panel_chunk<Pack, kStep>() <= kMaxChunk);
     configure_tiles();
     panel_loop<Pack, kRows, kSlab, kStep>(
         job, r0, r1,
@@ -381,6 +416,11 @@ void matmul_rows_q6_k_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens >= kAmxMinTokens) return drive_amx<PackQ6_K>(job, r0, r1);
     matmul_rows_q6_k_avx512(job, r0, r1);
 }
+
+// Interleaved Q4_K and Q6_K (rows16.hpp), whole groups, at least kAmxMinTokens tokens (rows16_rows sends
+// only longer products here).
+void matmul_rows_q4_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_amx<PackQ4_K_Rows16>(job, r0, r1); }
+void matmul_rows_q6_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_amx<PackQ6_K_Rows16>(job, r0, r1); }
 
 } // namespace ember::cpu::detail
 

@@ -9,6 +9,7 @@
 
 #include "core/dtype.hpp"
 #include "cpu/quant_k.hpp"
+#include "cpu/rows16.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -323,6 +324,51 @@ inline void pack_q8_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int
             for (int k = 0; k < 8; ++k)
                 _mm512_store_si512(out[b].q + 64 * k, _mm512_xor_si512(_mm512_load_si512(out[b].q + 64 * k), f));
         _mm512_store_ps(out[b].s, gather_d16<BlockQ8_0>(rows[0], offsets, b0 + b));
+    }
+}
+
+// ---- 16 rows interleaved at load (rows16.hpp) ----------------------------------------------------------
+// A group's super-block is one record holding its 16 rows' fields side by side; the codes in 4-byte units,
+// unit u of the 16 rows one 64-byte vector (dword i = row i). That is the packed blocks' layout already, so
+// these read the panels' blocks from a record with no transpose: one load per 4 codes of 16 rows, and the
+// scales unpacked for 16 rows at once. The values are the file-layout packers' (pack_q4_k here, Q6_K's in
+// the AMX file), so the kernels give the same bits.
+
+// The 16 fp16 values at p as floats.
+inline __m512 halves16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))); }
+
+// Q4_K super-blocks [b0 / 8, (b0 + n) / 8) of the group whose first record is at grp, as pack_q4_k packs
+// them: s = d * sc_j, m = dmin * m_j (k_scale_min on byte u of all 16 rows at once), and sub-block 2g / 2g + 1
+// the low / high nibbles of the record's code units 8g .. 8g + 7.
+inline void pack_q4_k_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4Block16 *out) {
+    constexpr int64_t kUnit = QK_K / 32;
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m128i m3f = _mm_set1_epi8(0x3f), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+        const uint8_t *rec = grp + static_cast<size_t>(b0 / kUnit + sb) * kQ4KRecord;
+        Q4Block16 *pb = out + sb * kUnit;
+        const __m512 d = halves16(rec + kQ4KRecD), dmin = halves16(rec + kQ4KRecDmin);
+        __m128i q[12];
+        for (int u = 0; u < 12; ++u) q[u] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(rec + kQ4KRecScales + 16 * u));
+        for (int j = 0; j < kUnit; ++j) {
+            __m128i sc, m;
+            if (j < 4) {
+                sc = _mm_and_si128(q[j], m3f);
+                m = _mm_and_si128(q[j + 4], m3f);
+            } else {  // bits 6..7 of bytes j - 4 and j to bits 4..5 (16-bit shifts, the neighbour's bits masked off)
+                sc = _mm_or_si128(_mm_and_si128(q[j + 4], m0f), _mm_and_si128(_mm_srli_epi16(q[j - 4], 2), m30));
+                m = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(q[j + 4], 4), m0f), _mm_and_si128(_mm_srli_epi16(q[j], 2), m30));
+            }
+            _mm512_store_ps(pb[j].s, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), d));
+            _mm512_store_ps(pb[j].m, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m)), dmin));
+        }
+        const uint8_t *qs = rec + kQ4KRecQs;
+        for (int g = 0; g < 4; ++g)
+            for (int k = 0; k < 8; ++k) {
+                const __m512i v = _mm512_loadu_si512(qs + 64 * (8 * g + k));
+                _mm512_store_si512(pb[2 * g].q + 64 * k, _mm512_and_si512(v, low4));
+                _mm512_store_si512(pb[2 * g + 1].q + 64 * k, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+            }
     }
 }
 #endif

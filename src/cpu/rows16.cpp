@@ -21,6 +21,13 @@ constexpr Field kQ4KFields[] = {{offsetof(BlockQ4_K, d), 2, 2}, {offsetof(BlockQ
                                 {offsetof(BlockQ4_K, scales), 12, 1}, {offsetof(BlockQ4_K, qs), 128, 4}};
 constexpr Field kQ6KFields[] = {{offsetof(BlockQ6_K, d), 2, 2}, {offsetof(BlockQ6_K, scales), 16, 1},
                                 {offsetof(BlockQ6_K, ql), 128, 4}, {offsetof(BlockQ6_K, qh), 64, 4}};
+// The record offsets rows16.hpp names for the kernels, from these tables: field k starts after 16 copies
+// of fields 0 .. k - 1.
+constexpr size_t record_at(const Field *f, int k) { return k == 0 ? 0 : record_at(f, k - 1) + kRows16 * f[k - 1].bytes; }
+static_assert(record_at(kQ4KFields, 1) == kQ4KRecDmin && record_at(kQ4KFields, 2) == kQ4KRecScales &&
+              record_at(kQ4KFields, 3) == kQ4KRecQs && record_at(kQ4KFields, 4) == kQ4KRecord && kQ4KRecD == 0);
+static_assert(record_at(kQ6KFields, 1) == kQ6KRecScales && record_at(kQ6KFields, 2) == kQ6KRecQl &&
+              record_at(kQ6KFields, 3) == kQ6KRecQh && record_at(kQ6KFields, 4) == kQ6KRecord && kQ6KRecD == 0);
 
 struct Format {
     const Field *fields;
@@ -135,11 +142,17 @@ void via_plain(DType type, MatmulRowsFn plain, const MatmulJob &job, int64_t r0,
 // (AVX-512 Xeon VM with AMX, under load), tokens/s, tiles against panels: P 8 133 / 63, P 16 172 / 105,
 // P 32 206 / 146, P 64 221 / 198 (the file's layout: 63 / 103 / 159 / 212).
 constexpr int64_t kNativeMaxTokens = 64;
+// From this many tokens the AMX panels packed from the records beat the tiles (one whole 16-token tile
+// product; fewer leave it mostly padding). Measured as above, 2026-11-26, tiles against panels, 3 runs
+// each: P 4 93 / 61, P 8 139 / 106, P 12 168 / 138, P 16 184 / 199, P 32 223 / 274, P 64 239 / 302.
+constexpr int64_t kPanelMinTokens = 16;
 
 } // namespace
 
-void rows16_rows(DType type, MatmulRowsFn plain, MatmulRowsFn native, const MatmulJob &job, int64_t r0, int64_t r1) {
-    if (!native || job.n_tokens > kNativeMaxTokens) return via_plain(type, plain, job, r0, r1);
+void rows16_rows(DType type, MatmulRowsFn plain, MatmulRowsFn native, MatmulRowsFn panel, const MatmulJob &job,
+                 int64_t r0, int64_t r1) {
+    const MatmulRowsFn tile = panel && job.n_tokens >= kPanelMinTokens ? panel : job.n_tokens <= kNativeMaxTokens ? native : nullptr;
+    if (!tile) return via_plain(type, plain, job, r0, r1);
     // The whole groups inside [r0, r1) with the tile, the rest (a range that starts or ends inside a
     // group, the last rows) through plain.
     const int64_t n16 = job.n_rows16;
@@ -148,7 +161,7 @@ void rows16_rows(DType type, MatmulRowsFn plain, MatmulRowsFn native, const Matm
     const int64_t b = e / kRows16 * kRows16;
     if (a >= b) return via_plain(type, plain, job, r0, r1);
     if (r0 < a) via_plain(type, plain, job, r0, a);
-    native(job, a, b);
+    tile(job, a, b);
     if (b < r1) via_plain(type, plain, job, b, r1);
 }
 

@@ -16,9 +16,10 @@
 // for fp16 scales, 1 for 8-bit scales, 4 for codes), unit u of row i at field + 16 * unit * u + unit * i:
 //   Q4_K (2304 bytes): [0, 32) d, [32, 64) dmin, [64, 256) the 12 scale bytes, [256, 2304) qs
 //   Q6_K (3360 bytes): [0, 32) d, [32, 288) the 16 scales, [288, 2336) ql, [2336, 3360) qh
-// Every kernel level reads it: the AVX-512 and AMX levels' products of up to 64 tokens with the tiles,
-// everything else (scalar, AVX2, longer prefill's panels) from rows copied back to the file's layout
-// (rows16_rows).
+// Every kernel level reads it: the AVX-512 level's products of up to 64 tokens and the AMX level's of
+// up to 15 with the tiles, the AMX level's longer ones with its panels packed straight from the records,
+// everything else
+// (scalar, AVX2, the AVX-512 level's panels) from rows copied back to the file's layout (rows16_rows).
 #pragma once
 
 #include "core/dtype.hpp"
@@ -32,6 +33,10 @@ namespace ember::cpu {
 constexpr int64_t kRows16 = 16;             // rows per group
 constexpr size_t kQ4KRecord = 16 * 144;     // bytes of one super-block of a group
 constexpr size_t kQ6KRecord = 16 * 210;
+// Where each field of the 16 rows starts in a record (the layout above; rows16.cpp checks them against
+// its field tables): the kernels that read records directly (panel_pack_x86.hpp) use these.
+constexpr size_t kQ4KRecD = 0, kQ4KRecDmin = 32, kQ4KRecScales = 64, kQ4KRecQs = 256;
+constexpr size_t kQ6KRecD = 0, kQ6KRecScales = 32, kQ6KRecQl = 288, kQ6KRecQh = 2336;
 
 // Whether the interleaved layout exists for `type` (Q4_K, Q6_K).
 bool rows16_type(DType type);
@@ -47,15 +52,21 @@ bool rows16_native();
 
 namespace detail {
 
-// Rows [r0, r1) of an interleaved product (job.n_rows16 > 0): rows in whole groups with `native` (may be
-// null) up to 64 tokens (rows16.cpp's kNativeMaxTokens), every other row through `plain` (a kernel of the file's
-// layout) on rows copied back (groups) or in place (the last n_out % 16 rows). Same bits as `plain` on
-// the file's layout, since `native` has its bits.
-void rows16_rows(DType type, MatmulRowsFn plain, MatmulRowsFn native, const MatmulJob &job, int64_t r0, int64_t r1);
+// Rows [r0, r1) of an interleaved product (job.n_rows16 > 0): rows in whole groups with `panel` (may be
+// null) from 16 tokens on (rows16.cpp's kPanelMinTokens), else with `native` (may be null) up to 64
+// tokens (kNativeMaxTokens), every other
+// row through `plain` (a kernel of the file's layout) on rows copied back (groups) or in place (the last
+// n_out % 16 rows). Same bits as `plain` on the file's layout, since `native` and `panel` have its bits.
+void rows16_rows(DType type, MatmulRowsFn plain, MatmulRowsFn native, MatmulRowsFn panel, const MatmulJob &job,
+                 int64_t r0, int64_t r1);
 
 // The AVX-512 tiles over whole groups: r0 and r1 multiples of 16, any number of tokens (4 per pass).
 void matmul_rows_q4_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1);
 void matmul_rows_q6_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1);
+// The AMX panels over whole groups, packed from the records (matmul_panel_amx.cpp): r0 and r1 multiples
+// of 16, at least 16 tokens.
+void matmul_rows_q4_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1);
+void matmul_rows_q6_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1);
 
 } // namespace detail
 

@@ -24,6 +24,11 @@ struct QuantActs {
     // d * sum per block (same index), the float product the K-quant kernels form for their offset term:
     // formed once per matmul for the AMX tiles, which would otherwise form it per row panel.
     const float *dsum = nullptr;
+    // d and dsum again by groups of 16 tokens, for the AMX tiles' epilogues (which then reach a group's 16
+    // tokens from one pointer, not 16): token 16 g + i's block b at (g * nb + b) * 16 + i; tokens past the
+    // last are zero. Null below 16 tokens (nothing reads them there).
+    const float *d16 = nullptr;
+    const float *dsum16 = nullptr;
 };
 
 // One weight's share of a matmul: rows [r0, r1) of W against all n_tokens activation rows.
@@ -188,6 +193,11 @@ void matmul_rows_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
+// Activations quantized 16 blocks at a time, the scalar and AVX2 kernels' bits (quant_acts_avx512.cpp).
+void quantize_acts_avx512(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
+// attend_heads on 512-bit vectors with the AVX2 kernels' bits (attention_avx512.cpp).
+void attend_heads_avx512(const AttnHead *a, int n);
+void attend_heads_q8_0_avx512(const AttnHead *a, int n);
 void matmul_panels_q8_0_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
 void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
