@@ -30,9 +30,17 @@
 // activations (stride n_in). B (tmm2, tmm3): one block of a 16-row panel in the AVX-512 panel's packed
 // layout, which is AMX's VNNI layout for B (8 rows of 16 dwords, dword i = 4 codes of row i). C
 // (tmm4..tmm7): 16 x 16 int32. Weights are repacked on the fly per panel, chunk and slab, as at the
-// other levels (panel_pack_x86.hpp's loop): nothing is kept at load. A token group with fewer than 16
-// tokens (a slab's tail) reads its A tile from a zero-padded copy of its blocks and never stores the
-// padding.
+// other levels (panel_pack_x86.hpp's loop): nothing is kept at load. Q4_K and Q6_K interleaved 16 rows
+// at load (rows16.hpp) are packed straight from their records (the codes already lie in B's layout: a
+// nibble split, no transpose). A token group with fewer than 16 tokens (a slab's tail) reads its A tile
+// from a zero-padded copy of its blocks and never stores the padding. The epilogues read a group's token
+// scales from QuantActs' copies by groups of 16 (one pointer, not 16 spilled ones).
+//
+// What bounds it (measured, docs/benchmarks.md "Prefill, fourth pass"): per block of 16 tokens x 16 rows,
+// the tile unit's own traffic (A 16 rows, B 8, the C store 16, about a row a cycle) and the epilogue's
+// 3-4 vector operations per token, which do not overlap much. Software pipelining (the next pair's
+// products issued before the stored pair's epilogues, in two- and three-stage forms, or the previous
+// four's epilogues deferred) measured 3-10 % slower than the plain order below, and was dropped.
 //
 // Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
 // before its first tile instruction (configure_tiles). Each call checks the thread's configuration
