@@ -338,32 +338,24 @@ struct PackQ6_K {
     }
 };
 
-// Q6_K interleaved at load (rows16.hpp): PackQ6_K's blocks from a group's records (rows[0] the first).
-// Activation block kb = 4h + k takes the low (k < 2) or high nibbles of code units 16h + 8 (k & 1) + j and
-// bits 2k, 2k + 1 of units 8h + j (j = 0..7: elements 4j .. 4j + 3), as q6k_piece does per row.
+// Q6_K interleaved at load (rows16.hpp): PackQ6_K's blocks from a group's records (rows[0] the first),
+// through q6k_rows16_w.
 struct PackQ6_K_Rows16 : PackQ6_K {
     static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
-        const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
         for (int64_t sb = 0; sb < n / kUnit; ++sb) {
             const uint8_t *rec = rows[0] + static_cast<size_t>(b0 / kUnit + sb) * kQ6KRecord;
             const __m512 d = halves16(rec + kQ6KRecD);
             for (int kb = 0; kb < kUnit; ++kb) {
                 Block &pb = out[sb * kUnit + kb];
-                const int h = kb / 4, k = kb % 4;
-                for (int half = 0; half < 2; ++half) {
-                    const auto *sc = reinterpret_cast<const __m128i *>(rec + kQ6KRecScales + 16 * (2 * kb + half));
-                    _mm512_store_ps(pb.sc[half], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(sc))));
-                }
+                __m512i w[8];
+                q6k_rows16_w(rec, kb, w);
+                for (int half = 0; half < 2; ++half) _mm512_store_ps(pb.sc[half], _mm512_cvtepi32_ps(q6k_rows16_scale(rec, 2 * kb + half)));
                 _mm512_store_ps(pb.d, d);
-                for (int j = 0; j < 8; ++j) {
-                    __m512i l = _mm512_loadu_si512(rec + kQ6KRecQl + 64 * (16 * h + 8 * (k & 1) + j));
-                    if (k >= 2) l = _mm512_srli_epi16(l, 4);
-                    __m512i hb = _mm512_loadu_si512(rec + kQ6KRecQh + 64 * (8 * h + j));
-                    hb = k < 2 ? _mm512_slli_epi16(hb, 4 - 2 * k) : _mm512_srli_epi16(hb, 2 * k - 4);
-                    const __m512i code = _mm512_or_si512(_mm512_and_si512(l, m0f), _mm512_and_si512(hb, m30));
-                    _mm512_store_si512(pb.w[j < 4 ? 0 : 2] + 64 * (j % 4), _mm512_sub_epi8(code, k32));
+                for (int v = 0; v < 4; ++v) {
+                    _mm512_store_si512(pb.w[0] + 64 * v, w[v]);
+                    _mm512_store_si512(pb.w[1] + 64 * v, _mm512_setzero_si512());
+                    _mm512_store_si512(pb.w[2] + 64 * v, w[4 + v]);
                 }
-                for (int v = 0; v < 4; ++v) _mm512_store_si512(pb.w[1] + 64 * v, _mm512_setzero_si512());
             }
         }
     }
