@@ -70,6 +70,13 @@ constexpr int kGroup = 16;       // tokens per tile product: A's and C's 16 rows
 // Tokens per slab (the activations of a slab's chunk stay in L2 across the panels). Twice the other
 // levels': the packing is the same per panel, the products are ~4x cheaper, so it is spread wider.
 constexpr int64_t kSlab = 256;
+// Bytes of a panel's packed k-chunk (a stack buffer; the other levels' kPackBytes is 24 KiB): 64 blocks of
+// Q4_0 / Q4_K, a whole row at TinyLlama's 2048 inputs, so fewer chunks reload and store the accumulators
+// and each row's weights stream in longer runs. It and a token group's activations for the chunk no
+// longer both fit L1 (48 KiB here); measured anyway, 2026-11-26, 3 alternating runs, TinyLlama prefill
+// tokens/s, 24 KiB / 40 KiB: Q4_0 P 512 401-408 / 419-440, Q4_K_M P 512 348-355 / 364-368, P 128 within
+// the noise (Q4_0 452-469 / 419-510, Q4_K_M 365-378 / 376-405); 64 KiB was no better than 40 on the kernel.
+constexpr size_t kAmxPackBytes = 40 * 1024;
 // Below this many tokens a matmul goes to the AVX-512 kernels (the same bits): a tile's 16 token rows
 // would be mostly padding.
 constexpr int64_t kAmxMinTokens = 16;
@@ -385,7 +392,7 @@ template <class Pack>
 void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     constexpr int64_t kStep = 4;
     configure_tiles();
-    panel_loop<Pack, kRows, kSlab, kStep>(
+    panel_loop<Pack, kRows, kSlab, kStep, kAmxPackBytes>(
         job, r0, r1,
         [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
         [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te, const ChunkEdges &e) {

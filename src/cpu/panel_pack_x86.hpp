@@ -402,11 +402,11 @@ constexpr int64_t kSlabTokens = 128;
 
 // Blocks per k-chunk of a panel packed as Pack: as many as kPackBytes holds, in whole Steps (a multiple
 // of Pack::kUnit).
-template <class Pack, int64_t Step = Pack::kUnit>
+template <class Pack, int64_t Step = Pack::kUnit, size_t Bytes = kPackBytes>
 constexpr int64_t panel_chunk() {
     static_assert(Step % Pack::kUnit == 0 || Pack::kUnit % Step == 0);
     constexpr int64_t step = Step > Pack::kUnit ? Step : Pack::kUnit;
-    constexpr int64_t chunk = kPackBytes / sizeof(typename Pack::Block) / step * step;
+    constexpr int64_t chunk = Bytes / sizeof(typename Pack::Block) / step * step;
     static_assert(chunk >= Pack::kUnit);
     return chunk;
 }
@@ -416,10 +416,11 @@ constexpr int64_t panel_chunk() {
 // rows, each packed once per slab and chunk. The ISA's parts come in: edges(nr, first_chunk,
 // last_chunk) makes what a tile needs to know of the panel's edges, tiles(buf, b0, n, r, tb, te, edges)
 // runs a slab's tiles.
-template <class Pack, int Rows, int64_t Slab = kSlabTokens, int64_t Step = Pack::kUnit, class Edges, class Tiles>
+template <class Pack, int Rows, int64_t Slab = kSlabTokens, int64_t Step = Pack::kUnit, size_t Bytes = kPackBytes, class Edges,
+          class Tiles>
 void panel_loop(const MatmulJob &job, int64_t r0, int64_t r1, Edges edges, Tiles tiles) {
     using Block = typename Pack::Block;
-    constexpr int64_t kChunk = panel_chunk<Pack, Step>();
+    constexpr int64_t kChunk = panel_chunk<Pack, Step, Bytes>();
     const int64_t nb = job.xq.nb;
     Block buf[kChunk];
     for (int64_t tb = 0; tb < job.n_tokens; tb += Slab) {
