@@ -1046,7 +1046,8 @@ static void test_matmul_rows16(void **) {
     };
     Scratch scratch;
     uint64_t st = 1616;
-    // nt: over rows16.cpp's 64 tokens, where the AMX level packs its panels from the records.
+    // Token counts on both sides of rows16.cpp's thresholds: the tiles below 16 tokens, the panels packed from the
+    // records from 16 on (and nt over 64).
     const int64_t n_in = 768, n_out = 3 * kRows16 + 5, nt = 67;
     for (DType type : {DType::Q4_K, DType::Q6_K}) {
         const size_t rb = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
@@ -1081,7 +1082,7 @@ static void test_matmul_rows16(void **) {
             for_each_variant([&](int) {
                 for (int threads : {1, 2, 3}) {
                     auto pool = make_pool(threads);
-                    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{19}, nt}) {
+                    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{9}, int64_t{19}, nt}) {
                         std::vector<float> want(static_cast<size_t>(n * n_out), NAN), got(want.size(), NAN);
                         matmul(*pool, scratch, plain, x.data(), n, want.data(), bias.data());
                         matmul(*pool, scratch, inter, x.data(), n, got.data(), bias.data());

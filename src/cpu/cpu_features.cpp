@@ -99,9 +99,10 @@ const KernelTable kAvx512 = [] {
     t.quantize_acts = quantize_acts_avx512;
     t.attend_heads = attend_heads_avx512;
     t.attend_heads_q8_0 = attend_heads_q8_0_avx512;
-    t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx512, matmul_rows_q4_k_rows16_avx512>;
+    t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx512, matmul_rows_q4_k_rows16_avx512,
+                                              matmul_panels_q4_k_rows16_avx512>;
     t.matmul_q6_k_rows16 = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_avx512>,
-                                              matmul_rows_q6_k_rows16_avx512>;
+                                              matmul_rows_q6_k_rows16_avx512, matmul_panels_q6_k_rows16_avx512>;
     t.rows16_native = true;
     return t;
 }();

@@ -30,9 +30,17 @@
 // activations (stride n_in). B (tmm2, tmm3): one block of a 16-row panel in the AVX-512 panel's packed
 // layout, which is AMX's VNNI layout for B (8 rows of 16 dwords, dword i = 4 codes of row i). C
 // (tmm4..tmm7): 16 x 16 int32. Weights are repacked on the fly per panel, chunk and slab, as at the
-// other levels (panel_pack_x86.hpp's loop): nothing is kept at load. A token group with fewer than 16
-// tokens (a slab's tail) reads its A tile from a zero-padded copy of its blocks and never stores the
-// padding.
+// other levels (panel_pack_x86.hpp's loop): nothing is kept at load. Q4_K and Q6_K interleaved 16 rows
+// at load (rows16.hpp) are packed straight from their records (the codes already lie in B's layout: a
+// nibble split, no transpose). A token group with fewer than 16 tokens (a slab's tail) reads its A tile
+// from a zero-padded copy of its blocks and never stores the padding. The epilogues read a group's token
+// scales from QuantActs' copies by groups of 16 (one pointer, not 16 spilled ones).
+//
+// What bounds it (measured, docs/benchmarks.md "Prefill, fourth pass"): per block of 16 tokens x 16 rows,
+// the tile unit's own traffic (A 16 rows, B 8, the C store 16, about a row a cycle) and the epilogue's
+// 3-4 vector operations per token, which do not overlap much. Software pipelining (the next pair's
+// products issued before the stored pair's epilogues, in two- and three-stage forms, or the previous
+// four's epilogues deferred) measured 3-10 % slower than the plain order below, and was dropped.
 //
 // Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
 // before its first tile instruction (configure_tiles). Each call checks the thread's configuration
@@ -62,6 +70,13 @@ constexpr int kGroup = 16;       // tokens per tile product: A's and C's 16 rows
 // Tokens per slab (the activations of a slab's chunk stay in L2 across the panels). Twice the other
 // levels': the packing is the same per panel, the products are ~4x cheaper, so it is spread wider.
 constexpr int64_t kSlab = 256;
+// Bytes of a panel's packed k-chunk (a stack buffer; the other levels' kPackBytes is 24 KiB): 64 blocks of
+// Q4_0 / Q4_K, a whole row at TinyLlama's 2048 inputs, so fewer chunks reload and store the accumulators
+// and each row's weights stream in longer runs. It and a token group's activations for the chunk no
+// longer both fit L1 (48 KiB here); measured anyway, 2026-11-26, 3 alternating runs, TinyLlama prefill
+// tokens/s, 24 KiB / 40 KiB: Q4_0 P 512 401-408 / 419-440, Q4_K_M P 512 348-355 / 364-368, P 128 within
+// the noise (Q4_0 452-469 / 419-510, Q4_K_M 365-378 / 376-405); 64 KiB was no better than 40 on the kernel.
+constexpr size_t kAmxPackBytes = 40 * 1024;
 // Below this many tokens a matmul goes to the AVX-512 kernels (the same bits): a tile's 16 token rows
 // would be mostly padding.
 constexpr int64_t kAmxMinTokens = 16;
@@ -330,32 +345,24 @@ struct PackQ6_K {
     }
 };
 
-// Q6_K interleaved at load (rows16.hpp): PackQ6_K's blocks from a group's records (rows[0] the first).
-// Activation block kb = 4h + k takes the low (k < 2) or high nibbles of code units 16h + 8 (k & 1) + j and
-// bits 2k, 2k + 1 of units 8h + j (j = 0..7: elements 4j .. 4j + 3), as q6k_piece does per row.
+// Q6_K interleaved at load (rows16.hpp): PackQ6_K's blocks from a group's records (rows[0] the first),
+// through q6k_rows16_w.
 struct PackQ6_K_Rows16 : PackQ6_K {
     static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
-        const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
         for (int64_t sb = 0; sb < n / kUnit; ++sb) {
             const uint8_t *rec = rows[0] + static_cast<size_t>(b0 / kUnit + sb) * kQ6KRecord;
             const __m512 d = halves16(rec + kQ6KRecD);
             for (int kb = 0; kb < kUnit; ++kb) {
                 Block &pb = out[sb * kUnit + kb];
-                const int h = kb / 4, k = kb % 4;
-                for (int half = 0; half < 2; ++half) {
-                    const auto *sc = reinterpret_cast<const __m128i *>(rec + kQ6KRecScales + 16 * (2 * kb + half));
-                    _mm512_store_ps(pb.sc[half], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(sc))));
-                }
+                __m512i w[8];
+                q6k_rows16_w(rec, kb, w);
+                for (int half = 0; half < 2; ++half) _mm512_store_ps(pb.sc[half], _mm512_cvtepi32_ps(q6k_rows16_scale(rec, 2 * kb + half)));
                 _mm512_store_ps(pb.d, d);
-                for (int j = 0; j < 8; ++j) {
-                    __m512i l = _mm512_loadu_si512(rec + kQ6KRecQl + 64 * (16 * h + 8 * (k & 1) + j));
-                    if (k >= 2) l = _mm512_srli_epi16(l, 4);
-                    __m512i hb = _mm512_loadu_si512(rec + kQ6KRecQh + 64 * (8 * h + j));
-                    hb = k < 2 ? _mm512_slli_epi16(hb, 4 - 2 * k) : _mm512_srli_epi16(hb, 2 * k - 4);
-                    const __m512i code = _mm512_or_si512(_mm512_and_si512(l, m0f), _mm512_and_si512(hb, m30));
-                    _mm512_store_si512(pb.w[j < 4 ? 0 : 2] + 64 * (j % 4), _mm512_sub_epi8(code, k32));
+                for (int v = 0; v < 4; ++v) {
+                    _mm512_store_si512(pb.w[0] + 64 * v, w[v]);
+                    _mm512_store_si512(pb.w[1] + 64 * v, _mm512_setzero_si512());
+                    _mm512_store_si512(pb.w[2] + 64 * v, w[4 + v]);
                 }
-                for (int v = 0; v < 4; ++v) _mm512_store_si512(pb.w[1] + 64 * v, _mm512_setzero_si512());
             }
         }
     }
@@ -385,7 +392,7 @@ template <class Pack>
 void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     constexpr int64_t kStep = 4;
     configure_tiles();
-    panel_loop<Pack, kRows, kSlab, kStep>(
+    panel_loop<Pack, kRows, kSlab, kStep, kAmxPackBytes>(
         job, r0, r1,
         [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
         [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te, const ChunkEdges &e) {

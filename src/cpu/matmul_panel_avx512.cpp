@@ -20,6 +20,7 @@
 // k-chunks the accumulators are stored to y and reloaded exactly.
 #include "core/dtype.hpp"
 #include "cpu/panel_pack_x86.hpp"
+#include "cpu/rows16.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -194,6 +195,45 @@ struct PackQ6_K {
     }
 };
 
+// ---- Q4_K and Q6_K interleaved at load (rows16.hpp) --------------------------------------------------------
+// A panel is a group, rows[0] its first record; the blocks are the file-layout packers' (the same
+// values), read from the records without a transpose (panel_pack_x86.hpp).
+struct PackQ4_K_Rows16 : PackQ4_K {
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        pack_q4_k_rows16(rows[0], b0, n, out);
+    }
+};
+
+// Q6_K: off = 128 (sc_lo sum w_lo + sc_hi sum w_hi) per row, the row sums of w formed by VPDPBUSD against
+// ones (4 bytes per dword, exact), as q6k_piece forms them from the codes' byte sums.
+struct PackQ6_K_Rows16 : PackQ6_K {
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        const __m512i ones = _mm512_set1_epi8(1);
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const uint8_t *rec = rows[0] + static_cast<size_t>(b0 / kUnit + sb) * kQ6KRecord;
+            const __m512 d = halves16(rec + kQ6KRecD);
+            for (int kb = 0; kb < kUnit; ++kb) {
+                Block &pb = out[sb * kUnit + kb];
+                __m512i w[8];
+                q6k_rows16_w(rec, kb, w);
+                __m512i off = _mm512_setzero_si512();
+                for (int half = 0; half < 2; ++half) {
+                    __m512i sum = _mm512_setzero_si512();
+                    for (int v = 0; v < 4; ++v) {
+                        _mm512_store_si512(pb.w[half] + 64 * v, w[4 * half + v]);
+                        sum = _mm512_dpbusd_epi32(sum, ones, w[4 * half + v]);
+                    }
+                    const __m512i sc = q6k_rows16_scale(rec, 2 * kb + half);
+                    _mm512_store_si512(pb.sc[half], sc);
+                    off = _mm512_add_epi32(off, _mm512_mullo_epi32(sc, sum));
+                }
+                _mm512_store_si512(pb.off, _mm512_slli_epi32(off, 7));
+                _mm512_store_ps(pb.d, d);
+            }
+        }
+    }
+};
+
 // ---- Q3_K, IQ4_NL, IQ4_XS, MXFP4 (and Q2_K's codes) ---------------------------------------------------------------------
 // Signed codes with a scale per 16 (Q3_K) or 32 elements, and no offset: Q6_K's panel and kernel as they
 // are, packed from a piece per row and activation block (Piece::get): w the code (-4..3) or the table
@@ -325,6 +365,11 @@ void matmul_rows_q6_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens > kTokTile) return drive_panels<PackQ6_K>(job, r0, r1);
     matmul_rows_q6_k_avx2(job, r0, r1);
 }
+
+// Interleaved Q4_K and Q6_K (rows16.hpp), whole groups, more tokens than one tile pass (rows16_rows sends
+// only longer products here).
+void matmul_panels_q4_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ4_K_Rows16>(job, r0, r1); }
+void matmul_panels_q6_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ6_K_Rows16>(job, r0, r1); }
 
 // Prefill (more tokens than one tile pass) of Q8_0 and the formats of quant_b32.hpp; the row kernels
 // (vec_dot_avx512.cpp, vec_dot_b32_avx512.cpp) hand over to these.

@@ -371,6 +371,26 @@ inline void pack_q4_k_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4Block1
             }
     }
 }
+// Q6_K activation block kb (= 4h + k) of a group's record at rec, as q6k_piece forms it per row: w[j] the
+// weights w = code - 32 of elements 4j .. 4j + 3 of the 16 rows (dword i = row i), the low code bits
+// from the low (k < 2) or high nibbles of code units 16h + 8 (k & 1) + j, the top two from bits 2k, 2k + 1
+// of units 8h + j.
+inline void q6k_rows16_w(const uint8_t *rec, int kb, __m512i (&w)[8]) {
+    const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
+    const int h = kb / 4, k = kb % 4;
+    for (int j = 0; j < 8; ++j) {
+        __m512i l = _mm512_loadu_si512(rec + kQ6KRecQl + 64 * (16 * h + 8 * (k & 1) + j));
+        if (k >= 2) l = _mm512_srli_epi16(l, 4);
+        __m512i hb = _mm512_loadu_si512(rec + kQ6KRecQh + 64 * (8 * h + j));
+        hb = k < 2 ? _mm512_slli_epi16(hb, 4 - 2 * k) : _mm512_srli_epi16(hb, 2 * k - 4);
+        w[j] = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(l, m0f), _mm512_and_si512(hb, m30)), k32);
+    }
+}
+// The 16 rows' signed 8-bit scale u of a Q6_K record, widened to int32.
+inline __m512i q6k_rows16_scale(const uint8_t *rec, int u) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(rec + kQ6KRecScales + 16 * u)));
+}
+
 #endif
 
 // A k-chunk of a panel is packed into a buffer on the stack of at most kPackBytes (in L1, which is 32 KiB
@@ -382,11 +402,11 @@ constexpr int64_t kSlabTokens = 128;
 
 // Blocks per k-chunk of a panel packed as Pack: as many as kPackBytes holds, in whole Steps (a multiple
 // of Pack::kUnit).
-template <class Pack, int64_t Step = Pack::kUnit>
+template <class Pack, int64_t Step = Pack::kUnit, size_t Bytes = kPackBytes>
 constexpr int64_t panel_chunk() {
     static_assert(Step % Pack::kUnit == 0 || Pack::kUnit % Step == 0);
     constexpr int64_t step = Step > Pack::kUnit ? Step : Pack::kUnit;
-    constexpr int64_t chunk = kPackBytes / sizeof(typename Pack::Block) / step * step;
+    constexpr int64_t chunk = Bytes / sizeof(typename Pack::Block) / step * step;
     static_assert(chunk >= Pack::kUnit);
     return chunk;
 }
@@ -396,10 +416,11 @@ constexpr int64_t panel_chunk() {
 // rows, each packed once per slab and chunk. The ISA's parts come in: edges(nr, first_chunk,
 // last_chunk) makes what a tile needs to know of the panel's edges, tiles(buf, b0, n, r, tb, te, edges)
 // runs a slab's tiles.
-template <class Pack, int Rows, int64_t Slab = kSlabTokens, int64_t Step = Pack::kUnit, class Edges, class Tiles>
+template <class Pack, int Rows, int64_t Slab = kSlabTokens, int64_t Step = Pack::kUnit, size_t Bytes = kPackBytes, class Edges,
+          class Tiles>
 void panel_loop(const MatmulJob &job, int64_t r0, int64_t r1, Edges edges, Tiles tiles) {
     using Block = typename Pack::Block;
-    constexpr int64_t kChunk = panel_chunk<Pack, Step>();
+    constexpr int64_t kChunk = panel_chunk<Pack, Step, Bytes>();
     const int64_t nb = job.xq.nb;
     Block buf[kChunk];
     for (int64_t tb = 0; tb < job.n_tokens; tb += Slab) {

@@ -142,9 +142,10 @@ void via_plain(DType type, MatmulRowsFn plain, const MatmulJob &job, int64_t r0,
 // (AVX-512 Xeon VM with AMX, under load), tokens/s, tiles against panels: P 8 133 / 63, P 16 172 / 105,
 // P 32 206 / 146, P 64 221 / 198 (the file's layout: 63 / 103 / 159 / 212).
 constexpr int64_t kNativeMaxTokens = 64;
-// From this many tokens the AMX panels packed from the records beat the tiles (one whole 16-token tile
-// product; fewer leave it mostly padding). Measured as above, 2026-11-26, tiles against panels, 3 runs
-// each: P 4 93 / 61, P 8 139 / 106, P 12 168 / 138, P 16 184 / 199, P 32 223 / 274, P 64 239 / 302.
+// From this many tokens the panels packed from the records beat the tiles, at both levels. Measured as
+// above, 2026-11-26, tiles against panels: AMX (3 runs each) P 4 93 / 61, P 8 139 / 106, P 12 168 / 138,
+// P 16 184 / 199, P 32 223 / 274, P 64 239 / 302; AVX-512 (2 runs each) P 6 127 / 117, P 8 149 / 140,
+// P 12 175 / 167, P 16 191 / 193, P 32 227 / 239, P 64 237 / 272.
 constexpr int64_t kPanelMinTokens = 16;
 
 } // namespace

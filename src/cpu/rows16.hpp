@@ -16,9 +16,8 @@
 // for fp16 scales, 1 for 8-bit scales, 4 for codes), unit u of row i at field + 16 * unit * u + unit * i:
 //   Q4_K (2304 bytes): [0, 32) d, [32, 64) dmin, [64, 256) the 12 scale bytes, [256, 2304) qs
 //   Q6_K (3360 bytes): [0, 32) d, [32, 288) the 16 scales, [288, 2336) ql, [2336, 3360) qh
-// Every kernel level reads it: the AVX-512 level's products of up to 64 tokens and the AMX level's of
-// up to 15 with the tiles, the AMX level's longer ones with its panels packed straight from the records,
-// everything else
+// Every kernel level reads it: the AVX-512 and AMX levels' products of up to 15 tokens with the tiles,
+// their longer ones with their panels packed straight from the records, everything else
 // (scalar, AVX2, the AVX-512 level's panels) from rows copied back to the file's layout (rows16_rows).
 #pragma once
 
@@ -67,6 +66,10 @@ void matmul_rows_q6_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1
 // of 16, at least 16 tokens.
 void matmul_rows_q4_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1);
 void matmul_rows_q6_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1);
+// The AVX-512 panels over whole groups, packed from the records (matmul_panel_avx512.cpp): r0 and r1
+// multiples of 16, more than 4 tokens (kTokTile).
+void matmul_panels_q4_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1);
+void matmul_panels_q6_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1);
 
 } // namespace detail
 
