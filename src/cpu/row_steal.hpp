@@ -29,12 +29,6 @@ constexpr int kStealMaxRanges = 16;
 // Weights per granule: about a microsecond of streaming, against one uncontended atomic per granule
 // (measured, TinyLlama Q4_0 decode: 4-16 KiB 41-42 tokens/s, 32-64 KiB 39-40, 256 KiB 40).
 constexpr int64_t kStealGranuleBytes = 16 * 1024;
-// The same for products of interleaved weights (align 16, rows16.hpp), whose 16-row groups are one
-// stream: a granule taken from the back of another range starts a stream anew, so larger ones pay
-// there. Measured (TinyLlama-shaped Q4_K_M decode at 2 threads, the granule switched on alternate
-// tokens of one run, median token times, load 6-9): 64 KiB -1.1 / -2.1 / -1.8 % against 16 KiB,
-// 32 KiB 0.0 %, 128 KiB -0.8 %, 8 KiB +0.2 %.
-constexpr int64_t kStealGranuleBytesRows16 = 64 * 1024;
 
 // How much of its next range a worker prefetches while it waits (kept in its 2 MiB L2). Measured
 // (TinyLlama-shaped Q4_K_M decode, 2 threads, Xeon VM; the lead on and off on alternate tokens of one
@@ -42,11 +36,9 @@ constexpr int64_t kStealGranuleBytesRows16 = 64 * 1024;
 // -0.8 %, 1 MiB -1.2 %.
 constexpr int64_t kLeadBytes = 256 * 1024;
 
-// A job's granule in rows: about kStealGranuleBytes (kStealGranuleBytesRows16 where align is an
-// interleaved group's 16 rows) of its first segment's rows, a multiple of align.
+// A job's granule in rows: about kStealGranuleBytes of its first segment's rows, a multiple of align.
 inline int64_t steal_granule(size_t row_bytes, int64_t align) {
-    const int64_t bytes = align >= 16 ? kStealGranuleBytesRows16 : kStealGranuleBytes;
-    const int64_t gran = static_cast<int64_t>(bytes / static_cast<int64_t>(row_bytes ? row_bytes : 1));
+    const int64_t gran = static_cast<int64_t>(kStealGranuleBytes / (row_bytes ? row_bytes : 1));
     return gran < align ? align : gran / align * align;
 }
 
