@@ -1755,7 +1755,8 @@ static void test_pool_chunks_budget(void **) {
 
 // The width follows the measured speedup: jobs whose chunks stall for 2 ms on any worker (a worker the
 // OS descheduled, as a busy neighbour does) make the workers a loss, and the pool drops to the calling
-// thread alone within a few windows; with the budget's fixed thread count it keeps its width.
+// thread alone within a few windows; with the budget's fixed thread count it keeps its width. Dropped, it
+// tries two threads again before long, even when every job is a decode product.
 static void test_pool_adapts(void **) {
     for (bool adaptive : {true, false}) {
         CpuBudget b;
@@ -1773,6 +1774,19 @@ static void test_pool_adapts(void **) {
                 if (std::this_thread::get_id() != me) std::this_thread::sleep_for(std::chrono::milliseconds(2));
             });
         assert_int_equal(pool.width(), adaptive ? 1 : 2);
+        if (!adaptive) continue;
+        // Then decode products alone (row_steal.hpp: one range per thread of width(), so one chunk at
+        // width 1): the windows still go on, and within a few of them the pool probes two threads.
+        bool probed = false;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+        while (!probed && std::chrono::steady_clock::now() < until) {
+            detail::run_rows_stealing(pool, 64, 16 * 1024, 4, [&](int64_t r0, int64_t r1) {
+                const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(r1 - r0);
+                while (std::chrono::steady_clock::now() < end) sink.fetch_add(1, std::memory_order_relaxed);
+            });
+            probed = pool.width() == 2;
+        }
+        assert_true(probed);
     }
     cpu_budget_set(CpuBudget{});
 }

@@ -224,7 +224,12 @@ int ThreadPool::max_width() const {
 
 void ThreadPool::run_impl(Fn fn, void *ctx, int64_t n_chunks) {
     if (n_chunks <= 0) return;
-    if (n_threads_ == 1 || n_chunks == 1) {
+    // One chunk runs here, and says nothing about the workers, so it opens no window. Except at width
+    // 1: there the windows must go on (they schedule the probes of a wider width), and a decode
+    // product, which makes one range per thread of width() (row_steal.hpp), is one chunk. Without them
+    // a pool that dropped to one thread during decode (a busy neighbour, a throttled core) never
+    // probed again: whole runs at half speed.
+    if (n_threads_ == 1 || (n_chunks == 1 && width_.load(std::memory_order_relaxed) > 1)) {
         for (int64_t c = 0; c < n_chunks; ++c) fn(ctx, c);
         return;
     }
