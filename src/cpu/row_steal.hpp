@@ -35,10 +35,6 @@ constexpr int64_t kStealGranuleBytes = 16 * 1024;
 // run, median token times): 128 KiB -1.1 / -0.9 %, 256 KiB -1.3 / -0.5 / -1.4 %, 512 KiB -1.5 / -1.1 /
 // -0.8 %, 1 MiB -1.2 %.
 constexpr int64_t kLeadBytes = 256 * 1024;
-// No lead before a product smaller than this: a small model's products sit in the caches and take a few
-// microseconds, and there the prefetch only costs (stories15M Q8_0, 2 threads, alternating runs: 2069 /
-// 2027 / 1921 / 2038 tokens/s with the lead before every product, 2173 / 2169 / 2115 without).
-constexpr int64_t kLeadMinBytes = 2 * 1024 * 1024;
 
 // A job's granule in rows: about kStealGranuleBytes of its first segment's rows, a multiple of align.
 inline int64_t steal_granule(size_t row_bytes, int64_t align) {
@@ -62,9 +58,9 @@ inline thread_local NextProduct t_next_product;
 // Hands the start of range `own` of nth of the next product (kLeadBytes of it, within its segment) to
 // the pool's worker that runs this code (ThreadPool::prefetch_when_idle; nothing on the caller).
 inline void lead_next_range(const NextProduct &np, int64_t own, int nth) {
-    int64_t total = 0, bytes = 0;
-    for (int s = 0; s < np.n; ++s) total += np.n_out[s], bytes += np.n_out[s] * static_cast<int64_t>(np.row_bytes[s]);
-    if (bytes < kLeadMinBytes) return;
+    int64_t total = 0;
+    for (int s = 0; s < np.n; ++s) total += np.n_out[s];
+    if (total == 0) return;
     const int64_t gran = steal_granule(np.row_bytes[0], np.align);
     const int64_t n_gran = (total + gran - 1) / gran;
     int64_t row = n_gran * own / nth * gran;  // where run_rows_stealing will start range `own`
