@@ -1659,37 +1659,6 @@ static void test_rows_stealing(void **) {
     }
 }
 
-// The decode lead (row_steal.hpp): with the next product named, every row still runs exactly once, the
-// name is used up, and the workers' prefetch of the next product (here far past the end of a small
-// buffer, into memory that is not mapped: a prefetch never faults) does not hold up the jobs after it.
-static void test_rows_stealing_lead(void **) {
-    std::vector<uint8_t> small(4096);
-    ThreadPool::prefetch_when_idle(small.data(), 1 << 20);  // on the caller: nothing to do
-    for (int threads : {2, 3}) {
-        auto pool_owner = make_pool(threads);
-        for (int round = 0; round < 200; ++round) {
-            detail::NextProduct np;
-            np.w[0] = small.data();
-            np.n_out[0] = int64_t{1} << 20;
-            np.row_bytes[0] = size_t{1} << 20;
-            np.n = 1;
-            np.align = 16;
-            detail::t_next_product = np;
-            const int64_t n = 2048 + round;
-            std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
-            for (auto &x : seen) x.store(0);
-            assert_true(detail::run_rows_stealing(*pool_owner, n, 1152, 16, [&](int64_t r0, int64_t r1) {
-                for (int64_t i = r0; i < r1; ++i) seen[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
-            }));
-            assert_int_equal(detail::t_next_product.n, 0);
-            for (int64_t i = 0; i < n; ++i) assert_int_equal(seen[static_cast<size_t>(i)].load(), 1);
-            std::atomic<int64_t> sum{0};
-            pool_owner->parallel_for(64, [&](int64_t a, int64_t b) { sum.fetch_add(b - a); });
-            assert_int_equal(sum.load(), 64);
-        }
-    }
-}
-
 // Many back-to-back runs (the spinning hand-off), then runs separated by pauses long enough that the
 // workers fall asleep (the condition-variable hand-off): a lost wake-up would hang here. The job's
 // plain (non-atomic) writes must be visible to the caller after run() returns.
@@ -1886,7 +1855,6 @@ int main(void) {
         cmocka_unit_test(test_pool_run),
         cmocka_unit_test(test_pool_parallel_for),
         cmocka_unit_test(test_rows_stealing),
-        cmocka_unit_test(test_rows_stealing_lead),
         cmocka_unit_test(test_pool_stress),
         cmocka_unit_test(test_pool_destroy),
         cmocka_unit_test(test_pool_chunks_budget),
