@@ -6,7 +6,6 @@
 // of one layer (norms, rope, cache stores, adds, SwiGLU) run as one pass over chunks of token rows, on
 // the calling thread when a pass has few rows (decode: a dispatch would cost more than the work).
 #include "cpu/cpu_context.hpp"
-#include "cpu/row_steal.hpp"
 #include "cpu/rows16.hpp"
 
 #include "backend/backend.hpp"
@@ -43,41 +42,6 @@ bool is_attention(uint32_t op) { return op == EMBER_GRAPH_ATTENTION || op == EMB
 
 // The buffer whose rows a node runs over.
 int32_t row_buf(const ember_graph_node &n) { return n.op == EMBER_GRAPH_KV_STORE ? n.src : n.dst; }
-
-// The end of the products that run as one from node i (a MATMUL): up to 4 consecutive MATMULs of one input
-// and layer (run_matmuls).
-uint32_t matmul_group_end(const CpuModel &m, uint32_t i) {
-    const ember_graph_node &first = m.node(i);
-    uint32_t j = i;
-    for (uint32_t k = 0; j < m.desc.n_nodes && k < 4; ++j, ++k) {
-        const ember_graph_node &n = m.node(j);
-        if (n.op != EMBER_GRAPH_MATMUL || n.src != first.src || n.layer != first.layer || n.dst == n.src) break;
-    }
-    return j;
-}
-
-// The product group after node `from` (wrapping to the program's first: the next pass's), for the decode
-// lead (row_steal.hpp).
-detail::NextProduct next_product(const CpuModel &m, uint32_t from) {
-    detail::NextProduct np;
-    const uint32_t n_nodes = m.desc.n_nodes;
-    for (uint32_t c = 0; c < n_nodes; ++c) {
-        const uint32_t i = (from + c) % n_nodes;
-        if (m.node(i).op != EMBER_GRAPH_MATMUL) continue;
-        const uint32_t end = matmul_group_end(m, i);
-        for (uint32_t j = i; j < end; ++j) {
-            if (m.node(j).w < 0) return detail::NextProduct{};
-            const WeightView &w = m.views[static_cast<size_t>(m.node(j).w)];
-            np.w[np.n] = static_cast<const uint8_t *>(w.data);
-            np.n_out[np.n] = w.n_out;
-            np.row_bytes[np.n] = w.row_bytes;
-            if (w.rows16) np.align = kRows16;
-            ++np.n;
-        }
-        break;
-    }
-    return np;
-}
 
 } // namespace
 
@@ -332,22 +296,18 @@ uint32_t CpuContext::run_matmuls(uint32_t i, uint32_t n_rows) {
     const WeightView *w[4];
     float *y[4];
     const float *bias[4];
-    const uint32_t j = matmul_group_end(m_, i);
-    uint32_t k = 0;
-    for (; i + k < j; ++k) {
-        const ember_graph_node &n = m_.node(i + k);
+    uint32_t k = 0, j = i;
+    for (; j < m_.desc.n_nodes && k < 4; ++j, ++k) {
+        const ember_graph_node &n = m_.node(j);
+        if (n.op != EMBER_GRAPH_MATMUL || n.src != first.src || n.layer != first.layer || n.dst == n.src) break;
         w[k] = &m_.views[static_cast<size_t>(n.w)];
         y[k] = buf(n.dst);
         bias[k] = m_.f32(n.b);
     }
-    // Decode: the worker prefetches the start of its part of the next product while this thread runs the
-    // steps in between (row_steal.hpp's lead).
-    if (n_rows == 1) detail::t_next_product = next_product(m_, j);
     if (k == 1)
         matmul(*pool_, scratch_, *w[0], buf(first.src), n_rows, y[0], bias[0], precise_);
     else
         matmul_multi(*pool_, scratch_, w, static_cast<int>(k), buf(first.src), n_rows, y, bias, precise_);
-    detail::t_next_product.n = 0;  // unused when the product ran without stealing (precise, or small)
     return j;
 }
 

@@ -8,18 +8,11 @@
 // takes its own range from the front, one granule (about 16 KiB of weights) at a time, and a thread whose
 // range is done takes granules from the back of the others' ranges: the owner's stream stays contiguous,
 // and a descheduled thread holds up the rest by at most the granule it is in.
-//
-// The lead: between two decode products the caller runs the serial steps (norms, rope, attention,
-// quantizing the next input) while the worker waits, and the memory idles. So the forward pass names
-// the next product (t_next_product), and each thread, once its ranges are done, leaves the start of its
-// range of that product to the pool, whose worker prefetches it into its L2 while it waits
-// (ThreadPool::prefetch_when_idle; the caller, which has the serial work to do, prefetches nothing).
 #pragma once
 
 #include "cpu/threadpool.hpp"
 
 #include <atomic>
-#include <cstddef>
 #include <cstdint>
 
 namespace ember::cpu::detail {
@@ -30,48 +23,6 @@ constexpr int kStealMaxRanges = 16;
 // (measured, TinyLlama Q4_0 decode: 4-16 KiB 41-42 tokens/s, 32-64 KiB 39-40, 256 KiB 40).
 constexpr int64_t kStealGranuleBytes = 16 * 1024;
 
-// How much of its next range a worker prefetches while it waits (kept in its 2 MiB L2). Measured
-// (TinyLlama-shaped Q4_K_M decode, 2 threads, Xeon VM; the lead on and off on alternate tokens of one
-// run, median token times): 128 KiB -1.1 / -0.9 %, 256 KiB -1.3 / -0.5 / -1.4 %, 512 KiB -1.5 / -1.1 /
-// -0.8 %, 1 MiB -1.2 %.
-constexpr int64_t kLeadBytes = 256 * 1024;
-
-// A job's granule in rows: about kStealGranuleBytes of its first segment's rows, a multiple of align.
-inline int64_t steal_granule(size_t row_bytes, int64_t align) {
-    const int64_t gran = static_cast<int64_t>(kStealGranuleBytes / (row_bytes ? row_bytes : 1));
-    return gran < align ? align : gran / align * align;
-}
-
-// The decode product that follows the one being run: up to 4 weights whose rows form one index space, as
-// matmul_multi runs them (rows16 weights count as their rows: a group's bytes are its rows' bytes).
-struct NextProduct {
-    const uint8_t *w[4];
-    int64_t n_out[4];
-    size_t row_bytes[4];
-    int n = 0;           // 0: none known
-    int64_t align = 4;   // run_rows_stealing's align for it (16 with interleaved weights)
-};
-// Set by the forward pass on the calling thread before a decode product (cpu_forward.cpp); the next
-// run_rows_stealing on that thread takes it (and clears it).
-inline thread_local NextProduct t_next_product;
-
-// Hands the start of range `own` of nth of the next product (kLeadBytes of it, within its segment) to
-// the pool's worker that runs this code (ThreadPool::prefetch_when_idle; nothing on the caller).
-inline void lead_next_range(const NextProduct &np, int64_t own, int nth) {
-    int64_t total = 0;
-    for (int s = 0; s < np.n; ++s) total += np.n_out[s];
-    if (total == 0) return;
-    const int64_t gran = steal_granule(np.row_bytes[0], np.align);
-    const int64_t n_gran = (total + gran - 1) / gran;
-    int64_t row = n_gran * own / nth * gran;  // where run_rows_stealing will start range `own`
-    for (int s = 0; s < np.n; row -= np.n_out[s], ++s) {
-        if (row >= np.n_out[s]) continue;
-        const int64_t rest = (np.n_out[s] - row) * static_cast<int64_t>(np.row_bytes[s]);
-        ThreadPool::prefetch_when_idle(np.w[s] + row * static_cast<int64_t>(np.row_bytes[s]), rest < kLeadBytes ? rest : kLeadBytes);
-        return;
-    }
-}
-
 // Calls fn(r0, r1) over disjoint row ranges covering [0, n_rows), each a multiple of `align` rows (the
 // last one excepted), on the pool's threads (width() ranges). Returns false, having done nothing, when
 // the pool is wider than kStealMaxRanges. fn must not throw.
@@ -79,9 +30,8 @@ template <class F>
 bool run_rows_stealing(ThreadPool &pool, int64_t n_rows, size_t row_bytes, int64_t align, F &&fn) {
     const int nth = pool.width();
     if (nth > kStealMaxRanges) return false;
-    const int64_t gran = steal_granule(row_bytes, align);
-    const NextProduct next = t_next_product;
-    t_next_product.n = 0;
+    int64_t gran = static_cast<int64_t>(kStealGranuleBytes / (row_bytes ? row_bytes : 1));
+    gran = gran < align ? align : gran / align * align;
     const int64_t n_gran = (n_rows + gran - 1) / gran;
     // Each range's next granule from the front (low 32 bits) and its end (high 32 bits), in granules,
     // on a cache line of its own: only the owner touches it until the others run out.
@@ -113,7 +63,6 @@ bool run_rows_stealing(ThreadPool &pool, int64_t n_rows, size_t row_bytes, int64
                 v = r.fb.load(std::memory_order_relaxed);
             }
         }
-        lead_next_range(next, own, nth);
     });
     return true;
 }

@@ -25,10 +25,6 @@
 // holds until it is inside cv_.wait) and notifies. The caller's own sleep when a worker is late uses
 // the same pattern with caller_waiting_ and finished_.
 //
-// Idle prefetch. A worker that has counted itself in finished_ may still prefetch what the job asked it to
-// (prefetch_when_idle, copied to its own thread-local slot while it ran), checking generation_ every 16
-// lines: a new job finds it as soon as a spinning worker would be found.
-//
 // Oversubscription. With more threads than usable CPUs a spinning thread can only delay the thread it
 // waits for, so such a pool never spins: workers sleep between jobs and the caller sleeps until they
 // finish.
@@ -102,42 +98,7 @@ const bool g_log = [] {
     return e && e[0] == '1';
 }();
 
-// A prefetch into L2 that the compiler keeps (asm: GCC drops some _mm_prefetch, see matmul_avx2.hpp).
-inline void prefetch_l2(const char *p) {
-#if defined(__x86_64__) || defined(__i386__)
-    asm volatile("prefetcht1 %0" : : "m"(*p));
-#else
-    __builtin_prefetch(p, 0, 2);
-#endif
-}
-
-// prefetch_when_idle's request, on the worker that made it (null on the caller's thread).
-struct IdleLead {
-    const char *p = nullptr;
-    int64_t bytes = 0;
-};
-thread_local IdleLead *t_idle_lead = nullptr;
-
 } // namespace
-
-void ThreadPool::prefetch_when_idle(const void *p, int64_t bytes) {
-    if (t_idle_lead) *t_idle_lead = IdleLead{static_cast<const char *>(p), bytes};
-}
-
-void ThreadPool::idle_prefetch(uint64_t seen) {
-    IdleLead &l = *t_idle_lead;
-    const char *p = l.p;
-    const int64_t n = l.bytes;
-    l = IdleLead{};
-    if (!p) return;
-    // Into L2 (PREFETCHT1): the lead is larger than L1. 16 lines between looks at generation_, so a new
-    // job waits for this worker at most as long as 16 prefetches take to issue (~0.1 us when the
-    // memory is busy: each waits for a fill buffer).
-    for (int64_t k = 0; k < n; k += 1024) {
-        if (generation_.load(std::memory_order_relaxed) != seen) return;
-        for (int64_t j = k; j < k + 1024 && j < n; j += 64) prefetch_l2(p + j);
-    }
-}
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads), width_(n_threads_) {
     settled_ = n_threads_;
@@ -196,8 +157,6 @@ int64_t ThreadPool::take_chunks() {
 
 void ThreadPool::worker() {
     uint64_t seen = 0;  // generation_ starts at 0 and the constructor runs no job
-    IdleLead lead;
-    t_idle_lead = &lead;
     for (;;) {
         seen = wait_for_job(seen);
         if (stop_.load(std::memory_order_relaxed)) return;
@@ -213,7 +172,6 @@ void ThreadPool::worker() {
             { std::lock_guard<std::mutex> lock(mutex_); }
             done_cv_.notify_one();
         }
-        idle_prefetch(seen);
     }
 }
 
@@ -224,7 +182,12 @@ int ThreadPool::max_width() const {
 
 void ThreadPool::run_impl(Fn fn, void *ctx, int64_t n_chunks) {
     if (n_chunks <= 0) return;
-    if (n_threads_ == 1 || n_chunks == 1) {
+    // One chunk runs here, and says nothing about the workers, so it opens no window. Except at width
+    // 1: there the windows must go on (they schedule the probes of a wider width), and a decode
+    // product, which makes one range per thread of width() (row_steal.hpp), is one chunk. Without them
+    // a pool that dropped to one thread during decode (a busy neighbour, a throttled core) never
+    // probed again: whole runs at half speed.
+    if (n_threads_ == 1 || (n_chunks == 1 && width_.load(std::memory_order_relaxed) > 1)) {
         for (int64_t c = 0; c < n_chunks; ++c) fn(ctx, c);
         return;
     }

@@ -81,13 +81,6 @@ public:
         run_chunks(chunks, [&](int64_t c) { fn(n * c / chunks, n * (c + 1) / chunks); });
     }
 
-    // Asks the worker running this call (a no-op on the caller's thread) to read [p, p + bytes) into its
-    // cache once it has finished its part of the job, while it waits for the next one: a decode product's
-    // worker prefetches where its range of the next product starts (row_steal.hpp). It stops at the next
-    // job, which therefore waits for it no longer than for a spinning worker. Only prefetches: the bytes
-    // need not stay mapped (a prefetch never faults).
-    static void prefetch_when_idle(const void *p, int64_t bytes);
-
     // Chunks per thread that parallel_for makes: enough that a late or slow thread leaves at most a
     // small share for the others, few enough that handing them out (an atomic RMW each) stays cheap.
     static constexpr int kChunksPerThread = 4;
@@ -97,7 +90,6 @@ private:
     void stop_workers();   // wakes every started worker with stop_ set and joins it
     void run_impl(Fn fn, void *ctx, int64_t n_chunks);
     void worker();
-    void idle_prefetch(uint64_t seen);  // the worker's prefetch_when_idle, until generation_ moves past seen
     // Waits until generation_ differs from `seen` (spinning first, then sleeping); returns the new value.
     uint64_t wait_for_job(uint64_t seen);
     // Takes chunks of the current job until none are left; returns how many it took.
