@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/rows16.hpp"
@@ -1105,6 +1106,51 @@ static void test_matmul_rows16(void **) {
     }
 }
 
+// A product of interleaved rows at a level without the tiles copies its groups back to the file's layout;
+// when that memory is not there (rows16_fail_copies_for_testing), the product fails with
+// EMBER_ERR_OUT_OF_MEMORY on the calling thread, whichever thread's copy failed (it used to abort the
+// process). Levels with the tiles copy nothing here (whole groups, the last rows in place) and succeed.
+static void test_matmul_rows16_no_memory(void **) {
+    Scratch scratch;
+    uint64_t st = 1717;
+    const int64_t n_in = 512, n_out = 4 * kRows16 + 3;
+    for (DType type : {DType::Q4_K, DType::Q6_K}) {
+        const size_t rb = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
+        TestWeight w = make_weight(type, n_out, n_in, &st);
+        std::vector<uint8_t> packed = w.data;
+        rows16_pack(type, packed.data(), n_out, rb);
+        WeightView inter = w.view();
+        inter.data = packed.data();
+        inter.rows16 = true;
+        const std::vector<float> x = rand_vec(&st, static_cast<size_t>(19 * n_in), -1, 1);
+        int n_refused = 0;
+        for_each_variant([&](int) {
+            for (int threads : {1, 2}) {
+                auto pool = make_pool(threads);
+                for (int64_t n : {int64_t{1}, int64_t{19}}) {
+                    std::vector<float> y(static_cast<size_t>(n * n_out));
+                    rows16_fail_copies_for_testing(true);
+                    ember_status st_got = EMBER_OK;
+                    try {
+                        matmul(*pool, scratch, inter, x.data(), n, y.data(), nullptr);
+                    } catch (const Error &e) {
+                        st_got = e.status();
+                    }
+                    rows16_fail_copies_for_testing(false);
+                    if (rows16_native()) {
+                        assert_int_equal(st_got, EMBER_OK);
+                    } else {
+                        assert_int_equal(st_got, EMBER_ERR_OUT_OF_MEMORY);
+                        ++n_refused;
+                    }
+                    matmul(*pool, scratch, inter, x.data(), n, y.data(), nullptr);   // and it works again
+                }
+            }
+        });
+        assert_true(n_refused > 0);   // the scalar level, at least, copies
+    }
+}
+
 // Q8_0 at its integer limits: blocks of -128 and 127 (and random codes) against activations of +-1, which
 // quantize to +-127, so the row tiles' sign trick meets |w| = 128 with its largest maddubs pairs (2 * 128 *
 // 127 = 32512, just under the 16-bit limit) and the panels' offsets (w + 128 at AVX-512) their largest
@@ -1880,6 +1926,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_batch_invariant),
         cmocka_unit_test(test_matmul_q8_0_extremes),
         cmocka_unit_test(test_matmul_rows16),
+        cmocka_unit_test(test_matmul_rows16_no_memory),
         cmocka_unit_test(test_rms_norm),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_add),

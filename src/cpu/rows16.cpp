@@ -2,6 +2,7 @@
 // levels that read it through rows copied back to the file's layout.
 #include "cpu/rows16.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -66,19 +67,22 @@ void record(const Format &f, uint8_t *rows, size_t row_bytes, int64_t s, uint8_t
     }
 }
 
+std::atomic<bool> g_fail_copies{false};   // rows16_fail_copies_for_testing
+
 // Rows copied back for one product on this thread: grows to the largest request, never shrinks (a
-// prefill chunk of a TinyLlama-sized FFN is ~0.5 MiB), 64-byte aligned for the panels' loads.
+// prefill chunk of a TinyLlama-sized FFN is ~0.5 MiB), 64-byte aligned for the panels' loads. nullptr
+// when the memory is not there (the caller reports it: MatmulJob::failed).
 uint8_t *thread_rows(size_t bytes) {
     struct Free {
         void operator()(uint8_t *p) const { std::free(p); }
     };
     thread_local std::unique_ptr<uint8_t, Free> buf;
     thread_local size_t cap = 0;
+    if (g_fail_copies.load(std::memory_order_relaxed)) return nullptr;
     if (cap < bytes) {
         const size_t n = (bytes + 63) & ~size_t{63};
         buf.reset(static_cast<uint8_t *>(std::aligned_alloc(64, n)));
-        if (!buf) std::abort();  // the kernels cannot fail; a 0.5 MiB allocation failing is the OS's end
-        cap = n;
+        cap = buf ? n : 0;
     }
     return buf.get();
 }
@@ -111,6 +115,8 @@ void rows16_unpack(DType type, const uint8_t *w, size_t row_bytes, int64_t g0, i
 
 bool rows16_native() { return detail::kernels().rows16_native; }
 
+void rows16_fail_copies_for_testing(bool on) { g_fail_copies.store(on); }
+
 namespace detail {
 
 namespace {
@@ -125,6 +131,12 @@ void via_plain(DType type, MatmulRowsFn plain, const MatmulJob &job, int64_t r0,
         const int64_t e = r1 < n16 ? r1 : n16;
         const int64_t g0 = r0 / kRows16 * kRows16, n_groups = (e - g0 + kRows16 - 1) / kRows16;
         uint8_t *rows = thread_rows(static_cast<size_t>(n_groups * kRows16) * job.row_bytes);
+        if (!rows) {
+            // A kernel cannot throw on a pool thread: the product's caller sees the flag and throws
+            // EMBER_ERR_OUT_OF_MEMORY once every thread is done (matmul.cpp's run_segments).
+            job.failed->store(true, std::memory_order_relaxed);
+            return;
+        }
         rows16_unpack(type, job.w, job.row_bytes, g0, n_groups, rows);
         // The copy's row 0 is row g0: the output and bias move with it.
         MatmulJob c = j;

@@ -49,6 +49,10 @@ void rows16_unpack(DType type, const uint8_t *w, size_t row_bytes, int64_t g0, i
 // interleaving would only cost: every product would copy rows back first).
 bool rows16_native();
 
+// Tests: while on, every copy back to the file's layout fails as if its memory were not there (the
+// product then fails with EMBER_ERR_OUT_OF_MEMORY).
+void rows16_fail_copies_for_testing(bool on);
+
 namespace detail {
 
 // Rows [r0, r1) of an interleaved product (job.n_rows16 > 0): rows in whole groups with `panel` (may be

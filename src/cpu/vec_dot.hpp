@@ -6,6 +6,7 @@
 // baseline-compiled files, so the AVX2 files hold nothing that could run before the CPU check.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -45,6 +46,9 @@ struct MatmulJob {
     // Q4_K or Q6_K interleaved 16 rows at a time (rows16.hpp): rows [0, n_rows16) are in full groups,
     // the rest in the file's layout. 0: the file's layout (every other weight).
     int64_t n_rows16 = 0;
+    // Set by a kernel that could not get the memory it needs (rows16's copy back): it leaves its rows
+    // unwritten and the product's caller throws EMBER_ERR_OUT_OF_MEMORY. Required with n_rows16 > 0.
+    std::atomic<bool> *failed = nullptr;
 };
 using MatmulRowsFn = void (*)(const MatmulJob &job, int64_t r0, int64_t r1);
 
