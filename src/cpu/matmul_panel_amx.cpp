@@ -349,22 +349,16 @@ struct PackQ6_K {
 // through q6k_rows16_w.
 struct PackQ6_K_Rows16 : PackQ6_K {
     static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
-        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
-            const uint8_t *rec = rows[0] + static_cast<size_t>(b0 / kUnit + sb) * kQ6KRecord;
-            const __m512 d = halves16(rec + kQ6KRecD);
-            for (int kb = 0; kb < kUnit; ++kb) {
-                Block &pb = out[sb * kUnit + kb];
-                __m512i w[8];
-                q6k_rows16_w(rec, kb, w);
-                for (int half = 0; half < 2; ++half) _mm512_store_ps(pb.sc[half], _mm512_cvtepi32_ps(q6k_rows16_scale(rec, 2 * kb + half)));
-                _mm512_store_ps(pb.d, d);
-                for (int v = 0; v < 4; ++v) {
-                    _mm512_store_si512(pb.w[0] + 64 * v, w[v]);
-                    _mm512_store_si512(pb.w[1] + 64 * v, _mm512_setzero_si512());
-                    _mm512_store_si512(pb.w[2] + 64 * v, w[4 + v]);
-                }
+        q6k_rows16_blocks(rows[0], b0, n, [out](int64_t i, const uint8_t *rec, int kb, __m512 d, const __m512i (&w)[8]) {
+            Block &pb = out[i];
+            for (int half = 0; half < 2; ++half) _mm512_store_ps(pb.sc[half], _mm512_cvtepi32_ps(q6k_rows16_scale(rec, 2 * kb + half)));
+            _mm512_store_ps(pb.d, d);
+            for (int v = 0; v < 4; ++v) {
+                _mm512_store_si512(pb.w[0] + 64 * v, w[v]);
+                _mm512_store_si512(pb.w[1] + 64 * v, _mm512_setzero_si512());
+                _mm512_store_si512(pb.w[2] + 64 * v, w[4 + v]);
             }
-        }
+        });
     }
 };
 

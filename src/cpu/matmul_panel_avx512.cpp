@@ -208,29 +208,23 @@ struct PackQ4_K_Rows16 : PackQ4_K {
 // ones (4 bytes per dword, exact), as q6k_piece forms them from the codes' byte sums.
 struct PackQ6_K_Rows16 : PackQ6_K {
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        const __m512i ones = _mm512_set1_epi8(1);
-        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
-            const uint8_t *rec = rows[0] + static_cast<size_t>(b0 / kUnit + sb) * kQ6KRecord;
-            const __m512 d = halves16(rec + kQ6KRecD);
-            for (int kb = 0; kb < kUnit; ++kb) {
-                Block &pb = out[sb * kUnit + kb];
-                __m512i w[8];
-                q6k_rows16_w(rec, kb, w);
-                __m512i off = _mm512_setzero_si512();
-                for (int half = 0; half < 2; ++half) {
-                    __m512i sum = _mm512_setzero_si512();
-                    for (int v = 0; v < 4; ++v) {
-                        _mm512_store_si512(pb.w[half] + 64 * v, w[4 * half + v]);
-                        sum = _mm512_dpbusd_epi32(sum, ones, w[4 * half + v]);
-                    }
-                    const __m512i sc = q6k_rows16_scale(rec, 2 * kb + half);
-                    _mm512_store_si512(pb.sc[half], sc);
-                    off = _mm512_add_epi32(off, _mm512_mullo_epi32(sc, sum));
+        q6k_rows16_blocks(rows[0], b0, n, [out](int64_t i, const uint8_t *rec, int kb, __m512 d, const __m512i (&w)[8]) {
+            const __m512i ones = _mm512_set1_epi8(1);
+            Block &pb = out[i];
+            __m512i off = _mm512_setzero_si512();
+            for (int half = 0; half < 2; ++half) {
+                __m512i sum = _mm512_setzero_si512();
+                for (int v = 0; v < 4; ++v) {
+                    _mm512_store_si512(pb.w[half] + 64 * v, w[4 * half + v]);
+                    sum = _mm512_dpbusd_epi32(sum, ones, w[4 * half + v]);
                 }
-                _mm512_store_si512(pb.off, _mm512_slli_epi32(off, 7));
-                _mm512_store_ps(pb.d, d);
+                const __m512i sc = q6k_rows16_scale(rec, 2 * kb + half);
+                _mm512_store_si512(pb.sc[half], sc);
+                off = _mm512_add_epi32(off, _mm512_mullo_epi32(sc, sum));
             }
-        }
+            _mm512_store_si512(pb.off, _mm512_slli_epi32(off, 7));
+            _mm512_store_ps(pb.d, d);
+        });
     }
 };
 

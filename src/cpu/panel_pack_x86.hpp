@@ -390,6 +390,22 @@ inline void q6k_rows16_w(const uint8_t *rec, int kb, __m512i (&w)[8]) {
 inline __m512i q6k_rows16_scale(const uint8_t *rec, int u) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(rec + kQ6KRecScales + 16 * u)));
 }
+// Q6_K activation blocks [b0, b0 + n) (whole super-blocks) of a group whose first record is at rec0, as
+// the AVX-512 and AMX packers take them: f(i, rec, kb, d, w) for packed block i, its record, its block kb
+// within the record, the 16 rows' d and its weights (q6k_rows16_w).
+template <class F>
+inline void q6k_rows16_blocks(const uint8_t *rec0, int64_t b0, int64_t n, F &&f) {
+    constexpr int64_t kUnit = QK_K / 32;
+    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+        const uint8_t *rec = rec0 + static_cast<size_t>(b0 / kUnit + sb) * kQ6KRecord;
+        const __m512 d = halves16(rec + kQ6KRecD);
+        for (int kb = 0; kb < kUnit; ++kb) {
+            __m512i w[8];
+            q6k_rows16_w(rec, kb, w);
+            f(sb * kUnit + kb, rec, kb, d, w);
+        }
+    }
+}
 
 #endif
 
