@@ -156,18 +156,6 @@ struct Segment {
     int64_t n_out;
 };
 
-void run_segments_on(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs);
-
-// The product of the segments; EMBER_ERR_OUT_OF_MEMORY when a kernel could not get its memory (MatmulJob::
-// failed: kernels run on pool threads and cannot throw).
-void run_segments(ThreadPool &pool, Segment *segs, int n_seg, int64_t macs) {
-    std::atomic<bool> failed{false};
-    for (int s = 0; s < n_seg; ++s) segs[s].job.failed = &failed;
-    run_segments_on(pool, segs, n_seg, macs);
-    if (failed.load())
-        fail(EMBER_ERR_OUT_OF_MEMORY, "cpu matmul: no memory for the rows a product copies back to the file's layout");
-}
-
 void run_segments_on(ThreadPool &pool, const Segment *segs, int n_seg, int64_t macs) {
     int64_t total = 0;
     // Ranges and chunks start at a multiple of `align` rows: the decode tiles' 4, or an interleaved
@@ -213,6 +201,16 @@ void run_segments_on(ThreadPool &pool, const Segment *segs, int n_seg, int64_t m
         const int64_t r1 = r0 + chunk < segs[s].n_out ? r0 + chunk : segs[s].n_out;
         segs[s].fn(segs[s].job, r0, r1);
     });
+}
+
+// The product of the segments; EMBER_ERR_OUT_OF_MEMORY when a kernel could not get its memory (MatmulJob::
+// failed: kernels run on pool threads and cannot throw).
+void run_segments(ThreadPool &pool, Segment *segs, int n_seg, int64_t macs) {
+    std::atomic<bool> failed{false};
+    for (int s = 0; s < n_seg; ++s) segs[s].job.failed = &failed;
+    run_segments_on(pool, segs, n_seg, macs);
+    if (failed.load())
+        fail(EMBER_ERR_OUT_OF_MEMORY, "cpu matmul: no memory for the rows a product copies back to the file's layout");
 }
 
 void check_weight(const WeightView &w, int64_t n_in) {

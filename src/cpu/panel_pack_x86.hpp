@@ -10,6 +10,9 @@
 #include "core/dtype.hpp"
 #include "cpu/quant_k.hpp"
 #include "cpu/rows16.hpp"
+#if defined(__AVX512F__)
+#include "cpu/rows16_x86.hpp"
+#endif
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -331,11 +334,8 @@ inline void pack_q8_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int
 // A group's super-block is one record holding its 16 rows' fields side by side; the codes in 4-byte units,
 // unit u of the 16 rows one 64-byte vector (dword i = row i). That is the packed blocks' layout already, so
 // these read the panels' blocks from a record with no transpose: one load per 4 codes of 16 rows, and the
-// scales unpacked for 16 rows at once. The values are the file-layout packers' (pack_q4_k here, Q6_K's in
-// the AMX file), so the kernels give the same bits.
-
-// The 16 fp16 values at p as floats.
-inline __m512 halves16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))); }
+// scales unpacked for 16 rows at once (rows16_x86.hpp). The values are the file-layout packers' (pack_q4_k,
+// PackQ6_K of each level), so the kernels give the same bits.
 
 // Q4_K super-blocks [b0 / 8, (b0 + n) / 8) of the group whose first record is at grp, as pack_q4_k packs
 // them: s = d * sc_j, m = dmin * m_j (k_scale_min on byte u of all 16 rows at once), and sub-block 2g / 2g + 1
@@ -343,24 +343,15 @@ inline __m512 halves16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_s
 inline void pack_q4_k_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4Block16 *out) {
     constexpr int64_t kUnit = QK_K / 32;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m128i m3f = _mm_set1_epi8(0x3f), m0f = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
     for (int64_t sb = 0; sb < n / kUnit; ++sb) {
         const uint8_t *rec = grp + static_cast<size_t>(b0 / kUnit + sb) * kQ4KRecord;
         Q4Block16 *pb = out + sb * kUnit;
         const __m512 d = halves16(rec + kQ4KRecD), dmin = halves16(rec + kQ4KRecDmin);
-        __m128i q[12];
-        for (int u = 0; u < 12; ++u) q[u] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(rec + kQ4KRecScales + 16 * u));
+        alignas(64) uint8_t sc[2][64], mn[2][64];
+        q4k_rows16_scales(rec, sc, mn);
         for (int j = 0; j < kUnit; ++j) {
-            __m128i sc, m;
-            if (j < 4) {
-                sc = _mm_and_si128(q[j], m3f);
-                m = _mm_and_si128(q[j + 4], m3f);
-            } else {  // bits 6..7 of bytes j - 4 and j to bits 4..5 (16-bit shifts, the neighbour's bits masked off)
-                sc = _mm_or_si128(_mm_and_si128(q[j + 4], m0f), _mm_and_si128(_mm_srli_epi16(q[j - 4], 2), m30));
-                m = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(q[j + 4], 4), m0f), _mm_and_si128(_mm_srli_epi16(q[j], 2), m30));
-            }
-            _mm512_store_ps(pb[j].s, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), d));
-            _mm512_store_ps(pb[j].m, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m)), dmin));
+            _mm512_store_ps(pb[j].s, _mm512_mul_ps(widen16(&sc[j / 4][16 * (j % 4)]), d));
+            _mm512_store_ps(pb[j].m, _mm512_mul_ps(widen16(&mn[j / 4][16 * (j % 4)]), dmin));
         }
         const uint8_t *qs = rec + kQ4KRecQs;
         for (int g = 0; g < 4; ++g)
@@ -385,10 +376,6 @@ inline void q6k_rows16_w(const uint8_t *rec, int kb, __m512i (&w)[8]) {
         hb = k < 2 ? _mm512_slli_epi16(hb, 4 - 2 * k) : _mm512_srli_epi16(hb, 2 * k - 4);
         w[j] = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(l, m0f), _mm512_and_si512(hb, m30)), k32);
     }
-}
-// The 16 rows' signed 8-bit scale u of a Q6_K record, widened to int32.
-inline __m512i q6k_rows16_scale(const uint8_t *rec, int u) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(rec + kQ6KRecScales + 16 * u)));
 }
 // Q6_K activation blocks [b0, b0 + n) (whole super-blocks) of a group whose first record is at rec0, as
 // the AVX-512 and AMX packers take them: f(i, rec, kb, d, w) for packed block i, its record, its block kb

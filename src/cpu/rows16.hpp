@@ -17,8 +17,9 @@
 //   Q4_K (2304 bytes): [0, 32) d, [32, 64) dmin, [64, 256) the 12 scale bytes, [256, 2304) qs
 //   Q6_K (3360 bytes): [0, 32) d, [32, 288) the 16 scales, [288, 2336) ql, [2336, 3360) qh
 // Every kernel level reads it: the AVX-512 and AMX levels' products of up to 15 tokens with the tiles,
-// their longer ones with their panels packed straight from the records, everything else
-// (scalar, AVX2, the AVX-512 level's panels) from rows copied back to the file's layout (rows16_rows).
+// their longer ones with their panels packed straight from the records (rows16_x86.hpp reads a record's
+// fields for both), everything else (the scalar and AVX2 levels, a range that splits a group) from rows
+// copied back to the file's layout (rows16_rows).
 #pragma once
 
 #include "core/dtype.hpp"

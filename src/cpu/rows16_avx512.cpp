@@ -8,6 +8,7 @@
 // operations follow in their order, per row: the same bits.
 #include "core/dtype.hpp"
 #include "cpu/rows16.hpp"
+#include "cpu/rows16_x86.hpp"
 #include "cpu/vec_dot.hpp"
 
 #include <immintrin.h>
@@ -55,7 +56,6 @@ void q4_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
         xs[t] = job.xq.sum + (t0 + t) * job.xq.nb;
     }
     const __m512i m0f = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
-    const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -65,34 +65,23 @@ void q4_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
 #pragma GCC unroll 36
             for (int k = 0; k < 36; ++k) _mm_prefetch(reinterpret_cast<const char *>(rec + kAhead + 64 * k), _MM_HINT_T0);
         }
-        // The 16 rows' 6-bit scales and mins, as k_scale_min (quant_k.hpp) forms them, on byte b of all
-        // rows at once: 16-byte quarter j of sc[0] holds sc_j of rows 0..15, of sc[1] sc_(4 + j).
-        const __m512i a = _mm512_loadu_si512(rec + 64), b = _mm512_loadu_si512(rec + 128), c = _mm512_loadu_si512(rec + 192);
         alignas(64) uint8_t sc[2][64], mn[2][64];
-        _mm512_store_si512(sc[0], _mm512_and_si512(a, m3f));
-        _mm512_store_si512(mn[0], _mm512_and_si512(b, m3f));
-        _mm512_store_si512(sc[1], _mm512_or_si512(_mm512_and_si512(c, m0f), _mm512_and_si512(_mm512_srli_epi16(a, 2), m30)));
-        _mm512_store_si512(mn[1], _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(c, 4), m0f),
-                                                  _mm512_and_si512(_mm512_srli_epi16(b, 2), m30)));
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(rec)));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(rec + 32)));
+        q4k_rows16_scales(rec, sc, mn);
+        const __m512 d = halves16(rec + kQ4KRecD), dmin = halves16(rec + kQ4KRecDmin);
         alignas(32) float xm[T][8];  // d_x * sum x per activation block, as the other tiles form it
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t)
             _mm256_store_ps(xm[t], _mm256_mul_ps(_mm256_loadu_ps(xd[t] + 8 * s), _mm256_loadu_ps(xs[t] + 8 * s)));
-        auto widen = [](const uint8_t *p) {
-            return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i *>(p))));
-        };
         auto apply = [&](int j, const __m512i (&ints)[T]) {
-            const __m512 dsc = _mm512_mul_ps(widen(&sc[j / 4][16 * (j % 4)]), d);
-            const __m512 dmn = _mm512_mul_ps(widen(&mn[j / 4][16 * (j % 4)]), dmin);
+            const __m512 dsc = _mm512_mul_ps(widen16(&sc[j / 4][16 * (j % 4)]), d);
+            const __m512 dmn = _mm512_mul_ps(widen16(&mn[j / 4][16 * (j % 4)]), dmin);
 #pragma GCC unroll 4
             for (int t = 0; t < T; ++t) {
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints[t]), _mm512_mul_ps(dsc, _mm512_set1_ps(xd[t][8 * s + j])), acc[t]);
                 acc[t] = _mm512_fnmadd_ps(dmn, _mm512_set1_ps(xm[t][j]), acc[t]);
             }
         };
-        const uint8_t *qs = rec + 256;
+        const uint8_t *qs = rec + kQ4KRecQs;
 #pragma GCC unroll 1
         for (int g = 0; g < 4; ++g) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles)
             __m512i lo[T], hi[T];
@@ -146,7 +135,7 @@ void q6_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
 #pragma GCC unroll 53
             for (int k = 0; k < 53; ++k) _mm_prefetch(reinterpret_cast<const char *>(rec + kAhead + 64 * k), _MM_HINT_T0);
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(rec)));
+        const __m512 d = halves16(rec + kQ6KRecD);
         // 32 * (sum of x over each 16-element half q of the super-block): lane 4 (q % 4) of off[t][q / 4].
         alignas(64) int32_t off[T][4][16];
 #pragma GCC unroll 4
@@ -158,7 +147,7 @@ void q6_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
                 v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
                 _mm512_store_si512(off[t][m], _mm512_slli_epi32(v, 5));
             }
-        const uint8_t *ql = rec + 288, *qh = rec + 2336;
+        const uint8_t *ql = rec + kQ6KRecQl, *qh = rec + kQ6KRecQh;
 #pragma GCC unroll 1
         for (int h = 0; h < 2; ++h) {  // blocks 4h .. 4h + 3
             __m512i ints[4][T];
@@ -189,7 +178,7 @@ void q6_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; ++k) {
                     const int kb = 4 * h + k, q = 2 * kb + hf;  // the half's index in the super-block
-                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(rec + 32 + 16 * q)));
+                    const __m512i sc = q6k_rows16_scale(rec, q);
 #pragma GCC unroll 4
                     for (int t = 0; t < T; ++t) {
                         const __m512i v = _mm512_mullo_epi32(_mm512_sub_epi32(p[k][t], _mm512_set1_epi32(off[t][q / 4][4 * (q % 4)])), sc);
