@@ -1225,7 +1225,7 @@ static void test_matmul_q8_0_extremes(void **) {
 // Also in place.
 static void test_rms_norm(void **) {
     uint64_t st = 5;
-    for (int64_t dim : {8, 288, 4096}) {
+    for (int64_t dim : {8, 13, 288, 4096, 4099}) {  // 13, 4099: the sum of squares' tail after its 8 lanes
         const int64_t rows = 3;
         std::vector<float> x = rand_vec(&st, static_cast<size_t>(rows * dim), -3, 3);
         const std::vector<float> w = rand_vec(&st, static_cast<size_t>(dim), -2, 2);
@@ -1248,7 +1248,8 @@ static void test_rms_norm(void **) {
 // swiglu: |err| <= 1e-5 |ref| for |g| <= 30 (e^x is accurate to ~2e-7 relative, the rest is a few float
 // roundings); for very negative g the result only has to be ~0 (|out| <= 1e-30: the true value is
 // below 1e-35 and the AVX2 exp clamps its argument at 88.3). n = 1003 exercises the vector tail; the
-// second call aliases out with gate.
+// second call aliases out with gate. The AVX-512 kernel runs the AVX2 one's operations on 16 lanes: the
+// levels above AVX2 must give its bits.
 static void test_swiglu(void **) {
     uint64_t st = 6;
     const int64_t n = 1003;
@@ -1258,9 +1259,11 @@ static void test_swiglu(void **) {
     g[1] = 100;
     g[2] = -88.5f;
     g[3] = 0;
-    for_each_variant([&](int) {
+    std::vector<float> by_level[kLevels];
+    for_each_variant([&](int v) {
         std::vector<float> out(n);
         swiglu(g.data(), u.data(), out.data(), n);
+        by_level[v] = out;
         for (int64_t i = 0; i < n; ++i) {
             const double ref = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
             if (g[i] < -80) {
@@ -1273,6 +1276,9 @@ static void test_swiglu(void **) {
         swiglu(g2.data(), u.data(), g2.data(), n);
         assert_memory_equal(g2.data(), out.data(), n * sizeof(float));
     });
+    for (int v = 2; v < kLevels; ++v)
+        if (!by_level[1].empty() && !by_level[v].empty() && std::memcmp(by_level[1].data(), by_level[v].data(), n * sizeof(float)) != 0)
+            fail_msg("swiglu: level %d differs from avx2", v);
 }
 
 // add_inplace: each element is one float addition, exactly what the reference float sum gives.

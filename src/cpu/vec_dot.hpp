@@ -208,6 +208,8 @@ void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
+// swiglu on 16 lanes, the AVX2 kernel's bits (elementwise_avx512.cpp).
+void swiglu_avx512(const float *gate, const float *up, float *out, int64_t n);
 
 // AMX (AMX-TILE, AMX-INT8) variants (matmul_panel_amx.cpp, built where the compiler has AMX); call only
 // when cpu_features.cpp allows the level. Its table is the AVX-512 one with these in place: prefill of
