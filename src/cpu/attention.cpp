@@ -1,6 +1,7 @@
 // attention.cpp — causal attention over the paged KV cache (f16 or Q8_0 rows): threading over (token,
-// head) pairs, or (token, group of the query heads that share a KV head) where the level has a grouped
-// kernel, and the scalar per-pair kernels (the AVX2 ones are in attention_avx2.cpp).
+// head) pairs, or (block of neighbouring tokens of one sequence, group of the query heads that share a
+// KV head) where the level has a grouped kernel, and the scalar per-pair kernels (the AVX2 ones are in
+// attention_avx2.cpp).
 //
 // Flash style: for one query, keys are visited in tiles of kAttnTile positions; a running maximum m,
 // running sum l and an unnormalised output accumulator are rescaled by e^(m_old - m_new) whenever a

@@ -10,14 +10,17 @@
 //
 // Same bits. Nothing a lane computes changes, only how many lanes one instruction carries:
 // - scores: the AVX2 kernel's chain for a key is acc = fma(q[i..i+8], k[i..i+8], acc) over i, then
-//   hsum4's fixed tree. Here the K rows are widened in pairs (key 2p's dims 8c .. 8c + 7 beside key
-//   2p + 1's), so one 512-bit FMA runs both keys' chains, each in its own 256-bit half, step for step,
-//   and hsum4 takes the halves;
+//   hsum4's fixed tree. Here the K rows are widened in pairs (keys j and j + 4 of each group of 8, dims
+//   8c .. 8c + 7 side by side), so one 512-bit FMA runs both keys' chains, each in its own 256-bit half,
+//   step for step, and reduce_keys runs hsum4's tree for 16 keys at a time;
 // - values: each output element is acc * corr, then one FMA per key in key order; 16 elements per vector
 //   instead of 8 leaves every element's chain as it was;
-// - widening (F16C or the Q8_0 scale), softmax_step and finish are attention_x86.hpp's, shared.
-// tests/test_cpu_kernels.cpp (test_attention_batch) compares the levels bit for bit.
+// - softmax: softmax_step's operations with the exp on 16 lanes (avx512_exp) and its sums in its order;
+// - widening (F16C or the Q8_0 scale) and finish are attention_x86.hpp's, shared.
+// tests/test_cpu_kernels.cpp (test_attention_batch, test_attention_blocks) compares the levels bit for
+// bit.
 #include "cpu/attention_x86.hpp"
+#include "cpu/simd_avx512.hpp"
 #include "cpu/vec_dot.hpp"
 
 // As in matmul_panel_avx512.cpp: avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose
@@ -158,30 +161,11 @@ inline void tile_values2(const float *v, int hd, int nk, const float *pa, const 
     }
 }
 
-// avx2_exp's steps (simd_avx2.hpp) on 16 lanes: the same operations lane by lane, so each lane gets
-// avx2_exp's bits for its input.
-inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
-
 // softmax_step (attention_x86.hpp) for n heads of one token, s[g] head g's scores, pr + g kAttnTile
-// its weights, with softmax_step's bits: the maximum by tile_max; the weights 16 at a time by exp16;
-// their sum lane-wise over the four 8-weight pieces in order (0 + p0 + p8 + p16 + p24), then
-// avx2_hsum; the n heads' correction factors e^(m - m_new) by one exp16 for all (one exp each before).
+// its weights, with softmax_step's bits: the maximum by tile_max; the weights 16 at a time by
+// avx512_exp (avx2_exp's bits lane by lane); their sum lane-wise over the four 8-weight pieces in
+// order (0 + p0 + p8 + p16 + p24), then avx2_hsum; the n heads' correction factors e^(m - m_new) by
+// one avx512_exp for all (softmax_step takes one exp each).
 inline void softmax_heads(const float (*s)[kAttnTile], int n, float *pr, float *m, float *l, float *corr) {
     alignas(64) float m_new[16], d[16] = {};
     for (int g = 0; g < n; ++g) {
@@ -190,14 +174,14 @@ inline void softmax_heads(const float (*s)[kAttnTile], int n, float *pr, float *
         d[g] = m[g] - m_new[g];
     }
     alignas(64) float cf[16];
-    _mm512_store_ps(cf, exp16(_mm512_load_ps(d)));
+    _mm512_store_ps(cf, avx512_exp(_mm512_load_ps(d)));
     const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
     for (int g = 0; g < n; ++g, pr += kAttnTile) {
         const __m512 mv = _mm512_set1_ps(m_new[g]);
         __m256 lsum = _mm256_setzero_ps();
         for (int c = 0; c < kAttnTile; c += 16) {
             const __m512 sv = _mm512_load_ps(s[g] + c);
-            const __m512 p = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(sv, ninf, _CMP_NEQ_OQ), exp16(_mm512_sub_ps(sv, mv)));
+            const __m512 p = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(sv, ninf, _CMP_NEQ_OQ), avx512_exp(_mm512_sub_ps(sv, mv)));
             _mm512_store_ps(pr + c, p);
             lsum = _mm256_add_ps(_mm256_add_ps(lsum, _mm512_castps512_ps256(p)), _mm512_extractf32x8_ps(p, 1));
         }
