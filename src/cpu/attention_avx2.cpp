@@ -143,10 +143,12 @@ inline void dot_qk4x2(const Row &row, const float *qa, const float *qb, const ui
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (int i = 0; i < hd8; i += 8) {
         const __m256 qva = _mm256_loadu_ps(qa + i), qvb = _mm256_loadu_ps(qb + i);
-        const __m256 k0v = row.load8(k0, i), k1v = row.load8(k0 + stride, i);
+        __m256 k0v = row.load8(k0, i), k1v = row.load8(k0 + stride, i);
+        in_register(k0v), in_register(k1v);
         a0 = _mm256_fmadd_ps(qva, k0v, a0), b0 = _mm256_fmadd_ps(qvb, k0v, b0);
         a1 = _mm256_fmadd_ps(qva, k1v, a1), b1 = _mm256_fmadd_ps(qvb, k1v, b1);
-        const __m256 k2v = row.load8(k0 + 2 * stride, i), k3v = row.load8(k0 + 3 * stride, i);
+        __m256 k2v = row.load8(k0 + 2 * stride, i), k3v = row.load8(k0 + 3 * stride, i);
+        in_register(k2v), in_register(k3v);
         a2 = _mm256_fmadd_ps(qva, k2v, a2), b2 = _mm256_fmadd_ps(qvb, k2v, b2);
         a3 = _mm256_fmadd_ps(qva, k3v, a3), b3 = _mm256_fmadd_ps(qvb, k3v, b3);
     }
@@ -199,7 +201,8 @@ inline void accumulate_v2(const Row &row, float *acc_a, float *acc_b, const uint
             const __m256 paj = _mm256_broadcast_ss(pa + j), pbj = _mm256_broadcast_ss(pb + j);
 #pragma GCC unroll 8
             for (int u = 0; u < NV; ++u) {
-                const __m256 vv = row.load8(vr, i0 + 8 * u);
+                __m256 vv = row.load8(vr, i0 + 8 * u);
+                in_register(vv);
                 a[u] = _mm256_fmadd_ps(paj, vv, a[u]);
                 b[u] = _mm256_fmadd_ps(pbj, vv, b[u]);
             }

@@ -50,8 +50,7 @@ inline void widen_k_pairs(const Row &row, const uint8_t *src, size_t stride, con
         for (int i = 0; i < hd; i += 8) _mm256_store_ps(k_pair_slot(buf, hd, j) + 2 * i, _mm256_setzero_ps());
 }
 
-// Keeps v in a register: GCC otherwise folds a load used by two heads' FMAs into both, which doubles
-// the loads of a loop that is then bound by the load ports rather than the FMAs.
+// attention_x86.hpp's in_register for 512-bit vectors.
 inline void in_register(__m512 &v) { asm("" : "+v"(v)); }
 
 // hsum4's hadd on 512-bit vectors: in each 128-bit lane, [a0 + a1, a2 + a3, b0 + b1, b2 + b3].
