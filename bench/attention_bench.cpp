@@ -90,12 +90,7 @@ int main(int argc, char **argv) {
     std::vector<int32_t> pos(static_cast<size_t>(n_prompt));
     for (int64_t t = 0; t < n_prompt; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
     const std::vector<const int32_t *> tables(static_cast<size_t>(n_prompt), table.data());
-    PagedKv kv;
-    kv.k = k.data();
-    kv.v = v.data();
-    kv.type = type;
-    kv.row_bytes = row_bytes;
-    kv.block_size = bs;
+    const PagedKv kv{k.data(), v.data(), type, row_bytes, bs};
     AttnParams p;
     p.n_head = n_head;
     p.n_head_kv = n_head_kv;

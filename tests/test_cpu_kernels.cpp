@@ -1487,6 +1487,26 @@ AttnParams attn_params(int n_head, int n_head_kv, int hd, float sharpness) {
     return p;
 }
 
+// What the batched attention tests hold one call's output `out` (at ISA `level`) to, bit for bit: at the
+// SIMD levels the AVX2 level's output (first_simd keeps it, from the first SIMD level run), and each
+// token's rows as that token gets them alone in a call of its own (no batch, no block of tokens).
+void check_attention_bits(int level, std::vector<float> &first_simd, const std::vector<float> &out, ThreadPool &pool,
+                          const std::vector<float> &q, const std::vector<int32_t> &qpos, const std::vector<const int32_t *> &tables,
+                          const PagedKv &kv, const AttnParams &p, const char *what) {
+    if (level >= 1 && first_simd.empty()) first_simd = out;
+    else if (level >= 1 && std::memcmp(first_simd.data(), out.data(), out.size() * sizeof(float)) != 0)
+        fail_msg("attention %s, level %d: not the AVX2 level's bits (%d heads on %d, head_dim %d)", what, level, p.n_head,
+                 p.n_head_kv, p.head_dim);
+    const int64_t q_row = static_cast<int64_t>(p.n_head) * p.head_dim;
+    for (size_t t = 0; t < qpos.size(); ++t) {
+        std::vector<float> alone(static_cast<size_t>(q_row), NAN);
+        attention(pool, q.data() + t * q_row, &qpos[t], &tables[t], 1, kv, alone.data(), p);
+        if (std::memcmp(alone.data(), out.data() + t * q_row, alone.size() * sizeof(float)) != 0)
+            fail_msg("attention %s, level %d: token %zu (pos %d) alone differs (%d heads on %d, head_dim %d)", what, level, t, qpos[t],
+                     p.n_head, p.n_head_kv, p.head_dim);
+    }
+}
+
 } // namespace
 
 // One sequence whose blocks are scattered over the pool in random order, for block sizes 1, 7 (not a
@@ -1555,26 +1575,18 @@ static void test_attention_batch(void **) {
                 const std::vector<float> q = rand_vec(&st, static_cast<size_t>(nt * q_row), -2, 2);
                 const AttnParams p = attn_params(hh.n_head, hh.n_head_kv, hd, 4.0f);
                 char what[64];
-                std::snprintf(what, sizeof what, "batch block %u", bs);
+                std::snprintf(what, sizeof what, "batch block %u (%s cache)", bs, dtype_name(type));
                 std::vector<float> first_simd;  // the AVX2 level's output: the AVX-512 and AMX levels must give its bits
                 for_each_variant([&](int level) {
                     std::vector<float> out(q.size(), NAN);
                     attention(*pool2, q.data(), qpos.data(), tables.data(), nt, kv.view(), out.data(), p);
                     check_attention(q, qpos, qseq, p, out, what);
-                    if (level >= 1 && first_simd.empty()) first_simd = out;
-                    else if (level >= 1 && std::memcmp(first_simd.data(), out.data(), out.size() * sizeof(float)) != 0)
-                        fail_msg("attention %s, level %d: not the AVX2 level's bits (%s, %d heads on %d, head_dim %d)", what, level,
-                                 dtype_name(type), hh.n_head, hh.n_head_kv, hd);
                     for (ThreadPool *tp : pools) {
                         std::vector<float> again(q.size(), NAN);
                         attention(*tp, q.data(), qpos.data(), tables.data(), nt, kv.view(), again.data(), p);
                         assert_memory_equal(again.data(), out.data(), out.size() * sizeof(float));
                     }
-                    for (int64_t t = 0; t < nt; ++t) {
-                        std::vector<float> alone(static_cast<size_t>(q_row), NAN);
-                        attention(*pool2, q.data() + t * q_row, &qpos[t], &tables[t], 1, kv.view(), alone.data(), p);
-                        assert_memory_equal(alone.data(), out.data() + t * q_row, alone.size() * sizeof(float));
-                    }
+                    check_attention_bits(level, first_simd, out, *pool2, q, qpos, tables, kv.view(), p, what);
                 });
             }
 }
@@ -1607,27 +1619,18 @@ static void test_attention_blocks(void **) {
                 AttnParams p = attn_params(sh.n_head, sh.n_head_kv, sh.hd, 4.0f);
                 if (variant == 1) p.window = 40;
                 if (variant == 2) p.softcap = 3.0f, p.sinks = sinks.data();
+                char what[64];
+                std::snprintf(what, sizeof what, "blocks variant %d (%s cache)", variant, dtype_name(type));
                 std::vector<float> first_simd;
                 for_each_variant([&](int level) {
                     std::vector<float> out(q.size(), NAN);
                     attention(*pool1, q.data(), qpos.data(), tables.data(), nt, kv.view(), out.data(), p);
                     if (variant == 0)
-                        check_attention(q, qpos, std::vector<const AttnSeq *>(static_cast<size_t>(nt), &seq), p, out, "blocks");
-                    if (level >= 1 && first_simd.empty()) first_simd = out;
-                    else if (level >= 1 && std::memcmp(first_simd.data(), out.data(), out.size() * sizeof(float)) != 0)
-                        fail_msg("attention blocks, level %d: not the AVX2 level's bits (%s, %d heads on %d, head_dim %d, variant %d)",
-                                 level, dtype_name(type), sh.n_head, sh.n_head_kv, sh.hd, variant);
+                        check_attention(q, qpos, std::vector<const AttnSeq *>(static_cast<size_t>(nt), &seq), p, out, what);
                     std::vector<float> again(q.size(), NAN);
                     attention(*pool2, q.data(), qpos.data(), tables.data(), nt, kv.view(), again.data(), p);
                     assert_memory_equal(again.data(), out.data(), out.size() * sizeof(float));
-                    for (int64_t t = 0; t < nt; ++t) {
-                        std::vector<float> alone(static_cast<size_t>(q_row), NAN);
-                        attention(*pool2, q.data() + t * q_row, &qpos[t], &tables[t], 1, kv.view(), alone.data(), p);
-                        if (std::memcmp(alone.data(), out.data() + t * q_row, alone.size() * sizeof(float)) != 0)
-                            fail_msg("attention blocks, level %d: token %lld (pos %d) alone differs (%s, %d heads on %d, head_dim %d, "
-                                     "variant %d)", level, static_cast<long long>(t), qpos[t], dtype_name(type), sh.n_head,
-                                     sh.n_head_kv, sh.hd, variant);
-                    }
+                    check_attention_bits(level, first_simd, out, *pool2, q, qpos, tables, kv.view(), p, what);
                 });
             }
 }
