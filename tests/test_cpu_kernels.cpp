@@ -1928,9 +1928,57 @@ static void bench_one(ThreadPool &pool, Scratch &scratch, const TestWeight &w, i
                   nt == 1 ? "GB/s of weights" : "GMAC/s");
 }
 
+// EMBER_KERNEL_BENCH=attention: one layer's attention at TinyLlama's shape (32 query heads on 4 KV heads,
+// head_dim 64) over a 512-token sequence whose 16-row blocks lie scattered in the pool, 2 threads, at
+// each SIMD level: a prefill of 512 tokens in passes of 256 queries as the runtime cuts it (f16 and
+// Q8_0 caches), and 512 decode steps (passes of one query). Best and median of 7 layers (what
+// docs/benchmarks.md's "Attention in prefill" measured).
+static void bench_attention() {
+    uint64_t st = 3;
+    auto pool = make_pool(2);
+    const int n_head = 32, n_head_kv = 4, hd = 64;
+    const int64_t kv_row = static_cast<int64_t>(n_head_kv) * hd, q_row = static_cast<int64_t>(n_head) * hd, n_prompt = 512;
+    for (DType type : kKvTypes) {
+        AttnSeq seq = make_attn_seq(&st, n_prompt, kv_row, type);
+        const AttnPool kv = place_seqs({&seq}, 16, kv_row, rand_perm(&st, blocks_needed({&seq}, 16)));
+        std::vector<int32_t> pos(static_cast<size_t>(n_prompt));
+        for (int64_t t = 0; t < n_prompt; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+        const std::vector<const int32_t *> tables(static_cast<size_t>(n_prompt), seq.table.data());
+        const std::vector<float> q = rand_vec(&st, static_cast<size_t>(n_prompt * q_row), -2, 2);
+        const AttnParams p = attn_params(n_head, n_head_kv, hd, 1.0f);
+        std::vector<float> out(q.size());
+        for_each_variant([&](int v) {
+            if (v < 1) return;
+            for (int64_t n_batch : {int64_t{256}, int64_t{1}}) {
+                if (n_batch == 1 && type != DType::F16) continue;
+                auto layer = [&] {
+                    for (int64_t t0 = 0; t0 < n_prompt; t0 += n_batch)
+                        attention(*pool, q.data() + t0 * q_row, pos.data() + t0, tables.data() + t0, std::min(n_batch, n_prompt - t0),
+                                  kv.view(), out.data() + t0 * q_row, p);
+                };
+                layer();  // warm-up: pages, caches, the pool's threads
+                std::vector<double> ms;
+                for (int r = 0; r < 7; ++r) {
+                    const auto t0 = std::chrono::steady_clock::now();
+                    layer();
+                    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+                }
+                std::sort(ms.begin(), ms.end());
+                print_message("bench %-6s attention %s cache, P %lld in passes of %lld, 32 heads on 4, head_dim 64, 2 thr: best %.3f ms, "
+                              "median %.3f ms per layer\n", isa_name(), dtype_name(type), static_cast<long long>(n_prompt),
+                              static_cast<long long>(n_batch), ms.front(), ms[ms.size() / 2]);
+            }
+        });
+    }
+}
+
 static void test_bench(void **) {
     const char *env = std::getenv("EMBER_KERNEL_BENCH");
     if (!env || !*env || *env == '0') return;
+    if (std::strstr(env, "attention")) {
+        bench_attention();
+        return;
+    }
     // The quantized formats at a TinyLlama shape (2048 -> 2048): decode (1 token) and prefill (64).
     if (std::strstr(env, "formats")) {
         uint64_t st = 2;

@@ -38,7 +38,7 @@ struct Q8Row {
 
 // Keeps v in a register: GCC otherwise folds a load that two heads' FMAs share into both, doubling the
 // loads of loops that the load ports then bound (attend_heads: AVX2 level 9.3 -> 8.2 ms for a TinyLlama
-// layer's prefill of 512 tokens, ember-attention-bench).
+// layer's prefill of 512 tokens, EMBER_KERNEL_BENCH=attention test_cpu_kernels).
 inline void in_register(__m256 &v) { asm("" : "+x"(v)); }
 
 // Lane j of the result is the sum of the 8 lanes of a_j, added in one fixed tree: within each 128-bit
