@@ -36,11 +36,15 @@
 // from a zero-padded copy of its blocks and never stores the padding. The epilogues read a group's token
 // scales from QuantActs' copies by groups of 16 (one pointer, not 16 spilled ones).
 //
-// What bounds it (measured, docs/benchmarks.md "Prefill, fourth pass"): per block of 16 tokens x 16 rows,
-// the tile unit's own traffic (A 16 rows, B 8, the C store 16, about a row a cycle) and the epilogue's
-// 3-4 vector operations per token, which do not overlap much. Software pipelining (the next pair's
-// products issued before the stored pair's epilogues, in two- and three-stage forms, or the previous
-// four's epilogues deferred) measured 3-10 % slower than the plain order below, and was dropped.
+// What bounds it (measured, docs/benchmarks.md "Prefill, fourth pass" and "fifth pass"): per block of 16
+// tokens x 16 rows, the tile instructions (two loads, the product and the C store: ~25 TSC cycles on
+// their own, the store ~11) and the epilogue's 3-4 vector operations per token (~22 for Q4_0), which
+// barely overlap: a loop of tile instructions and an epilogue on unrelated data takes about the sum of
+// the two. What overlap there is depends on the order: the tile loops below issue each block's
+// product of the next four, then one block's epilogue of the previous four, and store each product
+// one epilogue after it was issued (when its TDPBSSD is done, so the store does not hold up the tile
+// instructions behind it). Other orders measured slower (bench/gemm_kernel.cpp for the kernel; the
+// fifth pass lists them).
 //
 // Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
 // before its first tile instruction (configure_tiles). Each call checks the thread's configuration
@@ -201,8 +205,8 @@ struct Q4Amx {
         }
     }
 
-    // Blocks in fours: four products into tmm4..tmm7 (A and B alternating between two tiles each), stored,
-    // then their epilogues while the next four are formed.
+    // Blocks in fours: four products into tmm4..tmm7 (A and B alternating between two tiles each), each
+    // issued before one epilogue of the previous four and stored after it (see the top of the file).
     template <int T, bool kPad>
     static void tile(const MatmulJob &job, const Block *pb, int64_t n, int64_t r, const GroupTokens<T> &op, int nt,
                      const ChunkEdges &e) {
@@ -210,24 +214,44 @@ struct Q4Amx {
         load_acc<T>(op, e, acc);
         ASource<kPad> src(op.x, op.stride, nt);
         const int64_t as = src.a_stride();
-        alignas(64) int32_t c[4][kGroup][kRows];
+        alignas(64) int32_t c[2][4][kGroup][kRows];
+        const int64_t n4 = n / 4 * 4;
         int64_t b = 0;
-        for (; b + 4 <= n; b += 4) {
-            EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(b, 0), as, pb[b].q);
-            EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, src.block(b + 1, 1), as, pb[b + 1].q);
-            EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, src.block(b + 2, 2), as, pb[b + 2].q);
-            EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, src.block(b + 3, 3), as, pb[b + 3].q);
-            _tile_stored(4, c[0], 4 * kRows);
-            _tile_stored(5, c[1], 4 * kRows);
-            _tile_stored(6, c[2], 4 * kRows);
-            _tile_stored(7, c[3], 4 * kRows);
+        if (n4 > 0) {
+            EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(0, 0), as, pb[0].q);
+            EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, src.block(1, 1), as, pb[1].q);
+            EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, src.block(2, 2), as, pb[2].q);
+            EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, src.block(3, 3), as, pb[3].q);
+            _tile_stored(4, c[0][0], 4 * kRows);
+            _tile_stored(5, c[0][1], 4 * kRows);
+            _tile_stored(6, c[0][2], 4 * kRows);
+            _tile_stored(7, c[0][3], 4 * kRows);
+            // Blocks b .. b + 3's products (into c[1 - h]) interleaved with the epilogues of b - 4 .. b - 1
+            // (from c[h]), each store one epilogue after its product.
+            int h = 0;
+            for (b = 4; b < n4; b += 4, h ^= 1) {
+                int32_t (*cn)[kGroup][kRows] = c[h ^ 1];
+                const int32_t (*cu)[kGroup][kRows] = c[h];
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(b, 0), as, pb[b].q);
+                apply<T>(cu[0], pb[b - 4], op, b - 4, acc);
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, src.block(b + 1, 1), as, pb[b + 1].q);
+                apply<T>(cu[1], pb[b - 3], op, b - 3, acc);
+                _tile_stored(4, cn[0], 4 * kRows);
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, src.block(b + 2, 2), as, pb[b + 2].q);
+                apply<T>(cu[2], pb[b - 2], op, b - 2, acc);
+                _tile_stored(5, cn[1], 4 * kRows);
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, src.block(b + 3, 3), as, pb[b + 3].q);
+                apply<T>(cu[3], pb[b - 1], op, b - 1, acc);
+                _tile_stored(6, cn[2], 4 * kRows);
+                _tile_stored(7, cn[3], 4 * kRows);
+            }
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) apply<T>(c[j], pb[b + j], op, b + j, acc);
+            for (int j = 0; j < 4; ++j) apply<T>(c[h][j], pb[n4 - 4 + j], op, n4 - 4 + j, acc);
         }
         for (; b < n; ++b) {
             EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(b, 0), as, pb[b].q);
-            _tile_stored(4, c[0], 4 * kRows);
-            apply<T>(c[0], pb[b], op, b, acc);
+            _tile_stored(4, c[0][0], 4 * kRows);
+            apply<T>(c[0][0], pb[b], op, b, acc);
         }
         store_acc<T>(job, r, op, e, acc);
     }
@@ -309,7 +333,8 @@ struct PackQ6_K {
         }
     }
 
-    // Blocks in pairs: block b's halves into tmm4/tmm5, b + 1's into tmm6/tmm7.
+    // Blocks in pairs: block b's halves into tmm4/tmm5, b + 1's into tmm6/tmm7, interleaved with the
+    // previous pair's epilogues as Q4Amx::tile does.
     template <int T, bool kPad>
     static void tile(const MatmulJob &job, const Block *pb, int64_t n, int64_t r, const GroupTokens<T> &op, int nt,
                      const ChunkEdges &e) {
@@ -317,30 +342,42 @@ struct PackQ6_K {
         load_acc<T>(op, e, acc);
         ASource<kPad> src(op.x, op.stride, nt);
         const int64_t as = src.a_stride();
-        alignas(64) int32_t c[4][kGroup][kRows];
-        // n is whole super-blocks (8 blocks), so pairs cover it.
-        for (int64_t b = 0; b < n; b += 2) {
-            _tile_loadd(0, src.block(b, 0), as);
-            _tile_loadd(2, pb[b].w[0], 64);
-            _tile_loadd(3, pb[b].w[1], 64);
-            _tile_zero(4);
-            _tile_zero(5);
-            _tile_dpbssd(4, 0, 2);
-            _tile_dpbssd(5, 0, 3);
-            _tile_loadd(1, src.block(b + 1, 1), as);
-            _tile_loadd(2, pb[b + 1].w[0], 64);
-            _tile_loadd(3, pb[b + 1].w[1], 64);
-            _tile_zero(6);
-            _tile_zero(7);
-            _tile_dpbssd(6, 1, 2);
-            _tile_dpbssd(7, 1, 3);
-            _tile_stored(4, c[0], 4 * kRows);
-            _tile_stored(5, c[1], 4 * kRows);
-            _tile_stored(6, c[2], 4 * kRows);
-            _tile_stored(7, c[3], 4 * kRows);
-            apply<T>(c[0], c[1], pb[b], op, b, acc);
-            apply<T>(c[2], c[3], pb[b + 1], op, b + 1, acc);
+        alignas(64) int32_t c[2][4][kGroup][kRows];
+        // Block b's halves into tmm4 / tmm5, b + 1's into tmm6 / tmm7.
+#define EMBER_AMX_Q6_PRODUCT(A, C0, C1, b, j)      \
+    do {                                          \
+        _tile_loadd(A, src.block(b, j), as);      \
+        _tile_loadd(2, pb[b].w[0], 64);           \
+        _tile_loadd(3, pb[b].w[1], 64);           \
+        _tile_zero(C0);                           \
+        _tile_zero(C1);                           \
+        _tile_dpbssd(C0, A, 2);                   \
+        _tile_dpbssd(C1, A, 3);                   \
+    } while (0)
+        // n is whole super-blocks (8 blocks), so pairs cover it. The first pair's products, then each
+        // pair's interleaved with the previous pair's epilogues (as in Q4Amx::tile).
+        EMBER_AMX_Q6_PRODUCT(0, 4, 5, 0, 0);
+        EMBER_AMX_Q6_PRODUCT(1, 6, 7, 1, 1);
+        _tile_stored(4, c[0][0], 4 * kRows);
+        _tile_stored(5, c[0][1], 4 * kRows);
+        _tile_stored(6, c[0][2], 4 * kRows);
+        _tile_stored(7, c[0][3], 4 * kRows);
+        int h = 0;
+        for (int64_t b = 2; b < n; b += 2, h ^= 1) {
+            int32_t (*cn)[kGroup][kRows] = c[h ^ 1];
+            const int32_t (*cu)[kGroup][kRows] = c[h];
+            EMBER_AMX_Q6_PRODUCT(0, 4, 5, b, 0);
+            apply<T>(cu[0], cu[1], pb[b - 2], op, b - 2, acc);
+            EMBER_AMX_Q6_PRODUCT(1, 6, 7, b + 1, 1);
+            _tile_stored(4, cn[0], 4 * kRows);
+            _tile_stored(5, cn[1], 4 * kRows);
+            apply<T>(cu[2], cu[3], pb[b - 1], op, b - 1, acc);
+            _tile_stored(6, cn[2], 4 * kRows);
+            _tile_stored(7, cn[3], 4 * kRows);
         }
+#undef EMBER_AMX_Q6_PRODUCT
+        apply<T>(c[h][0], c[h][1], pb[n - 2], op, n - 2, acc);
+        apply<T>(c[h][2], c[h][3], pb[n - 1], op, n - 1, acc);
         store_acc<T>(job, r, op, e, acc);
     }
 };
