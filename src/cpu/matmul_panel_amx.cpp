@@ -43,8 +43,9 @@
 // the two. What overlap there is depends on the order: the tile loops below issue each block's
 // product of the next four, then one block's epilogue of the previous four, and store each product
 // one epilogue after it was issued (when its TDPBSSD is done, so the store does not hold up the tile
-// instructions behind it). Other orders measured slower (bench/gemm_kernel.cpp for the kernel; the
-// fifth pass lists them).
+// instructions behind it); a slab's full token groups run as one such pipeline (Q4Amx::tiles_full), so
+// no group starts with products alone or ends with epilogues alone. Other orders measured slower
+// (bench/gemm_kernel.cpp for the kernel; the fifth pass lists them).
 //
 // Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
 // before its first tile instruction (configure_tiles). Each call checks the thread's configuration
@@ -195,13 +196,18 @@ struct Q4Amx {
     // One block's float epilogue for T tokens: the AVX-512 panel's operations (see the top of the file).
     template <int T>
     static void apply(const int32_t (*c)[kRows], const Block &blk, const GroupTokens<T> &op, int64_t b, __m512 (&acc)[T]) {
+        apply<T>(c, blk, op.xd + kGroup * b, op.xds + kGroup * b, acc);
+    }
+    // The same with the block's token scales at xd[t] and xds[t].
+    template <int T>
+    static void apply(const int32_t (*c)[kRows], const Block &blk, const float *xd, const float *xds, __m512 (&acc)[T]) {
         const __m512 s = _mm512_load_ps(blk.s), m = _mm512_load_ps(blk.m);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
             const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c[t]));
-            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(op.xd[kGroup * b + t])), acc[t]);
-            // op.xds = xd * xs, formed once per matmul (the same float product the AVX-512 panel forms).
-            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(op.xds[kGroup * b + t]), acc[t]);
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(xd[t])), acc[t]);
+            // xds = xd * xs, formed once per matmul (the same float product the AVX-512 panel forms).
+            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(xds[t]), acc[t]);
         }
     }
 
@@ -254,6 +260,68 @@ struct Q4Amx {
             apply<T>(c[0][0], pb[b], op, b, acc);
         }
         store_acc<T>(job, r, op, e, acc);
+    }
+
+    // Full token groups tb, tb + 16, .. (ng of them) of a chunk of n blocks (a multiple of 4), as tile<16,
+    // false> runs each, in one pipeline: a group's first four products are interleaved with the
+    // previous group's last four epilogues instead of waiting for them (round i = group i / nq, blocks
+    // 4 (i % nq) ..).
+    static constexpr bool kGroupsPipelined = true;
+    static void tiles_full(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t ng,
+                           const ChunkEdges &e) {
+        const int64_t nq = n / 4, total = ng * nq, as = job.n_in;
+        const int8_t *xa = job.xq.qs + tb * job.n_in + b0 * 32;  // the products' group's A at block 0
+        int64_t bp = 0;                                          // the products' first block
+        auto a_of = [&](int64_t, int j) { return xa + (bp + j) * 32; };
+        auto b_of = [&](int64_t, int j) { return pb[bp + j].q; };
+        alignas(64) int32_t c[2][4][kGroup][kRows];
+        __m512 acc[kGroup];
+        load_acc<kGroup>(GroupTokens<kGroup>(job, b0, r, tb, kGroup), e, acc);
+        // The epilogues' group's token scales at their block be (QuantActs' d16 / dsum16: 16 floats a block).
+        const int64_t gstride = job.xq.nb * kGroup;
+        const float *xd = job.xq.d16 + (tb / kGroup * job.xq.nb + b0) * kGroup, *xds = job.xq.dsum16 + (xd - job.xq.d16);
+        int64_t te = tb;  // the epilogues' group's first token
+        EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0, 0), as, b_of(0, 0));
+        EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(0, 1), as, b_of(0, 1));
+        EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(0, 2), as, b_of(0, 2));
+        EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(0, 3), as, b_of(0, 3));
+        _tile_stored(4, c[0][0], 4 * kRows);
+        _tile_stored(5, c[0][1], 4 * kRows);
+        _tile_stored(6, c[0][2], 4 * kRows);
+        _tile_stored(7, c[0][3], 4 * kRows);
+        int h = 0;
+        int64_t be = 0;  // the epilogues' first block (round i - 1)
+        for (int64_t i = 1; i <= total; ++i, h ^= 1) {
+            bp += 4;
+            if (bp == n) bp = 0, xa += kGroup * job.n_in;
+            const int32_t (*cu)[kGroup][kRows] = c[h];
+            if (i < total) {
+                int32_t (*cn)[kGroup][kRows] = c[h ^ 1];
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(i, 0), as, b_of(i, 0));
+                apply<kGroup>(cu[0], pb[be], xd + kGroup * be, xds + kGroup * be, acc);
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(i, 1), as, b_of(i, 1));
+                apply<kGroup>(cu[1], pb[be + 1], xd + kGroup * (be + 1), xds + kGroup * (be + 1), acc);
+                _tile_stored(4, cn[0], 4 * kRows);
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(i, 2), as, b_of(i, 2));
+                apply<kGroup>(cu[2], pb[be + 2], xd + kGroup * (be + 2), xds + kGroup * (be + 2), acc);
+                _tile_stored(5, cn[1], 4 * kRows);
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(i, 3), as, b_of(i, 3));
+                apply<kGroup>(cu[3], pb[be + 3], xd + kGroup * (be + 3), xds + kGroup * (be + 3), acc);
+                _tile_stored(6, cn[2], 4 * kRows);
+                _tile_stored(7, cn[3], 4 * kRows);
+            } else {
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) apply<kGroup>(cu[j], pb[be + j], xd + kGroup * (be + j), xds + kGroup * (be + j), acc);
+            }
+            be += 4;
+            if (be == n) {  // round i - 1 was its group's last
+                be = 0;
+                store_acc<kGroup>(job, r, GroupTokens<kGroup>(job, b0, r, te, kGroup), e, acc);
+                te += kGroup;
+                xd += gstride, xds += gstride;
+                if (i < total) load_acc<kGroup>(GroupTokens<kGroup>(job, b0, r, te, kGroup), e, acc);
+            }
+        }
     }
 };
 
@@ -427,7 +495,15 @@ void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
         job, r0, r1,
         [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
         [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te, const ChunkEdges &e) {
-            for (int64_t t = tb; t < te; t += kGroup)
+            int64_t t = tb;
+            if constexpr (requires { Pack::kGroupsPipelined; }) {
+                const int64_t ng = (te - tb) / kGroup;
+                if (n % 4 == 0 && ng > 0) {
+                    Pack::tiles_full(job, buf, b0, n, r, tb, ng, e);
+                    t += ng * kGroup;
+                }
+            }
+            for (; t < te; t += kGroup)
                 group<Pack>(job, buf, b0, n, r, t, static_cast<int>(te - t < kGroup ? te - t : kGroup), e);
         });
 }
