@@ -1225,7 +1225,7 @@ static void test_matmul_q8_0_extremes(void **) {
 // Also in place.
 static void test_rms_norm(void **) {
     uint64_t st = 5;
-    for (int64_t dim : {8, 288, 4096}) {
+    for (int64_t dim : {8, 13, 288, 4096, 4099}) {  // 13, 4099: the sum of squares' tail after its 8 lanes
         const int64_t rows = 3;
         std::vector<float> x = rand_vec(&st, static_cast<size_t>(rows * dim), -3, 3);
         const std::vector<float> w = rand_vec(&st, static_cast<size_t>(dim), -2, 2);
@@ -1248,7 +1248,8 @@ static void test_rms_norm(void **) {
 // swiglu: |err| <= 1e-5 |ref| for |g| <= 30 (e^x is accurate to ~2e-7 relative, the rest is a few float
 // roundings); for very negative g the result only has to be ~0 (|out| <= 1e-30: the true value is
 // below 1e-35 and the AVX2 exp clamps its argument at 88.3). n = 1003 exercises the vector tail; the
-// second call aliases out with gate.
+// second call aliases out with gate. The AVX-512 kernel runs the AVX2 one's operations on 16 lanes: the
+// levels above AVX2 must give its bits.
 static void test_swiglu(void **) {
     uint64_t st = 6;
     const int64_t n = 1003;
@@ -1258,9 +1259,11 @@ static void test_swiglu(void **) {
     g[1] = 100;
     g[2] = -88.5f;
     g[3] = 0;
-    for_each_variant([&](int) {
+    std::vector<float> by_level[kLevels];
+    for_each_variant([&](int v) {
         std::vector<float> out(n);
         swiglu(g.data(), u.data(), out.data(), n);
+        by_level[v] = out;
         for (int64_t i = 0; i < n; ++i) {
             const double ref = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
             if (g[i] < -80) {
@@ -1273,6 +1276,9 @@ static void test_swiglu(void **) {
         swiglu(g2.data(), u.data(), g2.data(), n);
         assert_memory_equal(g2.data(), out.data(), n * sizeof(float));
     });
+    for (int v = 2; v < kLevels; ++v)
+        if (!by_level[1].empty() && !by_level[v].empty() && std::memcmp(by_level[1].data(), by_level[v].data(), n * sizeof(float)) != 0)
+            fail_msg("swiglu: level %d differs from avx2", v);
 }
 
 // add_inplace: each element is one float addition, exactly what the reference float sum gives.
@@ -1568,6 +1574,59 @@ static void test_attention_batch(void **) {
                         std::vector<float> alone(static_cast<size_t>(q_row), NAN);
                         attention(*pool2, q.data() + t * q_row, &qpos[t], &tables[t], 1, kv.view(), alone.data(), p);
                         assert_memory_equal(alone.data(), out.data() + t * q_row, alone.size() * sizeof(float));
+                    }
+                });
+            }
+}
+
+// A long causal prefill run in one call, where attention serves blocks of neighbouring tokens together
+// (attend_heads widens each tile once for a block; the tokens' keys end at different places in the
+// last tile, some before it), against each token alone (blocks of one) to the bit, at every level, and
+// every SIMD level against the AVX2 level's bits. Also under a sliding window (tokens past it start
+// their tiles elsewhere, so they must not share a block with the others), with capped scores and sink
+// logits, and at TinyLlama's shape (32 heads on 4, head_dim 64).
+static void test_attention_blocks(void **) {
+    auto pool1 = make_pool(1), pool2 = make_pool(2);
+    uint64_t st = 16;
+    struct Shape { int n_head, n_head_kv, hd; };
+    for (DType type : kKvTypes)
+        for (Shape sh : {Shape{32, 4, 64}, Shape{8, 4, 48}, Shape{6, 6, 64}, Shape{12, 4, 128}})
+            for (int variant = 0; variant < 3; ++variant) {  // 0 plain, 1 window 40, 2 softcap and sinks
+                const int64_t kv_row = static_cast<int64_t>(sh.n_head_kv) * sh.hd;
+                if (!kv_shape_ok(type, kv_row, sh.hd)) continue;
+                AttnSeq seq = make_attn_seq(&st, 100, kv_row, type);
+                const uint32_t bs = variant == 1 ? 7u : 16u;
+                const AttnPool kv = place_seqs({&seq}, bs, kv_row, rand_perm(&st, blocks_needed({&seq}, bs) + 2));
+                const int64_t nt = 70;  // positions 30 .. 99
+                std::vector<int32_t> qpos;
+                for (int64_t t = 0; t < nt; ++t) qpos.push_back(static_cast<int32_t>(30 + t));
+                const std::vector<const int32_t *> tables(static_cast<size_t>(nt), seq.table.data());
+                const int64_t q_row = static_cast<int64_t>(sh.n_head) * sh.hd;
+                const std::vector<float> q = rand_vec(&st, static_cast<size_t>(nt * q_row), -2, 2);
+                const std::vector<float> sinks = rand_vec(&st, static_cast<size_t>(sh.n_head), -1, 3);
+                AttnParams p = attn_params(sh.n_head, sh.n_head_kv, sh.hd, 4.0f);
+                if (variant == 1) p.window = 40;
+                if (variant == 2) p.softcap = 3.0f, p.sinks = sinks.data();
+                std::vector<float> first_simd;
+                for_each_variant([&](int level) {
+                    std::vector<float> out(q.size(), NAN);
+                    attention(*pool1, q.data(), qpos.data(), tables.data(), nt, kv.view(), out.data(), p);
+                    if (variant == 0)
+                        check_attention(q, qpos, std::vector<const AttnSeq *>(static_cast<size_t>(nt), &seq), p, out, "blocks");
+                    if (level >= 1 && first_simd.empty()) first_simd = out;
+                    else if (level >= 1 && std::memcmp(first_simd.data(), out.data(), out.size() * sizeof(float)) != 0)
+                        fail_msg("attention blocks, level %d: not the AVX2 level's bits (%s, %d heads on %d, head_dim %d, variant %d)",
+                                 level, dtype_name(type), sh.n_head, sh.n_head_kv, sh.hd, variant);
+                    std::vector<float> again(q.size(), NAN);
+                    attention(*pool2, q.data(), qpos.data(), tables.data(), nt, kv.view(), again.data(), p);
+                    assert_memory_equal(again.data(), out.data(), out.size() * sizeof(float));
+                    for (int64_t t = 0; t < nt; ++t) {
+                        std::vector<float> alone(static_cast<size_t>(q_row), NAN);
+                        attention(*pool2, q.data() + t * q_row, &qpos[t], &tables[t], 1, kv.view(), alone.data(), p);
+                        if (std::memcmp(alone.data(), out.data() + t * q_row, alone.size() * sizeof(float)) != 0)
+                            fail_msg("attention blocks, level %d: token %lld (pos %d) alone differs (%s, %d heads on %d, head_dim %d, "
+                                     "variant %d)", level, static_cast<long long>(t), qpos[t], dtype_name(type), sh.n_head,
+                                     sh.n_head_kv, sh.hd, variant);
                     }
                 });
             }
@@ -1933,6 +1992,7 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_batch),
+        cmocka_unit_test(test_attention_blocks),
         cmocka_unit_test(test_attention_uneven),
         cmocka_unit_test(test_attention_layout),
         cmocka_unit_test(test_get_rows),

@@ -1,6 +1,7 @@
 // attention.cpp — causal attention over the paged KV cache (f16 or Q8_0 rows): threading over (token,
-// head) pairs, or (token, group of the query heads that share a KV head) where the level has a grouped
-// kernel, and the scalar per-pair kernels (the AVX2 ones are in attention_avx2.cpp).
+// head) pairs, or (block of neighbouring tokens of one sequence, group of the query heads that share a
+// KV head) where the level has a grouped kernel, and the scalar per-pair kernels (the AVX2 ones are in
+// attention_avx2.cpp).
 //
 // Flash style: for one query, keys are visited in tiles of kAttnTile positions; a running maximum m,
 // running sum l and an unnormalised output accumulator are rescaled by e^(m_old - m_new) whenever a
@@ -49,32 +50,55 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
     const auto attend_n = q8 ? k.attend_heads_q8_0 : k.attend_heads;
     const int group = p.n_head / p.n_head_kv;
     const int64_t q_row = static_cast<int64_t>(p.n_head) * p.head_dim;
+    const bool grouped = attend_n && p.head_dim % 8 == 0;
     // Query heads per item: those of a token that read the same KV head go together where the level
     // can (attend_heads widens their keys and values once for all; the same bits), as many as divide
     // the group while every thread still gets several items to take.
     int per_item = 1;
-    if (attend_n && p.head_dim % 8 == 0)
+    if (grouped)
         for (int g = std::min(group, detail::kMaxAttnGroup); g > 1; --g)
             if (group % g == 0 && n_tokens * (p.n_head / g) >= 4 * static_cast<int64_t>(pool.size())) {
                 per_item = g;
                 break;
             }
     const int64_t items_per_token = p.n_head / per_item;
-    const int64_t n_items = n_tokens * items_per_token;
 
     // Items go out costliest first (a query's cost is its number of keys), so the dynamic hand-out
     // below ends on small items and the threads finish together. For one sequence's run of positions
     // that is just the tokens in reverse; a batch mixing sequences needs the sort.
     bool ascending = true;
     for (int64_t t = 1; t < n_tokens && ascending; ++t) ascending = q_pos[t] >= q_pos[t - 1];
-    std::vector<int64_t> order;
-    if (!ascending) {
-        order.resize(static_cast<size_t>(n_tokens));
-        for (int64_t t = 0; t < n_tokens; ++t) order[static_cast<size_t>(t)] = t;
+    std::vector<int64_t> order(static_cast<size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) order[static_cast<size_t>(t)] = n_tokens - 1 - t;
+    if (!ascending)
         std::sort(order.begin(), order.end(), [q_pos](int64_t a, int64_t b) {
             return q_pos[a] != q_pos[b] ? q_pos[a] > q_pos[b] : a > b;
         });
+
+    auto first_key = [&](int64_t t) {
+        const int64_t n_keys = static_cast<int64_t>(q_pos[t]) + 1;
+        return p.window > 0 && n_keys > p.window ? n_keys - p.window : int64_t{0};
+    };
+    // Blocks of tokens, consecutive in that order, of one sequence (the same block table) whose keys
+    // start at the same position: their tiles are the same positions, so attend_heads widens each
+    // tile once for the whole block (a prefill's neighbouring queries see nearly the same keys). As
+    // many tokens as the kernel's state holds, while the threads still get several items each.
+    int block_max = 1;
+    if (grouped) {
+        block_max = std::min(detail::kMaxAttnBlockHeads / per_item, detail::kAttnBlockFloats / (per_item * p.head_dim));
+        const int64_t fair = n_tokens * items_per_token / (8 * static_cast<int64_t>(pool.size()));
+        block_max = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(block_max, fair)));
     }
+    std::vector<int64_t> block_start;  // ranks in `order` where a block starts, then n_tokens
+    for (int64_t r = 0; r < n_tokens; ++r) {
+        const int64_t t = order[static_cast<size_t>(r)];
+        const int64_t first = block_start.empty() ? -1 : order[static_cast<size_t>(block_start.back())];
+        if (first < 0 || r - block_start.back() >= block_max || q_table[t] != q_table[first] || first_key(t) != first_key(first))
+            block_start.push_back(r);
+    }
+    const int64_t n_blocks = static_cast<int64_t>(block_start.size());
+    block_start.push_back(n_tokens);
+    const int64_t n_items = n_blocks * items_per_token;
 
     // Head h of token t.
     auto head = [&](int64_t t, int h, detail::AttnHead &a) {
@@ -88,7 +112,7 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         a.table = q_table[t];
         a.block_size = kv.block_size;
         a.n_keys = static_cast<int64_t>(q_pos[t]) + 1;
-        a.first_key = p.window > 0 && a.n_keys > p.window ? a.n_keys - p.window : 0;
+        a.first_key = first_key(t);
         a.softcap = p.softcap;
         a.has_sink = p.sinks != nullptr;
         a.sink = p.sinks ? p.sinks[h] : 0.0f;
@@ -97,13 +121,15 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         a.out = out + t * q_row + static_cast<int64_t>(h) * p.head_dim;
     };
     auto item = [&](int64_t c) {
-        const int64_t rank = c / items_per_token;
-        const int64_t t = order.empty() ? n_tokens - 1 - rank : order[static_cast<size_t>(rank)];
+        const int64_t b = c / items_per_token;
         const int h0 = static_cast<int>(c % items_per_token) * per_item;
-        detail::AttnHead a[detail::kMaxAttnGroup];
-        for (int g = 0; g < per_item; ++g) head(t, h0 + g, a[g]);
-        if (per_item == 1) attend(a[0]);
-        else attend_n(a, per_item);
+        const int64_t r0 = block_start[static_cast<size_t>(b)];
+        const int n_tok = static_cast<int>(block_start[static_cast<size_t>(b) + 1] - r0);
+        detail::AttnHead a[detail::kMaxAttnBlockHeads];
+        for (int u = 0; u < n_tok; ++u)
+            for (int g = 0; g < per_item; ++g) head(order[static_cast<size_t>(r0 + u)], h0 + g, a[u * per_item + g]);
+        if (grouped && (per_item > 1 || n_tok > 1)) attend_n(a, per_item, n_tok);
+        else attend(a[0]);  // one head alone: widening on the fly costs less than widening first
     };
 
     int64_t macs = 0;

@@ -124,10 +124,10 @@ void attend_head(const AttnHead &a) {
         const int nk = static_cast<int>(a.n_keys - j0 < kAttnTile ? a.n_keys - j0 : kAttnTile);
         attn_tile_runs(a, j0, nk, runs);
         tile_scores(row, a, a.k, a.kv_stride, runs, nk, h.s);
-        const float corr = softmax_step(h);
+        const float corr = softmax_step(h.s, h.pr, h.m, h.l);
         tile_values(row, h.acc, a.v, a.kv_stride, runs, h.pr, corr, a.head_dim);
     }
-    finish(a, h);
+    finish(a, h.acc, h.m, h.l);
 }
 
 // ---- two heads at once (attend_heads) ----------------------------------------------------------------------
@@ -227,48 +227,72 @@ inline void tile_values2(const Row &row, float *acc_a, float *acc_b, const uint8
     }
 }
 
-// n query heads of one token that read the same KV head (grouped-query attention), head_dim a multiple of
-// 8: each tile's K and V rows are widened to f32 once for all n (F16C or the Q8_0 scale, which
-// attend_head does per head and key: half of its vector work at head_dim 64), and each head then runs
-// attend_head's steps on the widened rows. Widening is exact and the same value either way, and
-// tile_scores' and accumulate_v's results do not depend on how keys are grouped into runs (hsum4, and
-// key order per element), so every head gets attend_head's bits.
+// n query heads that read the same KV head (grouped-query attention), of n_tok tokens of one sequence,
+// head_dim a multiple of 8: each tile's K and V rows are widened to f32 once for all the block's heads
+// (F16C or the Q8_0 scale, which attend_head does per head and key: half of its vector work at head_dim
+// 64), and each head then runs attend_head's steps on the widened rows. Widening is exact and the same
+// value either way, and tile_scores' and accumulate_v's results do not depend on how keys are grouped
+// into runs (hsum4, and key order per element), so every head gets attend_head's bits. A token whose
+// keys end before a tile sits it out; one whose keys end inside it reads the tile's first nk rows,
+// which hold its keys as they would alone.
 template <class Row>
-void attend_heads(const AttnHead *a, int n) {
+void attend_heads(const AttnHead *a, int n, int n_tok) {
     const Row row{a[0].head_off};
     const int hd = a[0].head_dim;
     const size_t stride = static_cast<size_t>(hd) * sizeof(float);
     alignas(32) float buf[kAttnTile * kMaxHeadDim];
-    HeadState h[kMaxAttnGroup];
-    for (int g = 0; g < n; ++g) h[g].init(hd);
+    alignas(32) float s[2][kAttnTile];
+    BlockState st;
+    st.init(n * n_tok, hd);
+    const AttnHead &lead = block_lead(a, n, n_tok);
     AttnRuns runs, flat;
     flat.n = 1;
     flat.start[0] = 0;
     flat.off[0] = 0;
     const auto *rows = reinterpret_cast<const uint8_t *>(buf);
-    for (int64_t j0 = a[0].first_key; j0 < a[0].n_keys; j0 += kAttnTile) {
-        const int nk = static_cast<int>(a[0].n_keys - j0 < kAttnTile ? a[0].n_keys - j0 : kAttnTile);
-        attn_tile_runs(a[0], j0, nk, runs);
-        flat.start[1] = nk;
-        float corr[kMaxAttnGroup];
-        widen_tile(row, a[0].k, a[0].kv_stride, runs, hd, buf);
-        int g = 0;
-        for (; g + 2 <= n; g += 2) tile_scores2(F32Row{0}, a[g], a[g + 1], rows, stride, flat, nk, h[g].s, h[g + 1].s);
-        if (g < n) tile_scores(F32Row{0}, a[g], rows, stride, flat, nk, h[g].s);
-        for (g = 0; g < n; ++g) corr[g] = softmax_step(h[g]);
-        widen_tile(row, a[0].v, a[0].kv_stride, runs, hd, buf);
-        for (g = 0; g + 2 <= n; g += 2)
-            tile_values2(F32Row{0}, h[g].acc, h[g + 1].acc, rows, stride, flat, h[g].pr, h[g + 1].pr, corr[g], corr[g + 1], hd);
-        if (g < n) tile_values(F32Row{0}, h[g].acc, rows, stride, flat, h[g].pr, corr[g], hd);
+    for (int64_t j0 = lead.first_key; j0 < lead.n_keys; j0 += kAttnTile) {
+        attn_tile_runs(lead, j0, static_cast<int>(lead.n_keys - j0 < kAttnTile ? lead.n_keys - j0 : kAttnTile), runs);
+        widen_tile(row, lead.k, lead.kv_stride, runs, hd, buf);
+        for (int t = 0; t < n_tok; ++t) {
+            const AttnHead *at = a + t * n;
+            if (j0 >= at->n_keys) continue;
+            const int nk = static_cast<int>(at->n_keys - j0 < kAttnTile ? at->n_keys - j0 : kAttnTile);
+            flat.start[1] = nk;
+            const int i0 = t * n;
+            int g = 0;
+            for (; g + 2 <= n; g += 2) {
+                tile_scores2(F32Row{0}, at[g], at[g + 1], rows, stride, flat, nk, s[0], s[1]);
+                for (int u = 0; u < 2; ++u) {
+                    const int i = i0 + g + u;
+                    st.corr[i] = softmax_step(s[u], st.pr + i * kAttnTile, st.m[i], st.l[i]);
+                }
+            }
+            if (g < n) {
+                tile_scores(F32Row{0}, at[g], rows, stride, flat, nk, s[0]);
+                const int i = i0 + g;
+                st.corr[i] = softmax_step(s[0], st.pr + i * kAttnTile, st.m[i], st.l[i]);
+            }
+        }
+        widen_tile(row, lead.v, lead.kv_stride, runs, hd, buf);
+        for (int t = 0; t < n_tok; ++t) {
+            if (j0 >= a[t * n].n_keys) continue;
+            flat.start[1] = static_cast<int>(a[t * n].n_keys - j0 < kAttnTile ? a[t * n].n_keys - j0 : kAttnTile);
+            int i = t * n;
+            const int end = i + n;
+            for (; i + 2 <= end; i += 2)
+                tile_values2(F32Row{0}, st.acc + i * hd, st.acc + (i + 1) * hd, rows, stride, flat, st.pr + i * kAttnTile,
+                             st.pr + (i + 1) * kAttnTile, st.corr[i], st.corr[i + 1], hd);
+            if (i < end) tile_values(F32Row{0}, st.acc + i * hd, rows, stride, flat, st.pr + i * kAttnTile, st.corr[i], hd);
+        }
     }
-    for (int g = 0; g < n; ++g) finish(a[g], h[g]);
+    for (int i = 0; i < n * n_tok; ++i) finish(a[i], st.acc + i * hd, st.m[i], st.l[i]);
 }
 
 } // namespace
 
 void attend_head_avx2(const AttnHead &a) { attend_head<F16Row>(a); }
 void attend_head_q8_0_avx2(const AttnHead &a) { attend_head<Q8Row>(a); }
-void attend_heads_avx2(const AttnHead *a, int n) { attend_heads<F16Row>(a, n); }
-void attend_heads_q8_0_avx2(const AttnHead *a, int n) { attend_heads<Q8Row>(a, n); }
+void attend_heads_avx2(const AttnHead *a, int n, int n_tok) { attend_heads<F16Row>(a, n, n_tok); }
+void attend_heads_q8_0_avx2(const AttnHead *a, int n, int n_tok) { attend_heads<Q8Row>(a, n, n_tok); }
 
 } // namespace ember::cpu::detail

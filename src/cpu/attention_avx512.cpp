@@ -10,14 +10,17 @@
 //
 // Same bits. Nothing a lane computes changes, only how many lanes one instruction carries:
 // - scores: the AVX2 kernel's chain for a key is acc = fma(q[i..i+8], k[i..i+8], acc) over i, then
-//   hsum4's fixed tree. Here the K rows are widened in pairs (key 2p's dims 8c .. 8c + 7 beside key
-//   2p + 1's), so one 512-bit FMA runs both keys' chains, each in its own 256-bit half, step for step,
-//   and hsum4 takes the halves;
+//   hsum4's fixed tree. Here the K rows are widened in pairs (keys j and j + 4 of each group of 8, dims
+//   8c .. 8c + 7 side by side), so one 512-bit FMA runs both keys' chains, each in its own 256-bit half,
+//   step for step, and reduce_keys runs hsum4's tree for 16 keys at a time;
 // - values: each output element is acc * corr, then one FMA per key in key order; 16 elements per vector
 //   instead of 8 leaves every element's chain as it was;
-// - widening (F16C or the Q8_0 scale), softmax_step and finish are attention_x86.hpp's, shared.
-// tests/test_cpu_kernels.cpp (test_attention_batch) compares the levels bit for bit.
+// - softmax: softmax_step's operations with the exp on 16 lanes (avx512_exp) and its sums in its order;
+// - widening (F16C or the Q8_0 scale) and finish are attention_x86.hpp's, shared.
+// tests/test_cpu_kernels.cpp (test_attention_batch, test_attention_blocks) compares the levels bit for
+// bit.
 #include "cpu/attention_x86.hpp"
+#include "cpu/simd_avx512.hpp"
 #include "cpu/vec_dot.hpp"
 
 // As in matmul_panel_avx512.cpp: avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose
@@ -29,46 +32,80 @@ namespace ember::cpu::detail {
 
 namespace {
 
-// The tile's K rows (found by runs) widened into buf in pairs: key j's dims 8c .. 8c + 7 at
-// buf + (j / 2) 2 hd + 16 c + 8 (j % 2). Keys from nk up to a multiple of 8 are zero (their scores are
-// formed and then overwritten with -inf).
+// Where key j of a tile sits in the pair buffer (widen_k_pairs): keys go in groups of 8, and in group
+// G pair p (0 .. 3) holds keys 8G + p and 8G + p + 4, dims 8c .. 8c + 7 of each side by side at
+// 16 c + 8 h (h = 0, 1). That pairing makes the reduction below come out in key order.
+inline float *k_pair_slot(float *buf, int hd, int j) { return buf + (j >> 3) * 8 * hd + (j & 3) * 2 * hd + 8 * ((j >> 2) & 1); }
+
+// The tile's K rows (found by runs) widened into buf in pairs (k_pair_slot). Keys from nk up to a
+// multiple of 8 are zero (their scores are formed and then overwritten with -inf).
 template <class Row>
 inline void widen_k_pairs(const Row &row, const uint8_t *src, size_t stride, const AttnRuns &runs, int hd, int nk, float *buf) {
-    auto at = [buf, hd](int j) { return buf + (j / 2) * 2 * hd + 8 * (j % 2); };
     for (int r = 0; r < runs.n; ++r) {
         const uint8_t *p = src + runs.off[r];
         for (int j = runs.start[r]; j < runs.start[r + 1]; ++j, p += stride)
-            for (int i = 0; i < hd; i += 8) _mm256_store_ps(at(j) + 2 * i, row.load8(p, i));
+            for (int i = 0; i < hd; i += 8) _mm256_store_ps(k_pair_slot(buf, hd, j) + 2 * i, row.load8(p, i));
     }
     for (int j = nk; j < ((nk + 7) & ~7); ++j)
-        for (int i = 0; i < hd; i += 8) _mm256_store_ps(at(j) + 2 * i, _mm256_setzero_ps());
+        for (int i = 0; i < hd; i += 8) _mm256_store_ps(k_pair_slot(buf, hd, j) + 2 * i, _mm256_setzero_ps());
 }
 
-inline __m256 lo256(__m512 v) { return _mm512_castps512_ps256(v); }
-inline __m256 hi256(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+// hsum4's hadd on 512-bit vectors: in each 128-bit lane, [a0 + a1, a2 + a3, b0 + b1, b2 + b3].
+inline __m512 hadd512(__m512 a, __m512 b) { return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd)); }
 
-// Scores of heads a and b (head_dim a multiple of 8) for the tile's keys from the pair buffer, 8 keys
-// (4 pairs) per pass: 8 independent FMA chains, as dot_qk4x2's. Then the caps and the -inf padding.
+// The sums of the chains of 8 G keys (c[p]: pair p's two keys' 8 lanes each, as k_pair_slot pairs
+// them), in key order in lanes 0 .. 8 G - 1, each by hsum4's tree: lanes (0 + 1) and (2 + 3), then
+// those two, within each 128-bit half of a key's 8 lanes, then the halves. Two levels of hadd512 bring
+// keys p and p + 4 of a group's four pairs into 128-bit lanes [(0123) of keys 0-3, (4567) of keys 0-3,
+// (0123) of keys 4-7, (4567) of keys 4-7]; one shuffle of 128-bit lanes lines the halves up. 14
+// shuffles per 16 keys where hsum4 on 256-bit halves took 36.
+template <int G>
+inline __m512 reduce_keys(const __m512 *c) {
+    const __m512 y = hadd512(hadd512(c[0], c[1]), hadd512(c[2], c[3]));
+    const __m512 z = G == 2 ? hadd512(hadd512(c[4], c[5]), hadd512(c[6], c[7])) : y;
+    return _mm512_add_ps(_mm512_shuffle_f32x4(y, z, 0x88), _mm512_shuffle_f32x4(y, z, 0xdd));
+}
+
+// Scores of heads a and b for 8 G keys from the pair buffer (kp: their first group): 8 G independent
+// FMA chains per head, each dot_qk4x2's chain for its key, step for step.
+template <int G>
+inline void scores_pass(const AttnHead &a, const AttnHead &b, const float *kp, int hd, float *sa, float *sb) {
+    constexpr int P = 4 * G;
+    __m512 ca[P], cb[P];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) ca[p] = cb[p] = _mm512_setzero_ps();
+    for (int i = 0; i < hd; i += 8) {
+        const __m512 qa = _mm512_broadcast_f32x8(_mm256_loadu_ps(a.q + i)), qb = _mm512_broadcast_f32x8(_mm256_loadu_ps(b.q + i));
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) {
+            const __m512 kv = _mm512_load_ps(kp + p * 2 * hd + 2 * i);
+            ca[p] = _mm512_fmadd_ps(qa, kv, ca[p]);
+            cb[p] = _mm512_fmadd_ps(qb, kv, cb[p]);
+        }
+    }
+    const __m512 ra = _mm512_mul_ps(reduce_keys<G>(ca), _mm512_set1_ps(a.scale));
+    const __m512 rb = _mm512_mul_ps(reduce_keys<G>(cb), _mm512_set1_ps(b.scale));
+    if (G == 2) {
+        _mm512_storeu_ps(sa, ra);
+        _mm512_storeu_ps(sb, rb);
+    } else {
+        _mm256_storeu_ps(sa, _mm512_castps512_ps256(ra));
+        _mm256_storeu_ps(sb, _mm512_castps512_ps256(rb));
+    }
+}
+
+// Scores of heads a and b (head_dim a multiple of 8) for the tile's keys from the pair buffer, 16 keys
+// per pass (32 chains) while more than 8 are left, then 8. Then the caps and the -inf padding.
 inline void tile_scores2(const AttnHead &a, const AttnHead &b, const float *kp, int nk, float *sa, float *sb) {
     const int hd = a.head_dim;
-    const __m128 scale_a = _mm_set1_ps(a.scale), scale_b = _mm_set1_ps(b.scale);
-    for (int j = 0; j < nk; j += 8, kp += 8 * hd) {
-        __m512 ca[4], cb[4];
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p) ca[p] = cb[p] = _mm512_setzero_ps();
-        for (int i = 0; i < hd; i += 8) {
-            const __m512 qa = _mm512_broadcast_f32x8(_mm256_loadu_ps(a.q + i)), qb = _mm512_broadcast_f32x8(_mm256_loadu_ps(b.q + i));
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; ++p) {
-                const __m512 kv = _mm512_load_ps(kp + p * 2 * hd + 2 * i);
-                ca[p] = _mm512_fmadd_ps(qa, kv, ca[p]);
-                cb[p] = _mm512_fmadd_ps(qb, kv, cb[p]);
-            }
+    for (int j = 0; j < nk;) {
+        if (nk - j > 8) {
+            scores_pass<2>(a, b, kp + j * hd, hd, sa + j, sb + j);
+            j += 16;
+        } else {
+            scores_pass<1>(a, b, kp + j * hd, hd, sa + j, sb + j);
+            j += 8;
         }
-        _mm_storeu_ps(sa + j, _mm_mul_ps(hsum4(lo256(ca[0]), hi256(ca[0]), lo256(ca[1]), hi256(ca[1])), scale_a));
-        _mm_storeu_ps(sa + j + 4, _mm_mul_ps(hsum4(lo256(ca[2]), hi256(ca[2]), lo256(ca[3]), hi256(ca[3])), scale_a));
-        _mm_storeu_ps(sb + j, _mm_mul_ps(hsum4(lo256(cb[0]), hi256(cb[0]), lo256(cb[1]), hi256(cb[1])), scale_b));
-        _mm_storeu_ps(sb + j + 4, _mm_mul_ps(hsum4(lo256(cb[2]), hi256(cb[2]), lo256(cb[3]), hi256(cb[3])), scale_b));
     }
     auto finish_scores = [nk](const AttnHead &h, float *s) {
         if (h.softcap > 0) attn_softcap(s, nk, h.softcap);
@@ -124,39 +161,82 @@ inline void tile_values2(const float *v, int hd, int nk, const float *pa, const 
     }
 }
 
-// attention_avx2.cpp's attend_heads, two heads per pass; an odd last head runs as its own pair's second
-// head too, its copy's results going to a spare state.
+// softmax_step (attention_x86.hpp) for n heads of one token, s[g] head g's scores, pr + g kAttnTile
+// its weights, with softmax_step's bits: the maximum by tile_max; the weights 16 at a time by
+// avx512_exp (avx2_exp's bits lane by lane); their sum lane-wise over the four 8-weight pieces in
+// order (0 + p0 + p8 + p16 + p24), then avx2_hsum; the n heads' correction factors e^(m - m_new) by
+// one avx512_exp for all (softmax_step takes one exp each).
+inline void softmax_heads(const float (*s)[kAttnTile], int n, float *pr, float *m, float *l, float *corr) {
+    alignas(64) float m_new[16], d[16] = {};
+    for (int g = 0; g < n; ++g) {
+        const float tmax = tile_max(s[g]);
+        m_new[g] = m[g] > tmax ? m[g] : tmax;
+        d[g] = m[g] - m_new[g];
+    }
+    alignas(64) float cf[16];
+    _mm512_store_ps(cf, avx512_exp(_mm512_load_ps(d)));
+    const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+    for (int g = 0; g < n; ++g, pr += kAttnTile) {
+        const __m512 mv = _mm512_set1_ps(m_new[g]);
+        __m256 lsum = _mm256_setzero_ps();
+        for (int c = 0; c < kAttnTile; c += 16) {
+            const __m512 sv = _mm512_load_ps(s[g] + c);
+            const __m512 p = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(sv, ninf, _CMP_NEQ_OQ), avx512_exp(_mm512_sub_ps(sv, mv)));
+            _mm512_store_ps(pr + c, p);
+            lsum = _mm256_add_ps(_mm256_add_ps(lsum, _mm512_castps512_ps256(p)), _mm512_extractf32x8_ps(p, 1));
+        }
+        corr[g] = cf[g];
+        l[g] = l[g] * cf[g] + avx2_hsum(lsum);
+        m[g] = m_new[g];
+    }
+}
+
+// attention_avx2.cpp's attend_heads (a block of tokens' heads, each tile's rows widened once for all),
+// two heads per pass; an odd last head runs as its own pair's second head too, its copy's results going
+// to spare scores and a spare accumulator.
 template <class Row>
-void attend_heads(const AttnHead *a, int n) {
+void attend_heads(const AttnHead *a, int n, int n_tok) {
     const Row row{a[0].head_off};
     const int hd = a[0].head_dim;
     alignas(64) float buf[kAttnTile * kMaxHeadDim];
-    HeadState h[kMaxAttnGroup], spare;
-    for (int g = 0; g < n; ++g) h[g].init(hd);
-    spare.init(hd);
+    alignas(64) float s[kMaxAttnGroup + 1][kAttnTile];
+    alignas(64) float spare_acc[kMaxHeadDim];
+    BlockState st;
+    st.init(n * n_tok, hd);
+    const AttnHead &lead = block_lead(a, n, n_tok);
     AttnRuns runs;
-    for (int64_t j0 = a[0].first_key; j0 < a[0].n_keys; j0 += kAttnTile) {
-        const int nk = static_cast<int>(a[0].n_keys - j0 < kAttnTile ? a[0].n_keys - j0 : kAttnTile);
-        attn_tile_runs(a[0], j0, nk, runs);
-        widen_k_pairs(row, a[0].k, a[0].kv_stride, runs, hd, nk, buf);
-        for (int g = 0; g < n; g += 2) {
-            const bool pair = g + 1 < n;
-            tile_scores2(a[g], a[pair ? g + 1 : g], buf, nk, h[g].s, pair ? h[g + 1].s : spare.s);
+    for (int64_t j0 = lead.first_key; j0 < lead.n_keys; j0 += kAttnTile) {
+        const int nk_lead = static_cast<int>(lead.n_keys - j0 < kAttnTile ? lead.n_keys - j0 : kAttnTile);
+        attn_tile_runs(lead, j0, nk_lead, runs);
+        widen_k_pairs(row, lead.k, lead.kv_stride, runs, hd, nk_lead, buf);
+        for (int t = 0; t < n_tok; ++t) {
+            const AttnHead *at = a + t * n;
+            if (j0 >= at->n_keys) continue;
+            const int nk = static_cast<int>(at->n_keys - j0 < kAttnTile ? at->n_keys - j0 : kAttnTile);
+            for (int g = 0; g < n; g += 2) {
+                const bool pair = g + 1 < n;
+                tile_scores2(at[g], at[pair ? g + 1 : g], buf, nk, s[g], s[pair ? g + 1 : kMaxAttnGroup]);
+            }
+            const int i = t * n;
+            softmax_heads(s, n, st.pr + i * kAttnTile, st.m + i, st.l + i, st.corr + i);
         }
-        float corr[kMaxAttnGroup];
-        for (int g = 0; g < n; ++g) corr[g] = softmax_step(h[g]);
-        widen_tile(row, a[0].v, a[0].kv_stride, runs, hd, buf);
-        for (int g = 0; g < n; g += 2) {
-            if (g + 1 < n) tile_values2(buf, hd, nk, h[g].pr, h[g + 1].pr, h[g].acc, h[g + 1].acc, corr[g], corr[g + 1]);
-            else tile_values2(buf, hd, nk, h[g].pr, h[g].pr, h[g].acc, spare.acc, corr[g], corr[g]);
+        widen_tile(row, lead.v, lead.kv_stride, runs, hd, buf);
+        for (int t = 0; t < n_tok; ++t) {
+            if (j0 >= a[t * n].n_keys) continue;
+            const int nk = static_cast<int>(a[t * n].n_keys - j0 < kAttnTile ? a[t * n].n_keys - j0 : kAttnTile);
+            for (int i = t * n, end = i + n; i < end; i += 2) {
+                const bool pair = i + 1 < end;
+                tile_values2(buf, hd, nk, st.pr + i * kAttnTile, st.pr + (pair ? i + 1 : i) * kAttnTile, st.acc + i * hd,
+                             pair ? st.acc + (i + 1) * hd : spare_acc, st.corr[i], st.corr[pair ? i + 1 : i]);
+            }
         }
     }
-    for (int g = 0; g < n; ++g) finish(a[g], h[g]);
+    for (int i = 0; i < n * n_tok; ++i) finish(a[i], st.acc + i * hd, st.m[i], st.l[i]);
 }
 
 } // namespace
 
-void attend_heads_avx512(const AttnHead *a, int n) { attend_heads<F16Row>(a, n); }
-void attend_heads_q8_0_avx512(const AttnHead *a, int n) { attend_heads<Q8Row>(a, n); }
+void attend_heads_avx512(const AttnHead *a, int n, int n_tok) { attend_heads<F16Row>(a, n, n_tok); }
+void attend_heads_q8_0_avx512(const AttnHead *a, int n, int n_tok) { attend_heads<Q8Row>(a, n, n_tok); }
 
 } // namespace ember::cpu::detail

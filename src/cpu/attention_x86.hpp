@@ -58,33 +58,61 @@ struct HeadState {
     }
 };
 
-// From the tile's scores: the weights e^(s - m_new) (the padding masked to exactly 0: the clamped exp
-// leaves ~1e-38), l and m brought up to date; returns the factor the accumulator needs first.
-inline float softmax_step(HeadState &h) {
-    __m256 vmax = _mm256_load_ps(h.s);
-    for (int c = 8; c < kAttnTile; c += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(h.s + c));
-    const float tmax = avx2_hmax(vmax);
-    const float m_new = h.m > tmax ? h.m : tmax;
+// The online softmax of a block of (token, head) pairs (attend_heads): pair i's running maximum m[i]
+// and sum l[i], its unnormalised output at acc + i hd, its current tile's weights at pr + i kAttnTile
+// and the factor corr[i] its output needs first.
+struct BlockState {
+    alignas(64) float acc[kAttnBlockFloats];
+    alignas(64) float pr[kMaxAttnBlockHeads * kAttnTile];
+    float m[kMaxAttnBlockHeads], l[kMaxAttnBlockHeads], corr[kMaxAttnBlockHeads];
+    void init(int n, int hd) {
+        for (int i = 0; i < n * hd; ++i) acc[i] = 0;
+        for (int i = 0; i < n; ++i) m[i] = -__builtin_inff(), l[i] = 0;
+    }
+};
+
+// The tile's maximum score: lane-wise over its four 8-score pieces in order, then avx2_hmax's tree.
+inline float tile_max(const float *s) {
+    __m256 vmax = _mm256_load_ps(s);
+    for (int c = 8; c < kAttnTile; c += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(s + c));
+    return avx2_hmax(vmax);
+}
+
+// From the tile's scores s: the weights pr = e^(s - m_new) (the padding masked to exactly 0: the
+// clamped exp leaves ~1e-38), l and m brought up to date; returns the factor the accumulator needs
+// first.
+inline float softmax_step(const float *s, float *pr, float &m, float &l) {
+    const float tmax = tile_max(s);
+    const float m_new = m > tmax ? m : tmax;
     const __m256 mv = _mm256_set1_ps(m_new);
     __m256 lsum = _mm256_setzero_ps();
     for (int c = 0; c < kAttnTile; c += 8) {
-        const __m256 live = _mm256_cmp_ps(_mm256_load_ps(h.s + c), _mm256_set1_ps(-__builtin_inff()), _CMP_NEQ_OQ);
-        const __m256 p = _mm256_and_ps(avx2_exp(_mm256_sub_ps(_mm256_load_ps(h.s + c), mv)), live);
-        _mm256_store_ps(h.pr + c, p);
+        const __m256 live = _mm256_cmp_ps(_mm256_load_ps(s + c), _mm256_set1_ps(-__builtin_inff()), _CMP_NEQ_OQ);
+        const __m256 p = _mm256_and_ps(avx2_exp(_mm256_sub_ps(_mm256_load_ps(s + c), mv)), live);
+        _mm256_store_ps(pr + c, p);
         lsum = _mm256_add_ps(lsum, p);
     }
     // Rescale what came before. On the first tile m = -inf: the clamped exp gives ~1e-38 times l = 0
     // and acc = 0, still 0.
-    const float corr = _mm256_cvtss_f32(avx2_exp(_mm256_set1_ps(h.m - m_new)));
-    h.l = h.l * corr + avx2_hsum(lsum);
-    h.m = m_new;
+    const float corr = _mm256_cvtss_f32(avx2_exp(_mm256_set1_ps(m - m_new)));
+    l = l * corr + avx2_hsum(lsum);
+    m = m_new;
     return corr;
 }
 
-inline void finish(const AttnHead &a, const HeadState &h) {
+inline void finish(const AttnHead &a, const float *acc, float m, float l) {
     float corr;
-    const float inv = attn_finish(a, h.m, h.l, &corr);
-    for (int i = 0; i < a.head_dim; ++i) a.out[i] = h.acc[i] * inv;
+    const float inv = attn_finish(a, m, l, &corr);
+    for (int i = 0; i < a.head_dim; ++i) a.out[i] = acc[i] * inv;
+}
+
+// The token of a block (attend_heads: n heads each) that sees the most keys: its tiles cover the
+// others' (they share the table and first_key).
+inline const AttnHead &block_lead(const AttnHead *a, int n, int n_tok) {
+    const AttnHead *lead = a;
+    for (int t = 1; t < n_tok; ++t)
+        if (a[t * n].n_keys > lead->n_keys) lead = a + t * n;
+    return *lead;
 }
 
 // Rows already widened to f32, one after another (attend_heads' tile buffer).

@@ -97,6 +97,7 @@ const KernelTable kAvx512 = [] {
     t.matmul[kWQ3_K] = matmul_rows_q3_k_avx512;
     t.matmul[kWQ2_K] = matmul_rows_q2_k_avx512;
     t.quantize_acts = quantize_acts_avx512;
+    t.swiglu = swiglu_avx512;
     t.attend_heads = attend_heads_avx512;
     t.attend_heads_q8_0 = attend_heads_q8_0_avx512;
     t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx512, matmul_rows_q4_k_rows16_avx512,

@@ -108,11 +108,13 @@ struct KernelTable {
     void (*attend_head_q8_0)(const AttnHead &a);     // Q8_0 cache (head_dim a multiple of 8)
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
-    // n (<= kMaxAttnGroup) query heads of one token that read the same KV head, head_dim a multiple of
-    // 8, with attend_head's bits for each; null where the level has none (attention() then calls
-    // attend_head per head).
-    void (*attend_heads)(const AttnHead *a, int n);       // F16 cache
-    void (*attend_heads_q8_0)(const AttnHead *a, int n);  // Q8_0 cache
+    // n (<= kMaxAttnGroup) query heads that read the same KV head, of n_tok tokens of one sequence
+    // (a[t * n + g]: head g of token t; the same block table and first_key, so the same tiles;
+    // n * n_tok <= kMaxAttnBlockHeads and n * n_tok * head_dim <= kAttnBlockFloats), head_dim a
+    // multiple of 8, with attend_head's bits for each; null where the level has none (attention() then
+    // calls attend_head per head).
+    void (*attend_heads)(const AttnHead *a, int n, int n_tok);       // F16 cache
+    void (*attend_heads_q8_0)(const AttnHead *a, int n, int n_tok);  // Q8_0 cache
     // Q4_K and Q6_K weights interleaved 16 rows at a time (rows16.hpp), and whether this level reads
     // them with tiles of its own (else through rows copied back to the file's layout).
     MatmulRowsFn matmul_q4_k_rows16, matmul_q6_k_rows16;
@@ -173,8 +175,8 @@ void matmul_panels_q3_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_mxfp4_avx2(const MatmulJob &, int64_t, int64_t);
 void attend_head_avx2(const AttnHead &a);
 void attend_head_q8_0_avx2(const AttnHead &a);
-void attend_heads_avx2(const AttnHead *a, int n);
-void attend_heads_q8_0_avx2(const AttnHead *a, int n);
+void attend_heads_avx2(const AttnHead *a, int n, int n_tok);
+void attend_heads_q8_0_avx2(const AttnHead *a, int n, int n_tok);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
@@ -200,14 +202,16 @@ void matmul_rows_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
 // Activations quantized 16 blocks at a time, the scalar and AVX2 kernels' bits (quant_acts_avx512.cpp).
 void quantize_acts_avx512(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
 // attend_heads on 512-bit vectors with the AVX2 kernels' bits (attention_avx512.cpp).
-void attend_heads_avx512(const AttnHead *a, int n);
-void attend_heads_q8_0_avx512(const AttnHead *a, int n);
+void attend_heads_avx512(const AttnHead *a, int n, int n_tok);
+void attend_heads_q8_0_avx512(const AttnHead *a, int n, int n_tok);
 void matmul_panels_q8_0_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
 void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
+// swiglu on 16 lanes, the AVX2 kernel's bits (elementwise_avx512.cpp).
+void swiglu_avx512(const float *gate, const float *up, float *out, int64_t n);
 
 // AMX (AMX-TILE, AMX-INT8) variants (matmul_panel_amx.cpp, built where the compiler has AMX); call only
 // when cpu_features.cpp allows the level. Its table is the AVX-512 one with these in place: prefill of
@@ -225,6 +229,10 @@ constexpr int kTokTile = 4;      // AVX2: token rows that share one pass over a 
 constexpr int kAttnTile = 32;    // positions per online-softmax step, whatever the cache block size
 constexpr int kMaxHeadDim = 256; // attention keeps one head's accumulator on the stack
 constexpr int kMaxAttnGroup = 8; // query heads one attend_heads call serves
+// attend_heads serves a block of tokens' heads together (their K and V tiles widened once for all):
+// at most this many (token, head) pairs, whose accumulators take at most kAttnBlockFloats floats.
+constexpr int kMaxAttnBlockHeads = 64;
+constexpr int kAttnBlockFloats = 4096;
 
 // The rows of one attention tile (positions j0 .. j0 + n - 1 of an AttnHead) as runs of consecutive
 // rows: run r covers the tile's keys start[r] .. start[r + 1] - 1, whose rows begin off[r] bytes
