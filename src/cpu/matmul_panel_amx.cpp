@@ -36,11 +36,16 @@
 // from a zero-padded copy of its blocks and never stores the padding. The epilogues read a group's token
 // scales from QuantActs' copies by groups of 16 (one pointer, not 16 spilled ones).
 //
-// What bounds it (measured, docs/benchmarks.md "Prefill, fourth pass"): per block of 16 tokens x 16 rows,
-// the tile unit's own traffic (A 16 rows, B 8, the C store 16, about a row a cycle) and the epilogue's
-// 3-4 vector operations per token, which do not overlap much. Software pipelining (the next pair's
-// products issued before the stored pair's epilogues, in two- and three-stage forms, or the previous
-// four's epilogues deferred) measured 3-10 % slower than the plain order below, and was dropped.
+// What bounds it (measured, docs/benchmarks.md "Prefill, fourth pass" and "fifth pass"): per block of 16
+// tokens x 16 rows, the tile instructions (two loads, the product and the C store: ~25 TSC cycles on
+// their own, the store ~11) and the epilogue's 3-4 vector operations per token (~22 for Q4_0), which
+// barely overlap: a loop of tile instructions and an epilogue on unrelated data takes about the sum of
+// the two. What overlap there is depends on the order: the tile loops below issue each block's
+// product of the next four, then one block's epilogue of the previous four, and store each product
+// one epilogue after it was issued (when its TDPBSSD is done, so the store does not hold up the tile
+// instructions behind it); a slab's full token groups run as one such pipeline (Q4Amx::tiles_full), so
+// no group starts with products alone or ends with epilogues alone. Other orders measured slower
+// (bench/gemm_kernel.cpp for the kernel; the fifth pass lists them).
 //
 // Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
 // before its first tile instruction (configure_tiles). Each call checks the thread's configuration
@@ -191,18 +196,23 @@ struct Q4Amx {
     // One block's float epilogue for T tokens: the AVX-512 panel's operations (see the top of the file).
     template <int T>
     static void apply(const int32_t (*c)[kRows], const Block &blk, const GroupTokens<T> &op, int64_t b, __m512 (&acc)[T]) {
+        apply<T>(c, blk, op.xd + kGroup * b, op.xds + kGroup * b, acc);
+    }
+    // The same with the block's token scales at xd[t] and xds[t].
+    template <int T>
+    static void apply(const int32_t (*c)[kRows], const Block &blk, const float *xd, const float *xds, __m512 (&acc)[T]) {
         const __m512 s = _mm512_load_ps(blk.s), m = _mm512_load_ps(blk.m);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
             const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c[t]));
-            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(op.xd[kGroup * b + t])), acc[t]);
-            // op.xds = xd * xs, formed once per matmul (the same float product the AVX-512 panel forms).
-            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(op.xds[kGroup * b + t]), acc[t]);
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(xd[t])), acc[t]);
+            // xds = xd * xs, formed once per matmul (the same float product the AVX-512 panel forms).
+            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(xds[t]), acc[t]);
         }
     }
 
-    // Blocks in fours: four products into tmm4..tmm7 (A and B alternating between two tiles each), stored,
-    // then their epilogues while the next four are formed.
+    // Blocks in fours: four products into tmm4..tmm7 (A and B alternating between two tiles each), each
+    // issued before one epilogue of the previous four and stored after it (see the top of the file).
     template <int T, bool kPad>
     static void tile(const MatmulJob &job, const Block *pb, int64_t n, int64_t r, const GroupTokens<T> &op, int nt,
                      const ChunkEdges &e) {
@@ -210,26 +220,108 @@ struct Q4Amx {
         load_acc<T>(op, e, acc);
         ASource<kPad> src(op.x, op.stride, nt);
         const int64_t as = src.a_stride();
-        alignas(64) int32_t c[4][kGroup][kRows];
+        alignas(64) int32_t c[2][4][kGroup][kRows];
+        const int64_t n4 = n / 4 * 4;
         int64_t b = 0;
-        for (; b + 4 <= n; b += 4) {
-            EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(b, 0), as, pb[b].q);
-            EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, src.block(b + 1, 1), as, pb[b + 1].q);
-            EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, src.block(b + 2, 2), as, pb[b + 2].q);
-            EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, src.block(b + 3, 3), as, pb[b + 3].q);
-            _tile_stored(4, c[0], 4 * kRows);
-            _tile_stored(5, c[1], 4 * kRows);
-            _tile_stored(6, c[2], 4 * kRows);
-            _tile_stored(7, c[3], 4 * kRows);
+        if (n4 > 0) {
+            EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(0, 0), as, pb[0].q);
+            EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, src.block(1, 1), as, pb[1].q);
+            EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, src.block(2, 2), as, pb[2].q);
+            EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, src.block(3, 3), as, pb[3].q);
+            _tile_stored(4, c[0][0], 4 * kRows);
+            _tile_stored(5, c[0][1], 4 * kRows);
+            _tile_stored(6, c[0][2], 4 * kRows);
+            _tile_stored(7, c[0][3], 4 * kRows);
+            // Blocks b .. b + 3's products (into c[1 - h]) interleaved with the epilogues of b - 4 .. b - 1
+            // (from c[h]), each store one epilogue after its product.
+            int h = 0;
+            for (b = 4; b < n4; b += 4, h ^= 1) {
+                int32_t (*cn)[kGroup][kRows] = c[h ^ 1];
+                const int32_t (*cu)[kGroup][kRows] = c[h];
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(b, 0), as, pb[b].q);
+                apply<T>(cu[0], pb[b - 4], op, b - 4, acc);
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, src.block(b + 1, 1), as, pb[b + 1].q);
+                apply<T>(cu[1], pb[b - 3], op, b - 3, acc);
+                _tile_stored(4, cn[0], 4 * kRows);
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, src.block(b + 2, 2), as, pb[b + 2].q);
+                apply<T>(cu[2], pb[b - 2], op, b - 2, acc);
+                _tile_stored(5, cn[1], 4 * kRows);
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, src.block(b + 3, 3), as, pb[b + 3].q);
+                apply<T>(cu[3], pb[b - 1], op, b - 1, acc);
+                _tile_stored(6, cn[2], 4 * kRows);
+                _tile_stored(7, cn[3], 4 * kRows);
+            }
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) apply<T>(c[j], pb[b + j], op, b + j, acc);
+            for (int j = 0; j < 4; ++j) apply<T>(c[h][j], pb[n4 - 4 + j], op, n4 - 4 + j, acc);
         }
         for (; b < n; ++b) {
             EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, src.block(b, 0), as, pb[b].q);
-            _tile_stored(4, c[0], 4 * kRows);
-            apply<T>(c[0], pb[b], op, b, acc);
+            _tile_stored(4, c[0][0], 4 * kRows);
+            apply<T>(c[0][0], pb[b], op, b, acc);
         }
         store_acc<T>(job, r, op, e, acc);
+    }
+
+    // Full token groups tb, tb + 16, .. (ng of them) of a chunk of n blocks (a multiple of 4), as tile<16,
+    // false> runs each, in one pipeline: a group's first four products are interleaved with the
+    // previous group's last four epilogues instead of waiting for them (round i = group i / nq, blocks
+    // 4 (i % nq) ..).
+    static constexpr bool kGroupsPipelined = true;
+    static void tiles_full(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t ng,
+                           const ChunkEdges &e) {
+        const int64_t nq = n / 4, total = ng * nq, as = job.n_in;
+        const int8_t *xa = job.xq.qs + tb * job.n_in + b0 * 32;  // the products' group's A at block 0
+        int64_t bp = 0;                                          // the products' first block
+        auto a_of = [&](int64_t, int j) { return xa + (bp + j) * 32; };
+        auto b_of = [&](int64_t, int j) { return pb[bp + j].q; };
+        alignas(64) int32_t c[2][4][kGroup][kRows];
+        __m512 acc[kGroup];
+        load_acc<kGroup>(GroupTokens<kGroup>(job, b0, r, tb, kGroup), e, acc);
+        // The epilogues' group's token scales at their block be (QuantActs' d16 / dsum16: 16 floats a block).
+        const int64_t gstride = job.xq.nb * kGroup;
+        const float *xd = job.xq.d16 + (tb / kGroup * job.xq.nb + b0) * kGroup, *xds = job.xq.dsum16 + (xd - job.xq.d16);
+        int64_t te = tb;  // the epilogues' group's first token
+        EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0, 0), as, b_of(0, 0));
+        EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(0, 1), as, b_of(0, 1));
+        EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(0, 2), as, b_of(0, 2));
+        EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(0, 3), as, b_of(0, 3));
+        _tile_stored(4, c[0][0], 4 * kRows);
+        _tile_stored(5, c[0][1], 4 * kRows);
+        _tile_stored(6, c[0][2], 4 * kRows);
+        _tile_stored(7, c[0][3], 4 * kRows);
+        int h = 0;
+        int64_t be = 0;  // the epilogues' first block (round i - 1)
+        for (int64_t i = 1; i <= total; ++i, h ^= 1) {
+            bp += 4;
+            if (bp == n) bp = 0, xa += kGroup * job.n_in;
+            const int32_t (*cu)[kGroup][kRows] = c[h];
+            if (i < total) {
+                int32_t (*cn)[kGroup][kRows] = c[h ^ 1];
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(i, 0), as, b_of(i, 0));
+                apply<kGroup>(cu[0], pb[be], xd + kGroup * be, xds + kGroup * be, acc);
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(i, 1), as, b_of(i, 1));
+                apply<kGroup>(cu[1], pb[be + 1], xd + kGroup * (be + 1), xds + kGroup * (be + 1), acc);
+                _tile_stored(4, cn[0], 4 * kRows);
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(i, 2), as, b_of(i, 2));
+                apply<kGroup>(cu[2], pb[be + 2], xd + kGroup * (be + 2), xds + kGroup * (be + 2), acc);
+                _tile_stored(5, cn[1], 4 * kRows);
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(i, 3), as, b_of(i, 3));
+                apply<kGroup>(cu[3], pb[be + 3], xd + kGroup * (be + 3), xds + kGroup * (be + 3), acc);
+                _tile_stored(6, cn[2], 4 * kRows);
+                _tile_stored(7, cn[3], 4 * kRows);
+            } else {
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) apply<kGroup>(cu[j], pb[be + j], xd + kGroup * (be + j), xds + kGroup * (be + j), acc);
+            }
+            be += 4;
+            if (be == n) {  // round i - 1 was its group's last
+                be = 0;
+                store_acc<kGroup>(job, r, GroupTokens<kGroup>(job, b0, r, te, kGroup), e, acc);
+                te += kGroup;
+                xd += gstride, xds += gstride;
+                if (i < total) load_acc<kGroup>(GroupTokens<kGroup>(job, b0, r, te, kGroup), e, acc);
+            }
+        }
     }
 };
 
@@ -309,7 +401,8 @@ struct PackQ6_K {
         }
     }
 
-    // Blocks in pairs: block b's halves into tmm4/tmm5, b + 1's into tmm6/tmm7.
+    // Blocks in pairs: block b's halves into tmm4/tmm5, b + 1's into tmm6/tmm7, interleaved with the
+    // previous pair's epilogues as Q4Amx::tile does.
     template <int T, bool kPad>
     static void tile(const MatmulJob &job, const Block *pb, int64_t n, int64_t r, const GroupTokens<T> &op, int nt,
                      const ChunkEdges &e) {
@@ -317,30 +410,42 @@ struct PackQ6_K {
         load_acc<T>(op, e, acc);
         ASource<kPad> src(op.x, op.stride, nt);
         const int64_t as = src.a_stride();
-        alignas(64) int32_t c[4][kGroup][kRows];
-        // n is whole super-blocks (8 blocks), so pairs cover it.
-        for (int64_t b = 0; b < n; b += 2) {
-            _tile_loadd(0, src.block(b, 0), as);
-            _tile_loadd(2, pb[b].w[0], 64);
-            _tile_loadd(3, pb[b].w[1], 64);
-            _tile_zero(4);
-            _tile_zero(5);
-            _tile_dpbssd(4, 0, 2);
-            _tile_dpbssd(5, 0, 3);
-            _tile_loadd(1, src.block(b + 1, 1), as);
-            _tile_loadd(2, pb[b + 1].w[0], 64);
-            _tile_loadd(3, pb[b + 1].w[1], 64);
-            _tile_zero(6);
-            _tile_zero(7);
-            _tile_dpbssd(6, 1, 2);
-            _tile_dpbssd(7, 1, 3);
-            _tile_stored(4, c[0], 4 * kRows);
-            _tile_stored(5, c[1], 4 * kRows);
-            _tile_stored(6, c[2], 4 * kRows);
-            _tile_stored(7, c[3], 4 * kRows);
-            apply<T>(c[0], c[1], pb[b], op, b, acc);
-            apply<T>(c[2], c[3], pb[b + 1], op, b + 1, acc);
+        alignas(64) int32_t c[2][4][kGroup][kRows];
+        // Block b's halves into tmm4 / tmm5, b + 1's into tmm6 / tmm7.
+#define EMBER_AMX_Q6_PRODUCT(A, C0, C1, b, j)      \
+    do {                                          \
+        _tile_loadd(A, src.block(b, j), as);      \
+        _tile_loadd(2, pb[b].w[0], 64);           \
+        _tile_loadd(3, pb[b].w[1], 64);           \
+        _tile_zero(C0);                           \
+        _tile_zero(C1);                           \
+        _tile_dpbssd(C0, A, 2);                   \
+        _tile_dpbssd(C1, A, 3);                   \
+    } while (0)
+        // n is whole super-blocks (8 blocks), so pairs cover it. The first pair's products, then each
+        // pair's interleaved with the previous pair's epilogues (as in Q4Amx::tile).
+        EMBER_AMX_Q6_PRODUCT(0, 4, 5, 0, 0);
+        EMBER_AMX_Q6_PRODUCT(1, 6, 7, 1, 1);
+        _tile_stored(4, c[0][0], 4 * kRows);
+        _tile_stored(5, c[0][1], 4 * kRows);
+        _tile_stored(6, c[0][2], 4 * kRows);
+        _tile_stored(7, c[0][3], 4 * kRows);
+        int h = 0;
+        for (int64_t b = 2; b < n; b += 2, h ^= 1) {
+            int32_t (*cn)[kGroup][kRows] = c[h ^ 1];
+            const int32_t (*cu)[kGroup][kRows] = c[h];
+            EMBER_AMX_Q6_PRODUCT(0, 4, 5, b, 0);
+            apply<T>(cu[0], cu[1], pb[b - 2], op, b - 2, acc);
+            EMBER_AMX_Q6_PRODUCT(1, 6, 7, b + 1, 1);
+            _tile_stored(4, cn[0], 4 * kRows);
+            _tile_stored(5, cn[1], 4 * kRows);
+            apply<T>(cu[2], cu[3], pb[b - 1], op, b - 1, acc);
+            _tile_stored(6, cn[2], 4 * kRows);
+            _tile_stored(7, cn[3], 4 * kRows);
         }
+#undef EMBER_AMX_Q6_PRODUCT
+        apply<T>(c[h][0], c[h][1], pb[n - 2], op, n - 2, acc);
+        apply<T>(c[h][2], c[h][3], pb[n - 1], op, n - 1, acc);
         store_acc<T>(job, r, op, e, acc);
     }
 };
@@ -390,7 +495,15 @@ void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
         job, r0, r1,
         [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
         [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te, const ChunkEdges &e) {
-            for (int64_t t = tb; t < te; t += kGroup)
+            int64_t t = tb;
+            if constexpr (requires { Pack::kGroupsPipelined; }) {
+                const int64_t ng = (te - tb) / kGroup;
+                if (n % 4 == 0 && ng > 0) {
+                    Pack::tiles_full(job, buf, b0, n, r, tb, ng, e);
+                    t += ng * kGroup;
+                }
+            }
+            for (; t < te; t += kGroup)
                 group<Pack>(job, buf, b0, n, r, t, static_cast<int>(te - t < kGroup ? te - t : kGroup), e);
         });
 }
