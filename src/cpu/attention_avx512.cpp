@@ -50,6 +50,10 @@ inline void widen_k_pairs(const Row &row, const uint8_t *src, size_t stride, con
         for (int i = 0; i < hd; i += 8) _mm256_store_ps(k_pair_slot(buf, hd, j) + 2 * i, _mm256_setzero_ps());
 }
 
+// Keeps v in a register: GCC otherwise folds a load used by two heads' FMAs into both, which doubles
+// the loads of a loop that is then bound by the load ports rather than the FMAs.
+inline void in_register(__m512 &v) { asm("" : "+v"(v)); }
+
 // hsum4's hadd on 512-bit vectors: in each 128-bit lane, [a0 + a1, a2 + a3, b0 + b1, b2 + b3].
 inline __m512 hadd512(__m512 a, __m512 b) { return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd)); }
 
@@ -78,7 +82,8 @@ inline void scores_pass(const AttnHead &a, const AttnHead &b, const float *kp, i
         const __m512 qa = _mm512_broadcast_f32x8(_mm256_loadu_ps(a.q + i)), qb = _mm512_broadcast_f32x8(_mm256_loadu_ps(b.q + i));
 #pragma GCC unroll 8
         for (int p = 0; p < P; ++p) {
-            const __m512 kv = _mm512_load_ps(kp + p * 2 * hd + 2 * i);
+            __m512 kv = _mm512_load_ps(kp + p * 2 * hd + 2 * i);
+            in_register(kv);
             ca[p] = _mm512_fmadd_ps(qa, kv, ca[p]);
             cb[p] = _mm512_fmadd_ps(qb, kv, cb[p]);
         }
@@ -115,48 +120,50 @@ inline void tile_scores2(const AttnHead &a, const AttnHead &b, const float *kp, 
     finish_scores(b, sb);
 }
 
-// acc = acc * corr + sum_j pr_j v_j for two heads over the nk widened V rows (key j at v + j hd), dims
-// i0 .. i0 + 16 NV - 1 (the last vector's lanes cut to `last`): 2 NV chains.
-template <int NV>
-inline void accumulate_v2(const float *v, int hd, int nk, int i0, __mmask16 last, const float *pa, const float *pb, float *acc_a,
-                          float *acc_b, __m512 corr_a, __m512 corr_b) {
-    __m512 a[NV], b[NV];
+// acc_h = acc_h * corr[h] + sum_j pr_h[j] v_j for H heads (head h's accumulator at acc + h hd, its
+// weights at pr + h kAttnTile) over the nk widened V rows (key j at v + j hd), dims i0 .. i0 + 16 NV - 1
+// (the last vector's lanes cut to `last`): H NV chains, each V vector loaded once for the H heads.
+template <int H, int NV>
+inline void accumulate_v(const float *v, int hd, int nk, int i0, __mmask16 last, const float *pr, float *acc, const float *corr) {
+    __m512 a[H][NV];
     __mmask16 m[NV];
 #pragma GCC unroll 4
-    for (int u = 0; u < NV; ++u) {
-        m[u] = u + 1 < NV ? __mmask16{0xffff} : last;
-        a[u] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[u], acc_a + i0 + 16 * u), corr_a);
-        b[u] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[u], acc_b + i0 + 16 * u), corr_b);
+    for (int u = 0; u < NV; ++u) m[u] = u + 1 < NV ? __mmask16{0xffff} : last;
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+        const __m512 cv = _mm512_set1_ps(corr[h]);
+#pragma GCC unroll 4
+        for (int u = 0; u < NV; ++u) a[h][u] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[u], acc + h * hd + i0 + 16 * u), cv);
     }
     for (int j = 0; j < nk; ++j, v += hd) {
-        const __m512 paj = _mm512_set1_ps(pa[j]), pbj = _mm512_set1_ps(pb[j]);
+        __m512 pj[H];
+#pragma GCC unroll 4
+        for (int h = 0; h < H; ++h) pj[h] = _mm512_set1_ps(pr[h * kAttnTile + j]);
 #pragma GCC unroll 4
         for (int u = 0; u < NV; ++u) {
-            const __m512 vv = _mm512_maskz_loadu_ps(m[u], v + i0 + 16 * u);
-            a[u] = _mm512_fmadd_ps(paj, vv, a[u]);
-            b[u] = _mm512_fmadd_ps(pbj, vv, b[u]);
+            __m512 vv = _mm512_maskz_loadu_ps(m[u], v + i0 + 16 * u);
+            in_register(vv);
+#pragma GCC unroll 4
+            for (int h = 0; h < H; ++h) a[h][u] = _mm512_fmadd_ps(pj[h], vv, a[h][u]);
         }
     }
 #pragma GCC unroll 4
-    for (int u = 0; u < NV; ++u) {
-        _mm512_mask_storeu_ps(acc_a + i0 + 16 * u, m[u], a[u]);
-        _mm512_mask_storeu_ps(acc_b + i0 + 16 * u, m[u], b[u]);
-    }
+    for (int h = 0; h < H; ++h)
+#pragma GCC unroll 4
+        for (int u = 0; u < NV; ++u) _mm512_mask_storeu_ps(acc + h * hd + i0 + 16 * u, m[u], a[h][u]);
 }
 
-// accumulate_v2 over the whole head: passes of 64 dims (8 chains), then the rest (8 .. 56 dims).
-inline void tile_values2(const float *v, int hd, int nk, const float *pa, const float *pb, float *acc_a, float *acc_b, float corr_a,
-                         float corr_b) {
-    const __m512 ca = _mm512_set1_ps(corr_a), cb = _mm512_set1_ps(corr_b);
+// accumulate_v over the whole head: passes of 64 dims (4 H chains), then the rest (8 .. 56 dims).
+template <int H>
+inline void tile_values(const float *v, int hd, int nk, const float *pr, float *acc, const float *corr) {
     int i = 0;
-    for (; hd - i >= 64; i += 64) accumulate_v2<4>(v, hd, nk, i, 0xffff, pa, pb, acc_a, acc_b, ca, cb);
+    for (; hd - i >= 64; i += 64) accumulate_v<H, 4>(v, hd, nk, i, 0xffff, pr, acc, corr);
     const int rest = hd - i;  // a multiple of 8
     const __mmask16 last = rest % 16 ? __mmask16{0x00ff} : __mmask16{0xffff};
     switch ((rest + 15) / 16) {
-    case 1: accumulate_v2<1>(v, hd, nk, i, last, pa, pb, acc_a, acc_b, ca, cb); break;
-    case 2: accumulate_v2<2>(v, hd, nk, i, last, pa, pb, acc_a, acc_b, ca, cb); break;
-    case 3: accumulate_v2<3>(v, hd, nk, i, last, pa, pb, acc_a, acc_b, ca, cb); break;
-    case 4: accumulate_v2<4>(v, hd, nk, i, last, pa, pb, acc_a, acc_b, ca, cb); break;
+    case 1: accumulate_v<H, 1>(v, hd, nk, i, last, pr, acc, corr); break;
+    case 2: accumulate_v<H, 2>(v, hd, nk, i, last, pr, acc, corr); break;
+    case 3: accumulate_v<H, 3>(v, hd, nk, i, last, pr, acc, corr); break;
     default: break;
     }
 }
@@ -191,16 +198,15 @@ inline void softmax_heads(const float (*s)[kAttnTile], int n, float *pr, float *
     }
 }
 
-// attention_avx2.cpp's attend_heads (a block of tokens' heads, each tile's rows widened once for all),
-// two heads per pass; an odd last head runs as its own pair's second head too, its copy's results going
-// to spare scores and a spare accumulator.
+// attention_avx2.cpp's attend_heads (a block of tokens' heads, each tile's rows widened once for all):
+// scores two heads per pass (an odd last head runs as its own pair's second head too, its copy's
+// scores going to a spare row), values four heads per pass, then two, then one.
 template <class Row>
 void attend_heads(const AttnHead *a, int n, int n_tok) {
     const Row row{a[0].head_off};
     const int hd = a[0].head_dim;
     alignas(64) float buf[kAttnTile * kMaxHeadDim];
     alignas(64) float s[kMaxAttnGroup + 1][kAttnTile];
-    alignas(64) float spare_acc[kMaxHeadDim];
     BlockState st;
     st.init(n * n_tok, hd);
     const AttnHead &lead = block_lead(a, n, n_tok);
@@ -224,11 +230,11 @@ void attend_heads(const AttnHead *a, int n, int n_tok) {
         for (int t = 0; t < n_tok; ++t) {
             if (j0 >= a[t * n].n_keys) continue;
             const int nk = static_cast<int>(a[t * n].n_keys - j0 < kAttnTile ? a[t * n].n_keys - j0 : kAttnTile);
-            for (int i = t * n, end = i + n; i < end; i += 2) {
-                const bool pair = i + 1 < end;
-                tile_values2(buf, hd, nk, st.pr + i * kAttnTile, st.pr + (pair ? i + 1 : i) * kAttnTile, st.acc + i * hd,
-                             pair ? st.acc + (i + 1) * hd : spare_acc, st.corr[i], st.corr[pair ? i + 1 : i]);
-            }
+            int i = t * n;
+            const int end = i + n;
+            for (; i + 4 <= end; i += 4) tile_values<4>(buf, hd, nk, st.pr + i * kAttnTile, st.acc + i * hd, st.corr + i);
+            for (; i + 2 <= end; i += 2) tile_values<2>(buf, hd, nk, st.pr + i * kAttnTile, st.acc + i * hd, st.corr + i);
+            if (i < end) tile_values<1>(buf, hd, nk, st.pr + i * kAttnTile, st.acc + i * hd, st.corr + i);
         }
     }
     for (int i = 0; i < n * n_tok; ++i) finish(a[i], st.acc + i * hd, st.m[i], st.l[i]);

@@ -100,10 +100,15 @@ inline float softmax_step(const float *s, float *pr, float &m, float &l) {
     return corr;
 }
 
+// The output, acc / l (times the sink's factor), 8 elements at a time: GCC at -O2 leaves the plain loop
+// scalar (out might alias acc), and at 64 dims that was ~6 % of a prefill's attention.
 inline void finish(const AttnHead &a, const float *acc, float m, float l) {
     float corr;
     const float inv = attn_finish(a, m, l, &corr);
-    for (int i = 0; i < a.head_dim; ++i) a.out[i] = acc[i] * inv;
+    const __m256 iv = _mm256_set1_ps(inv);
+    int i = 0;
+    for (; i + 8 <= a.head_dim; i += 8) _mm256_storeu_ps(a.out + i, _mm256_mul_ps(_mm256_loadu_ps(acc + i), iv));
+    for (; i < a.head_dim; ++i) a.out[i] = acc[i] * inv;
 }
 
 // The token of a block (attend_heads: n heads each) that sees the most keys: its tiles cover the
