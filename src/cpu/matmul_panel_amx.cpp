@@ -61,6 +61,8 @@
 #include "cpu/rows16.hpp"
 #include "cpu/vec_dot.hpp"
 
+#include <type_traits>
+
 // As in matmul_panel_avx512.cpp: avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose
 // (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -82,6 +84,11 @@ constexpr int64_t kSlab = 256;
 // tokens/s, 24 KiB / 40 KiB: Q4_0 P 512 401-408 / 419-440, Q4_K_M P 512 348-355 / 364-368, P 128 within
 // the noise (Q4_0 452-469 / 419-510, Q4_K_M 365-378 / 376-405); 64 KiB was no better than 40 on the kernel.
 constexpr size_t kAmxPackBytes = 40 * 1024;
+// Q6_K's (Q6AmxBlock, 960 bytes a block): 62 KiB, 64 blocks, also a whole row at 2048 inputs (40 KiB gave
+// 40, so each row split in two chunks). Kernel, 2 threads, 256 tokens, 3 alternating rounds, 2026-11-26
+// 08:59, GMAC/s, 40 / 62 KiB: 2048 -> 2048 414-425 / 461-466, 2048 -> 5632 461-467 / 484-490, 5632 -> 2048
+// 406-415 / 431-446.
+constexpr size_t kAmxQ6PackBytes = 62 * 1024;
 // Below this many tokens a matmul goes to the AVX-512 kernels (the same bits): a tile's 16 token rows
 // would be mostly padding.
 constexpr int64_t kAmxMinTokens = 16;
@@ -490,8 +497,9 @@ void group(const MatmulJob &job, const typename Pack::Block *pb, int64_t b0, int
 template <class Pack>
 void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     constexpr int64_t kStep = 4;
+    constexpr size_t kBytes = std::is_same_v<typename Pack::Block, Q6AmxBlock> ? kAmxQ6PackBytes : kAmxPackBytes;
     configure_tiles();
-    panel_loop<Pack, kRows, kSlab, kStep, kAmxPackBytes>(
+    panel_loop<Pack, kRows, kSlab, kStep, kBytes>(
         job, r0, r1,
         [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
         [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te, const ChunkEdges &e) {
