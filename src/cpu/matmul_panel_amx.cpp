@@ -271,16 +271,16 @@ struct Q4Amx {
 
     // Full token groups tb, tb + 16, .. (ng of them) of a chunk of n blocks (a multiple of 4), as tile<16,
     // false> runs each, in one pipeline: a group's first four products are interleaved with the
-    // previous group's last four epilogues instead of waiting for them (round i = group i / nq, blocks
-    // 4 (i % nq) ..).
+    // previous group's last four epilogues instead of waiting for them. Round i: products of blocks bp ..
+    // of the group at xa, epilogues of round i - 1 (blocks be ..).
     static constexpr bool kGroupsPipelined = true;
     static void tiles_full(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t ng,
                            const ChunkEdges &e) {
         const int64_t nq = n / 4, total = ng * nq, as = job.n_in;
         const int8_t *xa = job.xq.qs + tb * job.n_in + b0 * 32;  // the products' group's A at block 0
         int64_t bp = 0;                                          // the products' first block
-        auto a_of = [&](int64_t, int j) { return xa + (bp + j) * 32; };
-        auto b_of = [&](int64_t, int j) { return pb[bp + j].q; };
+        auto a_of = [&](int j) { return xa + (bp + j) * 32; };  // block bp + j
+        auto b_of = [&](int j) { return pb[bp + j].q; };
         alignas(64) int32_t c[2][4][kGroup][kRows];
         __m512 acc[kGroup];
         load_acc<kGroup>(GroupTokens<kGroup>(job, b0, r, tb, kGroup), e, acc);
@@ -288,10 +288,10 @@ struct Q4Amx {
         const int64_t gstride = job.xq.nb * kGroup;
         const float *xd = job.xq.d16 + (tb / kGroup * job.xq.nb + b0) * kGroup, *xds = job.xq.dsum16 + (xd - job.xq.d16);
         int64_t te = tb;  // the epilogues' group's first token
-        EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0, 0), as, b_of(0, 0));
-        EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(0, 1), as, b_of(0, 1));
-        EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(0, 2), as, b_of(0, 2));
-        EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(0, 3), as, b_of(0, 3));
+        EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0), as, b_of(0));
+        EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(1), as, b_of(1));
+        EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(2), as, b_of(2));
+        EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(3), as, b_of(3));
         _tile_stored(4, c[0][0], 4 * kRows);
         _tile_stored(5, c[0][1], 4 * kRows);
         _tile_stored(6, c[0][2], 4 * kRows);
@@ -304,15 +304,15 @@ struct Q4Amx {
             const int32_t (*cu)[kGroup][kRows] = c[h];
             if (i < total) {
                 int32_t (*cn)[kGroup][kRows] = c[h ^ 1];
-                EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(i, 0), as, b_of(i, 0));
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0), as, b_of(0));
                 apply<kGroup>(cu[0], pb[be], xd + kGroup * be, xds + kGroup * be, acc);
-                EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(i, 1), as, b_of(i, 1));
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(1), as, b_of(1));
                 apply<kGroup>(cu[1], pb[be + 1], xd + kGroup * (be + 1), xds + kGroup * (be + 1), acc);
                 _tile_stored(4, cn[0], 4 * kRows);
-                EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(i, 2), as, b_of(i, 2));
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(2), as, b_of(2));
                 apply<kGroup>(cu[2], pb[be + 2], xd + kGroup * (be + 2), xds + kGroup * (be + 2), acc);
                 _tile_stored(5, cn[1], 4 * kRows);
-                EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(i, 3), as, b_of(i, 3));
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(3), as, b_of(3));
                 apply<kGroup>(cu[3], pb[be + 3], xd + kGroup * (be + 3), xds + kGroup * (be + 3), acc);
                 _tile_stored(6, cn[2], 4 * kRows);
                 _tile_stored(7, cn[3], 4 * kRows);
