@@ -45,7 +45,7 @@
 // one epilogue after it was issued (when its TDPBSSD is done, so the store does not hold up the tile
 // instructions behind it); a slab's full token groups run as one such pipeline (Q4Amx::tiles_full), so
 // no group starts with products alone or ends with epilogues alone. Other orders measured slower
-// (bench/gemm_kernel.cpp for the kernel; the fifth pass lists them).
+// (tests/gemm_kernel_bench.cpp for the kernel; the fifth pass lists them).
 //
 // Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
 // before its first tile instruction (configure_tiles). Each call checks the thread's configuration
@@ -60,6 +60,8 @@
 #include "cpu/panel_pack_x86.hpp"
 #include "cpu/rows16.hpp"
 #include "cpu/vec_dot.hpp"
+
+#include <type_traits>
 
 // As in matmul_panel_avx512.cpp: avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose
 // (GCC bug 105593).
@@ -82,6 +84,11 @@ constexpr int64_t kSlab = 256;
 // tokens/s, 24 KiB / 40 KiB: Q4_0 P 512 401-408 / 419-440, Q4_K_M P 512 348-355 / 364-368, P 128 within
 // the noise (Q4_0 452-469 / 419-510, Q4_K_M 365-378 / 376-405); 64 KiB was no better than 40 on the kernel.
 constexpr size_t kAmxPackBytes = 40 * 1024;
+// Q6_K's (Q6AmxBlock, 960 bytes a block): 62 KiB, 64 blocks, also a whole row at 2048 inputs (40 KiB gave
+// 40, so each row split in two chunks). Kernel, 2 threads, 256 tokens, 3 alternating rounds, 2026-11-26
+// 08:59, GMAC/s, 40 / 62 KiB: 2048 -> 2048 414-425 / 461-466, 2048 -> 5632 461-467 / 484-490, 5632 -> 2048
+// 406-415 / 431-446.
+constexpr size_t kAmxQ6PackBytes = 62 * 1024;
 // Below this many tokens a matmul goes to the AVX-512 kernels (the same bits): a tile's 16 token rows
 // would be mostly padding.
 constexpr int64_t kAmxMinTokens = 16;
@@ -264,16 +271,16 @@ struct Q4Amx {
 
     // Full token groups tb, tb + 16, .. (ng of them) of a chunk of n blocks (a multiple of 4), as tile<16,
     // false> runs each, in one pipeline: a group's first four products are interleaved with the
-    // previous group's last four epilogues instead of waiting for them (round i = group i / nq, blocks
-    // 4 (i % nq) ..).
+    // previous group's last four epilogues instead of waiting for them. Round i: products of blocks bp ..
+    // of the group at xa, epilogues of round i - 1 (blocks be ..).
     static constexpr bool kGroupsPipelined = true;
     static void tiles_full(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t ng,
                            const ChunkEdges &e) {
         const int64_t nq = n / 4, total = ng * nq, as = job.n_in;
         const int8_t *xa = job.xq.qs + tb * job.n_in + b0 * 32;  // the products' group's A at block 0
         int64_t bp = 0;                                          // the products' first block
-        auto a_of = [&](int64_t, int j) { return xa + (bp + j) * 32; };
-        auto b_of = [&](int64_t, int j) { return pb[bp + j].q; };
+        auto a_of = [&](int j) { return xa + (bp + j) * 32; };  // block bp + j
+        auto b_of = [&](int j) { return pb[bp + j].q; };
         alignas(64) int32_t c[2][4][kGroup][kRows];
         __m512 acc[kGroup];
         load_acc<kGroup>(GroupTokens<kGroup>(job, b0, r, tb, kGroup), e, acc);
@@ -281,10 +288,10 @@ struct Q4Amx {
         const int64_t gstride = job.xq.nb * kGroup;
         const float *xd = job.xq.d16 + (tb / kGroup * job.xq.nb + b0) * kGroup, *xds = job.xq.dsum16 + (xd - job.xq.d16);
         int64_t te = tb;  // the epilogues' group's first token
-        EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0, 0), as, b_of(0, 0));
-        EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(0, 1), as, b_of(0, 1));
-        EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(0, 2), as, b_of(0, 2));
-        EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(0, 3), as, b_of(0, 3));
+        EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0), as, b_of(0));
+        EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(1), as, b_of(1));
+        EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(2), as, b_of(2));
+        EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(3), as, b_of(3));
         _tile_stored(4, c[0][0], 4 * kRows);
         _tile_stored(5, c[0][1], 4 * kRows);
         _tile_stored(6, c[0][2], 4 * kRows);
@@ -297,15 +304,15 @@ struct Q4Amx {
             const int32_t (*cu)[kGroup][kRows] = c[h];
             if (i < total) {
                 int32_t (*cn)[kGroup][kRows] = c[h ^ 1];
-                EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(i, 0), as, b_of(i, 0));
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0), as, b_of(0));
                 apply<kGroup>(cu[0], pb[be], xd + kGroup * be, xds + kGroup * be, acc);
-                EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(i, 1), as, b_of(i, 1));
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(1), as, b_of(1));
                 apply<kGroup>(cu[1], pb[be + 1], xd + kGroup * (be + 1), xds + kGroup * (be + 1), acc);
                 _tile_stored(4, cn[0], 4 * kRows);
-                EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(i, 2), as, b_of(i, 2));
+                EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(2), as, b_of(2));
                 apply<kGroup>(cu[2], pb[be + 2], xd + kGroup * (be + 2), xds + kGroup * (be + 2), acc);
                 _tile_stored(5, cn[1], 4 * kRows);
-                EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(i, 3), as, b_of(i, 3));
+                EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(3), as, b_of(3));
                 apply<kGroup>(cu[3], pb[be + 3], xd + kGroup * (be + 3), xds + kGroup * (be + 3), acc);
                 _tile_stored(6, cn[2], 4 * kRows);
                 _tile_stored(7, cn[3], 4 * kRows);
@@ -490,8 +497,9 @@ void group(const MatmulJob &job, const typename Pack::Block *pb, int64_t b0, int
 template <class Pack>
 void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     constexpr int64_t kStep = 4;
+    constexpr size_t kBytes = std::is_same_v<typename Pack::Block, Q6AmxBlock> ? kAmxQ6PackBytes : kAmxPackBytes;
     configure_tiles();
-    panel_loop<Pack, kRows, kSlab, kStep, kAmxPackBytes>(
+    panel_loop<Pack, kRows, kSlab, kStep, kBytes>(
         job, r0, r1,
         [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
         [&job](const typename Pack::Block *buf, int64_t b0, int64_t n, int64_t r, int64_t tb, int64_t te, const ChunkEdges &e) {

@@ -1,5 +1,6 @@
 // ember-gemm-kernel: the prefill GEMM alone at TinyLlama's shapes, for tuning the panel kernels
-// (matmul_panel_*.cpp) without a model's attention and elementwise work around them.
+// (matmul_panel_*.cpp) without a model's attention and elementwise work around them. A benchmark kept
+// with the tests because it calls the kernels' internal entry points (src/cpu), which bench/ may not.
 //
 //   ember-gemm-kernel [threads] [tokens] [reps] [types]    (defaults: 1 256 5 Q4_0,Q4_K,Q6_K)
 //
