@@ -4,7 +4,8 @@
 //
 // Every bound below is derived in the comment next to it from what the kernel is allowed to lose
 // (u = 2^-24 is the unit roundoff of float). Set EMBER_KERNEL_BENCH=1 to also print matmul timings
-// (EMBER_KERNEL_BENCH=formats: every quantized format at a TinyLlama shape; formats:Q4_K,Q6_K: those).
+// (EMBER_KERNEL_BENCH=formats: every quantized format at a TinyLlama shape; formats:Q4_K,Q6_K: those;
+// gemm[:THREADS[:TOKENS]]: a TinyLlama prefill's products; attention: one layer's attention).
 #include "test_util.h"
 
 #include "core/dtype.hpp"
@@ -1906,26 +1907,56 @@ static void test_pool_adapts(void **) {
 
 // ---- timings (EMBER_KERNEL_BENCH=1) ----------------------------------------------------------------------
 
-static void bench_one(ThreadPool &pool, Scratch &scratch, const TestWeight &w, int64_t nt) {
+// The best of 5 timings of one matmul of nt tokens (each long enough to be timed: ~2e8 weight bytes x
+// tokens, at least 10 calls).
+static void bench_one(ThreadPool &pool, Scratch &scratch, const WeightView &v, size_t bytes, int64_t nt) {
     uint64_t st = 3;
-    const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * w.n_in), -1, 1);
-    std::vector<float> y(static_cast<size_t>(nt * w.n_out));
-    const WeightView v = w.view();
+    const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * v.n_in), -1, 1);
+    std::vector<float> y(static_cast<size_t>(nt * v.n_out));
     for (int i = 0; i < 20; ++i) matmul(pool, scratch, v, x.data(), nt, y.data(), nullptr);
     double best = 1e30;
     for (int trial = 0; trial < 5; ++trial) {
-        const int iters = static_cast<int>(2e8 / static_cast<double>(w.data.size() * static_cast<size_t>(nt)) + 10);
+        const int iters = static_cast<int>(2e8 / static_cast<double>(bytes * static_cast<size_t>(nt)) + 10);
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < iters; ++i) matmul(pool, scratch, v, x.data(), nt, y.data(), nullptr);
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
         best = std::fmin(best, us);
     }
     // Decode is a stream over the weights (GB/s); prefill reuses them (multiply-adds per second).
-    const double rate = nt == 1 ? static_cast<double>(w.data.size()) / (best * 1e3)
-                                : static_cast<double>(w.n_in * w.n_out * nt) / (best * 1e3);
+    const double rate = nt == 1 ? static_cast<double>(bytes) / (best * 1e3)
+                                : static_cast<double>(v.n_in * v.n_out * nt) / (best * 1e3);
     print_message("bench %-6s %-4s %4lld -> %5lld, %3lld tok, %d thr: %9.2f us/call, %6.1f %s\n", isa_name(),
-                  dtype_name(w.type), (long long)w.n_in, (long long)w.n_out, (long long)nt, pool.size(), best, rate,
+                  dtype_name(v.type), (long long)v.n_in, (long long)v.n_out, (long long)nt, pool.size(), best, rate,
                   nt == 1 ? "GB/s of weights" : "GMAC/s");
+}
+static void bench_one(ThreadPool &pool, Scratch &scratch, const TestWeight &w, int64_t nt) {
+    bench_one(pool, scratch, w.view(), w.data.size(), nt);
+}
+
+// EMBER_KERNEL_BENCH=gemm[:THREADS[:TOKENS]] (default 1 thread, 256 tokens): a TinyLlama prefill's
+// products alone, Q4_0, Q4_K and Q6_K at its three shapes (attention 2048 -> 2048, gate/up 2048 -> 5632,
+// down 5632 -> 2048), at the level in use only (EMBER_CPU_ISA picks another); Q4_K and Q6_K interleaved
+// 16 rows at a time where the level takes them so, as the model loader leaves them (rows16.hpp). What
+// docs/benchmarks.md's prefill passes call "the kernel".
+static void bench_gemm(const char *env) {
+    const char *a = std::strchr(env, ':');
+    const int threads = a ? std::atoi(a + 1) : 1;
+    const char *b = a ? std::strchr(a + 1, ':') : nullptr;
+    const int64_t nt = b ? std::atoll(b + 1) : 256;
+    const struct { int64_t n_in, n_out; } shapes[] = {{2048, 2048}, {2048, 5632}, {5632, 2048}};
+    auto pool = make_pool(threads > 0 ? threads : 1);
+    Scratch scratch;
+    uint64_t st = 4;
+    for (DType type : {DType::Q4_0, DType::Q4_K, DType::Q6_K})
+        for (const auto &sh : shapes) {
+            TestWeight w = make_weight(type, sh.n_out, sh.n_in, &st);
+            WeightView v = w.view();
+            if (rows16_type(type) && rows16_native()) {
+                rows16_pack(type, w.data.data(), v.n_out, v.row_bytes);
+                v.rows16 = true;
+            }
+            bench_one(*pool, scratch, v, w.data.size(), nt);
+        }
 }
 
 // EMBER_KERNEL_BENCH=attention: one layer's attention at TinyLlama's shape (32 query heads on 4 KV heads,
@@ -1977,6 +2008,10 @@ static void test_bench(void **) {
     if (!env || !*env || *env == '0') return;
     if (std::strstr(env, "attention")) {
         bench_attention();
+        return;
+    }
+    if (std::strncmp(env, "gemm", 4) == 0) {
+        bench_gemm(env);
         return;
     }
     // The quantized formats at a TinyLlama shape (2048 -> 2048): decode (1 token) and prefill (64).

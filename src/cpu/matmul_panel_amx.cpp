@@ -45,7 +45,7 @@
 // one epilogue after it was issued (when its TDPBSSD is done, so the store does not hold up the tile
 // instructions behind it); a slab's full token groups run as one such pipeline (Q4Amx::tiles_full), so
 // no group starts with products alone or ends with epilogues alone. Other orders measured slower
-// (tests/gemm_kernel_bench.cpp for the kernel; the fifth pass lists them).
+// (test_cpu_kernels' EMBER_KERNEL_BENCH=gemm for the kernel; the fifth pass lists them).
 //
 // Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
 // before its first tile instruction (configure_tiles). Each call checks the thread's configuration
