@@ -96,8 +96,14 @@ private:
     int64_t take_chunks();
     // Feeds one job's timing to the width controller (threadpool.cpp): the job took wall_ns, and the
     // caller spent own_ns on own_chunks of its n_chunks.
-    void adapt(int64_t est_ns, int64_t wall_ns);
+    void adapt(int64_t est_ns, int64_t wall_ns, bool stalled);
     int max_width() const;  // size(), capped by the CPU budget
+    // The share of the time since the last call that the calling thread ran rather than waited for a
+    // CPU (1 when unknown: first call, another thread, no scheduler statistics); restarts the count.
+    double caller_share();
+    // Whether the calling thread has waited for a CPU so long since the current window began that the
+    // window cannot pay for its width (threadpool.cpp, kStallNs); false if unknown.
+    bool caller_stalled() const;
 
     int n_threads_;
     std::vector<std::thread> workers_;
@@ -126,6 +132,16 @@ private:
         int64_t wall_ns = 0;  // what they took
         int jobs = 0;
     } window_;
+    struct Sched {
+        std::thread::id tid;  // whose clocks these are
+        int64_t run_ns = 0, wait_ns = 0;
+        bool valid = false;
+    } sched_;                         // the caller's scheduler clocks at the current window's start
+    int64_t last_check_ns_ = 0;       // when caller_stalled() was last read
+    // The share of its time the caller ran in the recent windows at width 1 (a running mean), or -1
+    // before the first; alone_share() reads it as 1 then (a whole CPU).
+    double alone_share_ = -1.0;
+    double alone_share() const { return alone_share_ > 0 ? alone_share_ : 1.0; }
     int settled_ = 1;                 // the width measured best; width_ is settled_ + 1 while probing
     bool probing_ = false;            // this window runs one thread wider to see whether it pays
     int low_windows_ = 0;             // consecutive windows whose speedup did not pay for the width
