@@ -93,6 +93,13 @@ constexpr double kMinGainPerThread = 0.6;
 // one. Not one window alone: in a process's first milliseconds the caller waited as much beside the
 // shared machine's builds alone (its cgroup's weight not yet established), where two threads pay.
 constexpr int64_t kStallNs = 2'000'000;
+// After a drop to one thread, the caller's share alone over this many windows says whether the drop
+// gave it its CPU back. Beside one busy process it ran 94-100 % of the time alone; where it still ran
+// less than kAloneFull, the waits were not the workers' doing (other jobs take the caller's CPU either
+// way: seen on the shared build machine, where the caller ran 50-90 % alone and width 2 decoded up
+// to 1.5x faster), so the pool probes two threads again at once instead of after kProbeFirst windows.
+constexpr int kAloneWindows = 2;
+constexpr double kAloneFull = 0.85;
 // How often the caller's wait for a CPU is read during a window at width 2 or more.
 constexpr int64_t kCheckNs = 1'000'000;
 // Windows at the settled width between probes: from ~0.16 s, doubling after each failed probe up to
@@ -130,6 +137,15 @@ bool thread_sched_times(int64_t &run_ns, int64_t &wait_ns) {
 #endif
 }
 
+// The CPU the calling thread runs on, or -1 where that cannot be asked (then nothing counts as shared).
+int current_cpu() {
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+}
+
 int usable_cpus() {
 #if defined(__linux__)
     cpu_set_t set;
@@ -153,8 +169,9 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads
     probe_interval_ = kProbeFirst;
     spin_ns_ = n_threads_ <= usable_cpus() ? kSpinNs : 0;
     workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+    worker_cpus_ = std::make_unique<WorkerCpu[]>(static_cast<size_t>(n_threads_ > 1 ? n_threads_ - 1 : 1));
     try {
-        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker(); });
+        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(worker_cpus_[static_cast<size_t>(i - 1)].cpu); });
     } catch (...) {
         // A thread that could not start (out of memory or threads): the destructor will not run, so the
         // ones already started are stopped and joined here, or they would end the process unjoined.
@@ -176,7 +193,7 @@ void ThreadPool::stop_workers() {
     for (auto &t : workers_) t.join();
 }
 
-uint64_t ThreadPool::wait_for_job(uint64_t seen) {
+uint64_t ThreadPool::wait_for_job(uint64_t seen, std::atomic<int> &cpu) {
     const int prio = static_cast<int>(cpu_budget_priority());
     const int64_t spin = prio == static_cast<int>(CpuPriority::Low) ? 0 : prio == static_cast<int>(CpuPriority::High) ? 4 * spin_ns_ : spin_ns_;
     const int64_t deadline = now_ns() + spin;
@@ -184,8 +201,12 @@ uint64_t ThreadPool::wait_for_job(uint64_t seen) {
         const uint64_t g = generation_.load(std::memory_order_acquire);
         if (g != seen) return g;
         cpu_relax();
-        // Reading the clock costs ~20 ns; every 64 pauses keeps that negligible.
-        if ((i & 63) == 0 && now_ns() >= deadline) break;
+        // Reading the clock costs ~20 ns; every 64 pauses keeps that negligible. So does saying where
+        // the spinning runs (see cpu_shared_with_workers).
+        if ((i & 63) == 0) {
+            cpu.store(current_cpu(), std::memory_order_relaxed);
+            if (now_ns() >= deadline) break;
+        }
     }
     std::unique_lock<std::mutex> lock(mutex_);
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -203,15 +224,16 @@ int64_t ThreadPool::take_chunks() {
     return done;
 }
 
-void ThreadPool::worker() {
+void ThreadPool::worker(std::atomic<int> &cpu) {
     uint64_t seen = 0;  // generation_ starts at 0 and the constructor runs no job
     for (;;) {
-        seen = wait_for_job(seen);
+        seen = wait_for_job(seen, cpu);
         if (stop_.load(std::memory_order_relaxed)) return;
         int s = seats_.load(std::memory_order_relaxed);
         while (s > 0 && !seats_.compare_exchange_weak(s, s - 1, std::memory_order_acquire, std::memory_order_relaxed)) {
         }
         if (s <= 0) continue;  // came too late: the chunks were all taken and the job closed
+        cpu.store(current_cpu(), std::memory_order_relaxed);
         take_chunks();
         // The last worker wakes the caller if it went to sleep (same Dekker pairing as sleepers_,
         // with caller_waiting_ and finished_ in the roles of sleepers_ and generation_).
@@ -298,7 +320,9 @@ void ThreadPool::run_impl(Fn fn, void *ctx, int64_t n_chunks) {
     bool stalled = false;
     if (t_end - last_check_ns_ >= kCheckNs) {
         last_check_ns_ = t_end;
-        stalled = caller_stalled();
+        window_.checks += 1;
+        window_.shared += cpu_shared_with_workers() ? 1 : 0;
+        stalled = workers_took_my_cpu() && caller_stalled();
     }
     // A caller that took no chunk (descheduled right after publishing) says nothing about its speed.
     if (own > 0 || stalled) adapt(own > 0 ? (t_own - t0) * n_chunks / own : 0, t_end - t0, stalled);
@@ -315,6 +339,20 @@ double ThreadPool::caller_share() {
     }
     sched_ = Sched{me, run, wait, ok};
     return share;
+}
+
+bool ThreadPool::cpu_shared_with_workers() const {
+    const int me = current_cpu();
+    if (me < 0) return false;
+    for (int i = 0; i + 1 < n_threads_; ++i)
+        if (worker_cpus_[static_cast<size_t>(i)].cpu.load(std::memory_order_relaxed) == me) return true;
+    return false;
+}
+
+bool ThreadPool::waits_alone() {
+    if (alone_windows_ < 0 || ++alone_windows_ < kAloneWindows) return false;
+    alone_windows_ = -1;
+    return alone_share() < kAloneFull;
 }
 
 bool ThreadPool::caller_stalled() const {
@@ -343,11 +381,11 @@ void ThreadPool::adapt(int64_t est_ns, int64_t wall_ns, bool stalled) {
     const double share = caller_share();
     const int width = width_.load(std::memory_order_relaxed);
     if (width == 1) alone_share_ = alone_share_ < 0 ? share : 0.5 * (alone_share_ + share);
-    const double lost = width > 1 && share < alone_share() ? share / alone_share() : 1.0;
+    const double lost = width > 1 && workers_took_my_cpu() && share < alone_share() ? share / alone_share() : 1.0;
     // A window that stalled out reads as no gain at all.
     const double speedup = stalled_out ? 0.0 : static_cast<double>(window_.est_ns) * lost / static_cast<double>(window_.wall_ns);
     if (probing_ || speedup >= kMinGainPerThread * width) low_windows_ = 0;
-    const int jobs = window_.jobs;
+    const int jobs = window_.jobs, shared = window_.shared, checks = window_.checks;
     const double wall_ms = static_cast<double>(window_.wall_ns) * 1e-6;
     window_ = Window{};
     const int before = settled_;
@@ -368,14 +406,18 @@ void ThreadPool::adapt(int64_t est_ns, int64_t wall_ns, bool stalled) {
             settled_ = width - 1;
             windows_to_probe_ = probe_interval_;
             low_windows_ = 0;
+            if (settled_ == 1) {
+                alone_share_ = -1.0;  // measured afresh, alone
+                alone_windows_ = 0;
+            }
         }
-    } else if (width < max_width() && --windows_to_probe_ <= 0) {
+    } else if (width < max_width() && (--windows_to_probe_ <= 0 || waits_alone())) {
         probing_ = true;
     }
     width_.store(probing_ ? settled_ + 1 : settled_, std::memory_order_relaxed);
     if (g_log)
-        std::fprintf(stderr, "ember threadpool %p: window of %d jobs, %.1f ms at width %d%s: caller's share %.2f, speedup %.2f -> %s %d\n",
-                     static_cast<void *>(this), jobs, wall_ms, width, stalled_out ? ", stalled" : "", share, speedup, probing_ ? "probing" : settled_ != before ? "settled" : "stays",
+        std::fprintf(stderr, "ember threadpool %p: window of %d jobs, %.1f ms at width %d%s: caller's share %.2f (a worker on its CPU %d of %d times), speedup %.2f -> %s %d\n",
+                     static_cast<void *>(this), jobs, wall_ms, width, stalled_out ? ", stalled" : "", share, shared, checks, speedup, probing_ ? "probing" : settled_ != before ? "settled" : "stays",
                      probing_ ? settled_ + 1 : settled_);
 }
 
