@@ -108,6 +108,9 @@ private:
     // Whether a worker last ran (spinning or on a chunk) on the CPU the caller runs on now: then the
     // caller's waits for its CPU are (partly) its own workers' doing, which fewer threads would undo.
     bool cpu_shared_with_workers() const;
+    // Whether the machine's other runnable tasks leave a CPU for each of `width` threads of this pool now
+    // (then a worker on the caller's CPU is the OS's passing placement, not a lack of CPUs).
+    bool cpus_to_spare(int width) const;
     // Whether that was so in at least half of the current window's checks.
     bool workers_took_my_cpu() const { return window_.checks > 0 && 2 * window_.shared >= window_.checks; }
 
