@@ -27,6 +27,11 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <dirent.h>
+#include <sched.h>
+#endif
+
 using namespace ember;
 using namespace ember::cpu;
 
@@ -1905,6 +1910,62 @@ static void test_pool_adapts(void **) {
     cpu_budget_set(CpuBudget{});
 }
 
+// Sets the CPUs of every thread of the process (the pool's workers included, whose ids the pool keeps to
+// itself); false if one could not be set.
+static bool pin_all_threads(const cpu_set_t &set) {
+    bool ok = true;
+    if (DIR *d = opendir("/proc/self/task")) {
+        while (dirent *e = readdir(d))
+            if (e->d_name[0] != '.') ok = sched_setaffinity(static_cast<pid_t>(std::atoi(e->d_name)), sizeof set, &set) == 0 && ok;
+        closedir(d);
+        return ok;
+    }
+    return false;
+}
+
+// A worker that shares the caller's CPU (all the process's threads on one CPU, as a busy process on a
+// 2-core machine can leave the caller and its worker halving one core): the caller waits for its CPU
+// about half the time, its own worker's doing, and the pool drops to the caller alone within a few
+// windows that end early (threadpool.cpp, kStallNs), in milliseconds, not after seconds (the controller
+// without them took 0.6-1.1 s beside a busy thread). Linux with schedstat and 2 CPUs or more (so that the
+// pool spins as it does on a machine it fits); elsewhere skipped.
+static void test_pool_yields_a_shared_cpu(void **) {
+#if defined(__linux__)
+    cpu_set_t all;
+    std::FILE *schedstat = std::fopen("/proc/thread-self/schedstat", "r");
+    if (schedstat) std::fclose(schedstat);
+    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2 || !schedstat) {
+        print_message("skip: needs 2 CPUs and /proc/thread-self/schedstat\n");
+        return;
+    }
+    auto pool_owner = make_pool(2);
+    ThreadPool &pool = *pool_owner;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    const bool pinned = pin_all_threads(one);
+    std::atomic<int64_t> sink{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    while (pinned && pool.width() == 2 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2))
+        pool.run_chunks(8, [&](int64_t c) {
+            const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+            while (std::chrono::steady_clock::now() < end) sink.fetch_add(c, std::memory_order_relaxed);
+        });
+    const double drop_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const int width = pool.width();
+    assert_true(pin_all_threads(all));
+    assert_true(pinned);
+    print_message("pool with its worker on the caller's CPU: width 1 after %.1f ms\n", drop_ms);
+    assert_int_equal(width, 1);
+    // Two windows that end early take ~5-10 ms; the bound leaves room for a loaded machine.
+    assert_true(drop_ms < 500);
+#endif
+}
+
 // ---- timings (EMBER_KERNEL_BENCH=1) ----------------------------------------------------------------------
 
 // The best of 5 timings of one matmul of nt tokens (each long enough to be timed: ~2e8 weight bytes x
@@ -2089,6 +2150,7 @@ int main(void) {
         cmocka_unit_test(test_pool_destroy),
         cmocka_unit_test(test_pool_chunks_budget),
         cmocka_unit_test(test_pool_adapts),
+        cmocka_unit_test(test_pool_yields_a_shared_cpu),
         cmocka_unit_test(test_bench),
     };
     std::printf("cpu kernels: best variant is %s\n", isa_name());

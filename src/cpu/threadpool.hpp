@@ -20,6 +20,7 @@
 #include "core/cpu_budget.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -89,18 +90,37 @@ private:
     using Fn = void (*)(void *ctx, int64_t chunk);
     void stop_workers();   // wakes every started worker with stop_ set and joins it
     void run_impl(Fn fn, void *ctx, int64_t n_chunks);
-    void worker();
+    void worker(std::atomic<int> &cpu);
     // Waits until generation_ differs from `seen` (spinning first, then sleeping); returns the new value.
-    uint64_t wait_for_job(uint64_t seen);
+    uint64_t wait_for_job(uint64_t seen, std::atomic<int> &cpu);
     // Takes chunks of the current job until none are left; returns how many it took.
     int64_t take_chunks();
     // Feeds one job's timing to the width controller (threadpool.cpp): the job took wall_ns, and the
     // caller spent own_ns on own_chunks of its n_chunks.
-    void adapt(int64_t est_ns, int64_t wall_ns);
+    void adapt(int64_t est_ns, int64_t wall_ns, bool stalled);
     int max_width() const;  // size(), capped by the CPU budget
+    // The share of the time since the last call that the calling thread ran rather than waited for a
+    // CPU (1 when unknown: first call, another thread, no scheduler statistics); restarts the count.
+    double caller_share();
+    // Whether the calling thread has waited for a CPU so long since the current window began that the
+    // window cannot pay for its width (threadpool.cpp, kStallNs); false if unknown.
+    bool caller_stalled() const;
+    // Whether a worker last ran (spinning or on a chunk) on the CPU the caller runs on now: then the
+    // caller's waits for its CPU are (partly) its own workers' doing, which fewer threads would undo.
+    bool cpu_shared_with_workers() const;
+    // Whether the machine's other runnable tasks leave a CPU for each of `width` threads of this pool now
+    // (then a worker on the caller's CPU is the OS's passing placement, not a lack of CPUs).
+    bool cpus_to_spare(int width) const;
+    // Whether that was so in at least half of the current window's checks.
+    bool workers_took_my_cpu() const { return window_.checks > 0 && 2 * window_.shared >= window_.checks; }
 
     int n_threads_;
     std::vector<std::thread> workers_;
+    // Where each worker last ran (sched_getcpu), for cpu_shared_with_workers; one cache line each.
+    struct alignas(64) WorkerCpu {
+        std::atomic<int> cpu{-1};
+    };
+    std::unique_ptr<WorkerCpu[]> worker_cpus_;
     Fn fn_ = nullptr;
     void *ctx_ = nullptr;
     int64_t n_chunks_ = 0;
@@ -125,7 +145,23 @@ private:
         int64_t est_ns = 0;   // what the window's jobs would have taken on the caller alone (estimated)
         int64_t wall_ns = 0;  // what they took
         int jobs = 0;
+        int checks = 0;       // caller_stalled checks (one per kCheckNs at most)
+        int shared = 0;       // of those, how many found a worker on the caller's CPU
     } window_;
+    struct Sched {
+        std::thread::id tid;  // whose clocks these are
+        int64_t run_ns = 0, wait_ns = 0;
+        bool valid = false;
+    } sched_;                         // the caller's scheduler clocks at the current window's start
+    int64_t last_check_ns_ = 0;       // when caller_stalled() was last read
+    // The share of its time the caller ran in the recent windows at width 1 (a running mean), or -1
+    // before the first; alone_share() reads it as 1 then (a whole CPU).
+    double alone_share_ = -1.0;
+    double alone_share() const { return alone_share_ > 0 ? alone_share_ : 1.0; }
+    int alone_windows_ = -1;          // windows at width 1 since the drop to it; -1 once judged
+    // Whether, a few windows after a drop to one thread, the caller still waits for its CPU (so the
+    // drop did not help, and two threads are worth a probe now); true once per drop at most.
+    bool waits_alone();
     int settled_ = 1;                 // the width measured best; width_ is settled_ + 1 while probing
     bool probing_ = false;            // this window runs one thread wider to see whether it pays
     int low_windows_ = 0;             // consecutive windows whose speedup did not pay for the width
