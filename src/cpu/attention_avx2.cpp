@@ -81,8 +81,7 @@ inline void tile_scores(const Row &row, const AttnHead &a, const uint8_t *k, siz
             for (; j + 4 <= end; j += 4, kr += 4 * stride) _mm_storeu_ps(s + j, _mm_mul_ps(dot_qk4(row, a.q, kr, stride, hd8), scale));
         for (; j < end; ++j, kr += stride) s[j] = dot_qk(row, a.q, kr, hd) * a.scale;
     }
-    if (a.softcap > 0) attn_softcap(s, nk, a.softcap);
-    for (int j = nk; j < kAttnTile; ++j) s[j] = -__builtin_inff();
+    finish_scores(a, s, nk);
 }
 
 // acc = acc * corr + sum_j pr_j v_j over the tile's keys: passes of 32 dims, the last one taking the
@@ -177,12 +176,8 @@ inline void tile_scores2(const Row &row, const AttnHead &a, const AttnHead &b, c
             sb[j] = dot_qk(row, b.q, kr, hd) * b.scale;
         }
     }
-    auto finish_scores = [nk](const AttnHead &h, float *s) {
-        if (h.softcap > 0) attn_softcap(s, nk, h.softcap);
-        for (int j = nk; j < kAttnTile; ++j) s[j] = -__builtin_inff();
-    };
-    finish_scores(a, sa);
-    finish_scores(b, sb);
+    finish_scores(a, sa, nk);
+    finish_scores(b, sb, nk);
 }
 
 // accumulate_v for two heads' accumulators and weights over the same rows.

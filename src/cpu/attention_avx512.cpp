@@ -111,12 +111,8 @@ inline void tile_scores2(const AttnHead &a, const AttnHead &b, const float *kp, 
             j += 8;
         }
     }
-    auto finish_scores = [nk](const AttnHead &h, float *s) {
-        if (h.softcap > 0) attn_softcap(s, nk, h.softcap);
-        for (int j = nk; j < kAttnTile; ++j) s[j] = -__builtin_inff();
-    };
-    finish_scores(a, sa);
-    finish_scores(b, sb);
+    finish_scores(a, sa, nk);
+    finish_scores(b, sb, nk);
 }
 
 // acc_h = acc_h * corr[h] + sum_j pr_h[j] v_j for H heads (head h's accumulator at acc + h hd, its

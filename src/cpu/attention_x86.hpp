@@ -76,6 +76,13 @@ struct BlockState {
     }
 };
 
+// A tile's scores made final: the soft cap where the model has one, and -inf for the positions past its
+// nk keys (padding, whose weights softmax_step masks to 0).
+inline void finish_scores(const AttnHead &h, float *s, int nk) {
+    if (h.softcap > 0) attn_softcap(s, nk, h.softcap);
+    for (int j = nk; j < kAttnTile; ++j) s[j] = -__builtin_inff();
+}
+
 // The tile's maximum score: lane-wise over its four 8-score pieces in order, then avx2_hmax's tree.
 inline float tile_max(const float *s) {
     __m256 vmax = _mm256_load_ps(s);
