@@ -318,6 +318,43 @@ static void test_quantize_acts(void **) {
     }
 }
 
+// QuantActsK (Q4_K's activations, one scale per 256): every level gives the scalar kernel's bytes,
+// scales and block sums, for rows of 1 to 9 super-blocks, with a super-block of zeros, one whose maximum
+// sits in its last block among small values, one of tiny values, and exact rounding ties.
+static void test_quantize_acts_k(void **) {
+    uint64_t st = 78;
+    for (int64_t nsb : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{9}}) {
+        const int64_t n = nsb * 256;
+        std::vector<float> x = rand_vec(&st, static_cast<size_t>(n), -3, 3);
+        for (int j = 0; j < 256 && nsb >= 5; ++j) {
+            x[static_cast<size_t>(j)] = j % 2 ? 0.0f : -0.0f;
+            x[static_cast<size_t>(256 + j)] = j == 250 ? -1e3f : 1e-3f * test_randf(&st, -1, 1);
+            x[static_cast<size_t>(512 + j)] = 1e-30f * test_randf(&st, -1, 1);
+            x[static_cast<size_t>(768 + j)] = j == 0 ? 127.0f : static_cast<float>(j % 127) + 0.5f;  // id = 1: ties
+        }
+        std::vector<int8_t> want_q(static_cast<size_t>(n)), got_q(want_q.size());
+        std::vector<float> want_d(static_cast<size_t>(nsb)), got_d(want_d.size());
+        std::vector<int16_t> want_s(static_cast<size_t>(nsb * 8)), got_s(want_s.size());
+        detail::quantize_acts_k_scalar(x.data(), n, want_q.data(), want_d.data(), want_s.data());
+        for (int64_t i = 0; i < n; ++i) {  // the scalar kernel against the definition
+            const double q = want_q[static_cast<size_t>(i)], d = want_d[static_cast<size_t>(i / 256)];
+            if (!(std::fabs(x[static_cast<size_t>(i)] - d * q) <= (0.5 + 1e-4) * d))
+                fail_msg("quantize_acts_k element %lld: %g vs %g * %g", (long long)i, x[static_cast<size_t>(i)], d, q);
+        }
+        for (int64_t b = 0; b < nsb * 8; ++b) {
+            int s = 0;
+            for (int j = 0; j < 32; ++j) s += want_q[static_cast<size_t>(b * 32 + j)];
+            if (s != want_s[static_cast<size_t>(b)]) fail_msg("quantize_acts_k block %lld: sum %d, stored %d", (long long)b, s, want_s[static_cast<size_t>(b)]);
+        }
+        for_each_variant([&](int level) {
+            std::fill(got_q.begin(), got_q.end(), int8_t{99});
+            detail::kernels().quantize_acts_k(x.data(), n, got_q.data(), got_d.data(), got_s.data());
+            if (got_q != want_q || got_s != want_s || std::memcmp(got_d.data(), want_d.data(), want_d.size() * sizeof(float)) != 0)
+                fail_msg("quantize_acts_k level %d, %lld super-blocks: not the scalar kernel's bits", level, (long long)nsb);
+        });
+    }
+}
+
 static void test_quant_q4_0(void **) {
     uint64_t st = 43;
     const int64_t n = 4096;
@@ -763,7 +800,8 @@ static void test_dequantize(void **) {
 // |err| <= gamma_k * (sum |w x| + |bias|) with k = n_in/8 + 8 (a few spare for the lane sums), ~1e-6
 // at n_in = 288 and 3e-5 at 4096.
 //
-// Quantized weights: activations are quantized to 8 bits per block of 32 with d_b = max_b|x| / 127, so
+// Quantized weights: activations are quantized to 8 bits per block of 32 (Q4_K: of 256, QuantActsK, and
+// d_b below is then the block's super-block's) with d_b = max_b|x| / 127, so
 // each x_i is off by at most d_b/2 (+1e-4 d_b for the float product before rounding, as in
 // test_quant_q8_0); the weights are exact. So |err| <= qerr = sum_b (0.5 + 1e-4) d_b sum_{i in b} |w_i|,
 // plus float rounding. For random data qerr is ~1/127 of sum |w_i x_i| (mean |x| ≈ max/2), the "1e-2
@@ -788,11 +826,14 @@ static Reference reference(const TestWeight &w, const std::vector<float> &x, int
     ref.bound.resize(ref.y.size());
     ref.rounding.resize(ref.y.size());
     ref.sum_abs.resize(ref.y.size());
+    // Q4_K's activations have one scale per 256 (QuantActsK): each block of 32 gets its super-block's.
+    const int span = w.type == DType::Q4_K ? 256 : 32;
     std::vector<double> dx(static_cast<size_t>(nt * nb));
     for (int64_t t = 0; t < nt; ++t)
         for (int64_t b = 0; b < nb; ++b) {
             double amax = 0;
-            for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[t * n + b * 32 + j]));
+            const int64_t b0 = b * 32 / span * span;
+            for (int j = 0; j < span; ++j) amax = std::fmax(amax, std::fabs(x[t * n + b0 + j]));
             dx[t * nb + b] = amax / 127;
         }
     for (int64_t t = 0; t < nt; ++t)
@@ -819,7 +860,10 @@ static Reference reference(const TestWeight &w, const std::vector<float> &x, int
             ref.y[k] = s + bb;
             ref.sum_abs[k] = sa;
             if (quant) {
-                const double depth = w.type == DType::Q8_0 || w.type == DType::Q4_0 ? nb + 8 : 2 * nb + 8;
+                // Q4_K: per super-block the float conversion of its integer and two FMAs.
+                const double depth = w.type == DType::Q8_0 || w.type == DType::Q4_0 ? nb + 8
+                                     : w.type == DType::Q4_K                      ? 3 * (nb / 8) + 8
+                                                                                  : 2 * nb + 8;
                 ref.rounding[k] = depth * kU * (mag + std::fabs(bb)) * 1.01;
                 ref.bound[k] = qerr + ref.rounding[k];
             } else {
@@ -2123,6 +2167,7 @@ int main(void) {
         cmocka_unit_test(test_quant_q8_0),
         cmocka_unit_test(test_quant_q4_0),
         cmocka_unit_test(test_quantize_acts),
+        cmocka_unit_test(test_quantize_acts_k),
         cmocka_unit_test(test_block_layouts),
         cmocka_unit_test(test_quant_formats),
         cmocka_unit_test(test_dequantize),

@@ -42,6 +42,7 @@ const KernelTable kScalar = {
      matmul_rows_q4_k_scalar, matmul_rows_q5_k_scalar, matmul_rows_q6_k_scalar, matmul_rows_q2_k_scalar,
      matmul_rows_q3_k_scalar, matmul_rows_iq4_nl_scalar, matmul_rows_iq4_xs_scalar, matmul_rows_mxfp4_scalar},
     quantize_acts_scalar,
+    quantize_acts_k_scalar,
     attend_head_scalar,
     attend_head_q8_0_scalar,
     swiglu_scalar,
@@ -61,6 +62,7 @@ const KernelTable kAvx2 = {
      matmul_rows_q4_k_avx2, matmul_rows_q5_k_avx2, matmul_rows_q6_k_avx2, matmul_rows_q2_k_avx2,
      matmul_rows_q3_k_avx2, matmul_rows_iq4_nl_avx2, matmul_rows_iq4_xs_avx2, matmul_rows_mxfp4_avx2},
     quantize_acts_avx2,
+    quantize_acts_k_avx2,
     attend_head_avx2,
     attend_head_q8_0_avx2,
     swiglu_avx2,
@@ -97,6 +99,7 @@ const KernelTable kAvx512 = [] {
     t.matmul[kWQ3_K] = matmul_rows_q3_k_avx512;
     t.matmul[kWQ2_K] = matmul_rows_q2_k_avx512;
     t.quantize_acts = quantize_acts_avx512;
+    t.quantize_acts_k = quantize_acts_k_avx512;
     t.swiglu = swiglu_avx512;
     t.attend_heads = attend_heads_avx512;
     t.attend_heads_q8_0 = attend_heads_q8_0_avx512;

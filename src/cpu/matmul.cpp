@@ -16,6 +16,7 @@ using detail::KernelTable;
 using detail::MatmulJob;
 using detail::MatmulRowsFn;
 using detail::QuantActs;
+using detail::QuantActsK;
 using detail::WeightKind;
 
 // Below this many multiply-adds a job is done on the calling thread: waking a worker and waiting for
@@ -66,52 +67,90 @@ void set_weight(const KernelTable &k, const WeightView &w, MatmulRowsFn &fn, Mat
 // Every kind after the float ones multiplies against the quantized activations.
 bool is_quantized(WeightKind k) { return k >= detail::kWQ8_0; }
 
-// Scratch layout for n_tokens quantized rows of n_in: int8 values, then per-block scales, per-block
-// sums and their products d * sum, each 64-byte aligned (one function, so the memory estimate and the
-// kernel agree).
 size_t round64(size_t n) { return (n + 63) & ~size_t{63}; }
 
-// Tokens per group of QuantActs::d16 / dsum16 (the AMX tiles' 16 token rows).
+// Tokens per group of QuantActs::d16 / dsum16 and QuantActsK::d16 / sum16 (the AMX tiles' 16 token rows).
 constexpr int64_t kGroup16 = 16;
 
-// The quantized activations' arrays, writable (the kernels get them as a QuantActs). d16 and dsum16 are
-// null below kGroup16 tokens.
-struct ActArrays {
-    int8_t *qs;
-    float *d, *sum, *dsum;
-    int64_t nb;
-    float *d16, *dsum16;
-    QuantActs view() const { return QuantActs{qs, d, sum, nb, dsum, d16, dsum16}; }
-};
-
-struct ActLayout {
-    size_t qs_bytes, d_bytes;  // the sums and products take d_bytes each too
-    size_t g_bytes;            // d16 and dsum16 each (0 below kGroup16 tokens)
-    size_t total() const { return qs_bytes + 3 * d_bytes + 2 * g_bytes + 64; }
-    // The arrays at a 64-byte aligned base (aligned loads of qs rows); they end at base + total() - 64.
-    ActArrays at(uint8_t *base, int64_t nb) const {
-        uint8_t *g = base + qs_bytes + 3 * d_bytes;
-        return ActArrays{reinterpret_cast<int8_t *>(base), reinterpret_cast<float *>(base + qs_bytes),
-                         reinterpret_cast<float *>(base + qs_bytes + d_bytes),
-                         reinterpret_cast<float *>(base + qs_bytes + 2 * d_bytes), nb,
-                         g_bytes ? reinterpret_cast<float *>(g) : nullptr,
-                         g_bytes ? reinterpret_cast<float *>(g + g_bytes) : nullptr};
+// Which activations a product needs: the per-32 ones (QuantActs) for every quantized weight but Q4_K,
+// the per-256 ones (QuantActsK) for Q4_K.
+struct ActKinds {
+    bool b32 = false, k = false;
+    void add(WeightKind kind) {
+        // TRANSITIONAL (removed once every level's Q4_K kernel reads QuantActsK): Q4_K gets both kinds.
+        if (kind == detail::kWQ4_K) k = b32 = true;
+        else if (is_quantized(kind)) b32 = true;
     }
 };
-ActLayout act_layout(int64_t n_in, int64_t n_tokens) {
-    const int64_t nb = n_in / 32;
-    const int64_t padded = (n_tokens + kGroup16 - 1) / kGroup16 * kGroup16;
-    return {round64(static_cast<size_t>(n_tokens * n_in)), round64(static_cast<size_t>(n_tokens * nb) * sizeof(float)),
-            n_tokens < kGroup16 ? 0 : round64(static_cast<size_t>(padded * nb) * sizeof(float))};
+
+// The quantized activations' arrays, writable (the kernels get them as QuantActs / QuantActsK); a kind
+// not asked for has null arrays, and so do the groups of 16 below kGroup16 tokens.
+struct ActArrays {
+    int8_t *qs = nullptr;
+    float *d = nullptr, *sum = nullptr, *dsum = nullptr;
+    float *d16 = nullptr, *dsum16 = nullptr;
+    int8_t *kqs = nullptr;
+    float *kd = nullptr, *kd16 = nullptr;
+    int16_t *ksum = nullptr, *ksum16 = nullptr;
+    int64_t nb = 0, nsb = 0;
+    QuantActs view() const { return QuantActs{qs, d, sum, nb, dsum, d16, dsum16}; }
+    QuantActsK kview() const { return QuantActsK{kqs, kd, ksum, nsb, nb, kd16, ksum16}; }
+};
+
+// Carves n_tokens quantized rows of n_in out of base (each array 64-byte aligned), or only measures when
+// base is null; returns the bytes taken plus 64 (room to align base). One function, so the memory
+// estimate and the kernels agree.
+size_t carve_acts(uint8_t *base, int64_t n_in, int64_t n_tokens, ActKinds kinds, ActArrays *out) {
+    size_t at = 0;
+    auto take = [&](size_t bytes) {
+        uint8_t *p = base ? base + at : nullptr;
+        at += round64(bytes);
+        return p;
+    };
+    const auto nt = static_cast<size_t>(n_tokens);
+    const auto padded = static_cast<size_t>((n_tokens + kGroup16 - 1) / kGroup16 * kGroup16);
+    const bool groups = n_tokens >= kGroup16;
+    ActArrays a;
+    a.nb = n_in / 32;
+    a.nsb = n_in / QK_K;
+    const auto nb = static_cast<size_t>(a.nb), nsb = static_cast<size_t>(a.nsb);
+    if (kinds.b32) {
+        a.qs = reinterpret_cast<int8_t *>(take(nt * static_cast<size_t>(n_in)));
+        a.d = reinterpret_cast<float *>(take(nt * nb * sizeof(float)));
+        a.sum = reinterpret_cast<float *>(take(nt * nb * sizeof(float)));
+        a.dsum = reinterpret_cast<float *>(take(nt * nb * sizeof(float)));
+        if (groups) {
+            a.d16 = reinterpret_cast<float *>(take(padded * nb * sizeof(float)));
+            a.dsum16 = reinterpret_cast<float *>(take(padded * nb * sizeof(float)));
+        }
+    }
+    if (kinds.k) {
+        a.kqs = reinterpret_cast<int8_t *>(take(nt * static_cast<size_t>(n_in)));
+        a.kd = reinterpret_cast<float *>(take(nt * nsb * sizeof(float)));
+        a.ksum = reinterpret_cast<int16_t *>(take(nt * nb * sizeof(int16_t)));
+        if (groups) {
+            a.kd16 = reinterpret_cast<float *>(take(padded * nsb * sizeof(float)));
+            a.ksum16 = reinterpret_cast<int16_t *>(take(padded * nb * sizeof(int16_t)));
+        }
+    }
+    if (out) *out = a;
+    return at + 64;
 }
 
-// The padding tokens of d16 and dsum16's last group (n_tokens of them real): zeros.
+// The padding tokens of the groups' last one (n_tokens of them real): zeros.
 void zero_group_tail(const ActArrays &xq, int64_t n_tokens) {
-    if (!xq.d16) return;
     const int64_t g = n_tokens / kGroup16, i0 = n_tokens % kGroup16;
     if (i0 == 0) return;
-    for (int64_t b = 0; b < xq.nb; ++b)
-        for (int64_t i = i0; i < kGroup16; ++i) xq.d16[(g * xq.nb + b) * kGroup16 + i] = xq.dsum16[(g * xq.nb + b) * kGroup16 + i] = 0;
+    if (xq.d16)
+        for (int64_t b = 0; b < xq.nb; ++b)
+            for (int64_t i = i0; i < kGroup16; ++i) xq.d16[(g * xq.nb + b) * kGroup16 + i] = xq.dsum16[(g * xq.nb + b) * kGroup16 + i] = 0;
+    if (xq.kd16)
+        for (int64_t s = 0; s < xq.nsb; ++s)
+            for (int64_t i = i0; i < kGroup16; ++i) {
+                const int64_t at = (g * xq.nsb + s) * kGroup16 + i;
+                xq.kd16[at] = 0;
+                for (int j = 0; j < 8; ++j) xq.ksum16[at * 8 + j] = 0;
+            }
 }
 
 // At least `bytes` of scratch, 64-byte aligned. The scratch buffer only ever grows, so a steady decode
@@ -121,8 +160,8 @@ uint8_t *scratch_at(Scratch &scratch, size_t bytes) {
     return reinterpret_cast<uint8_t *>((addr + 63) & ~uintptr_t{63});
 }
 
-// Row `row` of xq (n_in wide) = x quantized, with its blocks' d * sum.
-void quantize_row(const KernelTable &k, const float *x, int64_t n_in, const ActArrays &xq, int64_t row) {
+// Row `row` of xq's per-32 arrays (n_in wide) = x quantized, with its blocks' d * sum.
+void quantize_row_b32(const KernelTable &k, const float *x, int64_t n_in, const ActArrays &xq, int64_t row) {
     const int64_t nb = xq.nb;
     k.quantize_acts(x, n_in, xq.qs + row * n_in, xq.d + row * nb, xq.sum + row * nb);
     for (int64_t b = row * nb; b < (row + 1) * nb; ++b) xq.dsum[b] = xq.d[b] * xq.sum[b];
@@ -134,11 +173,28 @@ void quantize_row(const KernelTable &k, const float *x, int64_t n_in, const ActA
     }
 }
 
-// Quantizes n_tokens rows of n_in floats into scratch (layout in vec_dot.hpp).
-QuantActs quantize_input(ThreadPool &pool, Scratch &scratch, const KernelTable &k, const float *x, int64_t n_in,
-                         int64_t n_tokens) {
-    const ActLayout lay = act_layout(n_in, n_tokens);
-    const ActArrays xq = lay.at(scratch_at(scratch, lay.total()), n_in / 32);
+// Row `row` of xq's per-256 arrays (Q4_K's) = x quantized, with the groups' copies.
+void quantize_row_k(const KernelTable &k, const float *x, int64_t n_in, const ActArrays &xq, int64_t row) {
+    const int64_t nb = xq.nb, nsb = xq.nsb;
+    k.quantize_acts_k(x, n_in, xq.kqs + row * n_in, xq.kd + row * nsb, xq.ksum + row * nb);
+    if (!xq.kd16) return;
+    const int64_t g0 = row / kGroup16 * nsb * kGroup16 + row % kGroup16;  // super-block s at g0 + 16 s
+    for (int64_t s = 0; s < nsb; ++s) {
+        xq.kd16[g0 + kGroup16 * s] = xq.kd[row * nsb + s];
+        for (int j = 0; j < 8; ++j) xq.ksum16[(g0 + kGroup16 * s) * 8 + j] = xq.ksum[row * nb + 8 * s + j];
+    }
+}
+
+void quantize_row(const KernelTable &k, const float *x, int64_t n_in, const ActArrays &xq, int64_t row) {
+    if (xq.qs) quantize_row_b32(k, x, n_in, xq, row);
+    if (xq.kqs) quantize_row_k(k, x, n_in, xq, row);
+}
+
+// Quantizes n_tokens rows of n_in floats into scratch, the kinds asked for (layouts in vec_dot.hpp).
+ActArrays quantize_input(ThreadPool &pool, Scratch &scratch, const KernelTable &k, const float *x, int64_t n_in,
+                         int64_t n_tokens, ActKinds kinds) {
+    ActArrays xq;
+    carve_acts(scratch_at(scratch, carve_acts(nullptr, n_in, n_tokens, kinds, nullptr)), n_in, n_tokens, kinds, &xq);
     auto rows = [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) quantize_row(k, x + t * n_in, n_in, xq, t);
     };
@@ -147,7 +203,7 @@ QuantActs quantize_input(ThreadPool &pool, Scratch &scratch, const KernelTable &
     else
         rows(0, n_tokens);
     zero_group_tail(xq, n_tokens);
-    return xq.view();
+    return xq;
 }
 
 struct Segment {
@@ -239,15 +295,20 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
     const KernelTable &k = detail::kernels();
     const int64_t n_in = w[idx[0]]->n_in;
     int64_t out_total = 0;
-    for (int i = 0; i < n_q; ++i) out_total += w[idx[i]]->n_out;
+    ActKinds kinds;
+    for (int i = 0; i < n_q; ++i) {
+        out_total += w[idx[i]]->n_out;
+        kinds.add(weight_kind(w[idx[i]]->type));
+    }
     const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n_tokens,
         static_cast<int64_t>(kPreciseOutBytes / (2 * sizeof(float) * static_cast<size_t>(out_total)))));
-    const ActLayout lay = act_layout(n_in, 2 * chunk);
+    const size_t act_bytes = carve_acts(nullptr, n_in, 2 * chunk, kinds, nullptr);
     const size_t resid_bytes = round64(static_cast<size_t>(chunk * n_in) * sizeof(float));
     const size_t out_bytes = round64(static_cast<size_t>(2 * chunk * out_total) * sizeof(float));
-    uint8_t *base = scratch_at(scratch, lay.total() + resid_bytes + out_bytes);
-    const ActArrays xq = lay.at(base, n_in / 32);
-    auto *resid = reinterpret_cast<float *>(base + lay.total() - 64);
+    uint8_t *base = scratch_at(scratch, act_bytes + resid_bytes + out_bytes);
+    ActArrays xq;
+    carve_acts(base, n_in, 2 * chunk, kinds, &xq);
+    auto *resid = reinterpret_cast<float *>(base + act_bytes - 64);
     auto *out = reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(resid) + resid_bytes);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
         const int64_t c = std::min(chunk, n_tokens - t0);
@@ -255,18 +316,28 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
             for (int64_t i = a; i < b; ++i) {
                 const float *xt = x + (t0 + i) * n_in;
                 float *rt = resid + i * n_in;
-                quantize_row(k, xt, n_in, xq, 2 * i);
-                const int8_t *q0 = xq.qs + 2 * i * n_in;
-                const float *d0 = xq.d + 2 * i * xq.nb;
-                for (int64_t j = 0; j < n_in; ++j) rt[j] = xt[j] - d0[j / 32] * static_cast<float>(q0[j]);
-                quantize_row(k, rt, n_in, xq, 2 * i + 1);
+                // Each kind's pair from its own rounding of x.
+                if (xq.qs) {
+                    quantize_row_b32(k, xt, n_in, xq, 2 * i);
+                    const int8_t *q0 = xq.qs + 2 * i * n_in;
+                    const float *d0 = xq.d + 2 * i * xq.nb;
+                    for (int64_t j = 0; j < n_in; ++j) rt[j] = xt[j] - d0[j / 32] * static_cast<float>(q0[j]);
+                    quantize_row_b32(k, rt, n_in, xq, 2 * i + 1);
+                }
+                if (xq.kqs) {
+                    quantize_row_k(k, xt, n_in, xq, 2 * i);
+                    const int8_t *q0 = xq.kqs + 2 * i * n_in;
+                    const float *d0 = xq.kd + 2 * i * xq.nsb;
+                    for (int64_t j = 0; j < n_in; ++j) rt[j] = xt[j] - d0[j / QK_K] * static_cast<float>(q0[j]);
+                    quantize_row_k(k, rt, n_in, xq, 2 * i + 1);
+                }
             }
         };
         if (pool.size() > 1 && c > 1 && c * n_in >= kMinParallelQuant) pool.parallel_for(c, rows);
         else rows(0, c);
-        // The arrays are sized for 2 chunk tokens; this pass has 2 c (null d16 below 16 of them).
+        // The arrays are sized for 2 chunk tokens; this pass has 2 c (no groups below 16 of them).
         ActArrays pass = xq;
-        if (2 * c < kGroup16) pass.d16 = pass.dsum16 = nullptr;
+        if (2 * c < kGroup16) pass.d16 = pass.dsum16 = pass.kd16 = nullptr, pass.ksum16 = nullptr;
         zero_group_tail(pass, 2 * c);
         Segment segs[4];
         int64_t macs = 0, at = 0;
@@ -278,6 +349,7 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
             sg.job.n_in = n_in;
             sg.job.n_tokens = 2 * c;
             sg.job.xq = pass.view();
+            sg.job.xk = pass.kview();
             sg.job.y = out + 2 * c * at;
             sg.job.y_stride = wi.n_out;
             macs += wi.n_out * n_in * 2 * c;
@@ -300,7 +372,12 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
 
 } // namespace
 
-size_t matmul_scratch_bytes(int64_t n_in, int64_t n_tokens) { return act_layout(n_in, n_tokens).total(); }
+size_t matmul_scratch_bytes(int64_t n_in, int64_t n_tokens) {
+    ActKinds all;
+    all.b32 = true;
+    all.k = n_in % QK_K == 0;
+    return carve_acts(nullptr, n_in, n_tokens, all, nullptr);
+}
 
 void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w, int n_w, const float *x,
                   int64_t n_tokens, float *const *y, const float *const *bias, bool precise) {
@@ -308,9 +385,11 @@ void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w
     if (n_tokens <= 0) return;
     const int64_t n_in = w[0]->n_in;
     bool any_quantized = false;
+    ActKinds kinds;
     for (int i = 0; i < n_w; ++i) {
         check_weight(*w[i], n_in);
         any_quantized |= is_quantized(weight_kind(w[i]->type));
+        kinds.add(weight_kind(w[i]->type));
     }
     if (precise && any_quantized) {
         // The quantized weights through matmul_precise, the float ones (which read x itself) as usual.
@@ -328,7 +407,7 @@ void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w
         return;
     }
     const KernelTable &k = detail::kernels();
-    const QuantActs xq = any_quantized ? quantize_input(pool, scratch, k, x, n_in, n_tokens) : QuantActs{};
+    const ActArrays xq = any_quantized ? quantize_input(pool, scratch, k, x, n_in, n_tokens, kinds) : ActArrays{};
 
     Segment segs[4];
     int64_t macs = 0;
@@ -339,7 +418,8 @@ void matmul_multi(ThreadPool &pool, Scratch &scratch, const WeightView *const *w
         s.job.n_in = n_in;
         s.job.n_tokens = n_tokens;
         s.job.x = x;
-        s.job.xq = xq;
+        s.job.xq = xq.view();
+        s.job.xk = xq.kview();
         s.job.y = y[i];
         s.job.y_stride = w[i]->n_out;
         s.job.bias = bias ? bias[i] : nullptr;

@@ -278,6 +278,27 @@ void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float
     }
 }
 
+// Activations for Q4_K weights (QuantActsK): the same steps over super-blocks of 256, and each
+// 32-element block's integer sum (exact in int16: |sum| <= 32 * 127).
+void quantize_acts_k_scalar(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum) {
+    for (int64_t s = 0; s < n / QK_K; ++s) {
+        const float *xs = x + s * QK_K;
+        float amax = 0;
+        for (int j = 0; j < QK_K; ++j) amax = std::fmax(amax, std::fabs(xs[j]));
+        const float id = amax > 0 ? 127.0f / amax : 0.0f;
+        d[s] = amax / 127.0f;
+        for (int b = 0; b < QK_K / 32; ++b) {
+            int32_t t = 0;
+            for (int j = 32 * b; j < 32 * b + 32; ++j) {
+                const int q = round_even(xs[j] * id);
+                qs[s * QK_K + j] = static_cast<int8_t>(q);
+                t += q;
+            }
+            sum[s * (QK_K / 32) + b] = static_cast<int16_t>(t);
+        }
+    }
+}
+
 } // namespace detail
 
 } // namespace ember::cpu

@@ -94,4 +94,29 @@ void quantize_acts_avx512(const float *x, int64_t n, int8_t *qs, float *d, float
     std::memcpy(sum + ib, sb, static_cast<size_t>(rest) * sizeof(float));
 }
 
+// QuantActsK (one scale per 256): quantize_acts_k_scalar's arithmetic, a super-block at a time: its
+// maximum, one division each for id and d, then 16 floats per step, each 32-element block's sum reduced
+// from its two vectors' integers.
+void quantize_acts_k_avx512(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum) {
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t s = 0; s < n / 256; ++s) {
+        const float *xs = x + s * 256;
+        __m512 m = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; ++k) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(xs + 16 * k), abs_mask));
+        const float amax = _mm512_reduce_max_ps(m);
+        const float id = amax > 0 ? 127.0f / amax : 0.0f;
+        d[s] = amax / 127.0f;
+        const __m512 v = _mm512_set1_ps(id);
+#pragma GCC unroll 8
+        for (int b = 0; b < 8; ++b) {
+            const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + 32 * b), v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + 32 * b + 16), v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(qs + 256 * s + 32 * b), _mm512_cvtsepi32_epi8(q0));
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(qs + 256 * s + 32 * b + 16), _mm512_cvtsepi32_epi8(q1));
+            sum[8 * s + b] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+        }
+    }
+}
+
 } // namespace ember::cpu::detail

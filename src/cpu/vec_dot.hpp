@@ -32,6 +32,28 @@ struct QuantActs {
     const float *dsum16 = nullptr;
 };
 
+// Activations quantized for Q4_K weights, token-major: one scale per super-block of 256 (where QuantActs
+// has one per 32), so that a super-block's eight sub-block integers, weighted by their 6-bit scales, sum
+// exactly in int32 and get their float scales once per super-block instead of once per 32 (the Q4_K
+// kernels' float work, which bounded their prefill, drops eightfold; the AMX tiles fold the scales into
+// the weights and take 64 bytes per product). The price is precision: each x is off by up to half the
+// step of its 256-element super-block's largest value rather than its 32-element block's. Every level's
+// Q4_K kernel computes, for each super-block s in order (docs/architecture.md, "Q4_K activations"):
+//   isum = sum_j sc_j * (sum_l code_(32j+l) * q_(256s+32j+l)),  msum = sum_j m_j * sum_(8s+j)   (int32)
+//   acc = fma(float(isum), d * d_s, acc);  acc = fma(-float(msum), dmin * d_s, acc)
+// with acc from 0, then y = acc + bias: the AVX2, AVX-512 and AMX kernels give the same bits.
+struct QuantActsK {
+    const int8_t *qs = nullptr;    // token t's n_in values at qs + t * n_in: x ~= d * q
+    const float *d = nullptr;      // token t, super-block s at t * nsb + s: max |x| / 127
+    const int16_t *sum = nullptr;  // token t, 32-element block b at t * nb + b: the sum of its q
+    int64_t nsb = 0, nb = 0;       // n_in / 256, n_in / 32
+    // The same by groups of 16 tokens, for the AMX tiles' epilogues (null below 16 tokens; padding
+    // tokens zero): token 16 g + i, super-block s: d16[(g * nsb + s) * 16 + i], its 8 block sums at
+    // sum16[((g * nsb + s) * 16 + i) * 8 + j].
+    const float *d16 = nullptr;
+    const int16_t *sum16 = nullptr;
+};
+
 // One weight's share of a matmul: rows [r0, r1) of W against all n_tokens activation rows.
 struct MatmulJob {
     const uint8_t *w = nullptr;  // row 0 of the weight
@@ -39,7 +61,8 @@ struct MatmulJob {
     int64_t n_in = 0;
     int64_t n_tokens = 0;
     const float *x = nullptr;    // f32 activations (F32/F16/BF16 weights), row stride n_in
-    QuantActs xq;                // quantized activations (quantized weights)
+    QuantActs xq;                // quantized activations (quantized weights but Q4_K)
+    QuantActsK xk;               // the same for Q4_K weights
     float *y = nullptr;          // output, row stride y_stride (= n_out)
     int64_t y_stride = 0;
     const float *bias = nullptr;
@@ -104,6 +127,8 @@ struct KernelTable {
     MatmulRowsFn matmul[kWeightKinds];
     // Quantizes one row of n (multiple of 32) floats into qs, d[n/32], sum[n/32] (QuantActs layout).
     void (*quantize_acts)(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
+    // Quantizes one row of n (multiple of 256) floats into qs, d[n/256], sum[n/32] (QuantActsK layout).
+    void (*quantize_acts_k)(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum);
     void (*attend_head)(const AttnHead &a);          // F16 cache
     void (*attend_head_q8_0)(const AttnHead &a);     // Q8_0 cache (head_dim a multiple of 8)
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
@@ -142,6 +167,7 @@ void matmul_rows_iq4_nl_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_iq4_xs_scalar(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_scalar(const MatmulJob &, int64_t, int64_t);
 void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
+void quantize_acts_k_scalar(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum);
 void attend_head_scalar(const AttnHead &a);
 void attend_head_q8_0_scalar(const AttnHead &a);
 void swiglu_scalar(const float *gate, const float *up, float *out, int64_t n);
@@ -165,6 +191,7 @@ void matmul_rows_iq4_nl_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_iq4_xs_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_mxfp4_avx2(const MatmulJob &, int64_t, int64_t);
 void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
+void quantize_acts_k_avx2(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum);
 // The prefill GEMM on 8-row panels repacked on the fly (matmul_panel_avx2.cpp); the row kernels above
 // hand over to it when a matmul has more tokens than one tile pass (kTokTile).
 void matmul_panels_q4_0_avx2(const MatmulJob &, int64_t, int64_t);
@@ -201,6 +228,7 @@ void matmul_rows_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_rows_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
 // Activations quantized 16 blocks at a time, the scalar and AVX2 kernels' bits (quant_acts_avx512.cpp).
 void quantize_acts_avx512(const float *x, int64_t n, int8_t *qs, float *d, float *sum);
+void quantize_acts_k_avx512(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum);
 // attend_heads on 512-bit vectors with the AVX2 kernels' bits (attention_avx512.cpp).
 void attend_heads_avx512(const AttnHead *a, int n, int n_tok);
 void attend_heads_q8_0_avx512(const AttnHead *a, int n, int n_tok);

@@ -288,4 +288,29 @@ void quantize_acts_avx2(const float *x, int64_t n, int8_t *qs, float *d, float *
     }
 }
 
+// quantize_acts_k_scalar's arithmetic (QuantActsK: one scale per 256), so the levels agree: the maximum
+// over the super-block first, then each 32-element block's rounding as above, with its sum as int16.
+void quantize_acts_k_avx2(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t s = 0; s < n / 256; ++s) {
+        const float *xs = x + s * 256;
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < 32; ++k) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xs + 8 * k), abs_mask));
+        const float amax = avx2_hmax(m);
+        const float id = amax > 0 ? 127.0f / amax : 0.0f;
+        d[s] = amax / 127.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        for (int b = 0; b < 8; ++b) {
+            __m256i q[4];
+            for (int k = 0; k < 4; ++k)
+                q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xs + 32 * b + 8 * k), vid),
+                                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            sum[8 * s + b] = static_cast<int16_t>(avx2_hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]))));
+            const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(qs + 256 * s + 32 * b), _mm256_permutevar8x32_epi32(p, unshuffle));
+        }
+    }
+}
+
 } // namespace ember::cpu::detail
