@@ -10,7 +10,10 @@
 // broadcast to every row: one maddubs still does 32 multiply-adds, but its 16-bit pair sums belong to
 // 8 rows (2 lanes each), so a block's 8 products add up in 16 bits (Q4: at most 8 * 2 * 15 * 127 =
 // 30480, no saturation) and one madd, convert and FMA finish the block for 8 rows: about 2.4 ops per 32
-// multiply-adds instead of 4, no horizontal sums, and a 4-token tile fits the 16 registers.
+// multiply-adds instead of 4, no horizontal sums, and a 4-token tile fits the 16 registers. Q4_K, whose
+// activations have one scale per super-block (QuantActsK), goes further: its block's 16-bit sums meet
+// the 6-bit scale in that madd, the 8 sub-blocks add up in int32, and the convert and FMAs run once per
+// super-block.
 // Measured (TinyLlama shape, 128-token prompt, 2 threads): prefill Q4_0 0.87 -> ~1.4x llama.cpp,
 // Q4_K_M 0.73 -> ~1.3x (docs/benchmarks.md, 2026-11-21).
 //
@@ -30,6 +33,7 @@
 #include "cpu/quant_k.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
+#include "cpu/vec_dot_k_x86.hpp"
 
 namespace ember::cpu::detail {
 
@@ -52,6 +56,13 @@ inline void transpose_groups(const __m128i (&src)[kPanelRows], uint8_t *dst) {
     _mm256_store_si256(out + 3, _mm256_unpackhi_epi64(x1, x3));
 }
 
+// Two 16-bit values (a token's block sums b, b + 1) broadcast to every row's lane.
+inline __m256i broadcast_pair(const int16_t *x) {
+    int32_t v;
+    __builtin_memcpy(&v, x, 4);
+    return _mm256_set1_epi32(v);
+}
+
 // 4 activation bytes (elements e .. e + 3 of a token) broadcast to every row's lane.
 inline __m256i broadcast4(const int8_t *x) {
     int32_t v;
@@ -70,32 +81,33 @@ struct ChunkEdges {
     __m256i mask;
     bool first, last;
 };
-template <int T>
-inline void load_acc(const PanelTokens<T> &op, const ChunkEdges &e, __m256 (&acc)[T]) {
+// (Op: PanelTokens or PanelTokensK, whose y[t] is where token t's outputs go.)
+template <int T, class Op>
+inline void load_acc(const Op &op, const ChunkEdges &e, __m256 (&acc)[T]) {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[t] = e.first ? _mm256_setzero_ps() : _mm256_maskload_ps(op.y[t], e.mask);
 }
-template <int T>
-inline void store_acc(const MatmulJob &job, int64_t r, const PanelTokens<T> &op, const ChunkEdges &e, __m256 (&acc)[T]) {
+template <int T, class Op>
+inline void store_acc(const MatmulJob &job, int64_t r, const Op &op, const ChunkEdges &e, __m256 (&acc)[T]) {
     const __m256 bias = e.last && job.bias ? _mm256_maskload_ps(job.bias + r, e.mask) : _mm256_setzero_ps();
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) _mm256_maskstore_ps(op.y[t], e.mask, e.last ? _mm256_add_ps(acc[t], bias) : acc[t]);
 }
 
-// ---- Q4_0, Q4_K ------------------------------------------------------------------------------------
+// ---- Q4_0 ------------------------------------------------------------------------------------------
 // A packed block holds the 8 rows' codes one per byte (0..15) as 8 vectors: byte 4i + j of vector k is
-// row i's element 4k + j, so vector k meets the activation bytes 4k .. 4k + 3. s is the scale of the
-// codes (Q4_0: d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j; Q4_0 takes its
-// offset of 8 in the integers instead). The nibbles are split when packing rather than in the kernel
-// (256 bytes per block rather than 128): the kernel then does no masking, and its 8 weight vectors
-// are plain loads, which leaves registers for the 4-token tile (the two measured within this
-// machine's noise, +-15 %, on 2048 x 2048 x 64 tokens; the register budget decided).
+// row i's element 4k + j, so vector k meets the activation bytes 4k .. 4k + 3; s is the codes' scale
+// (Q4_0: d; Q8_0: d). The nibbles are split when packing rather than in the kernel (256 bytes per block
+// rather than 128): the kernel then does no masking, and its 8 weight vectors are plain loads, which
+// leaves registers for the 4-token tile (the two measured within this machine's noise, +-15 %, on
+// 2048 x 2048 x 64 tokens; the register budget decided).
 struct alignas(32) Q4Block {
     uint8_t q[256];
     float s[kPanelRows];
-    float m[kPanelRows];
+    // Q4_K's offsets once (it has its own block now): kept so that Q4_0's and Q8_0's k-chunks stay the
+    // size they were measured at.
+    float pad[kPanelRows];
 };
-
 // The block loop the Q4 and Q8_0 panels share: per packed block, its 8 weight vectors against each
 // token's 4 broadcast activations, summed by Ops::step into one integer vector per token, then
 // Ops::finish applies the block's scales. Ops::operand(w) is what step takes beside w, formed once per
@@ -123,7 +135,6 @@ inline void q_tile(const MatmulJob &job, const Q4Block *pb, int64_t b0, int64_t 
     store_acc<T>(job, r, op, e, acc);
 }
 
-template <bool kMins>
 struct Q4Panel {
     using Block = Q4Block;
     // Codes 0..15 (unsigned) against signed activations: a block's 8 maddubs pairs add in 16 bits.
@@ -133,18 +144,12 @@ struct Q4Panel {
         keep_in_register(isum);
     }
     template <int T>
-    static __m256 finish(__m256i isum, __m256 s, const Block &blk, const PanelTokens<T> &op, int t, int64_t b, __m256 acc) {
+    static __m256 finish(__m256i isum, __m256 s, const Block &, const PanelTokens<T> &op, int t, int64_t b, __m256 acc) {
+        // The codes sit 8 above the value: sum (q - 8) x = sum q x - 8 sum x, exact in float
+        // (|sum q x| <= 32 * 15 * 127), then one rounding for the scales.
         __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(isum, _mm256_set1_epi16(1)));
-        const __m256 dx = _mm256_broadcast_ss(op.xd[t] + b);
-        if constexpr (kMins) {
-            acc = _mm256_fmadd_ps(f, _mm256_mul_ps(s, dx), acc);
-            return _mm256_fnmadd_ps(_mm256_load_ps(blk.m), _mm256_set1_ps(op.xd[t][b] * op.xs[t][b]), acc);
-        } else {
-            // Q4_0's codes sit 8 above the value: sum (q - 8) x = sum q x - 8 sum x, exact in float
-            // (|sum q x| <= 32 * 15 * 127), then one rounding for the scales.
-            f = _mm256_fnmadd_ps(_mm256_set1_ps(8.0f), _mm256_broadcast_ss(op.xs[t] + b), f);
-            return _mm256_fmadd_ps(f, _mm256_mul_ps(s, dx), acc);
-        }
+        f = _mm256_fnmadd_ps(_mm256_set1_ps(8.0f), _mm256_broadcast_ss(op.xs[t] + b), f);
+        return _mm256_fmadd_ps(f, _mm256_mul_ps(s, _mm256_broadcast_ss(op.xd[t] + b)), acc);
     }
     // T tokens against n packed blocks (activation blocks b0 ..) of the panel at row r.
     template <int T>
@@ -155,7 +160,7 @@ struct Q4Panel {
 
 // Q4_0: blocks [b0, b0 + n) of the panel's rows. Byte l of qs holds element l in its low nibble and
 // l + 16 in its high nibble, so the transposed bytes split into vectors 0..3 and 4..7.
-struct PackQ4_0 : Q4Panel<false> {
+struct PackQ4_0 : Q4Panel {
     static constexpr int64_t kUnit = 1;  // activation blocks per weight block
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
         const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -180,13 +185,126 @@ struct PackQ4_0 : Q4Panel<false> {
     }
 };
 
-// Q4_K: super-blocks [b0 / 8, (b0 + n) / 8) (n and b0 multiples of 8), one packed block per sub-block.
-// The 32-byte group g of qs holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles,
-// element l in byte l: each half of a group's masked nibbles is one transpose.
-struct PackQ4_K : Q4Panel<true> {
+// ---- Q4_K ------------------------------------------------------------------------------------------
+// Against per-256 activations (QuantActsK; vec_dot.hpp gives the steps every level follows). A packed
+// sub-block j holds Q4Block's codes, so its 8 maddubs pairs add in 16 bits as Q4_0's do (at most
+// 8 * 2 * 15 * 127 = 30480), and then one madd against sc_j (each row's two lanes hold it) gives each
+// row's exact sub-block product times sc_j as one int32 lane: the super-block's 8 of them add up to isum
+// in int32 (< 2^25). The mins' term msum = sum_j m_j * (block sum of q) is 4 madds of the rows' min pairs
+// against the token's block-sum pairs. The float epilogue (two FMAs) then runs once per super-block and
+// token where it ran once per sub-block: ~8 % of the ops of a sub-block's maddubs and adds, against ~25 %.
+// Same integers and float steps as the row tile (vec_dot_k_avx2.cpp), which hands over above kTokTile
+// tokens.
+struct alignas(32) Q4KBlock {
+    uint8_t q[256];           // Q4Block's codes
+    int16_t sc[2 * kPanelRows];  // lanes 2i, 2i + 1: row i's sc_j
+    // A 32-byte slice of the super-block's other operands, one per sub-block j: 0 the rows' d, 1 their
+    // dmin (as floats), 2..5 row i's mins m_2p, m_2p+1 (p = j - 2) in dword i; 6, 7 nothing.
+    union {
+        float f[kPanelRows];
+        int16_t m[2 * kPanelRows];
+    } side;
+};
+
+// Where a tile reads token t's per-256 activations (from activation block b0, a super-block's first) and
+// writes its outputs y[t][r ..].
+template <int T>
+struct PanelTokensK {
+    const int8_t *xq[T];
+    const float *xd[T];
+    const int16_t *xs[T];
+    float *y[T];
+    PanelTokensK(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
+        const QuantActsK &xk = job.xk;
+        for (int t = 0; t < T; ++t) {
+            xq[t] = xk.qs + (t0 + t) * job.n_in + b0 * 32;
+            xd[t] = xk.d + (t0 + t) * xk.nsb + b0 / (QK_K / 32);
+            xs[t] = xk.sum + (t0 + t) * xk.nb + b0;
+            y[t] = job.y + (t0 + t) * job.y_stride + r;
+        }
+    }
+};
+
+struct PackQ4_K {
+    using Block = Q4KBlock;
     static constexpr int64_t kUnit = QK_K / 32;
+    // Super-blocks [b0 / 8, (b0 + n) / 8) (n and b0 multiples of 8), one packed block per sub-block. The
+    // 32-byte group g of qs holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles, element
+    // l in byte l: each half of a group's masked nibbles is one transpose.
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        pack_q4_k<kPanelRows>(rows, b0, n, out, transpose_groups);
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const int64_t s = b0 / kUnit + sb;
+            Block *pb = out + sb * kUnit;
+            const BlockQ4_K *blk[kPanelRows];
+            for (int i = 0; i < kPanelRows; ++i) {
+                blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
+                const Q4KIntScales q = q4k_int_scales(*blk[i]);
+                alignas(32) int32_t sc[8], m[4];
+                _mm256_store_si256(reinterpret_cast<__m256i *>(sc), q.sc);
+                _mm_store_si128(reinterpret_cast<__m128i *>(m), q.m);
+                for (int j = 0; j < 8; ++j) __builtin_memcpy(pb[j].sc + 2 * i, sc + j, 4);
+                for (int p = 0; p < 4; ++p) __builtin_memcpy(pb[2 + p].side.m + 2 * i, m + p, 4);
+                pb[0].side.f[i] = avx2_half_to_float(blk[i]->d);
+                pb[1].side.f[i] = avx2_half_to_float(blk[i]->dmin);
+            }
+            for (int g = 0; g < 4; ++g) {
+                __m128i lo[2][kPanelRows], hi[2][kPanelRows];  // [half of the group][row]
+                for (int i = 0; i < kPanelRows; ++i) {
+                    __m128i l[2], h[2];
+                    q4k_group_codes(blk[i], g, l, h);
+                    lo[0][i] = l[0], lo[1][i] = l[1], hi[0][i] = h[0], hi[1][i] = h[1];
+                }
+                transpose_groups(lo[0], pb[2 * g].q);
+                transpose_groups(lo[1], pb[2 * g].q + 128);
+                transpose_groups(hi[0], pb[2 * g + 1].q);
+                transpose_groups(hi[1], pb[2 * g + 1].q + 128);
+            }
+        }
+    }
+
+    template <int T>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
+        const PanelTokensK<T> op(job, b0, r, t0);
+        __m256 acc[T];
+        load_acc<T>(op, e, acc);
+        for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+            const Block *bk = pb + sb * kUnit;
+            __m256i isum[T];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                __m256i s16[T];
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; ++k) {
+                    const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(bk[j].q + 32 * k));
+#pragma GCC unroll 4
+                    for (int t = 0; t < T; ++t) {
+                        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(op.xq[t] + QK_K * sb + 32 * j + 4 * k)));
+                        keep_in_register(s16[t]);
+                    }
+                }
+                const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i *>(bk[j].sc));
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    const __m256i p = _mm256_madd_epi16(s16[t], sc);
+                    isum[t] = j == 0 ? p : _mm256_add_epi32(isum[t], p);
+                }
+            }
+            const __m256 d = _mm256_load_ps(bk[0].side.f), dmin = _mm256_load_ps(bk[1].side.f);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+                __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; ++p)
+                    msum = _mm256_add_epi32(msum, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i *>(bk[2 + p].side.m)),
+                                                                    broadcast_pair(op.xs[t] + 8 * sb + 2 * p)));
+                const __m256 dx = _mm256_broadcast_ss(op.xd[t] + sb);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, dx), acc[t]);
+                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[t]);
+            }
+        }
+        store_acc<T>(job, r, op, e, acc);
     }
 };
 

@@ -5,14 +5,16 @@
 //
 // Same shape as the Q4_0/Q8_0 kernels (the driver in matmul_avx2.hpp: cache blocks of rows, token
 // groups of kTokTile, register tiles of R rows x T tokens, prefetching in decode), stepping a whole
-// super-block of 256 weights at a time. The activations come in blocks of 32 with their own scales, so
-// a super-block meets 8 of them: each 32-element piece is an exact integer dot product, converted once
-// and multiplied by the product of the weight's and the activations' scales for that piece (Q6_K's two
-// 16-element scales per piece are applied in the integers first). Q5_K keeps one 8-lane accumulator per
-// output; Q4_K and Q6_K reduce each piece to one integer per row first and accumulate with the float
-// operations of their panel GEMM (matmul_panel_avx2.cpp), which takes over above kTokTile tokens. Either
-// way an output is updated in the same order whatever the tile shape, so results do not depend on how
-// rows and tokens were split, nor on how many tokens a matmul had.
+// super-block of 256 weights at a time. Q5_K and Q6_K meet activations in blocks of 32 with their own
+// scales (QuantActs), so a super-block meets 8 of them: each 32-element piece is an exact integer dot
+// product, converted once and multiplied by the product of the weight's and the activations' scales for
+// that piece (Q6_K's two 16-element scales per piece are applied in the integers first). Q4_K meets
+// activations with one scale per super-block (QuantActsK): its 8 sub-block products, weighted by their
+// 6-bit scales, and the mins' term are two exact integers per super-block, scaled in float once.
+// Q5_K keeps one 8-lane accumulator per output; Q4_K and Q6_K reduce to integers per row first and
+// accumulate with the float operations of their panel GEMM (matmul_panel_avx2.cpp), which takes over
+// above kTokTile tokens. Either way an output is updated in the same order whatever the tile shape, so
+// results do not depend on how rows and tokens were split, nor on how many tokens a matmul had.
 #include "core/dtype.hpp"
 #include "cpu/matmul_avx2.hpp"
 #include "cpu/quant_k.hpp"
@@ -40,9 +42,10 @@ inline void store_tile(const MatmulJob &job, int64_t r, int64_t t0, __m256 (&acc
     }
 }
 
-// ---- Q4_K, Q5_K ----------------------------------------------------------------------------------------
-// value = d * sc_j * code - dmin * m_j for sub-block j (32 elements, one activation block). The codes are
-// unsigned (0..15, or 0..31 with Q5_K's fifth bit), so they go straight into maddubs as in Q4_0: pairs
+// ---- Q5_K ----------------------------------------------------------------------------------------------
+// (Written for Q4_K's layout too, kHigh = false, which now has its own tile below against per-256
+// activations.) value = d * sc_j * code - dmin * m_j for sub-block j (32 elements, one activation block).
+// The codes are unsigned (0..31 with Q5_K's fifth bit), so they go straight into maddubs as in Q4_0: pairs
 // at most 2 * 31 * 127 = 7874, no saturation. The 6-bit scale is applied in float, where it is free:
 // d * sc_j is exact (11 + 6 significant bits), and (d * sc_j) * d_x is one product per row, token and
 // sub-block, like Q4_0's d * d_x (applying it in the integer widening instead would cost a shuffle per
@@ -201,56 +204,91 @@ struct Q6K {
     }
 };
 
-// ---- Q4_K, the panel GEMM's arithmetic -------------------------------------------------------------------
-// K45's codes and scales, but each sub-block's product reduced to one exact integer per row
-// (rows_in_lanes16; pairs of at most 2 * 15 * 127, four of them fit 16 bits) and the sub-block's scale
-// and min applied with the panel GEMM's float operations, in its order (matmul_panel_avx2.cpp): the
-// same bits whatever the number of tokens in the matmul.
+// ---- Q4_K ----------------------------------------------------------------------------------------------
+// Against per-256 activations (QuantActsK; vec_dot.hpp gives the steps every level follows): per row,
+// token and super-block, the two exact integers isum = sum_j sc_j * (codes . q of sub-block j) and
+// msum = sum_j m_j * (block sum of q), then two float steps, the same as the panel GEMM's
+// (matmul_panel_avx2.cpp), which takes over above kTokTile tokens: the same bits whatever the number of
+// tokens in the matmul. The codes (0..15) go into maddubs unsigned; its pairs (at most 2 * 15 * 127)
+// meet sc_j in madd, which sums 4 elements per int32 lane (at most 4 * 15 * 127 * 63). The float
+// epilogue runs once per super-block (it ran once per sub-block against per-32 activations).
 struct Q4K {
     static constexpr int kPrefillRows = 4;
     template <int R, int T>
     static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
-        static_assert(R <= 4 && T <= kTokTile);
-        const int64_t nsb = job.n_in / QK_K;
+        static_assert((R == 1 || R == 4) && T <= kTokTile);
+        const QuantActsK &xk = job.xk;
         const __m256i low4 = _mm256_set1_epi8(0x0f);
-        const TileOperands<BlockQ4_K, R, T> op(job, r, t0);
-        const auto &w = op.w;
-        __m128 acc[T];
+        const BlockQ4_K *w[R];
+        const int8_t *xq[T];
+        const float *xd[T];
+        const int16_t *xs[T];
+        for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const BlockQ4_K *>(job.w + static_cast<size_t>(r + i) * job.row_bytes);
+        for (int t = 0; t < T; ++t) {
+            xq[t] = xk.qs + (t0 + t) * job.n_in;
+            xd[t] = xk.d + (t0 + t) * xk.nsb;
+            xs[t] = xk.sum + (t0 + t) * xk.nb;
+        }
+        __m128 acc[T];  // row i in lane i
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
-        alignas(16) float dsc[8][4] = {}, dmn[8][4] = {};  // [sub-block][row]: d * sc_j, dmin * m_j
 
-        for (int64_t s = 0; s < nsb; ++s) {
+        for (int64_t s = 0; s < xk.nsb; ++s) {
             if (streams(job, T, t0)) prefetch_step<R, sizeof(BlockQ4_K)>(w[0], s);
-            alignas(32) float xm[T][8];  // d_x * sum x per activation block, the same products as the panel's
+            // The scale pairs go through memory: a broadcast load per sub-block and row costs no ALU op.
+            alignas(32) int32_t sc[R][8];
+            __m128i mins[R];
+            __m256i isum[R][T];  // row i, token t: 8 lanes summing to isum
 #pragma GCC unroll 4
-            for (int t = 0; t < T; ++t)
-                _mm256_store_ps(xm[t], _mm256_mul_ps(_mm256_loadu_ps(op.xd[t] + 8 * s), _mm256_loadu_ps(op.xs[t] + 8 * s)));
-            q4_k_scales<R>(w, s, dsc, dmn);
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; ++j) {
-                const int g = j / 2;
-                __m256i code[R];
+            for (int i = 0; i < R; ++i) {
+                const Q4KIntScales q = q4k_int_scales(w[i][s]);
+                _mm256_store_si256(reinterpret_cast<__m256i *>(sc[i]), q.sc);
+                mins[i] = q.m;
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; ++g) {
+                    // Group g of qs: sub-block 2g in the low nibbles, 2g + 1 in the high ones, element l in byte l.
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qs + 32 * g));
+                    const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                    const __m256i s_lo = _mm256_set1_epi32(sc[i][2 * g]), s_hi = _mm256_set1_epi32(sc[i][2 * g + 1]);
+#pragma GCC unroll 4
+                    for (int t = 0; t < T; ++t) {
+                        const int8_t *x = xq[t] + s * QK_K + 64 * g;
+                        const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x)));
+                        const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + 32)));
+                        const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(p0, s_lo), _mm256_madd_epi16(p1, s_hi));
+                        isum[i][t] = g == 0 ? p : _mm256_add_epi32(isum[i][t], p);
+                    }
+                }
+            }
+            const __m128 d = load_halves<BlockQ4_K, R>(w, s, &BlockQ4_K::d);
+            const __m128 dmin = load_halves<BlockQ4_K, R>(w, s, &BlockQ4_K::dmin);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+                const __m128i bsum = _mm_loadu_si128(reinterpret_cast<const __m128i *>(xs[t] + 8 * s));
+                __m256i ip[R];
+                __m128i mp[R];
 #pragma GCC unroll 4
                 for (int i = 0; i < R; ++i) {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qs + 32 * g));
-                    code[i] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, low4);
+                    ip[i] = isum[i][t];
+                    mp[i] = _mm_madd_epi16(mins[i], bsum);
                 }
-                const __m128 sv = _mm_load_ps(dsc[j]), mv = _mm_load_ps(dmn[j]);
-#pragma GCC unroll 4
-                for (int t = 0; t < T; ++t) {
-                    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(op.xq[t] + s * QK_K + 32 * j));
-                    __m256i p[R];
-#pragma GCC unroll 4
-                    for (int i = 0; i < R; ++i) p[i] = _mm256_maddubs_epi16(code[i], xv);
-                    const int64_t b = 8 * s + j;
-                    const __m128 f = _mm_cvtepi32_ps(rows_in_lanes16<R>(p));
-                    acc[t] = _mm_fmadd_ps(f, _mm_mul_ps(sv, _mm_broadcast_ss(op.xd[t] + b)), acc[t]);
-                    acc[t] = _mm_fnmadd_ps(mv, _mm_broadcast_ss(&xm[t][j]), acc[t]);
-                }
+                const __m128 dx = _mm_set1_ps(xd[t][s]);
+                acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(rows_in_lanes<R>(ip)), _mm_mul_ps(d, dx), acc[t]);
+                acc[t] = _mm_fnmadd_ps(_mm_cvtepi32_ps(rows_in_lanes128<R>(mp)), _mm_mul_ps(dmin, dx), acc[t]);
             }
         }
         store_lanes<R, T>(job, r, t0, acc);
+    }
+
+    // The exact totals of R rows' 4-lane int32 sums, row i in lane i (R = 1 or 4).
+    template <int R>
+    static __m128i rows_in_lanes128(const __m128i (&p)[R]) {
+        if constexpr (R == 1) {
+            __m128i s = _mm_add_epi32(p[0], _mm_shuffle_epi32(p[0], 0x4e));
+            return _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+        } else {
+            return _mm_hadd_epi32(_mm_hadd_epi32(p[0], p[1]), _mm_hadd_epi32(p[2], p[3]));
+        }
     }
 };
 
