@@ -4,8 +4,10 @@
 //
 // Lane i of every vector is row i of the group: VPDPBUSD of 4 codes of each row against 4 activations
 // broadcast sums the row's exact integers in its lane, the integers the file layout's tiles reduce to
-// (vec_dot_k_avx2.cpp's Q4K and Q6K, vec_dot_k_avx512.cpp's decode tiles), and then their float
-// operations follow in their order, per row: the same bits.
+// (vec_dot_k_avx2.cpp's Q4K and Q6K, vec_dot_k_avx512.cpp's decode tiles), and then the same float
+// operations follow in the same order, per row: the same bits. Q4_K multiplies the per-256 activations
+// (QuantActsK) with q4k-spec.md's arithmetic: two exact integers per row and super-block (isum, msum)
+// and one float epilogue per super-block; Q6_K the per-32 ones, one float step per block of 32.
 #include "core/dtype.hpp"
 #include "cpu/rows16.hpp"
 #include "cpu/rows16_x86.hpp"
@@ -26,7 +28,8 @@ namespace {
 // either way (the samples sit on the prefetches: no line-fill buffer free).
 constexpr int64_t kAhead = 1024;
 
-inline __m512i bcast4(const int8_t *p) {
+// The 4 bytes at p (4 activations, or a pair of int16 block sums) in every 32-bit lane.
+inline __m512i bcast4(const void *p) {
     int32_t v;
     __builtin_memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
@@ -40,22 +43,31 @@ inline void store16(const MatmulJob &job, int64_t r, int64_t t0, const __m512 (&
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(job.y + (t0 + t) * job.y_stride + r, _mm512_add_ps(acc[t], bias));
 }
 
-// Q4_K, 16 rows, tokens t0 .. t0 + T - 1. Per 32-weight sub-block j, 8 VPDPBUSD form each row's exact
-// integer I_j; then per row acc = fma(float(I_j), (float(sc_j) d) d_x, acc) and
-// acc = fnma(float(m_j) dmin, d_x sum_x, acc), for the sub-blocks in order.
+// Q4_K, 16 rows, tokens t0 .. t0 + T - 1, against the per-256 activations (QuantActsK; q4k-spec.md):
+// per super-block, 8 VPDPBUSD per sub-block pair form each row's exact integers I_j (the high nibbles
+// kept in place, so 16 I_j for odd j); isum = sum_j sc_j I_j is formed in float, exactly: each
+// product float(sc_j) * float(I_j) (the odd ones as (sc_j / 16) * float(16 I_j)) is an integer below
+// 63 * 32 * 15 * 128 < 2^22, the products of sub-blocks 0..3 and of 4..7 add up to integers below 2^24
+// (exact, in any order), and their one final sum rounds as cvtdq2ps(isum) does. That takes one convert
+// and one FMA per sub-block and token, where 32-bit multiplies (VPMULLD) take two port-0 micro-ops
+// and an add. msum = sum_j m_j S_j is 4 VPDPWSSD (the mins in pairs, the block sums' pairs
+// broadcast). Then per row the spec's two FMAs, once per super-block.
 template <int T>
 void q4_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
+    const QuantActsK &xk = job.xk;
     const int64_t nsb = job.n_in / QK_K;
     const uint8_t *grp = job.w + r * static_cast<int64_t>(job.row_bytes);
     const int8_t *xq[T];
-    const float *xd[T], *xs[T];
+    const float *xd[T];
+    const int16_t *xs[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-        xq[t] = job.xq.qs + (t0 + t) * job.n_in;
-        xd[t] = job.xq.d + (t0 + t) * job.xq.nb;
-        xs[t] = job.xq.sum + (t0 + t) * job.xq.nb;
+        xq[t] = xk.qs + (t0 + t) * job.n_in;
+        xd[t] = xk.d + (t0 + t) * xk.nsb;
+        xs[t] = xk.sum + (t0 + t) * xk.nb;
     }
     const __m512i m0f = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
+    const __m512 sixteenth = _mm512_set1_ps(1.0f / 16);
     __m512 acc[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -67,42 +79,50 @@ void q4_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
         }
         alignas(64) uint8_t sc[2][64], mn[2][64];
         q4k_rows16_scales(rec, sc, mn);
-        const __m512 d = halves16(rec + kQ4KRecD), dmin = halves16(rec + kQ4KRecDmin);
-        alignas(32) float xm[T][8];  // d_x * sum x per activation block, as the other tiles form it
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t)
-            _mm256_store_ps(xm[t], _mm256_mul_ps(_mm256_loadu_ps(xd[t] + 8 * s), _mm256_loadu_ps(xs[t] + 8 * s)));
-        auto apply = [&](int j, const __m512i (&ints)[T]) {
-            const __m512 dsc = _mm512_mul_ps(widen16(&sc[j / 4][16 * (j % 4)]), d);
-            const __m512 dmn = _mm512_mul_ps(widen16(&mn[j / 4][16 * (j % 4)]), dmin);
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) {
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ints[t]), _mm512_mul_ps(dsc, _mm512_set1_ps(xd[t][8 * s + j])), acc[t]);
-                acc[t] = _mm512_fnmadd_ps(dmn, _mm512_set1_ps(xm[t][j]), acc[t]);
-            }
-        };
         const uint8_t *qs = rec + kQ4KRecQs;
+        __m512 half[T], isum[T];  // the float sums of sc_j I_j over sub-blocks 0..3, then 4..7
 #pragma GCC unroll 1
-        for (int g = 0; g < 4; ++g) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles)
-            __m512i lo[T], hi[T];
+        for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
+            for (int t = 0; t < T; ++t) half[t] = _mm512_setzero_ps();
+#pragma GCC unroll 1
+            for (int g = 2 * h; g < 2 * h + 2; ++g) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles)
+                __m512i lo[T], hi[T];
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-            for (int k = 0; k < 8; ++k) {
-                const __m512i v = _mm512_loadu_si512(qs + 64 * (8 * g + k));
-                const __m512i vl = _mm512_and_si512(v, m0f), vh = _mm512_and_si512(v, mf0);
+                for (int k = 0; k < 8; ++k) {
+                    const __m512i v = _mm512_loadu_si512(qs + 64 * (8 * g + k));
+                    const __m512i vl = _mm512_and_si512(v, m0f), vh = _mm512_and_si512(v, mf0);
+#pragma GCC unroll 4
+                    for (int t = 0; t < T; ++t) {
+                        const int8_t *x = xq[t] + s * QK_K + 64 * g + 4 * k;
+                        lo[t] = _mm512_dpbusd_epi32(lo[t], vl, bcast4(x));
+                        hi[t] = _mm512_dpbusd_epi32(hi[t], vh, bcast4(x + 32));
+                    }
+                }
+                const __m512 fl = widen16(&sc[h][32 * (g % 2)]);
+                const __m512 fh = _mm512_mul_ps(widen16(&sc[h][32 * (g % 2) + 16]), sixteenth);  // exact
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
-                    const int8_t *x = xq[t] + s * QK_K + 64 * g + 4 * k;
-                    lo[t] = _mm512_dpbusd_epi32(lo[t], vl, bcast4(x));
-                    hi[t] = _mm512_dpbusd_epi32(hi[t], vh, bcast4(x + 32));
+                    half[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo[t]), fl, half[t]);
+                    half[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), fh, half[t]);
                 }
             }
-            // The high nibbles were kept in place (16 x the code): their totals are 16 x the integer, exact.
 #pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) hi[t] = _mm512_srai_epi32(hi[t], 4);
-            apply(2 * g, lo);
-            apply(2 * g + 1, hi);
+            for (int t = 0; t < T; ++t) isum[t] = h == 0 ? half[t] : _mm512_add_ps(isum[t], half[t]);
+        }
+        __m512i mp[4];
+        q4k_rows16_min_pairs(mn, mp);
+        const __m512 d = halves16(rec + kQ4KRecD), dmin = halves16(rec + kQ4KRecDmin);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+            __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) msum = _mm512_dpwssd_epi32(msum, mp[k], bcast4(xs[t] + 8 * s + 2 * k));
+            const __m512 xdv = _mm512_set1_ps(xd[t][s]);
+            acc[t] = _mm512_fmadd_ps(isum[t], _mm512_mul_ps(d, xdv), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, xdv), acc[t]);
         }
     }
     store16<T>(job, r, t0, acc);

@@ -33,6 +33,19 @@ inline __m512 widen16(const uint8_t *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))));
 }
 
+// The mins of q4k_rows16_scales' mn paired for VPDPWSSD: lane i of pairs[k] holds m_2k of row i in its
+// low 16 bits and m_(2k + 1) in its high 16 bits, so that one VPDPWSSD against the broadcast pair of
+// activation block sums (S_2k, S_(2k + 1)), adjacent int16 in QuantActsK::sum, adds both products.
+inline void q4k_rows16_min_pairs(const uint8_t (&mn)[2][64], __m512i (&pairs)[4]) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+        const uint8_t *m = &mn[k / 2][32 * (k % 2)];  // m_2k of rows 0..15, then m_(2k + 1)
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(m));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(m + 16));
+        pairs[k] = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b)));
+    }
+}
+
 // The 16 rows' signed 8-bit scale u of a Q6_K record, widened to int32.
 inline __m512i q6k_rows16_scale(const uint8_t *rec, int u) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(rec + kQ6KRecScales + 16 * u)));
