@@ -82,7 +82,8 @@ constexpr int64_t kQ4KAhead = 2048;
 // shuffle-and-add transpose (row_totals4) leaves one exact integer per row and sub-block. Two sub-block
 // pairs' integers go into one vector in [sub-block][row] order, the scales' order: one VPMULLD weights
 // 16 of them by sc_j (the integers need 17 bits), one VPDPWSSD weights 16 activation block sums by m_j
-// (both fit in 16 bits), and a last transpose adds each row's isum and msum. Then the spec's two FMAs per super-block.
+// (both fit in 16 bits), and a last transpose adds each row's isum and msum. Then the spec's two FMAs
+// per super-block.
 void q4_k_decode_tile(const MatmulJob &job, int64_t r, int n) {
     const QuantActsK &xk = job.xk;
     const int64_t nsb = job.n_in / QK_K;
@@ -91,10 +92,13 @@ void q4_k_decode_tile(const MatmulJob &job, int64_t r, int n) {
     const int16_t *xs = xk.sum;
     const BlockQ4_K *w[4];
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) w[i] = reinterpret_cast<const BlockQ4_K *>(job.w + static_cast<size_t>(r + (i < n ? i : n - 1)) * job.row_bytes);
+    for (int i = 0; i < 4; ++i) {
+        const int64_t row = r + (i < n ? i : n - 1);
+        w[i] = reinterpret_cast<const BlockQ4_K *>(job.w + static_cast<size_t>(row) * job.row_bytes);
+    }
     // The lower copy of the 32 code bytes keeps its low nibbles, the upper copy its high nibbles in
-    // place (16 x the code: no shift per row); those totals are divided by 16 after the transpose, once
-    // for 4 rows, which is exact (every product is a multiple of 16).
+    // place (16 x the code: no shift per row); those totals are divided by 16 after the transpose (one
+    // masked shift for two pairs of 4 rows), which is exact (every product is a multiple of 16).
     const long long lo = 0x0f0f0f0f0f0f0f0fLL, hi = static_cast<long long>(0xf0f0f0f0f0f0f0f0ULL);
     const __m512i nibbles = _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo);
     // Lane 4j + i <- activation block sum j (of 4, in the lower 4 int32) for row i.
@@ -127,12 +131,14 @@ void q4_k_decode_tile(const MatmulJob &job, int64_t r, int n) {
         }
         // The block sums S_j as int32 (|S_j| <= 32 * 128: VPDPWSSD takes their low 16 bits against the
         // mins' zero-extended low 16 bits, their high halves against 0).
-        const __m512i s8 = _mm512_castsi256_si512(_mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(xs + 8 * s))));
+        const __m128i s8x16 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(xs + 8 * s));
+        const __m512i s8 = _mm512_castsi256_si512(_mm256_cvtepi16_epi32(s8x16));
         __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn[0], _mm512_permutexvar_epi32(spread, s8));
         ms = _mm512_dpwssd_epi32(ms, mn[1], _mm512_permutexvar_epi32(_mm512_add_epi32(spread, _mm512_set1_epi32(4)), s8));
         // Quarter sums: z = [is q0 + q1, is q2 + q3, ms q0 + q1, ms q2 + q3], then isum in quarter 0, msum
         // in quarter 2.
-        const __m512i z = _mm512_add_epi32(_mm512_shuffle_i32x4(is, ms, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(is, ms, _MM_SHUFFLE(3, 1, 3, 1)));
+        const __m512i z = _mm512_add_epi32(_mm512_shuffle_i32x4(is, ms, _MM_SHUFFLE(2, 0, 2, 0)),
+                                           _mm512_shuffle_i32x4(is, ms, _MM_SHUFFLE(3, 1, 3, 1)));
         const __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(z, _mm512_shuffle_i32x4(z, z, _MM_SHUFFLE(2, 3, 0, 1))));
         const __m128 xdv = _mm_broadcast_ss(xd + s);
         acc = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm_mul_ps(d, xdv), acc);
