@@ -70,11 +70,6 @@ inline __m256i broadcast4(const int8_t *x) {
     return _mm256_set1_epi32(v);
 }
 
-// Left alone, GCC reassociates a block's chain of 16-bit adds into a tree over all 8 x T products,
-// which keeps them all live and spills the tile (measured: Q4_K 2048 x 2048, 64 tokens, 2 threads,
-// ~95 -> ~115 GMAC/s with the chain kept). An empty asm that "changes" the sum pins the order.
-inline void keep_in_register(__m256i &v) { __asm__("" : "+x"(v)); }
-
 // The accumulators start at 0 on the first chunk and from y otherwise (lanes where `mask` is set);
 // y gets them raw, plus the bias after the last chunk.
 struct ChunkEdges {
