@@ -284,6 +284,7 @@ struct PackQ4_K {
                 for (int t = 0; t < T; ++t) {
                     const __m256i p = _mm256_madd_epi16(s16[t], sc);
                     isum[t] = j == 0 ? p : _mm256_add_epi32(isum[t], p);
+                    keep_in_register(isum[t]);
                 }
             }
             const __m256 d = _mm256_load_ps(bk[0].side.f), dmin = _mm256_load_ps(bk[1].side.f);
