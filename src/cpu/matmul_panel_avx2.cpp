@@ -107,6 +107,20 @@ struct alignas(32) Q4Block {
 // token's 4 broadcast activations, summed by Ops::step into one integer vector per token, then
 // Ops::finish applies the block's scales. Ops::operand(w) is what step takes beside w, formed once per
 // vector for all T tokens.
+// One packed block's 8 code vectors (q) against T tokens' activations from x[t] + off: Ops::step's sums.
+template <class Ops, int T>
+inline void block_sums(const uint8_t *q, const int8_t *const (&x)[T], int64_t off, __m256i (&isum)[T]) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(q + 32 * k));
+        const __m256i p = Ops::operand(w);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) Ops::step(isum[t], w, p, broadcast4(x[t] + off + 4 * k));
+    }
+}
+
 template <class Ops, int T>
 inline void q_tile(const MatmulJob &job, const Q4Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
     const PanelTokens<T> op(job, b0, r, t0);
@@ -114,15 +128,7 @@ inline void q_tile(const MatmulJob &job, const Q4Block *pb, int64_t b0, int64_t 
     load_acc<T>(op, e, acc);
     for (int64_t b = 0; b < n; ++b) {
         __m256i isum[T];
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-            const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].q + 32 * k));
-            const __m256i p = Ops::operand(w);
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) Ops::step(isum[t], w, p, broadcast4(op.xq[t] + b * 32 + 4 * k));
-        }
+        block_sums<Ops, T>(pb[b].q, op.xq, b * 32, isum);
         const __m256 s = _mm256_load_ps(pb[b].s);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) acc[t] = Ops::finish(isum[t], s, pb[b], op, t, b, acc[t]);
@@ -267,18 +273,8 @@ struct PackQ4_K {
             __m256i isum[T];
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
-                __m256i s16[T];
-#pragma GCC unroll 4
-                for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; ++k) {
-                    const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(bk[j].q + 32 * k));
-#pragma GCC unroll 4
-                    for (int t = 0; t < T; ++t) {
-                        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(op.xq[t] + QK_K * sb + 32 * j + 4 * k)));
-                        keep_in_register(s16[t]);
-                    }
-                }
+                __m256i s16[T];  // Q4_0's 16-bit sums of the codes' products
+                block_sums<Q4Panel, T>(bk[j].q, op.xq, QK_K * sb + 32 * j, s16);
                 const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i *>(bk[j].sc));
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
