@@ -221,8 +221,9 @@ inline __m256i broadcast_from_memory(const int32_t &v) {
 // msum = sum_j m_j * (block sum of q), then two float steps, the same as the panel GEMM's
 // (matmul_panel_avx2.cpp), which takes over above kTokTile tokens: the same bits whatever the number of
 // tokens in the matmul. The codes (0..15) go into maddubs unsigned; its pairs (at most 2 * 15 * 127)
-// meet sc_j in madd, which sums 4 elements per int32 lane (at most 4 * 15 * 127 * 63). The float
-// epilogue runs once per super-block (it ran once per sub-block against per-32 activations).
+// meet sc_j in madd, which sums 4 elements per int32 lane (at most 4 * 15 * 127 * 63; a super-block's
+// isum < 2^25). The float epilogue runs once per super-block (it ran once per sub-block against per-32
+// activations).
 struct Q4K {
     static constexpr int kPrefillRows = 4;
     template <int R, int T>
@@ -299,7 +300,7 @@ struct Q4K {
     }
 
     // R rows' d and dmin as floats, row i in lane i of each (R = 1 or 4): the two halves are adjacent, so
-    // one 32-bit load per row and one conversion serve both (load_halves twice took ~2x the ops).
+    // one 32-bit load per row and one conversion serve both (load_halves gathers and converts each).
     template <int R>
     static void load_d_dmin(const BlockQ4_K *const (&w)[R], int64_t s, __m128 &d, __m128 &dmin) {
         static_assert(offsetof(BlockQ4_K, dmin) == offsetof(BlockQ4_K, d) + 2);
