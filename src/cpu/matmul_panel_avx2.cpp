@@ -232,9 +232,8 @@ struct PanelTokensK {
 struct PackQ4_K {
     using Block = Q4KBlock;
     static constexpr int64_t kUnit = QK_K / 32;
-    // Super-blocks [b0 / 8, (b0 + n) / 8) (n and b0 multiples of 8), one packed block per sub-block. The
-    // 32-byte group g of qs holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles, element
-    // l in byte l: each half of a group's masked nibbles is one transpose.
+    // Super-blocks [b0 / 8, (b0 + n) / 8) (n and b0 multiples of 8), one packed block per sub-block: the
+    // codes as pack_q4_k packs them (q4k_codes), the scales and the super-block's operands as above.
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
         for (int64_t sb = 0; sb < n / kUnit; ++sb) {
             const int64_t s = b0 / kUnit + sb;
@@ -251,18 +250,7 @@ struct PackQ4_K {
                 pb[0].side.f[i] = avx2_half_to_float(blk[i]->d);
                 pb[1].side.f[i] = avx2_half_to_float(blk[i]->dmin);
             }
-            for (int g = 0; g < 4; ++g) {
-                __m128i lo[2][kPanelRows], hi[2][kPanelRows];  // [half of the group][row]
-                for (int i = 0; i < kPanelRows; ++i) {
-                    __m128i l[2], h[2];
-                    q4k_group_codes(blk[i], g, l, h);
-                    lo[0][i] = l[0], lo[1][i] = l[1], hi[0][i] = h[0], hi[1][i] = h[1];
-                }
-                transpose_groups(lo[0], pb[2 * g].q);
-                transpose_groups(lo[1], pb[2 * g].q + 128);
-                transpose_groups(hi[0], pb[2 * g + 1].q);
-                transpose_groups(hi[1], pb[2 * g + 1].q + 128);
-            }
+            q4k_codes<kPanelRows>(blk, pb, transpose_groups);
         }
     }
 
