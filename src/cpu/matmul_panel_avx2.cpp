@@ -210,25 +210,6 @@ struct alignas(32) Q4KBlock {
     } side;
 };
 
-// Where a tile reads token t's per-256 activations (from activation block b0, a super-block's first) and
-// writes its outputs y[t][r ..].
-template <int T>
-struct PanelTokensK {
-    const int8_t *xq[T];
-    const float *xd[T];
-    const int16_t *xs[T];
-    float *y[T];
-    PanelTokensK(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
-        const QuantActsK &xk = job.xk;
-        for (int t = 0; t < T; ++t) {
-            xq[t] = xk.qs + (t0 + t) * job.n_in + b0 * 32;
-            xd[t] = xk.d + (t0 + t) * xk.nsb + b0 / (QK_K / 32);
-            xs[t] = xk.sum + (t0 + t) * xk.nb + b0;
-            y[t] = job.y + (t0 + t) * job.y_stride + r;
-        }
-    }
-};
-
 struct PackQ4_K {
     using Block = Q4KBlock;
     static constexpr int64_t kUnit = QK_K / 32;
