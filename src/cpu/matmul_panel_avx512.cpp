@@ -123,7 +123,7 @@ struct PackQ8_0 : Q4Panel<128> {
 };
 
 // ---- Q4_K ----------------------------------------------------------------------------------------------
-// Against activations with one scale per super-block (QuantActsK; q4k-spec.md is the definition every
+// Against activations with one scale per super-block (QuantActsK; vec_dot.hpp gives the steps every
 // level follows): per super-block, token and row the exact integers
 //   isum = sum_j sc_j * sum_l code_(32j + l) q_(32j + l)   and   msum = sum_j m_j * sum_j(q),
 // then two float steps, acc = fma(float(isum), d * d_x, acc) and acc = fnmadd(float(msum), dmin * d_x, acc).
@@ -139,25 +139,6 @@ struct PackQ8_0 : Q4Panel<128> {
 // scales in float (a convert and an FMA per sub-block into two exact partial sums, added once), both
 // halves' sums in flight at once (4, 6 or 8 tokens per tile), 32-row panels (each broadcast serving two
 // VPDPBUSDs), token slabs of 32, 64 or 256, and prefetching the next super-block's activations.
-// Where a tile reads token t's per-256 activations (from activation block b0, a super-block's first) and
-// writes its outputs y[t][r ..] (the AVX2 file's, matmul_panel_avx2.cpp).
-template <int T>
-struct PanelTokensK {
-    const int8_t *xq[T];
-    const float *xd[T];
-    const int16_t *xs[T];
-    float *y[T];
-    PanelTokensK(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
-        const QuantActsK &xk = job.xk;
-        for (int t = 0; t < T; ++t) {
-            xq[t] = xk.qs + (t0 + t) * job.n_in + b0 * 32;
-            xd[t] = xk.d + (t0 + t) * xk.nsb + b0 / (QK_K / 32);
-            xs[t] = xk.sum + (t0 + t) * xk.nb + b0;
-            y[t] = job.y + (t0 + t) * job.y_stride + r;
-        }
-    }
-};
-
 struct PackQ4_K {
     using Block = Q4KBlock16;
     static constexpr int64_t kUnit = QK_K / 32;  // packed blocks per super-block

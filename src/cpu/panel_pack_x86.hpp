@@ -36,6 +36,25 @@ struct PanelTokens {
     }
 };
 
+// The same for a Q4_K tile against the per-256 activations (QuantActsK), from activation block b0 (a
+// super-block's first): its values, its super-blocks' scales and its blocks' sums.
+template <int T>
+struct PanelTokensK {
+    const int8_t *xq[T];
+    const float *xd[T];
+    const int16_t *xs[T];
+    float *y[T];
+    PanelTokensK(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
+        const QuantActsK &xk = job.xk;
+        for (int t = 0; t < T; ++t) {
+            xq[t] = xk.qs + (t0 + t) * job.n_in + b0 * 32;
+            xd[t] = xk.d + (t0 + t) * xk.nsb + b0 / (QK_K / 32);
+            xs[t] = xk.sum + (t0 + t) * xk.nb + b0;
+            y[t] = job.y + (t0 + t) * job.y_stride + r;
+        }
+    }
+};
+
 inline __m256 widen_bytes(uint64_t bytes) {  // 8 unsigned bytes -> 8 floats
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
 }
@@ -336,7 +355,7 @@ inline void pack_q8_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int
 
 // Q4_K on 16-row panels against activations with one scale per super-block (QuantActsK): a super-block
 // is 8 of these, one per sub-block j, whose integers the kernels combine exactly (the row's isum and msum,
-// q4k-spec), so they hold integers, not float scales. Codes as Q4Block16's (vector k: elements 4k .. 4k + 3
+// vec_dot.hpp), so they hold integers, not float scales. Codes as Q4Block16's (vector k: elements 4k .. 4k + 3
 // of the sub-block, dword i = row i, unsigned 0..15), sc the 6-bit scale sc_j per row (an int32 whose high
 // word is 0: VPDPWSSD's pair (sc_j, 0)), and in sb a share of the super-block's per-row fields, so that a
 // super-block needs no block of another size: j = 0..3 the mins m_2j | m_(2j+1) << 16 (VPDPWSSD's pair
