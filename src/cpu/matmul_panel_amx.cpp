@@ -505,13 +505,26 @@ inline void q4k_store(int32_t (*c)[kGroup][kRows]) {
 }
 
 struct Q4KAmx {
-    // Quarter Q of a super-block's epilogue for a group of T tokens (tokens Q T / 4 ..), q4k-spec's float
-    // steps per output: c[0] / c[1] the products with B's low / high bytes (isum = low + 256 high, exact:
-    // |isum| < 2^25), xd[t] the token's d, xs + 8 t its 8 block sums (msum = sum_j m_j sum_j by VPDPWSSD on
-    // word pairs, exact: < 2^24).
+    // Where one epilogue's tokens take their accumulators from and leave them: token t's at part + 16 t
+    // (the slab's partial sums of this panel), zero at a row's first super-block; to y (+ bias, the real
+    // rows and tokens only) after its last.
+    struct Acc {
+        float *part;
+        bool zero;
+        float *y;  // token t's 16 outputs at y + t * y_stride, or null: not the row's last super-block
+        int64_t y_stride;
+        __mmask16 mask;
+        int nt;
+        __m512 bias;
+    };
+
+    // Quarter Q of a super-block's epilogue for a group of T tokens (tokens Q T / 4 ..), vec_dot.hpp's
+    // float steps per output: c[0] / c[1] the products with B's low / high bytes (isum = low + 256 high,
+    // exact: |isum| < 2^25), xd[t] the token's d, xs + 8 t its 8 block sums (msum = sum_j m_j sum_j by
+    // VPDPWSSD on word pairs, exact: < 2^24).
     template <int T, int Q>
     static void apply(const int32_t (*c)[kGroup][kRows], const Q4KAmxBlock &blk, const float *xd, const int16_t *xs,
-                      __m512 (&acc)[T]) {
+                      const Acc &a) {
         const __m512 d = _mm512_load_ps(blk.d), dmin = _mm512_load_ps(blk.dmin);
         const __m512i m0 = _mm512_load_si512(blk.m[0]), m1 = _mm512_load_si512(blk.m[1]);
         const __m512i m2 = _mm512_load_si512(blk.m[2]), m3 = _mm512_load_si512(blk.m[3]);
@@ -528,42 +541,28 @@ struct Q4KAmx {
             msum = _mm512_dpwssd_epi32(msum, m2, pair(t, 2));
             msum = _mm512_dpwssd_epi32(msum, m3, pair(t, 3));
             const __m512 x = _mm512_set1_ps(xd[t]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, x), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, x), acc[t]);
+            __m512 acc = a.zero ? _mm512_setzero_ps() : _mm512_load_ps(a.part + kRows * t);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, x), acc);
+            acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, x), acc);
+            if (!a.y) _mm512_store_ps(a.part + kRows * t, acc);
+            else if (t < a.nt) _mm512_mask_storeu_ps(a.y + t * a.y_stride, a.mask, _mm512_add_ps(acc, a.bias));
         }
     }
 
-    // Groups tb, tb + 16, .. (ng of them, nt tokens each: 16, or one short group with kPad) of a chunk of
-    // super-blocks [s0, s0 + ns) as one pipeline of items (group, super-block) in order: item i's eight
-    // products (into C pair i % 2, accumulating its four K-steps) are issued with item i - 1's epilogue in
-    // quarters between them, and stored after it, so the tile unit and the vector ports work side by side.
-    // Group g's accumulators: zero at a row's first chunk, else the previous chunks' sums from part (token
-    // 16 g + t of the run at part + 16 (16 g + t)); back to part, or at the last chunk (with the bias) to y.
-    template <int T>
-    static void load_acc(const float *part, int64_t g, const ChunkEdges &e, __m512 (&acc)[T]) {
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) acc[t] = e.first ? _mm512_setzero_ps() : _mm512_load_ps(part + kRows * (kGroup * g + t));
-    }
-    template <int T>
-    static void store_acc(const MatmulJob &job, float *part, int64_t r, int64_t t0, int nt, const ChunkEdges &e, __m512 (&acc)[T]) {
-        if (!e.last) {
-#pragma GCC unroll 16
-            for (int t = 0; t < T; ++t) _mm512_store_ps(part + kRows * t, acc[t]);
-            return;
-        }
-        const __m512 bias = job.bias ? _mm512_maskz_loadu_ps(e.mask, job.bias + r) : _mm512_setzero_ps();
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t)
-            if (t < nt) _mm512_mask_storeu_ps(job.y + (t0 + t) * job.y_stride + r, e.mask, _mm512_add_ps(acc[t], bias));
-    }
-
+    // Groups tb, tb + 16, .. (ng of them, nt tokens each: 16, or one short group with kPad) against a
+    // chunk of super-blocks [s0, s0 + ns), as one pipeline of items (group, super-block), super-block by
+    // super-block: a super-block's B (8 KiB) serves every group while it is in L1 (group by group, a
+    // chunk's B and the activations streaming past between its uses outgrew L1), the groups' sums
+    // wait in part (token 16 g + t at part + 16 (16 g + t)). Item i's eight products (into C pair i % 2,
+    // its four K-steps accumulating) are issued with item i - 1's epilogue in quarters between them, and
+    // stored after it, so the tile unit and the vector ports work side by side.
     template <int T, bool kPad>
     static void run(const MatmulJob &job, const Q4KAmxBlock *pb, int64_t s0, int64_t ns, int64_t r, int64_t tb, int64_t ng,
                     int nt, const ChunkEdges &e, float *part) {
         const QuantActsK &xk = job.xk;
         const int64_t total = ng * ns, n_in = job.n_in;
-        // A of item i's K-step k: its group's 16 token rows (n_in apart) at inputs 256 (s0 + s) + 64 k, in
-        // place, or (kPad) copied with zero rows below into pad[k].
+        // A of item (g, s)'s K-step k: group g's 16 token rows (n_in apart) at inputs 256 (s0 + s) + 64 k,
+        // in place, or (kPad) copied with zero rows below into pad[k].
         alignas(64) int8_t pad[kPad ? 4 : 1][kGroup * 64];
         if constexpr (kPad) __builtin_memset(pad, 0, sizeof pad);
         const int64_t as = kPad ? 64 : n_in;
@@ -574,15 +573,23 @@ struct Q4KAmx {
                 _mm512_store_si512(pad[k] + 64 * t, _mm512_loadu_si512(x + t * n_in));
             return pad[k];
         };
+        Acc acc{part, e.first, nullptr, job.y_stride, e.mask, nt,
+                e.last && job.bias ? _mm512_maskz_loadu_ps(e.mask, job.bias + r) : _mm512_setzero_ps()};
+        // The epilogue of item (g, s) from its stored products c.
+        auto epilogue_of = [&](int64_t g, int64_t s, Acc &a) {
+            a.part = part + kRows * kGroup * g;
+            a.zero = e.first && s == 0;
+            a.y = e.last && s == ns - 1 ? job.y + (tb + kGroup * g) * job.y_stride + r : nullptr;
+            const int64_t at = ((tb / kGroup + g) * xk.nsb + s0 + s) * kGroup;  // d16 / sum16 of the item
+            return at;
+        };
         alignas(64) int32_t c[2][2][kGroup][kRows];  // [item % 2][low, high][token][row]
-        __m512 acc[T];
-        load_acc<T>(part, 0, e, acc);
         int64_t pg = 0, ps = 0;  // the products' item: group, super-block
         int64_t eg = 0, es = 0;  // the epilogues' item (one behind)
         auto item = [&]<int P>() {
             const bool ep = pg > 0 || ps > 0;
             const Q4KAmxBlock &bp = pb[ps], &be = pb[es];
-            const int64_t at = ((tb / kGroup + eg) * xk.nsb + s0 + es) * kGroup;  // d16 / sum16 of the epilogues' item
+            const int64_t at = epilogue_of(eg, es, acc);
             const float *xd = xk.d16 + at;
             const int16_t *xs = xk.sum16 + at * 8;
             const int32_t (*cu)[kGroup][kRows] = c[P ^ 1];
@@ -596,25 +603,20 @@ struct Q4KAmx {
             q4k_step<P, 3>(a_of(pg, ps, 3), as, bp);
             if (ep) apply<T, 3>(cu, be, xd, xs, acc);
             q4k_store<P>(c[P]);
-            if (ep && ++es == ns) {  // the epilogues' group is done
-                es = 0, ++eg;
-                store_acc<T>(job, part + kRows * kGroup * (eg - 1), r, tb + kGroup * (eg - 1), nt, e, acc);
-                load_acc<T>(part, eg, e, acc);
-            }
-            if (++ps == ns) ps = 0, ++pg;
+            if (ep && ++eg == ng) eg = 0, ++es;
+            if (++pg == ng) pg = 0, ++ps;
         };
         for (int64_t i = 0; i < total; i += 2) {
             item.template operator()<0>();
             if (i + 1 < total) item.template operator()<1>();
         }
         // The last item's epilogue.
-        const int64_t at = ((tb / kGroup + eg) * xk.nsb + s0 + es) * kGroup;
+        const int64_t at = epilogue_of(eg, es, acc);
         const int32_t (*cl)[kGroup][kRows] = c[(total - 1) % 2];
         apply<T, 0>(cl, pb[es], xk.d16 + at, xk.sum16 + at * 8, acc);
         apply<T, 1>(cl, pb[es], xk.d16 + at, xk.sum16 + at * 8, acc);
         apply<T, 2>(cl, pb[es], xk.d16 + at, xk.sum16 + at * 8, acc);
         apply<T, 3>(cl, pb[es], xk.d16 + at, xk.sum16 + at * 8, acc);
-        store_acc<T>(job, part + kRows * kGroup * eg, r, tb + kGroup * eg, nt, e, acc);
     }
 };
 
