@@ -98,8 +98,12 @@ constexpr size_t kAmxPackBytes = 40 * 1024;
 // 08:59, GMAC/s, 40 / 62 KiB: 2048 -> 2048 414-425 / 461-466, 2048 -> 5632 461-467 / 484-490, 5632 -> 2048
 // 406-415 / 431-446.
 constexpr size_t kAmxQ6PackBytes = 62 * 1024;
-// Q4_K's (Q4KAmxBlock, 8576 bytes a super-block): 4 super-blocks, 1024 inputs.
-constexpr size_t kAmxQ4KPackBytes = 40 * 1024;
+// Q4_K's (Q4KAmxBlock, 8576 bytes a super-block) per panel: 2 super-blocks, 512 inputs (two panels'
+// at a time). And the most activations a Q4_K slab holds (its token count adapts to n_in; see drive_q4k):
+// 2026-11-26, kernel, 1 thread, 5632 -> 2048 at 256 tokens, 3 alternating rounds, medians: a slab of 256
+// tokens (1.4 MiB of activations) 11.1 ms, 128 tokens 7.9 ms, 64 tokens 9.4 ms.
+constexpr size_t kAmxQ4KPackBytes = 20 * 1024;
+constexpr size_t kAmxQ4KSlabBytes = 768 * 1024;
 // Below this many tokens a matmul goes to the AVX-512 kernels (the same bits): a tile's 16 token rows
 // would be mostly padding.
 constexpr int64_t kAmxMinTokens = 16;
@@ -504,6 +508,33 @@ inline void q4k_store(int32_t (*c)[kGroup][kRows]) {
     }
 }
 
+// K-step K of two panels sharing A: A in tmm0 (K even) or tmm1 (K odd), panel 0's B in tmm2 / tmm3 into
+// C tmm4 / tmm5, then panel 1's B in the same two into tmm6 / tmm7.
+template <int K>
+inline void q4k_step2(const int8_t *a, int64_t as, const Q4KAmxBlock &b0, const Q4KAmxBlock &b1) {
+    if constexpr (K % 2 == 0) {
+        _tile_loadd(0, a, as);
+        _tile_loadd(2, b0.b[K][0], 64);
+        _tile_loadd(3, b0.b[K][1], 64);
+        _tile_dpbsud(4, 0, 2);
+        _tile_dpbsud(5, 0, 3);
+        _tile_loadd(2, b1.b[K][0], 64);
+        _tile_loadd(3, b1.b[K][1], 64);
+        _tile_dpbsud(6, 0, 2);
+        _tile_dpbsud(7, 0, 3);
+    } else {
+        _tile_loadd(1, a, as);
+        _tile_loadd(2, b0.b[K][0], 64);
+        _tile_loadd(3, b0.b[K][1], 64);
+        _tile_dpbsud(4, 1, 2);
+        _tile_dpbsud(5, 1, 3);
+        _tile_loadd(2, b1.b[K][0], 64);
+        _tile_loadd(3, b1.b[K][1], 64);
+        _tile_dpbsud(6, 1, 2);
+        _tile_dpbsud(7, 1, 3);
+    }
+}
+
 struct Q4KAmx {
     // Where one epilogue's tokens take their accumulators from and leave them: token t's at part + 16 t
     // (the slab's partial sums of this panel), zero at a row's first super-block; to y (+ bias, the real
@@ -556,9 +587,17 @@ struct Q4KAmx {
     // wait in part (token 16 g + t at part + 16 (16 g + t)). Item i's eight products (into C pair i % 2,
     // its four K-steps accumulating) are issued with item i - 1's epilogue in quarters between them, and
     // stored after it, so the tile unit and the vector ports work side by side.
-    template <int T, bool kPad>
-    static void run(const MatmulJob &job, const Q4KAmxBlock *pb, int64_t s0, int64_t ns, int64_t r, int64_t tb, int64_t ng,
-                    int nt, const ChunkEdges &e, float *part) {
+    // Groups tb, tb + 16, .. (ng of them, nt tokens each: 16, or one short group with kPad) against a
+    // chunk of super-blocks [s0, s0 + ns) of NP panels (1, or 2 sharing each A tile: half the activation
+    // traffic, which bounds the tiles: A comes from L2), as one pipeline of items (group, super-block),
+    // super-block by super-block: a super-block's B (8 KiB a panel) serves every group while it is in L1,
+    // the groups' sums wait in part[n] (token 16 g + t at part[n] + 16 (16 g + t)). Item i's products
+    // (its four K-steps accumulating in C) are issued with item i - 1's epilogue in quarters between
+    // them, and stored after it, so the tile unit and the vector ports work side by side; one panel
+    // alternates between two C pairs, two take all four C tiles.
+    template <int NP, int T, bool kPad>
+    static void run(const MatmulJob &job, const Q4KAmxBlock *const (&pb)[NP], int64_t s0, int64_t ns, int64_t r, int64_t tb,
+                    int64_t ng, int nt, const ChunkEdges (&e)[NP], float *const (&part)[NP]) {
         const QuantActsK &xk = job.xk;
         const int64_t total = ng * ns, n_in = job.n_in;
         // A of item (g, s)'s K-step k: group g's 16 token rows (n_in apart) at inputs 256 (s0 + s) + 64 k,
@@ -573,36 +612,47 @@ struct Q4KAmx {
                 _mm512_store_si512(pad[k] + 64 * t, _mm512_loadu_si512(x + t * n_in));
             return pad[k];
         };
-        Acc acc{part, e.first, nullptr, job.y_stride, e.mask, nt,
-                e.last && job.bias ? _mm512_maskz_loadu_ps(e.mask, job.bias + r) : _mm512_setzero_ps()};
-        // The epilogue of item (g, s) from its stored products c.
-        auto epilogue_of = [&](int64_t g, int64_t s, Acc &a) {
-            a.part = part + kRows * kGroup * g;
-            a.zero = e.first && s == 0;
-            a.y = e.last && s == ns - 1 ? job.y + (tb + kGroup * g) * job.y_stride + r : nullptr;
-            const int64_t at = ((tb / kGroup + g) * xk.nsb + s0 + s) * kGroup;  // d16 / sum16 of the item
-            return at;
+        Acc acc[NP];
+        for (int n = 0; n < NP; ++n)
+            acc[n] = Acc{part[n], e[n].first, nullptr, job.y_stride, e[n].mask, nt,
+                         e[n].last && job.bias ? _mm512_maskz_loadu_ps(e[n].mask, job.bias + r + kRows * n) : _mm512_setzero_ps()};
+        // Points acc at item (g, s)'s tokens; returns where its d16 / sum16 start.
+        auto epilogue_of = [&](int64_t g, int64_t s) {
+            for (int n = 0; n < NP; ++n) {
+                acc[n].part = part[n] + kRows * kGroup * g;
+                acc[n].zero = e[n].first && s == 0;
+                acc[n].y = e[n].last && s == ns - 1 ? job.y + (tb + kGroup * g) * job.y_stride + r + kRows * n : nullptr;
+            }
+            return ((tb / kGroup + g) * xk.nsb + s0 + s) * kGroup;
         };
-        alignas(64) int32_t c[2][2][kGroup][kRows];  // [item % 2][low, high][token][row]
+        alignas(64) int32_t c[2][2 * NP][kGroup][kRows];  // [item % 2][panel n's low, high at 2n, 2n + 1][token][row]
         int64_t pg = 0, ps = 0;  // the products' item: group, super-block
         int64_t eg = 0, es = 0;  // the epilogues' item (one behind)
         auto item = [&]<int P>() {
             const bool ep = pg > 0 || ps > 0;
-            const Q4KAmxBlock &bp = pb[ps], &be = pb[es];
-            const int64_t at = epilogue_of(eg, es, acc);
+            const int64_t at = epilogue_of(eg, es);
             const float *xd = xk.d16 + at;
             const int16_t *xs = xk.sum16 + at * 8;
-            const int32_t (*cu)[kGroup][kRows] = c[P ^ 1];
-            q4k_zero<P>();
-            q4k_step<P, 0>(a_of(pg, ps, 0), as, bp);
-            if (ep) apply<T, 0>(cu, be, xd, xs, acc);
-            q4k_step<P, 1>(a_of(pg, ps, 1), as, bp);
-            if (ep) apply<T, 1>(cu, be, xd, xs, acc);
-            q4k_step<P, 2>(a_of(pg, ps, 2), as, bp);
-            if (ep) apply<T, 2>(cu, be, xd, xs, acc);
-            q4k_step<P, 3>(a_of(pg, ps, 3), as, bp);
-            if (ep) apply<T, 3>(cu, be, xd, xs, acc);
-            q4k_store<P>(c[P]);
+            auto quarter = [&]<int Q>() {
+                if (!ep) return;
+                for (int n = 0; n < NP; ++n) apply<T, Q>(c[P ^ 1] + 2 * n, pb[n][es], xd, xs, acc[n]);
+            };
+            auto step = [&]<int K>() {
+                if constexpr (NP == 1) q4k_step<P, K>(a_of(pg, ps, K), as, pb[0][ps]);
+                else q4k_step2<K>(a_of(pg, ps, K), as, pb[0][ps], pb[NP - 1][ps]);
+            };
+            if constexpr (NP == 1) q4k_zero<P>();
+            else q4k_zero<0>(), q4k_zero<1>();
+            step.template operator()<0>();
+            quarter.template operator()<0>();
+            step.template operator()<1>();
+            quarter.template operator()<1>();
+            step.template operator()<2>();
+            quarter.template operator()<2>();
+            step.template operator()<3>();
+            quarter.template operator()<3>();
+            if constexpr (NP == 1) q4k_store<P>(c[P]);
+            else q4k_store<0>(c[P]), q4k_store<1>(c[P] + 2);
             if (ep && ++eg == ng) eg = 0, ++es;
             if (++pg == ng) pg = 0, ++ps;
         };
@@ -611,12 +661,14 @@ struct Q4KAmx {
             if (i + 1 < total) item.template operator()<1>();
         }
         // The last item's epilogue.
-        const int64_t at = epilogue_of(eg, es, acc);
-        const int32_t (*cl)[kGroup][kRows] = c[(total - 1) % 2];
-        apply<T, 0>(cl, pb[es], xk.d16 + at, xk.sum16 + at * 8, acc);
-        apply<T, 1>(cl, pb[es], xk.d16 + at, xk.sum16 + at * 8, acc);
-        apply<T, 2>(cl, pb[es], xk.d16 + at, xk.sum16 + at * 8, acc);
-        apply<T, 3>(cl, pb[es], xk.d16 + at, xk.sum16 + at * 8, acc);
+        const int64_t at = epilogue_of(eg, es);
+        for (int n = 0; n < NP; ++n) {
+            const int32_t (*cl)[kGroup][kRows] = c[(total - 1) % 2] + 2 * n;
+            apply<T, 0>(cl, pb[n][es], xk.d16 + at, xk.sum16 + at * 8, acc[n]);
+            apply<T, 1>(cl, pb[n][es], xk.d16 + at, xk.sum16 + at * 8, acc[n]);
+            apply<T, 2>(cl, pb[n][es], xk.d16 + at, xk.sum16 + at * 8, acc[n]);
+            apply<T, 3>(cl, pb[n][es], xk.d16 + at, xk.sum16 + at * 8, acc[n]);
+        }
     }
 };
 
@@ -774,39 +826,59 @@ void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
 }
 
 
-// Q4_K (Pack: PackQ4K or PackQ4KRows16), rows [r0, r1) for all tokens: token slabs, then 16-row panels,
-// then k-chunks of super-blocks, each packed once per slab and panel. Panels before chunks (the other
-// formats' panel_loop has them after): a panel's partial sums then stay in a small buffer of the slab's
-// tokens (part) between chunks, where y's rows (n_out apart, all panels' sums live at once) went to
-// L3 and back per chunk; the slab's activations stay in L2 either way.
+// Q4_K (Pack: PackQ4K or PackQ4KRows16), rows [r0, r1) for all tokens: token slabs, then pairs of 16-row
+// panels (a last odd one alone), then k-chunks of super-blocks, each packed once per slab and panel.
+// Panels before chunks (the other formats' panel_loop has them after): a panel's partial sums then stay
+// in a small buffer of the slab's tokens (part) between chunks, where y's rows (n_out apart, all panels'
+// sums live at once) went to L3 and back per chunk; the slab's activations stay in L2 either way.
 template <class Pack>
 void drive_q4k(const MatmulJob &job, int64_t r0, int64_t r1) {
     constexpr int64_t kChunk = kAmxQ4KPackBytes / sizeof(Q4KAmxBlock);
     configure_tiles(kConfigK);
     const int64_t nsb = job.xk.nsb;
-    Q4KAmxBlock buf[kChunk];
-    alignas(64) float part[kSlab * kRows];
-    for (int64_t tb = 0; tb < job.n_tokens; tb += kSlab) {
-        const int64_t te = tb + kSlab < job.n_tokens ? tb + kSlab : job.n_tokens;
+    Q4KAmxBlock buf[2][kChunk];
+    alignas(64) float part[2][kSlab * kRows];
+    // Every panel pair reads the slab's activations again: at most kAmxQ4KSlabBytes of them, so that they
+    // stay in L2 (2048 inputs: 256 tokens; 5632: 128).
+    int64_t slab = static_cast<int64_t>(kAmxQ4KSlabBytes) / job.n_in / kGroup * kGroup;
+    slab = slab < kGroup ? kGroup : slab > kSlab ? kSlab : slab;
+    for (int64_t tb = 0; tb < job.n_tokens; tb += slab) {
+        const int64_t te = tb + slab < job.n_tokens ? tb + slab : job.n_tokens;
         const int64_t ng = (te - tb) / kGroup, tail = (te - tb) % kGroup, tt = tb + ng * kGroup;
-        float *tpart = part + kRows * (tt - tb);
-        for (int64_t r = r0; r < r1; r += kRows) {
-            const int64_t nr = r1 - r < kRows ? r1 - r : kRows;
-            const uint8_t *rows[kRows];  // past r1: the last row again (read, never stored)
-            for (int i = 0; i < kRows; ++i) rows[i] = job.w + static_cast<size_t>(r + (i < nr ? i : nr - 1)) * job.row_bytes;
+        for (int64_t r = r0; r < r1; r += 2 * kRows) {
+            const bool two = r + kRows < r1;
+            int64_t nr[2];
+            const uint8_t *rows[2][kRows];  // past r1: the last row again (read, never stored)
+            for (int n = 0; n < (two ? 2 : 1); ++n) {
+                const int64_t rn = r + kRows * n;
+                nr[n] = r1 - rn < kRows ? r1 - rn : kRows;
+                for (int i = 0; i < kRows; ++i) rows[n][i] = job.w + static_cast<size_t>(rn + (i < nr[n] ? i : nr[n] - 1)) * job.row_bytes;
+            }
             for (int64_t s0 = 0; s0 < nsb; s0 += kChunk) {
                 const int64_t ns = nsb - s0 < kChunk ? nsb - s0 : kChunk;
-                Pack::pack(rows, s0, ns, buf);
-                const ChunkEdges e{static_cast<__mmask16>((1u << nr) - 1), s0 == 0, s0 + ns == nsb};
-                const int nt = static_cast<int>(tail);
-                if (ng > 0) Q4KAmx::run<kGroup, false>(job, buf, s0, ns, r, tb, ng, kGroup, e, part);
-                switch ((tail + 3) / 4) {
-                case 0: break;
-                case 1: Q4KAmx::run<4, true>(job, buf, s0, ns, r, tt, 1, nt, e, tpart); break;
-                case 2: Q4KAmx::run<8, true>(job, buf, s0, ns, r, tt, 1, nt, e, tpart); break;
-                case 3: Q4KAmx::run<12, true>(job, buf, s0, ns, r, tt, 1, nt, e, tpart); break;
-                default: Q4KAmx::run<16, true>(job, buf, s0, ns, r, tt, 1, nt, e, tpart); break;
-                }
+                auto go = [&]<int NP>() {
+                    const Q4KAmxBlock *pb[NP];
+                    ChunkEdges e[NP];
+                    float *pp[NP], *tp[NP];
+                    for (int n = 0; n < NP; ++n) {
+                        Pack::pack(rows[n], s0, ns, buf[n]);
+                        pb[n] = buf[n];
+                        e[n] = ChunkEdges{static_cast<__mmask16>((1u << nr[n]) - 1), s0 == 0, s0 + ns == nsb};
+                        pp[n] = part[n];
+                        tp[n] = part[n] + kRows * (tt - tb);
+                    }
+                    const int nt = static_cast<int>(tail);
+                    if (ng > 0) Q4KAmx::run<NP, kGroup, false>(job, pb, s0, ns, r, tb, ng, kGroup, e, pp);
+                    switch ((tail + 3) / 4) {
+                    case 0: break;
+                    case 1: Q4KAmx::run<NP, 4, true>(job, pb, s0, ns, r, tt, 1, nt, e, tp); break;
+                    case 2: Q4KAmx::run<NP, 8, true>(job, pb, s0, ns, r, tt, 1, nt, e, tp); break;
+                    case 3: Q4KAmx::run<NP, 12, true>(job, pb, s0, ns, r, tt, 1, nt, e, tp); break;
+                    default: Q4KAmx::run<NP, 16, true>(job, pb, s0, ns, r, tt, 1, nt, e, tp); break;
+                    }
+                };
+                if (two) go.template operator()<2>();
+                else go.template operator()<1>();
             }
         }
     }
