@@ -13,7 +13,8 @@
 // multiply-adds instead of 4, no horizontal sums, and a 4-token tile fits the 16 registers. Q4_K, whose
 // activations have one scale per super-block (QuantActsK), goes further: its block's 16-bit sums meet
 // the 6-bit scale in that madd, the 8 sub-blocks add up in int32, and the convert and FMAs run once per
-// super-block.
+// super-block (kernel, 2048 -> 5632, 128 tokens, 2 threads: ~180 -> ~200 GMAC/s, medians of 4
+// alternating rounds; TinyLlama Q4_K_M prefill of 128 tokens ~+12 %, 2026-11-26).
 // Measured (TinyLlama shape, 128-token prompt, 2 threads): prefill Q4_0 0.87 -> ~1.4x llama.cpp,
 // Q4_K_M 0.73 -> ~1.3x (docs/benchmarks.md, 2026-11-21).
 //
@@ -22,7 +23,8 @@
 // into a buffer on the stack, in L1, and then multiplied against every token of a slab, so the
 // repacking (a 4-byte transpose and nibble split) is amortised over up to 128 tokens (perf: under 10 %
 // of the panel time at 64 tokens). A packed block holds the 8 rows' codes one per byte as 8 vectors,
-// byte 4i + j of vector k being row i's element 4k + j, and the rows' scales for that block.
+// byte 4i + j of vector k being row i's element 4k + j, and the rows' scales for that block (Q4_K's: also
+// a slice of its super-block's other operands).
 //
 // Order. Every output lane computes its row alone with the same operations whatever panel, chunk or
 // thread it falls in (partial panels repeat a row in the unused lanes and never store them), and
@@ -70,11 +72,6 @@ inline __m256i broadcast4(const int8_t *x) {
     return _mm256_set1_epi32(v);
 }
 
-// Left alone, GCC reassociates a block's chain of 16-bit adds into a tree over all 8 x T products,
-// which keeps them all live and spills the tile (measured: Q4_K 2048 x 2048, 64 tokens, 2 threads,
-// ~95 -> ~115 GMAC/s with the chain kept). An empty asm that "changes" the sum pins the order.
-inline void keep_in_register(__m256i &v) { __asm__("" : "+x"(v)); }
-
 // The accumulators start at 0 on the first chunk and from y otherwise (lanes where `mask` is set);
 // y gets them raw, plus the bias after the last chunk.
 struct ChunkEdges {
@@ -112,6 +109,20 @@ struct alignas(32) Q4Block {
 // token's 4 broadcast activations, summed by Ops::step into one integer vector per token, then
 // Ops::finish applies the block's scales. Ops::operand(w) is what step takes beside w, formed once per
 // vector for all T tokens.
+// One packed block's 8 code vectors (q) against T tokens' activations from x[t] + off: Ops::step's sums.
+template <class Ops, int T>
+inline void block_sums(const uint8_t *q, const int8_t *const (&x)[T], int64_t off, __m256i (&isum)[T]) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(q + 32 * k));
+        const __m256i p = Ops::operand(w);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) Ops::step(isum[t], w, p, broadcast4(x[t] + off + 4 * k));
+    }
+}
+
 template <class Ops, int T>
 inline void q_tile(const MatmulJob &job, const Q4Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
     const PanelTokens<T> op(job, b0, r, t0);
@@ -119,15 +130,7 @@ inline void q_tile(const MatmulJob &job, const Q4Block *pb, int64_t b0, int64_t 
     load_acc<T>(op, e, acc);
     for (int64_t b = 0; b < n; ++b) {
         __m256i isum[T];
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-            const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(pb[b].q + 32 * k));
-            const __m256i p = Ops::operand(w);
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) Ops::step(isum[t], w, p, broadcast4(op.xq[t] + b * 32 + 4 * k));
-        }
+        block_sums<Ops, T>(pb[b].q, op.xq, b * 32, isum);
         const __m256 s = _mm256_load_ps(pb[b].s);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) acc[t] = Ops::finish(isum[t], s, pb[b], op, t, b, acc[t]);
@@ -191,8 +194,9 @@ struct PackQ4_0 : Q4Panel {
 // 8 * 2 * 15 * 127 = 30480), and then one madd against sc_j (each row's two lanes hold it) gives each
 // row's exact sub-block product times sc_j as one int32 lane: the super-block's 8 of them add up to isum
 // in int32 (< 2^25). The mins' term msum = sum_j m_j * (block sum of q) is 4 madds of the rows' min pairs
-// against the token's block-sum pairs. The float epilogue (two FMAs) then runs once per super-block and
-// token where it ran once per sub-block: ~8 % of the ops of a sub-block's maddubs and adds, against ~25 %.
+// against the token's block-sum pairs. Per super-block and token that is 8 madds and adds for the
+// scales, 4 madds for the mins and 6 float ops (two FMAs), where per-32 activations took a madd and ~6
+// float ops per sub-block: ~148 vector ops per super-block and token instead of ~176.
 // Same integers and float steps as the row tile (vec_dot_k_avx2.cpp), which hands over above kTokTile
 // tokens.
 struct alignas(32) Q4KBlock {
@@ -206,31 +210,11 @@ struct alignas(32) Q4KBlock {
     } side;
 };
 
-// Where a tile reads token t's per-256 activations (from activation block b0, a super-block's first) and
-// writes its outputs y[t][r ..].
-template <int T>
-struct PanelTokensK {
-    const int8_t *xq[T];
-    const float *xd[T];
-    const int16_t *xs[T];
-    float *y[T];
-    PanelTokensK(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
-        const QuantActsK &xk = job.xk;
-        for (int t = 0; t < T; ++t) {
-            xq[t] = xk.qs + (t0 + t) * job.n_in + b0 * 32;
-            xd[t] = xk.d + (t0 + t) * xk.nsb + b0 / (QK_K / 32);
-            xs[t] = xk.sum + (t0 + t) * xk.nb + b0;
-            y[t] = job.y + (t0 + t) * job.y_stride + r;
-        }
-    }
-};
-
 struct PackQ4_K {
     using Block = Q4KBlock;
     static constexpr int64_t kUnit = QK_K / 32;
-    // Super-blocks [b0 / 8, (b0 + n) / 8) (n and b0 multiples of 8), one packed block per sub-block. The
-    // 32-byte group g of qs holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles, element
-    // l in byte l: each half of a group's masked nibbles is one transpose.
+    // Super-blocks [b0 / 8, (b0 + n) / 8) (n and b0 multiples of 8), one packed block per sub-block: the
+    // codes as pack_q4_k packs them (q4k_codes), the scales and the super-block's operands as above.
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
         for (int64_t sb = 0; sb < n / kUnit; ++sb) {
             const int64_t s = b0 / kUnit + sb;
@@ -247,18 +231,7 @@ struct PackQ4_K {
                 pb[0].side.f[i] = avx2_half_to_float(blk[i]->d);
                 pb[1].side.f[i] = avx2_half_to_float(blk[i]->dmin);
             }
-            for (int g = 0; g < 4; ++g) {
-                __m128i lo[2][kPanelRows], hi[2][kPanelRows];  // [half of the group][row]
-                for (int i = 0; i < kPanelRows; ++i) {
-                    __m128i l[2], h[2];
-                    q4k_group_codes(blk[i], g, l, h);
-                    lo[0][i] = l[0], lo[1][i] = l[1], hi[0][i] = h[0], hi[1][i] = h[1];
-                }
-                transpose_groups(lo[0], pb[2 * g].q);
-                transpose_groups(lo[1], pb[2 * g].q + 128);
-                transpose_groups(hi[0], pb[2 * g + 1].q);
-                transpose_groups(hi[1], pb[2 * g + 1].q + 128);
-            }
+            q4k_codes<kPanelRows>(blk, pb, transpose_groups);
         }
     }
 
@@ -272,23 +245,14 @@ struct PackQ4_K {
             __m256i isum[T];
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
-                __m256i s16[T];
-#pragma GCC unroll 4
-                for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; ++k) {
-                    const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i *>(bk[j].q + 32 * k));
-#pragma GCC unroll 4
-                    for (int t = 0; t < T; ++t) {
-                        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(op.xq[t] + QK_K * sb + 32 * j + 4 * k)));
-                        keep_in_register(s16[t]);
-                    }
-                }
+                __m256i s16[T];  // Q4_0's 16-bit sums of the codes' products
+                block_sums<Q4Panel, T>(bk[j].q, op.xq, QK_K * sb + 32 * j, s16);
                 const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i *>(bk[j].sc));
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
                     const __m256i p = _mm256_madd_epi16(s16[t], sc);
                     isum[t] = j == 0 ? p : _mm256_add_epi32(isum[t], p);
+                    keep_in_register(isum[t]);
                 }
             }
             const __m256 d = _mm256_load_ps(bk[0].side.f), dmin = _mm256_load_ps(bk[1].side.f);

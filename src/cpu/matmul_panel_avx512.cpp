@@ -14,6 +14,12 @@
 // lane by lane, so this level gives the bits of the AVX2 level (tests/test_cpu_kernels.cpp compares
 // them) and results still do not depend on the batch size or the thread count.
 //
+// Q4_K is multiplied against activations quantized with one scale per super-block of 256 (QuantActsK,
+// vec_dot.hpp), which every level's Q4_K kernel follows to the bit: per super-block, token and row two
+// exact integers (the codes' products weighted by the 6-bit scales, and the mins against the
+// activations' block sums), then two FMAs. The 6-bit scales are applied in the integers (VPDPWSSD), so
+// the float epilogue runs once per super-block instead of once per block of 32 (see the Q4_K section).
+//
 // Layout and order as in the AVX2 file, with 16 rows: a packed block holds the 16 rows' codes one per
 // byte, vector k (64 bytes) holding 4 consecutive elements of each row (dword i = row i), and the rows'
 // scales. Partial panels repeat their last row in the unused lanes and never store them; between
@@ -50,28 +56,28 @@ struct ChunkEdges {
     __mmask16 mask;   // the panel's real rows
     bool first, last;
 };
-template <int T>
-inline void load_acc(const PanelTokens<T> &op, const ChunkEdges &e, __m512 (&acc)[T]) {
+template <int T, class Tokens>
+inline void load_acc(const Tokens &op, const ChunkEdges &e, __m512 (&acc)[T]) {
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t] = e.first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(e.mask, op.y[t]);
 }
-template <int T>
-inline void store_acc(const MatmulJob &job, int64_t r, const PanelTokens<T> &op, const ChunkEdges &e, __m512 (&acc)[T]) {
+template <int T, class Tokens>
+inline void store_acc(const MatmulJob &job, int64_t r, const Tokens &op, const ChunkEdges &e, __m512 (&acc)[T]) {
     const __m512 bias = e.last && job.bias ? _mm512_maskz_loadu_ps(e.mask, job.bias + r) : _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(op.y[t], e.mask, e.last ? _mm512_add_ps(acc[t], bias) : acc[t]);
 }
 
-// ---- Q4_0, Q4_K, Q8_0 ------------------------------------------------------------------------------
-// Unsigned codes one per byte (Q4Block16, panel_pack_x86.hpp), s the codes' scale, m the offset per unit
-// of sum x (Q4_K). Q4_0's codes (0..15) sit kOffset = 8 above the weights, Q8_0's (w + 128, so that the
-// signed weights become VPDPBUSD's unsigned operand and the activations its signed one as they are)
-// kOffset = 128: sum (code - kOffset) x = sum code x - kOffset sum x, taken off in float from the
-// exact integer (|sum code x| <= 32 * 255 * 127 < 2^24, so both terms and the difference are exact),
-// which gives the row tiles' exact integer as a float, then one rounding for the scales, as they do.
+// ---- Q4_0, Q8_0 --------------------------------------------------------------------------------------
+// Unsigned codes one per byte (Q4Block16, panel_pack_x86.hpp), s the codes' scale. Q4_0's codes
+// (0..15) sit kOffset = 8 above the weights, Q8_0's (w + 128, so that the signed weights become
+// VPDPBUSD's unsigned operand and the activations its signed one as they are) kOffset = 128:
+// sum (code - kOffset) x = sum code x - kOffset sum x, taken off in float from the exact integer
+// (|sum code x| <= 32 * 255 * 127 < 2^24, so both terms and the difference are exact), which gives
+// the row tiles' exact integer as a float, then one rounding for the scales, as they do.
 using Q4Block = Q4Block16;
 
-template <bool kMins, int kOffset>
+template <int kOffset>
 struct Q4Panel {
     using Block = Q4Block;
     template <int T>
@@ -94,39 +100,94 @@ struct Q4Panel {
             for (int t = 0; t < T; ++t) {
                 __m512 f = _mm512_cvtepi32_ps(isum[t]);
                 const __m512 dx = _mm512_set1_ps(op.xd[t][b]);
-                if constexpr (kMins) {
-                    acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, dx), acc[t]);
-                    acc[t] = _mm512_fnmadd_ps(_mm512_load_ps(pb[b].m), _mm512_set1_ps(op.xd[t][b] * op.xs[t][b]), acc[t]);
-                } else {
-                    f = _mm512_fnmadd_ps(_mm512_set1_ps(static_cast<float>(kOffset)), _mm512_set1_ps(op.xs[t][b]), f);
-                    acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, dx), acc[t]);
-                }
+                f = _mm512_fnmadd_ps(_mm512_set1_ps(static_cast<float>(kOffset)), _mm512_set1_ps(op.xs[t][b]), f);
+                acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, dx), acc[t]);
             }
         }
         store_acc<T>(job, r, op, e, acc);
     }
 };
 
-struct PackQ4_0 : Q4Panel<false, 8> {
+struct PackQ4_0 : Q4Panel<8> {
     static constexpr int64_t kUnit = 1;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
         pack_q4_0_16(rows, b0, n, out, 0);
     }
 };
 
-struct PackQ8_0 : Q4Panel<false, 128> {
+struct PackQ8_0 : Q4Panel<128> {
     static constexpr int64_t kUnit = 1;
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
         pack_q8_0_16(rows, b0, n, out, 0x80);
     }
 };
 
-// Q4_K: super-blocks [b0 / 8, (b0 + n) / 8), one packed block per sub-block. The 32-byte group g of qs
-// holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles, element l in byte l.
-struct PackQ4_K : Q4Panel<true, 0> {
-    static constexpr int64_t kUnit = QK_K / 32;
-    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        pack_q4_k<kPanelRows>(rows, b0, n, out, transpose16);
+// ---- Q4_K ----------------------------------------------------------------------------------------------
+// Against activations with one scale per super-block (QuantActsK; vec_dot.hpp gives the steps every
+// level follows): per super-block, token and row the exact integers
+//   isum = sum_j sc_j * sum_l code_(32j + l) q_(32j + l)   and   msum = sum_j m_j * sum_j(q),
+// then two float steps, acc = fma(float(isum), d * d_x, acc) and acc = fnmadd(float(msum), dmin * d_x, acc).
+// The codes (0..15) are VPDPBUSD's unsigned operand as for Q4_0. A 16-element half's sum fits in 16 bits
+// (|h| <= 16 * 15 * 127 = 30480), so VPDPWSSD against the pair (sc_j, 0) multiplies it by its scale and
+// adds it to isum in one instruction, the half's high word (its sign) meeting the 0: two per sub-block,
+// where the per-32 kernel spent a convert, a multiply, two FMAs and broadcasts. msum is 4 VPDPWSSDs of the
+// rows' min pairs against the token's block sums (int16 pairs, broadcast). Both integers are exact in
+// int32 (|isum| < 2^25, |msum| < 2^24), the float steps once per super-block: the bits of every level.
+// Measured against the per-32 panel it replaced (test_cpu_kernels' EMBER_KERNEL_BENCH=gemm, EMBER_CPU_ISA=
+// avx512, interleaved weights, 256 tokens, medians of 5 alternating rounds on a loaded 2-vCPU Xeon): 1
+// thread 1.12-1.16x, 2 threads 1.08-1.14x. Tried and left out, each within the noise of this: the
+// scales in float (a convert and an FMA per sub-block into two exact partial sums, added once), both
+// halves' sums in flight at once (4, 6 or 8 tokens per tile), 32-row panels (each broadcast serving two
+// VPDPBUSDs), token slabs of 32, 64 or 256, and prefetching the next super-block's activations.
+struct PackQ4_K {
+    using Block = Q4KBlock16;
+    static constexpr int64_t kUnit = QK_K / 32;  // packed blocks per super-block
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) { pack_q4_k_16(rows, b0, n, out); }
+
+    template <int T>
+    static void tile(const MatmulJob &job, const Block *pb, int64_t b0, int64_t n, int64_t r, int64_t t0, const ChunkEdges &e) {
+        const PanelTokensK<T> op(job, b0, r, t0);
+        __m512 acc[T];
+        load_acc<T>(op, e, acc);
+        for (int64_t s = 0; s < n / kUnit; ++s) {
+            const Block *sb = pb + s * kUnit;
+            __m512i isum[T];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                const __m512i sc = _mm512_load_si512(sb[j].sc);
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; ++h) {
+                    __m512i half[T];
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; ++t) half[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int k = 4 * h; k < 4 * h + 4; ++k) {
+                        const __m512i w = _mm512_load_si512(sb[j].q + 64 * k);
+#pragma GCC unroll 8
+                        for (int t = 0; t < T; ++t)
+                            half[t] = _mm512_dpbusd_epi32(half[t], w, broadcast4(op.xq[t] + s * QK_K + 32 * j + 4 * k));
+                    }
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; ++t) isum[t] = _mm512_dpwssd_epi32(isum[t], half[t], sc);
+                }
+            }
+            const __m512 d = _mm512_load_ps(reinterpret_cast<const float *>(sb[kQ4KD].sb));
+            const __m512 dmin = _mm512_load_ps(reinterpret_cast<const float *>(sb[kQ4KDmin].sb));
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+                __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; ++p)
+                    msum = _mm512_dpwssd_epi32(msum, _mm512_load_si512(sb[kQ4KMins + p].sb),
+                                               broadcast4(reinterpret_cast<const int8_t *>(op.xs[t] + s * 8 + 2 * p)));
+                const __m512 dx = _mm512_set1_ps(op.xd[t][s]);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dx), acc[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), acc[t]);
+            }
+        }
+        store_acc<T>(job, r, op, e, acc);
     }
 };
 
@@ -200,7 +261,7 @@ struct PackQ6_K {
 // values), read from the records without a transpose (panel_pack_x86.hpp).
 struct PackQ4_K_Rows16 : PackQ4_K {
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
-        pack_q4_k_rows16(rows[0], b0, n, out);
+        pack_q4_k_16_rows16(rows[0], b0, n, out);
     }
 };
 

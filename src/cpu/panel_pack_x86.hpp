@@ -36,6 +36,25 @@ struct PanelTokens {
     }
 };
 
+// The same for a Q4_K tile against the per-256 activations (QuantActsK), from activation block b0 (a
+// super-block's first): its values, its super-blocks' scales and its blocks' sums.
+template <int T>
+struct PanelTokensK {
+    const int8_t *xq[T];
+    const float *xd[T];
+    const int16_t *xs[T];
+    float *y[T];
+    PanelTokensK(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0) {
+        const QuantActsK &xk = job.xk;
+        for (int t = 0; t < T; ++t) {
+            xq[t] = xk.qs + (t0 + t) * job.n_in + b0 * 32;
+            xd[t] = xk.d + (t0 + t) * xk.nsb + b0 / (QK_K / 32);
+            xs[t] = xk.sum + (t0 + t) * xk.nb + b0;
+            y[t] = job.y + (t0 + t) * job.y_stride + r;
+        }
+    }
+};
+
 inline __m256 widen_bytes(uint64_t bytes) {  // 8 unsigned bytes -> 8 floats
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
 }
@@ -93,13 +112,32 @@ inline Q6Piece q6k_piece(const BlockQ6_K *blk, int kb) {
     return p;
 }
 
+// Q4_K: the codes of one super-block of kRows rows (blk[i]) into the 8 packed blocks of its sub-blocks
+// (field q), elements 0..15 then 16..31, each half transposed (Transpose: kRows rows' 16 bytes -> 4
+// vectors of 4-byte groups).
+template <int kRows, class Block, class Transpose>
+void q4k_codes(const BlockQ4_K *const (&blk)[kRows], Block *pb, Transpose transpose) {
+    constexpr size_t kHalf = sizeof(pb->q) / 2;
+    for (int g = 0; g < 4; ++g) {
+        __m128i lo[2][kRows], hi[2][kRows];  // [half of the group][row]
+        for (int i = 0; i < kRows; ++i) {
+            __m128i l[2], h[2];
+            q4k_group_codes(blk[i], g, l, h);
+            lo[0][i] = l[0], lo[1][i] = l[1], hi[0][i] = h[0], hi[1][i] = h[1];
+        }
+        transpose(lo[0], pb[2 * g].q);
+        transpose(lo[1], pb[2 * g].q + kHalf);
+        transpose(hi[0], pb[2 * g + 1].q);
+        transpose(hi[1], pb[2 * g + 1].q + kHalf);
+    }
+}
+
 // Q4_K packing for a panel of kRows rows (8 or 16): super-blocks [b0 / 8, (b0 + n) / 8), one packed
 // block per sub-block: its rows' scales and offsets in s[] and m[], and its codes, elements 0..15 then
 // 16..31, each half transposed (Transpose: kRows rows' 16 bytes -> 4 vectors of 4-byte groups) into q.
 template <int kRows, class Block, class Transpose>
 void pack_q4_k(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out, Transpose transpose) {
     constexpr int64_t kUnit = QK_K / 32;
-    constexpr size_t kHalf = sizeof(out->q) / 2;
     for (int64_t sb = 0; sb < n / kUnit; ++sb) {
         const int64_t s = b0 / kUnit + sb;
         Block *pb = out + sb * kUnit;
@@ -113,18 +151,7 @@ void pack_q4_k(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block
                 pb[j].m[i] = dmin[j];
             }
         }
-        for (int g = 0; g < 4; ++g) {
-            __m128i lo[2][kRows], hi[2][kRows];  // [half of the group][row]
-            for (int i = 0; i < kRows; ++i) {
-                __m128i l[2], h[2];
-                q4k_group_codes(blk[i], g, l, h);
-                lo[0][i] = l[0], lo[1][i] = l[1], hi[0][i] = h[0], hi[1][i] = h[1];
-            }
-            transpose(lo[0], pb[2 * g].q);
-            transpose(lo[1], pb[2 * g].q + kHalf);
-            transpose(hi[0], pb[2 * g + 1].q);
-            transpose(hi[1], pb[2 * g + 1].q + kHalf);
-        }
+        q4k_codes<kRows>(blk, pb, transpose);
     }
 }
 
@@ -326,19 +353,68 @@ inline void pack_q8_0_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int
     }
 }
 
+// Q4_K on 16-row panels against activations with one scale per super-block (QuantActsK): a super-block
+// is 8 of these, one per sub-block j, whose integers the kernels combine exactly (the row's isum and msum,
+// vec_dot.hpp), so they hold integers, not float scales. Codes as Q4Block16's (vector k: elements 4k .. 4k + 3
+// of the sub-block, dword i = row i, unsigned 0..15), sc the 6-bit scale sc_j per row (an int32 whose high
+// word is 0: VPDPWSSD's pair (sc_j, 0)), and in sb a share of the super-block's per-row fields, so that a
+// super-block needs no block of another size: j = 0..3 the mins m_2j | m_(2j+1) << 16 (VPDPWSSD's pair
+// against two block sums of the activations), j = 4 d and j = 5 dmin (floats, fp16 decoded: exact), 6 and
+// 7 unused.
+struct alignas(64) Q4KBlock16 {
+    uint8_t q[8 * 64];
+    int32_t sc[kPanel16];
+    int32_t sb[kPanel16];
+};
+constexpr int kQ4KMins = 0, kQ4KD = 4, kQ4KDmin = 5;  // sub-blocks whose sb holds each field
+
+// Q4_K super-blocks [b0 / 8, (b0 + n) / 8) of 16 rows in the file's layout as Q4KBlock16s: the codes
+// transposed as pack_q4_k transposes them, the scales and mins of each row unpacked by k_scale_min.
+inline void pack_q4_k_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int64_t n, Q4KBlock16 *out) {
+    constexpr int64_t kUnit = QK_K / 32;
+    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+        const int64_t s = b0 / kUnit + sb;
+        Q4KBlock16 *pb = out + sb * kUnit;
+        const BlockQ4_K *blk[kPanel16];
+        for (int i = 0; i < kPanel16; ++i) {
+            blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
+            const KScaleMin sm = k_scale_min(blk[i]->scales);
+            for (int j = 0; j < kUnit; ++j) pb[j].sc[i] = static_cast<int32_t>(sm.sc >> (8 * j) & 0xff);
+            for (int p = 0; p < 4; ++p) pb[kQ4KMins + p].sb[i] = static_cast<int32_t>((sm.m >> (16 * p) & 0xff) | (sm.m >> (16 * p + 8) & 0xff) << 16);
+            const float d = avx2_half_to_float(blk[i]->d), dmin = avx2_half_to_float(blk[i]->dmin);
+            __builtin_memcpy(&pb[kQ4KD].sb[i], &d, 4);
+            __builtin_memcpy(&pb[kQ4KDmin].sb[i], &dmin, 4);
+        }
+        q4k_codes<kPanel16>(blk, pb, transpose16);
+    }
+}
+
 // ---- 16 rows interleaved at load (rows16.hpp) ----------------------------------------------------------
 // A group's super-block is one record holding its 16 rows' fields side by side; the codes in 4-byte units,
 // unit u of the 16 rows one 64-byte vector (dword i = row i). That is the packed blocks' layout already, so
 // these read the panels' blocks from a record with no transpose: one load per 4 codes of 16 rows, and the
 // scales unpacked for 16 rows at once (rows16_x86.hpp). The values are the file-layout packers' (pack_q4_k,
-// PackQ6_K of each level), so the kernels give the same bits.
+// pack_q4_k_16, PackQ6_K of each level), so the kernels give the same bits.
+
+// Q4_K: the codes of the record at rec into the 8 packed blocks of its sub-blocks (field q): sub-block 2g /
+// 2g + 1 the low / high nibbles of the record's code units 8g .. 8g + 7.
+template <class Block>
+inline void q4k_rows16_codes(const uint8_t *rec, Block *pb) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const uint8_t *qs = rec + kQ4KRecQs;
+    for (int g = 0; g < 4; ++g)
+        for (int k = 0; k < 8; ++k) {
+            const __m512i v = _mm512_loadu_si512(qs + 64 * (8 * g + k));
+            _mm512_store_si512(pb[2 * g].q + 64 * k, _mm512_and_si512(v, low4));
+            _mm512_store_si512(pb[2 * g + 1].q + 64 * k, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+        }
+}
 
 // Q4_K super-blocks [b0 / 8, (b0 + n) / 8) of the group whose first record is at grp, as pack_q4_k packs
 // them: s = d * sc_j, m = dmin * m_j (k_scale_min on byte u of all 16 rows at once), and sub-block 2g / 2g + 1
 // the low / high nibbles of the record's code units 8g .. 8g + 7.
 inline void pack_q4_k_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4Block16 *out) {
     constexpr int64_t kUnit = QK_K / 32;
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
     for (int64_t sb = 0; sb < n / kUnit; ++sb) {
         const uint8_t *rec = grp + static_cast<size_t>(b0 / kUnit + sb) * kQ4KRecord;
         Q4Block16 *pb = out + sb * kUnit;
@@ -349,13 +425,28 @@ inline void pack_q4_k_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4Block1
             _mm512_store_ps(pb[j].s, _mm512_mul_ps(widen16(&sc[j / 4][16 * (j % 4)]), d));
             _mm512_store_ps(pb[j].m, _mm512_mul_ps(widen16(&mn[j / 4][16 * (j % 4)]), dmin));
         }
-        const uint8_t *qs = rec + kQ4KRecQs;
-        for (int g = 0; g < 4; ++g)
-            for (int k = 0; k < 8; ++k) {
-                const __m512i v = _mm512_loadu_si512(qs + 64 * (8 * g + k));
-                _mm512_store_si512(pb[2 * g].q + 64 * k, _mm512_and_si512(v, low4));
-                _mm512_store_si512(pb[2 * g + 1].q + 64 * k, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
-            }
+        q4k_rows16_codes(rec, pb);
+    }
+}
+// The same Q4KBlock16s from a group whose first record is at grp (pack_q4_k_16's values): the scales and
+// mins of byte j of all 16 rows at once (q4k_rows16_scales), the codes as pack_q4_k_rows16 takes them.
+inline void pack_q4_k_16_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4KBlock16 *out) {
+    constexpr int64_t kUnit = QK_K / 32;
+    auto bytes16 = [](const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); };
+    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
+        const uint8_t *rec = grp + static_cast<size_t>(b0 / kUnit + sb) * kQ4KRecord;
+        Q4KBlock16 *pb = out + sb * kUnit;
+        alignas(64) uint8_t sc[2][64], mn[2][64];
+        q4k_rows16_scales(rec, sc, mn);
+        for (int j = 0; j < kUnit; ++j) _mm512_store_si512(pb[j].sc, bytes16(&sc[j / 4][16 * (j % 4)]));
+        for (int p = 0; p < 4; ++p) {
+            const int j = 2 * p;  // m_j and m_(j+1): one quarter each of mn[j / 4]
+            const __m512i m = _mm512_or_si512(bytes16(&mn[j / 4][16 * (j % 4)]), _mm512_slli_epi32(bytes16(&mn[j / 4][16 * (j % 4 + 1)]), 16));
+            _mm512_store_si512(pb[kQ4KMins + p].sb, m);
+        }
+        _mm512_store_ps(pb[kQ4KD].sb, halves16(rec + kQ4KRecD));
+        _mm512_store_ps(pb[kQ4KDmin].sb, halves16(rec + kQ4KRecDmin));
+        q4k_rows16_codes(rec, pb);
     }
 }
 // Q6_K activation block kb (= 4h + k) of a group's record at rec, as q6k_piece forms it per row: w[j] the
@@ -420,7 +511,9 @@ template <class Pack, int Rows, int64_t Slab = kSlabTokens, int64_t Step = Pack:
 void panel_loop(const MatmulJob &job, int64_t r0, int64_t r1, Edges edges, Tiles tiles) {
     using Block = typename Pack::Block;
     constexpr int64_t kChunk = panel_chunk<Pack, Step, Bytes>();
-    const int64_t nb = job.xq.nb;
+    // Blocks of 32 inputs from n_in, not from xq.nb: Q4_K's products read the per-256 activations
+    // (xq.k) alone, and the per-32 ones need not be there.
+    const int64_t nb = job.n_in / 32;
     Block buf[kChunk];
     for (int64_t tb = 0; tb < job.n_tokens; tb += Slab) {
         const int64_t te = tb + Slab < job.n_tokens ? tb + Slab : job.n_tokens;
