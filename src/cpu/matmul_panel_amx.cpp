@@ -55,6 +55,12 @@
 // instructions behind it); a slab's full token groups run as one such pipeline (Q4Amx::tiles_full), so
 // no group starts with products alone or ends with epilogues alone. Other orders measured slower
 // (test_cpu_kernels' EMBER_KERNEL_BENCH=gemm for the kernel; the fifth pass lists them).
+// Q4_K (measured 2026-11-26, kernel on one thread, variants of this file in a harness): its tiles are
+// bound by the activations' A tiles coming from L2 (the same code with A in L1 ran 1.5x faster; software
+// prefetch and a contiguous A layout did not help), then by the epilogue (a third) and the packing (10-20
+// %). Hence two panels share each A tile (Q4KAmx::run<2, ..>), items go super-block by super-block so
+// that a super-block's B stays in L1 for all groups, and a slab holds at most kAmxQ4KSlabBytes of
+// activations so that they stay in L2 across the panels.
 //
 // Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
 // before its first tile instruction (configure_tiles). Each call checks the thread's configuration
@@ -461,16 +467,21 @@ struct PackQ4KRows16 {
     }
 };
 
-// K-step K's two products (A x low bytes, A x high bytes) into C pair P (0: tmm4 / tmm5, 1: tmm6 / tmm7):
-// A in tmm0 (K even) or tmm1 (K odd), B in tmm2 / tmm3. Templates with literal branches: the tile
-// intrinsics take their register numbers as literals.
-template <int P, int K>
-inline void q4k_step(const int8_t *a, int64_t as, const Q4KAmxBlock &blk) {
+// K-step K's A into tmm0 (K even) or tmm1 (K odd), rows `as` apart. Templates with literal branches: the
+// tile intrinsics take their register numbers as literals.
+template <int K>
+inline void q4k_load_a(const int8_t *a, int64_t as) {
     if constexpr (K % 2 == 0) {
         _tile_loadd(0, a, as);
     } else {
         _tile_loadd(1, a, as);
     }
+}
+// K-step K's two products of one panel (A x low bytes, A x high bytes) into C pair P (0: tmm4 / tmm5, 1:
+// tmm6 / tmm7): A in tmm0 (K even) or tmm1 (K odd), B in tmm2 / tmm3. Two panels sharing A take both
+// pairs, their B one after the other in tmm2 / tmm3.
+template <int P, int K>
+inline void q4k_products(const Q4KAmxBlock &blk) {
     _tile_loadd(2, blk.b[K][0], 64);
     _tile_loadd(3, blk.b[K][1], 64);
     if constexpr (P == 0 && K % 2 == 0) {
@@ -505,33 +516,6 @@ inline void q4k_store(int32_t (*c)[kGroup][kRows]) {
     } else {
         _tile_stored(6, c[0], 4 * kRows);
         _tile_stored(7, c[1], 4 * kRows);
-    }
-}
-
-// K-step K of two panels sharing A: A in tmm0 (K even) or tmm1 (K odd), panel 0's B in tmm2 / tmm3 into
-// C tmm4 / tmm5, then panel 1's B in the same two into tmm6 / tmm7.
-template <int K>
-inline void q4k_step2(const int8_t *a, int64_t as, const Q4KAmxBlock &b0, const Q4KAmxBlock &b1) {
-    if constexpr (K % 2 == 0) {
-        _tile_loadd(0, a, as);
-        _tile_loadd(2, b0.b[K][0], 64);
-        _tile_loadd(3, b0.b[K][1], 64);
-        _tile_dpbsud(4, 0, 2);
-        _tile_dpbsud(5, 0, 3);
-        _tile_loadd(2, b1.b[K][0], 64);
-        _tile_loadd(3, b1.b[K][1], 64);
-        _tile_dpbsud(6, 0, 2);
-        _tile_dpbsud(7, 0, 3);
-    } else {
-        _tile_loadd(1, a, as);
-        _tile_loadd(2, b0.b[K][0], 64);
-        _tile_loadd(3, b0.b[K][1], 64);
-        _tile_dpbsud(4, 1, 2);
-        _tile_dpbsud(5, 1, 3);
-        _tile_loadd(2, b1.b[K][0], 64);
-        _tile_loadd(3, b1.b[K][1], 64);
-        _tile_dpbsud(6, 1, 2);
-        _tile_dpbsud(7, 1, 3);
     }
 }
 
@@ -638,8 +622,13 @@ struct Q4KAmx {
                 for (int n = 0; n < NP; ++n) apply<T, Q>(c[P ^ 1] + 2 * n, pb[n][es], xd, xs, acc[n]);
             };
             auto step = [&]<int K>() {
-                if constexpr (NP == 1) q4k_step<P, K>(a_of(pg, ps, K), as, pb[0][ps]);
-                else q4k_step2<K>(a_of(pg, ps, K), as, pb[0][ps], pb[NP - 1][ps]);
+                q4k_load_a<K>(a_of(pg, ps, K), as);
+                if constexpr (NP == 1) {
+                    q4k_products<P, K>(pb[0][ps]);
+                } else {
+                    q4k_products<0, K>(pb[0][ps]);
+                    q4k_products<1, K>(pb[NP - 1][ps]);
+                }
             };
             if constexpr (NP == 1) q4k_zero<P>();
             else q4k_zero<0>(), q4k_zero<1>();
