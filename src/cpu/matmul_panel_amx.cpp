@@ -537,9 +537,9 @@ struct Q4KAmx {
     // float steps per output: c[0] / c[1] the products with B's low / high bytes (isum = low + 256 high,
     // exact: |isum| < 2^25), xd[t] the token's d, xs + 8 t its 8 block sums (msum = sum_j m_j sum_j by
     // VPDPWSSD on word pairs, exact: < 2^24).
-    template <int T, int Q>
-    static void apply(const int32_t (*c)[kGroup][kRows], const Q4KAmxBlock &blk, const float *xd, const int16_t *xs,
-                      const Acc &a) {
+    template <int T, int Q, bool kZero, bool kY>
+    static void apply_as(const int32_t (*c)[kGroup][kRows], const Q4KAmxBlock &blk, const float *xd, const int16_t *xs,
+                         const Acc &a) {
         const __m512 d = _mm512_load_ps(blk.d), dmin = _mm512_load_ps(blk.dmin);
         const __m512i m0 = _mm512_load_si512(blk.m[0]), m1 = _mm512_load_si512(blk.m[1]);
         const __m512i m2 = _mm512_load_si512(blk.m[2]), m3 = _mm512_load_si512(blk.m[3]);
@@ -556,25 +556,32 @@ struct Q4KAmx {
             msum = _mm512_dpwssd_epi32(msum, m2, pair(t, 2));
             msum = _mm512_dpwssd_epi32(msum, m3, pair(t, 3));
             const __m512 x = _mm512_set1_ps(xd[t]);
-            __m512 acc = a.zero ? _mm512_setzero_ps() : _mm512_load_ps(a.part + kRows * t);
+            __m512 acc = kZero ? _mm512_setzero_ps() : _mm512_load_ps(a.part + kRows * t);
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, x), acc);
             acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, x), acc);
-            if (!a.y) _mm512_store_ps(a.part + kRows * t, acc);
+            if constexpr (!kY) _mm512_store_ps(a.part + kRows * t, acc);
             else if (t < a.nt) _mm512_mask_storeu_ps(a.y + t * a.y_stride, a.mask, _mm512_add_ps(acc, a.bias));
         }
     }
 
-    // Groups tb, tb + 16, .. (ng of them, nt tokens each: 16, or one short group with kPad) against a
-    // chunk of super-blocks [s0, s0 + ns), as one pipeline of items (group, super-block), super-block by
-    // super-block: a super-block's B (8 KiB) serves every group while it is in L1 (group by group, a
-    // chunk's B and the activations streaming past between its uses outgrew L1), the groups' sums
-    // wait in part (token 16 g + t at part + 16 (16 g + t)). Item i's eight products (into C pair i % 2,
-    // its four K-steps accumulating) are issued with item i - 1's epilogue in quarters between them, and
-    // stored after it, so the tile unit and the vector ports work side by side.
+    // apply_as for the accumulators' source and destination at hand (one test per quarter, not per token).
+    template <int T, int Q>
+    static void apply(const int32_t (*c)[kGroup][kRows], const Q4KAmxBlock &blk, const float *xd, const int16_t *xs,
+                      const Acc &a) {
+        if (a.zero) {
+            if (a.y) apply_as<T, Q, true, true>(c, blk, xd, xs, a);
+            else apply_as<T, Q, true, false>(c, blk, xd, xs, a);
+        } else {
+            if (a.y) apply_as<T, Q, false, true>(c, blk, xd, xs, a);
+            else apply_as<T, Q, false, false>(c, blk, xd, xs, a);
+        }
+    }
+
     // Groups tb, tb + 16, .. (ng of them, nt tokens each: 16, or one short group with kPad) against a
     // chunk of super-blocks [s0, s0 + ns) of NP panels (1, or 2 sharing each A tile: half the activation
     // traffic, which bounds the tiles: A comes from L2), as one pipeline of items (group, super-block),
-    // super-block by super-block: a super-block's B (8 KiB a panel) serves every group while it is in L1,
+    // super-block by super-block: a super-block's B (8 KiB a panel) serves every group while it is in L1
+    // (group by group, a chunk's B and the activations streaming past between its uses outgrew L1), and
     // the groups' sums wait in part[n] (token 16 g + t at part[n] + 16 (16 g + t)). Item i's products
     // (its four K-steps accumulating in C) are issued with item i - 1's epilogue in quarters between
     // them, and stored after it, so the tile unit and the vector ports work side by side; one panel
