@@ -5,24 +5,31 @@
 //
 // Why. A VPDPBUSD does 64 multiply-adds; one TDPBSSD does a 16 x 16 matrix of dot products of up to 64
 // bytes (16 384) in about 16 cycles, off the vector ports. What stays on the vector ports is applying
-// the scales: per 32-element block, token and 16 rows a convert, a multiply and an FMA (Q4_K: one more
-// FNMADD), which the AVX-512 panel also does on top of its 8 VPDPBUSD. So the tiles take the integer
-// work away and the float epilogue becomes the cost.
+// the scales: per 32-element block, token and 16 rows a convert, a multiply and an FMA, which the
+// AVX-512 panel also does on top of its 8 VPDPBUSD. So the tiles take the integer work away and the
+// float epilogue becomes the cost. Q4_K has one activation scale per super-block of 256 (QuantActsK,
+// vec_dot.hpp) for that reason: its epilogue runs once per 256 inputs (below).
 //
-// Same bits as the AVX-512 level. Each block's scales differ, so each TDPBSSD covers exactly one block
+// Same bits as the AVX-512 level. Q4_0, Q8_0, Q6_K: each block's scales differ, so each TDPBSSD covers exactly one block
 // (K = 32 bytes; a tile row could hold two, but their sums would mix), giving for 16 tokens x 16 rows the
 // exact int32 block products, laid out as the AVX-512 panel holds them: C row t = token t, lane i = row
 // i. They are stored and run through the AVX-512 panel's float operations in its order, lane by lane:
 // - Q4_0: the weights as signed codes (code - 8, packed so), so the tile's integer is the AVX-512
 //   kernel's integer less 8 x (sum of the block's activations), exactly what its FNMADD of 8 * sum forms
 //   in float (all are integers below 2^24, so the float operation is exact and the same value);
-// - Q4_K: codes 0..15 (as signed bytes, the same values), the AVX-512 kernel's integer;
 // - Q8_0: the weights as stored, so the tile's integer is the AVX-512 kernel's after its exact float
 //   correction (its codes are w + 128), as for Q4_0;
 // - Q6_K: per 16-element half a TDPBSSD (the other half's weights zero in that B tile), giving the sums
 //   of (code - 32) * x; the AVX-512 kernel's integer is sc0 * h0 + sc1 * h1, formed here in float by a
 //   multiply and an FMA, both exact (|h| <= 16 * 32 * 127, |sc| <= 128: every partial and the total are
 //   integers below 2^24).
+// - Q4_K (vec_dot.hpp's steps, per super-block s: isum = sum_j sc_j * (codes . q of sub-block j), msum =
+//   sum_j m_j * sum_j, both int32 and exact, then acc = fma(float(isum), d * d_s, acc) and acc =
+//   fma(-float(msum), dmin * d_s, acc)): the 6-bit scales are folded into B, sc_j * code (<= 945) as its
+//   low byte (unsigned: TDPBSUD) and its high byte (0..3) in a second B tile, so a product takes K = 64
+//   (two sub-blocks) and a super-block's four K-steps accumulate in C (no zeroing or storing per block):
+//   isum = C(low) + 256 C(high), exact (|isum| < 2^25). msum comes from the mins as 16-bit pairs
+//   against QuantActsK's block sums (four VPDPWSSD per token). Then the two float steps above.
 // So this level gives the AVX-512 (and AVX2) level's bits: tests/test_cpu_kernels.cpp compares them,
 // and batch invariance holds however a matmul's tokens reach the tiles.
 //
@@ -34,7 +41,9 @@
 // at load (rows16.hpp) are packed straight from their records (the codes already lie in B's layout: a
 // nibble split, no transpose). A token group with fewer than 16 tokens (a slab's tail) reads its A tile
 // from a zero-padded copy of its blocks and never stores the padding. The epilogues read a group's token
-// scales from QuantActs' copies by groups of 16 (one pointer, not 16 spilled ones).
+// scales from QuantActs' copies by groups of 16 (one pointer, not 16 spilled ones). Q4_K's tiles are all
+// 16 x 64 bytes (its own configuration): A 16 tokens x 64 inputs, B per K-step 16 rows of 4 inputs x 16
+// weight rows, packed per super-block (Q4KAmxBlock) with the rows' d, dmin and mins.
 //
 // What bounds it (measured, docs/benchmarks.md "Prefill, fourth pass" and "fifth pass"): per block of 16
 // tokens x 16 rows, the tile instructions (two loads, the product and the C store: ~25 TSC cycles on
@@ -46,6 +55,12 @@
 // instructions behind it); a slab's full token groups run as one such pipeline (Q4Amx::tiles_full), so
 // no group starts with products alone or ends with epilogues alone. Other orders measured slower
 // (test_cpu_kernels' EMBER_KERNEL_BENCH=gemm for the kernel; the fifth pass lists them).
+// Q4_K (measured 2026-11-26, kernel on one thread, variants of this file in a harness): its tiles are
+// bound by the activations' A tiles coming from L2 (the same code with A in L1 ran 1.5x faster; software
+// prefetch and a contiguous A layout did not help), then by the epilogue (a third) and the packing (10-20
+// %). Hence two panels share each A tile (Q4KAmx::run<2, ..>), items go super-block by super-block so
+// that a super-block's B stays in L1 for all groups, and a slab holds at most kAmxQ4KSlabBytes of
+// activations so that they stay in L2 across the panels.
 //
 // Tile state. The tile configuration is per thread: every thread that runs these kernels loads it
 // before its first tile instruction (configure_tiles). Each call checks the thread's configuration
@@ -89,6 +104,12 @@ constexpr size_t kAmxPackBytes = 40 * 1024;
 // 08:59, GMAC/s, 40 / 62 KiB: 2048 -> 2048 414-425 / 461-466, 2048 -> 5632 461-467 / 484-490, 5632 -> 2048
 // 406-415 / 431-446.
 constexpr size_t kAmxQ6PackBytes = 62 * 1024;
+// Q4_K's (Q4KAmxBlock, 8576 bytes a super-block) per panel: 2 super-blocks, 512 inputs (two panels'
+// at a time). And the most activations a Q4_K slab holds (its token count adapts to n_in; see drive_q4k):
+// 2026-11-26, kernel, 1 thread, 5632 -> 2048 at 256 tokens, 3 alternating rounds, medians: a slab of 256
+// tokens (1.4 MiB of activations) 11.1 ms, 128 tokens 7.9 ms, 64 tokens 9.4 ms.
+constexpr size_t kAmxQ4KPackBytes = 20 * 1024;
+constexpr size_t kAmxQ4KSlabBytes = 768 * 1024;
 // Below this many tokens a matmul goes to the AVX-512 kernels (the same bits): a tile's 16 token rows
 // would be mostly padding.
 constexpr int64_t kAmxMinTokens = 16;
@@ -109,13 +130,21 @@ constexpr TileConfig make_config() {
     return c;
 }
 constexpr TileConfig kConfig = make_config();
+// Q4_K's (q4k-spec: K = 64 per product): every tile 16 x 64 bytes. A: 16 tokens x 64 activations; B: 16
+// rows of 4 inputs x 16 weight rows (VNNI); C: 16 tokens x 16 rows, int32.
+constexpr TileConfig make_config_k() {
+    TileConfig c;
+    for (int i = 0; i < 8; ++i) c.rows[i] = kGroup, c.colsb[i] = 64;
+    return c;
+}
+constexpr TileConfig kConfigK = make_config_k();
 
-// Loads the tile configuration unless this thread has it already (see the top of the file).
-inline void configure_tiles() {
+// Loads the tile configuration `want` unless this thread has it already (see the top of the file).
+inline void configure_tiles(const TileConfig &want) {
     alignas(64) uint8_t now[64];
     _tile_storeconfig(now);
-    const __m512i a = _mm512_load_si512(now), b = _mm512_load_si512(&kConfig);
-    if (_mm512_cmpneq_epi64_mask(a, b) != 0) _tile_loadconfig(&kConfig);
+    const __m512i a = _mm512_load_si512(now), b = _mm512_load_si512(&want);
+    if (_mm512_cmpneq_epi64_mask(a, b) != 0) _tile_loadconfig(&want);
 }
 
 struct ChunkEdges {
@@ -125,20 +154,18 @@ struct ChunkEdges {
 
 // Token group t0 .. t0 + T - 1 of a tile (t0 a multiple of 16), nt of them real (T: nt rounded up to 4);
 // the others are never stored (y null). A row b of blocks b0 .. starts at x + b * 32, rows `stride`
-// apart. The tokens' block scales and d * sum come from QuantActs' copies by groups of 16 (d16, dsum16:
-// token t's block b at 16 b + t from xd, xds), whose padding tokens read zero.
+// apart. The tokens' block scales come from QuantActs' copy by groups of 16 (d16: token t's block b at
+// 16 b + t from xd), whose padding tokens read zero.
 template <int T>
 struct GroupTokens {
     const int8_t *x;
     int64_t stride;
-    const float *xd, *xds;
+    const float *xd;
     float *y[T];
     GroupTokens(const MatmulJob &job, int64_t b0, int64_t r, int64_t t0, int nt) {
         x = job.xq.qs + t0 * job.n_in + b0 * 32;
         stride = job.n_in;
-        const int64_t at = (t0 / kGroup * job.xq.nb + b0) * kGroup;
-        xd = job.xq.d16 + at;
-        xds = job.xq.dsum16 + at;
+        xd = job.xq.d16 + (t0 / kGroup * job.xq.nb + b0) * kGroup;
         for (int t = 0; t < T; ++t) y[t] = t < nt ? job.y + (t0 + t) * job.y_stride + r : nullptr;
     }
 };
@@ -194,27 +221,24 @@ struct ASource<true> {
         _tile_dpbssd(C, A, B);                         \
     } while (0)
 
-// ---- Q4_0, Q4_K, Q8_0 ------------------------------------------------------------------------------
-// The AVX-512 panel's blocks (Q4Block16): Q4_0 packed as code - 8, Q4_K as its codes, Q8_0 as its weights.
-template <bool kMins>
+// ---- Q4_0, Q8_0 ----------------------------------------------------------------------------------
+// The AVX-512 panel's blocks (Q4Block16): Q4_0 packed as code - 8, Q8_0 as its weights.
 struct Q4Amx {
     using Block = Q4Block16;
 
     // One block's float epilogue for T tokens: the AVX-512 panel's operations (see the top of the file).
     template <int T>
     static void apply(const int32_t (*c)[kRows], const Block &blk, const GroupTokens<T> &op, int64_t b, __m512 (&acc)[T]) {
-        apply<T>(c, blk, op.xd + kGroup * b, op.xds + kGroup * b, acc);
+        apply<T>(c, blk, op.xd + kGroup * b, acc);
     }
-    // The same with the block's token scales at xd[t] and xds[t].
+    // The same with the block's token scales at xd[t].
     template <int T>
-    static void apply(const int32_t (*c)[kRows], const Block &blk, const float *xd, const float *xds, __m512 (&acc)[T]) {
-        const __m512 s = _mm512_load_ps(blk.s), m = _mm512_load_ps(blk.m);
+    static void apply(const int32_t (*c)[kRows], const Block &blk, const float *xd, __m512 (&acc)[T]) {
+        const __m512 s = _mm512_load_ps(blk.s);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
             const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(c[t]));
             acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(s, _mm512_set1_ps(xd[t])), acc[t]);
-            // xds = xd * xs, formed once per matmul (the same float product the AVX-512 panel forms).
-            if constexpr (kMins) acc[t] = _mm512_fnmadd_ps(m, _mm512_set1_ps(xds[t]), acc[t]);
         }
     }
 
@@ -284,9 +308,9 @@ struct Q4Amx {
         alignas(64) int32_t c[2][4][kGroup][kRows];
         __m512 acc[kGroup];
         load_acc<kGroup>(GroupTokens<kGroup>(job, b0, r, tb, kGroup), e, acc);
-        // The epilogues' group's token scales at their block be (QuantActs' d16 / dsum16: 16 floats a block).
+        // The epilogues' group's token scales at their block be (QuantActs' d16: 16 floats a block).
         const int64_t gstride = job.xq.nb * kGroup;
-        const float *xd = job.xq.d16 + (tb / kGroup * job.xq.nb + b0) * kGroup, *xds = job.xq.dsum16 + (xd - job.xq.d16);
+        const float *xd = job.xq.d16 + (tb / kGroup * job.xq.nb + b0) * kGroup;
         int64_t te = tb;  // the epilogues' group's first token
         EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0), as, b_of(0));
         EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(1), as, b_of(1));
@@ -305,34 +329,34 @@ struct Q4Amx {
             if (i < total) {
                 int32_t (*cn)[kGroup][kRows] = c[h ^ 1];
                 EMBER_AMX_BLOCK_PRODUCT(0, 2, 4, a_of(0), as, b_of(0));
-                apply<kGroup>(cu[0], pb[be], xd + kGroup * be, xds + kGroup * be, acc);
+                apply<kGroup>(cu[0], pb[be], xd + kGroup * be, acc);
                 EMBER_AMX_BLOCK_PRODUCT(1, 3, 5, a_of(1), as, b_of(1));
-                apply<kGroup>(cu[1], pb[be + 1], xd + kGroup * (be + 1), xds + kGroup * (be + 1), acc);
+                apply<kGroup>(cu[1], pb[be + 1], xd + kGroup * (be + 1), acc);
                 _tile_stored(4, cn[0], 4 * kRows);
                 EMBER_AMX_BLOCK_PRODUCT(0, 2, 6, a_of(2), as, b_of(2));
-                apply<kGroup>(cu[2], pb[be + 2], xd + kGroup * (be + 2), xds + kGroup * (be + 2), acc);
+                apply<kGroup>(cu[2], pb[be + 2], xd + kGroup * (be + 2), acc);
                 _tile_stored(5, cn[1], 4 * kRows);
                 EMBER_AMX_BLOCK_PRODUCT(1, 3, 7, a_of(3), as, b_of(3));
-                apply<kGroup>(cu[3], pb[be + 3], xd + kGroup * (be + 3), xds + kGroup * (be + 3), acc);
+                apply<kGroup>(cu[3], pb[be + 3], xd + kGroup * (be + 3), acc);
                 _tile_stored(6, cn[2], 4 * kRows);
                 _tile_stored(7, cn[3], 4 * kRows);
             } else {
 #pragma GCC unroll 4
-                for (int j = 0; j < 4; ++j) apply<kGroup>(cu[j], pb[be + j], xd + kGroup * (be + j), xds + kGroup * (be + j), acc);
+                for (int j = 0; j < 4; ++j) apply<kGroup>(cu[j], pb[be + j], xd + kGroup * (be + j), acc);
             }
             be += 4;
             if (be == n) {  // round i - 1 was its group's last
                 be = 0;
                 store_acc<kGroup>(job, r, GroupTokens<kGroup>(job, b0, r, te, kGroup), e, acc);
                 te += kGroup;
-                xd += gstride, xds += gstride;
+                xd += gstride;
                 if (i < total) load_acc<kGroup>(GroupTokens<kGroup>(job, b0, r, te, kGroup), e, acc);
             }
         }
     }
 };
 
-struct PackQ4_0 : Q4Amx<false> {
+struct PackQ4_0 : Q4Amx {
     static constexpr int64_t kUnit = 1;
     static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
         pack_q4_0_16(rows, b0, n, out, 8);
@@ -341,25 +365,306 @@ struct PackQ4_0 : Q4Amx<false> {
 
 // Q8_0: the weights as they are (signed, TDPBSSD's operand), so the tile's integer is the row tiles'
 // exact integer (vec_dot_q8_0_x86.hpp) and Q4_0's epilogue (one multiply, one FMA) is theirs.
-struct PackQ8_0 : Q4Amx<false> {
+struct PackQ8_0 : Q4Amx {
     static constexpr int64_t kUnit = 1;
     static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
         pack_q8_0_16(rows, b0, n, out, 0);
     }
 };
 
-struct PackQ4_K : Q4Amx<true> {
-    static constexpr int64_t kUnit = QK_K / 32;
-    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
-        pack_q4_k<kRows>(rows, b0, n, out, transpose16);
+// ---- Q4_K (q4k-spec.md: one activation scale per super-block of 256) ------------------------------------
+// A panel's super-block, packed. Per K-step k (inputs 64 k .. 64 k + 63: sub-blocks 2k and 2k + 1) two B
+// tiles: the low and the high byte of sc_j * code (at most 63 * 15 = 945: the low byte unsigned, TDPBSUD's
+// operand; the high one 0..3), B row u holding inputs 4u .. 4u + 3 of the 16 weight rows (dword i = row i;
+// rows 0..7 sub-block 2k, rows 8..15 sub-block 2k + 1). The rows' d and dmin as floats, and their mins as
+// VPDPWSSD's word pairs for the epilogue's msum.
+struct alignas(64) Q4KAmxBlock {
+    uint8_t b[4][2][kGroup * 64];  // [K-step][low, high byte][B tile]
+    float d[kRows], dmin[kRows];
+    int32_t m[4][kRows];           // dword i of m[p]: m_2p | m_(2p + 1) << 16 of row i
+};
+
+// Packs super-block `out` from its 16 rows' fields, whichever layout they come from: unit(u) the rows' qs
+// bytes 4u .. 4u + 3 (dword i = row i; units 8g .. 8g + 7 hold sub-block 2g in their low nibbles and
+// 2g + 1 in their high ones), sc / mn the 6-bit scales / mins (sub-block j of row i at [j / 4][16 (j % 4) +
+// i], as q4k_rows16_scales leaves them), d and dmin as floats.
+template <class Unit>
+inline void q4k_amx_pack(Unit unit, const uint8_t (&sc)[2][64], const uint8_t (&mn)[2][64], __m512 d, __m512 dmin,
+                         Q4KAmxBlock &out) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    constexpr __mmask64 kOdd = 0xaaaaaaaaaaaaaaaaull;  // the odd bytes
+    auto rows_of = [](const uint8_t (&v)[2][64], int j) {  // sub-block j's 16 values, widened to dwords
+        return _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i *>(&v[j / 4][16 * (j % 4)])));
+    };
+    for (int g = 0; g < 4; ++g) {
+        // sc of row i in bytes 0 and 2 (se) or 1 and 3 (so) of dword i: VPMADDUBSW's factors for the codes
+        // in the even or the odd bytes, giving each product whole in a word (no saturation: <= 945).
+        __m512i se[2], so[2];
+        for (int h = 0; h < 2; ++h) {
+            const __m512i s = rows_of(sc, 2 * g + h);
+            se[h] = _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
+            so[h] = _mm512_slli_epi32(se[h], 8);
+        }
+        for (int u = 0; u < 8; ++u) {
+            const __m512i v = unit(8 * g + u);
+            const __m512i code[2] = {_mm512_and_si512(v, low4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low4)};
+            for (int h = 0; h < 2; ++h) {
+                const __m512i pe = _mm512_maddubs_epi16(code[h], se[h]);  // word w: sc * code of byte 2w
+                const __m512i po = _mm512_maddubs_epi16(code[h], so[h]);  // sc * code of byte 2w + 1
+                const int row = 64 * (8 * h + u);
+                _mm512_store_si512(out.b[g][0] + row, _mm512_mask_blend_epi8(kOdd, pe, _mm512_slli_epi16(po, 8)));
+                _mm512_store_si512(out.b[g][1] + row, _mm512_mask_blend_epi8(kOdd, _mm512_srli_epi16(pe, 8), po));
+            }
+        }
+    }
+    _mm512_store_ps(out.d, d);
+    _mm512_store_ps(out.dmin, dmin);
+    for (int p = 0; p < 4; ++p)
+        _mm512_store_si512(out.m[p], _mm512_or_si512(rows_of(mn, 2 * p), _mm512_slli_epi32(rows_of(mn, 2 * p + 1), 16)));
+}
+
+// Q4_K in the file's layout: super-blocks [s0, s0 + ns) of 16 rows. The code units are gathered (one
+// VPGATHERDD of the 16 rows' dword each, as pack_q4_0_16 does), the scales unpacked per row (k_scale_min)
+// and turned to sub-block-major order 8 rows at a time (VPMOVQB).
+struct PackQ4K {
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t s0, int64_t ns, Q4KAmxBlock *out) {
+        const __m512i offsets = row_offsets16(rows);
+        for (int64_t sb = 0; sb < ns; ++sb) {
+            const int64_t s = s0 + sb;
+            alignas(64) uint64_t sm[2][kRows];  // k_scale_min's scales [0] and mins [1], byte j = sub-block j
+            for (int i = 0; i < kRows; ++i) {
+                const KScaleMin k = k_scale_min(reinterpret_cast<const BlockQ4_K *>(rows[i])[s].scales);
+                sm[0][i] = k.sc, sm[1][i] = k.m;
+            }
+            alignas(64) uint8_t v[2][2][64];  // [scales, mins]: q4k_amx_pack's order
+            for (int f = 0; f < 2; ++f) {
+                const __m512i lo = _mm512_load_si512(sm[f]), hi = _mm512_load_si512(sm[f] + 8);
+                for (int j = 0; j < 8; ++j) {
+                    const __m128i a = _mm512_cvtepi64_epi8(_mm512_srli_epi64(lo, 8 * j));
+                    const __m128i b = _mm512_cvtepi64_epi8(_mm512_srli_epi64(hi, 8 * j));
+                    _mm_store_si128(reinterpret_cast<__m128i *>(&v[f][j / 4][16 * (j % 4)]), _mm_unpacklo_epi64(a, b));
+                }
+            }
+            const uint8_t *blk0 = rows[0] + static_cast<size_t>(s) * sizeof(BlockQ4_K);
+            q4k_amx_pack([&](int u) { return _mm512_i32gather_epi32(offsets, blk0 + offsetof(BlockQ4_K, qs) + 4 * u, 1); }, v[0],
+                         v[1], gather_d16<BlockQ4_K>(rows[0], offsets, s),
+                         gather_d16<BlockQ4_K>(rows[0] + offsetof(BlockQ4_K, dmin), offsets, s), out[sb]);
+        }
     }
 };
 
-// Q4_K interleaved at load (rows16.hpp): a panel is a group, rows[0] its first record.
-struct PackQ4_K_Rows16 : Q4Amx<true> {
-    static constexpr int64_t kUnit = QK_K / 32;
-    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
-        pack_q4_k_rows16(rows[0], b0, n, out);
+// Q4_K interleaved at load (rows16.hpp): a panel is a group, rows[0] its first record, whose code units
+// are already B's (one load each) and whose scales unpack for the 16 rows at once.
+struct PackQ4KRows16 {
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t s0, int64_t ns, Q4KAmxBlock *out) {
+        for (int64_t sb = 0; sb < ns; ++sb) {
+            const uint8_t *rec = rows[0] + static_cast<size_t>(s0 + sb) * kQ4KRecord;
+            alignas(64) uint8_t sc[2][64], mn[2][64];
+            q4k_rows16_scales(rec, sc, mn);
+            q4k_amx_pack([rec](int u) { return _mm512_loadu_si512(rec + kQ4KRecQs + 64 * u); }, sc, mn,
+                         halves16(rec + kQ4KRecD), halves16(rec + kQ4KRecDmin), out[sb]);
+        }
+    }
+};
+
+// K-step K's A into tmm0 (K even) or tmm1 (K odd), rows `as` apart. Templates with literal branches: the
+// tile intrinsics take their register numbers as literals.
+template <int K>
+inline void q4k_load_a(const int8_t *a, int64_t as) {
+    if constexpr (K % 2 == 0) {
+        _tile_loadd(0, a, as);
+    } else {
+        _tile_loadd(1, a, as);
+    }
+}
+// K-step K's two products of one panel (A x low bytes, A x high bytes) into C pair P (0: tmm4 / tmm5, 1:
+// tmm6 / tmm7): A in tmm0 (K even) or tmm1 (K odd), B in tmm2 / tmm3. Two panels sharing A take both
+// pairs, their B one after the other in tmm2 / tmm3.
+template <int P, int K>
+inline void q4k_products(const Q4KAmxBlock &blk) {
+    _tile_loadd(2, blk.b[K][0], 64);
+    _tile_loadd(3, blk.b[K][1], 64);
+    if constexpr (P == 0 && K % 2 == 0) {
+        _tile_dpbsud(4, 0, 2);
+        _tile_dpbsud(5, 0, 3);
+    } else if constexpr (P == 0) {
+        _tile_dpbsud(4, 1, 2);
+        _tile_dpbsud(5, 1, 3);
+    } else if constexpr (K % 2 == 0) {
+        _tile_dpbsud(6, 0, 2);
+        _tile_dpbsud(7, 0, 3);
+    } else {
+        _tile_dpbsud(6, 1, 2);
+        _tile_dpbsud(7, 1, 3);
+    }
+}
+template <int P>
+inline void q4k_zero() {
+    if constexpr (P == 0) {
+        _tile_zero(4);
+        _tile_zero(5);
+    } else {
+        _tile_zero(6);
+        _tile_zero(7);
+    }
+}
+template <int P>
+inline void q4k_store(int32_t (*c)[kGroup][kRows]) {
+    if constexpr (P == 0) {
+        _tile_stored(4, c[0], 4 * kRows);
+        _tile_stored(5, c[1], 4 * kRows);
+    } else {
+        _tile_stored(6, c[0], 4 * kRows);
+        _tile_stored(7, c[1], 4 * kRows);
+    }
+}
+
+struct Q4KAmx {
+    // Where one epilogue's tokens take their accumulators from and leave them: token t's at part + 16 t
+    // (the slab's partial sums of this panel), zero at a row's first super-block; to y (+ bias, the real
+    // rows and tokens only) after its last.
+    struct Acc {
+        float *part;
+        bool zero;
+        float *y;  // token t's 16 outputs at y + t * y_stride, or null: not the row's last super-block
+        int64_t y_stride;
+        __mmask16 mask;
+        int nt;
+        __m512 bias;
+    };
+
+    // Quarter Q of a super-block's epilogue for a group of T tokens (tokens Q T / 4 ..), vec_dot.hpp's
+    // float steps per output: c[0] / c[1] the products with B's low / high bytes (isum = low + 256 high,
+    // exact: |isum| < 2^25), xd[t] the token's d, xs + 8 t its 8 block sums (msum = sum_j m_j sum_j by
+    // VPDPWSSD on word pairs, exact: < 2^24).
+    template <int T, int Q, bool kZero, bool kY>
+    static void apply_as(const int32_t (*c)[kGroup][kRows], const Q4KAmxBlock &blk, const float *xd, const int16_t *xs,
+                         const Acc &a) {
+        const __m512 d = _mm512_load_ps(blk.d), dmin = _mm512_load_ps(blk.dmin);
+        const __m512i m0 = _mm512_load_si512(blk.m[0]), m1 = _mm512_load_si512(blk.m[1]);
+        const __m512i m2 = _mm512_load_si512(blk.m[2]), m3 = _mm512_load_si512(blk.m[3]);
+        auto pair = [xs](int t, int p) {  // token t's sums of sub-blocks 2p, 2p + 1 as one dword, broadcast
+            int32_t w;
+            __builtin_memcpy(&w, xs + 8 * t + 2 * p, 4);
+            return _mm512_set1_epi32(w);
+        };
+#pragma GCC unroll 16
+        for (int t = Q * T / 4; t < (Q + 1) * T / 4; ++t) {
+            const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c[0][t]), _mm512_slli_epi32(_mm512_load_si512(c[1][t]), 8));
+            __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m0, pair(t, 0));
+            msum = _mm512_dpwssd_epi32(msum, m1, pair(t, 1));
+            msum = _mm512_dpwssd_epi32(msum, m2, pair(t, 2));
+            msum = _mm512_dpwssd_epi32(msum, m3, pair(t, 3));
+            const __m512 x = _mm512_set1_ps(xd[t]);
+            __m512 acc = kZero ? _mm512_setzero_ps() : _mm512_load_ps(a.part + kRows * t);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, x), acc);
+            acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, x), acc);
+            if constexpr (!kY) _mm512_store_ps(a.part + kRows * t, acc);
+            else if (t < a.nt) _mm512_mask_storeu_ps(a.y + t * a.y_stride, a.mask, _mm512_add_ps(acc, a.bias));
+        }
+    }
+
+    // apply_as for the accumulators' source and destination at hand (one test per quarter, not per token).
+    template <int T, int Q>
+    static void apply(const int32_t (*c)[kGroup][kRows], const Q4KAmxBlock &blk, const float *xd, const int16_t *xs,
+                      const Acc &a) {
+        if (a.zero) {
+            if (a.y) apply_as<T, Q, true, true>(c, blk, xd, xs, a);
+            else apply_as<T, Q, true, false>(c, blk, xd, xs, a);
+        } else {
+            if (a.y) apply_as<T, Q, false, true>(c, blk, xd, xs, a);
+            else apply_as<T, Q, false, false>(c, blk, xd, xs, a);
+        }
+    }
+
+    // Groups tb, tb + 16, .. (ng of them, nt tokens each: 16, or one short group with kPad) against a
+    // chunk of super-blocks [s0, s0 + ns) of NP panels (1, or 2 sharing each A tile: half the activation
+    // traffic, which bounds the tiles: A comes from L2), as one pipeline of items (group, super-block),
+    // super-block by super-block: a super-block's B (8 KiB a panel) serves every group while it is in L1
+    // (group by group, a chunk's B and the activations streaming past between its uses outgrew L1), and
+    // the groups' sums wait in part[n] (token 16 g + t at part[n] + 16 (16 g + t)). Item i's products
+    // (its four K-steps accumulating in C) are issued with item i - 1's epilogue in quarters between
+    // them, and stored after it, so the tile unit and the vector ports work side by side; one panel
+    // alternates between two C pairs, two take all four C tiles.
+    template <int NP, int T, bool kPad>
+    static void run(const MatmulJob &job, const Q4KAmxBlock *const (&pb)[NP], int64_t s0, int64_t ns, int64_t r, int64_t tb,
+                    int64_t ng, int nt, const ChunkEdges (&e)[NP], float *const (&part)[NP]) {
+        const QuantActsK &xk = job.xk;
+        const int64_t total = ng * ns, n_in = job.n_in;
+        // A of item (g, s)'s K-step k: group g's 16 token rows (n_in apart) at inputs 256 (s0 + s) + 64 k,
+        // in place, or (kPad) copied with zero rows below into pad[k].
+        alignas(64) int8_t pad[kPad ? 4 : 1][kGroup * 64];
+        if constexpr (kPad) __builtin_memset(pad, 0, sizeof pad);
+        const int64_t as = kPad ? 64 : n_in;
+        auto a_of = [&](int64_t g, int64_t s, int k) -> const int8_t * {
+            const int8_t *x = xk.qs + (tb + kGroup * g) * n_in + (s0 + s) * QK_K + 64 * k;
+            if constexpr (!kPad) return x;
+            for (int t = 0; t < nt; ++t)
+                _mm512_store_si512(pad[k] + 64 * t, _mm512_loadu_si512(x + t * n_in));
+            return pad[k];
+        };
+        Acc acc[NP];
+        for (int n = 0; n < NP; ++n)
+            acc[n] = Acc{part[n], e[n].first, nullptr, job.y_stride, e[n].mask, nt,
+                         e[n].last && job.bias ? _mm512_maskz_loadu_ps(e[n].mask, job.bias + r + kRows * n) : _mm512_setzero_ps()};
+        // Points acc at item (g, s)'s tokens; returns where its d16 / sum16 start.
+        auto epilogue_of = [&](int64_t g, int64_t s) {
+            for (int n = 0; n < NP; ++n) {
+                acc[n].part = part[n] + kRows * kGroup * g;
+                acc[n].zero = e[n].first && s == 0;
+                acc[n].y = e[n].last && s == ns - 1 ? job.y + (tb + kGroup * g) * job.y_stride + r + kRows * n : nullptr;
+            }
+            return ((tb / kGroup + g) * xk.nsb + s0 + s) * kGroup;
+        };
+        alignas(64) int32_t c[2][2 * NP][kGroup][kRows];  // [item % 2][panel n's low, high at 2n, 2n + 1][token][row]
+        int64_t pg = 0, ps = 0;  // the products' item: group, super-block
+        int64_t eg = 0, es = 0;  // the epilogues' item (one behind)
+        auto item = [&]<int P>() {
+            const bool ep = pg > 0 || ps > 0;
+            const int64_t at = epilogue_of(eg, es);
+            const float *xd = xk.d16 + at;
+            const int16_t *xs = xk.sum16 + at * 8;
+            auto quarter = [&]<int Q>() {
+                if (!ep) return;
+                for (int n = 0; n < NP; ++n) apply<T, Q>(c[P ^ 1] + 2 * n, pb[n][es], xd, xs, acc[n]);
+            };
+            auto step = [&]<int K>() {
+                q4k_load_a<K>(a_of(pg, ps, K), as);
+                if constexpr (NP == 1) {
+                    q4k_products<P, K>(pb[0][ps]);
+                } else {
+                    q4k_products<0, K>(pb[0][ps]);
+                    q4k_products<1, K>(pb[NP - 1][ps]);
+                }
+            };
+            if constexpr (NP == 1) q4k_zero<P>();
+            else q4k_zero<0>(), q4k_zero<1>();
+            step.template operator()<0>();
+            quarter.template operator()<0>();
+            step.template operator()<1>();
+            quarter.template operator()<1>();
+            step.template operator()<2>();
+            quarter.template operator()<2>();
+            step.template operator()<3>();
+            quarter.template operator()<3>();
+            if constexpr (NP == 1) q4k_store<P>(c[P]);
+            else q4k_store<0>(c[P]), q4k_store<1>(c[P] + 2);
+            if (ep && ++eg == ng) eg = 0, ++es;
+            if (++pg == ng) pg = 0, ++ps;
+        };
+        for (int64_t i = 0; i < total; i += 2) {
+            item.template operator()<0>();
+            if (i + 1 < total) item.template operator()<1>();
+        }
+        // The last item's epilogue.
+        const int64_t at = epilogue_of(eg, es);
+        for (int n = 0; n < NP; ++n) {
+            const int32_t (*cl)[kGroup][kRows] = c[(total - 1) % 2] + 2 * n;
+            apply<T, 0>(cl, pb[n][es], xk.d16 + at, xk.sum16 + at * 8, acc[n]);
+            apply<T, 1>(cl, pb[n][es], xk.d16 + at, xk.sum16 + at * 8, acc[n]);
+            apply<T, 2>(cl, pb[n][es], xk.d16 + at, xk.sum16 + at * 8, acc[n]);
+            apply<T, 3>(cl, pb[n][es], xk.d16 + at, xk.sum16 + at * 8, acc[n]);
+        }
     }
 };
 
@@ -498,7 +803,7 @@ template <class Pack>
 void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     constexpr int64_t kStep = 4;
     constexpr size_t kBytes = std::is_same_v<typename Pack::Block, Q6AmxBlock> ? kAmxQ6PackBytes : kAmxPackBytes;
-    configure_tiles();
+    configure_tiles(kConfig);
     panel_loop<Pack, kRows, kSlab, kStep, kBytes>(
         job, r0, r1,
         [](int64_t nr, bool first, bool last) { return ChunkEdges{static_cast<__mmask16>((1u << nr) - 1), first, last}; },
@@ -516,6 +821,65 @@ void drive_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
         });
 }
 
+
+// Q4_K (Pack: PackQ4K or PackQ4KRows16), rows [r0, r1) for all tokens: token slabs, then pairs of 16-row
+// panels (a last odd one alone), then k-chunks of super-blocks, each packed once per slab and panel.
+// Panels before chunks (the other formats' panel_loop has them after): a panel's partial sums then stay
+// in a small buffer of the slab's tokens (part) between chunks, where y's rows (n_out apart, all panels'
+// sums live at once) went to L3 and back per chunk; the slab's activations stay in L2 either way.
+template <class Pack>
+void drive_q4k(const MatmulJob &job, int64_t r0, int64_t r1) {
+    constexpr int64_t kChunk = kAmxQ4KPackBytes / sizeof(Q4KAmxBlock);
+    configure_tiles(kConfigK);
+    const int64_t nsb = job.xk.nsb;
+    Q4KAmxBlock buf[2][kChunk];
+    alignas(64) float part[2][kSlab * kRows];
+    // Every panel pair reads the slab's activations again: at most kAmxQ4KSlabBytes of them, so that they
+    // stay in L2 (2048 inputs: 256 tokens; 5632: 128).
+    int64_t slab = static_cast<int64_t>(kAmxQ4KSlabBytes) / job.n_in / kGroup * kGroup;
+    slab = slab < kGroup ? kGroup : slab > kSlab ? kSlab : slab;
+    for (int64_t tb = 0; tb < job.n_tokens; tb += slab) {
+        const int64_t te = tb + slab < job.n_tokens ? tb + slab : job.n_tokens;
+        const int64_t ng = (te - tb) / kGroup, tail = (te - tb) % kGroup, tt = tb + ng * kGroup;
+        for (int64_t r = r0; r < r1; r += 2 * kRows) {
+            const bool two = r + kRows < r1;
+            int64_t nr[2];
+            const uint8_t *rows[2][kRows];  // past r1: the last row again (read, never stored)
+            for (int n = 0; n < (two ? 2 : 1); ++n) {
+                const int64_t rn = r + kRows * n;
+                nr[n] = r1 - rn < kRows ? r1 - rn : kRows;
+                for (int i = 0; i < kRows; ++i) rows[n][i] = job.w + static_cast<size_t>(rn + (i < nr[n] ? i : nr[n] - 1)) * job.row_bytes;
+            }
+            for (int64_t s0 = 0; s0 < nsb; s0 += kChunk) {
+                const int64_t ns = nsb - s0 < kChunk ? nsb - s0 : kChunk;
+                auto go = [&]<int NP>() {
+                    const Q4KAmxBlock *pb[NP];
+                    ChunkEdges e[NP];
+                    float *pp[NP], *tp[NP];
+                    for (int n = 0; n < NP; ++n) {
+                        Pack::pack(rows[n], s0, ns, buf[n]);
+                        pb[n] = buf[n];
+                        e[n] = ChunkEdges{static_cast<__mmask16>((1u << nr[n]) - 1), s0 == 0, s0 + ns == nsb};
+                        pp[n] = part[n];
+                        tp[n] = part[n] + kRows * (tt - tb);
+                    }
+                    const int nt = static_cast<int>(tail);
+                    if (ng > 0) Q4KAmx::run<NP, kGroup, false>(job, pb, s0, ns, r, tb, ng, kGroup, e, pp);
+                    switch ((tail + 3) / 4) {
+                    case 0: break;
+                    case 1: Q4KAmx::run<NP, 4, true>(job, pb, s0, ns, r, tt, 1, nt, e, tp); break;
+                    case 2: Q4KAmx::run<NP, 8, true>(job, pb, s0, ns, r, tt, 1, nt, e, tp); break;
+                    case 3: Q4KAmx::run<NP, 12, true>(job, pb, s0, ns, r, tt, 1, nt, e, tp); break;
+                    default: Q4KAmx::run<NP, 16, true>(job, pb, s0, ns, r, tt, 1, nt, e, tp); break;
+                    }
+                };
+                if (two) go.template operator()<2>();
+                else go.template operator()<1>();
+            }
+        }
+    }
+}
+
 #undef EMBER_AMX_BLOCK_PRODUCT
 
 } // namespace
@@ -531,7 +895,7 @@ void matmul_rows_q4_0_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     matmul_rows_q4_0_avx512(job, r0, r1);
 }
 void matmul_rows_q4_k_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
-    if (job.n_tokens >= kAmxMinTokens) return drive_amx<PackQ4_K>(job, r0, r1);
+    if (job.n_tokens >= kAmxMinTokens) return drive_q4k<PackQ4K>(job, r0, r1);
     matmul_rows_q4_k_avx512(job, r0, r1);
 }
 void matmul_rows_q6_k_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
@@ -541,7 +905,7 @@ void matmul_rows_q6_k_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
 
 // Interleaved Q4_K and Q6_K (rows16.hpp), whole groups, at least kAmxMinTokens tokens (rows16_rows sends
 // only longer products here).
-void matmul_rows_q4_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_amx<PackQ4_K_Rows16>(job, r0, r1); }
+void matmul_rows_q4_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_q4k<PackQ4KRows16>(job, r0, r1); }
 void matmul_rows_q6_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_amx<PackQ6_K_Rows16>(job, r0, r1); }
 
 } // namespace ember::cpu::detail
