@@ -11,8 +11,8 @@
 // Q4_K multiplies the per-256 activations (QuantActsK) with q4k-spec.md's arithmetic: per super-block
 // and row the exact integers isum = sum_j sc_j I_j and msum = sum_j m_j S_j, then two FMAs — the bits of
 // every level's Q4_K kernel (see q4_k_decode_tile). Per-32 (the former arithmetic), the float epilogue
-// of every sub-block was most of this tile's work: 2048 x 2048 from cache on one core 21.6 -> 31.7
-// GB/s of weights.
+// of every sub-block was most of this tile's work: 512 rows x 2048 inputs from L2 on one core 21 -> 32
+// GB/s of weights; from memory (576 MiB) one / two cores 9.7 / 21.6 -> 11.2 / 21.7 (medians of 3).
 // Q6_K keeps the per-32 activations and the AVX2 tile's float operations, in its order, on the same
 // integers (see q6_k_decode_tile): its AVX2 tile was the slowest per byte of TinyLlama Q4_K_M's
 // decode, ~15 GB/s for two threads.
