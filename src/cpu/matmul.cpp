@@ -69,7 +69,7 @@ bool is_quantized(WeightKind k) { return k >= detail::kWQ8_0; }
 
 size_t round64(size_t n) { return (n + 63) & ~size_t{63}; }
 
-// Tokens per group of QuantActs::d16 / dsum16 and QuantActsK::d16 / sum16 (the AMX tiles' 16 token rows).
+// Tokens per group of QuantActs::d16 and QuantActsK::d16 / sum16 (the AMX tiles' 16 token rows).
 constexpr int64_t kGroup16 = 16;
 
 // Which activations a product needs: the per-32 ones (QuantActs) for every quantized weight but Q4_K,
@@ -77,8 +77,7 @@ constexpr int64_t kGroup16 = 16;
 struct ActKinds {
     bool b32 = false, k = false;
     void add(WeightKind kind) {
-        // TRANSITIONAL (removed once every level's Q4_K kernel reads QuantActsK): Q4_K gets both kinds.
-        if (kind == detail::kWQ4_K) k = b32 = true;
+        if (kind == detail::kWQ4_K) k = true;
         else if (is_quantized(kind)) b32 = true;
     }
 };
@@ -87,13 +86,13 @@ struct ActKinds {
 // not asked for has null arrays, and so do the groups of 16 below kGroup16 tokens.
 struct ActArrays {
     int8_t *qs = nullptr;
-    float *d = nullptr, *sum = nullptr, *dsum = nullptr;
-    float *d16 = nullptr, *dsum16 = nullptr;
+    float *d = nullptr, *sum = nullptr;
+    float *d16 = nullptr;
     int8_t *kqs = nullptr;
     float *kd = nullptr, *kd16 = nullptr;
     int16_t *ksum = nullptr, *ksum16 = nullptr;
     int64_t nb = 0, nsb = 0;
-    QuantActs view() const { return QuantActs{qs, d, sum, nb, dsum, d16, dsum16}; }
+    QuantActs view() const { return QuantActs{qs, d, sum, nb, d16}; }
     QuantActsK kview() const { return QuantActsK{kqs, kd, ksum, nsb, nb, kd16, ksum16}; }
 };
 
@@ -118,11 +117,7 @@ size_t carve_acts(uint8_t *base, int64_t n_in, int64_t n_tokens, ActKinds kinds,
         a.qs = reinterpret_cast<int8_t *>(take(nt * static_cast<size_t>(n_in)));
         a.d = reinterpret_cast<float *>(take(nt * nb * sizeof(float)));
         a.sum = reinterpret_cast<float *>(take(nt * nb * sizeof(float)));
-        a.dsum = reinterpret_cast<float *>(take(nt * nb * sizeof(float)));
-        if (groups) {
-            a.d16 = reinterpret_cast<float *>(take(padded * nb * sizeof(float)));
-            a.dsum16 = reinterpret_cast<float *>(take(padded * nb * sizeof(float)));
-        }
+        if (groups) a.d16 = reinterpret_cast<float *>(take(padded * nb * sizeof(float)));
     }
     if (kinds.k) {
         a.kqs = reinterpret_cast<int8_t *>(take(nt * static_cast<size_t>(n_in)));
@@ -143,7 +138,7 @@ void zero_group_tail(const ActArrays &xq, int64_t n_tokens) {
     if (i0 == 0) return;
     if (xq.d16)
         for (int64_t b = 0; b < xq.nb; ++b)
-            for (int64_t i = i0; i < kGroup16; ++i) xq.d16[(g * xq.nb + b) * kGroup16 + i] = xq.dsum16[(g * xq.nb + b) * kGroup16 + i] = 0;
+            for (int64_t i = i0; i < kGroup16; ++i) xq.d16[(g * xq.nb + b) * kGroup16 + i] = 0;
     if (xq.kd16)
         for (int64_t s = 0; s < xq.nsb; ++s)
             for (int64_t i = i0; i < kGroup16; ++i) {
@@ -160,17 +155,13 @@ uint8_t *scratch_at(Scratch &scratch, size_t bytes) {
     return reinterpret_cast<uint8_t *>((addr + 63) & ~uintptr_t{63});
 }
 
-// Row `row` of xq's per-32 arrays (n_in wide) = x quantized, with its blocks' d * sum.
+// Row `row` of xq's per-32 arrays (n_in wide) = x quantized, with the groups' copy of its scales.
 void quantize_row_b32(const KernelTable &k, const float *x, int64_t n_in, const ActArrays &xq, int64_t row) {
     const int64_t nb = xq.nb;
     k.quantize_acts(x, n_in, xq.qs + row * n_in, xq.d + row * nb, xq.sum + row * nb);
-    for (int64_t b = row * nb; b < (row + 1) * nb; ++b) xq.dsum[b] = xq.d[b] * xq.sum[b];
     if (!xq.d16) return;
     const int64_t g0 = row / kGroup16 * nb * kGroup16 + row % kGroup16;  // block b at g0 + 16 b
-    for (int64_t b = 0; b < nb; ++b) {
-        xq.d16[g0 + kGroup16 * b] = xq.d[row * nb + b];
-        xq.dsum16[g0 + kGroup16 * b] = xq.dsum[row * nb + b];
-    }
+    for (int64_t b = 0; b < nb; ++b) xq.d16[g0 + kGroup16 * b] = xq.d[row * nb + b];
 }
 
 // Row `row` of xq's per-256 arrays (Q4_K's) = x quantized, with the groups' copies.
@@ -337,7 +328,7 @@ void matmul_precise(ThreadPool &pool, Scratch &scratch, const WeightView *const 
         else rows(0, c);
         // The arrays are sized for 2 chunk tokens; this pass has 2 c (no groups below 16 of them).
         ActArrays pass = xq;
-        if (2 * c < kGroup16) pass.d16 = pass.dsum16 = pass.kd16 = nullptr, pass.ksum16 = nullptr;
+        if (2 * c < kGroup16) pass.d16 = pass.kd16 = nullptr, pass.ksum16 = nullptr;
         zero_group_tail(pass, 2 * c);
         Segment segs[4];
         int64_t macs = 0, at = 0;

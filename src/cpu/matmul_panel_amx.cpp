@@ -419,8 +419,9 @@ inline void q4k_amx_pack(Unit unit, const uint8_t (&sc)[2][64], const uint8_t (&
     }
     _mm512_store_ps(out.d, d);
     _mm512_store_ps(out.dmin, dmin);
-    for (int p = 0; p < 4; ++p)
-        _mm512_store_si512(out.m[p], _mm512_or_si512(rows_of(mn, 2 * p), _mm512_slli_epi32(rows_of(mn, 2 * p + 1), 16)));
+    __m512i mp[4];
+    q4k_rows16_min_pairs(mn, mp);
+    for (int p = 0; p < 4; ++p) _mm512_store_si512(out.m[p], mp[p]);
 }
 
 // Q4_K in the file's layout: super-blocks [s0, s0 + ns) of 16 rows. The code units are gathered (one

@@ -214,7 +214,7 @@ struct PackQ4_K {
     using Block = Q4KBlock;
     static constexpr int64_t kUnit = QK_K / 32;
     // Super-blocks [b0 / 8, (b0 + n) / 8) (n and b0 multiples of 8), one packed block per sub-block: the
-    // codes as pack_q4_k packs them (q4k_codes), the scales and the super-block's operands as above.
+    // codes as q4k_codes packs them, the scales and the super-block's operands as above.
     static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
         for (int64_t sb = 0; sb < n / kUnit; ++sb) {
             const int64_t s = b0 / kUnit + sb;

@@ -55,18 +55,6 @@ struct PanelTokensK {
     }
 };
 
-inline __m256 widen_bytes(uint64_t bytes) {  // 8 unsigned bytes -> 8 floats
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes))));
-}
-
-// Q4_K: a super-block's 8 sub-block scales d * sc_j and offsets dmin * m_j (both exact: 11 + 6
-// significant bits).
-inline void q4k_scales(const BlockQ4_K *blk, float (&dsc)[8], float (&dmin)[8]) {
-    const KScaleMin sm = k_scale_min(blk->scales);
-    _mm256_storeu_ps(dsc, _mm256_mul_ps(widen_bytes(sm.sc), _mm256_set1_ps(avx2_half_to_float(blk->d))));
-    _mm256_storeu_ps(dmin, _mm256_mul_ps(widen_bytes(sm.m), _mm256_set1_ps(avx2_half_to_float(blk->dmin))));
-}
-
 // Q4_K: the 32-byte group g of qs holds sub-block 2g in its low nibbles and 2g + 1 in its high nibbles,
 // element l in byte l. lo[h] / hi[h]: elements 16h .. 16h + 15 of sub-block 2g / 2g + 1, one per byte.
 inline void q4k_group_codes(const BlockQ4_K *blk, int g, __m128i (&lo)[2], __m128i (&hi)[2]) {
@@ -129,29 +117,6 @@ void q4k_codes(const BlockQ4_K *const (&blk)[kRows], Block *pb, Transpose transp
         transpose(lo[1], pb[2 * g].q + kHalf);
         transpose(hi[0], pb[2 * g + 1].q);
         transpose(hi[1], pb[2 * g + 1].q + kHalf);
-    }
-}
-
-// Q4_K packing for a panel of kRows rows (8 or 16): super-blocks [b0 / 8, (b0 + n) / 8), one packed
-// block per sub-block: its rows' scales and offsets in s[] and m[], and its codes, elements 0..15 then
-// 16..31, each half transposed (Transpose: kRows rows' 16 bytes -> 4 vectors of 4-byte groups) into q.
-template <int kRows, class Block, class Transpose>
-void pack_q4_k(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out, Transpose transpose) {
-    constexpr int64_t kUnit = QK_K / 32;
-    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
-        const int64_t s = b0 / kUnit + sb;
-        Block *pb = out + sb * kUnit;
-        const BlockQ4_K *blk[kRows];
-        for (int i = 0; i < kRows; ++i) {
-            blk[i] = reinterpret_cast<const BlockQ4_K *>(rows[i]) + s;
-            float dsc[8], dmin[8];
-            q4k_scales(blk[i], dsc, dmin);
-            for (int j = 0; j < kUnit; ++j) {
-                pb[j].s[i] = dsc[j];
-                pb[j].m[i] = dmin[j];
-            }
-        }
-        q4k_codes<kRows>(blk, pb, transpose);
     }
 }
 
@@ -288,12 +253,13 @@ inline void transpose16(const __m128i (&src)[kPanel16], uint8_t *dst) {
     for (int k = 0; k < 4; ++k) _mm512_store_si512(out + k, _mm512_inserti64x4(_mm512_castsi256_si512(a[k]), b[k], 1));
 }
 
-// Q4_0, Q4_K and Q8_0 on 16-row panels: the codes (8 vectors of 64 bytes), s the codes' scale per row
-// (Q4_0, Q8_0: d; Q4_K: d * sc_j), m the offset per unit of sum x (Q4_K: dmin * m_j).
+// Q4_0 and Q8_0 on 16-row panels: the codes (8 vectors of 64 bytes), s their scale d per row. pad: where
+// Q4_K's mins were before it moved to Q4KBlock16, kept so that the chunks of the AVX-512 and AMX panels
+// (a byte budget over this size) keep the block counts they were measured with.
 struct alignas(64) Q4Block16 {
     uint8_t q[8 * 64];
     float s[kPanel16];
-    float m[kPanel16];
+    float pad[kPanel16];
 };
 
 // Q4_0 blocks [b0, b0 + n) of 16 rows, codes less `offset` (0: the codes 0..15 as stored, for VPDPBUSD's
@@ -393,7 +359,7 @@ inline void pack_q4_k_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int
 // A group's super-block is one record holding its 16 rows' fields side by side; the codes in 4-byte units,
 // unit u of the 16 rows one 64-byte vector (dword i = row i). That is the packed blocks' layout already, so
 // these read the panels' blocks from a record with no transpose: one load per 4 codes of 16 rows, and the
-// scales unpacked for 16 rows at once (rows16_x86.hpp). The values are the file-layout packers' (pack_q4_k,
+// scales unpacked for 16 rows at once (rows16_x86.hpp). The values are the file-layout packers' (
 // pack_q4_k_16, PackQ6_K of each level), so the kernels give the same bits.
 
 // Q4_K: the codes of the record at rec into the 8 packed blocks of its sub-blocks (field q): sub-block 2g /
@@ -410,26 +376,9 @@ inline void q4k_rows16_codes(const uint8_t *rec, Block *pb) {
         }
 }
 
-// Q4_K super-blocks [b0 / 8, (b0 + n) / 8) of the group whose first record is at grp, as pack_q4_k packs
-// them: s = d * sc_j, m = dmin * m_j (k_scale_min on byte u of all 16 rows at once), and sub-block 2g / 2g + 1
-// the low / high nibbles of the record's code units 8g .. 8g + 7.
-inline void pack_q4_k_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4Block16 *out) {
-    constexpr int64_t kUnit = QK_K / 32;
-    for (int64_t sb = 0; sb < n / kUnit; ++sb) {
-        const uint8_t *rec = grp + static_cast<size_t>(b0 / kUnit + sb) * kQ4KRecord;
-        Q4Block16 *pb = out + sb * kUnit;
-        const __m512 d = halves16(rec + kQ4KRecD), dmin = halves16(rec + kQ4KRecDmin);
-        alignas(64) uint8_t sc[2][64], mn[2][64];
-        q4k_rows16_scales(rec, sc, mn);
-        for (int j = 0; j < kUnit; ++j) {
-            _mm512_store_ps(pb[j].s, _mm512_mul_ps(widen16(&sc[j / 4][16 * (j % 4)]), d));
-            _mm512_store_ps(pb[j].m, _mm512_mul_ps(widen16(&mn[j / 4][16 * (j % 4)]), dmin));
-        }
-        q4k_rows16_codes(rec, pb);
-    }
-}
-// The same Q4KBlock16s from a group whose first record is at grp (pack_q4_k_16's values): the scales and
-// mins of byte j of all 16 rows at once (q4k_rows16_scales), the codes as pack_q4_k_rows16 takes them.
+// Q4_K super-blocks [b0 / 8, (b0 + n) / 8) of the group whose first record is at grp as Q4KBlock16s
+// (pack_q4_k_16's values): the scales and mins of byte j of all 16 rows at once (q4k_rows16_scales), the
+// codes straight from the record (q4k_rows16_codes).
 inline void pack_q4_k_16_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4KBlock16 *out) {
     constexpr int64_t kUnit = QK_K / 32;
     auto bytes16 = [](const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); };
@@ -439,11 +388,9 @@ inline void pack_q4_k_16_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4KBl
         alignas(64) uint8_t sc[2][64], mn[2][64];
         q4k_rows16_scales(rec, sc, mn);
         for (int j = 0; j < kUnit; ++j) _mm512_store_si512(pb[j].sc, bytes16(&sc[j / 4][16 * (j % 4)]));
-        for (int p = 0; p < 4; ++p) {
-            const int j = 2 * p;  // m_j and m_(j+1): one quarter each of mn[j / 4]
-            const __m512i m = _mm512_or_si512(bytes16(&mn[j / 4][16 * (j % 4)]), _mm512_slli_epi32(bytes16(&mn[j / 4][16 * (j % 4 + 1)]), 16));
-            _mm512_store_si512(pb[kQ4KMins + p].sb, m);
-        }
+        __m512i mp[4];
+        q4k_rows16_min_pairs(mn, mp);
+        for (int p = 0; p < 4; ++p) _mm512_store_si512(pb[kQ4KMins + p].sb, mp[p]);
         _mm512_store_ps(pb[kQ4KD].sb, halves16(rec + kQ4KRecD));
         _mm512_store_ps(pb[kQ4KDmin].sb, halves16(rec + kQ4KRecDmin));
         q4k_rows16_codes(rec, pb);

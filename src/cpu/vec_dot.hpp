@@ -22,14 +22,10 @@ struct QuantActs {
     const float *d = nullptr;
     const float *sum = nullptr;   // integers, exact in float: |sum| <= 32 * 127
     int64_t nb = 0;
-    // d * sum per block (same index), the float product the K-quant kernels form for their offset term:
-    // formed once per matmul for the AMX tiles, which would otherwise form it per row panel.
-    const float *dsum = nullptr;
-    // d and dsum again by groups of 16 tokens, for the AMX tiles' epilogues (which then reach a group's 16
-    // tokens from one pointer, not 16): token 16 g + i's block b at (g * nb + b) * 16 + i; tokens past the
-    // last are zero. Null below 16 tokens (nothing reads them there).
+    // d again by groups of 16 tokens, for the AMX tiles' epilogues (which then reach a group's 16 tokens
+    // from one pointer, not 16): token 16 g + i's block b at (g * nb + b) * 16 + i; tokens past the last
+    // are zero. Null below 16 tokens (nothing reads it there).
     const float *d16 = nullptr;
-    const float *dsum16 = nullptr;
 };
 
 // Activations quantized for Q4_K weights, token-major: one scale per super-block of 256 (where QuantActs

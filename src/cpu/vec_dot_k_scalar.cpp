@@ -17,14 +17,13 @@ namespace ember::cpu::detail {
 
 namespace {
 
-// value = d * sc_j * code - dmin * m_j: sum over sub-block j of value * x_q * d_x is
+// Q5_K: value = d * sc_j * code - dmin * m_j: sum over sub-block j of value * x_q * d_x is
 // d * d_x * (sc_j * sum code x_q) - dmin * m_j * d_x * sum x_q. The integer part is exact in float
 // (|sc_j * sum| <= 63 * 32 * 31 * 127 < 2^24), and sum x_q comes with the activations.
-template <class Block, bool kHigh>
-void matmul_rows_k45(const MatmulJob &job, int64_t r0, int64_t r1) {
+void matmul_rows_k5(const MatmulJob &job, int64_t r0, int64_t r1) {
     const int64_t nb = job.xq.nb, nsb = job.n_in / QK_K;
     for (int64_t r = r0; r < r1; ++r) {
-        const auto *w = reinterpret_cast<const Block *>(job.w + static_cast<size_t>(r) * job.row_bytes);
+        const auto *w = reinterpret_cast<const BlockQ5_K *>(job.w + static_cast<size_t>(r) * job.row_bytes);
         const float bias = job.bias ? job.bias[r] : 0.0f;
         for (int64_t t = 0; t < job.n_tokens; ++t) {
             const int8_t *xq = job.xq.qs + t * job.n_in;
@@ -32,7 +31,7 @@ void matmul_rows_k45(const MatmulJob &job, int64_t r0, int64_t r1) {
             const float *xs = job.xq.sum + t * nb;
             float acc = 0;
             for (int64_t s = 0; s < nsb; ++s) {
-                const Block &b = w[s];
+                const BlockQ5_K &b = w[s];
                 const KScaleMin sm = k_scale_min(b.scales);
                 const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
                 for (int j = 0; j < 8; ++j) {
@@ -42,7 +41,7 @@ void matmul_rows_k45(const MatmulJob &job, int64_t r0, int64_t r1) {
                     int32_t isum = 0;
                     for (int l = 0; l < 32; ++l) {
                         int32_t code = (j & 1) ? q[l] >> 4 : q[l] & 15;
-                        if constexpr (kHigh) code |= ((b.qh[l] >> j) & 1) << 4;
+                        code |= ((b.qh[l] >> j) & 1) << 4;
                         isum += code * xb[l];
                     }
                     const int32_t sc = static_cast<int32_t>((sm.sc >> (8 * j)) & 63);
@@ -89,7 +88,7 @@ void matmul_rows_q4_k_scalar(const MatmulJob &job, int64_t r0, int64_t r1) {
     }
 }
 
-void matmul_rows_q5_k_scalar(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows_k45<BlockQ5_K, true>(job, r0, r1); }
+void matmul_rows_q5_k_scalar(const MatmulJob &job, int64_t r0, int64_t r1) { matmul_rows_k5(job, r0, r1); }
 
 // value = d * scale * (code - 32). Activation block k of a super-block (elements 32k ..) has two
 // 16-element halves with their own scales; sc_a * sum_a + sc_b * sum_b is exact in int32 and in float
