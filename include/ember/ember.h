@@ -439,7 +439,8 @@ EMBER_API ember_status ember_session_backend(const ember_session *session, ember
 /** How a session's products with quantized weights (Q8_0, Q4_0, K-quants, ...) round the activations.
  *  Float weights (F32, F16, BF16) are unaffected by it. */
 typedef enum ember_precision {
-    /** 8-bit integers with a scale per block of 32 — as llama.cpp does. The products are then integer dot
+    /** 8-bit integers with a scale per block of 32 (per super-block of 256 for Q4_K weights, CPU) — as
+     *  llama.cpp does (it takes 256 for every K-quant). The products are then integer dot
      *  products (AVX-512 VNNI, AMX): the fastest, and the rounding of the activations is the whole of the
      *  error against exact arithmetic on the file's weights (relative logit error ~0.6 % on small models),
      *  enough to flip the argmax where the two best tokens are within about that of each other. */
