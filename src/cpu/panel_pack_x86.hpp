@@ -335,7 +335,7 @@ struct alignas(64) Q4KBlock16 {
 constexpr int kQ4KMins = 0, kQ4KD = 4, kQ4KDmin = 5;  // sub-blocks whose sb holds each field
 
 // Q4_K super-blocks [b0 / 8, (b0 + n) / 8) of 16 rows in the file's layout as Q4KBlock16s: the codes
-// transposed as pack_q4_k transposes them, the scales and mins of each row unpacked by k_scale_min.
+// transposed by q4k_codes (each half a transpose16), the scales and mins of each row unpacked by k_scale_min.
 inline void pack_q4_k_16(const uint8_t *const (&rows)[kPanel16], int64_t b0, int64_t n, Q4KBlock16 *out) {
     constexpr int64_t kUnit = QK_K / 32;
     for (int64_t sb = 0; sb < n / kUnit; ++sb) {
