@@ -132,17 +132,17 @@ int gemv_bench(const std::string &type_name, int64_t n_in, int64_t n_out, int nt
         for (size_t i = code_bytes; i < bytes; i += 2) fix_half(i);
     else if (type == kF16)
         for (size_t i = 0; i < bytes; i += 2) fix_half(i);
+    else if (type == kQ4_K)  // tiles (tile_layout.hpp): per unit of 16 rows' super-block, 16 heads
+        for (size_t u = 0; u < bytes; u += kQ4kUnitBytes)
+            for (size_t rr = 0; rr < 16; ++rr) fix_half(u + 16 * rr), fix_half(u + 16 * rr + 2);
     else
-        for (size_t b = 0; b < bytes; b += kq_block_bytes(type)) {
-            if (type == kQ6_K) fix_half(b + 208);
-            else fix_half(b), fix_half(b + 2);
-        }
+        for (size_t b = 0; b < bytes; b += kq_block_bytes(type)) fix_half(b + 208);
     std::vector<uint8_t *> dev(copies);
     for (auto &d : dev) ck(cudaMalloc(&d, bytes), "weights"), ck(cudaMemcpy(d, host.data(), bytes, cudaMemcpyHostToDevice), "upload");
     float *x, *y, *xs;
     int8_t *xq;
     ck(cudaMalloc(&x, size_t(nt) * n_in * 4), "x"), ck(cudaMalloc(&y, size_t(nt) * n_out * 4), "y");
-    ck(cudaMalloc(&xq, size_t(nt) * n_in), "xq"), ck(cudaMalloc(&xs, size_t(nt) * n_in / 32 * 4), "xs");
+    ck(cudaMalloc(&xq, size_t(nt) * n_in), "xq"), ck(cudaMalloc(&xs, size_t(nt) * n_in / 32 * 8), "xs");
     std::vector<float> xh(size_t(nt) * n_in);
     for (auto &v : xh) v = float(int((st = st * 1664525u + 1013904223u) >> 20) - 2048) / 2048.0f;
     ck(cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice), "upload");

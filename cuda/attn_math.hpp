@@ -43,9 +43,10 @@ EMBER_HD KeyRange split_keys_range(int32_t first, int32_t n_keys, int32_t split_
 // Splits of split_keys positions that cover n_keys keys.
 EMBER_HD int32_t splits_for(int32_t n_keys, int32_t split_keys) { return n_keys <= 0 ? 1 : (n_keys + split_keys - 1) / split_keys; }
 
-// Keys per split in a context's passes: fixed (see above); 8 tiles, so a decode step at 4k positions
-// has 16 splits per head to spread over the device.
-constexpr int32_t kAttnSplitKeys = 256;
+// Keys per split in a context's passes: fixed (see above); 2 tiles, so that even a short context's
+// decode step spreads over the device (768 positions: 12 splits per KV head; 256-key splits left an H200's
+// 132 SMs with 24 thread blocks) and a 4k one has 64 per head.
+constexpr int32_t kAttnSplitKeys = 64;
 
 // A partial result: running maximum m of the scaled scores, l = sum exp(s - m), acc = sum exp(s - m) v.
 // An empty split has l == 0 (and m = -inf). Combining rescales each by exp(m_i - M), M = max m_i.

@@ -13,9 +13,10 @@ namespace ember::cu {
 
 namespace {
 
-// Minimum compute capability: the kernels use __dp4a (6.1) and are built for CMAKE_CUDA_ARCHITECTURES
-// (80-virtual by default: PTX for 8.0, which the driver compiles for 8.0 and later).
-constexpr int kMinCc = 61;
+// Minimum compute capability: the Q8_0/Q4_0 products use the int8 mma.sync of 8.0 (matmul_mma.cu), and
+// the module is built for CMAKE_CUDA_ARCHITECTURES (80-virtual by default: PTX for 8.0, which the driver
+// compiles for 8.0 and later).
+constexpr int kMinCc = 80;
 
 void require_driver() {
     static std::string why;

@@ -1,8 +1,7 @@
 // kernels.hpp — the CUDA kernels' launchers (defined in the *.cu files), called from host code.
 //
 // Conventions: activations are f32 row-major, one row per token, as on the CPU. Weights are resident
-// in the layout of weights.hpp (quantized types repacked: scales apart from codes, so that the codes
-// are 16-byte aligned). Every launcher enqueues on `s` and never synchronizes.
+// in the layout of weights.hpp (Q8_0 and Q4_0 in the tensor cores' tiles, tile_layout.hpp). Every launcher enqueues on `s` and never synchronizes.
 #pragma once
 
 #include "attn_math.hpp"
@@ -17,11 +16,15 @@ namespace ember::cu {
 
 void quantize_acts(const float *x, int64_t rows, int64_t n_in, ActQ8 out, cudaStream_t s);
 
-// y[t][o] = (accumulate ? y[t][o] : 0) + bias[o] + W[o]·x[t] for t < n_tokens: one warp per output row
-// reading the weight once for up to 8 tokens (more tokens loop). Quantized W reads `xq` (quantize_acts
-// of x), the others `x`.
+// y[t][o] = (accumulate ? y[t][o] : 0) + (W[o]·x[t] + bias[o]) for t < n_tokens. Q8_0 and Q4_0 W read
+// `xq` (quantize_acts of x) and go to mma_product; the others read `x`: one warp per output row reading
+// the weight once for up to 32 tokens (more tokens loop).
 void gemv(const DevWeight &w, const float *x, const ActQ8 &xq, int64_t n_tokens, float *y, const float *bias,
           bool accumulate, cudaStream_t s);
+// The same for Q8_0 and Q4_0 W on the tensor cores (matmul_mma.cu), any number of tokens; each token's
+// outputs the same bits whatever n_tokens is (tile_layout.hpp's order of sums).
+void mma_product(const DevWeight &w, const ActQ8 &xq, int64_t n_tokens, float *y, const float *bias, bool accumulate,
+                 cudaStream_t s);
 
 // Dequantizes rows [r0, r0 + n) of W into dst (f16 when half_out, else f32), row-major.
 void dequantize_rows(const DevWeight &w, int64_t r0, int64_t n, void *dst, bool half_out, cudaStream_t s);

@@ -1,8 +1,7 @@
-// matmul.cu — matrix-vector products for decode (one warp per output row, the weight read once for up
-// to 8 tokens, 16-byte loads, dequantization in registers; Q8_0/Q4_0 by integer dot products against
-// activations quantized like the CPU's, the other block formats and plain types against f32
-// activations), activation
-// quantization, and the dequantization that feeds cuBLASLt for prefill (model.cpp, Matmul::run).
+// matmul.cu — matrix-vector products for the types without a tensor-core kernel (one warp per output
+// row, the weight read once for up to 32 tokens, dequantization in registers, against f32
+// activations; Q8_0 and Q4_0 go to matmul_mma.cu), activation quantization, and the dequantization that
+// feeds cuBLASLt for prefill when asked for (model.cpp, Matmul::run).
 #include "cu_util.cuh"
 #include "kernels.hpp"
 #include "cu_check.hpp"
@@ -13,12 +12,11 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;  // output rows per thread block
 constexpr int kMaxTok = 32;        // tokens per pass over a weight row (instantiated: 1..8, 16, 32)
-constexpr int kUnroll = 4;         // lane steps whose weight loads are issued together
 
 // One warp per block of 32 values, as cpu::quantize_row_q8_0: d = max|x| / 127 rounded to f16, q =
 // round-to-even(x / d_stored) clamped to ±127. __fdiv_rn/__fmul_rn keep nvcc from contracting or
-// approximating, so the codes equal the CPU's.
-__global__ void k_quantize_acts(const float *x, int64_t n_blocks, int8_t *codes, float *scales) {
+// approximating, so the codes equal the CPU's. Also the codes' sum (exact in f32), beside d.
+__global__ void k_quantize_acts(const float *x, int64_t n_blocks, int8_t *codes, float2 *scales) {
     const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= n_blocks) return;
     const int lane = threadIdx.x % 32;
@@ -29,7 +27,9 @@ __global__ void k_quantize_acts(const float *x, int64_t n_blocks, int8_t *codes,
     int q = __float2int_rn(__fmul_rn(v, id));
     q = q > 127 ? 127 : (q < -127 ? -127 : q);
     codes[b * 32 + lane] = static_cast<int8_t>(q);
-    if (lane == 0) scales[b] = d;
+    int sum = q;
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) scales[b] = make_float2(d, static_cast<float>(sum));
 }
 
 template <int NT>
@@ -45,71 +45,6 @@ __device__ __forceinline__ void finish_row(float (&acc)[NT], int64_t row, int64_
             *dst = accumulate ? *dst + r : r;
         }
     }
-}
-
-// The lane steps of the Q8_0/Q4_0 kernels: i = lane, lane + 32, ... < n, the weight's 16-byte chunk
-// wr[i] and its scale sr[i >> scale_shift] loaded kUnroll steps ahead (several loads in flight per lane),
-// then step(i, chunk, scale) in ascending i: per token the same order of sums however the loop is cut,
-// so the kernels stay batch-invariant.
-template <class Step>
-__device__ __forceinline__ void lane_steps(const int4 *wr, const uint16_t *sr, int scale_shift, int64_t n, Step &&step) {
-    int64_t i = threadIdx.x % 32;
-    for (; i + 32 * (kUnroll - 1) < n; i += 32 * kUnroll) {
-        int4 wv[kUnroll];
-        float dw[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-            wv[u] = __ldg(wr + i + 32 * u), dw[u] = half_bits_to_float(__ldg(sr + ((i + 32 * u) >> scale_shift)));
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) step(i + 32 * u, wv[u], dw[u]);
-    }
-    for (; i < n; i += 32) step(i, __ldg(wr + i), half_bits_to_float(__ldg(sr + (i >> scale_shift))));
-}
-
-// Q8_0: a lane takes 16 codes (half a block) at a time: one 16-byte load of the weight and one of each
-// token's activation codes, four dp4a.
-template <int NT>
-__global__ void k_gemv_q8_0(const int8_t *w, const uint16_t *ws, int64_t n_in, int64_t n_out, const int8_t *xq,
-                            const float *xs, float *y, const float *bias, bool accumulate) {
-    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-    if (row >= n_out) return;
-    const int64_t nb = n_in / 32, nh = n_in / 16;
-    const int4 *wr = reinterpret_cast<const int4 *>(w + row * n_in);
-    const uint16_t *sr = ws + row * nb;
-    float acc[NT] = {};
-    lane_steps(wr, sr, 1, nh, [&](int64_t h, const int4 wv, float dw) {  // h: half-blocks, 2 per scale
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const int4 xv = reinterpret_cast<const int4 *>(xq + t * n_in)[h];
-            const int wi[4] = {wv.x, wv.y, wv.z, wv.w}, xi[4] = {xv.x, xv.y, xv.z, xv.w};
-            acc[t] += dw * xs[t * nb + h / 2] * static_cast<float>(q8_0_dot16(wi, xi));
-        }
-    });
-    finish_row<NT>(acc, row, n_out, y, bias, accumulate);
-}
-
-// Q4_0: a lane takes a whole block: one 16-byte load of 32 nibbles (element j < 16 in the low nibble
-// of byte j, j + 16 in the high one), two of each token's codes; value = d (q - 8).
-template <int NT>
-__global__ void k_gemv_q4_0(const uint8_t *w, const uint16_t *ws, int64_t n_in, int64_t n_out, const int8_t *xq,
-                            const float *xs, float *y, const float *bias, bool accumulate) {
-    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-    if (row >= n_out) return;
-    const int64_t nb = n_in / 32;
-    const int4 *wr = reinterpret_cast<const int4 *>(w + row * (n_in / 2));
-    const uint16_t *sr = ws + row * nb;
-    float acc[NT] = {};
-    lane_steps(wr, sr, 0, nb, [&](int64_t b, const int4 wv, float dw) {  // b: blocks
-        const int wi[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const int4 *xb = reinterpret_cast<const int4 *>(xq + t * n_in + b * 32);
-            const int4 lo = xb[0], hi = xb[1];
-            const int xl[4] = {lo.x, lo.y, lo.z, lo.w}, xh[4] = {hi.x, hi.y, hi.z, hi.w};
-            acc[t] += dw * xs[t * nb + b] * static_cast<float>(q4_0_dot32(wi, xl, xh));
-        }
-    });
-    finish_row<NT>(acc, row, n_out, y, bias, accumulate);
 }
 
 template <uint32_t T>
@@ -244,23 +179,12 @@ __global__ void k_add_bias(float *y, const float *bias, int64_t n_tokens, int64_
 }
 
 template <int NT>
-void launch_gemv(const DevWeight &w, const float *x, const int8_t *xq, const float *xs, float *y, const float *bias,
-                 bool acc, cudaStream_t s) {
+void launch_gemv(const DevWeight &w, const float *x, float *y, const float *bias, bool acc, cudaStream_t s) {
     const dim3 grid(blocks_for(w.n_out, kWarpsPerBlock)), block(32 * kWarpsPerBlock);
     switch (w.type) {
-    case kQ8_0:
-        k_gemv_q8_0<NT><<<grid, block, 0, s>>>(static_cast<const int8_t *>(w.codes), w.scales, w.n_in, w.n_out, xq, xs, y,
-                                               bias, acc);
-        break;
-    case kQ4_0:
-        k_gemv_q4_0<NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.scales, w.n_in, w.n_out, xq, xs,
-                                               y, bias, acc);
-        break;
     case kF32: k_gemv_plain<kF32, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
     case kF16: k_gemv_plain<kF16, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
-    case kQ4_K: k_gemv_kq<kQ4_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
     case kQ5_K: k_gemv_kq<kQ5_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
-    case kQ6_K: k_gemv_kq<kQ6_K, NT><<<grid, block, 0, s>>>(static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc); break;
     case kBF16: k_gemv_plain<kBF16, NT><<<grid, block, 0, s>>>(w.codes, w.n_in, w.n_out, x, y, bias, acc); break;
     default:  // the other block formats (weights.cpp accepted the type)
         k_gemv_fb<NT><<<grid, block, 0, s>>>(w.type, static_cast<const uint8_t *>(w.codes), w.n_in, w.n_out, x, y, bias, acc);
@@ -272,30 +196,28 @@ void launch_gemv(const DevWeight &w, const float *x, const int8_t *xq, const flo
 
 void quantize_acts(const float *x, int64_t rows, int64_t n_in, ActQ8 out, cudaStream_t s) {
     const int64_t nb = rows * n_in / 32;
-    k_quantize_acts<<<blocks_for(nb, 8), 256, 0, s>>>(x, nb, out.codes, out.scales);
+    k_quantize_acts<<<blocks_for(nb, 8), 256, 0, s>>>(x, nb, out.codes, reinterpret_cast<float2 *>(out.scales));
 }
 
 void gemv(const DevWeight &w, const float *x, const ActQ8 &xq, int64_t n_tokens, float *y, const float *bias,
           bool accumulate, cudaStream_t s) {
-    const bool q = w.type == kQ8_0 || w.type == kQ4_0;
+    if (tiled_type(w.type)) return mma_product(w, xq, n_tokens, y, bias, accumulate, s);
     for (int64_t t0 = 0; t0 < n_tokens;) {
         // Passes of 32, 16, then up to 8 tokens: each token's sums are the same whichever pass it is in.
         const int64_t left = n_tokens - t0, nt = left >= kMaxTok ? kMaxTok : left >= 16 ? 16 : left < 8 ? left : 8;
-        const float *xt = q ? nullptr : x + t0 * w.n_in;
-        const int8_t *xqt = q ? xq.codes + t0 * w.n_in : nullptr;
-        const float *xst = q ? xq.scales + t0 * (w.n_in / 32) : nullptr;
+        const float *xt = x + t0 * w.n_in;
         float *yt = y + t0 * w.n_out;
         switch (nt) {
-        case 1: launch_gemv<1>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        case 2: launch_gemv<2>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        case 3: launch_gemv<3>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        case 4: launch_gemv<4>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        case 5: launch_gemv<5>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        case 6: launch_gemv<6>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        case 7: launch_gemv<7>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        case 8: launch_gemv<8>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        case 16: launch_gemv<16>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
-        default: launch_gemv<32>(w, xt, xqt, xst, yt, bias, accumulate, s); break;
+        case 1: launch_gemv<1>(w, xt, yt, bias, accumulate, s); break;
+        case 2: launch_gemv<2>(w, xt, yt, bias, accumulate, s); break;
+        case 3: launch_gemv<3>(w, xt, yt, bias, accumulate, s); break;
+        case 4: launch_gemv<4>(w, xt, yt, bias, accumulate, s); break;
+        case 5: launch_gemv<5>(w, xt, yt, bias, accumulate, s); break;
+        case 6: launch_gemv<6>(w, xt, yt, bias, accumulate, s); break;
+        case 7: launch_gemv<7>(w, xt, yt, bias, accumulate, s); break;
+        case 8: launch_gemv<8>(w, xt, yt, bias, accumulate, s); break;
+        case 16: launch_gemv<16>(w, xt, yt, bias, accumulate, s); break;
+        default: launch_gemv<32>(w, xt, yt, bias, accumulate, s); break;
         }
         t0 += nt;
     }

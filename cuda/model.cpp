@@ -13,6 +13,7 @@
 #include "family_kernels.hpp"
 #include "inputs.hpp"
 #include "moe.hpp"
+#include "tile_layout.hpp"
 #include "weights.hpp"
 
 #include <algorithm>
@@ -128,7 +129,7 @@ Matmul::~Matmul() {
 void Matmul::run(const DevWeight &w, Input &in, float *y, const float *bias, bool accumulate, cudaStream_t s) {
     const bool q = quantized(w.type);
     if (!gemm_for(in.n)) {
-        if (q && !in.have_q) {
+        if (tiled_type(w.type) && !in.have_q) {  // the tensor cores' products read quantized activations
             quantize_acts(in.x, in.n, in.n_in, in.q, s);
             in.have_q = true;
         }

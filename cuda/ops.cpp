@@ -85,7 +85,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
         y = upload<float>(keep, nullptr, out_n);
         Matmul mm;
         Matmul::Input in{upload(keep, op.x, nx), op.n_tokens, op.n_in,
-                         {upload<int8_t>(keep, nullptr, nx), upload<float>(keep, nullptr, nx / 32 + 1)},
+                         {upload<int8_t>(keep, nullptr, nx), upload<float>(keep, nullptr, 2 * (nx / 32 + 1))},
                          upload<uint16_t>(keep, nullptr, nx)};
         mm.run(w, in, y, op.bias ? upload(keep, op.bias, op.n_out) : nullptr, false, s);
         break;
@@ -208,7 +208,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
         w.outs = upload<float>(keep, nullptr, slots * op.n_out);
         w.token = upload<int32_t>(keep, nullptr, slots), w.pos = upload<int32_t>(keep, nullptr, slots);
         w.gate = upload<float>(keep, nullptr, slots);
-        w.q = ActQ8{upload<int8_t>(keep, nullptr, wide), upload<float>(keep, nullptr, wide / 32 + 1)};
+        w.q = ActQ8{upload<int8_t>(keep, nullptr, wide), upload<float>(keep, nullptr, 2 * (wide / 32 + 1))};
         w.x16 = upload<uint16_t>(keep, nullptr, wide);
         std::vector<int32_t> staging(3 * slots);
         moe_upload_route(route, w, s, staging.data());

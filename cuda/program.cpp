@@ -275,7 +275,7 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
     z.rows = std::max(p.n_batch, p.n_logits);
     z.io_words = step_io_words(z.rows, p.n_logits, z.n_window_blocks > 0);
     // Groups of at least 16 tokens (a whole tile of the tiled kernel), more while the partials stay near
-    // 64k rows (34 MB at 128-wide heads); a 128k-token context's 512 splits take 16 x heads x 512 rows.
+    // 64k rows (34 MB at 128-wide heads); a 128k-token context's 2048 splits take 16 x heads x 2048 rows.
     z.attn_splits = splits_for(static_cast<int32_t>(std::min<uint64_t>(uint64_t{p.n_blocks} * p.block_size, INT32_MAX)),
                                kAttnSplitKeys);
     const size_t per_token = size_t{std::max(pg.max_attn_heads, 1u)} * static_cast<size_t>(z.attn_splits);
@@ -294,7 +294,7 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
     const size_t f4 = sizeof(float), half = pg.max_rot / 2 + 1;
     for (size_t b = 0; b < pg.bufs.size(); ++b) z.buf_offset.push_back(take(rows_of(static_cast<int32_t>(b)) * pg.bufs[b].width * f4));
     z.act_codes = take(act);
-    z.act_scales = take((act / 32 + 1) * f4);
+    z.act_scales = take((act / 32 + 1) * 2 * f4);
     z.act16 = take(act * 2);
     z.rope_cos = take(size_t{p.n_batch} * half * f4);
     z.rope_sin = take(size_t{p.n_batch} * half * f4);

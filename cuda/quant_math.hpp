@@ -4,6 +4,7 @@
 #pragma once
 
 #include "attn_math.hpp"  // EMBER_HD
+#include "tile_layout.hpp"
 #include "types.hpp"
 
 #if defined(__CUDA_ARCH__)
@@ -15,9 +16,6 @@
 #include <cstdint>
 
 namespace ember::cu {
-
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11,
-                   kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ4_NL = 20, kIQ4_XS = 23, kBF16 = 30, kMXFP4 = 39;
 
 EMBER_HD float f16_bits_to_f32(uint16_t h) {
 #if defined(__CUDA_ARCH__)
@@ -202,51 +200,34 @@ EMBER_HD float fb_value(uint32_t type, const uint8_t *b, int e) {
     }
 }
 
-// Four signed byte products summed into c (the __dp4a instruction; emulated on the host for the tests).
-EMBER_HD int dp4a(int a, int b, int c) {
-#if defined(__CUDA_ARCH__)
-    return __dp4a(a, b, c);
-#else
-    for (int k = 0; k < 4; ++k)
-        c += static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * k)) * static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * k));
-    return c;
-#endif
-}
-// Sum of code products of 16 Q8_0 weight codes (one 16-byte load, as 4 words) and 16 activation codes.
-EMBER_HD int q8_0_dot16(const int w[4], const int x[4]) {
-    int s = dp4a(w[0], x[0], 0);
-    s = dp4a(w[1], x[1], s);
-    s = dp4a(w[2], x[2], s);
-    return dp4a(w[3], x[3], s);
-}
-// Sum of (code - 8) * activation code over one Q4_0 block: w = its 16 bytes of nibbles (element j < 16
-// in the low nibble of byte j, j + 16 in the high one), xl / xh = the activation codes 0..15 / 16..31.
-EMBER_HD int q4_0_dot32(const int w[4], const int xl[4], const int xh[4]) {
-    int s = 0, sx = 0;
-    for (int k = 0; k < 4; ++k) {
-        s = dp4a(w[k] & 0x0F0F0F0F, xl[k], s);
-        s = dp4a((w[k] >> 4) & 0x0F0F0F0F, xh[k], s);
-        sx = dp4a(0x01010101, xl[k], sx);
-        sx = dp4a(0x01010101, xh[k], sx);
-    }
-    return s - 8 * sx;
-}
-
 // Element i of row r of W, dequantized.
 EMBER_HD float weight_at(const DevWeight &w, int64_t r, int64_t i) {
     switch (w.type) {
     case kF32: return static_cast<const float *>(w.codes)[r * w.n_in + i];
     case kF16: return f16_bits_to_f32(static_cast<const uint16_t *>(w.codes)[r * w.n_in + i]);
     case kBF16: return bf16_bits_to_f32(static_cast<const uint16_t *>(w.codes)[r * w.n_in + i]);
-    case kQ8_0:
-        return mul_rn(f16_bits_to_f32(w.scales[r * (w.n_in / 32) + i / 32]),
-                      static_cast<float>(static_cast<const int8_t *>(w.codes)[r * w.n_in + i]));
-    case kQ4_0: {
-        const uint8_t byte = static_cast<const uint8_t *>(w.codes)[r * (w.n_in / 2) + (i / 32) * 16 + i % 16];
-        const int q = (i % 32 < 16 ? byte & 0x0F : byte >> 4) - 8;
-        return mul_rn(f16_bits_to_f32(w.scales[r * (w.n_in / 32) + i / 32]), static_cast<float>(q));
+    case kQ8_0: case kQ4_0: case kQ4_K: case kQ6_K: {  // tiles (tile_layout.hpp)
+        const int64_t nb = w.n_in / 32, group = r / kTileRows, b = i / 32;
+        const int rr = static_cast<int>(r % kTileRows), k = static_cast<int>(i % 32);
+        const uint8_t *codes = static_cast<const uint8_t *>(w.codes);
+        const uint8_t byte = codes[tile_start(w.type, group, nb, b) + tile_code_offset(w.type, rr, k)];
+        if (w.type == kQ8_0)
+            return mul_rn(f16_bits_to_f32(w.scales[(group * nb + b) * kTileRows + rr]), static_cast<float>(static_cast<int8_t>(byte)));
+        if (w.type == kQ6_K) {  // d times the scale of the element's 16, times the centred code
+            const uint8_t *unit = codes + unit_start(w.type, group, nb, b);
+            const float d = f16_bits_to_f32(load_u16(unit + 2 * rr));
+            const int8_t sc = static_cast<int8_t>(unit[2 * kTileRows + 16 * rr + (i % 256) / 16]);
+            return mul_rn(mul_rn(d, static_cast<float>(sc)), static_cast<float>(static_cast<int8_t>(byte)));
+        }
+        const int q = k < 16 ? byte & 0x0F : byte >> 4;
+        if (w.type == kQ4_0) return mul_rn(f16_bits_to_f32(w.scales[(group * nb + b) * kTileRows + rr]), static_cast<float>(q - 8));
+        const uint8_t *head = codes + (group * (nb / 8) + b / 8) * kQ4kUnitBytes + rr * 16;  // Q4_K: the file's
+        int sc, m;
+        kq_scale_min(head + 4, static_cast<int>(b % 8), sc, m);
+        return sub_rn(mul_rn(mul_rn(f16_bits_to_f32(load_u16(head)), static_cast<float>(sc)), static_cast<float>(q)),
+                      mul_rn(f16_bits_to_f32(load_u16(head + 2)), static_cast<float>(m)));
     }
-    case kQ4_K: case kQ5_K: case kQ6_K: {
+    case kQ5_K: {
         const uint8_t *blk = static_cast<const uint8_t *>(w.codes) + (r * (w.n_in / 256) + i / 256) * kq_block_bytes(w.type);
         return kq_value(w.type, blk, static_cast<int>(i % 256));
     }

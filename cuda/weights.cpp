@@ -4,6 +4,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "quant_math.hpp"
+#include "tile_layout.hpp"
 
 #include <cstring>
 
@@ -12,29 +13,83 @@ namespace ember::cu {
 namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-bool quantized(uint32_t type) { return type == 8 || type == 2; }
+// Q8_0 and Q4_0 keep their scales apart from the tiles (tile_layout.hpp).
+bool split_scales(uint32_t type) { return type == kQ8_0 || type == kQ4_0; }
 size_t code_bytes(const ember_mod_tensor &t) {
-    const size_t n = static_cast<size_t>(t.ne[0]) * static_cast<size_t>(t.n_dims > 1 ? t.ne[1] : 1);
+    const size_t rows = static_cast<size_t>(t.n_dims > 1 ? t.ne[1] : 1), n = static_cast<size_t>(t.ne[0]) * rows;
+    const size_t tiled_rows = static_cast<size_t>(tile_groups(static_cast<int64_t>(rows))) * kTileRows;
     switch (t.type) {
-    case 0: return n * 4;
-    case 8: return n;
-    case 2: return n / 2;
-    case 12: return n / 256 * 144;
-    case 13: return n / 256 * 176;
-    case 14: return n / 256 * 210;
-    case 1: case 30: return n * 2;
+    case kF32: return n * 4;
+    case kQ8_0: return tiled_rows * static_cast<size_t>(t.ne[0]);  // whole tiles of 16 rows
+    case kQ4_0: return tiled_rows * static_cast<size_t>(t.ne[0]) / 2;
+    case kQ4_K: return tiled_rows * static_cast<size_t>(t.ne[0]) / 256 * 144;
+    case kQ5_K: return n / 256 * 176;
+    case kQ6_K: return tiled_rows * static_cast<size_t>(t.ne[0]) / 256 * (kQ6kUnitBytes / kTileRows);
+    case kF16: case kBF16: return n * 2;
     default: return n / fb_block_elems(t.type) * fb_block_bytes(t.type);  // the other block formats
+    }
+}
+
+// One row's blocks of a tiled type into its group's tiles (codes: the tensor's tile area; scales: Q8_0's
+// and Q4_0's scale area). Each block's codes go four at a time to the lanes that read them.
+void pack_row(uint32_t type, const uint8_t *src, int64_t r, int64_t nb, uint8_t *codes, uint8_t *scales) {
+    const int rr = static_cast<int>(r % kTileRows);
+    const int64_t group = r / kTileRows;
+    if (type == kQ4_K) {
+        for (int64_t sb = 0; sb < nb / 8; ++sb) {
+            const uint8_t *blk = src + sb * 144;
+            std::memcpy(codes + (group * (nb / 8) + sb) * kQ4kUnitBytes + rr * 16, blk, 16);  // d, dmin, scales
+            for (int j = 0; j < 8; ++j) {
+                // Block j's 32 codes (the nibbles of qs[32 (j / 2) ..], low for even j) in Q4_0's order.
+                const uint8_t *qs = blk + 16 + 32 * (j / 2);
+                uint8_t q[16];
+                for (int m = 0; m < 16; ++m) {
+                    const int lo = j % 2 ? qs[m] >> 4 : qs[m] & 15, hi = j % 2 ? qs[m + 16] >> 4 : qs[m + 16] & 15;
+                    q[m] = static_cast<uint8_t>(lo | hi << 4);
+                }
+                uint8_t *dst = codes + tile_start(type, group, nb, sb * 8 + j);
+                for (int k = 0; k < 16; k += 4) std::memcpy(dst + tile_code_offset(type, rr, k), q + k, 4);
+            }
+        }
+        return;
+    }
+    if (type == kQ6_K) {
+        for (int64_t sb = 0; sb < nb / 8; ++sb) {
+            const uint8_t *blk = src + sb * 210, *ql = blk, *qh = blk + 128;
+            uint8_t *unit = codes + unit_start(type, group, nb, sb * 8);
+            std::memcpy(unit + 2 * rr, blk + 208, 2);                 // d
+            std::memcpy(unit + 2 * kTileRows + 16 * rr, blk + 192, 16);  // the scales
+            for (int j = 0; j < 8; ++j) {
+                const int h = j / 4, k = j % 4;  // block j: elements 32 j ..; core/dtype.hpp's Q6_K layout
+                uint8_t q[32];
+                for (int l = 0; l < 32; ++l) {
+                    const uint8_t lo = ql[64 * h + 32 * (k & 1) + l];
+                    const int code = (k < 2 ? lo & 15 : lo >> 4) | ((qh[32 * h + l] >> (2 * k)) & 3) << 4;
+                    q[l] = static_cast<uint8_t>(code - 32);
+                }
+                uint8_t *dst = codes + tile_start(type, group, nb, sb * 8 + j);
+                for (int l = 0; l < 32; l += 4) std::memcpy(dst + tile_code_offset(type, rr, l), q + l, 4);
+            }
+        }
+        return;
+    }
+    const size_t block = type == kQ8_0 ? 34 : 18;
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *blk = src + static_cast<size_t>(b) * block;
+        std::memcpy(scales + 2 * ((group * nb + b) * kTileRows + rr), blk, 2);
+        uint8_t *dst = codes + tile_start(type, group, nb, b);
+        for (int k = 0; k < (type == kQ8_0 ? 32 : 16); k += 4) std::memcpy(dst + tile_code_offset(type, rr, k), blk + 2 + k, 4);
     }
 }
 } // namespace
 
 void check_weight_type(const ember_mod_tensor &t, const char *what) {
     switch (t.type) {
-    case 0: case 1: case 30: return;
-    case 8: case 2:
+    case kF32: case kF16: case kBF16: return;
+    case kQ8_0: case kQ4_0:
         if (t.ne[0] % 32 == 0) return;
         break;
-    case 12: case 13: case 14:
+    case kQ4_K: case kQ5_K: case kQ6_K:
         if (t.ne[0] % 256 == 0) return;
         break;
     default:
@@ -48,8 +103,8 @@ void check_weight_type(const ember_mod_tensor &t, const char *what) {
 }
 
 size_t weight_device_bytes(const ember_mod_tensor &t) {
-    const size_t rows = static_cast<size_t>(t.n_dims > 1 ? t.ne[1] : 1);
-    return align_up(code_bytes(t)) + (quantized(t.type) ? align_up(rows * (t.ne[0] / 32) * 2) : 0);
+    const size_t rows = static_cast<size_t>(tile_groups(t.n_dims > 1 ? t.ne[1] : 1)) * kTileRows;
+    return align_up(code_bytes(t)) + (split_scales(t.type) ? align_up(rows * (t.ne[0] / 32) * 2) : 0);
 }
 
 DevWeight weight_pack(const ember_mod_tensor &t, uint8_t *out, void *base) {
@@ -59,19 +114,16 @@ DevWeight weight_pack(const ember_mod_tensor &t, uint8_t *out, void *base) {
     w.n_out = t.n_dims > 1 ? t.ne[1] : 1;
     w.codes = base;
     const size_t cb = code_bytes(t);
-    if (!quantized(t.type)) {  // plain rows, and the other block formats as in the file
+    if (!tiled_type(t.type)) {  // plain rows, and the other block formats as in the file
         std::memcpy(out, t.data, cb);
         return w;
     }
-    const size_t nb = static_cast<size_t>(w.n_out) * (w.n_in / 32);
-    const size_t block = t.type == 8 ? 34 : 18, codes = block - 2;
-    uint8_t *scales = out + align_up(cb);
+    // The padding rows of the last group stay zero (the caller's buffer is zeroed).
+    const int64_t nb = w.n_in / 32;
+    const size_t row_bytes = dtype_row_bytes(static_cast<DType>(t.type), w.n_in);
     const uint8_t *src = static_cast<const uint8_t *>(t.data);
-    for (size_t b = 0; b < nb; ++b) {
-        std::memcpy(scales + 2 * b, src + b * block, 2);
-        std::memcpy(out + b * codes, src + b * block + 2, codes);
-    }
-    w.scales = reinterpret_cast<const uint16_t *>(static_cast<uint8_t *>(base) + align_up(cb));
+    for (int64_t r = 0; r < w.n_out; ++r) pack_row(t.type, src + static_cast<size_t>(r) * row_bytes, r, nb, out, out + align_up(cb));
+    if (split_scales(t.type)) w.scales = reinterpret_cast<const uint16_t *>(static_cast<uint8_t *>(base) + align_up(cb));
     return w;
 }
 

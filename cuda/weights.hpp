@@ -1,10 +1,10 @@
 // weights.hpp — weights on the device.
 //
-// F32, F16 and BF16 rows are uploaded as they are in the file. Q8_0 and Q4_0 are repacked on the way
-// (34- and 18-byte blocks are only 2-byte aligned): all the rows' codes first (32 int8, resp. 16 bytes
-// of nibbles per block, so every block's codes start on a 16-byte boundary and the matrix-vector
-// kernels read them with one 16-byte load), then all the f16 scales. The other block formats (Q4_1,
-// Q5_0, Q5_1, the K-quants, IQ4_NL, IQ4_XS, MXFP4) keep the file's blocks. The values are unchanged.
+// F32, F16 and BF16 rows are uploaded as they are in the file. Q8_0, Q4_0 and Q4_K are repacked on the
+// way into the tensor cores' tiles (tile_layout.hpp: 16 rows by one block, each lane's fragment words
+// together; Q8_0's and Q4_0's f16 scales after all the tiles, Q4_K's heads beside its tiles). The other
+// block formats (Q4_1, Q5_0, Q5_1, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4) keep the file's blocks.
+// The values are unchanged.
 #pragma once
 
 #include "backend/module_api.h"

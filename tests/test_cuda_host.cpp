@@ -53,7 +53,7 @@ void test_split_ranges(void **) {
                     }
                     assert_int_equal(next, n_keys);
                 }
-    assert_int_equal(cu::splits_for(4096, cu::kAttnSplitKeys), 16);
+    assert_int_equal(cu::splits_for(4096, cu::kAttnSplitKeys), 64);
     assert_int_equal(cu::splits_for(0, 256), 1);
 }
 
@@ -386,54 +386,81 @@ void test_weight_layouts(void **) {
     }
 }
 
-// The matrix-vector kernels' integer block dots (quant_math.hpp, __dp4a emulated) on the device layout
-// and on activation codes quantized as the CPU quantizes them: equal to the code sums computed from the
-// file's blocks element by element.
-void test_block_dots(void **) {
+// The tensor cores' tiles (tile_layout.hpp): the A fragments every lane reads from the device layout
+// (tile_a_frag on the words at its place in the tile), put where the PTX ISA's m16n8k32 layout says they
+// go, are the file's codes (Q4_0's centred: code - 8, Q6_K's code - 32) of the tile's 16 rows, and the
+// scales (Q4_K: the rows' 16-byte heads; Q6_K: d and the 16 scales) theirs; the padding rows of a last
+// group that is not whole are zero bytes.
+void test_tile_fragments(void **) {
     uint64_t st = 77;
-    for (DType type : {DType::Q8_0, DType::Q4_0})
-        for (int rep = 0; rep < 20; ++rep) {
-            const int n = 128;
-            std::vector<float> wf(n), xf(n);
-            for (float &v : wf) v = test_randf(&st, -1, 1);
-            for (float &v : xf) v = test_randf(&st, -3, 3);
-            std::vector<uint8_t> file(dtype_row_bytes(type, n));
-            cpu::quantize_row(type, wf.data(), file.data(), n);
-            std::vector<BlockQ8_0> xq(n / 32);
-            cpu::quantize_row_q8_0(xf.data(), xq.data(), n);
-            ember_mod_tensor t{};
-            t.type = uint32_t(type), t.n_dims = 2, t.ne[0] = n, t.ne[1] = 1, t.data = file.data(), t.n_bytes = file.size();
-            std::vector<uint8_t> dev(cu::weight_device_bytes(t) + 256);
-            uint8_t *base = dev.data() + (256 - reinterpret_cast<uintptr_t>(dev.data()) % 256) % 256;
-            const cu::DevWeight w = cu::weight_pack(t, base, base);
-            for (int b = 0; b < n / 32; ++b) {
-                // Reference: sum of weight code (centred for Q4_0) times activation code.
-                int want = 0;
-                for (int j = 0; j < 32; ++j) {
-                    int wc;
-                    if (type == DType::Q8_0) wc = reinterpret_cast<const BlockQ8_0 *>(file.data())[b].qs[j];
-                    else {
-                        const uint8_t byte = reinterpret_cast<const BlockQ4_0 *>(file.data())[b].qs[j % 16];
-                        wc = (j < 16 ? byte & 15 : byte >> 4) - 8;
+    for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+        const uint32_t ty = uint32_t(type);
+        const int64_t n_in = 512, n_out = 21, nb = n_in / 32;  // two groups, the second 5 rows
+        std::vector<float> wf(size_t(n_in * n_out));
+        for (float &v : wf) v = test_randf(&st, -1, 1);
+        const size_t rb = dtype_row_bytes(type, n_in);
+        std::vector<uint8_t> file(rb * n_out);
+        for (int64_t o = 0; o < n_out; ++o) cpu::quantize_row(type, wf.data() + o * n_in, file.data() + o * rb, n_in);
+        ember_mod_tensor t{};
+        t.type = ty, t.n_dims = 2, t.ne[0] = n_in, t.ne[1] = n_out, t.data = file.data(), t.n_bytes = file.size();
+        std::vector<uint8_t> dev(cu::weight_device_bytes(t) + 256, 0);
+        uint8_t *base = dev.data() + (256 - reinterpret_cast<uintptr_t>(dev.data()) % 256) % 256;
+        const cu::DevWeight w = cu::weight_pack(t, base, base);
+        const uint8_t *codes = static_cast<const uint8_t *>(w.codes);
+        assert_int_equal(cu::tile_groups(n_out), 2);
+        for (int64_t grp = 0; grp < 2; ++grp)
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t *tile = codes + cu::tile_start(ty, grp, nb, b);
+                int a_mat[16][32];
+                for (int lane = 0; lane < 32; ++lane) {
+                    uint32_t words[4], a[4];
+                    const int wb = cu::byte_codes(ty) ? 16 : 8;
+                    std::memcpy(words, tile + lane * wb, size_t(wb));
+                    cu::tile_a_frag(ty, words, a);
+                    const int g = lane / 4, c = lane % 4;
+                    for (int j = 0; j < 4; ++j) {
+                        a_mat[g][4 * c + j] = static_cast<int8_t>(a[0] >> (8 * j));
+                        a_mat[g + 8][4 * c + j] = static_cast<int8_t>(a[1] >> (8 * j));
+                        a_mat[g][16 + 4 * c + j] = static_cast<int8_t>(a[2] >> (8 * j));
+                        a_mat[g + 8][16 + 4 * c + j] = static_cast<int8_t>(a[3] >> (8 * j));
                     }
-                    want += wc * xq[b].qs[j];
                 }
-                int xw[8];
-                std::memcpy(xw, xq[b].qs, 32);
-                int got;
-                if (type == DType::Q8_0) {
-                    int w0[4], w1[4];
-                    std::memcpy(w0, static_cast<const int8_t *>(w.codes) + b * 32, 16);
-                    std::memcpy(w1, static_cast<const int8_t *>(w.codes) + b * 32 + 16, 16);
-                    got = cu::q8_0_dot16(w0, xw) + cu::q8_0_dot16(w1, xw + 4);
-                } else {
-                    int wi[4];
-                    std::memcpy(wi, static_cast<const uint8_t *>(w.codes) + b * 16, 16);
-                    got = cu::q4_0_dot32(wi, xw, xw + 4);
+                for (int rr = 0; rr < 16; ++rr) {
+                    const int64_t r = grp * 16 + rr;
+                    const uint8_t *row = file.data() + r * rb;
+                    // The tile's record of the row's scales against the file's: Q8_0/Q4_0 the f16, Q4_K the
+                    // 16-byte head, Q6_K d and the 16 scales.
+                    const uint8_t *unit = codes + cu::unit_start(ty, grp, nb, b);
+                    const uint8_t *blk = type == DType::Q4_K ? row + (b / 8) * 144
+                                         : type == DType::Q6_K ? row + (b / 8) * 210 : row + b * (type == DType::Q8_0 ? 34 : 18);
+                    struct { const uint8_t *got; size_t file_off, n; } heads[2] = {
+                        {reinterpret_cast<const uint8_t *>(w.scales + (grp * nb + b) * 16 + rr), 0, 2}, {nullptr, 0, 0}};
+                    if (type == DType::Q4_K) heads[0] = {unit + rr * 16, 0, 16};
+                    if (type == DType::Q6_K) heads[0] = {unit + 2 * rr, 208, 2}, heads[1] = {unit + 32 + 16 * rr, 192, 16};
+                    static const uint8_t zeros[16] = {};
+                    for (const auto &h : heads)
+                        if (h.n && std::memcmp(h.got, r < n_out ? blk + h.file_off : zeros, h.n) != 0)
+                            fail_msg("%s tile (%lld, %lld) row %d: scale differs", dtype_name(type), (long long)grp, (long long)b, rr);
+                    for (int k = 0; k < 32; ++k) {
+                        int want = type == DType::Q4_0 ? -8 : 0;  // padding: zero nibbles (and zero scales)
+                        if (r < n_out && type == DType::Q8_0) want = static_cast<int8_t>(blk[2 + k]);
+                        else if (r < n_out && type == DType::Q4_0) want = (k < 16 ? blk[2 + k] & 15 : blk[2 + k - 16] >> 4) - 8;
+                        else if (r < n_out && type == DType::Q4_K) {
+                            const int j = static_cast<int>(b % 8);
+                            const uint8_t q = blk[16 + 32 * (j / 2) + k];
+                            want = j % 2 ? q >> 4 : q & 15;
+                        } else if (r < n_out) {  // Q6_K: element 32 (b % 8) + k of the super-block
+                            const int e = static_cast<int>(b % 8) * 32 + k, h = e / 128, q = e % 128 / 32, l = e % 32;
+                            const uint8_t lo = blk[64 * h + 32 * (q & 1) + l];
+                            want = ((q < 2 ? lo & 15 : lo >> 4) | ((blk[128 + 32 * h + l] >> (2 * q)) & 3) << 4) - 32;
+                        }
+                        if (a_mat[rr][k] != want)
+                            fail_msg("%s tile (%lld, %lld) row %d code %d: %d vs %d", dtype_name(type), (long long)grp,
+                                     (long long)b, rr, k, a_mat[rr][k], want);
+                    }
                 }
-                assert_int_equal(got, want);
             }
-        }
+    }
 }
 
 // The matrix-vector kernels' 8-values-per-lane K-quant decoder: the same floats as the element decoder
@@ -468,7 +495,7 @@ int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges),
                                 cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
                                 cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_step_inputs_window), cmocka_unit_test(test_kv_row_plan), cmocka_unit_test(test_weight_layouts),
-                                cmocka_unit_test(test_block_dots), cmocka_unit_test(test_kq_values8), cmocka_unit_test(test_rope_yarn),
+                                cmocka_unit_test(test_tile_fragments), cmocka_unit_test(test_kq_values8), cmocka_unit_test(test_rope_yarn),
                                 cmocka_unit_test(test_moe_route)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

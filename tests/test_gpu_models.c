@@ -1,7 +1,7 @@
 /* test_gpu_models.c — a GPU backend (argv[1]: "vulkan" or "cuda") against the CPU backend on real
- * models, through the public API: greedy tokens must be identical for the first 32 tokens (stories260K
- * F32, stories15M Q8_0 from the repo, and the shared Q8_0/F16 and Q4_0 variants), with an F16 and a Q8_0
- * KV cache; a state saved on one backend restores on the other; a session larger than the device's free
+ * models, through the public API: greedy tokens must be identical for the first 64 tokens (stories260K
+ * F32 and Q8_0; stories15M Q8_0 from the repo, 32 on Vulkan; 20 for the shared Q4_0 variant and with a
+ * Q8_0 KV cache); a state saved on one backend restores on the other; a session larger than the device's free
  * memory is refused before it allocates; the CLI runs on it. ctest runs the Vulkan
  * case with EMBER_VULKAN_VALIDATION=1 (any validation-layer message fails the call that caused it) and
  * the CUDA case once more with EMBER_CUDA_GRAPHS=0 (every step launched directly).
@@ -31,7 +31,7 @@ static const struct gpu kGpus[] = {
 };
 static const struct gpu *g_gpu;
 
-#define N_GEN 32
+#define N_GEN 64
 
 static ember_session *make_session(ember_model *m, ember_backend_kind backend, ember_kv_type kv) {
     ember_session_params sp;
@@ -93,10 +93,12 @@ static void test_stories260K_q8_0_f16(void **state) {
     compare(path, "", EMBER_KV_F16, N_GEN);
 }
 
+/* 64 tokens on CUDA; 32 on Vulkan, where token 57 differs (lavapipe: its exp() and summation orders pick
+ * the other of two close words there). */
 static void test_stories15M_q8_0(void **state) {
     (void)state;
     TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
-    compare(path, "Once upon a time", EMBER_KV_F16, N_GEN);
+    compare(path, "Once upon a time", EMBER_KV_F16, g_gpu->kind == EMBER_BACKEND_CUDA ? N_GEN : 32);
 }
 
 /* The next two hold for 20 tokens, not 32: at token 30 (Q8_0 cache) and 26 (Q4_0 weights) the two

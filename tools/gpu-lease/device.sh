@@ -83,10 +83,10 @@ fi
 if has bench; then
   e="$bp/tools/ember/ember"; cb="$bp/bench/ember-cuda-bench"
   { "$cb" attention 4096 32 8 128 f16; "$cb" attention 4096 32 8 128 q8_0
-    # The 8B model's matrix shapes, one token (decode) and 32 (a prefill pass), from DRAM.
+    # The 8B model's matrix shapes, one token (decode), 32 and 512 (prefill passes), from DRAM.
     for ty in q4_0 q8_0 q4_k q6_k; do
       for shape in "4096 4096" "4096 14336" "14336 4096"; do timeout 20 "$cb" gemv $ty $shape 1; done
-      timeout 20 "$cb" gemv $ty 4096 14336 32
+      for nt in 32 512; do timeout 20 "$cb" gemv $ty 4096 14336 $nt; done
     done; } >> "$OUT/bench.jsonl" 2> >(tail -5 >> "$OUT/summary.txt")
   grep gemv "$OUT/bench.jsonl" >> "$OUT/summary.txt"
   wait  # the models

@@ -1,0 +1,306 @@
+// matmul_mma.cu — Q8_0, Q4_0, Q4_K and Q6_K products on the tensor cores: per 16 weight rows, 32 codes
+// and 8 tokens one mma.sync m16n8k32 (int8 in, exact int32 out: a block's integer dot product for 128
+// outputs; Q6_K two m16n8k16, one per scale), then per output one FMA with the two blocks' scales (Q4_K:
+// a second with its minimum and the activations' code sum; Q6_K: one per half). Weights in tiles
+// (tile_layout.hpp), activations quantized per 32 like the CPU's (quantize_acts).
+//
+// Two kernels, one order of sums (tile_layout.hpp's segments), so a token's outputs are the same bits
+// whichever runs it:
+// - k_mma_split (up to 32 tokens: decode, speculative and batched steps): a thread block per 16 rows,
+//   its 8 warps one segment each, the segments' partials added in shared memory. Eight warps per 16 rows
+//   keep enough weight loads in flight to stream the matrix at the memory's rate.
+// - k_mma_tiles (more tokens: prefill): a thread block per 128 rows x 64 tokens, each warp 16 rows x 64
+//   tokens over every block in order, adding each segment's sum as it completes. The activation codes
+//   of 4 blocks go through shared memory (double-buffered), shared by the 8 warps.
+#include "cu_util.cuh"
+#include "kernels.hpp"
+#include "tile_layout.hpp"
+
+namespace ember::cu {
+
+namespace {
+
+constexpr int kWarps = 8;        // per thread block, both kernels (= kMmaSegments for the split kernel)
+constexpr int kTileTokens = 64;  // tokens per thread block of k_mma_tiles (8 n-tiles of 8)
+constexpr int kStage = 4;        // blocks of 32 per shared-memory stage of k_mma_tiles
+constexpr int kRowBytes = 48;    // a token's 32 codes per stage block, padded: lanes (g, c) read word
+                                 // 12 g + c, 32 distinct banks
+static_assert(kWarps == kMmaSegments, "k_mma_split gives each segment a warp");
+
+__device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();  // device.cpp refuses devices below 8.0
+#endif
+}
+__device__ __forceinline__ void mma_s8_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+#else
+    __trap();
+#endif
+}
+
+// One block's tile as lane L holds it: its fragment and, for its rows g and g + 8, the scales d0, d1 (Q4_K:
+// d times the block's 6-bit scale; Q6_K: d times the first half's scale) and m0, m1 (Q4_K: dmin times the
+// 6-bit min; Q6_K: d times the second half's scale).
+struct WFrag {
+    uint32_t a[4];
+    float d0, d1, m0, m1;
+};
+// Q4_K: row rr's d * scale and dmin * min of block j from its head (the file's first 16 bytes: d, dmin,
+// then the packed 6-bit scales and mins that kq_scale_min reads), with shifts on the head's words so that
+// j may vary at run time without a local array.
+__device__ __forceinline__ void q4k_head(const uint8_t *unit, int rr, int j, float &d, float &m) {
+    const uint4 h = __ldg(reinterpret_cast<const uint4 *>(unit) + rr);  // h.y: bytes 0..3 of the 12, h.z 4..7, h.w 8..11
+    const int sh = 8 * (j % 4);
+    uint32_t sc, mn;
+    if (j < 4) {
+        sc = (h.y >> sh) & 63u, mn = (h.z >> sh) & 63u;
+    } else {
+        sc = ((h.w >> sh) & 15u) | ((h.y >> (sh + 6)) & 3u) << 4;
+        mn = ((h.w >> (sh + 4)) & 15u) | ((h.z >> (sh + 6)) & 3u) << 4;
+    }
+    d = __fmul_rn(half_bits_to_float(static_cast<uint16_t>(h.x & 0xffffu)), static_cast<float>(sc));
+    m = __fmul_rn(half_bits_to_float(static_cast<uint16_t>(h.x >> 16)), static_cast<float>(mn));
+}
+template <uint32_t T>
+__device__ __forceinline__ WFrag load_tile(const uint8_t *codes, const uint16_t *scales, int64_t group, int64_t nb, int64_t b,
+                                           int lane) {
+    WFrag f;
+    uint32_t w[4];
+    const uint8_t *tile = codes + tile_start(T, group, nb, b);
+    if constexpr (byte_codes(T)) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(tile) + lane);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    } else {
+        const uint2 v = __ldg(reinterpret_cast<const uint2 *>(tile) + lane);
+        w[0] = v.x, w[1] = v.y;
+    }
+    tile_a_frag(T, w, f.a);
+    if constexpr (T == kQ4_K) {
+        const uint8_t *unit = codes + unit_start(T, group, nb, b);
+        q4k_head(unit, lane / 4, static_cast<int>(b % 8), f.d0, f.m0);
+        q4k_head(unit, lane / 4 + 8, static_cast<int>(b % 8), f.d1, f.m1);
+    } else if constexpr (T == kQ6_K) {  // the unit's d's, then 16 int8 scales per row: the block's two
+        const uint8_t *unit = codes + unit_start(T, group, nb, b);
+        const int g = lane / 4, j = static_cast<int>(b % 8);
+        const float dg = half_bits_to_float(__ldg(reinterpret_cast<const uint16_t *>(unit) + g));
+        const float dh = half_bits_to_float(__ldg(reinterpret_cast<const uint16_t *>(unit) + g + 8));
+        const uint16_t sg = __ldg(reinterpret_cast<const uint16_t *>(unit + 2 * kTileRows + 16 * g + 2 * j));
+        const uint16_t sh = __ldg(reinterpret_cast<const uint16_t *>(unit + 2 * kTileRows + 16 * (g + 8) + 2 * j));
+        f.d0 = __fmul_rn(dg, static_cast<float>(static_cast<int8_t>(sg & 0xff)));
+        f.m0 = __fmul_rn(dg, static_cast<float>(static_cast<int8_t>(sg >> 8)));
+        f.d1 = __fmul_rn(dh, static_cast<float>(static_cast<int8_t>(sh & 0xff)));
+        f.m1 = __fmul_rn(dh, static_cast<float>(static_cast<int8_t>(sh >> 8)));
+    } else {
+        const uint16_t *s = scales + (group * nb + b) * kTileRows + lane / 4;
+        f.d0 = half_bits_to_float(__ldg(s)), f.d1 = half_bits_to_float(__ldg(s + 8));
+        f.m0 = f.m1 = 0.0f;
+    }
+    return f;
+}
+
+// One block of one n-tile: p (rows g, g, g+8, g+8 x tokens 2c, 2c+1, 2c, 2c+1) += isum * (d_w * d_x), then
+// for Q4_K -= sum_x * (m_w * d_x), for Q6_K per half: the one rounding order both kernels use. b0, b1:
+// the activation codes this lane feeds B; x0 / x1: its C tokens' {d, code sum}.
+template <uint32_t T>
+__device__ __forceinline__ void block_product(float (&p)[4], const WFrag &f, uint32_t b0, uint32_t b1, float2 x0, float2 x1) {
+    int c[4] = {0, 0, 0, 0};
+    if constexpr (T == kQ6_K) mma_s8_k16(c, f.a[0], f.a[1], b0);  // the first 16 codes
+    else mma_s8(c, f.a, b0, b1);
+    p[0] = __fmaf_rn(__int2float_rn(c[0]), __fmul_rn(f.d0, x0.x), p[0]);
+    p[1] = __fmaf_rn(__int2float_rn(c[1]), __fmul_rn(f.d0, x1.x), p[1]);
+    p[2] = __fmaf_rn(__int2float_rn(c[2]), __fmul_rn(f.d1, x0.x), p[2]);
+    p[3] = __fmaf_rn(__int2float_rn(c[3]), __fmul_rn(f.d1, x1.x), p[3]);
+    if constexpr (T == kQ4_K) {
+        p[0] = __fmaf_rn(x0.y, -__fmul_rn(f.m0, x0.x), p[0]);
+        p[1] = __fmaf_rn(x1.y, -__fmul_rn(f.m0, x1.x), p[1]);
+        p[2] = __fmaf_rn(x0.y, -__fmul_rn(f.m1, x0.x), p[2]);
+        p[3] = __fmaf_rn(x1.y, -__fmul_rn(f.m1, x1.x), p[3]);
+    } else if constexpr (T == kQ6_K) {  // the second 16
+        int h[4] = {0, 0, 0, 0};
+        mma_s8_k16(h, f.a[2], f.a[3], b1);
+        p[0] = __fmaf_rn(__int2float_rn(h[0]), __fmul_rn(f.m0, x0.x), p[0]);
+        p[1] = __fmaf_rn(__int2float_rn(h[1]), __fmul_rn(f.m0, x1.x), p[1]);
+        p[2] = __fmaf_rn(__int2float_rn(h[2]), __fmul_rn(f.m1, x0.x), p[2]);
+        p[3] = __fmaf_rn(__int2float_rn(h[3]), __fmul_rn(f.m1, x1.x), p[3]);
+    }
+}
+
+// Writes output i of a lane's n-tile: y[token][row] = (accumulate ? y : 0) + (v + bias[row]).
+__device__ __forceinline__ void store_out(float v, int64_t row0, int64_t tok0, int i, int lane, int64_t n_out, int n_tok,
+                                          float *y, const float *bias, bool accumulate) {
+    const int64_t row = row0 + lane / 4 + (i >= 2 ? 8 : 0), tok = tok0 + 2 * (lane % 4) + (i & 1);
+    if (row >= n_out || tok >= n_tok) return;
+    const float r = v + (bias ? bias[row] : 0.0f);
+    float *dst = y + tok * n_out + row;
+    *dst = accumulate ? *dst + r : r;
+}
+
+// Up to 8 NT tokens: grid = row groups, block = kWarps warps, warp w = segment w.
+template <uint32_t T, int NT>
+__global__ void __launch_bounds__(32 * kWarps) k_mma_split(const uint8_t *codes, const uint16_t *scales, int64_t nb,
+                                                           int64_t n_out, const int8_t *xq, const float2 *xs, int n_tok,
+                                                           float *y, const float *bias, bool accumulate) {
+    __shared__ float part[kWarps][NT * 4][32];
+    constexpr int kAhead = byte_codes(T) ? 4 : 8;  // tiles whose loads are issued together (2 KB per warp)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int64_t group = blockIdx.x, n_in = nb * 32;
+    const int64_t S = seg_blocks(nb), n_seg = (nb + S - 1) / S;
+    const int64_t first = warp * S, end = first + S < nb ? first + S : nb;
+    float p[NT][4] = {};
+    auto step = [&](int64_t b, const WFrag &f) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const int tb = nt * 8 + g, t0 = nt * 8 + 2 * c;  // the token this lane feeds B; its C tokens
+            uint32_t b0 = 0, b1 = 0;
+            if (tb < n_tok) {
+                const uint32_t *xb = reinterpret_cast<const uint32_t *>(xq + tb * n_in + b * 32);
+                b0 = __ldg(xb + c), b1 = __ldg(xb + 4 + c);
+            }
+            const float2 x0 = t0 < n_tok ? __ldg(xs + t0 * nb + b) : make_float2(0.0f, 0.0f);
+            const float2 x1 = t0 + 1 < n_tok ? __ldg(xs + (t0 + 1) * nb + b) : make_float2(0.0f, 0.0f);
+            block_product<T>(p[nt], f, b0, b1, x0, x1);
+        }
+    };
+    int64_t b = first;
+    for (; b + kAhead <= end; b += kAhead) {
+        WFrag f[kAhead];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) f[u] = load_tile<T>(codes, scales, group, nb, b + u, lane);
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) step(b + u, f[u]);
+    }
+    for (; b < end; ++b) step(b, load_tile<T>(codes, scales, group, nb, b, lane));
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) part[warp][nt * 4 + i][lane] = p[nt][i];
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float v = part[0][nt * 4 + i][lane];
+            for (int s = 1; s < n_seg; ++s) v = v + part[s][nt * 4 + i][lane];
+            store_out(v, group * kTileRows, nt * 8, i, lane, n_out, n_tok, y, bias, accumulate);
+        }
+}
+
+// More tokens: grid = (token tiles of 64, row tiles of 128), block = kWarps warps, warp w = row group w
+// of the tile, all 8 n-tiles.
+template <uint32_t T>
+__global__ void __launch_bounds__(32 * kWarps, 2) k_mma_tiles(const uint8_t *codes, const uint16_t *scales, int64_t nb,
+                                                           int64_t n_out, const int8_t *xq, const float2 *xs, int n_tok,
+                                                           float *y, const float *bias, bool accumulate) {
+    __shared__ __align__(16) uint8_t sx[2][kStage][kTileTokens][kRowBytes];
+    __shared__ __align__(16) float2 sd[2][kStage][kTileTokens];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int64_t tok0 = static_cast<int64_t>(blockIdx.x) * kTileTokens, group = static_cast<int64_t>(blockIdx.y) * kWarps + warp;
+    const bool live = group * kTileRows < n_out;  // a warp past the last rows still loads and syncs
+    const int64_t n_in = nb * 32, S = seg_blocks(nb);
+    // The stage loader: thread t takes token t / 4's 32 codes of stage block t % 4 (and its {d, sum}).
+    const int lt = threadIdx.x / kStage, lj = threadIdx.x % kStage;
+    int4 r0, r1;
+    float2 rs;
+    auto fetch = [&](int64_t sb) {
+        const int64_t b = sb + lj, tok = tok0 + lt;
+        if (b < nb && tok < n_tok) {
+            const int4 *src = reinterpret_cast<const int4 *>(xq + tok * n_in + b * 32);
+            r0 = __ldg(src), r1 = __ldg(src + 1), rs = __ldg(xs + tok * nb + b);
+        } else {
+            r0 = r1 = make_int4(0, 0, 0, 0), rs = make_float2(0.0f, 0.0f);
+        }
+    };
+    auto put = [&](int buf) {
+        int4 *dst = reinterpret_cast<int4 *>(sx[buf][lj][lt]);
+        dst[0] = r0, dst[1] = r1;
+        sd[buf][lj][lt] = rs;
+    };
+    float p[8][4] = {}, tot[8][4] = {};
+    bool first_seg = true;
+    fetch(0);
+    put(0);
+    __syncthreads();
+    int buf = 0;
+    for (int64_t sb = 0; sb < nb; sb += kStage, buf ^= 1) {
+        const bool more = sb + kStage < nb;
+        if (more) fetch(sb + kStage);  // in flight while this stage computes
+        if (live) {
+            WFrag f[kStage];
+#pragma unroll
+            for (int j = 0; j < kStage; ++j)
+                if (sb + j < nb) f[j] = load_tile<T>(codes, scales, group, nb, sb + j, lane);
+#pragma unroll
+            for (int j = 0; j < kStage; ++j) {
+                const int64_t b = sb + j;
+                if (b >= nb) break;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    const uint32_t *xr = reinterpret_cast<const uint32_t *>(sx[buf][j][nt * 8 + g]);
+                    block_product<T>(p[nt], f[j], xr[c], xr[4 + c], sd[buf][j][nt * 8 + 2 * c], sd[buf][j][nt * 8 + 2 * c + 1]);
+                }
+                if ((b + 1) % S == 0 || b + 1 == nb) {  // a segment ends: add it, left to right
+#pragma unroll
+                    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            tot[nt][i] = first_seg ? p[nt][i] : tot[nt][i] + p[nt][i];
+                            p[nt][i] = 0.0f;
+                        }
+                    first_seg = false;
+                }
+            }
+        }
+        if (more) put(buf ^ 1);
+        __syncthreads();
+    }
+    if (!live) return;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            store_out(tot[nt][i], group * kTileRows, tok0 + nt * 8, i, lane, n_out, n_tok, y, bias, accumulate);
+}
+
+template <uint32_t T>
+void launch(const DevWeight &w, const ActQ8 &xq, int64_t n_tokens, float *y, const float *bias, bool acc, cudaStream_t s) {
+    const auto *codes = static_cast<const uint8_t *>(w.codes);
+    const auto *xs = reinterpret_cast<const float2 *>(xq.scales);
+    const int64_t nb = w.n_in / 32, groups = tile_groups(w.n_out);
+    const int n = static_cast<int>(n_tokens);
+    const dim3 block(32 * kWarps);
+    if (n_tokens <= 32) {
+        const dim3 grid(static_cast<unsigned>(groups));
+        switch ((n + 7) / 8) {
+        case 1: k_mma_split<T, 1><<<grid, block, 0, s>>>(codes, w.scales, nb, w.n_out, xq.codes, xs, n, y, bias, acc); break;
+        case 2: k_mma_split<T, 2><<<grid, block, 0, s>>>(codes, w.scales, nb, w.n_out, xq.codes, xs, n, y, bias, acc); break;
+        case 3: k_mma_split<T, 3><<<grid, block, 0, s>>>(codes, w.scales, nb, w.n_out, xq.codes, xs, n, y, bias, acc); break;
+        default: k_mma_split<T, 4><<<grid, block, 0, s>>>(codes, w.scales, nb, w.n_out, xq.codes, xs, n, y, bias, acc); break;
+        }
+        return;
+    }
+    const dim3 grid(blocks_for(n_tokens, kTileTokens), blocks_for(groups, kWarps));
+    k_mma_tiles<T><<<grid, block, 0, s>>>(codes, w.scales, nb, w.n_out, xq.codes, xs, n, y, bias, acc);
+}
+
+} // namespace
+
+void mma_product(const DevWeight &w, const ActQ8 &xq, int64_t n_tokens, float *y, const float *bias, bool accumulate,
+                 cudaStream_t s) {
+    switch (w.type) {
+    case kQ8_0: launch<kQ8_0>(w, xq, n_tokens, y, bias, accumulate, s); break;
+    case kQ4_0: launch<kQ4_0>(w, xq, n_tokens, y, bias, accumulate, s); break;
+    case kQ4_K: launch<kQ4_K>(w, xq, n_tokens, y, bias, accumulate, s); break;
+    default: launch<kQ6_K>(w, xq, n_tokens, y, bias, accumulate, s); break;
+    }
+}
+
+} // namespace ember::cu
