@@ -4,7 +4,7 @@
 //
 //   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--family NAME] [--arch llama|qwen2]
 //               [--type TYPE] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N] [--vocab N]
-//               [--ctx N] [--seed N] [--window N]
+//               [--ctx N] [--seed N] [--window N] [--repeat-layers 1]
 //
 // --family: a small model of that family with all its parts (llama, mixtral, qwen2, qwen3, qwen3moe,
 // gemma2, gemma3, phi3, granite, olmo2, gpt-oss; see src/testing/synthetic.cpp) and decisive logits.
@@ -84,13 +84,15 @@ int main(int argc, char **argv) {
         else if (k == "--ctx") s.n_ctx = n;
         else if (k == "--seed") s.seed = n;
         else if (k == "--window") s.window = n;
+        else if (k == "--repeat-layers") s.repeat_layers = n != 0;
         else {
             std::fprintf(stderr, "ember-synth: unknown option %s\n", k.c_str());
             return 2;
         }
     }
     if (out.empty()) {
-        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--type q4_0|q4_k_m|...] ...\n");
+        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--type q4_0|q4_k_m|...]\n"
+                             "       [--repeat-layers 1 (every layer the first's bytes: speed tests)] ...\n");
         return 2;
     }
     try {

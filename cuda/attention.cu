@@ -18,6 +18,7 @@
 #include "family_kernels.hpp"
 #include "kernels.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -193,13 +194,17 @@ struct DevExp {
     __device__ float operator()(float x) const { return expf(x); }
 };
 
+// A thread per dimension (blockDim.x >= 32). The splits past the token's own position hold no key (l = 0,
+// which the sums skip): they are not read, so a short sequence in a long context costs what it needs.
 __global__ void k_attn_combine(AttnArgs a, AttnExt x) {
     const int th = blockIdx.x, hd = a.head_dim;
+    const int n = min(a.n_splits, splits_for(a.pos[th / a.n_head] + 1, a.split_keys));
     const float *part = a.partials + static_cast<int64_t>(th) * a.n_splits * (hd + 2);
     float *out = a.out + static_cast<int64_t>(th) * hd;
     const float *sink = x.sinks ? x.sinks + th % a.n_head : nullptr;
-    if (!combine_partials(part, a.n_splits, hd + 2, hd, out, DevExp{}, threadIdx.x, 32, sink))
-        for (int d = threadIdx.x; d < hd; d += 32) out[d] = 0.0f;  // no key (cannot happen: pos >= 0)
+    const int step = static_cast<int>(blockDim.x);
+    if (!combine_partials(part, n, hd + 2, hd, out, DevExp{}, static_cast<int>(threadIdx.x), step, sink))
+        for (int d = threadIdx.x; d < hd; d += step) out[d] = 0.0f;  // no key (cannot happen: pos >= 0)
 }
 
 template <bool Q8>
@@ -230,6 +235,11 @@ void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s, int grou
         return;
     }
     if (a.head_dim > kMaxHeadDim) fail(EMBER_ERR_UNSUPPORTED, "cuda attention: head_dim %d > %d", a.head_dim, kMaxHeadDim);
+    if (a.q_tile > a.n_tokens && use_tiled(a)) {  // a decode step: no idle warps for tokens it lacks (same bits)
+        AttnArgs one = a;
+        one.q_tile = a.n_tokens;
+        return attention_ext(one, x, s);
+    }
     if (use_tiled(a)) {
         const dim3 grid(static_cast<unsigned>((a.n_tokens + a.q_tile - 1) / a.q_tile), static_cast<unsigned>(a.n_head_kv),
                         static_cast<unsigned>(a.n_splits));
@@ -241,7 +251,8 @@ void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s, int grou
     } else {
         launch_split<false>(a, x, s);
     }
-    k_attn_combine<<<static_cast<unsigned>(a.n_tokens * a.n_head), 32, 0, s>>>(a, x);
+    const unsigned combine_threads = static_cast<unsigned>(std::min(256, (a.head_dim + 31) / 32 * 32));
+    k_attn_combine<<<static_cast<unsigned>(a.n_tokens * a.n_head), combine_threads, 0, s>>>(a, x);
 }
 
 void attention(const AttnArgs &a, cudaStream_t s) { attention_ext(a, AttnExt{}, s); }

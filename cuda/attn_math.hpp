@@ -58,6 +58,9 @@ EMBER_HD bool combine_partials(const float *part, int n_splits, int stride, int 
                                int d0 = 0, int d_step = 1, const float *sink = nullptr) {
     float M = sink ? *sink : -3.0e38f;
     bool any = false;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4
+#endif
     for (int i = 0; i < n_splits; ++i) {
         const float *p = part + i * stride;
         if (p[1] > 0.0f) {
@@ -67,12 +70,18 @@ EMBER_HD bool combine_partials(const float *part, int n_splits, int stride, int 
     }
     if (!any) return false;
     float L = sink ? expf_(*sink - M) : 0.0f;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4
+#endif
     for (int i = 0; i < n_splits; ++i) {
         const float *p = part + i * stride;
         if (p[1] > 0.0f) L += expf_(p[0] - M) * p[1];
     }
     for (int d = d0; d < head_dim; d += d_step) {
         float a = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4
+#endif
         for (int i = 0; i < n_splits; ++i) {
             const float *p = part + i * stride;
             if (p[1] > 0.0f) a += expf_(p[0] - M) * p[2 + d];

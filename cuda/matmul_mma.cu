@@ -22,28 +22,46 @@ namespace {
 
 constexpr int kWarps = 8;        // per thread block, both kernels (= kMmaSegments for the split kernel)
 constexpr int kTileTokens = 64;  // tokens per thread block of k_mma_tiles (8 n-tiles of 8)
-constexpr int kStage = 4;        // blocks of 32 per shared-memory stage of k_mma_tiles
-constexpr int kRowBytes = 48;    // a token's 32 codes per stage block, padded: lanes (g, c) read word
-                                 // 12 g + c, 32 distinct banks
+constexpr int kStage = 4;        // blocks of 32 per shared-memory stage of k_mma_tiles (divides 8: a
+                                 // stage's blocks lie in one K-quant unit)
+constexpr int kRowBytes = 32;    // a token's 32 codes per stage block, words in the order 0 4 1 5 2 6 3 7:
+                                 // lane (g, c) reads words c and 4 + c (B's b0, b1) with one 8-byte load,
+                                 // and a half-warp's 16 loads hit 32 distinct banks
 static_assert(kWarps == kMmaSegments, "k_mma_split gives each segment a warp");
 
-__device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+// The products' int32 sums arrive as floats: the accumulator starts at the bits of 1.5 * 2^23, so the
+// sum's bits are those of the float 1.5 * 2^23 + isum exactly (|isum| < 2^22: a block's sum is at most
+// 32 * 127 * 127 in magnitude), and one subtraction gives float(isum), exact, where a conversion
+// instruction would run at a quarter of the FP32 rate. The asm is not volatile: its result depends on
+// its operands alone, so the compiler may move loads across it.
+constexpr uint32_t kSumBias = 0x4B400000u;
+constexpr float kSumBiasValue = 12582912.0f;
+struct Sums {
+    float v[4];
+};
+__device__ __forceinline__ Sums mma_s8(const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    uint32_t c0 = kSumBias, c1 = kSumBias, c2 = kSumBias, c3 = kSumBias;
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c0), "+r"(c1), "+r"(c2), "+r"(c3)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
     __trap();  // device.cpp refuses devices below 8.0
 #endif
+    return {{__uint_as_float(c0) - kSumBiasValue, __uint_as_float(c1) - kSumBiasValue, __uint_as_float(c2) - kSumBiasValue,
+             __uint_as_float(c3) - kSumBiasValue}};
 }
-__device__ __forceinline__ void mma_s8_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+__device__ __forceinline__ Sums mma_s8_k16(uint32_t a0, uint32_t a1, uint32_t b0) {
+    uint32_t c0 = kSumBias, c1 = kSumBias, c2 = kSumBias, c3 = kSumBias;
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(b0));
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+        : "+r"(c0), "+r"(c1), "+r"(c2), "+r"(c3)
+        : "r"(a0), "r"(a1), "r"(b0));
 #else
     __trap();
 #endif
+    return {{__uint_as_float(c0) - kSumBiasValue, __uint_as_float(c1) - kSumBiasValue, __uint_as_float(c2) - kSumBiasValue,
+             __uint_as_float(c3) - kSumBiasValue}};
 }
 
 // One block's tile as lane L holds it: its fragment and, for its rows g and g + 8, the scales d0, d1 (Q4_K:
@@ -53,11 +71,11 @@ struct WFrag {
     uint32_t a[4];
     float d0, d1, m0, m1;
 };
-// Q4_K: row rr's d * scale and dmin * min of block j from its head (the file's first 16 bytes: d, dmin,
-// then the packed 6-bit scales and mins that kq_scale_min reads), with shifts on the head's words so that
-// j may vary at run time without a local array.
-__device__ __forceinline__ void q4k_head(const uint8_t *unit, int rr, int j, float &d, float &m) {
-    const uint4 h = __ldg(reinterpret_cast<const uint4 *>(unit) + rr);  // h.y: bytes 0..3 of the 12, h.z 4..7, h.w 8..11
+// Q4_K: a row's head (the file's first 16 bytes: d, dmin, then the packed 6-bit scales and mins that
+// kq_scale_min reads), and from it block j's d * scale and dmin * min, with shifts on the head's words so
+// that j may vary at run time without a local array.
+__device__ __forceinline__ uint4 q4k_head(const uint8_t *unit, int rr) { return __ldg(reinterpret_cast<const uint4 *>(unit) + rr); }
+__device__ __forceinline__ void q4k_scale(uint4 h, int j, float &d, float &m) {  // h.y: bytes 0..3 of the 12, h.z 4..7, h.w 8..11
     const int sh = 8 * (j % 4);
     uint32_t sc, mn;
     if (j < 4) {
@@ -69,9 +87,19 @@ __device__ __forceinline__ void q4k_head(const uint8_t *unit, int rr, int j, flo
     d = __fmul_rn(half_bits_to_float(static_cast<uint16_t>(h.x & 0xffffu)), static_cast<float>(sc));
     m = __fmul_rn(half_bits_to_float(static_cast<uint16_t>(h.x >> 16)), static_cast<float>(mn));
 }
+// The heads of lane L's rows g and g + 8 in block b's unit (Q4_K).
+struct Heads {
+    uint4 g, g8;
+};
+__device__ __forceinline__ Heads q4k_heads(const uint8_t *codes, int64_t group, int64_t nb, int64_t b, int lane) {
+    const uint8_t *unit = codes + unit_start(kQ4_K, group, nb, b);
+    return {q4k_head(unit, lane / 4), q4k_head(unit, lane / 4 + 8)};
+}
+// Q4_K reads its rows' heads from `heads` where given (a caller that loaded them once for several blocks
+// of one unit), else loads them.
 template <uint32_t T>
 __device__ __forceinline__ WFrag load_tile(const uint8_t *codes, const uint16_t *scales, int64_t group, int64_t nb, int64_t b,
-                                           int lane) {
+                                           int lane, const Heads *heads = nullptr) {
     WFrag f;
     uint32_t w[4];
     const uint8_t *tile = codes + tile_start(T, group, nb, b);
@@ -84,9 +112,9 @@ __device__ __forceinline__ WFrag load_tile(const uint8_t *codes, const uint16_t 
     }
     tile_a_frag(T, w, f.a);
     if constexpr (T == kQ4_K) {
-        const uint8_t *unit = codes + unit_start(T, group, nb, b);
-        q4k_head(unit, lane / 4, static_cast<int>(b % 8), f.d0, f.m0);
-        q4k_head(unit, lane / 4 + 8, static_cast<int>(b % 8), f.d1, f.m1);
+        const Heads h = heads ? *heads : q4k_heads(codes, group, nb, b, lane);
+        q4k_scale(h.g, static_cast<int>(b % 8), f.d0, f.m0);
+        q4k_scale(h.g8, static_cast<int>(b % 8), f.d1, f.m1);
     } else if constexpr (T == kQ6_K) {  // the unit's d's, then 16 int8 scales per row: the block's two
         const uint8_t *unit = codes + unit_start(T, group, nb, b);
         const int g = lane / 4, j = static_cast<int>(b % 8);
@@ -99,8 +127,8 @@ __device__ __forceinline__ WFrag load_tile(const uint8_t *codes, const uint16_t 
         f.d1 = __fmul_rn(dh, static_cast<float>(static_cast<int8_t>(sh & 0xff)));
         f.m1 = __fmul_rn(dh, static_cast<float>(static_cast<int8_t>(sh >> 8)));
     } else {
-        const uint16_t *s = scales + (group * nb + b) * kTileRows + lane / 4;
-        f.d0 = half_bits_to_float(__ldg(s)), f.d1 = half_bits_to_float(__ldg(s + 8));
+        const uint32_t s = __ldg(reinterpret_cast<const uint32_t *>(scales + (group * nb + b) * kTileRows) + lane / 4);
+        f.d0 = half_bits_to_float(static_cast<uint16_t>(s & 0xffffu)), f.d1 = half_bits_to_float(static_cast<uint16_t>(s >> 16));
         f.m0 = f.m1 = 0.0f;
     }
     return f;
@@ -111,25 +139,24 @@ __device__ __forceinline__ WFrag load_tile(const uint8_t *codes, const uint16_t 
 // the activation codes this lane feeds B; x0 / x1: its C tokens' {d, code sum}.
 template <uint32_t T>
 __device__ __forceinline__ void block_product(float (&p)[4], const WFrag &f, uint32_t b0, uint32_t b1, float2 x0, float2 x1) {
-    int c[4] = {0, 0, 0, 0};
-    if constexpr (T == kQ6_K) mma_s8_k16(c, f.a[0], f.a[1], b0);  // the first 16 codes
-    else mma_s8(c, f.a, b0, b1);
-    p[0] = __fmaf_rn(__int2float_rn(c[0]), __fmul_rn(f.d0, x0.x), p[0]);
-    p[1] = __fmaf_rn(__int2float_rn(c[1]), __fmul_rn(f.d0, x1.x), p[1]);
-    p[2] = __fmaf_rn(__int2float_rn(c[2]), __fmul_rn(f.d1, x0.x), p[2]);
-    p[3] = __fmaf_rn(__int2float_rn(c[3]), __fmul_rn(f.d1, x1.x), p[3]);
+    Sums c;
+    if constexpr (T == kQ6_K) c = mma_s8_k16(f.a[0], f.a[1], b0);  // the first 16 codes
+    else c = mma_s8(f.a, b0, b1);
+    p[0] = __fmaf_rn(c.v[0], __fmul_rn(f.d0, x0.x), p[0]);
+    p[1] = __fmaf_rn(c.v[1], __fmul_rn(f.d0, x1.x), p[1]);
+    p[2] = __fmaf_rn(c.v[2], __fmul_rn(f.d1, x0.x), p[2]);
+    p[3] = __fmaf_rn(c.v[3], __fmul_rn(f.d1, x1.x), p[3]);
     if constexpr (T == kQ4_K) {
         p[0] = __fmaf_rn(x0.y, -__fmul_rn(f.m0, x0.x), p[0]);
         p[1] = __fmaf_rn(x1.y, -__fmul_rn(f.m0, x1.x), p[1]);
         p[2] = __fmaf_rn(x0.y, -__fmul_rn(f.m1, x0.x), p[2]);
         p[3] = __fmaf_rn(x1.y, -__fmul_rn(f.m1, x1.x), p[3]);
     } else if constexpr (T == kQ6_K) {  // the second 16
-        int h[4] = {0, 0, 0, 0};
-        mma_s8_k16(h, f.a[2], f.a[3], b1);
-        p[0] = __fmaf_rn(__int2float_rn(h[0]), __fmul_rn(f.m0, x0.x), p[0]);
-        p[1] = __fmaf_rn(__int2float_rn(h[1]), __fmul_rn(f.m0, x1.x), p[1]);
-        p[2] = __fmaf_rn(__int2float_rn(h[2]), __fmul_rn(f.m1, x0.x), p[2]);
-        p[3] = __fmaf_rn(__int2float_rn(h[3]), __fmul_rn(f.m1, x1.x), p[3]);
+        const Sums h = mma_s8_k16(f.a[2], f.a[3], b1);
+        p[0] = __fmaf_rn(h.v[0], __fmul_rn(f.m0, x0.x), p[0]);
+        p[1] = __fmaf_rn(h.v[1], __fmul_rn(f.m0, x1.x), p[1]);
+        p[2] = __fmaf_rn(h.v[2], __fmul_rn(f.m1, x0.x), p[2]);
+        p[3] = __fmaf_rn(h.v[3], __fmul_rn(f.m1, x1.x), p[3]);
     }
 }
 
@@ -145,39 +172,56 @@ __device__ __forceinline__ void store_out(float v, int64_t row0, int64_t tok0, i
 
 // Up to 8 NT tokens: grid = row groups, block = kWarps warps, warp w = segment w.
 template <uint32_t T, int NT>
-__global__ void __launch_bounds__(32 * kWarps) k_mma_split(const uint8_t *codes, const uint16_t *scales, int64_t nb,
+__global__ void __launch_bounds__(32 * kWarps, 1) k_mma_split(const uint8_t *codes, const uint16_t *scales, int64_t nb,
                                                            int64_t n_out, const int8_t *xq, const float2 *xs, int n_tok,
                                                            float *y, const float *bias, bool accumulate) {
     __shared__ float part[kWarps][NT * 4][32];
-    constexpr int kAhead = byte_codes(T) ? 4 : 8;  // tiles whose loads are issued together (2 KB per warp)
+    // Blocks whose loads (weights, and the activations this lane feeds B and scales C with) are issued
+    // together before any is used: 2 KB of weights per warp in flight for one token.
+    constexpr int kAhead = (byte_codes(T) || T == kQ4_K ? 4 : 8) / (NT > 2 ? 2 : 1);  // Q4_K: heads too
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int64_t group = blockIdx.x, n_in = nb * 32;
     const int64_t S = seg_blocks(nb), n_seg = (nb + S - 1) / S;
     const int64_t first = warp * S, end = first + S < nb ? first + S : nb;
     float p[NT][4] = {};
-    auto step = [&](int64_t b, const WFrag &f) {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            const int tb = nt * 8 + g, t0 = nt * 8 + 2 * c;  // the token this lane feeds B; its C tokens
-            uint32_t b0 = 0, b1 = 0;
-            if (tb < n_tok) {
-                const uint32_t *xb = reinterpret_cast<const uint32_t *>(xq + tb * n_in + b * 32);
-                b0 = __ldg(xb + c), b1 = __ldg(xb + 4 + c);
-            }
-            const float2 x0 = t0 < n_tok ? __ldg(xs + t0 * nb + b) : make_float2(0.0f, 0.0f);
-            const float2 x1 = t0 + 1 < n_tok ? __ldg(xs + (t0 + 1) * nb + b) : make_float2(0.0f, 0.0f);
-            block_product<T>(p[nt], f, b0, b1, x0, x1);
+    struct Acts {
+        uint32_t b0, b1;
+        float2 x0, x1;
+    };
+    auto load_acts = [&](int64_t b, int nt) {
+        const int tb = nt * 8 + g, t0 = nt * 8 + 2 * c;  // the token this lane feeds B; its C tokens
+        Acts v{0, 0, make_float2(0.0f, 0.0f), make_float2(0.0f, 0.0f)};
+        if (tb < n_tok) {
+            const uint32_t *xb = reinterpret_cast<const uint32_t *>(xq + tb * n_in + b * 32);
+            v.b0 = __ldg(xb + c), v.b1 = __ldg(xb + 4 + c);
         }
+        if (t0 < n_tok) v.x0 = __ldg(xs + t0 * nb + b);
+        if (t0 + 1 < n_tok) v.x1 = __ldg(xs + (t0 + 1) * nb + b);
+        return v;
     };
     int64_t b = first;
     for (; b + kAhead <= end; b += kAhead) {
         WFrag f[kAhead];
+        Acts x[kAhead][NT];
 #pragma unroll
-        for (int u = 0; u < kAhead; ++u) f[u] = load_tile<T>(codes, scales, group, nb, b + u, lane);
+        for (int u = 0; u < kAhead; ++u) {
+            f[u] = load_tile<T>(codes, scales, group, nb, b + u, lane);
 #pragma unroll
-        for (int u = 0; u < kAhead; ++u) step(b + u, f[u]);
+            for (int nt = 0; nt < NT; ++nt) x[u][nt] = load_acts(b + u, nt);
+        }
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) block_product<T>(p[nt], f[u], x[u][nt].b0, x[u][nt].b1, x[u][nt].x0, x[u][nt].x1);
     }
-    for (; b < end; ++b) step(b, load_tile<T>(codes, scales, group, nb, b, lane));
+    for (; b < end; ++b) {
+        const WFrag f = load_tile<T>(codes, scales, group, nb, b, lane);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const Acts x = load_acts(b, nt);
+            block_product<T>(p[nt], f, x.b0, x.b1, x.x0, x.x1);
+        }
+    }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -221,7 +265,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2) k_mma_tiles(const uint8_t *cod
     };
     auto put = [&](int buf) {
         int4 *dst = reinterpret_cast<int4 *>(sx[buf][lj][lt]);
-        dst[0] = r0, dst[1] = r1;
+        dst[0] = make_int4(r0.x, r1.x, r0.y, r1.y), dst[1] = make_int4(r0.z, r1.z, r0.w, r1.w);
         sd[buf][lj][lt] = rs;
     };
     float p[8][4] = {}, tot[8][4] = {};
@@ -235,17 +279,20 @@ __global__ void __launch_bounds__(32 * kWarps, 2) k_mma_tiles(const uint8_t *cod
         if (more) fetch(sb + kStage);  // in flight while this stage computes
         if (live) {
             WFrag f[kStage];
+            Heads heads;  // Q4_K: the stage's blocks share a unit (kStage divides 8), so its heads load once
+            if constexpr (T == kQ4_K) heads = q4k_heads(codes, group, nb, sb, lane);
 #pragma unroll
             for (int j = 0; j < kStage; ++j)
-                if (sb + j < nb) f[j] = load_tile<T>(codes, scales, group, nb, sb + j, lane);
+                if (sb + j < nb) f[j] = load_tile<T>(codes, scales, group, nb, sb + j, lane, &heads);
 #pragma unroll
             for (int j = 0; j < kStage; ++j) {
                 const int64_t b = sb + j;
                 if (b >= nb) break;
 #pragma unroll
                 for (int nt = 0; nt < 8; ++nt) {
-                    const uint32_t *xr = reinterpret_cast<const uint32_t *>(sx[buf][j][nt * 8 + g]);
-                    block_product<T>(p[nt], f[j], xr[c], xr[4 + c], sd[buf][j][nt * 8 + 2 * c], sd[buf][j][nt * 8 + 2 * c + 1]);
+                    const uint2 xb = reinterpret_cast<const uint2 *>(sx[buf][j][nt * 8 + g])[c];
+                    const float4 xd = *reinterpret_cast<const float4 *>(&sd[buf][j][nt * 8 + 2 * c]);  // tokens 2c, 2c+1
+                    block_product<T>(p[nt], f[j], xb.x, xb.y, make_float2(xd.x, xd.y), make_float2(xd.z, xd.w));
                 }
                 if ((b + 1) % S == 0 || b + 1 == nb) {  // a segment ends: add it, left to right
 #pragma unroll

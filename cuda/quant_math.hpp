@@ -212,7 +212,7 @@ EMBER_HD float weight_at(const DevWeight &w, int64_t r, int64_t i) {
         const uint8_t *codes = static_cast<const uint8_t *>(w.codes);
         const uint8_t byte = codes[tile_start(w.type, group, nb, b) + tile_code_offset(w.type, rr, k)];
         if (w.type == kQ8_0)
-            return mul_rn(f16_bits_to_f32(w.scales[(group * nb + b) * kTileRows + rr]), static_cast<float>(static_cast<int8_t>(byte)));
+            return mul_rn(f16_bits_to_f32(w.scales[(group * nb + b) * kTileRows + tile_scale_slot(rr)]), static_cast<float>(static_cast<int8_t>(byte)));
         if (w.type == kQ6_K) {  // d times the scale of the element's 16, times the centred code
             const uint8_t *unit = codes + unit_start(w.type, group, nb, b);
             const float d = f16_bits_to_f32(load_u16(unit + 2 * rr));
@@ -220,7 +220,7 @@ EMBER_HD float weight_at(const DevWeight &w, int64_t r, int64_t i) {
             return mul_rn(mul_rn(d, static_cast<float>(sc)), static_cast<float>(static_cast<int8_t>(byte)));
         }
         const int q = k < 16 ? byte & 0x0F : byte >> 4;
-        if (w.type == kQ4_0) return mul_rn(f16_bits_to_f32(w.scales[(group * nb + b) * kTileRows + rr]), static_cast<float>(q - 8));
+        if (w.type == kQ4_0) return mul_rn(f16_bits_to_f32(w.scales[(group * nb + b) * kTileRows + tile_scale_slot(rr)]), static_cast<float>(q - 8));
         const uint8_t *head = codes + (group * (nb / 8) + b / 8) * kQ4kUnitBytes + rr * 16;  // Q4_K: the file's
         int sc, m;
         kq_scale_min(head + 4, static_cast<int>(b % 8), sc, m);

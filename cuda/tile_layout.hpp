@@ -16,7 +16,8 @@
 //   row holds code j in its low nibble and code j + 16 in its high one (Q4_0's own order; Q4_K's codes are
 //   put in it), so these two words give all four of a0..a3.
 // Q8_0 and Q4_0: tiles group after group, block after block within a group; the tiles' 16 f16 scales
-// (row order) kept apart: scales[(group * blocks + block) * 16 + row % 16].
+// kept apart, rows g and g + 8 side by side (one 4-byte load for the lanes of g):
+// scales[(group * blocks + block) * 16 + tile_scale_slot(row % 16)].
 // Q4_K: a group's super-block (8 blocks) is one 2304-byte unit, as many bytes as its 16 rows take in the
 // file: the 16 rows' first 16 bytes as in the file (d, dmin, the 12 bytes of packed 6-bit scales and
 // mins), then the 8 blocks' tiles. Units group after group, super-block after super-block.
@@ -62,6 +63,8 @@ EMBER_HD int64_t tile_start(uint32_t type, int64_t group, int64_t nb, int64_t b)
     if (unit_bytes(type)) return unit_start(type, group, nb, b) + unit_head_bytes(type) + (b % 8) * tile_code_bytes(type);
     return (group * nb + b) * tile_code_bytes(type);
 }
+
+EMBER_HD int tile_scale_slot(int rr) { return 2 * (rr % 8) + rr / 8; }
 
 // The byte of a tile that holds code k (< 32) of tile row rr (< 16); for the 4-bit types the byte whose
 // low (k < 16) or high nibble it is.

@@ -76,7 +76,7 @@ void pack_row(uint32_t type, const uint8_t *src, int64_t r, int64_t nb, uint8_t 
     const size_t block = type == kQ8_0 ? 34 : 18;
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *blk = src + static_cast<size_t>(b) * block;
-        std::memcpy(scales + 2 * ((group * nb + b) * kTileRows + rr), blk, 2);
+        std::memcpy(scales + 2 * ((group * nb + b) * kTileRows + tile_scale_slot(rr)), blk, 2);
         uint8_t *dst = codes + tile_start(type, group, nb, b);
         for (int k = 0; k < (type == kQ8_0 ? 32 : 16); k += 4) std::memcpy(dst + tile_code_offset(type, rr, k), blk + 2 + k, 4);
     }

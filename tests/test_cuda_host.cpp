@@ -434,7 +434,7 @@ void test_tile_fragments(void **) {
                     const uint8_t *blk = type == DType::Q4_K ? row + (b / 8) * 144
                                          : type == DType::Q6_K ? row + (b / 8) * 210 : row + b * (type == DType::Q8_0 ? 34 : 18);
                     struct { const uint8_t *got; size_t file_off, n; } heads[2] = {
-                        {reinterpret_cast<const uint8_t *>(w.scales + (grp * nb + b) * 16 + rr), 0, 2}, {nullptr, 0, 0}};
+                        {reinterpret_cast<const uint8_t *>(w.scales + (grp * nb + b) * 16 + cu::tile_scale_slot(rr)), 0, 2}, {nullptr, 0, 0}};
                     if (type == DType::Q4_K) heads[0] = {unit + rr * 16, 0, 16};
                     if (type == DType::Q6_K) heads[0] = {unit + 2 * rr, 208, 2}, heads[1] = {unit + 32 + 16 * rr, 192, 16};
                     static const uint8_t zeros[16] = {};

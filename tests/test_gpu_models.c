@@ -1,7 +1,7 @@
 /* test_gpu_models.c — a GPU backend (argv[1]: "vulkan" or "cuda") against the CPU backend on real
  * models, through the public API: greedy tokens must be identical for the first 64 tokens (stories260K
- * F32 and Q8_0; stories15M Q8_0 from the repo, 32 on Vulkan; 20 for the shared Q4_0 variant and with a
- * Q8_0 KV cache); a state saved on one backend restores on the other; a session larger than the device's free
+ * F32 and Q8_0; stories15M Q8_0 from the repo, past its first 32 up to a near tie; 20 for the shared
+ * Q4_0 variant and with a Q8_0 KV cache); a state saved on one backend restores on the other; a session larger than the device's free
  * memory is refused before it allocates; the CLI runs on it. ctest runs the Vulkan
  * case with EMBER_VULKAN_VALIDATION=1 (any validation-layer message fails the call that caused it) and
  * the CUDA case once more with EMBER_CUDA_GRAPHS=0 (every step launched directly).
@@ -47,11 +47,25 @@ static ember_session *make_session(ember_model *m, ember_backend_kind backend, e
     return s;
 }
 
-/* Feeds the prompt and generates n greedy tokens. */
-static void greedy(ember_session *s, const ember_token *prompt, size_t n_prompt, ember_token *out, size_t n) {
+/* Feeds the prompt and generates n greedy tokens; with `gap` and `second`, each step's margin between the
+ * two best logits and the runner-up's token. */
+static void greedy_margins(ember_session *s, const ember_token *prompt, size_t n_prompt, ember_token *out, size_t n,
+                           float *gap, ember_token *second) {
     ember_sampler *smp = test_greedy_sampler();
     if (n_prompt) assert_int_equal(ember_session_feed(s, prompt, n_prompt), EMBER_OK);
     for (size_t i = 0; i < n; ++i) {
+        if (gap) {
+            const float *lg = NULL;
+            size_t nv = 0, b1 = 0, b2 = 1;
+            assert_int_equal(ember_session_logits(s, &lg, &nv), EMBER_OK);
+            if (lg[b2] > lg[b1]) b1 = 1, b2 = 0;
+            for (size_t k = 2; k < nv; ++k) {
+                if (lg[k] > lg[b1]) b2 = b1, b1 = k;
+                else if (lg[k] > lg[b2]) b2 = k;
+            }
+            gap[i] = lg[b1] - lg[b2];
+            second[i] = (ember_token)b2;
+        }
         const char *piece = NULL;
         size_t len = 0;
         const ember_status st = ember_generate_next(s, smp, &out[i], &piece, &len);
@@ -60,26 +74,41 @@ static void greedy(ember_session *s, const ember_token *prompt, size_t n_prompt,
     }
     ember_sampler_free(smp);
 }
+static void greedy(ember_session *s, const ember_token *prompt, size_t n_prompt, ember_token *out, size_t n) {
+    greedy_margins(s, prompt, n_prompt, out, n, NULL, NULL);
+}
 
-/* The greedy continuation of `text` on the CPU and on the GPU backend must be the same n tokens. */
-static void compare(const char *path, const char *text, ember_kv_type kv, size_t n) {
+/* The greedy continuation of `text` on the CPU and on the GPU backend must be the same n tokens, with one
+ * exception past `strict` tokens: a step where the CPU's two best logits lie within NEAR_TIE of each other
+ * (rounding in another order may pick either) and the GPU picks the CPU's runner-up; the texts part there,
+ * so the comparison ends there (said on stderr). */
+#define NEAR_TIE 0.05f
+static void compare_tie(const char *path, const char *text, ember_kv_type kv, size_t n, size_t strict) {
     ember_model *m = NULL;
     assert_int_equal(ember_model_load(path, NULL, &m), EMBER_OK);
-    ember_token prompt[64], cpu[N_GEN], gpu[N_GEN];
+    ember_token prompt[64], cpu[N_GEN], gpu[N_GEN], second[N_GEN];
+    float gap[N_GEN];
     const size_t n_prompt = test_tokenize(m, text, prompt, 64);
     ember_session *s = make_session(m, EMBER_BACKEND_CPU, kv);
-    greedy(s, prompt, n_prompt, cpu, n);
+    greedy_margins(s, prompt, n_prompt, cpu, n, gap, second);
     ember_session_free(s);
     s = make_session(m, g_gpu->kind, kv);
     greedy(s, prompt, n_prompt, gpu, n);
     ember_session_free(s);
     for (size_t i = 0; i < n; ++i)
         if (cpu[i] != gpu[i]) {
-            fprintf(stderr, "%s: token %zu differs: cpu %d, %s %d\n", path, i, cpu[i], g_gpu->name, gpu[i]);
+            if (i >= strict && gap[i] < NEAR_TIE && gpu[i] == second[i]) {
+                fprintf(stderr, "%s: token %zu: %s took the CPU's runner-up %d (CPU's margin %.4f): a near tie; equal before\n",
+                        path, i, g_gpu->name, gpu[i], (double)gap[i]);
+                break;
+            }
+            fprintf(stderr, "%s: token %zu differs: cpu %d (margin %.4f), %s %d\n", path, i, cpu[i], (double)gap[i],
+                    g_gpu->name, gpu[i]);
             fail();
         }
     ember_model_free(m);
 }
+static void compare(const char *path, const char *text, ember_kv_type kv, size_t n) { compare_tie(path, text, kv, n, n); }
 
 static void test_stories260K_f32(void **state) {
     (void)state;
@@ -93,12 +122,12 @@ static void test_stories260K_q8_0_f16(void **state) {
     compare(path, "", EMBER_KV_F16, N_GEN);
 }
 
-/* 64 tokens on CUDA; 32 on Vulkan, where token 57 differs (lavapipe: its exp() and summation orders pick
- * the other of two close words there). */
+/* 64 tokens, the first 32 strictly: at token 50 the CPU's two best logits are 0.037 apart (16.941 and
+ * 16.904), which CUDA's order of sums may swap, and Vulkan (lavapipe) parts at token 57. */
 static void test_stories15M_q8_0(void **state) {
     (void)state;
     TEST_REQUIRE_MODEL(path, "stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf")
-    compare(path, "Once upon a time", EMBER_KV_F16, g_gpu->kind == EMBER_BACKEND_CUDA ? N_GEN : 32);
+    compare_tie(path, "Once upon a time", EMBER_KV_F16, N_GEN, 32);
 }
 
 /* The next two hold for 20 tokens, not 32: at token 30 (Q8_0 cache) and 26 (Q4_0 weights) the two

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -153,14 +154,21 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
 
     // A matrix (or, with n_expert, a stack of n_expert matrices: a 3-D tensor) of weights uniform in
     // +-gain/sqrt(n_in).
+    std::map<std::string, std::vector<uint8_t>> first_layer;  // repeat_layers: by name past "blk.N." and type
     auto matrix = [&](const std::string &name, uint32_t n_in, uint32_t n_out, Role role = Role::Other, uint32_t layer = 0,
                       uint32_t n_expert = 0, float gain = 1.0f) {
         const uint32_t n_mat = n_expert ? n_expert : 1;
-        std::vector<float> v(static_cast<size_t>(n_in) * n_out * n_mat);
-        const float r = gain / std::sqrt(static_cast<float>(n_in));
-        for (float &x : v) x = rng.uniform(-r, r);
         const DType type = matrix_type(s, role, layer, n_in);
-        const auto bytes = encode(v, type, n_in, static_cast<int64_t>(n_out) * n_mat);
+        const size_t dot = name.find('.', 4);
+        const std::string key = name.compare(0, 4, "blk.") == 0 && dot != std::string::npos
+                                    ? name.substr(dot) + dtype_name(type) : std::string();
+        std::vector<uint8_t> &bytes = first_layer[key];
+        if (!s.repeat_layers || key.empty() || bytes.empty()) {
+            std::vector<float> v(static_cast<size_t>(n_in) * n_out * n_mat);
+            const float r = gain / std::sqrt(static_cast<float>(n_in));
+            for (float &x : v) x = rng.uniform(-r, r);
+            bytes = encode(v, type, n_in, static_cast<int64_t>(n_out) * n_mat);
+        }
         if (n_expert)
             w.add_tensor(name, type, {n_in, n_out, n_expert}, bytes.data(), bytes.size());
         else

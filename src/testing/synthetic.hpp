@@ -36,6 +36,10 @@ struct SyntheticSpec {
     bool rope_freqs = false;      // add a rope_freqs.weight tensor (Llama-3 style scaling factors)
     float rope_theta = 10000.0f;
     uint64_t seed = 1;
+    // Every layer's matrices the same bytes as the first layer's of that name and type (random all the
+    // same): for speed tests, where the bytes read matter and not their values. An 8B-shaped model is
+    // then written in seconds rather than minutes (a GPU lease's time is short).
+    bool repeat_layers = false;
 
     // The other families' parts (synthetic_family() sets what each needs; all off by default).
     uint32_t n_rot = 0;           // rope.dimension_count; 0: head_dim (partial rotary: Phi-4-mini)

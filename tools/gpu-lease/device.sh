@@ -56,7 +56,7 @@ stamp "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheade
 models=/tmp/ember-gpu-models; mkdir -p "$models"
 if has bench; then
   for ty in q4_0 q4_k_m q8_0; do
-    [ -s "$models/llama3-8b-$ty.gguf" ] || (nice "$bp/bench/ember-synth" --preset llama3-8b --type $ty --ctx 8192 \
+    [ -s "$models/llama3-8b-$ty.gguf" ] || (nice "$bp/bench/ember-synth" --preset llama3-8b --type $ty --ctx 8192 --repeat-layers 1 \
         -o "$models/llama3-8b-$ty.gguf.part" >> "$OUT/synth.log" 2>&1 && mv "$models/llama3-8b-$ty.gguf.part" "$models/llama3-8b-$ty.gguf") &
   done
 fi
@@ -93,7 +93,7 @@ if has bench; then
   stamp "models: $(ls -la $models | tail -n +2 | awk '{print $5, $9}' | tr '\n' ' ')"
   for ty in q4_0 q4_k_m q8_0; do
     m="$models/llama3-8b-$ty.gguf"; [ -s "$m" ] || { stamp "no model $m"; continue; }
-    for args in "-p 512 -n 128" "-p 4096 -n 16 -c 4352"; do  # 16 sequences: peer.sh, beside llama.cpp
+    for args in "-p 512 -n 128" "-p 4096 -n 16 -c 4352" "--parallel 16 -p 512 -n 128"; do  # llama.cpp: peer.sh
       left 60 || { stamp "skipped (deadline): bench $ty $args"; continue; }
       r=$(timeout 60 "$e" bench -m "$m" --backend cuda $args 2>>"$OUT/summary.txt" | grep '^{' | tail -1)
       echo "{\"type\":\"$ty\",\"args\":\"$args\",\"result\":${r:-null}}" >> "$OUT/bench.jsonl"

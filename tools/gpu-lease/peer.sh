@@ -8,6 +8,7 @@ OUT=${OUT:-/tmp/ember-gpu-out}; mkdir -p "$OUT"
 # device.sh's copy of the build (this call carries .gpu-peer, not .gpu: both do not fit beside the repo).
 bp=/tmp/ember-gpubuild; [ -x "$bp/tools/ember/ember" ] || { echo "peer.sh: run device.sh first (no $bp)" >&2; exit 1; }
 export EMBER_BACKEND_DIR=$bp
+export LD_LIBRARY_PATH="$bp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the CLI's RUNPATH names the build tree device.sh unpacked
 models=/tmp/ember-gpu-models; e="$bp/tools/ember/ember"
 t0=$(date +%s)
 for ty in ${EMBER_PEER_TYPES:-q4_0 q4_k_m q8_0}; do
