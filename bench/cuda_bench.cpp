@@ -120,8 +120,11 @@ int gemv_bench(const std::string &type_name, int64_t n_in, int64_t n_out, int nt
                           : type_name == "q6_k" ? kQ6_K : type_name == "f16" ? kF16 : 0;
     if (!type) throw std::runtime_error("gemv: type q4_0, q8_0, q4_k, q6_k or f16");
     const bool legacy = type == kQ4_0 || type == kQ8_0;
+    // The device layout's bytes (weights.cpp; n_out a multiple of 16 here, so no padding rows).
+    if (n_out % kTileRows != 0 || n_in % 256 != 0) throw std::runtime_error("gemv: N_IN a multiple of 256, N_OUT of 16");
     const size_t code_bytes = type == kQ4_0 ? size_t(n_in) * n_out / 2 : type == kQ8_0 ? size_t(n_in) * n_out
-                              : type == kF16 ? size_t(n_in) * n_out * 2 : size_t(n_in / 256) * n_out * kq_block_bytes(type);
+                              : type == kF16 ? size_t(n_in) * n_out * 2
+                              : size_t(n_in / 256) * size_t(tile_groups(n_out)) * unit_bytes(type);
     const size_t scale_bytes = legacy ? size_t(n_in / 32) * n_out * 2 : 0, bytes = code_bytes + scale_bytes;
     const int copies = static_cast<int>(std::max<size_t>(2, (size_t(512) << 20) / bytes + 1));
     std::vector<uint8_t> host(bytes);
@@ -135,8 +138,9 @@ int gemv_bench(const std::string &type_name, int64_t n_in, int64_t n_out, int nt
     else if (type == kQ4_K)  // tiles (tile_layout.hpp): per unit of 16 rows' super-block, 16 heads
         for (size_t u = 0; u < bytes; u += kQ4kUnitBytes)
             for (size_t rr = 0; rr < 16; ++rr) fix_half(u + 16 * rr), fix_half(u + 16 * rr + 2);
-    else
-        for (size_t b = 0; b < bytes; b += kq_block_bytes(type)) fix_half(b + 208);
+    else  // Q6_K's units: the 16 rows' d first
+        for (size_t u = 0; u < bytes; u += kQ6kUnitBytes)
+            for (size_t rr = 0; rr < 16; ++rr) fix_half(u + 2 * rr);
     std::vector<uint8_t *> dev(copies);
     for (auto &d : dev) ck(cudaMalloc(&d, bytes), "weights"), ck(cudaMemcpy(d, host.data(), bytes, cudaMemcpyHostToDevice), "upload");
     float *x, *y, *xs;
