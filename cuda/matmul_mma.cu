@@ -39,6 +39,10 @@ constexpr float kSumBiasValue = 12582912.0f;
 struct Sums {
     float v[4];
 };
+__device__ __forceinline__ Sums unbias(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3) {
+    return {{__uint_as_float(c0) - kSumBiasValue, __uint_as_float(c1) - kSumBiasValue, __uint_as_float(c2) - kSumBiasValue,
+             __uint_as_float(c3) - kSumBiasValue}};
+}
 __device__ __forceinline__ Sums mma_s8(const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     uint32_t c0 = kSumBias, c1 = kSumBias, c2 = kSumBias, c3 = kSumBias;
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -48,8 +52,7 @@ __device__ __forceinline__ Sums mma_s8(const uint32_t (&a)[4], uint32_t b0, uint
 #else
     __trap();  // device.cpp refuses devices below 8.0
 #endif
-    return {{__uint_as_float(c0) - kSumBiasValue, __uint_as_float(c1) - kSumBiasValue, __uint_as_float(c2) - kSumBiasValue,
-             __uint_as_float(c3) - kSumBiasValue}};
+    return unbias(c0, c1, c2, c3);
 }
 __device__ __forceinline__ Sums mma_s8_k16(uint32_t a0, uint32_t a1, uint32_t b0) {
     uint32_t c0 = kSumBias, c1 = kSumBias, c2 = kSumBias, c3 = kSumBias;
@@ -60,8 +63,7 @@ __device__ __forceinline__ Sums mma_s8_k16(uint32_t a0, uint32_t a1, uint32_t b0
 #else
     __trap();
 #endif
-    return {{__uint_as_float(c0) - kSumBiasValue, __uint_as_float(c1) - kSumBiasValue, __uint_as_float(c2) - kSumBiasValue,
-             __uint_as_float(c3) - kSumBiasValue}};
+    return unbias(c0, c1, c2, c3);
 }
 
 // One block's tile as lane L holds it: its fragment and, for its rows g and g + 8, the scales d0, d1 (Q4_K:
@@ -137,27 +139,24 @@ __device__ __forceinline__ WFrag load_tile(const uint8_t *codes, const uint16_t 
 // One block of one n-tile: p (rows g, g, g+8, g+8 x tokens 2c, 2c+1, 2c, 2c+1) += isum * (d_w * d_x), then
 // for Q4_K -= sum_x * (m_w * d_x), for Q6_K per half: the one rounding order both kernels use. b0, b1:
 // the activation codes this lane feeds B; x0 / x1: its C tokens' {d, code sum}.
+// p += v * (s_row * d_token) for the lane's four outputs: rows g, g, g+8, g+8 (scales s0, s1) by tokens
+// x0, x1, x0, x1.
+__device__ __forceinline__ void fold4(float (&p)[4], const Sums &v, float s0, float s1, float2 x0, float2 x1) {
+    p[0] = __fmaf_rn(v.v[0], __fmul_rn(s0, x0.x), p[0]);
+    p[1] = __fmaf_rn(v.v[1], __fmul_rn(s0, x1.x), p[1]);
+    p[2] = __fmaf_rn(v.v[2], __fmul_rn(s1, x0.x), p[2]);
+    p[3] = __fmaf_rn(v.v[3], __fmul_rn(s1, x1.x), p[3]);
+}
 template <uint32_t T>
 __device__ __forceinline__ void block_product(float (&p)[4], const WFrag &f, uint32_t b0, uint32_t b1, float2 x0, float2 x1) {
-    Sums c;
-    if constexpr (T == kQ6_K) c = mma_s8_k16(f.a[0], f.a[1], b0);  // the first 16 codes
-    else c = mma_s8(f.a, b0, b1);
-    p[0] = __fmaf_rn(c.v[0], __fmul_rn(f.d0, x0.x), p[0]);
-    p[1] = __fmaf_rn(c.v[1], __fmul_rn(f.d0, x1.x), p[1]);
-    p[2] = __fmaf_rn(c.v[2], __fmul_rn(f.d1, x0.x), p[2]);
-    p[3] = __fmaf_rn(c.v[3], __fmul_rn(f.d1, x1.x), p[3]);
-    if constexpr (T == kQ4_K) {
-        p[0] = __fmaf_rn(x0.y, -__fmul_rn(f.m0, x0.x), p[0]);
-        p[1] = __fmaf_rn(x1.y, -__fmul_rn(f.m0, x1.x), p[1]);
-        p[2] = __fmaf_rn(x0.y, -__fmul_rn(f.m1, x0.x), p[2]);
-        p[3] = __fmaf_rn(x1.y, -__fmul_rn(f.m1, x1.x), p[3]);
-    } else if constexpr (T == kQ6_K) {  // the second 16
-        const Sums h = mma_s8_k16(f.a[2], f.a[3], b1);
-        p[0] = __fmaf_rn(h.v[0], __fmul_rn(f.m0, x0.x), p[0]);
-        p[1] = __fmaf_rn(h.v[1], __fmul_rn(f.m0, x1.x), p[1]);
-        p[2] = __fmaf_rn(h.v[2], __fmul_rn(f.m1, x0.x), p[2]);
-        p[3] = __fmaf_rn(h.v[3], __fmul_rn(f.m1, x1.x), p[3]);
+    if constexpr (T == kQ6_K) {  // a product per 16 codes, each with its scale
+        fold4(p, mma_s8_k16(f.a[0], f.a[1], b0), f.d0, f.d1, x0, x1);
+        fold4(p, mma_s8_k16(f.a[2], f.a[3], b1), f.m0, f.m1, x0, x1);
+        return;
     }
+    fold4(p, mma_s8(f.a, b0, b1), f.d0, f.d1, x0, x1);
+    if constexpr (T == kQ4_K)  // the minimums through the activations' code sums ((-m) d_x = -(m d_x) exactly)
+        fold4(p, Sums{{x0.y, x1.y, x0.y, x1.y}}, -f.m0, -f.m1, x0, x1);
 }
 
 // Writes output i of a lane's n-tile: y[token][row] = (accumulate ? y : 0) + (v + bias[row]).
