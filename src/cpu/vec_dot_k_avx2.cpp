@@ -43,8 +43,7 @@ inline void store_tile(const MatmulJob &job, int64_t r, int64_t t0, __m256 (&acc
 }
 
 // ---- Q5_K ----------------------------------------------------------------------------------------------
-// (Written for Q4_K's layout too, kHigh = false, which now has its own tile below against per-256
-// activations.) value = d * sc_j * code - dmin * m_j for sub-block j (32 elements, one activation block).
+// value = d * sc_j * code - dmin * m_j for sub-block j (32 elements, one activation block).
 // The codes are unsigned (0..31 with Q5_K's fifth bit), so they go straight into maddubs as in Q4_0: pairs
 // at most 2 * 31 * 127 = 7874, no saturation. The 6-bit scale is applied in float, where it is free:
 // d * sc_j is exact (11 + 6 significant bits), and (d * sc_j) * d_x is one product per row, token and
@@ -54,8 +53,8 @@ inline void store_tile(const MatmulJob &job, int64_t r, int64_t t0, __m256 (&acc
 // per-block d_x * sum x, taken off the accumulator once. The 32-byte group g of qs holds sub-block 2g in
 // its low nibbles and 2g + 1 in its high nibbles, each element l in byte l, as the activations are laid
 // out: no shuffling.
-template <class Block, bool kHigh>
-struct K45 {
+struct Q5K {
+    using Block = BlockQ5_K;
     static constexpr int kPrefillRows = 4;
     template <int R, int T>
     static void tile(const MatmulJob &job, int64_t r, int64_t t0) {
@@ -114,7 +113,7 @@ struct K45 {
                     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w[i][s].qs + 32 * g));
                     __m256i lo = _mm256_and_si256(v, low4);
                     __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-                    if constexpr (kHigh) {
+                    {
                         // Bits 2g and 2g + 1 of each qh byte are the fifth bits of sub-blocks 2g and 2g + 1.
                         // The 16-bit shifts carry bits across the byte boundary, but only into bits that
                         // the masks drop.
@@ -339,7 +338,7 @@ void matmul_rows_q4_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens > kTokTile) return matmul_panels_q4_k_avx2(job, r0, r1);
     drive<Q4K>(job, r0, r1);
 }
-void matmul_rows_q5_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<K45<BlockQ5_K, true>>(job, r0, r1); }
+void matmul_rows_q5_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) { drive<Q5K>(job, r0, r1); }
 void matmul_rows_q6_k_avx2(const MatmulJob &job, int64_t r0, int64_t r1) {
     if (job.n_tokens > kTokTile) return matmul_panels_q6_k_avx2(job, r0, r1);
     drive<Q6K>(job, r0, r1);
