@@ -261,20 +261,30 @@ namespace detail {
 // Activations: d = max|x| / 127 (f32), q = round(x * (127 / max|x|)), ties to even. Multiplying by the
 // reciprocal (as the AVX2 twin does) rather than dividing keeps the two variants bit-identical; the
 // product is at most 127 * (1 + 2^-22), which still rounds to 127.
+// 32 activations rounded against the inverse step `id` into qs; returns their integer sum.
+static int32_t round_block(const float *x, float id, int8_t *qs) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) {
+        const int q = round_even(x[j] * id);
+        qs[j] = static_cast<int8_t>(q);
+        s += q;
+    }
+    return s;
+}
+
+// The largest |x_j| of n values, and the step amax / 127 (inverse: id; zero for an all-zero block).
+static float block_step(const float *x, int n, float *id) {
+    float amax = 0;
+    for (int j = 0; j < n; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    *id = amax > 0 ? 127.0f / amax : 0.0f;
+    return amax / 127.0f;
+}
+
 void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float *sum) {
     for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
-        const float *xb = x + ib * QK8_0;
-        float amax = 0;
-        for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-        const float id = amax > 0 ? 127.0f / amax : 0.0f;
-        d[ib] = amax / 127.0f;
-        int32_t s = 0;
-        for (int j = 0; j < QK8_0; ++j) {
-            const int q = round_even(xb[j] * id);
-            qs[ib * QK8_0 + j] = static_cast<int8_t>(q);
-            s += q;
-        }
-        sum[ib] = static_cast<float>(s);
+        float id;
+        d[ib] = block_step(x + ib * QK8_0, QK8_0, &id);
+        sum[ib] = static_cast<float>(round_block(x + ib * QK8_0, id, qs + ib * QK8_0));
     }
 }
 
@@ -282,20 +292,10 @@ void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float
 // 32-element block's integer sum (exact in int16: |sum| <= 32 * 127).
 void quantize_acts_k_scalar(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum) {
     for (int64_t s = 0; s < n / QK_K; ++s) {
-        const float *xs = x + s * QK_K;
-        float amax = 0;
-        for (int j = 0; j < QK_K; ++j) amax = std::fmax(amax, std::fabs(xs[j]));
-        const float id = amax > 0 ? 127.0f / amax : 0.0f;
-        d[s] = amax / 127.0f;
-        for (int b = 0; b < QK_K / 32; ++b) {
-            int32_t t = 0;
-            for (int j = 32 * b; j < 32 * b + 32; ++j) {
-                const int q = round_even(xs[j] * id);
-                qs[s * QK_K + j] = static_cast<int8_t>(q);
-                t += q;
-            }
-            sum[s * (QK_K / 32) + b] = static_cast<int16_t>(t);
-        }
+        float id;
+        d[s] = block_step(x + s * QK_K, QK_K, &id);
+        for (int b = 0; b < QK_K / 32; ++b)
+            sum[s * (QK_K / 32) + b] = static_cast<int16_t>(round_block(x + s * QK_K + 32 * b, id, qs + s * QK_K + 32 * b));
     }
 }
 
