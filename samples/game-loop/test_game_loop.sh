@@ -45,8 +45,11 @@ awk -v p="$p99" -v l="$p99_limit" 'BEGIN { exit !(p <= l) }' ||
 [[ $progress -ge $((seconds - 1)) && $progress -le $((seconds + 1)) ]] ||
   { echo "FAIL: $progress progress lines in $seconds s"; ok=0; }
 # --json: every NPC line is a JSON action under a schema grammar; lines that ended on their own carry an
-# action (the counter), and a 64-token limit leaves room for most of them.
-jout=$("$bin" -m "$model" --seconds 2 --npcs 4 -t 1 --json 2>&1)
+# action (the counter), and a 64-token limit leaves room for most of them. Long enough for a few lines at
+# the rate the first run measured (2 s on a release build; a sanitizer build on a slow machine made 57
+# tokens in 2 s, no line complete): 512 tokens' worth, 2 to 12 s.
+jsecs=$(awk -v t="$(field tok_per_s)" 'BEGIN { s = t > 0 ? int(512 / t) + 1 : 12; print (s < 2 ? 2 : (s > 12 ? 12 : s)) }')
+jout=$("$bin" -m "$model" --seconds "$jsecs" --npcs 4 -t 1 --json 2>&1)
 jstats=$(grep '^stats: ' <<<"$jout" | tail -1)
 jlines=$(sed -n 's/.* lines=\([0-9]*\).*/\1/p' <<<"$jstats"); jcomplete=$(sed -n 's/.* json_complete=\([0-9]*\).*/\1/p' <<<"$jstats")
 echo "checking --json: lines=$jlines json_complete=$jcomplete"
