@@ -7,8 +7,9 @@
 // Two kernels, one order of sums (tile_layout.hpp's segments), so a token's outputs are the same bits
 // whichever runs it:
 // - k_mma_split (up to 32 tokens: decode, speculative and batched steps): a thread block per 16 rows,
-//   its 8 warps one segment each, the segments' partials added in shared memory. Eight warps per 16 rows
-//   keep enough weight loads in flight to stream the matrix at the memory's rate.
+//   its 8 warps one segment each, the segments' partials added in shared memory: eight warps per 16 rows
+//   to keep weight loads in flight (on an H100 Q8_0 streams at 72 % of the copy bandwidth, Q4_0 at
+//   48–58 %, Q4_K at 22–29 %: docs/benchmarks.md).
 // - k_mma_tiles (more tokens: prefill): a thread block per 128 rows x 64 tokens, each warp 16 rows x 64
 //   tokens over every block in order, adding each segment's sum as it completes. The activation codes
 //   of 4 blocks go through shared memory (double-buffered), shared by the 8 warps.
@@ -176,8 +177,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1) k_mma_split(const uint8_t *cod
                                                            float *y, const float *bias, bool accumulate) {
     __shared__ float part[kWarps][NT * 4][32];
     // Blocks whose loads (weights, and the activations this lane feeds B and scales C with) are issued
-    // together before any is used: 2 KB of weights per warp in flight for one token.
-    constexpr int kAhead = (byte_codes(T) || T == kQ4_K ? 4 : 8) / (NT > 2 ? 2 : 1);  // Q4_K: heads too
+    // together before any is used: 2 KB of weights per warp in flight for one token; Q4_K 1 KB, its heads
+    // taking registers too (8 blocks measured faster in the first lease's simpler loop: to revisit).
+    constexpr int kAhead = (byte_codes(T) || T == kQ4_K ? 4 : 8) / (NT > 2 ? 2 : 1);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int64_t group = blockIdx.x, n_in = nb * 32;
     const int64_t S = seg_blocks(nb), n_seg = (nb + S - 1) / S;
