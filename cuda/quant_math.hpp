@@ -221,7 +221,7 @@ EMBER_HD float weight_at(const DevWeight &w, int64_t r, int64_t i) {
         }
         const int q = k < 16 ? byte & 0x0F : byte >> 4;
         if (w.type == kQ4_0) return mul_rn(f16_bits_to_f32(w.scales[(group * nb + b) * kTileRows + tile_scale_slot(rr)]), static_cast<float>(q - 8));
-        const uint8_t *head = codes + (group * (nb / 8) + b / 8) * kQ4kUnitBytes + rr * 16;  // Q4_K: the file's
+        const uint8_t *head = codes + unit_start(w.type, group, nb, b) + rr * 16;  // Q4_K: the file's
         int sc, m;
         kq_scale_min(head + 4, static_cast<int>(b % 8), sc, m);
         return sub_rn(mul_rn(mul_rn(f16_bits_to_f32(load_u16(head)), static_cast<float>(sc)), static_cast<float>(q)),

@@ -22,9 +22,8 @@ size_t code_bytes(const ember_mod_tensor &t) {
     case kF32: return n * 4;
     case kQ8_0: return tiled_rows * static_cast<size_t>(t.ne[0]);  // whole tiles of 16 rows
     case kQ4_0: return tiled_rows * static_cast<size_t>(t.ne[0]) / 2;
-    case kQ4_K: return tiled_rows * static_cast<size_t>(t.ne[0]) / 256 * 144;
+    case kQ4_K: case kQ6_K: return tiled_rows / kTileRows * static_cast<size_t>(t.ne[0]) / 256 * unit_bytes(t.type);
     case kQ5_K: return n / 256 * 176;
-    case kQ6_K: return tiled_rows * static_cast<size_t>(t.ne[0]) / 256 * (kQ6kUnitBytes / kTileRows);
     case kF16: case kBF16: return n * 2;
     default: return n / fb_block_elems(t.type) * fb_block_bytes(t.type);  // the other block formats
     }
@@ -38,7 +37,7 @@ void pack_row(uint32_t type, const uint8_t *src, int64_t r, int64_t nb, uint8_t 
     if (type == kQ4_K) {
         for (int64_t sb = 0; sb < nb / 8; ++sb) {
             const uint8_t *blk = src + sb * 144;
-            std::memcpy(codes + (group * (nb / 8) + sb) * kQ4kUnitBytes + rr * 16, blk, 16);  // d, dmin, scales
+            std::memcpy(codes + unit_start(type, group, nb, sb * 8) + rr * 16, blk, 16);  // d, dmin, scales
             for (int j = 0; j < 8; ++j) {
                 // Block j's 32 codes (the nibbles of qs[32 (j / 2) ..], low for even j) in Q4_0's order.
                 const uint8_t *qs = blk + 16 + 32 * (j / 2);
