@@ -1085,8 +1085,8 @@ static void test_matmul_batch_invariant(void **) {
     }
 }
 
-// Q4_K and Q6_K interleaved 16 rows at a time (cpu/rows16.hpp), as the loader leaves them for the
-// AVX-512 tiles: at every level, for every token count (the tiles' 1..4, the panels beyond), thread count
+// Q4_K, Q6_K, Q4_0 and Q8_0 interleaved 16 rows at a time (cpu/rows16.hpp), as the loader leaves them for
+// the AVX-512 tiles: at every level, for every token count (the tiles' 1..4, the panels beyond), thread count
 // (row ranges that split a group: rows copied back) and a fused product of two such weights, the bits
 // of the file's layout. Rows: 3 groups and 5 left in the file's layout. Two weights of each type: the
 // quantizer's, and random bytes (every scale, min and code pattern) with finite fp16 scales of both signs.
@@ -1099,8 +1099,10 @@ static void test_matmul_rows16(void **) {
     uint64_t st = 1616;
     // Token counts on both sides of rows16.cpp's thresholds: the tiles below 16 tokens, the panels packed from the
     // records from 16 on (and nt over 64).
-    const int64_t n_in = 768, n_out = 3 * kRows16 + 5, nt = 67;
-    for (DType type : {DType::Q4_K, DType::Q6_K}) {
+    const int64_t n_out = 3 * kRows16 + 5, nt = 67;
+    for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0}) {
+        // Q4_0, Q8_0: an odd number of blocks of 32.
+        const int64_t n_in = type == DType::Q4_K || type == DType::Q6_K ? 768 : 800;
         const size_t rb = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
         const size_t block = dtype_info(type).block_bytes;
         TestWeight q = make_weight(type, n_out, n_in, &st);
@@ -1112,8 +1114,12 @@ static void test_matmul_rows16(void **) {
                 if (type == DType::Q4_K) {
                     reinterpret_cast<BlockQ4_K *>(blk)->d = rand_half(&st);
                     reinterpret_cast<BlockQ4_K *>(blk)->dmin = rand_half(&st);
-                } else {
+                } else if (type == DType::Q6_K) {
                     reinterpret_cast<BlockQ6_K *>(blk)->d = rand_half(&st);
+                } else if (type == DType::Q4_0) {
+                    reinterpret_cast<BlockQ4_0 *>(blk)->d = rand_half(&st);
+                } else {
+                    reinterpret_cast<BlockQ8_0 *>(blk)->d = rand_half(&st);
                 }
             }
         const std::vector<float> x = rand_vec(&st, static_cast<size_t>(nt * n_in), -1, 1);
@@ -1164,7 +1170,7 @@ static void test_matmul_rows16_no_memory(void **) {
     Scratch scratch;
     uint64_t st = 1717;
     const int64_t n_in = 512, n_out = 4 * kRows16 + 3;
-    for (DType type : {DType::Q4_K, DType::Q6_K}) {
+    for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0}) {
         const size_t rb = dtype_row_bytes(type, static_cast<uint64_t>(n_in));
         TestWeight w = make_weight(type, n_out, n_in, &st);
         std::vector<uint8_t> packed = w.data;
@@ -1187,7 +1193,9 @@ static void test_matmul_rows16_no_memory(void **) {
                         st_got = e.status();
                     }
                     rows16_fail_copies_for_testing(false);
-                    if (rows16_native()) {
+                    // Every level with AVX-512 has tiles for every interleaved type (the AMX level
+                    // borrows the AVX-512 ones for the types it does not interleave itself).
+                    if (rows16_native(type) || std::strcmp(isa_name(), "amx") == 0) {
                         assert_int_equal(st_got, EMBER_OK);
                     } else {
                         assert_int_equal(st_got, EMBER_ERR_OUT_OF_MEMORY);
@@ -2056,7 +2064,7 @@ static void bench_gemm(const char *env) {
         for (const auto &sh : shapes) {
             TestWeight w = make_weight(type, sh.n_out, sh.n_in, &st);
             WeightView v = w.view();
-            if (rows16_type(type) && rows16_native()) {
+            if (rows16_native(type)) {
                 rows16_pack(type, w.data.data(), v.n_out, v.row_bytes);
                 v.rows16 = true;
             }

@@ -28,7 +28,7 @@ namespace ember::cpu {
 namespace detail {
 namespace {
 
-// Interleaved Q4_K or Q6_K (rows16.hpp) through a level's kernel of the file's layout, and its own tile
+// Interleaved weights (rows16.hpp) through a level's kernel of the file's layout, and its own tile
 // (short products) or panels (long ones) where Native or Panel is not null.
 template <DType Type, MatmulRowsFn Plain, MatmulRowsFn Native = nullptr, MatmulRowsFn Panel = nullptr>
 void matmul_rows_rows16(const MatmulJob &job, int64_t r0, int64_t r1) {
@@ -49,9 +49,9 @@ const KernelTable kScalar = {
     f32_to_f16_scalar,
     nullptr,
     nullptr,
-    matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_scalar>,
-    matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_scalar>,
-    false,
+    {matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_scalar>, matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_scalar>,
+     matmul_rows_rows16<DType::Q4_0, matmul_rows_q4_0_scalar>, matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_scalar>},
+    0,
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -69,9 +69,9 @@ const KernelTable kAvx2 = {
     f32_to_f16_avx2,
     attend_heads_avx2,
     attend_heads_q8_0_avx2,
-    matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx2>,
-    matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_avx2>,
-    false,
+    {matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx2>, matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_avx2>,
+     matmul_rows_rows16<DType::Q4_0, matmul_rows_q4_0_avx2>, matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_avx2>},
+    0,
 };
 
 // Q6_K at the AVX-512 and AMX levels: decode (one token) through the VPDPBUSD tile
@@ -103,11 +103,15 @@ const KernelTable kAvx512 = [] {
     t.swiglu = swiglu_avx512;
     t.attend_heads = attend_heads_avx512;
     t.attend_heads_q8_0 = attend_heads_q8_0_avx512;
-    t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx512, matmul_rows_q4_k_rows16_avx512,
-                                              matmul_panels_q4_k_rows16_avx512>;
-    t.matmul_q6_k_rows16 = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_avx512>,
-                                              matmul_rows_q6_k_rows16_avx512, matmul_panels_q6_k_rows16_avx512>;
-    t.rows16_native = true;
+    t.matmul_rows16[kR16Q4_K] = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx512, matmul_rows_q4_k_rows16_avx512,
+                                                   matmul_panels_q4_k_rows16_avx512>;
+    t.matmul_rows16[kR16Q6_K] = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_avx512>,
+                                                   matmul_rows_q6_k_rows16_avx512, matmul_panels_q6_k_rows16_avx512>;
+    t.matmul_rows16[kR16Q4_0] = matmul_rows_rows16<DType::Q4_0, matmul_rows_q4_0_avx512, matmul_rows_q4_0_rows16_avx512,
+                                                   matmul_panels_q4_0_rows16_avx512>;
+    t.matmul_rows16[kR16Q8_0] = matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_avx512, matmul_rows_q8_0_rows16_avx512,
+                                                   matmul_panels_q8_0_rows16_avx512>;
+    t.rows16_native = 1u << kR16Q4_K | 1u << kR16Q6_K | 1u << kR16Q4_0 | 1u << kR16Q8_0;
     return t;
 }();
 
@@ -120,10 +124,15 @@ const KernelTable kAmx = [] {
     t.matmul[kWQ4_0] = matmul_rows_q4_0_amx;
     t.matmul[kWQ4_K] = matmul_rows_q4_k_amx;
     t.matmul[kWQ6_K] = matmul_rows_q6_k_decode_first<matmul_rows_q6_k_amx>;
-    t.matmul_q4_k_rows16 = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_amx, matmul_rows_q4_k_rows16_avx512,
-                                              matmul_rows_q4_k_rows16_amx>;
-    t.matmul_q6_k_rows16 = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_amx>,
-                                              matmul_rows_q6_k_rows16_avx512, matmul_rows_q6_k_rows16_amx>;
+    t.matmul_rows16[kR16Q4_K] = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_amx, matmul_rows_q4_k_rows16_avx512,
+                                                   matmul_rows_q4_k_rows16_amx>;
+    t.matmul_rows16[kR16Q6_K] = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_amx>,
+                                                   matmul_rows_q6_k_rows16_avx512, matmul_rows_q6_k_rows16_amx>;
+    // Q4_0 and Q8_0 stay in the file's layout at this level (its tile GEMMs pack from it); met interleaved
+    // (after a switch of level: force_isa), they go through the AVX-512 level's tiles and panels.
+    t.matmul_rows16[kR16Q4_0] = kAvx512.matmul_rows16[kR16Q4_0];
+    t.matmul_rows16[kR16Q8_0] = kAvx512.matmul_rows16[kR16Q8_0];
+    t.rows16_native = 1u << kR16Q4_K | 1u << kR16Q6_K;
     return t;
 }();
 #endif

@@ -86,10 +86,11 @@ struct Cpu {
         });
     }
 
-    // Q4_K and Q6_K interleaved 16 rows at a time where the kernel level reads them so (cpu/rows16.hpp).
+    // Q4_K, Q6_K, Q4_0 and Q8_0 interleaved 16 rows at a time where the kernel level reads them so
+    // (cpu/rows16.hpp).
     static int host_layout_wants(const ember_mod_tensor *t) {
-        return cpu::rows16_native() && t->type < EMBER_MOD_TYPE_HOST_LAYOUT && cpu::rows16_type(static_cast<DType>(t->type)) &&
-               t->n_dims == 2 && t->ne[1] >= cpu::kRows16;
+        return t->type < EMBER_MOD_TYPE_HOST_LAYOUT && cpu::rows16_native(static_cast<DType>(t->type)) && t->n_dims == 2 &&
+               t->ne[1] >= cpu::kRows16;
     }
     static void host_layout_rewrite(const ember_mod_tensor *t, void *data) {
         const auto type = static_cast<DType>(t->type);

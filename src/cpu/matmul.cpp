@@ -58,7 +58,7 @@ WeightKind weight_kind(DType t) {
 
 // The product's kernel and its job's weight fields for w.
 void set_weight(const KernelTable &k, const WeightView &w, MatmulRowsFn &fn, MatmulJob &job) {
-    fn = !w.rows16 ? k.matmul[weight_kind(w.type)] : w.type == DType::Q6_K ? k.matmul_q6_k_rows16 : k.matmul_q4_k_rows16;
+    fn = !w.rows16 ? k.matmul[weight_kind(w.type)] : k.matmul_rows16[rows16_kind(w.type)];
     job.w = static_cast<const uint8_t *>(w.data);
     job.row_bytes = w.row_bytes;
     job.n_rows16 = w.rows16 ? w.n_out / kRows16 * kRows16 : 0;

@@ -256,7 +256,7 @@ struct PackQ6_K {
     }
 };
 
-// ---- Q4_K and Q6_K interleaved at load (rows16.hpp) --------------------------------------------------------
+// ---- Q4_K, Q6_K, Q4_0 and Q8_0 interleaved at load (rows16.hpp) --------------------------------------------------------
 // A panel is a group, rows[0] its first record; the blocks are the file-layout packers' (the same
 // values), read from the records without a transpose (panel_pack_x86.hpp).
 struct PackQ4_K_Rows16 : PackQ4_K {
@@ -286,6 +286,18 @@ struct PackQ6_K_Rows16 : PackQ6_K {
             _mm512_store_si512(pb.off, _mm512_slli_epi32(off, 7));
             _mm512_store_ps(pb.d, d);
         });
+    }
+};
+
+// Q4_0 and Q8_0: the same blocks from a group's records (panel_pack_x86.hpp).
+struct PackQ4_0_Rows16 : PackQ4_0 {
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        pack_q4_0_16_rows16(rows[0], b0, n, out, 0);
+    }
+};
+struct PackQ8_0_Rows16 : PackQ8_0 {
+    static void pack(const uint8_t *const (&rows)[kPanelRows], int64_t b0, int64_t n, Block *out) {
+        pack_q8_0_16_rows16(rows[0], b0, n, out, 0x80);
     }
 };
 
@@ -421,10 +433,12 @@ void matmul_rows_q6_k_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     matmul_rows_q6_k_avx2(job, r0, r1);
 }
 
-// Interleaved Q4_K and Q6_K (rows16.hpp), whole groups, more tokens than one tile pass (rows16_rows sends
+// Interleaved Q4_K, Q6_K, Q4_0 and Q8_0 (rows16.hpp), whole groups, more tokens than one tile pass (rows16_rows sends
 // only longer products here).
 void matmul_panels_q4_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ4_K_Rows16>(job, r0, r1); }
 void matmul_panels_q6_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ6_K_Rows16>(job, r0, r1); }
+void matmul_panels_q4_0_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ4_0_Rows16>(job, r0, r1); }
+void matmul_panels_q8_0_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) { drive_panels<PackQ8_0_Rows16>(job, r0, r1); }
 
 // Prefill (more tokens than one tile pass) of Q8_0 and the formats of quant_b32.hpp; the row kernels
 // (vec_dot_avx512.cpp, vec_dot_b32_avx512.cpp) hand over to these.

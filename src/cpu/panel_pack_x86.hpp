@@ -396,6 +396,31 @@ inline void pack_q4_k_16_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4KBl
         q4k_rows16_codes(rec, pb);
     }
 }
+// Q4_0 and Q8_0: the blocks of pack_q4_0_16 and pack_q8_0_16 (the same offset / flip) for blocks [b0, b0 +
+// n) of the group whose first record is at grp: code unit k of a record is vector k already (Q4_0: its
+// low nibbles vector k, its high nibbles vector 4 + k).
+inline void pack_q4_0_16_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4Block16 *out, int offset) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), off = _mm512_set1_epi8(static_cast<char>(offset));
+    for (int64_t b = 0; b < n; ++b) {
+        const uint8_t *rec = grp + static_cast<size_t>(b0 + b) * kQ40Record;
+        for (int k = 0; k < 4; ++k) {
+            const __m512i v = _mm512_loadu_si512(rec + kB32RecQs + 64 * k);
+            _mm512_store_si512(out[b].q + 64 * k, _mm512_sub_epi8(_mm512_and_si512(v, low4), off));
+            _mm512_store_si512(out[b].q + 64 * (4 + k), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), off));
+        }
+        _mm512_store_ps(out[b].s, halves16(rec + kB32RecD));
+    }
+}
+inline void pack_q8_0_16_rows16(const uint8_t *grp, int64_t b0, int64_t n, Q4Block16 *out, uint8_t flip) {
+    const __m512i f = _mm512_set1_epi8(static_cast<char>(flip));
+    for (int64_t b = 0; b < n; ++b) {
+        const uint8_t *rec = grp + static_cast<size_t>(b0 + b) * kQ80Record;
+        for (int k = 0; k < 8; ++k)
+            _mm512_store_si512(out[b].q + 64 * k, _mm512_xor_si512(_mm512_loadu_si512(rec + kB32RecQs + 64 * k), f));
+        _mm512_store_ps(out[b].s, halves16(rec + kB32RecD));
+    }
+}
+
 // Q6_K activation block kb (= 4h + k) of a group's record at rec, as q6k_piece forms it per row: w[j] the
 // weights w = code - 32 of elements 4j .. 4j + 3 of the 16 rows (dword i = row i), the low code bits
 // from the low (k < 2) or high nibbles of code units 16h + 8 (k & 1) + j, the top two from bits 2k, 2k + 1

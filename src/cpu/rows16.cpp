@@ -22,6 +22,8 @@ constexpr Field kQ4KFields[] = {{offsetof(BlockQ4_K, d), 2, 2}, {offsetof(BlockQ
                                 {offsetof(BlockQ4_K, scales), 12, 1}, {offsetof(BlockQ4_K, qs), 128, 4}};
 constexpr Field kQ6KFields[] = {{offsetof(BlockQ6_K, d), 2, 2}, {offsetof(BlockQ6_K, scales), 16, 1},
                                 {offsetof(BlockQ6_K, ql), 128, 4}, {offsetof(BlockQ6_K, qh), 64, 4}};
+constexpr Field kQ40Fields[] = {{offsetof(BlockQ4_0, d), 2, 2}, {offsetof(BlockQ4_0, qs), 16, 4}};
+constexpr Field kQ80Fields[] = {{offsetof(BlockQ8_0, d), 2, 2}, {offsetof(BlockQ8_0, qs), 32, 4}};
 // The record offsets rows16.hpp names for the kernels, from these tables: field k starts after 16 copies
 // of fields 0 .. k - 1.
 constexpr size_t record_at(const Field *f, int k) { return k == 0 ? 0 : record_at(f, k - 1) + kRows16 * f[k - 1].bytes; }
@@ -29,6 +31,8 @@ static_assert(record_at(kQ4KFields, 1) == kQ4KRecDmin && record_at(kQ4KFields, 2
               record_at(kQ4KFields, 3) == kQ4KRecQs && record_at(kQ4KFields, 4) == kQ4KRecord && kQ4KRecD == 0);
 static_assert(record_at(kQ6KFields, 1) == kQ6KRecScales && record_at(kQ6KFields, 2) == kQ6KRecQl &&
               record_at(kQ6KFields, 3) == kQ6KRecQh && record_at(kQ6KFields, 4) == kQ6KRecord && kQ6KRecD == 0);
+static_assert(record_at(kQ40Fields, 1) == kB32RecQs && record_at(kQ40Fields, 2) == kQ40Record && kB32RecD == 0);
+static_assert(record_at(kQ80Fields, 1) == kB32RecQs && record_at(kQ80Fields, 2) == kQ80Record);
 
 struct Format {
     const Field *fields;
@@ -36,8 +40,12 @@ struct Format {
     size_t block;
 };
 Format format(DType type) {
-    if (type == DType::Q6_K) return {kQ6KFields, 4, sizeof(BlockQ6_K)};
-    return {kQ4KFields, 4, sizeof(BlockQ4_K)};
+    switch (type) {
+    case DType::Q6_K: return {kQ6KFields, 4, sizeof(BlockQ6_K)};
+    case DType::Q4_0: return {kQ40Fields, 2, sizeof(BlockQ4_0)};
+    case DType::Q8_0: return {kQ80Fields, 2, sizeof(BlockQ8_0)};
+    default: return {kQ4KFields, 4, sizeof(BlockQ4_K)};
+    }
 }
 
 // n units of `unit` bytes: block's u-th at b + unit u, the record's at r + 16 unit u (or back).
@@ -49,7 +57,7 @@ inline void units(uint8_t *b, uint8_t *r, size_t n) {
     }
 }
 
-// Super-block s of 16 rows (row_bytes apart at rows) to the record at rec, or back (unpack).
+// Super-block (Q4_0, Q8_0: block) s of 16 rows (row_bytes apart at rows) to the record at rec, or back (unpack).
 template <bool kUnpack>
 void record(const Format &f, uint8_t *rows, size_t row_bytes, int64_t s, uint8_t *rec) {
     size_t at = 0;
@@ -89,7 +97,17 @@ uint8_t *thread_rows(size_t bytes) {
 
 } // namespace
 
-bool rows16_type(DType type) { return type == DType::Q4_K || type == DType::Q6_K; }
+int rows16_kind(DType type) {
+    switch (type) {
+    case DType::Q4_K: return kR16Q4_K;
+    case DType::Q6_K: return kR16Q6_K;
+    case DType::Q4_0: return kR16Q4_0;
+    case DType::Q8_0: return kR16Q8_0;
+    default: return -1;
+    }
+}
+
+bool rows16_type(DType type) { return rows16_kind(type) >= 0; }
 
 void rows16_pack(DType type, uint8_t *data, int64_t n_out, size_t row_bytes) {
     const Format f = format(type);
@@ -113,7 +131,10 @@ void rows16_unpack(DType type, const uint8_t *w, size_t row_bytes, int64_t g0, i
     }
 }
 
-bool rows16_native() { return detail::kernels().rows16_native; }
+bool rows16_native(DType type) {
+    const int k = rows16_kind(type);
+    return k >= 0 && (detail::kernels().rows16_native >> k & 1u) != 0;
+}
 
 void rows16_fail_copies_for_testing(bool on) { g_fail_copies.store(on); }
 

@@ -1,4 +1,4 @@
-// rows16_avx512.cpp — the AVX-512 tiles of Q4_K and Q6_K interleaved 16 rows at a time (rows16.hpp),
+// rows16_avx512.cpp — the AVX-512 tiles of Q4_K, Q6_K, Q4_0 and Q8_0 interleaved 16 rows at a time (rows16.hpp),
 // for decode, small batches and short prompts (4 tokens per pass). Compiled with the AVX-512 flags and reached only
 // through the kernel table after the CPU check (cpu_features.cpp).
 //
@@ -7,7 +7,8 @@
 // (vec_dot_k_avx2.cpp's Q4K and Q6K, vec_dot_k_avx512.cpp's decode tiles), and then the same float
 // operations follow in the same order, per row: the same bits. Q4_K multiplies the per-256 activations
 // (QuantActsK) with q4k-spec.md's arithmetic: two exact integers per row and super-block (isum, msum)
-// and one float epilogue per super-block; Q6_K the per-32 ones, one float step per block of 32.
+// and one float epilogue per super-block; Q6_K, Q4_0 and Q8_0 the per-32 ones, one float step per block
+// of 32.
 #include "core/dtype.hpp"
 #include "cpu/rows16.hpp"
 #include "cpu/rows16_x86.hpp"
@@ -220,6 +221,78 @@ void q6_k_tile(const MatmulJob &job, int64_t r, int64_t t0) {
     store16<T>(job, r, t0, acc);
 }
 
+// Q4_0 and Q8_0, 16 rows, tokens t0 .. t0 + T - 1, against the per-32 activations (QuantActs). Per block
+// each row's sum of code x by VPDPBUSD, the codes as its unsigned operand: Q4_0's 0..15 (the high nibbles
+// kept in place, 16 x the code, in their own sums and divided by 16 once: exact), Q8_0's w + 128 (w XOR
+// 0x80). The codes' offset (8, 128) times the activations' sum is taken off in float, exactly (both terms
+// and the difference are integers below 2^24), which is the file layout's exact integer as a float, as
+// the panels form it (matmul_panel_avx512.cpp's Q4Panel); then the same FMA with d * d_x: the same bits.
+template <DType Type, int T>
+void b32_tile(const MatmulJob &job, int64_t r, int64_t t0) {
+    constexpr bool kQ4 = Type == DType::Q4_0;
+    constexpr int64_t kRecord = static_cast<int64_t>(kQ4 ? kQ40Record : kQ80Record);
+    const QuantActs &xq = job.xq;
+    const int64_t nb = xq.nb;
+    const uint8_t *grp = job.w + r * static_cast<int64_t>(job.row_bytes);
+    const int8_t *xv[T];
+    const float *xd[T], *xs[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+        xv[t] = xq.qs + (t0 + t) * job.n_in;
+        xd[t] = xq.d + (t0 + t) * nb;
+        xs[t] = xq.sum + (t0 + t) * nb;
+    }
+    const __m512i m0f = _mm512_set1_epi8(0x0f), mf0 = _mm512_set1_epi8(static_cast<char>(0xf0));
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512 offset = _mm512_set1_ps(kQ4 ? 8.0f : 128.0f);
+    __m512 acc[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    // The next line to prefetch (decode only): kAhead past the block being read.
+    const uint8_t *pf = grp + kAhead;
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *rec = grp + b * kRecord, *qs = rec + kB32RecQs;
+        if (T == 1)
+            for (; pf < rec + kRecord + kAhead; pf += 64) _mm_prefetch(reinterpret_cast<const char *>(pf), _MM_HINT_T0);
+        __m512i lo[T], hi[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
+        if constexpr (kQ4) {
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {  // unit k: elements 4k .. 4k + 3 (low nibbles), 16 + 4k .. (high)
+                const __m512i v = _mm512_loadu_si512(qs + 64 * k);
+                const __m512i vl = _mm512_and_si512(v, m0f), vh = _mm512_and_si512(v, mf0);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    lo[t] = _mm512_dpbusd_epi32(lo[t], vl, bcast4(xv[t] + 32 * b + 4 * k));
+                    hi[t] = _mm512_dpbusd_epi32(hi[t], vh, bcast4(xv[t] + 32 * b + 16 + 4 * k));
+                }
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) lo[t] = _mm512_add_epi32(lo[t], _mm512_srai_epi32(hi[t], 4));
+        } else {
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; ++k) {  // unit k: elements 4k .. 4k + 3; two sums, to halve the chain
+                const __m512i v = _mm512_xor_si512(_mm512_loadu_si512(qs + 64 * k), flip);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    __m512i &s = k % 2 ? hi[t] : lo[t];
+                    s = _mm512_dpbusd_epi32(s, v, bcast4(xv[t] + 32 * b + 4 * k));
+                }
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) lo[t] = _mm512_add_epi32(lo[t], hi[t]);
+        }
+        const __m512 d = halves16(rec + kB32RecD);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+            const __m512 f = _mm512_fnmadd_ps(offset, _mm512_set1_ps(xs[t][b]), _mm512_cvtepi32_ps(lo[t]));
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(d, _mm512_set1_ps(xd[t][b])), acc[t]);
+        }
+    }
+    store16<T>(job, r, t0, acc);
+}
+
 } // namespace
 
 namespace {
@@ -247,6 +320,14 @@ void matmul_rows_q4_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1
 
 void matmul_rows_q6_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
     groups<q6_k_tile<1>, q6_k_tile<2>, q6_k_tile<3>, q6_k_tile<4>>(job, r0, r1);
+}
+
+void matmul_rows_q4_0_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    groups<b32_tile<DType::Q4_0, 1>, b32_tile<DType::Q4_0, 2>, b32_tile<DType::Q4_0, 3>, b32_tile<DType::Q4_0, 4>>(job, r0, r1);
+}
+
+void matmul_rows_q8_0_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1) {
+    groups<b32_tile<DType::Q8_0, 1>, b32_tile<DType::Q8_0, 2>, b32_tile<DType::Q8_0, 3>, b32_tile<DType::Q8_0, 4>>(job, r0, r1);
 }
 
 } // namespace ember::cpu::detail

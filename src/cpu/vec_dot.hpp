@@ -62,7 +62,7 @@ struct MatmulJob {
     float *y = nullptr;          // output, row stride y_stride (= n_out)
     int64_t y_stride = 0;
     const float *bias = nullptr;
-    // Q4_K or Q6_K interleaved 16 rows at a time (rows16.hpp): rows [0, n_rows16) are in full groups,
+    // Q4_K, Q6_K, Q4_0 or Q8_0 interleaved 16 rows at a time (rows16.hpp): rows [0, n_rows16) are in full groups,
     // the rest in the file's layout. 0: the file's layout (every other weight).
     int64_t n_rows16 = 0;
     // Set by a kernel that could not get the memory it needs (rows16's copy back): it leaves its rows
@@ -136,10 +136,11 @@ struct KernelTable {
     // calls attend_head per head).
     void (*attend_heads)(const AttnHead *a, int n, int n_tok);       // F16 cache
     void (*attend_heads_q8_0)(const AttnHead *a, int n, int n_tok);  // Q8_0 cache
-    // Q4_K and Q6_K weights interleaved 16 rows at a time (rows16.hpp), and whether this level reads
-    // them with tiles of its own (else through rows copied back to the file's layout).
-    MatmulRowsFn matmul_q4_k_rows16, matmul_q6_k_rows16;
-    bool rows16_native;
+    // Weights interleaved 16 rows at a time (rows16.hpp), by rows16_kind (Q4_K, Q6_K, Q4_0, Q8_0), and
+    // the kinds this level reads with tiles of its own (bit k: kind k; the loader interleaves those),
+    // any other through rows copied back to the file's layout.
+    MatmulRowsFn matmul_rows16[4];
+    unsigned rows16_native;
 };
 
 // The table in use (never null).
