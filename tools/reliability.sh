@@ -3,7 +3,7 @@
 #   abi   the ABI gate: the release build's libember.so against the committed baseline (abi/check.sh)
 #   asan  a Debug build with AddressSanitizer + UBSan (no recovery, leak checker on) runs the whole suite
 #   tsan  a ThreadSanitizer build runs the tests labelled "concurrency"
-#   fuzz  each libFuzzer target for EMBER_FUZZ_SECONDS (default 60) from its seeds (tools/fuzz.sh)
+#   fuzz  each libFuzzer target for EMBER_FUZZ_SECONDS (default 30) from its seeds (tools/fuzz.sh)
 #   soak  test_soak from the release build with EMBER_SOAK_TOKENS (default 300000) generated tokens
 # usage: bash tools/reliability.sh [STAGE...]     (default: all, in the order above)
 # The release build is EMBER_RELEASE_BUILD (default: build, as tools/test.sh leaves it; made if missing);
@@ -61,7 +61,7 @@ stage_tsan() {
 }
 
 stage_fuzz() {
-  EMBER_FUZZ_BUILD="$root/fuzz" bash tools/fuzz.sh "${EMBER_FUZZ_SECONDS:-60}"
+  EMBER_FUZZ_BUILD="$root/fuzz" bash tools/fuzz.sh "${EMBER_FUZZ_SECONDS:-30}"
 }
 
 stage_soak() {
