@@ -128,11 +128,10 @@ const KernelTable kAmx = [] {
                                                    matmul_rows_q4_k_rows16_amx>;
     t.matmul_rows16[kR16Q6_K] = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_amx>,
                                                    matmul_rows_q6_k_rows16_avx512, matmul_rows_q6_k_rows16_amx>;
-    // Q4_0 and Q8_0 stay in the file's layout at this level (its tile GEMMs pack from it); met interleaved
-    // (after a switch of level: force_isa), they go through the AVX-512 level's tiles and panels.
-    t.matmul_rows16[kR16Q4_0] = kAvx512.matmul_rows16[kR16Q4_0];
-    t.matmul_rows16[kR16Q8_0] = kAvx512.matmul_rows16[kR16Q8_0];
-    t.rows16_native = 1u << kR16Q4_K | 1u << kR16Q6_K;
+    t.matmul_rows16[kR16Q4_0] = matmul_rows_rows16<DType::Q4_0, matmul_rows_q4_0_amx, matmul_rows_q4_0_rows16_avx512,
+                                                   matmul_rows_q4_0_rows16_amx>;
+    t.matmul_rows16[kR16Q8_0] = matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_amx, matmul_rows_q8_0_rows16_avx512,
+                                                   matmul_rows_q8_0_rows16_amx>;
     return t;
 }();
 #endif

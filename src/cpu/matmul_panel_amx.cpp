@@ -372,6 +372,19 @@ struct PackQ8_0 : Q4Amx {
     }
 };
 
+// Q4_0 and Q8_0 interleaved at load (rows16.hpp): the same blocks from a group's records (rows[0] the
+// first; panel_pack_x86.hpp), the code units already B's rows.
+struct PackQ4_0_Rows16 : PackQ4_0 {
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        pack_q4_0_16_rows16(rows[0], b0, n, out, 8);
+    }
+};
+struct PackQ8_0_Rows16 : PackQ8_0 {
+    static void pack(const uint8_t *const (&rows)[kRows], int64_t b0, int64_t n, Block *out) {
+        pack_q8_0_16_rows16(rows[0], b0, n, out, 0);
+    }
+};
+
 // ---- Q4_K (q4k-spec.md: one activation scale per super-block of 256) ------------------------------------
 // A panel's super-block, packed. Per K-step k (inputs 64 k .. 64 k + 63: sub-blocks 2k and 2k + 1) two B
 // tiles: the low and the high byte of sc_j * code (at most 63 * 15 = 945: the low byte unsigned, TDPBSUD's
@@ -904,10 +917,12 @@ void matmul_rows_q6_k_amx(const MatmulJob &job, int64_t r0, int64_t r1) {
     matmul_rows_q6_k_avx512(job, r0, r1);
 }
 
-// Interleaved Q4_K and Q6_K (rows16.hpp), whole groups, at least kAmxMinTokens tokens (rows16_rows sends
+// Interleaved Q4_K, Q6_K, Q4_0 and Q8_0 (rows16.hpp), whole groups, at least kAmxMinTokens tokens (rows16_rows sends
 // only longer products here).
 void matmul_rows_q4_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_q4k<PackQ4KRows16>(job, r0, r1); }
 void matmul_rows_q6_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_amx<PackQ6_K_Rows16>(job, r0, r1); }
+void matmul_rows_q4_0_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_amx<PackQ4_0_Rows16>(job, r0, r1); }
+void matmul_rows_q8_0_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1) { drive_amx<PackQ8_0_Rows16>(job, r0, r1); }
 
 } // namespace ember::cpu::detail
 

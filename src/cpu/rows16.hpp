@@ -21,8 +21,8 @@
 // Q4_0 and Q8_0 have a record per block of 32 inputs:
 //   Q4_0 (288 bytes): [0, 32) d, [32, 288) qs       Q8_0 (544 bytes): [0, 32) d, [32, 544) qs
 // so code unit u of the 16 rows (bytes 4u .. 4u + 3 of each row's qs) is one 64-byte vector.
-// Which types a level interleaves is its own (rows16_native): the AVX-512 level all four, the AMX level the
-// K-quants (its Q4_0 and Q8_0 tile GEMMs pack from the file's layout).
+// The AVX-512 and AMX levels interleave all four (rows16_native; the AMX level's tile GEMMs pack their
+// panels from the records too).
 // Every kernel level reads it: the AVX-512 and AMX levels' products of up to 15 tokens with the tiles,
 // their longer ones with their panels packed straight from the records (rows16_x86.hpp reads a record's
 // fields for both), everything else (the scalar and AVX2 levels, a range that splits a group) from rows
@@ -88,6 +88,8 @@ void matmul_rows_q8_0_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1
 // of 16, at least 16 tokens.
 void matmul_rows_q4_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1);
 void matmul_rows_q6_k_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1);
+void matmul_rows_q4_0_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1);
+void matmul_rows_q8_0_rows16_amx(const MatmulJob &job, int64_t r0, int64_t r1);
 // The AVX-512 panels over whole groups, packed from the records (matmul_panel_avx512.cpp): r0 and r1
 // multiples of 16, more than 4 tokens (kTokTile).
 void matmul_panels_q4_k_rows16_avx512(const MatmulJob &job, int64_t r0, int64_t r1);

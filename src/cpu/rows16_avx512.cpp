@@ -28,6 +28,12 @@ namespace {
 // 2 KiB 32.3 / 31.6, 4 KiB 31.7 / 31.7, 8 KiB (PREFETCHT2) 33.4 / 33.2. The stream is memory-bound
 // either way (the samples sit on the prefetches: no line-fill buffer free).
 constexpr int64_t kAhead = 1024;
+// The same for Q4_0 and Q8_0's records (288 and 544 bytes), measured on a Xeon with AVX-512 VNNI and no
+// AMX (TinyLlama-shaped decode at 2 threads, tokens/s, 3 alternating rounds, 2026-11-26): Q4_0 none
+// 27.0-27.9, 512 30.4-30.9, 1 KiB 29.8-32.7, 2 KiB 31.4-34.0, 3 KiB 32.1-34.6, 4 KiB 28.2-35.1 (into L2:
+// 4 KiB 31.1-32.7, 8 KiB 31.1-31.9); Q8_0 1 KiB 16.8-17.6, 2 KiB 17.4-18.2. (The K-quant tiles on that
+// machine, 1 / 2 / 3 KiB: within 2 % of each other.)
+constexpr int64_t kAheadB32 = 2048;
 
 // The 4 bytes at p (4 activations, or a pair of int16 block sums) in every 32-bit lane.
 inline __m512i bcast4(const void *p) {
@@ -248,12 +254,12 @@ void b32_tile(const MatmulJob &job, int64_t r, int64_t t0) {
     __m512 acc[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    // The next line to prefetch (decode only): kAhead past the block being read.
-    const uint8_t *pf = grp + kAhead;
+    // The next line to prefetch (decode only): kAheadB32 past the block being read.
+    const uint8_t *pf = grp + kAheadB32;
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t *rec = grp + b * kRecord, *qs = rec + kB32RecQs;
         if (T == 1)
-            for (; pf < rec + kRecord + kAhead; pf += 64) _mm_prefetch(reinterpret_cast<const char *>(pf), _MM_HINT_T0);
+            for (; pf < rec + kRecord + kAheadB32; pf += 64) _mm_prefetch(reinterpret_cast<const char *>(pf), _MM_HINT_T0);
         __m512i lo[T], hi[T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
