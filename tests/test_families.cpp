@@ -157,49 +157,52 @@ void test_precision_high(void **) {
     assert_int_equal(failures, 0);
 }
 
-// The CPU backend's own layout of Q4_K and Q6_K weights (cpu/rows16.hpp, rewritten in the huge-page copy
-// where the kernel level reads it: AVX-512, AMX) gives the file layout's bits: a synthetic Q4_K_M llama
-// (rows of whole 256-blocks; 16-row groups and, in the FFN, rows left over) copied with and without the
-// rewrite, prefill and decode logits compared bit for bit.
+// The CPU backend's own layout of Q4_K, Q6_K, Q4_0 and Q8_0 weights (cpu/rows16.hpp, rewritten in the
+// huge-page copy where the kernel level reads it: AVX-512, AMX) gives the file layout's bits: synthetic
+// llamas in Q4_K_M, Q4_0 and Q8_0 (16-row groups and, in the FFN and the output, rows left over) copied
+// with and without the rewrite, prefill and decode logits compared bit for bit.
 void test_cpu_host_layout(void **) {
-    SyntheticSpec spec = synthetic_family("llama");
-    spec.mix = WeightMix::Q4_K_M;
-    spec.n_embd = 256;
-    spec.n_ff = 512;           // ffn_down's rows are 512 long: whole 256-blocks
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_vocab = 280;        // the output's rows (Q6_K): 17 groups and 8 rows in the file's layout
-    spec.tied_output = false;
-    const std::vector<int32_t> tokens = {1, 7, 3, 12, 40, 5, 9, 22, 31, 2, 17};
-    std::vector<float> logits[2][2];  // [rewritten][prefill, decode]
-    size_t rewritten[2] = {0, 0};
-    setenv("EMBER_HUGEPAGES", "1", 1);
-    for (int r = 0; r < 2; ++r) {
-        setenv("EMBER_CPU_REPACK", r ? "1" : "0", 1);
-        auto model = load_synthetic(spec);
-        SessionOptions o;
-        o.n_ctx = 64;
-        o.n_threads = 2;
-        o.backend = EMBER_BACKEND_CPU;
-        Session prefill(*model, o);
-        prefill.feed(tokens.data(), tokens.size());
-        const size_t nv = model->desc().hp.n_vocab;
-        logits[r][0].assign(prefill.logits(), prefill.logits() + nv);
-        Session decode(*model, o);
-        for (int32_t t : tokens) decode.feed(&t, 1);
-        logits[r][1].assign(decode.logits(), decode.logits() + nv);
-        rewritten[r] = model->cpu_weights_rewritten();
-        if (!model->cpu_weights_copied()) {  // no transparent huge pages here: nothing to rewrite
-            unsetenv("EMBER_CPU_REPACK");
-            unsetenv("EMBER_HUGEPAGES");
-            skip();
+    for (DType type : {DType::Q4_K, DType::Q4_0, DType::Q8_0}) {
+        SyntheticSpec spec = synthetic_family("llama");
+        if (type == DType::Q4_K) spec.mix = WeightMix::Q4_K_M;
+        else spec.type = type;
+        spec.n_embd = 256;
+        spec.n_ff = 512;           // ffn_down's rows are 512 long: whole 256-blocks
+        spec.n_head = 4;
+        spec.n_head_kv = 2;
+        spec.n_vocab = 280;        // the output's rows: 17 groups and 8 rows in the file's layout
+        spec.tied_output = false;
+        const std::vector<int32_t> tokens = {1, 7, 3, 12, 40, 5, 9, 22, 31, 2, 17};
+        std::vector<float> logits[2][2];  // [rewritten][prefill, decode]
+        size_t rewritten[2] = {0, 0};
+        setenv("EMBER_HUGEPAGES", "1", 1);
+        for (int r = 0; r < 2; ++r) {
+            setenv("EMBER_CPU_REPACK", r ? "1" : "0", 1);
+            auto model = load_synthetic(spec);
+            SessionOptions o;
+            o.n_ctx = 64;
+            o.n_threads = 2;
+            o.backend = EMBER_BACKEND_CPU;
+            Session prefill(*model, o);
+            prefill.feed(tokens.data(), tokens.size());
+            const size_t nv = model->desc().hp.n_vocab;
+            logits[r][0].assign(prefill.logits(), prefill.logits() + nv);
+            Session decode(*model, o);
+            for (int32_t t : tokens) decode.feed(&t, 1);
+            logits[r][1].assign(decode.logits(), decode.logits() + nv);
+            rewritten[r] = model->cpu_weights_rewritten();
+            if (!model->cpu_weights_copied()) {  // no transparent huge pages here: nothing to rewrite
+                unsetenv("EMBER_CPU_REPACK");
+                unsetenv("EMBER_HUGEPAGES");
+                skip();
+            }
         }
+        unsetenv("EMBER_CPU_REPACK");
+        unsetenv("EMBER_HUGEPAGES");
+        assert_int_equal(rewritten[0], 0);
+        if (cpu::rows16_native(type)) assert_true(rewritten[1] > 0);
+        for (int k = 0; k < 2; ++k) assert_memory_equal(logits[0][k].data(), logits[1][k].data(), logits[0][k].size() * sizeof(float));
     }
-    unsetenv("EMBER_CPU_REPACK");
-    unsetenv("EMBER_HUGEPAGES");
-    assert_int_equal(rewritten[0], 0);
-    if (cpu::rows16_native(DType::Q4_K)) assert_true(rewritten[1] > 0);
-    for (int k = 0; k < 2; ++k) assert_memory_equal(logits[0][k].data(), logits[1][k].data(), logits[0][k].size() * sizeof(float));
 }
 
 // The setting is refused where it cannot be honoured and checked for range; a fork keeps it.
