@@ -49,7 +49,8 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
     for (uint32_t i = 0; i < d.n_tensors; ++i) {
         const ember_mod_tensor &t = d.tensors[i];
         WeightView w;
-        // The host layout of cpu_module.cpp's host_layout_rewrite: Q4_K, Q6_K, Q4_0, Q8_0 interleaved 16 rows at a time.
+        // The host layout of cpu_module.cpp's host_layout_rewrite: Q4_K, Q6_K, Q4_0, Q8_0 interleaved 16
+        // rows at a time.
         w.rows16 = (t.type & EMBER_MOD_TYPE_HOST_LAYOUT) != 0;
         w.type = static_cast<DType>(t.type & ~EMBER_MOD_TYPE_HOST_LAYOUT);
         if (w.rows16 && !rows16_type(w.type))

@@ -25,8 +25,8 @@ struct WeightView {
     int64_t n_out = 0;      // rows (GGUF ne[1])
     const void *data = nullptr;
     size_t row_bytes = 0;   // dtype_row_bytes(type, n_in)
-    // Q4_K, Q6_K, Q4_0 and Q8_0 only: the rows are interleaved 16 at a time (rows16.hpp), as the model's loader left them
-    // in the CPU's private copy of the weights. Only matmul reads such a weight.
+    // Q4_K, Q6_K, Q4_0 and Q8_0 only: the rows are interleaved 16 at a time (rows16.hpp), as the model's
+    // loader left them in the CPU's private copy of the weights. Only matmul reads such a weight.
     bool rows16 = false;
 };
 

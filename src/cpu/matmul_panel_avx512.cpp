@@ -256,7 +256,7 @@ struct PackQ6_K {
     }
 };
 
-// ---- Q4_K, Q6_K, Q4_0 and Q8_0 interleaved at load (rows16.hpp) --------------------------------------------------------
+// ---- Q4_K, Q6_K, Q4_0 and Q8_0 interleaved at load (rows16.hpp) ---------------------------------------------
 // A panel is a group, rows[0] its first record; the blocks are the file-layout packers' (the same
 // values), read from the records without a transpose (panel_pack_x86.hpp).
 struct PackQ4_K_Rows16 : PackQ4_K {

@@ -1,6 +1,7 @@
-// rows16.hpp — quantized weights (Q4_K, Q6_K, Q4_0, Q8_0) with 16 rows interleaved: the layout the AVX-512 tiles read
-// as one contiguous stream (rows16_avx512.cpp), made once at load in the core's private copy of the
-// weights (cpu_module.cpp's host_layout_rewrite), in place: the same bytes, in another order.
+// rows16.hpp — quantized weights (Q4_K, Q6_K, Q4_0, Q8_0) with 16 rows interleaved: the layout the
+// AVX-512 tiles read as one contiguous stream (rows16_avx512.cpp), made once at load in the core's
+// private copy of the weights (cpu_module.cpp's host_layout_rewrite), in place: the same bytes, in
+// another order.
 //
 // Why: the file's layout made the decode tiles read 4 rows side by side (4 streams, which the hardware
 // prefetcher follows worst: `ember-bandwidth 2 512 rows` 32.7 GB/s against 38.2 for one stream), unpack
@@ -9,7 +10,8 @@
 // 16 rows against 4 activations broadcast, so each lane sums one row and nothing is transposed; the
 // scales unpack for 16 rows at once; and each float step serves 16 rows. Q4_0 and Q8_0 the same way
 // (measured on a Xeon with AVX-512 VNNI and no AMX, where their file-layout decode tiles read 62 % and
-// 72 % of the machine's read bandwidth: docs/benchmarks.md, issue 22's sixth pass).
+// 72 % of the machine's read bandwidth, 77-84 % and 87-97 % interleaved: docs/benchmarks.md, "Q4_0 and
+// Q8_0 interleaved 16 rows").
 //
 // Layout of a tensor of n_out rows of row_bytes: rows [16 g, 16 g + 16) for g < n_out / 16 are group g,
 // which takes the bytes those 16 rows took, [16 g row_bytes, 16 (g + 1) row_bytes); the last n_out % 16

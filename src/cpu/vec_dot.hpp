@@ -62,8 +62,8 @@ struct MatmulJob {
     float *y = nullptr;          // output, row stride y_stride (= n_out)
     int64_t y_stride = 0;
     const float *bias = nullptr;
-    // Q4_K, Q6_K, Q4_0 or Q8_0 interleaved 16 rows at a time (rows16.hpp): rows [0, n_rows16) are in full groups,
-    // the rest in the file's layout. 0: the file's layout (every other weight).
+    // Q4_K, Q6_K, Q4_0 or Q8_0 interleaved 16 rows at a time (rows16.hpp): rows [0, n_rows16) are in full
+    // groups, the rest in the file's layout. 0: the file's layout (every other weight).
     int64_t n_rows16 = 0;
     // Set by a kernel that could not get the memory it needs (rows16's copy back): it leaves its rows
     // unwritten and the product's caller throws EMBER_ERR_OUT_OF_MEMORY. Required with n_rows16 > 0.
