@@ -51,7 +51,7 @@ const KernelTable kScalar = {
     nullptr,
     {matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_scalar>, matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_scalar>,
      matmul_rows_rows16<DType::Q4_0, matmul_rows_q4_0_scalar>, matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_scalar>},
-    0,
+    false,
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -71,7 +71,7 @@ const KernelTable kAvx2 = {
     attend_heads_q8_0_avx2,
     {matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx2>, matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_avx2>,
      matmul_rows_rows16<DType::Q4_0, matmul_rows_q4_0_avx2>, matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_avx2>},
-    0,
+    false,
 };
 
 // Q6_K at the AVX-512 and AMX levels: decode (one token) through the VPDPBUSD tile
@@ -111,7 +111,7 @@ const KernelTable kAvx512 = [] {
                                                    matmul_panels_q4_0_rows16_avx512>;
     t.matmul_rows16[kR16Q8_0] = matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_avx512, matmul_rows_q8_0_rows16_avx512,
                                                    matmul_panels_q8_0_rows16_avx512>;
-    t.rows16_native = 1u << kR16Q4_K | 1u << kR16Q6_K | 1u << kR16Q4_0 | 1u << kR16Q8_0;
+    t.rows16_native = true;
     return t;
 }();
 

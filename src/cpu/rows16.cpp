@@ -131,10 +131,7 @@ void rows16_unpack(DType type, const uint8_t *w, size_t row_bytes, int64_t g0, i
     }
 }
 
-bool rows16_native(DType type) {
-    const int k = rows16_kind(type);
-    return k >= 0 && (detail::kernels().rows16_native >> k & 1u) != 0;
-}
+bool rows16_native(DType type) { return rows16_type(type) && detail::kernels().rows16_native; }
 
 void rows16_fail_copies_for_testing(bool on) { g_fail_copies.store(on); }
 

@@ -24,7 +24,7 @@
 //   Q4_0 (288 bytes): [0, 32) d, [32, 288) qs       Q8_0 (544 bytes): [0, 32) d, [32, 544) qs
 // so code unit u of the 16 rows (bytes 4u .. 4u + 3 of each row's qs) is one 64-byte vector.
 // The AVX-512 and AMX levels interleave all four (rows16_native; the AMX level's tile GEMMs pack their
-// panels from the records too).
+// panels from the records too), the scalar and AVX2 levels none.
 // Every kernel level reads it: the AVX-512 and AMX levels' products of up to 15 tokens with the tiles,
 // their longer ones with their panels packed straight from the records (rows16_x86.hpp reads a record's
 // fields for both), everything else (the scalar and AVX2 levels, a range that splits a group) from rows

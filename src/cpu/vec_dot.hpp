@@ -137,10 +137,10 @@ struct KernelTable {
     void (*attend_heads)(const AttnHead *a, int n, int n_tok);       // F16 cache
     void (*attend_heads_q8_0)(const AttnHead *a, int n, int n_tok);  // Q8_0 cache
     // Weights interleaved 16 rows at a time (rows16.hpp), by rows16_kind (Q4_K, Q6_K, Q4_0, Q8_0), and
-    // the kinds this level reads with tiles of its own (bit k: kind k; the loader interleaves those),
-    // any other through rows copied back to the file's layout.
+    // whether this level reads them with tiles of its own (the loader then interleaves them; else they
+    // go through rows copied back to the file's layout).
     MatmulRowsFn matmul_rows16[4];
-    unsigned rows16_native;
+    bool rows16_native;
 };
 
 // The table in use (never null).
