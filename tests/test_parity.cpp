@@ -17,6 +17,7 @@
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"  // GGUF quantizers, to make quantized test weights
 #include "parity_family_ops.hpp"
+#include "parity_hybrid_ops.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -558,6 +559,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_add),    cmocka_unit_test(test_gather_logits), cmocka_unit_test(test_kv_store),
     };
     parity_family_ops_add(tests);  // the model families' ops (parity_family_ops.cpp)
+    parity_hybrid_ops_add(tests);  // the hybrid families' ops (parity_hybrid_ops.cpp)
     if (vulkan && std::getenv("EMBER_VULKAN_VALIDATION")) tests.push_back(cmocka_unit_test(test_validation_trap));
     if (module && std::strcmp(module, "cuda") == 0) tests.push_back(cmocka_unit_test(test_matmul_kquants));
     // cuBLASLt's f16 tiles (EMBER_CUDA_CUBLASLT=1, opt-in) make no such promise either.

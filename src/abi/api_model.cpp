@@ -1,5 +1,6 @@
 // api_model.cpp — loading models and reading what they hold.
 #include "abi/handles.hpp"
+#include "backend/backend.hpp"
 #include "gguf/gguf_format.hpp"
 
 #include <cstring>
@@ -79,7 +80,7 @@ ember_status ember_model_get_info(const ember_model *model, ember_model_info *in
             full.n_layer = hp.n_layer;
             full.n_head = hp.n_head;
             full.n_head_kv = hp.n_head_kv;
-            full.kv_bytes_per_token = 2ull * hp.n_layer * hp.n_embd_kv() * sizeof(uint16_t);
+            full.kv_bytes_per_token = 2ull * n_kv_layers(m.desc().c) * hp.n_embd_kv() * sizeof(uint16_t);
         }
         abi::write_out(info, full, offsetof(ember_model_info, kv_bytes_per_token), "ember_model_info");
         return EMBER_OK;

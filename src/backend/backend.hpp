@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace ember {
 
@@ -41,6 +42,9 @@ struct ContextParams {
     // Blocks of a second pool holding the K/V rows of the sliding-window layers (kv/window_table.hpp),
     // or 0: all layers' rows are in the n_blocks pool. Only for a backend whose window_blocks() is true.
     uint32_t n_window_blocks = 0;
+    // Recurrent states (module_api.h's state slots; the model's state_floats each), for a model with
+    // recurrent layers; 0 otherwise. Only for a backend whose recurrent_state() is true.
+    uint32_t n_state_slots = 0;
 };
 
 // The KV cache's row format, the same on every backend (a saved state moves between them): a row is one
@@ -49,8 +53,20 @@ struct ContextParams {
 // multiple of 32 and head_dim a multiple of 8).
 void check_kv_type(const ember_mod_model_desc &d, DType kv_type);
 size_t kv_row_bytes(const ember_mod_model_desc &d, DType kv_type);
-// K and V rows of all layers: what one token costs in the cache.
-inline size_t kv_bytes_per_token(const ember_mod_model_desc &d, DType kv_type) { return 2 * d.n_layer * kv_row_bytes(d, kv_type); }
+// The layers that keep K/V rows (those with a KV_STORE node: a hybrid model's recurrent layers keep none),
+// and their count.
+std::vector<bool> kv_layers(const ember_mod_model_desc &d);
+uint32_t n_kv_layers(const ember_mod_model_desc &d);
+// K and V rows of the layers that keep them: what one token costs in the cache.
+inline size_t kv_bytes_per_token(const ember_mod_model_desc &d, DType kv_type) {
+    return 2 * size_t{n_kv_layers(d)} * kv_row_bytes(d, kv_type);
+}
+// Bytes of one sequence's recurrent state (module_api.h's state_floats; 0 without recurrent layers). An
+// older description without the field has none.
+inline size_t state_bytes(const ember_mod_model_desc &d) {
+    return d.struct_size >= offsetof(ember_mod_model_desc, state_floats) + sizeof d.state_floats
+               ? size_t{d.state_floats} * sizeof(float) : 0;
+}
 
 // One forward pass over tokens of one or more sequences (continuous batching puts the decode tokens of
 // many sequences and chunks of prompts into one pass: every weight is read once for all of them).
@@ -74,6 +90,9 @@ struct Batch {
     // EMBER_PRECISION_* (ember.h): how the products with quantized weights round the activations. Other
     // than EMBER_PRECISION_DEFAULT only for a backend whose precision_high() is true.
     uint32_t precision = 0;
+    // With ContextParams::n_state_slots: [n_tokens] each token's sequence's state slot, and the slot its
+    // first token in this batch reads from (-1: a new sequence's zero state); module_api.h says the rules.
+    const int32_t *state_slots = nullptr, *state_src = nullptr;
 };
 
 class BackendContext {
@@ -95,6 +114,11 @@ public:
     // (-1: released); the rows of released window blocks read as zeros and are not written back.
     virtual void read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const = 0;
     virtual void write_kv(const int32_t *table, uint32_t n, const uint8_t *src) = 0;
+    // Recurrent states by slot (ContextParams::n_state_slots): copy one to another, read or write one
+    // (state_bytes(desc) bytes, f32).
+    virtual void copy_state(int32_t src, int32_t dst) = 0;
+    virtual void read_state(int32_t slot, float *dst) const = 0;
+    virtual void write_state(int32_t slot, const float *src) = 0;
 };
 
 class BackendModel {
@@ -115,6 +139,8 @@ public:
     virtual bool window_blocks() const { return false; }
     // Whether its contexts run Batch::precision EMBER_PRECISION_HIGH (EMBER_MOD_CAP_PRECISION_HIGH).
     virtual bool precision_high() const { return false; }
+    // Whether it runs models with recurrent state (EMBER_MOD_CAP_RECURRENT_STATE).
+    virtual bool recurrent_state() const { return false; }
     // The description (and the memory its tensors point into) outlives the returned object.
     virtual std::unique_ptr<BackendModel> load_model(const ember_mod_model_desc &desc) = 0;
     // Bytes a context with these params would allocate (KV cache and activations), without allocating.

@@ -59,8 +59,8 @@ enum ember_graph_op_kind {
     /* dst[i] = src[logits_rows[i]]: the token rows whose logits the pass returns (dst per logits row). */
     EMBER_GRAPH_GATHER_LOGITS = 9,
 
-    /* --- Ops of the model families of issue 18 (Gemma 2/3, Phi-3/4, Granite, OLMo 2, Mixtral, Qwen3-MoE,
-     * gpt-oss). They read the node fields appended after `scale` below; the ops above never read those.
+    /* --- Ops of the families with windows, softcaps, YaRN and experts (Gemma 2/3, Phi-3/4, Granite, OLMo 2,
+     * Mixtral, Qwen3-MoE, gpt-oss). They read the node fields appended after `scale` below; the ops above never read those.
      * A backend that has not implemented one refuses the model naming it (program_read.hpp's op list). */
 
     /* dst = src * scale, elementwise (same width; dst may be src). Gemma's sqrt(n_embd) embedding scale,
@@ -116,7 +116,40 @@ enum ember_graph_op_kind {
      *                                 a' * sigmoid(act_alpha * a') * (u' + 1)   (gpt-oss: 1.702, 7)
      * A backend may batch the rows by expert (a prefill then reads each chosen expert's weights once); the
      * sum over j is in the order of the chosen (largest logit first). */
-    EMBER_GRAPH_MOE = 15
+    EMBER_GRAPH_MOE = 15,
+
+    /* --- Ops of the hybrid families, whose recurrent layers keep a fixed-size state per sequence beside the
+     * attention layers' KV rows (Qwen3.5/3.6's Gated DeltaNet). A node that carries state (SSM_CONV,
+     * GATED_DELTA) owns `state_size` floats at `state_offset` of its sequence's state (the description's
+     * state_floats in all, module_api.h): the batch says per token which state slot its sequence reads and
+     * writes. A sequence's tokens in one batch are consecutive and in position order; its first token there
+     * reads the state its slot held before the pass (state_src in the batch: -1 for the zero state of a new
+     * sequence, or another slot), the rest follow from it, and the slot holds the state after the last. */
+
+    /* dst[r][g*head_dim + i] = src[r][g*stride + n + i] for g < n_head, i < head_dim, stride =
+     * width(src) / n_head: column n.. of each of n_head equal groups (n_head 1: one column range). Qwen3.5's
+     * attention query and output gate, interleaved per head in one product. */
+    EMBER_GRAPH_COPY_COLS = 16,
+    /* dst = src * sigmoid(src2), elementwise; src2 of width(src), or of width 1 (one gate per row). dst may
+     * be src. */
+    EMBER_GRAPH_SIGMOID_MUL = 17,
+    /* A causal depthwise convolution over each sequence's last K inputs, then SiLU: with w an F32 [K, C]
+     * (ne[0] = K; C = width(src) = width(dst)), for the sequence's inputs x_t (src rows, in position order,
+     * preceded by the carried window of its K - 1 earlier inputs, zeros for a new sequence)
+     *   dst_t[c] = silu(sum_{j<K} w[c][j] * x_{t-K+1+j}[c]).
+     * State: the last K - 1 inputs, (K - 1) * C floats (state_size). */
+    EMBER_GRAPH_SSM_CONV = 18,
+    /* The gated delta rule (Gated DeltaNet). src rows hold q (n_head_kv heads of head_dim), k (as many) and v
+     * (n_head heads of head_dim) in turn; src2 the raw decay inputs a and src3 the raw write strengths b, one
+     * per value head (width n_head); w, w2 F32 [n_head]: a bias dt and a decay rate A (negative). Per token:
+     * q and k L2-normalised per head (x / max(|x|, eps)), q scaled by `scale`; value head h pairs with key
+     * head h % n_head_kv (n = 0: the key heads tiled) or h / (n_head / n_head_kv) (n = 1: each key head's
+     * value heads adjacent); g = exp(softplus(a_h + dt_h) * A_h), beta = sigmoid(b_h); the head's state M
+     * (head_dim x head_dim, M[i][j]: key dim i, value dim j) becomes g M, then for each j
+     *   d_j = beta (v_j - sum_i M[i][j] k_i),  M[i][j] += k_i d_j,  dst_j = sum_i M[i][j] q_i.
+     * dst: n_head heads of head_dim. State: n_head * head_dim^2 floats (state_size), laid out per head with
+     * j outer and i inner. */
+    EMBER_GRAPH_GATED_DELTA = 19
 };
 
 /* The op's name ("rms_norm"), for messages; NULL for a number this header does not define (a backend
@@ -138,6 +171,10 @@ static inline const char *ember_graph_op_name(uint32_t op) {
     case EMBER_GRAPH_ATTENTION_EXT: return "attention_ext";
     case EMBER_GRAPH_ROPE_YARN: return "rope_yarn";
     case EMBER_GRAPH_MOE: return "moe";
+    case EMBER_GRAPH_COPY_COLS: return "copy_cols";
+    case EMBER_GRAPH_SIGMOID_MUL: return "sigmoid_mul";
+    case EMBER_GRAPH_SSM_CONV: return "ssm_conv";
+    case EMBER_GRAPH_GATED_DELTA: return "gated_delta";
     default: return NULL;
     }
 }
@@ -175,6 +212,9 @@ typedef struct ember_graph_node {
     uint32_t n_expert, n_expert_used;     /* MOE */
     uint32_t moe_gating, moe_act;         /* MOE: an ember_graph_moe_gating, an ember_graph_act */
     float act_alpha, act_limit;           /* MOE with EMBER_GRAPH_ACT_SWIGLU_OAI */
+    /* Appended for the ops from COPY_COLS on. */
+    int32_t src3;                         /* GATED_DELTA: b (-1 elsewhere) */
+    uint32_t state_offset, state_size;    /* SSM_CONV, GATED_DELTA: floats of the sequence's state */
 } ember_graph_node;
 
 #ifdef __cplusplus

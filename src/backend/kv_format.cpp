@@ -3,6 +3,9 @@
 
 #include "core/error.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 namespace ember {
 
 void check_kv_type(const ember_mod_model_desc &d, DType kv_type) {
@@ -23,5 +26,23 @@ void check_kv_type(const ember_mod_model_desc &d, DType kv_type) {
 }
 
 size_t kv_row_bytes(const ember_mod_model_desc &d, DType kv_type) { return dtype_row_bytes(kv_type, d.kv_width); }
+
+std::vector<bool> kv_layers(const ember_mod_model_desc &d) {
+    std::vector<bool> has(d.n_layer, false);
+    for (uint32_t i = 0; i < d.n_nodes; ++i) {
+        ember_graph_node n;
+        std::memcpy(&n, reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size,
+                    std::min<size_t>(sizeof n, d.node_size));
+        if (n.op == EMBER_GRAPH_KV_STORE && n.layer >= 0 && static_cast<uint32_t>(n.layer) < d.n_layer)
+            has[static_cast<size_t>(n.layer)] = true;
+    }
+    return has;
+}
+
+uint32_t n_kv_layers(const ember_mod_model_desc &d) {
+    uint32_t n = 0;
+    for (bool b : kv_layers(d)) n += b ? 1 : 0;
+    return n;
+}
 
 } // namespace ember

@@ -65,6 +65,10 @@ typedef struct ember_mod_model_desc {
     uint32_t n_nodes;
     const ember_graph_node *nodes;     /* [n_nodes] the forward pass, in order (stride node_size) */
     int32_t logits_buf;                /* the buffer (per logits row, width n_vocab) the pass returns */
+    /* Appended: floats of one sequence's recurrent state (graph.h's SSM_CONV and GATED_DELTA nodes own
+     * their part of it), 0 for a model of attention layers only. A context keeps n_state_slots such
+     * states, f32, each addressed by its slot number. */
+    uint32_t state_floats;
 } ember_mod_model_desc;
 
 typedef struct ember_mod_context_params {
@@ -80,6 +84,9 @@ typedef struct ember_mod_context_params {
      * window_tables), or 0: every layer's rows are in the n_blocks pool. The core asks only a module
      * whose caps has EMBER_MOD_CAP_WINDOW_BLOCKS for one. */
     uint32_t n_window_blocks;
+    /* Recurrent states this context keeps (the model's state_floats each), addressed by the batches'
+     * state_slots and by copy_state / read_state / write_state. 0 for a model without state. */
+    uint32_t n_state_slots;
 } ember_mod_context_params;
 
 /* Returns nonzero to cancel; called between command-buffer chunks of a long forward pass. */
@@ -102,6 +109,12 @@ typedef struct ember_mod_batch {
      * the default: 8 bits per block of 32). Only a module whose caps has EMBER_MOD_CAP_PRECISION_HIGH is
      * given another value. */
     uint32_t precision;
+    /* For a model with recurrent state (state_floats > 0), else NULL: [n_tokens] the state slot of each
+     * token's sequence, which the pass leaves holding the sequence's state after its last token here, and
+     * the slot that sequence's first token reads its state from (-1: the zero state of a new sequence; the
+     * same slot: go on in place; another: the state that slot holds, which the pass does not change). A
+     * sequence's tokens are consecutive in the batch, in position order (graph.h). */
+    const int32_t *state_slots, *state_src;
 } ember_mod_batch;
 
 /* What opening a backend may be told. Every pointer may be NULL. */
@@ -187,6 +200,19 @@ typedef struct ember_mod_op {
     const float *bias2, *bias3;    /* moe: optional */
     uint32_t n_ff, n_expert, n_expert_used, moe_gating, moe_act; /* moe */
     float act_alpha, act_limit;    /* moe */
+    /* Appended for the ops from COPY_COLS on (one sequence of n_tokens rows):
+     *   COPY_COLS    y[t] = x[t]'s column col_offset.. of each of n_head groups, head_dim each; n_in: x's width
+     *   SIGMOID_MUL  y = x * sigmoid(x2); n_in values per row, x2 of n_in or (n_out == 1) one per row
+     *   SSM_CONV     y = silu(conv(x)): n_tokens rows of n_in channels; w: F32 [n_in][conv_kernel]; state:
+     *                (conv_kernel - 1) * n_in floats, the carried window before, overwritten with the one after
+     *   GATED_DELTA  x: rows of q, k (n_head_kv heads of head_dim each) and v (n_head heads); x2: a, x3: b
+     *                (n_head per row); dt, decay_a [n_head]; eps, scale; col_offset: graph.h's key head
+ *                mapping (0 tiled, 1 grouped); state: n_head * head_dim^2 floats,
+     *                before and after; y: n_head * head_dim per row */
+    const float *x3;
+    const float *dt, *decay_a;
+    float *state;
+    uint32_t conv_kernel, col_offset;
 } ember_mod_op;
 
 typedef struct ember_backend_module {
@@ -234,6 +260,12 @@ typedef struct ember_backend_module {
      * rewritten. */
     int (*host_layout_wants)(const ember_mod_tensor *t);
     void (*host_layout_rewrite)(const ember_mod_tensor *t, void *data);
+    /* Appended, with EMBER_MOD_CAP_RECURRENT_STATE (else NULL): a context's recurrent states by slot —
+     * copy one slot's state to another (a fork, a snapshot), and read / write one slot's state_floats
+     * floats as bytes (saved states). */
+    int (*copy_state)(ember_mod_context *c, int32_t src, int32_t dst, char *msg, size_t msg_cap);
+    int (*read_state)(ember_mod_context *c, int32_t slot, float *dst, char *msg, size_t msg_cap);
+    int (*write_state)(ember_mod_context *c, int32_t slot, const float *src, char *msg, size_t msg_cap);
 } ember_backend_module;
 
 /* The module's contexts take n_window_blocks (the window layers' rows in a pool of their own, addressed
@@ -241,6 +273,9 @@ typedef struct ember_backend_module {
 #define EMBER_MOD_CAP_WINDOW_BLOCKS 1u
 /* The module's forward takes ember_mod_batch.precision EMBER_PRECISION_HIGH. */
 #define EMBER_MOD_CAP_PRECISION_HIGH 2u
+/* The module runs models with recurrent state: the ops from COPY_COLS on, n_state_slots, the batches'
+ * state_slots, and copy_state / read_state / write_state. */
+#define EMBER_MOD_CAP_RECURRENT_STATE 4u
 
 typedef const ember_backend_module *(*ember_backend_module_fn)(void);
 

@@ -9,7 +9,9 @@
 //   static void before_model_free(ember_mod_model *m)   e.g. make the model's device current
 //   static void after_call(ember_mod_context *c)       e.g. turn a validation message into a failure
 //   static void close(ember_mod_backend *b)             instead of deleting it (a static device)
-//   static constexpr uint32_t caps                     module_api.h's EMBER_MOD_CAP_* bits (else 0)
+//   static constexpr uint32_t caps                     module_api.h's EMBER_MOD_CAP_* bits (else 0); with
+//                                                      EMBER_MOD_CAP_RECURRENT_STATE the context object also
+//                                                      has copy_state / read_state / write_state
 //   static int memory_available(ember_mod_backend *, uint64_t *, char *, size_t)   the device's free bytes (else NULL)
 // then builds its table with module_table<Traits>().
 #pragma once
@@ -81,6 +83,43 @@ struct ModuleGlue {
             after(c);
         });
     }
+    template <class C = ember_mod_context>  // checked where used, once the module has defined C
+    static int copy_state(C *c, int32_t src, int32_t dst, char *msg, size_t cap) {
+        return module_guard(Traits::name, msg, cap, [&] {
+            c->c->copy_state(src, dst);
+            after(c);
+        });
+    }
+    template <class C = ember_mod_context>
+    static int read_state(C *c, int32_t slot, float *dst, char *msg, size_t cap) {
+        return module_guard(Traits::name, msg, cap, [&] {
+            c->c->read_state(slot, dst);
+            after(c);
+        });
+    }
+    template <class C = ember_mod_context>
+    static int write_state(C *c, int32_t slot, const float *src, char *msg, size_t cap) {
+        return module_guard(Traits::name, msg, cap, [&] {
+            c->c->write_state(slot, src);
+            after(c);
+        });
+    }
+    static constexpr bool has_state() { return (caps() & EMBER_MOD_CAP_RECURRENT_STATE) != 0; }
+    static constexpr auto copy_state_fn() {
+        using Fn = int (*)(ember_mod_context *, int32_t, int32_t, char *, size_t);
+        if constexpr (has_state()) return static_cast<Fn>(copy_state<>);
+        else return static_cast<Fn>(nullptr);
+    }
+    static constexpr auto read_state_fn() {
+        using Fn = int (*)(ember_mod_context *, int32_t, float *, char *, size_t);
+        if constexpr (has_state()) return static_cast<Fn>(read_state<>);
+        else return static_cast<Fn>(nullptr);
+    }
+    static constexpr auto write_state_fn() {
+        using Fn = int (*)(ember_mod_context *, int32_t, const float *, char *, size_t);
+        if constexpr (has_state()) return static_cast<Fn>(write_state<>);
+        else return static_cast<Fn>(nullptr);
+    }
 };
 
 template <class Traits>
@@ -109,6 +148,9 @@ constexpr ember_backend_module module_table() {
         G::memory_available(),
         G::host_layout_wants(),
         G::host_layout_rewrite(),
+        G::copy_state_fn(),
+        G::read_state_fn(),
+        G::write_state_fn(),
     };
 }
 

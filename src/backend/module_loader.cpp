@@ -32,6 +32,12 @@ bool has_entry(const ember_backend_module *api, size_t offset_end) { return api-
 bool has_cap(const ember_backend_module *api, uint32_t cap) {
     return has_entry(api, offsetof(ember_backend_module, caps) + sizeof api->caps) && (api->caps & cap);
 }
+// Whether the module runs models with recurrent state (and has the table's state entries).
+bool takes_state(const ember_backend_module *api) {
+    return has_cap(api, EMBER_MOD_CAP_RECURRENT_STATE) &&
+           has_entry(api, offsetof(ember_backend_module, write_state) + sizeof api->write_state) && api->copy_state &&
+           api->read_state && api->write_state;
+}
 // Whether the module's contexts keep the window layers' rows apart.
 bool takes_window_blocks(const ember_backend_module *api) { return has_cap(api, EMBER_MOD_CAP_WINDOW_BLOCKS); }
 
@@ -83,6 +89,7 @@ ember_mod_context_params module_context_params(const ContextParams &p) {
     m.kv_type = static_cast<uint32_t>(p.kv_type);
     m.n_threads = p.n_threads;
     m.n_window_blocks = p.n_window_blocks;
+    m.n_state_slots = p.n_state_slots;
     return m;
 }
 
@@ -106,6 +113,7 @@ public:
         mb.n_tokens = b.n_tokens, mb.tokens = b.tokens, mb.pos = b.pos, mb.tables = b.tables;
         mb.window_tables = b.window_tables;
         mb.precision = b.precision;
+        mb.state_slots = b.state_slots, mb.state_src = b.state_src;
         mb.n_logits = b.n_logits, mb.logits_rows = b.logits_rows, mb.logits = b.logits;
         if (b.cancel) {
             mb.cancel = [](void *flag) { return static_cast<const std::atomic<bool> *>(flag)->load() ? 1 : 0; };
@@ -128,7 +136,25 @@ public:
         check(api_->write_kv(c_, table, n, src, msg, sizeof msg), msg, "write_kv");
     }
 
+    void copy_state(int32_t src, int32_t dst) override {
+        char msg[kMsgCap] = "";
+        check(state_api()->copy_state(c_, src, dst, msg, sizeof msg), msg, "copy_state");
+    }
+    void read_state(int32_t slot, float *dst) const override {
+        char msg[kMsgCap] = "";
+        check(state_api()->read_state(c_, slot, dst, msg, sizeof msg), msg, "read_state");
+    }
+    void write_state(int32_t slot, const float *src) override {
+        char msg[kMsgCap] = "";
+        check(state_api()->write_state(c_, slot, src, msg, sizeof msg), msg, "write_state");
+    }
+
 private:
+    // The table's state entries; a context of a module without them never has state slots.
+    const ember_backend_module *state_api() const {
+        if (!takes_state(api_)) fail(EMBER_ERR_INTERNAL, "%s: no recurrent state in this module", api_->name);
+        return api_;
+    }
     const ember_backend_module *api_;
     ember_mod_context *c_;
     size_t kv_bytes_;
@@ -151,6 +177,8 @@ public:
         // A module without the capability would ignore a window pool (and its window tables).
         if (params.n_window_blocks > 0 && !takes_window_blocks(api_))
             fail(EMBER_ERR_UNSUPPORTED, "%s: this module keeps sliding-window layers' KV rows in the main blocks", api_->name);
+        if (params.n_state_slots > 0 && !takes_state(api_))
+            fail(EMBER_ERR_UNSUPPORTED, "%s: this module does not run models with recurrent layers", api_->name);
         ember_mod_context_params p = module_context_params(params);
         p.share_threads_with = ModuleContext::same_module(params.share_threads_with, api_);
         auto ctx = std::make_unique<ModuleContext>(api_, nullptr, ember::kv_bytes_per_token(desc_, params.kv_type));
@@ -176,6 +204,7 @@ public:
     ember_backend_kind kind() const override { return static_cast<ember_backend_kind>(api_->backend_kind); }
     bool window_blocks() const override { return takes_window_blocks(api_); }
     bool precision_high() const override { return has_cap(api_, EMBER_MOD_CAP_PRECISION_HIGH); }
+    bool recurrent_state() const override { return takes_state(api_); }
     const char *name() const override { return api_->name; }
     int score() const override {
         std::call_once(probe_once_, [this] {

@@ -4,6 +4,7 @@
 
 #include "backend/module_api.h"
 #include "cpu/kernels.hpp"
+#include "cpu/recurrent.hpp"
 
 #include <atomic>
 #include <memory>
@@ -20,6 +21,7 @@ public:
     std::vector<ember_graph_node> nodes;    // the program (backend/program_read.hpp)
     const ember_graph_node &node(uint32_t i) const { return nodes[i]; }
     void check_moe(uint32_t i, const ember_graph_node &n) const;
+    void check_hybrid(uint32_t i, const ember_graph_node &n) const;
     const float *f32(int32_t tensor) const {
         return tensor < 0 ? nullptr : static_cast<const float *>(desc.tensors[tensor].data);
     }
@@ -33,12 +35,14 @@ struct CpuContextSizes {
     // the context has n_window_blocks), and the first cache row of each layer.
     std::vector<bool> windowed;
     std::vector<size_t> layer_row;
+    std::vector<bool> has_kv;                   // [n_layer] the layer keeps K/V rows (a recurrent one does not)
     size_t kv_row_bytes = 0;                    // bytes of one row (kv_width values of the cache type)
     std::vector<size_t> buf_floats;             // [n_bufs] floats of each activation buffer (0: the logits)
     size_t scratch = 0;                         // bytes of quantized activations
     size_t moe_floats = 0;                      // MOE's work (the most one node needs)
+    size_t state_floats = 0;                    // the recurrent states: n_state_slots x the model's state
     size_t bytes() const {
-        size_t b = 2 * kv_rows * kv_row_bytes + scratch + moe_floats * sizeof(float);
+        size_t b = 2 * kv_rows * kv_row_bytes + scratch + moe_floats * sizeof(float) + state_floats * sizeof(float);
         for (size_t f : buf_floats) b += f * sizeof(float);
         return b;
     }
@@ -52,8 +56,15 @@ public:
     void copy_block(int32_t src, int32_t dst);
     void read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const;
     void write_kv(const int32_t *table, uint32_t n, const uint8_t *src);
+    void copy_state(int32_t src, int32_t dst);
+    void read_state(int32_t slot, float *dst) const;
+    void write_state(int32_t slot, const float *src);
 
 private:
+    // Checks the batch's state slots and groups its tokens into per-sequence runs (runs_).
+    void prepare_state_runs(const ember_mod_batch &b);
+    float *state_slot(int32_t slot) { return states_.data() + static_cast<size_t>(slot) * m_.desc.state_floats; }
+    void check_slot(int32_t slot, const char *what) const;
     // Runs nodes [i, end) that are all row-local over token rows (norms, rope, cache stores, adds,
     // SwiGLU) as one pass over row chunks; returns end.
     uint32_t run_rowwise(uint32_t i, const ember_mod_batch &b);
@@ -71,6 +82,7 @@ private:
     uint8_t *v_layer(uint32_t il) { return v_cache_.data() + layer_offset(il); }
     size_t layer_offset(uint32_t il) const { return sizes_.layer_row[il] * row_bytes_; }
     bool windowed(uint32_t il) const { return sizes_.windowed[il]; }
+    bool has_kv(uint32_t il) const { return sizes_.has_kv[il]; }
     // Byte offset of the row of position p (block `block`) in layer il's K or V cache.
     size_t row_offset(uint32_t il, int32_t block, uint32_t p) const {
         const uint32_t bs = params_.block_size;
@@ -86,6 +98,8 @@ private:
     size_t row_bytes_ = 0;       // one position's K (or V) row of one layer
     CpuContextSizes sizes_;
     std::vector<uint8_t> k_cache_, v_cache_;
+    std::vector<float> states_;                // [n_state_slots][state_floats]
+    std::vector<StateRun> runs_;               // this pass's sequences (recurrent models)
     std::vector<std::vector<float>> storage_;  // the activation buffers
     std::vector<float *> bufs_;                // [n_bufs]; the logits buffer is the batch's own array
 };

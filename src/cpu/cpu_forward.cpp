@@ -29,12 +29,22 @@ constexpr uint32_t kCpuOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,    
                                 EMBER_GRAPH_ROPE,      EMBER_GRAPH_KV_STORE,     EMBER_GRAPH_ATTENTION,
                                 EMBER_GRAPH_ADD,       EMBER_GRAPH_SWIGLU,       EMBER_GRAPH_GATHER_LOGITS,
                                 EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
-                                EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE};
+                                EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
+                                EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
+                                EMBER_GRAPH_GATED_DELTA};
 
 bool row_local(uint32_t op) {
     return op == EMBER_GRAPH_RMS_NORM || op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_KV_STORE || op == EMBER_GRAPH_ADD ||
            op == EMBER_GRAPH_SWIGLU || op == EMBER_GRAPH_SCALE || op == EMBER_GRAPH_SOFTCAP || op == EMBER_GRAPH_GEGLU ||
-           op == EMBER_GRAPH_ROPE_YARN;
+           op == EMBER_GRAPH_ROPE_YARN || op == EMBER_GRAPH_COPY_COLS || op == EMBER_GRAPH_SIGMOID_MUL;
+}
+
+bool is_stateful(uint32_t op) { return op == EMBER_GRAPH_SSM_CONV || op == EMBER_GRAPH_GATED_DELTA; }
+
+// The state floats a stateful node owns, from its shape (graph.h).
+uint64_t node_state_floats(const ember_mod_model_desc &d, const ember_graph_node &n) {
+    if (n.op == EMBER_GRAPH_SSM_CONV) return static_cast<uint64_t>(d.tensors[n.w].ne[0] - 1) * d.bufs[n.src].width;
+    return uint64_t{n.n_head} * n.head_dim * n.head_dim;
 }
 
 bool is_rope(uint32_t op) { return op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_ROPE_YARN; }
@@ -70,11 +80,13 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
         // read src2; all write dst but KV_STORE.
         const bool reads_src = n.op != EMBER_GRAPH_GET_ROWS && !is_rope(n.op);
         const bool reads_src2 = n.op == EMBER_GRAPH_SWIGLU || n.op == EMBER_GRAPH_GEGLU || n.op == EMBER_GRAPH_MOE ||
-                                n.op == EMBER_GRAPH_KV_STORE;
+                                n.op == EMBER_GRAPH_KV_STORE || n.op == EMBER_GRAPH_SIGMOID_MUL ||
+                                n.op == EMBER_GRAPH_GATED_DELTA;
         if (!tensor_ok(n.w) || !tensor_ok(n.b) || !tensor_ok(n.w2) || !tensor_ok(n.w3) || !tensor_ok(n.b2) ||
             !tensor_ok(n.b3) || (n.op != EMBER_GRAPH_KV_STORE && !buf_ok(n.dst)) || (reads_src && !buf_ok(n.src)) ||
-            (reads_src2 && !buf_ok(n.src2)))
+            (reads_src2 && !buf_ok(n.src2)) || (n.op == EMBER_GRAPH_GATED_DELTA && !buf_ok(n.src3)))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) refers to a missing buffer or tensor", i, ember_graph_op_name(n.op));
+        if (n.op >= EMBER_GRAPH_COPY_COLS) check_hybrid(i, n);
         if (n.op == EMBER_GRAPH_SOFTCAP && !(n.softcap > 0))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (softcap) of cap %g", i, static_cast<double>(n.softcap));
         if (n.op == EMBER_GRAPH_MOE) check_moe(i, n);
@@ -84,6 +96,45 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
             (n.layer < 0 || static_cast<uint32_t>(n.layer) >= d.n_layer))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) of layer %d", i, ember_graph_op_name(n.op), n.layer);
     }
+}
+
+// The hybrid families' ops: their widths, tensors and state (graph.h gives the shapes).
+void CpuModel::check_hybrid(uint32_t i, const ember_graph_node &n) const {
+    auto bad = [&](const char *why) { fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s): %s", i, ember_graph_op_name(n.op), why); };
+    const uint64_t ws = desc.bufs[n.src].width, wd = desc.bufs[n.dst].width;
+    auto f32_vector = [&](int32_t t, uint64_t len) {
+        return t >= 0 && desc.tensors[t].type == static_cast<uint32_t>(DType::F32) && desc.tensors[t].n_dims == 1 &&
+               static_cast<uint64_t>(desc.tensors[t].ne[0]) == len;
+    };
+    switch (n.op) {
+    case EMBER_GRAPH_COPY_COLS:
+        if (n.n_head == 0 || ws % n.n_head != 0 || uint64_t{n.n} + n.head_dim > ws / n.n_head ||
+            wd != uint64_t{n.n_head} * n.head_dim)
+            bad("its groups do not fit the buffers");
+        return;
+    case EMBER_GRAPH_SIGMOID_MUL:
+        if (ws != wd || (desc.bufs[n.src2].width != ws && desc.bufs[n.src2].width != 1)) bad("widths");
+        return;
+    case EMBER_GRAPH_SSM_CONV: {
+        if (n.w < 0) bad("no kernel");
+        const ember_mod_tensor &k = desc.tensors[n.w];
+        if (k.type != static_cast<uint32_t>(DType::F32) || k.n_dims != 2 || k.ne[0] < 1 || k.ne[0] > 64 ||
+            static_cast<uint64_t>(k.ne[1]) != ws || ws != wd || n.src == n.dst)
+            bad("the kernel must be F32 [K <= 64, channels] over rows of its channels");
+        break;
+    }
+    case EMBER_GRAPH_GATED_DELTA:
+        if (n.n_head == 0 || n.n_head_kv == 0 || n.n_head % n.n_head_kv != 0 || n.head_dim == 0 || n.head_dim > 1024 ||
+            ws != uint64_t{2 * n.n_head_kv + n.n_head} * n.head_dim || wd != uint64_t{n.n_head} * n.head_dim ||
+            desc.bufs[n.src2].width != n.n_head || desc.bufs[n.src3].width != n.n_head || !f32_vector(n.w, n.n_head) ||
+            !f32_vector(n.w2, n.n_head) || n.src == n.dst || n.n > 1)
+            bad("heads, widths or its F32 [n_head] dt / decay tensors");
+        break;
+    default: fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u (node %u) is not supported by this build", n.op, i);
+    }
+    const uint64_t floats = node_state_floats(desc, n);
+    if (state_bytes(desc) == 0 || n.state_size != floats || uint64_t{n.state_offset} + floats > desc.state_floats)
+        bad("its share of the recurrent state does not fit the model's");
 }
 
 // MOE's tensors: 3-D experts of one shape family, biases of the experts' widths, a router of n_expert.
@@ -114,10 +165,14 @@ CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod
     const uint32_t n_window_blocks = context_window_blocks(p);
     // The layers sessions and engines sized the window pool for (one function reads them for both).
     z.windowed = window_pool_layers(d, n_window_blocks);
+    z.has_kv = kv_layers(d);
     for (uint32_t il = 0; il < d.n_layer; ++il) {
         z.layer_row.push_back(z.kv_rows);
-        z.kv_rows += static_cast<size_t>(z.windowed[il] ? n_window_blocks : p.n_blocks) * p.block_size;
+        if (z.has_kv[il]) z.kv_rows += static_cast<size_t>(z.windowed[il] ? n_window_blocks : p.n_blocks) * p.block_size;
     }
+    const uint32_t n_slots = p.struct_size >= offsetof(ember_mod_context_params, n_state_slots) + sizeof p.n_state_slots
+                                 ? p.n_state_slots : 0;
+    z.state_floats = size_t{n_slots} * (state_bytes(d) / sizeof(float));
     z.kv_row_bytes = kv_row_bytes(d, static_cast<DType>(p.kv_type));
     auto rows = [&](int32_t b) -> size_t { return d.bufs[b].rows == EMBER_GRAPH_ROWS_LOGITS ? p.n_logits : p.n_batch; };
     for (uint32_t i = 0; i < d.n_bufs; ++i)
@@ -157,6 +212,11 @@ CpuContext::CpuContext(const CpuModel &model, const ember_mod_context_params &pa
     row_bytes_ = z.kv_row_bytes;
     k_cache_.assign(z.kv_rows * row_bytes_, 0);
     v_cache_.assign(z.kv_rows * row_bytes_, 0);
+    if (params_.struct_size < offsetof(ember_mod_context_params, n_state_slots) + sizeof params_.n_state_slots)
+        params_.n_state_slots = 0;
+    if (state_bytes(m_.desc) > 0 && params_.n_state_slots == 0)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "cpu: a model with recurrent layers needs state slots in its context");
+    states_.assign(z.state_floats, 0.0f);
     storage_.resize(z.buf_floats.size());
     bufs_.resize(z.buf_floats.size());
     for (size_t i = 0; i < z.buf_floats.size(); ++i) {
@@ -174,6 +234,7 @@ void CpuContext::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) const {
     const size_t row = row_bytes_;
     const uint32_t bs = params_.block_size, nb = (n + bs - 1) / bs;
     for (uint32_t il = 0; il < m_.desc.n_layer; ++il) {
+        if (!has_kv(il)) continue;
         const int32_t *t = windowed(il) ? table + nb : table;
         for (const auto *cache : {&k_cache_, &v_cache_})
             for (uint32_t p = 0; p < n; ++p, dst += row) {
@@ -187,6 +248,7 @@ void CpuContext::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) 
     const size_t row = row_bytes_;
     const uint32_t bs = params_.block_size, nb = (n + bs - 1) / bs;
     for (uint32_t il = 0; il < m_.desc.n_layer; ++il) {
+        if (!has_kv(il)) continue;
         const int32_t *t = windowed(il) ? table + nb : table;
         for (auto *cache : {&k_cache_, &v_cache_})
             for (uint32_t p = 0; p < n; ++p, src += row)
@@ -198,14 +260,75 @@ void CpuContext::copy_block(int32_t src, int32_t dst) {
     const CopyBlockIds ids = copy_block_ids(src, dst, params_.n_blocks, params_.n_window_blocks, "cpu");
     const size_t block = static_cast<size_t>(params_.block_size) * row_bytes_;
     for (uint32_t il = 0; il < m_.desc.n_layer; ++il) {
-        if (windowed(il) != ids.window) continue;
+        if (windowed(il) != ids.window || !has_kv(il)) continue;
         std::memcpy(k_layer(il) + ids.dst * block, k_layer(il) + ids.src * block, block);
         std::memcpy(v_layer(il) + ids.dst * block, v_layer(il) + ids.src * block, block);
     }
 }
 
+void CpuContext::check_slot(int32_t slot, const char *what) const {
+    if (slot < 0 || static_cast<uint32_t>(slot) >= params_.n_state_slots)
+        fail(EMBER_ERR_INTERNAL, "cpu %s: state slot %d of %u", what, slot, params_.n_state_slots);
+}
+
+void CpuContext::copy_state(int32_t src, int32_t dst) {
+    check_slot(src, "copy_state");
+    check_slot(dst, "copy_state");
+    if (src != dst) std::memcpy(state_slot(dst), state_slot(src), state_bytes(m_.desc));
+}
+
+void CpuContext::read_state(int32_t slot, float *dst) const {
+    check_slot(slot, "read_state");
+    std::memcpy(dst, states_.data() + static_cast<size_t>(slot) * m_.desc.state_floats, state_bytes(m_.desc));
+}
+
+void CpuContext::write_state(int32_t slot, const float *src) {
+    check_slot(slot, "write_state");
+    std::memcpy(state_slot(slot), src, state_bytes(m_.desc));
+}
+
+void CpuContext::prepare_state_runs(const ember_mod_batch &b) {
+    runs_.clear();
+    if (state_bytes(m_.desc) == 0) return;
+    if (b.struct_size < offsetof(ember_mod_batch, state_src) + sizeof b.state_src || !b.state_slots || !b.state_src)
+        fail(EMBER_ERR_INTERNAL, "cpu forward: a model with recurrent layers needs the batch's state slots");
+    for (uint32_t t = 0; t < b.n_tokens; ++t) {
+        const int32_t slot = b.state_slots[t];
+        check_slot(slot, "forward");
+        if (!runs_.empty() && state_slot(slot) == runs_.back().state) {
+            if (b.pos[t] != b.pos[t - 1] + 1)
+                fail(EMBER_ERR_INTERNAL, "cpu forward: a sequence's tokens out of order (positions %d, %d)", b.pos[t - 1], b.pos[t]);
+            runs_.back().t1 = t + 1;
+            continue;
+        }
+        for (const StateRun &r : runs_)
+            if (r.state == state_slot(slot))
+                fail(EMBER_ERR_INTERNAL, "cpu forward: the tokens of state slot %d are not consecutive", slot);
+        const int32_t src = b.state_src[t];
+        if (src != -1) check_slot(src, "forward");
+        StateRun r;
+        r.t0 = t, r.t1 = t + 1, r.state = state_slot(slot);
+        r.from = src == -1 ? nullptr : state_slot(src);
+        runs_.push_back(r);
+    }
+    // A run reading another slot must not read one this pass writes (its state would depend on the order).
+    for (const StateRun &r : runs_)
+        for (const StateRun &w : runs_)
+            if (r.from && r.from != r.state && r.from == w.state)
+                fail(EMBER_ERR_INTERNAL, "cpu forward: a sequence reads a state slot the same pass writes");
+}
+
 void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, int64_t r0, int64_t r1) {
     switch (n.op) {
+    case EMBER_GRAPH_COPY_COLS:
+        copy_cols(buf(n.src) + r0 * width(n.src), buf(n.dst) + r0 * width(n.dst), r1 - r0, width(n.src), n.n_head, n.n,
+                  n.head_dim);
+        break;
+    case EMBER_GRAPH_SIGMOID_MUL: {
+        const int64_t w = width(n.dst), gw = width(n.src2);
+        sigmoid_mul(buf(n.src) + r0 * w, buf(n.src2) + r0 * gw, buf(n.dst) + r0 * w, r1 - r0, w, gw);
+        break;
+    }
     case EMBER_GRAPH_RMS_NORM: {
         const int64_t w = width(n.dst);
         rms_norm(buf(n.src) + r0 * w, m_.f32(n.w), buf(n.dst) + r0 * w, (r1 - r0) * (w / n.n), n.n, n.eps);
@@ -338,6 +461,7 @@ void CpuContext::forward(const ember_mod_batch &b) {
         if (b.logits_rows[i] < 0 || static_cast<uint32_t>(b.logits_rows[i]) >= b.n_tokens)
             fail(EMBER_ERR_INTERNAL, "cpu forward: logits row %d of %u", b.logits_rows[i], b.n_tokens);
     bufs_[static_cast<size_t>(d.logits_buf)] = b.logits;
+    prepare_state_runs(b);
 
     int32_t layer = INT_MIN;
     for (uint32_t i = 0; i < d.n_nodes;) {
@@ -392,6 +516,22 @@ void CpuContext::forward(const ember_mod_batch &b) {
             mp.gating = n.moe_gating, mp.act = n.moe_act, mp.alpha = n.act_alpha, mp.limit = n.act_limit;
             mp.precise = precise_;
             moe(*pool_, scratch_, mp, buf(n.src), buf(n.src2), n_rows, buf(n.dst), moe_work_);
+            break;
+        }
+        case EMBER_GRAPH_SSM_CONV: {
+            const ember_mod_tensor &k = d.tensors[n.w];
+            ssm_conv(*pool_, buf(n.src), buf(n.dst), width(n.src), k.ne[0], static_cast<const float *>(k.data), runs_.data(),
+                     static_cast<uint32_t>(runs_.size()), n.state_offset);
+            // Later recurrent nodes of this pass go on from the slots just written.
+            break;
+        }
+        case EMBER_GRAPH_GATED_DELTA: {
+            DeltaParams p;
+            p.n_head = static_cast<int>(n.n_head), p.n_head_k = static_cast<int>(n.n_head_kv);
+            p.head_dim = static_cast<int>(n.head_dim);
+            p.dt = m_.f32(n.w), p.decay = m_.f32(n.w2), p.eps = n.eps, p.scale = n.scale, p.grouped = n.n == 1;
+            gated_delta(*pool_, buf(n.src), buf(n.src2), buf(n.src3), buf(n.dst), p, runs_.data(),
+                        static_cast<uint32_t>(runs_.size()), n.state_offset);
             break;
         }
         case EMBER_GRAPH_GATHER_LOGITS: {

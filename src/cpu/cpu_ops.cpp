@@ -2,6 +2,7 @@
 // kernels the forward pass calls (tests/test_parity.cpp holds every backend to the same bounds).
 #include "cpu/cpu_ops.hpp"
 
+#include "cpu/recurrent.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -89,6 +90,24 @@ void run_op(const ember_mod_op &op) {
         p.gating = op.moe_gating, p.act = op.moe_act, p.alpha = op.act_alpha, p.limit = op.act_limit;
         std::vector<float> work;  // per call: run_op may be called from several threads at once
         moe(pool, scratch, p, op.x, op.x2, op.n_tokens, op.y, work);
+        return;
+    }
+    case EMBER_GRAPH_COPY_COLS: copy_cols(op.x, op.y, op.n_tokens, op.n_in, op.n_head, op.col_offset, op.head_dim); return;
+    case EMBER_GRAPH_SIGMOID_MUL: sigmoid_mul(op.x, op.x2, op.y, op.n_tokens, op.n_in, op.n_out == 1 ? 1 : op.n_in); return;
+    case EMBER_GRAPH_SSM_CONV:
+    case EMBER_GRAPH_GATED_DELTA: {
+        // One sequence, going on in place from the caller's state.
+        StateRun r;
+        r.t0 = 0, r.t1 = op.n_tokens, r.state = op.state, r.from = op.state;
+        if (op.kind == EMBER_GRAPH_SSM_CONV) {
+            ssm_conv(pool, op.x, op.y, op.n_in, op.conv_kernel, static_cast<const float *>(op.w), &r, 1, 0);
+        } else {
+            DeltaParams p;
+            p.n_head = static_cast<int>(op.n_head), p.n_head_k = static_cast<int>(op.n_head_kv);
+            p.head_dim = static_cast<int>(op.head_dim), p.dt = op.dt, p.decay = op.decay_a, p.eps = op.eps, p.scale = op.scale;
+            p.grouped = op.col_offset == 1;
+            gated_delta(pool, op.x, op.x2, op.x3, op.y, p, &r, 1, 0);
+        }
         return;
     }
     default: fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u is not supported", op.kind);

@@ -77,12 +77,26 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
             p.n_window_blocks = n_window;
         }
     }
+    // Recurrent layers: a state per running sequence and as many snapshots (at least 2), bought first.
+    if (const uint64_t sb = state_bytes(d); sb > 0) {
+        p.n_snapshots = std::max(2u, p.n_seq_max);
+        p.n_state_slots = p.n_seq_max + p.n_snapshots;
+        p.state_bytes = uint64_t{p.n_state_slots} * sb;
+        if (opts.kv_bytes) {
+            if (opts.kv_bytes < p.state_bytes + (per_seq + 1) * block_bytes)
+                fail(EMBER_ERR_INVALID_ARGUMENT,
+                     "a budget of %llu bytes does not hold the %u recurrent states (%llu bytes) and one sequence's KV blocks",
+                     (unsigned long long)opts.kv_bytes, p.n_state_slots, (unsigned long long)p.state_bytes);
+            blocks = (opts.kv_bytes - p.state_bytes) / block_bytes;
+            kv_bytes = blocks * block_bytes;
+        }
+    }
     if (blocks < per_seq + 1)
         fail(EMBER_ERR_INVALID_ARGUMENT, "a KV budget of %llu bytes holds %llu blocks; one sequence of %u tokens needs %llu",
              (unsigned long long)opts.kv_bytes, (unsigned long long)blocks, p.n_ctx, (unsigned long long)per_seq + 1);
     if (blocks > (1u << 30)) fail(EMBER_ERR_INVALID_ARGUMENT, "KV budget too large");
     p.n_blocks = static_cast<uint32_t>(blocks);
-    p.kv_bytes = kv_bytes;
+    p.kv_bytes = kv_bytes + p.state_bytes;
     return p;
 }
 
@@ -96,6 +110,7 @@ ContextParams context_params(const EnginePlan &p) {
     cp.n_logits = p.n_seq_max;
     cp.kv_type = p.kv_type;
     cp.n_window_blocks = p.n_window_blocks;
+    cp.n_state_slots = p.n_state_slots;
     return cp;
 }
 } // namespace
@@ -135,7 +150,14 @@ Engine::Engine(const Model &model, const EngineOptions &opts)
     // plan_.n_ctx is each request's context: LongRoPE files get their long factors past the original one.
     Backend &backend = find_backend(opts.backend);
     backend_kind_ = backend.kind();
+    if (plan_.n_state_slots > 0 && !backend.recurrent_state())
+        fail(EMBER_ERR_UNSUPPORTED, "the %s backend does not run models with recurrent layers (%s)", backend.name(),
+             model.desc().arch.c_str());
     ctx_ = model.backend_model(backend, plan_.n_ctx).create_context(context_params(plan_));
+    if (plan_.n_state_slots > 0) {
+        for (uint32_t i = plan_.n_seq_max; i-- > 0;) free_states_.push_back(static_cast<int32_t>(i));
+        snapshots_ = std::make_unique<StateSnapshots>(static_cast<int32_t>(plan_.n_seq_max), plan_.n_snapshots);
+    }
     if (plan_.n_window_blocks > 0) window_pool_ = std::make_unique<kv::BlockPool>(plan_.n_window_blocks, plan_.block_size);
     logits_.resize(static_cast<size_t>(plan_.n_seq_max) * model.desc().hp.n_vocab);
     if (!opts_.manual_step) worker_ = std::thread([this] { worker_main(); });
@@ -225,6 +247,10 @@ void Engine::finish(const std::shared_ptr<Request> &r, ember_request_state state
     tail += r->stop.finish();
     ended_.push_back({r, state, error, message, std::move(tail)});  // first: if it throws, nothing changed
     r->finished = true;
+    if (r->state_slot >= 0) {   // (a pinned prefix's state lives on in its snapshot)
+        free_states_.push_back(r->state_slot);
+        r->state_slot = -1;
+    }
     if (!keep_seq) r->release_kv();  // full blocks stay cached in the pools for later prompts that share them
 }
 
@@ -258,6 +284,25 @@ void Engine::emit(Request &r, int32_t token) {
     if (r.on_token && !r.on_token(r.handle, token, text.data(), text.size(), r.user_data)) r.cancel = true;
 }
 
+uint32_t Engine::snapshot_point(const Request &r) const {
+    return static_cast<uint32_t>(r.prompt.size()) / plan_.block_size * plan_.block_size;
+}
+
+uint32_t Engine::adopt_state(Request &r, kv::KvSequence &seq, uint32_t adopted) {
+    const uint32_t bs = plan_.block_size;
+    for (uint32_t m = adopted / bs * bs; m >= bs; m -= bs) {
+        const int32_t snap = snapshots_->find(seq.hashes()[m / bs - 1], m);
+        if (snap < 0) continue;
+        seq.truncate(m);
+        ctx_->copy_state(snap, r.state_slot);
+        r.state_zero = false;
+        return m;
+    }
+    seq.truncate(0);
+    r.state_zero = true;
+    return 0;
+}
+
 void Engine::admit() {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     // A request leaves the queue only once everything that can fail (allocations) is done: if admitting
@@ -278,6 +323,18 @@ void Engine::admit() {
             win = std::make_unique<kv::WindowTable>(*window_pool_, plan_.window, kWindowKeep);
             adopted = win->adopt_prefix(seq->hashes(), adopted);
             seq->truncate(adopted);
+        }
+        if (snapshots_) {
+            r->state_slot = free_states_.back();   // one per running request: never short here
+            free_states_.pop_back();
+            try {
+                adopted = adopt_state(*r, *seq, adopted);
+                if (win) adopted = win->adopt_prefix(seq->hashes(), adopted);
+            } catch (...) {
+                free_states_.push_back(r->state_slot);
+                r->state_slot = -1;
+                throw;
+            }
         }
         active_.push_back(r);
         queue_.pop_front();
@@ -349,7 +406,10 @@ bool Engine::step_locked() {
     for (auto &r : active_) {
         const uint32_t left = static_cast<uint32_t>(r->prompt.size()) - r->n_evaluated;
         if (left == 0 || budget == 0) continue;
-        const uint32_t n = std::min(left, budget);
+        uint32_t n = std::min(left, budget);
+        // A recurrent model's pass ends at the prompt's last whole block boundary, where its state is kept.
+        const uint32_t point = snapshot_point(*r);
+        if (snapshots_ && r->n_evaluated < point) n = std::min(n, point - r->n_evaluated);
         add(r, r->prompt.data() + r->n_evaluated, n, n == left && !r->pin);
     }
     if (fed.empty()) {
@@ -385,6 +445,17 @@ bool Engine::step_locked() {
     b.logits_rows = b_logit_rows_.data();
     b.logits = logits_.data();
     if (window_pool_) b.window_tables = b_window_tables_.data();
+    if (snapshots_) {
+        b_state_slots_.clear();
+        b_state_src_.clear();
+        for (auto &[r, n] : fed)
+            for (uint32_t i = 0; i < n; ++i) {
+                b_state_slots_.push_back(r->state_slot);
+                b_state_src_.push_back(r->state_zero ? -1 : r->state_slot);
+            }
+        b.state_slots = b_state_slots_.data();
+        b.state_src = b_state_src_.data();
+    }
     ctx_->forward(b);
     {
         size_t row = 0;
@@ -393,8 +464,17 @@ bool Engine::step_locked() {
             // After the sequence's commit, whose chain hashes the window blocks are published under.
             if (r->win) r->win->commit(n, &r->seq->hashes());
             row += n;
+            const bool prompt_chunk = r->pending < 0;
             if (r->pending >= 0) r->pending = -1;  // a decode token (always alone) was just fed
             else r->n_evaluated += n;
+            r->state_zero = false;
+            // The prompt's last whole block boundary reached: its state becomes a snapshot (pinned for a
+            // pinned prefix). With every slot pinned, none is kept: later prompts recompute it.
+            if (snapshots_ && prompt_chunk && r->n_evaluated == snapshot_point(*r) && r->n_evaluated > 0) {
+                const uint32_t m = r->n_evaluated;
+                const int32_t snap = snapshots_->store(r->seq->hashes()[m / plan_.block_size - 1], m, r->pin);
+                if (snap >= 0) ctx_->copy_state(r->state_slot, snap);
+            }
         }
     }
 

@@ -4,6 +4,7 @@
 
 #include "backend/backend.hpp"
 #include "engine/request.hpp"
+#include "engine/state_snapshots.hpp"
 #include "kv/block_pool.hpp"
 #include "model/model.hpp"
 
@@ -42,6 +43,10 @@ struct EnginePlan {
     uint32_t n_ctx = 0, n_seq_max = 0, n_batch = 0, n_threads = 0;
     uint32_t block_size = 0, n_blocks = 0;
     uint32_t window = 0, n_window_blocks = 0;   // 0, 0: no window pool
+    // A model with recurrent layers: a state slot per running sequence and n_snapshots for prefix points
+    // (engine/state_snapshots.hpp), state_bytes in all (also counted in kv_bytes: the sequences' memory).
+    uint32_t n_state_slots = 0, n_snapshots = 0;
+    uint64_t state_bytes = 0;
     uint64_t kv_bytes = 0;
     DType kv_type = DType::F16;
 };
@@ -50,7 +55,7 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts);
 // What an engine allocates, from the same plan and the same backend sizing it allocates with.
 struct MemoryEstimate {
     uint64_t weights_bytes = 0;   // tensor data (mapped from the file by the CPU backend, not copied)
-    uint64_t kv_bytes = 0;        // the KV cache
+    uint64_t kv_bytes = 0;        // the KV cache and the recurrent states
     uint64_t compute_bytes = 0;   // activations and scratch
 };
 MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &opts);
@@ -106,6 +111,15 @@ private:
     std::unique_ptr<BackendContext> ctx_;
     kv::BlockPool pool_;
     std::unique_ptr<kv::BlockPool> window_pool_;   // with plan_.n_window_blocks: the window layers' blocks
+    // A recurrent model's state slots: the running requests' (free ones here) and the snapshots'.
+    std::vector<int32_t> free_states_;
+    std::unique_ptr<StateSnapshots> snapshots_;
+    std::vector<int32_t> b_state_slots_, b_state_src_;
+    // The prompt position at which a request's state is kept as a snapshot: its last whole block boundary.
+    uint32_t snapshot_point(const Request &r) const;
+    // Admission on a recurrent model: the adopted prefix cut back to the longest one with a snapshot,
+    // whose state the request starts from; returns the tokens kept.
+    uint32_t adopt_state(Request &r, kv::KvSequence &seq, uint32_t adopted);
 
     std::mutex queue_mutex_;
     std::condition_variable queue_cv_;

@@ -60,6 +60,8 @@ struct Request {
     std::unique_ptr<kv::WindowTable> win;   // the window layers' blocks, when the engine has a window pool
     uint32_t n_evaluated = 0;         // prompt tokens whose K/V rows are in the cache
     int32_t pending = -1;             // sampled token still to be fed (-1: none)
+    int32_t state_slot = -1;          // a recurrent model's: the context's state slot of this sequence
+    bool state_zero = true;           // its state is still the zero state of position 0
     uint32_t generated = 0;
     Utf8Stream utf8;
 

@@ -27,6 +27,7 @@ public:
     float f32(const std::string &key, float fallback) const;
     std::optional<std::string_view> str(const std::string &key) const;
     const gguf::File &file() const { return file_; }
+    const std::string &arch() const { return out_.arch; }
     HParams &hp() { return out_.hp; }
 
     // Tensors, checked: a matrix [n_in, n_out] of a type the backends take, or an F32 vector [n].
@@ -39,6 +40,11 @@ public:
     // Experts: a 3-D tensor [n_in, n_out, n_expert] of a matrix type, or an F32 [n, n_expert] of biases.
     int32_t experts(const std::string &name, int64_t n_in, int64_t n_out, int64_t n_expert, bool required = true);
     int32_t expert_bias(const std::string &name, int64_t n, int64_t n_expert);
+    // A matrix of one output row [n_in, 1], stored as a vector [n_in] or as such a matrix (Qwen3.5-MoE's
+    // shared expert gate).
+    int32_t row_matrix(const std::string &name, int64_t n_in);
+    // An F32 tensor [ne0, ne1] read by an op other than MATMUL (a convolution's kernel).
+    int32_t f32_matrix(const std::string &name, int64_t ne0, int64_t ne1);
     // An F32 vector of values computed here (e.g. rope frequency factors from metadata).
     int32_t made_vector(const std::string &name, std::vector<float> values);
     // A tensor's record (to read a shape before checking it), or nullptr.
@@ -82,10 +88,24 @@ public:
     void moe(int32_t dst, int32_t src, int32_t router_logits, const Moe &m);
     void gather_logits(int32_t dst, int32_t src);
     void output(int32_t logits_buf);
+    // The hybrid families' ops (graph.h): columns offset..offset+n_cols of each of n_group groups; src *
+    // sigmoid(gate); a causal convolution with a carried window; the gated delta rule. The last two take
+    // their share of the sequence's recurrent state.
+    void copy_cols(int32_t dst, int32_t src, uint32_t n_group, uint32_t offset, uint32_t n_cols);
+    void sigmoid_mul(int32_t dst, int32_t src, int32_t gate);
+    void ssm_conv(int32_t dst, int32_t src, int32_t kernel);
+    struct GatedDelta {
+        uint32_t n_head = 0, n_head_k = 0, head_dim = 0;   // value heads, key heads, their dimension
+        int32_t dt = -1, decay = -1;                       // F32 [n_head] tensors
+        float eps = 1e-6f, scale = 1.0f;
+        bool grouped = false;   // value head h reads key head h / (n_head / n_head_k), else h % n_head_k
+    };
+    void gated_delta(int32_t dst, int32_t qkv, int32_t a, int32_t b, const GatedDelta &g);
 
 private:
     ember_graph_node &node(uint32_t op);
     const TensorRef *checked_matrix(const std::string &name, int64_t n_in, int64_t n_out, bool required) const;
+    uint32_t state(uint64_t floats);   // reserves floats of the sequence's state; returns their offset
     uint32_t width(int32_t buf) const;
 
     const gguf::File &file_;
@@ -153,6 +173,13 @@ struct DecoderOptions {
     float window_theta = 0.0f;
 };
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
+// build_decoder's readers, for architectures that write their own layers: the shape ("<arch>.*" keys,
+// checked; with experts) into b.hp(), and the rotary embedding (rope_mode: an ember_graph_rope_mode).
+void read_decoder_shape(ArchBuilder &b, bool moe);
+ArchBuilder::Rope read_decoder_rope(ArchBuilder &b, uint32_t rope_mode);
+// Qwen3.5 / Qwen3.6 (arch_qwen35.cpp): Gated DeltaNet layers beside gated attention, a dense FFN or
+// routed plus shared experts (qwen35moe); Qwen3-Next (next) the same layers with its own tensor layout.
+void build_qwen35(ArchBuilder &b, bool moe, bool next = false);
 // An after_qkv hook: RMSNorm of each head of q and k with the layer's attn_q_norm / attn_k_norm weights
 // (head_dim each, shared by the heads) — Qwen3's, Qwen3-MoE's and Gemma 3's.
 void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l);

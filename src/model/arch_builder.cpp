@@ -139,6 +139,35 @@ int32_t ArchBuilder::expert_bias(const std::string &name, int64_t n, int64_t n_e
     return it->second;
 }
 
+int32_t ArchBuilder::row_matrix(const std::string &name, int64_t n_in) {
+    const TensorRef *t = find(name);
+    if (!t) fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' is missing", name.c_str());
+    if (t->ne[0] != n_in || t->n_dims > 2 || (t->n_dims == 2 && t->ne[1] != 1))
+        fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' has shape [%lld, %lld], expected [%lld]", name.c_str(),
+             (long long)t->ne[0], (long long)t->ne[1], (long long)n_in);
+    if (!is_matmul_type(t->type)) unsupported_type(name, t->type);
+    if (t->n_dims == 2) return matrix(name, n_in, 1);
+    TensorRef m = *t;
+    m.n_dims = 2;
+    m.ne[1] = 1;
+    out_.made.push_back(std::move(m));
+    out_.tensors.push_back(&out_.made.back());
+    return static_cast<int32_t>(out_.tensors.size() - 1);
+}
+
+int32_t ArchBuilder::f32_matrix(const std::string &name, int64_t ne0, int64_t ne1) {
+    const TensorRef *t = find(name);
+    if (!t) fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' is missing", name.c_str());
+    if (t->n_dims != 2 || t->ne[0] != ne0 || t->ne[1] != ne1)
+        fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name.c_str(),
+             (long long)t->ne[0], (long long)t->ne[1], (long long)ne0, (long long)ne1);
+    if (t->type != DType::F32)
+        fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s; it must be F32", name.c_str(), dtype_name(t->type));
+    auto [it, added] = index_.emplace(t, static_cast<int32_t>(out_.tensors.size()));
+    if (added) out_.tensors.push_back(t);
+    return it->second;
+}
+
 int32_t ArchBuilder::made_vector(const std::string &name, std::vector<float> values) {
     out_.made_data.push_back(std::move(values));
     const std::vector<float> &v = out_.made_data.back();
@@ -165,7 +194,7 @@ ember_graph_node &ArchBuilder::node(uint32_t op) {
     ember_graph_node n{};
     n.op = op;
     n.layer = layer_;
-    n.dst = n.src = n.src2 = n.w = n.b = n.w2 = n.w3 = n.b2 = n.b3 = -1;
+    n.dst = n.src = n.src2 = n.src3 = n.w = n.b = n.w2 = n.w3 = n.b2 = n.b3 = -1;
     out_.nodes.push_back(n);
     return out_.nodes.back();
 }
@@ -251,5 +280,53 @@ void ArchBuilder::gather_logits(int32_t dst, int32_t src) {
 }
 
 void ArchBuilder::output(int32_t logits_buf) { out_.logits_buf = logits_buf; }
+
+void ArchBuilder::copy_cols(int32_t dst, int32_t src, uint32_t n_group, uint32_t offset, uint32_t n_cols) {
+    if (n_group == 0 || width(src) % n_group != 0 || offset + n_cols > width(src) / n_group ||
+        width(dst) != n_group * n_cols)
+        fail(EMBER_ERR_INTERNAL, "copy_cols: %u groups of %u columns from %u of a row of %u into %u", n_group, n_cols,
+             offset, width(src), width(dst));
+    auto &n = node(EMBER_GRAPH_COPY_COLS);
+    n.dst = dst, n.src = src, n.n_head = n_group, n.head_dim = n_cols, n.n = offset;
+}
+
+void ArchBuilder::sigmoid_mul(int32_t dst, int32_t src, int32_t gate) {
+    if (width(dst) != width(src) || (width(gate) != width(src) && width(gate) != 1))
+        fail(EMBER_ERR_INTERNAL, "sigmoid_mul: widths %u, %u, %u", width(dst), width(src), width(gate));
+    auto &n = node(EMBER_GRAPH_SIGMOID_MUL);
+    n.dst = dst, n.src = src, n.src2 = gate;
+}
+
+uint32_t ArchBuilder::state(uint64_t floats) {
+    const uint64_t offset = out_.state_floats;
+    if (offset + floats > (1ull << 31))
+        fail(EMBER_ERR_INVALID_MODEL, "the model's recurrent state would exceed 8 GiB per sequence");
+    out_.state_floats = static_cast<uint32_t>(offset + floats);
+    return static_cast<uint32_t>(offset);
+}
+
+void ArchBuilder::ssm_conv(int32_t dst, int32_t src, int32_t kernel) {
+    const TensorRef *k = out_.tensors.at(static_cast<size_t>(kernel));
+    if (width(dst) != width(src) || k->ne[1] != width(src) || k->ne[0] < 1)
+        fail(EMBER_ERR_INTERNAL, "ssm_conv: kernel [%lld, %lld] over rows of %u", (long long)k->ne[0],
+             (long long)k->ne[1], width(src));
+    auto &n = node(EMBER_GRAPH_SSM_CONV);
+    n.dst = dst, n.src = src, n.w = kernel;
+    n.state_size = static_cast<uint32_t>((k->ne[0] - 1) * k->ne[1]);
+    n.state_offset = state(n.state_size);
+}
+
+void ArchBuilder::gated_delta(int32_t dst, int32_t qkv, int32_t a, int32_t b, const GatedDelta &g) {
+    const uint64_t S = g.head_dim;
+    if (g.n_head == 0 || g.n_head_k == 0 || g.n_head % g.n_head_k != 0 || width(dst) != g.n_head * S ||
+        width(qkv) != (2 * g.n_head_k + g.n_head) * S || width(a) != g.n_head || width(b) != g.n_head)
+        fail(EMBER_ERR_INTERNAL, "gated_delta: %u value heads, %u key heads of %u", g.n_head, g.n_head_k, g.head_dim);
+    auto &n = node(EMBER_GRAPH_GATED_DELTA);
+    n.dst = dst, n.src = qkv, n.src2 = a, n.src3 = b, n.w = g.dt, n.w2 = g.decay;
+    n.n_head = g.n_head, n.n_head_kv = g.n_head_k, n.head_dim = g.head_dim;
+    n.eps = g.eps, n.scale = g.scale, n.n = g.grouped ? 1 : 0;
+    n.state_size = static_cast<uint32_t>(g.n_head * S * S);
+    n.state_offset = state(n.state_size);
+}
 
 } // namespace ember

@@ -8,11 +8,9 @@
 
 namespace ember {
 
-namespace {
-
 // The shape every decoder of this kind has: "<arch>.*" keys, checked. A mixture of experts may give
 // only the experts' FFN width.
-void read_shape(ArchBuilder &b, bool moe) {
+void read_decoder_shape(ArchBuilder &b, bool moe) {
     HParams &hp = b.hp();
     hp.n_embd = b.u32("embedding_length", std::nullopt);
     hp.n_layer = b.u32("block_count", std::nullopt);
@@ -44,7 +42,7 @@ void read_shape(ArchBuilder &b, bool moe) {
 
 // Rotary embedding: dimension count, base and scaling — linear, YaRN (<arch>.rope.scaling.*), Llama-3
 // factors from rope_freqs, LongRoPE factors from rope_factors_short/long with their attention factor.
-ArchBuilder::Rope read_rope(ArchBuilder &b, uint32_t mode) {
+ArchBuilder::Rope read_decoder_rope(ArchBuilder &b, uint32_t mode) {
     const HParams &hp = b.hp();
     ArchBuilder::Rope r;
     r.mode = mode;
@@ -85,6 +83,8 @@ ArchBuilder::Rope read_rope(ArchBuilder &b, uint32_t mode) {
     return r;
 }
 
+namespace {
+
 // Whether layer il has a sliding window under these options.
 bool layer_windowed(const DecoderOptions &opt, uint32_t il) {
     return opt.window > 0 && (opt.window_pattern == 0 || il % opt.window_pattern < opt.window_pattern - 1);
@@ -100,10 +100,10 @@ void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l) {
 
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
     const bool moe = opt.moe_required || b.find("blk.0.ffn_gate_inp.weight");
-    read_shape(b, moe);
+    read_decoder_shape(b, moe);
     HParams &hp = b.hp();
     const float eps = b.f32("attention.layer_norm_rms_epsilon", 1e-5f);
-    const ArchBuilder::Rope rope = read_rope(b, opt.rope_mode);
+    const ArchBuilder::Rope rope = read_decoder_rope(b, opt.rope_mode);
     ArchBuilder::Rope window_rope = rope;
     if (opt.window_theta > 0) {
         window_rope = ArchBuilder::Rope{};

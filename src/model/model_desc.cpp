@@ -30,6 +30,7 @@ void ModelDesc::finish() {
     c.n_nodes = static_cast<uint32_t>(nodes.size());
     c.nodes = nodes.data();
     c.logits_buf = logits_buf;
+    c.state_floats = state_floats;
 }
 
 } // namespace ember

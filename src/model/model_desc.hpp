@@ -59,6 +59,9 @@ struct ModelDesc {
     std::vector<ember_graph_buf> bufs;
     std::vector<ember_graph_node> nodes;
     int32_t logits_buf = -1;
+    // Floats of one sequence's recurrent state (the SSM_CONV and GATED_DELTA nodes' parts): 0 for a model
+    // of attention layers only.
+    uint32_t state_floats = 0;
 
     // The C form every backend receives (backend/module_api.h), pointing into this object: made by
     // finish() once the program is complete and the object is in its final place.

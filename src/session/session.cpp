@@ -75,6 +75,13 @@ Session::Session(const Model &model, const SessionOptions &opts)
     const uint32_t window = wl.window;
     if (opts.window_blocks && wl.n_layers > 0 && backend->window_blocks())
         cp.n_window_blocks = kv::WindowTable::pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
+    // Recurrent layers: two states a sequence (the current one and the one a feed writes).
+    if (state_bytes(model.desc().c) > 0) {
+        if (!backend->recurrent_state())
+            fail(EMBER_ERR_UNSUPPORTED, "the %s backend does not run models with recurrent layers (%s)", backend->name(),
+                 model.desc().arch.c_str());
+        cp.n_state_slots = 2 * n_seq;
+    }
     const uint64_t context_bytes = backend->context_bytes(model.desc().c, cp);
     {
         const uint64_t bytes = context_bytes + uint64_t{hp.n_vocab} * sizeof(float);
@@ -98,11 +105,34 @@ Session::Session(const Model &model, const SessionOptions &opts)
         win_ = std::make_unique<kv::WindowTable>(*kv_->window_pool, window, kWindowKeep);
         window_tables_.resize(n_batch_);
     }
+    for (uint32_t i = cp.n_state_slots; i-- > 0;) kv_->free_states.push_back(static_cast<int32_t>(i));
+    if (cp.n_state_slots > 0) take_state_slots();
     logits_.resize(hp.n_vocab);
     pos_.resize(n_batch_);
     rows_.resize(n_batch_);
     tables_.resize(n_batch_);
     for (uint32_t i = 0; i < n_batch_; ++i) rows_[i] = static_cast<int32_t>(i);
+}
+
+void Session::take_state_slots() {
+    // The caller holds kv_->mutex (or is the constructor).
+    if (kv_->free_states.size() < 2)
+        fail(EMBER_ERR_OUT_OF_MEMORY,
+             "the recurrent states this session shares with its forks are all in use (create the session with a "
+             "larger n_seq_max)");
+    cur_state_ = kv_->free_states.back();
+    kv_->free_states.pop_back();
+    work_state_ = kv_->free_states.back();
+    kv_->free_states.pop_back();
+    state_slots_.resize(n_batch_);
+    state_src_.resize(n_batch_);
+}
+
+void Session::release_state_slots() {
+    if (!has_state()) return;
+    kv_->free_states.push_back(work_state_);
+    kv_->free_states.push_back(cur_state_);
+    cur_state_ = work_state_ = -1;
 }
 
 Session::Session(const Session &parent, ForkTag)
@@ -113,6 +143,15 @@ Session::Session(const Session &parent, ForkTag)
     seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());
     if (parent.win_) win_ = std::make_unique<kv::WindowTable>(parent.win_->fork());
     window_stale_ = parent.window_stale_;   // then each rebuilds its own on first use
+    if (parent.has_state()) {
+        take_state_slots();
+        try {
+            if (parent.position() > 0) kv_->ctx->copy_state(parent.cur_state_, cur_state_);
+        } catch (...) {
+            release_state_slots();
+            throw;
+        }
+    }
     pos_.resize(n_batch_);
     rows_ = parent.rows_;
     tables_.resize(n_batch_);
@@ -129,6 +168,7 @@ void Session::set_precision(uint32_t precision) {
 
 Session::~Session() {
     std::lock_guard<std::mutex> lock(kv_->mutex);
+    release_state_slots();
     win_.reset();
     seq_.reset();
 }
@@ -233,6 +273,14 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
             b.cancel = cancel;
             if (win_) b.window_tables = window_tables_.data();
             b.precision = precision_;
+            if (has_state()) {
+                // The feed's passes write work_state_: the first reads the current state (none at position 0).
+                const int32_t src = off > 0 ? work_state_ : start > 0 ? cur_state_ : -1;
+                std::fill_n(state_slots_.begin(), chunk, work_state_);
+                std::fill_n(state_src_.begin(), chunk, src);
+                b.state_slots = state_slots_.data();
+                b.state_src = state_src_.data();
+            }
             kv_->ctx->forward(b);
             seq_->commit(tokens + off, chunk);
             if (win_) win_->commit(chunk);
@@ -245,6 +293,10 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
     } catch (...) {
         roll_back(false);
         throw;
+    }
+    if (has_state()) {
+        std::swap(cur_state_, work_state_);
+        checkpoint_ = start;
     }
     if (all_logits) std::copy_n(all_logits + (n - 1) * logits_.size(), logits_.size(), logits_.data());
     logits_valid_ = true;
@@ -261,7 +313,30 @@ void Session::ensure_window() {
     logits_valid_ = valid;
 }
 
+void Session::truncate_state(uint32_t n) {
+    if (n == position() && !window_stale_) return;
+    // From the checkpoint when it is at most n, else from the start; the KV rows of the positions re-fed
+    // are written again with the same values. If that feed fails the session is left at `from`.
+    bool from_checkpoint = checkpoint_ >= 0 && static_cast<uint64_t>(checkpoint_) <= n;
+    uint32_t from = from_checkpoint ? static_cast<uint32_t>(checkpoint_) : 0;
+    if (win_ && from > 0 && (window_stale_ || !win_->can_truncate(from))) from_checkpoint = false, from = 0;
+    const std::vector<int32_t> keep(seq_->tokens().begin() + from, seq_->tokens().begin() + n);
+    seq_->truncate(from);
+    if (win_) {
+        win_->truncate(from);
+        window_stale_ = false;
+    }
+    if (from_checkpoint) std::swap(cur_state_, work_state_);
+    checkpoint_ = -1;
+    logits_valid_ = false;
+    if (!keep.empty()) feed_locked(keep.data(), keep.size(), nullptr);
+}
+
 void Session::truncate_kv(uint32_t n) {
+    if (has_state()) {
+        truncate_state(n);
+        return;
+    }
     if (!win_ || (!window_stale_ && win_->can_truncate(n))) {
         seq_->truncate(n);
         if (win_) win_->truncate(n);

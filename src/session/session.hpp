@@ -47,6 +47,8 @@ struct SessionKv {
     std::unique_ptr<kv::BlockPool> window_pool;
     uint32_t window = 0, window_keep = 0;
     uint64_t context_bytes = 0;   // what the backend allocated for ctx (Backend::context_bytes)
+    // The recurrent states' free slots (a model with recurrent layers: two a sequence, see Session).
+    std::vector<int32_t> free_states;
     std::mutex mutex;
 };
 
@@ -88,6 +90,10 @@ public:
     uint32_t n_vocab() const { return model_.desc().hp.n_vocab; }
     uint32_t position() const { return seq_->size(); }
     uint32_t n_ctx() const { return n_ctx_; }
+    // Forgets the tokens from position n on. A model with recurrent layers (Qwen3.5) keeps no state per
+    // position: it re-evaluates tokens to reach n — from the state the last feed started at when that is at
+    // most n (a speculative rollback re-feeds only the accepted tokens), else from position 0 (every token
+    // up to n: as costly as feeding them).
     void truncate(uint32_t n);
     // Truncates and takes `logits` (n_vocab floats, computed for the n-th token by an earlier feed with
     // all_logits) as the current logits, sparing the re-evaluation of that token. Unlike truncate(n),
@@ -139,6 +145,17 @@ private:
     // a pass at position() reads (they were released as the feed went on): then this re-evaluates the
     // tokens so far (keeping the logits). Called before anything reads the window table.
     void ensure_window();
+    // A recurrent model's states (state_floats > 0): the sequence's state in cur_state_ (at position();
+    // none is read at position 0, whose state is zero), and a second slot that a feed writes, taking its
+    // passes' state there and swapping the two only once every pass succeeded — so a cancelled or failed
+    // feed leaves cur_state_ as it was, and after a feed work_state_ holds the state at the feed's start
+    // (checkpoint_, -1 when it holds none): what truncate() goes back to and re-feeds from.
+    bool has_state() const { return cur_state_ >= 0; }
+    void take_state_slots();   // two slots from the shared free list, or EMBER_ERR_OUT_OF_MEMORY
+    void release_state_slots();
+    // truncate()'s part for a recurrent model: the state at n from the checkpoint or from the start.
+    void truncate_state(uint32_t n);
+
     // Checks a saved state's header (the first min(size, 48) bytes are at data) against this session and
     // a total size of `size` bytes; returns the header's length. Throws as restore() does.
     uint32_t check_state_header(const uint8_t *data, size_t size) const;
@@ -157,7 +174,9 @@ private:
     std::unique_ptr<kv::KvSequence> seq_;
     std::unique_ptr<kv::WindowTable> win_;   // with kv_->window_pool: the window layers' rows
     bool window_stale_ = false;              // win_ was emptied by a rollback: see ensure_window
-    std::vector<int32_t> pos_, rows_;
+    int32_t cur_state_ = -1, work_state_ = -1;
+    int64_t checkpoint_ = -1;
+    std::vector<int32_t> pos_, rows_, state_slots_, state_src_;
     std::vector<const int32_t *> tables_, window_tables_;
     std::vector<float> logits_;
     bool logits_valid_ = false;

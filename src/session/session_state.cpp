@@ -1,10 +1,14 @@
 // session_state.cpp — saving a session's state (tokens, KV rows, last logits) to bytes and back.
 //
-// Format, version 3, little-endian:
+// Format, version 4, little-endian:
 //   "EMBERSES"  u32 version  u32 header_bytes (48)  u64 model fingerprint
 //   u32 n_tokens  u32 n_vocab  u32 kv_bytes_per_token  u32 has_logits  u32 kv_type (GGUF type id)  u32 flags
 //   i32 tokens[n_tokens]  KV rows [n_tokens * kv_bytes_per_token]  f32 logits[n_vocab] if has_logits
+//   u32 state_floats  f32 state[state_floats]   (the recurrent layers' state after the last token; 0 floats
+//                                                for a model without recurrent layers)
 //   u64 checksum of every byte before it
+// Version 3 is version 4 without the state part: such states still restore into models without
+// recurrent layers; a model with them refuses one (its state is not there).
 // The fingerprint covers every weight (model_fingerprint.hpp). Versions 1 and 2 (ember 0.4 and before)
 // had the same layout with a fingerprint of the shapes and the first 4 KiB of the embeddings, which let
 // a state of one model restore into a modified copy of it; they are refused with a message saying so
@@ -36,7 +40,8 @@ namespace ember {
 namespace {
 
 constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'S', 'E', 'S'};
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersionNoState = 3;
 constexpr uint32_t kHeaderBytes = 48;
 constexpr size_t kVersionEnd = 12;   // magic and version: enough to tell what the bytes are
 constexpr uint32_t kFlagLongRope = 1u;
@@ -81,6 +86,17 @@ std::vector<uint8_t> Session::save() {
     if (logits_valid_)
         out.insert(out.end(), reinterpret_cast<const uint8_t *>(logits_.data()),
                    reinterpret_cast<const uint8_t *>(logits_.data() + logits_.size()));
+    const size_t sb = state_bytes(model_.desc().c);
+    put<uint32_t>(out, static_cast<uint32_t>(sb / sizeof(float)));
+    if (sb > 0) {
+        const size_t at_state = out.size();
+        out.resize(at_state + sb, 0);   // position 0: the zero state
+        if (n > 0) {
+            std::vector<float> st(sb / sizeof(float));
+            kv_->ctx->read_state(cur_state_, st.data());
+            std::memcpy(out.data() + at_state, st.data(), sb);
+        }
+    }
     put<uint64_t>(out, state_checksum(out.data(), out.size()));
     return out;
 }
@@ -94,9 +110,13 @@ uint32_t Session::check_state_header(const uint8_t *data, size_t size) const {
         fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: it has format version %u (ember 0.4 or before), whose "
              "model fingerprint does not cover the weights, so it cannot be checked against this model; feed its tokens "
              "again and save a new one", version);
-    if (version != kVersion)
-        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has format version %u; this build reads version %u", version,
-             kVersion);
+    if (version != kVersion && version != kVersionNoState)
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state has format version %u; this build reads versions %u and %u",
+             version, kVersionNoState, kVersion);
+    const uint64_t sb = state_bytes(model_.desc().c);
+    if (version == kVersionNoState && sb > 0)
+        fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: it has format version %u, which has no place for "
+             "the recurrent state this model's layers keep", version);
     const uint32_t header = kHeaderBytes;
     if (size < header + 8) corrupt("it is shorter than a header");
     if (get<uint32_t>(data + 12) != header) corrupt("unexpected header size");
@@ -118,7 +138,8 @@ uint32_t Session::check_state_header(const uint8_t *data, size_t size) const {
              "this session's context of %u uses the %s ones: restore it into a session whose context is %s %u",
              saved_long ? "long" : "short", saved_long ? "above" : "within", model_.n_ctx_orig(), n_ctx_,
              long_here ? "long" : "short", saved_long ? "above" : "at most", model_.n_ctx_orig());
-    const uint64_t expect = uint64_t{header} + uint64_t{n} * (4 + kv_tok) + (has_logits ? uint64_t{nv} * 4 : 0) + 8;
+    const uint64_t expect = uint64_t{header} + uint64_t{n} * (4 + kv_tok) + (has_logits ? uint64_t{nv} * 4 : 0) +
+                            (version == kVersion ? 4 + sb : 0) + 8;
     if (expect != size) corrupt("its length does not match its header");
     if (n > n_ctx_) fail(EMBER_ERR_CONTEXT_FULL, "the saved state has %u tokens; this session holds %u", n, n_ctx_);
     return header;
@@ -127,7 +148,8 @@ uint32_t Session::check_state_header(const uint8_t *data, size_t size) const {
 void Session::restore(const uint8_t *data, size_t size) {
     // Short, foreign or of another version: check_state_header says which (before the checksum: no pass
     // over a large foreign buffer).
-    if (size < kHeaderBytes + 8 || std::memcmp(data, kMagic, 8) != 0 || get<uint32_t>(data + 8) != kVersion)
+    if (size < kHeaderBytes + 8 || std::memcmp(data, kMagic, 8) != 0 ||
+        (get<uint32_t>(data + 8) != kVersion && get<uint32_t>(data + 8) != kVersionNoState))
         check_state_header(data, size);
     // The checksum before the fields, so that a corrupted header is reported as corruption, not as what
     // it now says.
@@ -139,6 +161,11 @@ void Session::restore(const uint8_t *data, size_t size) {
     const bool has_logits = get<uint32_t>(data + 36) != 0;
     auto corrupt = [](const char *why) { fail(EMBER_ERR_CORRUPT_DATA, "saved session state rejected: %s", why); };
     const uint8_t *tokens = data + header;
+    const size_t sb = state_bytes(model_.desc().c);
+    const uint8_t *state = tokens + 4ull * n + uint64_t{n} * kv_tok + (has_logits ? 4ull * nv : 0);
+    if (get<uint32_t>(data + 8) == kVersion && get<uint32_t>(state) != sb / sizeof(float))
+        corrupt("its recurrent state is not of this model's size");
+    state += 4;
     for (uint32_t i = 0; i < n; ++i) {
         const int32_t t = get<int32_t>(tokens + 4 * i);
         if (t < 0 || static_cast<uint32_t>(t) >= nv) corrupt("a token is outside the vocabulary");
@@ -173,6 +200,12 @@ void Session::restore(const uint8_t *data, size_t size) {
         if (!rwin->restore(n)) fail(EMBER_ERR_INTERNAL, "window KV blocks exhausted restoring %u tokens", n);
     }
     kv_->ctx->write_kv(io_table(restored, rwin.get(), n).data(), n, tokens + 4ull * n);
+    if (sb > 0) {
+        std::vector<float> st(sb / sizeof(float));
+        std::memcpy(st.data(), state, sb);
+        kv_->ctx->write_state(cur_state_, st.data());
+        checkpoint_ = -1;
+    }
     restored.commit(ids.data(), n);
     *seq_ = std::move(restored);
     if (win_) *win_ = std::move(*rwin);

@@ -1,0 +1,145 @@
+// parity_hybrid_ops.cpp — the parity harness's cases for the ops of the hybrid families (graph.h's ops
+// from COPY_COLS on: copy_cols, sigmoid_mul, ssm_conv, gated_delta), compiled into test_parity and run on
+// whichever backend it runs. Each result is held to a bound derived next to its op, against a
+// double-precision reference written from graph.h's definitions; the two recurrent ops also carry their
+// state across calls, and the state after the last token is checked too. u is float's unit roundoff.
+#include "parity_hybrid_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using namespace parity;
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double silu(double x) { return x * sigmoid(x); }
+
+// copy_cols moves values: exact. sigmoid_mul: exp (a few ulp) and two roundings, relative to |x|.
+void test_copy_sigmoid(void **) {
+    uint64_t st = 51;
+    const uint32_t rows = 5, groups = 3, stride = 20, off = 7, n = 9;
+    const std::vector<float> x = rand_vec(&st, rows * groups * stride, -4, 4);
+    std::vector<float> y(rows * groups * n);
+    ember_mod_op op = make_op(EMBER_GRAPH_COPY_COLS);
+    op.n_tokens = rows, op.n_in = groups * stride, op.n_head = groups, op.head_dim = n, op.col_offset = off;
+    op.x = x.data(), op.y = y.data();
+    run(op);
+    for (uint32_t r = 0; r < rows; ++r)
+        for (uint32_t g = 0; g < groups; ++g)
+            for (uint32_t i = 0; i < n; ++i)
+                check("copy_cols", (r * groups + g) * n + i, y[(r * groups + g) * n + i], x[r * groups * stride + g * stride + off + i], 0);
+    const uint32_t w = 300;
+    const std::vector<float> a = rand_vec(&st, rows * w, -5, 5), g = rand_vec(&st, rows * w, -12, 12);
+    std::vector<float> z(rows * w);
+    for (uint32_t per_row = 0; per_row < 2; ++per_row) {
+        op = make_op(EMBER_GRAPH_SIGMOID_MUL);
+        op.n_tokens = rows, op.n_in = w, op.n_out = per_row ? 1 : w, op.x = a.data(), op.x2 = g.data(), op.y = z.data();
+        run(op);
+        for (uint32_t r = 0; r < rows; ++r)
+            for (uint32_t i = 0; i < w; ++i) {
+                const double gate = per_row ? g[r] : g[r * w + i];
+                check(per_row ? "sigmoid_mul (one gate a row)" : "sigmoid_mul", r * w + i, z[r * w + i],
+                      a[r * w + i] * sigmoid(gate), 16 * kU * std::fabs(a[r * w + i]));
+            }
+    }
+}
+
+// ssm_conv: a sum of K products (K roundings of the running sum, each within u of it: K u sum|w x|), then
+// silu (|silu'| < 1.1; exp and the division a few ulp: 8 u |silu|). Run as two calls (the window carried
+// in the state), against the whole sequence in double; the state after is the last K - 1 inputs, exact.
+void test_ssm_conv(void **) {
+    uint64_t st = 53;
+    const uint32_t C = 70, K = 4, T = 11, split = 6;
+    const std::vector<float> x = rand_vec(&st, T * C, -3, 3), w = rand_vec(&st, C * K, -1, 1),
+                             init = rand_vec(&st, (K - 1) * C, -3, 3);
+    std::vector<float> y(T * C), state = init;
+    for (uint32_t part = 0; part < 2; ++part) {
+        const uint32_t t0 = part ? split : 0, t1 = part ? T : split;
+        ember_mod_op op = make_op(EMBER_GRAPH_SSM_CONV);
+        op.n_tokens = t1 - t0, op.n_in = C, op.conv_kernel = K, op.w = w.data(), op.x = x.data() + t0 * C;
+        op.y = y.data() + t0 * C, op.state = state.data();
+        run(op);
+    }
+    // The input history: the initial window, then x.
+    auto input = [&](int64_t t, uint32_t c) -> double { return t < 0 ? init[(t + K - 1) * C + c] : x[t * C + c]; };
+    for (uint32_t t = 0; t < T; ++t)
+        for (uint32_t c = 0; c < C; ++c) {
+            double s = 0, mag = 0;
+            for (uint32_t j = 0; j < K; ++j) {
+                const double p = double(w[c * K + j]) * input(int64_t(t) - K + 1 + j, c);
+                s += p, mag += std::fabs(p);
+            }
+            check("ssm_conv", t * C + c, y[t * C + c], silu(s), 1.1 * (K + 1) * kU * mag + 8 * kU * std::fabs(silu(s)));
+        }
+    for (uint32_t j = 0; j + 1 < K; ++j)
+        for (uint32_t c = 0; c < C; ++c) check("ssm_conv state", j * C + c, state[j * C + c], input(T - K + 1 + j, c), 0);
+}
+
+// gated_delta in double from graph.h's definition. Bound: each token's state update is a decay, a dot
+// product of S terms and an update (about 2 S + 4 roundings on values of the state's size, |M| <= mag);
+// errors carry through later tokens scaled by g < 1 and (1 - beta k_i^2) <= 1, so they add at most:
+// (4 S + 16) u mag per token, times T tokens, for the state and (with |q| = scale) the outputs.
+void test_gated_delta(void **) {
+    uint64_t st = 57;
+    const uint32_t H = 4, Hk = 2, S = 32, T = 13, split = 5;
+    const uint32_t row = (2 * Hk + H) * S;
+    const float eps = 1e-6f, scale = 1.0f / std::sqrt(float(S));
+    const std::vector<float> qkv = rand_vec(&st, T * row, -1, 1), a = rand_vec(&st, T * H, -3, 2),
+                             b = rand_vec(&st, T * H, -3, 3), dt = rand_vec(&st, H, -1, 1), decay = rand_vec(&st, H, -2, -0.1f),
+                             init = rand_vec(&st, H * S * S, -0.5f, 0.5f);
+    for (int whole = 0; whole < 2; ++whole) {
+        std::vector<float> y(T * H * S), state = init;
+        for (uint32_t part = 0; part < (whole ? 1u : 2u); ++part) {
+            const uint32_t t0 = whole ? 0 : part ? split : 0, t1 = whole ? T : part ? T : split;
+            ember_mod_op op = make_op(EMBER_GRAPH_GATED_DELTA);
+            op.n_tokens = t1 - t0, op.n_head = H, op.n_head_kv = Hk, op.head_dim = S, op.eps = eps, op.scale = scale;
+            op.x = qkv.data() + t0 * row, op.x2 = a.data() + t0 * H, op.x3 = b.data() + t0 * H;
+            op.dt = dt.data(), op.decay_a = decay.data(), op.y = y.data() + t0 * H * S, op.state = state.data();
+            run(op);
+        }
+        // Reference.
+        std::vector<double> M(init.begin(), init.end());
+        double mag = 0;
+        for (double m : M) mag = std::max(mag, std::fabs(m));
+        for (uint32_t t = 0; t < T; ++t) {
+            const float *xt = qkv.data() + t * row;
+            for (uint32_t h = 0; h < H; ++h) {
+                const uint32_t hk = h % Hk;
+                double q[64], k[64], nq = 0, nk = 0;
+                for (uint32_t i = 0; i < S; ++i) nq += double(xt[hk * S + i]) * xt[hk * S + i], nk += double(xt[(Hk + hk) * S + i]) * xt[(Hk + hk) * S + i];
+                for (uint32_t i = 0; i < S; ++i) {
+                    q[i] = xt[hk * S + i] / std::max(std::sqrt(nq), double(eps)) * scale;
+                    k[i] = xt[(Hk + hk) * S + i] / std::max(std::sqrt(nk), double(eps));
+                }
+                const double sp = double(a[t * H + h]) + dt[h];
+                const double g = std::exp((sp > 20 ? sp : std::log1p(std::exp(sp))) * decay[h]), beta = sigmoid(b[t * H + h]);
+                double *Mh = M.data() + size_t(h) * S * S;
+                for (uint32_t j = 0; j < S; ++j) {
+                    double *m = Mh + size_t(j) * S, u = 0, o = 0;
+                    for (uint32_t i = 0; i < S; ++i) m[i] *= g, u += m[i] * k[i];
+                    const double d = beta * (xt[(2 * Hk + h) * S + j] - u);
+                    for (uint32_t i = 0; i < S; ++i) m[i] += k[i] * d, o += m[i] * q[i], mag = std::max(mag, std::fabs(m[i]));
+                    const double bound = (4.0 * S + 16) * kU * std::max(1.0, mag) * (t + 1);
+                    char what[64];
+                    std::snprintf(what, sizeof what, "gated_delta%s t %u h %u", whole ? "" : " (two calls)", t, h);
+                    check(what, j, y[(t * H + h) * S + j], o, bound);
+                }
+            }
+        }
+        for (size_t i = 0; i < M.size(); ++i)
+            check(whole ? "gated_delta state" : "gated_delta state (two calls)", i, state[i], M[i],
+                  (4.0 * S + 16) * kU * std::max(1.0, mag) * T);
+    }
+}
+
+} // namespace
+
+void parity_hybrid_ops_add(std::vector<CMUnitTest> &tests) {
+    tests.push_back(cmocka_unit_test(test_copy_sigmoid));
+    tests.push_back(cmocka_unit_test(test_ssm_conv));
+    tests.push_back(cmocka_unit_test(test_gated_delta));
+}
