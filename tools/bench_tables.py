@@ -40,13 +40,8 @@ def load(name):
 
 
 def num(x):
-    if x is None:
-        return "—"
-    if x >= 1000:
-        return f"{x:.0f}"
-    if x >= 100:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
+    """A figure as it was recorded (no digits added or dropped)."""
+    return "—" if x is None else f"{x:g}"
 
 
 def ratio(a, b):
@@ -90,7 +85,7 @@ def class_table(cls):
         e, p = slot.get("ember"), slot.get("llama.cpp")
         if e is None:
             sys.exit(f"a llama.cpp result without Ember's beside it: {k}")
-        threads = e["threads"] or "GPU"
+        threads = e["threads"] or "device"
         par = f", {e['parallel']} seq." if e.get("parallel", 1) > 1 else ""
         cells = [e["model"], f"{e['prompt_tokens']} / {e['gen_tokens']} / {threads}{par}",
                  num(e.get("prefill_tok_s")), num(p and p.get("prefill_tok_s")),
