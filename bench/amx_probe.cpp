@@ -6,8 +6,12 @@
 // The kernel's block is a tile product (A 16 x 32 bytes at the activations' row stride, B 8 x 64, TDPBSSD,
 // TILESTORED of the 16 x 16 int32) and a float epilogue per token (convert, multiply by a broadcast scale,
 // FMA). The question it answers: how much of the tile instructions' time can the epilogue hide, and in
-// which order. docs/benchmarks.md "Prefill, fifth pass" has the figures it gave and what followed from
-// them (the tile loops' order; sharing A between panels and TDPBF16PS dropped). The loops are the
+// which order. On a Sapphire Rapids VM (2026-11-26): the epilogue alone 16.6, the products alone 16.1,
+// both on unrelated data 29.3 (it hides almost nothing), the stores 11.4; the kernel's plain order (4
+// products, 4 stores, 4 epilogues) 47.4 and the pipelined one it now uses (each product of the next four
+// before one epilogue of these four, its store one epilogue later) 40.8. One A tile shared by two panels
+// gave 39.1 (4 %, less than the accumulator swaps cost) and TDPBF16PS 42 for the tile instructions alone,
+// so neither is used (docs/benchmarks.md, "Below target, and why"). The loops are the
 // kernel's instruction mix on synthetic data (the values are not checked): compare them with each other.
 // As in matmul_panel_avx512.cpp: avx512fintrin.h's _mm512_undefined_* initialise themselves on purpose
 // (GCC bug 105593).

@@ -18,7 +18,7 @@
 //             them here) and from its decode (one token per step);
 //   argmax    positions whose argmax equals the reference's;
 //   greedy    with F32 weights, whether 32 greedy tokens after the prompt are the same in both.
-// The bar, per row: Ember's rel_err <= llama.cpp's x 1.1 + 0.002 and its argmax agreement >= llama.cpp's.
+// The bar each row must meet (docs/model-families.md): Ember's rel_err <= llama.cpp's x 1.1 + 0.002 and its argmax agreement >= llama.cpp's.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";

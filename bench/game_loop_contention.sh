@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The game-loop sample beside a busy process: NPC tokens/s and Ember's time per frame, against one
-# engine thread on a quiet machine (issue 22: "NPCs' tokens/s >= 0.8x of one core's quiet rate").
+# engine thread on a quiet machine (the target: NPCs' tokens/s >= 0.8x of one core's quiet rate, docs/benchmarks.md).
 #
 # Each round runs, in turn: the sample with `-t 1` and nothing beside it ("quiet-t1"), then the sample
 # with its default settings while one busy process (a shell loop) runs beside it ("busy-default").

@@ -1,5 +1,5 @@
-// parity_family_ops.cpp — the parity harness's cases for the ops graph.h gained with the model families
-// of issue 18 (scale, softcap, geglu, attention_ext, rope_yarn, moe), compiled into test_parity and run on
+// parity_family_ops.cpp — the parity harness's cases for the ops graph.h has for the model families of
+// docs/model-families.md (scale, softcap, geglu, attention_ext, rope_yarn, moe), compiled into test_parity and run on
 // whichever backend it runs (the CPU's table, or "vulkan" / "cuda"). Each result is held to a bound
 // derived next to its op, against a double-precision reference written from graph.h's definitions. A
 // backend that has not implemented an op yet fails these with its EMBER_ERR_UNSUPPORTED message.

@@ -5,7 +5,7 @@
 // its prepared input only with the product of the same input just before it; the rope angle table is
 // recomputed only when the rotation changes); ops and options the backend does not run are
 // EMBER_ERR_UNSUPPORTED naming them, broken references EMBER_ERR_INVALID_MODEL; and a context's device
-// regions do not overlap. The model families' programs (issue 18: every synthetic family) are accepted,
+// regions do not overlap. The model families' programs (every synthetic family of docs/model-families.md) are accepted,
 // their expert stacks uploaded as stacks, their YaRN ropes given tables of their own.
 #include "synthetic_model.hpp"
 #include "test_util.h"

@@ -545,7 +545,7 @@ void test_name_table(void **) {
     const std::vector<std::string_view> names = Tokenizer::supported_pre_tokenizers();
     std::set<std::string_view> unique(names.begin(), names.end());
     assert_int_equal(unique.size(), names.size());
-    // The names the families of issue 18 and llama.cpp's vocabulary tests carry.
+    // The names the model families (docs/model-families.md) and llama.cpp's vocabulary tests carry.
     for (const char *required : {"default", "gpt-2", "llama-bpe", "llama3", "qwen2", "smollm", "refact",
                                  "deepseek-r1-qwen", "deepseek-llm", "tekken", "gpt-4o", "dbrx", "olmo",
                                  "starcoder", "falcon", "phi-2"}) {

@@ -157,7 +157,7 @@ void test_qwen3_per_head_norm_head_dim(void **) {
     compare(s, 1e-3, "qwen3 F32, per-head q/k norm, head_dim 32");
 }
 
-// Every model family (issue 18) through the one decoder: gemma2/3 (GeGLU, sqrt(d) scale, softcaps, sliding
+// Every model family (docs/model-families.md) through the one decoder: gemma2/3 (GeGLU, sqrt(d) scale, softcaps, sliding
 // windows crossed by the 80-token prompt), phi3 (LongRoPE factors, partial rotary), granite's multipliers,
 // olmo2, mixtral, qwen3moe and gpt-oss (experts routed per pass, sinks, YaRN, clamped SwiGLU, biases): each
 // op of graph.h the CPU runs, run by the module's shaders, in F32 weights, Q8_0 and Q4_K (the K layout:

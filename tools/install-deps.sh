@@ -12,8 +12,8 @@ packages=(cmake ninja-build g++ libxxhash-dev)
 minimal=0
 [ "${1:-}" = "--minimal" ] && minimal=1
 if [ $minimal -eq 0 ]; then
-# The tests: cmocka, found through pkg-config.
-packages+=(pkg-config libcmocka-dev)
+# The tests: cmocka, found through pkg-config; python3 for test_bench_tables (tools/bench_tables.py).
+packages+=(pkg-config libcmocka-dev python3)
 # The Vulkan backend module: headers and glslc to build it; the loader, lavapipe (Mesa's CPU driver)
 # and the Khronos validation layer so that its tests run (on lavapipe) in CI, which has no GPU.
 packages+=(libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers)

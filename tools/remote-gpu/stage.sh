@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# tools/gpu-lease/stage.sh — pack what a lent GPU machine needs to run the test suite and the CUDA
+# tools/remote-gpu/stage.sh — pack what a GPU machine needs to run the test suite and the CUDA
 # benchmarks without building there: the build tree's programs and libraries (stripped), the ctest files,
 # the few Debian libraries the tests link that such a machine lacks, and the shared models the GPU tests
-# read. Everything lands in .gpu/ (ignored by git), which the device call carries; device.sh unpacks it.
+# read. Everything lands in .gpu/ (ignored by git), which goes to the GPU machine with the checkout; device.sh unpacks it there.
 #
-# usage: tools/gpu-lease/stage.sh BUILD_DIR [--no-shared]
+# usage: tools/remote-gpu/stage.sh BUILD_DIR [--no-shared]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:?usage: stage.sh BUILD_DIR}; shared=1; [ "${2:-}" = --no-shared ] && shared=0

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# tools/gpu-lease/device.sh — what one lease of a GPU machine runs, from the repo root there, over what
-# stage.sh packed into .gpu/ (no build on the leased machine: its minutes are few). Logs go to $OUT
-# (at most 8 files come back): info.txt, ctest-cuda.log, sanitizer.log, ctest-all.log, bench.jsonl,
-# synth.log, summary.txt. Every step has its own time limit, so one hang costs that step only.
+# tools/remote-gpu/device.sh — the CUDA checks on a GPU machine, run from the checkout's root there over
+# what stage.sh packed into .gpu/ (nothing is built on that machine). Logs go to $OUT: info.txt,
+# ctest-cuda.log, sanitizer.log, ctest-all.log, bench.jsonl, synth.log, summary.txt. Every step has its own time limit, so one hang costs that step only.
 #
-# usage: tools/gpu-lease/device.sh [STEPS]   STEPS: any of "tests sanitizer suite bench" (default: all)
+# usage: tools/remote-gpu/device.sh [STEPS]   STEPS: any of "tests sanitizer suite bench" (default: all)
 # in the order tests, suite, sanitizer (while the models are written), bench; EMBER_GPU_DEADLINE (s, default 420) ends it early;
 # EMBER_GPU_TESTS (a ctest -R regex, default the CUDA ones) picks what the tests step runs.
 set -u
@@ -24,8 +23,8 @@ if [ "$root" != "$src" ]; then mkdir -p "$(dirname "$src")"; [ -e "$src" ] || ln
 if [ ! -x "$bp/tests/test_parity" ]; then
   mkdir -p "$root/$(basename "$bp")" && xz -dc .gpu/build.tar.xz | tar xf - -C "$root/$(basename "$bp")"
 fi
-# A copy outside the checkout for peer.sh's call: the lease tool removes the checkout's untracked
-# folders that a later call does not carry (.gpu and this build went in the first lease's peer call).
+# A copy outside the checkout for peer.sh, which may run where the checkout no longer holds .gpu/ and this
+# unpacked build (a runner that keeps only the files it was given for each step).
 mkdir -p /tmp/ember-gpubuild && cp -a "$bp/." /tmp/ember-gpubuild/
 shared=$(dirname "$src")/shared
 if [ -f .gpu/shared-models.tar.xz ] && [ ! -d "$shared/models/stories260K" ]; then

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# tools/gpu-lease/peer.sh — the second call of a lease, on the machine device.sh left warm: llama.cpp's
-# CUDA build (node-llama-cpp, packed into .gpu-peer/ by tools/gpu-lease/peer/) beside `ember bench
+# tools/remote-gpu/peer.sh — run after device.sh on the same GPU machine: llama.cpp's
+# CUDA build (node-llama-cpp, packed into .gpu-peer/ by tools/remote-gpu/peer/pack.sh) beside `ember bench
 # --backend cuda`, alternately, on the Llama-3-8B-shaped models device.sh wrote, P 512 G 128, 1 and 16
 # sequences. One JSON line per run in $OUT/peer.jsonl; llama.cpp's stderr in $OUT/peer-stderr.txt.
 set -u
 OUT=${OUT:-/tmp/ember-gpu-out}; mkdir -p "$OUT"
-# device.sh's copy of the build (this call carries .gpu-peer, not .gpu: both do not fit beside the repo).
+# device.sh's copy of the build in /tmp (.gpu/ need not be here: only .gpu-peer/ is).
 bp=/tmp/ember-gpubuild; [ -x "$bp/tools/ember/ember" ] || { echo "peer.sh: run device.sh first (no $bp)" >&2; exit 1; }
 export EMBER_BACKEND_DIR=$bp
 export LD_LIBRARY_PATH="$bp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the CLI's RUNPATH names the build tree device.sh unpacked

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# tools/gpu-lease/peer/pack.sh — packs the peer for a GPU lease into .gpu-peer/ (ignored by git): node
-# and llama.cpp's CUDA build as node-llama-cpp ships it (the version ../shared/peer uses), small enough
-# to travel with the repo (a lease call carries 64 MiB; the repo is ~33 MB, this ~29 MB).
+# tools/remote-gpu/peer/pack.sh — packs the peer for a GPU machine into .gpu-peer/ (ignored by git): node
+# and llama.cpp's CUDA build as node-llama-cpp ships it (the version ../shared/peer uses), ~29 MB where
+# the prebuilt package is 159 MB, so that it travels with the checkout.
 #
 # Why the surgery: the prebuilt @node-llama-cpp/linux-x64-cuda has a 159 MB fat binary with machine
-# code for sm_86/89/120/121 only and PTX of ISA 9.1, which a CUDA 13.0 driver (580, the lent machines')
+# code for sm_86/89/120/121 only and PTX of ISA 9.1, which a CUDA 13.0 driver (580)
 # cannot compile: nothing in it runs on an H100/H200 as shipped. So each kernel module's PTX is dumped,
 # its `.version` lowered to 9.0 and compiled with this machine's ptxas (CUDA 13.0) for sm_90, and only
 # the modules a Llama-shaped GGUF needs are kept (KEEP, indices in the section's order: the common ops,
@@ -12,7 +12,7 @@
 # emptied, and a kernel of theirs fails with "no kernel image is available" (run.sh says so).
 # prune_fatbin.py rewrites each fat binary in place, so every pointer into the section stays valid.
 #
-# usage: tools/gpu-lease/peer/pack.sh       (needs npm, zstd, xz, /usr/local/cuda/bin/ptxas, ../shared/peer
+# usage: tools/remote-gpu/peer/pack.sh       (needs npm, zstd, xz, /usr/local/cuda/bin/ptxas, ../shared/peer
 #                                            installed: cd ../shared/peer && npm install)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../../.." && pwd)
