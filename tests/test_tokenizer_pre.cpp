@@ -107,6 +107,8 @@ std::vector<Variant> variants() {
         if (first_of_kind) add(std::string(s.name) + ".gpt-2", "gpt-2", s.name);
     }
     add("qwen2-extra.qwen2", "qwen2", "qwen2", kHtmlTokens);
+    // Qwen3.5's pre-tokenizer on the vocabulary of its family (its own is not at hand: Qwen2's merges).
+    add("qwen35.qwen2", "qwen2", "qwen35").random_texts = true;
     // With its end of turn named: otherwise llama.cpp takes the first token with an end-of-turn text it
     // meets in a hash map (here "<|end|>", or "<|im_end|>"), and "<|end|>" ends generation or not by chance.
     add("harmony.qwen2", "qwen2", "gpt-4o", kHarmonyTokens).eot_id = 151645;
@@ -395,6 +397,18 @@ void test_splits(void **) {
     expect_split(P::Gpt2, "I'm  fine 123", {"I", "'m", " ", " fine", " 123"});
     expect_split(P::Llama3, "I'M 12345 ok\n\n", {"I", "'M", " ", "123", "45", " ok", "\n\n"});
     expect_split(P::Qwen2, "a 123", {"a", " ", "1", "2", "3"});
+    // Qwen3.5: combining marks belong to words (Qwen2 cuts a word at each mark, and puts a mark that
+    // follows punctuation into the punctuation's piece); digits one by one as in Qwen2.
+    const char *cafe = "cafe\xCC\x81 ok";                                      // "café" with U+0301
+    const char *hindi = "\xE0\xA4\xB9\xE0\xA4\xBF\xE0\xA4\xA8\xE0\xA5\x8D\xE0\xA4\xA6\xE0\xA5\x80";  // हिन्दी
+    expect_split(P::Qwen35, cafe, {"cafe\xCC\x81", " ok"});
+    expect_split(P::Qwen2, cafe, {"cafe", "\xCC\x81", " ok"});
+    expect_split(P::Qwen35, hindi, {hindi});
+    expect_split(P::Qwen2, hindi, {"\xE0\xA4\xB9", "\xE0\xA4\xBF\xE0\xA4\xA8", "\xE0\xA5\x8D\xE0\xA4\xA6", "\xE0\xA5\x80"});
+    expect_split(P::Qwen35, "!!\xCC\x81x 12", {"!!", "\xCC\x81x", " ", "1", "2"});
+    expect_split(P::Qwen2, "!!\xCC\x81x 12", {"!!\xCC\x81", "x", " ", "1", "2"});
+    // A mark after a space starts a word with it, as a letter would; contractions as in Qwen2.
+    expect_split(P::Qwen35, "I'M \xCC\x81" "a\n\n", {"I", "'M", " \xCC\x81" "a", "\n\n"});
     // StarCoder: every digit alone, then GPT-2 on what is left (the space stays alone).
     expect_split(P::Starcoder, "x 123y", {"x", " ", "1", "2", "3", "y"});
     // Falcon: punctuation runs first (the apostrophe too, so no contractions), digits in threes.
@@ -423,7 +437,7 @@ const tok::PreTokenizer kAllKinds[] = {
     tok::PreTokenizer::Gpt2,      tok::PreTokenizer::Llama3, tok::PreTokenizer::Qwen2,  tok::PreTokenizer::Starcoder,
     tok::PreTokenizer::Falcon,    tok::PreTokenizer::Default, tok::PreTokenizer::Gpt4o, tok::PreTokenizer::Tekken,
     tok::PreTokenizer::DeepseekLlm, tok::PreTokenizer::DeepseekCoder, tok::PreTokenizer::DeepseekV3, tok::PreTokenizer::Bloom,
-    tok::PreTokenizer::Viking,
+    tok::PreTokenizer::Viking,    tok::PreTokenizer::Qwen35,
 };
 
 // The pieces are non-empty and spell the text exactly, invalid UTF-8 included, in every family.
@@ -545,10 +559,10 @@ void test_name_table(void **) {
     const std::vector<std::string_view> names = Tokenizer::supported_pre_tokenizers();
     std::set<std::string_view> unique(names.begin(), names.end());
     assert_int_equal(unique.size(), names.size());
-    // The names the families of issue 18 and llama.cpp's vocabulary tests carry.
+    // The names of the families Ember runs, of this year's families and of llama.cpp's vocabulary tests.
     for (const char *required : {"default", "gpt-2", "llama-bpe", "llama3", "qwen2", "smollm", "refact",
                                  "deepseek-r1-qwen", "deepseek-llm", "tekken", "gpt-4o", "dbrx", "olmo",
-                                 "starcoder", "falcon", "phi-2"}) {
+                                 "starcoder", "falcon", "phi-2", "qwen35", "lfm2", "llama4"}) {
         if (!unique.count(required)) std::printf("  missing pre-tokenizer '%s'\n", required);
         assert_true(unique.count(required) == 1);
     }

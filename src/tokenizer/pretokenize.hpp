@@ -20,6 +20,8 @@ enum class PreTokenizer {
     // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     Llama3,
     Qwen2,          // as Llama3 but \p{N} (one digit per piece) instead of \p{N}{1,3}
+    // as Qwen2 with [\p{L}\p{M}]+ for \p{L}+ and [^\s\p{L}\p{M}\p{N}]+ for [^\s\p{L}\p{N}]+ (Qwen3.5, 3.6)
+    Qwen35,
     Starcoder,      // \p{N} isolated, then Gpt2
     Falcon,         // [\p{P}$+<=>^~|`]+ isolated, then Gpt2, then [0-9]{3}
     Default,        // llama.cpp's "default": [\p{P}$+<=>^~|]+, then Gpt2, then \p{N}+, then [0-9]{3}
