@@ -74,6 +74,7 @@ constexpr ExtraToken kProbeTokens[] = {
     {"<|fim_prefix|>", TokenType::USER_DEFINED},   {"<|fim_suffix|>", TokenType::USER_DEFINED},
     {"<|fim_middle|>", TokenType::USER_DEFINED},   {"<|fim_pad|>", TokenType::USER_DEFINED},
     {"<|repo_name|>", TokenType::USER_DEFINED},    {"<|file_sep|>", TokenType::USER_DEFINED},
+    {"<turn|>", TokenType::USER_DEFINED},          {"<|tool_response>", TokenType::USER_DEFINED},
 };
 
 // A vocabulary file made from ggml-vocab-<base>.gguf.
@@ -86,6 +87,9 @@ struct Variant {
     std::string general_name;         // written as general.name when not empty
     int64_t eot_id = -1;              // written as tokenizer.ggml.eot_token_id when >= 0
     bool random_texts = false;        // also compared on texts_random.txt (<name>.random.out)
+    // tokenizer.ggml.model = "gemma4" on a SentencePiece base: merges made from its vocabulary (see
+    // spm_merges), tokenizer.ggml.add_bos_token = false (which Gemma 4 overrides)
+    bool gemma4 = false;
 };
 
 // Every name on the Llama 3 vocabulary (128k tokens, merges for code and many scripts); the first name
@@ -102,6 +106,7 @@ std::vector<Variant> variants() {
     };
     std::set<int> kinds_seen;
     for (const tok::PreTokenizerSpec &s : tok::pre_tokenizer_specs()) {
+        if (s.spm_style) continue;   // needs a "▁" vocabulary: the gemma4 variant below
         const bool first_of_kind = kinds_seen.insert(int(s.kind)).second;
         add(std::string(s.name) + ".llama-bpe", "llama-bpe", s.name).random_texts = first_of_kind;
         if (first_of_kind) add(std::string(s.name) + ".gpt-2", "gpt-2", s.name);
@@ -117,6 +122,10 @@ std::vector<Variant> variants() {
     Variant &gemma = add("spm-gemma.llama-spm", "llama-spm", "", kHtmlTokens);
     gemma.no_space_prefix = true;
     gemma.random_texts = true;
+    // Gemma 4's BPE over "▁"-escaped text, on Llama 2's vocabulary (its own is not at hand).
+    Variant &gemma4 = add("gemma4.llama-spm", "llama-spm", "");
+    gemma4.gemma4 = true;
+    gemma4.random_texts = true;
     // Phi-3's own file (its general.name makes llama.cpp strip spaces after special tokens).
     add("phi-3.phi-3", "phi-3", "");
     return v;
@@ -129,6 +138,29 @@ std::string vocab_path(const std::string &base) {
     const std::string rel = "ggml-vocab/ggml-vocab-" + base + ".gguf";
     const char *p = test_shared_model(rel.c_str());
     return p ? p : "";
+}
+
+// A merge list for a SentencePiece vocabulary, as BPE over its tokens needs one: every way of writing a
+// normal token as two normal tokens, ranked by the token's id (SentencePiece's order: most frequent
+// first), then by where it is cut. Any consistent list serves: Ember and llama.cpp get the same one.
+std::vector<std::string> spm_merges(const gguf::File &file) {
+    const std::vector<std::string_view> &tokens = file.get_array("tokenizer.ggml.tokens")->strs;
+    const gguf::Value *types = file.get_array("tokenizer.ggml.token_type");
+    auto normal = [&](size_t id) { return types->array_int(id) == int64_t(TokenType::NORMAL); };
+    std::map<std::string_view, size_t> ids;
+    for (size_t id = 0; id < tokens.size(); ++id)
+        if (normal(id)) ids.emplace(tokens[id], id);
+    std::vector<std::string> merges;
+    for (size_t id = 0; id < tokens.size(); ++id) {
+        const std::string_view t = tokens[id];
+        if (!normal(id) || t.find(' ') != std::string_view::npos) continue;
+        for (size_t cut = 1; cut < t.size(); ++cut) {
+            if ((uint8_t(t[cut]) & 0xC0) == 0x80) continue;   // inside a character
+            if (ids.count(t.substr(0, cut)) && ids.count(t.substr(cut)))
+                merges.push_back(std::string(t.substr(0, cut)) + " " + std::string(t.substr(cut)));
+        }
+    }
+    return merges;
 }
 
 // Copies one metadata value into w (the types vocabulary files use).
@@ -185,6 +217,7 @@ std::vector<uint8_t> build_variant(const Variant &var) {
         if (key == "tokenizer.ggml.add_space_prefix" && var.no_space_prefix) continue;
         if (key == "general.name" && !var.general_name.empty()) continue;
         if (key == "tokenizer.ggml.eot_token_id" && var.eot_id >= 0) continue;
+        if (var.gemma4 && (key == "tokenizer.ggml.model" || key == "tokenizer.ggml.add_bos_token")) continue;
         const gguf::Value &v = kv.value;
         const bool per_token = v.type == gguf::ValueType::ARRAY && v.count == n;
         if (extra.empty() || !per_token) {
@@ -214,6 +247,11 @@ std::vector<uint8_t> build_variant(const Variant &var) {
     if (var.no_space_prefix) w.add_bool("tokenizer.ggml.add_space_prefix", false);
     if (!var.general_name.empty()) w.add_string("general.name", var.general_name);
     if (var.eot_id >= 0) w.add_u32("tokenizer.ggml.eot_token_id", uint32_t(var.eot_id));
+    if (var.gemma4) {
+        w.add_string("tokenizer.ggml.model", "gemma4");
+        w.add_bool("tokenizer.ggml.add_bos_token", false);
+        w.add_array_string("tokenizer.ggml.merges", spm_merges(file));
+    }
     return w.to_bytes();
 }
 
@@ -582,7 +620,7 @@ void test_name_table(void **) {
         assert_true(t->tokenize("ab", false, false) == std::vector<int32_t>{2});
     }
     const std::vector<std::string_view> models = Tokenizer::supported_models();
-    assert_true(models == (std::vector<std::string_view>{"llama", "gpt2"}));
+    assert_true(models == (std::vector<std::string_view>{"llama", "gpt2", "gemma4"}));
 }
 
 // `test_tokenizer_pre --write DIR`: the variants as files, for bench/tokenizer_peer.mjs.
@@ -601,10 +639,30 @@ int write_variants(const char *dir) {
     return 0;
 }
 
+// `test_tokenizer_pre --compare DIR TEXTS`: every variant with a DIR/<name>.random.out (bench/tokenizer_peer.mjs
+// --random TEXTS --out DIR) against Ember on TEXTS, for checks on more texts than the stored ones.
+// Prints the mismatching texts (three per variant) and a count per variant; fails if any.
+int compare_variants(const char *dir, const char *texts_path) {
+    const std::vector<std::string> texts = read_texts(texts_path);
+    size_t total_bad = 0, n_variants = 0;
+    for (const Variant &var : variants()) {
+        const Expected exp = read_expected(std::string(dir) + "/" + var.name + ".random.out");
+        if (!exp.found) continue;
+        const auto tok = load_variant(var);
+        const size_t bad = compare(*tok, var.name, ".random", false, texts, exp);
+        std::printf("%-28s %zu texts, %zu mismatches\n", var.name.c_str(), texts.size(), bad);
+        total_bad += bad;
+        ++n_variants;
+    }
+    std::printf("%zu vocabularies x %zu texts: %zu mismatches\n", n_variants, texts.size(), total_bad);
+    return n_variants && !total_bad ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     if (argc == 3 && std::strcmp(argv[1], "--write") == 0) return write_variants(argv[2]);
+    if (argc == 4 && std::strcmp(argv[1], "--compare") == 0) return compare_variants(argv[2], argv[3]);
     const struct CMUnitTest offline[] = {
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_pieces_cover_text),

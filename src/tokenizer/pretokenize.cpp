@@ -317,6 +317,12 @@ size_t match_bloom(const Scan &s, size_t i) {
     return space_then_run(s, i, in_class, ' ');
 }
 
+// [^\n]+|[\n]+ : a run of line breaks, or of anything else.
+size_t match_newline_runs(const Scan &s, size_t i) {
+    const bool nl = s.cp(i) == '\n';
+    return s.run(i, [&](size_t k) { return (s.cp(k) == '\n') == nl; });
+}
+
 // ---- stages ------------------------------------------------------------------------------------------
 
 // Code points [begin, end) of the text.
@@ -406,6 +412,7 @@ const Family &family_of(PreTokenizer kind) {
         {PreTokenizer::DeepseekV3, {stage<match_numbers3>, stage<match_cjk_kana>}, last_stage<match_deepseek_v3>},
         {PreTokenizer::Bloom, {}, last_stage<match_bloom>},
         {PreTokenizer::Viking, {stage<match_bloom>}, last_stage<match_digit>},
+        {PreTokenizer::Gemma4, {}, last_stage<match_newline_runs>},
     };
     for (const Family &f : kFamilies)
         if (f.kind == kind) return f;
@@ -466,6 +473,7 @@ constexpr PreTokenizerSpec kSpecs[] = {
     {"poro-chat", PreTokenizer::Bloom, false, false},
     {"gpt3-finnish", PreTokenizer::Bloom, false, false},
     {"viking", PreTokenizer::Viking, false, false},
+    {"gemma4", PreTokenizer::Gemma4, false, true, true},
 };
 
 } // namespace

@@ -38,6 +38,8 @@ enum class PreTokenizer {
     DeepseekV3,
     Bloom,          //  ?[^(\s|.,!?…。，、।۔،)]+ : words end only at spaces and sentence punctuation
     Viking,         // as Bloom, then \p{N}
+    // [^\n]+|[\n]+ : only line breaks cut the text (Gemma 4, whose BPE runs on "▁"-escaped UTF-8 text)
+    Gemma4,
 };
 
 // One tokenizer.ggml.pre name and what it stands for in llama.cpp.
@@ -46,6 +48,10 @@ struct PreTokenizerSpec {
     PreTokenizer kind;
     bool ignore_merges;   // a piece that is itself a token is taken whole, before any merge
     bool add_bos;         // whether BOS is added when tokenizer.ggml.add_bos_token is absent
+    // SentencePiece-style BPE (Gemma 4): spaces become "▁", merges start from UTF-8 characters rather than
+    // GPT-2's byte alphabet, bytes of characters left without a token are <0xAB> tokens, and BOS is
+    // added whatever tokenizer.ggml.add_bos_token says (as llama.cpp does).
+    bool spm_style = false;
 };
 
 // Every name the BPE tokenizer accepts (the factory's only source; also what docs and tests list).

@@ -28,7 +28,7 @@ public:
     static std::unique_ptr<Tokenizer> from_gguf(const gguf::File &file);
     virtual ~Tokenizer() = default;
 
-    // What from_gguf accepts: the tokenizer.ggml.model values ("llama", "gpt2") and the
+    // What from_gguf accepts: the tokenizer.ggml.model values ("llama", "gpt2", "gemma4") and the
     // tokenizer.ggml.pre values of "gpt2" vocabularies, in a fixed order (the factory's own tables, so
     // documentation checked against them stays true).
     static std::vector<std::string_view> supported_models();
