@@ -469,13 +469,15 @@ void test_splits(void **) {
     // (spaces, the punctuation) gather into pieces of their own.
     expect_split(P::Bloom, "a+b=2. (x)  y", {"a+b=2", ". (", "x", ") ", " y"});
     expect_split(P::Viking, "v1.2 ok", {"v", "1", ".", "2", " ok"});
+    // Gemma 4: runs of line breaks apart from everything else (\r is not one).
+    expect_split(P::Gemma4, "a b, 12\r\n\nc\n", {"a b, 12\r", "\n\n", "c", "\n"});
 }
 
 const tok::PreTokenizer kAllKinds[] = {
     tok::PreTokenizer::Gpt2,      tok::PreTokenizer::Llama3, tok::PreTokenizer::Qwen2,  tok::PreTokenizer::Starcoder,
     tok::PreTokenizer::Falcon,    tok::PreTokenizer::Default, tok::PreTokenizer::Gpt4o, tok::PreTokenizer::Tekken,
     tok::PreTokenizer::DeepseekLlm, tok::PreTokenizer::DeepseekCoder, tok::PreTokenizer::DeepseekV3, tok::PreTokenizer::Bloom,
-    tok::PreTokenizer::Viking,    tok::PreTokenizer::Qwen35,
+    tok::PreTokenizer::Viking,    tok::PreTokenizer::Qwen35, tok::PreTokenizer::Gemma4,
 };
 
 // The pieces are non-empty and spell the text exactly, invalid UTF-8 included, in every family.
@@ -593,6 +595,50 @@ void test_many_special_tokens(void **) {
     }
 }
 
+// Gemma 4's BPE on a vocabulary small enough to work out by hand: spaces written "▁" before merging,
+// merges between characters (not GPT-2's byte alphabet), a run of line breaks taken whole when it is a
+// token, a character without a token spelled with <0xAB> tokens, BOS added although the file says not,
+// and the pieces back to the text.
+void test_gemma4_by_hand(void **) {
+    std::vector<std::string> tokens = {"<pad>", "<bos>", "<eos>"};
+    std::vector<int32_t> types = {int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL)};
+    for (int b = 0; b < 256; ++b) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        tokens.push_back(hex);
+        types.push_back(int32_t(TokenType::BYTE));
+    }
+    const int32_t first = int32_t(tokens.size());
+    for (const char *t : {"\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a", "ab", "\xE2\x96\x81" "ab", "\n\n", "\n"}) {
+        tokens.push_back(t);
+        types.push_back(int32_t(TokenType::NORMAL));
+    }
+    const int32_t sp = first, a = first + 1, b = first + 2, sp_a = first + 3, ab = first + 4, sp_ab = first + 5,
+                  nl2 = first + 6, nl = first + 7;
+    gguf::Writer w;
+    w.add_string("tokenizer.ggml.model", "gemma4");
+    w.add_array_string("tokenizer.ggml.tokens", tokens);
+    w.add_array_i32("tokenizer.ggml.token_type", types);
+    // "a b" merges before "▁ a": "▁ab" comes from "▁" + "ab", never from "▁a" + "b" (no such merge).
+    w.add_array_string("tokenizer.ggml.merges", {"a b", "\xE2\x96\x81 a", "\xE2\x96\x81 ab"});
+    w.add_u32("tokenizer.ggml.bos_token_id", 1);
+    w.add_u32("tokenizer.ggml.eos_token_id", 2);
+    w.add_bool("tokenizer.ggml.add_bos_token", false);
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    const gguf::File file = gguf::File::parse(bytes.data(), bytes.size());
+    const auto tok = Tokenizer::from_gguf(file);
+    assert_string_equal(tok->model_name().c_str(), "gemma4");
+    assert_true(tok->add_bos());
+    const std::string text = "ab a\n\nba \xC3\xA9\n";
+    const std::vector<int32_t> ids = tok->tokenize(text, false, false);
+    const std::vector<int32_t> want = {ab, sp_a, nl2, b, a, sp, 3 + 0xC3, 3 + 0xA9, nl};
+    if (ids != want) std::printf("  got %s\n  want %s\n", ids_str(ids).c_str(), ids_str(want).c_str());
+    assert_true(ids == want);
+    assert_true(tok->tokenize(" ab", false, false) == std::vector<int32_t>{sp_ab});
+    assert_int_equal(tok->tokenize("x", true, false).front(), 1);
+    assert_string_equal(tok->detokenize(ids.data(), ids.size(), false, false).c_str(), text.c_str());
+}
+
 void test_name_table(void **) {
     const std::vector<std::string_view> names = Tokenizer::supported_pre_tokenizers();
     std::set<std::string_view> unique(names.begin(), names.end());
@@ -668,6 +714,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_pieces_cover_text),
         cmocka_unit_test(test_linear_time),
         cmocka_unit_test(test_many_special_tokens),
+        cmocka_unit_test(test_gemma4_by_hand),
         cmocka_unit_test(test_name_table),
     };
     const int failed = cmocka_run_group_tests_name("pre-tokenizers (no data)", offline, nullptr, nullptr);

@@ -67,7 +67,7 @@ public:
     bool add_eos() const { return add_eos_; }
     TokenType type(int32_t id) const { return types_[static_cast<size_t>(id)]; }
     const std::string &text(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
-    const std::string &model_name() const { return model_; }   // "llama" or "gpt2"
+    const std::string &model_name() const { return model_; }   // "llama", "gpt2" or "gemma4"
     const std::string &pre_name() const { return pre_; }
 
 protected:
