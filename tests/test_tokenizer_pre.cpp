@@ -542,17 +542,22 @@ void test_linear_time(void **) {
     }
 }
 
-// Thousands of special tokens with a common prefix (as Gemma 3's "<unusedN>") cost each position of a
-// text at most the longest token's length, in plain and special-parsing mode alike.
-void test_many_special_tokens(void **) {
-    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-    std::vector<int32_t> types = {int32_t(TokenType::UNKNOWN), int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL)};
+// The 256 <0xAB> byte tokens of a SentencePiece-style vocabulary, appended.
+void add_byte_tokens(std::vector<std::string> &tokens, std::vector<int32_t> &types) {
     for (int b = 0; b < 256; ++b) {
         char hex[8];
         std::snprintf(hex, sizeof hex, "<0x%02X>", b);
         tokens.push_back(hex);
         types.push_back(int32_t(TokenType::BYTE));
     }
+}
+
+// Thousands of special tokens with a common prefix (as Gemma 3's "<unusedN>") cost each position of a
+// text at most the longest token's length, in plain and special-parsing mode alike.
+void test_many_special_tokens(void **) {
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {int32_t(TokenType::UNKNOWN), int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL)};
+    add_byte_tokens(tokens, types);
     for (int k = 0; k < 6000; ++k) {
         tokens.push_back("<unused" + std::to_string(k) + ">");
         types.push_back(int32_t(k % 2 ? TokenType::USER_DEFINED : TokenType::CONTROL));
@@ -602,12 +607,7 @@ void test_many_special_tokens(void **) {
 void test_gemma4_by_hand(void **) {
     std::vector<std::string> tokens = {"<pad>", "<bos>", "<eos>"};
     std::vector<int32_t> types = {int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL)};
-    for (int b = 0; b < 256; ++b) {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
-        tokens.push_back(hex);
-        types.push_back(int32_t(TokenType::BYTE));
-    }
+    add_byte_tokens(tokens, types);
     const int32_t first = int32_t(tokens.size());
     for (const char *t : {"\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a", "ab", "\xE2\x96\x81" "ab", "\n\n", "\n"}) {
         tokens.push_back(t);
