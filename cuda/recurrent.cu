@@ -8,6 +8,7 @@
 #include "cu_check.hpp"
 #include "cu_util.cuh"
 #include "recurrent.hpp"
+#include "recurrent_math.hpp"
 
 namespace ember::cu {
 
@@ -18,40 +19,39 @@ __device__ __forceinline__ const float *slot_state(const StateRuns &r, int32_t s
 }
 
 // SSM_CONV's outputs, a thread per (token, channel): every input a token's window needs is either a row of
-// this pass (from its run's first token on) or in the window its run starts from, which this kernel only
-// reads; k_ssm_conv_state replaces the windows after it.
+// this pass (from its run's first token on) or in the window its run starts from (recurrent_math.hpp),
+// which this kernel only reads; k_ssm_conv_state replaces the windows after it.
 __global__ void k_ssm_conv(const float *x, float *y, int64_t n_tokens, int64_t C, int K, const float *w, StateRuns r,
                            uint32_t off) {
     const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (e >= n_tokens * C) return;
     const int64_t t = e / C, c = e % C;
     const int32_t run = r.run_of[t];
-    const int64_t t0 = r.t0[run], W = K - 1;
-    const float *win = slot_state(r, r.from[run], off);  // [W][C]
+    const int64_t t0 = r.t0[run];
+    const float *win = slot_state(r, r.from[run], off);  // [K - 1][C]
     const float *wc = w + c * K;
     float s = 0.0f;
     for (int j = 0; j < K; ++j) {
-        const int64_t at = t - W + j;  // the input's token; before t0: the carried window's entry at - t0 + W
-        const float v = at >= t0 ? x[at * C + c] : win ? win[(at - t0 + W) * C + c] : 0.0f;
+        const ConvInput in = conv_input(t, j, t0, K);
+        const float v = in.row ? x[in.index * C + c] : win ? win[in.index * C + c] : 0.0f;
         s = __fadd_rn(s, __fmul_rn(wc[j], v));
     }
     y[e] = __fdiv_rn(s, __fadd_rn(1.0f, expf(-s)));
 }
 
-// The window after each run, a thread per (run, channel): entry j is the input of token t1 - W + j, a row
-// of this pass or (a run shorter than the window) entry j + len of the window the run started from. In
-// place (from == slot) that entry is read before it is written: j ascends and j + len > j.
+// The window after each run, a thread per (run, channel): a row of this pass or, for a run shorter than the
+// window, an entry of the window it started from (recurrent_math.hpp: safe in place, from == slot).
 __global__ void k_ssm_conv_state(const float *x, int64_t max_runs, int64_t C, int K, StateRuns r, uint32_t off) {
     const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (e >= max_runs * C) return;
     const int64_t run = e / C, c = e % C;
     if (run >= *r.n_runs) return;
-    const int64_t t0 = r.t0[run], t1 = r.t1[run], len = t1 - t0, W = K - 1;
+    const int64_t t0 = r.t0[run], t1 = r.t1[run];
     const float *old = slot_state(r, r.from[run], off);
     float *win = r.states + static_cast<size_t>(r.slot[run]) * r.state_floats + off;
-    for (int64_t j = 0; j < W; ++j) {
-        const int64_t at = t1 - W + j;
-        win[j * C + c] = at >= t0 ? x[at * C + c] : old ? old[(j + len) * C + c] : 0.0f;
+    for (int64_t j = 0; j < K - 1; ++j) {
+        const ConvInput in = conv_window_after(j, t0, t1, K);
+        win[j * C + c] = in.row ? x[in.index * C + c] : old ? old[in.index * C + c] : 0.0f;
     }
 }
 
