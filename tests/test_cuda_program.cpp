@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -238,10 +239,26 @@ void test_refusals(void **) {
 // another kind than the one before it (ROPE_YARN after ROPE, as gemma3's or gpt-oss's layers alternate
 // bases and kinds) gets its own angles.
 void test_family_programs(void **) {
-    int moe = 0, yarn = 0, ext = 0;
+    int moe = 0, yarn = 0, ext = 0, hybrid = 0;
     for (const std::string &family : synthetic_families()) {
-        auto m = load_synthetic(synthetic_family(family));
+        std::unique_ptr<Model> m;
+        try {
+            m = load_synthetic(synthetic_family(family));
+        } catch (const Error &e) {  // a layout the core's loader does not read (yet): not this backend's to check
+            if (e.status() != EMBER_ERR_UNSUPPORTED) throw;
+            std::printf("%s: not loaded (%s)\n", family.c_str(), e.what());
+            continue;
+        }
         const cu::Program pg = cu::program_of(m->desc().c);
+        // A hybrid family: state for its recurrent layers, K/V rows for its attention layers only.
+        if (pg.state_floats > 0) {
+            ++hybrid;
+            size_t kv_layers = 0;
+            for (bool b : pg.has_kv) kv_layers += b;
+            assert_true(kv_layers > 0 && kv_layers < pg.n_layer);
+            for (const ember_graph_node &n : pg.nodes)
+                if (n.op == EMBER_GRAPH_GATED_DELTA || n.op == EMBER_GRAPH_SSM_CONV) assert_false(pg.has_kv[size_t(n.layer)]);
+        }
         const ember_graph_node *prev_rope = nullptr;
         for (size_t i = 0; i < pg.nodes.size(); ++i) {
             const ember_graph_node &n = pg.nodes[i];
@@ -269,6 +286,7 @@ void test_family_programs(void **) {
         }
     }
     assert_true(moe > 0 && yarn > 0 && ext > 0);  // mixtral/qwen3moe/gpt-oss, phi3/gpt-oss, gpt-oss's sinks
+    assert_true(hybrid >= 2);                      // qwen35, qwen35moe
 }
 
 // What the families' ops refuse: an activation or gating graph.h does not define (UNSUPPORTED, named),
