@@ -151,12 +151,12 @@ __global__ void k_copy_rows(const uint8_t *src, const int32_t *src_rows, uint8_t
     for (size_t i = threadIdx.x; i < row_bytes; i += blockDim.x) d[i] = s[i];
 }
 
-__global__ void k_copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t groups, int64_t off,
-                            int64_t n) {
+__global__ void k_copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t y_width, int64_t y_col,
+                            int64_t groups, int64_t off, int64_t n) {
     const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (e >= n_rows * groups * n) return;
     const int64_t r = e / (groups * n), g = e / n % groups, i = e % n;
-    y[e] = x[r * x_width + g * (x_width / groups) + off + i];
+    y[r * y_width + y_col + g * n + i] = x[r * x_width + g * (x_width / groups) + off + i];
 }
 
 // As cpu::sigmoid_mul: x * (1 / (1 + e^-g)), each step rounded.
@@ -232,10 +232,10 @@ void scatter_rows(uint8_t *cache, const int32_t *rows, int64_t n, size_t row_byt
     if (n > 0) k_copy_rows<<<static_cast<unsigned>(n), 128, 0, s>>>(src, nullptr, cache, rows, row_bytes);
 }
 
-void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t groups, int64_t off, int64_t n,
-               cudaStream_t s) {
+void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t y_width, int64_t y_col, int64_t groups,
+               int64_t off, int64_t n, cudaStream_t s) {
     const int64_t total = n_rows * groups * n;
-    if (total > 0) k_copy_cols<<<blocks_for(total, 256), 256, 0, s>>>(x, y, n_rows, x_width, groups, off, n);
+    if (total > 0) k_copy_cols<<<blocks_for(total, 256), 256, 0, s>>>(x, y, n_rows, x_width, y_width, y_col, groups, off, n);
 }
 
 void sigmoid_mul(const float *x, const float *g, float *y, int64_t n_rows, int64_t width, int64_t g_width, cudaStream_t s) {

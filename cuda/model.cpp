@@ -313,7 +313,8 @@ void Context::enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const emb
         case EMBER_GRAPH_GEGLU: elementwise(Ew::Geglu, buf(nd.src), buf(nd.src2), buf(nd.dst), values, 0, 0, s_); break;
         case EMBER_GRAPH_MOE: moe_node(nd, rows); break;
         case EMBER_GRAPH_COPY_COLS:
-            copy_cols(buf(nd.src), buf(nd.dst), rows, pg.width(nd.src), nd.n_head, nd.n, nd.head_dim, s_);
+            copy_cols(buf(nd.src), buf(nd.dst), rows, pg.width(nd.src), pg.width(nd.dst), nd.n_rot, nd.n_head, nd.n,
+                      nd.head_dim, s_);
             break;
         case EMBER_GRAPH_SIGMOID_MUL: sigmoid_mul(buf(nd.src), buf(nd.src2), buf(nd.dst), rows, width, pg.width(nd.src2), s_); break;
         case EMBER_GRAPH_SSM_CONV: {

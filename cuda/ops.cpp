@@ -278,10 +278,13 @@ void run_op(Device &dev, const ember_mod_op &op) {
         if (op.n_head == 0 || op.n_in % op.n_head != 0 || uint64_t{op.col_offset} + op.head_dim > op.n_in / op.n_head)
             fail(EMBER_ERR_INVALID_ARGUMENT, "cuda copy_cols: %u groups of %u from column %u of rows of %u", op.n_head,
                  op.head_dim, op.col_offset, op.n_in);
-        out_n = size_t{op.n_tokens} * op.n_head * op.head_dim;
-        y = upload<float>(keep, nullptr, out_n);
-        copy_cols(upload(keep, op.x, size_t{op.n_tokens} * op.n_in), y, op.n_tokens, op.n_in, op.n_head, op.col_offset,
-                  op.head_dim, s);
+        const uint32_t y_width = op.n_out ? op.n_out : op.n_head * op.head_dim;
+        if (uint64_t{op.n_rot} + uint64_t{op.n_head} * op.head_dim > y_width)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cuda copy_cols: columns from %u past rows of %u", op.n_rot, y_width);
+        out_n = size_t{op.n_tokens} * y_width;
+        y = upload<float>(keep, op.y, out_n);   // the columns around the copied ones keep the caller's values
+        copy_cols(upload(keep, op.x, size_t{op.n_tokens} * op.n_in), y, op.n_tokens, op.n_in, y_width, op.n_rot, op.n_head,
+                  op.col_offset, op.head_dim, s);
         break;
     }
     case EMBER_GRAPH_SIGMOID_MUL: {

@@ -131,7 +131,7 @@ void check_hybrid(const ember_mod_model_desc &d, Program &pg, uint32_t i, Tensor
     switch (n.op) {
     case EMBER_GRAPH_COPY_COLS:
         if (n.n_head == 0 || ws % n.n_head != 0 || uint64_t{n.n} + n.head_dim > ws / n.n_head ||
-            wd != uint64_t{n.n_head} * n.head_dim || n.src == n.dst)
+            uint64_t{n.n_rot} + uint64_t{n.n_head} * n.head_dim > wd || n.src == n.dst)
             invalid("its groups do not fit the buffers");
         return;
     case EMBER_GRAPH_SIGMOID_MUL:

@@ -25,9 +25,10 @@ struct StateRuns {
     size_t state_floats = 0;
 };
 
-// y[r][g*n + i] = x[r][g*(x_width/groups) + off + i] for g < groups, i < n (y is not x).
-void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t groups, int64_t off, int64_t n,
-               cudaStream_t s);
+// y[r][y_col + g*n + i] = x[r][g*(x_width/groups) + off + i] for g < groups, i < n (rows of y_width; y is
+// not x; the rest of y untouched).
+void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t y_width, int64_t y_col, int64_t groups,
+               int64_t off, int64_t n, cudaStream_t s);
 // y = x * sigmoid(g): g of `width` per row, or of one per row (g_width 1). y may be x.
 void sigmoid_mul(const float *x, const float *g, float *y, int64_t n_rows, int64_t width, int64_t g_width, cudaStream_t s);
 

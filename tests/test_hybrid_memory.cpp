@@ -280,6 +280,48 @@ void check_family(const char *family) {
     ember_model_free(m);
 }
 
+// A file whose recurrent metadata contradicts itself or its tensors is refused naming the key: the
+// synthetic file with one integer value overwritten in place.
+void patch_u32(std::vector<uint8_t> &bytes, const std::string &key, uint32_t value) {
+    const std::string needle = key;
+    for (size_t i = 8; i + needle.size() + 8 <= bytes.size(); ++i) {
+        if (std::memcmp(bytes.data() + i, needle.data(), needle.size()) != 0) continue;
+        uint64_t len;
+        std::memcpy(&len, bytes.data() + i - 8, 8);
+        if (len != needle.size()) continue;
+        uint32_t type;
+        std::memcpy(&type, bytes.data() + i + needle.size(), 4);
+        assert_true(type == 4 || type == 5);   // GGUF u32 or i32
+        std::memcpy(bytes.data() + i + needle.size() + 4, &value, 4);
+        return;
+    }
+    fail_msg("key %s not in the file", key.c_str());
+}
+
+void test_inconsistent_metadata(void **) {
+    struct Case {
+        const char *key;
+        uint32_t value;
+    } cases[] = {{"qwen35.full_attention_interval", 0}, {"qwen35.ssm.conv_kernel", 0}, {"qwen35.ssm.conv_kernel", 100000},
+                 {"qwen35.ssm.state_size", 48}, {"qwen35.ssm.group_count", 3}, {"qwen35.ssm.time_step_rank", 0},
+                 {"qwen35.ssm.inner_size", 7}};
+    for (const Case &c : cases) {
+        std::vector<uint8_t> bytes = ember::synthetic_model_gguf(ember::synthetic_family("qwen35"));
+        patch_u32(bytes, c.key, c.value);
+        char path[] = "/tmp/ember_hybrid_bad_XXXXXX";
+        const int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
+        close(fd);
+        ember_model *m = nullptr;
+        const ember_status st = ember_model_load(path, nullptr, &m);
+        unlink(path);
+        if (st != EMBER_ERR_INVALID_MODEL || !std::strstr(ember_last_error(), c.key + 7))
+            fail_msg("%s = %u: status %d, '%s'", c.key, c.value, st, ember_last_error());
+        assert_null(m);
+    }
+}
+
 void test_qwen35(void **) { check_family("qwen35"); }
 void test_qwen35moe(void **) { check_family("qwen35moe"); }
 
@@ -289,6 +331,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen35),
         cmocka_unit_test(test_qwen35moe),
+        cmocka_unit_test(test_inconsistent_metadata),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

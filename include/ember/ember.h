@@ -468,10 +468,17 @@ EMBER_API ember_status ember_session_set_precision(ember_session *session, ember
 EMBER_API uint32_t ember_default_thread_count(void);
 
 /** Rolls the session back to its first `n_tokens` tokens (KV cache included); n_tokens must be <= the
- *  position. Logits are invalid afterwards until the next feed. */
+ *  position. Logits are invalid afterwards until the next feed.
+ *  Cost: nothing for a model of attention layers. A model with recurrent layers (Qwen3.5, Qwen3-Next)
+ *  keeps one state per sequence, not one per position, so it re-evaluates tokens: those from the start of
+ *  the last feed (ember_session_feed, or the last step of generation) up to n_tokens when n_tokens is not
+ *  before that start — a speculative rollback is such a case — else all n_tokens from position 0, as
+ *  costly as feeding them. If that re-evaluation fails the session is left at the position it
+ *  re-evaluated from. */
 EMBER_API ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens);
 
-/** Saves the session's state — its tokens, KV cache rows and last logits — in a versioned format with a
+/** Saves the session's state — its tokens, KV cache rows, recurrent state (models with recurrent layers)
+ *  and last logits — in a versioned format with a
  *  checksum. Two-call idiom on buf/capacity; *out_len receives the size. Restoring it (into a session on
  *  the same model, possibly in another process) gives bit-identical logits to recomputing. */
 EMBER_API ember_status ember_session_save(const ember_session *session, void *buf, size_t capacity, size_t *out_len);
@@ -865,7 +872,8 @@ typedef struct ember_memory_estimate {
     uint64_t weights_bytes;  /**< tensor data; the CPU backend maps it from the file, or copies it into
                               *   transparent huge pages on the model's first CPU session or engine (see
                               *   ember_model_load: then the memory check counts it) */
-    uint64_t kv_bytes;       /**< the KV cache */
+    uint64_t kv_bytes;       /**< the KV cache, and for a model with recurrent layers (Qwen3.5) their
+                              *   states: one per running sequence and as many prefix snapshots */
     uint64_t compute_bytes;  /**< activations, scratch and logits */
     uint64_t total_bytes;    /**< the sum */
 } ember_memory_estimate;

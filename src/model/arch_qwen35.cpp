@@ -13,7 +13,7 @@
 // RMS-normed per head (ssm_norm) times silu(z), then ssm_out.
 // Multi-token-prediction layers (nextn_predict_layers, counted in block_count) are not part of the pass.
 // Qwen3-Next (arch_qwen3next.cpp) has the same layers with plain rope, the decay and write-strength inputs
-// in one product (ssm_beta_alpha: per key head, its value heads' b then their a) and each key head's value
+// in one product (ssm_ba: per key head, its value heads' b then their a) and each key head's value
 // heads adjacent.
 #include "model/arch.hpp"
 
@@ -77,7 +77,7 @@ void delta_layer(ArchBuilder &b, const std::string &p, const DeltaShape &s, int3
     }
     if (next) {
         const int32_t ba = b.buf(2 * s.n_head_v);
-        b.matmul(ba, xn, b.matrix(p + "ssm_beta_alpha.weight", d, 2 * s.n_head_v));
+        b.matmul(ba, xn, b.matrix(p + "ssm_ba.weight", d, 2 * s.n_head_v));
         b.copy_cols(beta, ba, s.n_head_k, 0, per);
         b.copy_cols(a, ba, s.n_head_k, per, per);
     } else {
