@@ -90,13 +90,12 @@ void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float
         const StateRun &r = runs[it / H];
         const int h = static_cast<int>(it % H), hk = p.grouped ? h / (H / Hk) : h % Hk;
         float *M = r.state + state_offset + h * head_state;   // row j (value dim) of S key dims
-        if (r.from != r.state) {
-            if (r.from) std::memcpy(M, r.from + state_offset + h * head_state, sizeof(float) * size_t(head_state));
-            else std::fill(M, M + head_state, 0.0f);
-        }
+        // The first token's decay reads the state it starts from (another slot's: no copy first).
+        const float *in = r.from ? r.from + state_offset + h * head_state : nullptr;
+        if (!in) std::fill(M, M + head_state, 0.0f), in = M;
         std::vector<float> qk(2 * size_t(S));
         float *q = qk.data(), *k = q + S;
-        for (uint32_t t = r.t0; t < r.t1; ++t) {
+        for (uint32_t t = r.t0; t < r.t1; ++t, in = M) {
             const float *xt = qkv + int64_t{t} * row;
             l2_normalize(xt + int64_t{hk} * S, q, S, p.eps, p.scale);
             l2_normalize(xt + int64_t{Hk + hk} * S, k, S, p.eps, 1.0f);
@@ -106,7 +105,8 @@ void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float
             float *out = y + int64_t{t} * H * S + int64_t{h} * S;
             for (int j = 0; j < S; ++j) {
                 float *m = M + int64_t{j} * S;
-                for (int i = 0; i < S; ++i) m[i] *= g;
+                const float *m_in = in + int64_t{j} * S;
+                for (int i = 0; i < S; ++i) m[i] = m_in[i] * g;
                 const float d = beta * (v[j] - dot(m, k, S));
                 for (int i = 0; i < S; ++i) m[i] += k[i] * d;
                 out[j] = dot(m, q, S);
