@@ -21,7 +21,7 @@ bool has_device_extension(const Api &api, VkPhysicalDevice pd, const char *name)
 }
 
 constexpr const char *kValidationLayer = "VK_LAYER_KHRONOS_validation";
-constexpr uint32_t kBindings = 5;  // weights, activations, K cache, V cache, io (shaders/common.glsl)
+constexpr uint32_t kBindings = kBindingCount;  // weights, activations, K cache, V cache, io, states (shaders/common.glsl)
 
 bool env_on(const char *name) {
     const char *v = std::getenv(name);

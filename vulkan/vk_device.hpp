@@ -20,9 +20,12 @@ enum Pipe : int {
     kQuantizeActs, kMatmulF32, kMatmulF16, kMatmulQ4_0, kMatmulQ8_0, kMatmulK, kRmsNorm, kRope, kSwiglu, kGetRows, kKvStore,
     kAttention, kAttentionMerge, kAdd, kGather, kMatmulBF16, kMatmulK2,
     // The model families' ops (issue 18).
-    kElementwise, kMoeCombine, kPipeCount
+    kElementwise, kMoeCombine,
+    // The hybrid families' ops (graph.h's COPY_COLS to GATED_DELTA; SIGMOID_MUL is an elementwise op).
+    kCopyCols, kSsmConv, kGatedDelta, kPipeCount
 };
 constexpr uint32_t kPushBytes = 128;  // one push-constant range serves every shader
+constexpr uint32_t kBindingCount = 6;  // the buffers of the one descriptor set (shaders/common.glsl)
 
 struct DeviceInfo {
     VkPhysicalDevice pd = VK_NULL_HANDLE;
