@@ -6,7 +6,10 @@
 // module folds (a product added into the residual, the gathered logits rows normed) kept apart, which
 // must give the folded program's logits bit for bit; norms without weights; an op and a rope mode the
 // module does not run, refused at load naming them. And cancellation between the command buffers of a
-// long pass. Skips (77) without a Vulkan device.
+// long pass. A hybrid program (Gated DeltaNet and gated attention layers, built here in Qwen3.5's and
+// Qwen3-Next's shapes): several sequences in one pass, a fork, K/V rows and recurrent states moved from
+// the CPU's context into the module's, and the batches a context refuses. Skips (77) without a Vulkan
+// device.
 //
 // Bound: tests/test_forward.cpp holds the CPU decoder to the exact (double) decoder within b x
 // max(1, max|logit|), b = 1e-3 for float weights and 2e-2 for 8-bit activations; the Vulkan kernels

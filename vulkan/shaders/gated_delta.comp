@@ -23,20 +23,21 @@ layout(push_constant) uniform P {
 
 shared float q_s[MAX_S], k_s[MAX_S];
 
-// sum_i x[i]^2 over the shared row (the CPU's dot of a row with itself).
-float self_dot_q() {
-    precise float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-    [[unroll]] for (uint i = 0u; i < MAX_S; ++i)
-        if (i < p.s) acc[i & 7u] += q_s[i] * q_s[i];
+// The CPU's reduction of its 8 lanes.
+float lanes_sum(float acc[8]) {
     precise float r = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     return r;
 }
-float self_dot_k() {
+
+// sum_i x[i]^2 over the shared raw q (of_k false) or k row: the CPU's dot of the row with itself.
+float self_dot(bool of_k) {
     precise float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     [[unroll]] for (uint i = 0u; i < MAX_S; ++i)
-        if (i < p.s) acc[i & 7u] += k_s[i] * k_s[i];
-    precise float r = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    return r;
+        if (i < p.s) {
+            float x = of_k ? k_s[i] : q_s[i];
+            acc[i & 7u] += x * x;
+        }
+    return lanes_sum(acc);
 }
 
 // log(1 + y) for y >= 0 without losing a small y to the rounding of 1 + y (GLSL has no log1p).
@@ -66,8 +67,8 @@ void main() {
         }
         barrier();
         if (!mine) continue;
-        precise float inv_q = p.scale / max(sqrt(self_dot_q()), p.eps);
-        precise float inv_k = 1.0 / max(sqrt(self_dot_k()), p.eps);
+        precise float inv_q = p.scale / max(sqrt(self_dot(false)), p.eps);
+        precise float inv_k = 1.0 / max(sqrt(self_dot(true)), p.eps);
         precise float z = af[p.a_off + t * p.n_head + h] + dt;
         precise float sp = z > 20.0 ? z : log1p_pos(exp(z));
         precise float g = exp(sp * decay);
@@ -78,7 +79,7 @@ void main() {
                 m[i] *= g;
                 acc[i & 7u] += m[i] * (k_s[i] * inv_k);
             }
-        precise float mk = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        precise float mk = lanes_sum(acc);
         precise float d = beta * (af[x + (2u * p.n_head_k + h) * S + j] - mk);
         acc = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         [[unroll]] for (uint i = 0u; i < MAX_S; ++i)
@@ -86,7 +87,7 @@ void main() {
                 m[i] += (k_s[i] * inv_k) * d;
                 acc[i & 7u] += m[i] * (q_s[i] * inv_q);
             }
-        precise float o = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        precise float o = lanes_sum(acc);
         af[p.y_off + t * p.n_head * S + h * S + j] = o;
     }
     if (!mine) return;
