@@ -8,6 +8,9 @@
 //   node bench/compare_logits.mjs [--build build] [--peer ../shared/peer] [--families a,b] [--types t,u]
 //                                 [--threads 2] [--precision default|high] [--markdown]
 //   node bench/compare_logits.mjs --table RESULTS.jsonl     (the markdown table of rows printed before)
+//   node bench/compare_logits.mjs --reference-only [--families qwen35,qwen35moe,qwen3next] [--types f32,q8_0]
+//                                 (llama.cpp against the fp64 reference alone, Ember not run: a family
+//                                 Ember does not run yet, or a check of the reference itself)
 //
 // Without --markdown it prints one JSON line per model as it goes (keep them: a long run can be resumed
 // family by family and the table made from the lines).
@@ -19,6 +22,11 @@
 //   argmax    positions whose argmax equals the reference's;
 //   greedy    with F32 weights, whether 32 greedy tokens after the prompt are the same in both.
 // The bar each row must meet (docs/model-families.md): Ember's rel_err <= llama.cpp's x 1.1 + 0.002 and its argmax agreement >= llama.cpp's.
+//
+// --reference-only: llama.cpp's 32 greedy tokens after the 12, then its logits teacher-forced on all 44
+// (one batch) against the reference's on the same 44: rel_err and argmax agreement over all 44
+// positions, and greedy_same: whether the reference's argmax after each prefix is llama.cpp's next
+// greedy token (the reference would have generated the same 32).
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -28,7 +36,7 @@ import { execFileSync } from "node:child_process";
 process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = "true";
 process.env.NODE_LLAMA_CPP_POSTINSTALL ??= "skip";
 
-const args = { build: "build", peer: "../shared/peer", families: null, types: null, threads: 2, precision: "default", markdown: false, table: null };
+const args = { build: "build", peer: "../shared/peer", families: null, types: null, threads: 2, precision: "default", markdown: false, table: null, referenceOnly: false };
 for (let i = 2; i < process.argv.length; i++) {
     const k = process.argv[i], v = () => process.argv[++i];
     if (k === "--build") args.build = v();
@@ -39,9 +47,11 @@ for (let i = 2; i < process.argv.length; i++) {
     else if (k === "--precision") args.precision = v();   // Ember's ember_precision (its session's setting)
     else if (k === "--markdown") args.markdown = true;
     else if (k === "--table") args.table = v();
+    else if (k === "--reference-only") args.referenceOnly = true;
     else throw new Error(`unknown argument ${k}`);
 }
-const families = args.families ?? ["llama", "mixtral", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "granite", "olmo2", "gpt-oss"];
+const families = args.families ?? (args.referenceOnly ? ["qwen35", "qwen35moe", "qwen3next"]
+    : ["llama", "mixtral", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "granite", "olmo2", "gpt-oss"]);
 const types = args.types ?? ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"];
 const synth = path.join(args.build, "bench", "ember-synth");
 const logitsTool = path.join(args.build, "bench", "ember-family-logits");
@@ -55,13 +65,14 @@ const llama = await getLlama({
     logLevel: LlamaLogLevel.error
 });
 
-// llama.cpp: every position's logits from one batch, and a greedy continuation.
-async function peerLogits(modelPath, nv) {
+// llama.cpp: every position's logits from one batch (teacher-forced on `forced`, the prompt by default),
+// and a greedy continuation of the prompt.
+async function peerLogits(modelPath, nv, forced = tokens) {
     const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
     try {
         const context = await model.createContext({ contextSize: 256, batchSize: 64, threads: { ideal: args.threads, min: args.threads }, sequences: 1 });
         const seq = context.getSequence();
-        const items = tokens.map((t) => [t, { generateNext: { logits: true } }]);
+        const items = forced.map((t) => [t, { generateNext: { logits: true } }]);
         const res = await seq.controlledEvaluate(items);
         const rows = res.map((r) => {
             const row = new Float64Array(nv).fill(-Infinity);
@@ -102,6 +113,14 @@ function metrics(rows, ref) {
 // The results as a markdown table, with the totals.
 function printTable(results) {
     const n = tokens.length, f = (x) => x.toExponential(2);
+    if (results.every((r) => r.positions || r.error)) {   // --reference-only rows
+        console.log("| family | type | positions | llama.cpp rel err vs fp64 | argmax same | fp64 greedy = llama.cpp greedy (32) |");
+        console.log("|---|---|---|---|---|---|");
+        for (const r of results)
+            console.log(r.error ? `| ${r.family} | ${r.type} | error: ${r.error} | | | |`
+                : `| ${r.family} | ${r.type} | ${r.positions} | ${f(r.peer.rel)} | ${r.peer.agree}/${r.positions} | ${r.greedy_same ? "yes" : "no"} |`);
+        return;
+    }
     console.log("| family | type | Ember prefill rel err | Ember decode rel err | llama.cpp rel err | argmax Ember (prefill/decode) | argmax llama.cpp | bar met | greedy 32 same |");
     console.log("|---|---|---|---|---|---|---|---|---|");
     for (const r of results) {
@@ -128,6 +147,27 @@ if (args.table) {
     process.exit(0);
 }
 
+// The reference alone against llama.cpp, over the prompt and llama.cpp's greedy continuation.
+function referenceOnlyRow(file, row) {
+    const refOf = (toks) => JSON.parse(execFileSync(logitsTool, [file, toks.join(","), "--reference-only", "1"],
+        { maxBuffer: 1 << 28, encoding: "utf8" })).ref;
+    const nv = refOf(tokens.slice(0, 1))[0].length;
+    return peerLogits(file, nv).then(async (first) => {
+        const all = tokens.concat(first.greedy);
+        const peer = await peerLogits(file, nv, all);
+        const ref = refOf(all);
+        row.peer = metrics(peer.rows, ref);
+        row.positions = all.length;
+        let same = true;
+        for (let p = tokens.length - 1; p + 1 < all.length; p++) {
+            let best = 0;
+            for (let i = 0; i < nv; i++) if (ref[p][i] > ref[p][best]) best = i;
+            same &&= best === all[p + 1];
+        }
+        row.greedy_same = same && first.greedy.length === GREEDY;
+    });
+}
+
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ember-logits-"));
 const results = [];
 for (const family of families) {
@@ -136,6 +176,12 @@ for (const family of families) {
         const row = { family, type, precision: args.precision };
         try {
             execFileSync(synth, ["-o", file, "--family", family, "--type", type], { stdio: ["ignore", "ignore", "pipe"] });
+            if (args.referenceOnly) {
+                await referenceOnlyRow(file, row);
+                results.push(row);
+                if (!args.markdown) process.stdout.write(JSON.stringify(row) + "\n");
+                continue;
+            }
             const ember = JSON.parse(execFileSync(logitsTool, [file, tokens.join(","), "--greedy", String(GREEDY), "--threads", String(args.threads), "--precision", args.precision],
                 { maxBuffer: 1 << 28, encoding: "utf8" }));
             const nv = ember.ref[0].length;

@@ -2,9 +2,10 @@
 // teacher-forced on given tokens: the fp64 reference's (src/testing/reference_forward.cpp), Ember's CPU
 // prefill (position t's logits from one batch of tokens 0..t) and decode (one token per step), and
 // Ember's greedy continuation. Ember runs through its public API, as an application would; prints one
-// JSON object.
+// JSON object. --reference-only: the reference's logits alone (for a family Ember does not run).
 //
 //   ember-family-logits MODEL.gguf TOKEN,TOKEN,... [--greedy N] [--threads N] [--precision default|high]
+//                       [--reference-only 1]
 #include "ember/ember.h"
 #include "testing/reference_forward.hpp"
 
@@ -46,7 +47,7 @@ std::vector<float> logits(ember_session *s) {
 int main(int argc, char **argv) {
     if (argc < 3) {
         std::fprintf(stderr, "usage: ember-family-logits MODEL.gguf TOKEN,TOKEN,... [--greedy N] [--threads N] "
-                             "[--precision default|high]\n");
+                             "[--precision default|high] [--reference-only 1]\n");
         return 2;
     }
     std::vector<ember_token> tokens;
@@ -57,12 +58,14 @@ int main(int argc, char **argv) {
         p = *end == ',' ? end + 1 : end;
     }
     int greedy = 0, threads = 2;
+    bool reference_only = false;
     ember_precision precision = EMBER_PRECISION_DEFAULT;
     for (int i = 3; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         if (k == "--greedy") greedy = std::atoi(argv[i + 1]);
         else if (k == "--threads") threads = std::atoi(argv[i + 1]);
         else if (k == "--precision") precision = std::string(argv[i + 1]) == "high" ? EMBER_PRECISION_HIGH : EMBER_PRECISION_DEFAULT;
+        else if (k == "--reference-only") reference_only = std::atoi(argv[i + 1]) != 0;
     }
     std::vector<std::vector<double>> ref;
     try {
@@ -70,6 +73,12 @@ int main(int argc, char **argv) {
     } catch (const std::exception &e) {
         std::fprintf(stderr, "ember-family-logits: reference: %s\n", e.what());
         return 1;
+    }
+    if (reference_only) {
+        std::printf("{");
+        print_rows("ref", ref);
+        std::printf("}\n");
+        return 0;
     }
     ember_model_params mp;
     ember_model_params_init(&mp);

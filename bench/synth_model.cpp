@@ -2,12 +2,31 @@
 // measurements on realistic shapes without downloading anything (the weights mean nothing; the speed
 // does). Uses the core's synthetic-model writer, so it links the internals, unlike the ember CLI.
 //
-//   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--family NAME] [--arch llama|qwen2]
-//               [--type TYPE] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N] [--vocab N]
-//               [--ctx N] [--seed N] [--window N] [--repeat-layers 1]
+//   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b] [--family NAME]
+//               [--arch llama|qwen2] [--type TYPE] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N]
+//               [--vocab N] [--ctx N] [--seed N] [--window N] [--repeat-layers 1] [--rope-sections A,B,C,D]
+//               [--ssm-in 0|1]
 //
 // --family: a small model of that family with all its parts (llama, mixtral, qwen2, qwen3, qwen3moe,
-// gemma2, gemma3, phi3, granite, olmo2, gpt-oss; see src/testing/synthetic.cpp) and decisive logits.
+// gemma2, gemma3, phi3, granite, olmo2, gpt-oss, qwen35, qwen35moe, qwen3next; see
+// src/testing/synthetic.cpp) and decisive logits.
+//
+// The hybrid presets, for speed tests (their shapes from the checkpoints' config.json; the vocabulary
+// the real 248,320 tokens, since the output product's cost matters):
+//   qwen35-2b       Qwen3.5-2B (qwen35): 24 layers of width 2048, full attention every 4th (8 heads,
+//                   2 KV heads, head width 256, rope on 64 dims, sections 11/11/10, base 1e7), Gated
+//                   DeltaNet in the others (16 key heads, 16 value heads, width 128, conv 4), FFN 6144,
+//                   output tied to the embedding. With --type q4_k_m: about 1.3 GB.
+//   qwen36-35b-a3b  Qwen3.6-35B-A3B (qwen35moe; the same shape as Qwen3.5-35B-A3B): 40 layers of width
+//                   2048, full attention every 4th (16 heads, 2 KV heads, head width 256, rope on 64
+//                   dims), DeltaNet 16 key heads / 32 value heads of width 128, 256 experts (8 used) of
+//                   width 512 and a gated shared expert of 512, separate output matrix. With --type q4_k_m
+//                   about 20 GB; the writer holds the file in memory twice (about 45 GB at its peak),
+//                   and --repeat-layers 1 writes it in minutes rather than an hour.
+// e.g. ember-synth -o qwen35-2b.gguf --preset qwen35-2b --type q4_k_m --repeat-layers 1
+//      ember-synth -o qwen36-35b-a3b.gguf --preset qwen36-35b-a3b --type q4_k_m --repeat-layers 1
+// --rope-sections: rope.dimension_sections (4 counts of rotary pairs); --ssm-in 0|1: Qwen3-Next's
+// DeltaNet input as attn_qkv + attn_gate (0, what current converters write) or the older fused ssm_in (1).
 // TYPE: any weight type of this build by its GGUF name (f32, f16, bf16, q8_0, q4_0, q4_k, ...), or the mix
 // q4_k_m (Q4_K with Q6_K where it matters most; the recipe is in src/testing/synthetic.cpp). Matrices whose rows are not whole
 // 256-element super-blocks get a legacy format instead of a K-quant (e.g. stories15m's 288).
@@ -25,6 +44,19 @@
 using namespace ember;
 
 // Any weight type of the dtype table this build supports, by its name in any case ("q4_k", "Q8_0").
+static DType parse_type(const std::string &s);
+
+// The Qwen3.5 / Qwen3.6 hybrids' common shape at width 2048 (see the presets above).
+static void qwen35_shape(SyntheticSpec &s) {
+    const uint64_t seed = s.seed;
+    s = synthetic_family("qwen35");
+    s.seed = seed;
+    s.n_embd = 2048, s.n_vocab = 248320, s.n_ctx = 262144;
+    s.head_dim = 256, s.n_head_kv = 2, s.n_rot = 64, s.rope_sections = {11, 11, 10, 0};
+    s.rope_theta = 10000000.0f;
+    s.ssm_groups = 16, s.ssm_state = 128, s.ssm_conv = 4;
+}
+
 static DType parse_type(const std::string &s) {
     for (uint32_t id = 0; id < 64; ++id) {
         const DTypeInfo &i = dtype_info(id);
@@ -62,6 +94,24 @@ int main(int argc, char **argv) {
         } else if (k == "--preset" && v == "stories15m") {
             s.n_embd = 288, s.n_layer = 6, s.n_head = 6, s.n_head_kv = 6, s.n_ff = 768, s.n_vocab = 32000;
             s.tied_output = false;
+        } else if (k == "--preset" && v == "qwen35-2b") {
+            qwen35_shape(s);
+            s.n_layer = 24, s.n_head = 8, s.ssm_heads = 16, s.n_ff = 6144, s.tied_output = true;
+        } else if (k == "--preset" && v == "qwen36-35b-a3b") {
+            qwen35_shape(s);
+            s.arch = "qwen35moe";
+            s.n_layer = 40, s.n_head = 16, s.ssm_heads = 32, s.tied_output = false;
+            s.n_expert = 256, s.n_expert_used = 8, s.n_ff_exp = 512, s.n_ff_shexp = 512, s.n_ff = 512;
+        } else if (k == "--rope-sections") {
+            s.rope_sections.clear();
+            for (const char *q = v.c_str(); *q;) {
+                char *end;
+                s.rope_sections.push_back(static_cast<int32_t>(std::strtol(q, &end, 10)));
+                if (end == q) break;
+                q = *end == ',' ? end + 1 : end;
+            }
+        } else if (k == "--ssm-in") {
+            s.ssm_fused_in = n != 0;
         } else if (k == "--family") {
             // Every part of the family switched on (testing/synthetic.hpp's synthetic_family); options
             // after it still apply.
@@ -91,7 +141,8 @@ int main(int argc, char **argv) {
         }
     }
     if (out.empty()) {
-        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m] [--type q4_0|q4_k_m|...]\n"
+        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b]\n"
+                             "       [--family NAME] [--type q4_0|q4_k_m|...]\n"
                              "       [--repeat-layers 1 (every layer the first's bytes: speed tests)] ...\n");
         return 2;
     }

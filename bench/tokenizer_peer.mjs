@@ -11,6 +11,10 @@
 // (<name>.random.out). Writes <name>.out per file: a "# add_bos N" line (whether llama.cpp
 // starts a text with BOS by default), "# eog ID..." (the tokens that end generation) and one line of ids
 // per text, tokenized without BOS.
+//
+// Checks on more random texts than are stored (docs/models.md, "Tokenizers against llama.cpp"): write the
+// texts with bench/tokenizer_random_texts.py --count N --wide, pass them as --random with an --out folder
+// of their own and " random" on every line of the list, then `test_tokenizer_pre --compare OUT TEXTS`.
 import fs from "node:fs";
 import path from "node:path";
 import process from "node:process";

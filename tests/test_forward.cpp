@@ -6,6 +6,8 @@
 // The reference stores K and V rounded to f16, as the f16 KV cache does, and reads weights exactly as
 // stored (dequantized), so what remains is float32 rounding inside the kernels, plus, for quantized
 // weights, the 8-bit quantization of activations that the integer dot products use.
+//
+// At the end, the reference of the Gated DeltaNet hybrids on its own (pinned to llama.cpp's argmax).
 #include "synthetic_model.hpp"
 #include "test_util.h"
 
@@ -259,6 +261,88 @@ void test_sessions_sharing_threads(void **) {
     assert_int_equal(mismatches.load(), 0);
 }
 
+// The fp64 reference of the Gated DeltaNet hybrids (qwen35, qwen35moe, qwen3next), on its own: these
+// tests read the synthetic files directly (gguf::File), so they hold whether or not Ember runs the
+// families. llama.cpp is the oracle: bench/compare_logits.mjs --reference-only found its logits on these
+// F32 files within ~1e-4 relative of the reference's at every position (f32 rounding with f16 K/V, as
+// for every other family), and its argmax at each of the 11 teacher-forced positions is pinned here
+// (node-llama-cpp 3.22.1's llama.cpp, CPU). A change to the reference or to the synthetic writer that
+// moves any of them must be checked against llama.cpp again.
+std::vector<std::vector<double>> hybrid_reference(const SyntheticSpec &spec, const std::vector<int32_t> &tokens) {
+    const std::vector<uint8_t> bytes = synthetic_model_gguf(spec);
+    const gguf::File g = gguf::File::parse(bytes.data(), bytes.size());
+    return reference_logits(g, tokens);
+}
+
+size_t argmax_of(const Vec &v) { return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+void test_hybrid_reference_llamacpp_argmax(void **) {
+    const std::vector<int32_t> tokens = {1, 7, 3, 12, 40, 5, 9, 22, 31, 2, 17};
+    const std::map<std::string, std::vector<size_t>> llamacpp = {
+        {"qwen35", {214, 288, 311, 233, 28, 121, 100, 263, 150, 282, 125}},
+        {"qwen35moe", {26, 288, 198, 141, 146, 5, 100, 17, 224, 209, 297}},
+        {"qwen3next", {26, 66, 187, 252, 28, 286, 98, 61, 151, 240, 45}},
+    };
+    for (const auto &[family, want] : llamacpp) {
+        const auto ref = hybrid_reference(synthetic_family(family), tokens);
+        double max_logit = 0, min_margin = 1e300;
+        for (size_t t = 0; t < tokens.size(); ++t) {
+            const size_t best = argmax_of(ref[t]);
+            double second = -1e300;
+            for (size_t i = 0; i < ref[t].size(); ++i) {
+                assert_true(std::isfinite(ref[t][i]));
+                max_logit = std::max(max_logit, std::fabs(ref[t][i]));
+                if (i != best) second = std::max(second, ref[t][i]);
+            }
+            min_margin = std::min(min_margin, ref[t][best] - second);
+            if (best != want[t]) fail_msg("%s position %zu: reference argmax %zu, llama.cpp's %zu", family.c_str(), t, best, want[t]);
+        }
+        std::printf("%-9s reference: argmax = llama.cpp's at 11/11 positions, max|logit| %.1f, smallest top-2 margin %.2f\n",
+                    family.c_str(), max_logit, min_margin);
+        assert_true(max_logit > 5);      // decisive logits, as the synthetic families' std ~15 intends
+        assert_true(min_margin > 1e-3);  // no position is a tie that rounding could flip
+    }
+}
+
+// The reference's causality and its recurrence: the logits of a prefix are those of the whole sequence's
+// first positions, bit for bit (the DeltaNet state and the attention see no later token); with every
+// layer a DeltaNet layer (no attention at all), the first token still moves the last position's logits
+// (only the recurrent state can carry it), and the state neither explodes nor fades: the logits of a
+// 64-token run stay finite and as spread at the end as at the start.
+void test_hybrid_reference_causal_and_recurrent(void **) {
+    std::vector<int32_t> tokens(64);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % 300);
+    for (const char *family : {"qwen35", "qwen35moe", "qwen3next"}) {
+        const SyntheticSpec spec = synthetic_family(family);
+        const std::vector<int32_t> head(tokens.begin(), tokens.begin() + 12), prefix(head.begin(), head.begin() + 5);
+        const auto whole = hybrid_reference(spec, head), part = hybrid_reference(spec, prefix);
+        for (size_t t = 0; t < prefix.size(); ++t)
+            for (size_t i = 0; i < whole[t].size(); ++i) assert_true(part[t][i] == whole[t][i]);
+
+        SyntheticSpec recurrent = spec;
+        recurrent.full_attn_interval = 1000;   // no layer is an attention layer
+        std::vector<int32_t> other = tokens;
+        other[0] = 250;
+        const auto a = hybrid_reference(recurrent, tokens), b = hybrid_reference(recurrent, other);
+        auto spread = [](const Vec &v) {
+            double m = 0, ss = 0;
+            for (double e : v) m += e / v.size();
+            for (double e : v) ss += (e - m) * (e - m) / v.size();
+            return std::sqrt(ss);
+        };
+        double moved = 0;
+        for (size_t i = 0; i < a.back().size(); ++i) {
+            assert_true(std::isfinite(a.back()[i]));
+            moved = std::max(moved, std::fabs(a.back()[i] - b.back()[i]));
+        }
+        const double first = spread(a[1]), last = spread(a.back());
+        std::printf("%-9s all-DeltaNet: token 0 moves position 63's logits by up to %.3g; logit spread %.2f at "
+                    "position 1, %.2f at 63\n", family, moved, first, last);
+        assert_true(moved > 1e-3);
+        assert_true(last > first / 4 && last < first * 4);
+    }
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_f32_gqa_rope_freqs_tied),
@@ -275,6 +359,8 @@ int main() {
         cmocka_unit_test(test_llama_q5_1),
         cmocka_unit_test(test_missing_bias_is_an_error),
         cmocka_unit_test(test_sessions_sharing_threads),
+        cmocka_unit_test(test_hybrid_reference_llamacpp_argmax),
+        cmocka_unit_test(test_hybrid_reference_causal_and_recurrent),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -167,7 +167,7 @@ void check_family(const char *family) {
     assert_int_equal(ember_session_feed(d, prompt.data(), prompt.size()), EMBER_OK);
     const std::vector<ember_token> first = generate(d, 5);
     size_t len = 0;
-    assert_int_equal(ember_session_save(d, nullptr, 0, &len), EMBER_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(ember_session_save(d, nullptr, 0, &len), EMBER_OK);   // the size
     std::vector<uint8_t> saved(len);
     assert_int_equal(ember_session_save(d, saved.data(), saved.size(), &len), EMBER_OK);
     ember_session *e = session(m);

@@ -74,6 +74,7 @@ constexpr ExtraToken kProbeTokens[] = {
     {"<|fim_prefix|>", TokenType::USER_DEFINED},   {"<|fim_suffix|>", TokenType::USER_DEFINED},
     {"<|fim_middle|>", TokenType::USER_DEFINED},   {"<|fim_pad|>", TokenType::USER_DEFINED},
     {"<|repo_name|>", TokenType::USER_DEFINED},    {"<|file_sep|>", TokenType::USER_DEFINED},
+    {"<turn|>", TokenType::USER_DEFINED},          {"<|tool_response>", TokenType::USER_DEFINED},
 };
 
 // A vocabulary file made from ggml-vocab-<base>.gguf.
@@ -86,6 +87,9 @@ struct Variant {
     std::string general_name;         // written as general.name when not empty
     int64_t eot_id = -1;              // written as tokenizer.ggml.eot_token_id when >= 0
     bool random_texts = false;        // also compared on texts_random.txt (<name>.random.out)
+    // tokenizer.ggml.model = "gemma4" on a SentencePiece base: merges made from its vocabulary (see
+    // spm_merges), tokenizer.ggml.add_bos_token = false (which Gemma 4 overrides)
+    bool gemma4 = false;
 };
 
 // Every name on the Llama 3 vocabulary (128k tokens, merges for code and many scripts); the first name
@@ -102,11 +106,14 @@ std::vector<Variant> variants() {
     };
     std::set<int> kinds_seen;
     for (const tok::PreTokenizerSpec &s : tok::pre_tokenizer_specs()) {
+        if (s.spm_style) continue;   // needs a "▁" vocabulary: the gemma4 variant below
         const bool first_of_kind = kinds_seen.insert(int(s.kind)).second;
         add(std::string(s.name) + ".llama-bpe", "llama-bpe", s.name).random_texts = first_of_kind;
         if (first_of_kind) add(std::string(s.name) + ".gpt-2", "gpt-2", s.name);
     }
     add("qwen2-extra.qwen2", "qwen2", "qwen2", kHtmlTokens);
+    // Qwen3.5's pre-tokenizer on the vocabulary of its family (its own is not at hand: Qwen2's merges).
+    add("qwen35.qwen2", "qwen2", "qwen35").random_texts = true;
     // With its end of turn named: otherwise llama.cpp takes the first token with an end-of-turn text it
     // meets in a hash map (here "<|end|>", or "<|im_end|>"), and "<|end|>" ends generation or not by chance.
     add("harmony.qwen2", "qwen2", "gpt-4o", kHarmonyTokens).eot_id = 151645;
@@ -115,6 +122,10 @@ std::vector<Variant> variants() {
     Variant &gemma = add("spm-gemma.llama-spm", "llama-spm", "", kHtmlTokens);
     gemma.no_space_prefix = true;
     gemma.random_texts = true;
+    // Gemma 4's BPE over "▁"-escaped text, on Llama 2's vocabulary (its own is not at hand).
+    Variant &gemma4 = add("gemma4.llama-spm", "llama-spm", "");
+    gemma4.gemma4 = true;
+    gemma4.random_texts = true;
     // Phi-3's own file (its general.name makes llama.cpp strip spaces after special tokens).
     add("phi-3.phi-3", "phi-3", "");
     return v;
@@ -127,6 +138,29 @@ std::string vocab_path(const std::string &base) {
     const std::string rel = "ggml-vocab/ggml-vocab-" + base + ".gguf";
     const char *p = test_shared_model(rel.c_str());
     return p ? p : "";
+}
+
+// A merge list for a SentencePiece vocabulary, as BPE over its tokens needs one: every way of writing a
+// normal token as two normal tokens, ranked by the token's id (SentencePiece's order: most frequent
+// first), then by where it is cut. Any consistent list serves: Ember and llama.cpp get the same one.
+std::vector<std::string> spm_merges(const gguf::File &file) {
+    const std::vector<std::string_view> &tokens = file.get_array("tokenizer.ggml.tokens")->strs;
+    const gguf::Value *types = file.get_array("tokenizer.ggml.token_type");
+    auto normal = [&](size_t id) { return types->array_int(id) == int64_t(TokenType::NORMAL); };
+    std::map<std::string_view, size_t> ids;
+    for (size_t id = 0; id < tokens.size(); ++id)
+        if (normal(id)) ids.emplace(tokens[id], id);
+    std::vector<std::string> merges;
+    for (size_t id = 0; id < tokens.size(); ++id) {
+        const std::string_view t = tokens[id];
+        if (!normal(id) || t.find(' ') != std::string_view::npos) continue;
+        for (size_t cut = 1; cut < t.size(); ++cut) {
+            if ((uint8_t(t[cut]) & 0xC0) == 0x80) continue;   // inside a character
+            if (ids.count(t.substr(0, cut)) && ids.count(t.substr(cut)))
+                merges.push_back(std::string(t.substr(0, cut)) + " " + std::string(t.substr(cut)));
+        }
+    }
+    return merges;
 }
 
 // Copies one metadata value into w (the types vocabulary files use).
@@ -183,6 +217,7 @@ std::vector<uint8_t> build_variant(const Variant &var) {
         if (key == "tokenizer.ggml.add_space_prefix" && var.no_space_prefix) continue;
         if (key == "general.name" && !var.general_name.empty()) continue;
         if (key == "tokenizer.ggml.eot_token_id" && var.eot_id >= 0) continue;
+        if (var.gemma4 && (key == "tokenizer.ggml.model" || key == "tokenizer.ggml.add_bos_token")) continue;
         const gguf::Value &v = kv.value;
         const bool per_token = v.type == gguf::ValueType::ARRAY && v.count == n;
         if (extra.empty() || !per_token) {
@@ -212,6 +247,11 @@ std::vector<uint8_t> build_variant(const Variant &var) {
     if (var.no_space_prefix) w.add_bool("tokenizer.ggml.add_space_prefix", false);
     if (!var.general_name.empty()) w.add_string("general.name", var.general_name);
     if (var.eot_id >= 0) w.add_u32("tokenizer.ggml.eot_token_id", uint32_t(var.eot_id));
+    if (var.gemma4) {
+        w.add_string("tokenizer.ggml.model", "gemma4");
+        w.add_bool("tokenizer.ggml.add_bos_token", false);
+        w.add_array_string("tokenizer.ggml.merges", spm_merges(file));
+    }
     return w.to_bytes();
 }
 
@@ -395,6 +435,18 @@ void test_splits(void **) {
     expect_split(P::Gpt2, "I'm  fine 123", {"I", "'m", " ", " fine", " 123"});
     expect_split(P::Llama3, "I'M 12345 ok\n\n", {"I", "'M", " ", "123", "45", " ok", "\n\n"});
     expect_split(P::Qwen2, "a 123", {"a", " ", "1", "2", "3"});
+    // Qwen3.5: combining marks belong to words (Qwen2 cuts a word at each mark, and puts a mark that
+    // follows punctuation into the punctuation's piece); digits one by one as in Qwen2.
+    const char *cafe = "cafe\xCC\x81 ok";                                      // "café" with U+0301
+    const char *hindi = "\xE0\xA4\xB9\xE0\xA4\xBF\xE0\xA4\xA8\xE0\xA5\x8D\xE0\xA4\xA6\xE0\xA5\x80";  // हिन्दी
+    expect_split(P::Qwen35, cafe, {"cafe\xCC\x81", " ok"});
+    expect_split(P::Qwen2, cafe, {"cafe", "\xCC\x81", " ok"});
+    expect_split(P::Qwen35, hindi, {hindi});
+    expect_split(P::Qwen2, hindi, {"\xE0\xA4\xB9", "\xE0\xA4\xBF\xE0\xA4\xA8", "\xE0\xA5\x8D\xE0\xA4\xA6", "\xE0\xA5\x80"});
+    expect_split(P::Qwen35, "!!\xCC\x81x 12", {"!!", "\xCC\x81x", " ", "1", "2"});
+    expect_split(P::Qwen2, "!!\xCC\x81x 12", {"!!\xCC\x81", "x", " ", "1", "2"});
+    // A mark after a space starts a word with it, as a letter would; contractions as in Qwen2.
+    expect_split(P::Qwen35, "I'M \xCC\x81" "a\n\n", {"I", "'M", " \xCC\x81" "a", "\n\n"});
     // StarCoder: every digit alone, then GPT-2 on what is left (the space stays alone).
     expect_split(P::Starcoder, "x 123y", {"x", " ", "1", "2", "3", "y"});
     // Falcon: punctuation runs first (the apostrophe too, so no contractions), digits in threes.
@@ -417,13 +469,15 @@ void test_splits(void **) {
     // (spaces, the punctuation) gather into pieces of their own.
     expect_split(P::Bloom, "a+b=2. (x)  y", {"a+b=2", ". (", "x", ") ", " y"});
     expect_split(P::Viking, "v1.2 ok", {"v", "1", ".", "2", " ok"});
+    // Gemma 4: runs of line breaks apart from everything else (\r is not one).
+    expect_split(P::Gemma4, "a b, 12\r\n\nc\n", {"a b, 12\r", "\n\n", "c", "\n"});
 }
 
 const tok::PreTokenizer kAllKinds[] = {
     tok::PreTokenizer::Gpt2,      tok::PreTokenizer::Llama3, tok::PreTokenizer::Qwen2,  tok::PreTokenizer::Starcoder,
     tok::PreTokenizer::Falcon,    tok::PreTokenizer::Default, tok::PreTokenizer::Gpt4o, tok::PreTokenizer::Tekken,
     tok::PreTokenizer::DeepseekLlm, tok::PreTokenizer::DeepseekCoder, tok::PreTokenizer::DeepseekV3, tok::PreTokenizer::Bloom,
-    tok::PreTokenizer::Viking,
+    tok::PreTokenizer::Viking,    tok::PreTokenizer::Qwen35, tok::PreTokenizer::Gemma4,
 };
 
 // The pieces are non-empty and spell the text exactly, invalid UTF-8 included, in every family.
@@ -488,17 +542,22 @@ void test_linear_time(void **) {
     }
 }
 
-// Thousands of special tokens with a common prefix (as Gemma 3's "<unusedN>") cost each position of a
-// text at most the longest token's length, in plain and special-parsing mode alike.
-void test_many_special_tokens(void **) {
-    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-    std::vector<int32_t> types = {int32_t(TokenType::UNKNOWN), int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL)};
+// The 256 <0xAB> byte tokens of a SentencePiece-style vocabulary, appended.
+void add_byte_tokens(std::vector<std::string> &tokens, std::vector<int32_t> &types) {
     for (int b = 0; b < 256; ++b) {
         char hex[8];
         std::snprintf(hex, sizeof hex, "<0x%02X>", b);
         tokens.push_back(hex);
         types.push_back(int32_t(TokenType::BYTE));
     }
+}
+
+// Thousands of special tokens with a common prefix (as Gemma 3's "<unusedN>") cost each position of a
+// text at most the longest token's length, in plain and special-parsing mode alike.
+void test_many_special_tokens(void **) {
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {int32_t(TokenType::UNKNOWN), int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL)};
+    add_byte_tokens(tokens, types);
     for (int k = 0; k < 6000; ++k) {
         tokens.push_back("<unused" + std::to_string(k) + ">");
         types.push_back(int32_t(k % 2 ? TokenType::USER_DEFINED : TokenType::CONTROL));
@@ -541,14 +600,54 @@ void test_many_special_tokens(void **) {
     }
 }
 
+// Gemma 4's BPE on a vocabulary small enough to work out by hand: spaces written "▁" before merging,
+// merges between characters (not GPT-2's byte alphabet), a run of line breaks taken whole when it is a
+// token, a character without a token spelled with <0xAB> tokens, BOS added although the file says not,
+// and the pieces back to the text.
+void test_gemma4_by_hand(void **) {
+    std::vector<std::string> tokens = {"<pad>", "<bos>", "<eos>"};
+    std::vector<int32_t> types = {int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL), int32_t(TokenType::CONTROL)};
+    add_byte_tokens(tokens, types);
+    const int32_t first = int32_t(tokens.size());
+    for (const char *t : {"\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a", "ab", "\xE2\x96\x81" "ab", "\n\n", "\n"}) {
+        tokens.push_back(t);
+        types.push_back(int32_t(TokenType::NORMAL));
+    }
+    const int32_t sp = first, a = first + 1, b = first + 2, sp_a = first + 3, ab = first + 4, sp_ab = first + 5,
+                  nl2 = first + 6, nl = first + 7;
+    gguf::Writer w;
+    w.add_string("tokenizer.ggml.model", "gemma4");
+    w.add_array_string("tokenizer.ggml.tokens", tokens);
+    w.add_array_i32("tokenizer.ggml.token_type", types);
+    // "a b" merges before "▁ a": "▁ab" comes from "▁" + "ab", never from "▁a" + "b" (no such merge).
+    w.add_array_string("tokenizer.ggml.merges", {"a b", "\xE2\x96\x81 a", "\xE2\x96\x81 ab"});
+    w.add_u32("tokenizer.ggml.bos_token_id", 1);
+    w.add_u32("tokenizer.ggml.eos_token_id", 2);
+    w.add_bool("tokenizer.ggml.add_bos_token", false);
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    const gguf::File file = gguf::File::parse(bytes.data(), bytes.size());
+    const auto tok = Tokenizer::from_gguf(file);
+    assert_string_equal(tok->model_name().c_str(), "gemma4");
+    assert_true(tok->add_bos());
+    const std::string text = "ab a\n\nba \xC3\xA9\n";
+    const std::vector<int32_t> ids = tok->tokenize(text, false, false);
+    const std::vector<int32_t> want = {ab, sp_a, nl2, b, a, sp, 3 + 0xC3, 3 + 0xA9, nl};
+    if (ids != want) std::printf("  got %s\n  want %s\n", ids_str(ids).c_str(), ids_str(want).c_str());
+    assert_true(ids == want);
+    assert_true(tok->tokenize(" ab", false, false) == std::vector<int32_t>{sp_ab});
+    assert_int_equal(tok->tokenize("x", true, false).front(), 1);
+    assert_string_equal(tok->detokenize(ids.data(), ids.size(), false, false).c_str(), text.c_str());
+}
+
 void test_name_table(void **) {
     const std::vector<std::string_view> names = Tokenizer::supported_pre_tokenizers();
     std::set<std::string_view> unique(names.begin(), names.end());
     assert_int_equal(unique.size(), names.size());
-    // The names the model families (docs/model-families.md) and llama.cpp's vocabulary tests carry.
+    // The names of the families Ember runs (docs/model-families.md), of this year's families and of llama.cpp's
+    // vocabulary tests.
     for (const char *required : {"default", "gpt-2", "llama-bpe", "llama3", "qwen2", "smollm", "refact",
                                  "deepseek-r1-qwen", "deepseek-llm", "tekken", "gpt-4o", "dbrx", "olmo",
-                                 "starcoder", "falcon", "phi-2"}) {
+                                 "starcoder", "falcon", "phi-2", "qwen35", "lfm2", "llama4"}) {
         if (!unique.count(required)) std::printf("  missing pre-tokenizer '%s'\n", required);
         assert_true(unique.count(required) == 1);
     }
@@ -568,7 +667,7 @@ void test_name_table(void **) {
         assert_true(t->tokenize("ab", false, false) == std::vector<int32_t>{2});
     }
     const std::vector<std::string_view> models = Tokenizer::supported_models();
-    assert_true(models == (std::vector<std::string_view>{"llama", "gpt2"}));
+    assert_true(models == (std::vector<std::string_view>{"llama", "gpt2", "gemma4"}));
 }
 
 // `test_tokenizer_pre --write DIR`: the variants as files, for bench/tokenizer_peer.mjs.
@@ -587,15 +686,36 @@ int write_variants(const char *dir) {
     return 0;
 }
 
+// `test_tokenizer_pre --compare DIR TEXTS`: every variant with a DIR/<name>.random.out (bench/tokenizer_peer.mjs
+// --random TEXTS --out DIR) against Ember on TEXTS, for checks on more texts than the stored ones.
+// Prints the mismatching texts (three per variant) and a count per variant; fails if any.
+int compare_variants(const char *dir, const char *texts_path) {
+    const std::vector<std::string> texts = read_texts(texts_path);
+    size_t total_bad = 0, n_variants = 0;
+    for (const Variant &var : variants()) {
+        const Expected exp = read_expected(std::string(dir) + "/" + var.name + ".random.out");
+        if (!exp.found) continue;
+        const auto tok = load_variant(var);
+        const size_t bad = compare(*tok, var.name, ".random", false, texts, exp);
+        std::printf("%-28s %zu texts, %zu mismatches\n", var.name.c_str(), texts.size(), bad);
+        total_bad += bad;
+        ++n_variants;
+    }
+    std::printf("%zu vocabularies x %zu texts: %zu mismatches\n", n_variants, texts.size(), total_bad);
+    return n_variants && !total_bad ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     if (argc == 3 && std::strcmp(argv[1], "--write") == 0) return write_variants(argv[2]);
+    if (argc == 4 && std::strcmp(argv[1], "--compare") == 0) return compare_variants(argv[2], argv[3]);
     const struct CMUnitTest offline[] = {
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_pieces_cover_text),
         cmocka_unit_test(test_linear_time),
         cmocka_unit_test(test_many_special_tokens),
+        cmocka_unit_test(test_gemma4_by_hand),
         cmocka_unit_test(test_name_table),
     };
     const int failed = cmocka_run_group_tests_name("pre-tokenizers (no data)", offline, nullptr, nullptr);

@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/fp16.hpp"
+#include "core/mapped_file.hpp"
 #include "cpu/kernels.hpp"
 
 #include <algorithm>
@@ -28,6 +29,12 @@ struct Family {
     bool oss = false;             // gpt-oss: sinks, clamped SwiGLU experts, its norm names
     int window_pattern = -1;      // -1 no window; 0 every layer; p: layers il % p < p - 1
     double local_theta = 0;       // window layers' own rope base, unscaled (Gemma 3)
+    // Qwen3.5 / Qwen3.6 / Qwen3-Next: Gated DeltaNet layers between gated attention layers, the pre-FFN
+    // norm named post_attention_norm, a gated shared expert beside the routed ones.
+    bool hybrid = false;
+    // How value head j of a DeltaNet layer finds its key head among H_k: Qwen3-Next's j / (H_v / H_k)
+    // (each key head's value heads adjacent), Qwen3.5's j % H_k (the key heads tiled).
+    bool kv_heads_grouped = false;
 };
 
 Family family_of(const std::string &arch, bool has_window) {
@@ -45,6 +52,8 @@ Family family_of(const std::string &arch, bool has_window) {
         if (has_window) f.window_pattern = 4;
     } else if (arch == "gpt-oss") {
         f.oss = true, f.window_pattern = 2;
+    } else if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") {
+        f.hybrid = true, f.qk_norm = 1, f.kv_heads_grouped = arch == "qwen3next";
     } else {
         fail(EMBER_ERR_UNSUPPORTED, "reference: no definition of '%s'", arch.c_str());
     }
@@ -53,9 +62,10 @@ Family family_of(const std::string &arch, bool has_window) {
 
 class Ref {
 public:
-    Ref(const Model &m, uint32_t n_ctx) : g_(m.gguf()) {
-        for (const TensorRef &t : m.file_tensors()) t_[t.name] = &t;
-        arch_ = std::string(*g_.get_string("general.architecture"));
+    Ref(const gguf::File &g, uint32_t n_ctx) : g_(g) {
+        const auto arch = g_.get_string("general.architecture");
+        if (!arch) fail(EMBER_ERR_INVALID_MODEL, "reference: metadata key 'general.architecture' is missing");
+        arch_ = std::string(*arch);
         a_ = arch_ + ".";
         n_embd = u("embedding_length"), n_layer = u("block_count"), n_head = u("attention.head_count");
         n_head_kv = has("attention.head_count_kv") ? u("attention.head_count_kv") : n_head;
@@ -89,6 +99,21 @@ public:
         logit_scale = 1.0 / f("logit_scale", 1.0);
         attn_softcap = arch_ == "gemma2" ? f("attn_logit_softcapping", 50.0) : 0.0;
         final_softcap = arch_ == "gemma2" ? f("final_logit_softcapping", 30.0) : f("final_logit_softcapping", 0.0);
+        if (fam.hybrid) {
+            full_attn_interval = has("full_attention_interval") ? u("full_attention_interval") : 4;
+            ssm_conv = u("ssm.conv_kernel"), ssm_state = u("ssm.state_size");
+            ssm_groups = u("ssm.group_count"), ssm_heads = u("ssm.time_step_rank");
+            if (!full_attn_interval || !ssm_groups || !ssm_heads || ssm_heads % ssm_groups || !ssm_state || !ssm_conv)
+                fail(EMBER_ERR_INVALID_MODEL, "reference: inconsistent DeltaNet shape");
+        }
+        if (const gguf::Value *sec = g_.get_array(a_ + "rope.dimension_sections")) {
+            // Interleaved multi-section rope (llama.cpp's IMROPE, Qwen3.5's): pair i takes the position
+            // of section (i mod n) mod 3 = 0, 1, 2 (time, height, width) while within three times that
+            // section's size, else the fourth (extra) position. A text token's first three positions are
+            // its index and the fourth is 0, so only pairs that fall to the fourth section stay unturned.
+            for (uint64_t i = 0; i < 4 && i < sec->count; ++i) sections[i] = static_cast<int>(sec->array_int(i));
+            has_sections = sections[0] + sections[1] + sections[2] + sections[3] > 0;
+        }
     }
 
     std::vector<Vec> run(const std::vector<int32_t> &tokens) {
@@ -98,7 +123,7 @@ public:
         for (size_t t = 0; t < n; ++t)
             for (uint32_t i = 0; i < n_embd; ++i) x[t][i] = emb.w[static_cast<size_t>(tokens[t]) * n_embd + i] * embd_scale;
         for (uint32_t l = 0; l < n_layer; ++l) layer(l, x);
-        const std::string out = t_.count("output.weight") ? "output.weight" : "token_embd.weight";
+        const std::string out = find("output.weight") ? "output.weight" : "token_embd.weight";
         std::vector<Vec> logits(n);
         for (size_t t = 0; t < n; ++t) {
             logits[t] = matvec(out, rmsnorm(x[t], vec("output_norm.weight")));
@@ -119,19 +144,17 @@ private:
     bool has(const char *k) const { return g_.get_int(a_ + k).has_value(); }
     uint32_t u(const char *k) const { return static_cast<uint32_t>(*g_.get_int(a_ + k)); }
     double f(const char *k, double fallback) const { return g_.get_float(a_ + k).value_or(fallback); }
-    const TensorRef *find(const std::string &name) const {
-        auto it = t_.find(name);
-        return it == t_.end() ? nullptr : it->second;
-    }
+    const gguf::TensorInfo *find(const std::string &name) const { return g_.find_tensor(name); }
     const float *vec(const std::string &name) const {
-        const TensorRef *t = find(name);
-        return t ? static_cast<const float *>(t->data) : nullptr;
+        const gguf::TensorInfo *t = find(name);
+        if (t && t->type != DType::F32) fail(EMBER_ERR_INVALID_MODEL, "reference: '%s' is not F32", name.c_str());
+        return t ? reinterpret_cast<const float *>(t->data) : nullptr;
     }
     // A weight as doubles, dequantized once.
     const Mat &mat(const std::string &name) {
         auto it = cache_.find(name);
         if (it != cache_.end()) return it->second;
-        const TensorRef *t = find(name);
+        const gguf::TensorInfo *t = find(name);
         if (!t) fail(EMBER_ERR_INVALID_MODEL, "reference: tensor '%s' is missing", name.c_str());
         Mat m;
         m.n_in = t->ne[0], m.n_out = t->n_dims > 1 ? t->ne[1] : 1, m.n_mat = t->n_dims > 2 ? t->ne[2] : 1;
@@ -140,7 +163,7 @@ private:
         m.w.resize(static_cast<size_t>(rows * m.n_in));
         std::vector<float> row(static_cast<size_t>(m.n_in));
         for (int64_t r = 0; r < rows; ++r) {
-            cpu::dequantize_row(t->type, static_cast<const uint8_t *>(t->data) + r * row_bytes, row.data(), m.n_in);
+            cpu::dequantize_row(t->type, t->data + r * row_bytes, row.data(), m.n_in);
             std::copy(row.begin(), row.end(), m.w.begin() + r * m.n_in);
         }
         return cache_.emplace(name, std::move(m)).first->second;
@@ -217,7 +240,7 @@ private:
         for (uint32_t h = 0; h < heads; ++h) {
             double *v = x.data() + h * head_dim;
             for (int i = 0; i < half; ++i) {
-                const double a = pos * freq[static_cast<size_t>(i)];
+                const double a = section_position(i, pos) * freq[static_cast<size_t>(i)];
                 const int p0 = fam.neox ? i : 2 * i, p1 = fam.neox ? i + half : 2 * i + 1;
                 const double x0 = v[p0], x1 = v[p1];
                 v[p0] = (x0 * std::cos(a) - x1 * std::sin(a)) * mscale;
@@ -226,10 +249,19 @@ private:
         }
     }
     const float *vec_or_null(const char *name) const { return vec(name); }
+    // The position pair i turns by, for a text token at `pos` (see the sections in the constructor).
+    int section_position(int i, int pos) const {
+        if (!has_sections) return pos;
+        const int sector = i % (sections[0] + sections[1] + sections[2] + sections[3]);
+        const int kind = sector % 3;
+        return sector < 3 * sections[kind] ? pos : 0;
+    }
 
     static double round_f16(double v) { return fp16_to_fp32(fp32_to_fp16(static_cast<float>(v))); }
     static double gelu(double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / kPi) * (v + 0.044715 * v * v * v))); }
     static double silu(double v) { return v / (1 + std::exp(-v)); }
+    static double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+    static double softplus(double v) { return v > 30 ? v : std::log1p(std::exp(v)); }
 
     Vec ffn(const std::string &p, const Vec &xn) {
         const uint32_t d = n_embd;
@@ -274,21 +306,40 @@ private:
             const Vec o = matvec(p + "ffn_down_exps.weight", g, bias("ffn_down_exps.bias", d), 0, -1, e);
             for (uint32_t i = 0; i < d; ++i) out[i] += gw * o[i];
         }
+        if (find(p + "ffn_up_shexp.weight")) {
+            // The shared expert (SwiGLU), weighted by sigmoid of its one-row gate.
+            Vec g = matvec(p + "ffn_gate_shexp.weight", xn);
+            const Vec up = matvec(p + "ffn_up_shexp.weight", xn);
+            for (size_t i = 0; i < g.size(); ++i) g[i] = silu(g[i]) * up[i];
+            const Vec o = matvec(p + "ffn_down_shexp.weight", g);
+            const double gate = sigmoid(matvec(p + "ffn_gate_inp_shexp.weight", xn)[0]);
+            for (uint32_t i = 0; i < d; ++i) out[i] += gate * o[i];
+        }
         return out;
     }
 
     void layer(uint32_t l, std::vector<Vec> &x) {
         const std::string p = "blk." + std::to_string(l) + ".";
+        if (fam.hybrid && (l + 1) % full_attn_interval != 0) return delta_net(p, x);
         const size_t n = x.size();
         const uint32_t nq = n_head * head_dim, nkv = n_head_kv * head_dim, hd = head_dim;
         const bool local = windowed(l);
-        std::vector<Vec> q(n), k(n), v(n);
+        std::vector<Vec> q(n), k(n), v(n), gate(n);
         for (size_t t = 0; t < n; ++t) {
             const Vec xn = fam.pre_norms ? rmsnorm(x[t], vec(p + "attn_norm.weight")) : x[t];
             if (find(p + "attn_qkv.weight")) {
                 q[t] = matvec(p + "attn_qkv.weight", xn, nullptr, 0, nq);
                 k[t] = matvec(p + "attn_qkv.weight", xn, nullptr, nq, nkv);
                 v[t] = matvec(p + "attn_qkv.weight", xn, nullptr, nq + nkv, nkv);
+            } else if (fam.hybrid) {
+                // attn_q holds, per head, its query rows and then its output gate's rows.
+                const Vec qg = matvec(p + "attn_q.weight", xn);
+                q[t].resize(nq), gate[t].resize(nq);
+                for (uint32_t h = 0; h < n_head; ++h)
+                    for (uint32_t i = 0; i < hd; ++i)
+                        q[t][h * hd + i] = qg[2 * h * hd + i], gate[t][h * hd + i] = qg[2 * h * hd + hd + i];
+                k[t] = matvec(p + "attn_k.weight", xn);
+                v[t] = matvec(p + "attn_v.weight", xn);
             } else {
                 q[t] = matvec(p + "attn_q.weight", xn, vec(p + "attn_q.bias"));
                 k[t] = matvec(p + "attn_k.weight", xn, vec(p + "attn_k.bias"));
@@ -325,12 +376,115 @@ private:
                 for (size_t j = first; j <= t; ++j)
                     for (uint32_t i = 0; i < hd; ++i) att[h * hd + i] += s[j - first] / sum * v[j][kvh * hd + i];
             }
+            if (fam.hybrid)
+                for (uint32_t i = 0; i < nq; ++i) att[i] *= sigmoid(gate[t][i]);
             Vec o = matvec(p + "attn_output.weight", att, vec(p + "attn_output.bias"));
             add_block(x[t], o, p + "post_attention_norm.weight");
-            const std::string ffn_norm = fam.oss ? "post_attention_norm.weight" : "ffn_norm.weight";
-            const Vec xn = fam.pre_norms ? rmsnorm(x[t], vec(p + ffn_norm)) : x[t];
-            Vec f = ffn(p, xn);
-            add_block(x[t], f, p + "post_ffw_norm.weight");
+            ffn_block(p, x[t]);
+        }
+    }
+    // x += ffn(norm(x)), with the families' norm names and post-norms.
+    void ffn_block(const std::string &p, Vec &x) {
+        const std::string ffn_norm = fam.oss || fam.hybrid ? "post_attention_norm.weight" : "ffn_norm.weight";
+        const Vec xn = fam.pre_norms ? rmsnorm(x, vec(p + ffn_norm)) : x;
+        Vec f = ffn(p, xn);
+        add_block(x, f, p + "post_ffw_norm.weight");
+    }
+
+    // A Gated DeltaNet layer (Qwen3.5 / Qwen3-Next's linear attention), token by token from a zero state.
+    // From the normed input h: a vector m of 2 key_dim + value_dim channels, z (value_dim), and per value
+    // head beta = sigmoid(.) and alpha; m passes a causal depthwise convolution over the last ssm_conv
+    // tokens (zeros before the first) and SiLU, then splits into q, k (H_k heads of S) and v (H_v heads
+    // of S); q and k are L2-normalised per head (x / sqrt(|x|^2 + eps)) and q scaled by 1/sqrt(S). Each
+    // value head j keeps an S x S matrix M (M[i][c]: key dim i, value dim c) and, per token,
+    //   M *= exp(g), g = softplus(alpha + dt_bias) * ssm_a   (ssm_a = -exp(A_log): g < 0, a decay)
+    //   d_c = beta (v_c - sum_i M[i][c] k_i);  M[i][c] += k_i d_c;  o_c = sum_i M[i][c] q_i
+    // with q, k those of j's key head. o is RMS-normed per head (ssm_norm), times silu(z), then ssm_out.
+    void delta_net(const std::string &p, std::vector<Vec> &x) {
+        const size_t n = x.size();
+        const uint32_t S = ssm_state, Hk = ssm_groups, Hv = ssm_heads, ratio = Hv / Hk, K = ssm_conv;
+        const uint32_t key_dim = Hk * S, value_dim = Hv * S, conv_dim = 2 * key_dim + value_dim;
+        std::vector<Vec> m(n), z(n), beta(n, Vec(Hv)), decay(n, Vec(Hv));
+        const float *dt_bias = vec(p + "ssm_dt.bias"), *ssm_a = vec(p + "ssm_a");
+        const float *conv_w = vec(p + "ssm_conv1d.weight"), *norm_w = vec(p + "ssm_norm.weight");
+        if (!dt_bias || !ssm_a || !conv_w || !norm_w)
+            fail(EMBER_ERR_INVALID_MODEL, "reference: a DeltaNet tensor of '%s' is missing", p.c_str());
+        for (size_t t = 0; t < n; ++t) {
+            const Vec h = rmsnorm(x[t], vec(p + "attn_norm.weight"));
+            Vec b(Hv), a(Hv);
+            if (find(p + "ssm_in.weight")) {
+                // Qwen3-Next's fused projection: per key head g, q_g (S), k_g (S), then v and z of its
+                // `ratio` value heads (ratio S each); ssm_ba per key head: `ratio` betas, `ratio` alphas.
+                const Vec in = matvec(p + "ssm_in.weight", h);
+                m[t].assign(conv_dim, 0.0), z[t].assign(value_dim, 0.0);
+                const uint32_t group = 2 * S + 2 * ratio * S;
+                for (uint32_t g = 0; g < Hk; ++g) {
+                    const double *src = in.data() + g * group;
+                    std::copy(src, src + S, m[t].begin() + g * S);
+                    std::copy(src + S, src + 2 * S, m[t].begin() + key_dim + g * S);
+                    std::copy(src + 2 * S, src + 2 * S + ratio * S, m[t].begin() + 2 * key_dim + g * ratio * S);
+                    std::copy(src + 2 * S + ratio * S, src + group, z[t].begin() + g * ratio * S);
+                }
+                const Vec ba = matvec(p + "ssm_ba.weight", h);
+                for (uint32_t j = 0; j < Hv; ++j)
+                    b[j] = ba[(j / ratio) * 2 * ratio + j % ratio], a[j] = ba[(j / ratio) * 2 * ratio + ratio + j % ratio];
+            } else {
+                m[t] = matvec(p + "attn_qkv.weight", h);
+                z[t] = matvec(p + "attn_gate.weight", h);
+                if (find(p + "ssm_ba.weight")) {
+                    const Vec ba = matvec(p + "ssm_ba.weight", h);
+                    for (uint32_t j = 0; j < Hv; ++j)
+                        b[j] = ba[(j / ratio) * 2 * ratio + j % ratio], a[j] = ba[(j / ratio) * 2 * ratio + ratio + j % ratio];
+                } else {
+                    b = matvec(p + "ssm_beta.weight", h);
+                    a = matvec(p + "ssm_alpha.weight", h);
+                }
+            }
+            for (uint32_t j = 0; j < Hv; ++j) {
+                beta[t][j] = sigmoid(b[j]);
+                decay[t][j] = std::exp(softplus(a[j] + dt_bias[j]) * ssm_a[j]);
+            }
+        }
+        std::vector<std::vector<double>> M(Hv, std::vector<double>(static_cast<size_t>(S) * S, 0.0));
+        Vec c(conv_dim), o(value_dim);
+        for (size_t t = 0; t < n; ++t) {
+            // Channel ch's taps w[ch][0..K-1] meet tokens t-K+1 .. t (the last tap the current token).
+            for (uint32_t ch = 0; ch < conv_dim; ++ch) {
+                double sum = 0;
+                for (uint32_t j = 0; j < K; ++j) {
+                    const ptrdiff_t src = static_cast<ptrdiff_t>(t) - static_cast<ptrdiff_t>(K - 1) + j;
+                    if (src >= 0) sum += conv_w[static_cast<size_t>(ch) * K + j] * m[static_cast<size_t>(src)][ch];
+                }
+                c[ch] = silu(sum);
+            }
+            for (uint32_t h = 0; h < 2 * Hk; ++h) {   // q's heads, then k's
+                double ss = 0;
+                for (uint32_t i = 0; i < S; ++i) ss += c[h * S + i] * c[h * S + i];
+                const double sc = 1.0 / std::sqrt(ss + eps) / (h < Hk ? std::sqrt(static_cast<double>(S)) : 1.0);
+                for (uint32_t i = 0; i < S; ++i) c[h * S + i] *= sc;
+            }
+            for (uint32_t j = 0; j < Hv; ++j) {
+                const uint32_t kh = fam.kv_heads_grouped ? j / ratio : j % Hk;
+                const double *q = c.data() + kh * S, *k = c.data() + key_dim + kh * S, *v = c.data() + 2 * key_dim + j * S;
+                std::vector<double> &Mj = M[j];
+                for (double &e : Mj) e *= decay[t][j];
+                for (uint32_t col = 0; col < S; ++col) {
+                    double u = 0;
+                    for (uint32_t i = 0; i < S; ++i) u += Mj[static_cast<size_t>(i) * S + col] * k[i];
+                    const double d = beta[t][j] * (v[col] - u);
+                    for (uint32_t i = 0; i < S; ++i) Mj[static_cast<size_t>(i) * S + col] += k[i] * d;
+                }
+                for (uint32_t col = 0; col < S; ++col) {
+                    double sum = 0;
+                    for (uint32_t i = 0; i < S; ++i) sum += Mj[static_cast<size_t>(i) * S + col] * q[i];
+                    o[j * S + col] = sum;
+                }
+            }
+            norm_groups(o, norm_w, S);
+            for (uint32_t i = 0; i < value_dim; ++i) o[i] *= silu(z[t][i]);
+            Vec out = matvec(p + "ssm_out.weight", o);
+            add_block(x[t], out, p + "post_attention_norm.weight");
+            ffn_block(p, x[t]);
         }
     }
     // x += residual_scale * post_norm(block output).
@@ -340,7 +494,6 @@ private:
     }
 
     const gguf::File &g_;
-    std::map<std::string, const TensorRef *> t_;
     std::map<std::string, Mat> cache_;
     std::string arch_, a_;
     Family fam;
@@ -350,6 +503,9 @@ private:
     double embd_scale = 1, residual_scale = 1, attn_scale = 0, logit_scale = 1, attn_softcap = 0, final_softcap = 0;
     std::string scaling;
     const char *longrope_factors = "rope_factors_short.weight";
+    int sections[4] = {0, 0, 0, 0};
+    bool has_sections = false;
+    uint32_t full_attn_interval = 0, ssm_conv = 0, ssm_state = 0, ssm_groups = 0, ssm_heads = 0;
 
 public:
     ReferenceStats stats;
@@ -357,16 +513,24 @@ public:
 
 } // namespace
 
-std::vector<std::vector<double>> reference_logits(const Model &model, const std::vector<int32_t> &tokens,
+std::vector<std::vector<double>> reference_logits(const gguf::File &file, const std::vector<int32_t> &tokens,
                                                   ReferenceStats *stats, uint32_t n_ctx) {
-    Ref ref(model, n_ctx ? n_ctx : static_cast<uint32_t>(tokens.size()));
+    Ref ref(file, n_ctx ? n_ctx : static_cast<uint32_t>(tokens.size()));
     auto out = ref.run(tokens);
     if (stats) *stats = ref.stats;
     return out;
 }
 
+std::vector<std::vector<double>> reference_logits(const Model &model, const std::vector<int32_t> &tokens,
+                                                  ReferenceStats *stats, uint32_t n_ctx) {
+    return reference_logits(model.gguf(), tokens, stats, n_ctx);
+}
+
 std::vector<std::vector<double>> reference_logits_file(const std::string &path, const std::vector<int32_t> &tokens) {
-    return reference_logits(*Model::load(path, LoadOptions{}), tokens);
+    // The file is parsed here, not loaded as a Model: the reference runs families Ember may not run yet.
+    const MappedFile file(path);
+    const gguf::File g = gguf::File::parse(file.data(), file.size());
+    return reference_logits(g, tokens);
 }
 
 } // namespace ember

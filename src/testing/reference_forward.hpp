@@ -1,6 +1,10 @@
 // reference_forward.hpp — an exact (double-precision) forward pass of every supported family, for tests
 // and for the logit comparisons of bench/ (library ember_testing, not part of libember).
 //
+// Families: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss, and the
+// Gated DeltaNet hybrids qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next, whose recurrent state
+// (convolution window and delta-rule matrices) is kept in double too.
+//
 // Written from the families' definitions (their papers, model cards and configurations, and the GGUF
 // conventions for names and keys), not from src/model: it is what the program src/model builds is
 // checked against. It reads the weights exactly as stored (dequantized to double) and rounds K and V to
@@ -29,7 +33,11 @@ struct ReferenceStats {
 // by the context per sequence.
 std::vector<std::vector<double>> reference_logits(const Model &model, const std::vector<int32_t> &tokens,
                                                   ReferenceStats *stats = nullptr, uint32_t n_ctx = 0);
-// The same for the model in a GGUF file (loaded here): for tools that run Ember through its public API.
+// The same from the parsed file alone: for families Ember's loader does not take (yet).
+std::vector<std::vector<double>> reference_logits(const gguf::File &file, const std::vector<int32_t> &tokens,
+                                                  ReferenceStats *stats = nullptr, uint32_t n_ctx = 0);
+// The same for the model in a GGUF file (parsed here, not loaded as a Model): for tools that run Ember
+// through its public API, and for families Ember does not run.
 std::vector<std::vector<double>> reference_logits_file(const std::string &path, const std::vector<int32_t> &tokens);
 
 } // namespace ember

@@ -101,6 +101,9 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     if (s.n_vocab < 8 || s.n_head == 0 || s.n_head_kv == 0 || (!s.head_dim && s.n_embd % s.n_head) ||
         s.n_head % s.n_head_kv)
         fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic model shape");
+    const bool hybrid = s.full_attn_interval > 0;
+    if (hybrid && (!s.ssm_groups || !s.ssm_heads || !s.ssm_state || !s.ssm_conv || s.ssm_heads % s.ssm_groups))
+        fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic DeltaNet shape");
     Rng rng(s.seed);
     gguf::Writer w;
     const std::string a = s.arch + ".";
@@ -122,7 +125,17 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         w.add_u32(a + "expert_count", s.n_expert);
         w.add_u32(a + "expert_used_count", s.n_expert_used);
         if (s.n_ff_exp) w.add_u32(a + "expert_feed_forward_length", s.n_ff_exp);
+        if (s.n_ff_shexp) w.add_u32(a + "expert_shared_feed_forward_length", s.n_ff_shexp);
     }
+    if (hybrid) {
+        w.add_u32(a + "full_attention_interval", s.full_attn_interval);
+        w.add_u32(a + "ssm.conv_kernel", s.ssm_conv);
+        w.add_u32(a + "ssm.inner_size", s.ssm_heads * s.ssm_state);
+        w.add_u32(a + "ssm.state_size", s.ssm_state);
+        w.add_u32(a + "ssm.time_step_rank", s.ssm_heads);
+        w.add_u32(a + "ssm.group_count", s.ssm_groups);
+    }
+    if (!s.rope_sections.empty()) w.add_array_i32(a + "rope.dimension_sections", s.rope_sections);
     if (s.window) w.add_u32(a + "attention.sliding_window", s.window);
     if (s.attn_softcap > 0) w.add_f32(a + "attn_logit_softcapping", s.attn_softcap);
     if (s.final_softcap > 0) w.add_f32(a + "final_logit_softcapping", s.final_softcap);
@@ -205,13 +218,12 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         vector("rope_factors_short.weight", n_rot / 2, 1.0f, 3.0f);
         vector("rope_factors_long.weight", n_rot / 2, 1.0f, 30.0f);
     }
-    for (uint32_t l = 0; l < s.n_layer; ++l) {
-        const std::string p = "blk." + std::to_string(l) + ".";
-        if (s.pre_norms) vector(p + "attn_norm.weight", s.n_embd, 0.8f, 1.2f);
+    // An attention layer's tensors.
+    auto attention = [&](const std::string &p, uint32_t l) {
         if (s.fused) {
             matrix(p + "attn_qkv.weight", s.n_embd, nq + 2 * nkv, Role::AttnV, l);
         } else {
-            matrix(p + "attn_q.weight", s.n_embd, nq);
+            matrix(p + "attn_q.weight", s.n_embd, hybrid ? 2 * nq : nq);   // hybrids: each head's gate rows follow its query rows
             matrix(p + "attn_k.weight", s.n_embd, nkv);
             matrix(p + "attn_v.weight", s.n_embd, nkv, Role::AttnV, l);
         }
@@ -227,6 +239,41 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         if (s.sinks) vector(p + "attn_sinks.weight", s.n_head, -1.0f, 2.0f);
         matrix(p + "attn_output.weight", nq, s.n_embd);
         if (s.out_bias) vector(p + "attn_output.bias", s.n_embd, -0.5f, 0.5f);
+    };
+    // A Gated DeltaNet layer's tensors. Ranges chosen so that the recurrence neither explodes nor fades:
+    // per-token decay exp(-A softplus(alpha + dt_bias)) with A = exp(A_log), A_log in [-2, 0] (so about
+    // 0.4 to 0.95), update strength beta = sigmoid(...) around 1/2, the convolution's inputs O(1) (gain 2)
+    // and its taps in +-0.5.
+    auto delta_net = [&](const std::string &p, uint32_t l) {
+        const uint32_t key_dim = s.ssm_groups * s.ssm_state, value_dim = s.ssm_heads * s.ssm_state;
+        const uint32_t conv_dim = 2 * key_dim + value_dim;
+        if (s.ssm_fused_in) {
+            matrix(p + "ssm_in.weight", s.n_embd, conv_dim + value_dim, Role::AttnV, l, 0, 2.0f);
+        } else {
+            matrix(p + "attn_qkv.weight", s.n_embd, conv_dim, Role::AttnV, l, 0, 2.0f);
+            matrix(p + "attn_gate.weight", s.n_embd, value_dim, Role::Other, l);
+        }
+        if (s.ssm_ba) {
+            matrix(p + "ssm_ba.weight", s.n_embd, 2 * s.ssm_heads, Role::Other, l);
+        } else {
+            matrix(p + "ssm_beta.weight", s.n_embd, s.ssm_heads, Role::Other, l);
+            matrix(p + "ssm_alpha.weight", s.n_embd, s.ssm_heads, Role::Other, l);
+        }
+        vector(p + "ssm_conv1d.weight", s.ssm_conv, -0.5f, 0.5f, conv_dim);
+        vector(p + "ssm_dt.bias", s.ssm_heads, -0.5f, 0.5f);
+        std::vector<float> a(s.ssm_heads);
+        for (float &v : a) v = -std::exp(rng.uniform(-2.0f, 0.0f));
+        w.add_tensor(p + "ssm_a", DType::F32, {s.ssm_heads}, a.data(), a.size() * sizeof(float));
+        vector(p + "ssm_norm.weight", s.ssm_state, 0.8f, 1.2f);
+        matrix(p + "ssm_out.weight", value_dim, s.n_embd, Role::Other, l);
+    };
+    for (uint32_t l = 0; l < s.n_layer; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        if (s.pre_norms) vector(p + "attn_norm.weight", s.n_embd, 0.8f, 1.2f);
+        if (hybrid && (l + 1) % s.full_attn_interval != 0)
+            delta_net(p, l);
+        else
+            attention(p, l);
         if (s.post_norms) vector(p + "post_attention_norm.weight", s.n_embd, 0.8f, 1.2f);
         if (s.pre_norms) vector(p + (s.oss_norm_names ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 0.8f, 1.2f);
         if (s.n_expert) {
@@ -247,6 +294,15 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
                 vector(p + "ffn_up_exps.bias", nff, -0.5f, 0.5f, ne);
                 vector(p + "ffn_down_exps.bias", s.n_embd, -0.5f, 0.5f, ne);
             }
+            if (s.n_ff_shexp) {
+                // The shared expert's gate (one row: sigmoid of its product with the normed input), spread
+                // so that it ranges over most of (0, 1).
+                vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, -2.0f / std::sqrt(static_cast<float>(s.n_embd)),
+                       2.0f / std::sqrt(static_cast<float>(s.n_embd)));
+                matrix(p + "ffn_gate_shexp.weight", s.n_embd, s.n_ff_shexp, Role::Other, l);
+                matrix(p + "ffn_up_shexp.weight", s.n_embd, s.n_ff_shexp, Role::Other, l);
+                matrix(p + "ffn_down_shexp.weight", s.n_ff_shexp, s.n_embd, Role::FfnDown, l);
+            }
         } else if (s.fused) {
             matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff);
             matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, Role::FfnDown, l);
@@ -261,8 +317,9 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
 }
 
 const std::vector<std::string> &synthetic_families() {
-    static const std::vector<std::string> names = {"llama", "mixtral", "qwen2",  "qwen3", "qwen3moe", "gemma2",
-                                                   "gemma3", "phi3",    "granite", "olmo2", "gpt-oss"};
+    static const std::vector<std::string> names = {"llama",  "mixtral", "qwen2",   "qwen3",  "qwen3moe",
+                                                   "gemma2", "gemma3",  "phi3",    "granite", "olmo2",
+                                                   "gpt-oss", "qwen35", "qwen35moe", "qwen3next"};
     return names;
 }
 
@@ -318,6 +375,21 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         s.rope_theta = 150000.0f;
         s.rope_scaling = "yarn", s.rope_factor = 32.0f, s.rope_orig_ctx = 4096;
         s.n_expert = 8, s.n_expert_used = 4, s.n_ff_exp = 256, s.expert_bias = true;
+    } else if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") {
+        // Qwen3.5 / Qwen3.6 (dense and MoE) and Qwen3-Next: three Gated DeltaNet layers, then one gated
+        // attention layer (layers 3 and 7), as the real checkpoints' layout; attention with q/k norms,
+        // head width 64 and partial rotary (16 of 64; Qwen3.5's rope sections, which for text reduce to
+        // plain NEOX rope); DeltaNet with 2 key heads and 4 value heads of width 64.
+        s.n_layer = 8;
+        s.full_attn_interval = 4;
+        s.head_dim = 64;
+        s.n_rot = 16;
+        s.qk_norm = true;
+        s.oss_norm_names = true;
+        s.ssm_groups = 2, s.ssm_heads = 4, s.ssm_state = 64, s.ssm_conv = 4;
+        if (arch != "qwen3next") s.rope_sections = {3, 3, 2, 0};
+        s.ssm_ba = s.ssm_fused_in = arch == "qwen3next";   // the older files' layout: the harder one to read
+        if (arch != "qwen35") s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.n_ff_shexp = 256, s.n_ff = 512;
     } else if (arch != "llama") {
         fail(EMBER_ERR_INVALID_ARGUMENT, "synthetic_family: unknown family '%s'", arch.c_str());
     }

@@ -65,12 +65,29 @@ struct SyntheticSpec {
     // > 0: the output matrix (or the tied embedding) is scaled so the logits' standard deviation is
     // about this, as trained models' are (decisive: a clear argmax).
     float logit_std = 0;
+
+    // Hybrids of Gated DeltaNet and gated attention (Qwen3.5, Qwen3.6, Qwen3-Next); all off by default.
+    // Layer l is a full attention layer when (l + 1) % full_attn_interval == 0, a DeltaNet layer else
+    // (0: every layer attention). Attention layers then have an output gate (attn_q twice as wide: per
+    // head the query rows, then the gate rows) and the pre-FFN norm is named post_attention_norm.
+    uint32_t full_attn_interval = 0;
+    uint32_t ssm_conv = 4;         // ssm.conv_kernel
+    uint32_t ssm_groups = 0;       // ssm.group_count: key heads
+    uint32_t ssm_heads = 0;        // ssm.time_step_rank: value heads (a multiple of the key heads)
+    uint32_t ssm_state = 0;        // ssm.state_size: the head width of keys and values
+    bool ssm_ba = false;           // Qwen3-Next's ssm_ba (per key head: its value heads' betas, then alphas)
+                                   // instead of ssm_beta and ssm_alpha
+    bool ssm_fused_in = false;     // Qwen3-Next's older files' ssm_in (per key head: q, k, then its value
+                                   // heads' v and z) instead of attn_qkv and attn_gate
+    std::vector<int32_t> rope_sections;  // rope.dimension_sections (empty: not written)
+    uint32_t n_ff_shexp = 0;       // a gated shared expert beside the routed ones (0: none)
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
 // softcaps that bite, rope scaling of the family's kind, experts. n_embd and the FFN widths are 256
 // (whole K-quant super-blocks); logits decisive (std ~15). Knows llama (dense), "mixtral" (llama with
-// experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss.
+// experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss, and the hybrids
+// qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next: 8 layers, attention in layers 3 and 7.
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();

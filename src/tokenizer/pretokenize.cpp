@@ -159,10 +159,12 @@ public:
     }
 
     // " ?[^\s\p{L}\p{N}]+" followed by [\r\n]* (or [\r\n/]* when slash); i itself when it does not match.
-    size_t punct_then_newlines(size_t i, bool slash) const {
+    // With marks_apart the class is [^\s\p{L}\p{M}\p{N}]: a mark ends the run.
+    size_t punct_then_newlines(size_t i, bool slash, bool marks_apart = false) const {
+        auto in_class = [&](size_t k) { return other(k) && !(marks_apart && mark(k)); };
         const size_t k = cp(i) == ' ' ? i + 1 : i;
-        if (!other(k)) return i;
-        size_t j = others(k);
+        if (!in_class(k)) return i;
+        size_t j = run(k, in_class);
         while (newline(j) || (slash && cp(j) == '/')) ++j;
         return j;
     }
@@ -187,13 +189,16 @@ size_t match_gpt2(const Scan &s, size_t i) {
 
 // Llama 3 (MaxDigits 3) and Qwen2 (1): (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
 //   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-template <size_t MaxDigits> size_t match_llama3(const Scan &s, size_t i) {
+// Qwen3.5 (1, Marks): words are [\p{L}\p{M}]+ and the punctuation run is [^\s\p{L}\p{M}\p{N}]+, so a
+// combining mark stays with the letters around it (a mark is still the optional character before a word).
+template <size_t MaxDigits, bool Marks = false> size_t match_llama3(const Scan &s, size_t i) {
     if (size_t e = s.contraction(i, true)) return e;
+    auto word = [&](size_t k) { return s.letter(k) || (Marks && s.mark(k)); };
     // [^\r\n\p{L}\p{N}]?\p{L}+ : one leading non-letter, non-digit (space, punctuation...) joins a word.
-    if (s.letter(i)) return s.run(i, CpClass::Letter);
-    if (!s.newline(i) && !s.number(i) && s.letter(i + 1)) return s.run(i + 1, CpClass::Letter);
+    if (word(i)) return s.run(i, word);
+    if (!s.newline(i) && !s.number(i) && word(i + 1)) return s.run(i + 1, word);
     if (s.number(i)) return s.numbers_upto(i, MaxDigits);
-    if (size_t e = s.punct_then_newlines(i, false); e > i) return e;
+    if (size_t e = s.punct_then_newlines(i, false, Marks); e > i) return e;
     return s.space_tail(i);
 }
 
@@ -312,6 +317,12 @@ size_t match_bloom(const Scan &s, size_t i) {
     return space_then_run(s, i, in_class, ' ');
 }
 
+// [^\n]+|[\n]+ : a run of line breaks, or of anything else.
+size_t match_newline_runs(const Scan &s, size_t i) {
+    const bool nl = s.cp(i) == '\n';
+    return s.run(i, [&](size_t k) { return (s.cp(k) == '\n') == nl; });
+}
+
 // ---- stages ------------------------------------------------------------------------------------------
 
 // Code points [begin, end) of the text.
@@ -384,6 +395,7 @@ const Family &family_of(PreTokenizer kind) {
         {PreTokenizer::Gpt2, {}, last_stage<match_gpt2>},
         {PreTokenizer::Llama3, {}, last_stage<match_llama3<3>>},
         {PreTokenizer::Qwen2, {}, last_stage<match_llama3<1>>},
+        {PreTokenizer::Qwen35, {}, last_stage<match_llama3<1, true>>},
         {PreTokenizer::Starcoder, {stage<match_digit>}, last_stage<match_gpt2>},
         {PreTokenizer::Falcon, {stage<match_punct_run<true>>, stage<match_gpt2>}, last_stage<match_ascii_digits3>},
         {PreTokenizer::Default, {stage<match_punct_run<false>>, stage<match_gpt2>, stage<match_digits>},
@@ -400,6 +412,7 @@ const Family &family_of(PreTokenizer kind) {
         {PreTokenizer::DeepseekV3, {stage<match_numbers3>, stage<match_cjk_kana>}, last_stage<match_deepseek_v3>},
         {PreTokenizer::Bloom, {}, last_stage<match_bloom>},
         {PreTokenizer::Viking, {stage<match_bloom>}, last_stage<match_digit>},
+        {PreTokenizer::Gemma4, {}, last_stage<match_newline_runs>},
     };
     for (const Family &f : kFamilies)
         if (f.kind == kind) return f;
@@ -414,17 +427,31 @@ constexpr PreTokenizerSpec kSpecs[] = {
     {"mpt", PreTokenizer::Gpt2, false, false},
     {"olmo", PreTokenizer::Gpt2, false, false},
     {"jais", PreTokenizer::Gpt2, false, false},
+    {"granite-docling", PreTokenizer::Gpt2, false, false},
+    {"exaone4", PreTokenizer::Gpt2, false, false},
+    {"a.x-4.0", PreTokenizer::Gpt2, false, false},
+    {"mellum", PreTokenizer::Gpt2, false, false},
+    {"trillion", PreTokenizer::Gpt2, false, false},
     {"llama3", PreTokenizer::Llama3, true, true},
     {"llama-v3", PreTokenizer::Llama3, true, true},
     {"llama-bpe", PreTokenizer::Llama3, true, true},
     {"falcon3", PreTokenizer::Llama3, true, true},
     {"pixtral", PreTokenizer::Llama3, true, true},
+    {"lfm2", PreTokenizer::Llama3, true, true},
+    {"falcon-h1", PreTokenizer::Llama3, true, true},
+    {"midm-2.0", PreTokenizer::Llama3, true, true},
     {"dbrx", PreTokenizer::Llama3, false, false},
     {"smaug-bpe", PreTokenizer::Llama3, false, false},
     {"qwen2", PreTokenizer::Qwen2, false, false},
     {"deepseek-r1-qwen", PreTokenizer::Qwen2, false, false},
     {"stablelm2", PreTokenizer::Qwen2, false, false},
     {"megrez", PreTokenizer::Qwen2, false, false},
+    {"kormo", PreTokenizer::Qwen2, false, false},
+    {"f2llmv2", PreTokenizer::Qwen2, false, false},
+    {"hunyuan", PreTokenizer::Qwen2, false, false},
+    {"solar-open", PreTokenizer::Qwen2, false, false},
+    {"grok-2", PreTokenizer::Qwen2, false, false},
+    {"qwen35", PreTokenizer::Qwen35, false, false},
     {"starcoder", PreTokenizer::Starcoder, false, false},
     {"refact", PreTokenizer::Starcoder, false, false},
     {"smollm", PreTokenizer::Starcoder, false, false},
@@ -432,9 +459,12 @@ constexpr PreTokenizerSpec kSpecs[] = {
     {"codeshell", PreTokenizer::Starcoder, false, false},
     {"exaone", PreTokenizer::Starcoder, false, false},
     {"minerva-7b", PreTokenizer::Starcoder, false, false},
+    {"mellum2", PreTokenizer::Starcoder, false, false},
     {"falcon", PreTokenizer::Falcon, false, false},
     {"gpt-4o", PreTokenizer::Gpt4o, false, false},
     {"llama4", PreTokenizer::Gpt4o, false, false},
+    {"kanana2", PreTokenizer::Gpt4o, false, false},
+    {"minimax-m2", PreTokenizer::Gpt4o, false, false},
     {"tekken", PreTokenizer::Tekken, true, true},
     {"deepseek-llm", PreTokenizer::DeepseekLlm, false, false},
     {"deepseek-coder", PreTokenizer::DeepseekCoder, false, false},
@@ -443,6 +473,7 @@ constexpr PreTokenizerSpec kSpecs[] = {
     {"poro-chat", PreTokenizer::Bloom, false, false},
     {"gpt3-finnish", PreTokenizer::Bloom, false, false},
     {"viking", PreTokenizer::Viking, false, false},
+    {"gemma4", PreTokenizer::Gemma4, false, true, true},
 };
 
 } // namespace

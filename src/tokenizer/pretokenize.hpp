@@ -20,6 +20,8 @@ enum class PreTokenizer {
     // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     Llama3,
     Qwen2,          // as Llama3 but \p{N} (one digit per piece) instead of \p{N}{1,3}
+    // as Qwen2 with [\p{L}\p{M}]+ for \p{L}+ and [^\s\p{L}\p{M}\p{N}]+ for [^\s\p{L}\p{N}]+ (Qwen3.5, 3.6)
+    Qwen35,
     Starcoder,      // \p{N} isolated, then Gpt2
     Falcon,         // [\p{P}$+<=>^~|`]+ isolated, then Gpt2, then [0-9]{3}
     Default,        // llama.cpp's "default": [\p{P}$+<=>^~|]+, then Gpt2, then \p{N}+, then [0-9]{3}
@@ -36,6 +38,8 @@ enum class PreTokenizer {
     DeepseekV3,
     Bloom,          //  ?[^(\s|.,!?…。，、।۔،)]+ : words end only at spaces and sentence punctuation
     Viking,         // as Bloom, then \p{N}
+    // [^\n]+|[\n]+ : only line breaks cut the text (Gemma 4, whose BPE runs on "▁"-escaped UTF-8 text)
+    Gemma4,
 };
 
 // One tokenizer.ggml.pre name and what it stands for in llama.cpp.
@@ -44,6 +48,10 @@ struct PreTokenizerSpec {
     PreTokenizer kind;
     bool ignore_merges;   // a piece that is itself a token is taken whole, before any merge
     bool add_bos;         // whether BOS is added when tokenizer.ggml.add_bos_token is absent
+    // SentencePiece-style BPE (Gemma 4): spaces become "▁", merges start from UTF-8 characters rather than
+    // GPT-2's byte alphabet, bytes of characters left without a token are <0xAB> tokens, and BOS is
+    // added whatever tokenizer.ggml.add_bos_token says (as llama.cpp does).
+    bool spm_style = false;
 };
 
 // Every name the BPE tokenizer accepts (the factory's only source; also what docs and tests list).

@@ -28,7 +28,7 @@ public:
     static std::unique_ptr<Tokenizer> from_gguf(const gguf::File &file);
     virtual ~Tokenizer() = default;
 
-    // What from_gguf accepts: the tokenizer.ggml.model values ("llama", "gpt2") and the
+    // What from_gguf accepts: the tokenizer.ggml.model values ("llama", "gpt2", "gemma4") and the
     // tokenizer.ggml.pre values of "gpt2" vocabularies, in a fixed order (the factory's own tables, so
     // documentation checked against them stays true).
     static std::vector<std::string_view> supported_models();
@@ -67,7 +67,7 @@ public:
     bool add_eos() const { return add_eos_; }
     TokenType type(int32_t id) const { return types_[static_cast<size_t>(id)]; }
     const std::string &text(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
-    const std::string &model_name() const { return model_; }   // "llama" or "gpt2"
+    const std::string &model_name() const { return model_; }   // "llama", "gpt2" or "gemma4"
     const std::string &pre_name() const { return pre_; }
 
 protected:

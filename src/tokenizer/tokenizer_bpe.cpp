@@ -1,26 +1,31 @@
-// tokenizer_bpe.cpp — the byte-level BPE tokenizer (tokenizer.ggml.model "gpt2").
+// tokenizer_bpe.cpp — the BPE tokenizer: byte-level (tokenizer.ggml.model "gpt2") and Gemma 4's
+// SentencePiece-style variant ("gemma4").
 //
 // The pre-tokenizer regex cuts the text into pieces; each piece starts as one symbol per byte (the token
 // of that byte's character in GPT-2's byte alphabet) and adjacent pairs are merged by rank, lowest
 // first and leftmost on ties, until no listed merge applies. Merges are looked up by token-id pairs,
-// so the hot loop never builds strings.
+// so the hot loop never builds strings. Gemma 4's variant writes spaces as "▁" first, starts from one
+// symbol per UTF-8 character, and spells a character that has no token (and is never merged) with
+// <0xAB> byte tokens.
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 #include "tokenizer/unicode.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <queue>
 
 namespace ember::tok {
 
-namespace {
-
-struct Symbol {
-    int32_t id;   // -1: a byte whose character is not in the vocabulary (never merges)
+struct BpeSymbol {
+    int32_t id;   // -1: a byte or character that is not in the vocabulary (never merges)
     int32_t prev, next;
+    uint32_t begin, len;   // its bytes in the piece (for the byte tokens of a character without one)
     bool dead;    // merged into the symbol on its left
 };
+
+namespace {
 
 struct Candidate {
     int32_t rank;
@@ -37,7 +42,7 @@ struct CandidateOrder {
 
 } // namespace
 
-BpeTokenizer::BpeTokenizer(const gguf::File &file, std::string_view pre) {
+BpeTokenizer::BpeTokenizer(const gguf::File &file, std::string_view model, std::string_view pre) {
     // Checked before the vocabulary is read: an unknown pre-tokenizer should fail fast and say so.
     const PreTokenizerSpec *spec = find_pre_tokenizer(pre);
     if (!spec) {
@@ -51,13 +56,18 @@ BpeTokenizer::BpeTokenizer(const gguf::File &file, std::string_view pre) {
     pre_ = std::string(pre);
     // Without an explicit tokenizer.ggml.add_bos_token, some families start with BOS (Llama 3, Tekken:
     // that is how the models were trained, and what llama.cpp does); GPT-2, Qwen2 and most others do not.
-    load_vocab(file, "gpt2", spec->add_bos);
+    load_vocab(file, model, spec->add_bos);
+    spm_style_ = spec->spm_style;
+    if (spm_style_) add_bos_ = bos_ >= 0;
 
     std::string buf;
     for (int b = 0; b < 256; ++b) {
         buf.clear();
         utf8_append(buf, byte_to_cp(uint8_t(b)));
         byte_tokens_[b] = find(buf);
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        byte_fallback_[b] = find(hex);
     }
 
     const gguf::Value *merges = file.get_array("tokenizer.ggml.merges");
@@ -126,9 +136,39 @@ BpeTokenizer::BpeTokenizer(const gguf::File &file, std::string_view pre) {
 }
 
 void BpeTokenizer::encode(std::string_view text, bool, std::vector<int32_t> &out) const {
+    std::string escaped;
+    if (spm_style_) {
+        escaped.reserve(text.size() + text.size() / 2);
+        for (char c : text) {
+            if (c == ' ') escaped += "\xE2\x96\x81";   // U+2581
+            else escaped += c;
+        }
+        text = escaped;
+    }
     std::vector<std::string_view> pieces;
     pretokenize(pre_kind_, text, pieces);
     for (std::string_view piece : pieces) encode_piece(piece, out);
+}
+
+void BpeTokenizer::initial_symbols(std::string_view piece, std::vector<BpeSymbol> &syms) const {
+    syms.clear();
+    if (!spm_style_) {
+        syms.resize(piece.size());
+        for (size_t i = 0; i < piece.size(); ++i)
+            syms[i] = {byte_tokens_[uint8_t(piece[i])], int32_t(i) - 1, i + 1 < piece.size() ? int32_t(i) + 1 : -1,
+                       uint32_t(i), 1, false};
+        return;
+    }
+    for (size_t i = 0; i < piece.size();) {
+        // A character is as long as its lead byte announces (llama.cpp's split, which does not check the
+        // continuation bytes), cut short at the end of the piece.
+        const uint8_t lead = uint8_t(piece[i]);
+        const size_t len = std::min<size_t>(lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4, piece.size() - i);
+        const int32_t n = int32_t(syms.size());
+        syms.push_back({find(piece.substr(i, len)), n - 1, -1, uint32_t(i), uint32_t(len), false});
+        if (n > 0) syms[size_t(n) - 1].next = n;
+        i += len;
+    }
 }
 
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t> &out) const {
@@ -144,6 +184,13 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t> &ou
         }
         return;
     }
+    // Gemma 4: a run of line breaks that is a token is taken whole (llama.cpp's rule for that family).
+    if (spm_style_ && piece.find_first_not_of('\n') == std::string_view::npos) {
+        if (const int32_t id = find(piece); id >= 0) {
+            out.push_back(id);
+            return;
+        }
+    }
     if (ignore_merges_ && piece.size() > 1) {
         std::string chars;
         for (char c : piece) utf8_append(chars, byte_to_cp(uint8_t(c)));
@@ -153,9 +200,8 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t> &ou
         }
     }
 
-    std::vector<Symbol> syms(piece.size());
-    for (size_t i = 0; i < piece.size(); ++i)
-        syms[i] = {byte_tokens_[uint8_t(piece[i])], int32_t(i) - 1, i + 1 < piece.size() ? int32_t(i) + 1 : -1, false};
+    std::vector<BpeSymbol> syms;
+    initial_symbols(piece, syms);
 
     std::priority_queue<Candidate, std::vector<Candidate>, CandidateOrder> queue;
     auto try_pair = [&](int32_t l, int32_t r) {
@@ -168,11 +214,12 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t> &ou
     while (!queue.empty()) {
         const Candidate c = queue.top();
         queue.pop();
-        Symbol &left = syms[c.left], &right = syms[c.right];
+        BpeSymbol &left = syms[c.left], &right = syms[c.right];
         // A merged symbol's token is longer than before, so equal ids mean the pair is unchanged.
         if (left.dead || right.dead || left.next != c.right || left.id != c.left_id || right.id != c.right_id)
             continue;
         left.id = c.result;
+        left.len += right.len;
         right.dead = true;
         left.next = right.next;
         if (right.next >= 0) syms[right.next].prev = c.left;
@@ -181,8 +228,16 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t> &ou
     }
 
     for (int32_t i = piece.empty() ? -1 : 0; i != -1; i = syms[i].next) {
-        if (syms[i].id >= 0) out.push_back(syms[i].id);
-        else if (unk_ >= 0) out.push_back(unk_);
+        const BpeSymbol &sym = syms[i];
+        if (sym.id >= 0) {
+            out.push_back(sym.id);
+        } else if (spm_style_) {
+            // Bytes without a <0xAB> token are dropped, as llama.cpp drops them.
+            for (uint32_t k = sym.begin; k < sym.begin + sym.len; ++k)
+                if (const int32_t b = byte_fallback_[uint8_t(piece[k])]; b >= 0) out.push_back(b);
+        } else if (unk_ >= 0) {
+            out.push_back(unk_);
+        }
     }
 }
 
@@ -190,6 +245,20 @@ std::string BpeTokenizer::token_to_piece(int32_t id, bool render_special) const 
     std::string piece;
     if (special_piece(id, render_special, piece)) return piece;
     const std::string &t = tokens_[size_t(id)];
+    if (spm_style_) {
+        int byte = -1;
+        if (types_[size_t(id)] == TokenType::BYTE && t.size() == 6 && std::sscanf(t.c_str(), "<0x%2X>", &byte) == 1)
+            return std::string(1, char(byte));
+        for (size_t i = 0; i < t.size(); ++i) {
+            if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
+                piece += ' ';
+                i += 2;
+            } else {
+                piece += t[i];
+            }
+        }
+        return piece;
+    }
     piece.reserve(t.size());
     const auto *p = reinterpret_cast<const uint8_t *>(t.data());
     for (size_t i = 0; i < t.size();) {

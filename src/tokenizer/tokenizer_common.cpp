@@ -52,7 +52,7 @@ constexpr KnownToken kKnownTokens[] = {
     {"<|eom_id|>", true},      {"<EOT>", true},            {"_<EOT>", true},           {"<end_of_utterance>", true},
     {"<|return|>", true},      {"<|call|>", true},         {"<|flush|>", true},        {"<|calls|>", true},
     {"<|fim_prefix|>", false}, {"<|fim_suffix|>", false},  {"<|fim_middle|>", false},  {"<|fim_pad|>", true},
-    {"<|repo_name|>", true},   {"<|file_sep|>", true},
+    {"<|repo_name|>", true},   {"<|file_sep|>", true},     {"<turn|>", true},          {"<|tool_response>", true},
 };
 
 // gpt-oss's chat format (o200k_harmony) writes these between the parts of a message; they are text the
@@ -146,6 +146,13 @@ void TokenizerBase::load_vocab(const gguf::File &file, std::string_view model, b
     }
     for (const char *t : kHarmonyTexts)
         if (const int32_t id = find(t); id >= 0) types_[size_t(id)] = TokenType::USER_DEFINED;
+    // Gemma 4 (recognized by "<|tool_response>") has "</s>" as ordinary text: neither special nor an end of
+    // generation, as llama.cpp treats it.
+    const int32_t s_end = find("</s>");
+    if (s_end >= 0 && find("<|tool_response>") >= 0) {
+        types_[size_t(s_end)] = TokenType::NORMAL;
+        eog_ids_.erase(std::remove(eog_ids_.begin(), eog_ids_.end(), s_end), eog_ids_.end());
+    }
 
     // UNKNOWN is included because some vocabularies (Phi-3's [PADn]) mark added tokens that way.
     const bool phi3 = is_phi3_name(std::string(file.get_string("general.name").value_or("")));

@@ -5,7 +5,7 @@
 namespace ember {
 
 namespace {
-constexpr std::string_view kModels[] = {"llama", "gpt2"};
+constexpr std::string_view kModels[] = {"llama", "gpt2", "gemma4"};
 }
 
 std::vector<std::string_view> Tokenizer::supported_models() { return {std::begin(kModels), std::end(kModels)}; }
@@ -24,9 +24,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File &file) {
         // Absent or empty: llama.cpp's "default" (which is not GPT-2's regex, though close to it).
         std::string_view pre = file.get_string("tokenizer.ggml.pre").value_or("");
         if (pre.empty()) pre = "default";
-        return std::make_unique<tok::BpeTokenizer>(file, pre);
+        return std::make_unique<tok::BpeTokenizer>(file, *model, pre);
     }
-    fail(EMBER_ERR_UNSUPPORTED, "unsupported tokenizer model '%.*s' (tokenizer.ggml.model; supported: llama, gpt2)",
+    // Gemma 4: BPE over "▁"-escaped text, whatever tokenizer.ggml.pre says (llama.cpp ignores it too).
+    if (*model == kModels[2]) return std::make_unique<tok::BpeTokenizer>(file, *model, "gemma4");
+    fail(EMBER_ERR_UNSUPPORTED,
+         "unsupported tokenizer model '%.*s' (tokenizer.ggml.model; supported: llama, gpt2, gemma4)",
          int(std::min<size_t>(model->size(), 100)), model->data());
 }
 

@@ -85,10 +85,14 @@ private:
     bool add_space_prefix_ = true;
 };
 
-// Byte-level BPE (GPT-2 style): regex pre-tokenization, then merges by rank within each piece.
+struct BpeSymbol;   // tokenizer_bpe.cpp
+
+// Byte-level BPE (GPT-2 style): regex pre-tokenization, then merges by rank within each piece; or, for
+// Gemma 4, the same merges over "▁"-escaped UTF-8 text with <0xAB> byte tokens (PreTokenizerSpec::spm_style).
 class BpeTokenizer final : public TokenizerBase {
 public:
-    BpeTokenizer(const gguf::File &file, std::string_view pre);
+    // model: tokenizer.ggml.model ("gpt2" or "gemma4"); pre: the pre-tokenizer's name.
+    BpeTokenizer(const gguf::File &file, std::string_view model, std::string_view pre);
     std::string token_to_piece(int32_t id, bool render_special) const override;
 
 protected:
@@ -96,6 +100,8 @@ protected:
 
 private:
     void encode_piece(std::string_view piece, std::vector<int32_t> &out) const;
+    // The symbols a piece starts as: one per byte (byte-level), or one per UTF-8 character (spm_style_).
+    void initial_symbols(std::string_view piece, std::vector<BpeSymbol> &syms) const;
 
     PreTokenizer pre_kind_ = PreTokenizer::Gpt2;
     // Llama 3 and Tekken look a whole piece up in the vocabulary before merging (Hugging Face's
@@ -103,6 +109,8 @@ private:
     bool ignore_merges_ = false;
     PairIndex merges_;   // (left id, right id) -> rank and merged token
     std::array<int32_t, 256> byte_tokens_{};   // the token of each byte's alphabet character, or -1
+    bool spm_style_ = false;                   // Gemma 4's mode (see the class comment)
+    std::array<int32_t, 256> byte_fallback_{}; // spm_style_: the <0xAB> token of each byte, or -1
 };
 
 } // namespace ember::tok
