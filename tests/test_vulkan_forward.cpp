@@ -21,6 +21,7 @@
 #include "backend/module_loader.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
+#include "testing/reference_forward.hpp"
 #include "testing/synthetic.hpp"
 
 #include <unistd.h>
@@ -102,8 +103,14 @@ std::vector<int32_t> prompt(uint32_t n_vocab) {
     return tokens;
 }
 
-// The CPU's logits of the program against the Vulkan module's, in one pass and token by token.
-void compare(const ember_mod_model_desc &d, double b, const char *what) {
+// A choice of experts closer than this in the fp64 pass (tests/test_families.cpp's kRouteTie) may differ
+// between two backends whose 8-bit activations differ by one rounding: a jump in the logits, not an error.
+constexpr double kRouteTie = 0.1;
+
+// The CPU's logits of the program against the Vulkan module's, in one pass and token by token. With
+// `experts` (a model with experts and quantized weights): a difference beyond the bound is reported, not
+// failed, where the fp64 pass's choice of experts over the prompt is a near tie.
+void compare(const ember_mod_model_desc &d, double b, const char *what, const Model *experts = nullptr) {
     const std::vector<int32_t> tokens = prompt(d.n_vocab);
     const std::vector<float> ref = run(*backend_find(EMBER_BACKEND_CPU), d, tokens, 40);
     for (uint32_t chunk : {40u, 1u}) {
@@ -113,17 +120,26 @@ void compare(const ember_mod_model_desc &d, double b, const char *what) {
             scale = std::max(scale, std::fabs(double(ref[i])));
             diff = std::max(diff, std::fabs(double(got[i]) - ref[i]));
         }
-        std::printf("%-44s chunk %2u: max|logit| %.3f, max diff %.2e (bound %.1e)\n", what, chunk, scale, diff,
-                    2 * b * std::max(1.0, scale));
+        const double bound = 2 * b * std::max(1.0, scale);
+        std::printf("%-44s chunk %2u: max|logit| %.3f, max diff %.2e (bound %.1e)\n", what, chunk, scale, diff, bound);
         assert_true(scale > 0.1);
-        assert_true(diff <= 2 * b * std::max(1.0, scale));
+        if (diff > bound && experts) {
+            ReferenceStats stats;
+            reference_logits(*experts, tokens, &stats);
+            std::printf("%-44s           the fp64 pass's router margin %.3f: %s\n", "", stats.min_route_margin,
+                        stats.min_route_margin < kRouteTie ? "expert choice within rounding" : "FAIL");
+            assert_true(stats.min_route_margin < kRouteTie);
+            continue;
+        }
+        assert_true(diff <= bound);
     }
 }
 
 void compare(const SyntheticSpec &spec, double b, const char *what) {
     TempFile file(synthetic_model_gguf(spec));
     auto model = Model::load(file.path, LoadOptions{});
-    compare(model->desc().c, b, what);
+    const bool quantized = spec.type != DType::F32 && spec.type != DType::F16 && spec.type != DType::BF16;
+    compare(model->desc().c, b, what, spec.n_expert > 0 && quantized ? model.get() : nullptr);
 }
 void test_llama_f32_gqa_rope_freqs(void **) {
     SyntheticSpec s;
@@ -167,9 +183,13 @@ void test_qwen3_per_head_norm_head_dim(void **) {
 
 // Every model family (docs/model-families.md) through the one decoder: gemma2/3 (GeGLU, sqrt(d) scale, softcaps, sliding
 // windows crossed by the 80-token prompt), phi3 (LongRoPE factors, partial rotary), granite's multipliers,
-// olmo2, mixtral, qwen3moe and gpt-oss (experts routed per pass, sinks, YaRN, clamped SwiGLU, biases): each
+// olmo2, mixtral, qwen3moe and gpt-oss (experts routed per pass, sinks, YaRN, clamped SwiGLU, biases), the
+// Gated DeltaNet hybrids qwen35, qwen35moe and qwen3next (recurrent state carried from pass to pass): each
 // op of graph.h the CPU runs, run by the module's shaders, in F32 weights, Q8_0 and Q4_K (the K layout:
-// each expert matrix of a stack packed on its own).
+// each expert matrix of a stack packed on its own). With 8-bit activations one code rounded the other
+// way (a float difference of ~1e-6 at a rounding boundary) moves the logits by ~1e-2 of their scale
+// from that position on, through the KV rows or the recurrent state: within the bound, but enough to flip
+// a near tie of the routers later (compare()'s exemption).
 void test_families(void **) {
     for (const std::string &name : synthetic_families()) {
         for (DType t : {DType::F32, DType::Q8_0, DType::Q4_K}) {
