@@ -1,10 +1,12 @@
 // elementwise.cu — RMSNorm, adds, SwiGLU, RoPE, KV-cache stores and row copies; the families' elementwise
-// ops (scale, softcap, GeGLU, gpt-oss's SwiGLU) and YaRN's rope angles.
+// ops (scale, softcap, GeGLU, gpt-oss's SwiGLU), YaRN's rope angles, and the hybrid families' column copy
+// and sigmoid gate (recurrent.hpp).
 #include "attn_math.hpp"
 #include "cu_check.hpp"
 #include "cu_util.cuh"
 #include "family_kernels.hpp"
 #include "kernels.hpp"
+#include "recurrent.hpp"
 
 namespace ember::cu {
 
@@ -149,6 +151,22 @@ __global__ void k_copy_rows(const uint8_t *src, const int32_t *src_rows, uint8_t
     for (size_t i = threadIdx.x; i < row_bytes; i += blockDim.x) d[i] = s[i];
 }
 
+__global__ void k_copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t groups, int64_t off,
+                            int64_t n) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= n_rows * groups * n) return;
+    const int64_t r = e / (groups * n), g = e / n % groups, i = e % n;
+    y[e] = x[r * x_width + g * (x_width / groups) + off + i];
+}
+
+// As cpu::sigmoid_mul: x * (1 / (1 + e^-g)), each step rounded.
+__global__ void k_sigmoid_mul(const float *x, const float *g, float *y, int64_t n, int64_t width, int64_t g_width) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    const float gate = g[g_width == 1 ? e / width : e];
+    y[e] = __fmul_rn(x[e], __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-gate))));
+}
+
 __global__ void k_probe(int *p) {
     if (p) *p = 1;
 }
@@ -212,6 +230,17 @@ void gather_rows(const uint8_t *cache, const int32_t *rows, int64_t n, size_t ro
 
 void scatter_rows(uint8_t *cache, const int32_t *rows, int64_t n, size_t row_bytes, const uint8_t *src, cudaStream_t s) {
     if (n > 0) k_copy_rows<<<static_cast<unsigned>(n), 128, 0, s>>>(src, nullptr, cache, rows, row_bytes);
+}
+
+void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t groups, int64_t off, int64_t n,
+               cudaStream_t s) {
+    const int64_t total = n_rows * groups * n;
+    if (total > 0) k_copy_cols<<<blocks_for(total, 256), 256, 0, s>>>(x, y, n_rows, x_width, groups, off, n);
+}
+
+void sigmoid_mul(const float *x, const float *g, float *y, int64_t n_rows, int64_t width, int64_t g_width, cudaStream_t s) {
+    const int64_t total = n_rows * width;
+    if (total > 0) k_sigmoid_mul<<<blocks_for(total, 256), 256, 0, s>>>(x, g, y, total, width, g_width);
 }
 
 bool image_runs_here(cudaError_t *err) {

@@ -5,7 +5,8 @@
 // [rows] (the row of each token's K/V: table[pos / block_size] * block_size + pos % block_size), table
 // offsets [rows], logits rows [n_logits], and with a window pool (backend.hpp's window tables, which the
 // sliding-window layers read and write instead) the window layers' cache slots [rows] and table offsets
-// [rows]. tables: each distinct block table of the batch once (window tables among them), as many
+// [rows], and for a model with recurrent state (graph.h's state slots) its sequence runs (StateIo below).
+// tables: each distinct block table of the batch once (window tables among them), as many
 // blocks as its furthest token needs; a token's table starts at tables[offset]. Tokens of one sequence
 // share one table pointer, so a batch of decode steps of many sequences uploads each table once.
 #pragma once
@@ -22,10 +23,24 @@ namespace ember::cu {
 struct StepShape {
     uint32_t rows = 0, block_size = 0, n_blocks = 0, n_vocab = 0, n_batch = 0, n_logits = 0;
     uint32_t n_window_blocks = 0;  // 0: no window pool (the batch's window_tables are not read)
+    uint32_t n_state_slots = 0;    // 0: no recurrent state (the batch's state_slots are not read)
 };
 
-// Values of io, and where the window layers' slots and table offsets start in it.
-inline size_t step_io_words(size_t rows, size_t n_logits, bool window) { return (window ? 6 : 4) * rows + n_logits; }
+// The recurrent layers' view of a pass (at step_io_state in io): its tokens grouped into runs, one per
+// sequence (consecutive tokens in position order, graph.h), each run's tokens [t0, t1), the slot it
+// writes and the slot its first token reads (-1: zeros; the same slot: in place). Every array has `rows`
+// entries (a pass has at most as many runs as tokens), so the kernels' grids depend on the pass's token
+// count alone and a captured decode step reads whatever runs the next step brings.
+struct StateIo {
+    static constexpr size_t kRunOf = 0, kT0 = 1, kT1 = 2, kFrom = 3, kSlot = 4;  // arrays of `rows`, in this order
+    static size_t words(size_t rows) { return 5 * rows + 1; }                   // then the number of runs
+};
+
+// Values of io, and where the window layers' slots and table offsets and the state runs start in it.
+inline size_t step_io_state(size_t rows, size_t n_logits, bool window) { return (window ? 6 : 4) * rows + n_logits; }
+inline size_t step_io_words(size_t rows, size_t n_logits, bool window, bool state = false) {
+    return step_io_state(rows, n_logits, window) + (state ? StateIo::words(rows) : 0);
+}
 inline size_t step_io_window_slots(size_t rows, size_t n_logits) { return 4 * rows + n_logits; }
 inline size_t step_io_window_offsets(size_t rows, size_t n_logits) { return 5 * rows + n_logits; }
 
@@ -56,6 +71,8 @@ private:
 // Fills io (step_io_words values) and tables; checks every id, position and block against the shape
 // (EMBER_ERR_INTERNAL, as the CPU backend). A window table's entries may be -1 (released) except the
 // token's own block: the window layers read no further back than the window, which the table keeps.
+// With n_state_slots, also the state runs, checked as the CPU backend checks them (slots in range, a
+// sequence's tokens consecutive and in position order, no run reading a slot this pass writes).
 // Returns the largest number of keys a query sees.
 int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, std::vector<int32_t> &tables);
 
@@ -66,5 +83,8 @@ struct KvRowPlan {
     std::vector<uint32_t> pos;
 };
 KvRowPlan kv_row_plan(const int32_t *table, uint32_t n, uint32_t block_size);
+
+// The state runs of a batch into `out` (StateIo's layout for `rows`); returns the number of runs.
+uint32_t state_runs(const ember_mod_batch &b, uint32_t n_state_slots, size_t rows, int32_t *out);
 
 } // namespace ember::cu

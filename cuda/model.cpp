@@ -13,6 +13,7 @@
 #include "family_kernels.hpp"
 #include "inputs.hpp"
 #include "moe.hpp"
+#include "recurrent.hpp"
 #include "tile_layout.hpp"
 #include "weights.hpp"
 
@@ -179,6 +180,7 @@ Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), p_(p) {
     k_ = DevBuf(z_.kv_cache_bytes);
     v_ = DevBuf(z_.kv_cache_bytes);
     act_ = DevBuf(z_.total);
+    states_ = DevBuf(z_.state_bytes);
     // A pass's tables (each sequence's once; its window table as long again): regrown by forward if short.
     const size_t table_words = static_cast<size_t>(p.n_blocks) + z_.rows;
     tables_ = DevBuf(align_up((z_.n_window_blocks ? 2 : 1) * table_words * sizeof(int32_t)));
@@ -191,6 +193,7 @@ Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), p_(p) {
     // The cache starts zeroed, as the CPU's (a saved state of unwritten rows is then the same bytes).
     EMBER_CU(cudaMemsetAsync(k_.data(), 0, k_.size(), s_));
     EMBER_CU(cudaMemsetAsync(v_.data(), 0, v_.size(), s_));
+    if (states_.size()) EMBER_CU(cudaMemsetAsync(states_.data(), 0, states_.size(), s_));
     EMBER_CU(cudaStreamSynchronize(s_));
 }
 
@@ -309,6 +312,23 @@ void Context::enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const emb
             break;
         case EMBER_GRAPH_GEGLU: elementwise(Ew::Geglu, buf(nd.src), buf(nd.src2), buf(nd.dst), values, 0, 0, s_); break;
         case EMBER_GRAPH_MOE: moe_node(nd, rows); break;
+        case EMBER_GRAPH_COPY_COLS:
+            copy_cols(buf(nd.src), buf(nd.dst), rows, pg.width(nd.src), nd.n_head, nd.n, nd.head_dim, s_);
+            break;
+        case EMBER_GRAPH_SIGMOID_MUL: sigmoid_mul(buf(nd.src), buf(nd.src2), buf(nd.dst), rows, width, pg.width(nd.src2), s_); break;
+        case EMBER_GRAPH_SSM_CONV: {
+            const int k = static_cast<int>(m_.matrix(nd.w).n_in);  // the kernel F32 [K, C]: K values a row
+            ssm_conv(buf(nd.src), buf(nd.dst), rows, width, k, m_.vec(nd.w), state_runs(), nd.state_offset, s_);
+            break;
+        }
+        case EMBER_GRAPH_GATED_DELTA: {
+            DeltaShape p;
+            p.n_head = static_cast<int>(nd.n_head), p.n_head_k = static_cast<int>(nd.n_head_kv);
+            p.head_dim = static_cast<int>(nd.head_dim), p.dt = m_.vec(nd.w), p.decay = m_.vec(nd.w2);
+            p.eps = nd.eps, p.scale = nd.scale, p.grouped = nd.n == 1;
+            gated_delta(buf(nd.src), buf(nd.src2), buf(nd.src3), buf(nd.dst), rows, p, state_runs(), nd.state_offset, s_);
+            break;
+        }
         case EMBER_GRAPH_ADD: add_inplace(buf(nd.dst), buf(nd.src), values, s_); break;
         case EMBER_GRAPH_SWIGLU: swiglu(buf(nd.src), buf(nd.src2), buf(nd.dst), values, s_); break;
         case EMBER_GRAPH_GATHER_LOGITS:
@@ -327,7 +347,7 @@ void Context::forward(const ember_mod_batch &b) {
     StepShape shape;
     shape.rows = static_cast<uint32_t>(z_.rows), shape.block_size = bs, shape.n_blocks = p_.n_blocks;
     shape.n_vocab = pg.n_vocab, shape.n_batch = p_.n_batch, shape.n_logits = p_.n_logits;
-    shape.n_window_blocks = p_.n_window_blocks;
+    shape.n_window_blocks = p_.n_window_blocks, shape.n_state_slots = z_.n_state_slots;
     int32_t *h = reinterpret_cast<int32_t *>(host_io_.data());
     std::vector<int32_t> tabs;
     step_inputs(b, shape, h, tabs);
@@ -424,6 +444,7 @@ void Context::copy_kv(const int32_t *table, uint32_t n, uint8_t *dst, const uint
     std::vector<uint8_t> held;
     size_t at = 0;   // where the host's rows of this layer's K (or V) begin
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
+        if (!has_kv(il)) continue;  // a recurrent layer: no rows here nor in the host's layout
         const bool win = windowed(static_cast<int32_t>(il));
         const KvRowPlan &plan = k.plan[win];
         const size_t m = plan.rows.size();
@@ -458,12 +479,52 @@ void Context::copy_block(int32_t src, int32_t dst) {
     const CopyBlockIds ids = copy_block_ids(src, dst, p_.n_blocks, p_.n_window_blocks, "cuda");
     const size_t block = static_cast<size_t>(p_.block_size) * z_.kv_row_bytes;
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
-        if (windowed(static_cast<int32_t>(il)) != ids.window) continue;
+        if (windowed(static_cast<int32_t>(il)) != ids.window || !has_kv(il)) continue;
         for (DevBuf *c : {&k_, &v_}) {
             uint8_t *layer = layer_cache(*c, static_cast<int32_t>(il));
             EMBER_CU(cudaMemcpyAsync(layer + ids.dst * block, layer + ids.src * block, block, cudaMemcpyDeviceToDevice, s_));
         }
     }
+    EMBER_CU(cudaStreamSynchronize(s_));
+}
+
+StateRuns Context::state_runs() const {
+    const int32_t *io_state = io() + step_io_state(z_.rows, p_.n_logits, p_.n_window_blocks > 0);
+    StateRuns r;
+    r.run_of = io_state + StateIo::kRunOf * z_.rows;
+    r.t0 = io_state + StateIo::kT0 * z_.rows, r.t1 = io_state + StateIo::kT1 * z_.rows;
+    r.from = io_state + StateIo::kFrom * z_.rows, r.slot = io_state + StateIo::kSlot * z_.rows;
+    r.n_runs = io_state + StateIo::words(z_.rows) - 1;
+    r.states = state_slot(0), r.state_floats = m_.prog.state_floats;
+    return r;
+}
+
+void Context::check_slot(int32_t slot, const char *what) const {
+    if (slot < 0 || static_cast<uint32_t>(slot) >= z_.n_state_slots)
+        fail(EMBER_ERR_INTERNAL, "cuda %s: state slot %d of %u", what, slot, z_.n_state_slots);
+}
+
+void Context::copy_state(int32_t src, int32_t dst) {
+    check_slot(src, "copy_state");
+    check_slot(dst, "copy_state");
+    if (src == dst) return;
+    m_.dev.make_current();
+    EMBER_CU(cudaMemcpyAsync(state_slot(dst), state_slot(src), m_.prog.state_floats * sizeof(float),
+                             cudaMemcpyDeviceToDevice, s_));
+    EMBER_CU(cudaStreamSynchronize(s_));
+}
+
+void Context::read_state(int32_t slot, float *dst) {
+    check_slot(slot, "read_state");
+    m_.dev.make_current();
+    EMBER_CU(cudaMemcpyAsync(dst, state_slot(slot), m_.prog.state_floats * sizeof(float), cudaMemcpyDeviceToHost, s_));
+    EMBER_CU(cudaStreamSynchronize(s_));
+}
+
+void Context::write_state(int32_t slot, const float *src) {
+    check_slot(slot, "write_state");
+    m_.dev.make_current();
+    EMBER_CU(cudaMemcpyAsync(state_slot(slot), src, m_.prog.state_floats * sizeof(float), cudaMemcpyHostToDevice, s_));
     EMBER_CU(cudaStreamSynchronize(s_));
 }
 

@@ -8,6 +8,7 @@
 #include "inputs.hpp"
 #include "kernels.hpp"
 #include "program.hpp"
+#include "recurrent.hpp"
 
 #include <utility>
 #include <memory>
@@ -106,6 +107,10 @@ public:
     void copy_block(int32_t src, int32_t dst);
     void read_kv(const int32_t *table, uint32_t n, uint8_t *dst);
     void write_kv(const int32_t *table, uint32_t n, const uint8_t *src);
+    // The recurrent states by slot (module_api.h): a device copy, or one slot's state_floats to or from the host.
+    void copy_state(int32_t src, int32_t dst);
+    void read_state(int32_t slot, float *dst);
+    void write_state(int32_t slot, const float *src);
 
 private:
     void enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const ember_mod_batch *b);
@@ -118,6 +123,13 @@ private:
     // The layer's K (or V) cache in buffer c; whether it is a window layer (its rows in the window pool).
     uint8_t *layer_cache(const DevBuf &c, int32_t layer) const { return c.data() + z_.kv_layer_off[static_cast<size_t>(layer)]; }
     bool windowed(int32_t layer) const { return z_.windowed[static_cast<size_t>(layer)]; }
+    bool has_kv(uint32_t layer) const { return m_.prog.has_kv[layer]; }
+    // The pass's sequence runs (in io, inputs.hpp's StateIo) and the state slots, for the stateful kernels.
+    StateRuns state_runs() const;
+    float *state_slot(int32_t slot) const {
+        return reinterpret_cast<float *>(states_.data()) + static_cast<size_t>(slot) * m_.prog.state_floats;
+    }
+    void check_slot(int32_t slot, const char *what) const;
     // read_kv/write_kv's rows of the main and the window blocks (inputs.hpp), uploaded.
     struct KvPlans;
     KvPlans kv_plans(const int32_t *table, uint32_t n);
@@ -133,6 +145,7 @@ private:
     cudaStream_t s_ = nullptr;
     bool own_stream_ = false;
     DevBuf k_, v_, act_, tables_;
+    DevBuf states_;                     // [n_state_slots][state_floats] f32, zeroed at creation
     HostBuf host_io_, host_logits_;
     HostBuf host_moe_;                  // MOE: the route's lists on their way to the device
     std::vector<float> router_logits_;  // MOE: a node's router logits read back

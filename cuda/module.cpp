@@ -37,7 +37,8 @@ using namespace ember;
 struct Cuda {
     static constexpr const char *name = "cuda";
     static constexpr uint32_t kind = EMBER_BACKEND_CUDA;
-    static constexpr uint32_t caps = EMBER_MOD_CAP_WINDOW_BLOCKS;   // program.hpp's ContextSizes
+    // program.hpp's ContextSizes: the window pool, the recurrent state slots (recurrent.hpp).
+    static constexpr uint32_t caps = EMBER_MOD_CAP_WINDOW_BLOCKS | EMBER_MOD_CAP_RECURRENT_STATE;
 
     // Fails with the reason when no device is usable, so that the registry can say why.
     static int list_devices(ember_mod_device_info *out, uint32_t cap, uint32_t *n_out, char *msg, size_t msg_cap) {

@@ -9,6 +9,8 @@
 #include "inputs.hpp"
 #include "model.hpp"
 #include "moe.hpp"
+#include "program.hpp"
+#include "recurrent.hpp"
 #include "weights.hpp"
 
 #include <algorithm>
@@ -56,6 +58,20 @@ std::vector<DevWeight> upload_experts(std::vector<DevBuf> &keep, uint32_t t, con
     return out;
 }
 
+// One sequence of n tokens whose state (one slot, `floats` of it) goes up from the host and comes back: the
+// stateful kernels' runs for it, in place.
+StateRuns one_run(std::vector<DevBuf> &keep, float *host_state, size_t floats, uint32_t n) {
+    std::vector<int32_t> io(StateIo::words(n), 0);  // every token in run 0; it reads and writes slot 0
+    io[StateIo::kT1 * n] = static_cast<int32_t>(n);
+    io.back() = 1;
+    const int32_t *d = upload(keep, io.data(), io.size());
+    StateRuns r;
+    r.run_of = d + StateIo::kRunOf * n, r.t0 = d + StateIo::kT0 * n, r.t1 = d + StateIo::kT1 * n;
+    r.from = d + StateIo::kFrom * n, r.slot = d + StateIo::kSlot * n, r.n_runs = d + io.size() - 1;
+    r.states = upload(keep, host_state, floats), r.state_floats = floats;
+    return r;
+}
+
 } // namespace
 
 void run_op(Device &dev, const ember_mod_op &op) {
@@ -76,6 +92,9 @@ void run_op(Device &dev, const ember_mod_op &op) {
     if (op.kind >= EMBER_GRAPH_SCALE && op.kind <= EMBER_GRAPH_MOE &&
         op.struct_size < offsetof(ember_mod_op, act_limit) + sizeof op.act_limit)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cuda run_op: op %u needs ember_mod_op's fields of graph.h's new ops", op.kind);
+    if (op.kind >= EMBER_GRAPH_COPY_COLS && op.kind <= EMBER_GRAPH_GATED_DELTA &&
+        op.struct_size < offsetof(ember_mod_op, col_offset) + sizeof op.col_offset)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "cuda run_op: op %u needs ember_mod_op's fields of the hybrid ops", op.kind);
     std::vector<DevWeight> experts[3];  // MOE: alive until the op has run
     switch (op.kind) {
     case EMBER_MOD_OP_MATMUL: {
@@ -253,6 +272,55 @@ void run_op(Device &dev, const ember_mod_op &op) {
         const float *x = upload(keep, op.x, x_rows * op.n_in);
         gather_rows(reinterpret_cast<const uint8_t *>(x), upload(keep, op.ids, op.n_tokens), op.n_tokens,
                     size_t{op.n_in} * sizeof(float), reinterpret_cast<uint8_t *>(y), s);
+        break;
+    }
+    case EMBER_GRAPH_COPY_COLS: {
+        if (op.n_head == 0 || op.n_in % op.n_head != 0 || uint64_t{op.col_offset} + op.head_dim > op.n_in / op.n_head)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cuda copy_cols: %u groups of %u from column %u of rows of %u", op.n_head,
+                 op.head_dim, op.col_offset, op.n_in);
+        out_n = size_t{op.n_tokens} * op.n_head * op.head_dim;
+        y = upload<float>(keep, nullptr, out_n);
+        copy_cols(upload(keep, op.x, size_t{op.n_tokens} * op.n_in), y, op.n_tokens, op.n_in, op.n_head, op.col_offset,
+                  op.head_dim, s);
+        break;
+    }
+    case EMBER_GRAPH_SIGMOID_MUL: {
+        const size_t gw = op.n_out == 1 ? 1 : op.n_in;
+        out_n = size_t{op.n_tokens} * op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        sigmoid_mul(upload(keep, op.x, out_n), upload(keep, op.x2, size_t{op.n_tokens} * gw), y, op.n_tokens, op.n_in,
+                    static_cast<int64_t>(gw), s);
+        break;
+    }
+    case EMBER_GRAPH_SSM_CONV: {
+        if (op.conv_kernel < 1 || op.conv_kernel > kMaxConvKernel || !op.state)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cuda ssm_conv: kernel of %u (1..%lld) or no state", op.conv_kernel,
+                 static_cast<long long>(kMaxConvKernel));
+        const size_t floats = size_t{op.conv_kernel - 1} * op.n_in;
+        const StateRuns r = one_run(keep, op.state, floats, op.n_tokens);
+        out_n = size_t{op.n_tokens} * op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        ssm_conv(upload(keep, op.x, out_n), y, op.n_tokens, op.n_in, static_cast<int>(op.conv_kernel),
+                 upload(keep, static_cast<const float *>(op.w), size_t{op.n_in} * op.conv_kernel), r, 0, s);
+        if (floats) back.push_back({op.state, r.states, floats * sizeof(float)});
+        break;
+    }
+    case EMBER_GRAPH_GATED_DELTA: {
+        if (op.n_head == 0 || op.n_head_kv == 0 || op.n_head % op.n_head_kv != 0 || op.head_dim == 0 ||
+            op.head_dim > kMaxDeltaDim || op.col_offset > 1 || !op.state || !op.dt || !op.decay_a)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cuda gated_delta: %u value heads, %u key heads of %u (at most %u), mapping %u",
+                 op.n_head, op.n_head_kv, op.head_dim, kMaxDeltaDim, op.col_offset);
+        const size_t S = op.head_dim, H = op.n_head, n = op.n_tokens, floats = H * S * S;
+        const StateRuns r = one_run(keep, op.state, floats, op.n_tokens);
+        DeltaShape p;
+        p.n_head = static_cast<int>(H), p.n_head_k = static_cast<int>(op.n_head_kv), p.head_dim = static_cast<int>(S);
+        p.dt = upload(keep, op.dt, H), p.decay = upload(keep, op.decay_a, H);
+        p.eps = op.eps, p.scale = op.scale, p.grouped = op.col_offset == 1;
+        out_n = n * H * S;
+        y = upload<float>(keep, nullptr, out_n);
+        gated_delta(upload(keep, op.x, n * (2 * op.n_head_kv + H) * S), upload(keep, op.x2, n * H), upload(keep, op.x3, n * H),
+                    y, op.n_tokens, p, r, 0, s);
+        back.push_back({op.state, r.states, floats * sizeof(float)});
         break;
     }
     case EMBER_MOD_OP_VALIDATION_PROBE:

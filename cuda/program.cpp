@@ -28,13 +28,16 @@ constexpr uint32_t kCudaOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,   
                                  EMBER_GRAPH_ROPE,      EMBER_GRAPH_KV_STORE,     EMBER_GRAPH_ATTENTION,
                                  EMBER_GRAPH_ADD,       EMBER_GRAPH_SWIGLU,       EMBER_GRAPH_GATHER_LOGITS,
                                  EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
-                                 EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE};
+                                 EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
+                                 EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
+                                 EMBER_GRAPH_GATED_DELTA};
 
 bool is_rope(uint32_t op) { return op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_ROPE_YARN; }
 
-// Whether node n reads buffer b (ADD and the ropes also read their dst).
+// Whether node n reads buffer b (ADD and the ropes also read their dst, GATED_DELTA its src3).
 bool reads(const ember_graph_node &n, int32_t b) {
-    return n.src == b || n.src2 == b || ((n.op == EMBER_GRAPH_ADD || is_rope(n.op)) && n.dst == b);
+    return n.src == b || n.src2 == b || ((n.op == EMBER_GRAPH_ADD || is_rope(n.op)) && n.dst == b) ||
+           (n.op == EMBER_GRAPH_GATED_DELTA && n.src3 == b);
 }
 
 // Whether buffer b's contents after node i are never read: a later node overwrites it before any node
@@ -102,6 +105,59 @@ void check_moe(const ember_mod_model_desc &d, Program &pg, uint32_t i, Tensor &t
     pg.moe_ff = std::max(pg.moe_ff, static_cast<uint32_t>(n_ff));
     pg.moe_out = std::max(pg.moe_out, static_cast<uint32_t>(n_out));
     pg.moe_used = std::max(pg.moe_used, n.n_expert_used);
+}
+
+// The hybrid families' ops (graph.h gives the shapes); the two stateful ones own state_size floats of the
+// sequence's state at state_offset, which must be their shape's and inside the model's state_floats.
+template <class Tensor>
+void check_hybrid(const ember_mod_model_desc &d, Program &pg, uint32_t i, Tensor &tensor) {
+    const ember_graph_node &n = pg.nodes[i];
+    const char *name = ember_graph_op_name(n.op);
+    auto invalid = [&](const char *why) { fail(EMBER_ERR_INVALID_MODEL, "cuda: node %u (%s): %s", i, name, why); };
+    const bool gd = n.op == EMBER_GRAPH_GATED_DELTA;
+    for (int32_t b : {n.dst, n.src})
+        if (b < 0 || static_cast<uint32_t>(b) >= d.n_bufs) invalid("a buffer out of range");
+    if ((n.op == EMBER_GRAPH_SIGMOID_MUL || gd) && (n.src2 < 0 || static_cast<uint32_t>(n.src2) >= d.n_bufs))
+        invalid("a buffer out of range");
+    if (gd && (n.src3 < 0 || static_cast<uint32_t>(n.src3) >= d.n_bufs)) invalid("a buffer out of range");
+    const uint64_t ws = pg.width(n.src), wd = pg.width(n.dst);
+    if (pg.bufs[n.src].rows != pg.bufs[n.dst].rows || (n.op >= EMBER_GRAPH_SSM_CONV && pg.logits_rows(n.dst)))
+        invalid("maps rows of one kind to another, or runs over logits rows");
+    auto f32_vector = [&](int32_t t, uint64_t len) {
+        const ember_mod_tensor *v = tensor(t, Program::kVector, true);
+        return v->n_dims == 1 && static_cast<uint64_t>(v->ne[0]) == len;
+    };
+    uint64_t floats = 0;  // the state the node owns
+    switch (n.op) {
+    case EMBER_GRAPH_COPY_COLS:
+        if (n.n_head == 0 || ws % n.n_head != 0 || uint64_t{n.n} + n.head_dim > ws / n.n_head ||
+            wd != uint64_t{n.n_head} * n.head_dim || n.src == n.dst)
+            invalid("its groups do not fit the buffers");
+        return;
+    case EMBER_GRAPH_SIGMOID_MUL:
+        if (ws != wd || (pg.width(n.src2) != ws && pg.width(n.src2) != 1) || pg.bufs[n.src2].rows != pg.bufs[n.dst].rows)
+            invalid("widths");
+        return;
+    case EMBER_GRAPH_SSM_CONV: {
+        const ember_mod_tensor *k = tensor(n.w, Program::kVector, true);
+        if (k->n_dims != 2 || k->ne[0] < 1 || k->ne[0] > kMaxConvKernel || static_cast<uint64_t>(k->ne[1]) != ws ||
+            ws != wd || n.src == n.dst)
+            invalid("the kernel must be F32 [K <= 64, channels] over rows of its channels");
+        floats = static_cast<uint64_t>(k->ne[0] - 1) * ws;
+        break;
+    }
+    default:  // GATED_DELTA
+        if (n.head_dim > kMaxDeltaDim)
+            fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (gated_delta): head_dim %u (at most %u)", i, n.head_dim, kMaxDeltaDim);
+        if (n.n_head == 0 || n.n_head_kv == 0 || n.n_head % n.n_head_kv != 0 || n.head_dim == 0 ||
+            ws != uint64_t{2 * n.n_head_kv + n.n_head} * n.head_dim || wd != uint64_t{n.n_head} * n.head_dim ||
+            pg.width(n.src2) != n.n_head || pg.width(n.src3) != n.n_head || !f32_vector(n.w, n.n_head) ||
+            !f32_vector(n.w2, n.n_head) || n.src == n.dst || n.n > 1)
+            invalid("heads, widths or its F32 [n_head] dt / decay tensors");
+        floats = uint64_t{n.n_head} * n.head_dim * n.head_dim;
+    }
+    if (pg.state_floats == 0 || n.state_size != floats || uint64_t{n.state_offset} + floats > pg.state_floats)
+        invalid("its share of the recurrent state does not fit the model's");
 }
 
 // Checks one node against the description; records the tensors' uses and the scratch it needs.
@@ -197,6 +253,10 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
         if (!(n.softcap > 0)) invalid("a cap that is not positive");
         break;
     case EMBER_GRAPH_MOE: check_moe(d, pg, i, tensor); break;
+    case EMBER_GRAPH_COPY_COLS:
+    case EMBER_GRAPH_SIGMOID_MUL:
+    case EMBER_GRAPH_SSM_CONV:
+    case EMBER_GRAPH_GATED_DELTA: check_hybrid(d, pg, i, tensor); break;
     case EMBER_GRAPH_SWIGLU:
     case EMBER_GRAPH_GEGLU:
         need_buf(n.dst), need_buf(n.src), need_buf(n.src2);
@@ -227,7 +287,17 @@ Program program_of(const ember_mod_model_desc &d) {
     pg.n_vocab = d.n_vocab, pg.n_layer = d.n_layer, pg.kv_width = d.kv_width, pg.logits_buf = d.logits_buf;
     pg.bufs.assign(d.bufs, d.bufs + d.n_bufs);
     pg.tensor_use.assign(d.n_tensors, 0);
+    // An older description without the field has no state.
+    if (d.struct_size >= offsetof(ember_mod_model_desc, state_floats) + sizeof d.state_floats) pg.state_floats = d.state_floats;
     for (uint32_t i = 0; i < d.n_nodes; ++i) check_node(d, pg, i);
+    pg.has_kv.assign(pg.n_layer, false);
+    for (const ember_graph_node &n : pg.nodes)
+        if (n.op == EMBER_GRAPH_KV_STORE) pg.has_kv[static_cast<size_t>(n.layer)] = true;  // layer checked above
+    for (uint32_t i = 0; i < d.n_nodes; ++i) {
+        const ember_graph_node &n = pg.nodes[i];
+        if ((n.op == EMBER_GRAPH_ATTENTION || n.op == EMBER_GRAPH_ATTENTION_EXT) && !pg.has_kv[static_cast<size_t>(n.layer)])
+            fail(EMBER_ERR_INVALID_MODEL, "cuda: node %u (attention) reads layer %d, which stores no K/V rows", i, n.layer);
+    }
     for (uint32_t t = 0; t < d.n_tensors; ++t) {
         const ember_mod_tensor &ten = d.tensors[t];
         const char *tname = ten.name ? ten.name : "a tensor";
@@ -268,12 +338,20 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
     z.windowed = window_pool_layers(pg.nodes, pg.n_layer, z.n_window_blocks);
     for (uint32_t il = 0; il < pg.n_layer; ++il) {
         z.kv_layer_off.push_back(z.kv_cache_bytes);
+        if (!pg.has_kv[il]) continue;  // a recurrent layer: its state is in the state slots
         const uint32_t blocks = z.windowed[il] ? z.n_window_blocks : p.n_blocks;
         z.kv_cache_bytes += align_up(static_cast<size_t>(blocks) * p.block_size * z.kv_row_bytes);
     }
     z.kv_bytes = 2 * z.kv_cache_bytes;
+    if (pg.state_floats > 0) {
+        z.n_state_slots = p.struct_size >= offsetof(ember_mod_context_params, n_state_slots) + sizeof p.n_state_slots
+                              ? p.n_state_slots : 0;
+        if (z.n_state_slots == 0)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cuda: a model with recurrent layers needs state slots in its context");
+        z.state_bytes = align_up(size_t{z.n_state_slots} * pg.state_floats * sizeof(float));
+    }
     z.rows = std::max(p.n_batch, p.n_logits);
-    z.io_words = step_io_words(z.rows, p.n_logits, z.n_window_blocks > 0);
+    z.io_words = step_io_words(z.rows, p.n_logits, z.n_window_blocks > 0, z.n_state_slots > 0);
     // Groups of at least 16 tokens (a whole tile of the tiled kernel), more while the partials stay near
     // 64k rows (34 MB at 128-wide heads); a 128k-token context's 2048 splits take 16 x heads x 2048 rows.
     z.attn_splits = splits_for(static_cast<int32_t>(std::min<uint64_t>(uint64_t{p.n_blocks} * p.block_size, INT32_MAX)),

@@ -47,6 +47,11 @@ struct Program {
     std::vector<uint8_t> tensor_use;
     // Over the program's ROPE and ATTENTION nodes (the context's scratch is sized by them).
     uint32_t max_rot = 0, max_attn_heads = 0, max_head_dim = 0;
+    // [n_layer] whether the layer keeps K/V rows (has a KV_STORE node): a hybrid model's recurrent layers
+    // keep none, and get no cache (backend.hpp's kv_layers).
+    std::vector<bool> has_kv;
+    // Floats of one sequence's recurrent state (the description's state_floats; 0: attention only).
+    uint32_t state_floats = 0;
     // Over its MOE nodes: the experts' widths and the most chosen experts (the MOE work buffers).
     uint32_t moe_in = 0, moe_ff = 0, moe_out = 0, moe_used = 0;
     bool has_moe() const { return moe_used > 0; }
@@ -56,6 +61,12 @@ struct Program {
     // The buffer whose rows a node runs over (its row count in a pass: the tokens or the logits rows).
     int32_t row_buf(const ember_graph_node &n) const { return n.op == EMBER_GRAPH_KV_STORE ? n.src : n.dst; }
 };
+
+// GATED_DELTA's head_dim: a warp holds 8 value columns of its head's state, head_dim / 32 key dims a lane
+// (recurrent.hpp), so that 256 fits in registers.
+constexpr uint32_t kMaxDeltaDim = 256;
+// SSM_CONV's kernel length (the CPU's bound).
+constexpr int64_t kMaxConvKernel = 64;
 
 // Copies and checks the description's program: an op or option this backend does not run is
 // EMBER_ERR_UNSUPPORTED naming it (and the node); references out of range or shapes that do not fit are
@@ -79,6 +90,9 @@ struct ContextSizes {
     std::vector<size_t> kv_layer_off;
     size_t kv_cache_bytes = 0;
     size_t kv_bytes = 0;                          // all layers, K and V
+    // The recurrent states: n_state_slots of the program's state_floats (f32), in one allocation.
+    uint32_t n_state_slots = 0;
+    size_t state_bytes = 0;
     size_t rows = 0;                              // max(n_batch, n_logits): the pass inputs' rows
     size_t io_words = 0;                          // the pass inputs (inputs.hpp's io)
     size_t partial_rows = 0;                      // attention partials (m, l, acc) the scratch holds
@@ -94,10 +108,10 @@ struct ContextSizes {
     size_t moe_xin = 0, moe_g = 0, moe_u = 0, moe_outs = 0, moe_token = 0, moe_pos = 0, moe_gate = 0;
     size_t moe_slots = 0;  // rows * moe_used
     size_t total = 0;  // bytes of the activation allocation
-    size_t bytes() const { return kv_bytes + total + kMatmulScratchBytes + kMatmulWorkspaceBytes; }
+    size_t bytes() const { return kv_bytes + state_bytes + total + kMatmulScratchBytes + kMatmulWorkspaceBytes; }
 };
-// Checks the parameters (positive counts, an F16 or Q8_0 cache that fits the rows). A params struct
-// that ends before n_window_blocks has none.
+// Checks the parameters (positive counts, an F16 or Q8_0 cache that fits the rows, state slots for a
+// model with recurrent state). A params struct that ends before n_window_blocks (n_state_slots) has none.
 ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p);
 
 } // namespace ember::cu

@@ -23,15 +23,20 @@ void test_copy_sigmoid(void **) {
     uint64_t st = 51;
     const uint32_t rows = 5, groups = 3, stride = 20, off = 7, n = 9;
     const std::vector<float> x = rand_vec(&st, rows * groups * stride, -4, 4);
-    std::vector<float> y(rows * groups * n);
+    // Into rows of y_width from column y_col (the columns around stay as they were: -1).
+    const uint32_t y_width = groups * n + 11, y_col = 4;
+    std::vector<float> y(rows * y_width, -1.0f);
     ember_mod_op op = make_op(EMBER_GRAPH_COPY_COLS);
     op.n_tokens = rows, op.n_in = groups * stride, op.n_head = groups, op.head_dim = n, op.col_offset = off;
+    op.n_out = y_width, op.n_rot = y_col;
     op.x = x.data(), op.y = y.data();
     run(op);
     for (uint32_t r = 0; r < rows; ++r)
-        for (uint32_t g = 0; g < groups; ++g)
-            for (uint32_t i = 0; i < n; ++i)
-                check("copy_cols", (r * groups + g) * n + i, y[(r * groups + g) * n + i], x[r * groups * stride + g * stride + off + i], 0);
+        for (uint32_t c = 0; c < y_width; ++c) {
+            const bool inside = c >= y_col && c < y_col + groups * n;
+            const uint32_t g = (c - y_col) / n, i = (c - y_col) % n;
+            check("copy_cols", r * y_width + c, y[r * y_width + c], inside ? x[r * groups * stride + g * stride + off + i] : -1.0, 0);
+        }
     const uint32_t w = 300;
     const std::vector<float> a = rand_vec(&st, rows * w, -5, 5), g = rand_vec(&st, rows * w, -12, 12);
     std::vector<float> z(rows * w);

@@ -6,18 +6,23 @@
 // decoder (cuda/quant_math.hpp) for every weight type, all plain C++ compiled into this test. For the
 // model families' ops: the combine with a sliding window's keys and a sink, YaRN's rope frequencies
 // (backend/rope_math.hpp) against the CPU's rope, and MOE's routing (cuda/moe_route.cpp) against the CPU's.
+// For the hybrid families: a pass's state runs (cuda/inputs.cpp) and their checks, and SSM_CONV's two
+// kernels' loops (cuda/recurrent_math.hpp's window indices, in place too) against the CPU's convolution.
 #include "test_util.h"
 
 #include "../cuda/attn_math.hpp"
 #include "../cuda/inputs.hpp"
 #include "../cuda/moe_route.hpp"
 #include "../cuda/quant_math.hpp"
+#include "../cuda/recurrent_math.hpp"
 #include "backend/rope_math.hpp"
 #include "../cuda/weights.hpp"
 #include "core/error.hpp"
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/recurrent.hpp"
+#include "cpu/threadpool.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -489,6 +494,130 @@ void test_kq_values8(void **) {
         }
 }
 
+// Throws EMBER_ERR_INTERNAL with `text` in its message.
+template <class F>
+void expect_internal(F &&f, const char *text) {
+    try {
+        f();
+        fail_msg("accepted; expected '%s'", text);
+    } catch (const Error &e) {
+        if (e.status() != EMBER_ERR_INTERNAL || !std::strstr(e.what(), text)) fail_msg("'%s'; expected '%s'", e.what(), text);
+    }
+}
+
+// Three sequences in one pass (a new one's prompt chunk, one going on in place, a fork reading another
+// slot): each token's run, the runs' tokens and slots, after the logits rows (window-less io); and what
+// the CPU backend refuses: slots out of range, a slot's tokens apart or out of order, a run reading a
+// slot the pass writes, a batch without state arrays.
+void test_state_runs(void **) {
+    const int32_t tab[2] = {0, 1};
+    const int32_t tokens[6] = {1, 2, 3, 4, 5, 6}, pos[6] = {0, 1, 2, 9, 4, 5};
+    const int32_t *tables[6] = {tab, tab, tab, tab, tab, tab};
+    int32_t slots[6] = {5, 5, 5, 1, 2, 2}, src[6] = {-1, -1, -1, 1, 0, 0};
+    const int32_t lrows[1] = {5};
+    ember_mod_batch b{};
+    b.struct_size = sizeof b;
+    b.n_tokens = 6, b.tokens = tokens, b.pos = pos, b.tables = tables, b.n_logits = 1, b.logits_rows = lrows;
+    b.state_slots = slots, b.state_src = src;
+    cu::StepShape z;
+    z.rows = 8, z.block_size = 16, z.n_blocks = 2, z.n_vocab = 10, z.n_batch = 8, z.n_logits = 1, z.n_state_slots = 6;
+    const size_t words = cu::step_io_words(z.rows, z.n_logits, false, true);
+    assert_int_equal(words, 4 * 8 + 1 + 5 * 8 + 1);
+    std::vector<int32_t> io(words, -7), tabs;
+    cu::step_inputs(b, z, io.data(), tabs);
+    const int32_t *st = io.data() + cu::step_io_state(z.rows, z.n_logits, false);
+    assert_int_equal(cu::step_io_state(z.rows, z.n_logits, false), 4 * 8 + 1);
+    auto at = [&](size_t array, size_t i) { return st[array * z.rows + i]; };
+    const int32_t run_of[6] = {0, 0, 0, 1, 2, 2}, t0[3] = {0, 3, 4}, t1[3] = {3, 4, 6}, from[3] = {-1, 1, 0}, slot[3] = {5, 1, 2};
+    for (size_t t = 0; t < 6; ++t) assert_int_equal(at(cu::StateIo::kRunOf, t), run_of[t]);
+    for (size_t r = 0; r < 3; ++r) {
+        assert_int_equal(at(cu::StateIo::kT0, r), t0[r]);
+        assert_int_equal(at(cu::StateIo::kT1, r), t1[r]);
+        assert_int_equal(at(cu::StateIo::kFrom, r), from[r]);
+        assert_int_equal(at(cu::StateIo::kSlot, r), slot[r]);
+    }
+    assert_int_equal(st[cu::StateIo::words(z.rows) - 1], 3);
+    assert_int_equal(io[4 * 8], 5);  // the logits row before the runs, untouched by them
+
+    std::vector<int32_t> out(cu::StateIo::words(8));
+    slots[3] = 6;
+    expect_internal([&] { cu::state_runs(b, 6, 8, out.data()); }, "state slot 6 of 6");
+    slots[3] = 1, src[3] = -2;
+    expect_internal([&] { cu::state_runs(b, 6, 8, out.data()); }, "state slot -2");
+    src[3] = 1, slots[3] = 5;  // slot 5's tokens 0-2, then token 3 at position 9: out of order
+    expect_internal([&] { cu::state_runs(b, 6, 8, out.data()); }, "out of order");
+    slots[3] = 1, slots[4] = 5;  // slot 5 again after slot 1's token
+    expect_internal([&] { cu::state_runs(b, 6, 8, out.data()); }, "not consecutive");
+    slots[4] = 2, src[4] = 1;    // a fork reading slot 1, which this pass writes
+    expect_internal([&] { cu::state_runs(b, 6, 8, out.data()); }, "reads a state slot the same pass writes");
+    src[4] = 0;
+    assert_int_equal(cu::state_runs(b, 6, 8, out.data()), 3);
+    b.state_src = nullptr;
+    expect_internal([&] { cu::state_runs(b, 6, 8, out.data()); }, "needs the batch's state slots");
+}
+
+// SSM_CONV as recurrent.cu's two kernels compute it (outputs a thread per (token, channel) from the rows
+// and the carried windows, then each run's new window, in place for a run going on in its own slot),
+// with cuda/recurrent_math.hpp's indices, against cpu::ssm_conv: the same floats in the same order, so
+// the same bits. Runs shorter, as long as and longer than the window, one reading another slot.
+void test_ssm_conv_windows(void **) {
+    const int64_t C = 5;
+    uint64_t st = 3;
+    auto rnd = [&] {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<float>(static_cast<int64_t>(st >> 40) % 2001 - 1000) / 500.0f;
+    };
+    cpu::ThreadPool pool(1);
+    for (int K : {1, 2, 4, 7}) {
+        const int64_t W = K - 1, T = 12, sf = W * C + 3;  // state floats a slot; the window at offset 3
+        const uint32_t off = 3;
+        // Runs [0,1) slot 0 in place, [1,4) slot 1 from slot 3, [4,12) slot 2 new (zeros).
+        const int64_t t0[3] = {0, 1, 4}, t1[3] = {1, 4, 12};
+        const int32_t from[3] = {0, 3, -1}, slot[3] = {0, 1, 2};
+        std::vector<float> x(T * C), w(C * K), states(4 * sf);
+        for (float &v : x) v = rnd();
+        for (float &v : w) v = rnd();
+        for (float &v : states) v = rnd();
+        // The CPU's convolution.
+        std::vector<float> want_states = states, want_y(T * C);
+        std::vector<cpu::StateRun> runs(3);
+        for (int r = 0; r < 3; ++r) {
+            runs[r].t0 = uint32_t(t0[r]), runs[r].t1 = uint32_t(t1[r]), runs[r].state = want_states.data() + slot[r] * sf;
+            runs[r].from = from[r] < 0 ? nullptr : want_states.data() + from[r] * sf;
+        }
+        cpu::ssm_conv(pool, x.data(), want_y.data(), C, K, w.data(), runs.data(), 3, off);
+        // The kernels' loops.
+        std::vector<float> y(T * C);
+        for (int r = 0; r < 3; ++r)
+            for (int64_t t = t0[r]; t < t1[r]; ++t)
+                for (int64_t c = 0; c < C; ++c) {
+                    const float *win = from[r] < 0 ? nullptr : states.data() + from[r] * sf + off;
+                    float s = 0.0f;
+                    for (int j = 0; j < K; ++j) {
+                        const cu::ConvInput in = cu::conv_input(t, j, t0[r], K);
+                        if (!in.row) assert_true(in.index >= 0 && in.index < W);
+                        const float v = in.row ? x[size_t(in.index * C + c)] : win ? win[in.index * C + c] : 0.0f;
+                        s += w[size_t(c * K + j)] * v;
+                    }
+                    y[size_t(t * C + c)] = s / (1.0f + std::exp(-s));
+                }
+        for (int r = 0; r < 3; ++r)
+            for (int64_t c = 0; c < C; ++c) {
+                const float *old = from[r] < 0 ? nullptr : states.data() + from[r] * sf + off;
+                float *win = states.data() + slot[r] * sf + off;
+                for (int64_t j = 0; j < W; ++j) {
+                    const cu::ConvInput in = cu::conv_window_after(j, t0[r], t1[r], K);
+                    if (!in.row) assert_true(in.index > j && in.index < W);  // in place: read before written
+                    win[j * C + c] = in.row ? x[size_t(in.index * C + c)] : old ? old[in.index * C + c] : 0.0f;
+                }
+            }
+        for (size_t i = 0; i < y.size(); ++i)
+            if (std::memcmp(&y[i], &want_y[i], sizeof(float)) != 0) fail_msg("K %d output %zu: %.9g vs %.9g", K, i, y[i], want_y[i]);
+        for (size_t i = 0; i < states.size(); ++i)
+            if (states[i] != want_states[i]) fail_msg("K %d state %zu: %.9g vs %.9g", K, i, states[i], want_states[i]);
+    }
+}
+
 } // namespace
 
 int main() {
@@ -496,6 +625,7 @@ int main() {
                                 cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
                                 cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_step_inputs_window), cmocka_unit_test(test_kv_row_plan), cmocka_unit_test(test_weight_layouts),
                                 cmocka_unit_test(test_tile_fragments), cmocka_unit_test(test_kq_values8), cmocka_unit_test(test_rope_yarn),
-                                cmocka_unit_test(test_moe_route)};
+                                cmocka_unit_test(test_moe_route), cmocka_unit_test(test_state_runs),
+                                cmocka_unit_test(test_ssm_conv_windows)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -126,9 +126,10 @@ enum ember_graph_op_kind {
      * reads the state its slot held before the pass (state_src in the batch: -1 for the zero state of a new
      * sequence, or another slot), the rest follow from it, and the slot holds the state after the last. */
 
-    /* dst[r][g*head_dim + i] = src[r][g*stride + n + i] for g < n_head, i < head_dim, stride =
-     * width(src) / n_head: column n.. of each of n_head equal groups (n_head 1: one column range). Qwen3.5's
-     * attention query and output gate, interleaved per head in one product. */
+    /* dst[r][n_rot + g*head_dim + i] = src[r][g*stride + n + i] for g < n_head, i < head_dim, stride =
+     * width(src) / n_head: column n.. of each of n_head equal groups (n_head 1: one column range), written
+     * from dst's column n_rot on (the rest of dst untouched). Qwen3.5's attention query and output gate,
+     * interleaved per head in one product; Qwen3-Next's q, k, v and z, interleaved per key head. */
     EMBER_GRAPH_COPY_COLS = 16,
     /* dst = src * sigmoid(src2), elementwise; src2 of width(src), or of width 1 (one gate per row). dst may
      * be src. */

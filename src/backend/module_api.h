@@ -201,7 +201,8 @@ typedef struct ember_mod_op {
     uint32_t n_ff, n_expert, n_expert_used, moe_gating, moe_act; /* moe */
     float act_alpha, act_limit;    /* moe */
     /* Appended for the ops from COPY_COLS on (one sequence of n_tokens rows):
-     *   COPY_COLS    y[t] = x[t]'s column col_offset.. of each of n_head groups, head_dim each; n_in: x's width
+     *   COPY_COLS    y[t] = x[t]'s column col_offset.. of each of n_head groups, head_dim each; n_in: x's width;
+ *                y's rows n_out wide (0: n_head * head_dim), written from column n_rot on
      *   SIGMOID_MUL  y = x * sigmoid(x2); n_in values per row, x2 of n_in or (n_out == 1) one per row
      *   SSM_CONV     y = silu(conv(x)): n_tokens rows of n_in channels; w: F32 [n_in][conv_kernel]; state:
      *                (conv_kernel - 1) * n_in floats, the carried window before, overwritten with the one after

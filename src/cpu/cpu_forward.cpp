@@ -109,7 +109,7 @@ void CpuModel::check_hybrid(uint32_t i, const ember_graph_node &n) const {
     switch (n.op) {
     case EMBER_GRAPH_COPY_COLS:
         if (n.n_head == 0 || ws % n.n_head != 0 || uint64_t{n.n} + n.head_dim > ws / n.n_head ||
-            wd != uint64_t{n.n_head} * n.head_dim)
+            uint64_t{n.n_rot} + uint64_t{n.n_head} * n.head_dim > wd)
             bad("its groups do not fit the buffers");
         return;
     case EMBER_GRAPH_SIGMOID_MUL:
@@ -321,8 +321,8 @@ void CpuContext::prepare_state_runs(const ember_mod_batch &b) {
 void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, int64_t r0, int64_t r1) {
     switch (n.op) {
     case EMBER_GRAPH_COPY_COLS:
-        copy_cols(buf(n.src) + r0 * width(n.src), buf(n.dst) + r0 * width(n.dst), r1 - r0, width(n.src), n.n_head, n.n,
-                  n.head_dim);
+        copy_cols(buf(n.src) + r0 * width(n.src), buf(n.dst) + r0 * width(n.dst), r1 - r0, width(n.src), width(n.dst),
+                  n.n_rot, n.n_head, n.n, n.head_dim);
         break;
     case EMBER_GRAPH_SIGMOID_MUL: {
         const int64_t w = width(n.dst), gw = width(n.src2);

@@ -92,7 +92,11 @@ void run_op(const ember_mod_op &op) {
         moe(pool, scratch, p, op.x, op.x2, op.n_tokens, op.y, work);
         return;
     }
-    case EMBER_GRAPH_COPY_COLS: copy_cols(op.x, op.y, op.n_tokens, op.n_in, op.n_head, op.col_offset, op.head_dim); return;
+    case EMBER_GRAPH_COPY_COLS: {
+        const uint32_t y_width = op.n_out ? op.n_out : op.n_head * op.head_dim;
+        copy_cols(op.x, op.y, op.n_tokens, op.n_in, y_width, op.n_rot, op.n_head, op.col_offset, op.head_dim);
+        return;
+    }
     case EMBER_GRAPH_SIGMOID_MUL: sigmoid_mul(op.x, op.x2, op.y, op.n_tokens, op.n_in, op.n_out == 1 ? 1 : op.n_in); return;
     case EMBER_GRAPH_SSM_CONV:
     case EMBER_GRAPH_GATED_DELTA: {

@@ -120,11 +120,12 @@ void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float
     pool.run_chunks(n_items, item);
 }
 
-void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t groups, int64_t off, int64_t n) {
+void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t y_width, int64_t y_col, int64_t groups,
+               int64_t off, int64_t n) {
     const int64_t stride = x_width / groups;
     for (int64_t r = 0; r < n_rows; ++r)
         for (int64_t g = 0; g < groups; ++g)
-            std::memcpy(y + (r * groups + g) * n, x + r * x_width + g * stride + off, sizeof(float) * size_t(n));
+            std::memcpy(y + r * y_width + y_col + g * n, x + r * x_width + g * stride + off, sizeof(float) * size_t(n));
 }
 
 void sigmoid_mul(const float *x, const float *g, float *y, int64_t n_rows, int64_t width, int64_t g_width) {

@@ -38,8 +38,9 @@ struct DeltaParams {
 void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float *b, float *y, const DeltaParams &p,
                  const StateRun *runs, uint32_t n_runs, uint32_t state_offset);
 
-// y[r][g*n + i] = x[r][g*stride + off + i] (g < groups, i < n).
-void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t groups, int64_t off, int64_t n);
+// y[r][y_col + g*n + i] = x[r][g*stride + off + i] (g < groups, i < n; rows of x_width and y_width).
+void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t y_width, int64_t y_col, int64_t groups,
+               int64_t off, int64_t n);
 // y = x * sigmoid(g): g of `width` per row, or of one per row (g_width 1). y may alias x.
 void sigmoid_mul(const float *x, const float *g, float *y, int64_t n_rows, int64_t width, int64_t g_width);
 

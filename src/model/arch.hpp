@@ -88,10 +88,11 @@ public:
     void moe(int32_t dst, int32_t src, int32_t router_logits, const Moe &m);
     void gather_logits(int32_t dst, int32_t src);
     void output(int32_t logits_buf);
-    // The hybrid families' ops (graph.h): columns offset..offset+n_cols of each of n_group groups; src *
+    // The hybrid families' ops (graph.h): columns offset..offset+n_cols of each of n_group groups (into dst
+    // from column dst_col); src *
     // sigmoid(gate); a causal convolution with a carried window; the gated delta rule. The last two take
     // their share of the sequence's recurrent state.
-    void copy_cols(int32_t dst, int32_t src, uint32_t n_group, uint32_t offset, uint32_t n_cols);
+    void copy_cols(int32_t dst, int32_t src, uint32_t n_group, uint32_t offset, uint32_t n_cols, uint32_t dst_col = 0);
     void sigmoid_mul(int32_t dst, int32_t src, int32_t gate);
     void ssm_conv(int32_t dst, int32_t src, int32_t kernel);
     struct GatedDelta {

@@ -281,13 +281,13 @@ void ArchBuilder::gather_logits(int32_t dst, int32_t src) {
 
 void ArchBuilder::output(int32_t logits_buf) { out_.logits_buf = logits_buf; }
 
-void ArchBuilder::copy_cols(int32_t dst, int32_t src, uint32_t n_group, uint32_t offset, uint32_t n_cols) {
+void ArchBuilder::copy_cols(int32_t dst, int32_t src, uint32_t n_group, uint32_t offset, uint32_t n_cols, uint32_t dst_col) {
     if (n_group == 0 || width(src) % n_group != 0 || offset + n_cols > width(src) / n_group ||
-        width(dst) != n_group * n_cols)
-        fail(EMBER_ERR_INTERNAL, "copy_cols: %u groups of %u columns from %u of a row of %u into %u", n_group, n_cols,
-             offset, width(src), width(dst));
+        uint64_t{dst_col} + uint64_t{n_group} * n_cols > width(dst))
+        fail(EMBER_ERR_INTERNAL, "copy_cols: %u groups of %u columns from %u of a row of %u into %u at %u", n_group,
+             n_cols, offset, width(src), width(dst), dst_col);
     auto &n = node(EMBER_GRAPH_COPY_COLS);
-    n.dst = dst, n.src = src, n.n_head = n_group, n.head_dim = n_cols, n.n = offset;
+    n.dst = dst, n.src = src, n.n_head = n_group, n.head_dim = n_cols, n.n = offset, n.n_rot = dst_col;
 }
 
 void ArchBuilder::sigmoid_mul(int32_t dst, int32_t src, int32_t gate) {

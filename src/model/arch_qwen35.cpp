@@ -59,14 +59,23 @@ void delta_layer(ArchBuilder &b, const std::string &p, const DeltaShape &s, int3
     const uint32_t d = b.hp().n_embd;
     const int32_t m = b.buf(s.conv_dim()), z = b.buf(s.value_dim()), a = b.buf(s.n_head_v), beta = b.buf(s.n_head_v),
                   c = b.buf(s.conv_dim()), o = b.buf(s.value_dim());
-    if (next && !b.find(p + "attn_qkv.weight") && b.find(p + "ssm_in.weight"))
-        fail(EMBER_ERR_UNSUPPORTED, "tensor '%sssm_in.weight': this older Qwen3-Next layout (q, k, v and z interleaved "
-             "per key head) is not supported; convert the model again (attn_qkv and attn_gate)", p.c_str());
-    // One input for the products: the CPU quantizes it once for all of them.
-    b.matmul(m, xn, b.matrix(p + "attn_qkv.weight", d, s.conv_dim()));
-    b.matmul(z, xn, b.matrix(p + "attn_gate.weight", d, s.value_dim()));
+    const uint32_t per = s.n_head_v / s.n_head_k;
+    if (next && !b.find(p + "attn_qkv.weight")) {
+        // Qwen3-Next's first layout: one product ssm_in holding, per key head, its q, k, then its value
+        // heads' v and z; gathered into the convolution's [q | k | v] and into z.
+        const uint32_t S = s.head_dim, group = 2 * S + 2 * S * per;
+        const int32_t qkvz = b.buf(s.n_head_k * group);
+        b.matmul(qkvz, xn, b.matrix(p + "ssm_in.weight", d, int64_t{s.n_head_k} * group));
+        b.copy_cols(m, qkvz, s.n_head_k, 0, S, 0);
+        b.copy_cols(m, qkvz, s.n_head_k, S, S, s.key_dim());
+        b.copy_cols(m, qkvz, s.n_head_k, 2 * S, S * per, 2 * s.key_dim());
+        b.copy_cols(z, qkvz, s.n_head_k, 2 * S + S * per, S * per, 0);
+    } else {
+        // One input for the products: the CPU quantizes it once for all of them.
+        b.matmul(m, xn, b.matrix(p + "attn_qkv.weight", d, s.conv_dim()));
+        b.matmul(z, xn, b.matrix(p + "attn_gate.weight", d, s.value_dim()));
+    }
     if (next) {
-        const uint32_t per = s.n_head_v / s.n_head_k;
         const int32_t ba = b.buf(2 * s.n_head_v);
         b.matmul(ba, xn, b.matrix(p + "ssm_beta_alpha.weight", d, 2 * s.n_head_v));
         b.copy_cols(beta, ba, s.n_head_k, 0, per);

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # tools/remote-gpu/device.sh — the CUDA checks on a GPU machine, run from the checkout's root there over
 # what stage.sh packed into .gpu/ (nothing is built on that machine). Logs go to $OUT: info.txt,
-# ctest-cuda.log, sanitizer.log, ctest-all.log, bench.jsonl, synth.log, summary.txt. Every step has its own time limit, so one hang costs that step only.
+# ctest-cuda.log, hybrid.log, sanitizer.log, ctest-all.log, bench.jsonl, synth.log, summary.txt. Every step has its own time limit, so one hang costs that step only.
 #
-# usage: tools/remote-gpu/device.sh [STEPS]   STEPS: any of "tests sanitizer suite bench" (default: all)
-# in the order tests, suite, sanitizer (while the models are written), bench; EMBER_GPU_DEADLINE (s, default 420) ends it early;
+# usage: tools/remote-gpu/device.sh [STEPS]   STEPS: any of "tests hybrid sanitizer suite bench" (default: all)
+# in the order tests, hybrid, suite, sanitizer (while the models are written), bench; EMBER_GPU_DEADLINE (s, default 420) ends it early;
 # EMBER_GPU_TESTS (a ctest -R regex, default the CUDA ones) picks what the tests step runs.
 set -u
-steps=${1:-"tests sanitizer suite bench"}
+steps=${1:-"tests hybrid sanitizer suite bench"}
 deadline=${EMBER_GPU_DEADLINE:-420}   # seconds: later steps are skipped, said so, rather than cut off
 OUT=${OUT:-/tmp/ember-gpu-out}; mkdir -p "$OUT"
 root=$PWD
@@ -61,9 +61,34 @@ if has bench; then
 fi
 
 if has tests; then
-  (cd "$bp" && timeout 180 ctest -R "${EMBER_GPU_TESTS:-cuda|parity|window}" -j6 --timeout 100 --output-on-failure) > "$OUT/ctest-cuda.log" 2>&1
+  (cd "$bp" && timeout 180 ctest -R "${EMBER_GPU_TESTS:-cuda|parity|window|hybrid}" -j6 --timeout 100 --output-on-failure) > "$OUT/ctest-cuda.log" 2>&1
   stamp "cuda tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest-cuda.log" | tail -1)"
   grep -E '^\s*[0-9]+/[0-9]+ Test' "$OUT/ctest-cuda.log" | grep -v ' Passed' | tee -a "$OUT/summary.txt" | head -20
+fi
+
+# The hybrid families (recurrent state beside the KV cache): their four ops against double references
+# (test_parity's hybrid cases on CUDA, each case's lines), then synthetic qwen35 / qwen35moe models written
+# here, greedy on the CPU and on CUDA (with and without the decode step's CUDA graph): the tokens agree up
+# to a near tie of the random weights, so the step reports how many leading characters agree rather than
+# failing. test_hybrid_memory (in the tests step: `auto` is CUDA here) checks whole-vs-token-by-token bits,
+# forks, truncation, saved states and the engine on CUDA.
+if has hybrid && left 60; then
+  { echo "== test_parity cuda: the hybrid ops"
+    timeout 60 "$bp/tests/test_parity" cuda 2>&1 | grep -E -A3 'test_(copy_sigmoid|ssm_conv|gated_delta)|FAILED|PASSED'
+    e="$bp/tools/ember/ember"; prompt="Once upon a time there was a"
+    for fam in qwen35 qwen35moe; do
+      m=/tmp/ember-gpu-models/$fam.gguf; mkdir -p /tmp/ember-gpu-models
+      if ! timeout 60 "$bp/bench/ember-synth" --family $fam -o "$m" > /dev/null 2>&1; then echo "== $fam: ember-synth has no such family in this build"; continue; fi
+      cpu=$(timeout 60 "$e" run -m "$m" --backend cpu -p "$prompt" -n 48 --temp 0 -c 256 2>/dev/null)
+      for graphs in 1 0; do
+        gpu=$(EMBER_CUDA_GRAPHS=$graphs timeout 60 "$e" run -m "$m" --backend cuda -p "$prompt" -n 48 --temp 0 -c 256 2>/tmp/ember-hybrid-err) ||
+          echo "== $fam graphs=$graphs: cuda run failed: $(tail -3 /tmp/ember-hybrid-err)"
+        same=0; while [ $same -lt ${#cpu} ] && [ "${cpu:$same:1}" = "${gpu:$same:1}" ]; do same=$((same + 1)); done
+        echo "== $fam graphs=$graphs: $same of ${#cpu} characters as the CPU's"
+        [ $same -lt ${#cpu} ] && printf 'cpu:  %q\ncuda: %q\n' "$cpu" "$gpu"
+      done
+    done; } > "$OUT/hybrid.log" 2>&1
+  stamp "hybrid: $(grep -E '^==|FAILED|PASSED' "$OUT/hybrid.log" | tr '\n' ' ' | head -c 600)"
 fi
 
 if has suite; then
