@@ -146,12 +146,11 @@ void Recorder::elementwise(Ew op, uint32_t x_off, uint32_t x2_off, uint32_t y_of
     dispatch_flat(kElementwise, &pc, sizeof pc, groups(n, 64));
 }
 
-void Recorder::copy_cols(uint32_t x_off, uint32_t y_off, uint32_t rows, uint32_t x_width, uint32_t groups_, uint32_t off,
-                         uint32_t n) {
-    const uint64_t total = uint64_t{rows} * groups_ * n;
+void Recorder::copy_cols(uint32_t x_off, uint32_t y_off, uint32_t rows, const Cols &c) {
+    const uint64_t total = uint64_t{rows} * c.groups * c.n;
     if (total > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan copy_cols: %llu values", (unsigned long long)total);
-    struct { uint32_t x_off, y_off, total, x_width, groups, stride, off, n; } pc{
-        x_off, y_off, static_cast<uint32_t>(total), x_width, groups_, x_width / groups_, off, n};
+    struct { uint32_t x_off, y_off, total, x_width, groups, stride, off, n, y_width, y_col; } pc{
+        x_off, y_off, static_cast<uint32_t>(total), c.x_width, c.groups, c.x_width / c.groups, c.off, c.n, c.y_width, c.y_col};
     dispatch_flat(kCopyCols, &pc, sizeof pc, groups(total, 64));
 }
 

@@ -45,10 +45,12 @@ public:
     enum class Ew : uint32_t { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3 };
     void elementwise(Ew op, uint32_t x_off, uint32_t x2_off, uint32_t y_off, uint32_t n, float a = 0, float b = 0);
 
-    // The hybrid families' ops (graph.h). COPY_COLS: y[r][g*n + i] = x[r][g*stride + off + i] over rows of
-    // x_width, groups of n.
-    void copy_cols(uint32_t x_off, uint32_t y_off, uint32_t rows, uint32_t x_width, uint32_t groups, uint32_t off,
-                   uint32_t n);
+    // The hybrid families' ops (graph.h). COPY_COLS: y[r][y_col + g*n + i] = x[r][g*stride + off + i] over rows
+    // of x_width (y's of y_width), groups of n.
+    struct Cols {
+        uint32_t x_width, groups, off, n, y_width, y_col;
+    };
+    void copy_cols(uint32_t x_off, uint32_t y_off, uint32_t rows, const Cols &c);
     // SIGMOID_MUL: y = x * sigmoid(g), rows of width values, g of width per row or (g_width 1) one.
     void sigmoid_mul(uint32_t x_off, uint32_t g_off, uint32_t y_off, uint32_t rows, uint32_t width, uint32_t g_width);
     // Where the recurrent ops find their sequences' states: the runs (state_runs.glsl's 4 ints each) at

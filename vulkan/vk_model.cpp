@@ -292,7 +292,7 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
     }
     case EMBER_GRAPH_GATHER_LOGITS: r.gather(off(s.src), off(s.dst), P.width(s.dst), rows, io.lrows); break;
     case EMBER_GRAPH_COPY_COLS:
-        r.copy_cols(off(nd.src), off(s.dst), rows, P.width(nd.src), nd.n_head, nd.n, nd.head_dim);
+        r.copy_cols(off(nd.src), off(s.dst), rows, {P.width(nd.src), nd.n_head, nd.n, nd.head_dim, P.width(s.dst), nd.n_rot});
         break;
     case EMBER_GRAPH_SIGMOID_MUL:
         r.sigmoid_mul(off(nd.src), off(nd.src2), off(s.dst), rows, P.width(s.dst), P.width(nd.src2));

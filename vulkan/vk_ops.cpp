@@ -274,13 +274,16 @@ void run_op(Device &dev, const ember_mod_op &op) {
         break;
     }
     case EMBER_GRAPH_COPY_COLS: {
-        if (op.n_head == 0 || op.n_in % op.n_head != 0 || uint64_t{op.col_offset} + op.head_dim > op.n_in / op.n_head)
-            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan copy_cols: %u groups of %u from column %u of rows of %u", op.n_head,
-                 op.head_dim, op.col_offset, op.n_in);
+        const uint32_t y_width = op.n_out ? op.n_out : op.n_head * op.head_dim;
+        if (op.n_head == 0 || op.n_in % op.n_head != 0 || uint64_t{op.col_offset} + op.head_dim > op.n_in / op.n_head ||
+            uint64_t{op.n_rot} + uint64_t{op.n_head} * op.head_dim > y_width)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan copy_cols: %u groups of %u from column %u of rows of %u into column %u of %u",
+                 op.n_head, op.head_dim, op.col_offset, op.n_in, op.n_rot, y_width);
         const uint32_t x = hb.put_acts(op.x, size_t{n} * op.n_in);
-        y_count = size_t{n} * op.n_head * op.head_dim, y = hb.put_acts(nullptr, y_count);
-        const ember_mod_op o = op;
-        record = [=](Recorder &r) { r.copy_cols(x, y, n, o.n_in, o.n_head, o.col_offset, o.head_dim); };
+        // y's other columns keep the caller's values.
+        y_count = size_t{n} * y_width, y = hb.put_acts(op.y, y_count);
+        const Recorder::Cols c{op.n_in, op.n_head, op.col_offset, op.head_dim, y_width, op.n_rot};
+        record = [=](Recorder &r) { r.copy_cols(x, y, n, c); };
         break;
     }
     case EMBER_GRAPH_SIGMOID_MUL: {

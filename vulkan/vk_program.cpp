@@ -38,9 +38,10 @@ bool reads(const ember_graph_node &n, int32_t b) {
     default: return n.src == b;
     }
 }
+// (COPY_COLS writes some of dst's columns: the others keep what they held.)
 bool overwrites(const ember_graph_node &n, int32_t b) {
     return n.dst == b && n.op != EMBER_GRAPH_ROPE && n.op != EMBER_GRAPH_ROPE_YARN && n.op != EMBER_GRAPH_ADD &&
-           n.op != EMBER_GRAPH_KV_STORE;
+           n.op != EMBER_GRAPH_KV_STORE && n.op != EMBER_GRAPH_COPY_COLS;
 }
 
 // Every op of graph.h: this backend runs them all (read_program refuses any other).
@@ -128,7 +129,7 @@ public:
             expect(n.src != n.dst, "writes its input");
             expect(p_.bufs[n.src].rows == p_.bufs[n.dst].rows, "maps rows of one kind to another");
             expect(n.n_head > 0 && p_.width(n.src) % n.n_head == 0 && uint64_t{n.n} + n.head_dim <= p_.width(n.src) / n.n_head &&
-                       p_.width(n.dst) == uint64_t{n.n_head} * n.head_dim,
+                       uint64_t{n.n_rot} + uint64_t{n.n_head} * n.head_dim <= p_.width(n.dst),
                    "its groups do not fit the buffers");
             break;
         case EMBER_GRAPH_SIGMOID_MUL:
