@@ -444,8 +444,8 @@ size_t Context::kv_stage_bytes(uint32_t n) const {
 // Layout (the CPU's): for each layer that keeps rows, the K rows of positions 0..n-1, then their V rows;
 // the rows of released window blocks read as zeros and are not written back.
 void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
-    if (n == 0) return;
     const size_t bytes = kv_stage_bytes(n);
+    if (bytes == 0) return;   // no positions, or no layer keeps rows
     Buffer st = dev_.create_buffer(bytes, true);
     try {
         std::vector<VkBufferCopy> ck, cv;
@@ -465,8 +465,8 @@ void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
 }
 
 void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
-    if (n == 0) return;
     const size_t bytes = kv_stage_bytes(n);
+    if (bytes == 0) return;   // no positions, or no layer keeps rows
     Buffer st = dev_.create_buffer(bytes, true);
     try {
         std::memcpy(st.map, src, bytes);
