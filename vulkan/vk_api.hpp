@@ -64,6 +64,7 @@ namespace ember::vk {
     X(vkCmdDispatch)                \
     X(vkCmdPipelineBarrier)         \
     X(vkCmdCopyBuffer)              \
+    X(vkCmdFillBuffer)              \
     X(vkQueueSubmit)                \
     X(vkCreateFence)                \
     X(vkDestroyFence)               \

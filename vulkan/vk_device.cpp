@@ -21,7 +21,7 @@ bool has_device_extension(const Api &api, VkPhysicalDevice pd, const char *name)
 }
 
 constexpr const char *kValidationLayer = "VK_LAYER_KHRONOS_validation";
-constexpr uint32_t kBindings = 5;  // weights, activations, K cache, V cache, io (shaders/common.glsl)
+constexpr uint32_t kBindings = kBindingCount;  // weights, activations, K cache, V cache, io, states (shaders/common.glsl)
 
 bool env_on(const char *name) {
     const char *v = std::getenv(name);
@@ -160,7 +160,7 @@ Device::Device(const OpenParams &p) : api_(api_or_fail()) {
         api_.vkGetPhysicalDeviceProperties(pd_, &props);
         max_range_ = props.limits.maxStorageBufferRange;
         if (description_.empty()) description_ = std::string(props.deviceName) + " [" + type_name(props.deviceType) + ", app-provided]";
-        create_pipelines();
+        create_layouts();
         VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
         pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
         pci.queueFamilyIndex = family_;
@@ -327,7 +327,7 @@ void Device::create_device() {
     d_.vkGetDeviceQueue(device_, family_, 0, &queue_);
 }
 
-void Device::create_pipelines() {
+void Device::create_layouts() {
     VkDescriptorSetLayoutBinding b[kBindings]{};
     for (uint32_t i = 0; i < kBindings; ++i) {
         b[i].binding = i;
@@ -346,8 +346,12 @@ void Device::create_pipelines() {
     pli.pushConstantRangeCount = 1;
     pli.pPushConstantRanges = &range;
     check(d_.vkCreatePipelineLayout(device_, &pli, nullptr, &layout_), "vkCreatePipelineLayout");
-    for (int i = 0; i < kPipeCount; ++i) {
-        const Spirv code = shader_spirv(static_cast<Pipe>(i));
+}
+
+VkPipeline Device::pipeline(Pipe p) {
+    std::lock_guard<std::mutex> lock(pipes_mutex_);
+    if (!pipes_[p]) {
+        const Spirv code = shader_spirv(p);
         VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
         smi.codeSize = code.words * sizeof(uint32_t);
         smi.pCode = code.code;
@@ -359,10 +363,11 @@ void Device::create_pipelines() {
         ci.stage.module = sm;
         ci.stage.pName = "main";
         ci.layout = layout_;
-        const VkResult r = d_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &ci, nullptr, &pipes_[i]);
+        const VkResult r = d_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &ci, nullptr, &pipes_[p]);
         d_.vkDestroyShaderModule(device_, sm, nullptr);
         check(r, "vkCreateComputePipelines");
     }
+    return pipes_[p];
 }
 
 uint32_t Device::memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback) const {

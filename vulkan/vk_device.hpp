@@ -20,9 +20,12 @@ enum Pipe : int {
     kQuantizeActs, kMatmulF32, kMatmulF16, kMatmulQ4_0, kMatmulQ8_0, kMatmulK, kRmsNorm, kRope, kSwiglu, kGetRows, kKvStore,
     kAttention, kAttentionMerge, kAdd, kGather, kMatmulBF16, kMatmulK2,
     // The model families' ops (issue 18).
-    kElementwise, kMoeCombine, kPipeCount
+    kElementwise, kMoeCombine,
+    // The hybrid families' ops (graph.h's COPY_COLS to GATED_DELTA; SIGMOID_MUL is an elementwise op).
+    kCopyCols, kSsmConv, kGatedDelta, kPipeCount
 };
 constexpr uint32_t kPushBytes = 128;  // one push-constant range serves every shader
+constexpr uint32_t kBindingCount = 6;  // the buffers of the one descriptor set (shaders/common.glsl)
 
 struct DeviceInfo {
     VkPhysicalDevice pd = VK_NULL_HANDLE;
@@ -89,7 +92,9 @@ public:
     void upload(Buffer &dst, size_t dst_off, const void *src, size_t n);
     void download(const Buffer &src, size_t src_off, void *dst, size_t n);
 
-    VkPipeline pipeline(Pipe p) const { return pipes_[p]; }
+    // The pipeline of a shader, made at its first use on this device (the driver compiles only the shaders
+    // a process runs: on lavapipe each takes LLVM time at every start).
+    VkPipeline pipeline(Pipe p);
     VkPipelineLayout layout() const { return layout_; }
     VkDescriptorSetLayout set_layout() const { return set_layout_; }
 
@@ -106,7 +111,7 @@ private:
     void create_instance(bool validation);
     void pick_device(const OpenParams &p);
     void create_device();
-    void create_pipelines();
+    void create_layouts();
     uint32_t memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback) const;
     static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                      VkDebugUtilsMessageTypeFlagsEXT types,
@@ -129,6 +134,7 @@ private:
     std::string description_;
     VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
     VkPipelineLayout layout_ = VK_NULL_HANDLE;
+    std::mutex pipes_mutex_;
     VkPipeline pipes_[kPipeCount] = {};
     std::mutex queue_mutex_;
     VkCommandPool once_pool_ = VK_NULL_HANDLE;

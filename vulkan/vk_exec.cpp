@@ -8,9 +8,9 @@
 
 namespace ember::vk {
 
-void Bindings::create(Device &dev, const Buffer *const (&bufs)[5]) {
+void Bindings::create(Device &dev, const Buffer *const (&bufs)[kBindingCount]) {
     const DeviceApi &d = dev.fn();
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 5};
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindingCount};
     VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     pi.maxSets = 1;
     pi.poolSizeCount = 1;
@@ -25,10 +25,10 @@ void Bindings::create(Device &dev, const Buffer *const (&bufs)[5]) {
     update(dev, bufs);
 }
 
-void Bindings::update(Device &dev, const Buffer *const (&bufs)[5]) {
-    VkDescriptorBufferInfo info[5];
-    VkWriteDescriptorSet w[5];
-    for (uint32_t i = 0; i < 5; ++i) {
+void Bindings::update(Device &dev, const Buffer *const (&bufs)[kBindingCount]) {
+    VkDescriptorBufferInfo info[kBindingCount];
+    VkWriteDescriptorSet w[kBindingCount];
+    for (uint32_t i = 0; i < kBindingCount; ++i) {
         info[i] = {bufs[i]->buf, 0, VK_WHOLE_SIZE};
         w[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         w[i].dstSet = set;
@@ -37,7 +37,7 @@ void Bindings::update(Device &dev, const Buffer *const (&bufs)[5]) {
         w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
         w[i].pBufferInfo = &info[i];
     }
-    dev.fn().vkUpdateDescriptorSets(dev.device(), 5, w, 0, nullptr);
+    dev.fn().vkUpdateDescriptorSets(dev.device(), kBindingCount, w, 0, nullptr);
 }
 
 void Bindings::destroy(Device &dev) {
@@ -134,9 +134,49 @@ void Recorder::swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n
     dispatch_flat(kSwiglu, &pc, sizeof pc, groups(n, 64));
 }
 
+// elementwise.comp's push constants; x2_div: the values per gate of SIGMOID_MUL (1 for the other ops).
+struct ElementwisePc {
+    uint32_t op, x_off, x2_off, y_off, n;
+    float a, b;
+    uint32_t x2_div;
+};
+
 void Recorder::elementwise(Ew op, uint32_t x_off, uint32_t x2_off, uint32_t y_off, uint32_t n, float a, float b) {
-    struct { uint32_t op, x_off, x2_off, y_off, n; float a, b; } pc{static_cast<uint32_t>(op), x_off, x2_off, y_off, n, a, b};
+    const ElementwisePc pc{static_cast<uint32_t>(op), x_off, x2_off, y_off, n, a, b, 1};
     dispatch_flat(kElementwise, &pc, sizeof pc, groups(n, 64));
+}
+
+void Recorder::copy_cols(uint32_t x_off, uint32_t y_off, uint32_t rows, const Cols &c) {
+    const uint64_t total = uint64_t{rows} * c.groups * c.n;
+    if (total > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan copy_cols: %llu values", (unsigned long long)total);
+    struct { uint32_t x_off, y_off, total, x_width, groups, stride, off, n, y_width, y_col; } pc{
+        x_off, y_off, static_cast<uint32_t>(total), c.x_width, c.groups, c.x_width / c.groups, c.off, c.n, c.y_width, c.y_col};
+    dispatch_flat(kCopyCols, &pc, sizeof pc, groups(total, 64));
+}
+
+void Recorder::sigmoid_mul(uint32_t x_off, uint32_t g_off, uint32_t y_off, uint32_t rows, uint32_t width, uint32_t g_width) {
+    const uint32_t n = rows * width;
+    const ElementwisePc pc{4, x_off, g_off, y_off, n, 0, 0, g_width == 1 ? width : 1};
+    dispatch_flat(kElementwise, &pc, sizeof pc, groups(n, 64));
+}
+
+void Recorder::ssm_conv(uint32_t x_off, uint32_t y_off, uint32_t c, uint32_t k, uint32_t w_off, const States &s) {
+    struct { uint32_t x_off, y_off, c, k, w_off, runs_off, n_runs, slot_floats, state_off; } pc{
+        x_off, y_off, c, k, w_off, s.runs_off, s.n_runs, s.slot_floats, s.state_off};
+    dispatch_flat(kSsmConv, &pc, sizeof pc, groups(uint64_t{s.n_runs} * c, 64));
+}
+
+void Recorder::gated_delta(const Delta &d, const States &s) {
+    struct {
+        uint32_t qkv_off, a_off, b_off, y_off, n_head, n_head_k, s, grouped, dt_off, decay_off;
+        float eps, scale;
+        uint32_t runs_off, slot_floats, state_off;
+    } pc{d.qkv_off, d.a_off, d.b_off, d.y_off, d.n_head, d.n_head_k, d.head_dim, d.grouped, d.dt_off, d.decay_off,
+         d.eps, d.scale, s.runs_off, s.slot_floats, s.state_off};
+    // One workgroup per (value head, run): at most 65535 runs (a batch's sequences) and heads.
+    if (s.n_runs > 65535 || d.n_head > 65535)
+        fail(EMBER_ERR_UNSUPPORTED, "vulkan gated_delta: %u heads of %u sequences", d.n_head, s.n_runs);
+    dispatch(kGatedDelta, &pc, sizeof pc, d.n_head, s.n_runs);
 }
 
 void Recorder::add(uint32_t y_off, uint32_t x_off, uint32_t n) {

@@ -1,6 +1,6 @@
 // vk_exec.hpp — recording the kernels into a command buffer.
 //
-// A Bindings is the one descriptor set a context (or a test op) uses: its five buffers bound whole,
+// A Bindings is the one descriptor set a context (or a test op) uses: its six buffers bound whole,
 // made once and reused for every dispatch and every pass (shapes and offsets go in push constants).
 // A Recorder appends dispatches to a command buffer, with a compute-to-compute memory barrier before
 // each one that follows another (the kernels of a pass read what the previous ones wrote).
@@ -16,8 +16,8 @@ constexpr uint32_t kNone = 0xffffffffu;
 struct Bindings {
     VkDescriptorPool pool = VK_NULL_HANDLE;
     VkDescriptorSet set = VK_NULL_HANDLE;
-    void create(Device &dev, const Buffer *const (&bufs)[5]);
-    void update(Device &dev, const Buffer *const (&bufs)[5]);
+    void create(Device &dev, const Buffer *const (&bufs)[kBindingCount]);
+    void update(Device &dev, const Buffer *const (&bufs)[kBindingCount]);
     void destroy(Device &dev);
 };
 
@@ -44,6 +44,27 @@ public:
     // clamped SwiGLU with alpha a and limit b (SWIGLU_OAI). n values; y may be x or x2.
     enum class Ew : uint32_t { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3 };
     void elementwise(Ew op, uint32_t x_off, uint32_t x2_off, uint32_t y_off, uint32_t n, float a = 0, float b = 0);
+
+    // The hybrid families' ops (graph.h). COPY_COLS: y[r][y_col + g*n + i] = x[r][g*stride + off + i] over rows
+    // of x_width (y's of y_width), groups of n.
+    struct Cols {
+        uint32_t x_width, groups, off, n, y_width, y_col;
+    };
+    void copy_cols(uint32_t x_off, uint32_t y_off, uint32_t rows, const Cols &c);
+    // SIGMOID_MUL: y = x * sigmoid(g), rows of width values, g of width per row or (g_width 1) one.
+    void sigmoid_mul(uint32_t x_off, uint32_t g_off, uint32_t y_off, uint32_t rows, uint32_t width, uint32_t g_width);
+    // Where the recurrent ops find their sequences' states: the runs (state_runs.glsl's 4 ints each) at
+    // io offset runs_off, each slot slot_floats floats of the states buffer, the node's share at state_off.
+    struct States {
+        uint32_t runs_off, n_runs, slot_floats, state_off;
+    };
+    // SSM_CONV over rows of c channels, the kernel [c][k] at w_off (weights, F32).
+    void ssm_conv(uint32_t x_off, uint32_t y_off, uint32_t c, uint32_t k, uint32_t w_off, const States &s);
+    struct Delta {
+        uint32_t qkv_off, a_off, b_off, y_off, n_head, n_head_k, head_dim, grouped, dt_off, decay_off;
+        float eps, scale;
+    };
+    void gated_delta(const Delta &d, const States &s);
     void add(uint32_t y_off, uint32_t x_off, uint32_t n);  // y += x
     // MOE's last step: y[t] = sum_j io_f[gate_off + t k + j] * outs[io_i[pos_off + t k + j]] (rows of n_out).
     void moe_combine(uint32_t outs_off, uint32_t y_off, uint32_t rows, uint32_t n_out, uint32_t k, uint32_t pos_off,
@@ -88,6 +109,10 @@ uint32_t attention_chunk(uint32_t rows, uint32_t max_keys);
 inline size_t attention_part_floats(uint32_t rows, uint32_t n_head, uint32_t head_dim) {
     return size_t{rows < kMaxSplitRows ? rows : kMaxSplitRows} * n_head * kMaxSplits * (head_dim + 2);
 }
+
+// The recurrent shaders' limits: gated_delta.comp keeps a state row of head_dim floats in registers,
+// ssm_conv.comp the K - 1 earlier inputs of a channel.
+constexpr uint32_t kDeltaMaxHeadDim = 128, kConvMaxKernel = 64;
 
 inline uint64_t groups(uint64_t n, uint32_t size) { return (n + size - 1) / size; }
 

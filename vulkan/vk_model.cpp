@@ -62,9 +62,10 @@ ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &
     z.kv_row_bytes = dtype_row_bytes(kv, prog.kv_width);
     const uint32_t n_window = context_window_blocks(p);
     z.windowed = window_pool_layers(prog.nodes, prog.n_layer, n_window);
+    z.has_kv = prog.has_kv;
     for (uint32_t il = 0; il < prog.n_layer; ++il) {
         z.kv_layer_off.push_back(z.kv_bytes);
-        z.kv_bytes += size_t{z.windowed[il] ? n_window : p.n_blocks} * p.block_size * z.kv_row_bytes;
+        if (z.has_kv[il]) z.kv_bytes += size_t{z.windowed[il] ? n_window : p.n_blocks} * p.block_size * z.kv_row_bytes;
     }
     if (z.kv_bytes > 0xffffffffu)
         fail(EMBER_ERR_UNSUPPORTED, "vulkan: a KV cache of more than 4 GiB per K or V is not supported yet");
@@ -95,6 +96,14 @@ ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &
         z.moe.q = {z.xq, z.xd, z.xs};
     }
     z.acts_words = at;
+    // The recurrent states, addressed by the shaders in floats (32-bit indices).
+    z.n_state_slots = p.struct_size >= offsetof(ember_mod_context_params, n_state_slots) + sizeof p.n_state_slots
+                          ? p.n_state_slots : 0;
+    const uint64_t state_floats = uint64_t{z.n_state_slots} * prog.state_floats;
+    if (state_floats > 0xffffffffu)
+        fail(EMBER_ERR_UNSUPPORTED, "vulkan: %u recurrent states of %u floats (at most 2^32 floats in all)", z.n_state_slots,
+             prog.state_floats);
+    z.state_bytes = static_cast<size_t>(state_floats) * sizeof(float);
     return z;
 }
 
@@ -104,13 +113,23 @@ Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), dev_(m.de
     kv_type_ = static_cast<DType>(p.kv_type);
     p_.n_window_blocks = context_window_blocks(p);   // 0 from a core whose params end before it
     z_ = context_sizes(m.prog, p);
+    if (m.prog.state_floats > 0 && z_.n_state_slots == 0)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan: a model with recurrent layers needs state slots in its context");
     const DeviceApi &f = dev_.fn();
     try {
         acts_ = dev_.create_buffer(z_.acts_words * 4, false);
-        kc_ = dev_.create_buffer(z_.kv_bytes, false);
-        vc_ = dev_.create_buffer(z_.kv_bytes, false);
+        // (A buffer is never empty: a model of recurrent layers only has no K/V rows, one without state no
+        // states, and each is still bound.)
+        kc_ = dev_.create_buffer(std::max<size_t>(z_.kv_bytes, 16), false);
+        vc_ = dev_.create_buffer(std::max<size_t>(z_.kv_bytes, 16), false);
         io_ = dev_.create_buffer(4096, true);
-        const Buffer *bufs[5] = {&m.weights, &acts_, &kc_, &vc_, &io_};
+        states_ = dev_.create_buffer(std::max<size_t>(z_.state_bytes, 16), false);
+        if (z_.state_bytes > 0) {
+            // A slot no sequence has written reads as the zero state.
+            const Buffer &st = states_;
+            dev_.run_once([&](VkCommandBuffer cb) { f.vkCmdFillBuffer(cb, st.buf, 0, VK_WHOLE_SIZE, 0); });
+        }
+        const Buffer *bufs[kBindingCount] = {&m.weights, &acts_, &kc_, &vc_, &io_, &states_};
         bind_.create(dev_, bufs);
         VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
         pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -136,7 +155,7 @@ void Context::release() {
     if (pool_) f.vkDestroyCommandPool(dev_.device(), pool_, nullptr);
     fence_ = VK_NULL_HANDLE, pool_ = VK_NULL_HANDLE;
     bind_.destroy(dev_);
-    dev_.destroy(acts_), dev_.destroy(kc_), dev_.destroy(vc_), dev_.destroy(io_);
+    dev_.destroy(acts_), dev_.destroy(kc_), dev_.destroy(vc_), dev_.destroy(io_), dev_.destroy(states_);
 }
 
 void Context::ensure_io(size_t words) {
@@ -146,13 +165,13 @@ void Context::ensure_io(size_t words) {
     Buffer bigger = dev_.create_buffer(std::max(words * 4, io_.size * 2), true);
     dev_.destroy(io_);
     io_ = bigger;
-    const Buffer *bufs[5] = {&m_.weights, &acts_, &kc_, &vc_, &io_};
+    const Buffer *bufs[kBindingCount] = {&m_.weights, &acts_, &kc_, &vc_, &io_, &states_};
     bind_.update(dev_, bufs);
 }
 
 // io: tokens, positions, cache rows, table offsets, logits rows, (with a window pool) the window layers'
 // cache rows and table offsets, the distinct block tables (window tables among them), each rope set's
-// cosines and sines, then room for the logits.
+// cosines and sines, MOE's router logits and routing lists, the state runs, then room for the logits.
 Context::Io Context::fill_io(const ember_mod_batch &b) {
     const Program &P = m_.prog;
     const uint32_t n = b.n_tokens, nl = b.n_logits, bs = p_.block_size;
@@ -178,6 +197,8 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     io.moe_logits = static_cast<uint32_t>(words), words += size_t{std::max(n, nl)} * P.moe_experts;
     io.moe.token = static_cast<uint32_t>(words), io.moe.pos = static_cast<uint32_t>(words + slots);
     io.moe.gate = static_cast<uint32_t>(words + 2 * slots), words += 3 * slots;
+    const std::vector<int32_t> runs = state_runs(b);
+    io.runs = static_cast<uint32_t>(words), io.n_runs = static_cast<uint32_t>(runs.size() / 4), words += runs.size();
     io.logits = static_cast<uint32_t>(words);
     words += size_t{nl} * P.n_vocab;
     if (words > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan forward: a pass of %zu words of inputs and logits", words);
@@ -195,6 +216,7 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     }
     for (uint32_t i = 0; i < nl; ++i) w[io.lrows + i] = b.logits_rows[i];
     for (auto [tab, at] : table_at) std::memcpy(w + at, tab, table_len[tab] * sizeof(int32_t));
+    if (!runs.empty()) std::memcpy(w + io.runs, runs.data(), runs.size() * sizeof(int32_t));
     for (size_t k = 0; k < P.ropes.size(); ++k)
         rope_table(P.ropes[k].freq, b.pos, n, static_cast<float *>(io_.map) + io.rope[k], P.ropes[k].mscale);
     return io;
@@ -269,6 +291,24 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
         break;
     }
     case EMBER_GRAPH_GATHER_LOGITS: r.gather(off(s.src), off(s.dst), P.width(s.dst), rows, io.lrows); break;
+    case EMBER_GRAPH_COPY_COLS:
+        r.copy_cols(off(nd.src), off(s.dst), rows, {P.width(nd.src), nd.n_head, nd.n, nd.head_dim, P.width(s.dst), nd.n_rot});
+        break;
+    case EMBER_GRAPH_SIGMOID_MUL:
+        r.sigmoid_mul(off(nd.src), off(nd.src2), off(s.dst), rows, P.width(s.dst), P.width(nd.src2));
+        break;
+    case EMBER_GRAPH_SSM_CONV: {
+        const Recorder::States st{io.runs, io.n_runs, P.state_floats, nd.state_offset};
+        r.ssm_conv(off(nd.src), off(s.dst), P.width(nd.src), m_.tensors[static_cast<size_t>(nd.w)].n_in, m_.vec(nd.w), st);
+        break;
+    }
+    case EMBER_GRAPH_GATED_DELTA: {
+        const Recorder::States st{io.runs, io.n_runs, P.state_floats, nd.state_offset};
+        const Recorder::Delta d{off(nd.src), off(nd.src2), off(nd.src3), off(s.dst), nd.n_head, nd.n_head_kv, nd.head_dim,
+                                nd.n, m_.vec(nd.w), m_.vec(nd.w2), nd.eps, nd.scale};
+        r.gated_delta(d, st);
+        break;
+    }
     default: fail(EMBER_ERR_INTERNAL, "vulkan: op %u", nd.op);
     }
 }
@@ -367,7 +407,7 @@ void Context::copy_block(int32_t src, int32_t dst) {
     const size_t block = size_t{p_.block_size} * z_.kv_row_bytes;
     std::vector<VkBufferCopy> c;
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il)
-        if (z_.windowed[il] == ids.window)
+        if (z_.has_kv[il] && z_.windowed[il] == ids.window)
             c.push_back({z_.kv_layer_off[il] + ids.src * block, z_.kv_layer_off[il] + ids.dst * block, block});
     if (c.empty()) return;   // (a copy of no regions is invalid usage)
     dev_.run_once([&](VkCommandBuffer cb) {
@@ -381,22 +421,31 @@ void Context::kv_copies(const int32_t *table, uint32_t n, bool to_stage, std::ve
                         std::vector<VkBufferCopy> &cv) const {
     const size_t row = z_.kv_row_bytes, per_layer = 2 * size_t{n} * row;
     const uint32_t bs = p_.block_size, nb = (n + bs - 1) / bs;
+    size_t at = 0;   // the staging of the layer: the layers that keep rows, one after another
     for (uint32_t il = 0; il < m_.prog.n_layer; ++il) {
+        if (!z_.has_kv[il]) continue;
         const int32_t *t = z_.windowed[il] ? table + nb : table;
         for (uint32_t p = 0; p < n; ++p) {
             if (t[p / bs] < 0) continue;   // released: no window layer reads it again
-            const size_t cache = row_off(il, t[p / bs], p), k = il * per_layer + p * row, v = k + n * row;
+            const size_t cache = row_off(il, t[p / bs], p), k = at + p * row, v = k + n * row;
             ck.push_back(to_stage ? VkBufferCopy{cache, k, row} : VkBufferCopy{k, cache, row});
             cv.push_back(to_stage ? VkBufferCopy{cache, v, row} : VkBufferCopy{v, cache, row});
         }
+        at += per_layer;
     }
 }
 
-// Layout (the CPU's): for each layer, the K rows of positions 0..n-1, then their V rows; the rows of
-// released window blocks read as zeros and are not written back.
+size_t Context::kv_stage_bytes(uint32_t n) const {
+    size_t layers = 0;
+    for (bool k : z_.has_kv) layers += k ? 1 : 0;
+    return 2 * size_t{n} * z_.kv_row_bytes * layers;
+}
+
+// Layout (the CPU's): for each layer that keeps rows, the K rows of positions 0..n-1, then their V rows;
+// the rows of released window blocks read as zeros and are not written back.
 void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
-    if (n == 0) return;
-    const size_t bytes = 2 * size_t{n} * z_.kv_row_bytes * m_.prog.n_layer;
+    const size_t bytes = kv_stage_bytes(n);
+    if (bytes == 0) return;   // no positions, or no layer keeps rows
     Buffer st = dev_.create_buffer(bytes, true);
     try {
         std::vector<VkBufferCopy> ck, cv;
@@ -416,8 +465,8 @@ void Context::read_kv(const int32_t *table, uint32_t n, uint8_t *dst) {
 }
 
 void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
-    if (n == 0) return;
-    const size_t bytes = 2 * size_t{n} * z_.kv_row_bytes * m_.prog.n_layer;
+    const size_t bytes = kv_stage_bytes(n);
+    if (bytes == 0) return;   // no positions, or no layer keeps rows
     Buffer st = dev_.create_buffer(bytes, true);
     try {
         std::memcpy(st.map, src, bytes);
@@ -433,6 +482,65 @@ void Context::write_kv(const int32_t *table, uint32_t n, const uint8_t *src) {
         throw;
     }
     dev_.destroy(st);
+}
+
+void Context::check_slot(int32_t slot, const char *what) const {
+    if (slot < 0 || static_cast<uint32_t>(slot) >= z_.n_state_slots)
+        fail(EMBER_ERR_INTERNAL, "vulkan %s: state slot %d of %u", what, slot, z_.n_state_slots);
+}
+
+std::vector<int32_t> Context::state_runs(const ember_mod_batch &b) const {
+    std::vector<int32_t> runs;   // t0, t1, slot, src per run
+    if (m_.prog.state_floats == 0) return runs;
+    if (b.struct_size < offsetof(ember_mod_batch, state_src) + sizeof b.state_src || !b.state_slots || !b.state_src)
+        fail(EMBER_ERR_INTERNAL, "vulkan forward: a model with recurrent layers needs the batch's state slots");
+    for (uint32_t t = 0; t < b.n_tokens; ++t) {
+        const int32_t slot = b.state_slots[t];
+        check_slot(slot, "forward");
+        if (!runs.empty() && runs[runs.size() - 2] == slot) {
+            if (b.pos[t] != b.pos[t - 1] + 1)
+                fail(EMBER_ERR_INTERNAL, "vulkan forward: a sequence's tokens out of order (positions %d, %d)", b.pos[t - 1],
+                     b.pos[t]);
+            runs[runs.size() - 3] = static_cast<int32_t>(t + 1);
+            continue;
+        }
+        for (size_t r = 0; r < runs.size(); r += 4)
+            if (runs[r + 2] == slot)
+                fail(EMBER_ERR_INTERNAL, "vulkan forward: the tokens of state slot %d are not consecutive", slot);
+        const int32_t src = b.state_src[t];
+        if (src != -1) check_slot(src, "forward");
+        runs.insert(runs.end(), {static_cast<int32_t>(t), static_cast<int32_t>(t + 1), slot, src});
+    }
+    // A run reading another slot must not read one this pass writes (its state would depend on the order
+    // in which the device runs the workgroups).
+    for (size_t r = 0; r < runs.size(); r += 4)
+        for (size_t w = 0; w < runs.size(); w += 4)
+            if (runs[r + 3] >= 0 && runs[r + 3] != runs[r + 2] && runs[r + 3] == runs[w + 2])
+                fail(EMBER_ERR_INTERNAL, "vulkan forward: a sequence reads a state slot the same pass writes");
+    return runs;
+}
+
+void Context::copy_state(int32_t src, int32_t dst) {
+    check_slot(src, "copy_state");
+    check_slot(dst, "copy_state");
+    if (src == dst) return;
+    const size_t bytes = size_t{m_.prog.state_floats} * sizeof(float);
+    dev_.run_once([&](VkCommandBuffer cb) {
+        const VkBufferCopy c{static_cast<size_t>(src) * bytes, static_cast<size_t>(dst) * bytes, bytes};
+        dev_.fn().vkCmdCopyBuffer(cb, states_.buf, states_.buf, 1, &c);
+    });
+}
+
+void Context::read_state(int32_t slot, float *dst) {
+    check_slot(slot, "read_state");
+    const size_t bytes = size_t{m_.prog.state_floats} * sizeof(float);
+    dev_.download(states_, static_cast<size_t>(slot) * bytes, dst, bytes);
+}
+
+void Context::write_state(int32_t slot, const float *src) {
+    check_slot(slot, "write_state");
+    const size_t bytes = size_t{m_.prog.state_floats} * sizeof(float);
+    dev_.upload(states_, static_cast<size_t>(slot) * bytes, src, bytes);
 }
 
 } // namespace ember::vk

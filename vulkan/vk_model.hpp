@@ -27,9 +27,10 @@ public:
 struct ContextSizes {
     size_t kv_row_bytes = 0;
     // With n_window_blocks, the sliding-window layers' rows are in a pool of their own (backend.hpp):
-    // such a layer's K (or V) cache is n_window_blocks blocks, the others' n_blocks. [n_layer] whether
-    // each layer is windowed and where its cache starts in the K (or V) buffer; kv_bytes: that buffer.
-    std::vector<bool> windowed;
+    // such a layer's K (or V) cache is n_window_blocks blocks, the others' n_blocks; a layer without a
+    // KV_STORE (a hybrid model's recurrent layer) has none. [n_layer] whether each layer is windowed,
+    // whether it keeps rows and where its cache starts in the K (or V) buffer; kv_bytes: that buffer.
+    std::vector<bool> windowed, has_kv;
     std::vector<size_t> kv_layer_off;
     size_t kv_bytes = 0;
     uint32_t n_layer = 0;
@@ -37,7 +38,9 @@ struct ContextSizes {
     std::vector<uint32_t> buf_off;  // the program's buffers (word offsets in the activations; kNone: unused)
     uint32_t xq = 0, xd = 0, xs = 0, part = 0;  // quantized matmul inputs, attention's split-K partials
     MoeWork moe;                                // MOE's work buffers (vk_moe.hpp)
-    uint64_t bytes() const { return 2 * kv_bytes + acts_words * 4; }
+    uint32_t n_state_slots = 0;
+    size_t state_bytes = 0;                     // the recurrent states: n_state_slots of state_floats f32
+    uint64_t bytes() const { return 2 * kv_bytes + acts_words * 4 + state_bytes; }
 };
 ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &p);
 
@@ -50,6 +53,10 @@ public:
     void copy_block(int32_t src, int32_t dst);
     void read_kv(const int32_t *table, uint32_t n, uint8_t *dst);
     void write_kv(const int32_t *table, uint32_t n, const uint8_t *src);
+    // The recurrent states by slot (module_api.h): copy one to another, read or write one's floats.
+    void copy_state(int32_t src, int32_t dst);
+    void read_state(int32_t slot, float *dst);
+    void write_state(int32_t slot, const float *src);
 
 private:
     // Where a pass's inputs sit in the io buffer (word offsets).
@@ -60,6 +67,7 @@ private:
         uint32_t max_keys;
         uint32_t moe_logits;         // a MOE node's router logits, read back for the routing
         MoeIo moe;                   // its routing lists
+        uint32_t runs, n_runs;       // the sequences' state runs (state_runs.glsl), for a model with state
     };
     Io fill_io(const ember_mod_batch &b);
     void record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint32_t nl);
@@ -72,13 +80,18 @@ private:
     void kv_copies(const int32_t *table, uint32_t n, bool to_stage, std::vector<VkBufferCopy> &ck,
                    std::vector<VkBufferCopy> &cv) const;
     uint32_t off(int32_t buf) const { return z_.buf_off[static_cast<size_t>(buf)]; }
+    void check_slot(int32_t slot, const char *what) const;
+    // The batch's state runs (4 ints each, state_runs.glsl), checked as the CPU checks them.
+    std::vector<int32_t> state_runs(const ember_mod_batch &b) const;
+    // Bytes of the staging of read_kv / write_kv: K and V rows of n positions of the layers that keep them.
+    size_t kv_stage_bytes(uint32_t n) const;
 
     Model &m_;
     Device &dev_;
     ember_mod_context_params p_;
     DType kv_type_;
     ContextSizes z_;
-    Buffer acts_, kc_, vc_, io_;
+    Buffer acts_, kc_, vc_, io_, states_;
     Bindings bind_;
     MoeRoute route_;                 // the routing of the MOE step being recorded
     VkCommandPool pool_ = VK_NULL_HANDLE;

@@ -15,11 +15,13 @@ namespace ember::vk {
 
 namespace {
 
-// Host-side staging of one op: weights (words), activations (floats), io (words), caches (bytes).
+// Host-side staging of one op: weights (words), activations (floats), io (words), caches (bytes), and
+// the recurrent ops' one state slot (floats).
 struct OpBuffers {
     std::vector<uint32_t> w;
     std::vector<float> acts;
     std::vector<int32_t> io;
+    std::vector<float> state;
     uint32_t put_w(const void *data, size_t bytes) {
         const uint32_t at = static_cast<uint32_t>(w.size());
         w.resize(w.size() + (bytes + 3) / 4);
@@ -68,6 +70,16 @@ void run_op(Device &dev, const ember_mod_op &op) {
     if (op.kind >= EMBER_GRAPH_SCALE && op.kind <= EMBER_GRAPH_MOE &&
         op.struct_size < offsetof(ember_mod_op, act_limit) + sizeof op.act_limit)
         fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan run_op: op %u needs ember_mod_op's fields of graph.h's new ops", op.kind);
+    if (op.kind >= EMBER_GRAPH_COPY_COLS && op.kind <= EMBER_GRAPH_GATED_DELTA &&
+        op.struct_size < offsetof(ember_mod_op, col_offset) + sizeof op.col_offset)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan run_op: op %u needs ember_mod_op's fields of the recurrent ops", op.kind);
+    // The recurrent ops: one sequence of n rows going on in place from the caller's state (slot 0).
+    auto one_run = [&](const float *state, size_t floats) {
+        if (!state) fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan run_op: op %u without a state", op.kind);
+        hb.state.assign(state, state + floats);
+        const int32_t run[4] = {0, static_cast<int32_t>(n), 0, 0};
+        return Recorder::States{hb.put_io(run, 4), 1, static_cast<uint32_t>(floats), 0};
+    };
 
     switch (op.kind) {
     case EMBER_MOD_OP_MATMUL: {
@@ -261,25 +273,76 @@ void run_op(Device &dev, const ember_mod_op &op) {
         record = [=](Recorder &r) { r.attention(a, n); };
         break;
     }
+    case EMBER_GRAPH_COPY_COLS: {
+        const uint32_t y_width = op.n_out ? op.n_out : op.n_head * op.head_dim;
+        if (op.n_head == 0 || op.n_in % op.n_head != 0 || uint64_t{op.col_offset} + op.head_dim > op.n_in / op.n_head ||
+            uint64_t{op.n_rot} + uint64_t{op.n_head} * op.head_dim > y_width)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan copy_cols: %u groups of %u from column %u of rows of %u into column %u of %u",
+                 op.n_head, op.head_dim, op.col_offset, op.n_in, op.n_rot, y_width);
+        const uint32_t x = hb.put_acts(op.x, size_t{n} * op.n_in);
+        // y's other columns keep the caller's values.
+        y_count = size_t{n} * y_width, y = hb.put_acts(op.y, y_count);
+        const Recorder::Cols c{op.n_in, op.n_head, op.col_offset, op.head_dim, y_width, op.n_rot};
+        record = [=](Recorder &r) { r.copy_cols(x, y, n, c); };
+        break;
+    }
+    case EMBER_GRAPH_SIGMOID_MUL: {
+        const uint32_t g_width = op.n_out == 1 ? 1 : op.n_in, width = op.n_in;
+        const uint32_t x = hb.put_acts(op.x, size_t{n} * width), g = hb.put_acts(op.x2, size_t{n} * g_width);
+        y_count = size_t{n} * width, y = hb.put_acts(nullptr, y_count);
+        record = [=](Recorder &r) { r.sigmoid_mul(x, g, y, n, width, g_width); };
+        break;
+    }
+    case EMBER_GRAPH_SSM_CONV: {
+        const uint32_t K = op.conv_kernel, C = op.n_in;
+        if (K == 0 || K > kConvMaxKernel || !op.w)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan ssm_conv: a kernel of %u taps (1 to %u)", K, kConvMaxKernel);
+        const uint32_t wk = hb.put_w(op.w, size_t{C} * K * 4);
+        const uint32_t x = hb.put_acts(op.x, size_t{n} * C);
+        y_count = size_t{n} * C, y = hb.put_acts(nullptr, y_count);
+        const Recorder::States st = one_run(op.state, size_t{K - 1} * C);
+        record = [=](Recorder &r) { r.ssm_conv(x, y, C, K, wk, st); };
+        break;
+    }
+    case EMBER_GRAPH_GATED_DELTA: {
+        const uint32_t H = op.n_head, Hk = op.n_head_kv, S = op.head_dim;
+        if (H == 0 || Hk == 0 || H % Hk != 0 || S == 0 || S > kDeltaMaxHeadDim || op.col_offset > 1 || !op.dt || !op.decay_a)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan gated_delta: %u value heads, %u key heads of %u (at most %u), mapping %u",
+                 H, Hk, S, kDeltaMaxHeadDim, op.col_offset);
+        Recorder::Delta d{};
+        d.qkv_off = hb.put_acts(op.x, size_t{n} * (2 * Hk + H) * S);
+        d.a_off = hb.put_acts(op.x2, size_t{n} * H), d.b_off = hb.put_acts(op.x3, size_t{n} * H);
+        y_count = size_t{n} * H * S, y = d.y_off = hb.put_acts(nullptr, y_count);
+        d.n_head = H, d.n_head_k = Hk, d.head_dim = S, d.grouped = op.col_offset;
+        d.dt_off = hb.put_w(op.dt, size_t{H} * 4), d.decay_off = hb.put_w(op.decay_a, size_t{H} * 4);
+        d.eps = op.eps, d.scale = op.scale;
+        const Recorder::States st = one_run(op.state, size_t{H} * S * S);
+        record = [=](Recorder &r) { r.gated_delta(d, st); };
+        break;
+    }
     default: fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan run_op: unknown op %u", op.kind);
     }
 
     if (hb.w.empty()) hb.w.push_back(0);
     if (hb.io.empty()) hb.io.push_back(0);
     if (kbytes.empty()) kbytes.resize(4), vbytes.resize(4);
-    Buffer bw = dev.create_buffer(hb.w.size() * 4, false), ba{}, bk{}, bv{}, bio{};
+    const bool state_out = !hb.state.empty();
+    if (hb.state.empty()) hb.state.push_back(0);
+    Buffer bw = dev.create_buffer(hb.w.size() * 4, false), ba{}, bk{}, bv{}, bio{}, bs{};
     Bindings bind;
     try {
         ba = dev.create_buffer(hb.acts.size() * 4, false);
         bk = dev.create_buffer(kbytes.size(), false);
         bv = dev.create_buffer(vbytes.size(), false);
         bio = dev.create_buffer(hb.io.size() * 4, true);
+        bs = dev.create_buffer(hb.state.size() * 4, false);
         dev.upload(bw, 0, hb.w.data(), hb.w.size() * 4);
         dev.upload(ba, 0, hb.acts.data(), hb.acts.size() * 4);
         dev.upload(bk, 0, kbytes.data(), kbytes.size());
         dev.upload(bv, 0, vbytes.data(), vbytes.size());
+        dev.upload(bs, 0, hb.state.data(), hb.state.size() * 4);
         std::memcpy(bio.map, hb.io.data(), hb.io.size() * 4);
-        const Buffer *bufs[5] = {&bw, &ba, &bk, &bv, &bio};
+        const Buffer *bufs[kBindingCount] = {&bw, &ba, &bk, &bv, &bio, &bs};
         bind.create(dev, bufs);
         dev.run_once([&](VkCommandBuffer cb) {
             Recorder r(dev, cb, bind.set);
@@ -290,13 +353,14 @@ void run_op(Device &dev, const ember_mod_op &op) {
             dev.download(bk, 0, op.k_out, kbytes.size());
             dev.download(bv, 0, op.v_out, vbytes.size());
         }
+        if (state_out) dev.download(bs, 0, op.state, hb.state.size() * 4);
     } catch (...) {
         bind.destroy(dev);
-        for (Buffer *b : {&bw, &ba, &bk, &bv, &bio}) dev.destroy(*b);
+        for (Buffer *b : {&bw, &ba, &bk, &bv, &bio, &bs}) dev.destroy(*b);
         throw;
     }
     bind.destroy(dev);
-    for (Buffer *b : {&bw, &ba, &bk, &bv, &bio}) dev.destroy(*b);
+    for (Buffer *b : {&bw, &ba, &bk, &bv, &bio, &bs}) dev.destroy(*b);
 }
 
 } // namespace ember::vk

@@ -6,6 +6,8 @@
 #include "backend/rope_math.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "backend/backend.hpp"
+#include "vk_exec.hpp"
 #include "vk_weights.hpp"
 
 #include <algorithm>
@@ -29,14 +31,17 @@ bool reads(const ember_graph_node &n, int32_t b) {
     case EMBER_GRAPH_KV_STORE:
     case EMBER_GRAPH_SWIGLU:
     case EMBER_GRAPH_GEGLU:
-    case EMBER_GRAPH_MOE: return n.src == b || n.src2 == b;
+    case EMBER_GRAPH_MOE:
+    case EMBER_GRAPH_SIGMOID_MUL: return n.src == b || n.src2 == b;
+    case EMBER_GRAPH_GATED_DELTA: return n.src == b || n.src2 == b || n.src3 == b;
     case EMBER_GRAPH_GET_ROWS: return false;
     default: return n.src == b;
     }
 }
+// (COPY_COLS writes some of dst's columns: the others keep what they held.)
 bool overwrites(const ember_graph_node &n, int32_t b) {
     return n.dst == b && n.op != EMBER_GRAPH_ROPE && n.op != EMBER_GRAPH_ROPE_YARN && n.op != EMBER_GRAPH_ADD &&
-           n.op != EMBER_GRAPH_KV_STORE;
+           n.op != EMBER_GRAPH_KV_STORE && n.op != EMBER_GRAPH_COPY_COLS;
 }
 
 // Every op of graph.h: this backend runs them all (read_program refuses any other).
@@ -44,7 +49,9 @@ constexpr uint32_t kVulkanOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM, 
                                    EMBER_GRAPH_ROPE,      EMBER_GRAPH_KV_STORE,     EMBER_GRAPH_ATTENTION,
                                    EMBER_GRAPH_ADD,       EMBER_GRAPH_SWIGLU,       EMBER_GRAPH_GATHER_LOGITS,
                                    EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
-                                   EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE};
+                                   EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
+                                   EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
+                                   EMBER_GRAPH_GATED_DELTA};
 
 // Checks one node's buffers, tensors and options (the shapes the shaders assume).
 class Checker {
@@ -117,6 +124,52 @@ public:
             same(n.src, n.dst), same(n.src2, n.dst);
             break;
         case EMBER_GRAPH_MOE: moe(n); break;
+        case EMBER_GRAPH_COPY_COLS:
+            buf(n.src);
+            expect(n.src != n.dst, "writes its input");
+            expect(p_.bufs[n.src].rows == p_.bufs[n.dst].rows, "maps rows of one kind to another");
+            expect(n.n_head > 0 && p_.width(n.src) % n.n_head == 0 && uint64_t{n.n} + n.head_dim <= p_.width(n.src) / n.n_head &&
+                       uint64_t{n.n_rot} + uint64_t{n.n_head} * n.head_dim <= p_.width(n.dst),
+                   "its groups do not fit the buffers");
+            break;
+        case EMBER_GRAPH_SIGMOID_MUL:
+            same(n.src, n.dst), buf(n.src2);
+            expect(p_.bufs[n.src2].rows == p_.bufs[n.dst].rows &&
+                       (p_.width(n.src2) == p_.width(n.dst) || (p_.width(n.src2) == 1 && n.src2 != n.dst)),
+                   "gates of another width than the row's or one");
+            break;
+        case EMBER_GRAPH_SSM_CONV: {
+            same(n.src, n.dst);
+            expect(n.src != n.dst, "writes its input");
+            const ember_mod_tensor *k = tensor_at(n.w);
+            expect(k && k->type == static_cast<uint32_t>(DType::F32) && k->n_dims == 2 && k->ne[0] >= 1 &&
+                       k->ne[1] == p_.width(n.src),
+                   "the kernel must be F32 [K, channels]");
+            if (k->ne[0] > kConvMaxKernel)
+                fail(EMBER_ERR_UNSUPPORTED, "vulkan: ssm_conv (node %u) of %lld taps (at most %u)", i,
+                     static_cast<long long>(k->ne[0]), kConvMaxKernel);
+            recurrent(n, static_cast<uint64_t>(k->ne[0] - 1) * p_.width(n.src));
+            break;
+        }
+        case EMBER_GRAPH_GATED_DELTA:
+            buf(n.src), buf(n.src2), buf(n.src3);
+            expect(n.src != n.dst && n.src2 != n.dst && n.src3 != n.dst, "writes its input");
+            expect(n.n_head > 0 && n.n_head_kv > 0 && n.n_head % n.n_head_kv == 0 && n.head_dim > 0 && n.n <= 1,
+                   "value heads are not a multiple of the key heads, or an unknown key head mapping");
+            expect(p_.width(n.src) == uint64_t{2 * n.n_head_kv + n.n_head} * n.head_dim &&
+                       p_.width(n.dst) == uint64_t{n.n_head} * n.head_dim && p_.width(n.src2) == n.n_head &&
+                       p_.width(n.src3) == n.n_head,
+                   "rows of q, k, v, a, b or the output of the wrong width");
+            for (int32_t b : {n.src, n.src2, n.src3})
+                expect(p_.bufs[b].rows == EMBER_GRAPH_ROWS_TOKENS, "rows that are not per token");
+            expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "rows that are not per token");
+            expect(tensor_at(n.w) && tensor_at(n.w2), "no dt or decay vector");
+            vector(n.w, n.n_head), vector(n.w2, n.n_head);
+            if (n.head_dim > kDeltaMaxHeadDim)
+                fail(EMBER_ERR_UNSUPPORTED, "vulkan: gated_delta (node %u) of head dimension %u (at most %u)", i, n.head_dim,
+                     kDeltaMaxHeadDim);
+            recurrent(n, uint64_t{n.n_head} * n.head_dim * n.head_dim);
+            break;
         case EMBER_GRAPH_GATHER_LOGITS:
             buf(n.src);
             expect(p_.bufs[n.src].rows == EMBER_GRAPH_ROWS_TOKENS && p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_LOGITS,
@@ -144,6 +197,12 @@ public:
     }
 
 private:
+    // A node with recurrent state: per token rows, its share of the model's state (graph.h).
+    void recurrent(const ember_graph_node &n, uint64_t floats) const {
+        expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "rows that are not per token");
+        expect(n.state_size == floats && uint64_t{n.state_offset} + floats <= p_.state_floats,
+               "its share of the recurrent state does not fit the model's");
+    }
     // MOE (graph.h): expert stacks [n_in, n_ff, E], [n_in, n_ff, E], [n_ff, n_out, E]; biases F32 [n_ff, E],
     // [n_ff, E], [n_out, E]; router logits of E per row.
     void moe(const ember_graph_node &n) const {
@@ -296,7 +355,7 @@ void plan_steps(Program &p, const ember_mod_model_desc &d) {
     p.buf_used[static_cast<size_t>(p.logits_buf)] = true;
     for (const Step &s : p.steps) {
         const ember_graph_node &n = p.nodes[s.node];
-        for (int32_t b : {s.src, s.dst, n.src2})
+        for (int32_t b : {s.src, s.dst, n.src2, n.op == EMBER_GRAPH_GATED_DELTA ? n.src3 : -1})
             if (b >= 0) p.buf_used[static_cast<size_t>(b)] = true;
     }
 }
@@ -333,6 +392,8 @@ Program plan_program(const ember_mod_model_desc &d) {
     p.n_vocab = d.n_vocab, p.n_layer = d.n_layer, p.kv_width = d.kv_width, p.logits_buf = d.logits_buf;
     p.n_token_ids = UINT32_MAX;
     p.bufs.assign(d.bufs, d.bufs + d.n_bufs);
+    p.state_floats = static_cast<uint32_t>(state_bytes(d) / sizeof(float));
+    p.has_kv = kv_layers(d);
     for (uint32_t i = 0; i < d.n_tensors; ++i) Checker::tensor(d.tensors[i]);
     Checker check(d, p);
     for (uint32_t i = 0; i < d.n_nodes; ++i) check.node(i, p.nodes[i]);

@@ -71,6 +71,10 @@ struct Program {
     std::vector<RopeSet> ropes;
     int32_t logits_buf = -1;
     uint32_t n_vocab = 0, n_layer = 0, kv_width = 0;
+    // [n_layer] the layers that keep K/V rows (backend.hpp's kv_layers: a hybrid model's recurrent layers
+    // keep none), and the floats of one sequence's recurrent state (0: none).
+    std::vector<bool> has_kv;
+    uint32_t state_floats = 0;
     uint32_t n_token_ids = 0;             // token ids must be below this (the smallest GET_ROWS table)
     uint32_t quant_width[2] = {0, 0};     // widest quantized matmul input, per ember_graph_rows
     // MOE nodes: the most experts and chosen experts of one (the router logits read back and the routing

@@ -2,7 +2,8 @@
 //
 // One descriptor set for everything a context touches: the model's weights (one buffer, each tensor at
 // a word offset), the activations (one buffer, each array at a float offset), the K and V caches (all
-// layers, the CPU's row layout) and the host-visible io buffer (a pass's inputs in, logits out). Each
+// layers, the CPU's row layout), the host-visible io buffer (a pass's inputs in, logits out) and the
+// recurrent states (the context's state slots, each of the model's state_floats; graph.h). Each
 // binding is declared with more than one element type where a shader reads it both ways (aliasing
 // one buffer binding with several blocks is legal in Vulkan GLSL). Shapes and offsets come as push
 // constants, so one descriptor set per context serves every dispatch.
@@ -16,6 +17,7 @@ layout(std430, set = 0, binding = 2) buffer KCache { uint kc[]; };
 layout(std430, set = 0, binding = 3) buffer VCache { uint vc[]; };
 layout(std430, set = 0, binding = 4) buffer IoI { int io_i[]; };
 layout(std430, set = 0, binding = 4) buffer IoF { float io_f[]; };
+layout(std430, set = 0, binding = 5) buffer States { float sf[]; };
 
 // Weight layouts (vk_weights.hpp's Layout): T_Q8_0 also serves Q5_0, IQ4_NL, IQ4_XS and MXFP4, T_K
 // Q4_1, Q5_1 and the K-quants but Q2_K, which has T_K2.

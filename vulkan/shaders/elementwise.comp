@@ -5,10 +5,11 @@
 //   1 SOFTCAP      y = a * tanh(x / a)
 //   2 GEGLU        y = gelu(x) * x2, GELU's tanh form (cpu/elementwise.cpp's geglu)
 //   3 SWIGLU_OAI   y = x' sigmoid(a x') (u' + 1), x' = min(x, b), u' = clamp(x2, -b, b) (gpt-oss's experts)
-// y may be x or x2 (each invocation reads its value before writing it).
+//   4 SIGMOID_MUL  y = x * sigmoid(x2[i / x2_div]) (x2_div 1: a gate per value; the row's width: one a row)
+// y may be x or x2 (each invocation reads its value before writing it; with one gate a row, y is not x2).
 #include "common.glsl"
 layout(local_size_x = 64) in;
-layout(push_constant) uniform P { uint op, x_off, x2_off, y_off, n; float a, b; } p;
+layout(push_constant) uniform P { uint op, x_off, x2_off, y_off, n; float a, b; uint x2_div; } p;
 
 // tanh with its argument clamped: tanh(+-10) is +-1 in float, and the built-in's precision is only
 // Vulkan's "inherited from sinh and cosh" formula, which may overflow to NaN for a large argument.
@@ -25,6 +26,9 @@ void main() {
         y = p.a * tanh_safe(x / p.a);
     } else if (p.op == 2u) {
         y = 0.5 * x * (1.0 + tanh_safe(0.7978845608028654 * (x + 0.044715 * x * x * x))) * af[p.x2_off + i];
+    } else if (p.op == 4u) {
+        precise float s = 1.0 / (1.0 + exp(-af[p.x2_off + i / p.x2_div]));
+        y = x * s;
     } else {
         float g = min(x, p.b), u = clamp(af[p.x2_off + i], -p.b, p.b);
         y = g / (1.0 + exp(-p.a * g)) * (u + 1.0);
