@@ -39,8 +39,6 @@ bool row_local(uint32_t op) {
            op == EMBER_GRAPH_ROPE_YARN || op == EMBER_GRAPH_COPY_COLS || op == EMBER_GRAPH_SIGMOID_MUL;
 }
 
-bool is_stateful(uint32_t op) { return op == EMBER_GRAPH_SSM_CONV || op == EMBER_GRAPH_GATED_DELTA; }
-
 // The state floats a stateful node owns, from its shape (graph.h).
 uint64_t node_state_floats(const ember_mod_model_desc &d, const ember_graph_node &n) {
     if (n.op == EMBER_GRAPH_SSM_CONV) return static_cast<uint64_t>(d.tensors[n.w].ne[0] - 1) * d.bufs[n.src].width;
