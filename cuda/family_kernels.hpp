@@ -1,5 +1,5 @@
-// family_kernels.hpp — launchers of the ops graph.h gained with the model families of issue 18 (defined
-// in elementwise.cu, attention.cu and moe.cu), beside kernels.hpp's. Same conventions: f32 row-major
+// family_kernels.hpp — launchers of the ops graph.h gained with the families of windows, softcaps, YaRN
+// and experts (defined in elementwise.cu, attention.cu and moe.cu), beside kernels.hpp's. Same conventions: f32 row-major
 // activations, enqueued on `s`, never synchronizing.
 #pragma once
 

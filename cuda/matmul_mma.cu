@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) k_mma_split(const uint8_t *cod
     __shared__ float part[kWarps][NT * 4][32];
     // Blocks whose loads (weights, and the activations this lane feeds B and scales C with) are issued
     // together before any is used: 2 KB of weights per warp in flight for one token; Q4_K 1 KB, its heads
-    // taking registers too (8 blocks measured faster in the first lease's simpler loop: to revisit).
+    // taking registers too (8 blocks measured faster in an earlier, simpler loop on the H100: to revisit).
     constexpr int kAhead = (byte_codes(T) || T == kQ4_K ? 4 : 8) / (NT > 2 ? 2 : 1);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int64_t group = blockIdx.x, n_in = nb * 32;

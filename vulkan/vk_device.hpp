@@ -19,7 +19,7 @@ namespace ember::vk {
 enum Pipe : int {
     kQuantizeActs, kMatmulF32, kMatmulF16, kMatmulQ4_0, kMatmulQ8_0, kMatmulK, kRmsNorm, kRope, kSwiglu, kGetRows, kKvStore,
     kAttention, kAttentionMerge, kAdd, kGather, kMatmulBF16, kMatmulK2,
-    // The model families' ops (issue 18).
+    // The model families' ops (windows, softcaps, YaRN, experts).
     kElementwise, kMoeCombine,
     // The hybrid families' ops (graph.h's COPY_COLS to GATED_DELTA; SIGMOID_MUL is an elementwise op).
     kCopyCols, kSsmConv, kGatedDelta, kPipeCount

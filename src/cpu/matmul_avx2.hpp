@@ -26,7 +26,7 @@ namespace {
 // about DRAM latency times that rate with a margin (1 KiB: 16 GB/s, 8-16 KiB: no better).
 constexpr int64_t kPrefetchBytes = 4096;
 // Some tiles prefetch further ahead (prefetch_step's kAhead) or per row (prefetch_rows), chosen per tile
-// by measurement (docs/benchmarks.md, third pass of issue 22; AVX-512 Xeon VM, TinyLlama-shaped decode
+// by measurement (2026-11-25; AVX-512 Xeon VM, TinyLlama-shaped decode
 // at 2 threads, tokens/s; medians of 3): AVX-512 Q4_0 4 KiB 41.6, 8 KiB 43.3, per row 39.8 (in another
 // window 4 KiB 42.1, 8 KiB 42.2, 12 KiB 43.4, 16 KiB 41.9);
 // Q8_0 4 KiB 20.5, 12 KiB 23.4, per row 24.6; Q4_K's AVX-512 tile 4 KiB 34.7, 8 KiB 31.3, 12 KiB 30.3,

@@ -45,7 +45,7 @@
 // 16 x 64 bytes (its own configuration): A 16 tokens x 64 inputs, B per K-step 16 rows of 4 inputs x 16
 // weight rows, packed per super-block (Q4KAmxBlock) with the rows' d, dmin and mins.
 //
-// What bounds it (measured, docs/benchmarks.md "Prefill, fourth pass" and "fifth pass"): per block of 16
+// What bounds it (measured on a Xeon with AMX, kernel benchmark below): per block of 16
 // tokens x 16 rows, the tile instructions (two loads, the product and the C store: ~25 TSC cycles on
 // their own, the store ~11) and the epilogue's 3-4 vector operations per token (~22 for Q4_0), which
 // barely overlap: a loop of tile instructions and an epilogue on unrelated data takes about the sum of
@@ -54,7 +54,7 @@
 // one epilogue after it was issued (when its TDPBSSD is done, so the store does not hold up the tile
 // instructions behind it); a slab's full token groups run as one such pipeline (Q4Amx::tiles_full), so
 // no group starts with products alone or ends with epilogues alone. Other orders measured slower
-// (test_cpu_kernels' EMBER_KERNEL_BENCH=gemm for the kernel; the fifth pass lists them).
+// (test_cpu_kernels' EMBER_KERNEL_BENCH=gemm for the kernel).
 // Q4_K (measured 2026-11-26, kernel on one thread, variants of this file in a harness): its tiles are
 // bound by the activations' A tiles coming from L2 (the same code with A in L1 ran 1.5x faster; software
 // prefetch and a contiguous A layout did not help), then by the epilogue (a third) and the packing (10-20

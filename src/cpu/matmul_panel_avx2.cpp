@@ -15,8 +15,8 @@
 // the 6-bit scale in that madd, the 8 sub-blocks add up in int32, and the convert and FMAs run once per
 // super-block (kernel, 2048 -> 5632, 128 tokens, 2 threads: ~180 -> ~200 GMAC/s, medians of 4
 // alternating rounds; TinyLlama Q4_K_M prefill of 128 tokens ~+12 %, 2026-11-26).
-// Measured (TinyLlama shape, 128-token prompt, 2 threads): prefill Q4_0 0.87 -> ~1.4x llama.cpp,
-// Q4_K_M 0.73 -> ~1.3x (docs/benchmarks.md, 2026-11-21).
+// Measured (TinyLlama shape, 128-token prompt, 2 threads, 2026-11-21, an EPYC VM): prefill Q4_0 0.87 ->
+// ~1.4x llama.cpp, Q4_K_M 0.73 -> ~1.3x; docs/benchmarks.md has today's figures.
 //
 // Layout. Weights stay as stored in the file: decode streams them as they are (the row kernels), and
 // nothing is copied or kept at load. A panel of 8 rows x one k-chunk (up to kPackBytes) is repacked

@@ -4,7 +4,7 @@
 // the weights, and a thread that jumps to a far chunk loses its stream (the hardware prefetcher and the
 // kernels' software prefetch restart). Measured on a 2-vCPU Xeon VM, TinyLlama-shaped Q4_0 at 2 threads:
 // 6 or 16 chunks per product 37-38 tokens/s, one contiguous half per thread 41-42. But one share per
-// thread would wait for a thread that the OS deschedules (the issue that chunking solved). So each thread
+// thread would wait for a thread that the OS deschedules (the problem chunking solved). So each thread
 // takes its own range from the front, one granule (about 16 KiB of weights) at a time, and a thread whose
 // range is done takes granules from the back of the others' ranges: the owner's stream stays contiguous,
 // and a descheduled thread holds up the rest by at most the granule it is in.

@@ -10,8 +10,8 @@
 // 16 rows against 4 activations broadcast, so each lane sums one row and nothing is transposed; the
 // scales unpack for 16 rows at once; and each float step serves 16 rows. Q4_0 and Q8_0 the same way
 // (measured on a Xeon with AVX-512 VNNI and no AMX, where their file-layout decode tiles read 62 % and
-// 72 % of the machine's read bandwidth, 77-84 % and 87-97 % interleaved: docs/benchmarks.md, "Q4_0 and
-// Q8_0 interleaved 16 rows").
+// 72 % of the machine's read bandwidth, 77-84 % and 87-97 % interleaved: docs/benchmarks.md, "Design
+// choices these numbers justify").
 //
 // Layout of a tensor of n_out rows of row_bytes: rows [16 g, 16 g + 16) for g < n_out / 16 are group g,
 // which takes the bytes those 16 rows took, [16 g row_bytes, 16 (g + 1) row_bytes); the last n_out % 16

@@ -38,7 +38,7 @@ struct SyntheticSpec {
     uint64_t seed = 1;
     // Every layer's matrices the same bytes as the first layer's of that name and type (random all the
     // same): for speed tests, where the bytes read matter and not their values. An 8B-shaped model is
-    // then written in seconds rather than minutes (a GPU lease's time is short).
+    // then written in seconds rather than minutes (time on a rented GPU machine is short).
     bool repeat_layers = false;
 
     // The other families' parts (synthetic_family() sets what each needs; all off by default).
