@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
             else s.type = parse_type(v);
         }
         else if (k == "--embd") s.n_embd = n;
-        else if (k == "--layers") s.n_layer = n;
+        else if (k == "--layers") s.n_layer = n, s.recurrent_layers.clear();   // the interval places the attention layers
         else if (k == "--heads") s.n_head = n;
         else if (k == "--kv-heads") s.n_head_kv = n;
         else if (k == "--ff") s.n_ff = n;

@@ -105,6 +105,14 @@ public:
             ssm_groups = u("ssm.group_count"), ssm_heads = u("ssm.time_step_rank");
             if (!full_attn_interval || !ssm_groups || !ssm_heads || ssm_heads % ssm_groups || !ssm_state || !ssm_conv)
                 fail(EMBER_ERR_INVALID_MODEL, "reference: inconsistent DeltaNet shape");
+            // Which layers are DeltaNet layers: attention.recurrent_layers (one flag per layer, as newer
+            // converters write from the checkpoint's layer_types) where present, as llama.cpp prefers
+            // it; else every layer but each full_attention_interval-th.
+            const gguf::Value *flags = g_.get_array(a_ + "attention.recurrent_layers");
+            if (flags && flags->count < n_layer)
+                fail(EMBER_ERR_INVALID_MODEL, "reference: attention.recurrent_layers has fewer entries than layers");
+            for (uint32_t l = 0; l < n_layer; ++l)
+                recurrent.push_back(flags ? flags->array_int(l) != 0 : (l + 1) % full_attn_interval != 0);
         }
         if (const gguf::Value *sec = g_.get_array(a_ + "rope.dimension_sections")) {
             // Interleaved multi-section rope (llama.cpp's IMROPE, Qwen3.5's): pair i takes the position
@@ -320,7 +328,7 @@ private:
 
     void layer(uint32_t l, std::vector<Vec> &x) {
         const std::string p = "blk." + std::to_string(l) + ".";
-        if (fam.hybrid && (l + 1) % full_attn_interval != 0) return delta_net(p, x);
+        if (fam.hybrid && recurrent[l]) return delta_net(p, x);
         const size_t n = x.size();
         const uint32_t nq = n_head * head_dim, nkv = n_head_kv * head_dim, hd = head_dim;
         const bool local = windowed(l);
@@ -413,8 +421,8 @@ private:
             const Vec h = rmsnorm(x[t], vec(p + "attn_norm.weight"));
             Vec b(Hv), a(Hv);
             if (find(p + "ssm_in.weight")) {
-                // Qwen3-Next's fused projection: per key head g, q_g (S), k_g (S), then v and z of its
-                // `ratio` value heads (ratio S each); ssm_ba per key head: `ratio` betas, `ratio` alphas.
+                // Qwen3-Next's older fused projection: per key head g, q_g (S), k_g (S), then v and z of
+                // its `ratio` value heads (ratio S each).
                 const Vec in = matvec(p + "ssm_in.weight", h);
                 m[t].assign(conv_dim, 0.0), z[t].assign(value_dim, 0.0);
                 const uint32_t group = 2 * S + 2 * ratio * S;
@@ -425,20 +433,20 @@ private:
                     std::copy(src + 2 * S, src + 2 * S + ratio * S, m[t].begin() + 2 * key_dim + g * ratio * S);
                     std::copy(src + 2 * S + ratio * S, src + group, z[t].begin() + g * ratio * S);
                 }
-                const Vec ba = matvec(p + "ssm_ba.weight", h);
-                for (uint32_t j = 0; j < Hv; ++j)
-                    b[j] = ba[(j / ratio) * 2 * ratio + j % ratio], a[j] = ba[(j / ratio) * 2 * ratio + ratio + j % ratio];
             } else {
                 m[t] = matvec(p + "attn_qkv.weight", h);
                 z[t] = matvec(p + "attn_gate.weight", h);
-                if (find(p + "ssm_ba.weight")) {
-                    const Vec ba = matvec(p + "ssm_ba.weight", h);
-                    for (uint32_t j = 0; j < Hv; ++j)
-                        b[j] = ba[(j / ratio) * 2 * ratio + j % ratio], a[j] = ba[(j / ratio) * 2 * ratio + ratio + j % ratio];
-                } else {
-                    b = matvec(p + "ssm_beta.weight", h);
-                    a = matvec(p + "ssm_alpha.weight", h);
+            }
+            if (find(p + "ssm_ba.weight")) {
+                // Qwen3-Next: per key head, the betas of its `ratio` value heads, then their alphas.
+                const Vec ba = matvec(p + "ssm_ba.weight", h);
+                for (uint32_t j = 0; j < Hv; ++j) {
+                    const uint32_t base = (j / ratio) * 2 * ratio + j % ratio;
+                    b[j] = ba[base], a[j] = ba[base + ratio];
                 }
+            } else {
+                b = matvec(p + "ssm_beta.weight", h);
+                a = matvec(p + "ssm_alpha.weight", h);
             }
             for (uint32_t j = 0; j < Hv; ++j) {
                 beta[t][j] = sigmoid(b[j]);
@@ -506,6 +514,7 @@ private:
     int sections[4] = {0, 0, 0, 0};
     bool has_sections = false;
     uint32_t full_attn_interval = 0, ssm_conv = 0, ssm_state = 0, ssm_groups = 0, ssm_heads = 0;
+    std::vector<bool> recurrent;   // per layer: a DeltaNet layer (hybrids)
 
 public:
     ReferenceStats stats;

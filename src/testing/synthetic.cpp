@@ -102,8 +102,13 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         s.n_head % s.n_head_kv)
         fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic model shape");
     const bool hybrid = s.full_attn_interval > 0;
-    if (hybrid && (!s.ssm_groups || !s.ssm_heads || !s.ssm_state || !s.ssm_conv || s.ssm_heads % s.ssm_groups))
+    if (hybrid && (!s.ssm_groups || !s.ssm_heads || !s.ssm_state || !s.ssm_conv || s.ssm_heads % s.ssm_groups ||
+                   (!s.recurrent_layers.empty() && s.recurrent_layers.size() != s.n_layer)))
         fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic DeltaNet shape");
+    // Whether layer l is a DeltaNet layer (see SyntheticSpec::recurrent_layers).
+    auto recurrent = [&](uint32_t l) {
+        return hybrid && (s.recurrent_layers.empty() ? (l + 1) % s.full_attn_interval != 0 : s.recurrent_layers[l]);
+    };
     Rng rng(s.seed);
     gguf::Writer w;
     const std::string a = s.arch + ".";
@@ -129,6 +134,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     }
     if (hybrid) {
         w.add_u32(a + "full_attention_interval", s.full_attn_interval);
+        if (!s.recurrent_layers.empty()) w.add_array_bool(a + "attention.recurrent_layers", s.recurrent_layers);
         w.add_u32(a + "ssm.conv_kernel", s.ssm_conv);
         w.add_u32(a + "ssm.inner_size", s.ssm_heads * s.ssm_state);
         w.add_u32(a + "ssm.state_size", s.ssm_state);
@@ -270,7 +276,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     for (uint32_t l = 0; l < s.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         if (s.pre_norms) vector(p + "attn_norm.weight", s.n_embd, 0.8f, 1.2f);
-        if (hybrid && (l + 1) % s.full_attn_interval != 0)
+        if (recurrent(l))
             delta_net(p, l);
         else
             attention(p, l);
@@ -377,7 +383,7 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         s.n_expert = 8, s.n_expert_used = 4, s.n_ff_exp = 256, s.expert_bias = true;
     } else if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") {
         // Qwen3.5 / Qwen3.6 (dense and MoE) and Qwen3-Next: three Gated DeltaNet layers, then one gated
-        // attention layer (layers 3 and 7), as the real checkpoints' layout; attention with q/k norms,
+        // attention layer (layers 3 and 7; qwen35moe: see below), as the real checkpoints' layout; attention with q/k norms,
         // head width 64 and partial rotary (16 of 64; Qwen3.5's rope sections, which for text reduce to
         // plain NEOX rope); DeltaNet with 2 key heads and 4 value heads of width 64.
         s.n_layer = 8;
@@ -390,6 +396,10 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         if (arch != "qwen3next") s.rope_sections = {3, 3, 2, 0};
         s.ssm_ba = s.ssm_fused_in = arch == "qwen3next";   // the older files' layout: the harder one to read
         if (arch != "qwen35") s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.n_ff_shexp = 256, s.n_ff = 512;
+        // qwen35moe also writes attention.recurrent_layers, as newer converters do, and with attention in
+        // layers 1 and 7 instead: it decides where present, and a reader that took the interval instead
+        // gets other logits.
+        if (arch == "qwen35moe") s.recurrent_layers = {true, false, true, true, true, true, true, false};
     } else if (arch != "llama") {
         fail(EMBER_ERR_INVALID_ARGUMENT, "synthetic_family: unknown family '%s'", arch.c_str());
     }

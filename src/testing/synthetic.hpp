@@ -71,6 +71,9 @@ struct SyntheticSpec {
     // (0: every layer attention). Attention layers then have an output gate (attn_q twice as wide: per
     // head the query rows, then the gate rows) and the pre-FFN norm is named post_attention_norm.
     uint32_t full_attn_interval = 0;
+    // attention.recurrent_layers: one flag per layer (true: DeltaNet), as newer converters write from the
+    // checkpoint's layer_types; where written it decides, not the interval (empty: not written).
+    std::vector<bool> recurrent_layers;
     uint32_t ssm_conv = 4;         // ssm.conv_kernel
     uint32_t ssm_groups = 0;       // ssm.group_count: key heads
     uint32_t ssm_heads = 0;        // ssm.time_step_rank: value heads (a multiple of the key heads)
@@ -87,7 +90,8 @@ struct SyntheticSpec {
 // softcaps that bite, rope scaling of the family's kind, experts. n_embd and the FFN widths are 256
 // (whole K-quant super-blocks); logits decisive (std ~15). Knows llama (dense), "mixtral" (llama with
 // experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss, and the hybrids
-// qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next: 8 layers, attention in layers 3 and 7.
+// qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next: 8 layers, attention in layers 3 and 7 (qwen35moe:
+// 1 and 7, by attention.recurrent_layers).
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();
