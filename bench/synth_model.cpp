@@ -55,6 +55,7 @@ static void qwen35_shape(SyntheticSpec &s) {
     s.head_dim = 256, s.n_head_kv = 2, s.n_rot = 64, s.rope_sections = {11, 11, 10, 0};
     s.rope_theta = 10000000.0f;
     s.ssm_groups = 16, s.ssm_state = 128, s.ssm_conv = 4;
+    s.n_nextn = 0;   // no MTP block: the files people run mostly have none, and the forward pass skips it
 }
 
 static DType parse_type(const std::string &s) {

@@ -321,6 +321,7 @@ void test_hybrid_reference_causal_and_recurrent(void **) {
 
         SyntheticSpec recurrent = spec;
         recurrent.recurrent_layers.assign(recurrent.n_layer, true);   // no layer is an attention layer
+        recurrent.recurrent_layers.resize(recurrent.n_layer + recurrent.n_nextn, false);   // (MTP blocks are)
         std::vector<int32_t> other = tokens;
         other[0] = 250;
         const auto a = hybrid_reference(recurrent, tokens), b = hybrid_reference(recurrent, other);

@@ -68,6 +68,13 @@ public:
         arch_ = std::string(*arch);
         a_ = arch_ + ".";
         n_embd = u("embedding_length"), n_layer = u("block_count"), n_head = u("attention.head_count");
+        // Multi-token-prediction blocks (counted in block_count, the last nextn_predict_layers ones) are a
+        // draft head: the model's own pass runs the layers before them.
+        if (has("nextn_predict_layers")) {
+            if (u("nextn_predict_layers") >= n_layer)
+                fail(EMBER_ERR_INVALID_MODEL, "reference: nextn_predict_layers is not below block_count");
+            n_layer -= u("nextn_predict_layers");
+        }
         n_head_kv = has("attention.head_count_kv") ? u("attention.head_count_kv") : n_head;
         head_dim = has("attention.key_length") ? u("attention.key_length") : n_embd / n_head;
         n_rot = has("rope.dimension_count") ? u("rope.dimension_count") : head_dim;

@@ -103,11 +103,12 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic model shape");
     const bool hybrid = s.full_attn_interval > 0;
     if (hybrid && (!s.ssm_groups || !s.ssm_heads || !s.ssm_state || !s.ssm_conv || s.ssm_heads % s.ssm_groups ||
-                   (!s.recurrent_layers.empty() && s.recurrent_layers.size() != s.n_layer)))
+                   (!s.recurrent_layers.empty() && s.recurrent_layers.size() != s.n_layer + s.n_nextn)))
         fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic DeltaNet shape");
     // Whether layer l is a DeltaNet layer (see SyntheticSpec::recurrent_layers).
     auto recurrent = [&](uint32_t l) {
-        return hybrid && (s.recurrent_layers.empty() ? (l + 1) % s.full_attn_interval != 0 : s.recurrent_layers[l]);
+        if (!hybrid || l >= s.n_layer) return false;   // MTP blocks are attention blocks
+        return s.recurrent_layers.empty() ? (l + 1) % s.full_attn_interval != 0 : bool(s.recurrent_layers[l]);
     };
     Rng rng(s.seed);
     gguf::Writer w;
@@ -117,7 +118,8 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     w.add_string("general.name", "synthetic " + s.arch);
     w.add_u32(a + "context_length", s.n_ctx);
     w.add_u32(a + "embedding_length", s.n_embd);
-    w.add_u32(a + "block_count", s.n_layer);
+    w.add_u32(a + "block_count", s.n_layer + s.n_nextn);
+    if (s.n_nextn) w.add_u32(a + "nextn_predict_layers", s.n_nextn);
     w.add_u32(a + "feed_forward_length", s.n_ff);
     w.add_u32(a + "attention.head_count", s.n_head);
     w.add_u32(a + "attention.head_count_kv", s.n_head_kv);
@@ -273,7 +275,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         vector(p + "ssm_norm.weight", s.ssm_state, 0.8f, 1.2f);
         matrix(p + "ssm_out.weight", value_dim, s.n_embd, Role::Other, l);
     };
-    for (uint32_t l = 0; l < s.n_layer; ++l) {
+    for (uint32_t l = 0; l < s.n_layer + s.n_nextn; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         if (s.pre_norms) vector(p + "attn_norm.weight", s.n_embd, 0.8f, 1.2f);
         if (recurrent(l))
@@ -318,6 +320,12 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, Role::FfnDown, l);
         }
         if (s.post_norms) vector(p + "post_ffw_norm.weight", s.n_embd, 0.8f, 1.2f);
+        if (l >= s.n_layer) {   // an MTP block's own parts
+            matrix(p + "nextn.eh_proj.weight", 2 * s.n_embd, s.n_embd, Role::Other, l);
+            vector(p + "nextn.enorm.weight", s.n_embd, 0.8f, 1.2f);
+            vector(p + "nextn.hnorm.weight", s.n_embd, 0.8f, 1.2f);
+            vector(p + "nextn.shared_head_norm.weight", s.n_embd, 0.8f, 1.2f);
+        }
     }
     return w.to_bytes();
 }
@@ -400,6 +408,7 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         // layers 1 and 7 instead: it decides where present, and a reader that took the interval instead
         // gets other logits.
         if (arch == "qwen35moe") s.recurrent_layers = {true, false, true, true, true, true, true, false};
+        if (arch == "qwen35") s.n_nextn = 1;
     } else if (arch != "llama") {
         fail(EMBER_ERR_INVALID_ARGUMENT, "synthetic_family: unknown family '%s'", arch.c_str());
     }

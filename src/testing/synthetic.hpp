@@ -84,6 +84,11 @@ struct SyntheticSpec {
                                    // heads' v and z) instead of attn_qkv and attn_gate
     std::vector<int32_t> rope_sections;  // rope.dimension_sections (empty: not written)
     uint32_t n_ff_shexp = 0;       // a gated shared expert beside the routed ones (0: none)
+    // Multi-token-prediction blocks after the n_layer layers, as newer converters of these checkpoints
+    // write them: block_count counts them, nextn_predict_layers says how many, and the model's own
+    // forward pass runs none of them (each: an attention layer's tensors plus nextn.eh_proj, enorm,
+    // hnorm and shared_head_norm).
+    uint32_t n_nextn = 0;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
@@ -91,7 +96,7 @@ struct SyntheticSpec {
 // (whole K-quant super-blocks); logits decisive (std ~15). Knows llama (dense), "mixtral" (llama with
 // experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss, and the hybrids
 // qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next: 8 layers, attention in layers 3 and 7 (qwen35moe:
-// 1 and 7, by attention.recurrent_layers).
+// 1 and 7, by attention.recurrent_layers); qwen35 adds an MTP block (blk.8, unused by the forward pass).
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();
