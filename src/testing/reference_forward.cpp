@@ -35,6 +35,7 @@ struct Family {
     // How value head j of a DeltaNet layer finds its key head among H_k: Qwen3-Next's j / (H_v / H_k)
     // (each key head's value heads adjacent), Qwen3.5's j % H_k (the key heads tiled).
     bool kv_heads_grouped = false;
+    bool imrope = false;          // rope.dimension_sections' interleaved sections (Qwen3.5); Qwen3-Next: NEOX
 };
 
 Family family_of(const std::string &arch, bool has_window) {
@@ -53,7 +54,7 @@ Family family_of(const std::string &arch, bool has_window) {
     } else if (arch == "gpt-oss") {
         f.oss = true, f.window_pattern = 2;
     } else if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") {
-        f.hybrid = true, f.qk_norm = 1, f.kv_heads_grouped = arch == "qwen3next";
+        f.hybrid = true, f.qk_norm = 1, f.kv_heads_grouped = arch == "qwen3next", f.imrope = arch != "qwen3next";
     } else {
         fail(EMBER_ERR_UNSUPPORTED, "reference: no definition of '%s'", arch.c_str());
     }
@@ -121,11 +122,14 @@ public:
             for (uint32_t l = 0; l < n_layer; ++l)
                 recurrent.push_back(flags ? flags->array_int(l) != 0 : (l + 1) % full_attn_interval != 0);
         }
-        if (const gguf::Value *sec = g_.get_array(a_ + "rope.dimension_sections")) {
-            // Interleaved multi-section rope (llama.cpp's IMROPE, Qwen3.5's): pair i takes the position
-            // of section (i mod n) mod 3 = 0, 1, 2 (time, height, width) while within three times that
-            // section's size, else the fourth (extra) position. A text token's first three positions are
-            // its index and the fourth is 0, so only pairs that fall to the fourth section stay unturned.
+        if (fam.imrope) {
+            const gguf::Value *sec = g_.get_array(a_ + "rope.dimension_sections");
+            if (!sec) fail(EMBER_ERR_INVALID_MODEL, "reference: rope.dimension_sections is missing");
+            // Interleaved multi-section rope (llama.cpp's IMROPE, Qwen3.5's): pair i falls in sector
+            // s = i mod (the four counts' total) and takes the time, height or width position as s mod 3
+            // is 0, 1 or 2, provided s < 3 x that section's count, else the fourth (extra) position. A
+            // text token's first three positions are its index and the fourth is 0, so only pairs that
+            // fall to the fourth stay unturned (none with Qwen3.5's 11/11/10/0 over 32 pairs: plain NEOX).
             for (uint64_t i = 0; i < 4 && i < sec->count; ++i) sections[i] = static_cast<int>(sec->array_int(i));
             has_sections = sections[0] + sections[1] + sections[2] + sections[3] > 0;
         }
