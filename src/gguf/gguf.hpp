@@ -129,6 +129,7 @@ public:
     void add_array_string(const std::string &key, const std::vector<std::string> &v);
     void add_array_f32(const std::string &key, const std::vector<float> &v);
     void add_array_i32(const std::string &key, const std::vector<int32_t> &v);
+    void add_array_bool(const std::string &key, const std::vector<bool> &v);
 
     // `data` holds the tensor's bytes in the type's layout (size checked against the shape).
     // dims[0] is the innermost dimension (row length).

@@ -102,6 +102,10 @@ void Writer::add_array_i32(const std::string &key, const std::vector<int32_t> &v
     kvs_.push_back({key, uint32_t(ValueType::ARRAY), fixed_array(ValueType::I32, v)});
 }
 
+void Writer::add_array_bool(const std::string &key, const std::vector<bool> &v) {
+    kvs_.push_back({key, uint32_t(ValueType::ARRAY), fixed_array(ValueType::BOOL, std::vector<uint8_t>(v.begin(), v.end()))});
+}
+
 void Writer::add_tensor(const std::string &name, DType type, const std::vector<int64_t> &dims,
                         const void *data, size_t n_bytes) {
     const DTypeInfo &info = dtype_info(type);

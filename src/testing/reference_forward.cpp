@@ -35,6 +35,7 @@ struct Family {
     // How value head j of a DeltaNet layer finds its key head among H_k: Qwen3-Next's j / (H_v / H_k)
     // (each key head's value heads adjacent), Qwen3.5's j % H_k (the key heads tiled).
     bool kv_heads_grouped = false;
+    bool imrope = false;          // rope.dimension_sections' interleaved sections (Qwen3.5); Qwen3-Next: NEOX
 };
 
 Family family_of(const std::string &arch, bool has_window) {
@@ -53,7 +54,7 @@ Family family_of(const std::string &arch, bool has_window) {
     } else if (arch == "gpt-oss") {
         f.oss = true, f.window_pattern = 2;
     } else if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") {
-        f.hybrid = true, f.qk_norm = 1, f.kv_heads_grouped = arch == "qwen3next";
+        f.hybrid = true, f.qk_norm = 1, f.kv_heads_grouped = arch == "qwen3next", f.imrope = arch != "qwen3next";
     } else {
         fail(EMBER_ERR_UNSUPPORTED, "reference: no definition of '%s'", arch.c_str());
     }
@@ -68,6 +69,13 @@ public:
         arch_ = std::string(*arch);
         a_ = arch_ + ".";
         n_embd = u("embedding_length"), n_layer = u("block_count"), n_head = u("attention.head_count");
+        // Multi-token-prediction blocks (counted in block_count, the last nextn_predict_layers ones) are a
+        // draft head: the model's own pass runs the layers before them.
+        if (has("nextn_predict_layers")) {
+            if (u("nextn_predict_layers") >= n_layer)
+                fail(EMBER_ERR_INVALID_MODEL, "reference: nextn_predict_layers is not below block_count");
+            n_layer -= u("nextn_predict_layers");
+        }
         n_head_kv = has("attention.head_count_kv") ? u("attention.head_count_kv") : n_head;
         head_dim = has("attention.key_length") ? u("attention.key_length") : n_embd / n_head;
         n_rot = has("rope.dimension_count") ? u("rope.dimension_count") : head_dim;
@@ -105,12 +113,23 @@ public:
             ssm_groups = u("ssm.group_count"), ssm_heads = u("ssm.time_step_rank");
             if (!full_attn_interval || !ssm_groups || !ssm_heads || ssm_heads % ssm_groups || !ssm_state || !ssm_conv)
                 fail(EMBER_ERR_INVALID_MODEL, "reference: inconsistent DeltaNet shape");
+            // Which layers are DeltaNet layers: attention.recurrent_layers (one flag per layer, as newer
+            // converters write from the checkpoint's layer_types) where present, as llama.cpp prefers
+            // it; else every layer but each full_attention_interval-th.
+            const gguf::Value *flags = g_.get_array(a_ + "attention.recurrent_layers");
+            if (flags && flags->count < n_layer)
+                fail(EMBER_ERR_INVALID_MODEL, "reference: attention.recurrent_layers has fewer entries than layers");
+            for (uint32_t l = 0; l < n_layer; ++l)
+                recurrent.push_back(flags ? flags->array_int(l) != 0 : (l + 1) % full_attn_interval != 0);
         }
-        if (const gguf::Value *sec = g_.get_array(a_ + "rope.dimension_sections")) {
-            // Interleaved multi-section rope (llama.cpp's IMROPE, Qwen3.5's): pair i takes the position
-            // of section (i mod n) mod 3 = 0, 1, 2 (time, height, width) while within three times that
-            // section's size, else the fourth (extra) position. A text token's first three positions are
-            // its index and the fourth is 0, so only pairs that fall to the fourth section stay unturned.
+        if (fam.imrope) {
+            const gguf::Value *sec = g_.get_array(a_ + "rope.dimension_sections");
+            if (!sec) fail(EMBER_ERR_INVALID_MODEL, "reference: rope.dimension_sections is missing");
+            // Interleaved multi-section rope (llama.cpp's IMROPE, Qwen3.5's): pair i falls in sector
+            // s = i mod (the four counts' total) and takes the time, height or width position as s mod 3
+            // is 0, 1 or 2, provided s < 3 x that section's count, else the fourth (extra) position. A
+            // text token's first three positions are its index and the fourth is 0, so only pairs that
+            // fall to the fourth stay unturned (none with Qwen3.5's 11/11/10/0 over 32 pairs: plain NEOX).
             for (uint64_t i = 0; i < 4 && i < sec->count; ++i) sections[i] = static_cast<int>(sec->array_int(i));
             has_sections = sections[0] + sections[1] + sections[2] + sections[3] > 0;
         }
@@ -320,7 +339,7 @@ private:
 
     void layer(uint32_t l, std::vector<Vec> &x) {
         const std::string p = "blk." + std::to_string(l) + ".";
-        if (fam.hybrid && (l + 1) % full_attn_interval != 0) return delta_net(p, x);
+        if (fam.hybrid && recurrent[l]) return delta_net(p, x);
         const size_t n = x.size();
         const uint32_t nq = n_head * head_dim, nkv = n_head_kv * head_dim, hd = head_dim;
         const bool local = windowed(l);
@@ -413,8 +432,8 @@ private:
             const Vec h = rmsnorm(x[t], vec(p + "attn_norm.weight"));
             Vec b(Hv), a(Hv);
             if (find(p + "ssm_in.weight")) {
-                // Qwen3-Next's fused projection: per key head g, q_g (S), k_g (S), then v and z of its
-                // `ratio` value heads (ratio S each); ssm_ba per key head: `ratio` betas, `ratio` alphas.
+                // Qwen3-Next's older fused projection: per key head g, q_g (S), k_g (S), then v and z of
+                // its `ratio` value heads (ratio S each).
                 const Vec in = matvec(p + "ssm_in.weight", h);
                 m[t].assign(conv_dim, 0.0), z[t].assign(value_dim, 0.0);
                 const uint32_t group = 2 * S + 2 * ratio * S;
@@ -425,20 +444,20 @@ private:
                     std::copy(src + 2 * S, src + 2 * S + ratio * S, m[t].begin() + 2 * key_dim + g * ratio * S);
                     std::copy(src + 2 * S + ratio * S, src + group, z[t].begin() + g * ratio * S);
                 }
-                const Vec ba = matvec(p + "ssm_ba.weight", h);
-                for (uint32_t j = 0; j < Hv; ++j)
-                    b[j] = ba[(j / ratio) * 2 * ratio + j % ratio], a[j] = ba[(j / ratio) * 2 * ratio + ratio + j % ratio];
             } else {
                 m[t] = matvec(p + "attn_qkv.weight", h);
                 z[t] = matvec(p + "attn_gate.weight", h);
-                if (find(p + "ssm_ba.weight")) {
-                    const Vec ba = matvec(p + "ssm_ba.weight", h);
-                    for (uint32_t j = 0; j < Hv; ++j)
-                        b[j] = ba[(j / ratio) * 2 * ratio + j % ratio], a[j] = ba[(j / ratio) * 2 * ratio + ratio + j % ratio];
-                } else {
-                    b = matvec(p + "ssm_beta.weight", h);
-                    a = matvec(p + "ssm_alpha.weight", h);
+            }
+            if (find(p + "ssm_ba.weight")) {
+                // Qwen3-Next: per key head, the betas of its `ratio` value heads, then their alphas.
+                const Vec ba = matvec(p + "ssm_ba.weight", h);
+                for (uint32_t j = 0; j < Hv; ++j) {
+                    const uint32_t base = (j / ratio) * 2 * ratio + j % ratio;
+                    b[j] = ba[base], a[j] = ba[base + ratio];
                 }
+            } else {
+                b = matvec(p + "ssm_beta.weight", h);
+                a = matvec(p + "ssm_alpha.weight", h);
             }
             for (uint32_t j = 0; j < Hv; ++j) {
                 beta[t][j] = sigmoid(b[j]);
@@ -506,6 +525,7 @@ private:
     int sections[4] = {0, 0, 0, 0};
     bool has_sections = false;
     uint32_t full_attn_interval = 0, ssm_conv = 0, ssm_state = 0, ssm_groups = 0, ssm_heads = 0;
+    std::vector<bool> recurrent;   // per layer: a DeltaNet layer (hybrids)
 
 public:
     ReferenceStats stats;

@@ -102,8 +102,14 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         s.n_head % s.n_head_kv)
         fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic model shape");
     const bool hybrid = s.full_attn_interval > 0;
-    if (hybrid && (!s.ssm_groups || !s.ssm_heads || !s.ssm_state || !s.ssm_conv || s.ssm_heads % s.ssm_groups))
+    if (hybrid && (!s.ssm_groups || !s.ssm_heads || !s.ssm_state || !s.ssm_conv || s.ssm_heads % s.ssm_groups ||
+                   (!s.recurrent_layers.empty() && s.recurrent_layers.size() != s.n_layer + s.n_nextn)))
         fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic DeltaNet shape");
+    // Whether layer l is a DeltaNet layer (see SyntheticSpec::recurrent_layers).
+    auto recurrent = [&](uint32_t l) {
+        if (!hybrid || l >= s.n_layer) return false;   // MTP blocks are attention blocks
+        return s.recurrent_layers.empty() ? (l + 1) % s.full_attn_interval != 0 : bool(s.recurrent_layers[l]);
+    };
     Rng rng(s.seed);
     gguf::Writer w;
     const std::string a = s.arch + ".";
@@ -112,7 +118,8 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     w.add_string("general.name", "synthetic " + s.arch);
     w.add_u32(a + "context_length", s.n_ctx);
     w.add_u32(a + "embedding_length", s.n_embd);
-    w.add_u32(a + "block_count", s.n_layer);
+    w.add_u32(a + "block_count", s.n_layer + s.n_nextn);
+    if (s.n_nextn) w.add_u32(a + "nextn_predict_layers", s.n_nextn);
     w.add_u32(a + "feed_forward_length", s.n_ff);
     w.add_u32(a + "attention.head_count", s.n_head);
     w.add_u32(a + "attention.head_count_kv", s.n_head_kv);
@@ -129,6 +136,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     }
     if (hybrid) {
         w.add_u32(a + "full_attention_interval", s.full_attn_interval);
+        if (!s.recurrent_layers.empty()) w.add_array_bool(a + "attention.recurrent_layers", s.recurrent_layers);
         w.add_u32(a + "ssm.conv_kernel", s.ssm_conv);
         w.add_u32(a + "ssm.inner_size", s.ssm_heads * s.ssm_state);
         w.add_u32(a + "ssm.state_size", s.ssm_state);
@@ -267,10 +275,10 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         vector(p + "ssm_norm.weight", s.ssm_state, 0.8f, 1.2f);
         matrix(p + "ssm_out.weight", value_dim, s.n_embd, Role::Other, l);
     };
-    for (uint32_t l = 0; l < s.n_layer; ++l) {
+    for (uint32_t l = 0; l < s.n_layer + s.n_nextn; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         if (s.pre_norms) vector(p + "attn_norm.weight", s.n_embd, 0.8f, 1.2f);
-        if (hybrid && (l + 1) % s.full_attn_interval != 0)
+        if (recurrent(l))
             delta_net(p, l);
         else
             attention(p, l);
@@ -312,6 +320,12 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, Role::FfnDown, l);
         }
         if (s.post_norms) vector(p + "post_ffw_norm.weight", s.n_embd, 0.8f, 1.2f);
+        if (l >= s.n_layer) {   // an MTP block's own parts
+            matrix(p + "nextn.eh_proj.weight", 2 * s.n_embd, s.n_embd, Role::Other, l);
+            vector(p + "nextn.enorm.weight", s.n_embd, 0.8f, 1.2f);
+            vector(p + "nextn.hnorm.weight", s.n_embd, 0.8f, 1.2f);
+            vector(p + "nextn.shared_head_norm.weight", s.n_embd, 0.8f, 1.2f);
+        }
     }
     return w.to_bytes();
 }
@@ -377,7 +391,7 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         s.n_expert = 8, s.n_expert_used = 4, s.n_ff_exp = 256, s.expert_bias = true;
     } else if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") {
         // Qwen3.5 / Qwen3.6 (dense and MoE) and Qwen3-Next: three Gated DeltaNet layers, then one gated
-        // attention layer (layers 3 and 7), as the real checkpoints' layout; attention with q/k norms,
+        // attention layer (layers 3 and 7; qwen35moe: see below), as the real checkpoints' layout; attention with q/k norms,
         // head width 64 and partial rotary (16 of 64; Qwen3.5's rope sections, which for text reduce to
         // plain NEOX rope); DeltaNet with 2 key heads and 4 value heads of width 64.
         s.n_layer = 8;
@@ -390,6 +404,11 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         if (arch != "qwen3next") s.rope_sections = {3, 3, 2, 0};
         s.ssm_ba = s.ssm_fused_in = arch == "qwen3next";   // the older files' layout: the harder one to read
         if (arch != "qwen35") s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.n_ff_shexp = 256, s.n_ff = 512;
+        // qwen35moe also writes attention.recurrent_layers, as newer converters do, and with attention in
+        // layers 1 and 7 instead: it decides where present, and a reader that took the interval instead
+        // gets other logits.
+        if (arch == "qwen35moe") s.recurrent_layers = {true, false, true, true, true, true, true, false};
+        if (arch == "qwen35") s.n_nextn = 1;
     } else if (arch != "llama") {
         fail(EMBER_ERR_INVALID_ARGUMENT, "synthetic_family: unknown family '%s'", arch.c_str());
     }

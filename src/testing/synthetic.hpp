@@ -71,6 +71,9 @@ struct SyntheticSpec {
     // (0: every layer attention). Attention layers then have an output gate (attn_q twice as wide: per
     // head the query rows, then the gate rows) and the pre-FFN norm is named post_attention_norm.
     uint32_t full_attn_interval = 0;
+    // attention.recurrent_layers: one flag per layer (true: DeltaNet), as newer converters write from the
+    // checkpoint's layer_types; where written it decides, not the interval (empty: not written).
+    std::vector<bool> recurrent_layers;
     uint32_t ssm_conv = 4;         // ssm.conv_kernel
     uint32_t ssm_groups = 0;       // ssm.group_count: key heads
     uint32_t ssm_heads = 0;        // ssm.time_step_rank: value heads (a multiple of the key heads)
@@ -81,13 +84,19 @@ struct SyntheticSpec {
                                    // heads' v and z) instead of attn_qkv and attn_gate
     std::vector<int32_t> rope_sections;  // rope.dimension_sections (empty: not written)
     uint32_t n_ff_shexp = 0;       // a gated shared expert beside the routed ones (0: none)
+    // Multi-token-prediction blocks after the n_layer layers, as newer converters of these checkpoints
+    // write them: block_count counts them, nextn_predict_layers says how many, and the model's own
+    // forward pass runs none of them (each: an attention layer's tensors plus nextn.eh_proj, enorm,
+    // hnorm and shared_head_norm).
+    uint32_t n_nextn = 0;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
 // softcaps that bite, rope scaling of the family's kind, experts. n_embd and the FFN widths are 256
 // (whole K-quant super-blocks); logits decisive (std ~15). Knows llama (dense), "mixtral" (llama with
 // experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss, and the hybrids
-// qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next: 8 layers, attention in layers 3 and 7.
+// qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next: 8 layers, attention in layers 3 and 7 (qwen35moe:
+// 1 and 7, by attention.recurrent_layers); qwen35 adds an MTP block (blk.8, unused by the forward pass).
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();
