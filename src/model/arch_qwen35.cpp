@@ -20,6 +20,7 @@
 #include "core/error.hpp"
 
 #include <cmath>
+#include <vector>
 
 namespace ember {
 
@@ -160,20 +161,31 @@ void build_qwen35(ArchBuilder &b, bool moe, bool next) {
     const DeltaShape s = read_delta_shape(b);
     const float eps = b.f32("attention.layer_norm_rms_epsilon", 1e-6f);
     const ArchBuilder::Rope rope = read_decoder_rope(b, EMBER_GRAPH_ROPE_NEOX);
-    // Text positions are the same in every section of the multi-section rope, so it is plain rope over the
-    // sections' dims — provided they cover n_rot / 2 pairs with the fourth (never a text position) empty.
+    // The interleaved multi-section rope: pair i falls in sector s = i mod (sum of the sections) and turns
+    // by the text position when s < 3 x sections[s mod 3], else by the fourth position, which is 0 for
+    // text. Where every pair turns by the text position (Qwen3.5's 11/11/10/0) it is plain rope.
     if (const gguf::Value *sec = b.file().get_array(b.arch() + ".rope.dimension_sections")) {
-        int64_t sum = 0, last = 0;
+        int64_t v[4] = {0, 0, 0, 0}, sum = 0;
         for (uint64_t i = 0; i < sec->count && i < 4; ++i) {
-            const int64_t v = sec->array_int(i);
-            if (v < 0) fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.rope.dimension_sections' has a negative entry", b.arch().c_str());
-            sum += v;
-            if (i == 3) last = v;
+            v[i] = sec->array_int(i);
+            if (v[i] < 0) fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.rope.dimension_sections' has a negative entry", b.arch().c_str());
+            sum += v[i];
         }
-        if (sum != rope.n_rot / 2 || last != 0)
-            fail(EMBER_ERR_UNSUPPORTED, "metadata '%s.rope.dimension_sections' must cover the %u rotated pairs in its "
-                 "first three sections", b.arch().c_str(), rope.n_rot / 2);
+        for (uint32_t i = 0; sum > 0 && i < rope.n_rot / 2; ++i) {
+            const int64_t sector = i % sum;
+            if (sector >= 3 * v[sector % 3])
+                fail(EMBER_ERR_UNSUPPORTED, "metadata '%s.rope.dimension_sections': rotary pair %u would not turn for text "
+                     "(sections that leave pairs to the fourth position are not supported)", b.arch().c_str(), i);
+        }
     }
+    // Which layers are recurrent: attention.recurrent_layers when the file has it (newer converters), else
+    // every layer but each full_attention_interval-th.
+    std::vector<bool> recurrent(hp.n_layer);
+    const gguf::Value *rec = b.file().get_array(b.arch() + ".attention.recurrent_layers");
+    if (rec && rec->count < hp.n_layer)
+        fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.attention.recurrent_layers' has %llu entries for %u layers",
+             b.arch().c_str(), (unsigned long long)rec->count, hp.n_layer);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) recurrent[il] = rec ? rec->array_int(il) != 0 : (il + 1) % s.interval != 0;
     const TensorRef *emb = b.find("token_embd.weight");
     if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
     hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
@@ -187,7 +199,7 @@ void build_qwen35(ArchBuilder &b, bool moe, bool next) {
         const std::string p = "blk." + std::to_string(il) + ".";
         b.layer(static_cast<int32_t>(il));
         b.rms_norm(xn, x, b.vector(p + "attn_norm.weight", d), eps, d);
-        if ((il + 1) % s.interval != 0)
+        if (recurrent[il])
             delta_layer(b, p, s, xn, tmp, eps, next);
         else
             attention_layer(b, p, rope, xn, tmp, eps);
