@@ -598,7 +598,9 @@ typedef struct ember_grammar ember_grammar;
  *  rules, or a grammar beyond the size limits (1 MiB of text, 262144 symbols after expansion,
  *  repetition counts up to 4096, 128 nested parentheses); nesting of recursive rules beyond 256 open
  *  calls is not offered while matching, and a grammar so ambiguous that more than 1024 parses are alive
- *  at once fails sampling with EMBER_ERR_OUT_OF_MEMORY. The grammar keeps what it needs of the vocabulary: it does not
+ *  at once, or whose matching would hold more than 128 MiB (ember_grammar_memory), fails sampling with
+ *  EMBER_ERR_OUT_OF_MEMORY. Text that is not UTF-8 (overlong forms such as \xC0\xAF, surrogates) is
+ *  malformed. len is checked before the text is read. The grammar keeps what it needs of the vocabulary: it does not
  *  refer to the model after this call and may outlive it. Thread-safe. */
 EMBER_API ember_status ember_grammar_create_gbnf(const ember_model *model, const char *gbnf, size_t len,
                                                  ember_grammar **out);
@@ -607,12 +609,22 @@ EMBER_API ember_status ember_grammar_create_gbnf(const ember_model *model, const
  *  EMBER_ERR_INVALID_ARGUMENT for malformed JSON (line and column) or schema (a JSON pointer),
  *  EMBER_ERR_UNSUPPORTED for a keyword outside the subset, named with its JSON pointer (e.g. "at
  *  '/properties/date/format': the keyword 'format' is not supported"). The schema `{"type": "object"}`
- *  gives any JSON object (OpenAI's response_format json_object). Thread-safe. */
+ *  gives any JSON object (OpenAI's response_format json_object). The schema is at most 1 MiB and nests
+ *  at most 128 levels; translating it costs time and memory linear in its size, and the GBNF it makes
+ *  is held to the GBNF limits above. Thread-safe. */
 EMBER_API ember_status ember_grammar_create_json_schema(const ember_model *model, const char *schema, size_t len,
                                                         ember_grammar **out);
 
 /** Releases the caller's reference; samplers and requests it is attached to keep theirs. NULL is fine. */
 EMBER_API void ember_grammar_free(ember_grammar *grammar);
+
+/** The bytes `grammar` holds now beside the vocabulary it shares: its automaton (built while matching)
+ *  and its cache of token masks (EMBER_1.8). Both are bounded per grammar: whatever text is matched, a
+ *  grammar holds at most 128 MiB (96 MiB of automaton, 32 MiB of masks); matching that would need more
+ *  fails with EMBER_ERR_OUT_OF_MEMORY (that sampling step, or that engine request alone). An application
+ *  that caches grammars (a server compiling each client's schema once) bounds its cache in bytes with
+ *  this. Thread-safe. */
+EMBER_API ember_status ember_grammar_memory(const ember_grammar *grammar, size_t *out_bytes);
 
 /** Constrains `sampler` by `grammar` from its beginning (NULL: removes the constraint). The sampler
  *  takes its own reference (the grammar may be freed after). ember_sampler_accept then advances the

@@ -377,8 +377,12 @@ private:
             if ((b & 0xC0) != 0x80) error(i_, "invalid UTF-8 in the grammar");
             cp = (cp << 6) | (b & 0x3F);
         }
+        // Overlong forms (\xC0\xAF for '/') and surrogates are not UTF-8: the matcher refuses them in
+        // generated text, and a literal must not mean a character other than the one it spells.
+        static constexpr uint32_t kMinOfLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp > kMaxCodePoint || cp < kMinOfLength[n] || (cp >= 0xD800 && cp <= 0xDFFF))
+            error(i_, "invalid UTF-8 in the grammar");
         i_ += static_cast<size_t>(n);
-        if (cp > kMaxCodePoint) error(i_, "invalid UTF-8 in the grammar");
         return cp;
     }
 
