@@ -7,6 +7,7 @@
 #include "grammar/grammar.hpp"
 #include "sampler/sampler.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -348,6 +349,22 @@ static void test_overlong_literals_refused(void **) {
     assert_true(error_of("root ::= \"\xC3\xA9\"\n").empty());                          // é is fine
 }
 
+// Finding the rules that match the empty string is linear in the grammar: a chain of 30,000 rules,
+// each referring to the next (the last one empty), took one sweep over all rules per link before.
+static void test_nullable_chain_linear(void **) {
+    std::string text = "root ::= r0 \"x\"\n";
+    const int n = 30000;
+    for (int i = 0; i < n; ++i) text += "r" + std::to_string(i) + " ::= " + (i + 1 < n ? "r" + std::to_string(i + 1) : "\"\"") + "\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    const GrammarRules rules = parse_gbnf(text);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    print_message("a chain of %d rules: parsed in %.3f s\n", n, s);
+    assert_int_equal(rules.names.size(), n + 1);
+    assert_true(s < 2.0);
+    // and a chain that loops back is still found left-recursive
+    assert_true(contains(error_of("root ::= a \"x\"\na ::= b\nb ::= c | \"y\"\nc ::= a\n"), "left-recursive"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors),
@@ -358,6 +375,7 @@ int main(void) {
         cmocka_unit_test(test_sampler_rejection_exact),
         cmocka_unit_test(test_matching_memory_bounded),
         cmocka_unit_test(test_overlong_literals_refused),
+        cmocka_unit_test(test_nullable_chain_linear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

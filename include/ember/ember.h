@@ -27,6 +27,12 @@
  * Threads: an `ember_model` is immutable after loading and may be shared by any number of sessions on
  * any threads. An `ember_session` or `ember_sampler` must be used by one thread at a time (different
  * sessions may run concurrently, forks of one session included). Functions that take no handle are safe from any thread.
+ * Since EMBER_1.8 this is checked: a call on a session or sampler while another thread is inside a call
+ * on the same handle fails with EMBER_ERR_INVALID_STATE ("in use by a call on another thread") and
+ * changes nothing (the call in progress goes on). The check is one atomic operation per call; it cannot
+ * see a free racing a call, which stays undefined behaviour as with free(). The calls a callback makes
+ * on its own handles are governed by the callback rules below, not by this. Engines, requests and
+ * grammars are thread-safe.
  */
 #ifndef EMBER_EMBER_H
 #define EMBER_EMBER_H
@@ -801,6 +807,11 @@ EMBER_API ember_status ember_session_spec_stats(const ember_session *session, em
  *
  * Threads: every engine and request function may be called from any thread, concurrently. Callbacks
  * (ember_request_params.on_token) run on the engine's worker thread (or inside ember_engine_step).
+ *
+ * Failures: what fails for one request (its grammar's limits or dead end, its sampler, stop strings or
+ * logprobs) ends that request alone, EMBER_REQUEST_FAILED with the status (ember_request_error); the
+ * other requests of the step go on. Only a failure of the step itself (the forward pass) fails the
+ * requests it carried.
  * ------------------------------------------------------------------------------------------------- */
 
 typedef struct ember_engine ember_engine;
@@ -894,7 +905,10 @@ EMBER_API ember_status ember_estimate_memory_file(const char *path, const ember_
 
 /** Evaluates `tokens` once and keeps their KV blocks resident until the engine is freed, so every
  *  request starting with them (a system prompt) skips that work and the blocks are never evicted.
- *  Blocks until done. Only whole blocks are kept: a tail shorter than a block is recomputed. */
+ *  Blocks until done. Only whole blocks are kept: a tail shorter than a block is recomputed. Pins
+ *  together may hold every block but one context's worth (ceil(n_ctx / block_size) + 1), so that a
+ *  request always has room beside them: a pin beyond that fails with EMBER_ERR_OUT_OF_MEMORY, naming
+ *  the blocks (since EMBER_1.8; before, pins could take the whole pool). */
 EMBER_API ember_status ember_engine_pin_prefix(ember_engine *engine, const ember_token *tokens, size_t n_tokens);
 
 /** Called on the engine's thread for each generated token with the text it completes (whole UTF-8

@@ -338,17 +338,21 @@ std::string gzip_zeros(size_t n) {
 }
 #endif
 
-// Peak resident memory of a process, in KiB (VmHWM), or -1.
-long peak_rss_kib(pid_t pid) {
+// A memory figure of a process from /proc/PID/status ("VmHWM": peak resident, "VmRSS": resident now), in
+// KiB, or -1.
+long status_kib(pid_t pid, const char *field) {
     FILE *f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
     if (!f) return -1;
     char line[256];
+    const std::string format = std::string(field) + ": %ld kB";
     long kib = -1;
     while (std::fgets(line, sizeof line, f))
-        if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+        if (std::sscanf(line, format.c_str(), &kib) == 1) break;
     std::fclose(f);
     return kib;
 }
+long peak_rss_kib(pid_t pid) { return status_kib(pid, "VmHWM"); }
+long rss_kib(pid_t pid) { return status_kib(pid, "VmRSS"); }
 
 // The limits against a hostile client, on a server of one slot, two pending requests, a 64 KiB body
 // limit and 1 s for headers and for bodies.
@@ -553,17 +557,6 @@ void check_slow_clients_hold_no_thread(const std::string &server, const std::str
 }
 } // namespace
 
-// Resident memory of a process now, in KiB (VmRSS), or -1.
-long rss_kib(pid_t pid) {
-    FILE *f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
-    if (!f) return -1;
-    char line[256];
-    long kib = -1;
-    while (std::fgets(line, sizeof line, f))
-        if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
-    std::fclose(f);
-    return kib;
-}
 
 // Hostile and random bodies: whatever one client sends, it gets an answer (an error body for what is
 // refused), other clients' requests are unaffected, and the server's memory comes back afterwards.
