@@ -42,6 +42,7 @@ const std::set<std::string> kAnnotations = {"title", "description", "default", "
 const std::set<std::string> kSupported = {"type", "properties", "required", "items", "minItems", "maxItems", "enum",
                                           "const", "minLength", "maxLength", "pattern", "minimum", "maximum",
                                           "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "$ref"};
+constexpr size_t kMaxOptionalRun = 1024;             // consecutive optional properties of one object
 constexpr uint64_t kMaxBound = 999999999999999ull;   // 15 digits: integer bounds are clamped to this
 
 // A key as a JSON pointer component, for messages and rule names. Long keys are cut (whole UTF-8
@@ -300,6 +301,12 @@ private:
         const size_t n = list.size();
         std::vector<bool> optional_from(n + 1, true);   // no required member in [j, n)
         for (size_t j = n; j-- > 0;) optional_from[j] = optional_from[j + 1] && !required[j];
+        // The matcher follows a run of optional members rule by rule before it reads a character, and
+        // bounds how far (kMaxClosureDepth): a longer run is refused here, at once, rather than when
+        // generation reaches it.
+        for (size_t j = 0, run = 0; j < n; ++j)
+            if ((run = required[j] ? 0 : run + 1) > kMaxOptionalRun)
+                unsupported(ptr + "/properties", "more than " + std::to_string(kMaxOptionalRun) + " optional properties in a row");
         std::string next;   // rule "from j + 1"
         for (size_t j = n; j-- > 0;) {
             std::string body = kv[j];
