@@ -670,7 +670,8 @@ EMBER_API ember_status ember_generate_next(ember_session *session, ember_sampler
  *  ember_generate_next left it (a feed, truncate, restore or ember_generate in between moved its
  *  position). ember_generate uses its own
  *  params' stop strings, not these; a fork does not inherit them. Errors: EMBER_ERR_INVALID_ARGUMENT
- *  (stop NULL with n_stop > 0, a NULL string, more or longer strings than allowed; nothing changes),
+ *  (stop NULL with n_stop > 0, a NULL string, more or longer strings than allowed, a string that is not
+ *  valid UTF-8; nothing changes),
  *  EMBER_ERR_INVALID_STATE from inside ember_generate's callback on the same session. Same threading as
  *  the session. */
 EMBER_API ember_status ember_session_set_stop(ember_session *session, const char *const *stop, size_t n_stop);
@@ -714,7 +715,10 @@ typedef struct ember_generate_params {
      *  ends, returning EMBER_END_OF_GENERATION, once the text contains one of them, even across token
      *  boundaries. The stop text and anything after it is not passed to on_token: text that could be
      *  the start of a stop string is held back until the next token decides (so on_token may get ""
-     *  for a token and more than its own text later). The tokens stay evaluated in the session. */
+     *  for a token and more than its own text later). The tokens stay evaluated in the session. Stop
+     *  strings match whole UTF-8 characters: one that is not valid UTF-8 (a lone continuation byte,
+     *  half a character) is refused with EMBER_ERR_INVALID_ARGUMENT (since EMBER_1.8; before, it could
+     *  end the text inside a character). */
     const char *const *stop;
     size_t n_stop;
 } ember_generate_params;
