@@ -652,7 +652,11 @@ void check_hostile_bodies(const std::string &server, const std::string &model) {
     CHECK(after.status == 200 && text_of(after) == text_of(ref), "plain completion after the attacks: %d", after.status);
     const long rss_after = rss_kib(srv.pid);
     std::printf("hostile bodies: server RSS %ld KiB before, %ld KiB after\n", rss_before, rss_after);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // The sanitizers' shadow memory and quarantine grow with what was allocated: printed, not checked.
+#else
     CHECK(rss_after <= rss_before + rss_before / 10 + 4096, "RSS grew from %ld to %ld KiB", rss_before, rss_after);
+#endif
     const int rc = srv.stop(10);
     CHECK(rc == 0, "hostile-bodies server: exit status %d", rc);
 }
