@@ -413,6 +413,47 @@ static void test_stress_threads(void **state) {
     ember_engine_free(e);
 }
 
+/* Pins may hold every block but a whole context's worth: the pin that would pass that is refused, with
+ * the figures, and a request of a full context still runs beside the pins (before, pins could take the
+ * whole pool and every later request failed). */
+static void test_pins_leave_room(void **state) {
+    (void)state;
+    ember_engine_params ep;
+    ember_engine_params_init(&ep);
+    ep.n_ctx = 128;
+    ep.n_seq_max = 2;
+    ember_engine *e = NULL;
+    assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_OK);
+    ember_engine_stats st;
+    ember_engine_stats_init(&st);
+    assert_int_equal(ember_engine_get_stats(e, &st), EMBER_OK);
+    ember_token prefix[120];
+    int pinned = 0, refused = 0;
+    for (int i = 0; i < 8 && !refused; ++i) {
+        for (int k = 0; k < 120; ++k) prefix[k] = 100 + i * 120 + k; /* distinct prefixes: no sharing */
+        const ember_status s = ember_engine_pin_prefix(e, prefix, 120);
+        if (s == EMBER_OK) {
+            ++pinned;
+            continue;
+        }
+        assert_int_equal(s, EMBER_ERR_OUT_OF_MEMORY);
+        assert_non_null(strstr(ember_last_error(), "no room"));
+        refused = 1;
+    }
+    assert_true(refused);
+    assert_true(pinned >= 1);
+    wait_idle(e, &st);
+    assert_true(st.n_blocks - st.n_blocks_used >= (128 + st.block_size - 1) / st.block_size + 1);
+    /* A request of a full context (127 prompt tokens + 1) runs beside the pins. */
+    ember_token prompt[127];
+    for (int k = 0; k < 127; ++k) prompt[k] = 5000 + k;
+    ember_request *r = submit(e, prompt, 127, 1);
+    ember_token got[4];
+    assert_int_equal(collect(r, got, 4), 1);
+    ember_request_free(r);
+    ember_engine_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_alone),
@@ -420,6 +461,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_mid_prefill_frees_blocks),
         cmocka_unit_test(test_poll_never_waits),
         cmocka_unit_test(test_pinned_prefix_and_errors),
+        cmocka_unit_test(test_pins_leave_room),
         cmocka_unit_test(test_memory_estimate),
         cmocka_unit_test(test_stress_threads),
     };

@@ -7,6 +7,7 @@
 #include "grammar/grammar.hpp"
 #include "sampler/sampler.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -311,6 +312,59 @@ static void test_sampler_rejection_exact(void **) {
     }
 }
 
+// Matching memory is bounded per grammar, whatever text is matched: a palindrome grammar's stacks
+// remember every byte read, so every new text builds new automaton states (35 bytes of GBNF like this
+// grew to 333 MiB before). Under a small limit the walk stops with EMBER_ERR_OUT_OF_MEMORY, the charge
+// never passes it, and what was built stays usable.
+static void test_matching_memory_bounded(void **) {
+    const size_t limit = size_t(2) << 20;
+    CompiledGrammar g(parse_gbnf("root ::= \"a\" root \"a\" | \"b\" root \"b\" | \"\"\n"), vocab_of({"a", "b"}), limit);
+    assert_true(matches(g, "abba"));
+    std::mt19937 rng(7);
+    bool stopped = false;
+    for (int walk = 0; walk < 10000 && !stopped; ++walk) {
+        std::string text;
+        for (int i = 0; i < 200; ++i) text += (rng() & 1) ? 'a' : 'b';
+        try {
+            g.advance_bytes(g.start(), text);
+        } catch (const ember::Error &e) {
+            assert_int_equal(e.status(), EMBER_ERR_OUT_OF_MEMORY);
+            assert_true(contains(e.what(), "limit"));
+            stopped = true;
+        }
+        assert_true(g.bytes() <= limit);
+    }
+    assert_true(stopped);
+    assert_true(g.bytes() > limit / 2);   // the charge counts what is really built
+    assert_true(matches(g, "abba"));      // states built before the limit still work
+    assert_true(GrammarAutomaton::kMaxBytes + CompiledGrammar::kMaskCacheBytes <= GrammarLimits::kMaxMatchBytes);
+}
+
+// Overlong UTF-8 (\xC0\xAF spells '/' in two bytes) and surrogates are not characters: a literal or
+// class holding them is malformed, not a way to write another character.
+static void test_overlong_literals_refused(void **) {
+    assert_true(contains(error_of("root ::= \"\xC0\xAF\"\n"), "invalid UTF-8"));
+    assert_true(contains(error_of("root ::= [\xE0\x80\xAF]\n"), "invalid UTF-8"));
+    assert_true(contains(error_of("root ::= \"\xED\xA0\x80\"\n"), "invalid UTF-8"));   // U+D800
+    assert_true(error_of("root ::= \"\xC3\xA9\"\n").empty());                          // é is fine
+}
+
+// Finding the rules that match the empty string is linear in the grammar: a chain of 30,000 rules,
+// each referring to the next (the last one empty), took one sweep over all rules per link before.
+static void test_nullable_chain_linear(void **) {
+    std::string text = "root ::= r0 \"x\"\n";
+    const int n = 30000;
+    for (int i = 0; i < n; ++i) text += "r" + std::to_string(i) + " ::= " + (i + 1 < n ? "r" + std::to_string(i + 1) : "\"\"") + "\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    const GrammarRules rules = parse_gbnf(text);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    print_message("a chain of %d rules: parsed in %.3f s\n", n, s);
+    assert_int_equal(rules.names.size(), n + 1);
+    assert_true(s < 2.0);
+    // and a chain that loops back is still found left-recursive
+    assert_true(contains(error_of("root ::= a \"x\"\na ::= b\nb ::= c | \"y\"\nc ::= a\n"), "left-recursive"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors),
@@ -319,6 +373,9 @@ int main(void) {
         cmocka_unit_test(test_dead_end_and_depth),
         cmocka_unit_test(test_sampler_shortcuts_exact),
         cmocka_unit_test(test_sampler_rejection_exact),
+        cmocka_unit_test(test_matching_memory_bounded),
+        cmocka_unit_test(test_overlong_literals_refused),
+        cmocka_unit_test(test_nullable_chain_linear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

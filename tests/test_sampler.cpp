@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "sampler/sampler.hpp"
+#include "sampler/stop_strings.hpp"
 
 #include <cmath>
 #include <vector>
@@ -145,11 +146,51 @@ static void test_invalid(void **) {
     assert_true(bad(p));
 }
 
+// Where some logit is +inf, the +inf tokens share the whole probability: temperature sampling chose a
+// -inf token for every seed when it came after the +inf one (exp(inf - inf) is NaN), with and without
+// the truncation stages.
+static void test_infinite_logits(void **) {
+    const float inf = INFINITY;
+    for (int variant = 0; variant < 3; ++variant) {
+        for (uint64_t seed = 0; seed < 200; ++seed) {
+            SamplerParams p;
+            p.temperature = 0.7f;
+            p.seed = seed;
+            if (variant == 1) p.top_p = 0.9f;
+            if (variant == 2) p.top_k = 2;
+            Sampler s(p);
+            const std::vector<float> logits = {0.5f, inf, -inf, 1.0f, inf, -inf};
+            const int32_t t = s.sample(logits.data(), logits.size());
+            if (t != 1 && t != 4) fail_msg("variant %d seed %llu: token %d drawn, not a +inf one", variant, (unsigned long long)seed, t);
+        }
+    }
+}
+
+// Stop strings match whole UTF-8 characters: one that is not valid UTF-8 (a lone continuation byte,
+// half of "é") is refused; before, "\xA9" matched inside "é" and the text out ended in a lone 0xC3.
+static void test_stop_strings_utf8(void **) {
+    for (const char *bad : {"\xA9", "\xC3", "ab\xC3"}) {
+        try {
+            ember::StopStrings s({bad});
+            fail_msg("stop string '%s' accepted", bad);
+        } catch (const ember::Error &e) {
+            assert_int_equal(e.status(), EMBER_ERR_INVALID_ARGUMENT);
+        }
+    }
+    ember::StopStrings s({"\xC3\xA9!"});
+    std::string out = s.push("caf\xC3\xA9");
+    out += s.push("!x");
+    assert_true(s.stopped());
+    assert_string_equal(out.c_str(), "caf");
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_and_penalties), cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_truncation_stages),    cmocka_unit_test(test_seed_repeatability),
         cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_infinite_logits),
+        cmocka_unit_test(test_stop_strings_utf8),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -8,6 +8,8 @@
 #include <ember/ember.h>
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,6 +407,160 @@ static void test_engine_request(void **state) {
     ember_engine_free(engine);
 }
 
+/* A request whose grammar fails (here: more parse stacks than the limit, after a few "(") fails alone;
+ * the plain requests of the same steps run to their end (before, every request of the step failed). */
+static void test_request_failure_isolated(void **state) {
+    (void)state;
+    ember_engine *engine;
+    ember_engine_params ep;
+    ember_engine_params_init(&ep);
+    ep.n_seq_max = 4;
+    assert_int_equal(ember_engine_create(g_model, &ep, &engine), EMBER_OK);
+    ember_grammar *amb = gbnf("root ::= \"(\" ( root \")\" | root \"]\" )\n"); /* stacks double with each "(" */
+    ember_token prompt[64];
+    ember_request_params rp;
+    ember_request_params_init(&rp);
+    rp.prompt = prompt;
+    rp.n_prompt = test_tokenize(g_model, "Once upon a time", prompt, 64);
+    rp.max_tokens = 24;
+    ember_request *r[4];
+    for (int i = 0; i < 4; ++i) {
+        rp.grammar = i == 2 ? amb : NULL;
+        assert_int_equal(ember_request_submit(engine, &rp, &r[i]), EMBER_OK);
+    }
+    for (int i = 0; i < 4; ++i) {
+        assert_int_equal(ember_request_wait(r[i], UINT32_MAX), EMBER_OK);
+        ember_request_state st;
+        size_t n;
+        assert_int_equal(ember_request_poll(r[i], NULL, 0, &n, &st), EMBER_OK);
+        ember_status err;
+        const char *msg;
+        assert_int_equal(ember_request_error(r[i], &err, &msg), EMBER_OK);
+        if (i == 2) {
+            assert_int_equal(st, EMBER_REQUEST_FAILED);
+            assert_int_equal(err, EMBER_ERR_OUT_OF_MEMORY);
+            assert_non_null(strstr(msg, "parse stacks"));
+        } else {
+            if (st != EMBER_REQUEST_DONE) fail_msg("request %d: state %d, %s", i, (int)st, msg);
+            assert_int_equal(n, 24);
+        }
+        ember_request_free(r[i]);
+    }
+    ember_grammar_free(amb);
+    ember_engine_free(engine);
+}
+
+/* The grammar's size is checked before its text is read (len = SIZE_MAX copied first), and a grammar
+ * reports the bytes it holds, which stay within the documented 128 MiB. */
+static void test_grammar_size_and_memory(void **state) {
+    (void)state;
+    ember_grammar *g = (ember_grammar *)1;
+    assert_int_equal(ember_grammar_create_gbnf(g_model, "root ::= \"a\"", SIZE_MAX, &g), EMBER_ERR_INVALID_ARGUMENT);
+    assert_null(g);
+    assert_non_null(strstr(ember_last_error(), "limit"));
+    assert_int_equal(ember_grammar_create_json_schema(g_model, "{}", (size_t)1 << 40, &g), EMBER_ERR_INVALID_ARGUMENT);
+    g = gbnf("root ::= [a-z ]+ \".\"\n");
+    size_t before = 0, after = 0;
+    assert_int_equal(ember_grammar_memory(g, &before), EMBER_OK);
+    struct text out;
+    const ember_status st = generate("Once upon a time", NULL, g, NULL, 0, 16, &out);
+    assert_true(st == EMBER_OK || st == EMBER_END_OF_GENERATION);
+    assert_int_equal(ember_grammar_memory(g, &after), EMBER_OK);
+    assert_true(after > before); /* the states and masks it built */
+    assert_true(after <= (size_t)128 << 20);
+    assert_int_equal(ember_grammar_memory(NULL, &after), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_grammar_memory(g, NULL), EMBER_ERR_INVALID_ARGUMENT);
+    ember_grammar_free(g);
+    /* Stop strings are whole UTF-8: a lone continuation byte is refused. */
+    const char *stop[] = {"\xA9"};
+    assert_int_equal(generate("Once upon a time", NULL, NULL, stop, 1, 4, &out), EMBER_ERR_INVALID_ARGUMENT);
+}
+
+/* ember_sampler_set_grammar from ember_generate's callback on the running sampler is refused (the
+ * header allows only ember_sampler_free there); it returned EMBER_OK and changed the grammar under the
+ * running generation. */
+static ember_sampler *g_running_sampler;
+static ember_status g_set_grammar_status;
+static bool set_grammar_cb(ember_token token, const char *t, size_t len, void *ud) {
+    (void)token, (void)t, (void)len, (void)ud;
+    g_set_grammar_status = ember_sampler_set_grammar(g_running_sampler, NULL);
+    return false;
+}
+static void test_set_grammar_in_callback(void **state) {
+    (void)state;
+    ember_session *s = fed("Once upon a time");
+    g_running_sampler = test_greedy_sampler();
+    ember_generate_params gp;
+    ember_generate_params_init(&gp);
+    gp.max_tokens = 4;
+    gp.on_token = set_grammar_cb;
+    g_set_grammar_status = EMBER_OK;
+    assert_int_equal(ember_generate(s, g_running_sampler, &gp, NULL), EMBER_STOPPED);
+    assert_int_equal(g_set_grammar_status, EMBER_ERR_INVALID_STATE);
+    ember_sampler_free(g_running_sampler);
+    ember_session_free(s);
+}
+
+/* A session or sampler used by a second thread while a call on it runs is refused with
+ * EMBER_ERR_INVALID_STATE (ThreadSanitizer reported races there before); the call in progress goes on. */
+struct overlap {
+    ember_session *session;
+    ember_sampler *sampler;
+    atomic_int phase; /* 1: the generation is inside its callback; 2: the other thread has tried */
+    ember_status feed, position, sample, set_stop;
+    char message[256];
+};
+static bool overlap_cb(ember_token token, const char *t, size_t len, void *ud) {
+    (void)token, (void)t, (void)len;
+    struct overlap *o = ud;
+    if (atomic_load(&o->phase) == 0) {
+        atomic_store(&o->phase, 1);
+        while (atomic_load(&o->phase) != 2) {
+        }
+    }
+    return true;
+}
+static void *overlap_thread(void *arg) {
+    struct overlap *o = arg;
+    while (atomic_load(&o->phase) != 1) {
+    }
+    ember_token tok = 1;
+    uint32_t pos;
+    float logits[4] = {0};
+    o->feed = ember_session_feed(o->session, &tok, 1);
+    o->position = ember_session_position(o->session, &pos);
+    o->sample = ember_sampler_sample(o->sampler, logits, 4, &tok);
+    o->set_stop = ember_session_set_stop(o->session, NULL, 0);
+    snprintf(o->message, sizeof o->message, "%s", ember_last_error());
+    atomic_store(&o->phase, 2);
+    return NULL;
+}
+static void test_concurrent_use_refused(void **state) {
+    (void)state;
+    struct overlap o = {fed("Once upon a time"), test_greedy_sampler(), 0, EMBER_OK, EMBER_OK, EMBER_OK, EMBER_OK, ""};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, overlap_thread, &o), 0);
+    ember_generate_params gp;
+    ember_generate_params_init(&gp);
+    gp.max_tokens = 4;
+    gp.on_token = overlap_cb;
+    gp.user_data = &o;
+    size_t count = 0;
+    assert_int_equal(ember_generate(o.session, o.sampler, &gp, &count), EMBER_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(count, 4);
+    assert_int_equal(o.feed, EMBER_ERR_INVALID_STATE);
+    assert_int_equal(o.position, EMBER_ERR_INVALID_STATE);
+    assert_int_equal(o.sample, EMBER_ERR_INVALID_STATE);
+    assert_int_equal(o.set_stop, EMBER_ERR_INVALID_STATE);
+    assert_non_null(strstr(o.message, "another thread"));
+    /* Once the call has returned, either thread may use them again. */
+    ember_token tok = 1;
+    assert_int_equal(ember_session_feed(o.session, &tok, 1), EMBER_OK);
+    ember_sampler_free(o.sampler);
+    ember_session_free(o.session);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),
@@ -413,6 +569,10 @@ int main(void) {
         cmocka_unit_test(test_next_stop_strings),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_engine_request),
+        cmocka_unit_test(test_request_failure_isolated),
+        cmocka_unit_test(test_grammar_size_and_memory),
+        cmocka_unit_test(test_set_grammar_in_callback),
+        cmocka_unit_test(test_concurrent_use_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -275,6 +275,7 @@
     X(ember_status, ember_grammar_create_gbnf, (const ember_model *, const char *, size_t, ember_grammar **)) \
     X(ember_status, ember_grammar_create_json_schema, (const ember_model *, const char *, size_t, ember_grammar **)) \
     X(void, ember_grammar_free, (ember_grammar *)) \
+    X(ember_status, ember_grammar_memory, (const ember_grammar *, size_t *)) \
     X(ember_status, ember_sampler_set_grammar, (ember_sampler *, const ember_grammar *)) \
     X(ember_status, ember_generate_next, (ember_session *, ember_sampler *, ember_token *, const char **, size_t *)) \
     X(ember_status, ember_session_set_stop, (ember_session *, const char *const *, size_t)) \

@@ -27,6 +27,12 @@
  * Threads: an `ember_model` is immutable after loading and may be shared by any number of sessions on
  * any threads. An `ember_session` or `ember_sampler` must be used by one thread at a time (different
  * sessions may run concurrently, forks of one session included). Functions that take no handle are safe from any thread.
+ * Since EMBER_1.8 this is checked: a call on a session or sampler while another thread is inside a call
+ * on the same handle fails with EMBER_ERR_INVALID_STATE ("in use by a call on another thread") and
+ * changes nothing (the call in progress goes on). The check is one atomic operation per call; it cannot
+ * see a free racing a call, which stays undefined behaviour as with free(). The calls a callback makes
+ * on its own handles are governed by the callback rules below, not by this. Engines, requests and
+ * grammars are thread-safe.
  */
 #ifndef EMBER_EMBER_H
 #define EMBER_EMBER_H
@@ -605,7 +611,9 @@ typedef struct ember_grammar ember_grammar;
  *  rules, or a grammar beyond the size limits (1 MiB of text, 262144 symbols after expansion,
  *  repetition counts up to 4096, 128 nested parentheses); nesting of recursive rules beyond 256 open
  *  calls is not offered while matching, and a grammar so ambiguous that more than 1024 parses are alive
- *  at once fails sampling with EMBER_ERR_OUT_OF_MEMORY. The grammar keeps what it needs of the vocabulary: it does not
+ *  at once, or whose matching would hold more than 128 MiB (ember_grammar_memory), fails sampling with
+ *  EMBER_ERR_OUT_OF_MEMORY. Text that is not UTF-8 (overlong forms such as \xC0\xAF, surrogates) is
+ *  malformed. len is checked before the text is read. The grammar keeps what it needs of the vocabulary: it does not
  *  refer to the model after this call and may outlive it. Thread-safe. */
 EMBER_API ember_status ember_grammar_create_gbnf(const ember_model *model, const char *gbnf, size_t len,
                                                  ember_grammar **out);
@@ -614,12 +622,22 @@ EMBER_API ember_status ember_grammar_create_gbnf(const ember_model *model, const
  *  EMBER_ERR_INVALID_ARGUMENT for malformed JSON (line and column) or schema (a JSON pointer),
  *  EMBER_ERR_UNSUPPORTED for a keyword outside the subset, named with its JSON pointer (e.g. "at
  *  '/properties/date/format': the keyword 'format' is not supported"). The schema `{"type": "object"}`
- *  gives any JSON object (OpenAI's response_format json_object). Thread-safe. */
+ *  gives any JSON object (OpenAI's response_format json_object). The schema is at most 1 MiB and nests
+ *  at most 128 levels; translating it costs time and memory linear in its size, and the GBNF it makes
+ *  is held to the GBNF limits above. Thread-safe. */
 EMBER_API ember_status ember_grammar_create_json_schema(const ember_model *model, const char *schema, size_t len,
                                                         ember_grammar **out);
 
 /** Releases the caller's reference; samplers and requests it is attached to keep theirs. NULL is fine. */
 EMBER_API void ember_grammar_free(ember_grammar *grammar);
+
+/** The bytes `grammar` holds now beside the vocabulary it shares: its automaton (built while matching)
+ *  and its cache of token masks (EMBER_1.8). Both are bounded per grammar: whatever text is matched, a
+ *  grammar holds at most 128 MiB (96 MiB of automaton, 32 MiB of masks); matching that would need more
+ *  fails with EMBER_ERR_OUT_OF_MEMORY (that sampling step, or that engine request alone). An application
+ *  that caches grammars (a server compiling each client's schema once) bounds its cache in bytes with
+ *  this. Thread-safe. */
+EMBER_API ember_status ember_grammar_memory(const ember_grammar *grammar, size_t *out_bytes);
 
 /** Constrains `sampler` by `grammar` from its beginning (NULL: removes the constraint). The sampler
  *  takes its own reference (the grammar may be freed after). ember_sampler_accept then advances the
@@ -659,7 +677,8 @@ EMBER_API ember_status ember_generate_next(ember_session *session, ember_sampler
  *  ember_generate_next left it (a feed, truncate, restore or ember_generate in between moved its
  *  position). ember_generate uses its own
  *  params' stop strings, not these; a fork does not inherit them. Errors: EMBER_ERR_INVALID_ARGUMENT
- *  (stop NULL with n_stop > 0, a NULL string, more or longer strings than allowed; nothing changes),
+ *  (stop NULL with n_stop > 0, a NULL string, more or longer strings than allowed, a string that is not
+ *  valid UTF-8; nothing changes),
  *  EMBER_ERR_INVALID_STATE from inside ember_generate's callback on the same session. Same threading as
  *  the session. */
 EMBER_API ember_status ember_session_set_stop(ember_session *session, const char *const *stop, size_t n_stop);
@@ -703,7 +722,10 @@ typedef struct ember_generate_params {
      *  ends, returning EMBER_END_OF_GENERATION, once the text contains one of them, even across token
      *  boundaries. The stop text and anything after it is not passed to on_token: text that could be
      *  the start of a stop string is held back until the next token decides (so on_token may get ""
-     *  for a token and more than its own text later). The tokens stay evaluated in the session. */
+     *  for a token and more than its own text later). The tokens stay evaluated in the session. Stop
+     *  strings match whole UTF-8 characters: one that is not valid UTF-8 (a lone continuation byte,
+     *  half a character) is refused with EMBER_ERR_INVALID_ARGUMENT (since EMBER_1.8; before, it could
+     *  end the text inside a character). */
     const char *const *stop;
     size_t n_stop;
 } ember_generate_params;
@@ -796,6 +818,11 @@ EMBER_API ember_status ember_session_spec_stats(const ember_session *session, em
  *
  * Threads: every engine and request function may be called from any thread, concurrently. Callbacks
  * (ember_request_params.on_token) run on the engine's worker thread (or inside ember_engine_step).
+ *
+ * Failures: what fails for one request (its grammar's limits or dead end, its sampler, stop strings or
+ * logprobs) ends that request alone, EMBER_REQUEST_FAILED with the status (ember_request_error); the
+ * other requests of the step go on. Only a failure of the step itself (the forward pass) fails the
+ * requests it carried.
  * ------------------------------------------------------------------------------------------------- */
 
 typedef struct ember_engine ember_engine;
@@ -890,7 +917,10 @@ EMBER_API ember_status ember_estimate_memory_file(const char *path, const ember_
 
 /** Evaluates `tokens` once and keeps their KV blocks resident until the engine is freed, so every
  *  request starting with them (a system prompt) skips that work and the blocks are never evicted.
- *  Blocks until done. Only whole blocks are kept: a tail shorter than a block is recomputed. */
+ *  Blocks until done. Only whole blocks are kept: a tail shorter than a block is recomputed. Pins
+ *  together may hold every block but one context's worth (ceil(n_ctx / block_size) + 1), so that a
+ *  request always has room beside them: a pin beyond that fails with EMBER_ERR_OUT_OF_MEMORY, naming
+ *  the blocks (since EMBER_1.8; before, pins could take the whole pool). */
 EMBER_API ember_status ember_engine_pin_prefix(ember_engine *engine, const ember_token *tokens, size_t n_tokens);
 
 /** Called on the engine's thread for each generated token with the text it completes (whole UTF-8

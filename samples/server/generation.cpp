@@ -17,7 +17,7 @@ ServerContext::ServerContext(ember_model *model, ember_engine *engine, std::stri
                              size_t max_pending)
     : model_(model), engine_(engine), model_id_(std::move(model_id)), n_ctx_(n_ctx),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
-      max_pending_(max_pending) {}
+      max_pending_(max_pending), grammars_(model, GrammarCache::Limits{}) {}
 
 bool ServerContext::reserve() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -49,21 +49,6 @@ void ServerContext::shut_down() {
     for (Generation *g : live_) g->cancel();
 }
 
-std::shared_ptr<ember_grammar> ServerContext::grammar_for(const std::string &schema, std::string *message) {
-    std::lock_guard<std::mutex> lock(grammars_mutex_);
-    auto it = grammars_.find(schema);
-    if (it != grammars_.end()) return it->second;
-    ember_grammar *g = nullptr;
-    if (ember_grammar_create_json_schema(model_, schema.data(), schema.size(), &g) != EMBER_OK) {
-        *message = ember_last_error();
-        return nullptr;
-    }
-    if (grammars_.size() >= kMaxGrammars) grammars_.clear();   // simple bound; requests keep their own references
-    std::shared_ptr<ember_grammar> shared(g, ember_grammar_free);
-    grammars_.emplace(schema, shared);
-    return shared;
-}
-
 namespace {
 ApiError engine_error(ember_status st, const std::string &what, const char *message) {
     ApiError e;
@@ -89,6 +74,7 @@ Generation::~Generation() {
     if (enrolled_) ctx_.withdraw(this);
     // Waits out a callback in flight and cancels the request if it still runs.
     ember_request_free(request_);
+    if (!schema_.empty()) ctx_.grammars().used(schema_);
     if (reserved_) ctx_.release();
 }
 
@@ -136,7 +122,7 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     std::shared_ptr<ember_grammar> grammar;
     if (!req.json_schema.empty()) {
         std::string why;
-        if (!(grammar = ctx.grammar_for(req.json_schema, &why))) {
+        if (!(grammar = ctx.grammars().get(req.json_schema, &why))) {
             err->http_status = 400;
             err->code = "invalid_response_format";
             err->message = "response_format: " + why;
@@ -154,6 +140,7 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     rp.on_token = &Generation::on_token;
     rp.user_data = g.get();
     rp.grammar = grammar.get();
+    if (grammar) g->schema_ = req.json_schema;
     rp.stop = stops.data();
     rp.n_stop = stops.size();
     const ember_status st = ember_request_submit(ctx.engine(), &rp, &g->request_);   // takes its own grammar reference

@@ -3,6 +3,7 @@
 // library), requests cancelled on disconnect or shutdown.
 #pragma once
 
+#include "grammar_cache.hpp"
 #include "openai_json.hpp"
 
 #include <ember/ember.h>
@@ -38,10 +39,8 @@ public:
     // Refuses new requests and cancels those in flight (their handlers then finish quickly).
     void shut_down();
 
-    // The grammar for a response_format schema, compiled once per distinct schema text: a grammar caches
-    // the token masks of the states it has met, so clients asking for the same shape again get warm
-    // masks. nullptr (with the library's message in *message) when the schema is refused.
-    std::shared_ptr<ember_grammar> grammar_for(const std::string &schema, std::string *message);
+    // The grammars of response_format schemas (grammar_cache.hpp).
+    GrammarCache &grammars() { return grammars_; }
 
 private:
     friend class Generation;
@@ -60,9 +59,7 @@ private:
     bool stopping_ = false;
     const size_t max_pending_;
     size_t pending_ = 0;   // reserved places (under mutex_)
-    std::mutex grammars_mutex_;
-    std::map<std::string, std::shared_ptr<ember_grammar>> grammars_;   // at most kMaxGrammars
-    static constexpr size_t kMaxGrammars = 32;
+    GrammarCache grammars_;
 };
 
 // Why a generation ended.
@@ -112,6 +109,7 @@ private:
     const int32_t top_logprobs_;   // -1: no logprobs asked for
     bool enrolled_ = false;
     bool reserved_ = false;   // holds a place of ServerContext's max_pending
+    std::string schema_;      // response_format's schema ("" for none): its cached grammar is measured at the end
 
     mutable std::mutex mutex_;
     std::condition_variable changed_;

@@ -3,6 +3,7 @@
 // an exception from deep inside the JSON library.
 #include "openai_json.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -71,7 +72,30 @@ std::string error_body(const ApiError &e) {
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+size_t json_nesting_depth(std::string_view text) {
+    size_t depth = 0, deepest = 0;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            deepest = std::max(deepest, ++depth);
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
 std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint endpoint, CompletionRequest *out) {
+    // Before parsing: the JSON library parses any depth, but writing, comparing or converting a value
+    // recurses once per level, and 50,000 levels fit in 100 KB (the stack ran out).
+    if (json_nesting_depth(body) > kMaxJsonDepth)
+        return bad("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "invalid_json");
     const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return bad("the request body is not valid JSON", "invalid_json");
     if (!j.is_object()) return bad("the request body must be a JSON object", "invalid_type");
@@ -90,7 +114,14 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
                 return bad("messages[" + std::to_string(i) + "].role must be a string", "invalid_type");
             ChatMessageText msg;
             msg.role = m["role"].get<std::string>();
+            if (msg.role != "system" && msg.role != "developer" && msg.role != "user" && msg.role != "assistant" &&
+                msg.role != "tool")
+                return bad("messages[" + std::to_string(i) + "].role must be system, developer, user, assistant or tool");
             if (!m.contains("content")) return bad("messages[" + std::to_string(i) + "].content is required", "missing_field");
+            // null content is an assistant turn that only called tools; anyone else must say something.
+            if (m["content"].is_null() && !(msg.role == "assistant" && m.contains("tool_calls")))
+                return bad("messages[" + std::to_string(i) + "].content may be null only in an assistant message with tool_calls",
+                           "invalid_type");
             if (auto e = read_content(m["content"], i, &msg.content)) return e;
             r.messages.push_back(std::move(msg));
         }

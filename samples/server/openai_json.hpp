@@ -53,6 +53,13 @@ struct CompletionRequest {
     bool include_usage = false;             // stream_options.include_usage: a last chunk with usage
 };
 
+// How deeply a request body's arrays and objects may nest (a JSON Schema in response_format included;
+// the library allows a schema 128 levels). Deeper bodies are refused before they are parsed.
+constexpr size_t kMaxJsonDepth = 256;
+// The deepest nesting of arrays and objects in JSON text (strings skipped), in one pass without
+// recursion; text that is not JSON gives some number and fails to parse afterwards.
+size_t json_nesting_depth(std::string_view text);
+
 // Parses and validates a request body. Returns an ApiError (400) naming the field on failure.
 std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint endpoint, CompletionRequest *out);
 

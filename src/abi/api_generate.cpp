@@ -15,10 +15,10 @@ ember_status ember_generate_next(ember_session *session, ember_sampler *sampler,
                                  const char **out_text, size_t *out_text_len) {
     return guard("ember_generate_next", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_generate_next");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_generate_next");
         EMBER_REQUIRE_ARG(sampler);
         EMBER_REQUIRE_ARG(out_token);
-        abi::refuse_reentry(sampler, "ember_generate_next");
+        const abi::ExclusiveUse use_sampler = abi::enter(sampler, "ember_generate_next");
         if (session->cancel_sticky.load(std::memory_order_relaxed) && session->cancel.load(std::memory_order_relaxed)) {
             *out_token = -1;   // an armed session's pending cancel (ember_session_cancel_arm)
             if (out_text) *out_text = "";
@@ -43,7 +43,7 @@ ember_status ember_generate_next(ember_session *session, ember_sampler *sampler,
 ember_status ember_session_set_stop(ember_session *session, const char *const *stop, size_t n_stop) {
     return guard("ember_session_set_stop", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_set_stop");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_set_stop");
         session->next_stop = abi::stop_strings_from(stop, n_stop);   // validated before anything changes
         return EMBER_OK;
     });
@@ -52,7 +52,7 @@ ember_status ember_session_set_stop(ember_session *session, const char *const *s
 ember_status ember_session_flush_stop(ember_session *session, const char **out_text, size_t *out_text_len) {
     return guard("ember_session_flush_stop", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_flush_stop");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_flush_stop");
         session->text = session->next_stop.finish();
         session->next_stop.restart();
         if (out_text) *out_text = session->text.c_str();
@@ -122,8 +122,8 @@ ember_status ember_generate(ember_session *session, ember_sampler *sampler, cons
     const ember_status status = guard("ember_generate", [&] {
         EMBER_REQUIRE_ARG(session);
         EMBER_REQUIRE_ARG(sampler);
-        abi::refuse_reentry(session, "ember_generate");
-        abi::refuse_reentry(sampler, "ember_generate");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_generate");
+        const abi::ExclusiveUse use_sampler = abi::enter(sampler, "ember_generate");
         const ember_generate_params p = abi::read_params(params, kGenerateParamsV1Size, impl_ember_generate_params_init_1_4,
                                                          "ember_generate_params");
         StopStrings stop = abi::stop_strings_from(p.stop, p.n_stop);
@@ -188,7 +188,7 @@ void ember_spec_params_init(ember_spec_params *params) {
 ember_status ember_session_set_speculation(ember_session *session, const ember_spec_params *params) {
     return guard("ember_session_set_speculation", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_set_speculation");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_set_speculation");
         const ember_spec_params p =
             abi::read_params(params, sizeof(ember_spec_params), ember_spec_params_init, "ember_spec_params");
         const int64_t mode = abi::enum_value(p.mode);
@@ -222,6 +222,7 @@ void ember_spec_stats_init(ember_spec_stats *stats) {
 ember_status ember_session_spec_stats(const ember_session *session, ember_spec_stats *stats) {
     return guard("ember_session_spec_stats", [&] {
         EMBER_REQUIRE_ARG(session);
+        const abi::ExclusiveUse use_session = abi::claim(session, "ember_session_spec_stats");
         EMBER_REQUIRE_ARG(stats);
         if (!session->spec) fail(EMBER_ERR_INVALID_STATE, "no speculation is attached to this session");
         const spec::SpecStats &s = session->spec->stats();

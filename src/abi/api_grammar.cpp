@@ -24,6 +24,10 @@ ember_status create(const char *fn, const ember_model *model, const char *text, 
         EMBER_REQUIRE_ARG(model);
         EMBER_REQUIRE_ARG(out);
         if (!text && len) fail(EMBER_ERR_INVALID_ARGUMENT, "the text is NULL but len is %zu", len);
+        // Before the copy: len is the caller's and may be anything.
+        if (len > grammar::GrammarLimits::kMaxTextBytes)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "the %s is %zu bytes, more than the limit of %zu", json_schema ? "schema" : "grammar",
+                 len, grammar::GrammarLimits::kMaxTextBytes);
         const std::string src(text ? text : "", len);
         const std::string gbnf = json_schema ? grammar::json_schema_to_gbnf(std::string_view(src)) : src;
         auto h = std::make_unique<ember_grammar>();
@@ -62,9 +66,21 @@ ember_status ember_grammar_create_json_schema(const ember_model *model, const ch
 
 void ember_grammar_free(ember_grammar *grammar) { delete grammar; }
 
+ember_status ember_grammar_memory(const ember_grammar *grammar, size_t *out_bytes) {
+    if (out_bytes) *out_bytes = 0;
+    return guard("ember_grammar_memory", [&] {
+        EMBER_REQUIRE_ARG(grammar);
+        EMBER_REQUIRE_ARG(out_bytes);
+        *out_bytes = grammar->grammar->bytes();
+        return EMBER_OK;
+    });
+}
+
 ember_status ember_sampler_set_grammar(ember_sampler *sampler, const ember_grammar *grammar) {
     return guard("ember_sampler_set_grammar", [&] {
         EMBER_REQUIRE_ARG(sampler);
+        // From ember_generate's callback the running generation is using the sampler's grammar.
+        const abi::ExclusiveUse use_sampler = abi::enter(sampler, "ember_sampler_set_grammar");
         sampler->sampler->set_grammar(grammar ? grammar->grammar : nullptr);
         return EMBER_OK;
     });
@@ -75,6 +91,7 @@ ember_status ember_sampler_logprobs(const ember_sampler *sampler, ember_token_lo
     if (out_count) *out_count = 0;
     return guard("ember_sampler_logprobs", [&] {
         EMBER_REQUIRE_ARG(sampler);
+        const abi::ExclusiveUse use_sampler = abi::claim(sampler, "ember_sampler_logprobs");
         if (!top && capacity) fail(EMBER_ERR_INVALID_ARGUMENT, "top is NULL but capacity is %zu", capacity);
         const Sampler &s = *sampler->sampler;
         if (s.params().n_logprobs == 0) fail(EMBER_ERR_INVALID_STATE, "the sampler records no logprobs (n_logprobs is 0)");

@@ -78,7 +78,7 @@ void ember_sampler_free(ember_sampler *sampler) {
 ember_status ember_sampler_sample(ember_sampler *sampler, const float *logits, size_t n_vocab, ember_token *out_token) {
     return guard("ember_sampler_sample", [&] {
         EMBER_REQUIRE_ARG(sampler);
-        abi::refuse_reentry(sampler, "ember_sampler_sample");
+        const abi::ExclusiveUse use_sampler = abi::enter(sampler, "ember_sampler_sample");
         EMBER_REQUIRE_ARG(logits);
         EMBER_REQUIRE_ARG(out_token);
         if (n_vocab == 0 || n_vocab > INT32_MAX) fail(EMBER_ERR_INVALID_ARGUMENT, "n_vocab %zu is out of range", n_vocab);
@@ -90,7 +90,7 @@ ember_status ember_sampler_sample(ember_sampler *sampler, const float *logits, s
 ember_status ember_sampler_accept(ember_sampler *sampler, ember_token token) {
     return guard("ember_sampler_accept", [&] {
         EMBER_REQUIRE_ARG(sampler);
-        abi::refuse_reentry(sampler, "ember_sampler_accept");
+        const abi::ExclusiveUse use_sampler = abi::enter(sampler, "ember_sampler_accept");
         sampler->sampler->accept(token);
         return EMBER_OK;
     });
@@ -99,7 +99,7 @@ ember_status ember_sampler_accept(ember_sampler *sampler, ember_token token) {
 ember_status ember_sampler_reset(ember_sampler *sampler) {
     return guard("ember_sampler_reset", [&] {
         EMBER_REQUIRE_ARG(sampler);
-        abi::refuse_reentry(sampler, "ember_sampler_reset");
+        const abi::ExclusiveUse use_sampler = abi::enter(sampler, "ember_sampler_reset");
         sampler->sampler->reset();
         return EMBER_OK;
     });

@@ -71,7 +71,7 @@ ember_status ember_session_fork(ember_session *session, ember_session **out) {
     if (out) *out = nullptr;
     return guard("ember_session_fork", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_fork");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_fork");
         EMBER_REQUIRE_ARG(out);
         auto h = std::make_unique<ember_session>();
         h->session = session->session->fork();
@@ -84,7 +84,7 @@ ember_status ember_session_fork(ember_session *session, ember_session **out) {
 ember_status ember_session_feed(ember_session *session, const ember_token *tokens, size_t n_tokens) {
     return guard("ember_session_feed", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_feed");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_feed");
         if (!tokens && n_tokens) fail(EMBER_ERR_INVALID_ARGUMENT, "tokens is NULL but n_tokens is %zu", n_tokens);
         if (abi::cancel_at_entry(*session)) fail(EMBER_ERR_CANCELLED, "cancelled (ember_session_cancel) before the feed began");
         session->session->feed(tokens, n_tokens, nullptr, &session->cancel);
@@ -106,7 +106,7 @@ void ember_session_cancel_arm(ember_session *session) {
 ember_status ember_session_logits(const ember_session *session, const float **out_logits, size_t *out_n_vocab) {
     return guard("ember_session_logits", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_logits");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_logits");
         EMBER_REQUIRE_ARG(out_logits);
         const float *l = session->session->logits();
         if (out_n_vocab) *out_n_vocab = session->session->n_vocab();
@@ -119,6 +119,7 @@ ember_status ember_session_logits(const ember_session *session, const float **ou
 ember_status ember_session_position(const ember_session *session, uint32_t *out_position) {
     return guard("ember_session_position", [&] {
         EMBER_REQUIRE_ARG(session);
+        const abi::ExclusiveUse use_session = abi::claim(session, "ember_session_position");
         EMBER_REQUIRE_ARG(out_position);
         *out_position = session->session->position();
         return EMBER_OK;
@@ -158,7 +159,7 @@ ember_status ember_session_device(const ember_session *session, const ember_devi
 ember_status ember_session_set_precision(ember_session *session, ember_precision precision) {
     return guard("ember_session_set_precision", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_set_precision");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_set_precision");
         const int64_t v = abi::enum_value(precision);
         if (v < EMBER_PRECISION_DEFAULT || v > EMBER_PRECISION_HIGH)
             fail(EMBER_ERR_INVALID_ARGUMENT, "unknown precision %lld", (long long)v);
@@ -178,7 +179,7 @@ uint32_t ember_default_thread_count(void) {
 ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens) {
     return guard("ember_session_truncate", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_truncate");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_truncate");
         session->session->truncate(n_tokens);
         return EMBER_OK;
     });
@@ -187,7 +188,7 @@ ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens) {
 ember_status ember_session_save(const ember_session *session, void *buf, size_t capacity, size_t *out_len) {
     return guard("ember_session_save", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_save");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_save");
         EMBER_REQUIRE_ARG(out_len);
         const std::vector<uint8_t> bytes = session->session->save();
         return abi::copy_out(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()), buf, capacity,
@@ -198,7 +199,7 @@ ember_status ember_session_save(const ember_session *session, void *buf, size_t 
 ember_status ember_session_restore(ember_session *session, const void *data, size_t size) {
     return guard("ember_session_restore", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_restore");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_restore");
         if (!data && size) fail(EMBER_ERR_INVALID_ARGUMENT, "data is NULL but size is %zu", size);
         session->session->restore(static_cast<const uint8_t *>(data), size);
         return EMBER_OK;
@@ -208,7 +209,7 @@ ember_status ember_session_restore(ember_session *session, const void *data, siz
 ember_status ember_session_save_file(const ember_session *session, const char *path) {
     return guard("ember_session_save_file", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_save_file");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_save_file");
         EMBER_REQUIRE_ARG(path);
         const std::vector<uint8_t> bytes = session->session->save();
         std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -222,7 +223,7 @@ ember_status ember_session_save_file(const ember_session *session, const char *p
 ember_status ember_session_restore_file(ember_session *session, const char *path) {
     return guard("ember_session_restore_file", [&] {
         EMBER_REQUIRE_ARG(session);
-        abi::refuse_reentry(session, "ember_session_restore_file");
+        const abi::ExclusiveUse use_session = abi::enter(session, "ember_session_restore_file");
         EMBER_REQUIRE_ARG(path);
         session->session->restore_file(path);
         return EMBER_OK;

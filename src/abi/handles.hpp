@@ -2,6 +2,7 @@
 #pragma once
 
 #include "abi/boundary.hpp"
+#include "abi/exclusive_use.hpp"
 #include "engine/engine.hpp"
 #include "grammar/grammar.hpp"
 #include "model/model.hpp"
@@ -51,11 +52,13 @@ struct ember_session {
     // next arm), so a cancel that comes before a call still stops it.
     std::atomic<bool> cancel_sticky{false};
     bool free_pending = false;   // ember_session_free from ember_generate's callback: freed when it returns
+    ember::abi::HandleOwner owner;   // the thread inside a call on it (exclusive_use.hpp)
 };
 
 struct ember_sampler {
     std::unique_ptr<ember::Sampler> sampler;
     bool free_pending = false;   // ember_sampler_free from ember_generate's callback: freed when it returns
+    ember::abi::HandleOwner owner;   // the thread inside a call on it (exclusive_use.hpp)
 };
 
 struct ember_engine {
@@ -114,6 +117,16 @@ ember_status copy_out(std::string_view s, void *buf, size_t capacity, size_t *ou
 } // namespace ember::abi
 
 namespace ember::abi {
+// The entry of a call that uses a session or sampler: refused from a callback of a call still using it
+// (refuse_reentry), and while another thread is inside a call on it (ExclusiveUse, held until the
+// returned object goes). `claim` is the second check alone, for calls a callback may make.
+inline ExclusiveUse claim(const ember_session *s, const char *fn) { return ExclusiveUse(s->owner, fn, "session"); }
+inline ExclusiveUse claim(const ember_sampler *s, const char *fn) { return ExclusiveUse(s->owner, fn, "sampler"); }
+template <class Handle> ExclusiveUse enter(const Handle *h, const char *fn) {
+    refuse_reentry(h, fn);
+    return claim(h, fn);
+}
+
 // Where a feed or generation starts: a plain session forgets an earlier cancel (it affects only a call
 // in progress); an armed one keeps it. Returns whether the call is cancelled before it starts.
 inline bool cancel_at_entry(ember_session &s) {

@@ -19,6 +19,7 @@
 #include "session/session.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace ember {
 
@@ -483,31 +484,35 @@ bool Engine::step_locked() {
     for (size_t i = 0; i < b_logit_req_.size(); ++i) {
         const std::shared_ptr<Request> &self = b_logit_req_[i];
         Request &r = *self;
-        int32_t tok;
+        // Whatever fails from here on (its grammar, sampler, stop strings, logprobs, text) is this
+        // request's own: it fails alone and the step's others go on.
         try {
-            tok = r.sampler->sample(logits_.data() + i * n_vocab, n_vocab);
+            const int32_t tok = r.sampler->sample(logits_.data() + i * n_vocab, n_vocab);
+            r.sampler->accept(tok);
+            ++r.generated;
+            if (model_.tokenizer().is_eog(tok)) {
+                finish(self, EMBER_REQUEST_DONE);
+                continue;
+            }
+            emit(r, tok);
+            if (r.stop.stopped() || (r.max_tokens && r.generated >= r.max_tokens) || r.seq->size() + 1 > plan_.n_ctx) {
+                finish(self, EMBER_REQUEST_DONE);
+                continue;
+            }
+            r.pending = tok;
         } catch (const Error &e) {
-            // A grammar with no way on fails its own request, not the step's others.
-            if (e.status() != EMBER_ERR_GRAMMAR_DEAD_END) throw;
             finish(self, EMBER_REQUEST_FAILED, e.status(), e.what());
-            continue;
+        } catch (const std::bad_alloc &) {
+            finish(self, EMBER_REQUEST_FAILED, EMBER_ERR_OUT_OF_MEMORY, "out of memory");
         }
-        r.sampler->accept(tok);
-        ++r.generated;
-        if (model_.tokenizer().is_eog(tok)) {
-            finish(self, EMBER_REQUEST_DONE);
-            continue;
-        }
-        emit(r, tok);
-        if (r.stop.stopped() || (r.max_tokens && r.generated >= r.max_tokens) || r.seq->size() + 1 > plan_.n_ctx) {
-            finish(self, EMBER_REQUEST_DONE);
-            continue;
-        }
-        r.pending = tok;
     }
     // Pinned prefixes leave the active set once evaluated, keeping their blocks.
     for (auto &r : active_)
         if (r->pin && r->n_evaluated == r->prompt.size()) {
+            if (const std::string why = pin_refusal(r->seq->blocks().size()); !why.empty()) {
+                finish(r, EMBER_REQUEST_FAILED, EMBER_ERR_OUT_OF_MEMORY, why);
+                continue;
+            }
             pinned_.push_back(r);
             finish(r, EMBER_REQUEST_DONE, EMBER_OK, {}, /*keep_seq=*/true);
         }
@@ -537,8 +542,26 @@ Engine::Stats Engine::stats() {
     return s;
 }
 
+// Pins may hold every block but those one request of a whole context needs (the least the plan
+// guarantees), so a request always has room beside them. "" when `blocks` more fit.
+std::string Engine::pin_refusal(size_t blocks) const {
+    size_t pinned = 0;
+    for (const auto &p : pinned_) pinned += p->seq->blocks().size();
+    const size_t limit = pool_.n_blocks() - std::min<size_t>(pool_.n_blocks(), (plan_.n_ctx + plan_.block_size - 1) / plan_.block_size + 1);
+    if (pinned + blocks <= limit) return {};
+    char msg[200];
+    std::snprintf(msg, sizeof msg, "pinning %zu more KV blocks would leave requests no room: pins may hold %zu of the %u blocks "
+                  "(a context's worth stays free), and hold %zu", blocks, limit, pool_.n_blocks(), pinned);
+    return msg;
+}
+
 void Engine::pin_prefix(const int32_t *tokens, size_t n) {
     check_prompt(tokens, n);   // before copying: n is the caller's and may be anything
+    {
+        std::lock_guard<std::mutex> lock(step_mutex_);   // checked again when evaluated (pins may race)
+        if (const std::string why = pin_refusal((n + plan_.block_size - 1) / plan_.block_size); !why.empty())
+            fail(EMBER_ERR_OUT_OF_MEMORY, "%s", why.c_str());
+    }
     auto r = std::make_shared<Request>();
     r->prompt.assign(tokens, tokens + n);
     r->pin = true;

@@ -103,6 +103,7 @@ private:
                 const std::string &message = {}, bool keep_seq = false);
     void flush_ended();
     void emit(Request &r, int32_t token);
+    std::string pin_refusal(size_t blocks) const;   // "" when pins may hold `blocks` more
 
     const Model &model_;
     EngineOptions opts_;

@@ -377,8 +377,12 @@ private:
             if ((b & 0xC0) != 0x80) error(i_, "invalid UTF-8 in the grammar");
             cp = (cp << 6) | (b & 0x3F);
         }
+        // Overlong forms (\xC0\xAF for '/') and surrogates are not UTF-8: the matcher refuses them in
+        // generated text, and a literal must not mean a character other than the one it spells.
+        static constexpr uint32_t kMinOfLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp > kMaxCodePoint || cp < kMinOfLength[n] || (cp >= 0xD800 && cp <= 0xDFFF))
+            error(i_, "invalid UTF-8 in the grammar");
         i_ += static_cast<size_t>(n);
-        if (cp > kMaxCodePoint) error(i_, "invalid UTF-8 in the grammar");
         return cp;
     }
 
@@ -396,21 +400,47 @@ private:
     }
 
     // --- left recursion ---------------------------------------------------------------------------
-    // A rule that can reach itself without consuming a character would make the matcher's expansion
-    // loop. Nullable rules first (a fixpoint), then a depth-first search over "may start with" edges.
-    void check_left_recursion() {
+    // Which rules can match the empty string, in time linear in the grammar: each alternative counts
+    // its references not yet known nullable (one with a character class never is), and a rule found
+    // nullable lowers the count of every alternative that refers to it. (Sweeping all rules until
+    // nothing changed took one sweep per link of a chain of rules: quadratic, seconds for a 400 KB text.)
+    std::vector<char> nullable_rules() const {
         const size_t n = g_.names.size();
         std::vector<char> nullable(n, 0);
-        for (bool changed = true; changed;) {
-            changed = false;
-            for (size_t r = 0; r < n; ++r) {
-                if (nullable[r]) continue;
-                for (uint32_t p : g_.alts[r]) {
-                    while (g_.syms[p].kind == Sym::REF && nullable[g_.syms[p].id]) ++p;
-                    if (g_.syms[p].kind == Sym::END) { nullable[r] = 1, changed = true; break; }
+        std::vector<uint32_t> pending;                          // per alternative: references left
+        std::vector<uint32_t> alt_rule;                         // per alternative: its rule
+        std::vector<std::vector<uint32_t>> used_in(n);          // per rule: the alternatives referring to it
+        std::vector<uint32_t> queue;
+        for (size_t r = 0; r < n; ++r)
+            for (uint32_t p : g_.alts[r]) {
+                const uint32_t a = static_cast<uint32_t>(pending.size());
+                uint32_t refs = 0;
+                bool has_char = false;
+                for (uint32_t q = p; g_.syms[q].kind != Sym::END; ++q) {
+                    if (g_.syms[q].kind == Sym::CHAR) has_char = true;
+                    else ++refs, used_in[g_.syms[q].id].push_back(a);
                 }
+                pending.push_back(has_char ? UINT32_MAX : refs);
+                alt_rule.push_back(static_cast<uint32_t>(r));
+                if (!has_char && refs == 0 && !nullable[r]) nullable[r] = 1, queue.push_back(static_cast<uint32_t>(r));
             }
+        while (!queue.empty()) {
+            const uint32_t t = queue.back();
+            queue.pop_back();
+            for (uint32_t a : used_in[t])
+                if (pending[a] != UINT32_MAX && --pending[a] == 0 && !nullable[alt_rule[a]]) {
+                    nullable[alt_rule[a]] = 1;
+                    queue.push_back(alt_rule[a]);
+                }
         }
+        return nullable;
+    }
+
+    // A rule that can reach itself without consuming a character would make the matcher's expansion
+    // loop. Nullable rules first, then a depth-first search over "may start with" edges.
+    void check_left_recursion() {
+        const size_t n = g_.names.size();
+        const std::vector<char> nullable = nullable_rules();
         std::vector<std::vector<uint32_t>> starts(n);
         for (size_t r = 0; r < n; ++r)
             for (uint32_t p : g_.alts[r])

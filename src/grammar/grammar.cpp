@@ -25,8 +25,8 @@ std::shared_ptr<const GrammarVocab> GrammarVocab::from_tokenizer(const Tokenizer
 
 bool GrammarVocab::is_eog(int32_t id) const { return std::find(eog.begin(), eog.end(), id) != eog.end(); }
 
-CompiledGrammar::CompiledGrammar(GrammarRules rules, std::shared_ptr<const GrammarVocab> vocab)
-    : dfa_(std::move(rules)), vocab_(std::move(vocab)), start_(dfa_.start()) {
+CompiledGrammar::CompiledGrammar(GrammarRules rules, std::shared_ptr<const GrammarVocab> vocab, size_t max_automaton_bytes)
+    : dfa_(std::move(rules), max_automaton_bytes), vocab_(std::move(vocab)), start_(dfa_.start()) {
     walk_states_.resize(static_cast<size_t>(vocab_->trie.max_depth) + 1);
 }
 
@@ -121,6 +121,11 @@ std::shared_ptr<const TokenMask> CompiledGrammar::compute_mask(int32_t state) {
                 m->ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(b))));
     }
     return m;
+}
+
+size_t CompiledGrammar::bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return dfa_.bytes() + mask_bytes_;
 }
 
 CompiledGrammar::Stats CompiledGrammar::stats() {

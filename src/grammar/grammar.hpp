@@ -51,7 +51,9 @@ struct GrammarVocab {
 class CompiledGrammar {
 public:
     // Throws Error(EMBER_ERR_INVALID_ARGUMENT) for a grammar beyond the limits.
-    CompiledGrammar(GrammarRules rules, std::shared_ptr<const GrammarVocab> vocab);
+    // max_automaton_bytes: the automaton's limit (GrammarAutomaton::kMaxBytes, or less in tests).
+    CompiledGrammar(GrammarRules rules, std::shared_ptr<const GrammarVocab> vocab,
+                    size_t max_automaton_bytes = GrammarAutomaton::kMaxBytes);
 
     int32_t start() const { return start_; }
     // The state after token id, or GrammarAutomaton::kDead when the grammar does not allow it. An
@@ -71,7 +73,11 @@ public:
     struct Stats { uint64_t masks_computed = 0, mask_hits = 0, trie_nodes_visited = 0; size_t dfa_states = 0; };
     Stats stats();
 
-    static constexpr size_t kMaskCacheBytes = size_t(64) << 20;   // the cache is cleared beyond this
+    static constexpr size_t kMaskCacheBytes = size_t(32) << 20;   // the cache is cleared beyond this
+    static_assert(GrammarAutomaton::kMaxBytes + kMaskCacheBytes == GrammarLimits::kMaxMatchBytes);
+
+    // What the grammar holds now beside the vocabulary: its automaton and its cached masks.
+    size_t bytes();
 
 private:
     std::shared_ptr<const TokenMask> compute_mask(int32_t state);

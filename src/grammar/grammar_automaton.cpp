@@ -16,6 +16,10 @@ constexpr uint32_t kMaxClosureDepth = 2048;
 constexpr uint32_t kMinOfLength[5] = {0, 0, 0x80, 0x800, 0x10000};
 constexpr uint32_t kMaxOfLength[5] = {0, 0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
 
+// What one hash map entry costs on the heap beside its payload (node, next pointer, cached hash,
+// bucket slot).
+constexpr size_t kMapEntry = 48;
+
 uint64_t hash_nodes(const std::vector<uint32_t> &v) {
     uint64_t h = 1469598103934665603ull;
     for (uint32_t x : v) h = (h ^ x) * 1099511628211ull;
@@ -23,7 +27,7 @@ uint64_t hash_nodes(const std::vector<uint32_t> &v) {
 }
 } // namespace
 
-GrammarAutomaton::GrammarAutomaton(GrammarRules rules) : g_(std::move(rules)) {
+GrammarAutomaton::GrammarAutomaton(GrammarRules rules, size_t max_bytes) : g_(std::move(rules)), max_bytes_(std::min(max_bytes, kMaxBytes)) {
     nodes_.push_back(Node{kNone, kNone, 0});
     closure_.emplace_back(std::vector<uint32_t>{0});
     closure_state_.push_back(2);
@@ -41,6 +45,10 @@ uint32_t GrammarAutomaton::node(uint32_t pos, uint32_t parent) {
     if (it != node_ids_.end()) return it->second;
     const uint32_t depth = nodes_[parent].depth + 1;
     if (depth > GrammarLimits::kMaxStackDepth) return kNone;   // nesting this deep is not offered
+    charge(kMapEntry);
+    make_room(nodes_, 1);
+    make_room(closure_, 1);
+    make_room(closure_state_, 1);
     const uint32_t id = static_cast<uint32_t>(nodes_.size());
     nodes_.push_back(Node{pos, parent, depth});
     closure_.emplace_back();
@@ -78,6 +86,7 @@ void GrammarAutomaton::closure_into(uint32_t n, std::vector<uint32_t> &out, uint
     }
     std::sort(mine.begin(), mine.end());
     mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    charge(mine.capacity() * sizeof(uint32_t));
     out.insert(out.end(), mine.begin(), mine.end());
     closure_[n] = std::move(mine);
     closure_state_[n] = 2;
@@ -89,6 +98,8 @@ uint32_t GrammarAutomaton::config(std::vector<uint32_t> &nodes) {
     std::vector<uint32_t> &bucket = config_ids_[hash_nodes(nodes)];
     for (uint32_t c : bucket)
         if (configs_[c] == nodes) return c;
+    charge(nodes.size() * sizeof(uint32_t) + sizeof(uint32_t) + (bucket.empty() ? kMapEntry : 0));
+    make_room(configs_, 1);
     const uint32_t id = static_cast<uint32_t>(configs_.size());
     configs_.push_back(nodes);
     bucket.push_back(id);
@@ -128,6 +139,8 @@ int32_t GrammarAutomaton::state(uint32_t c, uint32_t cp, uint8_t remaining, uint
     const uint64_t key = (uint64_t(c) << 25) | (uint64_t(len) << 23) | (uint64_t(remaining) << 21) | cp;
     auto it = state_ids_.find(key);
     if (it != state_ids_.end()) return it->second;
+    charge(kMapEntry);
+    make_room(states_, 1);
     State st{c, cp, remaining, len, false, false};
     const std::vector<uint32_t> &nodes = configs_[c];
     st.accept = remaining == 0 && !nodes.empty() && nodes[0] == 0;
@@ -143,8 +156,7 @@ int32_t GrammarAutomaton::step_slow(int32_t s, uint8_t byte) {
     if (st.remaining && (byte & 0xC0) != 0x80) return kDead;
     if (st.table < 0) {
         const size_t width = st.remaining ? 64 : 256;
-        if (table_.size() + width > kMaxTableEntries)
-            fail(EMBER_ERR_OUT_OF_MEMORY, "grammar: the matcher's state table exceeds its limit of %zu entries", kMaxTableEntries);
+        make_room(table_, width);
         st.table = static_cast<int64_t>(table_.size());
         table_.resize(table_.size() + width, kUnknown);
     }
@@ -153,6 +165,13 @@ int32_t GrammarAutomaton::step_slow(int32_t s, uint8_t byte) {
     const int32_t next = compute(s, byte);   // may grow states_ (st is not used after this)
     table_[slot] = next;
     return next;
+}
+
+void GrammarAutomaton::charge(size_t bytes) {
+    if (bytes > max_bytes_ - bytes_)
+        fail(EMBER_ERR_OUT_OF_MEMORY, "grammar: matching needs more than the grammar's limit of %.4g MiB (the grammar is too ambiguous or too large)",
+             static_cast<double>(max_bytes_) / (1 << 20));
+    bytes_ += bytes;
 }
 
 int32_t GrammarAutomaton::compute(int32_t from, uint8_t b) {

@@ -8,13 +8,16 @@
 // computed on first use and kept, so walking a token's bytes, or a trie of the whole vocabulary, costs
 // one table lookup per byte once a state has been seen. The grammar's recursion makes the set of
 // configurations unbounded in principle; GrammarLimits::kMaxStackDepth bounds the stacks (deeper
-// nesting is not offered) and kMaxTableEntries the memory (exceeding it is an error).
+// nesting is not offered) and kMaxBytes the memory: every node, closure, configuration, state and
+// transition table is charged when it is made, so the automaton never holds more than that
+// (exceeding it is an error, EMBER_ERR_OUT_OF_MEMORY; what was built so far stays valid).
 //
 // Not thread-safe: CompiledGrammar (grammar.hpp) serializes its use.
 #pragma once
 
 #include "grammar/grammar_rules.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -24,10 +27,14 @@ namespace ember::grammar {
 class GrammarAutomaton {
 public:
     static constexpr int32_t kDead = -1;
-    static constexpr size_t kMaxTableEntries = size_t(1) << 25;   // 128 MiB of transitions
+    // Everything the automaton builds while matching, charged as it is made (heap figures including
+    // the containers' per-element overhead). With CompiledGrammar::kMaskCacheBytes this is a grammar's
+    // whole memory beside the vocabulary it shares: GrammarLimits::kMaxMatchBytes.
+    static constexpr size_t kMaxBytes = size_t(96) << 20;
 
     // Throws Error(EMBER_ERR_INVALID_ARGUMENT) when the grammar's expansion exceeds the limits.
-    explicit GrammarAutomaton(GrammarRules rules);
+    // max_bytes: kMaxBytes, or less (tests reach a smaller limit quickly).
+    explicit GrammarAutomaton(GrammarRules rules, size_t max_bytes = kMaxBytes);
 
     int32_t start() const { return start_; }
     // The state after `byte`, or kDead when no parse can take it. Inline for the mask's trie walk: a
@@ -46,6 +53,7 @@ public:
     // Whether the text so far can go on (some stack waits on a character).
     bool can_continue(int32_t state) const { return states_[static_cast<size_t>(state)].can_continue; }
     size_t n_states() const { return states_.size(); }
+    size_t bytes() const { return bytes_; }
     const GrammarRules &rules() const { return g_; }
 
 private:
@@ -70,6 +78,14 @@ private:
     int32_t state(uint32_t config, uint32_t cp, uint8_t remaining, uint8_t len);
     int32_t compute(int32_t from, uint8_t byte);
     int32_t step_slow(int32_t state, uint8_t byte);
+    void charge(size_t bytes);   // throws beyond kMaxBytes, charging nothing
+    // Room for n more elements, charged at the capacity the vector grows to (doubling).
+    template <class V> void make_room(V &v, size_t n) {
+        if (v.size() + n <= v.capacity()) return;
+        const size_t cap = std::max(v.capacity() * 2, v.size() + n);
+        charge((cap - v.capacity()) * sizeof(typename V::value_type));
+        v.reserve(cap);
+    }
 
     GrammarRules g_;
     std::vector<Node> nodes_;                          // node 0: the empty stack (the grammar is complete)
@@ -82,6 +98,8 @@ private:
     std::unordered_map<uint64_t, int32_t> state_ids_;
     std::vector<int32_t> table_;
     int32_t start_ = kDead;
+    size_t bytes_ = 0;
+    size_t max_bytes_;
 };
 
 } // namespace ember::grammar

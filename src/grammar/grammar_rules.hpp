@@ -47,6 +47,11 @@ struct GrammarLimits {
     // Parse stacks alive at once: an ambiguous grammar can double them with every character (two
     // alternatives that both begin with the same recursive rule); beyond this, matching fails.
     static constexpr size_t kMaxStacks = 1024;
+    // A grammar's memory while matching (its automaton's states and transitions, and its cache of
+    // token masks), whatever the text sampled: beyond it sampling fails with EMBER_ERR_OUT_OF_MEMORY.
+    // Every allocation that grows with the text matched is charged where it is made, so the time spent
+    // matching is bounded with it (work per new state is bounded by kMaxStacks).
+    static constexpr size_t kMaxMatchBytes = size_t(128) << 20;
 };
 
 // Parses GBNF (llama.cpp's grammar syntax: `name ::= alternatives`, "literals", [classes], [^negated],

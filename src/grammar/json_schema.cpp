@@ -5,6 +5,7 @@
 #include "grammar/grammar_rules.hpp"
 #include "grammar/schema_pattern.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <map>
@@ -41,11 +42,23 @@ const std::set<std::string> kAnnotations = {"title", "description", "default", "
 const std::set<std::string> kSupported = {"type", "properties", "required", "items", "minItems", "maxItems", "enum",
                                           "const", "minLength", "maxLength", "pattern", "minimum", "maximum",
                                           "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "$ref"};
+constexpr size_t kMaxOptionalRun = 1024;             // consecutive optional properties of one object
 constexpr uint64_t kMaxBound = 999999999999999ull;   // 15 digits: integer bounds are clamped to this
 
+// A key as a JSON pointer component, for messages and rule names. Long keys are cut (whole UTF-8
+// characters, with "...") so that the pointers handed down a deep schema stay short: each node copies
+// its pointer, and full keys made that quadratic in the schema's size.
 std::string pointer_escape(const std::string &key) {
+    constexpr size_t kMaxKeyBytes = 64;
     std::string out;
-    for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    for (size_t i = 0; i < key.size(); ++i) {
+        if (out.size() >= kMaxKeyBytes && (static_cast<unsigned char>(key[i]) & 0xC0) != 0x80) {
+            out += "...";
+            break;
+        }
+        const char c = key[i];
+        out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    }
     return out;
 }
 
@@ -137,7 +150,10 @@ private:
         for (char c : hint) clean += (std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
         if (clean.empty()) clean = "s";
         std::string name = "s-" + clean;
-        for (int k = 2; names_.count(name); ++k) name = "s-" + clean + "-" + std::to_string(k);
+        // The next free suffix per hint is remembered: trying 2, 3, ... each time was quadratic in the
+        // number of rules sharing a hint (every item of a long array of schemas).
+        int &k = next_suffix_[clean];
+        for (k = std::max(k, 2); names_.count(name); ++k) name = "s-" + clean + "-" + std::to_string(k);
         names_.insert(name);
         return name;
     }
@@ -156,8 +172,9 @@ private:
                 else key += ref[k];
             }
             if (v->type == JsonValue::OBJECT) v = v->get(key);
-            else if (v->type == JsonValue::ARRAY && !key.empty() && key.find_first_not_of("0123456789") == std::string::npos &&
-                     std::stoull(key) < v->items.size()) v = &v->items[std::stoull(key)];
+            else if (v->type == JsonValue::ARRAY && !key.empty() && key.size() <= 9 &&   // beyond any array (stoull throws past 2^64)
+                     key.find_first_not_of("0123456789") == std::string::npos && std::stoull(key) < v->items.size())
+                v = &v->items[std::stoull(key)];
             else v = nullptr;
             if (!v) bad(ptr + "/$ref", "reference '" + ref + "' does not resolve");
             i = j;
@@ -278,24 +295,26 @@ private:
             json_quote(key, list[i].first);
             kv[i] = literal(key) + " ws \":\" ws " + visit(*list[i].second, ptr + "/properties/" + pointer_escape(list[i].first)) + " ws";
         }
-        // rule after_i, built from the last property backwards; "from" = the choice of the first member.
+        // Rule "from j": member j and what follows it, or, when j is optional, the same from j + 1 on.
+        // Built from the last property backwards, each naming the next, so the text is linear in the
+        // number of properties (listing every later choice inline in each rule was quadratic).
         const size_t n = list.size();
-        std::vector<std::string> after(n + 1);
-        auto choices = [&](size_t from, bool comma) {
-            std::string alts;
-            bool nullable = true;
-            for (size_t j = from; j < n; ++j) {
-                alts += (alts.empty() ? "" : " | ") + std::string(comma ? "\",\" ws " : "") + kv[j] + (after[j].empty() ? "" : " " + after[j]);
-                if (required[j]) { nullable = false; break; }
-            }
-            if (alts.empty()) return std::string();
-            return "(" + alts + ")" + (nullable ? "?" : "");
-        };
-        for (size_t i = n; i-- > 0;) {
-            const std::string body = choices(i + 1, true);
-            after[i] = body.empty() ? "" : new_rule(hint(ptr) + "-after-" + std::to_string(i), body);
+        std::vector<bool> optional_from(n + 1, true);   // no required member in [j, n)
+        for (size_t j = n; j-- > 0;) optional_from[j] = optional_from[j + 1] && !required[j];
+        // The matcher follows a run of optional members rule by rule before it reads a character, and
+        // bounds how far (kMaxClosureDepth): a longer run is refused here, at once, rather than when
+        // generation reaches it.
+        for (size_t j = 0, run = 0; j < n; ++j)
+            if ((run = required[j] ? 0 : run + 1) > kMaxOptionalRun)
+                unsupported(ptr + "/properties", "more than " + std::to_string(kMaxOptionalRun) + " optional properties in a row");
+        std::string next;   // rule "from j + 1"
+        for (size_t j = n; j-- > 0;) {
+            std::string body = kv[j];
+            if (j + 1 < n) body += " (\",\" ws " + next + ")" + (optional_from[j + 1] ? "?" : "");
+            if (!required[j] && j + 1 < n) body += " | " + next;
+            next = new_rule(hint(ptr) + "-from-" + std::to_string(j), body);
         }
-        const std::string first = choices(0, false);
+        const std::string first = n == 0 ? "" : next + (optional_from[0] ? "?" : "");
         return "\"{\" ws " + (first.empty() ? "" : first + " ") + "\"}\"";
     }
 
@@ -404,6 +423,7 @@ private:
     const JsonValue &root_;
     std::vector<std::pair<std::string, std::string>> rules_;
     std::set<std::string> names_;
+    std::map<std::string, int> next_suffix_;   // per hint: the suffix to try first
     std::set<std::string> primitives_;
     std::map<std::string, std::string> refs_;
     uint32_t depth_ = 0;

@@ -11,6 +11,16 @@
 
 namespace ember {
 
+namespace {
+// A token's softmax weight relative to the largest logit. Where the largest is +inf, the tokens at +inf
+// share all the weight and every other token has none (exp(x - inf) with x = +inf is NaN, which made
+// the draw fall through to whatever came last, a -inf token included).
+double softmax_weight(double logit, double max_l, double temperature) {
+    if (max_l == HUGE_VAL) return logit == HUGE_VAL ? 1.0 : 0.0;
+    return std::exp((logit - max_l) / temperature);
+}
+} // namespace
+
 Sampler::Sampler(const SamplerParams &p) : p_(p), rng_(p.seed) {
     if (!std::isfinite(p.temperature)) fail(EMBER_ERR_INVALID_ARGUMENT, "temperature must be finite");
     if (p.top_k < 0) fail(EMBER_ERR_INVALID_ARGUMENT, "top_k must be >= 0 (0 = off), got %d", p.top_k);
@@ -84,7 +94,7 @@ int32_t Sampler::sample_rejecting(const float *logits, size_t n_vocab) {
     cumulative_.resize(n_vocab);
     double total = 0;
     for (size_t i = 0; i < n_vocab; ++i)
-        cumulative_[i] = total += std::exp((static_cast<double>(l[i]) - max_l) / p_.temperature);
+        cumulative_[i] = total += softmax_weight(l[i], max_l, p_.temperature);
     std::uniform_real_distribution<double> u(0.0, total);
     for (int i = 0; i < kMaxRejections; ++i) {
         // The first weight above the draw: a token of zero weight (-inf) is never chosen.
@@ -271,7 +281,7 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
     const bool truncating = p_.top_p < 1.0f || p_.min_p > 0.0f;
     if (truncating) {
         double sum = 0;
-        for (size_t i = 0; i < n; ++i) sum += prob[i] = std::exp(static_cast<double>(cand_[i].logit) - max_l);
+        for (size_t i = 0; i < n; ++i) sum += prob[i] = softmax_weight(cand_[i].logit, max_l, 1.0);
         // 4. top-p: smallest prefix reaching top_p.
         if (p_.top_p < 1.0f) {
             double acc = 0;
@@ -295,7 +305,7 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
     const bool reuse = truncating && p_.temperature == 1.0f;
     for (size_t i = 0; i < n; ++i) {
         out.ids[i] = cand_[i].id;
-        if (!reuse) prob[i] = std::exp((static_cast<double>(cand_[i].logit) - max_l) / p_.temperature);
+        if (!reuse) prob[i] = softmax_weight(cand_[i].logit, max_l, p_.temperature);
         out.total += prob[i];
     }
 }

@@ -1,6 +1,7 @@
 #include "sampler/stop_strings.hpp"
 
 #include "core/error.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 #include <algorithm>
 
@@ -10,6 +11,9 @@ StopStrings::StopStrings(std::vector<std::string> stops) {
     for (std::string &s : stops) {
         if (s.empty()) continue;
         if (s.size() > kMaxBytes) fail(EMBER_ERR_INVALID_ARGUMENT, "a stop string is %zu bytes, more than %zu", s.size(), kMaxBytes);
+        // The text matched is whole UTF-8 characters; a stop string that is not (a lone continuation
+        // byte, half a character) could end it inside one.
+        if (utf8_sanitize(s) != s) fail(EMBER_ERR_INVALID_ARGUMENT, "a stop string is not valid UTF-8 (stop strings match whole characters)");
         stops_.push_back(std::move(s));
     }
     if (stops_.size() > kMaxCount) fail(EMBER_ERR_INVALID_ARGUMENT, "%zu stop strings, more than %zu", stops_.size(), kMaxCount);

@@ -17,7 +17,9 @@ class StopStrings {
 public:
     StopStrings() = default;
     // Empty strings are ignored. Throws Error(EMBER_ERR_INVALID_ARGUMENT) beyond kMaxCount strings or
-    // kMaxBytes bytes each.
+    // kMaxBytes bytes each, or for a string that is not valid UTF-8. The text pushed is whole UTF-8
+    // characters (Utf8Stream's output), so every match starts and ends at a character boundary and
+    // what comes out is whole characters too.
     explicit StopStrings(std::vector<std::string> stops);
 
     static constexpr size_t kMaxCount = 16, kMaxBytes = 1024;

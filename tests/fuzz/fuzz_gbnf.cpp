@@ -3,7 +3,7 @@
 //
 // Input: the grammar text; its last 8 bytes also steer a walk through the grammar.
 // Promises checked: parsing ends with a grammar or an ember error (never a crash, a hang or unbounded
-// memory: the limits in grammar_rules.hpp); for a grammar, every state's token mask equals stepping
+// memory: the limits in grammar_rules.hpp, checked after each input: InputBudget); for a grammar, every state's token mask equals stepping
 // each token on its own, and EOS is allowed exactly where the text is complete.
 #include "fuzz_grammar_common.hpp"
 
@@ -14,6 +14,7 @@
 using namespace ember;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const fuzz::InputBudget budget;
     const std::string text(reinterpret_cast<const char *>(data), size);
     std::shared_ptr<grammar::CompiledGrammar> g;
     try {
@@ -29,5 +30,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         // Only the matcher's memory limit may stop a walk.
         if (e.status() != EMBER_ERR_OUT_OF_MEMORY) fuzz::broken("walk threw", e.what());
     }
+    budget.check(g.get());
     return 0;
 }

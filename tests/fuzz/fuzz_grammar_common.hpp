@@ -6,6 +6,7 @@
 
 #include "grammar/grammar.hpp"
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,24 @@ inline std::shared_ptr<const grammar::GrammarVocab> small_vocab() {
     }();
     return v;
 }
+
+// The bounds every input must stay within, so that a grammar whose matcher state keeps growing, or a
+// translation that grows faster than its input, fails the fuzzer (and the replay of its corpus) rather
+// than passing as "no crash": the grammar's memory within GrammarLimits::kMaxMatchBytes (charged as it
+// is built) and one input within kMaxSecondsPerInput (generous for sanitizer builds: the whole input,
+// parse and walk, takes milliseconds in a release build).
+constexpr double kMaxSecondsPerInput = 10.0;
+class InputBudget {
+public:
+    void check(grammar::CompiledGrammar *g) const {
+        if (g && g->bytes() > grammar::GrammarLimits::kMaxMatchBytes) broken("the grammar holds more than its memory limit");
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+        if (s > kMaxSecondsPerInput) broken("one input took longer than the time limit");
+    }
+
+private:
+    std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
 
 // Walks up to `steps` tokens, choosing by the bytes of `choices`, and checks at every state that the mask
 // equals stepping each token on its own and that EOS is allowed exactly where the grammar accepts.

@@ -15,15 +15,26 @@
 
 using namespace ember;
 
+namespace {
+constexpr size_t kGbnfBytesPerSchemaByte = 64, kGbnfBaseBytes = 64 << 10;
+} // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const fuzz::InputBudget budget;
     const std::string text(reinterpret_cast<const char *>(data), size);
     std::string gbnf;
     try {
         gbnf = grammar::json_schema_to_gbnf(std::string_view(text));
     } catch (const Error &e) {
         if (e.status() != EMBER_ERR_INVALID_ARGUMENT && e.status() != EMBER_ERR_UNSUPPORTED) fuzz::broken("status", e.what());
+        budget.check(nullptr);
         return 0;
     }
+    // Translation is linear in the schema: the GBNF of the largest primitives, plus a bounded amount per
+    // schema byte (quadratic output, 3.5 GB from a 239 KB schema, was what this guards against).
+    if (gbnf.size() > kGbnfBytesPerSchemaByte * size + kGbnfBaseBytes)
+        fuzz::broken("the GBNF grows faster than the schema", std::to_string(gbnf.size()).c_str());
+    budget.check(nullptr);
     std::shared_ptr<grammar::CompiledGrammar> g;
     try {
         g = std::make_shared<grammar::CompiledGrammar>(grammar::parse_gbnf(gbnf), fuzz::small_vocab());
@@ -42,6 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (e.status() != EMBER_ERR_OUT_OF_MEMORY) fuzz::broken("walk threw", e.what());
         return 0;
     }
+    budget.check(g.get());
     if (complete) {
         try {
             grammar::parse_json(out);

@@ -134,6 +134,7 @@ namespace Ember.Native
         internal static extern Status ember_grammar_create_json_schema(ModelHandle model, byte[] schema, UIntPtr len,
                                                                        out GrammarHandle grammar);
         [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_grammar_free(IntPtr grammar);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern Status ember_grammar_memory(GrammarHandle grammar, out UIntPtr out_bytes);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_sampler_set_grammar(SamplerHandle sampler, GrammarHandle grammar);
         [DllImport(Library, CallingConvention = Cdecl)]

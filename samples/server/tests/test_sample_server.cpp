@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <spawn.h>
+#include <random>
 #include <string>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -337,17 +338,21 @@ std::string gzip_zeros(size_t n) {
 }
 #endif
 
-// Peak resident memory of a process, in KiB (VmHWM), or -1.
-long peak_rss_kib(pid_t pid) {
+// A memory figure of a process from /proc/PID/status ("VmHWM": peak resident, "VmRSS": resident now), in
+// KiB, or -1.
+long status_kib(pid_t pid, const char *field) {
     FILE *f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
     if (!f) return -1;
     char line[256];
+    const std::string format = std::string(field) + ": %ld kB";
     long kib = -1;
     while (std::fgets(line, sizeof line, f))
-        if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+        if (std::sscanf(line, format.c_str(), &kib) == 1) break;
     std::fclose(f);
     return kib;
 }
+long peak_rss_kib(pid_t pid) { return status_kib(pid, "VmHWM"); }
+long rss_kib(pid_t pid) { return status_kib(pid, "VmRSS"); }
 
 // The limits against a hostile client, on a server of one slot, two pending requests, a 64 KiB body
 // limit and 1 s for headers and for bodies.
@@ -551,6 +556,110 @@ void check_slow_clients_hold_no_thread(const std::string &server, const std::str
     CHECK(rc == 0 && seconds_since(t1) < 3, "server with slow clients: exit status %d after %.2f s", rc, seconds_since(t1));
 }
 } // namespace
+
+
+// Hostile and random bodies: whatever one client sends, it gets an answer (an error body for what is
+// refused), other clients' requests are unaffected, and the server's memory comes back afterwards.
+void check_hostile_bodies(const std::string &server, const std::string &model) {
+    ServerProcess srv;
+    if (!srv.start(server, {"-m", model, "--port", "0", "--parallel", "4", "-c", "256", "-t", "2"})) {
+        CHECK(false, "the server for hostile bodies did not start");
+        return;
+    }
+    const int port = srv.port;
+    const std::string plain = completion("Once upon a time", 8).dump();
+    const Reply ref = post(port, "/v1/completions", plain);
+    CHECK(ref.status == 200, "plain completion: %d", ref.status);
+    // Warm-up: every HTTP thread's first requests (malloc arenas, a cached grammar) before the baseline.
+    {
+        json with_schema = completion("Once upon a time", 4);
+        with_schema["response_format"] = {{"type", "json_object"}};
+        std::vector<std::thread> warm;
+        for (int i = 0; i < 8; ++i)
+            warm.emplace_back([&, i] { post(port, "/v1/completions", i % 2 ? plain : with_schema.dump()); });
+        for (std::thread &t : warm) t.join();
+    }
+    const long rss_before = rss_kib(srv.pid);
+
+    // A schema nesting 50,000 arrays (100 KB): the server's stack ran out writing it out (SIGSEGV).
+    {
+        std::string deep = R"({"prompt":"a","max_tokens":1,"response_format":{"type":"json_schema","json_schema":{"schema":)";
+        for (int i = 0; i < 50000; ++i) deep += "[";
+        for (int i = 0; i < 50000; ++i) deep += "]";
+        deep += "}}}";
+        const Reply r = post(port, "/v1/completions", deep);
+        CHECK(r.status == 400 && is_error_body(r) && r.body.find("nests deeper") != std::string::npos, "deep schema: %d %.200s",
+              r.status, r.body.c_str());
+    }
+    // Roles outside the API's, and null content outside an assistant's tool call, are refused.
+    {
+        const json wizard = {{"messages", {{{"role", "wizard"}, {"content", "hi"}}}}, {"max_tokens", 1}};
+        const Reply r = post(port, "/v1/chat/completions", wizard.dump());
+        CHECK(r.status == 400 && r.body.find("role") != std::string::npos, "role wizard: %d %.200s", r.status, r.body.c_str());
+        const json null_content = {{"messages", {{{"role", "user"}, {"content", nullptr}}}}, {"max_tokens", 1}};
+        const Reply n = post(port, "/v1/chat/completions", null_content.dump());
+        CHECK(n.status == 400 && n.body.find("null") != std::string::npos, "null content: %d %.200s", n.status, n.body.c_str());
+    }
+    // A schema whose matching needs more parse stacks than the limit (two identical recursive branches,
+    // an array forced open at every level), beside plain requests in the same steps: it fails alone.
+    {
+        json bad = completion("[", 32);
+        bad["response_format"] = {{"type", "json_schema"},
+                                  {"json_schema", {{"schema", {{"anyOf", {{{"type", "array"}, {"minItems", 1}, {"items", {{"$ref", "#"}}}},
+                                                                         {{"type", "array"}, {"minItems", 1}, {"items", {{"$ref", "#"}}}}}}}}}}};
+        std::vector<Reply> plain_replies(3);
+        Reply hostile;
+        std::vector<std::thread> clients;
+        clients.emplace_back([&] { hostile = post(port, "/v1/completions", bad.dump()); });
+        for (size_t i = 0; i < plain_replies.size(); ++i)
+            clients.emplace_back([&, i] { plain_replies[i] = post(port, "/v1/completions", plain); });
+        for (std::thread &t : clients) t.join();
+        CHECK(hostile.status >= 400 && is_error_body(hostile), "ambiguous schema: %d %.300s", hostile.status, hostile.body.c_str());
+        for (const Reply &r : plain_replies)
+            CHECK(r.status == 200 && text_of(r) == text_of(ref), "a plain request beside the ambiguous one: %d %.200s", r.status,
+                  r.body.c_str());
+    }
+    // Random and mutated bodies: each gets a status and, when refused, an error body.
+    {
+        std::mt19937 rng(99);
+        const std::vector<std::string> seeds = {
+            plain,
+            R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stop":["a","b"],"logprobs":true,"top_logprobs":3})",
+            R"({"prompt":"a","max_tokens":2,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})",
+            R"({"prompt":[1,2,3],"max_tokens":2,"temperature":0.5,"top_p":0.9,"seed":7})"};
+        const std::string alphabet = "{}[]\":,0123456789.-eE+ \\untrlfasxyz\xC3\xA9\x80\xFF";
+        int answered = 0, total = 0;
+        for (int i = 0; i < 120; ++i) {
+            std::string body = seeds[rng() % seeds.size()];
+            const int edits = 1 + static_cast<int>(rng() % 6);
+            for (int k = 0; k < edits && !body.empty(); ++k) {
+                const size_t at = rng() % body.size();
+                switch (rng() % 4) {
+                case 0: body[at] = alphabet[rng() % alphabet.size()]; break;
+                case 1: body.erase(at, 1 + rng() % 8); break;
+                case 2: body.insert(at, std::string(1 + rng() % 64, alphabet[rng() % alphabet.size()])); break;
+                default: body.insert(at, body.substr(rng() % body.size(), 1 + rng() % 32)); break;
+                }
+            }
+            const Reply r = post(port, i % 2 ? "/v1/chat/completions" : "/v1/completions", body);
+            ++total;
+            if (r.status == 200 || (r.status >= 400 && r.status < 600 && is_error_body(r))) ++answered;
+            else CHECK(false, "random body %d: status %d, body %.200s; sent %.300s", i, r.status, r.body.c_str(), body.c_str());
+        }
+        std::printf("random bodies: %d of %d answered\n", answered, total);
+    }
+    const Reply after = post(port, "/v1/completions", plain);
+    CHECK(after.status == 200 && text_of(after) == text_of(ref), "plain completion after the attacks: %d", after.status);
+    const long rss_after = rss_kib(srv.pid);
+    std::printf("hostile bodies: server RSS %ld KiB before, %ld KiB after\n", rss_before, rss_after);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // The sanitizers' shadow memory and quarantine grow with what was allocated: printed, not checked.
+#else
+    CHECK(rss_after <= rss_before + rss_before / 10 + 4096, "RSS grew from %ld to %ld KiB", rss_before, rss_after);
+#endif
+    const int rc = srv.stop(10);
+    CHECK(rc == 0, "hostile-bodies server: exit status %d", rc);
+}
 
 int main() {
     const char *server_env = std::getenv("EMBER_SERVER");
@@ -849,6 +958,7 @@ int main() {
 
     check_limits(server_env, model);
     check_slow_clients_hold_no_thread(server_env, model);
+    check_hostile_bodies(server_env, model);
 
     std::printf("%s: %d failure(s), %.2f s\n", g_failures ? "FAILED" : "passed", g_failures, seconds_since(t_start));
     return g_failures ? 1 : 0;

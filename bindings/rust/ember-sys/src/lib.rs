@@ -532,6 +532,7 @@ extern "C" {
         out: *mut *mut ember_grammar,
     ) -> ember_status;
     pub fn ember_grammar_free(grammar: *mut ember_grammar);
+    pub fn ember_grammar_memory(grammar: *const ember_grammar, out_bytes: *mut usize) -> ember_status;
     pub fn ember_sampler_set_grammar(sampler: *mut ember_sampler, grammar: *const ember_grammar) -> ember_status;
 
     pub fn ember_generate_next(
