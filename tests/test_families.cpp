@@ -136,7 +136,8 @@ void test_every_family_every_type(void **) {
 }
 
 // EMBER_PRECISION_HIGH on every family and quantized type: within kPreciseBound, the fp64 pass's argmax
-// at every position (no near-tie allowance) and its choice of experts (no router-tie exemption), the
+// at every position (no near-tie allowance) and its choice of experts (no exemption for the default's
+// ties of up to kRouteTie), the
 // same bits from one batch (2 threads) as from one token at a time (1 thread); and closer than the
 // default precision by at least 20 times where the default's error is above float rounding — save where
 // the reference's choice of experts is within a hundredth of a tie (printed, not failed).
