@@ -177,6 +177,9 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
 // build_decoder's readers, for architectures that write their own layers: the shape ("<arch>.*" keys,
 // checked; with experts) into b.hp(), and the rotary embedding (rope_mode: an ember_graph_rope_mode).
 void read_decoder_shape(ArchBuilder &b, bool moe);
+// The decoder's head: the residual stream x's logits rows through output_norm and the vocabulary product
+// (output.weight, or the embedding tok_embd where tied); returns the logits buffer.
+int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps);
 ArchBuilder::Rope read_decoder_rope(ArchBuilder &b, uint32_t rope_mode);
 // Qwen3.5 / Qwen3.6 (arch_qwen35.cpp): Gated DeltaNet layers beside gated attention, a dense FFN or
 // routed plus shared experts (qwen35moe); Qwen3-Next (next) the same layers with its own tensor layout.

@@ -215,14 +215,7 @@ void build_qwen35(ArchBuilder &b, bool moe, bool next) {
         }
         b.add(x, tmp);
     }
-    b.layer(static_cast<int32_t>(hp.n_layer));
-    const int32_t xl = b.buf(d, true), xln = b.buf(d, true), logits = b.buf(hp.n_vocab, true);
-    b.gather_logits(xl, x);
-    b.rms_norm(xln, xl, b.vector("output_norm.weight", d), eps, d);
-    int32_t out = b.matrix("output.weight", d, hp.n_vocab, false);
-    if (out < 0) out = tok_embd;   // tied embeddings
-    b.matmul(logits, xln, out);
-    b.output(logits);
+    b.output(decoder_logits(b, x, tok_embd, eps));
 }
 
 // Found by arch.cpp through the list CMake writes from the arch_*.cpp files (arch_list.inc).
