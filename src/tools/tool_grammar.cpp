@@ -120,7 +120,8 @@ std::string prefix_rules(const std::string &gbnf, const std::string &prefix) {
     return out;
 }
 
-ToolGrammar tool_grammar(Format format, const std::vector<Tool> &tools, ToolChoice choice, const std::string &name) {
+ToolGrammar tool_grammar(Format format, const std::vector<Tool> &tools, ToolChoice choice, const std::string &name,
+                         bool parallel) {
     if (choice == ToolChoice::None) return {};
     if (tools.empty()) fail(EMBER_ERR_INVALID_ARGUMENT, "tool_choice needs at least one tool");
     check_tools(tools);
@@ -151,7 +152,9 @@ ToolGrammar tool_grammar(Format format, const std::vector<Tool> &tools, ToolChoi
         calls += std::string(i ? " | " : "") + literal(sh.before_name + allowed[i]->name + sh.between) + " " + p + "root";
     }
     calls += ") " + literal_sp(sh.after) + "\n";
-    const std::string more = sh.several ? "(" + literal_sp(sh.separator) + "call)* " : "";
+    // Further calls: bounded, so that a model that keeps calling still ends.
+    const std::string repeat = "{0," + std::to_string(kMaxParallelCalls - 1) + "} ";
+    const std::string more = sh.several && parallel ? "(" + literal_sp(sh.separator) + "call)" + repeat : "";
     if (choice == ToolChoice::Auto) {
         if (format == Format::Hermes) {
             // Free text; the opener switches the call's grammar on (its text is in `call`'s first literal).
@@ -163,7 +166,8 @@ ToolGrammar tool_grammar(Format format, const std::vector<Tool> &tools, ToolChoi
                               std::to_string(i) + "-root";
             call_after += ") " + literal(sh.after) + "\n";
             out.gbnf = "root ::= free-0\n" + until_trigger(opener, "free", "first-call") +
-                       "first-call ::= call (\"\\n\" " + literal(opener) + " call)*\n" + call_after + rules;
+                       "first-call ::= call " + (parallel ? "(\"\\n\" " + literal(opener) + " call)" + repeat : "") +
+                       "\n" + call_after + rules;
             return out;
         }
         if (format == Format::Llama3) {

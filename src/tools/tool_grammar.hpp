@@ -30,7 +30,10 @@ struct ToolGrammar {
 // calls to any of `tools`; Named: calls to `name` only. Throws Error: EMBER_ERR_INVALID_ARGUMENT (no
 // tools, an unknown name, tools check_tools refuses), EMBER_ERR_UNSUPPORTED (a format without calls, or
 // Required with several tools for gpt-oss, whose tool name sits between control tokens).
-ToolGrammar tool_grammar(Format format, const std::vector<Tool> &tools, ToolChoice choice, const std::string &name);
+// parallel: up to kMaxParallelCalls calls in one reply (OpenAI's parallel_tool_calls); otherwise one.
+constexpr int kMaxParallelCalls = 8;
+ToolGrammar tool_grammar(Format format, const std::vector<Tool> &tools, ToolChoice choice, const std::string &name,
+                         bool parallel = true);
 
 // GBNF text with every rule name given `prefix` (so several schemas' grammars share one file).
 std::string prefix_rules(const std::string &gbnf, const std::string &prefix);
