@@ -228,7 +228,8 @@
       F(ember_tool_grammar_params, tools, const ember_chat_tool *)                                   \
       F(ember_tool_grammar_params, n_tools, size_t)                                                  \
       F(ember_tool_grammar_params, choice, ember_tool_choice)                                        \
-      F(ember_tool_grammar_params, name, const char *))
+      F(ember_tool_grammar_params, name, const char *)                                               \
+      F(ember_tool_grammar_params, parallel, bool))
 
 /* ---- enums: E(type, NAME) ---- */
 #define EMBER_ENUMS(E)                                                                               \

@@ -1387,6 +1387,8 @@ typedef struct ember_tool_grammar_params {
     size_t n_tools;
     ember_tool_choice choice;       /**< default REQUIRED */
     const char *name;               /**< NAMED: the tool */
+    /** Default true: up to 8 calls in one reply (OpenAI's parallel_tool_calls); false: exactly one. */
+    bool parallel;
 } ember_tool_grammar_params;
 
 EMBER_API void ember_tool_grammar_params_init(ember_tool_grammar_params *params);

@@ -57,6 +57,7 @@ void tool_grammar_defaults(ember_tool_grammar_params *p) {
     std::memset(p, 0, sizeof *p);
     p->struct_size = sizeof *p;
     p->choice = EMBER_TOOL_CHOICE_REQUIRED;
+    p->parallel = true;
 }
 
 tools::ToolGrammar build_tool_grammar(const ember_model *model, const ember_tool_grammar_params *params) {
@@ -70,7 +71,7 @@ tools::ToolGrammar build_tool_grammar(const ember_model *model, const ember_tool
     if (choice == EMBER_TOOL_CHOICE_NAMED && !p.name)
         fail(EMBER_ERR_INVALID_ARGUMENT, "tool_choice is NAMED but name is NULL");
     return tools::tool_grammar(format, read_tools(p.tools, p.n_tools), static_cast<tools::ToolChoice>(choice),
-                               text_or_empty(p.name));
+                               text_or_empty(p.name), p.parallel);
 }
 
 } // namespace

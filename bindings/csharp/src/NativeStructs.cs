@@ -305,5 +305,6 @@ namespace Ember.Native
         public UIntPtr n_tools;
         public ToolChoice choice;
         public IntPtr name;                // const char *
+        [MarshalAs(UnmanagedType.I1)] public bool parallel;
     }
 }

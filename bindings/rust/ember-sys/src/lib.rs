@@ -509,6 +509,7 @@ pub struct ember_tool_grammar_params {
     pub n_tools: usize,
     pub choice: ember_tool_choice,
     pub name: *const c_char,
+    pub parallel: bool,
 }
 
 // ---- Functions, in the header's order ----

@@ -91,7 +91,7 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_chat_params { struct_size, tmpl, messages, n_messages, tools, n_tools, add_generation_prompt, reasoning }
         ember_chat_parser_params { struct_size, format, tmpl, reasoning_open, tools, n_tools }
         ember_chat_delta { struct_size, content, content_len, reasoning, reasoning_len, first_call, n_calls, malformed }
-        ember_tool_grammar_params { struct_size, format, tmpl, tools, n_tools, choice, name }
+        ember_tool_grammar_params { struct_size, format, tmpl, tools, n_tools, choice, name, parallel }
     }
 }
 
