@@ -116,6 +116,12 @@ std::optional<ToolCall> decode_xml_call(std::string_view body) {
     }
     if (!starts_with(body.substr(skip_space(body, p)), "</function>")) return std::nullopt;
     c.arguments = args.dump();
+    // A value kept as a string must be text: bytes that are not UTF-8 make no JSON string.
+    try {
+        (void)grammar::parse_json(c.arguments, "arguments");
+    } catch (const Error &) {
+        return std::nullopt;
+    }
     return c;
 }
 
@@ -140,18 +146,36 @@ CallScan scan_mistral(std::string_view s, size_t p, bool final) {
     if (q >= s.size()) return final ? malformed_until(s.size()) : incomplete();
     if (s[q] == '[' || s[q] == '{') return scan_json_body(s, q, {}, final);
     constexpr std::string_view kArgs = "[ARGS]", kCallId = "[CALL_ID]";
-    size_t args = s.find(kArgs, q);
-    if (args == std::string_view::npos) {
-        // The name runs up to [ARGS]: a name longer than any tool's is no call.
-        if (s.size() - q > 128) return malformed_until(q);
-        return final ? malformed_until(s.size()) : incomplete();
-    }
-    std::string_view name = s.substr(q, args - q);
+    // NAME (and ID) are runs of name characters, each ended by a marker: decided by the bytes seen,
+    // however the text was split.
+    auto name_run = [&](size_t from) {
+        size_t i = from;
+        while (i < s.size() && i - from <= 64 &&
+               ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+                s[i] == '_' || s[i] == '-' || s[i] == '.'))
+            ++i;
+        return i;
+    };
+    size_t name_end = name_run(q);
+    if (name_end == s.size()) return final ? malformed_until(s.size()) : incomplete();
+    std::string_view rest = s.substr(name_end);
     std::string id;
-    if (const size_t ci = name.find(kCallId); ci != std::string_view::npos) {
-        id = std::string(name.substr(ci + kCallId.size()));
-        name = name.substr(0, ci);
+    size_t args = name_end;
+    if (starts_with(rest, kCallId)) {
+        const size_t id_begin = name_end + kCallId.size();
+        const size_t id_end = name_run(id_begin);
+        if (id_end == s.size()) return final ? malformed_until(s.size()) : incomplete();
+        id = std::string(s.substr(id_begin, id_end - id_begin));
+        args = id_end;
+        rest = s.substr(id_end);
+    } else if (!final && prefix_of(rest, kCallId)) {
+        return incomplete();
     }
+    if (!starts_with(rest, kArgs)) {
+        if (!final && prefix_of(rest, kArgs)) return incomplete();
+        return malformed_until(q);
+    }
+    const std::string_view name = s.substr(q, name_end - q);
     const JsonSpan span = json_span(s, args + kArgs.size());
     if (span.kind == JsonSpan::Incomplete) return final ? malformed_until(s.size()) : incomplete();
     if (span.kind == JsonSpan::Invalid || name.empty()) return malformed_until(span.begin);
