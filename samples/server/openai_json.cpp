@@ -2,6 +2,7 @@
 // (each field's type checked before it is read) so that a wrong type is a 400 naming the field, never
 // an exception from deep inside the JSON library.
 #include "openai_json.hpp"
+#include "tool_calls.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -90,10 +91,14 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
                 return bad("messages[" + std::to_string(i) + "].role must be a string", "invalid_type");
             ChatMessageText msg;
             msg.role = m["role"].get<std::string>();
-            if (!m.contains("content")) return bad("messages[" + std::to_string(i) + "].content is required", "missing_field");
-            if (auto e = read_content(m["content"], i, &msg.content)) return e;
+            if (auto e = read_tool_message_fields(m, i, &msg)) return e;
+            if (!m.contains("content") && msg.tool_calls.empty())
+                return bad("messages[" + std::to_string(i) + "].content is required", "missing_field");
+            if (m.contains("content"))
+                if (auto e = read_content(m["content"], i, &msg.content)) return e;
             r.messages.push_back(std::move(msg));
         }
+        if (auto e = read_tool_request(j, &r.tools)) return e;
     } else {
         if (!j.contains("prompt")) return bad("prompt is required", "missing_field");
         const json &p = j["prompt"];
