@@ -50,6 +50,21 @@ static void test_render(void **state) {
                              "<|tool|>opened[abc123XYZ]<|assistant|><think></think>");
     free(buf);
 
+    /* The same tools as OpenAI's JSON array render the same text. */
+    p.tools = NULL;
+    p.n_tools = 0;
+    p.tools_json = "[{\"type\": \"function\", \"function\": {\"name\": \"open_door\", \"parameters\": "
+                   "{\"type\": \"object\", \"properties\": {\"door\": {\"enum\": [\"north\"]}}}}}, {\"name\": \"wait\"}]";
+    char again[1024];
+    assert_int_equal(ember_chat_apply_template_v2(NULL, &p, again, sizeof again, &n), EMBER_OK);
+    assert_non_null(strstr(again, "<tools>open_door;wait;</tools>"));
+    p.tools_json = "{\"name\": \"x\"}";
+    assert_int_equal(ember_chat_apply_template_v2(NULL, &p, NULL, 0, &n), EMBER_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ember_last_error(), "tools_json"));
+    p.tools_json = NULL;
+    p.tools = kTools;
+    p.n_tools = 2;
+
     /* Errors name the problem. */
     ember_chat_tool dup[] = {kTools[0], kTools[0]};
     p.tools = dup;

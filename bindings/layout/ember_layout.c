@@ -204,7 +204,8 @@
       F(ember_chat_params, tools, const ember_chat_tool *)                                           \
       F(ember_chat_params, n_tools, size_t)                                                          \
       F(ember_chat_params, add_generation_prompt, bool)                                              \
-      F(ember_chat_params, reasoning, ember_reasoning))                                              \
+      F(ember_chat_params, reasoning, ember_reasoning)                                               \
+      F(ember_chat_params, tools_json, const char *))                                              \
     S(ember_chat_parser_params,                                                                      \
       F(ember_chat_parser_params, struct_size, uint32_t)                                             \
       F(ember_chat_parser_params, format, ember_chat_format)                                         \
@@ -229,7 +230,8 @@
       F(ember_tool_grammar_params, n_tools, size_t)                                                  \
       F(ember_tool_grammar_params, choice, ember_tool_choice)                                        \
       F(ember_tool_grammar_params, name, const char *)                                               \
-      F(ember_tool_grammar_params, parallel, bool))
+      F(ember_tool_grammar_params, parallel, bool)                                                   \
+      F(ember_tool_grammar_params, tools_json, const char *))
 
 /* ---- enums: E(type, NAME) ---- */
 #define EMBER_ENUMS(E)                                                                               \

@@ -1275,6 +1275,10 @@ typedef struct ember_chat_params {
     size_t n_tools;
     bool add_generation_prompt;      /**< default true */
     ember_reasoning reasoning;       /**< default EMBER_REASONING_DEFAULT */
+    /** Default NULL. More tools as JSON text, as OpenAI's API and Hugging Face take them: an array of
+     *  {"type": "function", "function": {"name", "description", "parameters"}} or of the inner objects
+     *  (for bindings and tools that hold tools as JSON); they follow `tools`. */
+    const char *tools_json;
 } ember_chat_params;
 
 EMBER_API void ember_chat_params_init(ember_chat_params *params);
@@ -1389,6 +1393,7 @@ typedef struct ember_tool_grammar_params {
     const char *name;               /**< NAMED: the tool */
     /** Default true: up to 8 calls in one reply (OpenAI's parallel_tool_calls); false: exactly one. */
     bool parallel;
+    const char *tools_json;         /**< default NULL: more tools as JSON text, as ember_chat_params.tools_json */
 } ember_tool_grammar_params;
 
 EMBER_API void ember_tool_grammar_params_init(ember_tool_grammar_params *params);

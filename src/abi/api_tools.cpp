@@ -37,6 +37,27 @@ std::vector<tools::Tool> read_tools(const ember_chat_tool *tools, size_t n) {
     return out;
 }
 
+// OpenAI's tools array (or an array of the inner function objects) as JSON text.
+void append_tools_json(const char *text, std::vector<tools::Tool> &out) {
+    if (!text) return;
+    using J = grammar::JsonValue;
+    const J v = grammar::parse_json(text, "tools_json");
+    if (v.type != J::ARRAY) fail(EMBER_ERR_INVALID_ARGUMENT, "tools_json must be a JSON array of tools");
+    for (size_t i = 0; i < v.items.size(); ++i) {
+        const J *fn = v.items[i].get("function");
+        const J &t = fn ? *fn : v.items[i];
+        const J *name = t.get("name");
+        if (t.type != J::OBJECT || !name || name->type != J::STRING)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "tools_json[%zu] has no \"name\" string", i);
+        tools::Tool tool;
+        tool.name = name->text;
+        if (const J *d = t.get("description"); d && d->type == J::STRING) tool.description = d->text;
+        const J *params = t.get("parameters");
+        tool.parameters = params ? *params : grammar::parse_json(R"({"type": "object", "properties": {}})");
+        out.push_back(std::move(tool));
+    }
+}
+
 tools::Format resolve_format(const ember_model *model, ember_chat_format format, const char *tmpl) {
     const int64_t f = abi::enum_value(format);
     if (f < 0 || f >= tools::kFormatCount) fail(EMBER_ERR_INVALID_ARGUMENT, "unknown chat format %lld", (long long)f);
@@ -70,7 +91,9 @@ tools::ToolGrammar build_tool_grammar(const ember_model *model, const ember_tool
         fail(EMBER_ERR_INVALID_ARGUMENT, "unknown tool_choice %lld", (long long)choice);
     if (choice == EMBER_TOOL_CHOICE_NAMED && !p.name)
         fail(EMBER_ERR_INVALID_ARGUMENT, "tool_choice is NAMED but name is NULL");
-    return tools::tool_grammar(format, read_tools(p.tools, p.n_tools), static_cast<tools::ToolChoice>(choice),
+    std::vector<tools::Tool> list = read_tools(p.tools, p.n_tools);
+    append_tools_json(p.tools_json, list);
+    return tools::tool_grammar(format, list, static_cast<tools::ToolChoice>(choice),
                                text_or_empty(p.name), p.parallel);
 }
 
@@ -99,6 +122,7 @@ ember_status ember_chat_apply_template_v2(const ember_model *model, const ember_
         in.add_generation_prompt = p.add_generation_prompt;
         in.reasoning = static_cast<tools::Reasoning>(reasoning);
         in.tools = read_tools(p.tools, p.n_tools);
+        append_tools_json(p.tools_json, in.tools);
         in.messages.resize(p.n_messages);
         for (size_t i = 0; i < p.n_messages; ++i) {
             const ember_chat_turn &m = p.messages[i];

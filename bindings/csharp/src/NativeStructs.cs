@@ -269,6 +269,7 @@ namespace Ember.Native
         public UIntPtr n_tools;
         [MarshalAs(UnmanagedType.I1)] public bool add_generation_prompt;
         public Reasoning reasoning;
+        public IntPtr tools_json;          // const char *
     }
 
     [StructLayout(LayoutKind.Sequential)]
@@ -306,5 +307,6 @@ namespace Ember.Native
         public ToolChoice choice;
         public IntPtr name;                // const char *
         [MarshalAs(UnmanagedType.I1)] public bool parallel;
+        public IntPtr tools_json;          // const char *
     }
 }

@@ -466,6 +466,7 @@ pub struct ember_chat_params {
     pub n_tools: usize,
     pub add_generation_prompt: bool,
     pub reasoning: ember_reasoning,
+    pub tools_json: *const c_char,
 }
 
 #[repr(C)]
@@ -510,6 +511,7 @@ pub struct ember_tool_grammar_params {
     pub choice: ember_tool_choice,
     pub name: *const c_char,
     pub parallel: bool,
+    pub tools_json: *const c_char,
 }
 
 // ---- Functions, in the header's order ----

@@ -88,10 +88,10 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_chat_tool { name, description, parameters }
         ember_chat_tool_call { id, name, arguments }
         ember_chat_turn { role, content, reasoning_content, tool_calls, n_tool_calls, tool_call_id, name }
-        ember_chat_params { struct_size, tmpl, messages, n_messages, tools, n_tools, add_generation_prompt, reasoning }
+        ember_chat_params { struct_size, tmpl, messages, n_messages, tools, n_tools, add_generation_prompt, reasoning, tools_json }
         ember_chat_parser_params { struct_size, format, tmpl, reasoning_open, tools, n_tools }
         ember_chat_delta { struct_size, content, content_len, reasoning, reasoning_len, first_call, n_calls, malformed }
-        ember_tool_grammar_params { struct_size, format, tmpl, tools, n_tools, choice, name, parallel }
+        ember_tool_grammar_params { struct_size, format, tmpl, tools, n_tools, choice, name, parallel, tools_json }
     }
 }
 
