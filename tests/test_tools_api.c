@@ -234,6 +234,49 @@ static void test_generate_required(void **state) {
         ember_sampler_free(smp);
     }
     ember_session_free(s);
+
+    /* The same through the engine: the request's text fed to a parser as it comes. */
+    ember_engine_params ep;
+    ember_engine_params_init(&ep);
+    ep.n_seq_max = 2;
+    ember_engine *engine = NULL;
+    assert_int_equal(ember_engine_create(model, &ep, &engine), EMBER_OK);
+    ember_sampler_params sp;
+    ember_sampler_params_init(&sp);
+    sp.seed = 9;
+    ember_request_params rp;
+    ember_request_params_init(&rp);
+    rp.prompt = prompt;
+    rp.n_prompt = n_prompt;
+    rp.max_tokens = 200;
+    rp.sampling = &sp;
+    rp.grammar = g;
+    ember_request *req = NULL;
+    assert_int_equal(ember_request_submit(engine, &rp, &req), EMBER_OK);
+    ember_chat_parser_params pp;
+    ember_chat_parser_params_init(&pp);
+    pp.format = EMBER_CHAT_FORMAT_HERMES;
+    ember_chat_parser *p = NULL;
+    assert_int_equal(ember_chat_parser_create(NULL, &pp, &p), EMBER_OK);
+    ember_request_state rs = EMBER_REQUEST_QUEUED;
+    size_t calls = 0, content = 0;
+    for (int i = 0; i < 10000 && (rs == EMBER_REQUEST_QUEUED || rs == EMBER_REQUEST_RUNNING); ++i) {
+        const ember_status w = ember_request_wait(req, 20);   /* EMBER_STOPPED: 20 ms passed */
+        assert_true(w == EMBER_OK || w == EMBER_STOPPED);
+        assert_int_equal(ember_chat_parser_feed_request(p, req, &rs), EMBER_OK);
+        ember_chat_delta d;
+        ember_chat_delta_init(&d);
+        assert_int_equal(ember_chat_parser_take(p, &d), EMBER_OK);
+        calls += d.n_calls;
+        content += d.content_len;
+    }
+    assert_int_equal(rs, EMBER_REQUEST_DONE);
+    assert_int_equal(calls, 1);
+    assert_int_equal(content, 0);
+    assert_int_equal(ember_chat_parser_feed_request(p, NULL, &rs), EMBER_ERR_INVALID_ARGUMENT);
+    ember_chat_parser_free(p);
+    ember_request_free(req);
+    ember_engine_free(engine);
     ember_grammar_free(g);
     ember_model_free(model);
 }

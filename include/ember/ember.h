@@ -1375,6 +1375,14 @@ EMBER_API ember_status ember_chat_parser_result(const ember_chat_parser *parser,
  *  EMBER_ERR_INVALID_ARGUMENT for i out of range. */
 EMBER_API ember_status ember_chat_parser_call(const ember_chat_parser *parser, size_t i, ember_chat_tool_call *out);
 
+/** Feeds `parser` the text `request` (ember_request_submit) has produced since the last call, and
+ *  finishes the parser once the request has ended: one parser per request, called from the thread that
+ *  polls it (once a frame, say), so that an engine's replies arrive as content, reasoning and calls
+ *  (ember_chat_parser_take). *out_state (may be NULL) receives the request's state. Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT (NULL). Same threading as ember_request_text. */
+EMBER_API ember_status ember_chat_parser_feed_request(ember_chat_parser *parser, ember_request *request,
+                                                      ember_request_state *out_state);
+
 /** OpenAI's tool_choice. */
 typedef enum ember_tool_choice {
     EMBER_TOOL_CHOICE_AUTO = 0,      /**< text or calls, as the model decides */

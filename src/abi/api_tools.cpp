@@ -13,6 +13,7 @@ using ember::abi::guard;
 
 struct ember_chat_parser {
     std::unique_ptr<tools::ToolCallParser> parser;
+    size_t request_fed = 0;   // bytes of a request's text fed (ember_chat_parser_feed_request)
     std::string delta_content, delta_reasoning;   // the last take's text (handed out by pointer)
 };
 
@@ -204,6 +205,30 @@ ember_status ember_chat_parser_feed(ember_chat_parser *parser, const char *text,
         EMBER_REQUIRE_ARG(parser);
         if (!text && len) fail(EMBER_ERR_INVALID_ARGUMENT, "text is NULL but len is %zu", len);
         parser->parser->feed(std::string_view(text ? text : "", len));
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_chat_parser_feed_request(ember_chat_parser *parser, ember_request *request,
+                                            ember_request_state *out_state) {
+    return guard("ember_chat_parser_feed_request", [&] {
+        EMBER_REQUIRE_ARG(parser);
+        EMBER_REQUIRE_ARG(request);
+        std::string more;
+        ember_request_state state;
+        {
+            // The text and the state read together: text the request ends with is there once it has ended.
+            Request &r = *request->request;
+            std::lock_guard<std::mutex> lock(r.mutex);
+            if (r.text.size() > parser->request_fed) more = r.text.substr(parser->request_fed);
+            state = r.state;
+        }
+        parser->request_fed += more.size();
+        if (!parser->parser->finished()) {
+            if (!more.empty()) parser->parser->feed(more);
+            if (state != EMBER_REQUEST_QUEUED && state != EMBER_REQUEST_RUNNING) parser->parser->finish();
+        }
+        if (out_state) *out_state = state;
         return EMBER_OK;
     });
 }

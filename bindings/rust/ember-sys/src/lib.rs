@@ -793,6 +793,11 @@ extern "C" {
     pub fn ember_chat_parser_take(parser: *mut ember_chat_parser, out: *mut ember_chat_delta) -> ember_status;
     pub fn ember_chat_parser_result(parser: *const ember_chat_parser, out: *mut ember_chat_delta) -> ember_status;
     pub fn ember_chat_parser_call(parser: *const ember_chat_parser, i: usize, out: *mut ember_chat_tool_call) -> ember_status;
+    pub fn ember_chat_parser_feed_request(
+        parser: *mut ember_chat_parser,
+        request: *mut ember_request,
+        out_state: *mut ember_request_state,
+    ) -> ember_status;
     pub fn ember_tool_grammar_params_init(params: *mut ember_tool_grammar_params);
     pub fn ember_chat_tool_grammar(
         model: *const ember_model,
