@@ -2,12 +2,14 @@
  * results rendered by ember_chat_apply_template_v2; errors named (duplicate tools, a schema that cannot
  * be compiled, a template without tool support, struct_size too small); a reply parsed whole and one
  * byte at a time; and on stories15M, generations under ember_chat_tool_grammar (required) through
- * ember_generate whose text the parser turns into calls. */
+ * ember_generate and through the engine (ember_chat_parser_feed_request) whose text the parser turns into
+ * calls. Also the sampling defaults a GGUF file carries (ember_sampler_params_from_model). */
 #include "test_api_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A Hermes-style template: tools in a system block, calls as <tool_call> JSON, tool results. */
 static const char kTemplate[] =
@@ -158,6 +160,64 @@ static void test_parser(void **state) {
     ember_chat_parser_free(NULL);
 }
 
+/* A GGUF file of metadata only (no tensors): general.architecture and the sampling keys an author may
+ * set, written by hand (version 3: u32 version, u64 counts, u64-length strings). */
+static void put(FILE *f, const void *p, size_t n) { assert_int_equal(fwrite(p, 1, n, f), n); }
+static void put_key(FILE *f, const char *key, uint32_t type) {
+    const uint64_t n = strlen(key);
+    put(f, &n, 8);
+    put(f, key, n);
+    put(f, &type, 4);
+}
+
+static void test_sampling_defaults(void **state) {
+    (void)state;
+    char path[] = "/tmp/ember_sampling_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "wb");
+    const uint32_t version = 3;
+    const uint64_t n_tensors = 0, n_kv = 5;
+    put(f, "GGUF", 4);
+    put(f, &version, 4);
+    put(f, &n_tensors, 8);
+    put(f, &n_kv, 8);
+    put_key(f, "general.architecture", 8);
+    const uint64_t arch_len = 5;
+    put(f, &arch_len, 8);
+    put(f, "llama", 5);
+    const float temp = 0.6f, top_p = 0.95f, rep = 1.05f;
+    const uint32_t top_k = 20;
+    put_key(f, "general.sampling.temp", 6);
+    put(f, &temp, 4);
+    put_key(f, "general.sampling.top_k", 4);
+    put(f, &top_k, 4);
+    put_key(f, "general.sampling.top_p", 6);
+    put(f, &top_p, 4);
+    put_key(f, "general.sampling.penalty_repeat", 6);
+    put(f, &rep, 4);
+    fclose(f);
+    ember_model *m = NULL;
+    assert_int_equal(ember_model_load_metadata(path, NULL, &m), EMBER_OK);
+    unlink(path);
+    ember_sampler_params sp;
+    ember_sampler_params_init(&sp);
+    sp.seed = 77;
+    size_t n = 0;
+    assert_int_equal(ember_sampler_params_from_model(m, &sp, &n), EMBER_OK);
+    assert_int_equal(n, 4);
+    assert_float_equal(sp.temperature, 0.6f, 1e-6);
+    assert_int_equal(sp.top_k, 20);
+    assert_float_equal(sp.top_p, 0.95f, 1e-6);
+    assert_float_equal(sp.repeat_penalty, 1.05f, 1e-6);
+    assert_float_equal(sp.min_p, 0.0f, 0);          /* not in the file: as it was */
+    assert_int_equal(sp.penalty_last_n, 64);
+    assert_int_equal(sp.seed, 77);
+    sp.struct_size = 8;
+    assert_int_equal(ember_sampler_params_from_model(m, &sp, &n), EMBER_ERR_INVALID_ARGUMENT);
+    ember_model_free(m);
+}
+
 struct collected {
     char text[8192];
     size_t len;
@@ -286,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_parser),
+        cmocka_unit_test(test_sampling_defaults),
         cmocka_unit_test(test_generate_required),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

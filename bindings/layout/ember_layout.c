@@ -392,6 +392,7 @@
     X(ember_status, ember_chat_parser_result, (const ember_chat_parser *, ember_chat_delta *)) \
     X(ember_status, ember_chat_parser_call, (const ember_chat_parser *, size_t, ember_chat_tool_call *)) \
     X(ember_status, ember_chat_parser_feed_request, (ember_chat_parser *, ember_request *, ember_request_state *)) \
+    X(ember_status, ember_sampler_params_from_model, (const ember_model *, ember_sampler_params *, size_t *)) \
     X(void, ember_tool_grammar_params_init, (ember_tool_grammar_params *)) \
     X(ember_status, ember_chat_tool_grammar, (const ember_model *, const ember_tool_grammar_params *, ember_grammar **)) \
     X(ember_status, ember_chat_tool_prefix, (const ember_model *, const ember_tool_grammar_params *, char *, size_t, size_t *))

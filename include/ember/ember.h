@@ -534,6 +534,17 @@ typedef struct ember_sampler_params {
 
 EMBER_API void ember_sampler_params_init(ember_sampler_params *params);
 
+/** The sampling its authors chose for a model, where its GGUF file carries it (since EMBER_1.8): writes
+ *  into *params the values of the metadata keys general.sampling.temp, .top_k, .top_p, .min_p,
+ *  .penalty_repeat and .penalty_last_n that the file has (integers or floats), leaving the other fields
+ *  as they are. Call it after ember_sampler_params_init and before setting what the application
+ *  chooses itself, so the file's values apply where the application sets none. *out_count (may be
+ *  NULL) receives how many keys were found. Errors: EMBER_ERR_INVALID_ARGUMENT (NULL; struct_size
+ *  below the first version's), EMBER_ERR_INVALID_MODEL (such a key holds no number; named).
+ *  Thread-safe (the model is only read). */
+EMBER_API ember_status ember_sampler_params_from_model(const ember_model *model, ember_sampler_params *params,
+                                                       size_t *out_count);
+
 /** Creates a sampler. EMBER_ERR_INVALID_ARGUMENT for out-of-range values (negative top_k, top_p
  *  outside (0, 1], min_p outside [0, 1], repeat_penalty <= 0, negative penalty_last_n). */
 EMBER_API ember_status ember_sampler_create(const ember_sampler_params *params, ember_sampler **out);

@@ -278,6 +278,9 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_chat_parser_feed_request(IntPtr parser, IntPtr request, out RequestState state);
         [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_params_from_model(ModelHandle model, ref ember_sampler_params p,
+                                                                      out UIntPtr count);
+        [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern void ember_tool_grammar_params_init(ref ember_tool_grammar_params p);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_chat_tool_grammar(ModelHandle model, ref ember_tool_grammar_params p,

@@ -798,6 +798,11 @@ extern "C" {
         request: *mut ember_request,
         out_state: *mut ember_request_state,
     ) -> ember_status;
+    pub fn ember_sampler_params_from_model(
+        model: *const ember_model,
+        params: *mut ember_sampler_params,
+        out_count: *mut usize,
+    ) -> ember_status;
     pub fn ember_tool_grammar_params_init(params: *mut ember_tool_grammar_params);
     pub fn ember_chat_tool_grammar(
         model: *const ember_model,
