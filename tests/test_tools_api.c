@@ -216,6 +216,26 @@ static void test_sampling_defaults(void **state) {
     sp.struct_size = 8;
     assert_int_equal(ember_sampler_params_from_model(m, &sp, &n), EMBER_ERR_INVALID_ARGUMENT);
     ember_model_free(m);
+
+    /* Logit bias through the ABI: a banned favourite, a favoured outsider, bad input refused. */
+    ember_sampler *g = test_greedy_sampler();
+    const float logits[4] = {1.0f, 3.0f, 2.9f, -1.0f};
+    ember_token t = -1;
+    const ember_logit_bias ban = {1, -100.0f};
+    assert_int_equal(ember_sampler_set_logit_bias(g, &ban, 1), EMBER_OK);
+    assert_int_equal(ember_sampler_sample(g, logits, 4, &t), EMBER_OK);
+    assert_int_equal(t, 2);
+    const ember_logit_bias up[2] = {{1, -100.0f}, {3, 10.0f}};
+    assert_int_equal(ember_sampler_set_logit_bias(g, up, 2), EMBER_OK);
+    assert_int_equal(ember_sampler_sample(g, logits, 4, &t), EMBER_OK);
+    assert_int_equal(t, 3);
+    const ember_logit_bias bad = {-3, 1.0f};
+    assert_int_equal(ember_sampler_set_logit_bias(g, &bad, 1), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_sampler_set_logit_bias(g, NULL, 1), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_sampler_set_logit_bias(g, NULL, 0), EMBER_OK);
+    assert_int_equal(ember_sampler_sample(g, logits, 4, &t), EMBER_OK);
+    assert_int_equal(t, 1);
+    ember_sampler_free(g);
 }
 
 struct collected {

@@ -180,6 +180,9 @@
       F(ember_cpu_budget, max_threads, uint32_t)                                                     \
       F(ember_cpu_budget, priority, int32_t)                                                         \
       F(ember_cpu_budget, flags, uint32_t))                                                          \
+    S(ember_logit_bias,                                                                              \
+      F(ember_logit_bias, token, ember_token)                                                        \
+      F(ember_logit_bias, bias, float))                                                              \
     S(ember_chat_tool,                                                                               \
       F(ember_chat_tool, name, const char *)                                                         \
       F(ember_chat_tool, description, const char *)                                                  \
@@ -393,6 +396,7 @@
     X(ember_status, ember_chat_parser_call, (const ember_chat_parser *, size_t, ember_chat_tool_call *)) \
     X(ember_status, ember_chat_parser_feed_request, (ember_chat_parser *, ember_request *, ember_request_state *)) \
     X(ember_status, ember_sampler_params_from_model, (const ember_model *, ember_sampler_params *, size_t *)) \
+    X(ember_status, ember_sampler_set_logit_bias, (ember_sampler *, const ember_logit_bias *, size_t)) \
     X(void, ember_tool_grammar_params_init, (ember_tool_grammar_params *)) \
     X(ember_status, ember_chat_tool_grammar, (const ember_model *, const ember_tool_grammar_params *, ember_grammar **)) \
     X(ember_status, ember_chat_tool_prefix, (const ember_model *, const ember_tool_grammar_params *, char *, size_t, size_t *))

@@ -545,6 +545,22 @@ EMBER_API void ember_sampler_params_init(ember_sampler_params *params);
 EMBER_API ember_status ember_sampler_params_from_model(const ember_model *model, ember_sampler_params *params,
                                                        size_t *out_count);
 
+/** A bias added to one token's logit (an element of an array: no struct_size). EMBER_1.8. */
+typedef struct ember_logit_bias {
+    ember_token token;
+    float bias;   /**< added after the penalties, before every other stage; <= -100 bans the token */
+} ember_logit_bias;
+
+/** Favours or bans tokens (OpenAI's logit_bias): from the next sample on, each token's logit gets its
+ *  bias after the penalties and before top-k, top-p, min-p, temperature and the grammar; a bias of
+ *  -100 or less bans the token (it is drawn only if every token allowed is banned). A token string
+ *  (a word the game must never say) is its tokens: ember_tokenize it and ban each. Copies the array;
+ *  n = 0 removes the bias. Log-probabilities stay those of the model (before the bias). Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT (NULL with n > 0, a negative token, a bias not finite; nothing changes;
+ *  a token beyond the vocabulary fails the next sample), EMBER_ERR_INVALID_STATE from inside
+ *  ember_generate's callback on this sampler. Same threading as the sampler. Since EMBER_1.8. */
+EMBER_API ember_status ember_sampler_set_logit_bias(ember_sampler *sampler, const ember_logit_bias *bias, size_t n);
+
 /** Creates a sampler. EMBER_ERR_INVALID_ARGUMENT for out-of-range values (negative top_k, top_p
  *  outside (0, 1], min_p outside [0, 1], repeat_penalty <= 0, negative penalty_last_n). */
 EMBER_API ember_status ember_sampler_create(const ember_sampler_params *params, ember_sampler **out);

@@ -105,6 +105,19 @@ ember_status ember_sampler_reset(ember_sampler *sampler) {
     });
 }
 
+ember_status ember_sampler_set_logit_bias(ember_sampler *sampler, const ember_logit_bias *bias, size_t n) {
+    return guard("ember_sampler_set_logit_bias", [&] {
+        EMBER_REQUIRE_ARG(sampler);
+        if (!bias && n) fail(EMBER_ERR_INVALID_ARGUMENT, "bias is NULL but n is %zu", n);
+        abi::refuse_reentry(sampler, "ember_sampler_set_logit_bias");
+        std::vector<std::pair<int32_t, float>> b;
+        b.reserve(n);
+        for (size_t i = 0; i < n; ++i) b.emplace_back(bias[i].token, bias[i].bias);
+        sampler->sampler->set_logit_bias(std::move(b));
+        return EMBER_OK;
+    });
+}
+
 // The number a general.sampling.* key holds, or nothing when the file has no such key.
 static bool sampling_number(const ember_model &model, const char *key, double *out) {
     const gguf::KV *kv = model.model->gguf().find(key);

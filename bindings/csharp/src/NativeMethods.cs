@@ -278,6 +278,8 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_chat_parser_feed_request(IntPtr parser, IntPtr request, out RequestState state);
         [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_set_logit_bias(SamplerHandle sampler, ember_logit_bias[] bias, UIntPtr n);
+        [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_sampler_params_from_model(ModelHandle model, ref ember_sampler_params p,
                                                                       out UIntPtr count);
         [DllImport(Library, CallingConvention = Cdecl)]

@@ -229,6 +229,14 @@ namespace Ember.Native
         public IntPtr content;             // const char *
     }
 
+    // An element of the array ember_sampler_set_logit_bias reads (EMBER_1.8).
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_logit_bias
+    {
+        public int token;
+        public float bias;
+    }
+
     // ---- tool calls and reasoning (EMBER_1.8): strings are NUL-terminated UTF-8 the caller pins.
     [StructLayout(LayoutKind.Sequential)]
     internal struct ember_chat_tool

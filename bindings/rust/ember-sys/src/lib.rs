@@ -397,6 +397,16 @@ pub struct ember_chat_message {
     pub content: *const c_char,
 }
 
+// ---- Logit bias (EMBER_1.8) ----
+
+/// A bias added to one token's logit (an array element of `ember_sampler_set_logit_bias`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_logit_bias {
+    pub token: ember_token,
+    pub bias: f32,
+}
+
 // ---- Tool calls and reasoning (EMBER_1.8) ----
 
 /// The reasoning switch of `ember_chat_params` (`enable_thinking` for the template).
@@ -803,6 +813,7 @@ extern "C" {
         params: *mut ember_sampler_params,
         out_count: *mut usize,
     ) -> ember_status;
+    pub fn ember_sampler_set_logit_bias(sampler: *mut ember_sampler, bias: *const ember_logit_bias, n: usize) -> ember_status;
     pub fn ember_tool_grammar_params_init(params: *mut ember_tool_grammar_params);
     pub fn ember_chat_tool_grammar(
         model: *const ember_model,

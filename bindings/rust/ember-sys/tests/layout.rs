@@ -85,6 +85,7 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_cuda_device_params { struct_size, device_index, stream }
         ember_chat_message { role, content }
         ember_cpu_budget { struct_size, max_threads, priority, flags }
+        ember_logit_bias { token, bias }
         ember_chat_tool { name, description, parameters }
         ember_chat_tool_call { id, name, arguments }
         ember_chat_turn { role, content, reasoning_content, tool_calls, n_tool_calls, tool_call_id, name }
