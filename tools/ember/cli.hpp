@@ -41,6 +41,8 @@ ember_model *load_model(const std::string &path, bool vocab_only, bool progress)
 // --grammar FILE (GBNF) or --json-schema FILE: *out is the grammar, or nullptr with neither. False
 // (with the message printed) when a file cannot be read or does not compile.
 bool grammar_option(const Args &a, const ember_model *model, ember_grammar **out);
+// A whole file into *out; false (saying so on stderr) when it cannot be read.
+bool read_text_file(const std::string &path, std::string *out);
 
 // `run --tools FILE` (tools_option.cpp): the prompt rendered with the tools, the tool_choice grammar,
 // and the reply's parser.

@@ -5,24 +5,10 @@
 #include "cli.hpp"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 namespace cli {
 
 namespace {
-bool read_file(const std::string &path, std::string *out) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        std::fprintf(stderr, "ember: cannot read %s\n", path.c_str());
-        return false;
-    }
-    std::stringstream ss;
-    ss << f.rdbuf();
-    *out = ss.str();
-    return true;
-}
-
 bool ok(ember_status st, const char *what) {
     if (st == EMBER_OK) return true;
     fail(what, st);
@@ -46,8 +32,8 @@ std::string quoted(const char *s) {
 } // namespace
 
 bool tools_option(const Args &a, const ember_model *model, const std::string &user, ToolRun *out) {
-    if (!read_file(a.str("--tools", ""), &out->tools_json)) return false;
-    if (a.has("--chat-template") && !read_file(a.str("--chat-template", ""), &out->tmpl)) return false;
+    if (!read_text_file(a.str("--tools", ""), &out->tools_json)) return false;
+    if (a.has("--chat-template") && !read_text_file(a.str("--chat-template", ""), &out->tmpl)) return false;
     const char *tmpl = out->tmpl.empty() ? nullptr : out->tmpl.c_str();
     const ember_chat_turn turn = {"user", user.c_str(), nullptr, nullptr, 0, nullptr, nullptr};
     ember_chat_params cp;
