@@ -52,6 +52,28 @@ static void test_run_golden(void **state) {
     assert_int_equal(strncmp(out, want, strlen(want)), 0);
 }
 
+/* run --tools: the prompt rendered with the tools by a Qwen3 template, the reply constrained to a call
+ * of the named tool, printed as a JSON line; a template without tool support is refused, naming why. */
+static void test_run_tools(void **state) {
+    (void)state;
+    const char *src = getenv("EMBER_SOURCE_DIR");
+    if (!src) src = ".";
+    char tools[4096], cmd[16384], out[16384];
+    snprintf(tools, sizeof tools, "%s/tests/data/cli_tools.json", src);
+    snprintf(cmd, sizeof cmd,
+             "'%s' run -m '%s' -p 'Greet the knight.' --tools '%s' --tool-choice say --chat-template "
+             "'%s/tests/data/chat_templates/Qwen3-0.6B.jinja' -c 512 -n 120 --seed 4",
+             cli(), model15(), tools, src);
+    assert_int_equal(run(cmd, out, sizeof out, 0), 0);
+    const char *call = strstr(out, "\n{\"id\": \"");
+    if (!call || !strstr(call, "\"name\": \"say\", \"arguments\": {\"text\":")) fprintf(stderr, "got: %s\n", out);
+    assert_non_null(call);
+    assert_non_null(strstr(call, "\"name\": \"say\", \"arguments\": {\"text\":"));
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Hi' --tools '%s' --tool-choice required", cli(), model15(), tools);
+    assert_int_not_equal(run(cmd, out, sizeof out, 1), 0);
+    assert_non_null(strstr(out, "no tool support"));
+}
+
 static void test_tokenize(void **state) {
     (void)state;
     char cmd[8192], out[8192];
@@ -350,6 +372,7 @@ int main(void) {
         cmocka_unit_test(test_perplexity),
         cmocka_unit_test(test_convert_llama2c),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_run_tools),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_verbose_stats_threads),
     };

@@ -24,6 +24,46 @@ static std::vector<double> frequencies(Sampler &s, const std::vector<float> &log
     return f;
 }
 
+// Logit bias: added after the penalties; -100 or less bans (even every token but one), and a banned
+// token is never drawn by seeded sampling; bad biases are refused; ids beyond the vocabulary fail.
+static void test_logit_bias(void **) {
+    SamplerParams p;
+    p.temperature = 0;
+    Sampler g(p);
+    const std::vector<float> l = {1.0f, 3.0f, 2.9f, -1.0f};
+    g.set_logit_bias({{1, -0.5f}});
+    assert_int_equal(g.sample(l.data(), l.size()), 2);   // 3.0 - 0.5 < 2.9
+    g.set_logit_bias({{3, 5.0f}});
+    assert_int_equal(g.sample(l.data(), l.size()), 3);   // -1 + 5 wins
+    g.set_logit_bias({{1, -100.0f}, {2, -100.0f}, {0, -1000.0f}});
+    assert_int_equal(g.sample(l.data(), l.size()), 3);   // the only token not banned
+    g.set_logit_bias({});
+    assert_int_equal(g.sample(l.data(), l.size()), 1);
+    SamplerParams t;
+    t.temperature = 1.0f;
+    t.seed = 5;
+    Sampler s(t);
+    s.set_logit_bias({{1, -100.0f}});
+    const std::vector<double> f = frequencies(s, l, 2000);
+    assert_true(f[1] == 0.0);
+    assert_true(f[2] > 0.5);
+    for (float bad : {std::nanf(""), INFINITY}) {
+        try {
+            s.set_logit_bias({{0, bad}});
+            fail_msg("a bias of %g was accepted", static_cast<double>(bad));
+        } catch (const ember::Error &e) {
+            assert_int_equal(e.status(), EMBER_ERR_INVALID_ARGUMENT);
+        }
+    }
+    s.set_logit_bias({{9, 1.0f}});
+    try {
+        s.sample(l.data(), l.size());
+        fail_msg("a bias beyond the vocabulary was sampled");
+    } catch (const ember::Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_INVALID_ARGUMENT);
+    }
+}
+
 static void test_greedy_and_penalties(void **) {
     SamplerParams p;
     p.temperature = 0;
@@ -191,6 +231,7 @@ int main() {
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_infinite_logits),
         cmocka_unit_test(test_stop_strings_utf8),
+        cmocka_unit_test(test_logit_bias),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

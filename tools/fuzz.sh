@@ -4,7 +4,7 @@
 # beyond the seeds goes to build-fuzz/corpus/<target>/ (kept between runs, never committed); a crash
 # stops the script with the input saved as build-fuzz/artifacts/<target>-crash-*: turn it into a
 # regression test (docs/reliability.md says how).
-# usage: bash tools/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET...]   (targets: gguf tokenizer session_state chat_template gbnf json_schema)
+# usage: bash tools/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET...]   (targets: gguf tokenizer session_state chat_template gbnf json_schema tool_parser)
 #        bash tools/fuzz.sh --make-seeds    (rewrite the committed seeds from tests/fuzz/make_seeds.cpp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ if [ ! -f "$build/build.ninja" ]; then
   CC=$cc CXX=$cxx cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_BUILD_FUZZERS=ON \
     -DEMBER_BUILD_SHARED=OFF -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_TOOLS=OFF > /dev/null
 fi
-all=(gguf tokenizer session_state chat_template gbnf json_schema)
+all=(gguf tokenizer session_state chat_template gbnf json_schema tool_parser)
 
 if [ "${1:-}" = "--make-seeds" ]; then
   cmake --build "$build" -j "${EMBER_JOBS:-2}" --target fuzz_make_seeds

@@ -179,7 +179,62 @@
       F(ember_cpu_budget, struct_size, uint32_t)                                                     \
       F(ember_cpu_budget, max_threads, uint32_t)                                                     \
       F(ember_cpu_budget, priority, int32_t)                                                         \
-      F(ember_cpu_budget, flags, uint32_t))
+      F(ember_cpu_budget, flags, uint32_t))                                                          \
+    S(ember_logit_bias,                                                                              \
+      F(ember_logit_bias, token, ember_token)                                                        \
+      F(ember_logit_bias, bias, float))                                                              \
+    S(ember_chat_tool,                                                                               \
+      F(ember_chat_tool, name, const char *)                                                         \
+      F(ember_chat_tool, description, const char *)                                                  \
+      F(ember_chat_tool, parameters, const char *))                                                  \
+    S(ember_chat_tool_call,                                                                          \
+      F(ember_chat_tool_call, id, const char *)                                                      \
+      F(ember_chat_tool_call, name, const char *)                                                    \
+      F(ember_chat_tool_call, arguments, const char *))                                              \
+    S(ember_chat_turn,                                                                               \
+      F(ember_chat_turn, role, const char *)                                                         \
+      F(ember_chat_turn, content, const char *)                                                      \
+      F(ember_chat_turn, reasoning_content, const char *)                                            \
+      F(ember_chat_turn, tool_calls, const ember_chat_tool_call *)                                   \
+      F(ember_chat_turn, n_tool_calls, size_t)                                                       \
+      F(ember_chat_turn, tool_call_id, const char *)                                                 \
+      F(ember_chat_turn, name, const char *))                                                        \
+    S(ember_chat_params,                                                                             \
+      F(ember_chat_params, struct_size, uint32_t)                                                    \
+      F(ember_chat_params, tmpl, const char *)                                                       \
+      F(ember_chat_params, messages, const ember_chat_turn *)                                        \
+      F(ember_chat_params, n_messages, size_t)                                                       \
+      F(ember_chat_params, tools, const ember_chat_tool *)                                           \
+      F(ember_chat_params, n_tools, size_t)                                                          \
+      F(ember_chat_params, add_generation_prompt, bool)                                              \
+      F(ember_chat_params, reasoning, ember_reasoning)                                               \
+      F(ember_chat_params, tools_json, const char *))                                              \
+    S(ember_chat_parser_params,                                                                      \
+      F(ember_chat_parser_params, struct_size, uint32_t)                                             \
+      F(ember_chat_parser_params, format, ember_chat_format)                                         \
+      F(ember_chat_parser_params, tmpl, const char *)                                                \
+      F(ember_chat_parser_params, reasoning_open, bool)                                              \
+      F(ember_chat_parser_params, tools, const ember_chat_tool *)                                    \
+      F(ember_chat_parser_params, n_tools, size_t))                                                  \
+    S(ember_chat_delta,                                                                              \
+      F(ember_chat_delta, struct_size, uint32_t)                                                     \
+      F(ember_chat_delta, content, const char *)                                                     \
+      F(ember_chat_delta, content_len, size_t)                                                       \
+      F(ember_chat_delta, reasoning, const char *)                                                   \
+      F(ember_chat_delta, reasoning_len, size_t)                                                     \
+      F(ember_chat_delta, first_call, size_t)                                                        \
+      F(ember_chat_delta, n_calls, size_t)                                                           \
+      F(ember_chat_delta, malformed, bool))                                                          \
+    S(ember_tool_grammar_params,                                                                     \
+      F(ember_tool_grammar_params, struct_size, uint32_t)                                            \
+      F(ember_tool_grammar_params, format, ember_chat_format)                                        \
+      F(ember_tool_grammar_params, tmpl, const char *)                                               \
+      F(ember_tool_grammar_params, tools, const ember_chat_tool *)                                   \
+      F(ember_tool_grammar_params, n_tools, size_t)                                                  \
+      F(ember_tool_grammar_params, choice, ember_tool_choice)                                        \
+      F(ember_tool_grammar_params, name, const char *)                                               \
+      F(ember_tool_grammar_params, parallel, bool)                                                   \
+      F(ember_tool_grammar_params, tools_json, const char *))
 
 /* ---- enums: E(type, NAME) ---- */
 #define EMBER_ENUMS(E)                                                                               \
@@ -204,7 +259,15 @@
     E(ember_spec_mode, EMBER_SPEC_LOOKUP)                                                             \
     E(ember_request_state, EMBER_REQUEST_QUEUED) E(ember_request_state, EMBER_REQUEST_RUNNING)        \
     E(ember_request_state, EMBER_REQUEST_DONE) E(ember_request_state, EMBER_REQUEST_CANCELLED)        \
-    E(ember_request_state, EMBER_REQUEST_FAILED)
+    E(ember_request_state, EMBER_REQUEST_FAILED)                                                     \
+    E(ember_reasoning, EMBER_REASONING_DEFAULT) E(ember_reasoning, EMBER_REASONING_OFF)              \
+    E(ember_reasoning, EMBER_REASONING_ON)                                                           \
+    E(ember_chat_format, EMBER_CHAT_FORMAT_AUTO) E(ember_chat_format, EMBER_CHAT_FORMAT_CONTENT)     \
+    E(ember_chat_format, EMBER_CHAT_FORMAT_HERMES) E(ember_chat_format, EMBER_CHAT_FORMAT_LLAMA3)    \
+    E(ember_chat_format, EMBER_CHAT_FORMAT_MISTRAL) E(ember_chat_format, EMBER_CHAT_FORMAT_GPT_OSS)  \
+    E(ember_chat_format, EMBER_CHAT_FORMAT_GRANITE) E(ember_chat_format, EMBER_CHAT_FORMAT_PHI4)     \
+    E(ember_tool_choice, EMBER_TOOL_CHOICE_AUTO) E(ember_tool_choice, EMBER_TOOL_CHOICE_NONE)        \
+    E(ember_tool_choice, EMBER_TOOL_CHOICE_REQUIRED) E(ember_tool_choice, EMBER_TOOL_CHOICE_NAMED)
 
 /* ---- #define constants: C(NAME) ---- */
 #define EMBER_CONSTS(C)                                                                              \
@@ -318,7 +381,26 @@
     X(ember_status, ember_chat_apply_template, (const ember_model *, const char *, const ember_chat_message *, size_t, bool, char *, size_t, size_t *)) \
     X(void, ember_cpu_budget_init, (ember_cpu_budget *)) \
     X(ember_status, ember_cpu_budget_set, (const ember_cpu_budget *)) \
-    X(ember_status, ember_cpu_budget_get, (ember_cpu_budget *))
+    X(ember_status, ember_cpu_budget_get, (ember_cpu_budget *)) \
+    X(void, ember_chat_params_init, (ember_chat_params *)) \
+    X(ember_status, ember_chat_apply_template_v2, (const ember_model *, const ember_chat_params *, char *, size_t, size_t *)) \
+    X(ember_status, ember_chat_format_detect, (const ember_model *, const char *, ember_chat_format *)) \
+    X(const char *, ember_chat_format_name, (ember_chat_format)) \
+    X(void, ember_chat_parser_params_init, (ember_chat_parser_params *)) \
+    X(ember_status, ember_chat_parser_create, (const ember_model *, const ember_chat_parser_params *, ember_chat_parser **)) \
+    X(void, ember_chat_parser_free, (ember_chat_parser *)) \
+    X(ember_status, ember_chat_parser_feed, (ember_chat_parser *, const char *, size_t)) \
+    X(ember_status, ember_chat_parser_finish, (ember_chat_parser *)) \
+    X(void, ember_chat_delta_init, (ember_chat_delta *)) \
+    X(ember_status, ember_chat_parser_take, (ember_chat_parser *, ember_chat_delta *)) \
+    X(ember_status, ember_chat_parser_result, (const ember_chat_parser *, ember_chat_delta *)) \
+    X(ember_status, ember_chat_parser_call, (const ember_chat_parser *, size_t, ember_chat_tool_call *)) \
+    X(ember_status, ember_chat_parser_feed_request, (ember_chat_parser *, ember_request *, ember_request_state *)) \
+    X(ember_status, ember_sampler_params_from_model, (const ember_model *, ember_sampler_params *, size_t *)) \
+    X(ember_status, ember_sampler_set_logit_bias, (ember_sampler *, const ember_logit_bias *, size_t)) \
+    X(void, ember_tool_grammar_params_init, (ember_tool_grammar_params *)) \
+    X(ember_status, ember_chat_tool_grammar, (const ember_model *, const ember_tool_grammar_params *, ember_grammar **)) \
+    X(ember_status, ember_chat_tool_prefix, (const ember_model *, const ember_tool_grammar_params *, char *, size_t, size_t *))
 
 /* Every entry is checked by the compiler: a wrong type here is a build error, not a wrong table. */
 #define CHECK_FN(ret, name, args) _Static_assert(SAME_TYPE(&name, ret(*) args), #name " has another type in ember.h");

@@ -547,6 +547,33 @@ typedef struct ember_sampler_params {
 
 EMBER_API void ember_sampler_params_init(ember_sampler_params *params);
 
+/** The sampling its authors chose for a model, where its GGUF file carries it (since EMBER_1.8): writes
+ *  into *params the values of the metadata keys general.sampling.temp, .top_k, .top_p, .min_p,
+ *  .penalty_repeat and .penalty_last_n that the file has (integers or floats), leaving the other fields
+ *  as they are. Call it after ember_sampler_params_init and before setting what the application
+ *  chooses itself, so the file's values apply where the application sets none. *out_count (may be
+ *  NULL) receives how many keys were found. Errors: EMBER_ERR_INVALID_ARGUMENT (NULL; struct_size
+ *  below the first version's), EMBER_ERR_INVALID_MODEL (such a key holds no number; named).
+ *  Thread-safe (the model is only read). */
+EMBER_API ember_status ember_sampler_params_from_model(const ember_model *model, ember_sampler_params *params,
+                                                       size_t *out_count);
+
+/** A bias added to one token's logit (an element of an array: no struct_size). EMBER_1.8. */
+typedef struct ember_logit_bias {
+    ember_token token;
+    float bias;   /**< added after the penalties, before every other stage; <= -100 bans the token */
+} ember_logit_bias;
+
+/** Favours or bans tokens (OpenAI's logit_bias): from the next sample on, each token's logit gets its
+ *  bias after the penalties and before top-k, top-p, min-p, temperature and the grammar; a bias of
+ *  -100 or less bans the token (it is drawn only if every token allowed is banned). A token string
+ *  (a word the game must never say) is its tokens: ember_tokenize it and ban each. Copies the array;
+ *  n = 0 removes the bias. Log-probabilities stay those of the model (before the bias). Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT (NULL with n > 0, a negative token, a bias not finite; nothing changes;
+ *  a token beyond the vocabulary fails the next sample), EMBER_ERR_INVALID_STATE from inside
+ *  ember_generate's callback on this sampler. Same threading as the sampler. Since EMBER_1.8. */
+EMBER_API ember_status ember_sampler_set_logit_bias(ember_sampler *sampler, const ember_logit_bias *bias, size_t n);
+
 /** Creates a sampler. EMBER_ERR_INVALID_ARGUMENT for out-of-range values (negative top_k, top_p
  *  outside (0, 1], min_p outside [0, 1], repeat_penalty <= 0, negative penalty_last_n). */
 EMBER_API ember_status ember_sampler_create(const ember_sampler_params *params, ember_sampler **out);
@@ -1247,6 +1274,222 @@ EMBER_API ember_status ember_cpu_budget_set(const ember_cpu_budget *budget);
  *  older, smaller struct gets the fields it has). Errors: EMBER_ERR_INVALID_ARGUMENT (NULL). Thread-safe.
  *  Since EMBER_1.4. */
 EMBER_API ember_status ember_cpu_budget_get(ember_cpu_budget *budget);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Tool calls and reasoning (since EMBER_1.8)
+ *
+ * An application that lets a model act gives it tools (functions with JSON Schema arguments), renders
+ * them into the prompt the way the model's family expects (ember_chat_apply_template_v2), optionally
+ * constrains generation so that calls always parse (ember_chat_tool_grammar), and splits the output
+ * into content for the user, reasoning kept apart, and calls (ember_chat_parser). docs/tools.md shows
+ * the whole loop.
+ *
+ * Families (ember_chat_format), chosen from the chat template's markers unless the app names one:
+ * Hermes (Qwen2.5, Qwen3, Qwen3.5: `<tool_call>{"name", "arguments"}</tool_call>`, or the XML body
+ * `<function=NAME><parameter=P>...`, reasoning in `<think>`), Llama 3.x (a `{"name", "parameters"}`
+ * object, or `<|python_tag|>` before it), Mistral (`[TOOL_CALLS]` then a JSON array, or
+ * `NAME[ARGS]{...}`), gpt-oss (harmony channels: analysis is reasoning, `commentary to=functions.NAME`
+ * a call, final and plain commentary content), Granite 3.x (`<|tool_call|>[...]`) and Phi-4-mini
+ * (`<|tool_call|>[...]<|/tool_call|>`). Text with special tokens: the output parsed must carry the
+ * model's special tokens as text (detokenize with EMBER_DETOKENIZE_RENDER_SPECIAL, or the tokens' pieces
+ * rendered with special tokens).
+ * ------------------------------------------------------------------------------------------------- */
+
+/** A tool the model may call (an element of an array: no struct_size). */
+typedef struct ember_chat_tool {
+    const char *name;         /**< 1 to 64 characters of [A-Za-z0-9_.-], unique among the tools */
+    const char *description;  /**< may be NULL */
+    /** JSON Schema of the arguments object (the subset of ember_grammar_create_json_schema), or NULL for
+     *  no arguments ({"type": "object", "properties": {}}). */
+    const char *parameters;
+} ember_chat_tool;
+
+/** One call: by a model (ember_chat_parser_call) or in a conversation's assistant message. */
+typedef struct ember_chat_tool_call {
+    const char *id;         /**< may be NULL in messages (the template then writes none) */
+    const char *name;
+    const char *arguments;  /**< JSON text of an object */
+} ember_chat_tool_call;
+
+/** A message with what tool use adds (an element of an array: no struct_size). Rendered as
+ *  transformers' apply_chat_template receives messages: keys a message lacks are absent for the
+ *  template. */
+typedef struct ember_chat_turn {
+    const char *role;               /**< "system", "user", "assistant", "tool" */
+    const char *content;            /**< may be NULL (rendered as ""), e.g. an assistant message of calls */
+    const char *reasoning_content;  /**< may be NULL: the assistant's reasoning, for templates that keep it */
+    const ember_chat_tool_call *tool_calls;  /**< the assistant's calls; NULL when n_tool_calls is 0 */
+    size_t n_tool_calls;
+    const char *tool_call_id;       /**< role "tool": the id of the call answered; may be NULL */
+    const char *name;               /**< role "tool": the tool's name; may be NULL */
+} ember_chat_turn;
+
+/** The reasoning switch (`enable_thinking` for the template, where its family has one). */
+typedef enum ember_reasoning {
+    EMBER_REASONING_DEFAULT = 0,  /**< enable_thinking left undefined: the template's own default */
+    EMBER_REASONING_OFF = 1,
+    EMBER_REASONING_ON = 2,
+} ember_reasoning;
+
+typedef struct ember_chat_params {
+    uint32_t struct_size;
+    const char *tmpl;                /**< default NULL: the model's template (as ember_chat_apply_template) */
+    const ember_chat_turn *messages; /**< may be NULL when n_messages is 0 */
+    size_t n_messages;
+    const ember_chat_tool *tools;    /**< default NULL / 0: `tools` is none for the template */
+    size_t n_tools;
+    bool add_generation_prompt;      /**< default true */
+    ember_reasoning reasoning;       /**< default EMBER_REASONING_DEFAULT */
+    /** Default NULL. More tools as JSON text, as OpenAI's API and Hugging Face take them: an array of
+     *  {"type": "function", "function": {"name", "description", "parameters"}} or of the inner objects
+     *  (for bindings and tools that hold tools as JSON); they follow `tools`. */
+    const char *tools_json;
+} ember_chat_params;
+
+EMBER_API void ember_chat_params_init(ember_chat_params *params);
+
+/** ember_chat_apply_template with tools, tool calls, tool results and the reasoning switch. The
+ *  template receives `tools` as [{"type": "function", "function": {"name", "description",
+ *  "parameters"}}] (none without tools), assistant calls as `tool_calls`: [{"id", "type": "function",
+ *  "function": {"name", "arguments"}}] with arguments a dict, tool messages' `tool_call_id` and `name`,
+ *  `reasoning_content`, and `enable_thinking` unless reasoning is DEFAULT. Output and limits as
+ *  ember_chat_apply_template. Errors, besides that function's: EMBER_ERR_INVALID_ARGUMENT for a bad tool
+ *  (name empty, too long, of other characters or a duplicate; parameters not a JSON object schema, or a
+ *  schema that cannot be compiled, named with the tool) or a call's arguments that are not a JSON
+ *  object; EMBER_ERR_UNSUPPORTED when tools are given and the template has no tool support (it never
+ *  reads `tools`), or for a schema keyword outside the subset. Thread-safe (the model is only read). */
+EMBER_API ember_status ember_chat_apply_template_v2(const ember_model *model, const ember_chat_params *params,
+                                                    char *buf, size_t capacity, size_t *out_len);
+
+/** How a family writes calls and reasoning (values are stable). */
+typedef enum ember_chat_format {
+    EMBER_CHAT_FORMAT_AUTO = 0,     /**< chosen from the chat template (ember_chat_format_detect) */
+    EMBER_CHAT_FORMAT_CONTENT = 1,  /**< no calls; a leading <think> block is reasoning */
+    EMBER_CHAT_FORMAT_HERMES = 2,
+    EMBER_CHAT_FORMAT_LLAMA3 = 3,
+    EMBER_CHAT_FORMAT_MISTRAL = 4,
+    EMBER_CHAT_FORMAT_GPT_OSS = 5,
+    EMBER_CHAT_FORMAT_GRANITE = 6,
+    EMBER_CHAT_FORMAT_PHI4 = 7,
+} ember_chat_format;
+
+/** The format of `tmpl` (NULL: the model's template; model may be NULL when tmpl is given), by the
+ *  markers it writes; EMBER_CHAT_FORMAT_CONTENT when it writes none. Thread-safe. */
+EMBER_API ember_status ember_chat_format_detect(const ember_model *model, const char *tmpl, ember_chat_format *out);
+
+/** "hermes", "llama3", ...; "unknown" for a value outside the enum. */
+EMBER_API const char *ember_chat_format_name(ember_chat_format format);
+
+typedef struct ember_chat_parser ember_chat_parser;
+
+typedef struct ember_chat_parser_params {
+    uint32_t struct_size;
+    ember_chat_format format;      /**< default AUTO: detected from tmpl or the model's template */
+    const char *tmpl;              /**< default NULL */
+    /** Default false: true when the prompt ended inside the reasoning block (a template whose generation
+     *  prompt ends with "<think>\n"), so the text starts with reasoning. */
+    bool reasoning_open;
+    /** Default NULL / 0. When given, only calls to these tools are calls: a call naming another is
+     *  malformed (kept as content). Only the names are read; they are copied. */
+    const ember_chat_tool *tools;
+    size_t n_tools;
+} ember_chat_parser_params;
+
+EMBER_API void ember_chat_parser_params_init(ember_chat_parser_params *params);
+
+/** Creates a parser for one reply. model may be NULL when the format is given or tmpl is. Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT (NULL out, a format outside the enum, no model nor tmpl for AUTO). */
+EMBER_API ember_status ember_chat_parser_create(const ember_model *model, const ember_chat_parser_params *params,
+                                                ember_chat_parser **out);
+EMBER_API void ember_chat_parser_free(ember_chat_parser *parser);
+
+/** Adds len bytes of the reply (any split: a token's text, one byte). Text that may still become part
+ *  of a call (a possible start of an opener, an unfinished call) is held until later bytes decide.
+ *  EMBER_ERR_INVALID_STATE after ember_chat_parser_finish. */
+EMBER_API ember_status ember_chat_parser_feed(ember_chat_parser *parser, const char *text, size_t len);
+
+/** Ends the reply: held text is decided; an unfinished or unparsable call becomes content and sets
+ *  `malformed`. Calling it again does nothing. */
+EMBER_API ember_status ember_chat_parser_finish(ember_chat_parser *parser);
+
+/** What a parser has produced: content and reasoning text (not NUL-terminated; pointers valid until the
+ *  next call on the parser), calls [first_call, first_call + n_calls) (ember_chat_parser_call) and
+ *  whether some text that opened a call did not parse as one. */
+typedef struct ember_chat_delta {
+    uint32_t struct_size;
+    const char *content;
+    size_t content_len;
+    const char *reasoning;
+    size_t reasoning_len;
+    size_t first_call;
+    size_t n_calls;
+    bool malformed;
+} ember_chat_delta;
+
+EMBER_API void ember_chat_delta_init(ember_chat_delta *delta);
+
+/** What became certain since the last take (streaming): content never holds part of a call, and a call
+ *  appears once complete. The takes in order add up to the result. */
+EMBER_API ember_status ember_chat_parser_take(ember_chat_parser *parser, ember_chat_delta *out);
+
+/** Everything so far: all content, all reasoning, calls [0, n). */
+EMBER_API ember_status ember_chat_parser_result(const ember_chat_parser *parser, ember_chat_delta *out);
+
+/** Call i: its id (the model's, or 9 letters and digits derived from the call), name and arguments
+ *  (compact JSON of an object), NUL-terminated, valid until the next feed or finish. Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT for i out of range. */
+EMBER_API ember_status ember_chat_parser_call(const ember_chat_parser *parser, size_t i, ember_chat_tool_call *out);
+
+/** Feeds `parser` the text `request` (ember_request_submit) has produced since the last call, and
+ *  finishes the parser once the request has ended: one parser per request, called from the thread that
+ *  polls it (once a frame, say), so that an engine's replies arrive as content, reasoning and calls
+ *  (ember_chat_parser_take). *out_state (may be NULL) receives the request's state. Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT (NULL). Same threading as ember_request_text. */
+EMBER_API ember_status ember_chat_parser_feed_request(ember_chat_parser *parser, ember_request *request,
+                                                      ember_request_state *out_state);
+
+/** OpenAI's tool_choice. */
+typedef enum ember_tool_choice {
+    EMBER_TOOL_CHOICE_AUTO = 0,      /**< text or calls, as the model decides */
+    EMBER_TOOL_CHOICE_NONE = 1,      /**< no calls (no grammar) */
+    EMBER_TOOL_CHOICE_REQUIRED = 2,  /**< one or more calls to any of the tools */
+    EMBER_TOOL_CHOICE_NAMED = 3,     /**< calls to the tool `name` */
+} ember_tool_choice;
+
+typedef struct ember_tool_grammar_params {
+    uint32_t struct_size;
+    ember_chat_format format;       /**< default AUTO: from tmpl or the model's template */
+    const char *tmpl;               /**< default NULL */
+    const ember_chat_tool *tools;
+    size_t n_tools;
+    ember_tool_choice choice;       /**< default REQUIRED */
+    const char *name;               /**< NAMED: the tool */
+    /** Default true: up to 8 calls in one reply (OpenAI's parallel_tool_calls); false: exactly one. */
+    bool parallel;
+    const char *tools_json;         /**< default NULL: more tools as JSON text, as ember_chat_params.tools_json */
+} ember_tool_grammar_params;
+
+EMBER_API void ember_tool_grammar_params_init(ember_tool_grammar_params *params);
+
+/** A grammar under which generation writes only calls the parser reads, each call's arguments valid
+ *  for its tool's schema (written as the family's template writes calls). *out is NULL for choice NONE.
+ *  REQUIRED and NAMED: calls only. AUTO: free text, where the family's call opener switches the call's
+ *  grammar on — for formats whose opener is text (Hermes; Llama 3.x, whose call is a JSON object at the
+ *  start); formats that open calls with a control token give EMBER_ERR_UNSUPPORTED for AUTO (generate
+ *  without a grammar: the parser keeps malformed calls as content). For those formats the grammar starts
+ *  after the opener: append ember_chat_tool_prefix's text to the prompt. Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT (no tools, a bad tool as in ember_chat_apply_template_v2, NAMED with a
+ *  name not among the tools), EMBER_ERR_UNSUPPORTED (a format without calls, a schema keyword outside
+ *  the subset, gpt-oss REQUIRED with several tools). Thread-safe. */
+EMBER_API ember_status ember_chat_tool_grammar(const ember_model *model, const ember_tool_grammar_params *params,
+                                               ember_grammar **out);
+
+/** The text to append to the prompt for ember_chat_tool_grammar's grammar ("" for Hermes and Llama 3.x;
+ *  "[TOOL_CALLS]" for Mistral; "<|tool_call|>" for Granite and Phi-4; gpt-oss NAMED: "<|channel|>
+ *  commentary to=functions.NAME <|constrain|>json<|message|>"), two-call idiom as
+ *  ember_chat_apply_template. Same errors as ember_chat_tool_grammar. */
+EMBER_API ember_status ember_chat_tool_prefix(const ember_model *model, const ember_tool_grammar_params *params,
+                                              char *buf, size_t capacity, size_t *out_len);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,11 @@
 // a grammar made from a JSON Schema (ember_grammar_create_json_schema) constrains every request, so the
 // text always has that shape (unless the token limit cuts it short, which the counters show).
 //
+// With --tools, each NPC's line is a call of one of the game's tools (open_door, say, attack, flee),
+// each with a JSON Schema of its arguments: ember_chat_tool_grammar constrains every request to the
+// Hermes/Qwen call syntax (tool_choice "required", one call), and ember_chat_parser reads the call out
+// of the finished line: the name the game dispatches on and arguments that fit the tool's schema.
+//
 // Uses the public C API only (include/ember/ember.h), as a game would.
 #include <ember/ember.h>
 
@@ -58,15 +63,17 @@ struct Options {
     bool line_tokens_given = false;
     bool quiet = false;
     bool json = false;
+    bool tools = false;
 };
 
 void usage(FILE *to) {
     std::fprintf(to,
                  "usage: ember-game-loop -m MODEL [--seconds S] [--npcs N] [--backend auto|cpu|vulkan|cuda]\n"
-                 "                       [-t THREADS] [--line-tokens N] [--quiet] [--json]\n"
+                 "                       [-t THREADS] [--line-tokens N] [--quiet] [--json | --tools]\n"
                  "  Runs a 60 Hz loop that drives N NPC conversations (default 8) on one engine for S seconds\n"
                  "  (default 10) and reports the time each frame spent in Ember calls. --json: each line is a\n"
-                 "  JSON action {\"say\", \"action\"} (a JSON Schema grammar; --line-tokens defaults to 64).\n");
+                 "  JSON action {\"say\", \"action\"} (a JSON Schema grammar; --line-tokens defaults to 64).\n"
+                 "  --tools: each line is a tool call (open_door, say, attack, flee; --line-tokens 64).\n");
 }
 
 bool parse_number(const char *s, double lo, double hi, double *out) {
@@ -91,6 +98,10 @@ int parse_args(int argc, char **argv, Options &o) {
         }
         if (a == "--json") {
             o.json = true;
+            continue;
+        }
+        if (a == "--tools") {
+            o.tools = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -166,6 +177,37 @@ std::string action_of(std::string_view line) {
     return close == std::string_view::npos ? "" : std::string(line.substr(open + 1, close - open - 1));
 }
 
+// The NPCs' actions in --tools mode: the game's functions, each with the JSON Schema of its arguments.
+constexpr ember_chat_tool kNpcTools[] = {
+    {"open_door", "Opens a door of the room.",
+     R"({"type":"object","properties":{"door":{"enum":["north","south","east","west"]}},"required":["door"]})"},
+    {"say", "Says a line aloud.",
+     R"({"type":"object","properties":{"text":{"type":"string","maxLength":40}},"required":["text"]})"},
+    {"attack", "Attacks a target.",
+     R"({"type":"object","properties":{"target":{"enum":["dragon","wolf","bandit"]},"power":{"type":"integer","minimum":1,"maximum":10}},"required":["target"]})"},
+    {"flee", "Runs away.", nullptr},
+};
+
+// The call of a finished --tools line as "name(arguments)" ("" when the token limit cut it short).
+std::string call_of(std::string_view line) {
+    ember_chat_parser_params pp;
+    ember_chat_parser_params_init(&pp);
+    pp.format = EMBER_CHAT_FORMAT_HERMES;
+    pp.tools = kNpcTools;
+    pp.n_tools = sizeof kNpcTools / sizeof kNpcTools[0];
+    ember_chat_parser *p = nullptr;
+    if (ember_chat_parser_create(nullptr, &pp, &p) != EMBER_OK) return "";
+    std::string out;
+    ember_chat_delta d;
+    ember_chat_delta_init(&d);
+    ember_chat_tool_call c;
+    if (ember_chat_parser_feed(p, line.data(), line.size()) == EMBER_OK && ember_chat_parser_finish(p) == EMBER_OK &&
+        ember_chat_parser_result(p, &d) == EMBER_OK && d.n_calls == 1 && ember_chat_parser_call(p, 0, &c) == EMBER_OK)
+        out = std::string(c.name) + "(" + c.arguments + ")";
+    ember_chat_parser_free(p);
+    return out;
+}
+
 struct Npc {
     const char *name = nullptr;
     const char *persona = nullptr;
@@ -191,16 +233,32 @@ double percentile(std::vector<double> sorted, double p) {
 int main(int argc, char **argv) {
     Options o;
     if (const int rc = parse_args(argc, argv, o)) return rc == 2 ? 0 : 1;
+    if (o.json && o.tools) {
+        std::fprintf(stderr, "ember-game-loop: --json and --tools exclude each other\n");
+        return 1;
+    }
 
     ember_model *model = nullptr;
     ember_status st = ember_model_load(o.model.c_str(), nullptr, &model);
     if (st != EMBER_OK) return fail("loading the model", st);
 
-    if (o.json && !o.line_tokens_given) o.line_tokens = 64;
+    if ((o.json || o.tools) && !o.line_tokens_given) o.line_tokens = 64;
     ember_grammar *actions = nullptr;   // shared by every request (the requests hold references)
     if (o.json && (st = ember_grammar_create_json_schema(model, kActionSchema, std::strlen(kActionSchema), &actions)) != EMBER_OK) {
         ember_model_free(model);
         return fail("compiling the action schema", st);
+    }
+    if (o.tools) {
+        ember_tool_grammar_params tg;
+        ember_tool_grammar_params_init(&tg);   // tool_choice required
+        tg.format = EMBER_CHAT_FORMAT_HERMES;
+        tg.tools = kNpcTools;
+        tg.n_tools = sizeof kNpcTools / sizeof kNpcTools[0];
+        tg.parallel = false;                   // one action per line
+        if ((st = ember_chat_tool_grammar(model, &tg, &actions)) != EMBER_OK) {
+            ember_model_free(model);
+            return fail("compiling the tools' grammar", st);
+        }
     }
 
     std::vector<Npc> npcs(static_cast<size_t>(o.npcs));
@@ -325,13 +383,19 @@ int main(int argc, char **argv) {
             n.request = nullptr;
             ++n.lines;
             ++lines;
-            const std::string action = o.json ? action_of(std::string_view(text.data(), len)) : "";
-            if (!action.empty()) ++json_complete;   // here the game would make the NPC wave, flee, ...
+            const std::string_view said(text.data(), len);
+            const std::string action = o.json    ? action_of(said)
+                                       : o.tools ? timer.measure([&] { return call_of(said); })
+                                                 : "";
+            if (!action.empty()) ++json_complete;   // here the game would make the NPC wave, flee, open a door...
             if (!o.quiet) {
                 // Printing is the game's work, not Ember's: it stays outside the measured time.
                 std::replace(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(len), '\n', ' ');
-                std::printf("  [%s %zu] %.*s\n", n.name, static_cast<size_t>(&n - npcs.data()), static_cast<int>(len),
-                            text.data());
+                if (o.tools && !action.empty())
+                    std::printf("  [%s %zu] %s\n", n.name, static_cast<size_t>(&n - npcs.data()), action.c_str());
+                else
+                    std::printf("  [%s %zu] %.*s\n", n.name, static_cast<size_t>(&n - npcs.data()), static_cast<int>(len),
+                                text.data());
             }
             n.last.swap(n.line);
             n.line.clear();
@@ -383,8 +447,9 @@ int main(int argc, char **argv) {
                 p50, p99, mx, static_cast<unsigned long long>(over_budget), kBudgetMs);
     std::printf("generated %llu tokens in %llu lines: %.1f tokens/s\n", static_cast<unsigned long long>(tokens),
                 static_cast<unsigned long long>(lines), static_cast<double>(tokens) / elapsed);
-    if (o.json)
-        std::printf("JSON actions: %llu complete, %llu cut by --line-tokens\n", static_cast<unsigned long long>(json_complete),
+    if (o.json || o.tools)
+        std::printf("%s: %llu complete, %llu cut by --line-tokens\n", o.json ? "JSON actions" : "tool calls",
+                    static_cast<unsigned long long>(json_complete),
                     static_cast<unsigned long long>(lines - json_complete));
     // One line with every figure, for scripts (the sample's test reads it).
     std::printf("stats: frames=%zu seconds=%.3f late=%llu p50_ms=%.4f p99_ms=%.4f max_ms=%.4f over_budget=%llu tokens=%llu "

@@ -57,5 +57,15 @@ echo "checking --json: lines=$jlines json_complete=$jcomplete"
   { echo "FAIL: --json gave $jcomplete complete actions in $jlines lines"; echo "$jout" | tail -5; ok=0; }
 bad=$(grep '^  \[' <<<"$jout" | grep -vc '^  \[[a-z]* [0-9]*\] {' || true)
 [[ $bad -eq 0 ]] || { echo "FAIL: $bad --json lines do not start with {"; ok=0; }
+# --tools: every NPC line is a call of one of the game's tools (the tool-call grammar, parsed back by
+# ember_chat_parser); the printed lines of complete calls name a tool and carry JSON arguments.
+tout=$("$bin" -m "$model" --seconds "$jsecs" --npcs 4 -t 1 --tools 2>&1)
+tstats=$(grep '^stats: ' <<<"$tout" | tail -1)
+tlines=$(sed -n 's/.* lines=\([0-9]*\).*/\1/p' <<<"$tstats"); tcomplete=$(sed -n 's/.* json_complete=\([0-9]*\).*/\1/p' <<<"$tstats")
+echo "checking --tools: lines=$tlines calls=$tcomplete"
+[[ -n $tcomplete && $tcomplete -gt 0 && $((2 * tcomplete)) -ge $tlines ]] ||
+  { echo "FAIL: --tools gave $tcomplete complete calls in $tlines lines"; echo "$tout" | tail -5; ok=0; }
+calls=$(grep -c '^  \[[a-z]* [0-9]*\] \(open_door\|say\|attack\|flee\)({.*})$' <<<"$tout" || true)
+[[ $calls -eq $tcomplete ]] || { echo "FAIL: $calls printed calls, $tcomplete counted"; ok=0; }
 [[ $ok -eq 1 ]] && echo "PASS" && exit 0
 exit 1

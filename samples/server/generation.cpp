@@ -5,6 +5,7 @@
 // stop and grammar, ember_sampler_params.n_logprobs): the engine ends a request at a stop sequence and
 // never hands out its text, holding back what could still become one until the next token decides.
 #include "generation.hpp"
+#include "tool_calls.hpp"
 
 #include "prompt.hpp"
 
@@ -93,7 +94,7 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
         ~Place() { if (held) ctx.release(); }
     } place{ctx};
     std::vector<ember_token> prompt;
-    if (auto e = build_prompt(ctx.model(), req, &prompt)) return *err = *e, nullptr;
+    if (auto e = build_prompt(ctx.model(), req, &prompt, ctx.chat_template())) return *err = *e, nullptr;
     if (prompt.size() >= ctx.n_ctx()) {
         err->http_status = 400;
         err->code = "context_length_exceeded";
@@ -129,6 +130,28 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
             return nullptr;
         }
     }
+    // tool_choice: a grammar of the family's calls, and the opener to put in the prompt where it is a
+    // control token. The request takes its own reference to the grammar.
+    ToolConstraint tools;
+    if (auto e = tool_constraint(ctx.model(), req.tools, ctx.chat_template(), &tools)) return *err = *e, nullptr;
+    const std::unique_ptr<ember_grammar, void (*)(ember_grammar *)> tool_grammar(tools.grammar, ember_grammar_free);
+    if (tool_grammar && grammar) {
+        err->http_status = 400;
+        err->code = "invalid_value";
+        err->message = "response_format and a tool_choice that constrains the reply cannot be combined";
+        return nullptr;
+    }
+    if (!tools.prefix.empty()) {
+        std::vector<ember_token> more;
+        size_t n = 0;
+        ember_tokenize(ctx.model(), tools.prefix.data(), tools.prefix.size(), EMBER_TOKENIZE_PARSE_SPECIAL, nullptr, 0, &n);
+        more.resize(n);
+        if (ember_tokenize(ctx.model(), tools.prefix.data(), tools.prefix.size(), EMBER_TOKENIZE_PARSE_SPECIAL,
+                           more.data(), more.size(), &n) != EMBER_OK)
+            return *err = engine_error(EMBER_ERR_INVALID_ARGUMENT, "tokenizing the tool prefix", ember_last_error()), nullptr;
+        prompt.insert(prompt.end(), more.begin(), more.begin() + static_cast<long>(n));
+        g->tool_prefix_ = tools.prefix;
+    }
     std::vector<const char *> stops;
     for (const std::string &s : req.stop) stops.push_back(s.c_str());
     ember_request_params rp;
@@ -139,8 +162,8 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     rp.sampling = &sp;
     rp.on_token = &Generation::on_token;
     rp.user_data = g.get();
-    rp.grammar = grammar.get();
-    if (grammar) g->schema_ = req.json_schema;
+    rp.grammar = tool_grammar ? tool_grammar.get() : grammar.get();
+    if (grammar && !tool_grammar) g->schema_ = req.json_schema;
     rp.stop = stops.data();
     rp.n_stop = stops.size();
     const ember_status st = ember_request_submit(ctx.engine(), &rp, &g->request_);   // takes its own grammar reference

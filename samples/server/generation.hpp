@@ -33,6 +33,9 @@ public:
     const ember_model *model() const { return model_; }
     ember_engine *engine() const { return engine_; }
     const std::string &model_id() const { return model_id_; }
+    // The chat template of --chat-template-file, or NULL for the model's own.
+    const char *chat_template() const { return chat_template_.empty() ? nullptr : chat_template_.c_str(); }
+    void set_chat_template(std::string t) { chat_template_ = std::move(t); }
     uint32_t n_ctx() const { return n_ctx_; }
     int64_t created() const { return created_; }
 
@@ -52,6 +55,7 @@ private:
     ember_model *model_;
     ember_engine *engine_;
     std::string model_id_;
+    std::string chat_template_;
     uint32_t n_ctx_;
     int64_t created_;
     std::mutex mutex_;
@@ -91,6 +95,8 @@ public:
     // When the request asked for logprobs: each generated token's (after the request ended).
     std::vector<TokenLogprobs> logprobs() const;
     bool wants_logprobs() const { return top_logprobs_ >= 0; }
+    // The text tool_choice appended to the prompt (a control-token opener the reply continues), "" mostly.
+    const std::string &tool_prefix() const { return tool_prefix_; }
     // For Ending::failed: the engine's status and message.
     ApiError failure() const;
 
@@ -110,6 +116,7 @@ private:
     bool enrolled_ = false;
     bool reserved_ = false;   // holds a place of ServerContext's max_pending
     std::string schema_;      // response_format's schema ("" for none): its cached grammar is measured at the end
+    std::string tool_prefix_;
 
     mutable std::mutex mutex_;
     std::condition_variable changed_;

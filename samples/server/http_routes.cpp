@@ -4,6 +4,7 @@
 
 #include "openai_json.hpp"
 #include "sse.hpp"
+#include "tool_calls.hpp"
 
 #include <cstdio>
 #include <string>
@@ -74,7 +75,9 @@ void handle_completion(ServerContext &ctx, Endpoint endpoint, const httplib::Req
         return send_error(res, err);
     }
     const ResponseMeta meta = make_response_meta(endpoint, ctx.model_id());
-    if (creq.stream) return stream_generation(res, std::move(g), meta, creq.include_usage);
+    // A reply with tools (or reasoning) is parsed into content, reasoning_content and tool_calls.
+    std::unique_ptr<ReplyParser> parser = ReplyParser::make(ctx.model(), creq, ctx.chat_template(), g->tool_prefix());
+    if (creq.stream) return stream_generation(res, std::move(g), meta, creq.include_usage, std::move(parser));
 
     // A client that hangs up while it waits has its request cancelled (its slot goes to the next one).
     std::string text;
@@ -84,8 +87,17 @@ void handle_completion(ServerContext &ctx, Endpoint endpoint, const httplib::Req
     if (ending == Ending::cancelled)
         return send_error(res, status_error(503, "the request was cancelled: the server is shutting down", "cancelled"));
     const std::vector<TokenLogprobs> lps = g->logprobs();
-    send_json(res, completion_response(meta, text, ending == Ending::length ? "length" : "stop", g->usage(),
-                                       g->wants_logprobs() ? &lps : nullptr));
+    json response = completion_response(meta, text, ending == Ending::length ? "length" : "stop", g->usage(),
+                                        g->wants_logprobs() ? &lps : nullptr);
+    if (parser) {
+        ReplyParser::Delta reply = parser->feed(text);
+        ReplyParser::Delta rest = parser->finish();
+        reply.content += rest.content;
+        reply.reasoning += rest.reasoning;
+        reply.calls.insert(reply.calls.end(), rest.calls.begin(), rest.calls.end());
+        put_reply(&response, reply, parser->made_calls());
+    }
+    send_json(res, response);
 }
 
 struct Route {

@@ -89,6 +89,7 @@ int main(int argc, char **argv) {
     int rc = 0;
     {
         server::ServerContext ctx(model, engine, opt.model_id, n_ctx, opt.max_pending);
+        ctx.set_chat_template(opt.chat_template);
         server::HttpServer::Limits limits;
         limits.header_timeout = std::chrono::milliseconds(opt.header_timeout_ms);
         limits.body_timeout = std::chrono::milliseconds(opt.body_timeout_ms);

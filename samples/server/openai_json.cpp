@@ -2,6 +2,7 @@
 // (each field's type checked before it is read) so that a wrong type is a 400 naming the field, never
 // an exception from deep inside the JSON library.
 #include "openai_json.hpp"
+#include "tool_calls.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -117,14 +118,17 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
             if (msg.role != "system" && msg.role != "developer" && msg.role != "user" && msg.role != "assistant" &&
                 msg.role != "tool")
                 return bad("messages[" + std::to_string(i) + "].role must be system, developer, user, assistant or tool");
-            if (!m.contains("content")) return bad("messages[" + std::to_string(i) + "].content is required", "missing_field");
-            // null content is an assistant turn that only called tools; anyone else must say something.
-            if (m["content"].is_null() && !(msg.role == "assistant" && m.contains("tool_calls")))
-                return bad("messages[" + std::to_string(i) + "].content may be null only in an assistant message with tool_calls",
-                           "invalid_type");
-            if (auto e = read_content(m["content"], i, &msg.content)) return e;
+            if (auto e = read_tool_message_fields(m, i, &msg)) return e;
+            // A missing or null content is an assistant turn that only called tools; anyone else must say something.
+            const bool no_content = !m.contains("content") || m["content"].is_null();
+            if (no_content && !(msg.role == "assistant" && !msg.tool_calls.empty()))
+                return bad("messages[" + std::to_string(i) + "].content is required (it may be null or absent only in an assistant message with tool_calls)",
+                           m.contains("content") ? "invalid_type" : "missing_field");
+            if (!no_content)
+                if (auto e = read_content(m["content"], i, &msg.content)) return e;
             r.messages.push_back(std::move(msg));
         }
+        if (auto e = read_tool_request(j, &r.tools)) return e;
     } else {
         if (!j.contains("prompt")) return bad("prompt is required", "missing_field");
         const json &p = j["prompt"];

@@ -25,9 +25,30 @@ std::string error_body(const ApiError &e);
 
 enum class Endpoint { chat, completion };
 
+// A call in an assistant message, or one the model made: arguments as JSON text.
+struct ToolCallText {
+    std::string id, name, arguments;
+};
+
 struct ChatMessageText {
     std::string role;
     std::string content;
+    // What tool use adds (tool_calls.cpp reads them): an assistant's calls and reasoning, a tool
+    // result's tool_call_id and name.
+    std::vector<ToolCallText> tool_calls;
+    std::optional<std::string> reasoning_content, tool_call_id, name;
+};
+
+// `tools` ({"type": "function", "function": {name, description, parameters}}), `tool_choice` and
+// `parallel_tool_calls` of a chat request.
+struct ToolSpec {
+    std::string name, description, parameters;   // parameters: JSON Schema text ("" when absent)
+};
+struct ToolRequest {
+    std::vector<ToolSpec> tools;
+    std::string choice = "auto";   // "auto", "none", "required", or "named" (then `name`)
+    std::string name;
+    bool parallel = true;
 };
 
 // A /v1/chat/completions or /v1/completions request, validated. Unknown fields are ignored.
@@ -51,6 +72,7 @@ struct CompletionRequest {
     int32_t top_logprobs = 0;
     bool stream = false;
     bool include_usage = false;             // stream_options.include_usage: a last chunk with usage
+    ToolRequest tools;                      // chat: tools the model may call
 };
 
 // How deeply a request body's arrays and objects may nest (a JSON Schema in response_format included;

@@ -1,5 +1,6 @@
 // prompt.cpp — chat messages to text with ember_chat_apply_template, text to tokens with ember_tokenize.
 #include "prompt.hpp"
+#include "tool_calls.hpp"
 
 #include <string>
 
@@ -28,15 +29,15 @@ std::optional<ApiError> tokenize(const ember_model *model, const std::string &te
 }
 
 std::optional<ApiError> apply_chat_template(const ember_model *model, const std::vector<ChatMessageText> &messages,
-                                            std::string *out) {
+                                            const char *tmpl, std::string *out) {
     std::vector<ember_chat_message> msgs;
     msgs.reserve(messages.size());
     for (const ChatMessageText &m : messages) msgs.push_back({m.role.c_str(), m.content.c_str()});
     size_t len = 0;
-    ember_status st = ember_chat_apply_template(model, nullptr, msgs.data(), msgs.size(), true, nullptr, 0, &len);
+    ember_status st = ember_chat_apply_template(model, tmpl, msgs.data(), msgs.size(), true, nullptr, 0, &len);
     if (st != EMBER_OK && st != EMBER_ERR_BUFFER_TOO_SMALL) return library_error("applying the chat template", st);
     std::string buf(len + 1, '\0');
-    st = ember_chat_apply_template(model, nullptr, msgs.data(), msgs.size(), true, buf.data(), buf.size(), &len);
+    st = ember_chat_apply_template(model, tmpl, msgs.data(), msgs.size(), true, buf.data(), buf.size(), &len);
     if (st != EMBER_OK) return library_error("applying the chat template", st);
     buf.resize(len);
     *out = std::move(buf);
@@ -44,7 +45,8 @@ std::optional<ApiError> apply_chat_template(const ember_model *model, const std:
 }
 } // namespace
 
-std::optional<ApiError> build_prompt(const ember_model *model, const CompletionRequest &req, std::vector<ember_token> *out) {
+std::optional<ApiError> build_prompt(const ember_model *model, const CompletionRequest &req, std::vector<ember_token> *out,
+                                     const char *tmpl) {
     out->clear();
     if (req.endpoint == Endpoint::completion && req.prompt_is_tokens) {
         *out = req.prompt_tokens;  // ids outside the vocabulary are refused at submit, with ember's message
@@ -56,7 +58,9 @@ std::optional<ApiError> build_prompt(const ember_model *model, const CompletionR
         if (auto e = tokenize(model, req.prompt, EMBER_TOKENIZE_ADD_SPECIAL, out)) return e;
     } else {
         std::string text;
-        if (auto e = apply_chat_template(model, req.messages, &text)) return e;
+        if (auto e = uses_tool_fields(req) ? render_with_tools(model, req, tmpl, &text)
+                                           : apply_chat_template(model, req.messages, tmpl, &text))
+            return e;
         // The template writes the control tokens (<|im_start|>, [INST], usually the BOS text) as text:
         // parse them. The messages' own text goes through the same parse, as in every template-based
         // server. BOS is added only where the model asks for one (what tokenizing "" with

@@ -13,6 +13,8 @@ namespace server {
 
 // Fills *out with the tokens to submit. Errors: 400 (a template that rejects the messages, an empty
 // prompt on a model without BOS), 500 (the library failed).
-std::optional<ApiError> build_prompt(const ember_model *model, const CompletionRequest &req, std::vector<ember_token> *out);
+// tmpl: a chat template instead of the model's (NULL: the model's).
+std::optional<ApiError> build_prompt(const ember_model *model, const CompletionRequest &req, std::vector<ember_token> *out,
+                                     const char *tmpl = nullptr);
 
 } // namespace server

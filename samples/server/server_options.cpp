@@ -26,6 +26,7 @@ const char *const kUsage =
     "  --http-threads N     HTTP worker threads (default max-pending + 8)\n"
     "  --max-connections N  connections open at once; more get 503 (default 512)\n"
     "  --alias NAME         model id reported by /v1/models (default: the file name)\n"
+    "  --chat-template-file FILE  a Jinja chat template used instead of the model's (tools need one that reads them)\n"
     "  -v, --verbose        log every request on stderr\n";
 
 template <class T>
@@ -53,6 +54,18 @@ bool parse_seconds(std::string_view name, std::string_view text, uint32_t *out_m
     }
     *out_ms = static_cast<uint32_t>(v * 1000 + 0.5);
     return true;
+}
+
+// A whole (small) text file, such as a chat template.
+bool read_text_file(const std::string &path, std::string *out) {
+    std::FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f) return false;
+    char buf[4096];
+    size_t n;
+    out->clear();
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && out->size() < (size_t{1} << 20)) out->append(buf, n);
+    std::fclose(f);
+    return !out->empty();
 }
 
 std::string file_stem(const std::string &path) {
@@ -96,6 +109,7 @@ bool parse_options(int argc, char **argv, Options *o, bool *exit_now) {
         else if (is("--header-timeout")) ok = parse_seconds(arg, val, &o->header_timeout_ms);
         else if (is("--body-timeout")) ok = parse_seconds(arg, val, &o->body_timeout_ms);
         else if (is("--alias")) o->model_id = val;
+        else if (is("--chat-template-file")) ok = read_text_file(std::string(val), &o->chat_template);
         else if (is("--backend")) {
             if (val == "auto") o->backend = EMBER_BACKEND_AUTO;
             else if (val == "cpu") o->backend = EMBER_BACKEND_CPU;

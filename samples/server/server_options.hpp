@@ -25,6 +25,7 @@ struct Options {
     uint32_t body_timeout_ms = 30000;     // the body, from the end of the headers
     std::string model_id;             // the name /v1/models reports (default: the file name without .gguf)
     bool verbose = false;             // log each request on stderr
+    std::string chat_template;        // --chat-template-file: used instead of the model's ("" = the model's)
 };
 
 // Parses argv into *out. On a bad or missing option writes a message to stderr and returns false;

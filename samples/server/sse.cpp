@@ -23,14 +23,15 @@ struct StreamState {
     std::shared_ptr<Generation> g;
     ResponseMeta meta;
     bool include_usage;
+    std::shared_ptr<ReplyParser> parser;   // may be null: the text goes out as it is
     bool first = true;
     std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
 };
 } // namespace
 
 void stream_generation(httplib::Response &res, std::shared_ptr<Generation> g, const ResponseMeta &meta,
-                       bool include_usage) {
-    auto st = std::make_shared<StreamState>(StreamState{std::move(g), meta, include_usage});
+                       bool include_usage, std::unique_ptr<ReplyParser> parser) {
+    auto st = std::make_shared<StreamState>(StreamState{std::move(g), meta, include_usage, std::move(parser)});
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -40,7 +41,19 @@ void stream_generation(httplib::Response &res, std::shared_ptr<Generation> g, co
             std::string out;
             if (st->first && st->meta.endpoint == Endpoint::chat)  // the role first, as OpenAI does
                 out += sse_event(completion_chunk(st->meta, "", nullptr, true));
-            if (!piece.empty()) out += sse_event(completion_chunk(st->meta, piece, nullptr, st->first && out.empty()));
+            if (st->parser) {
+                ReplyParser::Delta d = st->parser->feed(piece);
+                if (e != Ending::running && e != Ending::failed && e != Ending::cancelled) {
+                    ReplyParser::Delta rest = st->parser->finish();
+                    d.content += rest.content;
+                    d.reasoning += rest.reasoning;
+                    if (d.calls.empty()) d.first_call = rest.first_call;
+                    d.calls.insert(d.calls.end(), rest.calls.begin(), rest.calls.end());
+                }
+                if (!d.content.empty() || !d.reasoning.empty() || !d.calls.empty()) out += sse_event(reply_chunk(st->meta, d));
+            } else if (!piece.empty()) {
+                out += sse_event(completion_chunk(st->meta, piece, nullptr, st->first && out.empty()));
+            }
             if (!out.empty()) st->first = false;
             if (e == Ending::failed || e == Ending::cancelled) {
                 // Headers are gone already: the error travels as an event, as OpenAI streams do.
@@ -50,7 +63,8 @@ void stream_generation(httplib::Response &res, std::shared_ptr<Generation> g, co
                 out += sse_event(json::parse(error_body(err)));
                 out += kDone;
             } else if (e != Ending::running) {
-                out += sse_event(completion_chunk(st->meta, "", finish_reason(e), st->first));
+                const bool calls = st->parser && st->parser->made_calls() && e == Ending::stop;
+                out += sse_event(completion_chunk(st->meta, "", calls ? "tool_calls" : finish_reason(e), st->first));
                 if (st->include_usage) out += sse_event(usage_chunk(st->meta, st->g->usage()));
                 out += kDone;
             }

@@ -4,6 +4,7 @@
 
 #include "generation.hpp"
 #include "openai_json.hpp"
+#include "tool_calls.hpp"
 
 #include <httplib.h>
 
@@ -15,8 +16,9 @@ namespace server {
 // One event carrying a JSON value.
 std::string sse_event(const json &data);
 
-// Makes `res` stream g's output as OpenAI chunks. A client that goes away cancels the request.
+// Makes `res` stream g's output as OpenAI chunks. A client that goes away cancels the request. With a
+// parser, the chunks carry its deltas: content, reasoning_content, tool_calls (each call whole).
 void stream_generation(httplib::Response &res, std::shared_ptr<Generation> g, const ResponseMeta &meta,
-                       bool include_usage);
+                       bool include_usage, std::unique_ptr<ReplyParser> parser = nullptr);
 
 } // namespace server

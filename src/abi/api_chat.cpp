@@ -1,5 +1,5 @@
 // api_chat.cpp — chat templates through the C ABI (since EMBER_1.3).
-#include "abi/handles.hpp"
+#include "abi/api_chat.hpp"
 #include "chat/chat_template.hpp"
 #include "chat/jinja.hpp"
 
@@ -17,9 +17,13 @@ std::string special_text(const Tokenizer &tok, int32_t id) {
     return tok.token_to_piece(id, true);
 }
 
+} // namespace
+
+namespace ember::abi {
+
 // The render budgets: jinja::Limits' defaults (2 s, 256 MiB), or $EMBER_CHAT_TIME_LIMIT_MS (0: none) and
 // $EMBER_CHAT_MEMORY_LIMIT_MB where the process sets them (read at each call).
-jinja::Limits chat_limits() {
+jinja::Limits chat_render_limits() {
     jinja::Limits l;
     auto number = [](const char *name, unsigned long long *out) {
         const char *v = std::getenv(name);
@@ -34,7 +38,20 @@ jinja::Limits chat_limits() {
     return l;
 }
 
-} // namespace
+std::string special_token_text(const ember_model &model, bool bos) {
+    const Tokenizer &tok = model.model->tokenizer();
+    return special_text(tok, bos ? tok.bos() : tok.eos());
+}
+
+std::string_view model_template(const ember_model &model) {
+    const gguf::KV *kv = model.model->gguf().find("tokenizer.chat_template");
+    if (kv && kv->value.type != gguf::ValueType::STRING)
+        fail(EMBER_ERR_INVALID_MODEL, "metadata 'tokenizer.chat_template' is %s, not a string",
+             gguf::value_type_name(kv->value.type));
+    return kv && !kv->value.str.empty() ? std::string_view(kv->value.str) : std::string_view(chat::kChatmlTemplate);
+}
+
+} // namespace ember::abi
 
 extern "C" {
 
@@ -56,18 +73,11 @@ ember_status ember_chat_apply_template(const ember_model *model, const char *tmp
         }
         std::string_view source = tmpl ? std::string_view(tmpl) : std::string_view();
         if (model) {
-            const Tokenizer &tok = model->model->tokenizer();
-            in.bos_token = special_text(tok, tok.bos());
-            in.eos_token = special_text(tok, tok.eos());
-            if (!tmpl) {
-                const gguf::KV *kv = model->model->gguf().find("tokenizer.chat_template");
-                if (kv && kv->value.type != gguf::ValueType::STRING)
-                    fail(EMBER_ERR_INVALID_MODEL, "metadata 'tokenizer.chat_template' is %s, not a string",
-                         gguf::value_type_name(kv->value.type));
-                source = kv && !kv->value.str.empty() ? kv->value.str : std::string_view(chat::kChatmlTemplate);
-            }
+            in.bos_token = abi::special_token_text(*model, true);
+            in.eos_token = abi::special_token_text(*model, false);
+            if (!tmpl) source = abi::model_template(*model);
         }
-        const std::string text = chat::render(source, in, chat_limits());
+        const std::string text = chat::render(source, in, abi::chat_render_limits());
         return abi::copy_out(text, buf, capacity, out_len, true);
     });
 }

@@ -105,4 +105,55 @@ ember_status ember_sampler_reset(ember_sampler *sampler) {
     });
 }
 
+ember_status ember_sampler_set_logit_bias(ember_sampler *sampler, const ember_logit_bias *bias, size_t n) {
+    return guard("ember_sampler_set_logit_bias", [&] {
+        EMBER_REQUIRE_ARG(sampler);
+        if (!bias && n) fail(EMBER_ERR_INVALID_ARGUMENT, "bias is NULL but n is %zu", n);
+        abi::refuse_reentry(sampler, "ember_sampler_set_logit_bias");
+        std::vector<std::pair<int32_t, float>> b;
+        b.reserve(n);
+        for (size_t i = 0; i < n; ++i) b.emplace_back(bias[i].token, bias[i].bias);
+        sampler->sampler->set_logit_bias(std::move(b));
+        return EMBER_OK;
+    });
+}
+
+// The number a general.sampling.* key holds, or nothing when the file has no such key.
+static bool sampling_number(const ember_model &model, const char *key, double *out) {
+    const gguf::KV *kv = model.model->gguf().find(key);
+    if (!kv) return false;
+    const gguf::Value &v = kv->value;
+    const bool is_unsigned = v.type == gguf::ValueType::U8 || v.type == gguf::ValueType::U16 ||
+                             v.type == gguf::ValueType::U32 || v.type == gguf::ValueType::U64;
+    if (v.is_float()) *out = v.f;
+    else if (v.is_integer()) *out = is_unsigned ? static_cast<double>(v.u) : static_cast<double>(v.i);
+    else fail(EMBER_ERR_INVALID_MODEL, "metadata '%s' is %s, not a number", key, gguf::value_type_name(v.type));
+    return true;
+}
+
+ember_status ember_sampler_params_from_model(const ember_model *model, ember_sampler_params *params, size_t *out_count) {
+    if (out_count) *out_count = 0;
+    return guard("ember_sampler_params_from_model", [&] {
+        EMBER_REQUIRE_ARG(model);
+        EMBER_REQUIRE_ARG(params);
+        if (params->struct_size < kSamplerParamsV1Size)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "ember_sampler_params.struct_size is %u, smaller than any version of the "
+                 "struct (%u); call ember_sampler_params_init() first", params->struct_size, kSamplerParamsV1Size);
+        // Read all first, so that a bad key changes nothing. The fields are all of the first version.
+        ember_sampler_params p;
+        std::memcpy(static_cast<void *>(&p), params, kSamplerParamsV1Size);   // a caller's struct may be that small
+        size_t n = 0;
+        double v;
+        if (sampling_number(*model, "general.sampling.temp", &v)) p.temperature = static_cast<float>(v), ++n;
+        if (sampling_number(*model, "general.sampling.top_k", &v)) p.top_k = static_cast<int32_t>(v), ++n;
+        if (sampling_number(*model, "general.sampling.top_p", &v)) p.top_p = static_cast<float>(v), ++n;
+        if (sampling_number(*model, "general.sampling.min_p", &v)) p.min_p = static_cast<float>(v), ++n;
+        if (sampling_number(*model, "general.sampling.penalty_repeat", &v)) p.repeat_penalty = static_cast<float>(v), ++n;
+        if (sampling_number(*model, "general.sampling.penalty_last_n", &v)) p.penalty_last_n = static_cast<int32_t>(v), ++n;
+        std::memcpy(static_cast<void *>(params), &p, kSamplerParamsV1Size);
+        if (out_count) *out_count = n;
+        return EMBER_OK;
+    });
+}
+
 } // extern "C"

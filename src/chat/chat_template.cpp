@@ -12,7 +12,7 @@ const char *const kChatmlTemplate =
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-std::string render(std::string_view tmpl, const RenderInput &in, const jinja::Limits &limits) {
+std::string render_variables(std::string_view tmpl, const jinja::Variables &vars, const jinja::Limits &limits) {
     // The parsed template (tokens and syntax tree) takes some 72 bytes per byte of source (an 18 MB
     // template peaked at 1.3 GiB): refused above max_template, and charged against max_alloc, so that
     // one budget bounds the memory of parse and render together.
@@ -27,6 +27,10 @@ std::string render(std::string_view tmpl, const RenderInput &in, const jinja::Li
     jinja::Limits left = limits;
     left.max_alloc -= parsed;
     const jinja::Template t(tmpl);
+    return t.render(vars, left);
+}
+
+std::string render(std::string_view tmpl, const RenderInput &in, const jinja::Limits &limits) {
     jinja::List messages;
     messages.reserve(in.messages.size());
     for (const Message &m : in.messages) {
@@ -46,7 +50,7 @@ std::string render(std::string_view tmpl, const RenderInput &in, const jinja::Li
         {"tools", jinja::Value::none()},
         {"documents", jinja::Value::none()},
     };
-    return t.render(vars, left);
+    return render_variables(tmpl, vars, limits);
 }
 
 } // namespace ember::chat

@@ -31,4 +31,8 @@ extern const char *const kChatmlTemplate;
 // `limits` bound the render (the library uses the defaults; the fuzz target smaller ones).
 std::string render(std::string_view tmpl, const RenderInput &in, const jinja::Limits &limits = {});
 
+// Renders `tmpl` with variables the caller built (messages with tool calls, tools, enable_thinking:
+// src/tools/tool_render.cpp), under the same budgets and errors as render().
+std::string render_variables(std::string_view tmpl, const jinja::Variables &vars, const jinja::Limits &limits = {});
+
 } // namespace ember::chat

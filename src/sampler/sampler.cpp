@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstdint>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 namespace ember {
@@ -150,8 +151,28 @@ const float *Sampler::penalized(const float *logits, size_t n_vocab, const int32
     const bool penalize = (!history_.empty() || n_extra > 0) &&
         (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) &&
         p_.penalty_last_n > 0;
-    if (!penalize) return logits;
+    if (!penalize && bias_.empty()) return logits;
     penalized_.assign(logits, logits + n_vocab);
+    apply_penalties(n_vocab, extra, n_extra, penalize);
+    for (const auto &[id, b] : bias_) {
+        if (static_cast<size_t>(id) >= n_vocab)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "logit bias for token %d, outside the vocabulary of %zu", id, n_vocab);
+        float &x = penalized_[static_cast<size_t>(id)];
+        x = b <= kBan ? std::numeric_limits<float>::lowest() : x + b;
+    }
+    return penalized_.data();
+}
+
+void Sampler::set_logit_bias(std::vector<std::pair<int32_t, float>> bias) {
+    for (const auto &[id, b] : bias)
+        if (id < 0 || !std::isfinite(b))
+            fail(EMBER_ERR_INVALID_ARGUMENT, "logit bias: token %d, bias %g (tokens are >= 0, biases finite)", id,
+                 static_cast<double>(b));
+    bias_ = std::move(bias);
+}
+
+void Sampler::apply_penalties(size_t n_vocab, const int32_t *extra, size_t n_extra, bool penalize) {
+    if (!penalize) return;
     std::unordered_map<int32_t, int> counts;
     // The window is the last penalty_last_n tokens of history + extra.
     const size_t total = history_.size() + n_extra, window = static_cast<size_t>(p_.penalty_last_n);
@@ -163,7 +184,6 @@ const float *Sampler::penalized(const float *logits, size_t n_vocab, const int32
         x = x > 0 ? x / p_.repeat_penalty : x * p_.repeat_penalty;
         x -= static_cast<float>(count) * p_.frequency_penalty + p_.presence_penalty;
     }
-    return penalized_.data();
 }
 
 namespace {

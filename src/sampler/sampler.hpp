@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace ember {
@@ -80,6 +81,13 @@ public:
     void set_matcher(std::shared_ptr<grammar::GrammarMatcher> m) { matcher_ = std::move(m); }
     grammar::GrammarMatcher *matcher() { return matcher_.get(); }
 
+    // Added to tokens' logits after the penalties, before every other stage (a bias at or below kBan
+    // bans the token: its logit becomes the lowest finite float, so it is never drawn while any other
+    // token may be). Throws EMBER_ERR_INVALID_ARGUMENT for a negative id or a bias that is not finite;
+    // ids beyond the logits' vocabulary fail sampling with EMBER_ERR_INVALID_ARGUMENT.
+    static constexpr float kBan = -100.0f;
+    void set_logit_bias(std::vector<std::pair<int32_t, float>> bias);
+
     // With n_logprobs > 0: the sampled token's log-probability and the top n of the last sample().
     const TokenLogprob &last_logprob() const { return last_logprob_; }
     const std::vector<TokenLogprob> &last_top_logprobs() const { return top_logprobs_; }
@@ -94,14 +102,17 @@ private:
     std::vector<float> penalized_;    // logits after the penalties, reused between calls
     TokenDist dist_;
     std::shared_ptr<grammar::GrammarMatcher> matcher_;
+    std::vector<std::pair<int32_t, float>> bias_;   // set_logit_bias
     TokenLogprob last_logprob_{-1, 0.0f};
     std::vector<TokenLogprob> top_logprobs_;
     void record_logprobs(const float *logits, size_t n_vocab, int32_t token);
     std::vector<double> cumulative_;  // sample_rejecting's cumulative weights, reused between calls
     // EMBER_ERR_INVALID_ARGUMENT for no logits or logits of another vocabulary than the grammar's.
     void check_grammar_vocab(size_t n_vocab) const;
-    // The logits after the penalties (a copy in penalized_, or `logits` itself when none apply).
+    // The logits after the penalties and the logit bias (a copy in penalized_, or `logits` itself when
+    // neither applies).
     const float *penalized(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra);
+    void apply_penalties(size_t n_vocab, const int32_t *extra, size_t n_extra, bool penalize);   // on penalized_
     // Pure temperature sampling (no top-k, top-p or min-p) under a grammar: draws by rejection instead
     // of masking first (sampler.cpp says why that is exact).
     bool draws_by_rejection(size_t n_vocab) const;

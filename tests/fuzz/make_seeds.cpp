@@ -9,7 +9,8 @@
 //                and fingerprint).
 // tokenizer:     texts behind a selector byte (vocabulary and flags, see fuzz_tokenizer.cpp).
 // chat_template: templates using each part of the Jinja subset, each with a conversation.
-// gbnf:          grammars using each part of GBNF; json_schema: schemas using each supported keyword.
+// gbnf:          grammars using each part of GBNF; json_schema: schemas using each supported keyword;
+// tool_parser:   replies of each tool-call format.
 #include "chat/chat_template.hpp"
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
@@ -331,11 +332,36 @@ void json_schema_seeds() {
     };
     for (const auto &sd : more) write_file(std::string(sd.name) + ".json", sd.text, std::strlen(sd.text));
 }
+
+// Replies of each family (fuzz_tool_parser.cpp: a format byte, a piece-size byte, the text).
+void tool_parser_seeds() {
+    const struct { const char *name; char format; const char *text; } seeds[] = {
+        {"hermes", 2, "<think>\nWhich door?\n</think>\n\nOpening.\n<tool_call>\n{\"name\": \"open_door\", \"arguments\": "
+                      "{\"door\": \"north\"}}\n</tool_call>"},
+        {"hermes-xml", 2, "<tool_call>\n<function=walk>\n<parameter=x>\n3\n</parameter>\n</function>\n</tool_call>"},
+        {"hermes-broken", 2, "Hm <tool_call>{\"name\": open}</tool_call> and <tool_cal"},
+        {"llama3", 3, "{\"name\": \"say\", \"parameters\": {\"text\": \"hi\"}}"},
+        {"llama3-tag", 3, "<|python_tag|>{\"name\": \"say\", \"parameters\": {}}"},
+        {"mistral", 4, "[TOOL_CALLS][{\"name\": \"say\", \"arguments\": {\"text\": \"a\"}, \"id\": \"abc123XYZ\"}]"},
+        {"mistral-args", 4, "[TOOL_CALLS]say[ARGS]{\"text\": \"b\"}[TOOL_CALLS]walk[CALL_ID]x[ARGS]{}"},
+        {"gpt-oss", 5, "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary "
+                       "to=functions.say <|constrain|>json<|message|>{\"text\":\"c\"}<|call|>"},
+        {"gpt-oss-final", 5, "<|channel|>final<|message|>Done.<|return|>"},
+        {"granite", 6, "<|tool_call|>[{\"name\": \"say\", \"arguments\": {}}]"},
+        {"phi4", 7, "Sure.<|tool_call|>[{\"name\": \"say\", \"arguments\": {}}]<|/tool_call|>"},
+    };
+    for (const auto &sd : seeds) {
+        std::string bytes(1, static_cast<char>(sd.format - 1));
+        bytes.push_back(static_cast<char>(std::strlen(sd.name)));   // pieces of a few bytes
+        bytes += sd.text;
+        write_file(std::string(sd.name) + ".txt", bytes.data(), bytes.size());
+    }
+}
 } // namespace
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        std::fprintf(stderr, "usage: make_seeds gguf|session_state|tokenizer|chat_template|gbnf|json_schema OUT_DIR MODEL(stories260K.gguf)\n");
+        std::fprintf(stderr, "usage: make_seeds gguf|session_state|tokenizer|chat_template|gbnf|json_schema|tool_parser OUT_DIR MODEL(stories260K.gguf)\n");
         return 2;
     }
     g_out = argv[2];
@@ -346,6 +372,7 @@ int main(int argc, char **argv) {
     else if (what == "chat_template") chat_template_seeds();
     else if (what == "gbnf") gbnf_seeds();
     else if (what == "json_schema") json_schema_seeds();
+    else if (what == "tool_parser") tool_parser_seeds();
     else return 2;
     return 0;
 }

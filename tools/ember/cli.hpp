@@ -41,6 +41,24 @@ ember_model *load_model(const std::string &path, bool vocab_only, bool progress)
 // --grammar FILE (GBNF) or --json-schema FILE: *out is the grammar, or nullptr with neither. False
 // (with the message printed) when a file cannot be read or does not compile.
 bool grammar_option(const Args &a, const ember_model *model, ember_grammar **out);
+// A whole file into *out; false (saying so on stderr) when it cannot be read.
+bool read_text_file(const std::string &path, std::string *out);
+
+// `run --tools FILE` (tools_option.cpp): the prompt rendered with the tools, the tool_choice grammar,
+// and the reply's parser.
+struct ToolRun {
+    std::string tools_json, tmpl, prompt, prefix;
+    ember_grammar *grammar = nullptr;
+    ember_chat_parser *parser = nullptr;
+    ToolRun() = default;
+    ToolRun(const ToolRun &) = delete;
+    ToolRun &operator=(const ToolRun &) = delete;
+    ~ToolRun();
+};
+bool tools_option(const Args &a, const ember_model *model, const std::string &user, ToolRun *out);
+// Feeds a piece of the reply to the parser and prints what became certain (content to stdout,
+// reasoning to stderr, calls as JSON lines); finish: the reply ended.
+void tools_print(ember_chat_parser *parser, const char *text, size_t len, bool finish);
 
 // `ember bench --json-schema FILE | --grammar FILE` (bench_grammar.cpp).
 int bench_grammar(const Args &a, const std::string &model_path, long G);

@@ -10,9 +10,12 @@ namespace cli {
 namespace {
 struct StreamState {
     size_t n = 0;
+    ember_chat_parser *parser = nullptr;   // --tools: the reply goes through it
 };
 bool on_token(ember_token, const char *text, size_t len, void *ud) {
-    static_cast<StreamState *>(ud)->n++;
+    StreamState &s = *static_cast<StreamState *>(ud);
+    s.n++;
+    if (s.parser) return tools_print(s.parser, text, len, false), true;
     std::fwrite(text, 1, len, stdout);
     std::fflush(stdout);
     return true;
@@ -24,13 +27,16 @@ int cmd_run(int argc, char **argv) {
                          {"-m", "--model", "-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k",
                           "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--frequency-penalty",
                           "--presence-penalty", "-t", "--threads", "-c", "--ctx-size", "--backend", "--kv-type", "--precision", "--draft",
-                          "--draft-k", "--grammar", "--json-schema", "--stop"},
+                          "--draft-k", "--grammar", "--json-schema", "--stop", "--tools", "--tool-choice",
+                          "--chat-template"},
                          {"--no-bos", "--special", "--stats", "--lookup", "--draft-fixed"});
     auto alias = [&](const char *s, const char *l) { return a.has(l) ? a.str(l, "") : a.str(s, ""); };
     const std::string model_path = alias("-m", "--model");
     if (model_path.empty()) return usage_error("run: -m MODEL is required");
     if (!a.has("-p") && !a.has("--prompt")) return usage_error("run: -p PROMPT is required");
-    const std::string prompt = alias("-p", "--prompt");
+    std::string prompt = alias("-p", "--prompt");
+    if (a.has("--tools") && (a.has("--grammar") || a.has("--json-schema")))
+        return usage_error("run: --tools brings its own grammar: not with --grammar or --json-schema");
     Args sa = a;  // session options under their short names
     if (a.has("--threads")) sa.opts["-t"] = a.str("--threads", "");
     if (a.has("--ctx-size")) sa.opts["-c"] = a.str("--ctx-size", "");
@@ -57,12 +63,19 @@ int cmd_run(int argc, char **argv) {
     ember_session *session = nullptr;
     ember_model *draft = nullptr;
     ember_grammar *grammar = nullptr;
+    ToolRun tools;
     const std::vector<std::string> stops = a.all("--stop");
     std::vector<const char *> stop_ptrs;
     for (const std::string &s : stops) stop_ptrs.push_back(s.c_str());
     std::vector<ember_token> tokens;
     uint32_t flags = (a.flag("--no-bos") ? 0u : EMBER_TOKENIZE_ADD_SPECIAL) |
                      (a.flag("--special") ? EMBER_TOKENIZE_PARSE_SPECIAL : 0u);
+    if (model && a.has("--tools")) {
+        // The prompt is the user's message, rendered with the tools; the template writes the specials.
+        if (!tools_option(a, model, prompt, &tools)) goto done;
+        prompt = tools.prompt;
+        flags = EMBER_TOKENIZE_PARSE_SPECIAL;
+    }
     if (model && grammar_option(a, model, &grammar) && (session = create_session(model, sa)) &&
         attach_speculation(session, sa, &draft) && tokenize(model, prompt, flags, tokens)) {
         if (tokens.empty()) {
@@ -88,17 +101,19 @@ int cmd_run(int argc, char **argv) {
         gp.max_tokens = static_cast<uint32_t>(n_predict);
         gp.on_token = on_token;
         gp.user_data = &state;
-        gp.grammar = grammar;
+        gp.grammar = tools.grammar ? tools.grammar : grammar;
+        state.parser = tools.parser;
         gp.stop = stop_ptrs.data();
         gp.n_stop = stop_ptrs.size();
         st = n_predict > 0 ? ember_generate(session, sampler, &gp, nullptr) : EMBER_OK;
         const auto t2 = std::chrono::steady_clock::now();
+        if (tools.parser) tools_print(tools.parser, nullptr, 0, true);
         std::printf("\n");
         if (st < 0 && st != EMBER_ERR_CONTEXT_FULL) {
             fail("generation", st);
             goto done;
         }
-        if (grammar && st == EMBER_OK)
+        if ((grammar || tools.grammar) && st == EMBER_OK)
             std::fprintf(stderr, "ember: stopped at -n %ld tokens: the output may be incomplete for the grammar\n", n_predict);
         if (st == EMBER_ERR_CONTEXT_FULL) std::fprintf(stderr, "ember: stopped: the context is full\n");
         if (a.flag("--stats")) {

@@ -21,6 +21,7 @@ const CommandHelp kHelp[] = {
      "          [--precision default|high]\n"
      "          [--special] [--stats] [--draft MODEL | --lookup] [--draft-k K] [--draft-fixed]\n"
      "          [--grammar FILE.gbnf | --json-schema FILE.json] [--stop TEXT]...\n"
+     "          [--tools FILE.json [--tool-choice auto|none|required|NAME] [--chat-template FILE]]\n"
      "    Prints the prompt and streams the continuation (-n, default 128 tokens). --temp 0 is greedy.\n"
      "    Sampling defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalties, a random seed\n"
      "    (--seed S repeats a run). -c defaults to the model's trained context, at most 4096; -t to the\n"
@@ -28,6 +29,10 @@ const CommandHelp kHelp[] = {
      "    (repeatable) ends it before the text given. --stats prints speeds and the backend to stderr.\n"
      "    --precision high: activations carried with ~15 bits in the products with quantized weights\n"
      "    (ember_session_set_precision; CPU only): closer to exact arithmetic, prefill up to 2x slower.\n"
+     "    --tools: the prompt is a user message, rendered by the chat template (--chat-template, else the\n"
+     "    model's) with the tools of FILE (OpenAI's JSON array); --tool-choice required or a tool's name\n"
+     "    constrain the reply to calls (docs/tools.md). The reply is parsed: content to stdout, reasoning\n"
+     "    to stderr, each call as a JSON line {\"id\", \"name\", \"arguments\"}.\n"
      "    example: ember run -m models/stories15M-q8_0.gguf -p \"Once upon a time\" -n 40 --temp 0\n"},
     {"tokenize",
      "ember tokenize -m MODEL [--no-bos] [--special] TEXT\n"

@@ -7,6 +7,18 @@
 
 namespace cli {
 
+bool read_text_file(const std::string &path, std::string *out) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+        std::fprintf(stderr, "ember: cannot read %s\n", path.c_str());
+        return false;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    *out = ss.str();
+    return true;
+}
+
 bool grammar_option(const Args &a, const ember_model *model, ember_grammar **out) {
     *out = nullptr;
     const bool gbnf = a.has("--grammar"), schema = a.has("--json-schema");
@@ -16,14 +28,8 @@ bool grammar_option(const Args &a, const ember_model *model, ember_grammar **out
         return false;
     }
     const std::string path = a.str(gbnf ? "--grammar" : "--json-schema", "");
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        std::fprintf(stderr, "ember: cannot read %s\n", path.c_str());
-        return false;
-    }
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string text = ss.str();
+    std::string text;
+    if (!read_text_file(path, &text)) return false;
     const ember_status st = gbnf ? ember_grammar_create_gbnf(model, text.data(), text.size(), out)
                                  : ember_grammar_create_json_schema(model, text.data(), text.size(), out);
     if (st != EMBER_OK) {

@@ -73,4 +73,38 @@ namespace Ember
         [NativeName("EMBER_REQUEST_CANCELLED")] Cancelled = 3,
         [NativeName("EMBER_REQUEST_FAILED")] Failed = 4,
     }
+
+    /// <summary>The reasoning switch of a conversation with tools (ember_reasoning): enable_thinking for the
+    /// template, or its own default.</summary>
+    [NativeName("ember_reasoning")]
+    public enum Reasoning
+    {
+        [NativeName("EMBER_REASONING_DEFAULT")] Default = 0,
+        [NativeName("EMBER_REASONING_OFF")] Off = 1,
+        [NativeName("EMBER_REASONING_ON")] On = 2,
+    }
+
+    /// <summary>How a model family writes tool calls and reasoning (ember_chat_format).</summary>
+    [NativeName("ember_chat_format")]
+    public enum ChatFormat
+    {
+        [NativeName("EMBER_CHAT_FORMAT_AUTO")] Auto = 0,
+        [NativeName("EMBER_CHAT_FORMAT_CONTENT")] Content = 1,
+        [NativeName("EMBER_CHAT_FORMAT_HERMES")] Hermes = 2,
+        [NativeName("EMBER_CHAT_FORMAT_LLAMA3")] Llama3 = 3,
+        [NativeName("EMBER_CHAT_FORMAT_MISTRAL")] Mistral = 4,
+        [NativeName("EMBER_CHAT_FORMAT_GPT_OSS")] GptOss = 5,
+        [NativeName("EMBER_CHAT_FORMAT_GRANITE")] Granite = 6,
+        [NativeName("EMBER_CHAT_FORMAT_PHI4")] Phi4 = 7,
+    }
+
+    /// <summary>OpenAI's tool_choice (ember_tool_choice).</summary>
+    [NativeName("ember_tool_choice")]
+    public enum ToolChoice
+    {
+        [NativeName("EMBER_TOOL_CHOICE_AUTO")] Auto = 0,
+        [NativeName("EMBER_TOOL_CHOICE_NONE")] None = 1,
+        [NativeName("EMBER_TOOL_CHOICE_REQUIRED")] Required = 2,
+        [NativeName("EMBER_TOOL_CHOICE_NAMED")] Named = 3,
+    }
 }

@@ -246,5 +246,50 @@ namespace Ember.Native
                                                                 ember_chat_message[] messages, UIntPtr n_messages,
                                                                 [MarshalAs(UnmanagedType.I1)] bool add_generation_prompt,
                                                                 byte[] buf, UIntPtr capacity, out UIntPtr out_len);
+
+        // ---- tool calls and reasoning (EMBER_1.8): raw pointers; the structs' strings are pinned by the caller.
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_chat_params_init(ref ember_chat_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_apply_template_v2(ModelHandle model, ref ember_chat_params p,
+                                                                   byte[] buf, UIntPtr capacity, out UIntPtr out_len);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_format_detect(ModelHandle model, byte[] tmpl, out ChatFormat format);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern IntPtr ember_chat_format_name(ChatFormat format);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_chat_parser_params_init(ref ember_chat_parser_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_parser_create(ModelHandle model, ref ember_chat_parser_params p,
+                                                               out IntPtr parser);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_chat_parser_free(IntPtr parser);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_parser_feed(IntPtr parser, byte[] text, UIntPtr len);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_parser_finish(IntPtr parser);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_chat_delta_init(ref ember_chat_delta delta);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_parser_take(IntPtr parser, ref ember_chat_delta delta);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_parser_result(IntPtr parser, ref ember_chat_delta delta);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_parser_call(IntPtr parser, UIntPtr i, out ember_chat_tool_call call);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_parser_feed_request(IntPtr parser, IntPtr request, out RequestState state);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_set_logit_bias(SamplerHandle sampler, ember_logit_bias[] bias, UIntPtr n);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_params_from_model(ModelHandle model, ref ember_sampler_params p,
+                                                                      out UIntPtr count);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_tool_grammar_params_init(ref ember_tool_grammar_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_tool_grammar(ModelHandle model, ref ember_tool_grammar_params p,
+                                                              out GrammarHandle grammar);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_chat_tool_prefix(ModelHandle model, ref ember_tool_grammar_params p,
+                                                             byte[] buf, UIntPtr capacity, out UIntPtr out_len);
     }
 }

@@ -228,4 +228,93 @@ namespace Ember.Native
         public IntPtr role;                // const char *
         public IntPtr content;             // const char *
     }
+
+    // An element of the array ember_sampler_set_logit_bias reads (EMBER_1.8).
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_logit_bias
+    {
+        public int token;
+        public float bias;
+    }
+
+    // ---- tool calls and reasoning (EMBER_1.8): strings are NUL-terminated UTF-8 the caller pins.
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_chat_tool
+    {
+        public IntPtr name;                // const char *
+        public IntPtr description;         // const char *
+        public IntPtr parameters;          // const char *
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_chat_tool_call
+    {
+        public IntPtr id;                  // const char *
+        public IntPtr name;                // const char *
+        public IntPtr arguments;           // const char *
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_chat_turn
+    {
+        public IntPtr role;                // const char *
+        public IntPtr content;             // const char *
+        public IntPtr reasoning_content;   // const char *
+        public IntPtr tool_calls;          // const ember_chat_tool_call *
+        public UIntPtr n_tool_calls;
+        public IntPtr tool_call_id;        // const char *
+        public IntPtr name;                // const char *
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_chat_params
+    {
+        public uint struct_size;
+        public IntPtr tmpl;                // const char *
+        public IntPtr messages;            // const ember_chat_turn *
+        public UIntPtr n_messages;
+        public IntPtr tools;               // const ember_chat_tool *
+        public UIntPtr n_tools;
+        [MarshalAs(UnmanagedType.I1)] public bool add_generation_prompt;
+        public Reasoning reasoning;
+        public IntPtr tools_json;          // const char *
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_chat_parser_params
+    {
+        public uint struct_size;
+        public ChatFormat format;
+        public IntPtr tmpl;                // const char *
+        [MarshalAs(UnmanagedType.I1)] public bool reasoning_open;
+        public IntPtr tools;               // const ember_chat_tool *
+        public UIntPtr n_tools;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_chat_delta
+    {
+        public uint struct_size;
+        public IntPtr content;             // const char *, content_len bytes
+        public UIntPtr content_len;
+        public IntPtr reasoning;           // const char *, reasoning_len bytes
+        public UIntPtr reasoning_len;
+        public UIntPtr first_call;
+        public UIntPtr n_calls;
+        [MarshalAs(UnmanagedType.I1)] public bool malformed;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_tool_grammar_params
+    {
+        public uint struct_size;
+        public ChatFormat format;
+        public IntPtr tmpl;                // const char *
+        public IntPtr tools;               // const ember_chat_tool *
+        public UIntPtr n_tools;
+        public ToolChoice choice;
+        public IntPtr name;                // const char *
+        [MarshalAs(UnmanagedType.I1)] public bool parallel;
+        public IntPtr tools_json;          // const char *
+    }
 }

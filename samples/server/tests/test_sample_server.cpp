@@ -555,6 +555,86 @@ void check_slow_clients_hold_no_thread(const std::string &server, const std::str
     const int rc = srv.stop(10);
     CHECK(rc == 0 && seconds_since(t1) < 3, "server with slow clients: exit status %d after %.2f s", rc, seconds_since(t1));
 }
+
+// Tools (a server given Qwen3's chat template, whose calls are Hermes <tool_call> JSON): tool_choice
+// required and named give tool_calls whose arguments fit the tool's schema, finish_reason "tool_calls",
+// streamed as delta.tool_calls; bad tools are 400 naming the problem; a template without tool support
+// refuses tools.
+void check_tools(const char *server, const std::string &model, const std::string &tmpl, int plain_port) {
+    const json door = {{"type", "function"},
+                       {"function", {{"name", "open_door"}, {"description", "Opens a door."},
+                                     {"parameters", {{"type", "object"},
+                                                     {"properties", {{"door", {{"enum", {"north", "south"}}}}}},
+                                                     {"required", {"door"}}}}}}};
+    const json say = {{"type", "function"},
+                      {"function", {{"name", "say"},
+                                    {"parameters", {{"type", "object"},
+                                                    {"properties", {{"text", {{"type", "string"}, {"maxLength", 16}}}}},
+                                                    {"required", {"text"}}}}}}};
+    json body = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "Open a door."}}}}, {"max_tokens", 120},
+                 {"seed", 7}, {"tools", {door, say}}, {"tool_choice", "required"}, {"parallel_tool_calls", false}};
+    // The model's own template (ChatML: it never reads `tools`) cannot carry them.
+    Reply r = post(plain_port, "/v1/chat/completions", body.dump());
+    CHECK(r.status == 400 && r.body.find("no tool support") != std::string::npos, "tools without template support: %d %s",
+          r.status, r.body.substr(0, 300).c_str());
+
+    ServerProcess srv;
+    if (!srv.start(server, {"-m", model, "--port", "0", "--parallel", "2", "-c", "512", "-t", "2", "--chat-template-file",
+                            tmpl})) {
+        std::fprintf(stderr, "FAIL: the server with --chat-template-file did not start\n");
+        ++g_failures;
+        return;
+    }
+    for (int i = 0; i < 4; ++i) {
+        body["seed"] = 100 + i;
+        r = post(srv.port, "/v1/chat/completions", body.dump());
+        const json &choice = r.j["choices"][0];
+        const json &calls = choice["message"]["tool_calls"];
+        bool ok = r.status == 200 && choice["finish_reason"] == "tool_calls" && calls.is_array() && calls.size() == 1 &&
+                  choice["message"]["content"].is_null();
+        if (ok) {
+            const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>(), nullptr, false);
+            const std::string name = calls[0]["function"]["name"];
+            ok = calls[0]["type"] == "function" && calls[0]["id"].is_string() &&
+                 ((name == "open_door" && (args["door"] == "north" || args["door"] == "south")) ||
+                  (name == "say" && args["text"].is_string() && args["text"].get<std::string>().size() <= 16));
+        }
+        CHECK(ok, "tool_choice required: %s", r.body.substr(0, 500).c_str());
+    }
+    body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "say"}}}};
+    body["stream"] = true;
+    const Stream st = post_stream(srv.port, "/v1/chat/completions", body);
+    json streamed;
+    for (const json &c : st.chunks)
+        if (c.contains("choices") && !c["choices"].empty() && c["choices"][0]["delta"].contains("tool_calls"))
+            for (const json &t : c["choices"][0]["delta"]["tool_calls"]) streamed.push_back(t);
+    CHECK(st.status == 200 && st.done && !st.malformed && st.finish_reason == "tool_calls" && streamed.size() == 1 &&
+              streamed[0]["index"] == 0 && streamed[0]["function"]["name"] == "say" && st.text.empty(),
+          "streamed named call: %s", streamed.dump().c_str());
+    body.erase("stream");
+    body["tools"] = {door, door};
+    body["tool_choice"] = "required";
+    r = post(srv.port, "/v1/chat/completions", body.dump());
+    CHECK(r.status == 400 && r.body.find("used by an earlier tool") != std::string::npos, "duplicate tools: %d %s",
+          r.status, r.body.substr(0, 300).c_str());
+    body["tools"] = {door};
+    body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "fly"}}}};
+    r = post(srv.port, "/v1/chat/completions", body.dump());
+    CHECK(r.status == 400 && r.body.find("fly") != std::string::npos, "unknown named tool: %d %s", r.status,
+          r.body.substr(0, 300).c_str());
+    // A conversation that carries a call and its result renders and continues.
+    body["tool_choice"] = "auto";
+    body["messages"] = {{{"role", "user"}, {"content", "Open a door."}},
+                        {{"role", "assistant"}, {"content", nullptr},
+                         {"tool_calls", {{{"id", "abc123XYZ"}, {"type", "function"},
+                                          {"function", {{"name", "open_door"}, {"arguments", "{\"door\": \"north\"}"}}}}}}},
+                        {{"role", "tool"}, {"tool_call_id", "abc123XYZ"}, {"content", "opened"}}};
+    body["max_tokens"] = 8;
+    r = post(srv.port, "/v1/chat/completions", body.dump());
+    CHECK(r.status == 200 && r.j["usage"]["prompt_tokens"].get<int>() > 100, "a conversation with a call and its result: %d %s",
+          r.status, r.body.substr(0, 300).c_str());
+    CHECK(srv.stop(10) == 0, "the tools server did not exit cleanly");
+}
 } // namespace
 
 
@@ -941,6 +1021,9 @@ int main() {
         CHECK(r.status == 200 && text_of(r) == ref_text, "after hang-ups: %d '%s'", r.status, text_of(r).c_str());
         CHECK(t < 5, "the request after the hang-ups took %.2f s: were the streams cancelled?", t);
     }
+
+    check_tools(server_env, model, std::string(models_env ? models_env : "models") + "/../tests/data/chat_templates/Qwen3-0.6B.jinja",
+                port);
 
     // SIGTERM with a stream in flight: the server cancels it and exits promptly with status 0.
     {

@@ -397,6 +397,133 @@ pub struct ember_chat_message {
     pub content: *const c_char,
 }
 
+// ---- Logit bias (EMBER_1.8) ----
+
+/// A bias added to one token's logit (an array element of `ember_sampler_set_logit_bias`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_logit_bias {
+    pub token: ember_token,
+    pub bias: f32,
+}
+
+// ---- Tool calls and reasoning (EMBER_1.8) ----
+
+/// The reasoning switch of `ember_chat_params` (`enable_thinking` for the template).
+pub type ember_reasoning = i32;
+pub const EMBER_REASONING_DEFAULT: ember_reasoning = 0;
+pub const EMBER_REASONING_OFF: ember_reasoning = 1;
+pub const EMBER_REASONING_ON: ember_reasoning = 2;
+
+/// How a family writes calls and reasoning into its output.
+pub type ember_chat_format = i32;
+pub const EMBER_CHAT_FORMAT_AUTO: ember_chat_format = 0;
+pub const EMBER_CHAT_FORMAT_CONTENT: ember_chat_format = 1;
+pub const EMBER_CHAT_FORMAT_HERMES: ember_chat_format = 2;
+pub const EMBER_CHAT_FORMAT_LLAMA3: ember_chat_format = 3;
+pub const EMBER_CHAT_FORMAT_MISTRAL: ember_chat_format = 4;
+pub const EMBER_CHAT_FORMAT_GPT_OSS: ember_chat_format = 5;
+pub const EMBER_CHAT_FORMAT_GRANITE: ember_chat_format = 6;
+pub const EMBER_CHAT_FORMAT_PHI4: ember_chat_format = 7;
+
+/// OpenAI's tool_choice.
+pub type ember_tool_choice = i32;
+pub const EMBER_TOOL_CHOICE_AUTO: ember_tool_choice = 0;
+pub const EMBER_TOOL_CHOICE_NONE: ember_tool_choice = 1;
+pub const EMBER_TOOL_CHOICE_REQUIRED: ember_tool_choice = 2;
+pub const EMBER_TOOL_CHOICE_NAMED: ember_tool_choice = 3;
+
+/// A tool the model may call (an array element): name, description (may be NULL), JSON Schema of the
+/// arguments (may be NULL).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_chat_tool {
+    pub name: *const c_char,
+    pub description: *const c_char,
+    pub parameters: *const c_char,
+}
+
+/// One call: by a model (`ember_chat_parser_call`) or in an assistant message.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_chat_tool_call {
+    pub id: *const c_char,
+    pub name: *const c_char,
+    pub arguments: *const c_char,
+}
+
+/// A message with tool calls, tool results and reasoning (an array element).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_chat_turn {
+    pub role: *const c_char,
+    pub content: *const c_char,
+    pub reasoning_content: *const c_char,
+    pub tool_calls: *const ember_chat_tool_call,
+    pub n_tool_calls: usize,
+    pub tool_call_id: *const c_char,
+    pub name: *const c_char,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_chat_params {
+    pub struct_size: u32,
+    pub tmpl: *const c_char,
+    pub messages: *const ember_chat_turn,
+    pub n_messages: usize,
+    pub tools: *const ember_chat_tool,
+    pub n_tools: usize,
+    pub add_generation_prompt: bool,
+    pub reasoning: ember_reasoning,
+    pub tools_json: *const c_char,
+}
+
+#[repr(C)]
+pub struct ember_chat_parser {
+    _opaque: [u8; 0],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_chat_parser_params {
+    pub struct_size: u32,
+    pub format: ember_chat_format,
+    pub tmpl: *const c_char,
+    pub reasoning_open: bool,
+    pub tools: *const ember_chat_tool,
+    pub n_tools: usize,
+}
+
+/// What a parser produced: content and reasoning (not NUL-terminated), a range of calls, the
+/// malformed flag.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_chat_delta {
+    pub struct_size: u32,
+    pub content: *const c_char,
+    pub content_len: usize,
+    pub reasoning: *const c_char,
+    pub reasoning_len: usize,
+    pub first_call: usize,
+    pub n_calls: usize,
+    pub malformed: bool,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_tool_grammar_params {
+    pub struct_size: u32,
+    pub format: ember_chat_format,
+    pub tmpl: *const c_char,
+    pub tools: *const ember_chat_tool,
+    pub n_tools: usize,
+    pub choice: ember_tool_choice,
+    pub name: *const c_char,
+    pub parallel: bool,
+    pub tools_json: *const c_char,
+}
+
 // ---- Functions, in the header's order ----
 
 extern "C" {
@@ -649,6 +776,54 @@ extern "C" {
         messages: *const ember_chat_message,
         n_messages: usize,
         add_generation_prompt: bool,
+        buf: *mut c_char,
+        capacity: usize,
+        out_len: *mut usize,
+    ) -> ember_status;
+
+    pub fn ember_chat_params_init(params: *mut ember_chat_params);
+    pub fn ember_chat_apply_template_v2(
+        model: *const ember_model,
+        params: *const ember_chat_params,
+        buf: *mut c_char,
+        capacity: usize,
+        out_len: *mut usize,
+    ) -> ember_status;
+    pub fn ember_chat_format_detect(model: *const ember_model, tmpl: *const c_char, out: *mut ember_chat_format) -> ember_status;
+    pub fn ember_chat_format_name(format: ember_chat_format) -> *const c_char;
+    pub fn ember_chat_parser_params_init(params: *mut ember_chat_parser_params);
+    pub fn ember_chat_parser_create(
+        model: *const ember_model,
+        params: *const ember_chat_parser_params,
+        out: *mut *mut ember_chat_parser,
+    ) -> ember_status;
+    pub fn ember_chat_parser_free(parser: *mut ember_chat_parser);
+    pub fn ember_chat_parser_feed(parser: *mut ember_chat_parser, text: *const c_char, len: usize) -> ember_status;
+    pub fn ember_chat_parser_finish(parser: *mut ember_chat_parser) -> ember_status;
+    pub fn ember_chat_delta_init(delta: *mut ember_chat_delta);
+    pub fn ember_chat_parser_take(parser: *mut ember_chat_parser, out: *mut ember_chat_delta) -> ember_status;
+    pub fn ember_chat_parser_result(parser: *const ember_chat_parser, out: *mut ember_chat_delta) -> ember_status;
+    pub fn ember_chat_parser_call(parser: *const ember_chat_parser, i: usize, out: *mut ember_chat_tool_call) -> ember_status;
+    pub fn ember_chat_parser_feed_request(
+        parser: *mut ember_chat_parser,
+        request: *mut ember_request,
+        out_state: *mut ember_request_state,
+    ) -> ember_status;
+    pub fn ember_sampler_params_from_model(
+        model: *const ember_model,
+        params: *mut ember_sampler_params,
+        out_count: *mut usize,
+    ) -> ember_status;
+    pub fn ember_sampler_set_logit_bias(sampler: *mut ember_sampler, bias: *const ember_logit_bias, n: usize) -> ember_status;
+    pub fn ember_tool_grammar_params_init(params: *mut ember_tool_grammar_params);
+    pub fn ember_chat_tool_grammar(
+        model: *const ember_model,
+        params: *const ember_tool_grammar_params,
+        out: *mut *mut ember_grammar,
+    ) -> ember_status;
+    pub fn ember_chat_tool_prefix(
+        model: *const ember_model,
+        params: *const ember_tool_grammar_params,
         buf: *mut c_char,
         capacity: usize,
         out_len: *mut usize,

@@ -85,6 +85,14 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_cuda_device_params { struct_size, device_index, stream }
         ember_chat_message { role, content }
         ember_cpu_budget { struct_size, max_threads, priority, flags }
+        ember_logit_bias { token, bias }
+        ember_chat_tool { name, description, parameters }
+        ember_chat_tool_call { id, name, arguments }
+        ember_chat_turn { role, content, reasoning_content, tool_calls, n_tool_calls, tool_call_id, name }
+        ember_chat_params { struct_size, tmpl, messages, n_messages, tools, n_tools, add_generation_prompt, reasoning, tools_json }
+        ember_chat_parser_params { struct_size, format, tmpl, reasoning_open, tools, n_tools }
+        ember_chat_delta { struct_size, content, content_len, reasoning, reasoning_len, first_call, n_calls, malformed }
+        ember_tool_grammar_params { struct_size, format, tmpl, tools, n_tools, choice, name, parallel, tools_json }
     }
 }
 
@@ -105,6 +113,10 @@ fn compiled_values() -> Vec<(&'static str, i64)> {
         EMBER_SPEC_OFF, EMBER_SPEC_DRAFT, EMBER_SPEC_LOOKUP,
         EMBER_REQUEST_QUEUED, EMBER_REQUEST_RUNNING, EMBER_REQUEST_DONE, EMBER_REQUEST_CANCELLED,
         EMBER_REQUEST_FAILED,
+        EMBER_REASONING_DEFAULT, EMBER_REASONING_OFF, EMBER_REASONING_ON,
+        EMBER_CHAT_FORMAT_AUTO, EMBER_CHAT_FORMAT_CONTENT, EMBER_CHAT_FORMAT_HERMES, EMBER_CHAT_FORMAT_LLAMA3,
+        EMBER_CHAT_FORMAT_MISTRAL, EMBER_CHAT_FORMAT_GPT_OSS, EMBER_CHAT_FORMAT_GRANITE, EMBER_CHAT_FORMAT_PHI4,
+        EMBER_TOOL_CHOICE_AUTO, EMBER_TOOL_CHOICE_NONE, EMBER_TOOL_CHOICE_REQUIRED, EMBER_TOOL_CHOICE_NAMED,
     ]
 }
 
