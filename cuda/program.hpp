@@ -1,6 +1,6 @@
 // program.hpp — the model's program (backend/graph.h) as this backend runs it: copied out of the
-// description, checked once at load, with its fusions decided once; and what a context allocates for
-// it. Plain C++ (no CUDA header): tests/test_cuda_host.cpp runs it on the CPU against the programs the
+// description, checked once at load, with its fusions decided once (backend/fusion_plan.hpp, from the
+// fusions program.cpp's kCudaFusions lists); and what a context allocates for it. Plain C++ (no CUDA header): tests/test_cuda_host.cpp runs it on the CPU against the programs the
 // architectures build, so that the decisions the GPU code follows blindly are tested without a GPU.
 //
 // The executor (model.cpp, Context::enqueue) walks the nodes in order and only reads `how` to know
