@@ -30,7 +30,8 @@ struct NodeRun {
     // ADD: done by the MATMUL before it (accumulate).
     bool skip = false;
     // ROPE, ROPE_YARN: fills the rope angle table (the first rope of the program, or one whose op, rotation,
-    // base, scale, factors or YaRN options differ from the rope before it); later ropes reuse the table.
+    // base, scale, factors or YaRN options differ from the rope before it); later ropes reuse the table. A
+    // rope that rotates nothing (n_rot 0) fills none.
     bool new_angles = false;
 };
 

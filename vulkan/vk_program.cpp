@@ -257,7 +257,7 @@ bool prepares_input(const ember_graph_node &n, const void *desc) {
     return quantized_type(static_cast<const ember_mod_model_desc *>(desc)->tensors[n.w].type);
 }
 
-// The table of a rope the plan gives table t: the first of them makes it.
+// Rope n's table (made for the first rope of each of the plan's tables).
 RopeSet rope_set(const ember_mod_model_desc &d, const ember_graph_node &n) {
     RopeScaling y;
     if (n.op == EMBER_GRAPH_ROPE_YARN) {
