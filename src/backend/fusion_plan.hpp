@@ -11,7 +11,9 @@
 //
 // Adding a fusion: a Fusion value, a matcher in fusion_plan.cpp (how long a run starting at node i it
 // covers, 0 if none, and which node the kernel records), a test in tests/test_fusion_plan.cpp, and the
-// kernels in each backend that lists it. Plain C++ over graph.h: built into the core (where
+// kernels in each backend that lists it. A run may cover any number of nodes (Q/K/V as one product would
+// be the consecutive products of one buffer, led by the first; the shared-input rule still sees each
+// product of a run), and a backend that does not list a fusion keeps running those nodes one by one. Plain C++ over graph.h: built into the core (where
 // tests/test_fusion_plan.cpp runs it) and into each GPU module.
 #pragma once
 
