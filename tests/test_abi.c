@@ -568,6 +568,9 @@ static void test_model_queries(void **state) {
     assert_int_equal(info.n_ctx_train, 2048);
     assert_true(info.n_params > 200000 && info.n_params < 400000);
     assert_int_equal(info.kv_bytes_per_token, 2 * 5 * 32 * 2);
+    assert_int_equal(info.n_kv_layers, 5); /* attention only: every layer keeps KV rows, none a state */
+    assert_int_equal(info.n_recurrent_layers, 0);
+    assert_true(info.state_bytes_per_sequence == 0);
 
     size_t len = 0;
     assert_int_equal(ember_model_meta_string(m, "general.architecture", NULL, 0, &len), EMBER_OK);

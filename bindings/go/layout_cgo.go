@@ -54,6 +54,9 @@ func cgoStructLayouts() []cStructLayout {
 			{"n_head", unsafe.Offsetof(s1.n_head), unsafe.Sizeof(s1.n_head)},
 			{"n_head_kv", unsafe.Offsetof(s1.n_head_kv), unsafe.Sizeof(s1.n_head_kv)},
 			{"kv_bytes_per_token", unsafe.Offsetof(s1.kv_bytes_per_token), unsafe.Sizeof(s1.kv_bytes_per_token)},
+			{"state_bytes_per_sequence", unsafe.Offsetof(s1.state_bytes_per_sequence), unsafe.Sizeof(s1.state_bytes_per_sequence)},
+			{"n_kv_layers", unsafe.Offsetof(s1.n_kv_layers), unsafe.Sizeof(s1.n_kv_layers)},
+			{"n_recurrent_layers", unsafe.Offsetof(s1.n_recurrent_layers), unsafe.Sizeof(s1.n_recurrent_layers)},
 		}},
 		{"ember_session_params", C.sizeof_ember_session_params, unsafe.Alignof(s2), []cFieldLayout{
 			{"struct_size", unsafe.Offsetof(s2.struct_size), unsafe.Sizeof(s2.struct_size)},

@@ -163,6 +163,10 @@ type ModelInfo struct {
 	NHead           uint32
 	NHeadKV         uint32
 	KVBytesPerToken uint64 // KV-cache bytes one token of context takes (f16 cache)
+	// Recurrent-state bytes one sequence carries whatever its length (hybrid models; 0 otherwise).
+	StateBytesPerSequence uint64
+	NKVLayers             uint32 // layers that keep KV rows
+	NRecurrentLayers      uint32 // layers that carry a recurrent state instead
 }
 
 // Info describes the model.
@@ -180,6 +184,8 @@ func (m *Model) Info() (ModelInfo, error) {
 			NParams: uint64(ci.n_params), SizeBytes: uint64(ci.size_bytes), NCtxTrain: uint32(ci.n_ctx_train),
 			NVocab: uint32(ci.n_vocab), NEmbd: uint32(ci.n_embd), NLayer: uint32(ci.n_layer),
 			NHead: uint32(ci.n_head), NHeadKV: uint32(ci.n_head_kv), KVBytesPerToken: uint64(ci.kv_bytes_per_token),
+			StateBytesPerSequence: uint64(ci.state_bytes_per_sequence), NKVLayers: uint32(ci.n_kv_layers),
+			NRecurrentLayers: uint32(ci.n_recurrent_layers),
 		}
 		return nil
 	})

@@ -54,7 +54,10 @@
       F(ember_model_info, n_layer, uint32_t)                                                         \
       F(ember_model_info, n_head, uint32_t)                                                          \
       F(ember_model_info, n_head_kv, uint32_t)                                                       \
-      F(ember_model_info, kv_bytes_per_token, uint64_t))                                             \
+      F(ember_model_info, kv_bytes_per_token, uint64_t)                                              \
+      F(ember_model_info, state_bytes_per_sequence, uint64_t)                                        \
+      F(ember_model_info, n_kv_layers, uint32_t)                                                     \
+      F(ember_model_info, n_recurrent_layers, uint32_t))                                             \
     S(ember_tensor_info,                                                                             \
       F(ember_tensor_info, struct_size, uint32_t)                                                    \
       F(ember_tensor_info, name, const char *)                                                       \

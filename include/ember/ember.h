@@ -229,6 +229,12 @@ typedef struct ember_model_info {
     uint32_t n_head;
     uint32_t n_head_kv;
     uint64_t kv_bytes_per_token; /**< KV-cache bytes one token of context takes (f16 cache) */
+    /* EMBER_1.9: the two kinds of per-sequence memory, for hybrid models whose recurrent layers carry a
+     * fixed-size state instead of KV rows (ember_estimate_memory counts both). */
+    uint64_t state_bytes_per_sequence; /**< recurrent-state bytes one sequence carries, whatever its
+                                        *  length (0: no recurrent layers) */
+    uint32_t n_kv_layers;        /**< layers that keep KV rows (kv_bytes_per_token covers these) */
+    uint32_t n_recurrent_layers; /**< layers that carry a recurrent state instead */
 } ember_model_info;
 
 /** Fills *info (whose struct_size the caller sets; ember_model_info_init does it). Thread-safe. */

@@ -55,19 +55,26 @@ ember_status ember_model_load_metadata(const char *path, const ember_model_param
 
 void ember_model_free(ember_model *model) { delete model; }
 
-void ember_model_info_init(ember_model_info *info) {
-    if (!info) return;
-    std::memset(info, 0, sizeof *info);
-    info->struct_size = sizeof *info;
+
+namespace {
+// ember_model_info as EMBER_1 had it: up to kv_bytes_per_token.
+constexpr uint32_t kModelInfoV1Size = offsetof(ember_model_info, state_bytes_per_sequence);
+ember_model_info model_info_defaults() {
+    ember_model_info i;
+    std::memset(&i, 0, sizeof i);
+    i.struct_size = sizeof i;
+    return i;
 }
+} // namespace
+
+EMBER_GROWN_PARAMS_INIT_AT(ember_model_info, ember_model_info_init, model_info_defaults, kModelInfoV1Size, 1_9, "EMBER_1.9");
 
 ember_status ember_model_get_info(const ember_model *model, ember_model_info *info) {
     return guard("ember_model_get_info", [&] {
         EMBER_REQUIRE_ARG(model);
         EMBER_REQUIRE_ARG(info);
         const Model &m = *model->model;
-        ember_model_info full;
-        ember_model_info_init(&full);
+        ember_model_info full = model_info_defaults();
         full.architecture = m.arch().c_str();
         full.name = m.name().c_str();
         full.n_params = m.vocab_only() ? 0 : m.n_params();
@@ -81,6 +88,9 @@ ember_status ember_model_get_info(const ember_model *model, ember_model_info *in
             full.n_head = hp.n_head;
             full.n_head_kv = hp.n_head_kv;
             full.kv_bytes_per_token = 2ull * n_kv_layers(m.desc().c) * hp.n_embd_kv() * sizeof(uint16_t);
+            full.state_bytes_per_sequence = state_bytes(m.desc().c);
+            full.n_kv_layers = n_kv_layers(m.desc().c);
+            full.n_recurrent_layers = n_recurrent_layers(m.desc().c);
         }
         abi::write_out(info, full, offsetof(ember_model_info, kv_bytes_per_token), "ember_model_info");
         return EMBER_OK;

@@ -57,6 +57,8 @@ size_t kv_row_bytes(const ember_mod_model_desc &d, DType kv_type);
 // and their count.
 std::vector<bool> kv_layers(const ember_mod_model_desc &d);
 uint32_t n_kv_layers(const ember_mod_model_desc &d);
+// The layers with a node that carries a recurrent state (state_size > 0).
+uint32_t n_recurrent_layers(const ember_mod_model_desc &d);
 // K and V rows of the layers that keep them: what one token costs in the cache.
 inline size_t kv_bytes_per_token(const ember_mod_model_desc &d, DType kv_type) {
     return 2 * size_t{n_kv_layers(d)} * kv_row_bytes(d, kv_type);

@@ -45,4 +45,16 @@ uint32_t n_kv_layers(const ember_mod_model_desc &d) {
     return n;
 }
 
+uint32_t n_recurrent_layers(const ember_mod_model_desc &d) {
+    std::vector<bool> has(d.n_layer, false);
+    for (uint32_t i = 0; i < d.n_nodes; ++i) {
+        ember_graph_node n{};   // an older, shorter node has no state fields: zeros
+        std::memcpy(&n, reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size,
+                    std::min<size_t>(sizeof n, d.node_size));
+        if (n.state_size > 0 && n.layer >= 0 && static_cast<uint32_t>(n.layer) < d.n_layer)
+            has[static_cast<size_t>(n.layer)] = true;
+    }
+    return static_cast<uint32_t>(std::count(has.begin(), has.end(), true));
+}
+
 } // namespace ember

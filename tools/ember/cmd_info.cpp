@@ -127,6 +127,11 @@ int cmd_info(int argc, char **argv) {
     if (info.n_layer)
         std::printf("shape:         %u layers, embedding %u, %u heads (%u KV heads), trained context %u\n",
                     info.n_layer, info.n_embd, info.n_head, info.n_head_kv, info.n_ctx_train);
+    if (info.n_recurrent_layers)
+        std::printf("memory kinds:  KV rows in %u attention layers (%llu bytes a token, f16), a recurrent state in %u "
+                    "layers (%.2f MiB a sequence, whatever its length)\n",
+                    info.n_kv_layers, (unsigned long long)info.kv_bytes_per_token, info.n_recurrent_layers,
+                    static_cast<double>(info.state_bytes_per_sequence) / 1048576.0);
     std::string where;
     if (described_only) {
         std::printf("runs here:     no: %s\n", why_not.c_str());
@@ -166,8 +171,12 @@ int cmd_info(int argc, char **argv) {
         if (n_ctx == 0) n_ctx = info.n_ctx_train && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
         const double weights = info.size_bytes / 1048576.0;
         const double kv = static_cast<double>(info.kv_bytes_per_token) * n_ctx / 1048576.0;
+        // A session keeps two states of its recurrent layers (the current one and the one a feed writes).
+        const double state = 2.0 * static_cast<double>(info.state_bytes_per_sequence) / 1048576.0;
         std::printf("\nmemory for one session of %u tokens (CPU): weights %.2f MiB (mapped, or copied into huge pages) + "
-                    "KV cache %.2f MiB (f16) = %.2f MiB, plus activations\n", n_ctx, weights, kv, weights + kv);
+                    "KV cache %.2f MiB (f16)", n_ctx, weights, kv);
+        if (state > 0) std::printf(" + recurrent state %.2f MiB (two copies)", state);
+        std::printf(" = %.2f MiB, plus activations\n", weights + kv + state);
     }
     ember_model_free(model);
     // A file this build does not support is described, and that is the answer (exit 0); a malformed one

@@ -36,6 +36,12 @@ namespace Ember
         public int HeadCount { get; internal set; }
         public int KvHeadCount { get; internal set; }
         public ulong KvBytesPerToken { get; internal set; }
+        /// <summary>Recurrent-state bytes one sequence carries whatever its length (hybrid models; 0 otherwise).</summary>
+        public ulong StateBytesPerSequence { get; internal set; }
+        /// <summary>Layers that keep KV rows.</summary>
+        public int KvLayerCount { get; internal set; }
+        /// <summary>Layers that carry a recurrent state instead of KV rows.</summary>
+        public int RecurrentLayerCount { get; internal set; }
     }
 
     /// <summary>
@@ -117,6 +123,9 @@ namespace Ember
                     HeadCount = (int)i.n_head,
                     KvHeadCount = (int)i.n_head_kv,
                     KvBytesPerToken = i.kv_bytes_per_token,
+                    StateBytesPerSequence = i.state_bytes_per_sequence,
+                    KvLayerCount = (int)i.n_kv_layers,
+                    RecurrentLayerCount = (int)i.n_recurrent_layers,
                 };
                 return info_;
             }

@@ -36,6 +36,9 @@ namespace Ember.Native
         public uint n_head;
         public uint n_head_kv;
         public ulong kv_bytes_per_token;
+        public ulong state_bytes_per_sequence;
+        public uint n_kv_layers;
+        public uint n_recurrent_layers;
     }
 
     [StructLayout(LayoutKind.Sequential)]

@@ -102,6 +102,9 @@ pub struct ember_model_info {
     pub n_head: u32,
     pub n_head_kv: u32,
     pub kv_bytes_per_token: u64,
+    pub state_bytes_per_sequence: u64,
+    pub n_kv_layers: u32,
+    pub n_recurrent_layers: u32,
 }
 
 #[repr(C)]

@@ -60,7 +60,8 @@ fn compiled_layouts() -> Vec<StructLayout> {
     layouts! {
         ember_model_params { struct_size, progress, progress_user_data, vocab_only, log, log_user_data }
         ember_model_info { struct_size, architecture, name, n_params, size_bytes, n_ctx_train, n_vocab, n_embd,
-                           n_layer, n_head, n_head_kv, kv_bytes_per_token }
+                           n_layer, n_head, n_head_kv, kv_bytes_per_token,
+                           state_bytes_per_sequence, n_kv_layers, n_recurrent_layers }
         ember_tensor_info { struct_size, name, type_, n_dims, dims, n_bytes }
         ember_session_params { struct_size, n_ctx, n_threads, n_batch, seed, backend, reserved, n_seq_max, kv_type,
                                device }

@@ -47,6 +47,12 @@ pub struct ModelInfo {
     pub n_head: u32,
     pub n_head_kv: u32,
     pub kv_bytes_per_token: u64,
+    /// Recurrent-state bytes one sequence carries whatever its length (hybrid models; 0 otherwise).
+    pub state_bytes_per_sequence: u64,
+    /// Layers that keep KV rows.
+    pub n_kv_layers: u32,
+    /// Layers that carry a recurrent state instead of KV rows.
+    pub n_recurrent_layers: u32,
 }
 
 struct Progress<'a> {
@@ -154,6 +160,9 @@ impl Model {
             n_head: info.n_head,
             n_head_kv: info.n_head_kv,
             kv_bytes_per_token: info.kv_bytes_per_token,
+            state_bytes_per_sequence: info.state_bytes_per_sequence,
+            n_kv_layers: info.n_kv_layers,
+            n_recurrent_layers: info.n_recurrent_layers,
         })
     }
 
