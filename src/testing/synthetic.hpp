@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ember {
@@ -89,6 +90,10 @@ struct SyntheticSpec {
     // forward pass runs none of them (each: an attention layer's tensors plus nextn.eh_proj, enorm,
     // hnorm and shared_head_norm).
     uint32_t n_nextn = 0;
+    // Further "<arch>.<key>" metadata, written as given (a family's own keys, rope scaling's optional
+    // ones: the combinations a parity test needs without a field each).
+    std::vector<std::pair<std::string, float>> extra_f32;
+    std::vector<std::pair<std::string, uint32_t>> extra_u32;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
