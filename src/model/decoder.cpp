@@ -36,7 +36,8 @@ void read_decoder_shape(ArchBuilder &b, bool moe) {
         hp.n_expert = b.u32("expert_count", std::nullopt);
         hp.n_expert_used = b.u32("expert_used_count", std::nullopt);
         if (hp.n_expert == 0 || hp.n_expert > 1024 || hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
-            fail(EMBER_ERR_INVALID_MODEL, "%u of %u experts per token", hp.n_expert_used, hp.n_expert);
+            fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.expert_used_count' = %u of '%s.expert_count' = %u experts per token",
+                 b.arch().c_str(), hp.n_expert_used, b.arch().c_str(), hp.n_expert);
     }
 }
 
