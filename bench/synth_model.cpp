@@ -8,8 +8,8 @@
 //               [--ssm-in 0|1]
 //
 // --family: a small model of that family with all its parts (llama, mixtral, qwen2, qwen3, qwen3moe,
-// gemma2, gemma3, phi3, granite, olmo2, gpt-oss, qwen35, qwen35moe, qwen3next; see
-// src/testing/synthetic.cpp) and decisive logits.
+// gemma2, gemma3, phi3, granite, olmo2, gpt-oss, qwen35, qwen35moe, qwen3next, smollm3, mistral3, and the
+// metadata combinations olmo3-yarn and qwen3-yarn; see src/testing/synthetic.cpp) and decisive logits.
 //
 // The hybrid presets, for speed tests (their shapes from the checkpoints' config.json; the vocabulary
 // the real 248,320 tokens, since the output product's cost matters):

@@ -13,6 +13,7 @@
 // window moves each query's first key (the splits cover the window), a softcap bends each score before
 // the softmax, and sinks join the normaliser in k_attn_combine.
 #include "attn_math.hpp"
+#include "backend/attn_options.hpp"
 #include "cu_check.hpp"
 #include "cu_util.cuh"
 #include "family_kernels.hpp"
@@ -48,7 +49,8 @@ __global__ void k_attn_split(AttnArgs a, AttnExt x) {
     const int hd = a.head_dim;
     const int head_off = (h / (a.n_head / a.n_head_kv)) * hd;
     const int32_t n_keys = a.pos[t] + 1;
-    const KeyRange r = split_keys_range(window_first(a.pos[t], x.window), n_keys, a.split_keys, split, false);
+    const KeyRange r = split_keys_range(attn_first_key(a.pos[t], x.window, x.local_chunk), n_keys, a.split_keys, split, false);
+    const float scale = a.scale * attn_temperature(x.temp_scale, x.temp_offset, static_cast<uint32_t>(x.temp_floor), a.pos[t]);
     const int32_t *table = a.tables + a.tab_off[t];
     const float *qr = a.q + (static_cast<int64_t>(t) * a.n_head + h) * hd;
     float q[DPL], acc[DPL];
@@ -68,7 +70,7 @@ __global__ void k_attn_split(AttnArgs a, AttnExt x) {
             const int d = lane + 32 * j;
             if (d < hd) part += q[j] * kv_at<Q8>(kr, head_off + d);
         }
-        const float s = capped(warp_sum(part) * a.scale, x.softcap);
+        const float s = capped(warp_sum(part) * scale, x.softcap);
         const float mn = fmaxf(m, s);
         const float corr = expf(m - mn), w = expf(s - mn);
         l = l * corr + w;
@@ -114,9 +116,12 @@ __global__ void k_attn_tiled(AttnArgs a, AttnExt x) {
     int32_t tile_keys = 0, tile_first = INT32_MAX;
     for (int i = 0; i < a.q_tile && t0 + i < a.n_tokens; ++i) {
         tile_keys = max(tile_keys, a.pos[t0 + i] + 1);
-        tile_first = min(tile_first, window_first(a.pos[t0 + i], x.window));
+        tile_first = min(tile_first, attn_first_key(a.pos[t0 + i], x.window, x.local_chunk));
     }
-    const int32_t my_keys = valid ? a.pos[t] + 1 : 0, my_first = valid ? window_first(a.pos[t], x.window) : 0;
+    const int32_t my_keys = valid ? a.pos[t] + 1 : 0;
+    const int32_t my_first = valid ? attn_first_key(a.pos[t], x.window, x.local_chunk) : 0;
+    const float scale =
+        valid ? a.scale * attn_temperature(x.temp_scale, x.temp_offset, static_cast<uint32_t>(x.temp_floor), a.pos[t]) : a.scale;
     const int32_t *table = a.tables + a.tab_off[t0];
     const KeyRange r = split_keys_range(tile_first, tile_keys, a.split_keys, split, true);
     const int head_off = kvh * hd;
@@ -146,7 +151,7 @@ __global__ void k_attn_tiled(AttnArgs a, AttnExt x) {
         if (p < r.end && p < my_keys && p >= my_first) {
             float dot = 0.0f;
             for (int d = 0; d < hd; ++d) dot += q[d] * Ks[lane * ld + d];
-            s = capped(dot * a.scale, x.softcap);
+            s = capped(dot * scale, x.softcap);
         }
         const float mt = warp_max(s);
         if (mt == -INFINITY) continue;  // no key of this tile is visible to this query (warp-uniform)

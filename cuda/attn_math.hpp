@@ -29,6 +29,12 @@ EMBER_HD int32_t window_first(int32_t pos, int32_t window) {
     return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
 }
 
+// The first key a query at pos sees: its local chunk's first position under chunked local attention
+// (local_chunk > 0, graph.h's ATTENTION_EXT), else window_first's.
+EMBER_HD int32_t attn_first_key(int32_t pos, int32_t window, int32_t local_chunk) {
+    return local_chunk > 0 ? pos / local_chunk * local_chunk : window_first(pos, window);
+}
+
 // Split i of the keys [first, n_keys): the part of [i * split_keys, (i + 1) * split_keys) inside them,
 // its start moved down to a multiple of 32 (`align`, the tiled kernel, which masks keys before `first`
 // itself) or not (the per-query kernel). Empty (begin >= end) where the split lies outside the keys.

@@ -19,12 +19,17 @@ void rope_angles_yarn(const int32_t *pos, int64_t n_tokens, int n_rot, float the
                       const float *freq_factors, const RopeYarn &y, float *cs, float *sn, cudaStream_t s);
 
 // ATTENTION_EXT's options over kernels.hpp's attention: a sliding window (query at p sees positions
-// p - window + 1 .. p; 0: none; the splits then cover those keys), a score softcap (0: none) and sinks
-// ([n_head] logits joining the normaliser in the combine; null: none).
+// p - window + 1 .. p; 0: none; the splits then cover those keys), a score softcap (0: none), sinks
+// ([n_head] logits joining the normaliser in the combine; null: none), chunked local attention and
+// attention temperature.
 struct AttnExt {
     int32_t window = 0;
     float softcap = 0;
     const float *sinks = nullptr;
+    // Chunked local attention (0: none; the splits then cover the chunk) and attention temperature
+    // (temp_scale 0: none), graph.h's last two options.
+    int32_t local_chunk = 0, temp_floor = 0;
+    float temp_scale = 0, temp_offset = 0;
 };
 // `group` > 0: at most that many tokens at a time (the partials hold a.n_splits splits of `group`
 // tokens' heads); each token's result is its own whatever group it is in.

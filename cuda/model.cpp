@@ -241,8 +241,11 @@ void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
     a.q_tile = attention_q_tile(a.n_head, a.n_head_kv, one_table_);
     a.partials = scratch(z_.partials), a.out = buf(nd.dst);
     AttnExt x;
-    if (nd.op == EMBER_GRAPH_ATTENTION_EXT)
+    if (nd.op == EMBER_GRAPH_ATTENTION_EXT) {
         x.window = static_cast<int32_t>(nd.window), x.softcap = nd.softcap, x.sinks = m_.vec(nd.w);
+        x.local_chunk = static_cast<int32_t>(nd.attn_local_chunk), x.temp_floor = static_cast<int32_t>(nd.attn_temp_floor);
+        x.temp_scale = nd.attn_temp_scale, x.temp_offset = nd.attn_temp_offset;
+    }
     // The partials hold attn_group tokens: a longer pass goes in groups.
     attention_ext(a, x, s_, static_cast<int>(z_.attn_group));
 }

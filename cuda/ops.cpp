@@ -2,6 +2,7 @@
 // are copied to the device, the same launchers as the forward pass run, the outputs are copied back.
 #include "ops.hpp"
 
+#include "backend/attn_options.hpp"
 #include "attn_math.hpp"
 #include "core/dtype.hpp"
 #include "cu_check.hpp"
@@ -166,6 +167,10 @@ void run_op(Device &dev, const ember_mod_op &op) {
         if (op.kind == EMBER_GRAPH_ATTENTION_EXT) {
             x.window = static_cast<int32_t>(std::min<uint32_t>(op.window, INT32_MAX)), x.softcap = op.softcap;
             x.sinks = op.sinks ? upload(keep, op.sinks, op.n_head) : nullptr;
+            const AttnOptions ao = attn_options(op);
+            x.local_chunk = static_cast<int32_t>(std::min<uint32_t>(ao.local_chunk, INT32_MAX));
+            x.temp_floor = static_cast<int32_t>(std::min<uint32_t>(ao.temp_floor, INT32_MAX));
+            x.temp_scale = ao.temp_scale, x.temp_offset = ao.temp_offset;
         }
         out_n = size_t{op.n_tokens} * op.n_head * op.head_dim;
         y = upload<float>(keep, nullptr, out_n);

@@ -201,6 +201,7 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
             const ember_mod_tensor *sinks = tensor(n.w, Program::kVector, false);
             if (sinks && sinks->ne[0] != n.n_head) invalid("sinks are not one per query head");
             if (!(n.softcap >= 0) || n.window > INT32_MAX) invalid("a negative softcap or a window beyond positions");
+            if (n.attn_local_chunk > INT32_MAX || n.attn_temp_floor > INT32_MAX) invalid("a local chunk or temperature floor beyond positions");
         }
         if (n.head_dim > static_cast<uint32_t>(kMaxHeadDim))
             fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (attention): head_dim %u (at most %d)", i, n.head_dim, kMaxHeadDim);

@@ -99,12 +99,21 @@ void test_rope_yarn(void **) {
 
 // --- attention_ext -------------------------------------------------------------------------------------
 // One sequence of 70 positions on shuffled blocks; the last 9 positions as queries (a prefill) and the
-// last alone (decode); window 0 / 5 / 40, softcap 0 / 3, sinks or none, f16 and Q8_0 caches. The bound
-// is attention's (test_parity.cpp): 1e-4 on outputs that are convex combinations of |v| <= 1.
+// last alone (decode); window 0 / 5 / 40, softcap 0 / 3, sinks or none, f16 and Q8_0 caches; then, each
+// alone and with a softcap and sinks, chunked local attention (chunks of 16: the prefill's queries span
+// two) and attention temperature (scale 0.5, offset 1, floor 8: factors 1 + 0.5 ln 8 .. ln 9 over the
+// queries). The bound is attention's (test_parity.cpp): 1e-4 on outputs that are convex combinations of
+// |v| <= 1.
+// Which keys a query sees and how its scores scale: a window, a local chunk, a temperature (0: off).
+struct Mask {
+    uint32_t window, chunk;
+    float temp;
+};
+
 void test_attention_ext(void **) {
     uint64_t st = 47;
     for (DType type : {DType::F16, DType::Q8_0})
-        for (uint32_t window : {0u, 5u, 40u})
+        for (const Mask mask : {Mask{0, 0, 0}, Mask{5, 0, 0}, Mask{40, 0, 0}, Mask{0, 16, 0}, Mask{0, 0, 0.5f}})
             for (int cap = 0; cap < 2; ++cap)
                 for (int sink = 0; sink < 2; ++sink)
                     for (int decode = 0; decode < 2; ++decode) {
@@ -137,18 +146,24 @@ void test_attention_ext(void **) {
                         op.head_dim = hd, op.scale = 8.0f / std::sqrt(float(hd));
                         op.x = q.data(), op.ids = pos.data(), op.tables = tabs.data(), op.k_cache = kc.data(), op.v_cache = vc.data();
                         op.n_blocks = n_blocks, op.block_size = bs, op.y = y.data(), op.attn_chunk = 0;
+                        const uint32_t window = mask.window, chunk = mask.chunk, temp_floor = 8;
+                        const float temp = mask.temp, temp_offset = 1.0f;
                         op.window = window, op.softcap = cap ? 3.0f : 0.0f, op.sinks = sink ? sinks.data() : nullptr;
+                        op.attn_local_chunk = chunk, op.attn_temp_scale = temp, op.attn_temp_offset = temp_offset;
+                        op.attn_temp_floor = temp ? temp_floor : 0;
                         run(op);
                         for (uint32_t t = 0; t < nt; ++t)
                             for (uint32_t h = 0; h < n_head; ++h) {
                                 const uint32_t kvo = (h / (n_head / n_head_kv)) * hd;
-                                const int32_t first = window && pos[t] + 1 > int32_t(window) ? pos[t] + 1 - int32_t(window) : 0;
+                                int32_t first = window && pos[t] + 1 > int32_t(window) ? pos[t] + 1 - int32_t(window) : 0;
+                                if (chunk) first = pos[t] / int32_t(chunk) * int32_t(chunk);
+                                const double tf = temp ? 1 + temp * std::log(std::floor((pos[t] + temp_offset) / temp_floor) + 1) : 1;
                                 std::vector<double> s;
                                 double m = sink ? sinks[h] : -INFINITY;
                                 for (int32_t j = first; j <= pos[t]; ++j) {
                                     double d = 0;
                                     for (uint32_t i = 0; i < hd; ++i) d += double(q[(t * n_head + h) * hd + i]) * K[size_t(j) * n_kv + kvo + i];
-                                    d *= op.scale;
+                                    d *= op.scale * tf;
                                     if (cap) d = 3.0 * std::tanh(d / 3.0);
                                     s.push_back(d);
                                     m = std::fmax(m, d);
@@ -158,9 +173,9 @@ void test_attention_ext(void **) {
                                 for (uint32_t i = 0; i < hd; ++i) {
                                     double o = 0;
                                     for (size_t j = 0; j < s.size(); ++j) o += s[j] * V[(size_t(first) + j) * n_kv + kvo + i];
-                                    char what[96];
-                                    std::snprintf(what, sizeof what, "attention_ext %s window %u softcap %d sinks %d %s t %u h %u",
-                                                  dtype_name(type), window, cap, sink, decode ? "decode" : "prefill", t, h);
+                                    char what[128];
+                                    std::snprintf(what, sizeof what, "attention_ext %s window %u chunk %u temp %g softcap %d sinks %d %s t %u h %u",
+                                                  dtype_name(type), window, chunk, double(temp), cap, sink, decode ? "decode" : "prefill", t, h);
                                     check(what, i, y[(t * n_head + h) * hd + i], o / l, 1e-4);
                                 }
                             }

@@ -66,8 +66,7 @@ struct Result {
     bool prefill_equals_decode = false;   // the last position's logits, bit for bit
 };
 
-Result run_case(const std::string &family, DType type, uint32_t precision = EMBER_PRECISION_DEFAULT) {
-    SyntheticSpec spec = synthetic_family(family);
+Result run_spec(SyntheticSpec spec, DType type, uint32_t precision = EMBER_PRECISION_DEFAULT) {
     spec.type = type;
     auto model = load_synthetic(spec);
     const std::vector<int32_t> tokens = {1, 7, 3, 12, 40, 5, 9, 22, 31, 2, 17};
@@ -113,6 +112,10 @@ Result run_case(const std::string &family, DType type, uint32_t precision = EMBE
     }
     r.prefill_equals_decode = std::memcmp(prefill.logits(), decode.logits(), nv * sizeof(float)) == 0;
     return r;
+}
+
+Result run_case(const std::string &family, DType type, uint32_t precision = EMBER_PRECISION_DEFAULT) {
+    return run_spec(synthetic_family(family), type, precision);
 }
 
 void test_every_family_every_type(void **) {
@@ -289,6 +292,60 @@ void test_window_cache_truncate_and_fork(void **) {
 }
 
 // A family's required parts are checked at load: gpt-oss without its sinks is refused naming them.
+// Inconsistent metadata of the rope and attention options, and of experts: refused with
+// EMBER_ERR_INVALID_MODEL naming the key, never run.
+void test_bad_metadata_names_the_key(void **) {
+    struct Case {
+        const char *family, *key;
+        float value;
+    };
+    for (const Case &c : {Case{"qwen3-yarn", "rope.scaling.yarn_attn_factor", -1.0f},
+                          Case{"qwen3-yarn", "rope.scaling.yarn_log_multiplier", -20.0f},
+                          Case{"mistral3", "rope.scaling.original_context_length", 0},
+                          Case{"qwen3moe", "expert_count", 0}, Case{"qwen3moe", "expert_used_count", 0}}) {
+        SyntheticSpec s = synthetic_family(c.family);
+        if (std::string(c.family) == "mistral3") {
+            // The temperature's length: no YaRN (whose own check would come first), an original context of 0.
+            s.rope_scaling.clear();
+            s.extra_u32 = {{c.key, 0u}};
+        } else if (std::string(c.key) == "expert_count") {
+            s.n_expert = 0;   // (no expert keys or tensors written but these)
+            s.extra_u32 = {{"expert_count", 0u}, {"expert_used_count", 2u}};
+        } else if (std::string(c.key) == "expert_used_count") {
+            s.n_expert_used = 0;
+        } else {
+            s.extra_f32 = {{c.key, c.value}};
+        }
+        try {
+            load_synthetic(s);
+            fail_msg("%s with %s = %g loaded", c.family, c.key, double(c.value));
+        } catch (const ember::Error &e) {
+            std::printf("%-10s %-36s refused: %s\n", c.family, c.key, e.what());
+            assert_int_equal(e.status(), EMBER_ERR_INVALID_MODEL);
+            assert_non_null(std::strstr(e.what(), c.key));
+        }
+    }
+}
+
+// rope.scaling.yarn_attn_factor is YaRN's magnitude itself: a file whose factor is not the default
+// 1 + 0.1 ln(factor) (qwen3-yarn's is) runs as the reference defines it, and with other logits than
+// the default's (the key is neither ignored nor multiplied in).
+void test_yarn_attn_factor_replaces(void **) {
+    SyntheticSpec s = synthetic_family("qwen3-yarn");
+    s.extra_f32 = {{"rope.scaling.yarn_attn_factor", 1.6f}};
+    const Result r = run_spec(s, DType::F32);
+    std::printf("qwen3-yarn with yarn_attn_factor 1.6: rel err %.2e, argmax %d/%d\n", r.rel, r.agree, r.rows);
+    assert_true(r.rel <= kFloatBound);
+    assert_int_equal(r.agree, r.rows);
+    const std::vector<int32_t> tokens = {1, 7, 3, 12, 40, 5};
+    auto model = load_synthetic(s), plain = load_synthetic(synthetic_family("qwen3-yarn"));
+    const auto a = reference_logits(*model, tokens), b = reference_logits(*plain, tokens);
+    double moved = 0;
+    for (size_t i = 0; i < a.back().size(); ++i) moved = std::max(moved, std::fabs(a.back()[i] - b.back()[i]));
+    std::printf("qwen3-yarn: the factor 1.6 against the default moves the last logits by up to %.2f\n", moved);
+    assert_true(moved > 0.1);
+}
+
 void test_missing_sinks_is_an_error(void **) {
     SyntheticSpec s = synthetic_family("gpt-oss");
     s.sinks = false;
@@ -426,6 +483,8 @@ int main() {
         cmocka_unit_test(test_window_changes_the_result),
         cmocka_unit_test(test_window_cache_truncate_and_fork),
         cmocka_unit_test(test_missing_sinks_is_an_error),
+        cmocka_unit_test(test_bad_metadata_names_the_key),
+        cmocka_unit_test(test_yarn_attn_factor_replaces),
         cmocka_unit_test(test_longrope_long_factors_reference),
         cmocka_unit_test(test_precision_high),
         cmocka_unit_test(test_precision_setting),

@@ -222,10 +222,12 @@ void Recorder::attention(const Attn &a, uint32_t rows) {
         float scale;
         uint32_t chunk, n_split, part_off, window;
         float softcap;
-        uint32_t sink_off;
+        uint32_t sink_off, local_chunk;
+        float temp_scale, temp_offset;
+        uint32_t temp_floor;
     } pc{a.q_off,      a.o_off,     a.n_head, a.n_head_kv, a.head_dim, a.pos_off,   a.tab_off, a.block_size,
          a.layer_byte, a.row_bytes, static_cast<uint32_t>(a.type), a.scale, a.chunk, a.n_split, a.part_off, a.window,
-         a.softcap,    a.sink_off};
+         a.softcap,    a.sink_off,  a.local_chunk, a.temp_scale, a.temp_offset, a.temp_floor};
     dispatch(kAttention, &pc, sizeof pc, a.n_head, rows, a.chunk ? a.n_split : 1);
     if (!a.chunk) return;
     struct { uint32_t part_off, o_off, n_tokens, n_head, head_dim, n_split, sink_off; } mc{

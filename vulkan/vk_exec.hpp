@@ -85,6 +85,10 @@ public:
         uint32_t window = 0;
         float softcap = 0;
         uint32_t sink_off = kNone;
+        // Chunked local attention (0: none) and attention temperature (temp_scale 0: none).
+        uint32_t local_chunk = 0;
+        float temp_scale = 0, temp_offset = 0;
+        uint32_t temp_floor = 0;
     };
     void attention(const Attn &a, uint32_t rows);
     // A barrier that makes the kernels' writes visible to a following transfer (reading results back).

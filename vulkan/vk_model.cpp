@@ -258,9 +258,14 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
     case EMBER_GRAPH_ATTENTION_EXT: {
         Recorder::Attn a{off(s.src), off(s.dst), nd.n_head, nd.n_head_kv, nd.head_dim, io.pos, tables, p_.block_size,
                          layer_byte, row_bytes, kv_type_, nd.scale};
-        if (nd.op == EMBER_GRAPH_ATTENTION_EXT) a.window = nd.window, a.softcap = nd.softcap, a.sink_off = m_.vec(nd.w);
-        // Under a window a query sees at most `window` keys: the splits cover those.
-        const uint32_t keys = a.window ? std::min(io.max_keys, a.window) : io.max_keys;
+        if (nd.op == EMBER_GRAPH_ATTENTION_EXT) {
+            a.window = nd.window, a.softcap = nd.softcap, a.sink_off = m_.vec(nd.w);
+            a.local_chunk = nd.attn_local_chunk, a.temp_scale = nd.attn_temp_scale;
+            a.temp_offset = nd.attn_temp_offset, a.temp_floor = nd.attn_temp_floor;
+        }
+        // Under a window (or in a local chunk) a query sees at most `window` keys: the splits cover those.
+        uint32_t keys = a.window ? std::min(io.max_keys, a.window) : io.max_keys;
+        if (a.local_chunk) keys = std::min(keys, a.local_chunk);
         a.chunk = attention_chunk(rows, keys);
         if (a.chunk) a.n_split = (keys + a.chunk - 1) / a.chunk, a.part_off = z_.part;
         r.attention(a, rows);

@@ -2,6 +2,7 @@
 // Recorder calls the forward pass makes, on buffers made for the call.
 #include "vk_ops.hpp"
 
+#include "backend/attn_options.hpp"
 #include "core/error.hpp"
 #include "vk_moe.hpp"
 #include "vk_program.hpp"
@@ -264,6 +265,10 @@ void run_op(Device &dev, const ember_mod_op &op) {
             a.window = op.window, a.softcap = op.softcap;
             a.sink_off = op.sinks ? hb.put_w(op.sinks, size_t{op.n_head} * 4) : kNone;
             if (a.window) max_keys = std::min(max_keys, a.window);  // the splits cover the window
+            const AttnOptions ao = attn_options(op);
+            a.local_chunk = ao.local_chunk, a.temp_scale = ao.temp_scale, a.temp_offset = ao.temp_offset;
+            a.temp_floor = ao.temp_floor;
+            if (a.local_chunk) max_keys = std::min(max_keys, a.local_chunk);   // and the chunk
         }
         a.chunk = op.attn_chunk == 0 ? attention_chunk(n, max_keys) : op.attn_chunk == UINT32_MAX ? 0 : op.attn_chunk;
         if (a.chunk) {

@@ -80,7 +80,12 @@ enum ember_graph_op_kind {
      *  - w >= 0: attention sinks, an F32 tensor [n_head] of one logit per query head, which takes part in
      *    the softmax's normaliser but has no value: out_h = sum_j e^(s_j - m) v_j / (e^(w[h] - m) +
      *    sum_j e^(s_j - m)), m = max(w[h], max_j s_j).
-     * With all three off it is ATTENTION exactly. */
+     * With all three off it is ATTENTION exactly. Two more, read from the fields appended last:
+     *  - attn_local_chunk > 0 (window then 0): chunked local attention, the query at position p sees only
+     *    the keys at positions j with j / attn_local_chunk == p / attn_local_chunk (Llama 4's local layers);
+     *  - attn_temp_scale != 0 (attn_temp_floor > 0): attention temperature, the query at p scaled by
+     *    1 + attn_temp_scale * ln(floor((p + attn_temp_offset) / attn_temp_floor) + 1) before its scores
+     *    (Llama 4's and Mistral 3's long-context tuning), i.e. its scores' scale multiplied by that. */
     EMBER_GRAPH_ATTENTION_EXT = 13,
     /* ROPE (same dst, w factors, n_head, head_dim, n_rot, rope_mode, rope_theta, rope_freq_scale) with
      * YaRN's ramp and an output scale, as llama.cpp's rope computes them. For pair i (0 <= i < n_rot/2):
@@ -216,6 +221,10 @@ typedef struct ember_graph_node {
     /* Appended for the ops from COPY_COLS on. */
     int32_t src3;                         /* GATED_DELTA: b (-1 elsewhere) */
     uint32_t state_offset, state_size;    /* SSM_CONV, GATED_DELTA: floats of the sequence's state */
+    /* Appended for ATTENTION_EXT's chunked local attention and attention temperature (0: off). */
+    uint32_t attn_local_chunk;            /* ATTENTION_EXT */
+    float attn_temp_scale, attn_temp_offset; /* ATTENTION_EXT */
+    uint32_t attn_temp_floor;             /* ATTENTION_EXT */
 } ember_graph_node;
 
 #ifdef __cplusplus

@@ -214,6 +214,10 @@ typedef struct ember_mod_op {
     const float *dt, *decay_a;
     float *state;
     uint32_t conv_kernel, col_offset;
+    /* Appended: attention_ext's chunked local attention and attention temperature (graph.h; 0: off). */
+    uint32_t attn_local_chunk;
+    float attn_temp_scale, attn_temp_offset;
+    uint32_t attn_temp_floor;
 } ember_mod_op;
 
 typedef struct ember_backend_module {

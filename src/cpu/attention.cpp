@@ -14,6 +14,7 @@
 // as tile boundaries depend on positions alone, so does every rounding: the output is bit-identical
 // for any block size and any placement of the blocks in the pool (the AVX2 kernel sees to it that
 // grouping keys by run changes no score either).
+#include "backend/attn_options.hpp"
 #include "core/error.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
@@ -77,6 +78,7 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
 
     auto first_key = [&](int64_t t) {
         const int64_t n_keys = static_cast<int64_t>(q_pos[t]) + 1;
+        if (p.local_chunk > 0) return static_cast<int64_t>(q_pos[t]) / p.local_chunk * p.local_chunk;
         return p.window > 0 && n_keys > p.window ? n_keys - p.window : int64_t{0};
     };
     // Blocks of tokens, consecutive in that order, of one sequence (the same block table) whose keys
@@ -117,7 +119,7 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         a.has_sink = p.sinks != nullptr;
         a.sink = p.sinks ? p.sinks[h] : 0.0f;
         a.head_dim = p.head_dim;
-        a.scale = p.scale;
+        a.scale = p.scale * attn_temperature(p.temp_scale, p.temp_offset, p.temp_floor, q_pos[t]);
         a.out = out + t * q_row + static_cast<int64_t>(h) * p.head_dim;
     };
     auto item = [&](int64_t c) {
@@ -135,7 +137,7 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
     int64_t macs = 0;
     for (int64_t t = 0; t < n_tokens; ++t) {
         const int64_t keys = std::max<int64_t>(static_cast<int64_t>(q_pos[t]) + 1, 0);
-        macs += (p.window > 0 ? std::min<int64_t>(keys, p.window) : keys) * q_row * 2;
+        macs += (keys - first_key(t)) * q_row * 2;
     }
     if (pool.size() == 1 || n_items < 2 || macs < kMinParallelMacs) {
         for (int64_t c = 0; c < n_items; ++c) item(c);

@@ -475,7 +475,11 @@ void CpuContext::forward(const ember_mod_batch &b) {
             ap.n_head_kv = static_cast<int>(n.n_head_kv);
             ap.head_dim = static_cast<int>(n.head_dim);
             ap.scale = n.scale;
-            if (n.op == EMBER_GRAPH_ATTENTION_EXT) ap.window = n.window, ap.softcap = n.softcap, ap.sinks = m_.f32(n.w);
+            if (n.op == EMBER_GRAPH_ATTENTION_EXT) {
+                ap.window = n.window, ap.softcap = n.softcap, ap.sinks = m_.f32(n.w);
+                ap.local_chunk = n.attn_local_chunk, ap.temp_scale = n.attn_temp_scale;
+                ap.temp_offset = n.attn_temp_offset, ap.temp_floor = n.attn_temp_floor;
+            }
             PagedKv kv;
             kv.k = k_layer(static_cast<uint32_t>(n.layer));
             kv.v = v_layer(static_cast<uint32_t>(n.layer));

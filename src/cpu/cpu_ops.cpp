@@ -2,6 +2,7 @@
 // kernels the forward pass calls (tests/test_parity.cpp holds every backend to the same bounds).
 #include "cpu/cpu_ops.hpp"
 
+#include "backend/attn_options.hpp"
 #include "cpu/recurrent.hpp"
 #include "core/error.hpp"
 
@@ -50,6 +51,9 @@ void run_op(const ember_mod_op &op) {
         p.n_head = static_cast<int>(op.n_head), p.n_head_kv = static_cast<int>(op.n_head_kv);
         p.head_dim = static_cast<int>(op.head_dim), p.scale = op.scale;
         if (op.kind == EMBER_GRAPH_ATTENTION_EXT) p.window = op.window, p.softcap = op.softcap, p.sinks = op.sinks;
+        const AttnOptions ao = attn_options(op);
+        p.local_chunk = ao.local_chunk, p.temp_scale = ao.temp_scale, p.temp_offset = ao.temp_offset;
+        p.temp_floor = ao.temp_floor;
         PagedKv kv;
         kv.k = op.k_cache, kv.v = op.v_cache, kv.type = type, kv.block_size = op.block_size;
         kv.row_bytes = dtype_row_bytes(type, size_t{op.n_head_kv} * op.head_dim);

@@ -103,6 +103,9 @@ struct AttnParams {
     uint32_t window = 0;           // > 0: a query at p sees positions p - window + 1 .. p only
     float softcap = 0;             // > 0: scores become softcap * tanh(score / softcap)
     const float *sinks = nullptr;  // [n_head] sink logits (graph.h's ATTENTION_EXT), or none
+    uint32_t local_chunk = 0;      // > 0: a query at p sees the positions of its chunk p / local_chunk only
+    float temp_scale = 0, temp_offset = 0;   // != 0: graph.h's attention temperature, per query position
+    uint32_t temp_floor = 0;
 };
 // One layer's paged K/V cache: block b, row r (position r within that block) of K starts at
 // k + (b * block_size + r) * row_bytes; V likewise. A row holds n_head_kv * head_dim values of `type`:

@@ -72,6 +72,9 @@ public:
         uint32_t window = 0;
         float softcap = 0;
         int32_t sinks = -1;
+        uint32_t local_chunk = 0;                  // chunked local attention (graph.h)
+        float temp_scale = 0, temp_offset = 0;     // attention temperature (graph.h; scale 0: none)
+        uint32_t temp_floor = 0;
     };
     void attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale,
                    const AttnExt &ext);
@@ -172,6 +175,14 @@ struct DecoderOptions {
     // base window_theta and no scaling when it is nonzero (Gemma 3's local layers).
     uint32_t window = 0, window_pattern = 0;
     float window_theta = 0.0f;
+    // The window layers rope with the file's base but without its scaling (OLMo 3 with YaRN).
+    bool window_rope_unscaled = false;
+    // Attention temperature in every layer (graph.h's ATTENTION_EXT; scale 0: none): Mistral 3's.
+    float attn_temp_scale = 0, attn_temp_offset = 0;
+    uint32_t attn_temp_floor = 0;
+    // Layers il with (il + 1) % no_rope_step == 0 have no rotary embedding at all (0: every layer has it;
+    // SmolLM3's and Llama 4's every fourth).
+    uint32_t no_rope_step = 0;
 };
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
 // build_decoder's readers, for architectures that write their own layers: the shape ("<arch>.*" keys,

@@ -234,10 +234,15 @@ void ArchBuilder::kv_store(int32_t k, int32_t v) {
 
 void ArchBuilder::attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale,
                             const AttnExt &ext) {
-    const bool extended = ext.window > 0 || ext.softcap > 0 || ext.sinks >= 0;
+    const bool temperature = ext.temp_scale != 0;
+    if (ext.window > 0 && ext.local_chunk > 0) fail(EMBER_ERR_INTERNAL, "attention: a window and a local chunk at once");
+    if (temperature && ext.temp_floor == 0) fail(EMBER_ERR_INTERNAL, "attention: a temperature without its floor");
+    const bool extended = ext.window > 0 || ext.softcap > 0 || ext.sinks >= 0 || ext.local_chunk > 0 || temperature;
     auto &n = node(extended ? EMBER_GRAPH_ATTENTION_EXT : EMBER_GRAPH_ATTENTION);
     n.dst = dst, n.src = q, n.n_head = n_head, n.n_head_kv = n_head_kv, n.head_dim = head_dim, n.scale = scale;
     if (extended) n.window = ext.window, n.softcap = ext.softcap, n.w = ext.sinks;
+    n.attn_local_chunk = ext.local_chunk;
+    if (temperature) n.attn_temp_scale = ext.temp_scale, n.attn_temp_offset = ext.temp_offset, n.attn_temp_floor = ext.temp_floor;
 }
 
 void ArchBuilder::geglu(int32_t dst, int32_t gate, int32_t up) {

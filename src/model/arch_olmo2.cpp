@@ -1,7 +1,8 @@
 // arch_olmo2.cpp — OLMo 2: no norm before the blocks; each block's output is RMS-normed
 // (post_attention_norm, post_ffw_norm) before the residual add; q and k are RMS-normed over their whole
 // width (all heads together) before rope; NEOX rope, SwiGLU. A file with attention.sliding_window (OLMo 3
-// under this name) gets it in three layers of every four, as in llama.cpp.
+// under this name) gets it in three layers of every four, as in llama.cpp; those window layers rope with
+// rope.freq_base but none of the file's scaling (OLMo 3's YaRN is the global layers' alone).
 #include "model/arch.hpp"
 
 namespace ember {
@@ -22,6 +23,7 @@ extern const ArchSpec arch_spec_olmo2 = {"olmo2", [](ArchBuilder &b) {
                                  o.after_qkv = qk_norm;
                                  o.window = b.u32("attention.sliding_window", 0u);
                                  o.window_pattern = 4;
+                                 o.window_rope_unscaled = true;
                                  build_decoder(b, o);
                              }};
 } // namespace ember

@@ -36,9 +36,34 @@ void read_decoder_shape(ArchBuilder &b, bool moe) {
         hp.n_expert = b.u32("expert_count", std::nullopt);
         hp.n_expert_used = b.u32("expert_used_count", std::nullopt);
         if (hp.n_expert == 0 || hp.n_expert > 1024 || hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert)
-            fail(EMBER_ERR_INVALID_MODEL, "%u of %u experts per token", hp.n_expert_used, hp.n_expert);
+            fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.expert_used_count' = %u of '%s.expert_count' = %u experts per token",
+                 b.arch().c_str(), hp.n_expert_used, b.arch().c_str(), hp.n_expert);
     }
 }
+
+namespace {
+// YaRN's magnitude m, the factor q and k are multiplied by, as ROPE_YARN's rope_attn_factor (ROPE_YARN
+// multiplies that by its own 1 + 0.1 ln(factor) wherever the ramp is on, so this returns m over that).
+// The checkpoint's definition: m = rope.scaling.yarn_attn_factor where the file gives it (the
+// configuration's attention_factor, which replaces YaRN's own magnitude rather than multiplying it); else
+// 1 + 0.1 ln(factor), divided by 1 + 0.1 yarn_log_multiplier ln(factor) where that is given (Mistral 3's
+// mscale_all_dim); either times rope.scaling.attn_factor, as llama.cpp multiplies it.
+float yarn_attn_factor(const ArchBuilder &b, float factor, float ext_factor) {
+    const bool ramp = ext_factor != 0.0f && factor > 1.0f;
+    const float own = ramp ? 1.0f + 0.1f * std::log(factor) : 1.0f;
+    float m = own;
+    if (ramp) {
+        const float div = 1.0f + 0.1f * b.f32("rope.scaling.yarn_log_multiplier", 0.0f) * std::log(factor);
+        if (!(div > 0)) fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.rope.scaling.yarn_log_multiplier' gives a "
+                             "magnitude of %g", b.arch().c_str(), static_cast<double>(div));
+        m /= div;
+    }
+    m = b.f32("rope.scaling.yarn_attn_factor", m);
+    if (!(m > 0)) fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.rope.scaling.yarn_attn_factor' must be positive",
+                       b.arch().c_str());
+    return m / own * b.f32("rope.scaling.attn_factor", 1.0f);
+}
+} // namespace
 
 // Rotary embedding: dimension count, base and scaling — linear, YaRN (<arch>.rope.scaling.*), Llama-3
 // factors from rope_freqs, LongRoPE factors from rope_factors_short/long with their attention factor.
@@ -60,7 +85,7 @@ ArchBuilder::Rope read_decoder_rope(ArchBuilder &b, uint32_t mode) {
         if (*type == "yarn") {
             // llama.cpp's defaults: the whole ramp (ext_factor 1), betas 32 and 1.
             r.ext_factor = b.f32("rope.scaling.yarn_ext_factor", 1.0f);
-            r.attn_factor = b.f32("rope.scaling.yarn_attn_factor", b.f32("rope.scaling.attn_factor", 1.0f));
+            r.attn_factor = yarn_attn_factor(b, factor, r.ext_factor);
             r.beta_fast = b.f32("rope.scaling.yarn_beta_fast", 32.0f);
             r.beta_slow = b.f32("rope.scaling.yarn_beta_slow", 1.0f);
             r.n_ctx_orig = b.u32("rope.scaling.original_context_length", hp.n_ctx_train);
@@ -119,9 +144,10 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
     const float eps = b.f32("attention.layer_norm_rms_epsilon", 1e-5f);
     const ArchBuilder::Rope rope = read_decoder_rope(b, opt.rope_mode);
     ArchBuilder::Rope window_rope = rope;
-    if (opt.window_theta > 0) {
+    if (opt.window_theta > 0 || opt.window_rope_unscaled) {
         window_rope = ArchBuilder::Rope{};
-        window_rope.n_rot = rope.n_rot, window_rope.mode = rope.mode, window_rope.theta = opt.window_theta;
+        window_rope.n_rot = rope.n_rot, window_rope.mode = rope.mode;
+        window_rope.theta = opt.window_theta > 0 ? opt.window_theta : rope.theta;
     }
 
     const TensorRef *emb = b.find("token_embd.weight");
@@ -167,7 +193,8 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
         }
         if (opt.after_qkv) opt.after_qkv(b, DecoderLayer{il, p, q, k, v, eps});
         const ArchBuilder::Rope &lr = windowed ? window_rope : rope;
-        if (lr.n_rot > 0) {
+        const bool roped = opt.no_rope_step == 0 || (il + 1) % opt.no_rope_step != 0;
+        if (lr.n_rot > 0 && roped) {
             b.rope(q, hp.n_head, hd, lr);
             b.rope(k, hp.n_head_kv, hd, lr);
         }
@@ -176,6 +203,7 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
         ext.window = windowed ? opt.window : 0;
         ext.softcap = opt.attn_softcap;
         ext.sinks = opt.sinks ? b.vector(p + "attn_sinks.weight", hp.n_head) : -1;
+        ext.temp_scale = opt.attn_temp_scale, ext.temp_offset = opt.attn_temp_offset, ext.temp_floor = opt.attn_temp_floor;
         b.attention(attn, q, hp.n_head, hp.n_head_kv, hd, attn_scale, ext);
         b.matmul(tmp, attn, b.matrix(p + "attn_output.weight", nq, d), b.vector(p + "attn_output.bias", d, false));
         residual(p + "post_attention_norm.weight");

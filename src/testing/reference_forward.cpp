@@ -29,6 +29,8 @@ struct Family {
     bool oss = false;             // gpt-oss: sinks, clamped SwiGLU experts, its norm names
     int window_pattern = -1;      // -1 no window; 0 every layer; p: layers il % p < p - 1
     double local_theta = 0;       // window layers' own rope base, unscaled (Gemma 3)
+    bool local_unscaled = false;  // window layers rope with the model's base, unscaled (OLMo 3)
+    uint32_t no_rope_step = 0;    // layers l with (l + 1) % step == 0 have no rope (SmolLM3)
     // Qwen3.5 / Qwen3.6 / Qwen3-Next: Gated DeltaNet layers between gated attention layers, the pre-FFN
     // norm named post_attention_norm, a gated shared expert beside the routed ones.
     bool hybrid = false;
@@ -41,6 +43,11 @@ struct Family {
 Family family_of(const std::string &arch, bool has_window) {
     Family f;
     if (arch == "llama" || arch == "granite") return f;
+    if (arch == "smollm3") {
+        f.no_rope_step = 4;
+        return f;
+    }
+    if (arch == "mistral3") return f;   // Llama's layers; YaRN and the attention temperature from metadata
     f.neox = true;
     if (arch == "qwen2" || arch == "phi3") return f;
     if (arch == "qwen3" || arch == "qwen3moe") f.qk_norm = 1;
@@ -50,7 +57,7 @@ Family family_of(const std::string &arch, bool has_window) {
         if (arch == "gemma3") f.qk_norm = 1, f.local_theta = 10000.0;
     } else if (arch == "olmo2") {
         f.pre_norms = false, f.post_norms = true, f.qk_norm = 2;
-        if (has_window) f.window_pattern = 4;
+        if (has_window) f.window_pattern = 4, f.local_unscaled = true;
     } else if (arch == "gpt-oss") {
         f.oss = true, f.window_pattern = 2;
     } else if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") {
@@ -92,6 +99,19 @@ public:
             orig_ctx = has("rope.scaling.original_context_length") ? u("rope.scaling.original_context_length") : 0;
         }
         attn_factor = f("rope.scaling.attn_factor", 1.0);
+        // Attention temperature (Mistral 3's llama_4_scaling_beta): the query at p scaled by
+        // 1 + scale ln(floor(p / n) + 1), n the original context.
+        temp_scale = f("attention.temperature_scale", 0.0);
+        temp_floor = orig_ctx ? orig_ctx : (has("context_length") ? u("context_length") : 0);
+        // YaRN (the configuration's rope_scaling): the ramp's share (extrapolation_factor), its two
+        // boundaries, and the magnitude: attention_factor where given, which replaces the default
+        // 1 + 0.1 ln(factor); that default divided by 1 + 0.1 mscale_all_dim ln(factor) where given.
+        ext_factor = f("rope.scaling.yarn_ext_factor", 1.0);
+        beta_fast = f("rope.scaling.yarn_beta_fast", 32.0), beta_slow = f("rope.scaling.yarn_beta_slow", 1.0);
+        yarn_mscale = ext_factor != 0 && factor > 1
+                          ? (1.0 + 0.1 * std::log(factor)) / (1.0 + 0.1 * f("rope.scaling.yarn_log_multiplier", 0.0) * std::log(factor))
+                          : 1.0;
+        yarn_mscale = f("rope.scaling.yarn_attn_factor", yarn_mscale);
         // LongRoPE (Phi-3): the short factors up to the original context, the long ones for a context
         // beyond it, chosen by the context's size (not the position) as the model card prescribes; the
         // attention factor (sqrt(1 + ln(scale) / ln(original)), stored by the converters) applies to both.
@@ -225,11 +245,11 @@ private:
     // Rotary embedding of one head row set at position pos: each pair turns by pos * freq_i, freq_i =
     // theta^(-2i/n_rot) with the layer's scaling: linear (divide by the factor), YaRN (blend of the
     // divided and undivided frequency by a linear ramp over the pairs whose wavelength lies between the
-    // original context / beta_fast and / beta_slow, values scaled by 1 + 0.1 ln factor), LongRoPE and
+    // original context / beta_fast and / beta_slow, values scaled by its magnitude), LongRoPE and
     // Llama-3 (per-pair divisors; LongRoPE values scaled by its attention factor).
     void rope(Vec &x, uint32_t heads, int pos, bool local) const {
         const double base = local && fam.local_theta > 0 ? fam.local_theta : theta;
-        const bool scaled = !(local && fam.local_theta > 0);
+        const bool scaled = !(local && (fam.local_theta > 0 || fam.local_unscaled));
         const float *div = scaled ? (vec_or_null("rope_freqs.weight") ? vec_or_null("rope_freqs.weight")
                                                                        : vec_or_null(longrope_factors))
                                   : nullptr;
@@ -248,14 +268,14 @@ private:
                 auto boundary = [&](double beta) {
                     return n_rot * std::log(orig_ctx / (beta * 2 * kPi)) / (2 * std::log(base));
                 };
-                const double lo = std::max(0.0, std::floor(boundary(32.0)));
-                const double hi = std::min<double>(n_rot - 1, std::ceil(boundary(1.0)));
-                const double keep = 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+                const double lo = std::max(0.0, std::floor(boundary(beta_fast)));
+                const double hi = std::min<double>(n_rot - 1, std::ceil(boundary(beta_slow)));
+                const double keep = ext_factor * (1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0));
                 fr = fr * (1.0 - keep) + fi * keep;
             }
             freq[static_cast<size_t>(i)] = fr;
         }
-        if (scaled && scaling == "yarn") mscale *= 1.0 + 0.1 * std::log(factor);
+        if (scaled && scaling == "yarn") mscale = yarn_mscale * attn_factor;
         for (uint32_t h = 0; h < heads; ++h) {
             double *v = x.data() + h * head_dim;
             for (int i = 0; i < half; ++i) {
@@ -268,6 +288,9 @@ private:
         }
     }
     const float *vec_or_null(const char *name) const { return vec(name); }
+    double temperature(double pos) const {
+        return temp_scale != 0 ? 1.0 + temp_scale * std::log(std::floor((pos + temp_offset) / temp_floor) + 1.0) : 1.0;
+    }
     // The position pair i turns by, for a text token at `pos` (see the sections in the constructor).
     int section_position(int i, int pos) const {
         if (!has_sections) return pos;
@@ -368,8 +391,10 @@ private:
                 norm_groups(q[t], vec(p + "attn_q_norm.weight"), fam.qk_norm == 1 ? hd : nq);
                 norm_groups(k[t], vec(p + "attn_k_norm.weight"), fam.qk_norm == 1 ? hd : nkv);
             }
-            rope(q[t], n_head, static_cast<int>(t), local);
-            rope(k[t], n_head_kv, static_cast<int>(t), local);
+            if (fam.no_rope_step == 0 || (l + 1) % fam.no_rope_step != 0) {
+                rope(q[t], n_head, static_cast<int>(t), local);
+                rope(k[t], n_head_kv, static_cast<int>(t), local);
+            }
             for (double &e : k[t]) e = round_f16(e);
             for (double &e : v[t]) e = round_f16(e);
         }
@@ -385,7 +410,7 @@ private:
                 for (size_t j = first; j <= t; ++j) {
                     double dot = 0;
                     for (uint32_t i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[j][kvh * hd + i];
-                    double sc = dot * attn_scale;
+                    double sc = dot * attn_scale * temperature(static_cast<double>(t));
                     if (attn_softcap > 0) sc = attn_softcap * std::tanh(sc / attn_softcap);
                     s[j - first] = sc;
                     mx = std::max(mx, sc);
@@ -519,6 +544,8 @@ private:
     uint32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_rot = 0, window = 0;
     uint32_t n_expert = 0, n_used = 0, orig_ctx = 0;
     double eps = 1e-5, theta = 10000, factor = 1, attn_factor = 1;
+    double ext_factor = 1, beta_fast = 32, beta_slow = 1, yarn_mscale = 1;   // YaRN
+    double temp_scale = 0, temp_offset = 0, temp_floor = 1;                   // attention temperature
     double embd_scale = 1, residual_scale = 1, attn_scale = 0, logit_scale = 1, attn_softcap = 0, final_softcap = 0;
     std::string scaling;
     const char *longrope_factors = "rope_factors_short.weight";

@@ -160,6 +160,8 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     if (s.residual_scale > 0) w.add_f32(a + "residual_scale", s.residual_scale);
     if (s.attention_scale > 0) w.add_f32(a + "attention.scale", s.attention_scale);
     if (s.logit_scale > 0) w.add_f32(a + "logit_scale", s.logit_scale);
+    for (const auto &[key, v] : s.extra_f32) w.add_f32(a + key, v);
+    for (const auto &[key, v] : s.extra_u32) w.add_u32(a + key, v);
 
     // Vocabulary: <unk>, <s>, </s>; the 256 byte tokens when there is room; the control tokens; then "▁",
     // single letters and numbered pieces up to n_vocab.
@@ -333,7 +335,8 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
 const std::vector<std::string> &synthetic_families() {
     static const std::vector<std::string> names = {"llama",  "mixtral", "qwen2",   "qwen3",  "qwen3moe",
                                                    "gemma2", "gemma3",  "phi3",    "granite", "olmo2",
-                                                   "gpt-oss", "qwen35", "qwen35moe", "qwen3next"};
+                                                   "gpt-oss", "qwen35", "qwen35moe", "qwen3next",
+                                                   "olmo3-yarn", "qwen3-yarn", "smollm3", "mistral3"};
     return names;
 }
 
@@ -353,6 +356,37 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         s.n_expert = 8, s.n_expert_used = 2;
     } else if (arch == "qwen2") {
         s.qkv_bias = true;
+    } else if (arch == "qwen3-yarn") {
+        // Qwen3 with YaRN x4 and the attention factor the configuration states (the default's value,
+        // 1 + 0.1 ln 4, written explicitly): the factor replaces YaRN's own magnitude.
+        s.arch = "qwen3";
+        s.qk_norm = true;
+        s.head_dim = 128;
+        s.rope_theta = 1000000.0f;
+        s.rope_scaling = "yarn", s.rope_factor = 4.0f, s.rope_orig_ctx = 4096;
+        s.extra_f32 = {{"rope.scaling.yarn_attn_factor", 1.0f + 0.1f * std::log(4.0f)}};
+    } else if (arch == "olmo3-yarn") {
+        // OLMo 3 (written as olmo2) with YaRN x8: three window layers, which rope unscaled, then a global
+        // one, which ropes with YaRN.
+        s.arch = "olmo2";
+        s.pre_norms = false, s.post_norms = true, s.qk_norm = true, s.qk_norm_full = true;
+        s.n_layer = 4;
+        s.window = 4;
+        s.rope_theta = 500000.0f;
+        s.rope_scaling = "yarn", s.rope_factor = 8.0f, s.rope_orig_ctx = 4096;
+    } else if (arch == "mistral3") {
+        // Mistral 3: YaRN x16 over an original context of 8 with its own betas and log multiplier 1 (so
+        // the magnitude is 1), the attention temperature 0.1 (biting from position 8), attn_output bias.
+        s.rope_theta = 1000000.0f;
+        s.rope_scaling = "yarn", s.rope_factor = 16.0f, s.rope_orig_ctx = 8;
+        s.out_bias = true;
+        s.extra_f32 = {{"rope.scaling.yarn_beta_fast", 16.0f}, {"rope.scaling.yarn_beta_slow", 2.0f},
+                       {"rope.scaling.yarn_log_multiplier", 1.0f}, {"attention.temperature_scale", 0.1f}};
+    } else if (arch == "smollm3") {
+        // SmolLM3: Llama's layers with no rope in every fourth (layer 3 here). (The checkpoints tie the
+        // output to the embedding; a separate output here keeps the greedy text from echoing its input.)
+        s.n_layer = 4;
+        s.rope_theta = 5000000.0f;
     } else if (arch == "qwen3" || arch == "qwen3moe") {
         s.qk_norm = true;
         s.head_dim = 128;   // q wider than the residual stream, as in Qwen3's checkpoints

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ember {
@@ -89,6 +90,10 @@ struct SyntheticSpec {
     // forward pass runs none of them (each: an attention layer's tensors plus nextn.eh_proj, enorm,
     // hnorm and shared_head_norm).
     uint32_t n_nextn = 0;
+    // Further "<arch>.<key>" metadata, written as given (a family's own keys, rope scaling's optional
+    // ones: the combinations a parity test needs without a field each).
+    std::vector<std::pair<std::string, float>> extra_f32;
+    std::vector<std::pair<std::string, uint32_t>> extra_u32;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
@@ -96,7 +101,10 @@ struct SyntheticSpec {
 // (whole K-quant super-blocks); logits decisive (std ~15). Knows llama (dense), "mixtral" (llama with
 // experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss, and the hybrids
 // qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next: 8 layers, attention in layers 3 and 7 (qwen35moe:
-// 1 and 7, by attention.recurrent_layers); qwen35 adds an MTP block (blk.8, unused by the forward pass).
+// 1 and 7, by attention.recurrent_layers); qwen35 adds an MTP block (blk.8, unused by the forward pass);
+// smollm3 (4 layers, no rope in layer 3), mistral3 (YaRN with its betas and log multiplier, attention
+// temperature), and two metadata combinations: olmo3-yarn (olmo2 with windows and YaRN), qwen3-yarn
+// (YaRN with an explicit attention factor).
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();

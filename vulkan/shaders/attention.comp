@@ -16,7 +16,9 @@
 // `window` positions; the splits then cover the window, not the whole context), a score softcap
 // (s = softcap * tanh(s / softcap) before the softmax) and sinks (wf[sink_off + h], one logit per query
 // head that joins the normaliser with no value; applied here without a split, by attention_merge.comp
-// with one).
+// with one); chunked local attention (token t sees the positions of its own local_chunk-sized chunk)
+// and attention temperature (its scores' scale times 1 + temp_scale ln(floor((pos + temp_offset) /
+// temp_floor) + 1)).
 #include "common.glsl"
 #include "kv.glsl"
 #define REDUCE_N 64u
@@ -30,6 +32,9 @@ layout(push_constant) uniform P {
     uint window;                    // 0: none
     float softcap;                  // 0: none
     uint sink_off;                  // 0xffffffff: none
+    uint local_chunk;               // 0: none
+    float temp_scale, temp_offset;  // temp_scale 0: none
+    uint temp_floor;
 } p;
 
 shared float q_s[256];
@@ -46,6 +51,11 @@ void main() {
     uint n_keys = uint(io_i[p.pos_off + t]) + 1u;
     uint table = uint(io_i[p.tab_off + t]);
     uint k_begin = p.window != 0u && n_keys > p.window ? n_keys - p.window : 0u;
+    if (p.local_chunk != 0u) k_begin = (n_keys - 1u) / p.local_chunk * p.local_chunk;
+    // Attention temperature: this query's scale (attn_options.hpp's expression).
+    float scale = p.scale;
+    if (p.temp_scale != 0.0 && p.temp_floor != 0u)
+        scale *= 1.0 + p.temp_scale * log(floor((float(n_keys - 1u) + p.temp_offset) / float(p.temp_floor)) + 1.0);
     if (p.chunk != 0u) {
         k_begin += gl_WorkGroupID.z * p.chunk;
         n_keys = min(n_keys, k_begin + p.chunk);
@@ -61,7 +71,7 @@ void main() {
             row_s[tid] = rb;
             float dot = 0.0;
             for (uint i = 0u; i < hd; ++i) dot += q_s[i] * kv_at(false, p.type, rb, e0 + i);
-            s = dot * p.scale;
+            s = dot * scale;
             if (p.softcap > 0.0) s = p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
         }
         float m_new = max(m, wg_max(s));
