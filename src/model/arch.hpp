@@ -26,6 +26,9 @@ public:
     uint32_t u32(const std::string &key, std::optional<uint32_t> fallback) const;
     float f32(const std::string &key, float fallback) const;
     std::optional<std::string_view> str(const std::string &key) const;
+    // A per-layer value "<arch>.<key>" given as one number for every layer or as an array of n_layer
+    // (integers or bools); the fallback for every layer when absent (or EMBER_ERR_INVALID_MODEL).
+    std::vector<uint32_t> u32_per_layer(const std::string &key, uint32_t n_layer, std::optional<uint32_t> fallback) const;
     const gguf::File &file() const { return file_; }
     const std::string &arch() const { return out_.arch; }
     HParams &hp() { return out_.hp; }
@@ -76,6 +79,9 @@ public:
     void attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale,
                    const AttnExt &ext);
     void add(int32_t dst, int32_t src);
+    // ATTENTION / ATTENTION_EXT over the cache of an earlier layer (graph.h's kv_from): the last node
+    // emitted must be that attention.
+    void read_kv_of(int32_t layer);
     void swiglu(int32_t dst, int32_t gate, int32_t up);
     void geglu(int32_t dst, int32_t gate, int32_t up);
     void scale(int32_t dst, int32_t src, float s);

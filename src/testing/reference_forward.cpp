@@ -535,6 +535,8 @@ public:
 
 std::vector<std::vector<double>> reference_logits(const gguf::File &file, const std::vector<int32_t> &tokens,
                                                   ReferenceStats *stats, uint32_t n_ctx) {
+    if (file.get_string("general.architecture") == std::optional<std::string_view>("gemma4"))
+        return reference_gemma4_logits(file, tokens, stats);
     Ref ref(file, n_ctx ? n_ctx : static_cast<uint32_t>(tokens.size()));
     auto out = ref.run(tokens);
     if (stats) *stats = ref.stats;

@@ -89,6 +89,22 @@ struct SyntheticSpec {
     // forward pass runs none of them (each: an attention layer's tensors plus nextn.eh_proj, enorm,
     // hnorm and shared_head_norm).
     uint32_t n_nextn = 0;
+
+    // Window layouts (Gemma 3, Gemma 4): attention.sliding_window_pattern as a number (0: not written)
+    // or as one flag per layer (true: a window layer; empty: not written).
+    uint32_t swa_pattern = 0;
+    std::vector<bool> swa_layers;
+    // Gemma 4 (all off by default): the window layers' head size (attention.key_length_swa, 0: as the
+    // global ones) and rope base (rope.freq_base_swa, 0: not written); the last shared_kv_layers layers
+    // without K/V of their own (attention.shared_kv_layers); per-layer embeddings of n_embd_per_layer
+    // values per layer; a layer_output_scale per layer; the MoE layers' dense FFN beside the experts with
+    // their own norms and the router's input scale (gemma4_moe).
+    uint32_t head_dim_swa = 0;
+    float rope_theta_swa = 0;
+    uint32_t shared_kv_layers = 0;
+    uint32_t n_embd_per_layer = 0;
+    bool layer_scale = false;
+    bool gemma4_moe = false;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
@@ -97,6 +113,9 @@ struct SyntheticSpec {
 // experts), qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss, and the hybrids
 // qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next: 8 layers, attention in layers 3 and 7 (qwen35moe:
 // 1 and 7, by attention.recurrent_layers); qwen35 adds an MTP block (blk.8, unused by the forward pass).
+// gemma4: 6 layers alternating window and global (head sizes 32 and 64), per-layer embeddings, the last
+// two layers reading layers 2 and 3's caches; gemma4moe: gemma4's attention with experts, no per-layer
+// embeddings or sharing.
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();
