@@ -178,8 +178,15 @@ struct DecoderOptions {
     // base window_theta and no scaling when it is nonzero (Gemma 3's local layers).
     uint32_t window = 0, window_pattern = 0;
     float window_theta = 0.0f;
+    // Per layer, whether it has the window (a file's attention.sliding_window_pattern array): decides
+    // instead of window_pattern where not empty.
+    std::vector<bool> window_layers;
 };
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
+// attention.sliding_window_pattern as Gemma 3's files give it: absent (the fallback period), one period p
+// (layer il has the window when il % p < p - 1) or one flag per layer; into opt's window_pattern or
+// window_layers.
+void read_window_pattern(ArchBuilder &b, DecoderOptions &opt, uint32_t fallback_period);
 // build_decoder's readers, for architectures that write their own layers: the shape ("<arch>.*" keys,
 // checked; with experts) into b.hp(), and the rotary embedding (rope_mode: an ember_graph_rope_mode).
 void read_decoder_shape(ArchBuilder &b, bool moe);

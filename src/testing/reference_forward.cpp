@@ -83,6 +83,13 @@ public:
         theta = f("rope.freq_base", 10000.0);
         window = has("attention.sliding_window") ? u("attention.sliding_window") : 0;
         fam = family_of(arch_, window > 0);
+        // Gemma 3: attention.sliding_window_pattern, a period or one flag per layer (true: a window).
+        if (const gguf::KV *pat = arch_ == "gemma3" ? g_.find(a_ + "attention.sliding_window_pattern") : nullptr) {
+            if (pat->value.type == gguf::ValueType::ARRAY)
+                for (uint32_t l = 0; l < n_layer; ++l) window_flags.push_back(pat->value.array_int(l) != 0);
+            else
+                fam.window_pattern = static_cast<int>(u("attention.sliding_window_pattern"));
+        }
         if (fam.window_pattern >= 0 && window == 0) window = arch_ == "gemma2" ? 4096 : arch_ == "gpt-oss" ? 128 : 0;
         n_expert = has("expert_count") ? u("expert_count") : 0;
         n_used = has("expert_used_count") ? u("expert_used_count") : 0;
@@ -218,6 +225,7 @@ private:
     }
     bool windowed(uint32_t l) const {
         if (fam.window_pattern < 0 || window == 0) return false;
+        if (!window_flags.empty()) return window_flags[l];
         const uint32_t p = static_cast<uint32_t>(fam.window_pattern);
         return p == 0 || l % p < p - 1;
     }
@@ -526,6 +534,7 @@ private:
     bool has_sections = false;
     uint32_t full_attn_interval = 0, ssm_conv = 0, ssm_state = 0, ssm_groups = 0, ssm_heads = 0;
     std::vector<bool> recurrent;   // per layer: a DeltaNet layer (hybrids)
+    std::vector<bool> window_flags;   // per layer: a window layer (a per-layer sliding_window_pattern)
 
 public:
     ReferenceStats stats;

@@ -189,14 +189,15 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
 
     // A matrix (or, with n_expert, a stack of n_expert matrices: a 3-D tensor) of weights uniform in
     // +-gain/sqrt(n_in).
-    std::map<std::string, std::vector<uint8_t>> first_layer;  // repeat_layers: by name past "blk.N." and type
+    std::map<std::string, std::vector<uint8_t>> first_layer;  // repeat_layers: by name past "blk.N.", type and shape
     auto matrix = [&](const std::string &name, uint32_t n_in, uint32_t n_out, Role role = Role::Other, uint32_t layer = 0,
                       uint32_t n_expert = 0, float gain = 1.0f) {
         const uint32_t n_mat = n_expert ? n_expert : 1;
         const DType type = matrix_type(s, role, layer, n_in);
         const size_t dot = name.find('.', 4);
         const std::string key = name.compare(0, 4, "blk.") == 0 && dot != std::string::npos
-                                    ? name.substr(dot) + dtype_name(type) : std::string();
+                                    ? name.substr(dot) + dtype_name(type) + "/" + std::to_string(n_in) + "x" + std::to_string(n_out)
+                                    : std::string();
         std::vector<uint8_t> &bytes = first_layer[key];
         if (!s.repeat_layers || key.empty() || bytes.empty()) {
             std::vector<float> v(static_cast<size_t>(n_in) * n_out * n_mat);
@@ -383,7 +384,8 @@ const std::vector<std::string> &synthetic_families() {
     static const std::vector<std::string> names = {"llama",  "mixtral", "qwen2",   "qwen3",  "qwen3moe",
                                                    "gemma2", "gemma3",  "phi3",    "granite", "olmo2",
                                                    "gpt-oss", "qwen35", "qwen35moe", "qwen3next",
-                                                   "gemma4", "gemma4moe"};
+                                                   "gemma4", "gemma4moe", "gemma3-p2", "gemma3-layers",
+                                                   "gemma3-global"};
     return names;
 }
 
@@ -407,6 +409,13 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         s.qk_norm = true;
         s.head_dim = 128;   // q wider than the residual stream, as in Qwen3's checkpoints
         if (arch == "qwen3moe") s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.n_ff = 512;
+    } else if (arch == "gemma3-p2" || arch == "gemma3-layers" || arch == "gemma3-global") {
+        // Gemma 3's other window layouts: a pattern of period 2 (a number), one flag per layer, and no
+        // attention.sliding_window at all (every layer global).
+        s = synthetic_family("gemma3");
+        if (arch == "gemma3-p2") s.swa_pattern = 2;
+        if (arch == "gemma3-layers") s.swa_layers = {true, false, false, true, true, false};
+        if (arch == "gemma3-global") s.window = 0;
     } else if (arch == "gemma2" || arch == "gemma3") {
         s.post_norms = true;
         s.tied_output = true;

@@ -115,7 +115,8 @@ struct SyntheticSpec {
 // 1 and 7, by attention.recurrent_layers); qwen35 adds an MTP block (blk.8, unused by the forward pass).
 // gemma4: 6 layers alternating window and global (head sizes 32 and 64), per-layer embeddings, the last
 // two layers reading layers 2 and 3's caches; gemma4moe: gemma4's attention with experts, no per-layer
-// embeddings or sharing.
+// embeddings or sharing. gemma3-p2, gemma3-layers, gemma3-global: gemma3 with
+// attention.sliding_window_pattern 2, a per-layer pattern, and no attention.sliding_window.
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();
