@@ -190,7 +190,7 @@ for (const family of families) {
             try {
                 const peer = await peerLogits(file, nv);
                 row.peer = metrics(peer.rows, ember.ref);
-                if (type === "f32") row.greedy_same = JSON.stringify(peer.greedy) === JSON.stringify(ember.greedy);
+                if (type === "f32") row.greedy_same = JSON.stringify(peer.greedy) === JSON.stringify(ember.greedy), row.peer_greedy = peer.greedy;
             } catch (e) {
                 row.peer_error = String(e.message ?? e).split("\n")[0];
             }

@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
             const uint64_t seed = s.seed;
             s = synthetic_family(v == "gemma4-e4b" ? "gemma4" : "gemma4moe");
             s.seed = seed;
-            s.n_vocab = 262144, s.n_ctx = 131072, s.window = 512, s.logit_std = 0;
+            s.n_vocab = 262144, s.n_ctx = 131072, s.window = 512, s.logit_std = 0, s.tied_output = true;
             s.head_dim = 512, s.head_dim_swa = 256;
             const bool e4b = v == "gemma4-e4b";
             // E4B: 42 layers of width 2560, 8 heads / 2 KV heads, FFN 10240, per-layer embeddings of 256,

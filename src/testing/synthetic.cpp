@@ -471,8 +471,10 @@ SyntheticSpec synthetic_family(const std::string &arch) {
     } else if (arch == "gemma4" || arch == "gemma4moe") {
         // Window and global layers alternating (the real ones: five to one), head sizes 32 and 64, rope
         // bases 1e4 and 1e6 (the global one divided by rope_freqs), softcapped logits.
+        // A separate output matrix (the real ones are tied, as gemma2's and gemma3's synthetic files are):
+        // then a greedy continuation is not the prompt's last token repeated.
         s.arch = "gemma4";
-        s.post_norms = true, s.tied_output = true, s.layer_scale = true;
+        s.post_norms = true, s.layer_scale = true;
         s.window = 4;
         s.head_dim = 64, s.head_dim_swa = 32;
         s.rope_theta = 1000000.0f, s.rope_theta_swa = 10000.0f, s.rope_freqs = true;
