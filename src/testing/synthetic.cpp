@@ -369,7 +369,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             matrix(p + "proj.weight", s.n_embd_per_layer, s.n_embd, Role::Other, l);
             vector(p + "post_norm.weight", s.n_embd, 0.8f, 1.2f);
         }
-        if (s.layer_scale) vector(p + "layer_output_scale.weight", 1, 0.5f, 1.0f);
+        if (s.layer_scale) vector(p + "layer_output_scale.weight", 1, 0.9f, 1.1f);
         if (l >= s.n_layer) {   // an MTP block's own parts
             matrix(p + "nextn.eh_proj.weight", 2 * s.n_embd, s.n_embd, Role::Other, l);
             vector(p + "nextn.enorm.weight", s.n_embd, 0.8f, 1.2f);
