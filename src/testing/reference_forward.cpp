@@ -184,14 +184,7 @@ private:
         if (!t) fail(EMBER_ERR_INVALID_MODEL, "reference: tensor '%s' is missing", name.c_str());
         Mat m;
         m.n_in = t->ne[0], m.n_out = t->n_dims > 1 ? t->ne[1] : 1, m.n_mat = t->n_dims > 2 ? t->ne[2] : 1;
-        const int64_t rows = m.n_out * m.n_mat;
-        const size_t row_bytes = dtype_row_bytes(t->type, static_cast<uint64_t>(m.n_in));
-        m.w.resize(static_cast<size_t>(rows * m.n_in));
-        std::vector<float> row(static_cast<size_t>(m.n_in));
-        for (int64_t r = 0; r < rows; ++r) {
-            cpu::dequantize_row(t->type, t->data + r * row_bytes, row.data(), m.n_in);
-            std::copy(row.begin(), row.end(), m.w.begin() + r * m.n_in);
-        }
+        m.w = reference_weights(*t);
         return cache_.emplace(name, std::move(m)).first->second;
     }
     // Rows [row0, row0 + n_out) of matrix `which` of a weight, times x, plus an optional bias.
@@ -541,6 +534,18 @@ public:
 };
 
 } // namespace
+
+std::vector<double> reference_weights(const gguf::TensorInfo &t) {
+    const int64_t n_in = t.ne[0], rows = static_cast<int64_t>(t.n_elements) / n_in;
+    const size_t row_bytes = dtype_row_bytes(t.type, static_cast<uint64_t>(n_in));
+    std::vector<double> w(static_cast<size_t>(rows * n_in));
+    std::vector<float> row(static_cast<size_t>(n_in));
+    for (int64_t r = 0; r < rows; ++r) {
+        cpu::dequantize_row(t.type, t.data + r * row_bytes, row.data(), n_in);
+        std::copy(row.begin(), row.end(), w.begin() + r * n_in);
+    }
+    return w;
+}
 
 std::vector<std::vector<double>> reference_logits(const gguf::File &file, const std::vector<int32_t> &tokens,
                                                   ReferenceStats *stats, uint32_t n_ctx) {

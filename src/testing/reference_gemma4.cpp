@@ -9,7 +9,6 @@
 
 #include "core/error.hpp"
 #include "core/fp16.hpp"
-#include "cpu/kernels.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -161,14 +160,7 @@ private:
         if (!t) fail(EMBER_ERR_INVALID_MODEL, "reference: tensor '%s' is missing", name.c_str());
         Mat m;
         m.n_in = t->ne[0], m.n_out = t->n_dims > 1 ? t->ne[1] : 1;
-        const int64_t rows = m.n_out * (t->n_dims > 2 ? t->ne[2] : 1);
-        const size_t row_bytes = dtype_row_bytes(t->type, static_cast<uint64_t>(m.n_in));
-        m.w.resize(static_cast<size_t>(rows * m.n_in));
-        std::vector<float> row(static_cast<size_t>(m.n_in));
-        for (int64_t r = 0; r < rows; ++r) {
-            cpu::dequantize_row(t->type, t->data + r * row_bytes, row.data(), m.n_in);
-            std::copy(row.begin(), row.end(), m.w.begin() + r * m.n_in);
-        }
+        m.w = reference_weights(*t);
         return cache_.emplace(name, std::move(m)).first->second;
     }
     // Matrix `which` of a weight (experts: one of its stack) times x.
