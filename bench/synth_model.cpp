@@ -2,7 +2,8 @@
 // measurements on realistic shapes without downloading anything (the weights mean nothing; the speed
 // does). Uses the core's synthetic-model writer, so it links the internals, unlike the ember CLI.
 //
-//   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b] [--family NAME]
+//   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b|gemma4-e4b|
+//               gemma4-26b-a4b] [--family NAME]
 //               [--arch llama|qwen2] [--type TYPE] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N]
 //               [--vocab N] [--ctx N] [--seed N] [--window N] [--repeat-layers 1] [--rope-sections A,B,C,D]
 //               [--ssm-in 0|1]
@@ -37,6 +38,7 @@
 #include "core/error.hpp"
 #include "testing/synthetic.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -104,6 +106,25 @@ int main(int argc, char **argv) {
             s.arch = "qwen35moe";
             s.n_layer = 40, s.n_head = 16, s.ssm_heads = 32, s.tied_output = false;
             s.n_expert = 256, s.n_expert_used = 8, s.n_ff_exp = 512, s.n_ff_shexp = 512, s.n_ff = 512;
+        } else if (k == "--preset" && (v == "gemma4-e4b" || v == "gemma4-26b-a4b")) {
+            // Gemma 4's shapes (config.json of the checkpoints): five window layers (head 256, base 1e4) to
+            // each global one (head 512, base 1e6 divided by rope_freqs), softcap 30, the real 262,144-token
+            // vocabulary tied to the output (--vocab after the preset makes it smaller).
+            const uint64_t seed = s.seed;
+            s = synthetic_family(v == "gemma4-e4b" ? "gemma4" : "gemma4moe");
+            s.seed = seed;
+            s.n_vocab = 262144, s.n_ctx = 131072, s.window = 512, s.logit_std = 0, s.tied_output = true;
+            s.head_dim = 512, s.head_dim_swa = 256;
+            const bool e4b = v == "gemma4-e4b";
+            // E4B: 42 layers of width 2560, 8 heads / 2 KV heads, FFN 10240, per-layer embeddings of 256,
+            // the last 18 layers reading layers 22's and 23's caches. 26B-A4B: 30 layers of width 2816, 16
+            // heads / 8 KV heads, a dense FFN of 2112 beside 128 experts of 704 (8 used); --layers cuts it.
+            s.n_layer = e4b ? 42 : 30, s.n_embd = e4b ? 2560 : 2816, s.n_head = e4b ? 8 : 16, s.n_head_kv = e4b ? 2 : 8;
+            s.n_ff = e4b ? 10240 : 2112;
+            if (e4b) s.shared_kv_layers = 18, s.n_embd_per_layer = 256;
+            else s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 704;
+            s.swa_layers.assign(s.n_layer, true);
+            for (uint32_t l = 5; l < s.n_layer; l += 6) s.swa_layers[l] = false;
         } else if (k == "--rope-sections") {
             s.rope_sections.clear();
             for (const char *q = v.c_str(); *q;) {
@@ -128,7 +149,11 @@ int main(int argc, char **argv) {
             else s.type = parse_type(v);
         }
         else if (k == "--embd") s.n_embd = n;
-        else if (k == "--layers") s.n_layer = n, s.recurrent_layers.clear();   // the interval places the attention layers
+        else if (k == "--layers") {
+            s.n_layer = n, s.recurrent_layers.clear();   // the interval places the attention layers
+            s.swa_layers.resize(n, true);                // (a per-layer window pattern: cut, or window layers added)
+            s.shared_kv_layers = std::min(s.shared_kv_layers, n > 2 ? n / 2 : 0u);
+        }
         else if (k == "--heads") s.n_head = n;
         else if (k == "--kv-heads") s.n_head_kv = n;
         else if (k == "--ff") s.n_ff = n;

@@ -230,9 +230,11 @@ void Context::moe_node(const ember_graph_node &nd, uint32_t rows) {
 // fixed ranges of positions, so the result is batch-invariant (attn_math.hpp).
 void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
     // A window layer reads its own pool's cache through the window tables.
-    const int32_t *pos = io() + z_.rows, *toff = windowed(nd.layer) ? window_offsets() : pos + 2 * z_.rows;
+    // The cache it reads: its own layer's, or the earlier layer's it shares (graph.h's kv_from).
+    const int32_t kl = ember_graph_kv_layer(&nd);
+    const int32_t *pos = io() + z_.rows, *toff = windowed(kl) ? window_offsets() : pos + 2 * z_.rows;
     AttnArgs a;
-    a.q = buf(nd.src), a.k = layer_cache(k_, nd.layer), a.v = layer_cache(v_, nd.layer);
+    a.q = buf(nd.src), a.k = layer_cache(k_, kl), a.v = layer_cache(v_, kl);
     a.kv_type = p_.kv_type, a.row_bytes = z_.kv_row_bytes, a.block_size = p_.block_size;
     a.pos = pos, a.tab_off = toff, a.tables = reinterpret_cast<const int32_t *>(tables_.data());
     a.n_tokens = static_cast<int>(n), a.n_head = static_cast<int>(nd.n_head), a.n_head_kv = static_cast<int>(nd.n_head_kv);

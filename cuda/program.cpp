@@ -190,7 +190,7 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
     case EMBER_GRAPH_KV_STORE:
         need_buf(n.src), need_buf(n.src2);
         if (!layer_ok()) invalid("a layer out of range");
-        if (pg.logits_rows(n.src) || !same_shape(n.src, n.src2) || pg.width(n.src) != d.kv_width)
+        if (pg.logits_rows(n.src) || !same_shape(n.src, n.src2) || pg.width(n.src) > d.kv_width)
             invalid("rows are not the cache's K/V rows");
         break;
     case EMBER_GRAPH_ATTENTION:
@@ -206,7 +206,8 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
         if (n.head_dim > static_cast<uint32_t>(kMaxHeadDim))
             fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (attention): head_dim %u (at most %d)", i, n.head_dim, kMaxHeadDim);
         if (n.n_head_kv == 0 || n.head_dim == 0 || n.n_head % n.n_head_kv != 0 || pg.logits_rows(n.dst) ||
-            !same_shape(n.dst, n.src) || pg.width(n.src) != n.n_head * n.head_dim || n.n_head_kv * n.head_dim != d.kv_width)
+            !same_shape(n.dst, n.src) || pg.width(n.src) != n.n_head * n.head_dim || n.n_head_kv * n.head_dim > d.kv_width ||
+            ember_graph_kv_layer(&n) < 0 || ember_graph_kv_layer(&n) > n.layer)
             invalid("heads do not fit the rows or the cache");
         pg.max_attn_heads = std::max(pg.max_attn_heads, n.n_head);
         pg.max_head_dim = std::max(pg.max_head_dim, n.head_dim);
@@ -264,8 +265,10 @@ Program program_of(const ember_mod_model_desc &d) {
         if (n.op == EMBER_GRAPH_KV_STORE) pg.has_kv[static_cast<size_t>(n.layer)] = true;  // layer checked above
     for (uint32_t i = 0; i < d.n_nodes; ++i) {
         const ember_graph_node &n = pg.nodes[i];
-        if ((n.op == EMBER_GRAPH_ATTENTION || n.op == EMBER_GRAPH_ATTENTION_EXT) && !pg.has_kv[static_cast<size_t>(n.layer)])
-            fail(EMBER_ERR_INVALID_MODEL, "cuda: node %u (attention) reads layer %d, which stores no K/V rows", i, n.layer);
+        if ((n.op == EMBER_GRAPH_ATTENTION || n.op == EMBER_GRAPH_ATTENTION_EXT) &&
+            !pg.has_kv[static_cast<size_t>(ember_graph_kv_layer(&n))])
+            fail(EMBER_ERR_INVALID_MODEL, "cuda: node %u (attention) reads layer %d, which stores no K/V rows", i,
+                 ember_graph_kv_layer(&n));
     }
     for (uint32_t t = 0; t < d.n_tensors; ++t) {
         const ember_mod_tensor &ten = d.tensors[t];

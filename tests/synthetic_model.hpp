@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include <vector>
 
-inline std::unique_ptr<ember::Model> load_synthetic(const ember::SyntheticSpec &spec) {
-    const std::vector<uint8_t> bytes = ember::synthetic_model_gguf(spec);
+// A model file's bytes written to a temporary file and loaded.
+inline std::unique_ptr<ember::Model> load_gguf_bytes(const std::vector<uint8_t> &bytes) {
     char path[] = "/tmp/ember_synthetic_XXXXXX";
     const int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -23,4 +23,8 @@ inline std::unique_ptr<ember::Model> load_synthetic(const ember::SyntheticSpec &
         ~Unlink() { unlink(p); }
     } gone{path};  // also when the load throws (tests of refused files)
     return ember::Model::load(path, ember::LoadOptions{});
+}
+
+inline std::unique_ptr<ember::Model> load_synthetic(const ember::SyntheticSpec &spec) {
+    return load_gguf_bytes(ember::synthetic_model_gguf(spec));
 }

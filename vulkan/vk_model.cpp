@@ -228,10 +228,12 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
     const ember_graph_node &nd = P.nodes[s.node];
     const uint32_t rows = P.rows(nd.op == EMBER_GRAPH_KV_STORE ? nd.src : s.dst, n, nl);
     if (rows == 0) return;  // no logits wanted: the output's steps have nothing to do
-    // A window layer's rows: its own pool's cache, rows and tables (the others' when there is none).
-    const bool cached = nd.layer >= 0 && static_cast<uint32_t>(nd.layer) < z_.n_layer;
-    const bool win = cached && z_.windowed[static_cast<size_t>(nd.layer)];
-    const uint32_t layer_byte = cached ? static_cast<uint32_t>(z_.kv_layer_off[static_cast<size_t>(nd.layer)]) : 0;
+    // A window layer's rows: its own pool's cache, rows and tables (the others' when there is none). An
+    // attention node reads the cache of ember_graph_kv_layer (a shared one: an earlier layer's).
+    const int32_t kl = ember_graph_kv_layer(&nd);
+    const bool cached = kl >= 0 && static_cast<uint32_t>(kl) < z_.n_layer;
+    const bool win = cached && z_.windowed[static_cast<size_t>(kl)];
+    const uint32_t layer_byte = cached ? static_cast<uint32_t>(z_.kv_layer_off[static_cast<size_t>(kl)]) : 0;
     const uint32_t cache_rows = win ? io.wrows : io.rows, tables = win ? io.wtab : io.tab;
     const uint32_t row_bytes = static_cast<uint32_t>(z_.kv_row_bytes);
     switch (nd.op) {
@@ -252,7 +254,7 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
         r.rope(off(s.dst), rows, nd.n_head, nd.head_dim, nd.n_rot, nd.rope_mode == EMBER_GRAPH_ROPE_NEOX, io.rope[s.rope]);
         break;
     case EMBER_GRAPH_KV_STORE:
-        r.kv_store(off(nd.src), off(nd.src2), rows, P.kv_width, cache_rows, layer_byte, row_bytes, kv_type_);
+        r.kv_store(off(nd.src), off(nd.src2), rows, P.width(nd.src), cache_rows, layer_byte, row_bytes, kv_type_);
         break;
     case EMBER_GRAPH_ATTENTION:
     case EMBER_GRAPH_ATTENTION_EXT: {

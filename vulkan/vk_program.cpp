@@ -72,7 +72,7 @@ public:
         case EMBER_GRAPH_KV_STORE:
             buf(n.src), buf(n.src2);
             layer(n);
-            expect(p_.width(n.src) == d_.kv_width && p_.width(n.src2) == d_.kv_width, "rows are not of the cache's width");
+            expect(p_.width(n.src) <= d_.kv_width && p_.width(n.src2) == p_.width(n.src), "rows wider than the cache's");
             expect(p_.bufs[n.src].rows == EMBER_GRAPH_ROWS_TOKENS && p_.bufs[n.src2].rows == EMBER_GRAPH_ROWS_TOKENS,
                    "stores rows that are not per token");
             break;
@@ -85,7 +85,8 @@ public:
                 fail(EMBER_ERR_UNSUPPORTED, "vulkan: attention (node %u) of head dimension %u (1 to 256)", i, n.head_dim);
             expect(n.n_head_kv > 0 && n.n_head % n.n_head_kv == 0, "query heads are not a multiple of the KV heads");
             expect(uint64_t{n.n_head} * n.head_dim == p_.width(n.dst), "heads do not fill the row");
-            expect(uint64_t{n.n_head_kv} * n.head_dim == d_.kv_width, "KV heads do not fill the cache's row");
+            expect(uint64_t{n.n_head_kv} * n.head_dim <= d_.kv_width, "KV heads wider than the cache's row");
+            expect(ember_graph_kv_layer(&n) >= 0 && ember_graph_kv_layer(&n) <= n.layer, "reads a later layer's cache");
             if (n.op == EMBER_GRAPH_ATTENTION_EXT) {
                 vector(n.w, n.n_head);  // the sinks
                 expect(n.softcap >= 0, "a negative softcap");

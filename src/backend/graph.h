@@ -45,12 +45,18 @@ enum ember_graph_op_kind {
      * (EMBER_GRAPH_ROPE_NEOX). Angles are formed in double precision. */
     EMBER_GRAPH_ROPE = 3,
     /* Writes each token's K row (src) and V row (src2) into the cache of `layer` at the token's position
-     * in its sequence's blocks. Rows of the width of the model's cache (kv_width). */
+     * in its sequence's blocks. Rows of at most the width of the model's cache (kv_width); narrower rows
+     * (a layer of fewer or smaller KV heads than the widest: Gemma 4's window layers) fill the first
+     * values of the cache's row, the rest of it unused. */
     EMBER_GRAPH_KV_STORE = 7,
     /* dst = causal attention of the queries src (n_head heads of head_dim) over the keys and values of
      * `layer` at positions 0..pos of each token's sequence (grouped: query head h reads KV head
      * h / (n_head / n_head_kv)), scores scaled by `scale`. The cache rows of this pass are stored before
-     * (a KV_STORE of the same layer precedes it). */
+     * (a KV_STORE of the same layer precedes it). With kv_from > 0 it reads the cache of layer
+     * kv_from - 1 instead, an earlier layer whose KV_STORE preceded it (Gemma 4's layers that share an
+     * earlier layer's keys and values and store none of their own); ember_graph_kv_layer() gives the
+     * layer whose cache an attention node reads. Each cached row's first n_head_kv * head_dim values are
+     * its heads. */
     EMBER_GRAPH_ATTENTION = 6,
     /* dst += src (same width). */
     EMBER_GRAPH_ADD = 8,
@@ -225,7 +231,15 @@ typedef struct ember_graph_node {
     uint32_t attn_local_chunk;            /* ATTENTION_EXT */
     float attn_temp_scale, attn_temp_offset; /* ATTENTION_EXT */
     uint32_t attn_temp_floor;             /* ATTENTION_EXT */
+    /* Appended for shared KV caches (Gemma 4). */
+    uint32_t kv_from;                     /* ATTENTION, ATTENTION_EXT: 1 + the layer whose cache it reads;
+                                             0: its own (`layer`) */
 } ember_graph_node;
+
+/* The layer whose KV cache an attention node reads (see ATTENTION's kv_from). */
+static inline int32_t ember_graph_kv_layer(const ember_graph_node *n) {
+    return n->kv_from > 0 ? (int32_t)(n->kv_from - 1) : n->layer;
+}
 
 #ifdef __cplusplus
 }

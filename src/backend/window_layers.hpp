@@ -24,8 +24,9 @@ struct WindowLayers {
 inline void count_window_layer(WindowLayers &w, const ember_graph_node &n, uint32_t n_layer) {
     if (n.op != EMBER_GRAPH_ATTENTION_EXT || n.window == 0) return;
     w.window = std::max(w.window, n.window);
-    if (n.layer >= 0 && static_cast<uint32_t>(n.layer) < n_layer && !w.windowed[static_cast<size_t>(n.layer)]) {
-        w.windowed[static_cast<size_t>(n.layer)] = true;
+    const int32_t il = ember_graph_kv_layer(&n);   // the cache it reads (a shared one: its source's)
+    if (il >= 0 && static_cast<uint32_t>(il) < n_layer && !w.windowed[static_cast<size_t>(il)]) {
+        w.windowed[static_cast<size_t>(il)] = true;
         ++w.n_layers;
     }
 }

@@ -92,8 +92,14 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
         if (n.op == EMBER_GRAPH_RMS_NORM && (n.n == 0 || d.bufs[n.dst].width % n.n != 0))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (rms_norm) groups of %u", i, n.n);
         if ((n.op == EMBER_GRAPH_KV_STORE || is_attention(n.op)) &&
-            (n.layer < 0 || static_cast<uint32_t>(n.layer) >= d.n_layer))
+            (n.layer < 0 || static_cast<uint32_t>(n.layer) >= d.n_layer || ember_graph_kv_layer(&n) < 0 ||
+             ember_graph_kv_layer(&n) > n.layer))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) of layer %d", i, ember_graph_op_name(n.op), n.layer);
+        if (n.op == EMBER_GRAPH_KV_STORE &&
+            (d.bufs[n.src].width > d.kv_width || d.bufs[n.src2].width != d.bufs[n.src].width))
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (kv_store) rows wider than the cache's", i);
+        if (is_attention(n.op) && uint64_t{n.n_head_kv} * n.head_dim > d.kv_width)
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (attention) heads wider than the cache's rows", i);
     }
 }
 
@@ -331,7 +337,7 @@ void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, i
     case EMBER_GRAPH_KV_STORE: {
         // Each token's K/V row goes to its own sequence's block at its position.
         const auto il = static_cast<uint32_t>(n.layer);
-        const int64_t kvw = m_.desc.kv_width;
+        const int64_t kvw = width(n.src);   // at most the cache's row: a narrower one fills its start
         const DType kv_type = static_cast<DType>(params_.kv_type);
         const float *k = buf(n.src), *v = buf(n.src2);
         uint8_t *kc = k_layer(il), *vc = v_layer(il);
@@ -480,13 +486,14 @@ void CpuContext::forward(const ember_mod_batch &b) {
                 ap.local_chunk = n.attn_local_chunk, ap.temp_scale = n.attn_temp_scale;
                 ap.temp_offset = n.attn_temp_offset, ap.temp_floor = n.attn_temp_floor;
             }
+            const auto il = static_cast<uint32_t>(ember_graph_kv_layer(&n));
             PagedKv kv;
-            kv.k = k_layer(static_cast<uint32_t>(n.layer));
-            kv.v = v_layer(static_cast<uint32_t>(n.layer));
+            kv.k = k_layer(il);
+            kv.v = v_layer(il);
             kv.type = static_cast<DType>(params_.kv_type);
             kv.row_bytes = row_bytes_;
             kv.block_size = params_.block_size;
-            attention(*pool_, buf(n.src), b.pos, windowed(static_cast<uint32_t>(n.layer)) ? b.window_tables : b.tables,
+            attention(*pool_, buf(n.src), b.pos, windowed(il) ? b.window_tables : b.tables,
                       b.n_tokens, kv, buf(n.dst), ap);
             break;
         }

@@ -263,7 +263,7 @@ void matmul_rows_q6_k_amx(const MatmulJob &, int64_t, int64_t);
 // checks 1, 2 and 3 threads for bit-identical output).
 constexpr int kTokTile = 4;      // AVX2: token rows that share one pass over a weight row tile
 constexpr int kAttnTile = 32;    // positions per online-softmax step, whatever the cache block size
-constexpr int kMaxHeadDim = 256; // attention keeps one head's accumulator on the stack
+constexpr int kMaxHeadDim = 512; // attention keeps one head's accumulator (up to 512 values) on the stack
 constexpr int kMaxAttnGroup = 8; // query heads one attend_heads call serves
 // attend_heads serves a block of tokens' heads together (their K and V tiles widened once for all):
 // at most this many (token, head) pairs, whose accumulators take at most kAttnBlockFloats floats.

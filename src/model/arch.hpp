@@ -26,6 +26,9 @@ public:
     uint32_t u32(const std::string &key, std::optional<uint32_t> fallback) const;
     float f32(const std::string &key, float fallback) const;
     std::optional<std::string_view> str(const std::string &key) const;
+    // A per-layer value "<arch>.<key>" given as one number for every layer or as an array of n_layer
+    // (integers or bools); the fallback for every layer when absent (or EMBER_ERR_INVALID_MODEL).
+    std::vector<uint32_t> u32_per_layer(const std::string &key, uint32_t n_layer, std::optional<uint32_t> fallback) const;
     const gguf::File &file() const { return file_; }
     const std::string &arch() const { return out_.arch; }
     HParams &hp() { return out_.hp; }
@@ -79,6 +82,9 @@ public:
     void attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale,
                    const AttnExt &ext);
     void add(int32_t dst, int32_t src);
+    // ATTENTION / ATTENTION_EXT over the cache of an earlier layer (graph.h's kv_from): the last node
+    // emitted must be that attention.
+    void read_kv_of(int32_t layer);
     void swiglu(int32_t dst, int32_t gate, int32_t up);
     void geglu(int32_t dst, int32_t gate, int32_t up);
     void scale(int32_t dst, int32_t src, float s);
@@ -183,8 +189,15 @@ struct DecoderOptions {
     // Layers il with (il + 1) % no_rope_step == 0 have no rotary embedding at all (0: every layer has it;
     // SmolLM3's and Llama 4's every fourth).
     uint32_t no_rope_step = 0;
+    // Per layer, whether it has the window (a file's attention.sliding_window_pattern array): decides
+    // instead of window_pattern where not empty.
+    std::vector<bool> window_layers;
 };
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
+// attention.sliding_window_pattern as Gemma 3's files give it: absent (the fallback period), one period p
+// (layer il has the window when il % p < p - 1) or one flag per layer; into opt's window_pattern or
+// window_layers.
+void read_window_pattern(ArchBuilder &b, DecoderOptions &opt, uint32_t fallback_period);
 // build_decoder's readers, for architectures that write their own layers: the shape ("<arch>.*" keys,
 // checked; with experts) into b.hp(), and the rotary embedding (rope_mode: an ember_graph_rope_mode).
 void read_decoder_shape(ArchBuilder &b, bool moe);

@@ -35,6 +35,27 @@ float ArchBuilder::f32(const std::string &key, float fallback) const {
 
 std::optional<std::string_view> ArchBuilder::str(const std::string &key) const { return file_.get_string(prefix_ + key); }
 
+std::vector<uint32_t> ArchBuilder::u32_per_layer(const std::string &key, uint32_t n_layer,
+                                                 std::optional<uint32_t> fallback) const {
+    const std::string k = prefix_ + key;
+    const gguf::KV *kv = file_.find(k);
+    if (!kv || kv->value.type != gguf::ValueType::ARRAY) return std::vector<uint32_t>(n_layer, u32(key, fallback));
+    const gguf::Value &a = kv->value;
+    const bool numeric = a.elem_type != gguf::ValueType::STRING && a.elem_type != gguf::ValueType::ARRAY &&
+                         a.elem_type != gguf::ValueType::F32 && a.elem_type != gguf::ValueType::F64;
+    if (!numeric || a.count != n_layer)
+        fail(EMBER_ERR_INVALID_MODEL, "metadata '%s' must be a number or an array of %u integers (it has %llu entries)",
+             k.c_str(), n_layer, (unsigned long long)a.count);
+    std::vector<uint32_t> out(n_layer);
+    for (uint32_t i = 0; i < n_layer; ++i) {
+        const int64_t v = a.array_int(i);
+        if (v < 0 || v > 0x7fffffff)
+            fail(EMBER_ERR_INVALID_MODEL, "metadata '%s'[%u] = %lld is out of range", k.c_str(), i, (long long)v);
+        out[i] = static_cast<uint32_t>(v);
+    }
+    return out;
+}
+
 const TensorRef *ArchBuilder::find(const std::string &name) const {
     auto it = by_name_.find(name);
     return it == by_name_.end() ? nullptr : it->second;
@@ -267,6 +288,13 @@ void ArchBuilder::moe(int32_t dst, int32_t src, int32_t router_logits, const Moe
     n.w = m.gate, n.w2 = m.up, n.w3 = m.down, n.b = m.gate_b, n.b2 = m.up_b, n.b3 = m.down_b;
     n.n_expert = m.n_expert, n.n_expert_used = m.n_used, n.moe_gating = m.gating, n.moe_act = m.act;
     n.act_alpha = m.alpha, n.act_limit = m.limit;
+}
+
+void ArchBuilder::read_kv_of(int32_t layer) {
+    ember_graph_node &n = out_.nodes.back();
+    if ((n.op != EMBER_GRAPH_ATTENTION && n.op != EMBER_GRAPH_ATTENTION_EXT) || layer < 0 || layer > n.layer)
+        fail(EMBER_ERR_INTERNAL, "read_kv_of: layer %d after node %u", layer, n.op);
+    n.kv_from = static_cast<uint32_t>(layer) + 1;
 }
 
 void ArchBuilder::add(int32_t dst, int32_t src) {

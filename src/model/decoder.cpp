@@ -112,10 +112,25 @@ namespace {
 
 // Whether layer il has a sliding window under these options.
 bool layer_windowed(const DecoderOptions &opt, uint32_t il) {
-    return opt.window > 0 && (opt.window_pattern == 0 || il % opt.window_pattern < opt.window_pattern - 1);
+    if (opt.window == 0) return false;
+    if (!opt.window_layers.empty()) return il < opt.window_layers.size() && opt.window_layers[il];
+    return opt.window_pattern == 0 || il % opt.window_pattern < opt.window_pattern - 1;
 }
 
 } // namespace
+
+void read_window_pattern(ArchBuilder &b, DecoderOptions &opt, uint32_t fallback_period) {
+    const uint32_t n_layer = b.u32("block_count", std::nullopt);
+    const std::string key = b.arch() + ".attention.sliding_window_pattern";
+    const gguf::KV *kv = b.file().find(key);
+    const std::vector<uint32_t> v = b.u32_per_layer("attention.sliding_window_pattern", n_layer, fallback_period);
+    if (kv && kv->value.type == gguf::ValueType::ARRAY) {
+        opt.window_layers.assign(v.begin(), v.end());
+        for (uint32_t il = 0; il < n_layer; ++il) opt.window_layers[il] = v[il] != 0;
+    } else {
+        opt.window_pattern = v.empty() ? fallback_period : v[0];
+    }
+}
 
 void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l) {
     const uint32_t hd = b.hp().head_dim;

@@ -90,6 +90,13 @@ public:
         theta = f("rope.freq_base", 10000.0);
         window = has("attention.sliding_window") ? u("attention.sliding_window") : 0;
         fam = family_of(arch_, window > 0);
+        // Gemma 3: attention.sliding_window_pattern, a period or one flag per layer (true: a window).
+        if (const gguf::KV *pat = arch_ == "gemma3" ? g_.find(a_ + "attention.sliding_window_pattern") : nullptr) {
+            if (pat->value.type == gguf::ValueType::ARRAY)
+                for (uint32_t l = 0; l < n_layer; ++l) window_flags.push_back(pat->value.array_int(l) != 0);
+            else
+                fam.window_pattern = static_cast<int>(u("attention.sliding_window_pattern"));
+        }
         if (fam.window_pattern >= 0 && window == 0) window = arch_ == "gemma2" ? 4096 : arch_ == "gpt-oss" ? 128 : 0;
         n_expert = has("expert_count") ? u("expert_count") : 0;
         n_used = has("expert_used_count") ? u("expert_used_count") : 0;
@@ -197,14 +204,7 @@ private:
         if (!t) fail(EMBER_ERR_INVALID_MODEL, "reference: tensor '%s' is missing", name.c_str());
         Mat m;
         m.n_in = t->ne[0], m.n_out = t->n_dims > 1 ? t->ne[1] : 1, m.n_mat = t->n_dims > 2 ? t->ne[2] : 1;
-        const int64_t rows = m.n_out * m.n_mat;
-        const size_t row_bytes = dtype_row_bytes(t->type, static_cast<uint64_t>(m.n_in));
-        m.w.resize(static_cast<size_t>(rows * m.n_in));
-        std::vector<float> row(static_cast<size_t>(m.n_in));
-        for (int64_t r = 0; r < rows; ++r) {
-            cpu::dequantize_row(t->type, t->data + r * row_bytes, row.data(), m.n_in);
-            std::copy(row.begin(), row.end(), m.w.begin() + r * m.n_in);
-        }
+        m.w = reference_weights(*t);
         return cache_.emplace(name, std::move(m)).first->second;
     }
     // Rows [row0, row0 + n_out) of matrix `which` of a weight, times x, plus an optional bias.
@@ -238,6 +238,7 @@ private:
     }
     bool windowed(uint32_t l) const {
         if (fam.window_pattern < 0 || window == 0) return false;
+        if (!window_flags.empty()) return window_flags[l];
         const uint32_t p = static_cast<uint32_t>(fam.window_pattern);
         return p == 0 || l % p < p - 1;
     }
@@ -553,6 +554,7 @@ private:
     bool has_sections = false;
     uint32_t full_attn_interval = 0, ssm_conv = 0, ssm_state = 0, ssm_groups = 0, ssm_heads = 0;
     std::vector<bool> recurrent;   // per layer: a DeltaNet layer (hybrids)
+    std::vector<bool> window_flags;   // per layer: a window layer (a per-layer sliding_window_pattern)
 
 public:
     ReferenceStats stats;
@@ -560,8 +562,22 @@ public:
 
 } // namespace
 
+std::vector<double> reference_weights(const gguf::TensorInfo &t) {
+    const int64_t n_in = t.ne[0], rows = static_cast<int64_t>(t.n_elements) / n_in;
+    const size_t row_bytes = dtype_row_bytes(t.type, static_cast<uint64_t>(n_in));
+    std::vector<double> w(static_cast<size_t>(rows * n_in));
+    std::vector<float> row(static_cast<size_t>(n_in));
+    for (int64_t r = 0; r < rows; ++r) {
+        cpu::dequantize_row(t.type, t.data + r * row_bytes, row.data(), n_in);
+        std::copy(row.begin(), row.end(), w.begin() + r * n_in);
+    }
+    return w;
+}
+
 std::vector<std::vector<double>> reference_logits(const gguf::File &file, const std::vector<int32_t> &tokens,
                                                   ReferenceStats *stats, uint32_t n_ctx) {
+    if (file.get_string("general.architecture") == std::optional<std::string_view>("gemma4"))
+        return reference_gemma4_logits(file, tokens, stats);
     Ref ref(file, n_ctx ? n_ctx : static_cast<uint32_t>(tokens.size()));
     auto out = ref.run(tokens);
     if (stats) *stats = ref.stats;

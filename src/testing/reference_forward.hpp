@@ -39,5 +39,10 @@ std::vector<std::vector<double>> reference_logits(const gguf::File &file, const 
 // The same for the model in a GGUF file (parsed here, not loaded as a Model): for tools that run Ember
 // through its public API, and for families Ember does not run.
 std::vector<std::vector<double>> reference_logits_file(const std::string &path, const std::vector<int32_t> &tokens);
+// A tensor's values as stored (every row, dequantized), as doubles: what both passes read weights with.
+std::vector<double> reference_weights(const gguf::TensorInfo &t);
+// Gemma 4's pass (reference_gemma4.cpp), which reference_logits runs for files of that architecture.
+std::vector<std::vector<double>> reference_gemma4_logits(const gguf::File &file, const std::vector<int32_t> &tokens,
+                                                         ReferenceStats *stats);
 
 } // namespace ember

@@ -145,6 +145,20 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     }
     if (!s.rope_sections.empty()) w.add_array_i32(a + "rope.dimension_sections", s.rope_sections);
     if (s.window) w.add_u32(a + "attention.sliding_window", s.window);
+    if (s.swa_pattern) w.add_u32(a + "attention.sliding_window_pattern", s.swa_pattern);
+    if (!s.swa_layers.empty()) w.add_array_bool(a + "attention.sliding_window_pattern", s.swa_layers);
+    const bool gemma4 = s.arch == "gemma4";
+    // Whether layer l is a window layer of a per-layer pattern, and its head size.
+    auto window_layer = [&](uint32_t l) { return l < s.swa_layers.size() && s.swa_layers[l]; };
+    auto layer_head_dim = [&](uint32_t l) { return window_layer(l) && s.head_dim_swa ? s.head_dim_swa : head_dim; };
+    if (gemma4) {
+        const uint32_t hd_swa = s.head_dim_swa ? s.head_dim_swa : head_dim;
+        w.add_u32(a + "attention.key_length_swa", hd_swa), w.add_u32(a + "attention.value_length_swa", hd_swa);
+        w.add_u32(a + "rope.dimension_count_swa", hd_swa);
+        w.add_u32(a + "attention.shared_kv_layers", s.shared_kv_layers);
+        w.add_u32(a + "embedding_length_per_layer_input", s.n_embd_per_layer);
+    }
+    if (s.rope_theta_swa > 0) w.add_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
     if (s.attn_softcap > 0) w.add_f32(a + "attn_logit_softcapping", s.attn_softcap);
     if (s.final_softcap > 0) w.add_f32(a + "final_logit_softcapping", s.final_softcap);
     if (s.rope_scaling == "linear" || s.rope_scaling == "yarn") {
@@ -177,14 +191,15 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
 
     // A matrix (or, with n_expert, a stack of n_expert matrices: a 3-D tensor) of weights uniform in
     // +-gain/sqrt(n_in).
-    std::map<std::string, std::vector<uint8_t>> first_layer;  // repeat_layers: by name past "blk.N." and type
+    std::map<std::string, std::vector<uint8_t>> first_layer;  // repeat_layers: by name past "blk.N.", type and shape
     auto matrix = [&](const std::string &name, uint32_t n_in, uint32_t n_out, Role role = Role::Other, uint32_t layer = 0,
                       uint32_t n_expert = 0, float gain = 1.0f) {
         const uint32_t n_mat = n_expert ? n_expert : 1;
         const DType type = matrix_type(s, role, layer, n_in);
         const size_t dot = name.find('.', 4);
         const std::string key = name.compare(0, 4, "blk.") == 0 && dot != std::string::npos
-                                    ? name.substr(dot) + dtype_name(type) : std::string();
+                                    ? name.substr(dot) + dtype_name(type) + "/" + std::to_string(n_in) + "x" + std::to_string(n_out)
+                                    : std::string();
         std::vector<uint8_t> &bytes = first_layer[key];
         if (!s.repeat_layers || key.empty() || bytes.empty()) {
             std::vector<float> v(static_cast<size_t>(n_in) * n_out * n_mat);
@@ -208,7 +223,6 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     // Logits are sums over n_embd of a normed row (rms ~1) times output weights uniform in +-r: their
     // standard deviation is r sqrt(n_embd / 3).
     const float out_range = s.logit_std > 0 ? s.logit_std * std::sqrt(3.0f / static_cast<float>(s.n_embd)) : 0.0f;
-    const uint32_t nq = s.n_head * head_dim, nkv = s.n_head_kv * head_dim;
     {
         // The embedding rows need O(1) entries (they are the residual stream's start), or, tied to the
         // output, the range that makes the logits decisive.
@@ -224,12 +238,31 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         matrix("output.weight", s.n_embd, s.n_vocab, Role::Output, 0, 0,
                out_range > 0 ? out_range * std::sqrt(static_cast<float>(s.n_embd)) : 1.0f);
     if (s.rope_freqs) vector("rope_freqs.weight", n_rot / 2, 1.0f, 4.0f);
+    if (s.n_embd_per_layer) {
+        // The per-layer embeddings: O(1) entries, as the token embeddings'.
+        const uint32_t n_pl = s.n_embd_per_layer * s.n_layer;
+        matrix("per_layer_token_embd.weight", n_pl, s.n_vocab, Role::Other, 0, 0, std::sqrt(static_cast<float>(n_pl)));
+        matrix("per_layer_model_proj.weight", s.n_embd, n_pl);
+        vector("per_layer_proj_norm.weight", s.n_embd_per_layer, 0.8f, 1.2f);
+    }
     if (s.rope_scaling == "longrope") {
         vector("rope_factors_short.weight", n_rot / 2, 1.0f, 3.0f);
         vector("rope_factors_long.weight", n_rot / 2, 1.0f, 30.0f);
     }
     // An attention layer's tensors.
     auto attention = [&](const std::string &p, uint32_t l) {
+        const uint32_t head_dim = layer_head_dim(l), nq = s.n_head * head_dim, nkv = s.n_head_kv * head_dim;
+        if (gemma4) {   // no K/V of their own in the last shared_kv_layers layers
+            matrix(p + "attn_q.weight", s.n_embd, nq);
+            vector(p + "attn_q_norm.weight", head_dim, 0.8f, 1.2f);
+            if (l + s.shared_kv_layers < s.n_layer) {
+                matrix(p + "attn_k.weight", s.n_embd, nkv);
+                matrix(p + "attn_v.weight", s.n_embd, nkv, Role::AttnV, l);
+                vector(p + "attn_k_norm.weight", head_dim, 0.8f, 1.2f);
+            }
+            matrix(p + "attn_output.weight", nq, s.n_embd);
+            return;
+        }
         if (s.fused) {
             matrix(p + "attn_qkv.weight", s.n_embd, nq + 2 * nkv, Role::AttnV, l);
         } else {
@@ -286,6 +319,17 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             attention(p, l);
         if (s.post_norms) vector(p + "post_attention_norm.weight", s.n_embd, 0.8f, 1.2f);
         if (s.pre_norms) vector(p + (s.oss_norm_names ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 0.8f, 1.2f);
+        if (s.gemma4_moe) {
+            // Gemma 4's MoE layers: the dense FFN (ffn_norm, post_ffw_norm_1) beside the experts
+            // (pre_ffw_norm_2, post_ffw_norm_2), the router reading a norm of x times its scale.
+            matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
+            matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
+            matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, Role::FfnDown, l);
+            vector(p + "post_ffw_norm_1.weight", s.n_embd, 0.8f, 1.2f);
+            vector(p + "pre_ffw_norm_2.weight", s.n_embd, 0.8f, 1.2f);
+            vector(p + "post_ffw_norm_2.weight", s.n_embd, 0.8f, 1.2f);
+            vector(p + "ffn_gate_inp.scale", s.n_embd, 0.5f, 1.5f);
+        }
         if (s.n_expert) {
             const uint32_t ne = s.n_expert, nff = s.n_ff_exp ? s.n_ff_exp : s.n_ff;
             // The router stays F32, as llama.cpp's quantizer leaves ffn_gate_inp; its logits spread wide
@@ -322,6 +366,12 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, Role::FfnDown, l);
         }
         if (s.post_norms) vector(p + "post_ffw_norm.weight", s.n_embd, 0.8f, 1.2f);
+        if (s.n_embd_per_layer) {
+            matrix(p + "inp_gate.weight", s.n_embd, s.n_embd_per_layer, Role::Other, l);
+            matrix(p + "proj.weight", s.n_embd_per_layer, s.n_embd, Role::Other, l);
+            vector(p + "post_norm.weight", s.n_embd, 0.8f, 1.2f);
+        }
+        if (s.layer_scale) vector(p + "layer_output_scale.weight", 1, 0.9f, 1.1f);
         if (l >= s.n_layer) {   // an MTP block's own parts
             matrix(p + "nextn.eh_proj.weight", 2 * s.n_embd, s.n_embd, Role::Other, l);
             vector(p + "nextn.enorm.weight", s.n_embd, 0.8f, 1.2f);
@@ -336,7 +386,9 @@ const std::vector<std::string> &synthetic_families() {
     static const std::vector<std::string> names = {"llama",  "mixtral", "qwen2",   "qwen3",  "qwen3moe",
                                                    "gemma2", "gemma3",  "phi3",    "granite", "olmo2",
                                                    "gpt-oss", "qwen35", "qwen35moe", "qwen3next",
-                                                   "olmo3-yarn", "qwen3-yarn", "smollm3", "mistral3"};
+                                                   "olmo3-yarn", "qwen3-yarn", "smollm3", "mistral3",
+                                                   "gemma4", "gemma4moe", "gemma3-p2", "gemma3-layers",
+                                                   "gemma3-global"};
     return names;
 }
 
@@ -391,6 +443,13 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         s.qk_norm = true;
         s.head_dim = 128;   // q wider than the residual stream, as in Qwen3's checkpoints
         if (arch == "qwen3moe") s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.n_ff = 512;
+    } else if (arch == "gemma3-p2" || arch == "gemma3-layers" || arch == "gemma3-global") {
+        // Gemma 3's other window layouts: a pattern of period 2 (a number), one flag per layer, and no
+        // attention.sliding_window at all (every layer global).
+        s = synthetic_family("gemma3");
+        if (arch == "gemma3-p2") s.swa_pattern = 2;
+        if (arch == "gemma3-layers") s.swa_layers = {true, false, false, true, true, false};
+        if (arch == "gemma3-global") s.window = 0;
     } else if (arch == "gemma2" || arch == "gemma3") {
         s.post_norms = true;
         s.tied_output = true;
@@ -443,6 +502,28 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         // gets other logits.
         if (arch == "qwen35moe") s.recurrent_layers = {true, false, true, true, true, true, true, false};
         if (arch == "qwen35") s.n_nextn = 1;
+    } else if (arch == "gemma4" || arch == "gemma4moe") {
+        // Window and global layers alternating (the real ones: five to one), head sizes 32 and 64, rope
+        // bases 1e4 and 1e6 (the global one divided by rope_freqs), softcapped logits.
+        // A separate output matrix (the real ones are tied, as gemma2's and gemma3's synthetic files are):
+        // then a greedy continuation is not the prompt's last token repeated.
+        s.arch = "gemma4";
+        s.post_norms = true, s.layer_scale = true;
+        s.window = 4;
+        s.head_dim = 64, s.head_dim_swa = 32;
+        s.rope_theta = 1000000.0f, s.rope_theta_swa = 10000.0f, s.rope_freqs = true;
+        s.final_softcap = 30.0f;
+        if (arch == "gemma4") {
+            s.n_layer = 6;
+            s.swa_layers = {true, false, true, false, true, false};
+            s.shared_kv_layers = 2;     // layers 4 and 5 read layers 2 and 3
+            s.n_embd_per_layer = 32;
+        } else {
+            s.n_layer = 4;
+            s.swa_layers = {true, true, true, false};
+            s.gemma4_moe = true;
+            s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256;
+        }
     } else if (arch != "llama") {
         fail(EMBER_ERR_INVALID_ARGUMENT, "synthetic_family: unknown family '%s'", arch.c_str());
     }

@@ -94,6 +94,22 @@ struct SyntheticSpec {
     // ones: the combinations a parity test needs without a field each).
     std::vector<std::pair<std::string, float>> extra_f32;
     std::vector<std::pair<std::string, uint32_t>> extra_u32;
+
+    // Window layouts (Gemma 3, Gemma 4): attention.sliding_window_pattern as a number (0: not written)
+    // or as one flag per layer (true: a window layer; empty: not written).
+    uint32_t swa_pattern = 0;
+    std::vector<bool> swa_layers;
+    // Gemma 4 (all off by default): the window layers' head size (attention.key_length_swa, 0: as the
+    // global ones) and rope base (rope.freq_base_swa, 0: not written); the last shared_kv_layers layers
+    // without K/V of their own (attention.shared_kv_layers); per-layer embeddings of n_embd_per_layer
+    // values per layer; a layer_output_scale per layer; the MoE layers' dense FFN beside the experts with
+    // their own norms and the router's input scale (gemma4_moe).
+    uint32_t head_dim_swa = 0;
+    float rope_theta_swa = 0;
+    uint32_t shared_kv_layers = 0;
+    uint32_t n_embd_per_layer = 0;
+    bool layer_scale = false;
+    bool gemma4_moe = false;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
@@ -105,6 +121,10 @@ struct SyntheticSpec {
 // smollm3 (4 layers, no rope in layer 3), mistral3 (YaRN with its betas and log multiplier, attention
 // temperature), and two metadata combinations: olmo3-yarn (olmo2 with windows and YaRN), qwen3-yarn
 // (YaRN with an explicit attention factor).
+// gemma4: 6 layers alternating window and global (head sizes 32 and 64), per-layer embeddings, the last
+// two layers reading layers 2 and 3's caches; gemma4moe: gemma4's attention with experts, no per-layer
+// embeddings or sharing. gemma3-p2, gemma3-layers, gemma3-global: gemma3 with
+// attention.sliding_window_pattern 2, a per-layer pattern, and no attention.sliding_window.
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();

@@ -132,6 +132,23 @@ int cmd_info(int argc, char **argv) {
                     "layers (%.2f MiB a sequence, whatever its length)\n",
                     info.n_kv_layers, (unsigned long long)info.kv_bytes_per_token, info.n_recurrent_layers,
                     static_cast<double>(info.state_bytes_per_sequence) / 1048576.0);
+    {
+        // What the shape line does not say of Gemma 4's files (0 where a key is absent).
+        const std::string arch = info.architecture;
+        const int64_t shared = meta_int(model, arch + ".attention.shared_kv_layers");
+        const int64_t per_layer = meta_int(model, arch + ".embedding_length_per_layer_input");
+        const int64_t hd = meta_int(model, arch + ".attention.key_length");
+        const int64_t hd_swa = meta_int(model, arch + ".attention.key_length_swa");
+        if (shared > 0)
+            std::printf("KV cache:      the last %lld layers read an earlier layer's K/V and keep none of their own\n",
+                        static_cast<long long>(shared));
+        if (per_layer > 0)
+            std::printf("embeddings:    per-layer embeddings of %lld values per layer besides the token embedding\n",
+                        static_cast<long long>(per_layer));
+        if (hd_swa > 0 && hd_swa != hd)
+            std::printf("heads:         %lld wide in the sliding-window layers, %lld in the global ones\n",
+                        static_cast<long long>(hd_swa), static_cast<long long>(hd));
+    }
     std::string where;
     if (described_only) {
         std::printf("runs here:     no: %s\n", why_not.c_str());
