@@ -127,6 +127,14 @@ int cmd_info(int argc, char **argv) {
     if (info.n_layer)
         std::printf("shape:         %u layers, embedding %u, %u heads (%u KV heads), trained context %u\n",
                     info.n_layer, info.n_embd, info.n_head, info.n_head_kv, info.n_ctx_train);
+    {
+        // Multi-token-prediction layers: the file's own speculative draft (ember run --mtp).
+        const std::string key = std::string(info.architecture) + ".nextn_predict_layers";
+        int64_t n_mtp = 0;
+        if (ember_model_meta_int(model, key.c_str(), &n_mtp) == EMBER_OK)
+            std::printf("mtp layers:    %lld%s\n", (long long)n_mtp,
+                    n_mtp > 0 ? " (multi-token prediction: a built-in speculative draft, ember run --mtp)" : "");
+    }
     std::string where;
     if (described_only) {
         std::printf("runs here:     no: %s\n", why_not.c_str());
