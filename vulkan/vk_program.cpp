@@ -34,7 +34,8 @@ bool reads(const ember_graph_node &n, int32_t b) {
     case EMBER_GRAPH_MOE:
     case EMBER_GRAPH_SIGMOID_MUL: return n.src == b || n.src2 == b;
     case EMBER_GRAPH_GATED_DELTA: return n.src == b || n.src2 == b || n.src3 == b;
-    case EMBER_GRAPH_GET_ROWS: return false;
+    case EMBER_GRAPH_GET_ROWS:
+    case EMBER_GRAPH_INPUT_ROWS: return false;
     default: return n.src == b;
     }
 }
@@ -51,7 +52,7 @@ constexpr uint32_t kVulkanOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM, 
                                    EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
                                    EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
                                    EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
-                                   EMBER_GRAPH_GATED_DELTA};
+                                   EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_INPUT_ROWS};
 
 // Checks one node's buffers, tensors and options (the shapes the shaders assume).
 class Checker {
@@ -67,6 +68,9 @@ public:
         case EMBER_GRAPH_GET_ROWS:
             expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "its output is not per token");
             matrix(n.w, p_.width(n.dst), 0);
+            break;
+        case EMBER_GRAPH_INPUT_ROWS:
+            expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "its output is not per token");
             break;
         case EMBER_GRAPH_RMS_NORM:
             same(n.src, n.dst);
@@ -274,7 +278,7 @@ bool dead_after(const Program &p, int32_t b, size_t i) {
         if (reads(p.nodes[j], b)) return false;
         if (overwrites(p.nodes[j], b)) return true;
     }
-    return b != p.logits_buf;
+    return b != p.logits_buf && b != p.hidden_buf;
 }
 
 uint32_t rope_set(Program &p, const ember_mod_model_desc &d, const ember_graph_node &n) {
@@ -346,6 +350,11 @@ void plan_steps(Program &p, const ember_mod_model_desc &d) {
         case EMBER_GRAPH_GET_ROWS:
             p.n_token_ids = std::min(p.n_token_ids, static_cast<uint32_t>(d.tensors[n.w].ne[1]));
             break;
+        case EMBER_GRAPH_INPUT_ROWS:
+            // The batch has one set of input rows: every such node reads them whole.
+            if (p.input_width && p.input_width != p.width(n.dst)) fail(EMBER_ERR_UNSUPPORTED, "vulkan: input rows of two widths");
+            p.input_width = p.width(n.dst);
+            break;
         default: break;
         }
         if (s.dst >= 0 && s.dst == quantized_src) quantized_src = -1;  // its 8-bit copy is stale
@@ -353,6 +362,7 @@ void plan_steps(Program &p, const ember_mod_model_desc &d) {
     }
     p.buf_used.assign(p.bufs.size(), false);
     p.buf_used[static_cast<size_t>(p.logits_buf)] = true;
+    if (p.hidden_buf >= 0) p.buf_used[static_cast<size_t>(p.hidden_buf)] = true;
     for (const Step &s : p.steps) {
         const ember_graph_node &n = p.nodes[s.node];
         for (int32_t b : {s.src, s.dst, n.src2, n.op == EMBER_GRAPH_GATED_DELTA ? n.src3 : -1})
@@ -390,6 +400,7 @@ Program plan_program(const ember_mod_model_desc &d) {
     Program p;
     p.nodes = read_program(d, "vulkan", kVulkanOps);
     p.n_vocab = d.n_vocab, p.n_layer = d.n_layer, p.kv_width = d.kv_width, p.logits_buf = d.logits_buf;
+    p.hidden_buf = desc_hidden_buf(d);
     p.n_token_ids = UINT32_MAX;
     p.bufs.assign(d.bufs, d.bufs + d.n_bufs);
     p.state_floats = static_cast<uint32_t>(state_bytes(d) / sizeof(float));
