@@ -798,7 +798,9 @@ typedef enum ember_spec_mode {
      *  for k > 1. Errors: EMBER_ERR_INVALID_ARGUMENT when the model carries none (or this build cannot
      *  read them: the message says why), EMBER_ERR_UNSUPPORTED on a backend that does not run the layer
      *  (the CPU and Vulkan do). The layer's context covers what the session evaluates from the moment
-     *  this is attached: attach it before feeding the prompt. */
+     *  this is attached: attach it before feeding the prompt. Its drafts are checked against the tokens
+     *  the sampler draws from the model's own distributions, in the order plain decoding draws them, so
+     *  sampled output with a given seed is plain decoding's token for token (greedy too). */
     EMBER_SPEC_MTP = 3
 } ember_spec_mode;
 
