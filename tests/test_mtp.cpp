@@ -2,7 +2,8 @@
 // through the public API, on the CPU or on the backend named by the first argument ("vulkan"):
 //   - greedy and seeded sampled generation with the MTP draft give the tokens of plain generation, on
 //     synthetic qwen35 and qwen35moe files (src/testing/synthetic.cpp) that carry an MTP block, with a
-//     fixed k of 1 and 3 and with adaptive k, and again after a second prompt in the same session;
+//     fixed k of 1 and 3 and with adaptive k, and again after a second prompt in the same session, and
+//     when the draft is attached after the prompt was fed;
 //   - the draft proposes (drafted > 0), and its acceptance is reported in the spec stats;
 //   - a file without MTP layers asked for the draft gets EMBER_ERR_INVALID_ARGUMENT naming them.
 // Random weights make the block's guesses poor, so no acceptance rate is asserted: the output must be the
@@ -96,9 +97,8 @@ bool collect(ember_token t, const char *, size_t, void *user) {
     return true;
 }
 
-// Feeds `prompt` and generates n tokens with ember_generate (speculating when speculation is attached).
-std::vector<ember_token> run(ember_session *s, bool sampled, const std::vector<ember_token> &prompt, uint32_t n) {
-    assert_int_equal(ember_session_feed(s, prompt.data(), prompt.size()), EMBER_OK);
+// Generates n tokens with ember_generate (speculating when speculation is attached).
+std::vector<ember_token> generate(ember_session *s, bool sampled, uint32_t n) {
     ember_sampler *g = sampler(sampled);
     std::vector<ember_token> out;
     ember_generate_params gp;
@@ -110,6 +110,12 @@ std::vector<ember_token> run(ember_session *s, bool sampled, const std::vector<e
     if (st != EMBER_OK && st != EMBER_END_OF_GENERATION) fail_msg("generate: %s", ember_last_error());
     ember_sampler_free(g);
     return out;
+}
+
+// Feeds `prompt`, then generate().
+std::vector<ember_token> run(ember_session *s, bool sampled, const std::vector<ember_token> &prompt, uint32_t n) {
+    assert_int_equal(ember_session_feed(s, prompt.data(), prompt.size()), EMBER_OK);
+    return generate(s, sampled, n);
 }
 
 std::vector<ember_token> prompt_tokens(size_t n, uint32_t n_vocab, uint32_t salt) {
@@ -180,6 +186,23 @@ void check_family(const char *family, bool concentrated) {
             assert_int_equal(ember_session_set_speculation(s, nullptr), EMBER_OK);
             ember_session_free(s);
         }
+        if (g_short) continue;
+        // Attached after the prompt was fed: the block starts from the first hidden row the session
+        // records (the first round drafts nothing), and the output is still the plain run's.
+        ember_session *late = session(m);
+        assert_int_equal(ember_session_feed(late, p1.data(), p1.size()), EMBER_OK);
+        ember_spec_params sp;
+        ember_spec_params_init(&sp);
+        sp.mode = EMBER_SPEC_MTP;
+        sp.k = 2;
+        sp.adaptive = false;
+        assert_int_equal(ember_session_set_speculation(late, &sp), EMBER_OK);
+        expect_tokens(family, "attached after the prompt", generate(late, sampled, n_gen), plain1);
+        ember_spec_stats ss;
+        ember_spec_stats_init(&ss);
+        assert_int_equal(ember_session_spec_stats(late, &ss), EMBER_OK);
+        assert_true(ss.drafted > 0);
+        ember_session_free(late);
     }
     ember_model_free(m);
 }
