@@ -1,6 +1,7 @@
 // inputs.cpp — a forward pass's device inputs (see inputs.hpp).
 #include "inputs.hpp"
 
+#include "backend/state_runs.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -62,39 +63,16 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
 }
 
 uint32_t state_runs(const ember_mod_batch &b, uint32_t n_state_slots, size_t rows, int32_t *out) {
-    if (b.struct_size < offsetof(ember_mod_batch, state_src) + sizeof b.state_src || !b.state_slots || !b.state_src)
-        fail(EMBER_ERR_INTERNAL, "cuda forward: a model with recurrent layers needs the batch's state slots");
-    auto check_slot = [&](int32_t s) {
-        if (s < 0 || static_cast<uint32_t>(s) >= n_state_slots)
-            fail(EMBER_ERR_INTERNAL, "cuda forward: state slot %d of %u", s, n_state_slots);
-    };
+    const std::vector<SlotRun> runs = slot_runs(b, n_state_slots, "cuda forward");
     int32_t *run_of = out + StateIo::kRunOf * rows, *t0 = out + StateIo::kT0 * rows, *t1 = out + StateIo::kT1 * rows;
     int32_t *from = out + StateIo::kFrom * rows, *slot = out + StateIo::kSlot * rows;
-    int32_t n = 0;
-    for (uint32_t t = 0; t < b.n_tokens; ++t) {
-        const int32_t s = b.state_slots[t];
-        check_slot(s);
-        if (n > 0 && slot[n - 1] == s) {
-            if (b.pos[t] != b.pos[t - 1] + 1)
-                fail(EMBER_ERR_INTERNAL, "cuda forward: a sequence's tokens out of order (positions %d, %d)", b.pos[t - 1],
-                     b.pos[t]);
-            run_of[t] = n - 1, t1[n - 1] = static_cast<int32_t>(t) + 1;
-            continue;
-        }
-        for (int32_t i = 0; i < n; ++i)
-            if (slot[i] == s) fail(EMBER_ERR_INTERNAL, "cuda forward: the tokens of state slot %d are not consecutive", s);
-        if (b.state_src[t] != -1) check_slot(b.state_src[t]);
-        run_of[t] = n, t0[n] = static_cast<int32_t>(t), t1[n] = static_cast<int32_t>(t) + 1;
-        from[n] = b.state_src[t], slot[n] = s;
-        ++n;
+    for (size_t n = 0; n < runs.size(); ++n) {
+        const SlotRun &r = runs[n];
+        t0[n] = static_cast<int32_t>(r.t0), t1[n] = static_cast<int32_t>(r.t1), from[n] = r.from, slot[n] = r.slot;
+        for (uint32_t t = r.t0; t < r.t1; ++t) run_of[t] = static_cast<int32_t>(n);
     }
-    // A run reading another slot must not read one this pass writes: the kernels run the sequences at once.
-    for (int32_t i = 0; i < n; ++i)
-        for (int32_t j = 0; j < n; ++j)
-            if (from[i] >= 0 && from[i] != slot[i] && from[i] == slot[j])
-                fail(EMBER_ERR_INTERNAL, "cuda forward: a sequence reads a state slot the same pass writes");
-    out[StateIo::words(rows) - 1] = n;
-    return static_cast<uint32_t>(n);
+    out[StateIo::words(rows) - 1] = static_cast<int32_t>(runs.size());
+    return static_cast<uint32_t>(runs.size());
 }
 
 KvRowPlan kv_row_plan(const int32_t *table, uint32_t n, uint32_t block_size) {

@@ -3,6 +3,7 @@
 
 #include "attn_math.hpp"
 
+#include "backend/fusion_plan.hpp"
 #include "backend/program_read.hpp"
 #include "backend/window_blocks.hpp"
 #include "core/dtype.hpp"
@@ -32,43 +33,10 @@ constexpr uint32_t kCudaOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,   
                                  EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
                                  EMBER_GRAPH_GATED_DELTA};
 
-bool is_rope(uint32_t op) { return op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_ROPE_YARN; }
-
-// Whether node n reads buffer b (ADD and the ropes also read their dst, GATED_DELTA its src3).
-bool reads(const ember_graph_node &n, int32_t b) {
-    return n.src == b || n.src2 == b || ((n.op == EMBER_GRAPH_ADD || is_rope(n.op)) && n.dst == b) ||
-           (n.op == EMBER_GRAPH_GATED_DELTA && n.src3 == b);
-}
-
-// Whether buffer b's contents after node i are never read: a later node overwrites it before any node
-// reads it (every op writes all its dst's rows of a pass), and it is not the pass's output.
-bool dead_after(const Program &pg, size_t i, int32_t b) {
-    for (size_t j = i + 1; j < pg.nodes.size(); ++j) {
-        if (reads(pg.nodes[j], b)) return false;
-        if (pg.nodes[j].dst == b) return true;
-    }
-    return b != pg.logits_buf;
-}
-
-// A MATMUL whose product the ADD after it adds into another buffer (the residual): the pair runs as
-// one product accumulated there. Not when the product is read later, when the residual is the
-// product's input (the kernels read the input while writing the output), or across a layer boundary
-// (where cancellation is checked).
-bool fuses_with_add(const Program &pg, size_t i) {
-    if (i + 1 >= pg.nodes.size()) return false;
-    const ember_graph_node &m = pg.nodes[i], &a = pg.nodes[i + 1];
-    return m.op == EMBER_GRAPH_MATMUL && a.op == EMBER_GRAPH_ADD && a.src == m.dst && a.dst != m.dst &&
-           a.dst != m.src && a.layer == m.layer && dead_after(pg, i + 1, m.dst);
-}
-
-bool same_rope(const ember_graph_node &a, const ember_graph_node &b) {
-    const bool yarn = a.op == EMBER_GRAPH_ROPE_YARN;
-    return a.op == b.op && a.n_rot == b.n_rot && a.rope_theta == b.rope_theta && a.rope_freq_scale == b.rope_freq_scale &&
-           a.w == b.w &&
-           (!yarn || (a.rope_ext_factor == b.rope_ext_factor && a.rope_attn_factor == b.rope_attn_factor &&
-                      a.rope_beta_fast == b.rope_beta_fast && a.rope_beta_slow == b.rope_beta_slow &&
-                      a.rope_n_ctx_orig == b.rope_n_ctx_orig));
-}
+// The fusions model.cpp's executor implements (backend/fusion_plan.hpp): a product accumulated into the
+// residual, and a product reusing the input (Q8 codes, f16 copy) prepared by the product just before it,
+// which Matmul::Input carries from one product to the next.
+constexpr Fusion kCudaFusions[] = {Fusion::accumulate, Fusion::shared_input_next};
 
 // MOE (graph.h): expert stacks [n_in, n_ff, E], [n_in, n_ff, E], [n_ff, n_out, E] of matrix types; biases
 // F32 [n_ff, E], [n_ff, E], [n_out, E]; router logits of E per row.
@@ -308,18 +276,18 @@ Program program_of(const ember_mod_model_desc &d) {
                  dtype_name(ten.type));
     }
 
+    const FusionPlan plan = plan_fusions(pg.nodes, pg.logits_buf, FusionRules{kCudaFusions, nullptr, nullptr, {}});
     pg.how.resize(pg.nodes.size());
-    const ember_graph_node *prev_rope = nullptr;
+    int32_t table = -1;  // the angle table the last rope filled
     for (size_t i = 0; i < pg.nodes.size(); ++i) {
-        const ember_graph_node &n = pg.nodes[i];
         NodeRun &h = pg.how[i];
-        if (n.op == EMBER_GRAPH_MATMUL) {
-            const ember_graph_node *p = i > 0 ? &pg.nodes[i - 1] : nullptr;
-            h.share_input = p && p->op == EMBER_GRAPH_MATMUL && p->src == n.src;
-            if (fuses_with_add(pg, i)) h.accumulate = true, pg.how[i + 1].skip = true;
-        } else if (is_rope(n.op)) {
-            h.new_angles = !prev_rope || !same_rope(*prev_rope, n);
-            prev_rope = &n;
+        const FusedRun &r = plan.runs[plan.run_of[i]];
+        h.share_input = plan.input[i] == InputUse::share;
+        h.accumulate = r.fused && r.kind == Fusion::accumulate && r.lead == i;
+        h.skip = plan.folded(i);
+        if (plan.rope_table[i] >= 0) {
+            h.new_angles = plan.rope_table[i] != table;
+            table = plan.rope_table[i];
         }
     }
     return pg;

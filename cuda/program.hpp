@@ -1,6 +1,6 @@
 // program.hpp — the model's program (backend/graph.h) as this backend runs it: copied out of the
-// description, checked once at load, with its fusions decided once; and what a context allocates for
-// it. Plain C++ (no CUDA header): tests/test_cuda_host.cpp runs it on the CPU against the programs the
+// description, checked once at load, with its fusions decided once (backend/fusion_plan.hpp, from the
+// fusions program.cpp's kCudaFusions lists); and what a context allocates for it. Plain C++ (no CUDA header): tests/test_cuda_host.cpp runs it on the CPU against the programs the
 // architectures build, so that the decisions the GPU code follows blindly are tested without a GPU.
 //
 // The executor (model.cpp, Context::enqueue) walks the nodes in order and only reads `how` to know
@@ -30,7 +30,8 @@ struct NodeRun {
     // ADD: done by the MATMUL before it (accumulate).
     bool skip = false;
     // ROPE, ROPE_YARN: fills the rope angle table (the first rope of the program, or one whose op, rotation,
-    // base, scale, factors or YaRN options differ from the rope before it); later ropes reuse the table.
+    // base, scale, factors or YaRN options differ from the rope before it); later ropes reuse the table. A
+    // rope that rotates nothing (n_rot 0) fills none.
     bool new_angles = false;
 };
 

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/fp16.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/recurrent.hpp"
 #include "cpu/rows16.hpp"
 #include "cpu/row_steal.hpp"
 #include "cpu/threadpool.hpp"
@@ -1882,6 +1883,72 @@ static void test_pool_stress(void **) {
 }
 
 // Destruction with workers never used, spinning, or asleep.
+// The gated delta rule at every level against a double-precision reference (the bound of
+// parity_hybrid_ops.cpp: (4 S + 16) u per token on values of the state's size), with head sizes that
+// fill the lanes (128) and leave a tail (40); the prompt in one run and token by token give the same
+// bits at each level, and the AVX2 and AVX-512 levels (16 lanes with FMAs) the same bits as each other.
+static void test_gated_delta_levels(void **) {
+    for (const int S : {40, 128}) {
+        uint64_t st = 91 + uint64_t(S);
+        const int H = 2, Hk = 1, T = 6;
+        const int row = (2 * Hk + H) * S;
+        const std::vector<float> qkv = rand_vec(&st, size_t(T) * row, -1, 1), a = rand_vec(&st, T * H, -3, 2),
+                                 b = rand_vec(&st, T * H, -3, 3), dt = rand_vec(&st, H, -1, 1),
+                                 decay = rand_vec(&st, H, -2, -0.1f);
+        DeltaParams p;
+        p.n_head = H, p.n_head_k = Hk, p.head_dim = S, p.dt = dt.data(), p.decay = decay.data();
+        p.scale = 1.0f / std::sqrt(float(S));
+        // Reference outputs, in double.
+        std::vector<double> ref(size_t(T) * H * S), M(size_t(H) * S * S, 0.0);
+        double mag = 0;
+        std::vector<double> bound(T);
+        for (int t = 0; t < T; ++t) {
+            const float *xt = qkv.data() + size_t(t) * row;
+            for (int h = 0; h < H; ++h) {
+                std::vector<double> q(S), k(S);
+                double nq = 0, nk = 0;
+                for (int i = 0; i < S; ++i) nq += double(xt[i]) * xt[i], nk += double(xt[S + i]) * xt[S + i];
+                for (int i = 0; i < S; ++i)
+                    q[i] = xt[i] / std::max(std::sqrt(nq), 1e-6) * p.scale, k[i] = xt[S + i] / std::max(std::sqrt(nk), 1e-6);
+                const double sp = double(a[t * H + h]) + dt[h];
+                const double g = std::exp((sp > 20 ? sp : std::log1p(std::exp(sp))) * decay[h]);
+                const double beta = 1.0 / (1.0 + std::exp(-double(b[t * H + h])));
+                for (int j = 0; j < S; ++j) {
+                    double *m = M.data() + (size_t(h) * S + j) * S, u = 0, o = 0;
+                    for (int i = 0; i < S; ++i) m[i] *= g, u += m[i] * k[i];
+                    const double d = beta * (xt[(2 * Hk + h) * S + j] - u);
+                    for (int i = 0; i < S; ++i) m[i] += k[i] * d, o += m[i] * q[i], mag = std::max(mag, std::fabs(m[i]));
+                    ref[(size_t(t) * H + h) * S + j] = o;
+                }
+            }
+            bound[t] = (4.0 * S + 16) * kU * std::max(1.0, mag) * (t + 1);
+        }
+        std::vector<float> fused;   // the 16-lane FMA levels' outputs, to compare bit for bit
+        for_each_variant([&](int level) {
+            auto pool = make_pool(2);
+            std::vector<float> y(ref.size()), y1(ref.size()), state(size_t(H) * S * S), state1(state.size());
+            StateRun whole{0, uint32_t(T), state.data(), nullptr};
+            gated_delta(*pool, qkv.data(), a.data(), b.data(), y.data(), p, &whole, 1, 0);
+            for (int t = 0; t < T; ++t) {
+                StateRun one{0, 1, state1.data(), t ? state1.data() : nullptr};
+                gated_delta(*pool, qkv.data() + size_t(t) * row, a.data() + t * H, b.data() + t * H,
+                            y1.data() + size_t(t) * H * S, p, &one, 1, 0);
+            }
+            for (size_t i = 0; i < y.size(); ++i) {
+                const double err = std::fabs(y[i] - ref[i]);
+                if (!(err <= bound[i / (size_t(H) * S)]))
+                    fail_msg("gated_delta S %d level %d [%zu]: %.9g vs %.9g", S, level, i, double(y[i]), ref[i]);
+            }
+            assert_memory_equal(y.data(), y1.data(), y.size() * sizeof(float));
+            assert_memory_equal(state.data(), state1.data(), state.size() * sizeof(float));
+            if (level >= 1) {
+                if (fused.empty()) fused = y;
+                else assert_memory_equal(fused.data(), y.data(), y.size() * sizeof(float));
+            }
+        });
+    }
+}
+
 static void test_pool_destroy(void **) {
     make_pool(4).reset();  // never used
     {
@@ -2198,6 +2265,7 @@ int main(void) {
         cmocka_unit_test(test_pool_parallel_for),
         cmocka_unit_test(test_rows_stealing),
         cmocka_unit_test(test_pool_stress),
+        cmocka_unit_test(test_gated_delta_levels),
         cmocka_unit_test(test_pool_destroy),
         cmocka_unit_test(test_pool_chunks_budget),
         cmocka_unit_test(test_pool_adapts),

@@ -4,6 +4,7 @@
 #include "vk_model.hpp"
 
 #include "backend/program_read.hpp"
+#include "backend/state_runs.hpp"
 #include "backend/window_blocks.hpp"
 #include "core/error.hpp"
 
@@ -526,31 +527,8 @@ void Context::check_slot(int32_t slot, const char *what) const {
 std::vector<int32_t> Context::state_runs(const ember_mod_batch &b) const {
     std::vector<int32_t> runs;   // t0, t1, slot, src per run
     if (m_.prog.state_floats == 0) return runs;
-    if (b.struct_size < offsetof(ember_mod_batch, state_src) + sizeof b.state_src || !b.state_slots || !b.state_src)
-        fail(EMBER_ERR_INTERNAL, "vulkan forward: a model with recurrent layers needs the batch's state slots");
-    for (uint32_t t = 0; t < b.n_tokens; ++t) {
-        const int32_t slot = b.state_slots[t];
-        check_slot(slot, "forward");
-        if (!runs.empty() && runs[runs.size() - 2] == slot) {
-            if (b.pos[t] != b.pos[t - 1] + 1)
-                fail(EMBER_ERR_INTERNAL, "vulkan forward: a sequence's tokens out of order (positions %d, %d)", b.pos[t - 1],
-                     b.pos[t]);
-            runs[runs.size() - 3] = static_cast<int32_t>(t + 1);
-            continue;
-        }
-        for (size_t r = 0; r < runs.size(); r += 4)
-            if (runs[r + 2] == slot)
-                fail(EMBER_ERR_INTERNAL, "vulkan forward: the tokens of state slot %d are not consecutive", slot);
-        const int32_t src = b.state_src[t];
-        if (src != -1) check_slot(src, "forward");
-        runs.insert(runs.end(), {static_cast<int32_t>(t), static_cast<int32_t>(t + 1), slot, src});
-    }
-    // A run reading another slot must not read one this pass writes (its state would depend on the order
-    // in which the device runs the workgroups).
-    for (size_t r = 0; r < runs.size(); r += 4)
-        for (size_t w = 0; w < runs.size(); w += 4)
-            if (runs[r + 3] >= 0 && runs[r + 3] != runs[r + 2] && runs[r + 3] == runs[w + 2])
-                fail(EMBER_ERR_INTERNAL, "vulkan forward: a sequence reads a state slot the same pass writes");
+    for (const SlotRun &r : slot_runs(b, z_.n_state_slots, "vulkan forward"))
+        runs.insert(runs.end(), {static_cast<int32_t>(r.t0), static_cast<int32_t>(r.t1), r.slot, r.from});
     return runs;
 }
 

@@ -2,6 +2,7 @@
 // (see vk_program.hpp).
 #include "vk_program.hpp"
 
+#include "backend/fusion_plan.hpp"
 #include "backend/program_read.hpp"
 #include "backend/rope_math.hpp"
 #include "core/dtype.hpp"
@@ -19,30 +20,6 @@ namespace {
 
 bool quantized_type(uint32_t t) {
     return t != static_cast<uint32_t>(DType::F32) && t != static_cast<uint32_t>(DType::F16);
-}
-
-// What a node reads and writes, for the fusions' "read by nothing after" (a node reading a buffer and
-// writing it whole, such as an in-place norm, reads it first).
-bool reads(const ember_graph_node &n, int32_t b) {
-    switch (n.op) {
-    case EMBER_GRAPH_ROPE:
-    case EMBER_GRAPH_ROPE_YARN: return n.dst == b;
-    case EMBER_GRAPH_ADD: return n.dst == b || n.src == b;
-    case EMBER_GRAPH_KV_STORE:
-    case EMBER_GRAPH_SWIGLU:
-    case EMBER_GRAPH_GEGLU:
-    case EMBER_GRAPH_MOE:
-    case EMBER_GRAPH_SIGMOID_MUL: return n.src == b || n.src2 == b;
-    case EMBER_GRAPH_GATED_DELTA: return n.src == b || n.src2 == b || n.src3 == b;
-    case EMBER_GRAPH_GET_ROWS:
-    case EMBER_GRAPH_INPUT_ROWS: return false;
-    default: return n.src == b;
-    }
-}
-// (COPY_COLS writes some of dst's columns: the others keep what they held.)
-bool overwrites(const ember_graph_node &n, int32_t b) {
-    return n.dst == b && n.op != EMBER_GRAPH_ROPE && n.op != EMBER_GRAPH_ROPE_YARN && n.op != EMBER_GRAPH_ADD &&
-           n.op != EMBER_GRAPH_KV_STORE && n.op != EMBER_GRAPH_COPY_COLS;
 }
 
 // Every op of graph.h: this backend runs them all (read_program refuses any other).
@@ -272,73 +249,55 @@ private:
     const char *name_ = "";
 };
 
-// Whether buffer b's contents after node i are read by nothing (overwritten first, or the pass ends).
-bool dead_after(const Program &p, int32_t b, size_t i) {
-    for (size_t j = i + 1; j < p.nodes.size(); ++j) {
-        if (reads(p.nodes[j], b)) return false;
-        if (overwrites(p.nodes[j], b)) return true;
-    }
-    return b != p.logits_buf && b != p.hidden_buf;
+// The fusions vk_model.cpp records (backend/fusion_plan.hpp): a product accumulated into the residual
+// (matmul.comp's y + (W·x + b)), the norm of the gathered logits rows reading the token rows by index
+// (rmsnorm.comp's rows_off), and quantized products reusing the 8-bit copy of their input made for the last
+// quantized product of that buffer while it holds (MOE's expert products quantize into the same scratch).
+constexpr Fusion kVulkanFusions[] = {Fusion::accumulate, Fusion::gathered_norm, Fusion::shared_input_held};
+constexpr uint32_t kScratchOps[] = {EMBER_GRAPH_MOE};
+
+bool prepares_input(const ember_graph_node &n, const void *desc) {
+    return quantized_type(static_cast<const ember_mod_model_desc *>(desc)->tensors[n.w].type);
 }
 
-uint32_t rope_set(Program &p, const ember_mod_model_desc &d, const ember_graph_node &n) {
+// Rope n's table (made for the first rope of each of the plan's tables).
+RopeSet rope_set(const ember_mod_model_desc &d, const ember_graph_node &n) {
     RopeScaling y;
     if (n.op == EMBER_GRAPH_ROPE_YARN) {
         y.ext_factor = n.rope_ext_factor, y.attn_factor = n.rope_attn_factor, y.beta_fast = n.rope_beta_fast;
         y.beta_slow = n.rope_beta_slow, y.n_ctx_orig = n.rope_n_ctx_orig;
-    }
-    for (uint32_t k = 0; k < p.ropes.size(); ++k) {
-        const RopeSet &r = p.ropes[k];
-        if (r.n_rot == n.n_rot && r.theta == n.rope_theta && r.freq_scale == n.rope_freq_scale && r.factors == n.w &&
-            r.scaling == y)
-            return k;
     }
     RopeSet r;
     r.n_rot = n.n_rot, r.theta = n.rope_theta, r.freq_scale = n.rope_freq_scale, r.factors = n.w, r.scaling = y;
     r.freq = rope_freq(n.n_rot, n.rope_theta, n.rope_freq_scale,
                        n.w >= 0 ? static_cast<const float *>(d.tensors[n.w].data) : nullptr, y);
     r.mscale = rope_mscale(n.rope_freq_scale, y);
-    p.ropes.push_back(std::move(r));
-    return static_cast<uint32_t>(p.ropes.size() - 1);
+    return r;
 }
 
 void plan_steps(Program &p, const ember_mod_model_desc &d) {
-    int32_t quantized_src = -1;  // the buffer whose 8-bit copy the scratch holds
-    for (size_t i = 0; i < p.nodes.size(); ++i) {
-        const ember_graph_node &n = p.nodes[i];
+    const FusionPlan plan = plan_fusions(p.nodes, p.logits_buf, FusionRules{kVulkanFusions, prepares_input, &d, kScratchOps});
+    for (const FusedRun &r : plan.runs) {
+        const ember_graph_node &n = p.nodes[r.lead];
         Step s;
-        s.node = static_cast<uint32_t>(i), s.layer = n.layer, s.src = n.src, s.dst = n.dst;
-        const ember_graph_node *next = i + 1 < p.nodes.size() ? &p.nodes[i + 1] : nullptr;
+        s.node = r.lead, s.layer = r.layer, s.src = r.src, s.dst = r.dst;
+        s.accumulate = r.fused && r.kind == Fusion::accumulate;
+        s.gathered = r.fused && r.kind == Fusion::gathered_norm;
         switch (n.op) {
         case EMBER_GRAPH_MATMUL:
-            if (quantized_type(d.tensors[n.w].type)) {
-                s.quantize = quantized_src != n.src;
-                quantized_src = n.src;
+            s.quantize = plan.input[r.lead] == InputUse::prepare;
+            if (plan.input[r.lead] != InputUse::none) {
                 uint32_t &w = p.quant_width[p.bufs[n.src].rows];
                 w = std::max(w, p.width(n.src));
-            }
-            // The add's other operand is neither the product (y = 2 W x) nor its input (read while y is written).
-            if (next && next->op == EMBER_GRAPH_ADD && next->src == n.dst && next->dst != n.dst && next->dst != n.src &&
-                dead_after(p, n.dst, i + 1)) {
-                s.dst = next->dst, s.accumulate = true;
-                ++i;
-            }
-            break;
-        case EMBER_GRAPH_GATHER_LOGITS:
-            if (next && next->op == EMBER_GRAPH_RMS_NORM && next->src == n.dst &&
-                (next->dst == n.dst || dead_after(p, n.dst, i + 1))) {
-                s.node = static_cast<uint32_t>(i + 1), s.dst = next->dst, s.gathered = true;
-                ++i;
             }
             break;
         case EMBER_GRAPH_ROPE:
         case EMBER_GRAPH_ROPE_YARN:
-            if (n.n_rot == 0) continue;  // rotates nothing
-            s.rope = rope_set(p, d, n);
+            if (plan.rope_table[r.lead] < 0) continue;  // rotates nothing
+            s.rope = static_cast<uint32_t>(plan.rope_table[r.lead]);
+            if (s.rope == p.ropes.size()) p.ropes.push_back(rope_set(d, n));
             break;
         case EMBER_GRAPH_MOE: {
-            // Its expert products quantize their own inputs into the scratch (vk_moe.cpp).
-            quantized_src = -1;
             const uint32_t n_in = p.width(n.src), n_ff = static_cast<uint32_t>(d.tensors[n.w].ne[1]);
             uint32_t &w = p.quant_width[p.bufs[n.src].rows];
             w = std::max({w, n_in, n_ff});
@@ -357,7 +316,6 @@ void plan_steps(Program &p, const ember_mod_model_desc &d) {
             break;
         default: break;
         }
-        if (s.dst >= 0 && s.dst == quantized_src) quantized_src = -1;  // its 8-bit copy is stale
         p.steps.push_back(s);
     }
     p.buf_used.assign(p.bufs.size(), false);

@@ -6,7 +6,8 @@
 // exactly what a context allocates, and an op or option this backend cannot run is refused by model_load
 // with EMBER_ERR_UNSUPPORTED naming it, never a wrong answer.
 //
-// The fusions give the unfused program's floats bit for bit:
+// The fusions (planned by backend/fusion_plan.hpp, from kVulkanFusions in vk_program.cpp) give the
+// unfused program's floats bit for bit:
 // - MATMUL then ADD(dst = y, src = that matmul's dst), the matmul's dst read by nothing after: the
 //   matmul accumulates into y (matmul.comp's y + (W·x + b) is the ADD's one rounding of the same value).
 // - A quantized MATMUL whose src has not been written since the last quantized matmul of that src reuses

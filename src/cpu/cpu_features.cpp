@@ -52,6 +52,8 @@ const KernelTable kScalar = {
     {matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_scalar>, matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_scalar>,
      matmul_rows_rows16<DType::Q4_0, matmul_rows_q4_0_scalar>, matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_scalar>},
     false,
+    gated_delta_head_scalar,
+    ssm_conv_chunk_scalar,
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -72,6 +74,8 @@ const KernelTable kAvx2 = {
     {matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx2>, matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_avx2>,
      matmul_rows_rows16<DType::Q4_0, matmul_rows_q4_0_avx2>, matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_avx2>},
     false,
+    gated_delta_head_avx2,
+    ssm_conv_chunk_avx2,
 };
 
 // Q6_K at the AVX-512 and AMX levels: decode (one token) through the VPDPBUSD tile
@@ -101,6 +105,7 @@ const KernelTable kAvx512 = [] {
     t.quantize_acts = quantize_acts_avx512;
     t.quantize_acts_k = quantize_acts_k_avx512;
     t.swiglu = swiglu_avx512;
+    t.gated_delta_head = gated_delta_head_avx512;
     t.attend_heads = attend_heads_avx512;
     t.attend_heads_q8_0 = attend_heads_q8_0_avx512;
     t.matmul_rows16[kR16Q4_K] = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx512, matmul_rows_q4_k_rows16_avx512,

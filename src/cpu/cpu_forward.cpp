@@ -10,6 +10,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/program_read.hpp"
+#include "backend/state_runs.hpp"
 #include "backend/window_blocks.hpp"
 #include "core/error.hpp"
 
@@ -290,32 +291,12 @@ void CpuContext::write_state(int32_t slot, const float *src) {
 void CpuContext::prepare_state_runs(const ember_mod_batch &b) {
     runs_.clear();
     if (state_bytes(m_.desc) == 0) return;
-    if (b.struct_size < offsetof(ember_mod_batch, state_src) + sizeof b.state_src || !b.state_slots || !b.state_src)
-        fail(EMBER_ERR_INTERNAL, "cpu forward: a model with recurrent layers needs the batch's state slots");
-    for (uint32_t t = 0; t < b.n_tokens; ++t) {
-        const int32_t slot = b.state_slots[t];
-        check_slot(slot, "forward");
-        if (!runs_.empty() && state_slot(slot) == runs_.back().state) {
-            if (b.pos[t] != b.pos[t - 1] + 1)
-                fail(EMBER_ERR_INTERNAL, "cpu forward: a sequence's tokens out of order (positions %d, %d)", b.pos[t - 1], b.pos[t]);
-            runs_.back().t1 = t + 1;
-            continue;
-        }
-        for (const StateRun &r : runs_)
-            if (r.state == state_slot(slot))
-                fail(EMBER_ERR_INTERNAL, "cpu forward: the tokens of state slot %d are not consecutive", slot);
-        const int32_t src = b.state_src[t];
-        if (src != -1) check_slot(src, "forward");
-        StateRun r;
-        r.t0 = t, r.t1 = t + 1, r.state = state_slot(slot);
-        r.from = src == -1 ? nullptr : state_slot(src);
-        runs_.push_back(r);
+    for (const SlotRun &r : slot_runs(b, params_.n_state_slots, "cpu forward")) {
+        StateRun run;
+        run.t0 = r.t0, run.t1 = r.t1, run.state = state_slot(r.slot);
+        run.from = r.from == -1 ? nullptr : state_slot(r.from);
+        runs_.push_back(run);
     }
-    // A run reading another slot must not read one this pass writes (its state would depend on the order).
-    for (const StateRun &r : runs_)
-        for (const StateRun &w : runs_)
-            if (r.from && r.from != r.state && r.from == w.state)
-                fail(EMBER_ERR_INTERNAL, "cpu forward: a sequence reads a state slot the same pass writes");
 }
 
 void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, int64_t r0, int64_t r1) {

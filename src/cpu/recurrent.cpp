@@ -1,77 +1,43 @@
-// recurrent.cpp — the CPU's recurrent-layer kernels (recurrent.hpp).
-//
-// Bits: every level of the machine runs these same loops (no ISA variants), the sums in 8 independent
-// lanes reduced in one fixed order, and this file is compiled without floating-point contraction
-// (CMakeLists.txt), so the results are the same on every x86 CPU and for any split of the work.
+// recurrent.cpp — the CPU's recurrent-layer kernels (recurrent.hpp): the work split and the level's
+// loops (recurrent_loops.hpp, the same bits at every level and for any split of the work).
 //
 // Cost: the delta rule is ~4 head_dim^2 operations per value head and token — for a 2B-parameter hybrid
-// model (16 value heads of 128 in 18 layers) about 1 % of a token's products — and its state (head_dim^2 floats a head, 64 KiB at 128)
-// stays in L2 while a thread runs one head through a prompt; so the recurrent form serves prompts too
-// (a chunked form buys parallelism over tokens, which a GPU needs and two cores do not).
+// model (16 value heads of 128 in 18 layers) about 0.5 % of a token's products — and its state
+// (head_dim^2 floats a head, 64 KiB at 128) stays in L2 while a thread runs one head through a prompt;
+// so the recurrent form serves prompts too (a chunked form buys parallelism over tokens, which a GPU
+// needs and two cores do not). It is bound by arithmetic, not memory: written as scalar loops the compiler
+// could not vectorise (the state is updated in place) it took a quarter of a 512-token prompt's time on
+// an AVX-512 machine; in 16 lanes with FMAs (recurrent_loops.hpp) a few percent.
 #include "cpu/recurrent.hpp"
+
+#include "core/error.hpp"
+#include "cpu/recurrent_loops.hpp"
+#include "cpu/vec_dot.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 namespace ember::cpu {
 
-namespace {
-
-constexpr int kLanes = 8;
-
-// sum_i a[i] * b[i] in kLanes lanes, reduced in a fixed order.
-inline float dot(const float *a, const float *b, int n) {
-    float acc[kLanes] = {};
-    int i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
-    for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-// log(1 + e^x), exact to float beyond 20 (where e^x alone would overflow sooner than it matters).
-inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
-// x / max(|x|, eps), n values, into out.
-inline void l2_normalize(const float *x, float *out, int n, float eps, float scale) {
-    const float norm = std::sqrt(dot(x, x, n));
-    const float inv = scale / std::max(norm, eps);
-    for (int i = 0; i < n; ++i) out[i] = x[i] * inv;
-}
-
-} // namespace
+namespace detail {
+void gated_delta_head_scalar(const DeltaHead &job) { gated_delta_head<Lanes8>(job); }
+void ssm_conv_chunk_scalar(const ConvChunk &job) { ssm_conv_chunk(job); }
+} // namespace detail
 
 void ssm_conv(ThreadPool &pool, const float *x, float *y, int64_t C, int64_t K, const float *w, const StateRun *runs,
               uint32_t n_runs, uint32_t state_offset) {
-    // Work items: (run, channel chunk of 64); each walks its run's tokens in order.
-    constexpr int64_t kChunk = 64;
+    if (K < 1 || K > detail::kMaxConvKernel) fail(EMBER_ERR_INVALID_MODEL, "ssm_conv: kernel %lld is not 1..64", (long long)K);
+    // Work items: (run, channel chunk); each walks its run's tokens in order.
+    constexpr int64_t kChunk = detail::kMaxConvChunk;
     const int64_t chunks_per_run = (C + kChunk - 1) / kChunk;
     const int64_t n_items = int64_t{n_runs} * chunks_per_run;
-    const int64_t W = K - 1;   // window length
+    const auto chunk = detail::kernels().ssm_conv_chunk;
     auto item = [&](int64_t it) {
         const StateRun &r = runs[it / chunks_per_run];
-        const int64_t c0 = (it % chunks_per_run) * kChunk, c1 = std::min(C, c0 + kChunk);
-        float *win = r.state + state_offset;   // [W][C]
-        const float *from = r.from ? r.from + state_offset : nullptr;
-        for (int64_t j = 0; j < W; ++j)
-            for (int64_t c = c0; c < c1; ++c) win[j * C + c] = from ? from[j * C + c] : 0.0f;
-        for (uint32_t t = r.t0; t < r.t1; ++t) {
-            const float *xt = x + int64_t{t} * C;
-            float *yt = y + int64_t{t} * C;
-            for (int64_t c = c0; c < c1; ++c) {
-                const float *wc = w + c * K;
-                float s = 0.0f;
-                for (int64_t j = 0; j < W; ++j) s += wc[j] * win[j * C + c];
-                s += wc[W] * xt[c];
-                yt[c] = silu(s);
-                for (int64_t j = 0; j + 1 < W; ++j) win[j * C + c] = win[(j + 1) * C + c];
-                if (W > 0) win[(W - 1) * C + c] = xt[c];
-            }
-        }
+        const int64_t c0 = (it % chunks_per_run) * kChunk;
+        chunk({x, y, C, K, w, r.from ? r.from + state_offset : nullptr, r.state + state_offset, c0, std::min(C, c0 + kChunk),
+               r.t0, r.t1});
     };
     if (n_items == 1 || pool.size() == 1) {
         for (int64_t it = 0; it < n_items; ++it) item(it);
@@ -82,36 +48,18 @@ void ssm_conv(ThreadPool &pool, const float *x, float *y, int64_t C, int64_t K, 
 
 void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float *b, float *y, const DeltaParams &p,
                  const StateRun *runs, uint32_t n_runs, uint32_t state_offset) {
-    const int S = p.head_dim, H = p.n_head, Hk = p.n_head_k;
-    const int64_t row = int64_t{2 * Hk + H} * S;
-    const int64_t head_state = int64_t{S} * S;
+    if (p.head_dim < 1 || p.head_dim > detail::kMaxDeltaHeadDim)
+        fail(EMBER_ERR_INVALID_MODEL, "gated_delta: head size %d is not 1..1024", p.head_dim);
+    const int H = p.n_head, Hk = p.n_head_k;
+    const int64_t head_state = int64_t{p.head_dim} * p.head_dim;
     const int64_t n_items = int64_t{n_runs} * H;
+    const auto head = detail::kernels().gated_delta_head;
     auto item = [&](int64_t it) {
         const StateRun &r = runs[it / H];
         const int h = static_cast<int>(it % H), hk = p.grouped ? h / (H / Hk) : h % Hk;
-        float *M = r.state + state_offset + h * head_state;   // row j (value dim) of S key dims
         // The first token's decay reads the state it starts from (another slot's: no copy first).
-        const float *in = r.from ? r.from + state_offset + h * head_state : nullptr;
-        if (!in) std::fill(M, M + head_state, 0.0f), in = M;
-        std::vector<float> qk(2 * size_t(S));
-        float *q = qk.data(), *k = q + S;
-        for (uint32_t t = r.t0; t < r.t1; ++t, in = M) {
-            const float *xt = qkv + int64_t{t} * row;
-            l2_normalize(xt + int64_t{hk} * S, q, S, p.eps, p.scale);
-            l2_normalize(xt + int64_t{Hk + hk} * S, k, S, p.eps, 1.0f);
-            const float *v = xt + int64_t{2 * Hk + h} * S;
-            const float g = std::exp(softplus(a[int64_t{t} * H + h] + p.dt[h]) * p.decay[h]);
-            const float beta = sigmoid(b[int64_t{t} * H + h]);
-            float *out = y + int64_t{t} * H * S + int64_t{h} * S;
-            for (int j = 0; j < S; ++j) {
-                float *m = M + int64_t{j} * S;
-                const float *m_in = in + int64_t{j} * S;
-                for (int i = 0; i < S; ++i) m[i] = m_in[i] * g;
-                const float d = beta * (v[j] - dot(m, k, S));
-                for (int i = 0; i < S; ++i) m[i] += k[i] * d;
-                out[j] = dot(m, q, S);
-            }
-        }
+        head({qkv, a, b, y, &p, h, hk, r.from ? r.from + state_offset + h * head_state : nullptr,
+              r.state + state_offset + h * head_state, r.t0, r.t1});
     };
     if (n_items == 1 || pool.size() == 1) {
         for (int64_t it = 0; it < n_items; ++it) item(it);
@@ -119,6 +67,8 @@ void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float
     }
     pool.run_chunks(n_items, item);
 }
+
+using detail::sigmoid;   // recurrent_loops.hpp's
 
 void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t y_width, int64_t y_col, int64_t groups,
                int64_t off, int64_t n) {

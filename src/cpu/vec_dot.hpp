@@ -118,6 +118,14 @@ static inline float attn_finish(const AttnHead &a, float m, float l, float *corr
     return l > 0 ? *corr / l : 0.0f;
 }
 
+struct DeltaHead;   // recurrent_loops.hpp
+struct ConvChunk;
+void gated_delta_head_scalar(const DeltaHead &job);   // recurrent.cpp
+void gated_delta_head_avx2(const DeltaHead &job);     // recurrent_avx2.cpp
+void gated_delta_head_avx512(const DeltaHead &job);   // recurrent_avx512.cpp: the AVX2 variant's bits
+void ssm_conv_chunk_scalar(const ConvChunk &job);
+void ssm_conv_chunk_avx2(const ConvChunk &job);
+
 struct KernelTable {
     const char *name;
     MatmulRowsFn matmul[kWeightKinds];
@@ -141,6 +149,9 @@ struct KernelTable {
     // go through rows copied back to the file's layout).
     MatmulRowsFn matmul_rows16[4];
     bool rows16_native;
+    // The recurrent layers' loops (recurrent_loops.hpp): the same bits at every level.
+    void (*gated_delta_head)(const DeltaHead &job);
+    void (*ssm_conv_chunk)(const ConvChunk &job);
 };
 
 // The table in use (never null).

@@ -116,7 +116,7 @@ public:
     GenStep next(Sampler &sampler);
 
     const Model &model() const { return model_; }
-    // Blocks this session's window table holds (0 when its window layers' rows are in the main blocks),
+    // Blocks the session's window table holds (0 when its window layers' rows are in the main blocks),
     // and the window pool's size (0 without one): what bounds the window layers' KV memory.
     uint32_t window_blocks_held() const { return win_ ? win_->n_held() : 0; }
     uint32_t window_pool_blocks() const { return kv_->window_pool ? kv_->window_pool->n_blocks() : 0; }
