@@ -6,7 +6,7 @@
 //               gemma4-26b-a4b] [--family NAME]
 //               [--arch llama|qwen2] [--type TYPE] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N]
 //               [--vocab N] [--ctx N] [--seed N] [--window N] [--repeat-layers 1] [--rope-sections A,B,C,D]
-//               [--ssm-in 0|1]
+//               [--ssm-in 0|1] [--mtp N]
 //
 // --family: a small model of that family with all its parts (llama, mixtral, qwen2, qwen3, qwen3moe,
 // gemma2, gemma3, phi3, granite, olmo2, gpt-oss, qwen35, qwen35moe, qwen3next, smollm3, mistral3, and the
@@ -31,6 +31,9 @@
 //      ember-synth -o qwen36-35b-a3b.gguf --preset qwen36-35b-a3b --type q4_k_m --repeat-layers 1
 // --rope-sections: rope.dimension_sections (4 counts of rotary pairs); --ssm-in 0|1: Qwen3-Next's
 // DeltaNet input as attn_qkv + attn_gate (0, what current converters write) or the older fused ssm_in (1).
+// --mtp N (qwen35, qwen35moe): N multi-token-prediction blocks after the layers (nextn_predict_layers, as
+// the published Qwen3.5 / Qwen3.6 checkpoints carry one), for the MTP draft (ember run --mtp); 0: none.
+// e.g. ember-synth -o qwen35-2b-mtp.gguf --preset qwen35-2b --type q4_k_m --repeat-layers 1 --mtp 1
 // TYPE: any weight type of this build by its GGUF name (f32, f16, bf16, q8_0, q4_0, q4_k, ...), or the mix
 // q4_k_m (Q4_K with Q6_K where it matters most; the recipe is in src/testing/synthetic.cpp). Matrices whose rows are not whole
 // 256-element super-blocks get a legacy format instead of a K-quant (e.g. stories15m's 288).
@@ -162,6 +165,7 @@ int main(int argc, char **argv) {
         else if (k == "--seed") s.seed = n;
         else if (k == "--window") s.window = n;
         else if (k == "--repeat-layers") s.repeat_layers = n != 0;
+        else if (k == "--mtp") s.n_nextn = n;
         else {
             std::fprintf(stderr, "ember-synth: unknown option %s\n", k.c_str());
             return 2;
@@ -173,6 +177,8 @@ int main(int argc, char **argv) {
                              "       [--repeat-layers 1 (every layer the first's bytes: speed tests)] ...\n");
         return 2;
     }
+    // A layer list given by the family covers the MTP blocks too (they are attention blocks).
+    if (!s.recurrent_layers.empty()) s.recurrent_layers.resize(s.n_layer + s.n_nextn, false);
     try {
         const auto bytes = synthetic_model_gguf(s);
         std::ofstream f(out, std::ios::binary);

@@ -284,6 +284,10 @@ static void test_errors(void **state) {
     snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p hi --top-p 7", cli(), model15());
     assert_int_equal(run(cmd, out, sizeof out, 1), 1);
     assert_non_null(strstr(out, "top_p"));
+    /* --mtp on a file without multi-token-prediction layers: refused, saying what is missing. */
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p hi -n 4 --mtp", cli(), model15());
+    assert_int_equal(run(cmd, out, sizeof out, 1), 1);
+    assert_non_null(strstr(out, "no multi-token-prediction layers"));
     snprintf(cmd, sizeof cmd, "'%s' frobnicate", cli());
     assert_int_equal(run(cmd, out, sizeof out, 1), 2);
     /* A file that is not a model. */

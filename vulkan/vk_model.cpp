@@ -3,6 +3,7 @@
 // can be cancelled), submitted once and waited on with a fence.
 #include "vk_model.hpp"
 
+#include "backend/program_read.hpp"
 #include "backend/state_runs.hpp"
 #include "backend/window_blocks.hpp"
 #include "core/error.hpp"
@@ -200,6 +201,16 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     io.moe.gate = static_cast<uint32_t>(words + 2 * slots), words += 3 * slots;
     const std::vector<int32_t> runs = state_runs(b);
     io.runs = static_cast<uint32_t>(words), io.n_runs = static_cast<uint32_t>(runs.size() / 4), words += runs.size();
+    io.inputs = io.hidden = kNone;
+    if (P.input_width) {
+        if (b.struct_size < offsetof(ember_mod_batch, inputs) + sizeof b.inputs || !b.inputs)
+            fail(EMBER_ERR_INTERNAL, "vulkan forward: the program reads input rows the batch does not have");
+        io.inputs = static_cast<uint32_t>(words), words += size_t{n} * P.input_width;
+    }
+    if (batch_hidden(b)) {
+        if (P.hidden_buf < 0) fail(EMBER_ERR_INTERNAL, "vulkan forward: hidden rows asked of a program without them");
+        io.hidden = static_cast<uint32_t>(words), words += size_t{n} * P.width(P.hidden_buf);
+    }
     io.logits = static_cast<uint32_t>(words);
     words += size_t{nl} * P.n_vocab;
     if (words > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan forward: a pass of %zu words of inputs and logits", words);
@@ -216,6 +227,7 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
         w[io.wtab + t] = static_cast<int32_t>(table_at[wt]);
     }
     for (uint32_t i = 0; i < nl; ++i) w[io.lrows + i] = b.logits_rows[i];
+    if (io.inputs != kNone) std::memcpy(w + io.inputs, b.inputs, size_t{n} * P.input_width * sizeof(float));
     for (auto [tab, at] : table_at) std::memcpy(w + at, tab, table_len[tab] * sizeof(int32_t));
     if (!runs.empty()) std::memcpy(w + io.runs, runs.data(), runs.size() * sizeof(int32_t));
     for (size_t k = 0; k < P.ropes.size(); ++k)
@@ -299,6 +311,22 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
         break;
     }
     case EMBER_GRAPH_GATHER_LOGITS: r.gather(off(s.src), off(s.dst), P.width(s.dst), rows, io.lrows); break;
+    case EMBER_GRAPH_INPUT_ROWS: {
+        // A transfer from io into the activations, between the kernels before and after it.
+        const DeviceApi &f = dev_.fn();
+        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        mb.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr,
+                               0, nullptr);
+        const VkBufferCopy c{size_t{io.inputs} * 4, size_t{off(s.dst)} * 4, size_t{rows} * P.width(s.dst) * 4};
+        f.vkCmdCopyBuffer(cb_, io_.buf, acts_.buf, 1, &c);
+        mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+        f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr,
+                               0, nullptr);
+        break;
+    }
     case EMBER_GRAPH_COPY_COLS:
         r.copy_cols(off(nd.src), off(s.dst), rows, {P.width(nd.src), nd.n_head, nd.n, nd.head_dim, P.width(s.dst), nd.n_rot});
         break;
@@ -392,9 +420,13 @@ void Context::forward(const ember_mod_batch &b) {
             continue;
         }
         const bool last = si == P.steps.size();
+        if (last && (nl > 0 || io.hidden != kNone)) r.to_transfer();
         if (last && nl > 0) {
-            r.to_transfer();
             VkBufferCopy c{size_t{off(P.logits_buf)} * 4, size_t{io.logits} * 4, size_t{nl} * P.n_vocab * 4};
+            f.vkCmdCopyBuffer(cb_, acts_.buf, io_.buf, 1, &c);
+        }
+        if (last && io.hidden != kNone) {
+            VkBufferCopy c{size_t{off(P.hidden_buf)} * 4, size_t{io.hidden} * 4, size_t{n} * P.width(P.hidden_buf) * 4};
             f.vkCmdCopyBuffer(cb_, acts_.buf, io_.buf, 1, &c);
         }
         check(f.vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
@@ -402,6 +434,8 @@ void Context::forward(const ember_mod_batch &b) {
         if (last) break;
     }
     if (nl > 0) std::memcpy(b.logits, static_cast<const float *>(io_.map) + io.logits, size_t{nl} * P.n_vocab * sizeof(float));
+    if (io.hidden != kNone)
+        std::memcpy(batch_hidden(b), static_cast<const float *>(io_.map) + io.hidden, size_t{n} * P.width(P.hidden_buf) * sizeof(float));
 }
 
 size_t Context::row_off(uint32_t il, int32_t block, uint32_t p) const {

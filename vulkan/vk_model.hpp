@@ -68,6 +68,7 @@ private:
         uint32_t moe_logits;         // a MOE node's router logits, read back for the routing
         MoeIo moe;                   // its routing lists
         uint32_t runs, n_runs;       // the sequences' state runs (state_runs.glsl), for a model with state
+        uint32_t inputs, hidden;     // the batch's input rows and the pass's hidden rows (kNone: none)
     };
     Io fill_io(const ember_mod_batch &b);
     void record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint32_t nl);

@@ -29,7 +29,7 @@ constexpr uint32_t kVulkanOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM, 
                                    EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
                                    EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
                                    EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
-                                   EMBER_GRAPH_GATED_DELTA};
+                                   EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_INPUT_ROWS};
 
 // Checks one node's buffers, tensors and options (the shapes the shaders assume).
 class Checker {
@@ -45,6 +45,9 @@ public:
         case EMBER_GRAPH_GET_ROWS:
             expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "its output is not per token");
             matrix(n.w, p_.width(n.dst), 0);
+            break;
+        case EMBER_GRAPH_INPUT_ROWS:
+            expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "its output is not per token");
             break;
         case EMBER_GRAPH_RMS_NORM:
             same(n.src, n.dst);
@@ -307,12 +310,18 @@ void plan_steps(Program &p, const ember_mod_model_desc &d) {
         case EMBER_GRAPH_GET_ROWS:
             p.n_token_ids = std::min(p.n_token_ids, static_cast<uint32_t>(d.tensors[n.w].ne[1]));
             break;
+        case EMBER_GRAPH_INPUT_ROWS:
+            // The batch has one set of input rows: every such node reads them whole.
+            if (p.input_width && p.input_width != p.width(n.dst)) fail(EMBER_ERR_UNSUPPORTED, "vulkan: input rows of two widths");
+            p.input_width = p.width(n.dst);
+            break;
         default: break;
         }
         p.steps.push_back(s);
     }
     p.buf_used.assign(p.bufs.size(), false);
     p.buf_used[static_cast<size_t>(p.logits_buf)] = true;
+    if (p.hidden_buf >= 0) p.buf_used[static_cast<size_t>(p.hidden_buf)] = true;
     for (const Step &s : p.steps) {
         const ember_graph_node &n = p.nodes[s.node];
         for (int32_t b : {s.src, s.dst, n.src2, n.op == EMBER_GRAPH_GATED_DELTA ? n.src3 : -1})
@@ -350,6 +359,7 @@ Program plan_program(const ember_mod_model_desc &d) {
     Program p;
     p.nodes = read_program(d, "vulkan", kVulkanOps);
     p.n_vocab = d.n_vocab, p.n_layer = d.n_layer, p.kv_width = d.kv_width, p.logits_buf = d.logits_buf;
+    p.hidden_buf = desc_hidden_buf(d);
     p.n_token_ids = UINT32_MAX;
     p.bufs.assign(d.bufs, d.bufs + d.n_bufs);
     p.state_floats = static_cast<uint32_t>(state_bytes(d) / sizeof(float));

@@ -71,6 +71,9 @@ struct Program {
     std::vector<Step> steps;
     std::vector<RopeSet> ropes;
     int32_t logits_buf = -1;
+    // module_api.h's hidden_buf (-1: none), and the width of the INPUT_ROWS nodes' rows (0: none).
+    int32_t hidden_buf = -1;
+    uint32_t input_width = 0;
     uint32_t n_vocab = 0, n_layer = 0, kv_width = 0;
     // [n_layer] the layers that keep K/V rows (backend.hpp's kv_layers: a hybrid model's recurrent layers
     // keep none), and the floats of one sequence's recurrent state (0: none).

@@ -106,6 +106,7 @@ const (
 	SpecOff    SpecMode = 0 // no speculation
 	SpecDraft  SpecMode = 1 // a draft model proposes
 	SpecLookup SpecMode = 2 // n-gram lookup in the session's own tokens proposes
+	SpecMTP    SpecMode = 3 // the model's own multi-token-prediction layers propose
 )
 
 // RequestState is ember_request_state.

@@ -68,6 +68,7 @@ var goConstants = []goConstant{
 	{"SpecOff", "EMBER_SPEC_OFF", int64(SpecOff)},
 	{"SpecDraft", "EMBER_SPEC_DRAFT", int64(SpecDraft)},
 	{"SpecLookup", "EMBER_SPEC_LOOKUP", int64(SpecLookup)},
+	{"SpecMTP", "EMBER_SPEC_MTP", int64(SpecMTP)},
 	{"RequestQueued", "EMBER_REQUEST_QUEUED", int64(RequestQueued)},
 	{"RequestRunning", "EMBER_REQUEST_RUNNING", int64(RequestRunning)},
 	{"RequestDone", "EMBER_REQUEST_DONE", int64(RequestDone)},

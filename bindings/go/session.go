@@ -363,7 +363,7 @@ func (s *Session) Fork() (*Session, error) {
 // SpecOptions attach speculative decoding (ember_spec_params). Zero fields keep the C defaults
 // (k 4, adaptive, k_max 8, ngram_max 3, the session's threads).
 type SpecOptions struct {
-	Mode     SpecMode // SpecOff detaches; SpecDraft needs Draft; SpecLookup needs no model
+	Mode     SpecMode // SpecOff detaches; SpecDraft needs Draft; SpecLookup and SpecMTP need no model
 	Draft    *Model   // the draft model (same vocabulary); kept open while attached
 	K        uint32   // tokens proposed per target pass (1..16)
 	FixedK   bool     // turn off the adaptive choice of k (the C default is adaptive)

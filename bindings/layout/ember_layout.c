@@ -259,7 +259,7 @@
     E(ember_cpu_priority, EMBER_CPU_PRIORITY_NORMAL) E(ember_cpu_priority, EMBER_CPU_PRIORITY_LOW)    \
     E(ember_cpu_priority, EMBER_CPU_PRIORITY_HIGH)                                                   \
     E(ember_spec_mode, EMBER_SPEC_OFF) E(ember_spec_mode, EMBER_SPEC_DRAFT)                           \
-    E(ember_spec_mode, EMBER_SPEC_LOOKUP)                                                             \
+    E(ember_spec_mode, EMBER_SPEC_LOOKUP) E(ember_spec_mode, EMBER_SPEC_MTP)                          \
     E(ember_request_state, EMBER_REQUEST_QUEUED) E(ember_request_state, EMBER_REQUEST_RUNNING)        \
     E(ember_request_state, EMBER_REQUEST_DONE) E(ember_request_state, EMBER_REQUEST_CANCELLED)        \
     E(ember_request_state, EMBER_REQUEST_FAILED)                                                     \

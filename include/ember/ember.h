@@ -797,7 +797,17 @@ EMBER_API ember_status ember_generate(ember_session *session, ember_sampler *sam
 typedef enum ember_spec_mode {
     EMBER_SPEC_OFF = 0,    /**< no speculation (detaches what was attached) */
     EMBER_SPEC_DRAFT = 1,  /**< a draft model proposes */
-    EMBER_SPEC_LOOKUP = 2  /**< n-gram lookup in the session's own tokens proposes (no model) */
+    EMBER_SPEC_LOOKUP = 2, /**< n-gram lookup in the session's own tokens proposes (no model) */
+    /** EMBER_1.9: the session's model proposes with its own multi-token-prediction layers (a GGUF file's
+     *  <arch>.nextn_predict_layers; Qwen3.5 / Qwen3.6 carry one): no second model. Its first such layer
+     *  reads the model's final hidden state and the token just chosen, and is chained on its own output
+     *  for k > 1. Errors: EMBER_ERR_INVALID_ARGUMENT when the model carries none (or this build cannot
+     *  read them: the message says why), EMBER_ERR_UNSUPPORTED on a backend that does not run the layer
+     *  (the CPU and Vulkan do). The layer's context covers what the session evaluates from the moment
+     *  this is attached: attach it before feeding the prompt. Its drafts are checked against the tokens
+     *  the sampler draws from the model's own distributions, in the order plain decoding draws them, so
+     *  sampled output with a given seed is plain decoding's token for token (greedy too). */
+    EMBER_SPEC_MTP = 3
 } ember_spec_mode;
 
 typedef struct ember_spec_params {

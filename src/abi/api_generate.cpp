@@ -194,14 +194,16 @@ ember_status ember_session_set_speculation(ember_session *session, const ember_s
         const int64_t mode = abi::enum_value(p.mode);
         if (mode == EMBER_SPEC_OFF) {
             session->spec.reset();
+            session->session->keep_hidden(false);   // (only the MTP draft reads them)
             return EMBER_OK;
         }
-        if (mode != EMBER_SPEC_DRAFT && mode != EMBER_SPEC_LOOKUP)
+        if (mode != EMBER_SPEC_DRAFT && mode != EMBER_SPEC_LOOKUP && mode != EMBER_SPEC_MTP)
             fail(EMBER_ERR_INVALID_ARGUMENT, "unknown speculation mode %lld", (long long)mode);
         if (p.mode == EMBER_SPEC_DRAFT && !p.draft_model)
             fail(EMBER_ERR_INVALID_ARGUMENT, "EMBER_SPEC_DRAFT needs a draft_model");
         spec::SpecOptions o;
         o.draft = p.mode == EMBER_SPEC_DRAFT ? p.draft_model->model.get() : nullptr;
+        o.mtp = p.mode == EMBER_SPEC_MTP;
         o.k = p.k;
         o.adaptive = p.adaptive;
         o.k_max = p.k_max;
@@ -209,6 +211,7 @@ ember_status ember_session_set_speculation(ember_session *session, const ember_s
         // Built before the old one goes, so a failure leaves what was attached.
         session->spec = std::make_unique<spec::Speculator>(*session->session, o,
                                                            p.n_threads ? p.n_threads : session->n_threads);
+        if (!o.mtp) session->session->keep_hidden(false);
         return EMBER_OK;
     });
 }

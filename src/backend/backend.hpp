@@ -95,6 +95,10 @@ struct Batch {
     // With ContextParams::n_state_slots: [n_tokens] each token's sequence's state slot, and the slot its
     // first token in this batch reads from (-1: a new sequence's zero state); module_api.h says the rules.
     const int32_t *state_slots = nullptr, *state_src = nullptr;
+    // module_api.h's inputs (a program with INPUT_ROWS) and hidden (the description's hidden_buf rows of
+    // every token, when not null).
+    const float *inputs = nullptr;
+    float *hidden = nullptr;
 };
 
 class BackendContext {

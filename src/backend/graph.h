@@ -161,7 +161,14 @@ enum ember_graph_op_kind {
      *   d_j = beta (v_j - sum_i M[i][j] k_i),  M[i][j] += k_i d_j,  dst_j = sum_i M[i][j] q_i.
      * dst: n_head heads of head_dim. State: n_head * head_dim^2 floats (state_size), laid out per head with
      * j outer and i inner. */
-    EMBER_GRAPH_GATED_DELTA = 19
+    EMBER_GRAPH_GATED_DELTA = 19,
+
+    /* --- A program fed by another pass's rows (a multi-token-prediction block reads the main model's
+     * final hidden state). */
+
+    /* dst[t] = row t of the batch's input rows (ember_mod_batch.inputs: n_tokens rows of width(dst)
+     * floats). dst is per token. */
+    EMBER_GRAPH_INPUT_ROWS = 20
 };
 
 /* The op's name ("rms_norm"), for messages; NULL for a number this header does not define (a backend
@@ -187,6 +194,7 @@ static inline const char *ember_graph_op_name(uint32_t op) {
     case EMBER_GRAPH_SIGMOID_MUL: return "sigmoid_mul";
     case EMBER_GRAPH_SSM_CONV: return "ssm_conv";
     case EMBER_GRAPH_GATED_DELTA: return "gated_delta";
+    case EMBER_GRAPH_INPUT_ROWS: return "input_rows";
     default: return NULL;
     }
 }

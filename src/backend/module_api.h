@@ -69,6 +69,11 @@ typedef struct ember_mod_model_desc {
      * their part of it), 0 for a model of attention layers only. A context keeps n_state_slots such
      * states, f32, each addressed by its slot number. */
     uint32_t state_floats;
+    /* Appended: a per-token buffer whose rows a pass also returns, in the batch's `hidden`, when the
+     * batch asks for them (its hidden is not NULL): the model's final hidden state, which a
+     * multi-token-prediction block reads through INPUT_ROWS. -1 (or a struct_size that stops before
+     * it): none. A module that runs EMBER_GRAPH_INPUT_ROWS honours it; the core asks no other. */
+    int32_t hidden_buf;
 } ember_mod_model_desc;
 
 typedef struct ember_mod_context_params {
@@ -115,6 +120,11 @@ typedef struct ember_mod_batch {
      * same slot: go on in place; another: the state that slot holds, which the pass does not change). A
      * sequence's tokens are consecutive in the batch, in position order (graph.h). */
     const int32_t *state_slots, *state_src;
+    /* Appended: for a program with EMBER_GRAPH_INPUT_ROWS, its input rows ([n_tokens][width of the
+     * node's dst]); else NULL. And, NULL or [n_tokens][width of the description's hidden_buf]: where the
+     * pass writes the hidden_buf rows of every token. */
+    const float *inputs;
+    float *hidden;
 } ember_mod_batch;
 
 /* What opening a backend may be told. Every pointer may be NULL. */

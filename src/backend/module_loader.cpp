@@ -114,6 +114,7 @@ public:
         mb.window_tables = b.window_tables;
         mb.precision = b.precision;
         mb.state_slots = b.state_slots, mb.state_src = b.state_src;
+        mb.inputs = b.inputs, mb.hidden = b.hidden;
         mb.n_logits = b.n_logits, mb.logits_rows = b.logits_rows, mb.logits = b.logits;
         if (b.cancel) {
             mb.cancel = [](void *flag) { return static_cast<const std::atomic<bool> *>(flag)->load() ? 1 : 0; };

@@ -20,6 +20,16 @@ inline constexpr uint32_t kGraphOpsFirst[] = {EMBER_GRAPH_GET_ROWS, EMBER_GRAPH_
                                               EMBER_GRAPH_ROPE,     EMBER_GRAPH_KV_STORE,  EMBER_GRAPH_ATTENTION,
                                               EMBER_GRAPH_ADD,      EMBER_GRAPH_SWIGLU,    EMBER_GRAPH_GATHER_LOGITS};
 
+// The description's hidden_buf (module_api.h), -1 when it has none or predates the field.
+inline int32_t desc_hidden_buf(const ember_mod_model_desc &d) {
+    return d.struct_size >= offsetof(ember_mod_model_desc, hidden_buf) + sizeof d.hidden_buf ? d.hidden_buf : -1;
+}
+
+// Where a pass writes the hidden rows, or nullptr: the batch asks (module_api.h) and the program has them.
+inline float *batch_hidden(const ember_mod_batch &b) {
+    return b.struct_size >= offsetof(ember_mod_batch, hidden) + sizeof b.hidden ? b.hidden : nullptr;
+}
+
 // `who` ("cpu", "cuda", "vulkan") prefixes the messages; `ops`: the ops this backend runs (any other is
 // refused with EMBER_ERR_UNSUPPORTED naming it). Nodes only grow at their end: this build reads the first
 // sizeof(ember_graph_node) bytes of each, node_size apart.
@@ -34,6 +44,9 @@ inline std::vector<ember_graph_node> read_program(const ember_mod_model_desc &d,
     if (d.logits_buf < 0 || static_cast<uint32_t>(d.logits_buf) >= d.n_bufs || d.bufs[d.logits_buf].width != d.n_vocab ||
         d.bufs[d.logits_buf].rows != EMBER_GRAPH_ROWS_LOGITS)
         fail(EMBER_ERR_INVALID_MODEL, "%s: the program's output is not a logits buffer of the vocabulary's width", who);
+    const int32_t h = desc_hidden_buf(d);
+    if (h >= 0 && (static_cast<uint32_t>(h) >= d.n_bufs || d.bufs[h].rows != EMBER_GRAPH_ROWS_TOKENS))
+        fail(EMBER_ERR_INVALID_MODEL, "%s: the program's hidden rows are not a per-token buffer", who);
     std::vector<ember_graph_node> nodes(d.n_nodes);
     for (uint32_t i = 0; i < d.n_nodes; ++i) {
         std::memcpy(&nodes[i], reinterpret_cast<const uint8_t *>(d.nodes) + size_t{i} * d.node_size, sizeof(ember_graph_node));

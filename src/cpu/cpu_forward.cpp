@@ -32,7 +32,7 @@ constexpr uint32_t kCpuOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,    
                                 EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
                                 EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
                                 EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
-                                EMBER_GRAPH_GATED_DELTA};
+                                EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_INPUT_ROWS};
 
 bool row_local(uint32_t op) {
     return op == EMBER_GRAPH_RMS_NORM || op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_KV_STORE || op == EMBER_GRAPH_ADD ||
@@ -77,7 +77,7 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
         if (!ember_graph_op_name(n.op)) fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u (node %u) is not supported by this build", n.op, i);
         // Every op reads src but GET_ROWS and the ropes (in place on dst); SWIGLU, GEGLU, MOE and KV_STORE
         // read src2; all write dst but KV_STORE.
-        const bool reads_src = n.op != EMBER_GRAPH_GET_ROWS && !is_rope(n.op);
+        const bool reads_src = n.op != EMBER_GRAPH_GET_ROWS && n.op != EMBER_GRAPH_INPUT_ROWS && !is_rope(n.op);
         const bool reads_src2 = n.op == EMBER_GRAPH_SWIGLU || n.op == EMBER_GRAPH_GEGLU || n.op == EMBER_GRAPH_MOE ||
                                 n.op == EMBER_GRAPH_KV_STORE || n.op == EMBER_GRAPH_SIGMOID_MUL ||
                                 n.op == EMBER_GRAPH_GATED_DELTA;
@@ -85,7 +85,9 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
             !tensor_ok(n.b3) || (n.op != EMBER_GRAPH_KV_STORE && !buf_ok(n.dst)) || (reads_src && !buf_ok(n.src)) ||
             (reads_src2 && !buf_ok(n.src2)) || (n.op == EMBER_GRAPH_GATED_DELTA && !buf_ok(n.src3)))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) refers to a missing buffer or tensor", i, ember_graph_op_name(n.op));
-        if (n.op >= EMBER_GRAPH_COPY_COLS) check_hybrid(i, n);
+        if (n.op >= EMBER_GRAPH_COPY_COLS && n.op != EMBER_GRAPH_INPUT_ROWS) check_hybrid(i, n);
+        if (n.op == EMBER_GRAPH_INPUT_ROWS && d.bufs[n.dst].rows != EMBER_GRAPH_ROWS_TOKENS)
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (input_rows) writes a logits-row buffer", i);
         if (n.op == EMBER_GRAPH_SOFTCAP && !(n.softcap > 0))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (softcap) of cap %g", i, static_cast<double>(n.softcap));
         if (n.op == EMBER_GRAPH_MOE) check_moe(i, n);
@@ -524,6 +526,11 @@ void CpuContext::forward(const ember_mod_batch &b) {
                         static_cast<uint32_t>(runs_.size()), n.state_offset);
             break;
         }
+        case EMBER_GRAPH_INPUT_ROWS:
+            if (b.struct_size < offsetof(ember_mod_batch, inputs) + sizeof b.inputs || !b.inputs)
+                fail(EMBER_ERR_INTERNAL, "cpu forward: the program reads input rows the batch does not have");
+            std::memcpy(buf(n.dst), b.inputs, size_t{b.n_tokens} * width(n.dst) * sizeof(float));
+            break;
         case EMBER_GRAPH_GATHER_LOGITS: {
             const size_t w = width(n.dst);
             for (uint32_t r = 0; r < b.n_logits; ++r)
@@ -533,6 +540,11 @@ void CpuContext::forward(const ember_mod_batch &b) {
         default: fail(EMBER_ERR_INTERNAL, "cpu: op %u", n.op);
         }
         ++i;
+    }
+    if (float *hidden = batch_hidden(b)) {
+        const int32_t h = desc_hidden_buf(d);
+        if (h < 0) fail(EMBER_ERR_INTERNAL, "cpu forward: hidden rows asked of a program without them");
+        std::memcpy(hidden, buf(h), size_t{b.n_tokens} * width(h) * sizeof(float));
     }
 }
 

@@ -97,6 +97,10 @@ public:
     void moe(int32_t dst, int32_t src, int32_t router_logits, const Moe &m);
     void gather_logits(int32_t dst, int32_t src);
     void output(int32_t logits_buf);
+    // A program fed by another pass (graph.h's INPUT_ROWS: the batch's input rows into dst), and the
+    // per-token buffer a pass returns on request (model_desc.hpp's hidden_buf).
+    void input_rows(int32_t dst);
+    void hidden_rows(int32_t buf);
     // The hybrid families' ops (graph.h): columns offset..offset+n_cols of each of n_group groups (into dst
     // from column dst_col); src *
     // sigmoid(gate); a causal convolution with a carried window; the gated delta rule. The last two take
@@ -129,6 +133,9 @@ private:
 struct ArchSpec {
     const char *name;                 // general.architecture
     void (*build)(ArchBuilder &b);    // reads hyper-parameters and tensors, emits the program
+    // The file's multi-token-prediction block as a program of its own (the draft of speculative decoding,
+    // spec/mtp_draft.hpp): returns false when the file carries none. nullptr: the family has none.
+    bool (*build_mtp)(ArchBuilder &b) = nullptr;
 };
 
 // Each arch_<name>.cpp defines `extern const ArchSpec arch_spec_<name>`; the build writes the list of
@@ -203,11 +210,17 @@ void read_window_pattern(ArchBuilder &b, DecoderOptions &opt, uint32_t fallback_
 void read_decoder_shape(ArchBuilder &b, bool moe);
 // The decoder's head: the residual stream x's logits rows through output_norm and the vocabulary product
 // (output.weight, or the embedding tok_embd where tied); returns the logits buffer.
-int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps);
+// With `hidden`, every token row goes through the output norm, and those normed rows are the program's
+// hidden rows (what a multi-token-prediction block reads); the logits rows are gathered from them.
+int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps, bool hidden = false);
+// decoder_logits with the norm and the vocabulary matrix given (tensor indices).
+int32_t logits_head(ArchBuilder &b, int32_t x, int32_t norm_w, int32_t out_w, float eps, bool hidden);
 ArchBuilder::Rope read_decoder_rope(ArchBuilder &b, uint32_t rope_mode);
 // Qwen3.5 / Qwen3.6 (arch_qwen35.cpp): Gated DeltaNet layers beside gated attention, a dense FFN or
 // routed plus shared experts (qwen35moe); Qwen3-Next (next) the same layers with its own tensor layout.
 void build_qwen35(ArchBuilder &b, bool moe, bool next = false);
+// Their multi-token-prediction block (arch_qwen35_mtp.cpp), ArchSpec::build_mtp's contract.
+bool build_qwen35_mtp(ArchBuilder &b, bool moe);
 // An after_qkv hook: RMSNorm of each head of q and k with the layer's attn_q_norm / attn_k_norm weights
 // (head_dim each, shared by the heads) — Qwen3's, Qwen3-MoE's and Gemma 3's.
 void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l);

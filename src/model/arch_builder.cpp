@@ -314,6 +314,19 @@ void ArchBuilder::gather_logits(int32_t dst, int32_t src) {
 
 void ArchBuilder::output(int32_t logits_buf) { out_.logits_buf = logits_buf; }
 
+void ArchBuilder::input_rows(int32_t dst) {
+    if (out_.bufs[static_cast<size_t>(dst)].rows != EMBER_GRAPH_ROWS_TOKENS)
+        fail(EMBER_ERR_INTERNAL, "input_rows: the buffer is not per token");
+    auto &n = node(EMBER_GRAPH_INPUT_ROWS);
+    n.dst = dst;
+}
+
+void ArchBuilder::hidden_rows(int32_t buf) {
+    if (out_.bufs[static_cast<size_t>(buf)].rows != EMBER_GRAPH_ROWS_TOKENS)
+        fail(EMBER_ERR_INTERNAL, "hidden_rows: the buffer is not per token");
+    out_.hidden_buf = buf;
+}
+
 void ArchBuilder::copy_cols(int32_t dst, int32_t src, uint32_t n_group, uint32_t offset, uint32_t n_cols, uint32_t dst_col) {
     if (n_group == 0 || width(src) % n_group != 0 || offset + n_cols > width(src) / n_group ||
         uint64_t{dst_col} + uint64_t{n_group} * n_cols > width(dst))

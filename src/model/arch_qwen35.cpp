@@ -11,7 +11,9 @@
 // ssm.conv_kernel inputs) and SiLU; attn_gate gives z; ssm_alpha and ssm_beta the per-head decay and write
 // strength inputs (with ssm_dt.bias and ssm_a); graph.h's GATED_DELTA runs the rule; its output is
 // RMS-normed per head (ssm_norm) times silu(z), then ssm_out.
-// Multi-token-prediction layers (nextn_predict_layers, counted in block_count) are not part of the pass.
+// Multi-token-prediction layers (nextn_predict_layers, counted in block_count, the last ones) are not part
+// of the pass; build_qwen35_mtp (at the end) makes the first of them a program of its own, the draft of
+// speculative decoding, and the pass returns the hidden rows it reads.
 // Qwen3-Next (arch_qwen3next.cpp) has the same layers with plain rope, the decay and write-strength inputs
 // in one product (ssm_ba: per key head, its value heads' b then their a) and each key head's value
 // heads adjacent.
@@ -148,6 +150,25 @@ void moe_ffn(ArchBuilder &b, const std::string &p, int32_t xn, int32_t out) {
     b.add(out, shared);
 }
 
+// x += FFN(post_attention_norm(x)): routed plus shared experts, or a dense SwiGLU FFN (gate and up: its
+// buffers, shared by the layers).
+void ffn_block(ArchBuilder &b, const std::string &p, bool moe, int32_t x, int32_t xn, int32_t tmp, int32_t gate,
+               int32_t up, float eps) {
+    const HParams &hp = b.hp();
+    const uint32_t d = hp.n_embd;
+    b.rms_norm(xn, x, b.vector(p + "post_attention_norm.weight", d), eps, d);
+    if (moe) {
+        moe_ffn(b, p, xn, tmp);
+    } else {
+        if (gate < 0) fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.feed_forward_length' must be positive", b.arch().c_str());
+        b.matmul(gate, xn, b.matrix(p + "ffn_gate.weight", d, hp.n_ff));
+        b.matmul(up, xn, b.matrix(p + "ffn_up.weight", d, hp.n_ff));
+        b.swiglu(gate, gate, up);
+        b.matmul(tmp, gate, b.matrix(p + "ffn_down.weight", hp.n_ff, d));
+    }
+    b.add(x, tmp);
+}
+
 } // namespace
 
 void build_qwen35(ArchBuilder &b, bool moe, bool next) {
@@ -204,21 +225,64 @@ void build_qwen35(ArchBuilder &b, bool moe, bool next) {
         else
             attention_layer(b, p, rope, xn, tmp, eps);
         b.add(x, tmp);
-        b.rms_norm(xn, x, b.vector(p + "post_attention_norm.weight", d), eps, d);
-        if (moe && (!next || b.find(p + "ffn_gate_inp.weight"))) {
-            moe_ffn(b, p, xn, tmp);
-        } else {
-            b.matmul(gate, xn, b.matrix(p + "ffn_gate.weight", d, hp.n_ff));
-            b.matmul(up, xn, b.matrix(p + "ffn_up.weight", d, hp.n_ff));
-            b.swiglu(gate, gate, up);
-            b.matmul(tmp, gate, b.matrix(p + "ffn_down.weight", hp.n_ff, d));
-        }
-        b.add(x, tmp);
+        ffn_block(b, p, moe && (!next || b.find(p + "ffn_gate_inp.weight")), x, xn, tmp, gate, up, eps);
     }
-    b.output(decoder_logits(b, x, tok_embd, eps));
+    b.output(decoder_logits(b, x, tok_embd, eps, n_nextn > 0));
+}
+
+// --- The multi-token-prediction block -----------------------------------------------------------------
+// The first of the file's nextn_predict_layers blocks (blk.<n_layer>., after the model's own layers) as a
+// program of its own: for a token x at position p it reads the model's final hidden state h (after
+// output_norm) of position p - 1 as its input rows and predicts the token after x:
+//   u = eh_proj · [enorm(embed(x)) ; hnorm(h)]     (the embedding's half first; eh_proj [2 n_embd, n_embd])
+//   u += gated attention(attn_norm(u))              (the model's attention layer, with its own KV rows)
+//   u += FFN(post_attention_norm(u))                (dense, or routed plus shared experts)
+//   logits = head · shared_head_norm(u)
+// with embed nextn.embed_tokens where the file has it (else token_embd) and head nextn.shared_head_head
+// where it has it (else the model's output matrix). Its hidden rows are shared_head_norm(u): drafting
+// several tokens feeds them back as h with the token just drafted. A program of one KV layer.
+bool build_qwen35_mtp(ArchBuilder &b, bool moe) {
+    read_decoder_shape(b, moe);
+    HParams &hp = b.hp();
+    const uint32_t n_nextn = b.u32("nextn_predict_layers", 0u);
+    if (n_nextn == 0) return false;
+    if (n_nextn >= hp.n_layer)
+        fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.nextn_predict_layers' (%u) must be below block_count (%u)",
+             b.arch().c_str(), n_nextn, hp.n_layer);
+    const std::string p = "blk." + std::to_string(hp.n_layer - n_nextn) + ".";
+    hp.n_layer = 1;
+    const float eps = b.f32("attention.layer_norm_rms_epsilon", 1e-6f);
+    const ArchBuilder::Rope rope = read_decoder_rope(b, EMBER_GRAPH_ROPE_NEOX);
+    const TensorRef *emb = b.find("token_embd.weight");
+    if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
+    hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
+    const uint32_t d = hp.n_embd;
+    const int32_t tok_embd = b.matrix("token_embd.weight", d, hp.n_vocab);
+    const int32_t own_embd = b.matrix(p + "nextn.embed_tokens.weight", d, hp.n_vocab, false);
+    int32_t head = b.matrix(p + "nextn.shared_head_head.weight", d, hp.n_vocab, false);
+    if (head < 0) head = b.matrix("output.weight", d, hp.n_vocab, false);
+    if (head < 0) head = tok_embd;   // tied embeddings
+
+    const int32_t e = b.buf(d), h = b.buf(d), eh = b.buf(2 * d), x = b.buf(d), xn = b.buf(d), tmp = b.buf(d);
+    const int32_t gate = hp.n_ff ? b.buf(hp.n_ff) : -1, up = hp.n_ff ? b.buf(hp.n_ff) : -1;
+    b.layer(0);
+    b.get_rows(e, own_embd >= 0 ? own_embd : tok_embd);
+    b.input_rows(h);
+    b.rms_norm(e, e, b.vector(p + "nextn.enorm.weight", d), eps, d);
+    b.rms_norm(h, h, b.vector(p + "nextn.hnorm.weight", d), eps, d);
+    b.copy_cols(eh, e, 1, 0, d, 0);
+    b.copy_cols(eh, h, 1, 0, d, d);
+    b.matmul(x, eh, b.matrix(p + "nextn.eh_proj.weight", 2 * d, d));
+    b.rms_norm(xn, x, b.vector(p + "attn_norm.weight", d), eps, d);
+    attention_layer(b, p, rope, xn, tmp, eps);
+    b.add(x, tmp);
+    ffn_block(b, p, moe, x, xn, tmp, gate, up, eps);
+    b.output(logits_head(b, x, b.vector(p + "nextn.shared_head_norm.weight", d), head, eps, true));
+    return true;
 }
 
 // Found by arch.cpp through the list CMake writes from the arch_*.cpp files (arch_list.inc).
-extern const ArchSpec arch_spec_qwen35 = {"qwen35", [](ArchBuilder &b) { build_qwen35(b, false); }};
+extern const ArchSpec arch_spec_qwen35 = {"qwen35", [](ArchBuilder &b) { build_qwen35(b, false); },
+                                          [](ArchBuilder &b) { return build_qwen35_mtp(b, false); }};
 
 } // namespace ember

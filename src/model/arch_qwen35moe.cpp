@@ -5,5 +5,6 @@
 
 namespace ember {
 // Found by arch.cpp through the list CMake writes from the arch_*.cpp files (arch_list.inc).
-extern const ArchSpec arch_spec_qwen35moe = {"qwen35moe", [](ArchBuilder &b) { build_qwen35(b, true); }};
+extern const ArchSpec arch_spec_qwen35moe = {"qwen35moe", [](ArchBuilder &b) { build_qwen35(b, true); },
+                                             [](ArchBuilder &b) { return build_qwen35_mtp(b, true); }};
 } // namespace ember

@@ -138,18 +138,32 @@ void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l) {
     b.rms_norm(l.k, l.k, b.vector(l.prefix + "attn_k_norm.weight", hd), l.eps, hd);
 }
 
-int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps) {
-    // Only the rows whose logits are wanted go through the output norm and the vocabulary product.
+int32_t logits_head(ArchBuilder &b, int32_t x, int32_t norm_w, int32_t out_w, float eps, bool hidden) {
+    // Only the rows whose logits are wanted go through the output norm and the vocabulary product (all of
+    // them through the norm when the program returns its hidden rows).
     const HParams &hp = b.hp();
     const uint32_t d = hp.n_embd;
     b.layer(static_cast<int32_t>(hp.n_layer));
-    const int32_t xl = b.buf(d, true), xln = b.buf(d, true), logits = b.buf(hp.n_vocab, true);
-    b.gather_logits(xl, x);
-    b.rms_norm(xln, xl, b.vector("output_norm.weight", d), eps, d);
-    int32_t out = b.matrix("output.weight", d, hp.n_vocab, false);
-    if (out < 0) out = tok_embd;  // tied embeddings
-    b.matmul(logits, xln, out);
+    const int32_t xln = b.buf(d, true), logits = b.buf(hp.n_vocab, true);
+    if (hidden) {
+        const int32_t xn = b.buf(d);
+        b.rms_norm(xn, x, norm_w, eps, d);
+        b.gather_logits(xln, xn);
+        b.hidden_rows(xn);
+    } else {
+        const int32_t xl = b.buf(d, true);
+        b.gather_logits(xl, x);
+        b.rms_norm(xln, xl, norm_w, eps, d);
+    }
+    b.matmul(logits, xln, out_w);
     return logits;
+}
+
+int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps, bool hidden) {
+    const int32_t norm = b.vector("output_norm.weight", b.hp().n_embd);
+    int32_t out = b.matrix("output.weight", b.hp().n_embd, b.hp().n_vocab, false);
+    if (out < 0) out = tok_embd;  // tied embeddings
+    return logits_head(b, x, norm, out, eps, hidden);
 }
 
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {

@@ -83,11 +83,21 @@ public:
     bool uses_long(uint32_t n_ctx_per_seq) const { return desc_long_ && n_ctx_per_seq > n_ctx_orig_; }
     uint32_t n_ctx_orig() const { return desc_long_ ? n_ctx_orig_ : 0; }
 
+    // Multi-token-prediction layers the file carries (<arch>.nextn_predict_layers; 0: none).
+    uint32_t n_mtp_layers() const { return n_mtp_layers_; }
+    // The first of them as a program of its own (ArchSpec::build_mtp), the draft of speculative decoding.
+    // Throws EMBER_ERR_INVALID_ARGUMENT when the file carries none, or says why this build cannot use them.
+    const ModelDesc &mtp_desc() const;
+    // Its weights on `backend`, loaded on first use (thread-safe). On the CPU they are read from the file
+    // mapping (the huge-page copy holds the main program's tensors only).
+    BackendModel &mtp_backend_model(Backend &backend) const;
+
 private:
     Model() = default;
     void build_desc(const LoadOptions &opts);
     [[noreturn]] static void no_tokenizer();
     void build_long_context(const gguf::File &g);
+    void build_mtp(const struct ArchSpec &spec);
     // With backend_mutex_ held: the placement's decision and the copy (weight_placement.cpp).
     bool cpu_decide_locked(uint64_t context_bytes) const;
     void cpu_copy_locked(const Backend &backend) const;
@@ -109,6 +119,11 @@ private:
     // LongRoPE's program for contexts beyond n_ctx_orig_ (nullptr for every other model).
     std::unique_ptr<ModelDesc> desc_long_;
     uint32_t n_ctx_orig_ = 0;
+    // The multi-token-prediction block's program (null: none), or why it could not be built.
+    uint32_t n_mtp_layers_ = 0;
+    std::unique_ptr<ModelDesc> desc_mtp_;
+    std::string mtp_error_;
+    mutable std::map<Backend *, std::unique_ptr<BackendModel>> mtp_backend_models_;
     LogSink log_;
     mutable std::mutex backend_mutex_;
     mutable std::map<std::pair<Backend *, bool>, std::unique_ptr<BackendModel>> backend_models_;

@@ -31,6 +31,7 @@ void ModelDesc::finish() {
     c.nodes = nodes.data();
     c.logits_buf = logits_buf;
     c.state_floats = state_floats;
+    c.hidden_buf = hidden_buf;
 }
 
 } // namespace ember

@@ -62,6 +62,9 @@ struct ModelDesc {
     // Floats of one sequence's recurrent state (the SSM_CONV and GATED_DELTA nodes' parts): 0 for a model
     // of attention layers only.
     uint32_t state_floats = 0;
+    // A per-token buffer a pass returns on request (module_api.h's hidden_buf): the final hidden state of
+    // a model whose file carries multi-token-prediction layers, and that block's own; -1: none.
+    int32_t hidden_buf = -1;
 
     // The C form every backend receives (backend/module_api.h), pointing into this object: made by
     // finish() once the program is complete and the object is in its final place.

@@ -106,6 +106,43 @@ void Model::build_desc(const LoadOptions &opts) {
     desc_ = std::move(d);
     desc_.finish();
     build_long_context(g);
+    build_mtp(*spec);
+}
+
+void Model::build_mtp(const ArchSpec &spec) {
+    const std::optional<int64_t> n = gguf_.get_int(arch_ + ".nextn_predict_layers");
+    n_mtp_layers_ = n && *n > 0 && *n < INT32_MAX ? static_cast<uint32_t>(*n) : 0;
+    if (n_mtp_layers_ == 0) return;
+    if (!spec.build_mtp) {
+        mtp_error_ = format("this build does not run the multi-token-prediction layers of '%s' files", arch_.c_str());
+        return;
+    }
+    // A file whose MTP block cannot be read still runs as a model: the reason is kept for whoever asks
+    // for the block (ember_session_set_speculation with EMBER_SPEC_MTP).
+    try {
+        auto m = std::make_unique<ModelDesc>();
+        ArchBuilder builder(gguf_, arch_, tensors_, *m);
+        if (!spec.build_mtp(builder)) return;
+        m->finish();
+        desc_mtp_ = std::move(m);
+    } catch (const Error &e) {
+        mtp_error_ = format("the file's multi-token-prediction layers cannot be used: %s", e.what());
+    }
+}
+
+const ModelDesc &Model::mtp_desc() const {
+    if (desc_mtp_) return *desc_mtp_;
+    if (!mtp_error_.empty()) fail(EMBER_ERR_INVALID_ARGUMENT, "%s", mtp_error_.c_str());
+    fail(EMBER_ERR_INVALID_ARGUMENT, "the model carries no multi-token-prediction layers (%s.nextn_predict_layers is %s)",
+         arch_.c_str(), gguf_.find(arch_ + ".nextn_predict_layers") ? "0" : "absent");
+}
+
+BackendModel &Model::mtp_backend_model(Backend &backend) const {
+    const ModelDesc &d = mtp_desc();
+    std::lock_guard<std::mutex> lock(backend_mutex_);
+    auto &slot = mtp_backend_models_[&backend];
+    if (!slot) slot = backend.load_model(d.c);
+    return *slot;
 }
 
 // LongRoPE: the architecture's program ropes with the short factors, which hold up to the original

@@ -125,11 +125,13 @@ void Sampler::record_logprobs(const float *logits, size_t n_vocab, int32_t token
 
 double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
-int32_t Sampler::draw(const TokenDist &d) {
+int32_t Sampler::draw(const TokenDist &d) { return draw(d, rng_); }
+
+int32_t Sampler::draw(const TokenDist &d, std::mt19937_64 &rng) const {
     if (d.ids.empty()) fail(EMBER_ERR_INTERNAL, "sampler: empty distribution");
     if (greedy()) return d.ids[0];   // a greedy chain draws no random number
     std::uniform_real_distribution<double> u(0.0, d.total);
-    double r = u(rng_), acc = 0;
+    double r = u(rng), acc = 0;
     for (size_t i = 0; i < d.ids.size(); ++i) {
         acc += d.w[i];
         if (r < acc) return d.ids[i];

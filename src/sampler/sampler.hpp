@@ -63,6 +63,9 @@ public:
     // it accepts them).
     void distribution(const float *logits, size_t n_vocab, const int32_t *extra, size_t n_extra, TokenDist &out);
     int32_t draw(const TokenDist &d);
+    // The same draw with another generator (a speculative draft's own, which leaves this sampler's
+    // random stream to the tokens it emits).
+    int32_t draw(const TokenDist &d, std::mt19937_64 &rng) const;
     // A uniform number in [0, 1) from the sampler's generator (acceptance tests of speculation).
     double uniform();
     void accept(int32_t token);

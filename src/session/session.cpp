@@ -225,7 +225,12 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
     // or go on from exactly where it was. The old logits survive unless the failing pass was the one
     // that writes them (the last chunk), which may have left them half written.
     bool logits_pass = false;
+    if (hidden_width_) {
+        if (start < hidden_start_) hidden_start_ = start, hidden_.clear();
+        hidden_.resize((size_t{start} + n - hidden_start_) * hidden_width_);
+    }
     const auto roll_back = [&](bool logits_untouched) {
+        forget_hidden(start);
         seq_->truncate(start);
         if (win_ && win_->can_truncate(start)) {
             win_->truncate(start);
@@ -271,6 +276,7 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
                 logits_pass = true;
             }
             b.cancel = cancel;
+            if (hidden_width_) b.hidden = hidden_.data() + (size_t{position()} - hidden_start_) * hidden_width_;
             if (win_) b.window_tables = window_tables_.data();
             b.precision = precision_;
             if (has_state()) {
@@ -321,6 +327,7 @@ void Session::truncate_state(uint32_t n) {
     uint32_t from = from_checkpoint ? static_cast<uint32_t>(checkpoint_) : 0;
     if (win_ && from > 0 && (window_stale_ || !win_->can_truncate(from))) from_checkpoint = false, from = 0;
     const std::vector<int32_t> keep(seq_->tokens().begin() + from, seq_->tokens().begin() + n);
+    forget_hidden(from);
     seq_->truncate(from);
     if (win_) {
         win_->truncate(from);
@@ -338,6 +345,7 @@ void Session::truncate_kv(uint32_t n) {
         return;
     }
     if (!win_ || (!window_stale_ && win_->can_truncate(n))) {
+        forget_hidden(n);
         seq_->truncate(n);
         if (win_) win_->truncate(n);
         return;
@@ -345,6 +353,7 @@ void Session::truncate_kv(uint32_t n) {
     // The window layers' rows that a pass at n reads were released: evaluate the n tokens again (from
     // the start, as every earlier window's rows are gone too). If that fails the session is left empty.
     const std::vector<int32_t> keep(seq_->tokens().begin(), seq_->tokens().begin() + n);
+    forget_hidden(0);
     seq_->truncate(0);
     win_->truncate(0);
     window_stale_ = false;
@@ -366,6 +375,27 @@ void Session::truncate(uint32_t n, const float *logits) {
     truncate_kv(n);
     std::copy_n(logits, logits_.size(), logits_.data());
     logits_valid_ = true;
+}
+
+void Session::keep_hidden(bool on) {
+    std::lock_guard<std::mutex> lock(kv_->mutex);
+    if (on && model_.desc().hidden_buf < 0)
+        fail(EMBER_ERR_UNSUPPORTED, "the %s model's forward pass returns no hidden rows", model_.arch().c_str());
+    if (on == (hidden_width_ > 0)) return;   // the rows recorded so far stay
+    hidden_.clear();
+    hidden_start_ = position();
+    hidden_width_ = on ? model_.desc().bufs[static_cast<size_t>(model_.desc().hidden_buf)].width : 0;
+}
+
+const float *Session::hidden_row(uint32_t pos) const {
+    if (!hidden_width_ || pos < hidden_start_ || pos >= position()) return nullptr;
+    return hidden_.data() + (size_t{pos} - hidden_start_) * hidden_width_;
+}
+
+void Session::forget_hidden(uint32_t n) {
+    if (!hidden_width_) return;
+    if (n < hidden_start_) hidden_start_ = n;
+    hidden_.resize((size_t{n} - hidden_start_) * hidden_width_);
 }
 
 GenStep Session::next(Sampler &sampler) {

@@ -124,10 +124,22 @@ public:
     // its forks share.
     uint64_t context_bytes() const { return kv_->context_bytes; }
     ember_backend_kind backend_kind() const { return backend_kind_; }
+    // The backend context whose worker threads a context used by turns with this session may run on
+    // (ContextParams::share_threads_with).
+    const BackendContext *threads_context() const { return kv_->ctx.get(); }
     // EMBER_PRECISION_* for the passes from now on (ember_session_set_precision); EMBER_ERR_UNSUPPORTED
     // for EMBER_PRECISION_HIGH on a backend without it (Backend::precision_high).
     void set_precision(uint32_t precision);
     uint32_t precision() const { return precision_; }
+
+    // Hidden rows (a model whose program returns them: model_desc.hpp's hidden_buf, the state a
+    // multi-token-prediction block reads): with keep_hidden(true) (a no-op when on) every feed from now on also records
+    // each token's hidden row, and truncation forgets them with their tokens. hidden_row(p) is
+    // position p's row (hidden_width() floats), or nullptr where none was recorded (before keep_hidden
+    // was turned on, or past position()). EMBER_ERR_UNSUPPORTED for a model without hidden rows.
+    void keep_hidden(bool on);
+    const float *hidden_row(uint32_t pos) const;
+    uint32_t hidden_width() const { return hidden_width_; }
 
 private:
     struct ForkTag {};
@@ -155,6 +167,8 @@ private:
     void release_state_slots();
     // truncate()'s part for a recurrent model: the state at n from the checkpoint or from the start.
     void truncate_state(uint32_t n);
+    // Drops the hidden rows of positions n and later.
+    void forget_hidden(uint32_t n);
 
     // Checks a saved state's header (the first min(size, 48) bytes are at data) against this session and
     // a total size of `size` bytes; returns the header's length. Throws as restore() does.
@@ -181,6 +195,9 @@ private:
     std::vector<float> logits_;
     bool logits_valid_ = false;
     Utf8Stream utf8_;
+    // keep_hidden's rows: positions hidden_start_ .. hidden_start_ + rows - 1 (hidden_width_ 0: off).
+    uint32_t hidden_width_ = 0, hidden_start_ = 0;
+    std::vector<float> hidden_;
 };
 
 uint32_t default_thread_count();

@@ -209,6 +209,8 @@ void Session::restore(const uint8_t *data, size_t size) {
     restored.commit(ids.data(), n);
     *seq_ = std::move(restored);
     if (win_) *win_ = std::move(*rwin);
+    forget_hidden(0);   // a saved state carries no hidden rows: they are recorded again from here on
+    hidden_start_ = position();
     utf8_.reset();
     logits_valid_ = false;
     if (has_logits) {

@@ -27,11 +27,12 @@ void check_vocab(const Model &target, const Model &draft) {
 
 } // namespace
 
-Speculator::Speculator(const Session &target, const SpecOptions &opts, uint32_t n_threads) : opts_(opts), k_(opts.k) {
+Speculator::Speculator(Session &target, const SpecOptions &opts, uint32_t n_threads) : opts_(opts), k_(opts.k) {
     if (opts.k < 1 || opts.k > kMaxK) fail(EMBER_ERR_INVALID_ARGUMENT, "draft length k must be in 1..%u, got %u", kMaxK, opts.k);
     if (opts.adaptive && (opts.k_max < opts.k || opts.k_max > kMaxK))
         fail(EMBER_ERR_INVALID_ARGUMENT, "k_max must be in k..%u, got %u", kMaxK, opts.k_max);
-    if (!opts.draft && (opts.ngram_min < 1 || opts.ngram_max < opts.ngram_min || opts.ngram_max > 16))
+    if (opts.mtp && opts.draft) fail(EMBER_ERR_INVALID_ARGUMENT, "a draft model and the model's own MTP block exclude each other");
+    if (!opts.draft && !opts.mtp && (opts.ngram_min < 1 || opts.ngram_max < opts.ngram_min || opts.ngram_max > 16))
         fail(EMBER_ERR_INVALID_ARGUMENT, "lookup n-gram lengths must satisfy 1 <= ngram_min <= ngram_max <= 16");
     if (opts.draft) {
         if (opts.draft->vocab_only()) fail(EMBER_ERR_INVALID_ARGUMENT, "the draft model was loaded vocab-only");
@@ -45,6 +46,8 @@ Speculator::Speculator(const Session &target, const SpecOptions &opts, uint32_t 
         so.share_threads_with = &target;
         draft_ = std::make_unique<Session>(*opts.draft, so);
     }
+    if (opts.mtp) mtp_ = std::make_unique<MtpDraft>(target, n_threads);
+    exact_ = opts.mtp;
 }
 
 // With acceptance rate a per drafted token (each accepted independently, as a model), a round of k
@@ -76,9 +79,30 @@ void Speculator::adapt(uint32_t drafted, uint32_t accepted, double draft_s, doub
     }
 }
 
-void Speculator::propose(const std::vector<int32_t> &ctx, Sampler &sampler, uint32_t k, std::vector<int32_t> &out) {
+template <class Step>
+void Speculator::draw_chain(const float *logits, size_t n_vocab, const Tokenizer &tok, Sampler &sampler, uint32_t k,
+                            std::vector<int32_t> &out, Step step) {
+    if (q_.size() < k) q_.resize(k);
+    for (uint32_t i = 0; i < k && logits; ++i) {
+        // The draft's distribution through the same chain, with the drafted tokens as pending history.
+        sampler.distribution(logits, n_vocab, out.data(), out.size(), q_[i]);
+        const int32_t x = exact_ ? sampler.draw(q_[i], draft_rng_) : sampler.draw(q_[i]);
+        out.push_back(x);
+        if (tok.is_eog(x)) break;   // nothing worth drafting after the end
+        if (i + 1 < k) logits = step(x);
+    }
+}
+
+void Speculator::propose(const Session &target, const std::vector<int32_t> &ctx, Sampler &sampler, uint32_t k,
+                         std::vector<int32_t> &out) {
     out.clear();
     if (k == 0) return;
+    const Tokenizer &tok = target.model().tokenizer();
+    if (mtp_) {
+        draw_chain(mtp_->catch_up(target, ctx), target.n_vocab(), tok, sampler, k, out,
+                   [&](int32_t x) { return mtp_->chain(x); });
+        return;
+    }
     if (!draft_) {
         out = lookup_proposal(ctx, k, opts_.ngram_min, opts_.ngram_max);
         return;
@@ -89,17 +113,10 @@ void Speculator::propose(const std::vector<int32_t> &ctx, Sampler &sampler, uint
     if (common == ctx.size()) --common;
     draft_->truncate(static_cast<uint32_t>(common));
     draft_->feed(ctx.data() + common, ctx.size() - common);
-    const size_t n_vocab = draft_->n_vocab();
-    const Tokenizer &tok = draft_->model().tokenizer();
-    if (q_.size() < k) q_.resize(k);
-    for (uint32_t i = 0; i < k; ++i) {
-        // The draft's distribution through the same chain, with the drafted tokens as pending history.
-        sampler.distribution(draft_->logits(), n_vocab, out.data(), out.size(), q_[i]);
-        const int32_t x = sampler.draw(q_[i]);
-        out.push_back(x);
-        if (tok.is_eog(x)) break;   // nothing worth drafting after the end
-        if (i + 1 < k) draft_->feed(&x, 1);
-    }
+    draw_chain(draft_->logits(), draft_->n_vocab(), tok, sampler, k, out, [&](int32_t x) {
+        draft_->feed(&x, 1);
+        return draft_->logits();
+    });
 }
 
 ember_status Speculator::generate(Session &target, Sampler &sampler, uint32_t max_tokens,
@@ -143,7 +160,7 @@ ember_status Speculator::generate(Session &target, Sampler &sampler, uint32_t ma
         ctx.assign(target.tokens().begin(), target.tokens().end());
         ctx.push_back(z);
         const auto t0 = std::chrono::steady_clock::now();
-        propose(ctx, sampler, k, xs);
+        propose(target, ctx, sampler, k, xs);
         const auto t1 = std::chrono::steady_clock::now();
         const uint32_t kk = static_cast<uint32_t>(xs.size());
         batch.assign(1, z);
@@ -160,7 +177,13 @@ ember_status Speculator::generate(Session &target, Sampler &sampler, uint32_t ma
         bool more = true;
         for (uint32_t i = 0; i < kk && more; ++i) {
             sampler.distribution(rows_.data() + i * n_vocab, n_vocab, nullptr, 0, p_);
-            const Verdict v = accept_or_replace(p_, draft_ ? &q_[i] : nullptr, xs[i], n_vocab, sampler, scratch_);
+            Verdict v;
+            if (exact_) {
+                v.token = sampler.draw(p_);
+                v.accepted = v.token == xs[i];
+            } else {
+                v = accept_or_replace(p_, draft_ ? &q_[i] : nullptr, xs[i], n_vocab, sampler, scratch_);
+            }
             sampler.accept(v.token);
             if (!v.accepted) {
                 next = v.token;

@@ -253,17 +253,17 @@ ember_session *create_session(const ember_model *model, const Args &a) {
 
 bool attach_speculation(ember_session *s, const Args &a, ember_model **draft) {
     *draft = nullptr;
-    const bool lookup = a.flag("--lookup");
-    if (!a.has("--draft") && !lookup) return true;
-    if (a.has("--draft") && lookup) return usage_error("--draft and --lookup exclude each other"), false;
+    const bool lookup = a.flag("--lookup"), mtp = a.flag("--mtp");
+    if (!a.has("--draft") && !lookup && !mtp) return true;
+    if (a.has("--draft") + lookup + mtp > 1) return usage_error("--draft, --lookup and --mtp exclude each other"), false;
     ember_spec_params p;
     ember_spec_params_init(&p);
-    p.mode = lookup ? EMBER_SPEC_LOOKUP : EMBER_SPEC_DRAFT;
+    p.mode = mtp ? EMBER_SPEC_MTP : lookup ? EMBER_SPEC_LOOKUP : EMBER_SPEC_DRAFT;
     p.k = static_cast<uint32_t>(a.integer("--draft-k", 4));
     p.adaptive = !a.flag("--draft-fixed");
     p.k_max = std::max<uint32_t>(p.k, 8);
     p.n_threads = static_cast<uint32_t>(a.integer("-t", 0));
-    if (!lookup) {
+    if (a.has("--draft")) {
         *draft = load_model(a.str("--draft", ""), false, false);
         if (!*draft) return false;
         p.draft_model = *draft;

@@ -271,7 +271,7 @@ int cmd_bench(int argc, char **argv) {
                                         "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds", "--background-load",
                                         "--json-schema", "--grammar", "--grammar-vocab", "--top-k", "--top-p", "--min-p",
                                         "--repeat-penalty", "--precision"},
-                            {"--prefix-reuse", "--lookup", "--draft-fixed", "--fresh-grammar"});
+                            {"--prefix-reuse", "--lookup", "--mtp", "--draft-fixed", "--fresh-grammar"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("bench: -m MODEL is required");
     const long P = a.integer("-p", 128), G = a.integer("-n", 64), N = a.integer("--parallel", 0);
@@ -283,7 +283,7 @@ int cmd_bench(int argc, char **argv) {
     if (a.flag("--prefix-reuse")) return bench_prefix_reuse(a, model_path, P);
     if (a.has("--json-schema") || a.has("--grammar")) return bench_grammar(a, model_path, G);
     if (N > 0) return bench_parallel(a, model_path, P, G, N);
-    const bool speculating = a.has("--draft") || a.flag("--lookup");
+    const bool speculating = a.has("--draft") || a.flag("--lookup") || a.flag("--mtp");
     const long rounds = a.integer("--rounds", speculating ? 3 : 1);
     if (rounds < 1 || rounds > 100) return usage_error("bench: --rounds must be in 1..100");
     Args sa = a;
@@ -357,7 +357,7 @@ int cmd_bench(int argc, char **argv) {
             std::printf("\"speculation\":{\"mode\":\"%s\",\"k_final\":%u,\"drafted\":%.0f,\"acceptance_rate\":%.4f,"
                         "\"tokens_per_target_pass\":%.3f,\"baseline_decode_tok_s\":%.2f,\"speedup\":%.3f,"
                         "\"same_tokens_as_baseline\":%s},",
-                        a.flag("--lookup") ? "lookup" : "draft", ss.k, drafted,
+                        a.flag("--mtp") ? "mtp" : a.flag("--lookup") ? "lookup" : "draft", ss.k, drafted,
                         drafted > 0 ? static_cast<double>(ss.accepted - warm.accepted) / drafted : 0.0,
                         passes > 0 ? static_cast<double>(ss.generated - warm.generated) / passes : 0.0, median(base_decode),
                         median(speedup), same_tokens ? "true" : "false");

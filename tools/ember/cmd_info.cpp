@@ -149,6 +149,14 @@ int cmd_info(int argc, char **argv) {
             std::printf("heads:         %lld wide in the sliding-window layers, %lld in the global ones\n",
                         static_cast<long long>(hd_swa), static_cast<long long>(hd));
     }
+    {
+        // Multi-token-prediction layers: the file's own speculative draft (ember run --mtp).
+        const std::string key = std::string(info.architecture) + ".nextn_predict_layers";
+        int64_t n_mtp = 0;
+        if (ember_model_meta_int(model, key.c_str(), &n_mtp) == EMBER_OK)
+            std::printf("mtp layers:    %lld%s\n", (long long)n_mtp,
+                    n_mtp > 0 ? " (multi-token prediction: a built-in speculative draft, ember run --mtp)" : "");
+    }
     std::string where;
     if (described_only) {
         std::printf("runs here:     no: %s\n", why_not.c_str());

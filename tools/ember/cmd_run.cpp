@@ -29,7 +29,7 @@ int cmd_run(int argc, char **argv) {
                           "--presence-penalty", "-t", "--threads", "-c", "--ctx-size", "--backend", "--kv-type", "--precision", "--draft",
                           "--draft-k", "--grammar", "--json-schema", "--stop", "--tools", "--tool-choice",
                           "--chat-template"},
-                         {"--no-bos", "--special", "--stats", "--lookup", "--draft-fixed"});
+                         {"--no-bos", "--special", "--stats", "--lookup", "--mtp", "--draft-fixed"});
     auto alias = [&](const char *s, const char *l) { return a.has(l) ? a.str(l, "") : a.str(s, ""); };
     const std::string model_path = alias("-m", "--model");
     if (model_path.empty()) return usage_error("run: -m MODEL is required");

@@ -19,7 +19,7 @@ const CommandHelp kHelp[] = {
      "          [--repeat-penalty R] [--repeat-last-n N] [--frequency-penalty F] [--presence-penalty P]\n"
      "          [-t THREADS] [-c CTX] [--backend auto|cpu|cuda|vulkan] [--kv-type f16|q8_0] [--no-bos]\n"
      "          [--precision default|high]\n"
-     "          [--special] [--stats] [--draft MODEL | --lookup] [--draft-k K] [--draft-fixed]\n"
+     "          [--special] [--stats] [--draft MODEL | --lookup | --mtp] [--draft-k K] [--draft-fixed]\n"
      "          [--grammar FILE.gbnf | --json-schema FILE.json] [--stop TEXT]...\n"
      "          [--tools FILE.json [--tool-choice auto|none|required|NAME] [--chat-template FILE]]\n"
      "    Prints the prompt and streams the continuation (-n, default 128 tokens). --temp 0 is greedy.\n"
@@ -33,6 +33,9 @@ const CommandHelp kHelp[] = {
      "    model's) with the tools of FILE (OpenAI's JSON array); --tool-choice required or a tool's name\n"
      "    constrain the reply to calls (docs/tools.md). The reply is parsed: content to stdout, reasoning\n"
      "    to stderr, each call as a JSON line {\"id\", \"name\", \"arguments\"}.\n"
+     "    Speculative decoding (same output, fewer passes): --draft MODEL (a smaller model), --lookup\n"
+     "    (n-grams of the text so far) or --mtp (the model's own multi-token-prediction layers; `ember\n"
+     "    info` counts them); --stats prints the acceptance.\n"
      "    example: ember run -m models/stories15M-q8_0.gguf -p \"Once upon a time\" -n 40 --temp 0\n"},
     {"tokenize",
      "ember tokenize -m MODEL [--no-bos] [--special] TEXT\n"
@@ -53,7 +56,7 @@ const CommandHelp kHelp[] = {
      "    decode_tok_s_total and mean time to first token. With --prefix-reuse, two requests sharing a\n"
      "    P-token prefix: both times to first token. Also takes --backend, --kv-type and --precision; --temp T\n"
      "    (sampled decode, --seed S, --top-k K (default 40; 0: off), --top-p P, --min-p P,\n"
-     "    --repeat-penalty R); speculative decoding with --draft MODEL or --lookup, --draft-k K\n"
+     "    --repeat-penalty R); speculative decoding with --draft MODEL, --lookup or --mtp, --draft-k K\n"
      "    (start length), --draft-fixed (no adaptation); --text T replaces the English text the prompt\n"
      "    is built from. --rounds R measured runs (medians); with speculation (default 3 rounds) the same\n"
      "    target without it runs in turn, for the speedup. --background-load N keeps N busy threads of\n"

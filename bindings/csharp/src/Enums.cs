@@ -61,6 +61,7 @@ namespace Ember
         [NativeName("EMBER_SPEC_OFF")] Off = 0,
         [NativeName("EMBER_SPEC_DRAFT")] Draft = 1,
         [NativeName("EMBER_SPEC_LOOKUP")] Lookup = 2,
+        [NativeName("EMBER_SPEC_MTP")] Mtp = 3,
     }
 
     /// <summary>Where an engine request stands (ember_request_state).</summary>

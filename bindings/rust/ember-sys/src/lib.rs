@@ -233,6 +233,7 @@ pub type ember_spec_mode = i32;
 pub const EMBER_SPEC_OFF: ember_spec_mode = 0;
 pub const EMBER_SPEC_DRAFT: ember_spec_mode = 1;
 pub const EMBER_SPEC_LOOKUP: ember_spec_mode = 2;
+pub const EMBER_SPEC_MTP: ember_spec_mode = 3;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
