@@ -150,8 +150,27 @@ enum ember_graph_op_kind {
      *   d_j = beta (v_j - sum_i M[i][j] k_i),  M[i][j] += k_i d_j,  dst_j = sum_i M[i][j] q_i.
      * dst: n_head heads of head_dim. State: n_head * head_dim^2 floats (state_size), laid out per head with
      * j outer and i inner. */
-    EMBER_GRAPH_GATED_DELTA = 19
+    EMBER_GRAPH_GATED_DELTA = 19,
+
+    /* --- Ops of the encoders (the BERT family: post-norm layers with biased LayerNorms, a plain GELU FFN,
+     * learned absolute positions). */
+
+    /* dst[r] = (src[r] - mean(src[r])) / sqrt(var(src[r]) + eps) * w + b over the whole row (w, b: optional
+     * F32 [width], -1 for none). dst may be src. */
+    EMBER_GRAPH_LAYER_NORM = 20,
+    /* dst = gelu(src), elementwise, GEGLU's tanh form (dst may be src). */
+    EMBER_GRAPH_GELU = 21,
+    /* dst[t] += row pos[t] of w (F32 or F16 [width(dst), n_pos]; a position past n_pos is an error): learned
+     * absolute position embeddings. */
+    EMBER_GRAPH_ADD_POS_ROWS = 22
 };
+
+/* ATTENTION_EXT's attn_mask (node field appended for the encoders): which keys a query sees.
+ *  CAUSAL:   positions up to its own (ATTENTION's rule).
+ *  SEQUENCE: every position of its sequence stored so far, up to that of the sequence's last token in this
+ *            pass (bidirectional: an encoder's or an embedding model's pass over a whole text). A
+ *            sequence's tokens are consecutive in the batch (one block table), as for the recurrent ops. */
+enum ember_graph_attn_mask { EMBER_GRAPH_MASK_CAUSAL = 0, EMBER_GRAPH_MASK_SEQUENCE = 1 };
 
 /* The op's name ("rms_norm"), for messages; NULL for a number this header does not define (a backend
  * then refuses the model naming the number). */
@@ -176,6 +195,9 @@ static inline const char *ember_graph_op_name(uint32_t op) {
     case EMBER_GRAPH_SIGMOID_MUL: return "sigmoid_mul";
     case EMBER_GRAPH_SSM_CONV: return "ssm_conv";
     case EMBER_GRAPH_GATED_DELTA: return "gated_delta";
+    case EMBER_GRAPH_LAYER_NORM: return "layer_norm";
+    case EMBER_GRAPH_GELU: return "gelu";
+    case EMBER_GRAPH_ADD_POS_ROWS: return "add_pos_rows";
     default: return NULL;
     }
 }
@@ -216,6 +238,8 @@ typedef struct ember_graph_node {
     /* Appended for the ops from COPY_COLS on. */
     int32_t src3;                         /* GATED_DELTA: b (-1 elsewhere) */
     uint32_t state_offset, state_size;    /* SSM_CONV, GATED_DELTA: floats of the sequence's state */
+    /* Appended for the encoders. */
+    uint32_t attn_mask;                   /* ATTENTION_EXT: an ember_graph_attn_mask (0: causal) */
 } ember_graph_node;
 
 #ifdef __cplusplus

@@ -160,6 +160,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     if (s.residual_scale > 0) w.add_f32(a + "residual_scale", s.residual_scale);
     if (s.attention_scale > 0) w.add_f32(a + "attention.scale", s.attention_scale);
     if (s.logit_scale > 0) w.add_f32(a + "logit_scale", s.logit_scale);
+    if (s.pooling_type) w.add_u32(a + "pooling_type", s.pooling_type);
 
     // Vocabulary: <unk>, <s>, </s>; the 256 byte tokens when there is room; the control tokens; then "▁",
     // single letters and numbered pieces up to n_vocab.

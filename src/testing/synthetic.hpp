@@ -89,6 +89,8 @@ struct SyntheticSpec {
     // forward pass runs none of them (each: an attention layer's tensors plus nextn.eh_proj, enorm,
     // hnorm and shared_head_norm).
     uint32_t n_nextn = 0;
+    // <arch>.pooling_type (0: not written): a decoder embedding model (3: last-token pooling, Qwen3-Embedding).
+    uint32_t pooling_type = 0;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
