@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "embed/embedder.hpp"
+#include "engine/engine.hpp"
 #include "model/model.hpp"
 #include "session/session.hpp"
 #include "testing/reference_bert.hpp"
@@ -309,6 +310,15 @@ void test_wrong_model_errors(void **) {
     } catch (const Error &e) {
         assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
         assert_non_null(std::strstr(e.what(), "embedding model"));
+    }
+    try {
+        EngineOptions eo;
+        eo.backend = EMBER_BACKEND_CPU;
+        Engine en(*l->model, eo);
+        fail_msg("an engine on an encoder");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
+        assert_non_null(std::strstr(e.what(), "engines cannot generate"));
     }
     SyntheticSpec dec;
     auto m = load_synthetic(dec);
