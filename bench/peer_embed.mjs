@@ -14,7 +14,9 @@ for (let i = 0; i < +n; ++i) {
 }
 const llama = await getLlama({gpu: false, logLevel: "error"});
 const m = await llama.loadModel({modelPath: model, gpuLayers: 0});
-const ctx = await m.createEmbeddingContext({threads: +threads, contextSize: Math.max(512, +tokens), batchSize: Math.max(512, +tokens)});
+// Room for the longest text as this vocabulary tokenizes it (a synthetic one may take more tokens per word).
+const longest = Math.max(...texts.map(t => m.tokenize(t).length)) + 8;
+const ctx = await m.createEmbeddingContext({threads: +threads, contextSize: Math.max(512, longest), batchSize: Math.max(512, longest)});
 const times = [];
 for (let r = 0; r < +rounds; ++r) {
   const t0 = process.hrtime.bigint();
