@@ -28,6 +28,14 @@
 //                   the file in memory twice, so it needs about 45 GB (a 128 GiB GPU machine, not a
 //                   24 GiB one). --repeat-layers 1 encodes one layer's matrices and copies them.
 // e.g. ember-synth -o qwen35-2b.gguf --preset qwen35-2b --type q4_k_m --repeat-layers 1
+//
+// The embedding presets (docs/embeddings.md):
+//   bert-tiny               the embedding tests' BERT (testing/synthetic_bert.hpp's defaults: width 64, 2 layers)
+//   bge-small               bge-small-en-v1.5's shape (bert, 33M): 12 layers of width 384, 12 heads, FFN 1536,
+//                           512 positions, the 30,522-token vocabulary size, mean pooling (--pooling 2: CLS,
+//                           4: a ranking head). Our own small WordPiece vocabulary, padded to that size.
+//   qwen3-embedding-0.6b    Qwen3-Embedding-0.6B's shape (qwen3 with last-token pooling): 28 layers of width
+//                           1024, 16 heads, 8 KV heads of width 128, FFN 3072, 151,669 tokens, tied output.
 //      ember-synth -o qwen36-35b-a3b.gguf --preset qwen36-35b-a3b --type q4_k_m --repeat-layers 1
 // --rope-sections: rope.dimension_sections (4 counts of rotary pairs); --ssm-in 0|1: Qwen3-Next's
 // DeltaNet input as attn_qkv + attn_gate (0, what current converters write) or the older fused ssm_in (1).
@@ -40,6 +48,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "testing/synthetic.hpp"
+#include "testing/synthetic_bert.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -81,6 +90,8 @@ int main(int argc, char **argv) {
     SyntheticSpec s;
     s.n_ctx = 2048;
     std::string out;
+    bool bert = false;
+    BertSpec bs;
     for (int i = 1; i < argc; ++i) {
         const std::string k = argv[i];
         if (i + 1 >= argc) {
@@ -128,6 +139,18 @@ int main(int argc, char **argv) {
             else s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 704;
             s.swa_layers.assign(s.n_layer, true);
             for (uint32_t l = 5; l < s.n_layer; l += 6) s.swa_layers[l] = false;
+        } else if (k == "--preset" && v == "bert-tiny") {
+            bert = true;   // testing/synthetic_bert.hpp's defaults: the embedding tests' file
+        } else if (k == "--preset" && v == "bge-small") {
+            bert = true;
+            bs.n_vocab = 30522, bs.n_embd = 384, bs.n_layer = 12, bs.n_head = 12, bs.n_ff = 1536, bs.n_ctx = 512;
+        } else if (k == "--preset" && v == "qwen3-embedding-0.6b") {
+            s = synthetic_family("qwen3");
+            s.n_embd = 1024, s.n_layer = 28, s.n_head = 16, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 3072;
+            s.n_vocab = 151669, s.tied_output = true, s.logit_std = 0, s.rope_theta = 1000000.0f, s.n_ctx = 32768;
+            s.pooling_type = 3;
+        } else if (k == "--pooling") {
+            bs.pooling_type = n, s.pooling_type = n;
         } else if (k == "--rope-sections") {
             s.rope_sections.clear();
             for (const char *q = v.c_str(); *q;) {
@@ -149,11 +172,11 @@ int main(int argc, char **argv) {
             s.qkv_bias = v == "qwen2";
         } else if (k == "--type") {
             if (v == "q4_k_m") s.mix = WeightMix::Q4_K_M;
-            else s.type = parse_type(v);
+            else s.type = bs.type = parse_type(v);
         }
         else if (k == "--embd") s.n_embd = n;
         else if (k == "--layers") {
-            s.n_layer = n, s.recurrent_layers.clear();   // the interval places the attention layers
+            s.n_layer = n, bs.n_layer = n, s.recurrent_layers.clear();   // the interval places the attention layers
             s.swa_layers.resize(n, true);                // (a per-layer window pattern: cut, or window layers added)
             s.shared_kv_layers = std::min(s.shared_kv_layers, n > 2 ? n / 2 : 0u);
         }
@@ -162,7 +185,7 @@ int main(int argc, char **argv) {
         else if (k == "--ff") s.n_ff = n;
         else if (k == "--vocab") s.n_vocab = n;
         else if (k == "--ctx") s.n_ctx = n;
-        else if (k == "--seed") s.seed = n;
+        else if (k == "--seed") s.seed = bs.seed = n;
         else if (k == "--window") s.window = n;
         else if (k == "--repeat-layers") s.repeat_layers = n != 0;
         else if (k == "--mtp") s.n_nextn = n;
@@ -180,7 +203,7 @@ int main(int argc, char **argv) {
     // A layer list given by the family covers the MTP blocks too (they are attention blocks).
     if (!s.recurrent_layers.empty()) s.recurrent_layers.resize(s.n_layer + s.n_nextn, false);
     try {
-        const auto bytes = synthetic_model_gguf(s);
+        const auto bytes = bert ? synthetic_bert_gguf(bs) : synthetic_model_gguf(s);
         std::ofstream f(out, std::ios::binary);
         f.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
         if (!f) fail(EMBER_ERR_IO, "cannot write '%s'", out.c_str());

@@ -269,3 +269,25 @@ ember_status eg_chat_apply_template(const ember_model *m, const char *tmpl, cons
                                     _Bool add_generation_prompt, char *buf, size_t cap, size_t *len, char **err) {
     EG_CALL(ember_chat_apply_template(m, tmpl, msgs, n, add_generation_prompt, buf, cap, len));
 }
+
+ember_status eg_embedder_create(const ember_model *m, int normalize, uint32_t dimensions, int pooling, uint32_t n_threads,
+                                uint32_t max_tokens, int truncate, ember_embedder **out, char **err) {
+    ember_embed_params p;
+    ember_embed_params_init(&p);
+    p.normalize = normalize != 0;
+    p.dimensions = dimensions;
+    p.pooling = (ember_pooling)pooling;
+    p.n_threads = n_threads;
+    p.max_tokens = max_tokens;
+    p.truncate = truncate != 0;
+    EG_CALL(ember_embedder_create(m, &p, out));
+}
+
+ember_status eg_embed(ember_embedder *e, const char *const *texts, const size_t *lengths, size_t n, float *out,
+                      size_t capacity, char **err) {
+    EG_CALL(ember_embed(e, texts, lengths, n, out, capacity));
+}
+
+ember_status eg_rerank(ember_embedder *e, const char *query, const char *const *docs, size_t n, float *scores, char **err) {
+    EG_CALL(ember_rerank(e, query, docs, n, scores));
+}

@@ -84,4 +84,11 @@ ember_status eg_request_error(ember_request *r, ember_status *status, char **mes
 ember_status eg_chat_apply_template(const ember_model *m, const char *tmpl, const ember_chat_message *msgs, size_t n,
                                     _Bool add_generation_prompt, char *buf, size_t cap, size_t *len, char **err);
 
+/* Embeddings and reranking (embed.go): the params as Go passes them (pooling as ember_pooling's number). */
+ember_status eg_embedder_create(const ember_model *m, int normalize, uint32_t dimensions, int pooling, uint32_t n_threads,
+                                uint32_t max_tokens, int truncate, ember_embedder **out, char **err);
+ember_status eg_embed(ember_embedder *e, const char *const *texts, const size_t *lengths, size_t n, float *out,
+                      size_t capacity, char **err);
+ember_status eg_rerank(ember_embedder *e, const char *query, const char *const *docs, size_t n, float *scores, char **err);
+
 #endif

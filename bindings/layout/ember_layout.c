@@ -237,7 +237,17 @@
       F(ember_tool_grammar_params, choice, ember_tool_choice)                                        \
       F(ember_tool_grammar_params, name, const char *)                                               \
       F(ember_tool_grammar_params, parallel, bool)                                                   \
-      F(ember_tool_grammar_params, tools_json, const char *))
+      F(ember_tool_grammar_params, tools_json, const char *))                                         \
+    S(ember_embed_params,                                                                            \
+      F(ember_embed_params, struct_size, uint32_t)                                                   \
+      F(ember_embed_params, backend, ember_backend_kind)                                             \
+      F(ember_embed_params, n_threads, uint32_t)                                                     \
+      F(ember_embed_params, n_batch, uint32_t)                                                       \
+      F(ember_embed_params, max_tokens, uint32_t)                                                    \
+      F(ember_embed_params, truncate, bool)                                                          \
+      F(ember_embed_params, normalize, bool)                                                         \
+      F(ember_embed_params, dimensions, uint32_t)                                                    \
+      F(ember_embed_params, pooling, ember_pooling))
 
 /* ---- enums: E(type, NAME) ---- */
 #define EMBER_ENUMS(E)                                                                               \
@@ -270,7 +280,9 @@
     E(ember_chat_format, EMBER_CHAT_FORMAT_MISTRAL) E(ember_chat_format, EMBER_CHAT_FORMAT_GPT_OSS)  \
     E(ember_chat_format, EMBER_CHAT_FORMAT_GRANITE) E(ember_chat_format, EMBER_CHAT_FORMAT_PHI4)     \
     E(ember_tool_choice, EMBER_TOOL_CHOICE_AUTO) E(ember_tool_choice, EMBER_TOOL_CHOICE_NONE)        \
-    E(ember_tool_choice, EMBER_TOOL_CHOICE_REQUIRED) E(ember_tool_choice, EMBER_TOOL_CHOICE_NAMED)
+    E(ember_tool_choice, EMBER_TOOL_CHOICE_REQUIRED) E(ember_tool_choice, EMBER_TOOL_CHOICE_NAMED)   \
+    E(ember_pooling, EMBER_POOLING_MODEL) E(ember_pooling, EMBER_POOLING_MEAN)                       \
+    E(ember_pooling, EMBER_POOLING_CLS) E(ember_pooling, EMBER_POOLING_LAST)
 
 /* ---- #define constants: C(NAME) ---- */
 #define EMBER_CONSTS(C)                                                                              \
@@ -401,6 +413,14 @@
     X(ember_status, ember_chat_parser_feed_request, (ember_chat_parser *, ember_request *, ember_request_state *)) \
     X(ember_status, ember_sampler_params_from_model, (const ember_model *, ember_sampler_params *, size_t *)) \
     X(ember_status, ember_sampler_set_logit_bias, (ember_sampler *, const ember_logit_bias *, size_t)) \
+    X(void, ember_embed_params_init, (ember_embed_params *)) \
+    X(ember_status, ember_embedder_create, (const ember_model *, const ember_embed_params *, ember_embedder **)) \
+    X(void, ember_embedder_free, (ember_embedder *)) \
+    X(size_t, ember_embedder_dim, (const ember_embedder *)) \
+    X(bool, ember_embedder_is_reranker, (const ember_embedder *)) \
+    X(ember_status, ember_embed, (ember_embedder *, const char *const *, const size_t *, size_t, float *, size_t)) \
+    X(ember_status, ember_embed_tokens, (ember_embedder *, const ember_token *const *, const size_t *, size_t, float *, size_t)) \
+    X(ember_status, ember_rerank, (ember_embedder *, const char *, const char *const *, size_t, float *)) \
     X(void, ember_tool_grammar_params_init, (ember_tool_grammar_params *)) \
     X(ember_status, ember_chat_tool_grammar, (const ember_model *, const ember_tool_grammar_params *, ember_grammar **)) \
     X(ember_status, ember_chat_tool_prefix, (const ember_model *, const ember_tool_grammar_params *, char *, size_t, size_t *))

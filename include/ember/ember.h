@@ -1507,6 +1507,80 @@ EMBER_API ember_status ember_chat_tool_grammar(const ember_model *model, const e
 EMBER_API ember_status ember_chat_tool_prefix(const ember_model *model, const ember_tool_grammar_params *params,
                                               char *buf, size_t capacity, size_t *out_len);
 
+/* -------------------------------------------------------------------------------------------------
+ * Embeddings and reranking (since EMBER_1.9; docs/embeddings.md)
+ *
+ * An embedding model (a file with <arch>.pooling_type: BERT encoders such as bge or all-MiniLM, decoder
+ * embedders such as Qwen3-Embedding) turns a text into a vector; a reranking model (pooling type rank:
+ * BERT cross-encoders, Qwen3-Reranker) scores a (query, document) pair. Both run in an ember_embedder,
+ * which packs many texts into each forward pass. Such models do not generate: ember_session_create and
+ * ember_engine_create refuse them (EMBER_ERR_UNSUPPORTED), and an embedder refuses a generating model.
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct ember_embedder ember_embedder;
+
+/** How a text's token rows become one vector. */
+typedef enum ember_pooling {
+    EMBER_POOLING_MODEL = 0,  /**< the model's own (its pooling_type) */
+    EMBER_POOLING_MEAN = 1,   /**< the mean of every token's last hidden state */
+    EMBER_POOLING_CLS = 2,    /**< the first token's (BERT's [CLS]) */
+    EMBER_POOLING_LAST = 3,   /**< the last token's (decoder embedders) */
+} ember_pooling;
+
+typedef struct ember_embed_params {
+    uint32_t struct_size;
+    /** Backend choice (default EMBER_BACKEND_AUTO). */
+    ember_backend_kind backend;
+    /** Worker threads for the CPU backend (default 0: the number of physical cores, at most 8). */
+    uint32_t n_threads;
+    /** Tokens per forward pass (default 2048; raised to max_tokens when smaller): texts are packed whole. */
+    uint32_t n_batch;
+    /** The longest text in tokens (default 0: the model's trained context; at most 2048 for a decoder). */
+    uint32_t max_tokens;
+    /** Longer texts: false (default) refuses them with EMBER_ERR_INVALID_ARGUMENT naming the length; true
+     *  cuts them to max_tokens (keeping a closing SEP / EOS token last). */
+    bool truncate;
+    /** L2-normalise each vector (default true). */
+    bool normalize;
+    /** Matryoshka truncation: the first `dimensions` values, before normalisation (default 0: all). */
+    uint32_t dimensions;
+    /** Default EMBER_POOLING_MODEL. Another pooling is allowed except on a reranking model. */
+    ember_pooling pooling;
+} ember_embed_params;
+
+EMBER_API void ember_embed_params_init(ember_embed_params *params);
+
+/** Creates an embedder on `model` (which must outlive it): a context sized for n_batch tokens. Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT (NULL, vocab-only model, bad params), EMBER_ERR_UNSUPPORTED (a model with no
+ *  pooling type: it generates, it does not embed; a backend that cannot run it), EMBER_ERR_OUT_OF_MEMORY.
+ *  One thread at a time may use an embedder (another thread's overlapping call gets
+ *  EMBER_ERR_INVALID_STATE); several embedders on one model may run on different threads. */
+EMBER_API ember_status ember_embedder_create(const ember_model *model, const ember_embed_params *params,
+                                             ember_embedder **out);
+EMBER_API void ember_embedder_free(ember_embedder *embedder);
+
+/** Floats per vector (the model's width, or `dimensions`); 1 for a reranking model. 0 for NULL. */
+EMBER_API size_t ember_embedder_dim(const ember_embedder *embedder);
+/** Whether the embedder's model is a reranking model (ember_rerank) rather than an embedding one. */
+EMBER_API bool ember_embedder_is_reranker(const ember_embedder *embedder);
+
+/** Embeds n_texts texts (texts[i] of lengths[i] bytes; lengths NULL: NUL-terminated), each tokenized with
+ *  the model's special tokens: out receives n_texts * ember_embedder_dim() floats, text i's vector at
+ *  i * dim (capacity: floats at out). Errors: EMBER_ERR_INVALID_ARGUMENT (NULL, capacity too small, an empty
+ *  text, a text over max_tokens without truncate, a reranking model), EMBER_ERR_CANCELLED never. */
+EMBER_API ember_status ember_embed(ember_embedder *embedder, const char *const *texts, const size_t *lengths,
+                                   size_t n_texts, float *out, size_t capacity);
+/** ember_embed for token sequences given as they are (no special tokens added): tokens[i] of n_tokens[i]. */
+EMBER_API ember_status ember_embed_tokens(ember_embedder *embedder, const ember_token *const *tokens,
+                                          const size_t *n_tokens, size_t n_texts, float *out, size_t capacity);
+/** A reranking model's relevance score of each of n_docs documents (NUL-terminated) for `query`: scores
+ *  receives n_docs floats (higher: more relevant; Qwen3-Reranker's are probabilities, a BERT
+ *  cross-encoder's raw logits). Pairs are formed as the model's "rerank" template says where it has one,
+ *  else [CLS] query [SEP] document [SEP]. Errors: EMBER_ERR_INVALID_ARGUMENT (NULL, an embedding model,
+ *  a pair over max_tokens without truncate). */
+EMBER_API ember_status ember_rerank(ember_embedder *embedder, const char *query, const char *const *docs, size_t n_docs,
+                                    float *scores);
+
 #ifdef __cplusplus
 }
 #endif

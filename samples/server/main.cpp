@@ -1,6 +1,7 @@
 // main.cpp — ember-server: loads one model, creates one engine, and serves the OpenAI API over HTTP
 // until SIGINT or SIGTERM. Every HTTP worker submits into that engine, which batches the requests
 // running at each step (continuous batching), so concurrent clients share each forward pass.
+#include "embeddings.hpp"
 #include "generation.hpp"
 #include "http_routes.hpp"
 #include "http_server.hpp"
@@ -70,6 +71,20 @@ int main(int argc, char **argv) {
     ember_model_info info;
     ember_model_info_init(&info);
     ember_model_get_info(model, &info);
+
+    // An embedding or reranking model gets the embedding routes instead of the engine (embeddings.hpp).
+    ember_embed_params emp;
+    ember_embed_params_init(&emp);
+    emp.normalize = false;   // normalised per request, after its `dimensions` cut
+    emp.n_threads = opt.n_threads;
+    emp.backend = opt.backend;
+    if (ember_embedder *embedder = nullptr; ember_embedder_create(model, &emp, &embedder) == EMBER_OK) {
+        const int rc = server::serve_embeddings(opt, model, embedder, &sigs);
+        ember_embedder_free(embedder);
+        ember_model_free(model);
+        std::fprintf(stderr, "ember-server: stopped\n");
+        return rc;
+    }
 
     ember_engine_params ep;
     ember_engine_params_init(&ep);

@@ -168,8 +168,27 @@ enum ember_graph_op_kind {
 
     /* dst[t] = row t of the batch's input rows (ember_mod_batch.inputs: n_tokens rows of width(dst)
      * floats). dst is per token. */
-    EMBER_GRAPH_INPUT_ROWS = 20
+    EMBER_GRAPH_INPUT_ROWS = 20,
+
+    /* --- Ops of the encoders (the BERT family: post-norm layers with biased LayerNorms, a plain GELU FFN,
+     * learned absolute positions). */
+
+    /* dst[r] = (src[r] - mean(src[r])) / sqrt(var(src[r]) + eps) * w + b over the whole row (w, b: optional
+     * F32 [width], -1 for none). dst may be src. */
+    EMBER_GRAPH_LAYER_NORM = 21,
+    /* dst = gelu(src), elementwise, GEGLU's tanh form (dst may be src). */
+    EMBER_GRAPH_GELU = 22,
+    /* dst[t] += row pos[t] of w (F32 or F16 [width(dst), n_pos]; a position past n_pos is an error): learned
+     * absolute position embeddings. */
+    EMBER_GRAPH_ADD_POS_ROWS = 23
 };
+
+/* ATTENTION_EXT's attn_mask (node field appended for the encoders): which keys a query sees.
+ *  CAUSAL:   positions up to its own (ATTENTION's rule).
+ *  SEQUENCE: every position of its sequence stored so far, up to that of the sequence's last token in this
+ *            pass (bidirectional: an encoder's or an embedding model's pass over a whole text). A
+ *            sequence's tokens are consecutive in the batch (one block table), as for the recurrent ops. */
+enum ember_graph_attn_mask { EMBER_GRAPH_MASK_CAUSAL = 0, EMBER_GRAPH_MASK_SEQUENCE = 1 };
 
 /* The op's name ("rms_norm"), for messages; NULL for a number this header does not define (a backend
  * then refuses the model naming the number). */
@@ -195,6 +214,9 @@ static inline const char *ember_graph_op_name(uint32_t op) {
     case EMBER_GRAPH_SSM_CONV: return "ssm_conv";
     case EMBER_GRAPH_GATED_DELTA: return "gated_delta";
     case EMBER_GRAPH_INPUT_ROWS: return "input_rows";
+    case EMBER_GRAPH_LAYER_NORM: return "layer_norm";
+    case EMBER_GRAPH_GELU: return "gelu";
+    case EMBER_GRAPH_ADD_POS_ROWS: return "add_pos_rows";
     default: return NULL;
     }
 }
@@ -242,6 +264,8 @@ typedef struct ember_graph_node {
     /* Appended for shared KV caches (Gemma 4). */
     uint32_t kv_from;                     /* ATTENTION, ATTENTION_EXT: 1 + the layer whose cache it reads;
                                              0: its own (`layer`) */
+    /* Appended for the encoders. */
+    uint32_t attn_mask;                   /* ATTENTION_EXT: an ember_graph_attn_mask (0: causal) */
 } ember_graph_node;
 
 /* The layer whose KV cache an attention node reads (see ATTENTION's kv_from). */

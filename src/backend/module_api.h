@@ -228,6 +228,13 @@ typedef struct ember_mod_op {
     uint32_t attn_local_chunk;
     float attn_temp_scale, attn_temp_offset;
     uint32_t attn_temp_floor;
+    /* Appended for the encoders' ops:
+     *   LAYER_NORM    y[r] = (x[r] - mean) / sqrt(var + eps) * norm + bias; n_tokens rows of n_in (norm, bias
+     *                 may be NULL)
+     *   GELU          y = gelu(x), n_in values
+     *   ATTENTION_EXT attn_mask (graph.h's ember_graph_attn_mask): SEQUENCE, every key of the token's sequence
+     *                 up to the position of its last token here (tokens of one table consecutive) */
+    uint32_t attn_mask;
 } ember_mod_op;
 
 typedef struct ember_backend_module {

@@ -31,10 +31,12 @@ inline float *batch_hidden(const ember_mod_batch &b) {
 }
 
 // `who` ("cpu", "cuda", "vulkan") prefixes the messages; `ops`: the ops this backend runs (any other is
-// refused with EMBER_ERR_UNSUPPORTED naming it). Nodes only grow at their end: this build reads the first
-// sizeof(ember_graph_node) bytes of each, node_size apart.
+// refused with EMBER_ERR_UNSUPPORTED naming it); `sequence_mask`: whether it runs ATTENTION_EXT's
+// EMBER_GRAPH_MASK_SEQUENCE (bidirectional attention; a program asking for it elsewhere is refused). Nodes only
+// grow at their end: this build reads the first sizeof(ember_graph_node) bytes of each, node_size apart.
 inline std::vector<ember_graph_node> read_program(const ember_mod_model_desc &d, const char *who,
-                                                  std::span<const uint32_t> ops = kGraphOpsFirst) {
+                                                  std::span<const uint32_t> ops = kGraphOpsFirst,
+                                                  bool sequence_mask = false) {
     if (d.node_size < sizeof(ember_graph_node))
         fail(EMBER_ERR_UNSUPPORTED, "%s: the model's program is of an older layout (node size %u)", who, d.node_size);
     for (uint32_t i = 0; i < d.n_bufs; ++i)
@@ -56,6 +58,10 @@ inline std::vector<ember_graph_node> read_program(const ember_mod_model_desc &d,
             if (name) fail(EMBER_ERR_UNSUPPORTED, "%s: op %s (node %u) is not supported by this backend", who, name, i);
             fail(EMBER_ERR_UNSUPPORTED, "%s: op %u (node %u) is not supported by this build", who, op, i);
         }
+        if (op == EMBER_GRAPH_ATTENTION_EXT && nodes[i].attn_mask != EMBER_GRAPH_MASK_CAUSAL &&
+            (!sequence_mask || nodes[i].attn_mask != EMBER_GRAPH_MASK_SEQUENCE))
+            fail(EMBER_ERR_UNSUPPORTED, "%s: attention_ext's mask %u (node %u: bidirectional attention) is not "
+                 "supported by this backend", who, nodes[i].attn_mask, i);
     }
     return nodes;
 }

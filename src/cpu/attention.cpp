@@ -76,8 +76,21 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
             return q_pos[a] != q_pos[b] ? q_pos[a] > q_pos[b] : a > b;
         });
 
+    // The keys each query sees: up to its own position (causal), or up to its sequence's last in this pass
+    // (bidirectional; a sequence's tokens are consecutive and share one block table).
+    std::vector<int32_t> last_pos;
+    if (p.bidirectional) {
+        last_pos.assign(q_pos, q_pos + n_tokens);
+        for (int64_t t = n_tokens - 1; t > 0; --t)
+            if (q_table[t - 1] == q_table[t]) last_pos[static_cast<size_t>(t - 1)] = std::max(last_pos[static_cast<size_t>(t - 1)], last_pos[static_cast<size_t>(t)]);
+        for (int64_t t = 1; t < n_tokens; ++t)
+            if (q_table[t - 1] == q_table[t]) last_pos[static_cast<size_t>(t)] = last_pos[static_cast<size_t>(t - 1)];
+    }
+    auto keys_of = [&](int64_t t) -> int64_t {
+        return static_cast<int64_t>(p.bidirectional ? last_pos[static_cast<size_t>(t)] : q_pos[t]) + 1;
+    };
     auto first_key = [&](int64_t t) {
-        const int64_t n_keys = static_cast<int64_t>(q_pos[t]) + 1;
+        const int64_t n_keys = keys_of(t);
         if (p.local_chunk > 0) return static_cast<int64_t>(q_pos[t]) / p.local_chunk * p.local_chunk;
         return p.window > 0 && n_keys > p.window ? n_keys - p.window : int64_t{0};
     };
@@ -113,7 +126,7 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         a.head_off = q8 ? head_off : 0;
         a.table = q_table[t];
         a.block_size = kv.block_size;
-        a.n_keys = static_cast<int64_t>(q_pos[t]) + 1;
+        a.n_keys = keys_of(t);
         a.first_key = first_key(t);
         a.softcap = p.softcap;
         a.has_sink = p.sinks != nullptr;
@@ -136,7 +149,7 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
 
     int64_t macs = 0;
     for (int64_t t = 0; t < n_tokens; ++t) {
-        const int64_t keys = std::max<int64_t>(static_cast<int64_t>(q_pos[t]) + 1, 0);
+        const int64_t keys = std::max<int64_t>(keys_of(t), 0);
         macs += (keys - first_key(t)) * q_row * 2;
     }
     if (pool.size() == 1 || n_items < 2 || macs < kMinParallelMacs) {

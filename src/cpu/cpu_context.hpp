@@ -22,6 +22,8 @@ public:
     const ember_graph_node &node(uint32_t i) const { return nodes[i]; }
     void check_moe(uint32_t i, const ember_graph_node &n) const;
     void check_hybrid(uint32_t i, const ember_graph_node &n) const;
+    // The positions ADD_POS_ROWS nodes have rows for (INT32_MAX without such a node).
+    int64_t n_pos_rows = INT32_MAX;
     const float *f32(int32_t tensor) const {
         return tensor < 0 ? nullptr : static_cast<const float *>(desc.tensors[tensor].data);
     }

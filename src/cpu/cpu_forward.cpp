@@ -13,6 +13,7 @@
 #include "backend/state_runs.hpp"
 #include "backend/window_blocks.hpp"
 #include "core/error.hpp"
+#include "core/fp16.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -32,12 +33,14 @@ constexpr uint32_t kCpuOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,    
                                 EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
                                 EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
                                 EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
-                                EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_INPUT_ROWS};
+                                EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_INPUT_ROWS, EMBER_GRAPH_LAYER_NORM, EMBER_GRAPH_GELU,
+                                EMBER_GRAPH_ADD_POS_ROWS};
 
 bool row_local(uint32_t op) {
     return op == EMBER_GRAPH_RMS_NORM || op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_KV_STORE || op == EMBER_GRAPH_ADD ||
            op == EMBER_GRAPH_SWIGLU || op == EMBER_GRAPH_SCALE || op == EMBER_GRAPH_SOFTCAP || op == EMBER_GRAPH_GEGLU ||
-           op == EMBER_GRAPH_ROPE_YARN || op == EMBER_GRAPH_COPY_COLS || op == EMBER_GRAPH_SIGMOID_MUL;
+           op == EMBER_GRAPH_ROPE_YARN || op == EMBER_GRAPH_COPY_COLS || op == EMBER_GRAPH_SIGMOID_MUL ||
+           op == EMBER_GRAPH_LAYER_NORM || op == EMBER_GRAPH_GELU || op == EMBER_GRAPH_ADD_POS_ROWS;
 }
 
 // The state floats a stateful node owns, from its shape (graph.h).
@@ -54,7 +57,7 @@ int32_t row_buf(const ember_graph_node &n) { return n.op == EMBER_GRAPH_KV_STORE
 
 } // namespace
 
-CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(d, "cpu", kCpuOps)) {
+CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(d, "cpu", kCpuOps, true)) {
     for (uint32_t i = 0; i < d.n_tensors; ++i) {
         const ember_mod_tensor &t = d.tensors[i];
         WeightView w;
@@ -77,7 +80,8 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
         if (!ember_graph_op_name(n.op)) fail(EMBER_ERR_UNSUPPORTED, "cpu: op %u (node %u) is not supported by this build", n.op, i);
         // Every op reads src but GET_ROWS and the ropes (in place on dst); SWIGLU, GEGLU, MOE and KV_STORE
         // read src2; all write dst but KV_STORE.
-        const bool reads_src = n.op != EMBER_GRAPH_GET_ROWS && n.op != EMBER_GRAPH_INPUT_ROWS && !is_rope(n.op);
+        const bool reads_src = n.op != EMBER_GRAPH_GET_ROWS && n.op != EMBER_GRAPH_INPUT_ROWS && !is_rope(n.op) &&
+                               n.op != EMBER_GRAPH_ADD_POS_ROWS;
         const bool reads_src2 = n.op == EMBER_GRAPH_SWIGLU || n.op == EMBER_GRAPH_GEGLU || n.op == EMBER_GRAPH_MOE ||
                                 n.op == EMBER_GRAPH_KV_STORE || n.op == EMBER_GRAPH_SIGMOID_MUL ||
                                 n.op == EMBER_GRAPH_GATED_DELTA;
@@ -85,12 +89,26 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
             !tensor_ok(n.b3) || (n.op != EMBER_GRAPH_KV_STORE && !buf_ok(n.dst)) || (reads_src && !buf_ok(n.src)) ||
             (reads_src2 && !buf_ok(n.src2)) || (n.op == EMBER_GRAPH_GATED_DELTA && !buf_ok(n.src3)))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) refers to a missing buffer or tensor", i, ember_graph_op_name(n.op));
-        if (n.op >= EMBER_GRAPH_COPY_COLS && n.op != EMBER_GRAPH_INPUT_ROWS) check_hybrid(i, n);
+        if (n.op >= EMBER_GRAPH_COPY_COLS && n.op <= EMBER_GRAPH_GATED_DELTA) check_hybrid(i, n);
         if (n.op == EMBER_GRAPH_INPUT_ROWS && d.bufs[n.dst].rows != EMBER_GRAPH_ROWS_TOKENS)
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (input_rows) writes a logits-row buffer", i);
         if (n.op == EMBER_GRAPH_SOFTCAP && !(n.softcap > 0))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (softcap) of cap %g", i, static_cast<double>(n.softcap));
         if (n.op == EMBER_GRAPH_MOE) check_moe(i, n);
+        if (n.op == EMBER_GRAPH_LAYER_NORM &&
+            (d.bufs[n.src].width != d.bufs[n.dst].width ||
+             (n.w >= 0 && (d.tensors[n.w].type != static_cast<uint32_t>(DType::F32) || d.tensors[n.w].ne[0] != d.bufs[n.dst].width)) ||
+             (n.b >= 0 && (d.tensors[n.b].type != static_cast<uint32_t>(DType::F32) || d.tensors[n.b].ne[0] != d.bufs[n.dst].width))))
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (layer_norm): widths or an F32 weight / bias of the row's width", i);
+        if (n.op == EMBER_GRAPH_GELU && d.bufs[n.src].width != d.bufs[n.dst].width)
+            fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (gelu): widths", i);
+        if (n.op == EMBER_GRAPH_ADD_POS_ROWS) {
+            const ember_mod_tensor *t = n.w >= 0 ? &d.tensors[n.w] : nullptr;
+            if (!t || t->ne[0] != d.bufs[n.dst].width ||
+                (t->type != static_cast<uint32_t>(DType::F32) && t->type != static_cast<uint32_t>(DType::F16)))
+                fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (add_pos_rows): an F32 or F16 table of the row's width", i);
+            n_pos_rows = std::min<int64_t>(n_pos_rows, t->n_dims > 1 ? t->ne[1] : 1);
+        }
         if (n.op == EMBER_GRAPH_RMS_NORM && (n.n == 0 || d.bufs[n.dst].width % n.n != 0))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (rms_norm) groups of %u", i, n.n);
         if ((n.op == EMBER_GRAPH_KV_STORE || is_attention(n.op)) &&
@@ -185,7 +203,7 @@ CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod
     for (uint32_t i = 0; i < d.n_bufs; ++i)
         z.buf_floats.push_back(static_cast<int32_t>(i) == d.logits_buf ? 0 : rows(static_cast<int32_t>(i)) * d.bufs[i].width);
     // The widest quantized matmul input.
-    for (const ember_graph_node &n : read_program(d, "cpu", kCpuOps)) {
+    for (const ember_graph_node &n : read_program(d, "cpu", kCpuOps, true)) {
         if (n.op == EMBER_GRAPH_MOE && n.w >= 0 && static_cast<uint32_t>(n.w) < d.n_tensors) {
             // Its gathered inputs (n_in, then n_ff wide) are quantized like a matmul's.
             const int64_t n_in = d.tensors[n.w].ne[0], n_ff = d.tensors[n.w].ne[1], n_out = d.bufs[n.dst].width;
@@ -378,6 +396,32 @@ void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, i
         geglu(buf(n.src) + r0 * w, buf(n.src2) + r0 * w, buf(n.dst) + r0 * w, (r1 - r0) * w);
         break;
     }
+    case EMBER_GRAPH_LAYER_NORM: {
+        const int64_t w = width(n.dst);
+        layer_norm(buf(n.src) + r0 * w, m_.f32(n.w), m_.f32(n.b), buf(n.dst) + r0 * w, r1 - r0, w, n.eps);
+        break;
+    }
+    case EMBER_GRAPH_GELU: {
+        const int64_t w = width(n.dst);
+        gelu(buf(n.src) + r0 * w, buf(n.dst) + r0 * w, (r1 - r0) * w);
+        break;
+    }
+    case EMBER_GRAPH_ADD_POS_ROWS: {
+        // (forward() checked the positions against the table.)
+        const int64_t w = width(n.dst);
+        const ember_mod_tensor &t = m_.desc.tensors[n.w];
+        for (int64_t r = r0; r < r1; ++r) {
+            float *x = buf(n.dst) + r * w;
+            const int64_t p = b.pos[r];
+            if (t.type == static_cast<uint32_t>(DType::F32)) {
+                add_inplace(x, static_cast<const float *>(t.data) + p * w, w);
+            } else {
+                const uint16_t *h = static_cast<const uint16_t *>(t.data) + p * w;
+                for (int64_t i = 0; i < w; ++i) x[i] += fp16_to_fp32(h[i]);
+            }
+        }
+        break;
+    }
     default: fail(EMBER_ERR_INTERNAL, "cpu: op %u is not row-local", n.op);
     }
 }
@@ -444,6 +488,10 @@ void CpuContext::forward(const ember_mod_batch &b) {
             fail(EMBER_ERR_INTERNAL, "cpu forward: token %u at position %d maps to window block %d of %u", t,
                  b.pos[t], wblock, params_.n_window_blocks);
     }
+    for (uint32_t t = 0; t < b.n_tokens; ++t)
+        if (b.pos[t] >= m_.n_pos_rows)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cpu forward: position %d is past the model's %lld position embeddings",
+                 b.pos[t], static_cast<long long>(m_.n_pos_rows));
     for (uint32_t i = 0; i < b.n_logits; ++i)
         if (b.logits_rows[i] < 0 || static_cast<uint32_t>(b.logits_rows[i]) >= b.n_tokens)
             fail(EMBER_ERR_INTERNAL, "cpu forward: logits row %d of %u", b.logits_rows[i], b.n_tokens);
@@ -487,6 +535,7 @@ void CpuContext::forward(const ember_mod_batch &b) {
                 ap.window = n.window, ap.softcap = n.softcap, ap.sinks = m_.f32(n.w);
                 ap.local_chunk = n.attn_local_chunk, ap.temp_scale = n.attn_temp_scale;
                 ap.temp_offset = n.attn_temp_offset, ap.temp_floor = n.attn_temp_floor;
+                ap.bidirectional = n.attn_mask == EMBER_GRAPH_MASK_SEQUENCE;
             }
             const auto il = static_cast<uint32_t>(ember_graph_kv_layer(&n));
             PagedKv kv;

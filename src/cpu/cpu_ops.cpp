@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 namespace ember::cpu {
@@ -50,7 +51,11 @@ void run_op(const ember_mod_op &op) {
         AttnParams p;
         p.n_head = static_cast<int>(op.n_head), p.n_head_kv = static_cast<int>(op.n_head_kv);
         p.head_dim = static_cast<int>(op.head_dim), p.scale = op.scale;
-        if (op.kind == EMBER_GRAPH_ATTENTION_EXT) p.window = op.window, p.softcap = op.softcap, p.sinks = op.sinks;
+        if (op.kind == EMBER_GRAPH_ATTENTION_EXT) {
+            p.window = op.window, p.softcap = op.softcap, p.sinks = op.sinks;
+            p.bidirectional = op.struct_size >= offsetof(ember_mod_op, attn_mask) + sizeof op.attn_mask &&
+                              op.attn_mask == EMBER_GRAPH_MASK_SEQUENCE;
+        }
         const AttnOptions ao = attn_options(op);
         p.local_chunk = ao.local_chunk, p.temp_scale = ao.temp_scale, p.temp_offset = ao.temp_offset;
         p.temp_floor = ao.temp_floor;
@@ -76,6 +81,8 @@ void run_op(const ember_mod_op &op) {
             std::memcpy(op.y + size_t{i} * op.n_in, op.x + static_cast<size_t>(op.ids[i]) * op.n_in, op.n_in * sizeof(float));
         return;
     case EMBER_GRAPH_SCALE: scale(op.x, op.scale, op.y, op.n_in); return;
+    case EMBER_GRAPH_LAYER_NORM: layer_norm(op.x, op.norm, op.bias, op.y, op.n_tokens, op.n_in, op.eps); return;
+    case EMBER_GRAPH_GELU: gelu(op.x, op.y, op.n_in); return;
     case EMBER_GRAPH_SOFTCAP: softcap(op.x, op.softcap, op.y, op.n_in); return;
     case EMBER_GRAPH_GEGLU: geglu(op.x, op.x2, op.y, op.n_in); return;
     case EMBER_GRAPH_MOE: {

@@ -63,6 +63,36 @@ void geglu(const float *gate, const float *up, float *out, int64_t n) {
     }
 }
 
+// Mean and variance in double (two passes over the row: the variance of the centred values), so the
+// result is within a few float roundings of exact whatever the row's offset.
+void layer_norm(const float *x, const float *w, const float *b, float *out, int64_t n_rows, int64_t dim, float eps) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const float *xr = x + r * dim;
+        float *o = out + r * dim;
+        double sum = 0;
+        for (int64_t i = 0; i < dim; ++i) sum += xr[i];
+        const double mean = sum / static_cast<double>(dim);
+        double ss = 0;
+        for (int64_t i = 0; i < dim; ++i) ss += (xr[i] - mean) * (xr[i] - mean);
+        const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+        const float m = static_cast<float>(mean);
+        for (int64_t i = 0; i < dim; ++i) {
+            float y = (xr[i] - m) * inv;
+            if (w) y *= w[i];
+            if (b) y += b[i];
+            o[i] = y;
+        }
+    }
+}
+
+void gelu(const float *x, float *out, int64_t n) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = x[i];
+        out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+    }
+}
+
 void store_f16(const float *src, uint16_t *dst, int64_t n_rows, int64_t n) {
     detail::kernels().f32_to_f16(src, dst, n_rows * n);
 }

@@ -77,6 +77,10 @@ void add_inplace(float *x, const float *y, int64_t n);
 void scale(const float *x, float s, float *out, int64_t n);
 void softcap(const float *x, float cap, float *out, int64_t n);
 void geglu(const float *gate, const float *up, float *out, int64_t n);
+// out[r] = (x[r] - mean) / sqrt(var + eps) * w + b over rows of dim (w, b may be null; out may equal x).
+void layer_norm(const float *x, const float *w, const float *b, float *out, int64_t n_rows, int64_t dim, float eps);
+// out = gelu(x), the tanh form (out may alias x).
+void gelu(const float *x, float *out, int64_t n);
 
 // --- rotary position embedding ---------------------------------------------------------------------
 struct RopeParams {
@@ -106,6 +110,9 @@ struct AttnParams {
     uint32_t local_chunk = 0;      // > 0: a query at p sees the positions of its chunk p / local_chunk only
     float temp_scale = 0, temp_offset = 0;   // != 0: graph.h's attention temperature, per query position
     uint32_t temp_floor = 0;
+    // graph.h's EMBER_GRAPH_MASK_SEQUENCE: a query sees its sequence's keys up to the position of that
+    // sequence's last token in the pass (its tokens consecutive, one block table), not only up to its own.
+    bool bidirectional = false;
 };
 // One layer's paged K/V cache: block b, row r (position r within that block) of K starts at
 // k + (b * block_size + r) * row_bytes; V likewise. A row holds n_head_kv * head_dim values of `type`:

@@ -149,6 +149,7 @@ EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
 Engine::Engine(const Model &model, const EngineOptions &opts)
     : model_(model), opts_(opts), plan_(plan_within_memory(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
     // plan_.n_ctx is each request's context: LongRoPE files get their long factors past the original one.
+    refuse_embedding_model(model, "engines");
     Backend &backend = find_backend(opts.backend);
     backend_kind_ = backend.kind();
     if (plan_.n_state_slots > 0 && !backend.recurrent_state())

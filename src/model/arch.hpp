@@ -32,6 +32,7 @@ public:
     const gguf::File &file() const { return file_; }
     const std::string &arch() const { return out_.arch; }
     HParams &hp() { return out_.hp; }
+    ModelDesc &desc() { return out_; }
 
     // Tensors, checked: a matrix [n_in, n_out] of a type the backends take, or an F32 vector [n].
     // Returns the tensor's index for the nodes, or -1 when absent and not required.
@@ -78,6 +79,7 @@ public:
         uint32_t local_chunk = 0;                  // chunked local attention (graph.h)
         float temp_scale = 0, temp_offset = 0;     // attention temperature (graph.h; scale 0: none)
         uint32_t temp_floor = 0;
+        bool bidirectional = false;   // graph.h's EMBER_GRAPH_MASK_SEQUENCE
     };
     void attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_head_kv, uint32_t head_dim, float scale,
                    const AttnExt &ext);
@@ -85,6 +87,14 @@ public:
     // ATTENTION / ATTENTION_EXT over the cache of an earlier layer (graph.h's kv_from): the last node
     // emitted must be that attention.
     void read_kv_of(int32_t layer);
+    // The encoders' ops (graph.h): LayerNorm with optional weight and bias, plain GELU, learned positions.
+    void layer_norm(int32_t dst, int32_t src, int32_t w, int32_t b, float eps);
+    void gelu(int32_t dst, int32_t src);
+    void add_pos_rows(int32_t dst, int32_t table);
+    // An F32 matrix [ne0, ne1] of values computed here (e.g. position embeddings with a constant row added).
+    int32_t made_matrix(const std::string &name, std::vector<float> values, int64_t ne0, int64_t ne1);
+    // A tensor's values as f32 (F32, F16 or BF16 only), for tables the architecture folds at load.
+    std::vector<float> f32_values(const TensorRef &t) const;
     void swiglu(int32_t dst, int32_t gate, int32_t up);
     void geglu(int32_t dst, int32_t gate, int32_t up);
     void scale(int32_t dst, int32_t src, float s);
@@ -199,6 +209,9 @@ struct DecoderOptions {
     // Per layer, whether it has the window (a file's attention.sliding_window_pattern array): decides
     // instead of window_pattern where not empty.
     std::vector<bool> window_layers;
+    // Attention both ways in every layer (an encoder made of a decoder's layers: EmbeddingGemma); a file's
+    // <arch>.attention.causal false asks for the same.
+    bool bidirectional = false;
 };
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt);
 // attention.sliding_window_pattern as Gemma 3's files give it: absent (the fallback period), one period p
@@ -221,6 +234,13 @@ ArchBuilder::Rope read_decoder_rope(ArchBuilder &b, uint32_t rope_mode);
 void build_qwen35(ArchBuilder &b, bool moe, bool next = false);
 // Their multi-token-prediction block (arch_qwen35_mtp.cpp), ArchSpec::build_mtp's contract.
 bool build_qwen35_mtp(ArchBuilder &b, bool moe);
+// Embedding models: <arch>.pooling_type (and <arch>.attention.causal) into b's description; returns the
+// pooling (Pooling::None for a generating model). `encoder`: bidirectional whatever the file says.
+Pooling read_pooling(ArchBuilder &b, bool encoder);
+// The output of an embedding model whose last hidden state (after its output norm, if any) is `hidden`
+// (per token): every row's hidden state (mean, CLS, last pooling; the host pools), or for Rank the ranking
+// head — cls (+ bias, tanh) then cls_out (+ bias) — over the rows asked for. Sets the program's output.
+void embedding_output(ArchBuilder &b, int32_t hidden, Pooling pooling);
 // An after_qkv hook: RMSNorm of each head of q and k with the layer's attn_q_norm / attn_k_norm weights
 // (head_dim each, shared by the heads) — Qwen3's, Qwen3-MoE's and Gemma 3's.
 void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l);

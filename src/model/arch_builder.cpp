@@ -2,8 +2,10 @@
 #include "model/arch.hpp"
 
 #include "core/error.hpp"
+#include "core/fp16.hpp"
 
 #include <cmath>
+#include <cstring>
 
 namespace ember {
 
@@ -258,12 +260,60 @@ void ArchBuilder::attention(int32_t dst, int32_t q, uint32_t n_head, uint32_t n_
     const bool temperature = ext.temp_scale != 0;
     if (ext.window > 0 && ext.local_chunk > 0) fail(EMBER_ERR_INTERNAL, "attention: a window and a local chunk at once");
     if (temperature && ext.temp_floor == 0) fail(EMBER_ERR_INTERNAL, "attention: a temperature without its floor");
-    const bool extended = ext.window > 0 || ext.softcap > 0 || ext.sinks >= 0 || ext.local_chunk > 0 || temperature;
+    const bool extended =
+        ext.window > 0 || ext.softcap > 0 || ext.sinks >= 0 || ext.local_chunk > 0 || temperature || ext.bidirectional;
     auto &n = node(extended ? EMBER_GRAPH_ATTENTION_EXT : EMBER_GRAPH_ATTENTION);
     n.dst = dst, n.src = q, n.n_head = n_head, n.n_head_kv = n_head_kv, n.head_dim = head_dim, n.scale = scale;
     if (extended) n.window = ext.window, n.softcap = ext.softcap, n.w = ext.sinks;
     n.attn_local_chunk = ext.local_chunk;
     if (temperature) n.attn_temp_scale = ext.temp_scale, n.attn_temp_offset = ext.temp_offset, n.attn_temp_floor = ext.temp_floor;
+    if (ext.bidirectional) n.attn_mask = EMBER_GRAPH_MASK_SEQUENCE;
+}
+
+void ArchBuilder::layer_norm(int32_t dst, int32_t src, int32_t w, int32_t b, float eps) {
+    if (width(dst) != width(src)) fail(EMBER_ERR_INTERNAL, "layer_norm: widths %u, %u", width(dst), width(src));
+    auto &n = node(EMBER_GRAPH_LAYER_NORM);
+    n.dst = dst, n.src = src, n.w = w, n.b = b, n.eps = eps, n.n = width(src);
+}
+
+void ArchBuilder::gelu(int32_t dst, int32_t src) {
+    auto &n = node(EMBER_GRAPH_GELU);
+    n.dst = dst, n.src = src;
+}
+
+void ArchBuilder::add_pos_rows(int32_t dst, int32_t table) {
+    const TensorRef *t = out_.tensors.at(static_cast<size_t>(table));
+    if (t->ne[0] != width(dst) || (t->type != DType::F32 && t->type != DType::F16))
+        fail(EMBER_ERR_INVALID_MODEL, "position embeddings '%s' must be F32 or F16 rows of %u", t->name.c_str(), width(dst));
+    auto &n = node(EMBER_GRAPH_ADD_POS_ROWS);
+    n.dst = dst, n.w = table;
+}
+
+int32_t ArchBuilder::made_matrix(const std::string &name, std::vector<float> values, int64_t ne0, int64_t ne1) {
+    if (static_cast<int64_t>(values.size()) != ne0 * ne1) fail(EMBER_ERR_INTERNAL, "made_matrix '%s': size", name.c_str());
+    const int32_t i = made_vector(name, std::move(values));
+    TensorRef &t = out_.made.back();
+    t.n_dims = 2, t.ne[0] = ne0, t.ne[1] = ne1;
+    return i;
+}
+
+std::vector<float> ArchBuilder::f32_values(const TensorRef &t) const {
+    const int64_t n = t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3];
+    std::vector<float> v(static_cast<size_t>(n));
+    if (t.type != DType::F32 && t.type != DType::F16 && t.type != DType::BF16)
+        fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s; it must be F32, F16 or BF16", t.name.c_str(), dtype_name(t.type));
+    if (t.n_bytes < static_cast<size_t>(n) * dtype_row_bytes(t.type, 1))
+        fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' is truncated", t.name.c_str());
+    for (int64_t i = 0; i < n; ++i) {
+        if (t.type == DType::F32) {
+            std::memcpy(&v[static_cast<size_t>(i)], static_cast<const uint8_t *>(t.data) + 4 * i, 4);
+        } else {
+            uint16_t h;
+            std::memcpy(&h, static_cast<const uint8_t *>(t.data) + 2 * i, 2);
+            v[static_cast<size_t>(i)] = t.type == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+        }
+    }
+    return v;
 }
 
 void ArchBuilder::geglu(int32_t dst, int32_t gate, int32_t up) {

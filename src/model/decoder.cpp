@@ -144,6 +144,14 @@ int32_t logits_head(ArchBuilder &b, int32_t x, int32_t norm_w, int32_t out_w, fl
     const HParams &hp = b.hp();
     const uint32_t d = hp.n_embd;
     b.layer(static_cast<int32_t>(hp.n_layer));
+    // An embedding model (a pooling type; read_pooling ran first): the normed hidden rows, or its ranking head.
+    if (b.desc().embedding.outputs_hidden) {
+        const int32_t xl = b.buf(d, true), xln = b.buf(d, true);
+        b.gather_logits(xl, x);
+        b.rms_norm(xln, xl, norm_w, eps, d);
+        embedding_output(b, xln, b.desc().embedding.pooling);
+        return b.desc().logits_buf;
+    }
     const int32_t xln = b.buf(d, true), logits = b.buf(hp.n_vocab, true);
     if (hidden) {
         const int32_t xn = b.buf(d);
@@ -169,6 +177,7 @@ int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps, b
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
     const bool moe = opt.moe_required || b.find("blk.0.ffn_gate_inp.weight");
     read_decoder_shape(b, moe);
+    read_pooling(b, opt.bidirectional);
     HParams &hp = b.hp();
     const float eps = b.f32("attention.layer_norm_rms_epsilon", 1e-5f);
     const ArchBuilder::Rope rope = read_decoder_rope(b, opt.rope_mode);
@@ -233,6 +242,7 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
         ext.softcap = opt.attn_softcap;
         ext.sinks = opt.sinks ? b.vector(p + "attn_sinks.weight", hp.n_head) : -1;
         ext.temp_scale = opt.attn_temp_scale, ext.temp_offset = opt.attn_temp_offset, ext.temp_floor = opt.attn_temp_floor;
+        ext.bidirectional = b.desc().embedding.encoder;
         b.attention(attn, q, hp.n_head, hp.n_head_kv, hd, attn_scale, ext);
         b.matmul(tmp, attn, b.matrix(p + "attn_output.weight", nq, d), b.vector(p + "attn_output.bias", d, false));
         residual(p + "post_attention_norm.weight");
@@ -269,6 +279,7 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
         residual(p + "post_ffw_norm.weight");
     }
     const int32_t logits = decoder_logits(b, x, tok_embd, eps);
+    if (b.desc().embedding.outputs_hidden) return;   // its output is set
     if (opt.logit_scale != 1.0f) b.scale(logits, logits, opt.logit_scale);
     if (opt.final_softcap > 0) b.softcap(logits, logits, opt.final_softcap);
     b.output(logits);

@@ -141,4 +141,8 @@ private:
     mutable std::unique_ptr<CDesc> cpu_desc_[2];
 };
 
+// Throws EMBER_ERR_UNSUPPORTED for an embedding or reranking model (ModelDesc::embedding), which has no
+// next-token logits to generate from; `what` names the refused use ("sessions").
+void refuse_embedding_model(const Model &model, const char *what);
+
 } // namespace ember

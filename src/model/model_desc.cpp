@@ -18,7 +18,8 @@ void ModelDesc::finish() {
     }
     c = ember_mod_model_desc{};
     c.struct_size = sizeof c;
-    c.n_vocab = hp.n_vocab;
+    // The output's width: the vocabulary for a decoder, the hidden state or ranking head for an embedding model.
+    c.n_vocab = logits_buf >= 0 ? bufs[static_cast<size_t>(logits_buf)].width : hp.n_vocab;
     c.n_layer = hp.n_layer;
     c.kv_width = hp.n_embd_kv();
     c.head_dim = hp.head_dim;

@@ -47,6 +47,21 @@ struct HParams {
     uint32_t n_embd_q() const { return n_head * head_dim; }
 };
 
+// An embedding or reranking model (docs/embeddings.md): how a sequence's output rows become its vector or
+// score. The numbers are GGUF's <arch>.pooling_type values.
+enum class Pooling : uint32_t { None = 0, Mean = 1, Cls = 2, Last = 3, Rank = 4 };
+struct EmbeddingInfo {
+    Pooling pooling = Pooling::None;
+    // Bidirectional (an encoder, or <arch>.attention.causal false): the model has no next token to predict.
+    bool encoder = false;
+    // The program's output rows are hidden states (width n_embd) or a ranking head's outputs, not logits:
+    // set for every model with a pooling type; such a model does not generate.
+    bool outputs_hidden = false;
+    // Rank: the first of the head's outputs after a softmax over them (Qwen3-Reranker's yes / no), else the
+    // head's first output as it is.
+    bool rank_softmax = false;
+};
+
 struct ModelDesc {
     std::string arch;
     HParams hp;
@@ -65,6 +80,7 @@ struct ModelDesc {
     // A per-token buffer a pass returns on request (module_api.h's hidden_buf): the final hidden state of
     // a model whose file carries multi-token-prediction layers, and that block's own; -1: none.
     int32_t hidden_buf = -1;
+    EmbeddingInfo embedding;
 
     // The C form every backend receives (backend/module_api.h), pointing into this object: made by
     // finish() once the program is complete and the object is in its final place.

@@ -42,6 +42,7 @@ Session::Session(const Model &model, const SessionOptions &opts)
     : model_(model), fingerprint_(opts.fingerprint ? opts.fingerprint : std::make_shared<ModelFingerprint>()) {
     if (model.vocab_only())
         fail(EMBER_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; load it with weights to create a session");
+    refuse_embedding_model(model, "sessions");
     const HParams &hp = model.desc().hp;
     n_ctx_ = opts.n_ctx ? opts.n_ctx : std::min(hp.n_ctx_train ? hp.n_ctx_train : kDefaultMaxCtx, kDefaultMaxCtx);
     if (n_ctx_ > (1u << 24)) fail(EMBER_ERR_INVALID_ARGUMENT, "n_ctx %u is too large", n_ctx_);

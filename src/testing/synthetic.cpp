@@ -176,6 +176,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     if (s.logit_scale > 0) w.add_f32(a + "logit_scale", s.logit_scale);
     for (const auto &[key, v] : s.extra_f32) w.add_f32(a + key, v);
     for (const auto &[key, v] : s.extra_u32) w.add_u32(a + key, v);
+    if (s.pooling_type) w.add_u32(a + "pooling_type", s.pooling_type);
 
     // Vocabulary: <unk>, <s>, </s>; the 256 byte tokens when there is room; the control tokens; then "▁",
     // single letters and numbered pieces up to n_vocab.

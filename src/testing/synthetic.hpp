@@ -110,6 +110,8 @@ struct SyntheticSpec {
     uint32_t n_embd_per_layer = 0;
     bool layer_scale = false;
     bool gemma4_moe = false;
+    // <arch>.pooling_type (0: not written): a decoder embedding model (3: last-token pooling, Qwen3-Embedding).
+    uint32_t pooling_type = 0;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),

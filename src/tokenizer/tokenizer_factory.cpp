@@ -1,11 +1,12 @@
 // tokenizer_factory.cpp — Tokenizer::from_gguf: picks the tokenizer family from tokenizer.ggml.model.
 #include "core/error.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
+#include "tokenizer/wordpiece.hpp"
 
 namespace ember {
 
 namespace {
-constexpr std::string_view kModels[] = {"llama", "gpt2", "gemma4"};
+constexpr std::string_view kModels[] = {"llama", "gpt2", "gemma4", "bert"};
 }
 
 std::vector<std::string_view> Tokenizer::supported_models() { return {std::begin(kModels), std::end(kModels)}; }
@@ -28,8 +29,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File &file) {
     }
     // Gemma 4: BPE over "▁"-escaped text, whatever tokenizer.ggml.pre says (llama.cpp ignores it too).
     if (*model == kModels[2]) return std::make_unique<tok::BpeTokenizer>(file, *model, "gemma4");
+    // BERT's WordPiece (tokenizer.ggml.pre names the model; the normalizer is the same for all).
+    if (*model == kModels[3]) return std::make_unique<tok::WordPieceTokenizer>(file);
     fail(EMBER_ERR_UNSUPPORTED,
-         "unsupported tokenizer model '%.*s' (tokenizer.ggml.model; supported: llama, gpt2, gemma4)",
+         "unsupported tokenizer model '%.*s' (tokenizer.ggml.model; supported: llama, gpt2, gemma4, bert)",
          int(std::min<size_t>(model->size(), 100)), model->data());
 }
 

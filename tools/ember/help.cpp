@@ -41,6 +41,17 @@ const CommandHelp kHelp[] = {
      "ember tokenize -m MODEL [--no-bos] [--special] TEXT\n"
      "    Prints the token ids of TEXT as a JSON array. --special parses special tokens such as <s> in\n"
      "    TEXT. Only the vocabulary is loaded, so vocab-only files work.\n"},
+    {"embed",
+     "ember embed -m MODEL [--normalize] [--dimensions N] [--pooling model|mean|cls|last] [--max-tokens N]\n"
+     "            [--truncate] [-t THREADS] [--backend B] TEXT...\n"
+     "    Embeds each TEXT with an embedding model (BERT encoders, Qwen3-Embedding: docs/embeddings.md) and\n"
+     "    prints {\"dim\": D, \"embeddings\": [[...], ...]}. --normalize: unit vectors; --dimensions: the\n"
+     "    first N values (Matryoshka); a text over --max-tokens (default: the model's context) is an error\n"
+     "    unless --truncate.\n"},
+    {"rerank",
+     "ember rerank -m MODEL -q QUERY [--max-tokens N] [--truncate] [-t THREADS] [--backend B] DOC...\n"
+     "    Scores each DOC for QUERY with a reranking model (BERT cross-encoders, Qwen3-Reranker) and prints\n"
+     "    {\"scores\": [...]} in the documents' order (higher: more relevant).\n"},
     {"info",
      "ember info -m MODEL [--tensors] [-c CTX] [--backend cpu|cuda|vulkan]\n"
      "    What the file is (architecture, name, parameters, tokenizer, the tensor types it uses) and\n"

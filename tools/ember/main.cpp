@@ -44,6 +44,8 @@ int main(int argc, char **argv) {
     }
     if (!std::strcmp(cmd, "run")) return cli::cmd_run(n, av);
     if (!std::strcmp(cmd, "tokenize")) return cli::cmd_tokenize(n, av);
+    if (!std::strcmp(cmd, "embed")) return cli::cmd_embed(n, av);
+    if (!std::strcmp(cmd, "rerank")) return cli::cmd_rerank(n, av);
     if (!std::strcmp(cmd, "info")) return cli::cmd_info(n, av);
     if (!std::strcmp(cmd, "bench")) return cli::cmd_bench(n, av);
     if (!std::strcmp(cmd, "perplexity")) return cli::cmd_perplexity(n, av);

@@ -108,4 +108,14 @@ namespace Ember
         [NativeName("EMBER_TOOL_CHOICE_REQUIRED")] Required = 2,
         [NativeName("EMBER_TOOL_CHOICE_NAMED")] Named = 3,
     }
+
+    /// <summary>How a text's token rows become one vector (ember_pooling).</summary>
+    [NativeName("ember_pooling")]
+    public enum Pooling
+    {
+        [NativeName("EMBER_POOLING_MODEL")] Model = 0,
+        [NativeName("EMBER_POOLING_MEAN")] Mean = 1,
+        [NativeName("EMBER_POOLING_CLS")] Cls = 2,
+        [NativeName("EMBER_POOLING_LAST")] Last = 3,
+    }
 }

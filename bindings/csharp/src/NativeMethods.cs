@@ -291,5 +291,23 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_chat_tool_prefix(ModelHandle model, ref ember_tool_grammar_params p,
                                                              byte[] buf, UIntPtr capacity, out UIntPtr out_len);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_embed_params_init(ref ember_embed_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_embedder_create(ModelHandle model, ref ember_embed_params p, out IntPtr embedder);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_embedder_free(IntPtr embedder);
+        [DllImport(Library, CallingConvention = Cdecl)] internal static extern UIntPtr ember_embedder_dim(IntPtr embedder);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        [return: MarshalAs(UnmanagedType.I1)]
+        internal static extern bool ember_embedder_is_reranker(IntPtr embedder);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_embed(IntPtr embedder, IntPtr texts, IntPtr lengths, UIntPtr n_texts,
+                                                  [In, Out] float[] out_vectors, UIntPtr capacity);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_embed_tokens(IntPtr embedder, IntPtr tokens, IntPtr n_tokens, UIntPtr n_texts,
+                                                         [In, Out] float[] out_vectors, UIntPtr capacity);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_rerank(IntPtr embedder, byte[] query, IntPtr docs, UIntPtr n_docs,
+                                                   [In, Out] float[] scores);
     }
 }

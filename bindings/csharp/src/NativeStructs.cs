@@ -320,4 +320,18 @@ namespace Ember.Native
         [MarshalAs(UnmanagedType.I1)] public bool parallel;
         public IntPtr tools_json;          // const char *
     }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_embed_params
+    {
+        public uint struct_size;
+        public BackendKind backend;
+        public uint n_threads;
+        public uint n_batch;
+        public uint max_tokens;
+        [MarshalAs(UnmanagedType.I1)] public bool truncate;
+        [MarshalAs(UnmanagedType.I1)] public bool normalize;
+        public uint dimensions;
+        public Pooling pooling;
+    }
 }

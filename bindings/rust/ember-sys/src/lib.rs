@@ -528,6 +528,33 @@ pub struct ember_tool_grammar_params {
     pub tools_json: *const c_char,
 }
 
+// ---- Embeddings and reranking (EMBER_1.9) ----
+
+#[repr(C)]
+pub struct ember_embedder {
+    _opaque: [u8; 0],
+}
+
+pub type ember_pooling = i32;
+pub const EMBER_POOLING_MODEL: ember_pooling = 0;
+pub const EMBER_POOLING_MEAN: ember_pooling = 1;
+pub const EMBER_POOLING_CLS: ember_pooling = 2;
+pub const EMBER_POOLING_LAST: ember_pooling = 3;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_embed_params {
+    pub struct_size: u32,
+    pub backend: ember_backend_kind,
+    pub n_threads: u32,
+    pub n_batch: u32,
+    pub max_tokens: u32,
+    pub truncate: bool,
+    pub normalize: bool,
+    pub dimensions: u32,
+    pub pooling: ember_pooling,
+}
+
 // ---- Functions, in the header's order ----
 
 extern "C" {
@@ -831,5 +858,38 @@ extern "C" {
         buf: *mut c_char,
         capacity: usize,
         out_len: *mut usize,
+    ) -> ember_status;
+
+    pub fn ember_embed_params_init(params: *mut ember_embed_params);
+    pub fn ember_embedder_create(
+        model: *const ember_model,
+        params: *const ember_embed_params,
+        out: *mut *mut ember_embedder,
+    ) -> ember_status;
+    pub fn ember_embedder_free(embedder: *mut ember_embedder);
+    pub fn ember_embedder_dim(embedder: *const ember_embedder) -> usize;
+    pub fn ember_embedder_is_reranker(embedder: *const ember_embedder) -> bool;
+    pub fn ember_embed(
+        embedder: *mut ember_embedder,
+        texts: *const *const c_char,
+        lengths: *const usize,
+        n_texts: usize,
+        out: *mut f32,
+        capacity: usize,
+    ) -> ember_status;
+    pub fn ember_embed_tokens(
+        embedder: *mut ember_embedder,
+        tokens: *const *const ember_token,
+        n_tokens: *const usize,
+        n_texts: usize,
+        out: *mut f32,
+        capacity: usize,
+    ) -> ember_status;
+    pub fn ember_rerank(
+        embedder: *mut ember_embedder,
+        query: *const c_char,
+        docs: *const *const c_char,
+        n_docs: usize,
+        scores: *mut f32,
     ) -> ember_status;
 }

@@ -94,6 +94,7 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_chat_parser_params { struct_size, format, tmpl, reasoning_open, tools, n_tools }
         ember_chat_delta { struct_size, content, content_len, reasoning, reasoning_len, first_call, n_calls, malformed }
         ember_tool_grammar_params { struct_size, format, tmpl, tools, n_tools, choice, name, parallel, tools_json }
+        ember_embed_params { struct_size, backend, n_threads, n_batch, max_tokens, truncate, normalize, dimensions, pooling }
     }
 }
 
@@ -118,6 +119,7 @@ fn compiled_values() -> Vec<(&'static str, i64)> {
         EMBER_CHAT_FORMAT_AUTO, EMBER_CHAT_FORMAT_CONTENT, EMBER_CHAT_FORMAT_HERMES, EMBER_CHAT_FORMAT_LLAMA3,
         EMBER_CHAT_FORMAT_MISTRAL, EMBER_CHAT_FORMAT_GPT_OSS, EMBER_CHAT_FORMAT_GRANITE, EMBER_CHAT_FORMAT_PHI4,
         EMBER_TOOL_CHOICE_AUTO, EMBER_TOOL_CHOICE_NONE, EMBER_TOOL_CHOICE_REQUIRED, EMBER_TOOL_CHOICE_NAMED,
+        EMBER_POOLING_MODEL, EMBER_POOLING_MEAN, EMBER_POOLING_CLS, EMBER_POOLING_LAST,
     ]
 }
 

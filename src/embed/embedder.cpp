@@ -1,0 +1,234 @@
+// embedder.cpp — Embedder (embedder.hpp): packing texts into passes, pooling, Matryoshka, normalisation,
+// and the reranker's pairs.
+#include "embed/embedder.hpp"
+
+#include "core/error.hpp"
+#include "core/host_memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ember {
+
+namespace {
+
+constexpr uint32_t kBlockSize = 16;
+// Texts per pass at most (each takes at least one cache block of its own).
+constexpr uint32_t kMaxSeqPerPass = 256;
+
+const char *pooling_name(Pooling p) {
+    static const char *const kNames[] = {"none", "mean", "cls", "last", "rank"};
+    return kNames[static_cast<uint32_t>(p)];
+}
+
+} // namespace
+
+Embedder::Embedder(const Model &model, const EmbedOptions &opts) : model_(model), opts_(opts) {
+    if (model.vocab_only()) fail(EMBER_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; load it with weights to embed");
+    const ModelDesc &d = model.desc();
+    const EmbeddingInfo &e = d.embedding;
+    if (!e.outputs_hidden)
+        fail(EMBER_ERR_UNSUPPORTED, "'%s' (%s) is not an embedding model: it has no pooling type (%s.pooling_type), "
+             "so its outputs are next-token logits, not vectors", model.name().c_str(), d.arch.c_str(), d.arch.c_str());
+    pooling_ = e.pooling;
+    if (opts.pooling != Pooling::None && opts.pooling != pooling_) {
+        if (pooling_ == Pooling::Rank || opts.pooling == Pooling::Rank)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "pooling %s cannot replace a model's %s pooling (a ranking head scores pairs)",
+                 pooling_name(opts.pooling), pooling_name(pooling_));
+        pooling_ = opts.pooling;
+    }
+    out_width_ = d.c.n_vocab;
+    dim_ = out_width_;
+    if (opts.dimensions) {
+        if (pooling_ == Pooling::Rank) fail(EMBER_ERR_INVALID_ARGUMENT, "dimensions apply to embeddings, not to scores");
+        if (opts.dimensions > out_width_)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "dimensions %u is more than the model's %u", opts.dimensions, out_width_);
+        dim_ = opts.dimensions;
+    }
+    const uint32_t train = d.hp.n_ctx_train ? d.hp.n_ctx_train : 512;
+    max_tokens_ = opts.max_tokens ? opts.max_tokens : e.encoder ? train : std::min(train, 2048u);
+    if (e.encoder && max_tokens_ > train)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "max_tokens %u is past the model's %u positions", max_tokens_, train);
+    if (max_tokens_ > (1u << 20)) fail(EMBER_ERR_INVALID_ARGUMENT, "max_tokens %u is too large", max_tokens_);
+    n_batch_ = std::max(opts.n_batch ? opts.n_batch : 2048u, max_tokens_);
+    if (opts.n_threads == 0 || opts.n_threads > 256) fail(EMBER_ERR_INVALID_ARGUMENT, "n_threads %u", opts.n_threads);
+
+    Backend &backend = backend_require(opts.backend);
+    if (state_bytes(d.c) > 0) fail(EMBER_ERR_UNSUPPORTED, "embeddings from models with recurrent layers are not supported");
+    ContextParams cp;
+    cp.block_size = kBlockSize;
+    n_blocks_ = n_batch_ / kBlockSize + kMaxSeqPerPass;
+    cp.n_blocks = n_blocks_;
+    cp.n_threads = opts.n_threads;
+    cp.n_batch = n_batch_;
+    cp.n_logits = n_batch_;   // mean pooling reads every row
+    const uint64_t bytes = backend.context_bytes(d.c, cp) + uint64_t{n_batch_} * out_width_ * sizeof(float);
+    if (backend.kind() == EMBER_BACKEND_CPU) {
+        const uint64_t weights = model.cpu_weights_reserve(bytes);
+        check_host_memory(bytes + weights, "an embedder's context");
+    }
+    ctx_ = model.backend_model(backend).create_context(cp);
+    outputs_.resize(size_t{n_batch_} * out_width_);
+}
+
+Embedder::~Embedder() = default;
+
+std::vector<int32_t> Embedder::fit(std::vector<int32_t> toks) const {
+    if (toks.empty()) fail(EMBER_ERR_INVALID_ARGUMENT, "an empty text (no tokens) has no embedding");
+    if (toks.size() <= max_tokens_) return toks;
+    if (!opts_.truncate)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "a text of %zu tokens is longer than the embedder's %u (truncate, or raise max_tokens)",
+             toks.size(), max_tokens_);
+    // Keep a closing special token (SEP, EOS) where the text had one: encoders were trained with it last.
+    const int32_t last = toks.back();
+    const bool closing = model_.tokenizer().type(last) == TokenType::CONTROL && max_tokens_ > 1;
+    toks.resize(max_tokens_);
+    if (closing) toks.back() = last;
+    return toks;
+}
+
+void Embedder::run_pass(const std::vector<std::vector<int32_t>> &texts, size_t i0, size_t i1, float *raw) {
+    tokens_.clear(), pos_.clear(), rows_.clear(), tables_.clear(), blocks_.clear();
+    // Each text's block table: consecutive block ids, so one vector holds them all (sized first: tables_
+    // points into it).
+    size_t n_blocks = 0;
+    for (size_t i = i0; i < i1; ++i) n_blocks += (texts[i].size() + kBlockSize - 1) / kBlockSize;
+    blocks_.resize(n_blocks);
+    for (size_t b = 0; b < n_blocks; ++b) blocks_[b] = static_cast<int32_t>(b);
+    size_t block = 0;
+    for (size_t i = i0; i < i1; ++i) {
+        const std::vector<int32_t> &t = texts[i];
+        const int32_t *table = blocks_.data() + block;
+        block += (t.size() + kBlockSize - 1) / kBlockSize;
+        const int32_t first = static_cast<int32_t>(tokens_.size());
+        for (size_t p = 0; p < t.size(); ++p) {
+            tokens_.push_back(t[p]);
+            pos_.push_back(static_cast<int32_t>(p));
+            tables_.push_back(table);
+        }
+        const int32_t last = static_cast<int32_t>(tokens_.size()) - 1;
+        // Rows the pooling reads: every token's (mean), the first's (cls; a BERT ranking head reads the CLS
+        // row) or the last's (last; a decoder's ranking head reads where the next token would be predicted).
+        if (pooling_ == Pooling::Mean) {
+            for (int32_t r = first; r <= last; ++r) rows_.push_back(r);
+        } else {
+            const bool first_row = pooling_ == Pooling::Cls || (pooling_ == Pooling::Rank && model_.desc().embedding.encoder);
+            rows_.push_back(first_row ? first : last);
+        }
+    }
+    Batch b;
+    b.n_tokens = static_cast<uint32_t>(tokens_.size());
+    b.tokens = tokens_.data();
+    b.pos = pos_.data();
+    b.tables = tables_.data();
+    b.n_logits = static_cast<uint32_t>(rows_.size());
+    b.logits_rows = rows_.data();
+    b.logits = outputs_.data();
+    ctx_->forward(b);
+
+    const size_t w = out_width_;
+    size_t row = 0;
+    for (size_t i = i0; i < i1; ++i) {
+        float *o = raw + (i - i0) * w;
+        if (pooling_ == Pooling::Mean) {
+            const size_t n = texts[i].size();
+            std::vector<double> acc(w, 0.0);
+            for (size_t r = 0; r < n; ++r, ++row)
+                for (size_t k = 0; k < w; ++k) acc[k] += outputs_[row * w + k];
+            for (size_t k = 0; k < w; ++k) o[k] = static_cast<float>(acc[k] / static_cast<double>(n));
+        } else {
+            std::copy(outputs_.begin() + static_cast<std::ptrdiff_t>(row * w),
+                      outputs_.begin() + static_cast<std::ptrdiff_t>((row + 1) * w), o);
+            ++row;
+        }
+    }
+}
+
+void Embedder::finish_vector(const float *raw, float *out) const {
+    if (pooling_ == Pooling::Rank) {
+        float s = raw[0];
+        if (model_.desc().embedding.rank_softmax) {
+            // P(first class): softmax over the head's outputs.
+            float m = raw[0];
+            for (uint32_t k = 1; k < out_width_; ++k) m = std::max(m, raw[k]);
+            double z = 0;
+            for (uint32_t k = 0; k < out_width_; ++k) z += std::exp(static_cast<double>(raw[k] - m));
+            s = static_cast<float>(std::exp(static_cast<double>(raw[0] - m)) / z);
+        }
+        out[0] = s;
+        return;
+    }
+    double ss = 0;
+    for (uint32_t k = 0; k < dim_; ++k) ss += static_cast<double>(raw[k]) * raw[k];
+    const double scale = opts_.normalize && ss > 0 ? 1.0 / std::sqrt(ss) : 1.0;
+    for (uint32_t k = 0; k < dim_; ++k) out[k] = static_cast<float>(raw[k] * scale);
+}
+
+void Embedder::embed_tokens(const std::vector<std::vector<int32_t>> &in, float *out) {
+    std::vector<std::vector<int32_t>> texts;
+    texts.reserve(in.size());
+    const int32_t n_vocab = model_.tokenizer().n_vocab();
+    for (const std::vector<int32_t> &t : in) {
+        for (int32_t id : t)
+            if (id < 0 || id >= n_vocab) fail(EMBER_ERR_INVALID_ARGUMENT, "token %d is outside the vocabulary (0..%d)", id, n_vocab - 1);
+        texts.push_back(fit(t));
+    }
+    const size_t per = ranks() ? 1 : dim_;
+    std::vector<float> raw;
+    for (size_t i0 = 0; i0 < texts.size();) {
+        // As many whole texts as the pass holds.
+        size_t i1 = i0, n_tok = 0, n_blk = 0;
+        while (i1 < texts.size() && i1 - i0 < kMaxSeqPerPass) {
+            const size_t len = texts[i1].size(), blk = (len + kBlockSize - 1) / kBlockSize;
+            if (n_tok + len > n_batch_ || n_blk + blk > n_blocks_) break;
+            n_tok += len, n_blk += blk, ++i1;
+        }
+        raw.resize((i1 - i0) * out_width_);
+        run_pass(texts, i0, i1, raw.data());
+        for (size_t i = i0; i < i1; ++i) finish_vector(raw.data() + (i - i0) * out_width_, out + i * per);
+        i0 = i1;
+    }
+}
+
+void Embedder::embed(const std::vector<std::string_view> &texts, float *out) {
+    if (ranks()) fail(EMBER_ERR_INVALID_ARGUMENT, "'%s' is a reranking model: it scores (query, document) pairs (ember_rerank)",
+                      model_.name().c_str());
+    std::vector<std::vector<int32_t>> toks;
+    toks.reserve(texts.size());
+    for (std::string_view t : texts) toks.push_back(model_.tokenizer().tokenize(t, true, false));
+    embed_tokens(toks, out);
+}
+
+std::vector<int32_t> Embedder::rerank_tokens(std::string_view query, std::string_view doc) const {
+    const Tokenizer &tok = model_.tokenizer();
+    if (std::optional<std::string_view> tmpl = model_.gguf().get_string("tokenizer.chat_template.rerank")) {
+        // The template's text with its two fields filled in; its special tokens are the template's own.
+        std::string text;
+        std::string_view t = *tmpl;
+        for (size_t i = 0; i < t.size();) {
+            if (t.compare(i, 7, "{query}") == 0) text += query, i += 7;
+            else if (t.compare(i, 10, "{document}") == 0) text += doc, i += 10;
+            else text += t[i++];
+        }
+        return tok.tokenize(text, false, true);   // the template writes its own special tokens
+    }
+    std::vector<int32_t> q = tok.tokenize(query, true, false), dd = tok.tokenize(doc, false, false);
+    // [CLS] query [SEP] (q already ends with SEP for a WordPiece vocabulary), then document [SEP].
+    const int32_t sep = !q.empty() && tok.type(q.back()) == TokenType::CONTROL ? q.back() : tok.eos();
+    if (sep >= 0 && (q.empty() || q.back() != sep)) q.push_back(sep);
+    q.insert(q.end(), dd.begin(), dd.end());
+    if (sep >= 0) q.push_back(sep);
+    return q;
+}
+
+void Embedder::rerank(std::string_view query, const std::vector<std::string_view> &docs, float *scores) {
+    if (!ranks())
+        fail(EMBER_ERR_INVALID_ARGUMENT, "'%s' is not a reranking model (pooling %s): embed the query and documents and "
+             "compare the vectors instead", model_.name().c_str(), pooling_name(pooling_));
+    std::vector<std::vector<int32_t>> toks;
+    toks.reserve(docs.size());
+    for (std::string_view d : docs) toks.push_back(rerank_tokens(query, d));
+    embed_tokens(toks, scores);
+}
+
+} // namespace ember
