@@ -52,7 +52,8 @@ for (let i = 2; i < process.argv.length; i++) {
 }
 const hybrids = ["qwen35", "qwen35moe", "qwen3next"];
 const families = args.families ?? (args.referenceOnly ? hybrids
-    : ["llama", "mixtral", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "granite", "olmo2", "gpt-oss", ...hybrids]);
+    : ["llama", "mixtral", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "granite", "olmo2", "gpt-oss", ...hybrids,
+       "lfm2", "lfm2moe", "granitehybrid"]);
 const types = args.types ?? ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"];
 const synth = path.join(args.build, "bench", "ember-synth");
 const logitsTool = path.join(args.build, "bench", "ember-family-logits");
@@ -190,7 +191,10 @@ for (const family of families) {
             try {
                 const peer = await peerLogits(file, nv);
                 row.peer = metrics(peer.rows, ember.ref);
-                if (type === "f32") row.greedy_same = JSON.stringify(peer.greedy) === JSON.stringify(ember.greedy);
+                if (type === "f32") {
+                    row.greedy_same = JSON.stringify(peer.greedy) === JSON.stringify(ember.greedy);
+                    row.peer_greedy = peer.greedy;   // the tokens a test pins (CI has no llama.cpp)
+                }
             } catch (e) {
                 row.peer_error = String(e.message ?? e).split("\n")[0];
             }

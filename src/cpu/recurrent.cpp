@@ -46,7 +46,7 @@ inline void l2_normalize(const float *x, float *out, int n, float eps, float sca
 } // namespace
 
 void ssm_conv(ThreadPool &pool, const float *x, float *y, int64_t C, int64_t K, const float *w, const StateRun *runs,
-              uint32_t n_runs, uint32_t state_offset) {
+              uint32_t n_runs, uint32_t state_offset, const float *bias, bool act_silu) {
     // Work items: (run, channel chunk of 64); each walks its run's tokens in order.
     constexpr int64_t kChunk = 64;
     const int64_t chunks_per_run = (C + kChunk - 1) / kChunk;
@@ -67,7 +67,8 @@ void ssm_conv(ThreadPool &pool, const float *x, float *y, int64_t C, int64_t K, 
                 float s = 0.0f;
                 for (int64_t j = 0; j < W; ++j) s += wc[j] * win[j * C + c];
                 s += wc[W] * xt[c];
-                yt[c] = silu(s);
+                if (bias) s += bias[c];
+                yt[c] = act_silu ? silu(s) : s;
                 for (int64_t j = 0; j + 1 < W; ++j) win[j * C + c] = win[(j + 1) * C + c];
                 if (W > 0) win[(W - 1) * C + c] = xt[c];
             }
@@ -110,6 +111,41 @@ void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float
                 const float d = beta * (v[j] - dot(m, k, S));
                 for (int i = 0; i < S; ++i) m[i] += k[i] * d;
                 out[j] = dot(m, q, S);
+            }
+        }
+    };
+    if (n_items == 1 || pool.size() == 1) {
+        for (int64_t it = 0; it < n_items; ++it) item(it);
+        return;
+    }
+    pool.run_chunks(n_items, item);
+}
+
+void ssm_scan(ThreadPool &pool, const float *xbc, const float *dt, float *y, const ScanParams &p, const StateRun *runs,
+              uint32_t n_runs, uint32_t state_offset) {
+    const int H = p.n_head, P = p.head_dim, G = p.n_group, N = p.d_state;
+    const int64_t row = int64_t{H} * P + 2 * int64_t{G} * N;
+    const int64_t head_state = int64_t{P} * N;
+    const int64_t n_items = int64_t{n_runs} * H;
+    auto item = [&](int64_t it) {
+        const StateRun &r = runs[it / H];
+        const int h = static_cast<int>(it % H), g = h / (H / G);
+        float *S = r.state + state_offset + h * head_state;   // row i (head dim) of N state dims
+        const float *in = r.from ? r.from + state_offset + h * head_state : nullptr;
+        if (!in) std::fill(S, S + head_state, 0.0f), in = S;
+        for (uint32_t t = r.t0; t < r.t1; ++t, in = S) {
+            const float *xt = xbc + int64_t{t} * row;
+            const float *x = xt + int64_t{h} * P, *B = xt + int64_t{H} * P + int64_t{g} * N,
+                        *C = xt + int64_t{H} * P + int64_t{G} * N + int64_t{g} * N;
+            const float s = softplus(dt[int64_t{t} * H + h] + p.dt_bias[h]);
+            const float dA = std::exp(s * p.A[h]);
+            float *out = y + int64_t{t} * H * P + int64_t{h} * P;
+            for (int i = 0; i < P; ++i) {
+                float *m = S + int64_t{i} * N;
+                const float *m_in = in + int64_t{i} * N;
+                const float xs = x[i] * s;
+                for (int k = 0; k < N; ++k) m[k] = m_in[k] * dA + B[k] * xs;
+                out[i] = dot(m, C, N) + p.D[h] * x[i];
             }
         }
     };

@@ -98,14 +98,14 @@ void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l) {
     b.rms_norm(l.k, l.k, b.vector(l.prefix + "attn_k_norm.weight", hd), l.eps, hd);
 }
 
-int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps) {
+int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps, const char *norm) {
     // Only the rows whose logits are wanted go through the output norm and the vocabulary product.
     const HParams &hp = b.hp();
     const uint32_t d = hp.n_embd;
     b.layer(static_cast<int32_t>(hp.n_layer));
     const int32_t xl = b.buf(d, true), xln = b.buf(d, true), logits = b.buf(hp.n_vocab, true);
     b.gather_logits(xl, x);
-    b.rms_norm(xln, xl, b.vector("output_norm.weight", d), eps, d);
+    b.rms_norm(xln, xl, b.vector(norm, d), eps, d);
     int32_t out = b.matrix("output.weight", d, hp.n_vocab, false);
     if (out < 0) out = tok_embd;  // tied embeddings
     b.matmul(logits, xln, out);
