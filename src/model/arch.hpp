@@ -197,6 +197,13 @@ ArchBuilder::Rope read_decoder_rope(ArchBuilder &b, uint32_t rope_mode);
 // Qwen3.5 / Qwen3.6 (arch_qwen35.cpp): Gated DeltaNet layers beside gated attention, a dense FFN or
 // routed plus shared experts (qwen35moe); Qwen3-Next (next) the same layers with its own tensor layout.
 void build_qwen35(ArchBuilder &b, bool moe, bool next = false);
+// An attention layer's common tail: rope of q and k (none for a null rope or n_rot 0), the KV store of k and
+// v, and the attention of q into attn with the model's heads (hp) and `scale`.
+void rope_store_attend(ArchBuilder &b, int32_t q, int32_t k, int32_t v, int32_t attn, const ArchBuilder::Rope *rope,
+                       float scale);
+// A layer's routed experts by their usual names (blk.N.ffn_{gate,up,down}_exps), n_ff wide, the model's
+// expert counts; the gating and options left to the caller.
+ArchBuilder::Moe read_experts(ArchBuilder &b, const std::string &p, uint32_t n_ff);
 // The hybrids whose recurrent layers are those of attention.head_count_kv 0 (LFM2, Granite 4; defined in
 // arch_lfm2.cpp): that key as one count per layer, or one for every layer (no recurrent layer); sets
 // hp.n_head_kv to the attention layers' count (they must agree) and returns which layers are recurrent.

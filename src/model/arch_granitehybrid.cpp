@@ -93,17 +93,12 @@ void mamba2_layer(ArchBuilder &b, const std::string &p, const MambaShape &s, int
 void attention_layer(ArchBuilder &b, const std::string &p, const ArchBuilder::Rope *rope, float scale, int32_t xn,
                      int32_t out, const Bufs &u) {
     const HParams &hp = b.hp();
-    const uint32_t d = hp.n_embd, hd = hp.head_dim, nq = hp.n_embd_q(), nkv = hp.n_embd_kv();
+    const uint32_t d = hp.n_embd, nq = hp.n_embd_q(), nkv = hp.n_embd_kv();
     const int32_t q = u.q, k = u.k, v = u.v, attn = u.attn;
     b.matmul(q, xn, b.matrix(p + "attn_q.weight", d, nq), b.vector(p + "attn_q.bias", nq, false));
     b.matmul(k, xn, b.matrix(p + "attn_k.weight", d, nkv), b.vector(p + "attn_k.bias", nkv, false));
     b.matmul(v, xn, b.matrix(p + "attn_v.weight", d, nkv), b.vector(p + "attn_v.bias", nkv, false));
-    if (rope && rope->n_rot > 0) {
-        b.rope(q, hp.n_head, hd, *rope);
-        b.rope(k, hp.n_head_kv, hd, *rope);
-    }
-    b.kv_store(k, v);
-    b.attention(attn, q, hp.n_head, hp.n_head_kv, hd, scale, {});
+    rope_store_attend(b, q, k, v, attn, rope, scale);
     b.matmul(out, attn, b.matrix(p + "attn_output.weight", nq, d), b.vector(p + "attn_output.bias", d, false));
 }
 
@@ -113,12 +108,7 @@ void moe_ffn(ArchBuilder &b, const std::string &p, uint32_t n_ff_shexp, int32_t 
     const uint32_t d = hp.n_embd;
     const int32_t router = u.router;
     b.matmul(router, xn, b.matrix(p + "ffn_gate_inp.weight", d, hp.n_expert));
-    ArchBuilder::Moe m;
-    m.gate = b.experts(p + "ffn_gate_exps.weight", d, hp.n_ff, hp.n_expert);
-    m.up = b.experts(p + "ffn_up_exps.weight", d, hp.n_ff, hp.n_expert);
-    m.down = b.experts(p + "ffn_down_exps.weight", hp.n_ff, d, hp.n_expert);
-    m.n_expert = hp.n_expert, m.n_used = hp.n_expert_used;
-    b.moe(out, xn, router, m);
+    b.moe(out, xn, router, read_experts(b, p, hp.n_ff));
     if (n_ff_shexp == 0) return;
     const int32_t sgate = u.sgate, sup = u.sup, shared = u.shared;
     b.matmul(sgate, xn, b.matrix(p + "ffn_gate_shexp.weight", d, n_ff_shexp));

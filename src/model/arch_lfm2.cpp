@@ -73,12 +73,7 @@ void attention_block(ArchBuilder &b, const std::string &p, const ArchBuilder::Ro
     b.matmul(v, xn, b.matrix(p + "attn_v.weight", d, nkv));
     b.rms_norm(q, q, b.vector(p + "attn_q_norm.weight", hd), eps, hd);
     b.rms_norm(k, k, b.vector(p + "attn_k_norm.weight", hd), eps, hd);
-    if (rope.n_rot > 0) {
-        b.rope(q, hp.n_head, hd, rope);
-        b.rope(k, hp.n_head_kv, hd, rope);
-    }
-    b.kv_store(k, v);
-    b.attention(attn, q, hp.n_head, hp.n_head_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), {});
+    rope_store_attend(b, q, k, v, attn, &rope, 1.0f / std::sqrt(static_cast<float>(hd)));
     b.matmul(out, attn, b.matrix(p + "attn_output.weight", nq, d));
 }
 

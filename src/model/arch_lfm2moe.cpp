@@ -42,12 +42,9 @@ void lfm2_moe_ffn(ArchBuilder &b, const Lfm2Moe &m, const std::string &p, int32_
     const uint32_t d = hp.n_embd;
     const int32_t router = m.router;
     b.matmul(router, xn, b.matrix(p + "ffn_gate_inp.weight", d, hp.n_expert));
-    ArchBuilder::Moe e;
-    e.gate = b.experts(p + "ffn_gate_exps.weight", d, m.n_ff_exp, hp.n_expert);
-    e.up = b.experts(p + "ffn_up_exps.weight", d, m.n_ff_exp, hp.n_expert);
-    e.down = b.experts(p + "ffn_down_exps.weight", m.n_ff_exp, d, hp.n_expert);
+    ArchBuilder::Moe e = read_experts(b, p, m.n_ff_exp);
     e.sel_bias = b.vector(p + "exp_probs_b.bias", hp.n_expert);
-    e.n_expert = hp.n_expert, e.n_used = hp.n_expert_used, e.gating = EMBER_GRAPH_MOE_GATE_SIGMOID;
+    e.gating = EMBER_GRAPH_MOE_GATE_SIGMOID;
     b.moe(out, xn, router, e);
 }
 
