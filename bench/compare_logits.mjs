@@ -54,7 +54,7 @@ for (let i = 2; i < process.argv.length; i++) {
 const hybrids = ["qwen35", "qwen35moe", "qwen3next"];
 const families = args.families ?? (args.referenceOnly ? hybrids
     : ["llama", "mixtral", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "granite", "olmo2", "gpt-oss", ...hybrids,
-       "olmo3-yarn", "qwen3-yarn", "smollm3", "mistral3"]);
+       "olmo3-yarn", "qwen3-yarn", "smollm3", "mistral3", "lfm2", "lfm2moe", "granitehybrid"]);
 const types = args.types ?? ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"];
 const synth = path.join(args.build, "bench", "ember-synth");
 const logitsTool = path.join(args.build, "bench", "ember-family-logits");

@@ -3,14 +3,16 @@
 // does). Uses the core's synthetic-model writer, so it links the internals, unlike the ember CLI.
 //
 //   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b|gemma4-e4b|
-//               gemma4-26b-a4b] [--family NAME]
+//               gemma4-26b-a4b|lfm2-1.2b|lfm2-8b-a1b|granite-4-h-tiny|bert-tiny|bge-small|qwen3-embedding-0.6b]
+//               [--family NAME]
 //               [--arch llama|qwen2] [--type TYPE] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N]
 //               [--vocab N] [--ctx N] [--seed N] [--window N] [--repeat-layers 1] [--rope-sections A,B,C,D]
 //               [--ssm-in 0|1] [--mtp N]
 //
 // --family: a small model of that family with all its parts (llama, mixtral, qwen2, qwen3, qwen3moe,
-// gemma2, gemma3, phi3, granite, olmo2, gpt-oss, qwen35, qwen35moe, qwen3next, smollm3, mistral3, and the
-// metadata combinations olmo3-yarn and qwen3-yarn; see src/testing/synthetic.cpp) and decisive logits.
+// gemma2, gemma3, phi3, granite, olmo2, gpt-oss, qwen35, qwen35moe, qwen3next, smollm3, mistral3, gemma4,
+// gemma4moe, lfm2, lfm2moe, granitehybrid, and the metadata combinations olmo3-yarn, qwen3-yarn, gemma3-p2,
+// gemma3-layers and gemma3-global; see src/testing/synthetic.cpp) and decisive logits.
 //
 // The hybrid presets, for speed tests (their shapes from the checkpoints' config.json; the vocabulary
 // the real 248,320 tokens, since the output product's cost matters):
@@ -27,6 +29,15 @@
 //                   about 21 GB (a 4-layer cut, --layers 4: 2.13 GB, 46 s on 2 vCPUs); the writer holds
 //                   the file in memory twice, so it needs about 45 GB (a 128 GiB GPU machine, not a
 //                   24 GiB one). --repeat-layers 1 encodes one layer's matrices and copies them.
+//   lfm2-1.2b       LFM2-1.2B (lfm2): 16 layers of width 2048, attention in layers 2, 5, 8, 10, 12 and 14 (32
+//                   heads, 8 KV heads, width 64), gated short convolutions of 3 taps in the others, FFN
+//                   8192, 65,536 tokens, output tied to the embedding.
+//   lfm2-8b-a1b     LFM2-8B-A1B (lfm2moe): 24 layers of width 2048, attention in layers 2, 6, 10, 14, 18 and
+//                   21, the first 2 layers dense (FFN 7168), 32 experts (4 used) of width 1792 in the others.
+//   granite-4-h-tiny Granite-4.0-H-Tiny (granitehybrid): 40 layers of width 1536, attention (12 heads, 4 KV
+//                   heads, no rope) in layers 5, 15, 25 and 35, Mamba-2 in the others (48 heads of 64, one
+//                   group, state 128, conv 4), 64 experts (6 used) of width 512 and a shared expert of 1024,
+//                   100,352 tokens.
 // e.g. ember-synth -o qwen35-2b.gguf --preset qwen35-2b --type q4_k_m --repeat-layers 1
 //
 // The embedding presets (docs/embeddings.md):
@@ -151,6 +162,27 @@ int main(int argc, char **argv) {
             s.pooling_type = 3;
         } else if (k == "--pooling") {
             bs.pooling_type = n, s.pooling_type = n;
+        } else if (k == "--preset" && v == "lfm2-1.2b") {
+            s = synthetic_family("lfm2");
+            s.n_embd = 2048, s.n_layer = 16, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 8192, s.n_vocab = 65536;
+            s.n_ctx = 128000, s.rope_theta = 1000000.0f, s.tied_output = true, s.logit_std = 0;
+            s.recurrent_layers.assign(16, true);
+            for (uint32_t l : {2, 5, 8, 10, 12, 14}) s.recurrent_layers[l] = false;
+        } else if (k == "--preset" && v == "lfm2-8b-a1b") {
+            s = synthetic_family("lfm2moe");
+            s.n_embd = 2048, s.n_layer = 24, s.n_head = 32, s.n_head_kv = 8, s.n_ff = 7168, s.n_vocab = 65536;
+            s.n_ctx = 128000, s.rope_theta = 1000000.0f, s.tied_output = true, s.logit_std = 0;
+            s.n_expert = 32, s.n_expert_used = 4, s.n_ff_exp = 1792, s.n_dense_lead = 2;
+            s.recurrent_layers.assign(24, true);
+            for (uint32_t l : {2, 6, 10, 14, 18, 21}) s.recurrent_layers[l] = false;
+        } else if (k == "--preset" && v == "granite-4-h-tiny") {
+            s = synthetic_family("granitehybrid");
+            s.n_embd = 1536, s.n_layer = 40, s.n_head = 12, s.n_head_kv = 4, s.n_vocab = 100352, s.n_ctx = 131072;
+            s.head_dim = 128, s.tied_output = true, s.logit_std = 0;
+            s.ssm_inner = 3072, s.ssm_heads = 48, s.ssm_groups = 1, s.ssm_state = 128, s.ssm_conv = 4;
+            s.n_expert = 64, s.n_expert_used = 6, s.n_ff = 512, s.n_ff_shexp = 1024;
+            s.recurrent_layers.assign(40, true);
+            for (uint32_t l : {5, 15, 25, 35}) s.recurrent_layers[l] = false;
         } else if (k == "--rope-sections") {
             s.rope_sections.clear();
             for (const char *q = v.c_str(); *q;) {
@@ -195,7 +227,8 @@ int main(int argc, char **argv) {
         }
     }
     if (out.empty()) {
-        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b]\n"
+        std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b|"
+                     "lfm2-1.2b|lfm2-8b-a1b|granite-4-h-tiny]\n"
                              "       [--family NAME] [--type q4_0|q4_k_m|...]\n"
                              "       [--repeat-layers 1 (every layer the first's bytes: speed tests)] ...\n");
         return 2;

@@ -88,6 +88,7 @@ __global__ void k_elementwise(Ew op, const float *x, const float *x2, float *y, 
     float r;
     switch (op) {
     case Ew::Scale: r = __fmul_rn(v, a); break;
+    case Ew::Mul: r = __fmul_rn(v, x2[e]); break;
     case Ew::Softcap: r = __fmul_rn(a, tanh_clamped(__fdiv_rn(v, a))); break;
     case Ew::Geglu: {
         const float inner = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, v), v), v)));

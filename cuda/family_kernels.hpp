@@ -11,7 +11,7 @@ namespace ember::cu {
 // y = x * a (SCALE), a * tanh(x / a) (SOFTCAP), gelu(x) * x2 in GELU's tanh form (GEGLU), or gpt-oss's
 // clamped SwiGLU x' sigmoid(a x') (u' + 1), x' = min(x, b), u' = clamp(x2, -b, b) (MOE's SWIGLU_OAI).
 // n values; y may be x or x2.
-enum class Ew { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3 };
+enum class Ew { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3, Mul = 4 };   // Mul: y = x * x2 (graph.h's MUL)
 void elementwise(Ew op, const float *x, const float *x2, float *y, int64_t n, float a, float b, cudaStream_t s);
 
 // rope_angles with ROPE_YARN's ramp and output scale (rope_math.hpp): cos and sin times mscale.

@@ -78,6 +78,11 @@ Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(
         total += prog.tensor_use[i] & Program::kExperts ? weight_device_bytes(expert_matrix(t, 0)) * static_cast<size_t>(t.ne[2])
                                                           : weight_device_bytes(t);
     }
+    for (const ember_graph_node &n : prog.nodes)
+        if (n.op == EMBER_GRAPH_MOE && n.sel_bias >= 0) {
+            const float *v = static_cast<const float *>(d.tensors[n.sel_bias].data);
+            sel_bias[n.sel_bias].assign(v, v + n.n_expert);
+        }
     buf_ = DevBuf(total);
     tensors.assign(d.n_tensors, DevWeight{});
     experts.assign(d.n_tensors, {});
@@ -209,7 +214,8 @@ void Context::moe_node(const ember_graph_node &nd, uint32_t rows) {
     router_logits_.resize(n_logits);
     EMBER_CU(cudaMemcpyAsync(router_logits_.data(), buf(nd.src2), n_logits * sizeof(float), cudaMemcpyDeviceToHost, s_));
     EMBER_CU(cudaStreamSynchronize(s_));
-    const MoeRoute route = moe_route(router_logits_.data(), rows, nd.n_expert, nd.n_expert_used, nd.moe_gating);
+    const MoeRoute route = moe_route(router_logits_.data(), rows, nd.n_expert, nd.n_expert_used, nd.moe_gating,
+                                     m_.sel_bias_of(nd.sel_bias));
     MoeWork w;
     w.xin = scratch(z_.moe_xin), w.g = scratch(z_.moe_g), w.u = scratch(z_.moe_u), w.outs = scratch(z_.moe_outs);
     w.token = reinterpret_cast<int32_t *>(scratch(z_.moe_token)), w.pos = reinterpret_cast<int32_t *>(scratch(z_.moe_pos));
@@ -324,9 +330,19 @@ void Context::enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const emb
         case EMBER_GRAPH_SIGMOID_MUL: sigmoid_mul(buf(nd.src), buf(nd.src2), buf(nd.dst), rows, width, pg.width(nd.src2), s_); break;
         case EMBER_GRAPH_SSM_CONV: {
             const int k = static_cast<int>(m_.matrix(nd.w).n_in);  // the kernel F32 [K, C]: K values a row
-            ssm_conv(buf(nd.src), buf(nd.dst), rows, width, k, m_.vec(nd.w), state_runs(), nd.state_offset, s_);
+            ssm_conv(buf(nd.src), buf(nd.dst), rows, width, k, m_.vec(nd.w), state_runs(), nd.state_offset, s_, m_.vec(nd.b),
+                     nd.n == EMBER_GRAPH_SSM_CONV_SILU);
             break;
         }
+        case EMBER_GRAPH_SSM_SCAN: {
+            ScanShape p;
+            p.n_head = static_cast<int>(nd.n_head), p.head_dim = static_cast<int>(nd.head_dim);
+            p.n_group = static_cast<int>(nd.n_head_kv), p.d_state = static_cast<int>(nd.n);
+            p.A = m_.vec(nd.w), p.D = m_.vec(nd.w2), p.dt_bias = m_.vec(nd.b);
+            ssm_scan(buf(nd.src), buf(nd.src2), buf(nd.dst), rows, p, state_runs(), nd.state_offset, s_);
+            break;
+        }
+        case EMBER_GRAPH_MUL: elementwise(Ew::Mul, buf(nd.src), buf(nd.src2), buf(nd.dst), values, 0, 0, s_); break;
         case EMBER_GRAPH_GATED_DELTA: {
             DeltaShape p;
             p.n_head = static_cast<int>(nd.n_head), p.n_head_k = static_cast<int>(nd.n_head_kv);

@@ -10,6 +10,7 @@
 #include "program.hpp"
 #include "recurrent.hpp"
 
+#include <map>
 #include <utility>
 #include <memory>
 #include <vector>
@@ -64,6 +65,12 @@ public:
     const DevWeight &matrix(int32_t i) const { return tensors[static_cast<size_t>(i)]; }
     // An F32 vector, or nullptr for -1 (an optional tensor that is absent).
     const float *vec(int32_t i) const { return i < 0 ? nullptr : static_cast<const float *>(tensors[static_cast<size_t>(i)].codes); }
+    // MOE's choice biases (EMBER_GRAPH_MOE_GATE_SIGMOID's sel_bias) on the host, where the routing runs.
+    std::map<int32_t, std::vector<float>> sel_bias;
+    const float *sel_bias_of(int32_t t) const {
+        auto it = sel_bias.find(t);
+        return it == sel_bias.end() ? nullptr : it->second.data();
+    }
 
 private:
     DevBuf buf_;

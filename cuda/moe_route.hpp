@@ -19,6 +19,7 @@ namespace ember::cu {
 using ember::MoeRoute;
 
 // backend/moe_route.hpp's rule (the CPU's, ties included) after checking 1 <= k <= n_expert.
-MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating);
+MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating,
+                   const float *sel_bias = nullptr);
 
 } // namespace ember::cu

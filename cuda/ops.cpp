@@ -93,7 +93,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
     if (op.kind >= EMBER_GRAPH_SCALE && op.kind <= EMBER_GRAPH_MOE &&
         op.struct_size < offsetof(ember_mod_op, act_limit) + sizeof op.act_limit)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cuda run_op: op %u needs ember_mod_op's fields of graph.h's new ops", op.kind);
-    if (op.kind >= EMBER_GRAPH_COPY_COLS && op.kind <= EMBER_GRAPH_GATED_DELTA &&
+    if (op.kind >= EMBER_GRAPH_COPY_COLS && op.kind <= EMBER_GRAPH_MUL &&
         op.struct_size < offsetof(ember_mod_op, col_offset) + sizeof op.col_offset)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cuda run_op: op %u needs ember_mod_op's fields of the hybrid ops", op.kind);
     std::vector<DevWeight> experts[3];  // MOE: alive until the op has run
@@ -309,8 +309,31 @@ void run_op(Device &dev, const ember_mod_op &op) {
         out_n = size_t{op.n_tokens} * op.n_in;
         y = upload<float>(keep, nullptr, out_n);
         ssm_conv(upload(keep, op.x, out_n), y, op.n_tokens, op.n_in, static_cast<int>(op.conv_kernel),
-                 upload(keep, static_cast<const float *>(op.w), size_t{op.n_in} * op.conv_kernel), r, 0, s);
+                 upload(keep, static_cast<const float *>(op.w), size_t{op.n_in} * op.conv_kernel), r, 0, s,
+                 op.bias ? upload(keep, op.bias, op.n_in) : nullptr, op.n_out == EMBER_GRAPH_SSM_CONV_SILU);
         if (floats) back.push_back({op.state, r.states, floats * sizeof(float)});
+        break;
+    }
+    case EMBER_GRAPH_SSM_SCAN: {
+        const size_t H = op.n_head, P = op.head_dim, G = op.n_head_kv, N = op.conv_kernel, n = op.n_tokens;
+        if (H == 0 || G == 0 || H % G != 0 || P == 0 || N == 0 || !op.state || !op.dt || !op.decay_a || !op.norm)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cuda ssm_scan: %zu heads of %zu, %zu groups of %zu", H, P, G, N);
+        const size_t floats = H * P * N;
+        const StateRuns r = one_run(keep, op.state, floats, op.n_tokens);
+        ScanShape p;
+        p.n_head = static_cast<int>(H), p.head_dim = static_cast<int>(P), p.n_group = static_cast<int>(G);
+        p.d_state = static_cast<int>(N);
+        p.A = upload(keep, op.decay_a, H), p.D = upload(keep, op.norm, H), p.dt_bias = upload(keep, op.dt, H);
+        out_n = n * H * P;
+        y = upload<float>(keep, nullptr, out_n);
+        ssm_scan(upload(keep, op.x, n * (H * P + 2 * G * N)), upload(keep, op.x2, n * H), y, op.n_tokens, p, r, 0, s);
+        back.push_back({op.state, r.states, floats * sizeof(float)});
+        break;
+    }
+    case EMBER_GRAPH_MUL: {
+        out_n = op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        elementwise(Ew::Mul, upload(keep, op.x, out_n), upload(keep, op.x2, out_n), y, op.n_in, 0, 0, s);
         break;
     }
     case EMBER_GRAPH_GATED_DELTA: {

@@ -31,7 +31,7 @@ constexpr uint32_t kCudaOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,   
                                  EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
                                  EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
                                  EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
-                                 EMBER_GRAPH_GATED_DELTA};
+                                 EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_SSM_SCAN, EMBER_GRAPH_MUL};
 
 // The fusions model.cpp's executor implements (backend/fusion_plan.hpp): a product accumulated into the
 // residual, and a product reusing the input (Q8 codes, f16 copy) prepared by the product just before it,
@@ -51,8 +51,13 @@ void check_moe(const ember_mod_model_desc &d, Program &pg, uint32_t i, Tensor &t
         invalid("writes its input, or maps rows of one kind to another");
     if (n.n_expert == 0 || n.n_expert_used == 0 || n.n_expert_used > n.n_expert || pg.width(n.src2) != n.n_expert)
         invalid("the router's width or the number of chosen experts");
-    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SOFTMAX)
+    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SIGMOID)
         fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (moe): activation %u, gating %u", i, n.moe_act, n.moe_gating);
+    if (n.sel_bias >= 0) {
+        const ember_mod_tensor *sb = tensor(n.sel_bias, Program::kVector, true);
+        if (n.moe_gating != EMBER_GRAPH_MOE_GATE_SIGMOID || sb->n_dims != 1 || sb->ne[0] != n.n_expert)
+            invalid("a choice bias of the wrong shape, or with a gating that takes none");
+    }
     const int64_t n_in = pg.width(n.src), n_out = pg.width(n.dst);
     const ember_mod_tensor *g = tensor(n.w, Program::kExperts, true), *u = tensor(n.w2, Program::kExperts, true),
                            *dn = tensor(n.w3, Program::kExperts, true);
@@ -82,14 +87,15 @@ void check_hybrid(const ember_mod_model_desc &d, Program &pg, uint32_t i, Tensor
     const ember_graph_node &n = pg.nodes[i];
     const char *name = ember_graph_op_name(n.op);
     auto invalid = [&](const char *why) { fail(EMBER_ERR_INVALID_MODEL, "cuda: node %u (%s): %s", i, name, why); };
-    const bool gd = n.op == EMBER_GRAPH_GATED_DELTA;
+    const bool gd = n.op == EMBER_GRAPH_GATED_DELTA, two = gd || n.op == EMBER_GRAPH_SSM_SCAN || n.op == EMBER_GRAPH_MUL;
     for (int32_t b : {n.dst, n.src})
         if (b < 0 || static_cast<uint32_t>(b) >= d.n_bufs) invalid("a buffer out of range");
-    if ((n.op == EMBER_GRAPH_SIGMOID_MUL || gd) && (n.src2 < 0 || static_cast<uint32_t>(n.src2) >= d.n_bufs))
+    if ((n.op == EMBER_GRAPH_SIGMOID_MUL || two) && (n.src2 < 0 || static_cast<uint32_t>(n.src2) >= d.n_bufs))
         invalid("a buffer out of range");
     if (gd && (n.src3 < 0 || static_cast<uint32_t>(n.src3) >= d.n_bufs)) invalid("a buffer out of range");
     const uint64_t ws = pg.width(n.src), wd = pg.width(n.dst);
-    if (pg.bufs[n.src].rows != pg.bufs[n.dst].rows || (n.op >= EMBER_GRAPH_SSM_CONV && pg.logits_rows(n.dst)))
+    if (pg.bufs[n.src].rows != pg.bufs[n.dst].rows ||
+        (n.op >= EMBER_GRAPH_SSM_CONV && n.op != EMBER_GRAPH_MUL && pg.logits_rows(n.dst)))
         invalid("maps rows of one kind to another, or runs over logits rows");
     auto f32_vector = [&](int32_t t, uint64_t len) {
         const ember_mod_tensor *v = tensor(t, Program::kVector, true);
@@ -106,11 +112,23 @@ void check_hybrid(const ember_mod_model_desc &d, Program &pg, uint32_t i, Tensor
         if (ws != wd || (pg.width(n.src2) != ws && pg.width(n.src2) != 1) || pg.bufs[n.src2].rows != pg.bufs[n.dst].rows)
             invalid("widths");
         return;
+    case EMBER_GRAPH_MUL:
+        if (ws != wd || pg.width(n.src2) != ws || pg.bufs[n.src2].rows != pg.bufs[n.dst].rows) invalid("widths");
+        return;
+    case EMBER_GRAPH_SSM_SCAN:
+        if (n.head_dim == 0 || n.n_head == 0 || n.n_head_kv == 0 || n.n_head % n.n_head_kv != 0 || n.n == 0 ||
+            ws != uint64_t{n.n_head} * n.head_dim + 2ull * n.n_head_kv * n.n || wd != uint64_t{n.n_head} * n.head_dim ||
+            pg.width(n.src2) != n.n_head || !f32_vector(n.w, n.n_head) || !f32_vector(n.w2, n.n_head) ||
+            !f32_vector(n.b, n.n_head) || n.src == n.dst || n.src2 == n.dst)
+            invalid("heads, groups, widths or its F32 [n_head] A / D / dt bias tensors");
+        floats = uint64_t{n.n_head} * n.head_dim * n.n;
+        break;
     case EMBER_GRAPH_SSM_CONV: {
         const ember_mod_tensor *k = tensor(n.w, Program::kVector, true);
         if (k->n_dims != 2 || k->ne[0] < 1 || k->ne[0] > kMaxConvKernel || static_cast<uint64_t>(k->ne[1]) != ws ||
             ws != wd || n.src == n.dst)
             invalid("the kernel must be F32 [K <= 64, channels] over rows of its channels");
+        if (n.n > EMBER_GRAPH_SSM_CONV_LINEAR || (n.b >= 0 && !f32_vector(n.b, ws))) invalid("its activation or bias");
         floats = static_cast<uint64_t>(k->ne[0] - 1) * ws;
         break;
     }
@@ -226,7 +244,9 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
     case EMBER_GRAPH_COPY_COLS:
     case EMBER_GRAPH_SIGMOID_MUL:
     case EMBER_GRAPH_SSM_CONV:
-    case EMBER_GRAPH_GATED_DELTA: check_hybrid(d, pg, i, tensor); break;
+    case EMBER_GRAPH_GATED_DELTA:
+    case EMBER_GRAPH_SSM_SCAN:
+    case EMBER_GRAPH_MUL: check_hybrid(d, pg, i, tensor); break;
     case EMBER_GRAPH_SWIGLU:
     case EMBER_GRAPH_GEGLU:
         need_buf(n.dst), need_buf(n.src), need_buf(n.src2);

@@ -22,7 +22,7 @@ __device__ __forceinline__ const float *slot_state(const StateRuns &r, int32_t s
 // this pass (from its run's first token on) or in the window its run starts from (recurrent_math.hpp),
 // which this kernel only reads; k_ssm_conv_state replaces the windows after it.
 __global__ void k_ssm_conv(const float *x, float *y, int64_t n_tokens, int64_t C, int K, const float *w, StateRuns r,
-                           uint32_t off) {
+                           uint32_t off, const float *bias, bool silu) {
     const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (e >= n_tokens * C) return;
     const int64_t t = e / C, c = e % C;
@@ -36,7 +36,8 @@ __global__ void k_ssm_conv(const float *x, float *y, int64_t n_tokens, int64_t C
         const float v = in.row ? x[in.index * C + c] : win ? win[in.index * C + c] : 0.0f;
         s = __fadd_rn(s, __fmul_rn(wc[j], v));
     }
-    y[e] = __fdiv_rn(s, __fadd_rn(1.0f, expf(-s)));
+    if (bias) s = __fadd_rn(s, bias[c]);
+    y[e] = silu ? __fdiv_rn(s, __fadd_rn(1.0f, expf(-s))) : s;
 }
 
 // The window after each run, a thread per (run, channel): a row of this pass or, for a run shorter than the
@@ -134,12 +135,61 @@ __global__ void __launch_bounds__(kDeltaWarps * 32) k_gated_delta(DeltaArgs g, S
         }
 }
 
+// SSM_SCAN, recurrent form: a thread per (run, head, row i of the head), walking the run's tokens with its
+// state row of d_state floats in the slot written (copied first from the slot read, or zeroed); the sum
+// over the state in 8 lanes reduced as cpu/recurrent.cpp's dot, each product and sum rounded on its own.
+struct ScanArgs {
+    const float *xbc, *dt;
+    float *y;
+    ScanShape p;
+};
+
+__global__ void k_ssm_scan(ScanArgs a, int64_t max_runs, StateRuns r, uint32_t off) {
+    const int P = a.p.head_dim, H = a.p.n_head, G = a.p.n_group, N = a.p.d_state;
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= max_runs * H * P) return;
+    const int64_t run = e / (int64_t{H} * P);
+    if (run >= *r.n_runs) return;
+    const int h = static_cast<int>(e / P % H), i = static_cast<int>(e % P), g = h / (H / G);
+    const size_t at = (static_cast<size_t>(h) * P + i) * N;
+    const float *in = slot_state(r, r.from[run], off);
+    float *m = r.states + static_cast<size_t>(r.slot[run]) * r.state_floats + off + at;
+    if (!in) {
+        for (int k = 0; k < N; ++k) m[k] = 0.0f;
+    } else if (in + at != m) {
+        for (int k = 0; k < N; ++k) m[k] = in[at + k];
+    }
+    const int64_t inner = int64_t{H} * P, row = inner + 2 * int64_t{G} * N;
+    const float A = a.p.A[h], D = a.p.D[h], dt_bias = a.p.dt_bias[h];
+    for (int64_t t = r.t0[run]; t < r.t1[run]; ++t) {
+        const float *xt = a.xbc + t * row, *B = xt + inner + int64_t{g} * N, *C = xt + inner + int64_t{G + g} * N;
+        const float s = softplus(__fadd_rn(a.dt[t * H + h], dt_bias)), dA = expf(__fmul_rn(s, A));
+        const float x = xt[int64_t{h} * P + i], xs = __fmul_rn(x, s);
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int k = 0; k < N; ++k) {
+            m[k] = __fadd_rn(__fmul_rn(m[k], dA), __fmul_rn(B[k], xs));
+            acc[k & 7] = __fadd_rn(acc[k & 7], __fmul_rn(m[k], C[k]));
+        }
+        const float sum = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3])),
+                                    __fadd_rn(__fadd_rn(acc[4], acc[5]), __fadd_rn(acc[6], acc[7])));
+        a.y[t * inner + int64_t{h} * P + i] = __fadd_rn(sum, __fmul_rn(D, x));
+    }
+}
+
 } // namespace
 
-void ssm_conv(const float *x, float *y, int64_t n_tokens, int64_t C, int K, const float *w, const StateRuns &r,
+void ssm_scan(const float *xbc, const float *dt, float *y, int64_t n_tokens, const ScanShape &p, const StateRuns &r,
               uint32_t state_offset, cudaStream_t s) {
+    if (n_tokens <= 0) return;
+    // A pass has at most as many runs as tokens; the threads of runs beyond *r.n_runs return at once.
+    const int64_t threads = n_tokens * p.n_head * p.head_dim;
+    k_ssm_scan<<<blocks_for(threads, 128), 128, 0, s>>>(ScanArgs{xbc, dt, y, p}, n_tokens, r, state_offset);
+}
+
+void ssm_conv(const float *x, float *y, int64_t n_tokens, int64_t C, int K, const float *w, const StateRuns &r,
+              uint32_t state_offset, cudaStream_t s, const float *bias, bool silu) {
     if (n_tokens <= 0 || C <= 0) return;
-    k_ssm_conv<<<blocks_for(n_tokens * C, 256), 256, 0, s>>>(x, y, n_tokens, C, K, w, r, state_offset);
+    k_ssm_conv<<<blocks_for(n_tokens * C, 256), 256, 0, s>>>(x, y, n_tokens, C, K, w, r, state_offset, bias, silu);
     // A pass has at most as many runs as tokens.
     if (K > 1) k_ssm_conv_state<<<blocks_for(n_tokens * C, 256), 256, 0, s>>>(x, n_tokens, C, K, r, state_offset);
 }

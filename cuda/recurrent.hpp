@@ -35,7 +35,17 @@ void sigmoid_mul(const float *x, const float *g, float *y, int64_t n_rows, int64
 // SSM_CONV over n_tokens rows of C channels with the kernel w (F32 [C][K]); each run's window of K - 1
 // inputs at `state_offset` of its slots ([K - 1][C], oldest first) is read, then replaced by the one
 // after its last token. y is not x.
+// bias: F32 [C] on the device or nullptr; silu false: the sum itself (graph.h's EMBER_GRAPH_SSM_CONV_LINEAR).
 void ssm_conv(const float *x, float *y, int64_t n_tokens, int64_t C, int K, const float *w, const StateRuns &r,
+              uint32_t state_offset, cudaStream_t s, const float *bias = nullptr, bool silu = true);
+
+struct ScanShape {
+    int n_head = 0, head_dim = 0, n_group = 0, d_state = 0;
+    const float *A = nullptr, *D = nullptr, *dt_bias = nullptr;  // [n_head] on the device
+};
+// SSM_SCAN (Mamba-2) over n_tokens rows of xbc (x: n_head * head_dim, B, C: n_group * d_state each) and dt
+// (n_head per row) into y (n_head * head_dim per row); the heads' states at `state_offset` of the runs' slots.
+void ssm_scan(const float *xbc, const float *dt, float *y, int64_t n_tokens, const ScanShape &p, const StateRuns &r,
               uint32_t state_offset, cudaStream_t s);
 
 struct DeltaShape {

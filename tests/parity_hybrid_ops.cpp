@@ -1,5 +1,5 @@
 // parity_hybrid_ops.cpp — the parity harness's cases for the ops of the hybrid families (graph.h's ops
-// from COPY_COLS on: copy_cols, sigmoid_mul, ssm_conv, gated_delta), compiled into test_parity and run on
+// from COPY_COLS on: copy_cols, sigmoid_mul, ssm_conv, gated_delta, ssm_scan, mul), compiled into test_parity and run on
 // whichever backend it runs. Each result is held to a bound derived next to its op, against a
 // double-precision reference written from graph.h's definitions; the two recurrent ops also carry their
 // state across calls, and the state after the last token is checked too. u is float's unit roundoff.
@@ -141,9 +141,96 @@ void test_gated_delta(void **) {
     }
 }
 
+// ssm_conv's options: a bias (one more rounding of the sum) and no activation (LFM2); mul: one rounding.
+void test_ssm_conv_linear_bias(void **) {
+    uint64_t st = 59;
+    const uint32_t C = 40, K = 3, T = 7;
+    const std::vector<float> x = rand_vec(&st, T * C, -3, 3), w = rand_vec(&st, C * K, -1, 1), bias = rand_vec(&st, C, -1, 1);
+    for (uint32_t act = 0; act < 2; ++act) {
+        std::vector<float> y(T * C), state((K - 1) * C, 0.0f);
+        ember_mod_op op = make_op(EMBER_GRAPH_SSM_CONV);
+        op.n_tokens = T, op.n_in = C, op.conv_kernel = K, op.w = w.data(), op.x = x.data(), op.y = y.data();
+        op.state = state.data(), op.bias = bias.data(), op.n_out = act;   // 1: EMBER_GRAPH_SSM_CONV_LINEAR
+        run(op);
+        for (uint32_t t = 0; t < T; ++t)
+            for (uint32_t c = 0; c < C; ++c) {
+                double s = bias[c], mag = std::fabs(bias[c]);
+                for (uint32_t j = 0; j < K; ++j) {
+                    const int64_t at = int64_t(t) - K + 1 + j;
+                    const double p = at < 0 ? 0.0 : double(w[c * K + j]) * x[at * C + c];
+                    s += p, mag += std::fabs(p);
+                }
+                const double want = act ? s : silu(s);
+                check(act ? "ssm_conv (linear, bias)" : "ssm_conv (bias)", t * C + c, y[t * C + c], want,
+                      1.1 * (K + 2) * kU * mag + 8 * kU * std::fabs(want));
+            }
+    }
+    const std::vector<float> a = rand_vec(&st, 300, -5, 5), b = rand_vec(&st, 300, -5, 5);
+    std::vector<float> z(300);
+    ember_mod_op op = make_op(EMBER_GRAPH_MUL);
+    op.n_tokens = 1, op.n_in = 300, op.x = a.data(), op.x2 = b.data(), op.y = z.data();
+    run(op);
+    for (uint32_t i = 0; i < 300; ++i) check("mul", i, z[i], double(a[i]) * b[i], kU * std::fabs(double(a[i]) * b[i]));
+}
+
+// ssm_scan (Mamba-2) in double from graph.h's definition, whole and in two calls (the state carried). Per
+// token a state entry takes a multiplication by dA <= 1 (its error carried), and B x s added (3 roundings),
+// the output a sum of N products plus D x (N + 3 roundings): with |H| <= mag, the state's error grows by
+// about 4 u mag a token and the output's is (N + 4) u (mag |C|max N + |D x|) plus the state's carried in;
+// softplus and exp (a few ulp each) move s and dA by ~8 u relative, which moves H by ~16 u mag a token.
+void test_ssm_scan(void **) {
+    uint64_t st = 61;
+    const uint32_t H = 4, G = 2, P = 8, N = 16, T = 12, split = 5;
+    const uint32_t inner = H * P, row = inner + 2 * G * N;
+    const std::vector<float> xbc = rand_vec(&st, T * row, -1, 1), dt = rand_vec(&st, T * H, -3, 1),
+                             A = rand_vec(&st, H, -4, -0.2f), D = rand_vec(&st, H, 0.5f, 1.5f),
+                             dt_bias = rand_vec(&st, H, -1, 0.5f), init = rand_vec(&st, H * P * N, -0.5f, 0.5f);
+    for (int whole = 0; whole < 2; ++whole) {
+        std::vector<float> y(T * inner), state = init;
+        for (uint32_t part = 0; part < (whole ? 1u : 2u); ++part) {
+            const uint32_t t0 = whole ? 0 : part ? split : 0, t1 = whole ? T : part ? T : split;
+            ember_mod_op op = make_op(EMBER_GRAPH_SSM_SCAN);
+            op.n_tokens = t1 - t0, op.n_head = H, op.n_head_kv = G, op.head_dim = P, op.conv_kernel = N;
+            op.x = xbc.data() + t0 * row, op.x2 = dt.data() + t0 * H, op.y = y.data() + t0 * inner;
+            op.decay_a = A.data(), op.norm = D.data(), op.dt = dt_bias.data(), op.state = state.data();
+            run(op);
+        }
+        std::vector<double> S(init.begin(), init.end());
+        double mag = 0;
+        for (double v : S) mag = std::max(mag, std::fabs(v));
+        for (uint32_t t = 0; t < T; ++t) {
+            const float *xt = xbc.data() + t * row;
+            for (uint32_t h = 0; h < H; ++h) {
+                const uint32_t g = h / (H / G);
+                const double z = double(dt[t * H + h]) + dt_bias[h], sp = z > 20 ? z : std::log1p(std::exp(z));
+                const double dA = std::exp(sp * A[h]);
+                const float *B = xt + inner + g * N, *C = xt + inner + (G + g) * N;
+                for (uint32_t i = 0; i < P; ++i) {
+                    double *m = S.data() + (size_t(h) * P + i) * N, o = 0;
+                    const double x = xt[h * P + i];
+                    for (uint32_t k = 0; k < N; ++k) {
+                        m[k] = m[k] * dA + B[k] * x * sp;
+                        o += m[k] * C[k];
+                        mag = std::max(mag, std::fabs(m[k]));
+                    }
+                    o += D[h] * x;
+                    const double bound = (N + 4) * kU * (mag * N + std::fabs(D[h] * x)) + 20.0 * kU * mag * N * (t + 1);
+                    char what[64];
+                    std::snprintf(what, sizeof what, "ssm_scan%s t %u h %u", whole ? "" : " (two calls)", t, h);
+                    check(what, i, y[t * inner + h * P + i], o, bound);
+                }
+            }
+        }
+        for (size_t i = 0; i < S.size(); ++i)
+            check(whole ? "ssm_scan state" : "ssm_scan state (two calls)", i, state[i], S[i], 20.0 * kU * mag * T);
+    }
+}
+
 } // namespace
 
 void parity_hybrid_ops_add(std::vector<CMUnitTest> &tests) {
+    tests.push_back(cmocka_unit_test(test_ssm_conv_linear_bias));
+    tests.push_back(cmocka_unit_test(test_ssm_scan));
     tests.push_back(cmocka_unit_test(test_copy_sigmoid));
     tests.push_back(cmocka_unit_test(test_ssm_conv));
     tests.push_back(cmocka_unit_test(test_gated_delta));

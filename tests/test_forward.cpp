@@ -282,6 +282,11 @@ void test_hybrid_reference_llamacpp_argmax(void **) {
         {"qwen35", {214, 288, 311, 233, 28, 121, 100, 263, 150, 282, 125}},
         {"qwen35moe", {21, 288, 198, 141, 146, 112, 7, 17, 306, 149, 163}},
         {"qwen3next", {26, 66, 187, 252, 28, 286, 98, 61, 151, 240, 45}},
+        // The short-convolution and Mamba-2 hybrids (their files are untied: a tied random output echoes the
+        // current token).
+        {"lfm2", {157, 295, 198, 199, 139, 83, 293, 268, 181, 127, 5}},
+        {"lfm2moe", {296, 96, 271, 263, 285, 275, 36, 112, 14, 29, 14}},
+        {"granitehybrid", {214, 288, 144, 12, 120, 286, 100, 45, 181, 282, 227}},
     };
     for (const auto &[family, want] : llamacpp) {
         const auto ref = hybrid_reference(synthetic_family(family), tokens);

@@ -1,13 +1,16 @@
 // test_hybrid_memory.cpp — a model with recurrent layers (Qwen3.5's Gated DeltaNet beside attention) keeps
 // a recurrent state per sequence beside its KV rows; everything that handles a sequence must keep the two
-// together. On synthetic qwen35 / qwen35moe files (src/testing/synthetic.cpp), through the public API:
+// together. On synthetic qwen35 / qwen35moe files and the short-convolution and Mamba-2 hybrids (lfm2,
+// lfm2moe, granitehybrid) (src/testing/synthetic.cpp), through the public API:
 //   - a prompt fed whole and token by token gives the same logits, bit for bit (the CPU's recurrent
 //     kernels split work over heads and channels, never over tokens);
 //   - greedy generation after a fork, a truncation (back to the last feed's start and further), a saved
 //     state restored into a new session, speculative decoding (draft model and lookup), and the engine
 //     (batched requests, a pinned prefix reused) gives the plain run's tokens;
 //   - a feed cancelled mid-prompt leaves the state as it was (the next feed gives the plain run's logits);
-//   - the KV cache holds only the attention layers' rows, and the state's bytes are counted.
+//   - the KV cache holds only the attention layers' rows, and the state's bytes are counted;
+//   - lfm2, lfm2moe and granitehybrid generate llama.cpp's greedy tokens (pinned), on the CPU and, where
+//     this machine has the Vulkan module and a device (lavapipe in CI), on Vulkan.
 #include "test_util.h"
 
 #include "ember/ember.h"
@@ -28,8 +31,7 @@ struct File {
     }
 };
 
-std::string write_model(const ember::SyntheticSpec &spec) {
-    const std::vector<uint8_t> bytes = ember::synthetic_model_gguf(spec);
+std::string write_model_bytes(const std::vector<uint8_t> &bytes) {
     char path[] = "/tmp/ember_hybrid_XXXXXX";
     const int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -37,6 +39,8 @@ std::string write_model(const ember::SyntheticSpec &spec) {
     close(fd);
     return path;
 }
+
+std::string write_model(const ember::SyntheticSpec &spec) { return write_model_bytes(ember::synthetic_model_gguf(spec)); }
 
 ember_model *load(const std::string &path) {
     ember_model *m = nullptr;
@@ -329,6 +333,77 @@ void test_inconsistent_metadata(void **) {
     }
 }
 
+// The same for the short-convolution and Mamba-2 hybrids: each key's value refused naming the key.
+void test_inconsistent_ssm_metadata(void **) {
+    struct Case {
+        const char *family, *key;
+        uint32_t value;
+    } cases[] = {{"lfm2", "lfm2.shortconv.l_cache", 0},          {"lfm2", "lfm2.shortconv.l_cache", 4},
+                 {"lfm2moe", "lfm2moe.expert_count", 0},          {"lfm2moe", "lfm2moe.expert_used_count", 9},
+                 {"lfm2moe", "lfm2moe.leading_dense_block_count", 7}, {"lfm2moe", "lfm2moe.expert_gating_func", 1},
+                 {"granitehybrid", "granitehybrid.ssm.conv_kernel", 0}, {"granitehybrid", "granitehybrid.ssm.group_count", 3},
+                 {"granitehybrid", "granitehybrid.ssm.state_size", 48}, {"granitehybrid", "granitehybrid.ssm.time_step_rank", 0},
+                 {"granitehybrid", "granitehybrid.ssm.inner_size", 500}, {"granitehybrid", "granitehybrid.expert_count", 0}};
+    for (const Case &c : cases) {
+        std::vector<uint8_t> bytes = ember::synthetic_model_gguf(ember::synthetic_family(c.family));
+        patch_u32(bytes, c.key, c.value);
+        File f{write_model_bytes(bytes)};
+        ember_model *m = nullptr;
+        const ember_status st = ember_model_load(f.path.c_str(), nullptr, &m);
+        const char *key = std::strchr(c.key, '.') + 1;
+        const bool named = std::strstr(ember_last_error(), key) != nullptr;
+        // expert_gating_func names a gating Ember does not run: unsupported, not invalid.
+        const ember_status want = std::strstr(c.key, "gating") ? EMBER_ERR_UNSUPPORTED : EMBER_ERR_INVALID_MODEL;
+        if (st != want || !named) fail_msg("%s = %u: status %d, '%s'", c.key, c.value, st, ember_last_error());
+        assert_null(m);
+    }
+}
+
+// llama.cpp's 32 greedy tokens after these 11 on the F32 synthetic files (node-llama-cpp 3.22.1's CPU build,
+// bench/compare_logits.mjs's peer; CI has no llama.cpp, so they are pinned here). A change to the
+// synthetic writer that moves them must be checked against llama.cpp again.
+void test_llamacpp_greedy(void **) {
+    const std::vector<ember_token> prompt = {1, 7, 3, 12, 40, 5, 9, 22, 31, 2, 17};
+    const struct {
+        const char *family;
+        std::vector<ember_token> want;
+    } cases[] = {
+        {"lfm2", {5, 271, 36, 26, 39, 163, 221, 209, 261, 274, 25, 224, 309, 157, 103, 128, 268, 86, 116, 121, 72, 183,
+                  122, 16, 251, 55, 144, 169, 5, 275, 206, 77}},
+        {"lfm2moe", {14, 75, 129, 223, 312, 275, 231, 274, 86, 279, 3, 89, 20, 88, 100, 32, 107, 159, 209, 264, 268, 283,
+                     128, 12, 108, 67, 152, 207, 92, 270, 167, 107}},
+        {"granitehybrid", {227, 55, 131, 61, 58, 270, 34, 45, 217, 201, 316, 88, 100, 230, 63, 19, 273, 55, 131, 61, 58,
+                           270, 34, 45, 217, 201, 316, 88, 100, 230, 63, 19}},
+    };
+    for (const auto &c : cases) {
+        File f{write_model(ember::synthetic_family(c.family))};
+        ember_model *m = load(f.path);
+        for (ember_backend_kind backend : {EMBER_BACKEND_CPU, EMBER_BACKEND_VULKAN}) {
+            ember_session_params p;
+            ember_session_params_init(&p);
+            p.n_ctx = 128;
+            p.n_threads = 2;
+            p.backend = backend;
+            ember_session *s = nullptr;
+            const ember_status st = ember_session_create(m, &p, &s);
+            if (backend == EMBER_BACKEND_VULKAN && st != EMBER_OK) {
+                std::printf("%-13s vulkan: not run here (%s)\n", c.family, ember_last_error());
+                continue;
+            }
+            if (st != EMBER_OK) fail_msg("%s: session: %s", c.family, ember_last_error());
+            assert_int_equal(ember_session_feed(s, prompt.data(), prompt.size()), EMBER_OK);
+            const std::string what = std::string(c.family) + (backend == EMBER_BACKEND_CPU ? " cpu" : " vulkan");
+            expect_tokens(what.c_str(), generate(s, c.want.size()), c.want);
+            std::printf("%-20s greedy 32 = llama.cpp's\n", what.c_str());
+            ember_session_free(s);
+        }
+        ember_model_free(m);
+    }
+}
+
+void test_lfm2(void **) { check_family("lfm2"); }
+void test_lfm2moe(void **) { check_family("lfm2moe"); }
+void test_granitehybrid(void **) { check_family("granitehybrid"); }
 void test_qwen35(void **) { check_family("qwen35"); }
 void test_qwen35moe(void **) { check_family("qwen35moe"); }
 
@@ -339,6 +414,11 @@ int main(void) {
         cmocka_unit_test(test_qwen35),
         cmocka_unit_test(test_qwen35moe),
         cmocka_unit_test(test_inconsistent_metadata),
+        cmocka_unit_test(test_lfm2),
+        cmocka_unit_test(test_lfm2moe),
+        cmocka_unit_test(test_granitehybrid),
+        cmocka_unit_test(test_inconsistent_ssm_metadata),
+        cmocka_unit_test(test_llamacpp_greedy),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -22,7 +22,9 @@ enum Pipe : int {
     // The model families' ops (windows, softcaps, YaRN, experts).
     kElementwise, kMoeCombine,
     // The hybrid families' ops (graph.h's COPY_COLS to GATED_DELTA; SIGMOID_MUL is an elementwise op).
-    kCopyCols, kSsmConv, kGatedDelta, kPipeCount
+    kCopyCols, kSsmConv, kGatedDelta,
+    // Mamba-2's scan (graph.h's SSM_SCAN).
+    kSsmScan, kPipeCount
 };
 constexpr uint32_t kPushBytes = 128;  // one push-constant range serves every shader
 constexpr uint32_t kBindingCount = 6;  // the buffers of the one descriptor set (shaders/common.glsl)

@@ -160,10 +160,23 @@ void Recorder::sigmoid_mul(uint32_t x_off, uint32_t g_off, uint32_t y_off, uint3
     dispatch_flat(kElementwise, &pc, sizeof pc, groups(n, 64));
 }
 
-void Recorder::ssm_conv(uint32_t x_off, uint32_t y_off, uint32_t c, uint32_t k, uint32_t w_off, const States &s) {
-    struct { uint32_t x_off, y_off, c, k, w_off, runs_off, n_runs, slot_floats, state_off; } pc{
-        x_off, y_off, c, k, w_off, s.runs_off, s.n_runs, s.slot_floats, s.state_off};
+void Recorder::ssm_conv(uint32_t x_off, uint32_t y_off, uint32_t c, uint32_t k, uint32_t w_off, const States &s,
+                        uint32_t b_off, bool silu) {
+    struct { uint32_t x_off, y_off, c, k, w_off, runs_off, n_runs, slot_floats, state_off, b_off, silu; } pc{
+        x_off, y_off, c, k, w_off, s.runs_off, s.n_runs, s.slot_floats, s.state_off, b_off, silu ? 1u : 0u};
     dispatch_flat(kSsmConv, &pc, sizeof pc, groups(uint64_t{s.n_runs} * c, 64));
+}
+
+void Recorder::ssm_scan(const Scan &sc, const States &s) {
+    struct {
+        uint32_t xbc_off, dt_off, y_off, n_head, head_dim, n_group, d_state, a_off, d_off, dtb_off;
+        uint32_t runs_off, slot_floats, state_off;
+    } pc{sc.xbc_off, sc.dt_off, sc.y_off, sc.n_head, sc.head_dim, sc.n_group, sc.d_state, sc.a_off, sc.d_off, sc.dtb_off,
+         s.runs_off, s.slot_floats, s.state_off};
+    // One workgroup per (head, run): at most 65535 of each.
+    if (s.n_runs > 65535 || sc.n_head > 65535)
+        fail(EMBER_ERR_UNSUPPORTED, "vulkan ssm_scan: %u heads of %u sequences", sc.n_head, s.n_runs);
+    dispatch(kSsmScan, &pc, sizeof pc, sc.n_head, s.n_runs);
 }
 
 void Recorder::gated_delta(const Delta &d, const States &s) {

@@ -42,7 +42,8 @@ public:
     void swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n);
     // elementwise.comp's ops: y = x * a (SCALE), a * tanh(x / a) (SOFTCAP), gelu(x) * x2 (GEGLU), gpt-oss's
     // clamped SwiGLU with alpha a and limit b (SWIGLU_OAI). n values; y may be x or x2.
-    enum class Ew : uint32_t { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3 };
+    // MUL: y = x * x2 (graph.h's MUL).
+    enum class Ew : uint32_t { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3, Mul = 5 };
     void elementwise(Ew op, uint32_t x_off, uint32_t x2_off, uint32_t y_off, uint32_t n, float a = 0, float b = 0);
 
     // The hybrid families' ops (graph.h). COPY_COLS: y[r][y_col + g*n + i] = x[r][g*stride + off + i] over rows
@@ -58,8 +59,17 @@ public:
     struct States {
         uint32_t runs_off, n_runs, slot_floats, state_off;
     };
-    // SSM_CONV over rows of c channels, the kernel [c][k] at w_off (weights, F32).
-    void ssm_conv(uint32_t x_off, uint32_t y_off, uint32_t c, uint32_t k, uint32_t w_off, const States &s);
+    // SSM_CONV over rows of c channels, the kernel [c][k] at w_off (weights, F32), the bias [c] at b_off
+    // (kNoBias: none), SiLU after (silu) or not.
+    static constexpr uint32_t kNoBias = 0xffffffffu;
+    void ssm_conv(uint32_t x_off, uint32_t y_off, uint32_t c, uint32_t k, uint32_t w_off, const States &s,
+                  uint32_t b_off = kNoBias, bool silu = true);
+    // SSM_SCAN (Mamba-2): xbc rows of x (n_head heads of head_dim), B and C (n_group groups of d_state); dt
+    // rows of n_head; A, D and the dt bias [n_head] at a_off, d_off, dtb_off (weights).
+    struct Scan {
+        uint32_t xbc_off, dt_off, y_off, n_head, head_dim, n_group, d_state, a_off, d_off, dtb_off;
+    };
+    void ssm_scan(const Scan &sc, const States &s);
     struct Delta {
         uint32_t qkv_off, a_off, b_off, y_off, n_head, n_head_k, head_dim, grouped, dt_off, decay_off;
         float eps, scale;
@@ -117,6 +127,8 @@ inline size_t attention_part_floats(uint32_t rows, uint32_t n_head, uint32_t hea
 // The recurrent shaders' limits: gated_delta.comp keeps a state row of head_dim floats in registers,
 // ssm_conv.comp the K - 1 earlier inputs of a channel.
 constexpr uint32_t kDeltaMaxHeadDim = 128, kConvMaxKernel = 64;
+// ssm_scan.comp keeps a state row of d_state floats in registers, one invocation per row of a head.
+constexpr uint32_t kScanMaxHeadDim = 128, kScanMaxState = 128;
 
 inline uint64_t groups(uint64_t n, uint32_t size) { return (n + size - 1) / size; }
 

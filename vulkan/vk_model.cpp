@@ -42,6 +42,11 @@ Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(
         done.emplace(t.data, tensors.size());
         tensors.push_back(w);
     }
+    for (const ember_graph_node &n : prog.nodes)
+        if (n.op == EMBER_GRAPH_MOE && n.sel_bias >= 0) {
+            const float *v = static_cast<const float *>(d.tensors[n.sel_bias].data);
+            sel_bias[n.sel_bias].assign(v, v + n.n_expert);
+        }
     if (packed.empty()) packed.push_back(0);
     weights = dev.create_buffer(packed.size() * 4, false);
     try {
@@ -335,9 +340,20 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
         break;
     case EMBER_GRAPH_SSM_CONV: {
         const Recorder::States st{io.runs, io.n_runs, P.state_floats, nd.state_offset};
-        r.ssm_conv(off(nd.src), off(s.dst), P.width(nd.src), m_.tensors[static_cast<size_t>(nd.w)].n_in, m_.vec(nd.w), st);
+        r.ssm_conv(off(nd.src), off(s.dst), P.width(nd.src), m_.tensors[static_cast<size_t>(nd.w)].n_in, m_.vec(nd.w), st,
+                   nd.b >= 0 ? m_.vec(nd.b) : Recorder::kNoBias, nd.n == EMBER_GRAPH_SSM_CONV_SILU);
         break;
     }
+    case EMBER_GRAPH_SSM_SCAN: {
+        const Recorder::States st{io.runs, io.n_runs, P.state_floats, nd.state_offset};
+        r.ssm_scan({off(nd.src), off(nd.src2), off(s.dst), nd.n_head, nd.head_dim, nd.n_head_kv, nd.n, m_.vec(nd.w),
+                    m_.vec(nd.w2), m_.vec(nd.b)},
+                   st);
+        break;
+    }
+    case EMBER_GRAPH_MUL:
+        r.elementwise(Recorder::Ew::Mul, off(nd.src), off(nd.src2), off(s.dst), rows * P.width(s.dst));
+        break;
     case EMBER_GRAPH_GATED_DELTA: {
         const Recorder::States st{io.runs, io.n_runs, P.state_floats, nd.state_offset};
         const Recorder::Delta d{off(nd.src), off(nd.src2), off(nd.src3), off(s.dst), nd.n_head, nd.n_head_kv, nd.head_dim,
@@ -414,7 +430,7 @@ void Context::forward(const ember_mod_batch &b) {
             check(f.vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
             dev_.submit_wait(cb_, fence_);
             route_ = moe_route(static_cast<const float *>(io_.map) + io.moe_logits, rows, route->n_expert,
-                               route->n_expert_used, route->moe_gating);
+                               route->n_expert_used, route->moe_gating, m_.sel_bias_of(route->sel_bias));
             moe_put_route(route_, io.moe, static_cast<int32_t *>(io_.map));
             routed = si;
             continue;

@@ -8,6 +8,7 @@
 #include "vk_program.hpp"
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace ember::vk {
@@ -21,6 +22,12 @@ public:
     Buffer weights;
     std::vector<WeightRef> tensors;  // by the description's index; a tensor listed twice is stored once
     uint32_t vec(int32_t t) const { return t < 0 ? kNone : tensors[static_cast<size_t>(t)].off; }
+    // MOE's choice biases (EMBER_GRAPH_MOE_GATE_SIGMOID's sel_bias), by tensor index: the routing runs on the host.
+    std::map<int32_t, std::vector<float>> sel_bias;
+    const float *sel_bias_of(int32_t t) const {
+        auto it = sel_bias.find(t);
+        return it == sel_bias.end() ? nullptr : it->second.data();
+    }
 };
 
 // What a context allocates (one function: the estimate is what create allocates).

@@ -12,9 +12,10 @@
 
 namespace ember::vk {
 
-MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating) {
+MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating,
+                   const float *sel_bias) {
     if (k == 0 || k > n_expert) fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan moe: %u of %u experts", k, n_expert);
-    return moe_route_rows(logits, n_tokens, n_expert, k, gating);
+    return moe_route_rows(logits, n_tokens, n_expert, k, gating, sel_bias);
 }
 
 void moe_put_route(const MoeRoute &route, const MoeIo &at, int32_t *io) {

@@ -19,7 +19,8 @@ namespace ember::vk {
 // Which experts each token uses, as work rows grouped by expert: backend/moe_route.hpp's rule, the CPU's.
 using ember::MoeRoute;
 // moe_route_rows after checking 1 <= k <= n_expert.
-MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating);
+MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating,
+                   const float *sel_bias = nullptr);
 
 // The experts as uploaded: each 3-D tensor is n_expert matrices packed one after another, stride words
 // apart (vk_weights.hpp's layout, one matrix at a time).

@@ -306,7 +306,32 @@ void run_op(Device &dev, const ember_mod_op &op) {
         const uint32_t x = hb.put_acts(op.x, size_t{n} * C);
         y_count = size_t{n} * C, y = hb.put_acts(nullptr, y_count);
         const Recorder::States st = one_run(op.state, size_t{K - 1} * C);
-        record = [=](Recorder &r) { r.ssm_conv(x, y, C, K, wk, st); };
+        const uint32_t bias = op.bias ? hb.put_w(op.bias, size_t{C} * 4) : Recorder::kNoBias;
+        const bool silu = op.n_out == EMBER_GRAPH_SSM_CONV_SILU;
+        record = [=](Recorder &r) { r.ssm_conv(x, y, C, K, wk, st, bias, silu); };
+        break;
+    }
+    case EMBER_GRAPH_SSM_SCAN: {
+        const uint32_t H = op.n_head, G = op.n_head_kv, P = op.head_dim, N = op.conv_kernel;
+        if (H == 0 || G == 0 || H % G != 0 || P == 0 || P > kScanMaxHeadDim || N == 0 || N > kScanMaxState || !op.dt ||
+            !op.decay_a || !op.norm)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan ssm_scan: %u heads of %u (at most %u), %u groups of %u (at most %u)", H, P,
+                 kScanMaxHeadDim, G, N, kScanMaxState);
+        Recorder::Scan sc{};
+        sc.xbc_off = hb.put_acts(op.x, size_t{n} * (H * P + 2 * G * N));
+        sc.dt_off = hb.put_acts(op.x2, size_t{n} * H);
+        y_count = size_t{n} * H * P, y = sc.y_off = hb.put_acts(nullptr, y_count);
+        sc.n_head = H, sc.head_dim = P, sc.n_group = G, sc.d_state = N;
+        sc.a_off = hb.put_w(op.decay_a, size_t{H} * 4), sc.d_off = hb.put_w(op.norm, size_t{H} * 4);
+        sc.dtb_off = hb.put_w(op.dt, size_t{H} * 4);
+        const Recorder::States st = one_run(op.state, size_t{H} * P * N);
+        record = [=](Recorder &r) { r.ssm_scan(sc, st); };
+        break;
+    }
+    case EMBER_GRAPH_MUL: {
+        const uint32_t x = hb.put_acts(op.x, op.n_in), x2 = hb.put_acts(op.x2, op.n_in), cnt = op.n_in;
+        y = hb.put_acts(nullptr, op.n_in), y_count = op.n_in;
+        record = [=](Recorder &r) { r.elementwise(Recorder::Ew::Mul, x, x2, y, cnt); };
         break;
     }
     case EMBER_GRAPH_GATED_DELTA: {

@@ -29,7 +29,8 @@ constexpr uint32_t kVulkanOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM, 
                                    EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
                                    EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
                                    EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
-                                   EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_INPUT_ROWS};
+                                   EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_INPUT_ROWS,
+                                   EMBER_GRAPH_SSM_SCAN, EMBER_GRAPH_MUL};
 
 // Checks one node's buffers, tensors and options (the shapes the shaders assume).
 class Checker {
@@ -103,6 +104,7 @@ public:
             break;
         case EMBER_GRAPH_SWIGLU:
         case EMBER_GRAPH_GEGLU:
+        case EMBER_GRAPH_MUL:
             same(n.src, n.dst), same(n.src2, n.dst);
             break;
         case EMBER_GRAPH_MOE: moe(n); break;
@@ -130,6 +132,8 @@ public:
             if (k->ne[0] > kConvMaxKernel)
                 fail(EMBER_ERR_UNSUPPORTED, "vulkan: ssm_conv (node %u) of %lld taps (at most %u)", i,
                      static_cast<long long>(k->ne[0]), kConvMaxKernel);
+            expect(n.n <= EMBER_GRAPH_SSM_CONV_LINEAR, "an unknown activation");
+            if (n.b >= 0) vector(n.b, p_.width(n.src));
             recurrent(n, static_cast<uint64_t>(k->ne[0] - 1) * p_.width(n.src));
             break;
         }
@@ -151,6 +155,23 @@ public:
                 fail(EMBER_ERR_UNSUPPORTED, "vulkan: gated_delta (node %u) of head dimension %u (at most %u)", i, n.head_dim,
                      kDeltaMaxHeadDim);
             recurrent(n, uint64_t{n.n_head} * n.head_dim * n.head_dim);
+            break;
+        case EMBER_GRAPH_SSM_SCAN:
+            buf(n.src), buf(n.src2);
+            expect(n.src != n.dst && n.src2 != n.dst, "writes its input");
+            expect(n.n_head > 0 && n.n_head_kv > 0 && n.n_head % n.n_head_kv == 0 && n.head_dim > 0 && n.n > 0,
+                   "heads are not a multiple of the groups");
+            expect(p_.width(n.src) == uint64_t{n.n_head} * n.head_dim + 2ull * n.n_head_kv * n.n &&
+                       p_.width(n.dst) == uint64_t{n.n_head} * n.head_dim && p_.width(n.src2) == n.n_head,
+                   "rows of x B C, dt or the output of the wrong width");
+            for (int32_t b : {n.src, n.src2})
+                expect(p_.bufs[b].rows == EMBER_GRAPH_ROWS_TOKENS, "rows that are not per token");
+            expect(tensor_at(n.w) && tensor_at(n.w2) && tensor_at(n.b), "no A, D or dt bias vector");
+            vector(n.w, n.n_head), vector(n.w2, n.n_head), vector(n.b, n.n_head);
+            if (n.head_dim > kScanMaxHeadDim || n.n > kScanMaxState)
+                fail(EMBER_ERR_UNSUPPORTED, "vulkan: ssm_scan (node %u) of head dimension %u, state %u (at most %u, %u)", i,
+                     n.head_dim, n.n, kScanMaxHeadDim, kScanMaxState);
+            recurrent(n, uint64_t{n.n_head} * n.head_dim * n.n);
             break;
         case EMBER_GRAPH_GATHER_LOGITS:
             buf(n.src);
@@ -214,7 +235,9 @@ private:
         for (const ember_mod_tensor *t : {g, u})
             if (quantized_type(t->type)) expect(n_in % 32 == 0, "quantized experts need rows of whole blocks of 32");
         if (quantized_type(dn->type)) expect(n_ff % 32 == 0, "quantized experts need rows of whole blocks of 32");
-        if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SOFTMAX)
+        expect(n.sel_bias < 0 || n.moe_gating == EMBER_GRAPH_MOE_GATE_SIGMOID, "a choice bias with a gating that takes none");
+        vector(n.sel_bias, n.n_expert);
+        if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SIGMOID)
             fail(EMBER_ERR_UNSUPPORTED, "vulkan: moe (node %u) of activation %u, gating %u is not supported", i_,
                  n.moe_act, n.moe_gating);
     }

@@ -81,6 +81,9 @@ bool node_reads(const ember_graph_node &n, int32_t b) {
     case EMBER_GRAPH_ROPE:
     case EMBER_GRAPH_ROPE_YARN: return n.dst == b;
     case EMBER_GRAPH_ADD: return n.dst == b || n.src == b;
+    case EMBER_GRAPH_ADD_POS_ROWS: return n.dst == b;
+    case EMBER_GRAPH_MUL:
+    case EMBER_GRAPH_SSM_SCAN:
     case EMBER_GRAPH_KV_STORE:
     case EMBER_GRAPH_SWIGLU:
     case EMBER_GRAPH_GEGLU:
@@ -94,7 +97,7 @@ bool node_reads(const ember_graph_node &n, int32_t b) {
 
 bool node_overwrites(const ember_graph_node &n, int32_t b) {
     return n.dst == b && !is_rope(n.op) && n.op != EMBER_GRAPH_ADD && n.op != EMBER_GRAPH_KV_STORE &&
-           n.op != EMBER_GRAPH_COPY_COLS;
+           n.op != EMBER_GRAPH_COPY_COLS && n.op != EMBER_GRAPH_ADD_POS_ROWS;
 }
 
 bool dead_after(const std::vector<ember_graph_node> &nodes, size_t i, int32_t b, int32_t logits_buf) {

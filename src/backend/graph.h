@@ -119,6 +119,9 @@ enum ember_graph_op_kind {
      *     EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK: g_j = e^(l_{e_j}) / sum_{i<k} e^(l_{e_i}) (softmax over the
      *         chosen; equals the softmax over all renormalised over the chosen: Mixtral, Qwen3-MoE, gpt-oss)
      *     EMBER_GRAPH_MOE_GATE_SOFTMAX: g_j = e^(l_{e_j}) / sum_{all e} e^(l_e) (not renormalised)
+     *     EMBER_GRAPH_MOE_GATE_SIGMOID: the k experts with the largest sigmoid(l_e) + s_e are chosen (s: the
+     *         F32 [n_expert] tensor sel_bias, or 0 without; ties: the lower index first), weighted by
+     *         g_j = sigmoid(l_{e_j}) / max(sum_{i<k} sigmoid(l_{e_i}), 2^-14) (LFM2-MoE)
      *   and dst = sum_j g_j (W3_{e_j} act(W_{e_j} x + b_{e_j}, W2_{e_j} x + b2_{e_j}) + b3_{e_j}), act by
      *   moe_act:
      *     EMBER_GRAPH_ACT_SILU:       silu(a) * u
@@ -148,7 +151,10 @@ enum ember_graph_op_kind {
     /* A causal depthwise convolution over each sequence's last K inputs, then SiLU: with w an F32 [K, C]
      * (ne[0] = K; C = width(src) = width(dst)), for the sequence's inputs x_t (src rows, in position order,
      * preceded by the carried window of its K - 1 earlier inputs, zeros for a new sequence)
-     *   dst_t[c] = silu(sum_{j<K} w[c][j] * x_{t-K+1+j}[c]).
+     *   dst_t[c] = silu(sum_{j<K} w[c][j] * x_{t-K+1+j}[c] + b[c]).
+     * b: an optional F32 [C] bias (-1: none, the term 0; Mamba-2's conv1d bias). n: the activation,
+     * EMBER_GRAPH_SSM_CONV_SILU (0) as above or EMBER_GRAPH_SSM_CONV_LINEAR (1): the sum itself (LFM2's
+     * short convolution).
      * State: the last K - 1 inputs, (K - 1) * C floats (state_size). */
     EMBER_GRAPH_SSM_CONV = 18,
     /* The gated delta rule (Gated DeltaNet). src rows hold q (n_head_kv heads of head_dim), k (as many) and v
@@ -180,7 +186,20 @@ enum ember_graph_op_kind {
     EMBER_GRAPH_GELU = 22,
     /* dst[t] += row pos[t] of w (F32 or F16 [width(dst), n_pos]; a position past n_pos is an error): learned
      * absolute position embeddings. */
-    EMBER_GRAPH_ADD_POS_ROWS = 23
+    EMBER_GRAPH_ADD_POS_ROWS = 23,
+
+    /* Mamba-2's selective state-space scan. src rows hold x (n_head heads of head_dim), then B and C (n_group
+     * groups of d_state each: n = d_state, n_head_kv = n_group; head h reads group h / (n_head / n_group));
+     * src2 the raw time
+     * steps dt, one per head (width n_head); w, w2, b F32 [n_head]: A (negative), D and the dt bias. Per
+     * token and head: s = softplus(dt_h + b_h) (x > 20: x), dA = exp(s * A_h); the head's state H
+     * (head_dim x d_state, H[i][k]) becomes H[i][k] = H[i][k] * dA + B[k] * x_i * s, and
+     *   dst_i = sum_k H[i][k] C[k] + D_h x_i.
+     * dst: n_head * head_dim per row. State: n_head * head_dim * d_state floats (state_size), per head,
+     * i outer and k inner. */
+    EMBER_GRAPH_SSM_SCAN = 24,
+    /* dst = src * src2, elementwise (same widths; dst may be src or src2). LFM2's short-convolution gates. */
+    EMBER_GRAPH_MUL = 25
 };
 
 /* ATTENTION_EXT's attn_mask (node field appended for the encoders): which keys a query sees.
@@ -217,6 +236,8 @@ static inline const char *ember_graph_op_name(uint32_t op) {
     case EMBER_GRAPH_LAYER_NORM: return "layer_norm";
     case EMBER_GRAPH_GELU: return "gelu";
     case EMBER_GRAPH_ADD_POS_ROWS: return "add_pos_rows";
+    case EMBER_GRAPH_SSM_SCAN: return "ssm_scan";
+    case EMBER_GRAPH_MUL: return "mul";
     default: return NULL;
     }
 }
@@ -224,8 +245,12 @@ static inline const char *ember_graph_op_name(uint32_t op) {
 enum ember_graph_rope_mode { EMBER_GRAPH_ROPE_NORMAL = 0, EMBER_GRAPH_ROPE_NEOX = 2 };
 enum ember_graph_rows { EMBER_GRAPH_ROWS_TOKENS = 0, EMBER_GRAPH_ROWS_LOGITS = 1 };
 /* MOE's gating (moe_gating) and activation (moe_act). */
-enum ember_graph_moe_gating { EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK = 0, EMBER_GRAPH_MOE_GATE_SOFTMAX = 1 };
+enum ember_graph_moe_gating {
+    EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK = 0, EMBER_GRAPH_MOE_GATE_SOFTMAX = 1, EMBER_GRAPH_MOE_GATE_SIGMOID = 2
+};
 enum ember_graph_act { EMBER_GRAPH_ACT_SILU = 0, EMBER_GRAPH_ACT_GELU = 1, EMBER_GRAPH_ACT_SWIGLU_OAI = 2 };
+/* SSM_CONV's activation (its node's n). */
+enum ember_graph_ssm_conv_act { EMBER_GRAPH_SSM_CONV_SILU = 0, EMBER_GRAPH_SSM_CONV_LINEAR = 1 };
 
 typedef struct ember_graph_buf {
     uint32_t width; /* floats per row */
@@ -239,7 +264,7 @@ typedef struct ember_graph_node {
                                Backends check for cancellation where it changes, and may cut work there. */
     int32_t dst, src, src2; /* activation buffers (indices into the description's bufs); -1: none */
     int32_t w, b;           /* tensors (indices into the description's tensors); -1: none */
-    uint32_t n;             /* RMS_NORM: values per group */
+    uint32_t n;             /* RMS_NORM: values per group; SSM_CONV: activation; SSM_SCAN: d_state */
     uint32_t n_head, n_head_kv, head_dim; /* ROPE (n_head only), ATTENTION */
     uint32_t n_rot, rope_mode;            /* ROPE */
     float eps;                            /* RMS_NORM */
@@ -256,7 +281,7 @@ typedef struct ember_graph_node {
     float act_alpha, act_limit;           /* MOE with EMBER_GRAPH_ACT_SWIGLU_OAI */
     /* Appended for the ops from COPY_COLS on. */
     int32_t src3;                         /* GATED_DELTA: b (-1 elsewhere) */
-    uint32_t state_offset, state_size;    /* SSM_CONV, GATED_DELTA: floats of the sequence's state */
+    uint32_t state_offset, state_size;    /* SSM_CONV, GATED_DELTA, SSM_SCAN: floats of the sequence's state */
     /* Appended for ATTENTION_EXT's chunked local attention and attention temperature (0: off). */
     uint32_t attn_local_chunk;            /* ATTENTION_EXT */
     float attn_temp_scale, attn_temp_offset; /* ATTENTION_EXT */
@@ -266,6 +291,8 @@ typedef struct ember_graph_node {
                                              0: its own (`layer`) */
     /* Appended for the encoders. */
     uint32_t attn_mask;                   /* ATTENTION_EXT: an ember_graph_attn_mask (0: causal) */
+    /* Appended for MOE's sigmoid gating. */
+    int32_t sel_bias;                     /* MOE with EMBER_GRAPH_MOE_GATE_SIGMOID: the choice's bias (-1: none) */
 } ember_graph_node;
 
 /* The layer whose KV cache an attention node reads (see ATTENTION's kv_from). */

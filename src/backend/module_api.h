@@ -214,12 +214,16 @@ typedef struct ember_mod_op {
      *   COPY_COLS    y[t] = x[t]'s column col_offset.. of each of n_head groups, head_dim each; n_in: x's width;
  *                y's rows n_out wide (0: n_head * head_dim), written from column n_rot on
      *   SIGMOID_MUL  y = x * sigmoid(x2); n_in values per row, x2 of n_in or (n_out == 1) one per row
-     *   SSM_CONV     y = silu(conv(x)): n_tokens rows of n_in channels; w: F32 [n_in][conv_kernel]; state:
-     *                (conv_kernel - 1) * n_in floats, the carried window before, overwritten with the one after
+     *   SSM_CONV     y = silu(conv(x) + bias): n_tokens rows of n_in channels; w: F32 [n_in][conv_kernel];
+     *                bias: optional [n_in]; n_out: graph.h's activation (EMBER_GRAPH_SSM_CONV_LINEAR: no SiLU);
+     *                state: (conv_kernel - 1) * n_in floats, the carried window before, overwritten with the one after
      *   GATED_DELTA  x: rows of q, k (n_head_kv heads of head_dim each) and v (n_head heads); x2: a, x3: b
      *                (n_head per row); dt, decay_a [n_head]; eps, scale; col_offset: graph.h's key head
  *                mapping (0 tiled, 1 grouped); state: n_head * head_dim^2 floats,
-     *                before and after; y: n_head * head_dim per row */
+     *                before and after; y: n_head * head_dim per row
+     *   SSM_SCAN     x: rows of x (n_head heads of head_dim), B and C (n_head_kv groups of conv_kernel = d_state
+     *                each); x2: dt (n_head per row); decay_a: A, norm: D, dt: the dt bias ([n_head] each);
+     *                state: n_head * head_dim * d_state floats, before and after; y: n_head * head_dim per row */
     const float *x3;
     const float *dt, *decay_a;
     float *state;

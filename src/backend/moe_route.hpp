@@ -20,9 +20,35 @@ namespace ember {
 // For each of n_tokens rows of router logits [n_expert]: the k largest (the lower index first among
 // equals, as graph.h says), largest first, into sel[t*k + j]; their gates into gate[t*k + j], by softmax
 // over the chosen (EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK) or over all experts (EMBER_GRAPH_MOE_GATE_SOFTMAX),
-// summed in double. The caller checks 1 <= k <= n_expert.
+// summed in double. EMBER_GRAPH_MOE_GATE_SIGMOID chooses by sigmoid(logit) + sel_bias (nullptr: none) and
+// weighs by the chosen sigmoids renormalised (moe_select_sigmoid). The caller checks 1 <= k <= n_expert.
+inline void moe_select_sigmoid(const float *logits, size_t n_tokens, uint32_t n_expert, uint32_t k,
+                               const float *sel_bias, int32_t *sel, float *gate) {
+    std::vector<int32_t> idx(n_expert);
+    std::vector<float> p(n_expert), score(n_expert);
+    for (size_t t = 0; t < n_tokens; ++t) {
+        const float *l = logits + t * n_expert;
+        for (uint32_t e = 0; e < n_expert; ++e) {
+            p[e] = 1.0f / (1.0f + std::exp(-l[e]));
+            score[e] = sel_bias ? p[e] + sel_bias[e] : p[e];
+        }
+        std::iota(idx.begin(), idx.end(), 0);
+        const float *sc = score.data();
+        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                          [sc](int32_t a, int32_t b) { return sc[a] > sc[b] || (sc[a] == sc[b] && a < b); });
+        double sum = 0;
+        for (uint32_t j = 0; j < k; ++j) sum += p[static_cast<size_t>(idx[j])];
+        sum = std::max(sum, 1.0 / 16384.0);
+        for (uint32_t j = 0; j < k; ++j) {
+            sel[t * k + j] = idx[j];
+            gate[t * k + j] = static_cast<float>(p[static_cast<size_t>(idx[j])] / sum);
+        }
+    }
+}
+
 inline void moe_select(const float *logits, size_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating,
-                       int32_t *sel, float *gate) {
+                       int32_t *sel, float *gate, const float *sel_bias = nullptr) {
+    if (gating == EMBER_GRAPH_MOE_GATE_SIGMOID) return moe_select_sigmoid(logits, n_tokens, n_expert, k, sel_bias, sel, gate);
     std::vector<int32_t> idx(n_expert);
     for (size_t t = 0; t < n_tokens; ++t) {
         const float *l = logits + t * n_expert;
@@ -52,12 +78,12 @@ struct MoeRoute {
 };
 
 inline MoeRoute moe_route_rows(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k,
-                               uint32_t gating) {
+                               uint32_t gating, const float *sel_bias = nullptr) {
     const size_t slots = size_t{n_tokens} * k;
     std::vector<int32_t> sel(slots);
     MoeRoute r;
     r.gate.resize(slots);
-    moe_select(logits, n_tokens, n_expert, k, gating, sel.data(), r.gate.data());
+    moe_select(logits, n_tokens, n_expert, k, gating, sel.data(), r.gate.data(), sel_bias);
     r.count.assign(n_expert, 0);
     r.first.assign(n_expert, 0);
     for (int32_t e : sel) ++r.count[static_cast<size_t>(e)];

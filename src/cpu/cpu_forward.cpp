@@ -34,18 +34,20 @@ constexpr uint32_t kCpuOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,    
                                 EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
                                 EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
                                 EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_INPUT_ROWS, EMBER_GRAPH_LAYER_NORM, EMBER_GRAPH_GELU,
-                                EMBER_GRAPH_ADD_POS_ROWS};
+                                EMBER_GRAPH_ADD_POS_ROWS, EMBER_GRAPH_SSM_SCAN, EMBER_GRAPH_MUL};
 
 bool row_local(uint32_t op) {
     return op == EMBER_GRAPH_RMS_NORM || op == EMBER_GRAPH_ROPE || op == EMBER_GRAPH_KV_STORE || op == EMBER_GRAPH_ADD ||
            op == EMBER_GRAPH_SWIGLU || op == EMBER_GRAPH_SCALE || op == EMBER_GRAPH_SOFTCAP || op == EMBER_GRAPH_GEGLU ||
            op == EMBER_GRAPH_ROPE_YARN || op == EMBER_GRAPH_COPY_COLS || op == EMBER_GRAPH_SIGMOID_MUL ||
-           op == EMBER_GRAPH_LAYER_NORM || op == EMBER_GRAPH_GELU || op == EMBER_GRAPH_ADD_POS_ROWS;
+           op == EMBER_GRAPH_LAYER_NORM || op == EMBER_GRAPH_GELU || op == EMBER_GRAPH_ADD_POS_ROWS ||
+           op == EMBER_GRAPH_MUL;
 }
 
 // The state floats a stateful node owns, from its shape (graph.h).
 uint64_t node_state_floats(const ember_mod_model_desc &d, const ember_graph_node &n) {
     if (n.op == EMBER_GRAPH_SSM_CONV) return static_cast<uint64_t>(d.tensors[n.w].ne[0] - 1) * d.bufs[n.src].width;
+    if (n.op == EMBER_GRAPH_SSM_SCAN) return uint64_t{n.n_head} * n.head_dim * n.n;
     return uint64_t{n.n_head} * n.head_dim * n.head_dim;
 }
 
@@ -84,12 +86,13 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
                                n.op != EMBER_GRAPH_ADD_POS_ROWS;
         const bool reads_src2 = n.op == EMBER_GRAPH_SWIGLU || n.op == EMBER_GRAPH_GEGLU || n.op == EMBER_GRAPH_MOE ||
                                 n.op == EMBER_GRAPH_KV_STORE || n.op == EMBER_GRAPH_SIGMOID_MUL ||
-                                n.op == EMBER_GRAPH_GATED_DELTA;
+                                n.op == EMBER_GRAPH_GATED_DELTA || n.op == EMBER_GRAPH_SSM_SCAN || n.op == EMBER_GRAPH_MUL;
         if (!tensor_ok(n.w) || !tensor_ok(n.b) || !tensor_ok(n.w2) || !tensor_ok(n.w3) || !tensor_ok(n.b2) ||
             !tensor_ok(n.b3) || (n.op != EMBER_GRAPH_KV_STORE && !buf_ok(n.dst)) || (reads_src && !buf_ok(n.src)) ||
             (reads_src2 && !buf_ok(n.src2)) || (n.op == EMBER_GRAPH_GATED_DELTA && !buf_ok(n.src3)))
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (%s) refers to a missing buffer or tensor", i, ember_graph_op_name(n.op));
-        if (n.op >= EMBER_GRAPH_COPY_COLS && n.op <= EMBER_GRAPH_GATED_DELTA) check_hybrid(i, n);
+        if ((n.op >= EMBER_GRAPH_COPY_COLS && n.op <= EMBER_GRAPH_GATED_DELTA) || n.op == EMBER_GRAPH_SSM_SCAN || n.op == EMBER_GRAPH_MUL)
+            check_hybrid(i, n);
         if (n.op == EMBER_GRAPH_INPUT_ROWS && d.bufs[n.dst].rows != EMBER_GRAPH_ROWS_TOKENS)
             fail(EMBER_ERR_INVALID_MODEL, "cpu: node %u (input_rows) writes a logits-row buffer", i);
         if (n.op == EMBER_GRAPH_SOFTCAP && !(n.softcap > 0))
@@ -140,14 +143,25 @@ void CpuModel::check_hybrid(uint32_t i, const ember_graph_node &n) const {
     case EMBER_GRAPH_SIGMOID_MUL:
         if (ws != wd || (desc.bufs[n.src2].width != ws && desc.bufs[n.src2].width != 1)) bad("widths");
         return;
+    case EMBER_GRAPH_MUL:
+        if (ws != wd || desc.bufs[n.src2].width != ws) bad("widths");
+        return;
     case EMBER_GRAPH_SSM_CONV: {
         if (n.w < 0) bad("no kernel");
         const ember_mod_tensor &k = desc.tensors[n.w];
         if (k.type != static_cast<uint32_t>(DType::F32) || k.n_dims != 2 || k.ne[0] < 1 || k.ne[0] > 64 ||
             static_cast<uint64_t>(k.ne[1]) != ws || ws != wd || n.src == n.dst)
             bad("the kernel must be F32 [K <= 64, channels] over rows of its channels");
+        if (n.n > EMBER_GRAPH_SSM_CONV_LINEAR || (n.b >= 0 && !f32_vector(n.b, ws))) bad("its activation or bias");
         break;
     }
+    case EMBER_GRAPH_SSM_SCAN:
+        if (n.n_head == 0 || n.n_head_kv == 0 || n.n_head % n.n_head_kv != 0 || n.head_dim == 0 || n.n == 0 ||
+            n.n > 1024 || ws != uint64_t{n.n_head} * n.head_dim + 2ull * n.n_head_kv * n.n ||
+            wd != uint64_t{n.n_head} * n.head_dim || desc.bufs[n.src2].width != n.n_head || !f32_vector(n.w, n.n_head) ||
+            !f32_vector(n.w2, n.n_head) || !f32_vector(n.b, n.n_head) || n.src == n.dst || n.src2 == n.dst)
+            bad("heads, groups, widths or its F32 [n_head] A / D / dt bias tensors");
+        break;
     case EMBER_GRAPH_GATED_DELTA:
         if (n.n_head == 0 || n.n_head_kv == 0 || n.n_head % n.n_head_kv != 0 || n.head_dim == 0 || n.head_dim > 1024 ||
             ws != uint64_t{2 * n.n_head_kv + n.n_head} * n.head_dim || wd != uint64_t{n.n_head} * n.head_dim ||
@@ -181,8 +195,12 @@ void CpuModel::check_moe(uint32_t i, const ember_graph_node &n) const {
         if (b.type != static_cast<uint32_t>(DType::F32) || b.ne[0] != widths[k] || (b.n_dims == 2 ? b.ne[1] : 1) != ne)
             bad("an expert bias of the wrong shape or type");
     }
-    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SOFTMAX)
+    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SIGMOID)
         fail(EMBER_ERR_UNSUPPORTED, "cpu: node %u (moe): activation %u, gating %u", i, n.moe_act, n.moe_gating);
+    if (n.sel_bias >= static_cast<int32_t>(desc.n_tensors) ||
+        (n.sel_bias >= 0 && (n.moe_gating != EMBER_GRAPH_MOE_GATE_SIGMOID || desc.tensors[n.sel_bias].type != static_cast<uint32_t>(DType::F32) ||
+                             desc.tensors[n.sel_bias].ne[0] != ne)))
+        bad("a choice bias of the wrong shape or type, or with a gating that takes none");
 }
 
 CpuContextSizes cpu_context_sizes(const ember_mod_model_desc &d, const ember_mod_context_params &p) {
@@ -381,6 +399,11 @@ void CpuContext::run_node(const ember_graph_node &n, const ember_mod_batch &b, i
         swiglu(buf(n.src) + r0 * w, buf(n.src2) + r0 * w, buf(n.dst) + r0 * w, (r1 - r0) * w);
         break;
     }
+    case EMBER_GRAPH_MUL: {
+        const int64_t w = width(n.dst);
+        mul(buf(n.src) + r0 * w, buf(n.src2) + r0 * w, buf(n.dst) + r0 * w, (r1 - r0) * w);
+        break;
+    }
     case EMBER_GRAPH_SCALE: {
         const int64_t w = width(n.dst);
         scale(buf(n.src) + r0 * w, n.scale, buf(n.dst) + r0 * w, (r1 - r0) * w);
@@ -555,6 +578,7 @@ void CpuContext::forward(const ember_mod_batch &b) {
             mp.gate_b = m_.f32(n.b), mp.up_b = m_.f32(n.b2), mp.down_b = m_.f32(n.b3);
             mp.n_expert = static_cast<int>(n.n_expert), mp.n_used = static_cast<int>(n.n_expert_used);
             mp.gating = n.moe_gating, mp.act = n.moe_act, mp.alpha = n.act_alpha, mp.limit = n.act_limit;
+            mp.sel_bias = m_.f32(n.sel_bias);
             mp.precise = precise_;
             moe(*pool_, scratch_, mp, buf(n.src), buf(n.src2), n_rows, buf(n.dst), moe_work_);
             break;
@@ -562,7 +586,7 @@ void CpuContext::forward(const ember_mod_batch &b) {
         case EMBER_GRAPH_SSM_CONV: {
             const ember_mod_tensor &k = d.tensors[n.w];
             ssm_conv(*pool_, buf(n.src), buf(n.dst), width(n.src), k.ne[0], static_cast<const float *>(k.data), runs_.data(),
-                     static_cast<uint32_t>(runs_.size()), n.state_offset);
+                     static_cast<uint32_t>(runs_.size()), n.state_offset, m_.f32(n.b), n.n == EMBER_GRAPH_SSM_CONV_SILU);
             // Later recurrent nodes of this pass go on from the slots just written.
             break;
         }
@@ -580,6 +604,15 @@ void CpuContext::forward(const ember_mod_batch &b) {
                 fail(EMBER_ERR_INTERNAL, "cpu forward: the program reads input rows the batch does not have");
             std::memcpy(buf(n.dst), b.inputs, size_t{b.n_tokens} * width(n.dst) * sizeof(float));
             break;
+        case EMBER_GRAPH_SSM_SCAN: {
+            ScanParams p;
+            p.n_head = static_cast<int>(n.n_head), p.head_dim = static_cast<int>(n.head_dim);
+            p.n_group = static_cast<int>(n.n_head_kv), p.d_state = static_cast<int>(n.n);
+            p.A = m_.f32(n.w), p.D = m_.f32(n.w2), p.dt_bias = m_.f32(n.b);
+            ssm_scan(*pool_, buf(n.src), buf(n.src2), buf(n.dst), p, runs_.data(), static_cast<uint32_t>(runs_.size()),
+                     n.state_offset);
+            break;
+        }
         case EMBER_GRAPH_GATHER_LOGITS: {
             const size_t w = width(n.dst);
             for (uint32_t r = 0; r < b.n_logits; ++r)

@@ -42,6 +42,7 @@ void run_op(const ember_mod_op &op) {
         return;
     }
     case EMBER_GRAPH_SWIGLU: swiglu(op.x, op.x2, op.y, op.n_in); return;
+    case EMBER_GRAPH_MUL: mul(op.x, op.x2, op.y, op.n_in); return;
     case EMBER_GRAPH_ADD:
         std::copy(op.x, op.x + op.n_in, op.y);
         add_inplace(op.y, op.x2, op.n_in);
@@ -110,12 +111,20 @@ void run_op(const ember_mod_op &op) {
     }
     case EMBER_GRAPH_SIGMOID_MUL: sigmoid_mul(op.x, op.x2, op.y, op.n_tokens, op.n_in, op.n_out == 1 ? 1 : op.n_in); return;
     case EMBER_GRAPH_SSM_CONV:
-    case EMBER_GRAPH_GATED_DELTA: {
+    case EMBER_GRAPH_GATED_DELTA:
+    case EMBER_GRAPH_SSM_SCAN: {
         // One sequence, going on in place from the caller's state.
         StateRun r;
         r.t0 = 0, r.t1 = op.n_tokens, r.state = op.state, r.from = op.state;
         if (op.kind == EMBER_GRAPH_SSM_CONV) {
-            ssm_conv(pool, op.x, op.y, op.n_in, op.conv_kernel, static_cast<const float *>(op.w), &r, 1, 0);
+            ssm_conv(pool, op.x, op.y, op.n_in, op.conv_kernel, static_cast<const float *>(op.w), &r, 1, 0, op.bias,
+                     op.n_out == EMBER_GRAPH_SSM_CONV_SILU);
+        } else if (op.kind == EMBER_GRAPH_SSM_SCAN) {
+            ScanParams p;
+            p.n_head = static_cast<int>(op.n_head), p.head_dim = static_cast<int>(op.head_dim);
+            p.n_group = static_cast<int>(op.n_head_kv), p.d_state = static_cast<int>(op.conv_kernel);
+            p.A = op.decay_a, p.D = op.norm, p.dt_bias = op.dt;
+            ssm_scan(pool, op.x, op.x2, op.y, p, &r, 1, 0);
         } else {
             DeltaParams p;
             p.n_head = static_cast<int>(op.n_head), p.n_head_k = static_cast<int>(op.n_head_kv);

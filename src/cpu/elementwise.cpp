@@ -50,6 +50,10 @@ void scale(const float *x, float s, float *out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
 }
 
+void mul(const float *a, const float *b, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
 void softcap(const float *x, float cap, float *out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = cap * std::tanh(x[i] / cap);
 }

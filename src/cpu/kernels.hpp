@@ -81,6 +81,8 @@ void geglu(const float *gate, const float *up, float *out, int64_t n);
 void layer_norm(const float *x, const float *w, const float *b, float *out, int64_t n_rows, int64_t dim, float eps);
 // out = gelu(x), the tanh form (out may alias x).
 void gelu(const float *x, float *out, int64_t n);
+// out = a * b, n elements (out may alias either input)
+void mul(const float *a, const float *b, float *out, int64_t n);
 
 // --- rotary position embedding ---------------------------------------------------------------------
 struct RopeParams {
@@ -141,6 +143,7 @@ struct MoeParams {
     const float *gate_b = nullptr, *up_b = nullptr, *down_b = nullptr;  // [n_expert][n_out of each], or none
     int n_expert = 0, n_used = 0;
     uint32_t gating = 0, act = 0;   // graph.h's ember_graph_moe_gating, ember_graph_act
+    const float *sel_bias = nullptr; // EMBER_GRAPH_MOE_GATE_SIGMOID's choice bias [n_expert], or none
     float alpha = 0, limit = 0;     // EMBER_GRAPH_ACT_SWIGLU_OAI
     bool precise = false;           // the experts' products as matmul's `precise`
 };

@@ -35,7 +35,7 @@ void swiglu_oai(const float *gate, const float *up, float *out, int64_t n, float
 void moe_route(const MoeParams &p, const float *logits, int64_t n_tokens, int32_t *sel, float *weight) {
     // One rule for every backend (backend/moe_route.hpp): the GPU modules route with the same code.
     moe_select(logits, static_cast<size_t>(n_tokens), static_cast<uint32_t>(p.n_expert), static_cast<uint32_t>(p.n_used),
-               p.gating, sel, weight);
+               p.gating, sel, weight, p.sel_bias);
 }
 
 void moe(ThreadPool &pool, Scratch &scratch, const MoeParams &p, const float *x, const float *logits, int64_t n_tokens,

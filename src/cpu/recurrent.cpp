@@ -26,7 +26,7 @@ void ssm_conv_chunk_scalar(const ConvChunk &job) { ssm_conv_chunk(job); }
 } // namespace detail
 
 void ssm_conv(ThreadPool &pool, const float *x, float *y, int64_t C, int64_t K, const float *w, const StateRun *runs,
-              uint32_t n_runs, uint32_t state_offset) {
+              uint32_t n_runs, uint32_t state_offset, const float *bias, bool act_silu) {
     if (K < 1 || K > detail::kMaxConvKernel) fail(EMBER_ERR_INVALID_MODEL, "ssm_conv: kernel %lld is not 1..64", (long long)K);
     // Work items: (run, channel chunk); each walks its run's tokens in order.
     constexpr int64_t kChunk = detail::kMaxConvChunk;
@@ -37,7 +37,7 @@ void ssm_conv(ThreadPool &pool, const float *x, float *y, int64_t C, int64_t K, 
         const StateRun &r = runs[it / chunks_per_run];
         const int64_t c0 = (it % chunks_per_run) * kChunk;
         chunk({x, y, C, K, w, r.from ? r.from + state_offset : nullptr, r.state + state_offset, c0, std::min(C, c0 + kChunk),
-               r.t0, r.t1});
+               r.t0, r.t1, bias, act_silu});
     };
     if (n_items == 1 || pool.size() == 1) {
         for (int64_t it = 0; it < n_items; ++it) item(it);
@@ -69,6 +69,42 @@ void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float
 }
 
 using detail::sigmoid;   // recurrent_loops.hpp's
+using detail::softplus;
+
+void ssm_scan(ThreadPool &pool, const float *xbc, const float *dt, float *y, const ScanParams &p, const StateRun *runs,
+              uint32_t n_runs, uint32_t state_offset) {
+    const int H = p.n_head, P = p.head_dim, G = p.n_group, N = p.d_state;
+    const int64_t row = int64_t{H} * P + 2 * int64_t{G} * N;
+    const int64_t head_state = int64_t{P} * N;
+    const int64_t n_items = int64_t{n_runs} * H;
+    auto item = [&](int64_t it) {
+        const StateRun &r = runs[it / H];
+        const int h = static_cast<int>(it % H), g = h / (H / G);
+        float *S = r.state + state_offset + h * head_state;   // row i (head dim) of N state dims
+        const float *in = r.from ? r.from + state_offset + h * head_state : nullptr;
+        if (!in) std::fill(S, S + head_state, 0.0f), in = S;
+        for (uint32_t t = r.t0; t < r.t1; ++t, in = S) {
+            const float *xt = xbc + int64_t{t} * row;
+            const float *x = xt + int64_t{h} * P, *B = xt + int64_t{H} * P + int64_t{g} * N,
+                        *C = xt + int64_t{H} * P + int64_t{G} * N + int64_t{g} * N;
+            const float s = softplus(dt[int64_t{t} * H + h] + p.dt_bias[h]);
+            const float dA = std::exp(s * p.A[h]);
+            float *out = y + int64_t{t} * H * P + int64_t{h} * P;
+            for (int i = 0; i < P; ++i) {
+                float *m = S + int64_t{i} * N;
+                const float *m_in = in + int64_t{i} * N;
+                const float xs = x[i] * s;
+                for (int k = 0; k < N; ++k) m[k] = m_in[k] * dA + B[k] * xs;
+                out[i] = detail::dot_lanes<detail::Lanes8>(m, C, N) + p.D[h] * x[i];
+            }
+        }
+    };
+    if (n_items == 1 || pool.size() == 1) {
+        for (int64_t it = 0; it < n_items; ++it) item(it);
+        return;
+    }
+    pool.run_chunks(n_items, item);
+}
 
 void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t y_width, int64_t y_col, int64_t groups,
                int64_t off, int64_t n) {

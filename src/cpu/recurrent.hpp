@@ -1,5 +1,5 @@
-// recurrent.hpp — the CPU kernels of the hybrid families' recurrent layers (graph.h's SSM_CONV and
-// GATED_DELTA) and their small companions (COPY_COLS, SIGMOID_MUL).
+// recurrent.hpp — the CPU kernels of the hybrid families' recurrent layers (graph.h's SSM_CONV,
+// GATED_DELTA and SSM_SCAN) and their small companions (COPY_COLS, SIGMOID_MUL).
 //
 // A recurrent layer runs each sequence's tokens in order from the state it carries; the batch may hold
 // several sequences (consecutive runs of tokens). Work is split over (sequence, channel range) for the
@@ -22,10 +22,11 @@ struct StateRun {
     const float *from = nullptr;
 };
 
-// SSM_CONV: y_t[c] = silu(sum_j w[c][j] x_{t-K+1+j}[c]) over rows of C channels; state: the last K - 1
-// inputs, [K - 1][C] (oldest first). y may not alias x.
+// SSM_CONV: y_t[c] = act(sum_j w[c][j] x_{t-K+1+j}[c] + bias[c]) over rows of C channels, act SiLU or
+// none (silu false), bias optional (nullptr); state: the last K - 1 inputs, [K - 1][C] (oldest first). y
+// may not alias x.
 void ssm_conv(ThreadPool &pool, const float *x, float *y, int64_t C, int64_t K, const float *w, const StateRun *runs,
-              uint32_t n_runs, uint32_t state_offset);
+              uint32_t n_runs, uint32_t state_offset, const float *bias = nullptr, bool silu = true);
 
 struct DeltaParams {
     int n_head = 0, n_head_k = 0, head_dim = 0;
@@ -37,6 +38,15 @@ struct DeltaParams {
 // (n_head * head_dim per row).
 void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float *b, float *y, const DeltaParams &p,
                  const StateRun *runs, uint32_t n_runs, uint32_t state_offset);
+
+struct ScanParams {
+    int n_head = 0, head_dim = 0, n_group = 0, d_state = 0;
+    const float *A = nullptr, *D = nullptr, *dt_bias = nullptr;   // [n_head]
+};
+// SSM_SCAN (Mamba-2) over rows of xbc (x: n_head * head_dim, then B and C: n_group * d_state each) and dt
+// (n_head per row), into y (n_head * head_dim per row).
+void ssm_scan(ThreadPool &pool, const float *xbc, const float *dt, float *y, const ScanParams &p, const StateRun *runs,
+              uint32_t n_runs, uint32_t state_offset);
 
 // y[r][y_col + g*n + i] = x[r][g*stride + off + i] (g < groups, i < n; rows of x_width and y_width).
 void copy_cols(const float *x, float *y, int64_t n_rows, int64_t x_width, int64_t y_width, int64_t y_col, int64_t groups,

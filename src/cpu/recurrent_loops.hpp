@@ -46,6 +46,8 @@ struct ConvChunk {
     float *win;          // [K - 1][C], oldest first
     int64_t c0, c1;
     uint32_t t0, t1;
+    const float *bias;   // [C], added after the taps (nullptr: none)
+    bool act_silu;       // silu of the sum (else the sum itself: a linear convolution)
 };
 
 // The levels' entry points are declared in vec_dot.hpp with the other kernels' variants.
@@ -167,7 +169,8 @@ template <class L> inline void gated_delta_head(const DeltaHead &job) {
     }
 }
 
-// y_t[c] = silu(sum_j w[c][j] x_{t-K+1+j}[c]), 8 channels at a time; each channel sums its taps in order.
+// y_t[c] = act(sum_j w[c][j] x_{t-K+1+j}[c] + bias[c]), 8 channels at a time; each channel sums its taps in
+// order (act: silu, or none for a linear convolution).
 inline void ssm_conv_chunk(const ConvChunk &job) {
     const int64_t C = job.C, K = job.K, W = K - 1, c0 = job.c0, n = job.c1 - job.c0;
     float wt[kMaxConvKernel][kMaxConvChunk];   // the chunk's taps, tap-major
@@ -185,14 +188,19 @@ inline void ssm_conv_chunk(const ConvChunk &job) {
             V8 acc = {};
             for (int64_t j = 0; j < W; ++j) acc += load8(&wt[j][c]) * load8(win + j * C + c0 + c);
             acc += load8(&wt[W][c]) * load8(xt + c);
+            if (job.bias) acc += load8(job.bias + c0 + c);
             store8(s + c, acc);
         }
         for (; c < n; ++c) {
             float a = 0.0f;
             for (int64_t j = 0; j < W; ++j) a += wt[j][c] * win[j * C + c0 + c];
-            s[c] = a + wt[W][c] * xt[c];
+            a = a + wt[W][c] * xt[c];
+            s[c] = job.bias ? a + job.bias[c0 + c] : a;
         }
-        for (c = 0; c < n; ++c) yt[c] = silu(s[c]);
+        if (job.act_silu)
+            for (c = 0; c < n; ++c) yt[c] = silu(s[c]);
+        else
+            std::memcpy(yt, s, sizeof(float) * size_t(n));
         for (int64_t j = 0; j + 1 < W; ++j)
             std::memcpy(win + j * C + c0, win + (j + 1) * C + c0, sizeof(float) * size_t(n));
         if (W > 0) std::memcpy(win + (W - 1) * C + c0, xt, sizeof(float) * size_t(n));

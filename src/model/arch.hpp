@@ -49,6 +49,9 @@ public:
     int32_t row_matrix(const std::string &name, int64_t n_in);
     // An F32 tensor [ne0, ne1] read by an op other than MATMUL (a convolution's kernel).
     int32_t f32_matrix(const std::string &name, int64_t ne0, int64_t ne1);
+    // Values [offset, offset + n) of an F32 tensor of `total` values in any shape (Mamba-2's ssm_a and
+    // ssm_d of [1, heads], a group's row of its ssm_norm [width, groups]) as an F32 vector [n].
+    int32_t f32_slice(const std::string &name, int64_t total, int64_t offset, int64_t n);
     // An F32 vector of values computed here (e.g. rope frequency factors from metadata).
     int32_t made_vector(const std::string &name, std::vector<float> values);
     // A tensor's record (to read a shape before checking it), or nullptr.
@@ -101,6 +104,7 @@ public:
     void softcap(int32_t dst, int32_t src, float cap);
     struct Moe {
         int32_t gate = -1, up = -1, down = -1, gate_b = -1, up_b = -1, down_b = -1;
+        int32_t sel_bias = -1;   // EMBER_GRAPH_MOE_GATE_SIGMOID's choice bias, F32 [n_expert]
         uint32_t n_expert = 0, n_used = 0, gating = EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK, act = EMBER_GRAPH_ACT_SILU;
         float alpha = 0, limit = 0;
     };
@@ -117,7 +121,9 @@ public:
     // their share of the sequence's recurrent state.
     void copy_cols(int32_t dst, int32_t src, uint32_t n_group, uint32_t offset, uint32_t n_cols, uint32_t dst_col = 0);
     void sigmoid_mul(int32_t dst, int32_t src, int32_t gate);
-    void ssm_conv(int32_t dst, int32_t src, int32_t kernel);
+    void mul(int32_t dst, int32_t a, int32_t b);   // elementwise a * b
+    // silu false: the convolution's sum itself (LFM2); bias: an F32 [channels] vector or -1.
+    void ssm_conv(int32_t dst, int32_t src, int32_t kernel, bool silu = true, int32_t bias = -1);
     struct GatedDelta {
         uint32_t n_head = 0, n_head_k = 0, head_dim = 0;   // value heads, key heads, their dimension
         int32_t dt = -1, decay = -1;                       // F32 [n_head] tensors
@@ -125,6 +131,12 @@ public:
         bool grouped = false;   // value head h reads key head h / (n_head / n_head_k), else h % n_head_k
     };
     void gated_delta(int32_t dst, int32_t qkv, int32_t a, int32_t b, const GatedDelta &g);
+    // Mamba-2's scan (graph.h's SSM_SCAN): xbc rows of x, B, C; dt one per head.
+    struct Scan {
+        uint32_t n_head = 0, head_dim = 0, n_group = 0, d_state = 0;
+        int32_t A = -1, D = -1, dt_bias = -1;   // F32 [n_head] tensors
+    };
+    void ssm_scan(int32_t dst, int32_t xbc, int32_t dt, const Scan &s);
 
 private:
     ember_graph_node &node(uint32_t op);
@@ -222,10 +234,12 @@ void read_window_pattern(ArchBuilder &b, DecoderOptions &opt, uint32_t fallback_
 // checked; with experts) into b.hp(), and the rotary embedding (rope_mode: an ember_graph_rope_mode).
 void read_decoder_shape(ArchBuilder &b, bool moe);
 // The decoder's head: the residual stream x's logits rows through output_norm and the vocabulary product
-// (output.weight, or the embedding tok_embd where tied); returns the logits buffer.
+// (output.weight, or the embedding tok_embd where tied); returns the logits buffer. `norm`: the final
+// norm's tensor (LFM2 names it token_embd_norm).
 // With `hidden`, every token row goes through the output norm, and those normed rows are the program's
 // hidden rows (what a multi-token-prediction block reads); the logits rows are gathered from them.
-int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps, bool hidden = false);
+int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps, const char *norm = "output_norm.weight",
+                       bool hidden = false);
 // decoder_logits with the norm and the vocabulary matrix given (tensor indices).
 int32_t logits_head(ArchBuilder &b, int32_t x, int32_t norm_w, int32_t out_w, float eps, bool hidden);
 ArchBuilder::Rope read_decoder_rope(ArchBuilder &b, uint32_t rope_mode);
@@ -241,6 +255,17 @@ Pooling read_pooling(ArchBuilder &b, bool encoder);
 // (per token): every row's hidden state (mean, CLS, last pooling; the host pools), or for Rank the ranking
 // head — cls (+ bias, tanh) then cls_out (+ bias) — over the rows asked for. Sets the program's output.
 void embedding_output(ArchBuilder &b, int32_t hidden, Pooling pooling);
+// An attention layer's common tail: rope of q and k (none for a null rope or n_rot 0), the KV store of k and
+// v, and the attention of q into attn with the model's heads (hp) and `scale`.
+void rope_store_attend(ArchBuilder &b, int32_t q, int32_t k, int32_t v, int32_t attn, const ArchBuilder::Rope *rope,
+                       float scale);
+// A layer's routed experts by their usual names (blk.N.ffn_{gate,up,down}_exps), n_ff wide, the model's
+// expert counts; the gating and options left to the caller.
+ArchBuilder::Moe read_experts(ArchBuilder &b, const std::string &p, uint32_t n_ff);
+// The hybrids whose recurrent layers are those of attention.head_count_kv 0 (LFM2, Granite 4; defined in
+// arch_lfm2.cpp): that key as one count per layer, or one for every layer (no recurrent layer); sets
+// hp.n_head_kv to the attention layers' count (they must agree) and returns which layers are recurrent.
+std::vector<bool> read_recurrent_layers(ArchBuilder &b);
 // An after_qkv hook: RMSNorm of each head of q and k with the layer's attn_q_norm / attn_k_norm weights
 // (head_dim each, shared by the heads) — Qwen3's, Qwen3-MoE's and Gemma 3's.
 void qk_norm_per_head(ArchBuilder &b, const DecoderLayer &l);

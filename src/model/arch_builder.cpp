@@ -191,6 +191,28 @@ int32_t ArchBuilder::f32_matrix(const std::string &name, int64_t ne0, int64_t ne
     return it->second;
 }
 
+int32_t ArchBuilder::f32_slice(const std::string &name, int64_t total, int64_t offset, int64_t n) {
+    const TensorRef *t = find(name);
+    if (!t) fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' is missing", name.c_str());
+    if (t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != total)
+        fail(EMBER_ERR_INVALID_MODEL, "tensor '%s' has %lld values, expected %lld", name.c_str(),
+             (long long)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]), (long long)total);
+    if (t->type != DType::F32)
+        fail(EMBER_ERR_UNSUPPORTED, "tensor '%s' has type %s; it must be F32", name.c_str(), dtype_name(t->type));
+    if (offset < 0 || n <= 0 || offset + n > total)
+        fail(EMBER_ERR_INTERNAL, "values %lld..%lld of '%s'", (long long)offset, (long long)(offset + n), name.c_str());
+    if (t->n_dims == 1 && n == total) return vector(name, n);
+    TensorRef part = *t;
+    part.name = name + "[" + std::to_string(offset) + ":" + std::to_string(offset + n) + "]";
+    part.n_dims = 1;
+    part.ne[0] = n, part.ne[1] = part.ne[2] = part.ne[3] = 1;
+    part.data = static_cast<const float *>(t->data) + offset;
+    part.n_bytes = static_cast<size_t>(n) * sizeof(float);
+    out_.made.push_back(std::move(part));
+    out_.tensors.push_back(&out_.made.back());
+    return static_cast<int32_t>(out_.tensors.size() - 1);
+}
+
 int32_t ArchBuilder::made_vector(const std::string &name, std::vector<float> values) {
     out_.made_data.push_back(std::move(values));
     const std::vector<float> &v = out_.made_data.back();
@@ -217,7 +239,7 @@ ember_graph_node &ArchBuilder::node(uint32_t op) {
     ember_graph_node n{};
     n.op = op;
     n.layer = layer_;
-    n.dst = n.src = n.src2 = n.src3 = n.w = n.b = n.w2 = n.w3 = n.b2 = n.b3 = -1;
+    n.dst = n.src = n.src2 = n.src3 = n.w = n.b = n.w2 = n.w3 = n.b2 = n.b3 = n.sel_bias = -1;
     out_.nodes.push_back(n);
     return out_.nodes.back();
 }
@@ -337,7 +359,7 @@ void ArchBuilder::moe(int32_t dst, int32_t src, int32_t router_logits, const Moe
     n.dst = dst, n.src = src, n.src2 = router_logits;
     n.w = m.gate, n.w2 = m.up, n.w3 = m.down, n.b = m.gate_b, n.b2 = m.up_b, n.b3 = m.down_b;
     n.n_expert = m.n_expert, n.n_expert_used = m.n_used, n.moe_gating = m.gating, n.moe_act = m.act;
-    n.act_alpha = m.alpha, n.act_limit = m.limit;
+    n.act_alpha = m.alpha, n.act_limit = m.limit, n.sel_bias = m.sel_bias;
 }
 
 void ArchBuilder::read_kv_of(int32_t layer) {
@@ -386,6 +408,13 @@ void ArchBuilder::copy_cols(int32_t dst, int32_t src, uint32_t n_group, uint32_t
     n.dst = dst, n.src = src, n.n_head = n_group, n.head_dim = n_cols, n.n = offset, n.n_rot = dst_col;
 }
 
+void ArchBuilder::mul(int32_t dst, int32_t a, int32_t b) {
+    if (width(dst) != width(a) || width(b) != width(a))
+        fail(EMBER_ERR_INTERNAL, "mul: widths %u, %u, %u", width(dst), width(a), width(b));
+    auto &n = node(EMBER_GRAPH_MUL);
+    n.dst = dst, n.src = a, n.src2 = b;
+}
+
 void ArchBuilder::sigmoid_mul(int32_t dst, int32_t src, int32_t gate) {
     if (width(dst) != width(src) || (width(gate) != width(src) && width(gate) != 1))
         fail(EMBER_ERR_INTERNAL, "sigmoid_mul: widths %u, %u, %u", width(dst), width(src), width(gate));
@@ -401,13 +430,14 @@ uint32_t ArchBuilder::state(uint64_t floats) {
     return static_cast<uint32_t>(offset);
 }
 
-void ArchBuilder::ssm_conv(int32_t dst, int32_t src, int32_t kernel) {
+void ArchBuilder::ssm_conv(int32_t dst, int32_t src, int32_t kernel, bool silu, int32_t bias) {
     const TensorRef *k = out_.tensors.at(static_cast<size_t>(kernel));
     if (width(dst) != width(src) || k->ne[1] != width(src) || k->ne[0] < 1)
         fail(EMBER_ERR_INTERNAL, "ssm_conv: kernel [%lld, %lld] over rows of %u", (long long)k->ne[0],
              (long long)k->ne[1], width(src));
     auto &n = node(EMBER_GRAPH_SSM_CONV);
-    n.dst = dst, n.src = src, n.w = kernel;
+    n.dst = dst, n.src = src, n.w = kernel, n.b = bias;
+    n.n = silu ? EMBER_GRAPH_SSM_CONV_SILU : EMBER_GRAPH_SSM_CONV_LINEAR;
     n.state_size = static_cast<uint32_t>((k->ne[0] - 1) * k->ne[1]);
     n.state_offset = state(n.state_size);
 }
@@ -422,6 +452,18 @@ void ArchBuilder::gated_delta(int32_t dst, int32_t qkv, int32_t a, int32_t b, co
     n.n_head = g.n_head, n.n_head_kv = g.n_head_k, n.head_dim = g.head_dim;
     n.eps = g.eps, n.scale = g.scale, n.n = g.grouped ? 1 : 0;
     n.state_size = static_cast<uint32_t>(g.n_head * S * S);
+    n.state_offset = state(n.state_size);
+}
+
+void ArchBuilder::ssm_scan(int32_t dst, int32_t xbc, int32_t dt, const Scan &s) {
+    const uint64_t inner = uint64_t{s.n_head} * s.head_dim;
+    if (s.n_head == 0 || s.n_group == 0 || s.n_head % s.n_group != 0 || s.d_state == 0 || width(dst) != inner ||
+        width(xbc) != inner + 2ull * s.n_group * s.d_state || width(dt) != s.n_head)
+        fail(EMBER_ERR_INTERNAL, "ssm_scan: %u heads of %u, %u groups of %u", s.n_head, s.head_dim, s.n_group, s.d_state);
+    auto &n = node(EMBER_GRAPH_SSM_SCAN);
+    n.dst = dst, n.src = xbc, n.src2 = dt, n.w = s.A, n.w2 = s.D, n.b = s.dt_bias;
+    n.n_head = s.n_head, n.n_head_kv = s.n_group, n.head_dim = s.head_dim, n.n = s.d_state;
+    n.state_size = static_cast<uint32_t>(inner * s.d_state);
     n.state_offset = state(n.state_size);
 }
 

@@ -227,7 +227,7 @@ void build_qwen35(ArchBuilder &b, bool moe, bool next) {
         b.add(x, tmp);
         ffn_block(b, p, moe && (!next || b.find(p + "ffn_gate_inp.weight")), x, xn, tmp, gate, up, eps);
     }
-    b.output(decoder_logits(b, x, tok_embd, eps, n_nextn > 0));
+    b.output(decoder_logits(b, x, tok_embd, eps, "output_norm.weight", n_nextn > 0));
 }
 
 // --- The multi-token-prediction block -----------------------------------------------------------------

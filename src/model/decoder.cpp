@@ -167,11 +167,32 @@ int32_t logits_head(ArchBuilder &b, int32_t x, int32_t norm_w, int32_t out_w, fl
     return logits;
 }
 
-int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps, bool hidden) {
-    const int32_t norm = b.vector("output_norm.weight", b.hp().n_embd);
+int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps, const char *norm_name, bool hidden) {
+    const int32_t norm = b.vector(norm_name, b.hp().n_embd);
     int32_t out = b.matrix("output.weight", b.hp().n_embd, b.hp().n_vocab, false);
     if (out < 0) out = tok_embd;  // tied embeddings
     return logits_head(b, x, norm, out, eps, hidden);
+}
+
+void rope_store_attend(ArchBuilder &b, int32_t q, int32_t k, int32_t v, int32_t attn, const ArchBuilder::Rope *rope,
+                       float scale) {
+    const HParams &hp = b.hp();
+    if (rope && rope->n_rot > 0) {
+        b.rope(q, hp.n_head, hp.head_dim, *rope);
+        b.rope(k, hp.n_head_kv, hp.head_dim, *rope);
+    }
+    b.kv_store(k, v);
+    b.attention(attn, q, hp.n_head, hp.n_head_kv, hp.head_dim, scale, {});
+}
+
+ArchBuilder::Moe read_experts(ArchBuilder &b, const std::string &p, uint32_t n_ff) {
+    const HParams &hp = b.hp();
+    ArchBuilder::Moe m;
+    m.gate = b.experts(p + "ffn_gate_exps.weight", hp.n_embd, n_ff, hp.n_expert);
+    m.up = b.experts(p + "ffn_up_exps.weight", hp.n_embd, n_ff, hp.n_expert);
+    m.down = b.experts(p + "ffn_down_exps.weight", n_ff, hp.n_embd, hp.n_expert);
+    m.n_expert = hp.n_expert, m.n_used = hp.n_expert_used;
+    return m;
 }
 
 void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {

@@ -38,6 +38,12 @@ struct Family {
     // (each key head's value heads adjacent), Qwen3.5's j % H_k (the key heads tiled).
     bool kv_heads_grouped = false;
     bool imrope = false;          // rope.dimension_sections' interleaved sections (Qwen3.5); Qwen3-Next: NEOX
+    // LFM2: gated short-convolution blocks where attention.head_count_kv (per layer) is 0; the final norm
+    // named token_embd_norm; LFM2-MoE's experts gated by sigmoid with a selection bias.
+    bool lfm2 = false;
+    // Granite 4 (granitehybrid): Mamba-2 layers where attention.head_count_kv (per layer) is 0, Granite's
+    // multipliers, no rope where rope.scaling.finetuned is false, an unweighted shared expert.
+    bool mamba2 = false;
 };
 
 Family family_of(const std::string &arch, bool has_window) {
@@ -48,6 +54,10 @@ Family family_of(const std::string &arch, bool has_window) {
         return f;
     }
     if (arch == "mistral3") return f;   // Llama's layers; YaRN and the attention temperature from metadata
+    if (arch == "granitehybrid") {
+        f.mamba2 = true;
+        return f;
+    }
     f.neox = true;
     if (arch == "qwen2" || arch == "phi3") return f;
     if (arch == "qwen3" || arch == "qwen3moe") f.qk_norm = 1;
@@ -62,6 +72,8 @@ Family family_of(const std::string &arch, bool has_window) {
         f.oss = true, f.window_pattern = 2;
     } else if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") {
         f.hybrid = true, f.qk_norm = 1, f.kv_heads_grouped = arch == "qwen3next", f.imrope = arch != "qwen3next";
+    } else if (arch == "lfm2" || arch == "lfm2moe") {
+        f.lfm2 = true, f.qk_norm = 1;
     } else {
         fail(EMBER_ERR_UNSUPPORTED, "reference: no definition of '%s'", arch.c_str());
     }
@@ -83,7 +95,19 @@ public:
                 fail(EMBER_ERR_INVALID_MODEL, "reference: nextn_predict_layers is not below block_count");
             n_layer -= u("nextn_predict_layers");
         }
-        n_head_kv = has("attention.head_count_kv") ? u("attention.head_count_kv") : n_head;
+        const gguf::KV *kv_key = g_.find(a_ + "attention.head_count_kv");
+        if (const gguf::Value *kv = kv_key && kv_key->value.type == gguf::ValueType::ARRAY ? &kv_key->value : nullptr) {
+            // One count per layer (LFM2, Granite 4): 0 marks a recurrent layer; the attention layers share one.
+            if (kv->count < n_layer) fail(EMBER_ERR_INVALID_MODEL, "reference: attention.head_count_kv is too short");
+            n_head_kv = 0;
+            for (uint32_t l = 0; l < n_layer; ++l) {
+                recurrent.push_back(kv->array_int(l) == 0);
+                if (kv->array_int(l) != 0) n_head_kv = static_cast<uint32_t>(kv->array_int(l));
+            }
+            if (n_head_kv == 0) n_head_kv = n_head;
+        } else {
+            n_head_kv = has("attention.head_count_kv") ? u("attention.head_count_kv") : n_head;
+        }
         head_dim = has("attention.key_length") ? u("attention.key_length") : n_embd / n_head;
         n_rot = has("rope.dimension_count") ? u("rope.dimension_count") : head_dim;
         eps = f("attention.layer_norm_rms_epsilon", 1e-5);
@@ -149,6 +173,17 @@ public:
             for (uint32_t l = 0; l < n_layer; ++l)
                 recurrent.push_back(flags ? flags->array_int(l) != 0 : (l + 1) % full_attn_interval != 0);
         }
+        if (fam.lfm2) {
+            l_cache = u("shortconv.l_cache");
+            n_dense_lead = has("leading_dense_block_count") ? u("leading_dense_block_count") : 0;
+        }
+        if (fam.mamba2) {
+            ssm_conv = u("ssm.conv_kernel"), ssm_state = u("ssm.state_size"), ssm_groups = u("ssm.group_count");
+            ssm_heads = u("ssm.time_step_rank"), ssm_inner = u("ssm.inner_size");
+            if (!ssm_heads || !ssm_groups || ssm_heads % ssm_groups || ssm_inner % ssm_heads || !ssm_state || !ssm_conv)
+                fail(EMBER_ERR_INVALID_MODEL, "reference: inconsistent Mamba-2 shape");
+            use_rope = g_.get_bool(a_ + "rope.scaling.finetuned").value_or(true);   // false: no rope (NoPE)
+        }
         if (fam.imrope) {
             const gguf::Value *sec = g_.get_array(a_ + "rope.dimension_sections");
             if (!sec) fail(EMBER_ERR_INVALID_MODEL, "reference: rope.dimension_sections is missing");
@@ -172,7 +207,7 @@ public:
         const std::string out = find("output.weight") ? "output.weight" : "token_embd.weight";
         std::vector<Vec> logits(n);
         for (size_t t = 0; t < n; ++t) {
-            logits[t] = matvec(out, rmsnorm(x[t], vec("output_norm.weight")));
+            logits[t] = matvec(out, rmsnorm(x[t], vec(fam.lfm2 ? "token_embd_norm.weight" : "output_norm.weight")));
             for (double &v : logits[t]) {
                 v *= logit_scale;
                 if (final_softcap > 0) v = final_softcap * std::tanh(v / final_softcap);
@@ -308,7 +343,7 @@ private:
 
     Vec ffn(const std::string &p, const Vec &xn) {
         const uint32_t d = n_embd;
-        if (n_expert == 0) {
+        if (n_expert == 0 || !find(p + "ffn_gate_inp.weight")) {
             Vec g, up;
             if (find(p + "ffn_gate.weight")) {
                 g = matvec(p + "ffn_gate.weight", xn), up = matvec(p + "ffn_up.weight", xn);
@@ -319,19 +354,27 @@ private:
             for (size_t i = 0; i < g.size(); ++i) g[i] = (fam.gelu ? gelu(g[i]) : silu(g[i])) * up[i];
             return matvec(p + "ffn_down.weight", g);
         }
-        // Experts: the n_used largest router logits, weighted by their softmax among themselves.
+        // Experts: the n_used largest router logits, weighted by their softmax among themselves; LFM2-MoE:
+        // the n_used largest sigmoid(logit) + exp_probs_b, weighted by their sigmoids over those chosen.
         const Vec l = matvec(p + "ffn_gate_inp.weight", xn, vec(p + "ffn_gate_inp.bias"));
+        Vec score = l, prob(n_expert);
+        const float *sel_bias = fam.lfm2 ? vec(p + "exp_probs_b.bias") : nullptr;
+        for (uint32_t e = 0; e < n_expert; ++e) {
+            prob[e] = fam.lfm2 ? sigmoid(l[e]) : l[e];
+            score[e] = prob[e] + (sel_bias ? sel_bias[e] : 0.0);
+        }
         std::vector<int> idx(n_expert);
         std::iota(idx.begin(), idx.end(), 0);
-        std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return l[a] > l[b]; });
-        if (n_used < n_expert) stats.min_route_margin = std::min(stats.min_route_margin, l[idx[n_used - 1]] - l[idx[n_used]]);
+        std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return score[a] > score[b]; });
+        if (n_used < n_expert)
+            stats.min_route_margin = std::min(stats.min_route_margin, score[idx[n_used - 1]] - score[idx[n_used]]);
         double sum = 0;
-        for (uint32_t j = 0; j < n_used; ++j) sum += std::exp(l[idx[j]] - l[idx[0]]);
+        for (uint32_t j = 0; j < n_used; ++j) sum += fam.lfm2 ? prob[idx[j]] : std::exp(l[idx[j]] - l[idx[0]]);
         Vec out(d, 0.0);
         const int64_t nff = mat(p + "ffn_gate_exps.weight").n_out;
         for (uint32_t j = 0; j < n_used; ++j) {
             const int e = idx[j];
-            const double gw = std::exp(l[e] - l[idx[0]]) / sum;
+            const double gw = fam.lfm2 ? prob[e] / sum : std::exp(l[e] - l[idx[0]]) / sum;
             auto bias = [&](const char *name, int64_t width) {
                 const float *b = vec(p + name);
                 return b ? b + e * width : nullptr;
@@ -355,7 +398,8 @@ private:
             const Vec up = matvec(p + "ffn_up_shexp.weight", xn);
             for (size_t i = 0; i < g.size(); ++i) g[i] = silu(g[i]) * up[i];
             const Vec o = matvec(p + "ffn_down_shexp.weight", g);
-            const double gate = sigmoid(matvec(p + "ffn_gate_inp_shexp.weight", xn)[0]);
+            // Granite 4's shared expert joins unweighted (it has no gate).
+            const double gate = fam.mamba2 ? 1.0 : sigmoid(matvec(p + "ffn_gate_inp_shexp.weight", xn)[0]);
             for (uint32_t i = 0; i < d; ++i) out[i] += gate * o[i];
         }
         return out;
@@ -364,6 +408,8 @@ private:
     void layer(uint32_t l, std::vector<Vec> &x) {
         const std::string p = "blk." + std::to_string(l) + ".";
         if (fam.hybrid && recurrent[l]) return delta_net(p, x);
+        if (fam.lfm2 && recurrent[l]) return short_conv(p, x);
+        if (fam.mamba2 && recurrent[l]) return mamba2(p, x);
         const size_t n = x.size();
         const uint32_t nq = n_head * head_dim, nkv = n_head_kv * head_dim, hd = head_dim;
         const bool local = windowed(l);
@@ -392,7 +438,7 @@ private:
                 norm_groups(q[t], vec(p + "attn_q_norm.weight"), fam.qk_norm == 1 ? hd : nq);
                 norm_groups(k[t], vec(p + "attn_k_norm.weight"), fam.qk_norm == 1 ? hd : nkv);
             }
-            if (fam.no_rope_step == 0 || (l + 1) % fam.no_rope_step != 0) {
+            if (use_rope && (fam.no_rope_step == 0 || (l + 1) % fam.no_rope_step != 0)) {
                 rope(q[t], n_head, static_cast<int>(t), local);
                 rope(k[t], n_head_kv, static_cast<int>(t), local);
             }
@@ -532,6 +578,87 @@ private:
             ffn_block(p, x[t]);
         }
     }
+    // LFM2's gated short convolution, from a zero window: in_proj gives B, C and x (n_embd each) of the
+    // normed input; y_t = C_t * sum_j w[c][j] (B x)_{t-L+1+j} over the last l_cache tokens (zeros before
+    // the first; no bias, no activation); out_proj.
+    void short_conv(const std::string &p, std::vector<Vec> &x) {
+        const size_t n = x.size();
+        const uint32_t d = n_embd, L = l_cache;
+        const float *w = vec(p + "shortconv.conv.weight");
+        if (!w) fail(EMBER_ERR_INVALID_MODEL, "reference: '%sshortconv.conv.weight' is missing", p.c_str());
+        std::vector<Vec> bx(n), c(n);
+        for (size_t t = 0; t < n; ++t) {
+            const Vec bcx = matvec(p + "shortconv.in_proj.weight", rmsnorm(x[t], vec(p + "attn_norm.weight")));
+            bx[t].resize(d), c[t].assign(bcx.begin() + d, bcx.begin() + 2 * d);
+            for (uint32_t i = 0; i < d; ++i) bx[t][i] = bcx[i] * bcx[2 * d + i];
+        }
+        for (size_t t = 0; t < n; ++t) {
+            Vec y(d);
+            for (uint32_t ch = 0; ch < d; ++ch) {
+                double sum = 0;
+                for (uint32_t j = 0; j < L; ++j) {
+                    const ptrdiff_t src = static_cast<ptrdiff_t>(t) - static_cast<ptrdiff_t>(L - 1) + j;
+                    if (src >= 0) sum += w[static_cast<size_t>(ch) * L + j] * bx[static_cast<size_t>(src)][ch];
+                }
+                y[ch] = c[t][ch] * sum;
+            }
+            Vec out = matvec(p + "shortconv.out_proj.weight", y);
+            add_block(x[t], out, "");
+            ffn_block(p, x[t]);
+        }
+    }
+
+    // A Mamba-2 layer (Granite 4), from a zero state. ssm_in of the normed input gives z (inner), then
+    // x B C (inner + 2 groups x state) and dt (one per head); x B C pass a causal depthwise convolution of
+    // ssm_conv taps plus ssm_conv1d.bias, then SiLU. Head h (head_dim P = inner / heads) reads group
+    // g = h / (heads / groups) of B and C and keeps a P x N state H:
+    //   s = softplus(dt_h + dt_bias_h);  H[i][k] = H[i][k] exp(s A_h) + B_k x_i s;  y_i = sum_k H[i][k] C_k + D_h x_i
+    // then y * silu(z), RMS-normed per group of inner / groups (ssm_norm), ssm_out.
+    void mamba2(const std::string &p, std::vector<Vec> &x) {
+        const size_t n = x.size();
+        const uint32_t H = ssm_heads, G = ssm_groups, N = ssm_state, I = ssm_inner, P = I / H, K = ssm_conv;
+        const uint32_t conv_dim = I + 2 * G * N;
+        const float *conv_w = vec(p + "ssm_conv1d.weight"), *conv_b = vec(p + "ssm_conv1d.bias");
+        const float *A = vec(p + "ssm_a"), *D = vec(p + "ssm_d"), *dt_b = vec(p + "ssm_dt.bias"), *norm_w = vec(p + "ssm_norm.weight");
+        if (!conv_w || !A || !D || !dt_b)
+            fail(EMBER_ERR_INVALID_MODEL, "reference: a Mamba-2 tensor of '%s' is missing", p.c_str());
+        std::vector<Vec> in(n);
+        for (size_t t = 0; t < n; ++t) in[t] = matvec(p + "ssm_in.weight", rmsnorm(x[t], vec(p + "attn_norm.weight")));
+        std::vector<double> state(static_cast<size_t>(H) * P * N, 0.0);
+        Vec c(conv_dim), y(I);
+        for (size_t t = 0; t < n; ++t) {
+            for (uint32_t ch = 0; ch < conv_dim; ++ch) {
+                double sum = conv_b ? conv_b[ch] : 0.0;
+                for (uint32_t j = 0; j < K; ++j) {
+                    const ptrdiff_t src = static_cast<ptrdiff_t>(t) - static_cast<ptrdiff_t>(K - 1) + j;
+                    if (src >= 0) sum += conv_w[static_cast<size_t>(ch) * K + j] * in[static_cast<size_t>(src)][I + ch];
+                }
+                c[ch] = silu(sum);
+            }
+            for (uint32_t h = 0; h < H; ++h) {
+                const uint32_t g = h / (H / G);
+                const double s = softplus(in[t][I + conv_dim + h] + dt_b[h]), dA = std::exp(s * A[h]);
+                const double *xs = c.data() + h * P, *B = c.data() + I + g * N, *C = c.data() + I + G * N + g * N;
+                for (uint32_t i = 0; i < P; ++i) {
+                    double *st = state.data() + (static_cast<size_t>(h) * P + i) * N, sum = 0;
+                    for (uint32_t k = 0; k < N; ++k) {
+                        st[k] = st[k] * dA + B[k] * xs[i] * s;
+                        sum += st[k] * C[k];
+                    }
+                    y[h * P + i] = sum + D[h] * xs[i];
+                }
+            }
+            for (uint32_t i = 0; i < I; ++i) y[i] *= silu(in[t][i]);
+            if (norm_w)
+                for (uint32_t g = 0; g < G; ++g) {
+                    const Vec yn = rmsnorm(y, norm_w + g * (I / G), g * (I / G), I / G);
+                    std::copy(yn.begin(), yn.end(), y.begin() + g * (I / G));
+                }
+            Vec out = matvec(p + "ssm_out.weight", y);
+            add_block(x[t], out, "");
+            ffn_block(p, x[t]);
+        }
+    }
     // x += residual_scale * post_norm(block output).
     void add_block(Vec &x, Vec &o, const std::string &post_norm) const {
         if (fam.post_norms) o = rmsnorm(o, vec(post_norm));
@@ -553,7 +680,9 @@ private:
     int sections[4] = {0, 0, 0, 0};
     bool has_sections = false;
     uint32_t full_attn_interval = 0, ssm_conv = 0, ssm_state = 0, ssm_groups = 0, ssm_heads = 0;
-    std::vector<bool> recurrent;   // per layer: a DeltaNet layer (hybrids)
+    std::vector<bool> recurrent;   // per layer: a DeltaNet, short-convolution or Mamba-2 layer (hybrids)
+    uint32_t l_cache = 0, n_dense_lead = 0, ssm_inner = 0;
+    bool use_rope = true;
     std::vector<bool> window_flags;   // per layer: a window layer (a per-layer sliding_window_pattern)
 
 public:

@@ -105,8 +105,13 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     if (hybrid && (!s.ssm_groups || !s.ssm_heads || !s.ssm_state || !s.ssm_conv || s.ssm_heads % s.ssm_groups ||
                    (!s.recurrent_layers.empty() && s.recurrent_layers.size() != s.n_layer + s.n_nextn)))
         fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic DeltaNet shape");
+    // LFM2 and Granite 4: recurrent layers named by recurrent_layers, head_count_kv per layer.
+    const bool per_layer_kv = s.shortconv > 0 || s.mamba2;
+    if (per_layer_kv && s.recurrent_layers.size() != s.n_layer)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "inconsistent synthetic hybrid layers");
     // Whether layer l is a DeltaNet layer (see SyntheticSpec::recurrent_layers).
     auto recurrent = [&](uint32_t l) {
+        if (per_layer_kv) return l < s.n_layer && bool(s.recurrent_layers[l]);
         if (!hybrid || l >= s.n_layer) return false;   // MTP blocks are attention blocks
         return s.recurrent_layers.empty() ? (l + 1) % s.full_attn_interval != 0 : bool(s.recurrent_layers[l]);
     };
@@ -122,7 +127,24 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     if (s.n_nextn) w.add_u32(a + "nextn_predict_layers", s.n_nextn);
     w.add_u32(a + "feed_forward_length", s.n_ff);
     w.add_u32(a + "attention.head_count", s.n_head);
-    w.add_u32(a + "attention.head_count_kv", s.n_head_kv);
+    if (per_layer_kv) {
+        std::vector<int32_t> kv(s.n_layer);
+        for (uint32_t l = 0; l < s.n_layer; ++l) kv[l] = recurrent(l) ? 0 : static_cast<int32_t>(s.n_head_kv);
+        w.add_array_i32(a + "attention.head_count_kv", kv);
+    } else {
+        w.add_u32(a + "attention.head_count_kv", s.n_head_kv);
+    }
+    if (s.shortconv) w.add_u32(a + "shortconv.l_cache", s.shortconv);
+    if (s.arch == "lfm2moe") w.add_u32(a + "expert_gating_func", 2);   // sigmoid
+    if (s.n_dense_lead) w.add_u32(a + "leading_dense_block_count", s.n_dense_lead);
+    if (s.no_rope) w.add_bool(a + "rope.scaling.finetuned", false);
+    if (s.mamba2) {
+        w.add_u32(a + "ssm.conv_kernel", s.ssm_conv);
+        w.add_u32(a + "ssm.inner_size", s.ssm_inner);
+        w.add_u32(a + "ssm.state_size", s.ssm_state);
+        w.add_u32(a + "ssm.time_step_rank", s.ssm_heads);
+        w.add_u32(a + "ssm.group_count", s.ssm_groups);
+    }
     w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
     w.add_f32(a + "rope.freq_base", s.rope_theta);
     const uint32_t n_rot = s.n_rot ? s.n_rot : head_dim;
@@ -234,7 +256,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         const auto bytes = encode(v, type, s.n_embd, s.n_vocab);
         w.add_tensor("token_embd.weight", type, {s.n_embd, s.n_vocab}, bytes.data(), bytes.size());
     }
-    vector("output_norm.weight", s.n_embd, 0.8f, 1.2f);
+    vector(s.shortconv ? "token_embd_norm.weight" : "output_norm.weight", s.n_embd, 0.8f, 1.2f);
     if (!s.tied_output)
         matrix("output.weight", s.n_embd, s.n_vocab, Role::Output, 0, 0,
                out_range > 0 ? out_range * std::sqrt(static_cast<float>(s.n_embd)) : 1.0f);
@@ -267,7 +289,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         if (s.fused) {
             matrix(p + "attn_qkv.weight", s.n_embd, nq + 2 * nkv, Role::AttnV, l);
         } else {
-            matrix(p + "attn_q.weight", s.n_embd, hybrid ? 2 * nq : nq);   // hybrids: each head's gate rows follow its query rows
+            matrix(p + "attn_q.weight", s.n_embd, hybrid ? 2 * nq : nq);   // Qwen3.5 hybrids: each head's gate rows follow its query rows
             matrix(p + "attn_k.weight", s.n_embd, nkv);
             matrix(p + "attn_v.weight", s.n_embd, nkv, Role::AttnV, l);
         }
@@ -311,10 +333,36 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         vector(p + "ssm_norm.weight", s.ssm_state, 0.8f, 1.2f);
         matrix(p + "ssm_out.weight", value_dim, s.n_embd, Role::Other, l);
     };
+    // LFM2's short-convolution block: in_proj (B, C and x rows), a convolution of `shortconv` taps, out_proj.
+    auto short_conv = [&](const std::string &p, uint32_t l) {
+        matrix(p + "shortconv.in_proj.weight", s.n_embd, 3 * s.n_embd, Role::AttnV, l, 0, 2.0f);
+        vector(p + "shortconv.conv.weight", s.shortconv, -0.5f, 0.5f, s.n_embd);
+        matrix(p + "shortconv.out_proj.weight", s.n_embd, s.n_embd, Role::Other, l);
+    };
+    // A Mamba-2 layer (Granite 4): ssm_in gives z, x B C and dt; the convolution (with bias) and SiLU; the
+    // scan with A = -exp(A_log), A_log in [-2, 1], D around 1 and dt bias in [-2, 0] (softplus 0.1..0.7);
+    // the gated group norm; ssm_out.
+    auto mamba2 = [&](const std::string &p, uint32_t l) {
+        const uint32_t conv_dim = s.ssm_inner + 2 * s.ssm_groups * s.ssm_state;
+        matrix(p + "ssm_in.weight", s.n_embd, s.ssm_inner + conv_dim + s.ssm_heads, Role::AttnV, l, 0, 2.0f);
+        vector(p + "ssm_conv1d.weight", s.ssm_conv, -0.5f, 0.5f, conv_dim);
+        vector(p + "ssm_conv1d.bias", conv_dim, -0.2f, 0.2f);
+        vector(p + "ssm_dt.bias", s.ssm_heads, -2.0f, 0.0f);
+        std::vector<float> a(s.ssm_heads);
+        for (float &v : a) v = -std::exp(rng.uniform(-2.0f, 1.0f));
+        w.add_tensor(p + "ssm_a", DType::F32, {1, s.ssm_heads}, a.data(), a.size() * sizeof(float));
+        vector(p + "ssm_d", 1, 0.5f, 1.5f, s.ssm_heads);
+        vector(p + "ssm_norm.weight", s.ssm_inner / s.ssm_groups, 0.8f, 1.2f, s.ssm_groups);
+        matrix(p + "ssm_out.weight", s.ssm_inner, s.n_embd, Role::Other, l);
+    };
     for (uint32_t l = 0; l < s.n_layer + s.n_nextn; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         if (s.pre_norms) vector(p + "attn_norm.weight", s.n_embd, 0.8f, 1.2f);
-        if (recurrent(l))
+        if (recurrent(l) && s.shortconv)
+            short_conv(p, l);
+        else if (recurrent(l) && s.mamba2)
+            mamba2(p, l);
+        else if (recurrent(l))
             delta_net(p, l);
         else
             attention(p, l);
@@ -331,7 +379,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             vector(p + "post_ffw_norm_2.weight", s.n_embd, 0.8f, 1.2f);
             vector(p + "ffn_gate_inp.scale", s.n_embd, 0.5f, 1.5f);
         }
-        if (s.n_expert) {
+        if (s.n_expert && l >= s.n_dense_lead) {
             const uint32_t ne = s.n_expert, nff = s.n_ff_exp ? s.n_ff_exp : s.n_ff;
             // The router stays F32, as llama.cpp's quantizer leaves ffn_gate_inp; its logits spread wide
             // (std ~4, as trained routers' are decisive) so that the rounding of quantized activations
@@ -343,6 +391,7 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             matrix(p + "ffn_gate_exps.weight", s.n_embd, nff, Role::Other, l, ne);
             matrix(p + "ffn_up_exps.weight", s.n_embd, nff, Role::Other, l, ne);
             matrix(p + "ffn_down_exps.weight", nff, s.n_embd, Role::FfnDown, l, ne);
+            if (s.n_dense_lead) vector(p + "exp_probs_b.bias", ne, -0.3f, 0.3f);   // LFM2-MoE's selection bias
             if (s.expert_bias) {
                 vector(p + "ffn_gate_inp.bias", ne, -0.5f, 0.5f);
                 vector(p + "ffn_gate_exps.bias", nff, -0.5f, 0.5f, ne);
@@ -352,8 +401,9 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
             if (s.n_ff_shexp) {
                 // The shared expert's gate (one row: sigmoid of its product with the normed input), spread
                 // so that it ranges over most of (0, 1).
-                vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, -2.0f / std::sqrt(static_cast<float>(s.n_embd)),
-                       2.0f / std::sqrt(static_cast<float>(s.n_embd)));
+                if (!s.mamba2)   // Granite 4's shared expert has no gate
+                    vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, -2.0f / std::sqrt(static_cast<float>(s.n_embd)),
+                           2.0f / std::sqrt(static_cast<float>(s.n_embd)));
                 matrix(p + "ffn_gate_shexp.weight", s.n_embd, s.n_ff_shexp, Role::Other, l);
                 matrix(p + "ffn_up_shexp.weight", s.n_embd, s.n_ff_shexp, Role::Other, l);
                 matrix(p + "ffn_down_shexp.weight", s.n_ff_shexp, s.n_embd, Role::FfnDown, l);
@@ -389,7 +439,7 @@ const std::vector<std::string> &synthetic_families() {
                                                    "gpt-oss", "qwen35", "qwen35moe", "qwen3next",
                                                    "olmo3-yarn", "qwen3-yarn", "smollm3", "mistral3",
                                                    "gemma4", "gemma4moe", "gemma3-p2", "gemma3-layers",
-                                                   "gemma3-global"};
+                                                   "gemma3-global", "lfm2", "lfm2moe", "granitehybrid"};
     return names;
 }
 
@@ -525,6 +575,29 @@ SyntheticSpec synthetic_family(const std::string &arch) {
             s.gemma4_moe = true;
             s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256;
         }
+    } else if (arch == "lfm2" || arch == "lfm2moe") {
+        // LFM2: short-convolution blocks of 3 taps with GQA attention in layers 2 and 5 (LFM2-1.2B's ratio,
+        // 10 of 16 layers convolutions), per-head q/k norms, NEOX rope; LFM2-MoE: experts from layer 1 on.
+        s.n_layer = 6;
+        s.shortconv = 3;
+        s.recurrent_layers = {true, true, false, true, true, false};
+        s.head_dim = 64;
+        s.qk_norm = true;
+        // (untied output, which the loaders take: with the tied embedding's range the logits of a random
+        // model echo the current token, and argmax tests would check nothing)
+        if (arch == "lfm2moe") s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.n_dense_lead = 1;
+    } else if (arch == "granitehybrid") {
+        // Granite 4 (H): Mamba-2 layers (8 heads of 64 over an inner width of 2 n_embd, 2 groups of B and C
+        // of 64, convolution of 4) with attention in layers 2 and 5, Granite's multipliers, no rope (as the
+        // H models), experts with an ungated shared expert.
+        s.n_layer = 6;
+        s.mamba2 = true;
+        s.recurrent_layers = {true, true, false, true, true, false};
+        s.ssm_inner = 512, s.ssm_heads = 8, s.ssm_groups = 2, s.ssm_state = 64, s.ssm_conv = 4;
+        s.head_dim = 64;
+        s.no_rope = true;
+        s.embedding_scale = 12.0f, s.residual_scale = 0.22f, s.attention_scale = 0.0125f, s.logit_scale = 0.5f;
+        s.n_expert = 8, s.n_expert_used = 2, s.n_ff_shexp = 256;
     } else if (arch != "llama") {
         fail(EMBER_ERR_INVALID_ARGUMENT, "synthetic_family: unknown family '%s'", arch.c_str());
     }

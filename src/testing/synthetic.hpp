@@ -112,6 +112,20 @@ struct SyntheticSpec {
     bool gemma4_moe = false;
     // <arch>.pooling_type (0: not written): a decoder embedding model (3: last-token pooling, Qwen3-Embedding).
     uint32_t pooling_type = 0;
+
+    // LFM2's gated short-convolution blocks (0: none): shortconv.l_cache taps; the layers flagged in
+    // recurrent_layers are convolution blocks, attention.head_count_kv is written per layer (0 for them),
+    // attention layers have per-head q/k norms and the final norm is named token_embd_norm.
+    uint32_t shortconv = 0;
+    // LFM2-MoE: layers from this one on have experts (leading_dense_block_count), gated by sigmoid with a
+    // selection bias (exp_probs_b).
+    uint32_t n_dense_lead = 0;
+    // Granite 4's Mamba-2 layers (the layers flagged in recurrent_layers; head_count_kv per layer, 0 for
+    // them): ssm_conv taps over x, B and C; ssm_heads heads of ssm_inner / ssm_heads; ssm_groups groups of
+    // ssm_state for B and C.
+    bool mamba2 = false;
+    uint32_t ssm_inner = 0;
+    bool no_rope = false;          // rope.scaling.finetuned false: Granite's switch for no rope at all
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),

@@ -6,6 +6,7 @@
 //   2 GEGLU        y = gelu(x) * x2, GELU's tanh form (cpu/elementwise.cpp's geglu)
 //   3 SWIGLU_OAI   y = x' sigmoid(a x') (u' + 1), x' = min(x, b), u' = clamp(x2, -b, b) (gpt-oss's experts)
 //   4 SIGMOID_MUL  y = x * sigmoid(x2[i / x2_div]) (x2_div 1: a gate per value; the row's width: one a row)
+//   5 MUL          y = x * x2
 // y may be x or x2 (each invocation reads its value before writing it; with one gate a row, y is not x2).
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -26,6 +27,8 @@ void main() {
         y = p.a * tanh_safe(x / p.a);
     } else if (p.op == 2u) {
         y = 0.5 * x * (1.0 + tanh_safe(0.7978845608028654 * (x + 0.044715 * x * x * x))) * af[p.x2_off + i];
+    } else if (p.op == 5u) {
+        y = x * af[p.x2_off + i];
     } else if (p.op == 4u) {
         precise float s = 1.0 / (1.0 + exp(-af[p.x2_off + i / p.x2_div]));
         y = x * s;

@@ -12,6 +12,7 @@
 // own (precise: no fused multiply-add). Nothing depends on how tokens are split into passes or runs into
 // workgroups; the results differ from the CPU's only by the device's exp, log, sqrt and division.
 #include "common.glsl"
+#include "recurrent.glsl"
 #include "state_runs.glsl"
 const uint MAX_S = 128u;  // head_dim <= 128 (vk_program.cpp checks): the rows fit the registers
 layout(local_size_x = 128) in;
@@ -23,12 +24,6 @@ layout(push_constant) uniform P {
 
 shared float q_s[MAX_S], k_s[MAX_S];
 
-// The CPU's reduction of its 8 lanes.
-float lanes_sum(float acc[8]) {
-    precise float r = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    return r;
-}
-
 // sum_i x[i]^2 over the shared raw q (of_k false) or k row: the CPU's dot of the row with itself.
 float self_dot(bool of_k) {
     precise float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
@@ -38,13 +33,6 @@ float self_dot(bool of_k) {
             acc[i & 7u] += x * x;
         }
     return lanes_sum(acc);
-}
-
-// log(1 + y) for y >= 0 without losing a small y to the rounding of 1 + y (GLSL has no log1p).
-float log1p_pos(float y) {
-    precise float u = 1.0 + y;
-    precise float d = u - 1.0;
-    return d == 0.0 ? y : log(u) * (y / d);
 }
 
 void main() {
@@ -70,7 +58,7 @@ void main() {
         precise float inv_q = p.scale / max(sqrt(self_dot(false)), p.eps);
         precise float inv_k = 1.0 / max(sqrt(self_dot(true)), p.eps);
         precise float z = af[p.a_off + t * p.n_head + h] + dt;
-        precise float sp = z > 20.0 ? z : log1p_pos(exp(z));
+        precise float sp = softplus(z);
         precise float g = exp(sp * decay);
         precise float beta = 1.0 / (1.0 + exp(-af[p.b_off + t * p.n_head + h]));
         precise float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);

@@ -1,6 +1,6 @@
 #version 450
 // ssm_conv.comp — graph.h's SSM_CONV: a causal depthwise convolution of K taps over each sequence's
-// inputs, then SiLU. One invocation per (sequence run, channel), walking the run's tokens in order with the
+// inputs, plus an optional bias (b_off 0xffffffff: none), then SiLU (silu 1) or nothing (0). One invocation per (sequence run, channel), walking the run's tokens in order with the
 // channel's window of the K - 1 earlier inputs in registers: the carried window from the state slot (zeros
 // for a new sequence), written back after the run's last token. A token's sum is the CPU's (cpu/recurrent.cpp):
 // the window's products oldest first, then the token's own, each rounded (precise: no fused multiply-add),
@@ -9,7 +9,7 @@
 #include "state_runs.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P {
-    uint x_off, y_off, c, k, w_off, runs_off, n_runs, slot_floats, state_off;
+    uint x_off, y_off, c, k, w_off, runs_off, n_runs, slot_floats, state_off, b_off, silu;
 } p;
 
 const uint MAX_W = 63u;  // K <= 64 (vk_program.cpp checks)
@@ -27,7 +27,8 @@ void main() {
         precise float s = 0.0;
         for (uint j = 0u; j < w; ++j) s += wf[wk + j] * win[j];
         s += wf[wk + w] * x;
-        precise float y = s / (1.0 + exp(-s));
+        if (p.b_off != 0xffffffffu) s += wf[p.b_off + c];
+        precise float y = p.silu != 0u ? s / (1.0 + exp(-s)) : s;
         af[p.y_off + t * p.c + c] = y;
         for (uint j = 0u; j + 1u < w; ++j) win[j] = win[j + 1u];
         if (w > 0u) win[w - 1u] = x;
