@@ -5,6 +5,7 @@
 #include "backend/backend.hpp"
 #include "engine/request.hpp"
 #include "engine/state_snapshots.hpp"
+#include "backend/placement.hpp"
 #include "kv/block_pool.hpp"
 #include "model/model.hpp"
 
@@ -31,6 +32,10 @@ struct EngineOptions {
     // modules) and the window is well inside n_ctx. false:
     // every layer's rows stay in the main blocks (tests compare the two).
     bool window_blocks = true;
+    // Placement across devices (backend/placement.hpp), as SessionOptions's: with a GPU backend and a
+    // request that splits, the engine runs the placement plan_placement chooses for its plan.
+    PlacementRequest placement;
+    Backend *placed = nullptr;   // a backend to run on instead of `backend` (tests)
 };
 
 // The sizes an engine allocates, computed before allocating anything (ember_estimate_memory uses the
@@ -87,6 +92,8 @@ public:
     const EnginePlan &plan() const { return plan_; }
     // The backend the engine runs on (what AUTO or a device chose, never AUTO).
     ember_backend_kind backend_kind() const { return backend_kind_; }
+    // Where the placement across devices put the model (PlacementPlan::describe), or "" on one device.
+    const std::string &placement() const { return placement_; }
     bool manual() const { return opts_.manual_step; }
 
 private:
@@ -109,6 +116,7 @@ private:
     EngineOptions opts_;
     EnginePlan plan_;
     ember_backend_kind backend_kind_ = EMBER_BACKEND_CPU;
+    std::string placement_;
     std::unique_ptr<BackendContext> ctx_;
     kv::BlockPool pool_;
     std::unique_ptr<kv::BlockPool> window_pool_;   // with plan_.n_window_blocks: the window layers' blocks

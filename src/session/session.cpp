@@ -51,7 +51,7 @@ Session::Session(const Model &model, const SessionOptions &opts)
     const uint32_t n_seq = opts.n_seq_max ? opts.n_seq_max : 1;
     if (n_seq > 4096) fail(EMBER_ERR_INVALID_ARGUMENT, "n_seq_max %u is too large", n_seq);
     kv_type_ = opts.kv_type;
-    Backend *backend = &backend_require(opts.backend);
+    Backend *backend = opts.placed ? opts.placed : &backend_require(opts.backend);
     // One spare block per sequence: rolling back into a block that was already full and published makes
     // the next write copy it first (copy-on-write), which briefly needs one block more than the context.
     const uint64_t n_blocks = uint64_t{n_seq} * ((n_ctx_ + kv::kBlockSize - 1) / kv::kBlockSize + 1);
@@ -81,6 +81,15 @@ Session::Session(const Model &model, const SessionOptions &opts)
             fail(EMBER_ERR_UNSUPPORTED, "the %s backend does not run models with recurrent layers (%s)", backend->name(),
                  model.desc().arch.c_str());
         cp.n_state_slots = 2 * n_seq;
+    }
+    if (!opts.placed && opts.placement.split() && backend->kind() != EMBER_BACKEND_CPU) {
+        // Across devices (backend/placement.hpp): refused here, before anything is allocated, when it cannot fit.
+        const PlacementPlan plan = plan_placement(model.desc_for(n_ctx_).c, *backend, cp, opts.placement);
+        backend = plan.backend;
+        placement_ = plan.describe();
+        log_msg(&model.log(), EMBER_LOG_INFO, "placement: %s", placement_.c_str());
+        backend_kind_ = backend->kind();
+        precision_high_ok_ = backend->precision_high();
     }
     const uint64_t context_bytes = backend->context_bytes(model.desc().c, cp);
     {
@@ -143,6 +152,7 @@ Session::Session(const Session &parent, ForkTag)
     seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());
     if (parent.win_) win_ = std::make_unique<kv::WindowTable>(parent.win_->fork());
     window_stale_ = parent.window_stale_;   // then each rebuilds its own on first use
+    placement_ = parent.placement_;
     if (parent.has_state()) {
         take_state_slots();
         try {
