@@ -21,6 +21,8 @@ public:
     Buffer weights;
     std::vector<WeightRef> tensors;  // by the description's index; a tensor listed twice is stored once
     uint32_t vec(int32_t t) const { return t < 0 ? kNone : tensors[static_cast<size_t>(t)].off; }
+    // A part of a program cut across devices starts from the batch's input rows in this buffer (-1: tokens).
+    int32_t input_buf = -1;
 };
 
 // What a context allocates (one function: the estimate is what create allocates).
@@ -68,8 +70,10 @@ private:
         uint32_t moe_logits;         // a MOE node's router logits, read back for the routing
         MoeIo moe;                   // its routing lists
         uint32_t runs, n_runs;       // the sequences' state runs (state_runs.glsl), for a model with state
+        uint32_t input;              // the batch's input rows (Model::input_buf), copied to their buffer first
     };
     Io fill_io(const ember_mod_batch &b);
+    void record_input(const Io &io, uint32_t n);
     void record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint32_t nl);
     void release();
     void ensure_io(size_t words);
