@@ -81,6 +81,8 @@ var goConstants = []goConstant{
 	{"CPUPriorityLow", "EMBER_CPU_PRIORITY_LOW", int64(CPUPriorityLow)},
 	{"CPUPriorityHigh", "EMBER_CPU_PRIORITY_HIGH", int64(CPUPriorityHigh)},
 	{"CPUBudgetFixedThreads", "EMBER_CPU_BUDGET_FIXED_THREADS", int64(CPUBudgetFixedThreads)},
+	{"GPULayersAll", "EMBER_GPU_LAYERS_ALL", GPULayersAll},
+	{"GPULayersAuto", "EMBER_GPU_LAYERS_AUTO", GPULayersAuto},
 	{"ABIVersion", "EMBER_ABI_VERSION", ABIVersion},
 	{"VersionMajor", "EMBER_VERSION_MAJOR", VersionMajor},
 	{"VersionMinor", "EMBER_VERSION_MINOR", VersionMinor},

@@ -281,9 +281,9 @@ PlacementPlan plan_placement(const ember_mod_model_desc &d, Backend &gpu, const 
                                   resolve(req.experts_on_cpu, n, "experts_on_cpu"));
         p.budget = budget;
         if (!fits(p))
-            fail(EMBER_ERR_OUT_OF_MEMORY, "placement does not fit: %s needs %s MiB on %s, over its budget of %s MiB (%s); "
-                 "place fewer layers on it (gpu_layers, or auto)", layer_range(0, std::max(1u, p.gpu_layers)).c_str(),
-                 mib(p.gpu_weights + p.gpu_context).c_str(), gpu.name(), mib(budget).c_str(), p.describe().c_str());
+            fail(EMBER_ERR_OUT_OF_MEMORY, "placement does not fit: %u of %u layers on %s need %s MiB there, over its budget "
+                 "of %s MiB (%s); place fewer layers on it (gpu_layers, or auto)", p.gpu_layers, n, gpu.name(),
+                 mib(p.gpu_weights + p.gpu_context).c_str(), mib(budget).c_str(), p.describe().c_str());
         return p;
     }
     // Candidates, fastest first (placement.hpp): all on the GPU; a MoE's experts moved off layer by layer;

@@ -145,6 +145,22 @@ std::unique_ptr<ProgramPart> make_part(const ember_mod_model_desc &d, uint32_t f
         p->nodes.push_back(g);
     }
 
+    // Only the buffers its nodes use, renumbered (a backend sizes every buffer of a description: the
+    // whole program's logits rows are large and most parts never touch them).
+    std::map<int32_t, int32_t> buf_ids;
+    std::vector<ember_graph_buf> used;
+    auto renumber = [&](int32_t &b) {
+        if (b < 0) return;
+        auto [it, added] = buf_ids.emplace(b, static_cast<int32_t>(used.size()));
+        if (added) used.push_back(p->bufs[static_cast<size_t>(b)]);
+        b = it->second;
+    };
+    for (ember_graph_node &n : p->nodes) {
+        renumber(n.dst), renumber(n.src), renumber(n.src2), renumber(n.src3);
+    }
+    renumber(logits), renumber(input);
+    p->bufs = std::move(used);
+
     ember_mod_model_desc &c = p->c;
     c = d;
     c.struct_size = sizeof c;

@@ -139,15 +139,25 @@ MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &o
     return m;
 }
 
+PlacementPlan estimate_engine_placement(const Model &model, const EngineOptions &opts) {
+    PlacementPlan p;
+    engine_backend(model, opts, plan_engine(model, opts), &p);
+    return p;
+}
+
 namespace {
 // The plan, once the memory it needs is known to be there (before the block pool, the first large
 // allocation, is made).
 EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
     const EnginePlan plan = plan_engine(model, opts);
-    Backend &backend = engine_backend(model, opts, plan);
+    PlacementPlan placed;
+    Backend &backend = engine_backend(model, opts, plan, &placed);
     const MemoryEstimate m = estimate_engine_memory(model, opts);
     const std::string what = format("an engine of n_ctx %u x n_seq_max %u (%u KV blocks)", plan.n_ctx, plan.n_seq_max, plan.n_blocks);
-    if (backend.kind() == EMBER_BACKEND_CPU) {
+    if (placed.backend && placed.gpu_layers > 0 && backend.kind() != EMBER_BACKEND_CPU) {
+        // Across devices: the GPU's part was held to its budget by plan_placement; the CPU's part here.
+        check_host_memory(placed.cpu_context, (what + ", its part on the CPU").c_str());
+    } else if (backend.kind() == EMBER_BACKEND_CPU) {
         const uint64_t weights = model.cpu_weights_reserve(m.kv_bytes + m.compute_bytes);   // (model.hpp)
         check_host_memory(m.kv_bytes + m.compute_bytes + weights,
                           (what + (weights ? " with its huge-page copy of the weights" : "")).c_str());
@@ -162,12 +172,8 @@ EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
 Engine::Engine(const Model &model, const EngineOptions &opts)
     : model_(model), opts_(opts), plan_(plan_within_memory(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
     // plan_.n_ctx is each request's context: LongRoPE files get their long factors past the original one.
-    PlacementPlan placed;
-    Backend &backend = engine_backend(model, opts, plan_, &placed);
-    if (placed.backend) {
-        placement_ = placed.describe();
-        log_msg(&model.log(), EMBER_LOG_INFO, "placement: %s", placement_.c_str());
-    }
+    Backend &backend = engine_backend(model, opts, plan_, &placement_);
+    if (placement_.backend) log_msg(&model.log(), EMBER_LOG_INFO, "placement: %s", placement_.describe().c_str());
     backend_kind_ = backend.kind();
     if (plan_.n_state_slots > 0 && !backend.recurrent_state())
         fail(EMBER_ERR_UNSUPPORTED, "the %s backend does not run models with recurrent layers (%s)", backend.name(),

@@ -64,6 +64,9 @@ struct MemoryEstimate {
     uint64_t compute_bytes = 0;   // activations and scratch
 };
 MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &opts);
+// The placement across devices an engine with these options would run (nothing allocated); on one
+// device, a plan without a backend.
+PlacementPlan estimate_engine_placement(const Model &model, const EngineOptions &opts);
 
 class Engine {
 public:
@@ -90,10 +93,11 @@ public:
     Stats stats();
 
     const EnginePlan &plan() const { return plan_; }
+    const Model &model() const { return model_; }
     // The backend the engine runs on (what AUTO or a device chose, never AUTO).
     ember_backend_kind backend_kind() const { return backend_kind_; }
-    // Where the placement across devices put the model (PlacementPlan::describe), or "" on one device.
-    const std::string &placement() const { return placement_; }
+    // Where the placement across devices put the model (its backend is null on one device).
+    const PlacementPlan &placement() const { return placement_; }
     bool manual() const { return opts_.manual_step; }
 
 private:
@@ -116,7 +120,7 @@ private:
     EngineOptions opts_;
     EnginePlan plan_;
     ember_backend_kind backend_kind_ = EMBER_BACKEND_CPU;
-    std::string placement_;
+    PlacementPlan placement_;
     std::unique_ptr<BackendContext> ctx_;
     kv::BlockPool pool_;
     std::unique_ptr<kv::BlockPool> window_pool_;   // with plan_.n_window_blocks: the window layers' blocks

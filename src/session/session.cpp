@@ -82,12 +82,12 @@ Session::Session(const Model &model, const SessionOptions &opts)
                  model.desc().arch.c_str());
         cp.n_state_slots = 2 * n_seq;
     }
+    placement_request_ = opts.placement;
     if (!opts.placed && opts.placement.split() && backend->kind() != EMBER_BACKEND_CPU) {
         // Across devices (backend/placement.hpp): refused here, before anything is allocated, when it cannot fit.
-        const PlacementPlan plan = plan_placement(model.desc_for(n_ctx_).c, *backend, cp, opts.placement);
-        backend = plan.backend;
-        placement_ = plan.describe();
-        log_msg(&model.log(), EMBER_LOG_INFO, "placement: %s", placement_.c_str());
+        placement_ = plan_placement(model.desc_for(n_ctx_).c, *backend, cp, opts.placement);
+        backend = placement_.backend;
+        log_msg(&model.log(), EMBER_LOG_INFO, "placement: %s", placement_.describe().c_str());
         backend_kind_ = backend->kind();
         precision_high_ok_ = backend->precision_high();
     }
@@ -95,7 +95,10 @@ Session::Session(const Model &model, const SessionOptions &opts)
     {
         const uint64_t bytes = context_bytes + uint64_t{hp.n_vocab} * sizeof(float);
         const std::string what = format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq);
-        if (backend_kind_ == EMBER_BACKEND_CPU) {
+        if (placement_.backend && placement_.gpu_layers > 0 && backend_kind_ != EMBER_BACKEND_CPU) {
+            // Across devices: the GPU's part was held to its budget by plan_placement; the CPU's part here.
+            check_host_memory(placement_.cpu_context, (what + ", its part on the CPU").c_str());
+        } else if (backend_kind_ == EMBER_BACKEND_CPU) {
             const uint64_t weights = model.cpu_weights_reserve(bytes);   // the first CPU user copies them (model.hpp)
             check_host_memory(bytes + weights, (what + (weights ? " with its huge-page copy of the weights" : "")).c_str());
         } else {
@@ -153,6 +156,7 @@ Session::Session(const Session &parent, ForkTag)
     if (parent.win_) win_ = std::make_unique<kv::WindowTable>(parent.win_->fork());
     window_stale_ = parent.window_stale_;   // then each rebuilds its own on first use
     placement_ = parent.placement_;
+    placement_request_ = parent.placement_request_;
     if (parent.has_state()) {
         take_state_slots();
         try {

@@ -130,8 +130,9 @@ public:
     // its forks share.
     uint64_t context_bytes() const { return kv_->context_bytes; }
     ember_backend_kind backend_kind() const { return backend_kind_; }
-    // Where the placement across devices put the model (PlacementPlan::describe), or "" on one device.
-    const std::string &placement() const { return placement_; }
+    // Where the placement across devices put the model (its backend is null on one device), and what was asked.
+    const PlacementPlan &placement() const { return placement_; }
+    const PlacementRequest &placement_request() const { return placement_request_; }
     // EMBER_PRECISION_* for the passes from now on (ember_session_set_precision); EMBER_ERR_UNSUPPORTED
     // for EMBER_PRECISION_HIGH on a backend without it (Backend::precision_high).
     void set_precision(uint32_t precision);
@@ -172,7 +173,8 @@ private:
     uint32_t n_ctx_ = 0, n_batch_ = 0;
     DType kv_type_ = DType::F16;
     ember_backend_kind backend_kind_ = EMBER_BACKEND_CPU;   // the backend that runs this session
-    std::string placement_;
+    PlacementPlan placement_;
+    PlacementRequest placement_request_;
     bool precision_high_ok_ = false;                         // its Backend::precision_high()
     uint32_t precision_ = 0;                                 // EMBER_PRECISION_*
     // A session is one sequence in a block pool (shared with its forks only), evaluated by the same
