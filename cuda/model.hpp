@@ -64,6 +64,10 @@ public:
     const DevWeight &matrix(int32_t i) const { return tensors[static_cast<size_t>(i)]; }
     // An F32 vector, or nullptr for -1 (an optional tensor that is absent).
     const float *vec(int32_t i) const { return i < 0 ? nullptr : static_cast<const float *>(tensors[static_cast<size_t>(i)].codes); }
+    // Token ids must be below this: the smallest GET_ROWS table's rows (UINT32_MAX without one).
+    uint32_t n_token_ids = UINT32_MAX;
+    // A part of a program cut across devices starts from the batch's input rows in this buffer (-1: tokens).
+    int32_t input_buf = -1;
 
 private:
     DevBuf buf_;

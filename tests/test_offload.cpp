@@ -23,6 +23,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <malloc.h>
+#include <unistd.h>
 #include <vector>
 
 using namespace ember;
@@ -315,11 +317,63 @@ void test_fit_moe_experts_first(void **) {
     assert_true(p.experts_on_cpu > 0);
 }
 
+// Resident memory of this process, bytes.
+uint64_t rss_bytes() {
+    std::FILE *f = std::fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    if (!f) return 0;
+    const int n = std::fscanf(f, "%lu %lu", &size, &resident);
+    std::fclose(f);
+    return n == 2 ? uint64_t{resident} * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+void test_estimate_matches_rss(void **) {
+    // A split placement's estimate (weights of each part, each part's context) against what the process
+    // takes once a session on it has run: both parts are host memory where the CPU stands in for the GPU.
+    if (g_gpu != EMBER_BACKEND_CPU) return;   // a GPU's part is device memory, not RSS
+    SyntheticSpec spec;
+    spec.n_layer = 8, spec.n_embd = 768, spec.n_head = 12, spec.n_head_kv = 4, spec.n_ff = 2048, spec.n_vocab = 512;
+    spec.type = DType::Q8_0;
+    spec.tied_output = false;   // (a tied matrix would be counted in both parts but resident once)
+    // Measured from before the load (pages of the file it touches count) with the allocator's free memory
+    // given back, so that what the session allocates shows as new pages rather than reused ones.
+    malloc_trim(0);
+    const uint64_t before = rss_bytes();
+    auto m = load_synthetic(spec);
+    malloc_trim(0);   // (the file's bytes, written and freed by load_synthetic)
+    const uint32_t n = m->desc().hp.n_layer;
+    SessionOptions o = options(nullptr);
+    o.n_ctx = 256, o.n_batch = 64, o.n_threads = 2;
+    ContextParams cp;
+    cp.n_blocks = o.n_ctx / 16 + 1, cp.n_batch = o.n_batch, cp.n_logits = o.n_batch, cp.n_threads = 2;
+    PlacementRequest req;
+    req.gpu_layers = static_cast<int32_t>(n / 2);
+    req.gpu_budget = UINT64_MAX / 2;
+    const PlacementPlan plan = plan_placement(m->desc().c, gpu(), cp, req);
+    const uint64_t estimate = plan.gpu_weights + plan.gpu_context + plan.cpu_weights + plan.cpu_context;
+    {
+        o.placed = plan.backend;
+        Session s(*m, o);
+
+        // The whole context: every weight read, every buffer and cache row written (untouched pages are
+        // not resident, so a shorter run measures less than what the placement holds).
+        const std::vector<int32_t> p = prompt(o.n_ctx - 1, m->desc().hp.n_vocab);
+        s.feed(p.data(), p.size());
+        const uint64_t used = rss_bytes() - before;
+
+        const double ratio = static_cast<double>(used) / static_cast<double>(estimate);
+        std::printf("split estimate %.1f MiB, measured RSS %.1f MiB (%.3f)\n", estimate / 1048576.0, used / 1048576.0, ratio);
+        assert_true(ratio > 0.95 && ratio < 1.05);
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     if (const int rc = test_backend_arg(argc, argv, &g_gpu); rc >= 0) return rc;
     const struct CMUnitTest tests[] = {
+        // First: memory the other cases free stays with the allocator, and reused it would not show in RSS.
+        cmocka_unit_test(test_estimate_matches_rss),
         cmocka_unit_test(test_split_parts),
         cmocka_unit_test(test_split_every_boundary),
         cmocka_unit_test(test_experts_on_cpu),

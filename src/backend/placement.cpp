@@ -25,6 +25,12 @@ bool gpu_takes_last(Backend &gpu) { return gpu.input_rows(); }
 
 } // namespace
 
+// The host buffers a SplitContext keeps for the rows crossing after part p (its output and the next
+// part's input, swapped pass by pass).
+uint64_t crossing_bytes(const ProgramPart &p, const ContextParams &whole) {
+    return 2 * uint64_t{whole.n_batch} * p.out_width * sizeof(float);
+}
+
 ContextParams part_params(const ProgramPart &p, const ContextParams &whole, bool last) {
     ContextParams cp = whole;
     if (!last) cp.n_logits = whole.n_batch;
@@ -176,7 +182,8 @@ public:
         const std::vector<PlacedPart> parts = place_program(desc, gpu_, gpu_layers_, experts_);
         size_t s = 0;
         for (size_t k = 0; k < parts.size(); ++k)
-            s += parts[k].backend->context_bytes(parts[k].part->c, part_params(*parts[k].part, params, k + 1 == parts.size()));
+            s += parts[k].backend->context_bytes(parts[k].part->c, part_params(*parts[k].part, params, k + 1 == parts.size())) +
+                 crossing_bytes(*parts[k].part, params);
         return s;
     }
     uint64_t device_memory_available() override { return gpu_.device_memory_available(); }
@@ -247,6 +254,7 @@ PlacementPlan measure(const ember_mod_model_desc &d, Backend &gpu, const Context
         const uint64_t ctx = pp.backend->context_bytes(pp.part->c, part_params(*pp.part, params, k + 1 == parts.size()));
         (pp.on_gpu ? p.gpu_weights : p.cpu_weights) += pp.part->weight_bytes;
         (pp.on_gpu ? p.gpu_context : p.cpu_context) += ctx;
+        p.cpu_context += crossing_bytes(*pp.part, params);   // host memory wherever the part runs
     }
     return p;
 }
