@@ -172,6 +172,16 @@ void test_hybrid_state_split(void **) {
     for (uint32_t g = 1; g < 4; ++g) greedy_same(*m, placed_backend(gpu(), 4, g, 0), 12, 4);
 }
 
+void test_window_layers_split(void **) {
+    // Sliding-window layers (Gemma 3: five window layers, one global, window 4) keep their rows in the
+    // window pool of each part's device; a prompt well past the window, cut at every boundary.
+    SyntheticSpec spec = synthetic_family("gemma3");
+    spec.n_layer = 6;
+    spec.logit_std = 4;
+    auto m = load_synthetic(spec);
+    for (uint32_t g = 1; g < 6; g += 2) greedy_same(*m, placed_backend(gpu(), 6, g, 0), 40, 6);
+}
+
 void test_save_restore_across_placements(void **) {
     auto m = dense_model();
     const uint32_t n = m->desc().hp.n_layer;
@@ -378,6 +388,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_split_every_boundary),
         cmocka_unit_test(test_experts_on_cpu),
         cmocka_unit_test(test_hybrid_state_split),
+        cmocka_unit_test(test_window_layers_split),
         cmocka_unit_test(test_save_restore_across_placements),
         cmocka_unit_test(test_fork_and_cancel),
         cmocka_unit_test(test_engine_eight_requests),

@@ -168,6 +168,53 @@ static void test_split_session_and_engine(void **state) {
     ember_engine_free(e);
 }
 
+struct collected {
+    ember_token t[32];
+    size_t n;
+};
+
+static bool collect(ember_token token, const char *text, size_t len, void *ud) {
+    (void)text, (void)len;
+    struct collected *c = ud;
+    if (c->n < 32) c->t[c->n++] = token;
+    return true;
+}
+
+static void test_split_speculation(void **state) {
+    /* A split target with a draft (the same file: every proposal is accepted), the draft placed by the
+     * target's rule: the greedy tokens are the CPU's. */
+    (void)state;
+    if (!g_model) skip();
+    const ember_backend_kind gpu = gpu_backend();
+    if (gpu == EMBER_BACKEND_AUTO) skip();
+    ember_session_params sp;
+    ember_session_params_init(&sp);
+    sp.n_ctx = 128;
+    sp.backend = EMBER_BACKEND_CPU;
+    ember_token ref[12];
+    greedy(&sp, ref, 12);
+    sp.backend = gpu, sp.gpu_layers = 4;
+    ember_session *s = NULL;
+    assert_int_equal(ember_session_create(g_model, &sp, &s), EMBER_OK);
+    ember_token prompt[16];
+    const size_t np = test_tokenize(g_model, "Once upon a time", prompt, 16);
+    assert_int_equal(ember_session_feed(s, prompt, np), EMBER_OK);
+    ember_spec_params spec;
+    ember_spec_params_init(&spec);
+    spec.mode = EMBER_SPEC_DRAFT, spec.draft_model = g_model, spec.k = 3;
+    assert_int_equal(ember_session_set_speculation(s, &spec), EMBER_OK);
+    ember_sampler *smp = test_greedy_sampler();
+    ember_generate_params gp;
+    ember_generate_params_init(&gp);
+    struct collected c = {{0}, 0};
+    gp.max_tokens = 12, gp.on_token = collect, gp.user_data = &c;
+    assert_int_equal(ember_generate(s, smp, &gp, NULL), EMBER_OK);
+    assert_int_equal(c.n, 12);
+    assert_memory_equal(ref, c.t, sizeof ref);
+    ember_sampler_free(smp);
+    ember_session_free(s);
+}
+
 static void test_fit_and_refusal(void **state) {
     (void)state;
     if (!g_model) skip();
@@ -229,6 +276,7 @@ int main(void) {
         cmocka_unit_test(test_old_inits),
         cmocka_unit_test(test_bad_fields_and_cpu),
         cmocka_unit_test(test_split_session_and_engine),
+        cmocka_unit_test(test_split_speculation),
         cmocka_unit_test(test_fit_and_refusal),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

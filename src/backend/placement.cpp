@@ -132,6 +132,7 @@ public:
             if (parts_[k]->c.state_floats) ctxs_[k]->write_state(slot, src + parts_[k]->state_begin);
     }
     BackendContext &part(size_t k) const { return *ctxs_[k]; }
+    size_t n_parts() const { return ctxs_.size(); }
 
 private:
     std::vector<std::unique_ptr<BackendContext>> ctxs_;
@@ -147,13 +148,19 @@ public:
     }
     std::unique_ptr<BackendContext> create_context(const ContextParams &params) override {
         // Threads are shared part by part with a context of the same placement (a draft and its target).
+        // The parts of one backend run one after another, never at once: they share one set of worker
+        // threads (the first such part's), else each would keep its own spinning after its turn.
         const auto *share = dynamic_cast<const SplitContext *>(params.share_threads_with);
         std::vector<std::unique_ptr<BackendContext>> ctxs;
         std::vector<const ProgramPart *> parts;
+        std::map<const Backend *, const BackendContext *> first_of;
         for (size_t k = 0; k < parts_.size(); ++k) {
             ContextParams cp = part_params(*parts_[k].part, params, k + 1 == parts_.size());
-            if (share) cp.share_threads_with = &share->part(std::min(k, parts_.size() - 1));
+            auto first = first_of.find(parts_[k].backend);
+            if (share) cp.share_threads_with = &share->part(std::min(k, share->n_parts() - 1));
+            else if (first != first_of.end()) cp.share_threads_with = first->second;
             ctxs.push_back(models_[k]->create_context(cp));
+            first_of.emplace(parts_[k].backend, ctxs.back().get());
             parts.push_back(parts_[k].part.get());
         }
         return std::make_unique<SplitContext>(std::move(ctxs), parts);
