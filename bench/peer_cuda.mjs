@@ -50,6 +50,7 @@ const opts = {
         else if (k === "--threads") opts.threads = +next(i++);
         else if (k === "--batch") opts.batch = +next(i++);
         else if (k === "--flash-attn") opts.flashAttn = next(i++);
+        else if (k === "--gpu-layers") opts.gpuLayers = +next(i++);   // llama.cpp's -ngl (default: every layer)
         else if (k === "--no-warmup") opts.warmup = false;
         else if (k === "--verbose") opts.verbose = true;
         else throw new Error(`unknown argument ${k}`);
@@ -136,7 +137,7 @@ async function main() {
     const t1 = now();
     const model = await llama.loadModel({
         modelPath: path.resolve(opts.model),
-        gpuLayers: useCuda ? "max" : 0,
+        gpuLayers: useCuda ? (Number.isInteger(opts.gpuLayers) ? opts.gpuLayers : "max") : 0,
         defaultContextFlashAttention: fa
     });
     const contextSize = Math.ceil((P + G + 8) / 256) * 256;   // per sequence

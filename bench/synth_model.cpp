@@ -3,7 +3,8 @@
 // does). Uses the core's synthetic-model writer, so it links the internals, unlike the ember CLI.
 //
 //   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b|gemma4-e4b|
-//               gemma4-26b-a4b|lfm2-1.2b|lfm2-8b-a1b|granite-4-h-tiny|bert-tiny|bge-small|qwen3-embedding-0.6b]
+//               gemma4-26b-a4b|lfm2-1.2b|lfm2-8b-a1b|granite-4-h-tiny|bert-tiny|bge-small|qwen3-embedding-0.6b|
+//               qwen3-30b-a3b]
 //               [--family NAME]
 //               [--arch llama|qwen2] [--type TYPE] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N]
 //               [--vocab N] [--ctx N] [--seed N] [--window N] [--repeat-layers 1] [--rope-sections A,B,C,D]
@@ -183,6 +184,14 @@ int main(int argc, char **argv) {
             s.n_expert = 64, s.n_expert_used = 6, s.n_ff = 512, s.n_ff_shexp = 1024;
             s.recurrent_layers.assign(40, true);
             for (uint32_t l : {5, 15, 25, 35}) s.recurrent_layers[l] = false;
+        } else if (k == "--preset" && v == "qwen3-30b-a3b") {
+            // Qwen3-30B-A3B's shape (qwen3moe): 48 layers of width 2048, 32 heads / 4 KV heads of width 128
+            // with per-head q/k norms, 128 experts (8 used) of width 768, 151,936 tokens, theta 1e6. For
+            // placement across devices (docs/offload.md): experts on the CPU, the rest on the GPU.
+            s = synthetic_family("qwen3moe");
+            s.n_embd = 2048, s.n_layer = 48, s.n_head = 32, s.n_head_kv = 4, s.head_dim = 128, s.n_vocab = 151936;
+            s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768, s.n_ff = 768;
+            s.tied_output = false, s.rope_theta = 1000000.0f, s.n_ctx = 40960;
         } else if (k == "--rope-sections") {
             s.rope_sections.clear();
             for (const char *q = v.c_str(); *q;) {
@@ -228,7 +237,7 @@ int main(int argc, char **argv) {
     }
     if (out.empty()) {
         std::fprintf(stderr, "usage: ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b|"
-                     "lfm2-1.2b|lfm2-8b-a1b|granite-4-h-tiny]\n"
+                     "lfm2-1.2b|lfm2-8b-a1b|granite-4-h-tiny|qwen3-30b-a3b|...]\n"
                              "       [--family NAME] [--type q4_0|q4_k_m|...]\n"
                              "       [--repeat-layers 1 (every layer the first's bytes: speed tests)] ...\n");
         return 2;

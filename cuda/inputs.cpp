@@ -32,7 +32,7 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
                 fail(EMBER_ERR_INTERNAL, "cuda forward: token %u at position %d maps to block %d of %u", t, p, block,
                      z.n_blocks);
         }
-        if (b.tokens[t] < 0 || static_cast<uint32_t>(b.tokens[t]) >= z.n_vocab)
+        if (b.tokens[t] < 0 || static_cast<uint32_t>(b.tokens[t]) >= (z.n_token_ids ? z.n_token_ids : z.n_vocab))
             fail(EMBER_ERR_INTERNAL, "cuda forward: token id %d out of range", b.tokens[t]);
         io[t] = b.tokens[t];
         io[r + t] = p;

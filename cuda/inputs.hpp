@@ -24,6 +24,9 @@ struct StepShape {
     uint32_t rows = 0, block_size = 0, n_blocks = 0, n_vocab = 0, n_batch = 0, n_logits = 0;
     uint32_t n_window_blocks = 0;  // 0: no window pool (the batch's window_tables are not read)
     uint32_t n_state_slots = 0;    // 0: no recurrent state (the batch's state_slots are not read)
+    // Token ids must be below this (the embedding's rows; 0: n_vocab). A part of a program cut across
+    // devices returns other rows than the vocabulary's, or starts from activations (no embedding at all).
+    uint32_t n_token_ids = 0;
 };
 
 // The recurrent layers' view of a pass (at step_io_state in io): its tokens grouped into runs, one per

@@ -8,6 +8,7 @@
 #include "model.hpp"
 
 #include "attn_math.hpp"
+#include "backend/backend.hpp"
 #include "backend/window_blocks.hpp"
 #include "cu_check.hpp"
 #include "family_kernels.hpp"
@@ -55,6 +56,12 @@ HostBuf::~HostBuf() {
 // --- the model ---------------------------------------------------------------------------------------
 Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(program_of(d)) {
     dev.make_current();
+    for (const ember_graph_node &n : prog.nodes)
+        if (n.op == EMBER_GRAPH_GET_ROWS && n.w >= 0)
+            n_token_ids = std::min(n_token_ids, static_cast<uint32_t>(d.tensors[n.w].ne[1]));
+    input_buf = desc_input_buf(d);
+    if (input_buf >= 0 && (static_cast<uint32_t>(input_buf) >= d.n_bufs || d.bufs[input_buf].rows != EMBER_GRAPH_ROWS_TOKENS))
+        fail(EMBER_ERR_INVALID_MODEL, "cuda: the program's input buffer %d is not a buffer of token rows", input_buf);
     // Each tensor the program reads, once: by index, and two entries of the same bytes (a description
     // that lists a tied matrix twice) share one copy.
     struct Place {
@@ -370,6 +377,7 @@ void Context::forward(const ember_mod_batch &b) {
     shape.rows = static_cast<uint32_t>(z_.rows), shape.block_size = bs, shape.n_blocks = p_.n_blocks;
     shape.n_vocab = pg.n_vocab, shape.n_batch = p_.n_batch, shape.n_logits = p_.n_logits;
     shape.n_window_blocks = p_.n_window_blocks, shape.n_state_slots = z_.n_state_slots;
+    shape.n_token_ids = m_.n_token_ids;
     int32_t *h = reinterpret_cast<int32_t *>(host_io_.data());
     std::vector<int32_t> tabs;
     step_inputs(b, shape, h, tabs);
@@ -380,6 +388,14 @@ void Context::forward(const ember_mod_batch &b) {
     }
     EMBER_CU(cudaMemcpyAsync(act_.data() + z_.io, h, host_io_bytes_, cudaMemcpyHostToDevice, s_));
     EMBER_CU(cudaMemcpyAsync(tables_.data(), tabs.data(), tabs.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s_));
+    if (m_.input_buf >= 0) {
+        // A part of a program cut across devices: the activations of the part before, into their buffer
+        // ahead of the pass (and of a captured graph's launch, which reads them there).
+        if (b.struct_size < offsetof(ember_mod_batch, input) + sizeof b.input || !b.input)
+            fail(EMBER_ERR_INTERNAL, "cuda forward: a program with an input buffer needs the batch's input rows");
+        EMBER_CU(cudaMemcpyAsync(buf(m_.input_buf), b.input, size_t{n} * pg.bufs[static_cast<size_t>(m_.input_buf)].width *
+                                 sizeof(float), cudaMemcpyHostToDevice, s_));
+    }
     one_table_ = true;
     for (uint32_t t = 1; t < n; ++t) one_table_ = one_table_ && b.tables[t] == b.tables[0];
 

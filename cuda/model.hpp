@@ -71,6 +71,10 @@ public:
         auto it = sel_bias.find(t);
         return it == sel_bias.end() ? nullptr : it->second.data();
     }
+    // Token ids must be below this: the smallest GET_ROWS table's rows (UINT32_MAX without one).
+    uint32_t n_token_ids = UINT32_MAX;
+    // A part of a program cut across devices starts from the batch's input rows in this buffer (-1: tokens).
+    int32_t input_buf = -1;
 
 private:
     DevBuf buf_;

@@ -3,6 +3,7 @@
 // can be cancelled), submitted once and waited on with a fence.
 #include "vk_model.hpp"
 
+#include "backend/backend.hpp"
 #include "backend/program_read.hpp"
 #include "backend/state_runs.hpp"
 #include "backend/window_blocks.hpp"
@@ -16,6 +17,9 @@
 namespace ember::vk {
 
 Model::Model(Device &device, const ember_mod_model_desc &d) : dev(device), prog(plan_program(d)) {
+    input_buf = desc_input_buf(d);
+    if (input_buf >= 0 && (static_cast<uint32_t>(input_buf) >= d.n_bufs || d.bufs[input_buf].rows != EMBER_GRAPH_ROWS_TOKENS))
+        fail(EMBER_ERR_INVALID_MODEL, "vulkan: the program's input buffer %d is not a buffer of token rows", input_buf);
     std::vector<uint32_t> packed;
     std::map<const void *, size_t> done;  // a tensor listed twice (by two names, say) is stored once
     for (uint32_t i = 0; i < d.n_tensors; ++i) {
@@ -216,6 +220,8 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
         if (P.hidden_buf < 0) fail(EMBER_ERR_INTERNAL, "vulkan forward: hidden rows asked of a program without them");
         io.hidden = static_cast<uint32_t>(words), words += size_t{n} * P.width(P.hidden_buf);
     }
+    io.input = static_cast<uint32_t>(words);
+    if (m_.input_buf >= 0) words += size_t{n} * P.width(m_.input_buf);
     io.logits = static_cast<uint32_t>(words);
     words += size_t{nl} * P.n_vocab;
     if (words > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan forward: a pass of %zu words of inputs and logits", words);
@@ -235,6 +241,11 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     if (io.inputs != kNone) std::memcpy(w + io.inputs, b.inputs, size_t{n} * P.input_width * sizeof(float));
     for (auto [tab, at] : table_at) std::memcpy(w + at, tab, table_len[tab] * sizeof(int32_t));
     if (!runs.empty()) std::memcpy(w + io.runs, runs.data(), runs.size() * sizeof(int32_t));
+    if (m_.input_buf >= 0) {
+        if (b.struct_size < offsetof(ember_mod_batch, input) + sizeof b.input || !b.input)
+            fail(EMBER_ERR_INTERNAL, "vulkan forward: a program with an input buffer needs the batch's input rows");
+        std::memcpy(w + io.input, b.input, size_t{n} * P.width(m_.input_buf) * sizeof(float));
+    }
     for (size_t k = 0; k < P.ropes.size(); ++k)
         rope_table(P.ropes[k].freq, b.pos, n, static_cast<float *>(io_.map) + io.rope[k], P.ropes[k].mscale);
     return io;
@@ -407,6 +418,7 @@ void Context::forward(const ember_mod_batch &b) {
         check(f.vkResetCommandBuffer(cb_, 0), "vkResetCommandBuffer");
         check(f.vkBeginCommandBuffer(cb_, &bi), "vkBeginCommandBuffer");
         Recorder r(dev_, cb_, bind_.set);
+        if (si == 0 && m_.input_buf >= 0) record_input(io, n);
         bool has_layer = false;
         const ember_graph_node *route = nullptr;  // a MOE node whose router logits this buffer ends with
         for (; si < P.steps.size(); ++si) {
@@ -452,6 +464,18 @@ void Context::forward(const ember_mod_batch &b) {
     if (nl > 0) std::memcpy(b.logits, static_cast<const float *>(io_.map) + io.logits, size_t{nl} * P.n_vocab * sizeof(float));
     if (io.hidden != kNone)
         std::memcpy(batch_hidden(b), static_cast<const float *>(io_.map) + io.hidden, size_t{n} * P.width(P.hidden_buf) * sizeof(float));
+}
+
+// The input rows (a part of a program cut across devices) into their buffer, before the first dispatch.
+void Context::record_input(const Io &io, uint32_t n) {
+    const DeviceApi &f = dev_.fn();
+    VkBufferCopy c{size_t{io.input} * 4, size_t{off(m_.input_buf)} * 4, size_t{n} * m_.prog.width(m_.input_buf) * 4};
+    f.vkCmdCopyBuffer(cb_, io_.buf, acts_.buf, 1, &c);
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    f.vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr,
+                           0, nullptr);
 }
 
 size_t Context::row_off(uint32_t il, int32_t block, uint32_t p) const {

@@ -28,6 +28,8 @@ public:
         auto it = sel_bias.find(t);
         return it == sel_bias.end() ? nullptr : it->second.data();
     }
+    // A part of a program cut across devices starts from the batch's input rows in this buffer (-1: tokens).
+    int32_t input_buf = -1;
 };
 
 // What a context allocates (one function: the estimate is what create allocates).
@@ -76,8 +78,10 @@ private:
         MoeIo moe;                   // its routing lists
         uint32_t runs, n_runs;       // the sequences' state runs (state_runs.glsl), for a model with state
         uint32_t inputs, hidden;     // the batch's input rows and the pass's hidden rows (kNone: none)
+        uint32_t input;              // the batch's input rows (Model::input_buf), copied to their buffer first
     };
     Io fill_io(const ember_mod_batch &b);
+    void record_input(const Io &io, uint32_t n);
     void record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint32_t nl);
     void release();
     void ensure_io(size_t words);

@@ -152,6 +152,13 @@ const (
 	CPUBudgetFixedThreads CPUBudgetFlags = 1 << 0 // never fewer threads than given (no adaptation)
 )
 
+// GPU layer counts of SessionOptions.GPULayers and EngineOptions.GPULayers (placement across devices):
+// every layer on the GPU, or the automatic fit to the budget. ExpertsOnCPU takes GPULayersAll too.
+const (
+	GPULayersAll  = -1
+	GPULayersAuto = -2
+)
+
 // The header's version constants (what this binding was written against).
 const (
 	ABIVersion   = 1

@@ -22,6 +22,10 @@ type EngineOptions struct {
 	NBatch   uint32
 	Backend  Backend
 	KVType   KVType
+	// Placement across devices, as SessionOptions's.
+	GPULayers      int32
+	ExpertsOnCPU   int32
+	GPUBudgetBytes uint64
 }
 
 // Engine batches many requests on one model (continuous batching on a worker thread). It and its
@@ -55,6 +59,11 @@ func (m *Model) NewEngine(opts *EngineOptions) (*Engine, error) {
 		p.n_threads = C.uint32_t(opts.NThreads)
 		p.backend = C.ember_backend_kind(opts.Backend)
 		p.kv_type = C.ember_kv_type(opts.KVType)
+		if opts.GPULayers != 0 {
+			p.gpu_layers = C.int32_t(opts.GPULayers)
+		}
+		p.experts_on_cpu = C.int32_t(opts.ExpertsOnCPU)
+		p.gpu_budget_bytes = C.uint64_t(opts.GPUBudgetBytes)
 	}
 	var h *C.ember_engine
 	var msg *C.char

@@ -69,6 +69,9 @@ func cgoStructLayouts() []cStructLayout {
 			{"n_seq_max", unsafe.Offsetof(s2.n_seq_max), unsafe.Sizeof(s2.n_seq_max)},
 			{"kv_type", unsafe.Offsetof(s2.kv_type), unsafe.Sizeof(s2.kv_type)},
 			{"device", unsafe.Offsetof(s2.device), unsafe.Sizeof(s2.device)},
+			{"gpu_layers", unsafe.Offsetof(s2.gpu_layers), unsafe.Sizeof(s2.gpu_layers)},
+			{"experts_on_cpu", unsafe.Offsetof(s2.experts_on_cpu), unsafe.Sizeof(s2.experts_on_cpu)},
+			{"gpu_budget_bytes", unsafe.Offsetof(s2.gpu_budget_bytes), unsafe.Sizeof(s2.gpu_budget_bytes)},
 		}},
 		{"ember_sampler_params", C.sizeof_ember_sampler_params, unsafe.Alignof(s3), []cFieldLayout{
 			{"struct_size", unsafe.Offsetof(s3.struct_size), unsafe.Sizeof(s3.struct_size)},
@@ -116,6 +119,9 @@ func cgoStructLayouts() []cStructLayout {
 			{"kv_type", unsafe.Offsetof(s6.kv_type), unsafe.Sizeof(s6.kv_type)},
 			{"reserved", unsafe.Offsetof(s6.reserved), unsafe.Sizeof(s6.reserved)},
 			{"device", unsafe.Offsetof(s6.device), unsafe.Sizeof(s6.device)},
+			{"gpu_layers", unsafe.Offsetof(s6.gpu_layers), unsafe.Sizeof(s6.gpu_layers)},
+			{"experts_on_cpu", unsafe.Offsetof(s6.experts_on_cpu), unsafe.Sizeof(s6.experts_on_cpu)},
+			{"gpu_budget_bytes", unsafe.Offsetof(s6.gpu_budget_bytes), unsafe.Sizeof(s6.gpu_budget_bytes)},
 		}},
 		{"ember_engine_stats", C.sizeof_ember_engine_stats, unsafe.Alignof(s7), []cFieldLayout{
 			{"struct_size", unsafe.Offsetof(s7.struct_size), unsafe.Sizeof(s7.struct_size)},

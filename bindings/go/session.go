@@ -23,6 +23,12 @@ type SessionOptions struct {
 	Backend  Backend // BackendAuto (default), BackendCPU, ...
 	NSeqMax  uint32  // sequences the KV cache is sized for (this session and its forks)
 	KVType   KVType  // KVF16 (default) or KVQ8_0
+	// Placement across devices with a GPU backend (docs/offload.md): the GPU's layer count (0: the
+	// default, every layer; GPULayersAuto: the fit to GPUBudgetBytes), GPU layers whose MoE experts run
+	// on the CPU (GPULayersAll: every one), the GPU's budget in bytes (0: its free memory less a margin).
+	GPULayers      int32
+	ExpertsOnCPU   int32
+	GPUBudgetBytes uint64
 }
 
 // Session is one sequence's state (KV cache, logits) on a model. It is for one goroutine at a time:
@@ -63,6 +69,11 @@ func (m *Model) NewSession(opts *SessionOptions) (*Session, error) {
 		p.seed = C.uint64_t(opts.Seed)
 		p.backend = C.ember_backend_kind(opts.Backend)
 		p.kv_type = C.ember_kv_type(opts.KVType)
+		if opts.GPULayers != 0 {
+			p.gpu_layers = C.int32_t(opts.GPULayers)
+		}
+		p.experts_on_cpu = C.int32_t(opts.ExpertsOnCPU)
+		p.gpu_budget_bytes = C.uint64_t(opts.GPUBudgetBytes)
 	}
 	var h *C.ember_session
 	var msg *C.char

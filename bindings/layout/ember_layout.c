@@ -75,7 +75,10 @@
       F(ember_session_params, reserved, uint32_t)                                                    \
       F(ember_session_params, n_seq_max, uint32_t)                                                   \
       F(ember_session_params, kv_type, ember_kv_type)                                                \
-      F(ember_session_params, device, const ember_device *))                                  \
+      F(ember_session_params, device, const ember_device *)                                          \
+      F(ember_session_params, gpu_layers, int32_t)                                                   \
+      F(ember_session_params, experts_on_cpu, int32_t)                                               \
+      F(ember_session_params, gpu_budget_bytes, uint64_t))                                           \
     S(ember_sampler_params,                                                                          \
       F(ember_sampler_params, struct_size, uint32_t)                                                 \
       F(ember_sampler_params, temperature, float)                                                    \
@@ -130,7 +133,10 @@
       F(ember_engine_params, manual_step, bool)                                                      \
       F(ember_engine_params, kv_type, ember_kv_type)                                                 \
       F(ember_engine_params, reserved, uint32_t)                                                     \
-      F(ember_engine_params, device, const ember_device *))                                   \
+      F(ember_engine_params, device, const ember_device *)                                           \
+      F(ember_engine_params, gpu_layers, int32_t)                                                    \
+      F(ember_engine_params, experts_on_cpu, int32_t)                                                \
+      F(ember_engine_params, gpu_budget_bytes, uint64_t))                                            \
     S(ember_engine_stats,                                                                            \
       F(ember_engine_stats, struct_size, uint32_t)                                                   \
       F(ember_engine_stats, n_blocks, uint32_t)                                                      \
@@ -146,6 +152,16 @@
       F(ember_memory_estimate, kv_bytes, uint64_t)                                                   \
       F(ember_memory_estimate, compute_bytes, uint64_t)                                              \
       F(ember_memory_estimate, total_bytes, uint64_t))                                               \
+    S(ember_placement,                                                                               \
+      F(ember_placement, struct_size, uint32_t)                                                      \
+      F(ember_placement, n_layer, uint32_t)                                                          \
+      F(ember_placement, gpu_layers, uint32_t)                                                       \
+      F(ember_placement, experts_on_cpu, uint32_t)                                                   \
+      F(ember_placement, gpu_bytes, uint64_t)                                                        \
+      F(ember_placement, cpu_bytes, uint64_t)                                                        \
+      F(ember_placement, gpu_budget_bytes, uint64_t)                                                 \
+      F(ember_placement, automatic, bool)                                                            \
+      F(ember_placement, description, char[512]))                                                   \
     S(ember_request_params,                                                                          \
       F(ember_request_params, struct_size, uint32_t)                                                 \
       F(ember_request_params, prompt, const ember_token *)                                           \
@@ -289,7 +305,7 @@
     C(EMBER_ABI_VERSION) C(EMBER_VERSION_MAJOR) C(EMBER_VERSION_MINOR) C(EMBER_VERSION_PATCH)        \
     C(EMBER_TOKENIZE_ADD_SPECIAL) C(EMBER_TOKENIZE_PARSE_SPECIAL)                                    \
     C(EMBER_DETOKENIZE_RENDER_SPECIAL) C(EMBER_DETOKENIZE_KEEP_LEADING_SPACE)                        \
-    C(EMBER_CPU_BUDGET_FIXED_THREADS)
+    C(EMBER_CPU_BUDGET_FIXED_THREADS) C(EMBER_GPU_LAYERS_ALL) C(EMBER_GPU_LAYERS_AUTO)
 
 /* ---- callback types: X(ret, name, (args)) ---- */
 #define EMBER_CALLBACKS(X)                                                                           \
@@ -423,7 +439,11 @@
     X(ember_status, ember_rerank, (ember_embedder *, const char *, const char *const *, size_t, float *)) \
     X(void, ember_tool_grammar_params_init, (ember_tool_grammar_params *)) \
     X(ember_status, ember_chat_tool_grammar, (const ember_model *, const ember_tool_grammar_params *, ember_grammar **)) \
-    X(ember_status, ember_chat_tool_prefix, (const ember_model *, const ember_tool_grammar_params *, char *, size_t, size_t *))
+    X(ember_status, ember_chat_tool_prefix, (const ember_model *, const ember_tool_grammar_params *, char *, size_t, size_t *)) \
+    X(void, ember_placement_init, (ember_placement *)) \
+    X(ember_status, ember_session_placement, (const ember_session *, ember_placement *)) \
+    X(ember_status, ember_engine_placement, (ember_engine *, ember_placement *)) \
+    X(ember_status, ember_estimate_placement, (const ember_model *, const ember_engine_params *, ember_placement *))
 
 /* Every entry is checked by the compiler: a wrong type here is a build error, not a wrong table. */
 #define CHECK_FN(ret, name, args) _Static_assert(SAME_TYPE(&name, ret(*) args), #name " has another type in ember.h");

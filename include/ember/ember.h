@@ -347,6 +347,11 @@ typedef enum ember_kv_type {
     EMBER_KV_Q8_0 = 1
 } ember_kv_type;
 
+/** ember_session_params.gpu_layers and ember_engine_params.gpu_layers (EMBER_1.9): every layer on the GPU,
+ *  or the automatic fit to the budget. experts_on_cpu takes EMBER_GPU_LAYERS_ALL too. */
+#define EMBER_GPU_LAYERS_ALL (-1)
+#define EMBER_GPU_LAYERS_AUTO (-2)
+
 typedef struct ember_session_params {
     uint32_t struct_size;
     /** Context length in tokens (default 0: the model's trained context, capped at 4096). */
@@ -372,6 +377,19 @@ typedef struct ember_session_params {
     /** The device to run on, from ember_devices() (default NULL: the one `backend` chooses). When set,
      *  `backend` is ignored; see ember_devices() for what choosing a GPU device means. */
     const ember_device *device;
+    /* --- EMBER_1.9 (a caller built against EMBER_1.4 passes struct_size 48 and gets the defaults) --- */
+    /** Placement across devices (docs/offload.md), with a GPU backend or device: how many decoder layers
+     *  run on the GPU, the rest on the CPU — a count, EMBER_GPU_LAYERS_ALL (default: the whole model on the
+     *  GPU) or EMBER_GPU_LAYERS_AUTO (the placement that fits gpu_budget_bytes and decodes fastest). With
+     *  the CPU backend, ignored. A placement that cannot fit is refused before anything is allocated
+     *  (EMBER_ERR_OUT_OF_MEMORY, with the numbers); ember_session_placement says where each part went. */
+    int32_t gpu_layers;
+    /** MoE experts of this many GPU layers (the first ones) stay in host memory and run on the CPU while
+     *  the rest of each layer runs on the GPU (default 0; EMBER_GPU_LAYERS_ALL: every layer's). */
+    int32_t experts_on_cpu;
+    /** Bytes the GPU's part may take: weights, KV cache, recurrent states, activations (default 0: the
+     *  device's free memory less a margin of 5%, at least 256 MiB). */
+    uint64_t gpu_budget_bytes;
 } ember_session_params;
 
 EMBER_API void ember_session_params_init(ember_session_params *params);
@@ -897,6 +915,11 @@ typedef struct ember_engine_params {
     /** The device to run on, from ember_devices() (default NULL: the one `backend` chooses). When set,
      *  `backend` is ignored. */
     const ember_device *device;
+    /* --- EMBER_1.9 (a caller built against EMBER_1.4 passes struct_size 56 and gets the defaults) --- */
+    /** Placement across devices, as ember_session_params's (default EMBER_GPU_LAYERS_ALL, 0, 0). */
+    int32_t gpu_layers;
+    int32_t experts_on_cpu;
+    uint64_t gpu_budget_bytes;
 } ember_engine_params;
 
 EMBER_API void ember_engine_params_init(ember_engine_params *params);
@@ -1580,6 +1603,40 @@ EMBER_API ember_status ember_embed_tokens(ember_embedder *embedder, const ember_
  *  a pair over max_tokens without truncate). */
 EMBER_API ember_status ember_rerank(ember_embedder *embedder, const char *query, const char *const *docs, size_t n_docs,
                                     float *scores);
+
+/* -------------------------------------------------------------------------------------------------
+ * Placement across devices (EMBER_1.9; docs/offload.md): a model larger than the GPU runs its last
+ * gpu_layers decoder layers (and the output) on the GPU and the rest on the CPU, optionally with the MoE
+ * experts of some GPU layers on the CPU; see ember_session_params.gpu_layers.
+ * ------------------------------------------------------------------------------------------------- */
+
+/** Where a session's or engine's model runs, or where it would. */
+typedef struct ember_placement {
+    uint32_t struct_size;
+    uint32_t n_layer;          /**< decoder layers of the model */
+    uint32_t gpu_layers;       /**< of them on the GPU (0: all on the CPU) */
+    uint32_t experts_on_cpu;   /**< GPU layers whose MoE experts run on the CPU */
+    uint64_t gpu_bytes;        /**< what the GPU's part takes: weights, KV cache and states, activations */
+    uint64_t cpu_bytes;        /**< the same on the CPU (its weights are mapped from the file) */
+    uint64_t gpu_budget_bytes; /**< the budget the placement was chosen for or checked against */
+    bool automatic;            /**< chosen by EMBER_GPU_LAYERS_AUTO */
+    /** "layers 12-23 and the output on vulkan (...MiB...); layers 0-11 on cpu (...)", NUL-terminated
+     *  (truncated to fit). */
+    char description[512];
+} ember_placement;
+
+EMBER_API void ember_placement_init(ember_placement *placement);
+
+/** The placement the session runs (for one device too: gpu_layers n_layer or 0, bytes 0). Errors:
+ *  EMBER_ERR_INVALID_ARGUMENT (NULL, struct_size). Thread-safe. */
+EMBER_API ember_status ember_session_placement(const ember_session *session, ember_placement *out);
+/** The same for an engine. */
+EMBER_API ember_status ember_engine_placement(ember_engine *engine, ember_placement *out);
+/** The placement ember_engine_create(model, params) would run, chosen and measured without allocating
+ *  anything (`ember info --fit`); a placement that cannot fit fails as the create would, with the numbers.
+ *  params may be NULL (defaults: the whole model on the best backend). */
+EMBER_API ember_status ember_estimate_placement(const ember_model *model, const ember_engine_params *params,
+                                                ember_placement *out);
 
 #ifdef __cplusplus
 }

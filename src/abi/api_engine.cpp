@@ -1,4 +1,5 @@
 // api_engine.cpp — engines and requests through the C ABI.
+#include "abi/api_placement.hpp"
 #include "abi/handles.hpp"
 
 #include <chrono>
@@ -16,6 +17,7 @@ extern "C" {
 namespace {
 constexpr uint32_t kEngineParamsV1Size = offsetof(ember_engine_params, kv_type);
 constexpr uint32_t kEngineParamsV2Size = offsetof(ember_engine_params, device);  // sizeof the EMBER_1.1 struct
+constexpr uint32_t kEngineParamsV3Size = offsetof(ember_engine_params, gpu_layers);  // sizeof the EMBER_1.4 struct
 ember_engine_params engine_params_defaults() {
     ember_engine_params p;
     std::memset(&p, 0, sizeof p);
@@ -24,17 +26,19 @@ ember_engine_params engine_params_defaults() {
     p.n_batch = 256;
     p.backend = EMBER_BACKEND_AUTO;
     p.kv_type = EMBER_KV_F16;
+    p.gpu_layers = EMBER_GPU_LAYERS_ALL;
     return p;
 }
 } // namespace
-EMBER_GROWN_TWICE_PARAMS_INIT_AT(ember_engine_params, ember_engine_params_init, engine_params_defaults, kEngineParamsV1Size,
-                              kEngineParamsV2Size, 1_1, "EMBER_1.1", 1_4, "EMBER_1.4");
+EMBER_GROWN_THRICE_PARAMS_INIT_AT(ember_engine_params, ember_engine_params_init, engine_params_defaults, kEngineParamsV1Size,
+                                  kEngineParamsV2Size, 1_1, "EMBER_1.1", kEngineParamsV3Size, 1_4, "EMBER_1.4", 1_9,
+                                  "EMBER_1.9");
 
 namespace {
 // select_device: make the params' device the one its backend opens (creating an engine); an estimate only
 // needs the device's backend.
 EngineOptions engine_options(const ember_engine_params *params, bool select_device) {
-    const ember_engine_params p = abi::read_params(params, kEngineParamsV1Size, impl_ember_engine_params_init_1_4,
+    const ember_engine_params p = abi::read_params(params, kEngineParamsV1Size, impl_ember_engine_params_init_1_9,
                                                    "ember_engine_params");
     const int64_t kv_type = abi::enum_value(p.kv_type), backend = abi::enum_value(p.backend);
     if (kv_type != EMBER_KV_F16 && kv_type != EMBER_KV_Q8_0)
@@ -50,6 +54,7 @@ EngineOptions engine_options(const ember_engine_params *params, bool select_devi
     o.backend = !p.device ? p.backend : select_device ? abi::use_device(p.device) : abi::device_backend(p.device);
     o.manual_step = p.manual_step;
     o.kv_type = abi::kv_dtype(p.kv_type);
+    o.placement = abi::placement_request(p.gpu_layers, p.experts_on_cpu, p.gpu_budget_bytes);
     return o;
 }
 
@@ -76,6 +81,18 @@ ember_status ember_estimate_memory(const ember_model *model, const ember_engine_
         EMBER_REQUIRE_ARG(model);
         EMBER_REQUIRE_ARG(out);
         write_estimate(*model->model, params, out);
+        return EMBER_OK;
+    });
+}
+
+ember_status ember_estimate_placement(const ember_model *model, const ember_engine_params *params, ember_placement *out) {
+    return guard("ember_estimate_placement", [&] {
+        EMBER_REQUIRE_ARG(model);
+        EMBER_REQUIRE_ARG(out);
+        const EngineOptions o = engine_options(params, false);
+        const Model &m = *model->model;
+        const PlacementPlan plan = estimate_engine_placement(m, o);
+        abi::write_placement(plan, m.desc().hp.n_layer, backend_require(o.backend).kind(), out);
         return EMBER_OK;
     });
 }

@@ -1,4 +1,5 @@
 // api_session.cpp — sessions through the C ABI.
+#include "abi/api_placement.hpp"
 #include "abi/handles.hpp"
 
 #include <cstddef>
@@ -18,6 +19,7 @@ extern "C" {
 namespace {
 constexpr uint32_t kSessionParamsV1Size = offsetof(ember_session_params, n_seq_max);
 constexpr uint32_t kSessionParamsV2Size = offsetof(ember_session_params, device);
+constexpr uint32_t kSessionParamsV3Size = offsetof(ember_session_params, gpu_layers);   // EMBER_1.4's struct
 ember_session_params session_params_defaults() {
     ember_session_params p;
     std::memset(&p, 0, sizeof p);
@@ -26,11 +28,13 @@ ember_session_params session_params_defaults() {
     p.backend = EMBER_BACKEND_AUTO;
     p.n_seq_max = 1;
     p.kv_type = EMBER_KV_F16;
+    p.gpu_layers = EMBER_GPU_LAYERS_ALL;
     return p;
 }
 } // namespace
-EMBER_GROWN_TWICE_PARAMS_INIT_AT(ember_session_params, ember_session_params_init, session_params_defaults, kSessionParamsV1Size,
-                              kSessionParamsV2Size, 1_1, "EMBER_1.1", 1_4, "EMBER_1.4");
+EMBER_GROWN_THRICE_PARAMS_INIT_AT(ember_session_params, ember_session_params_init, session_params_defaults, kSessionParamsV1Size,
+                                  kSessionParamsV2Size, 1_1, "EMBER_1.1", kSessionParamsV3Size, 1_4, "EMBER_1.4", 1_9,
+                                  "EMBER_1.9");
 
 ember_status ember_session_create(const ember_model *model, const ember_session_params *params, ember_session **out) {
     if (out) *out = nullptr;
@@ -38,7 +42,7 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         EMBER_REQUIRE_ARG(model);
         EMBER_REQUIRE_ARG(out);
         const ember_session_params p = abi::read_params(params, kSessionParamsV1Size,
-                                                        impl_ember_session_params_init_1_4, "ember_session_params");
+                                                        impl_ember_session_params_init_1_9, "ember_session_params");
         const int64_t kv_type = abi::enum_value(p.kv_type), backend = abi::enum_value(p.backend);
         if (kv_type != EMBER_KV_F16 && kv_type != EMBER_KV_Q8_0)
             fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %lld", (long long)kv_type);
@@ -52,6 +56,7 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         o.backend = p.device ? abi::use_device(p.device) : p.backend;
         o.n_seq_max = p.n_seq_max;
         o.kv_type = abi::kv_dtype(p.kv_type);
+        o.placement = abi::placement_request(p.gpu_layers, p.experts_on_cpu, p.gpu_budget_bytes);
         o.fingerprint = model->fingerprint;
         auto h = std::make_unique<ember_session>();
         h->session = std::make_unique<Session>(*model->model, o);

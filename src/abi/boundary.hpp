@@ -75,11 +75,21 @@ inline void refuse_reentry(const void *handle, const char *fn_name) {
     EMBER_SYMBOL_VERSION_DEFAULT(impl_##name##_##tag, name, node);                                           \
     EMBER_SYMBOL_VERSION(impl_##name##_##mid_tag, name, mid_node);                                           \
     EMBER_SYMBOL_VERSION(impl_##name##_1, name, "EMBER_1")
+// A struct that grew three times: name@EMBER_1 writes v1_size bytes, name@<mid_node> mid_size,
+// name@<mid2_node> mid2_size, the default name@@<node> the whole struct.
+#define EMBER_GROWN_THRICE_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, mid2_size, mid2_tag,  \
+                                          mid2_node, tag, node)                                                         \
+    extern "C" EMBER_API void impl_##name##_##mid2_tag(T *p) { ::ember::abi::write_defaults(p, defaults(), mid2_size); } \
+    EMBER_SYMBOL_VERSION(impl_##name##_##mid2_tag, name, mid2_node);                                                   \
+    EMBER_GROWN_TWICE_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, tag, node)
 #else
 #define EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)                                    \
     extern "C" void impl_##name##_##tag(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); }        \
     extern "C" EMBER_API void name(T *p) { impl_##name##_##tag(p); }
 #define EMBER_GROWN_TWICE_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, tag, node)      \
+    EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)
+#define EMBER_GROWN_THRICE_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, mid2_size, mid2_tag,  \
+                                          mid2_node, tag, node)                                                         \
     EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)
 #endif
 // The structs that grew in EMBER_1.1 and EMBER_1.2 (one growth each so far).

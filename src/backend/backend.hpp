@@ -70,6 +70,13 @@ inline size_t state_bytes(const ember_mod_model_desc &d) {
                ? size_t{d.state_floats} * sizeof(float) : 0;
 }
 
+// The buffer a description's pass starts from (module_api.h's has_input: a part of a program cut across
+// devices), or -1 when it starts from tokens. An older description without the fields has none.
+inline int32_t desc_input_buf(const ember_mod_model_desc &d) {
+    return d.struct_size >= offsetof(ember_mod_model_desc, input_buf) + sizeof d.input_buf && d.has_input
+               ? d.input_buf : -1;
+}
+
 // One forward pass over tokens of one or more sequences (continuous batching puts the decode tokens of
 // many sequences and chunks of prompts into one pass: every weight is read once for all of them).
 struct Batch {
@@ -99,6 +106,9 @@ struct Batch {
     // every token, when not null).
     const float *inputs = nullptr;
     float *hidden = nullptr;
+    // For a description with an input buffer (desc_input_buf): [n_tokens][its width] the activations the
+    // pass starts from, computed by the part of the program before it.
+    const float *input = nullptr;
 };
 
 class BackendContext {
@@ -147,6 +157,9 @@ public:
     virtual bool precision_high() const { return false; }
     // Whether it runs models with recurrent state (EMBER_MOD_CAP_RECURRENT_STATE).
     virtual bool recurrent_state() const { return false; }
+    // Whether it runs descriptions that start from activations (EMBER_MOD_CAP_INPUT_ROWS): the parts of a
+    // program cut across devices after the first.
+    virtual bool input_rows() const { return false; }
     // The description (and the memory its tensors point into) outlives the returned object.
     virtual std::unique_ptr<BackendModel> load_model(const ember_mod_model_desc &desc) = 0;
     // Bytes a context with these params would allocate (KV cache and activations), without allocating.

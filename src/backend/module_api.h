@@ -74,6 +74,12 @@ typedef struct ember_mod_model_desc {
      * multi-token-prediction block reads through INPUT_ROWS. -1 (or a struct_size that stops before
      * it): none. A module that runs EMBER_GRAPH_INPUT_ROWS honours it; the core asks no other. */
     int32_t hidden_buf;
+    /* Appended (placement across devices: a program cut into parts, each run by its own backend): with
+     * has_input nonzero, the pass starts from activations instead of tokens — the batch's `input` rows
+     * ([n_tokens][width of input_buf]) are written into buffer input_buf before the first node. Only a
+     * module whose caps has EMBER_MOD_CAP_INPUT_ROWS is given such a description. */
+    uint32_t has_input;
+    int32_t input_buf;
 } ember_mod_model_desc;
 
 typedef struct ember_mod_context_params {
@@ -125,6 +131,9 @@ typedef struct ember_mod_batch {
      * pass writes the hidden_buf rows of every token. */
     const float *inputs;
     float *hidden;
+    /* Appended: with a description's has_input, the rows written into its input_buf (else NULL); the
+     * tokens are then only the sequence's bookkeeping (not read by any GET_ROWS). */
+    const float *input;
 } ember_mod_batch;
 
 /* What opening a backend may be told. Every pointer may be NULL. */
@@ -302,6 +311,9 @@ typedef struct ember_backend_module {
 /* The module runs models with recurrent state: the ops from COPY_COLS on, n_state_slots, the batches'
  * state_slots, and copy_state / read_state / write_state. */
 #define EMBER_MOD_CAP_RECURRENT_STATE 4u
+/* The module runs descriptions with has_input (a part of a program cut across devices, whose first nodes
+ * read activations another backend computed: ember_mod_batch.input). */
+#define EMBER_MOD_CAP_INPUT_ROWS 8u
 
 typedef const ember_backend_module *(*ember_backend_module_fn)(void);
 

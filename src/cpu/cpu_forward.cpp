@@ -76,6 +76,8 @@ CpuModel::CpuModel(const ember_mod_model_desc &d) : desc(d), nodes(read_program(
         views.push_back(w);
     }
     auto buf_ok = [&](int32_t b) { return b >= 0 && static_cast<uint32_t>(b) < d.n_bufs; };
+    if (desc_input_buf(desc) >= 0 && (!buf_ok(desc.input_buf) || d.bufs[desc.input_buf].rows != EMBER_GRAPH_ROWS_TOKENS))
+        fail(EMBER_ERR_INVALID_MODEL, "cpu: the program's input buffer %d is not a buffer of token rows", desc.input_buf);
     auto tensor_ok = [&](int32_t t) { return t >= -1 && t < static_cast<int32_t>(d.n_tensors); };
     for (uint32_t i = 0; i < d.n_nodes; ++i) {
         const ember_graph_node &n = node(i);
@@ -519,6 +521,12 @@ void CpuContext::forward(const ember_mod_batch &b) {
         if (b.logits_rows[i] < 0 || static_cast<uint32_t>(b.logits_rows[i]) >= b.n_tokens)
             fail(EMBER_ERR_INTERNAL, "cpu forward: logits row %d of %u", b.logits_rows[i], b.n_tokens);
     bufs_[static_cast<size_t>(d.logits_buf)] = b.logits;
+    if (const int32_t in = desc_input_buf(d); in >= 0) {
+        // A part of a program cut across devices: it starts from the activations of the part before.
+        if (b.struct_size < offsetof(ember_mod_batch, input) + sizeof b.input || !b.input)
+            fail(EMBER_ERR_INTERNAL, "cpu forward: a program with an input buffer needs the batch's input rows");
+        std::memcpy(buf(in), b.input, size_t{b.n_tokens} * d.bufs[in].width * sizeof(float));
+    }
     prepare_state_runs(b);
 
     int32_t layer = INT_MIN;

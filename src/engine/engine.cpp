@@ -114,6 +114,19 @@ ContextParams context_params(const EnginePlan &p) {
     cp.n_state_slots = p.n_state_slots;
     return cp;
 }
+
+// The backend that runs the engine: a placement across devices where one is asked of a GPU backend
+// (backend/placement.hpp; refused here, before anything is allocated, when it cannot fit), else the one
+// opts.backend names.
+Backend &engine_backend(const Model &model, const EngineOptions &opts, const EnginePlan &plan,
+                        PlacementPlan *placed = nullptr) {
+    if (opts.placed) return *opts.placed;
+    Backend &backend = find_backend(opts.backend);
+    if (!opts.placement.split() || backend.kind() == EMBER_BACKEND_CPU) return backend;
+    const PlacementPlan p = plan_placement(model.desc_for(plan.n_ctx).c, backend, context_params(plan), opts.placement);
+    if (placed) *placed = p;
+    return *p.backend;
+}
 } // namespace
 
 MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &opts) {
@@ -121,9 +134,15 @@ MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &o
     MemoryEstimate m;
     m.weights_bytes = model.size_bytes();
     m.kv_bytes = plan.kv_bytes;
-    const uint64_t context = find_backend(opts.backend).context_bytes(model.desc().c, context_params(plan));
+    const uint64_t context = engine_backend(model, opts, plan).context_bytes(model.desc().c, context_params(plan));
     m.compute_bytes = context - plan.kv_bytes + static_cast<uint64_t>(plan.n_seq_max) * model.desc().hp.n_vocab * sizeof(float);
     return m;
+}
+
+PlacementPlan estimate_engine_placement(const Model &model, const EngineOptions &opts) {
+    PlacementPlan p;
+    engine_backend(model, opts, plan_engine(model, opts), &p);
+    return p;
 }
 
 namespace {
@@ -131,10 +150,14 @@ namespace {
 // allocation, is made).
 EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
     const EnginePlan plan = plan_engine(model, opts);
-    Backend &backend = find_backend(opts.backend);
+    PlacementPlan placed;
+    Backend &backend = engine_backend(model, opts, plan, &placed);
     const MemoryEstimate m = estimate_engine_memory(model, opts);
     const std::string what = format("an engine of n_ctx %u x n_seq_max %u (%u KV blocks)", plan.n_ctx, plan.n_seq_max, plan.n_blocks);
-    if (backend.kind() == EMBER_BACKEND_CPU) {
+    if (placed.backend && placed.gpu_layers > 0 && backend.kind() != EMBER_BACKEND_CPU) {
+        // Across devices: the GPU's part was held to its budget by plan_placement; the CPU's part here.
+        check_host_memory(placed.cpu_context, (what + ", its part on the CPU").c_str());
+    } else if (backend.kind() == EMBER_BACKEND_CPU) {
         const uint64_t weights = model.cpu_weights_reserve(m.kv_bytes + m.compute_bytes);   // (model.hpp)
         check_host_memory(m.kv_bytes + m.compute_bytes + weights,
                           (what + (weights ? " with its huge-page copy of the weights" : "")).c_str());
@@ -150,7 +173,8 @@ Engine::Engine(const Model &model, const EngineOptions &opts)
     : model_(model), opts_(opts), plan_(plan_within_memory(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
     // plan_.n_ctx is each request's context: LongRoPE files get their long factors past the original one.
     refuse_embedding_model(model, "engines");
-    Backend &backend = find_backend(opts.backend);
+    Backend &backend = engine_backend(model, opts, plan_, &placement_);
+    if (placement_.backend) log_msg(&model.log(), EMBER_LOG_INFO, "placement: %s", placement_.describe().c_str());
     backend_kind_ = backend.kind();
     if (plan_.n_state_slots > 0 && !backend.recurrent_state())
         fail(EMBER_ERR_UNSUPPORTED, "the %s backend does not run models with recurrent layers (%s)", backend.name(),

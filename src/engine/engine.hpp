@@ -5,6 +5,7 @@
 #include "backend/backend.hpp"
 #include "engine/request.hpp"
 #include "engine/state_snapshots.hpp"
+#include "backend/placement.hpp"
 #include "kv/block_pool.hpp"
 #include "model/model.hpp"
 
@@ -31,6 +32,10 @@ struct EngineOptions {
     // modules) and the window is well inside n_ctx. false:
     // every layer's rows stay in the main blocks (tests compare the two).
     bool window_blocks = true;
+    // Placement across devices (backend/placement.hpp), as SessionOptions's: with a GPU backend and a
+    // request that splits, the engine runs the placement plan_placement chooses for its plan.
+    PlacementRequest placement;
+    Backend *placed = nullptr;   // a backend to run on instead of `backend` (tests)
 };
 
 // The sizes an engine allocates, computed before allocating anything (ember_estimate_memory uses the
@@ -59,6 +64,9 @@ struct MemoryEstimate {
     uint64_t compute_bytes = 0;   // activations and scratch
 };
 MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &opts);
+// The placement across devices an engine with these options would run (nothing allocated); on one
+// device, a plan without a backend.
+PlacementPlan estimate_engine_placement(const Model &model, const EngineOptions &opts);
 
 class Engine {
 public:
@@ -85,8 +93,11 @@ public:
     Stats stats();
 
     const EnginePlan &plan() const { return plan_; }
+    const Model &model() const { return model_; }
     // The backend the engine runs on (what AUTO or a device chose, never AUTO).
     ember_backend_kind backend_kind() const { return backend_kind_; }
+    // Where the placement across devices put the model (its backend is null on one device).
+    const PlacementPlan &placement() const { return placement_; }
     bool manual() const { return opts_.manual_step; }
 
 private:
@@ -109,6 +120,7 @@ private:
     EngineOptions opts_;
     EnginePlan plan_;
     ember_backend_kind backend_kind_ = EMBER_BACKEND_CPU;
+    PlacementPlan placement_;
     std::unique_ptr<BackendContext> ctx_;
     kv::BlockPool pool_;
     std::unique_ptr<kv::BlockPool> window_pool_;   // with plan_.n_window_blocks: the window layers' blocks

@@ -52,7 +52,7 @@ Session::Session(const Model &model, const SessionOptions &opts)
     const uint32_t n_seq = opts.n_seq_max ? opts.n_seq_max : 1;
     if (n_seq > 4096) fail(EMBER_ERR_INVALID_ARGUMENT, "n_seq_max %u is too large", n_seq);
     kv_type_ = opts.kv_type;
-    Backend *backend = &backend_require(opts.backend);
+    Backend *backend = opts.placed ? opts.placed : &backend_require(opts.backend);
     // One spare block per sequence: rolling back into a block that was already full and published makes
     // the next write copy it first (copy-on-write), which briefly needs one block more than the context.
     const uint64_t n_blocks = uint64_t{n_seq} * ((n_ctx_ + kv::kBlockSize - 1) / kv::kBlockSize + 1);
@@ -83,11 +83,23 @@ Session::Session(const Model &model, const SessionOptions &opts)
                  model.desc().arch.c_str());
         cp.n_state_slots = 2 * n_seq;
     }
+    placement_request_ = opts.placement;
+    if (!opts.placed && opts.placement.split() && backend->kind() != EMBER_BACKEND_CPU) {
+        // Across devices (backend/placement.hpp): refused here, before anything is allocated, when it cannot fit.
+        placement_ = plan_placement(model.desc_for(n_ctx_).c, *backend, cp, opts.placement);
+        backend = placement_.backend;
+        log_msg(&model.log(), EMBER_LOG_INFO, "placement: %s", placement_.describe().c_str());
+        backend_kind_ = backend->kind();
+        precision_high_ok_ = backend->precision_high();
+    }
     const uint64_t context_bytes = backend->context_bytes(model.desc().c, cp);
     {
         const uint64_t bytes = context_bytes + uint64_t{hp.n_vocab} * sizeof(float);
         const std::string what = format("a session of n_ctx %u x n_seq_max %u", n_ctx_, n_seq);
-        if (backend_kind_ == EMBER_BACKEND_CPU) {
+        if (placement_.backend && placement_.gpu_layers > 0 && backend_kind_ != EMBER_BACKEND_CPU) {
+            // Across devices: the GPU's part was held to its budget by plan_placement; the CPU's part here.
+            check_host_memory(placement_.cpu_context, (what + ", its part on the CPU").c_str());
+        } else if (backend_kind_ == EMBER_BACKEND_CPU) {
             const uint64_t weights = model.cpu_weights_reserve(bytes);   // the first CPU user copies them (model.hpp)
             check_host_memory(bytes + weights, (what + (weights ? " with its huge-page copy of the weights" : "")).c_str());
         } else {
@@ -144,6 +156,8 @@ Session::Session(const Session &parent, ForkTag)
     seq_ = std::make_unique<kv::KvSequence>(parent.seq_->fork());
     if (parent.win_) win_ = std::make_unique<kv::WindowTable>(parent.win_->fork());
     window_stale_ = parent.window_stale_;   // then each rebuilds its own on first use
+    placement_ = parent.placement_;
+    placement_request_ = parent.placement_request_;
     if (parent.has_state()) {
         take_state_slots();
         try {

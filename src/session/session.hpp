@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "backend/placement.hpp"
 #include "kv/kv_sequence.hpp"
 #include "kv/window_table.hpp"
 #include "model/model.hpp"
@@ -35,6 +36,11 @@ struct SessionOptions {
     // (kv/window_table.hpp), where the backend supports it (Backend::window_blocks) and the window is well inside
     // n_ctx. false: every layer's rows stay in the main blocks (tests compare the two).
     bool window_blocks = true;
+    // Placement across devices (backend/placement.hpp): GPU layers, experts on the CPU, the GPU budget. With
+    // a GPU backend and a request that splits, the session runs the placement plan_placement chooses.
+    PlacementRequest placement;
+    // A backend to run on instead of `backend` (a placement's, from plan_placement): tests and engines.
+    Backend *placed = nullptr;
 };
 
 // The KV cache of a session and its forks: one backend context, one block pool, and the lock that
@@ -127,6 +133,9 @@ public:
     // The backend context whose worker threads a context used by turns with this session may run on
     // (ContextParams::share_threads_with).
     const BackendContext *threads_context() const { return kv_->ctx.get(); }
+    // Where the placement across devices put the model (its backend is null on one device), and what was asked.
+    const PlacementPlan &placement() const { return placement_; }
+    const PlacementRequest &placement_request() const { return placement_request_; }
     // EMBER_PRECISION_* for the passes from now on (ember_session_set_precision); EMBER_ERR_UNSUPPORTED
     // for EMBER_PRECISION_HIGH on a backend without it (Backend::precision_high).
     void set_precision(uint32_t precision);
@@ -178,6 +187,8 @@ private:
     uint32_t n_ctx_ = 0, n_batch_ = 0;
     DType kv_type_ = DType::F16;
     ember_backend_kind backend_kind_ = EMBER_BACKEND_CPU;   // the backend that runs this session
+    PlacementPlan placement_;
+    PlacementRequest placement_request_;
     bool precision_high_ok_ = false;                         // its Backend::precision_high()
     uint32_t precision_ = 0;                                 // EMBER_PRECISION_*
     // A session is one sequence in a block pool (shared with its forks only), evaluated by the same

@@ -41,6 +41,7 @@ Speculator::Speculator(Session &target, const SpecOptions &opts, uint32_t n_thre
         so.n_ctx = target.n_ctx();
         so.n_threads = n_threads;
         so.backend = target.backend_kind();
+        so.placement = target.placement_request();   // the draft placed by the target's rule
         // Draft and target take turns on the same thread: one set of workers serves both (two pools
         // would each spin for a while after their pass on the cores the other's pass needs).
         so.share_threads_with = &target;

@@ -231,12 +231,40 @@ bool backend_option(const Args &a, ember_backend_kind *out) {
     return true;
 }
 
+namespace {
+// A layer count, "all" or (where `auto_ok`) "auto".
+bool layers_value(const Args &a, const char *name, bool auto_ok, int32_t *out) {
+    const std::string v = a.str(name, "");
+    if (v == "all") return *out = EMBER_GPU_LAYERS_ALL, true;
+    if (auto_ok && v == "auto") return *out = EMBER_GPU_LAYERS_AUTO, true;
+    char *end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || n < 0 || n > 100000)
+        return usage_error(std::string(name) + (auto_ok ? " must be a layer count, auto or all" : " must be a layer count or all")), false;
+    *out = static_cast<int32_t>(n);
+    return true;
+}
+} // namespace
+
+bool placement_options(const Args &a, int32_t *gpu_layers, int32_t *experts_on_cpu, uint64_t *gpu_budget_bytes) {
+    if (a.has("--gpu-layers") && !layers_value(a, "--gpu-layers", true, gpu_layers)) return false;
+    if (a.has("--experts-on-cpu") && !layers_value(a, "--experts-on-cpu", false, experts_on_cpu)) return false;
+    if (a.has("--vram-budget")) {
+        const long mib = a.integer("--vram-budget", 0);
+        if (mib <= 0) return usage_error("--vram-budget must be a positive number of MiB"), false;
+        *gpu_budget_bytes = static_cast<uint64_t>(mib) << 20;
+    }
+    return true;
+}
+
 ember_session *create_session(const ember_model *model, const Args &a) {
     ember_session_params sp;
     ember_session_params_init(&sp);
     sp.n_threads = static_cast<uint32_t>(a.integer("-t", 0));
     sp.n_ctx = static_cast<uint32_t>(a.integer("-c", 0));
-    if (!backend_option(a, &sp.backend) || !kv_type_option(a, "--kv-type", &sp.kv_type)) return nullptr;
+    if (!backend_option(a, &sp.backend) || !kv_type_option(a, "--kv-type", &sp.kv_type) ||
+        !placement_options(a, &sp.gpu_layers, &sp.experts_on_cpu, &sp.gpu_budget_bytes))
+        return nullptr;
     const std::string precision = a.str("--precision", "default");
     if (precision != "default" && precision != "high")
         return usage_error("--precision must be default or high"), nullptr;

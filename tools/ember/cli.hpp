@@ -94,6 +94,11 @@ std::string backend_json(const ember_session *s);
 // The same for an engine.
 std::string backend_json(const ember_engine *e);
 bool kv_type_option(const Args &a, const char *name, ember_kv_type *out);
+// Reads the placement options --gpu-layers N|auto|all, --experts-on-cpu N|all and --vram-budget MiB
+// into the params' fields (left as they are where an option is absent); false after reporting.
+bool placement_options(const Args &a, int32_t *gpu_layers, int32_t *experts_on_cpu, uint64_t *gpu_budget_bytes);
+// The names of those options, for a command's list of the options it takes.
+#define EMBER_CLI_PLACEMENT_OPTIONS "--gpu-layers", "--experts-on-cpu", "--vram-budget"
 // The backend's name as the CLI spells it ("cpu", "cuda", "vulkan", "auto").
 const char *backend_name(ember_backend_kind kind);
 // "cpu, 4 threads" or "vulkan": where a session runs (ember_session_backend).

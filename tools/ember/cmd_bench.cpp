@@ -42,7 +42,8 @@ bool bench_prompt(const ember_model *model, const Args &a, long n, long variant,
 bool engine_params(const Args &a, ember_engine_params *ep) {
     ember_engine_params_init(ep);
     ep->n_threads = static_cast<uint32_t>(a.integer("-t", 0));
-    return backend_option(a, &ep->backend) && kv_type_option(a, "--kv-type", &ep->kv_type);
+    return backend_option(a, &ep->backend) && kv_type_option(a, "--kv-type", &ep->kv_type) &&
+           placement_options(a, &ep->gpu_layers, &ep->experts_on_cpu, &ep->gpu_budget_bytes);
 }
 
 // The CPU threads an engine made from `a` runs (-t, or the library's default for 0).
@@ -267,7 +268,7 @@ double median(std::vector<double> v) {
 } // namespace
 
 int cmd_bench(int argc, char **argv) {
-    const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel",
+    const Args a = parse(argc, argv, 2, {"-m", "--model", "-t", "-p", "-n", "-c", "--backend", "--kv-type", "--parallel", EMBER_CLI_PLACEMENT_OPTIONS,
                                         "--draft", "--draft-k", "--temp", "--seed", "--text", "--rounds", "--background-load",
                                         "--json-schema", "--grammar", "--grammar-vocab", "--top-k", "--top-p", "--min-p",
                                         "--repeat-penalty", "--precision"},

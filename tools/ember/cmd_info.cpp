@@ -56,10 +56,36 @@ std::string run_check(const ember_model *model, const Args &a, std::string *wher
     ember_session_free(s);
     return "";
 }
+// --fit: the placement an engine of one sequence (n_ctx -c) would run on the backend asked for (default
+// the best), chosen by the library before anything is allocated (ember_estimate_placement), with the
+// memory per device. Default --gpu-layers auto. False when it cannot fit (the reason printed).
+bool print_fit(const ember_model *model, const Args &a) {
+    ember_engine_params ep;
+    ember_engine_params_init(&ep);
+    ep.n_seq_max = 1;
+    ep.n_ctx = static_cast<uint32_t>(a.integer("-c", 0));
+    ep.gpu_layers = EMBER_GPU_LAYERS_AUTO;
+    if (!backend_option(a, &ep.backend) || !placement_options(a, &ep.gpu_layers, &ep.experts_on_cpu, &ep.gpu_budget_bytes))
+        return false;
+    ember_placement pl;
+    ember_placement_init(&pl);
+    const ember_status st = ember_estimate_placement(model, &ep, &pl);
+    if (st != EMBER_OK) {
+        std::printf("placement:     does not fit: %s (%s)\n", ember_last_error(), ember_status_string(st));
+        return false;
+    }
+    std::printf("placement:     %u of %u layers on the GPU%s%s\n", pl.gpu_layers, pl.n_layer,
+                pl.experts_on_cpu ? ", experts of the first of them on the CPU" : "", pl.automatic ? " (auto)" : "");
+    std::printf("               %s\n", pl.description);
+    if (pl.gpu_bytes || pl.cpu_bytes)
+        std::printf("memory:        gpu %.1f MiB, cpu %.1f MiB\n", pl.gpu_bytes / 1048576.0, pl.cpu_bytes / 1048576.0);
+    return true;
+}
 } // namespace
 
 int cmd_info(int argc, char **argv) {
-    const Args a = parse(argc, argv, 2, {"-m", "--model", "-c", "--backend"}, {"--tensors"});
+    const Args a = parse(argc, argv, 2, {"-m", "--model", "-c", "--backend", EMBER_CLI_PLACEMENT_OPTIONS},
+                         {"--tensors", "--fit"});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     if (model_path.empty()) return usage_error("info: -m MODEL is required");
 
@@ -165,6 +191,11 @@ int cmd_info(int argc, char **argv) {
     } else {
         std::printf("runs here:     yes (%s%s)\n", where.c_str(),
                     a.has("--backend") ? "" : "; --backend vulkan|cuda checks a GPU backend");
+    }
+
+    if (a.flag("--fit") && !described_only && !print_fit(model, a)) {
+        ember_model_free(model);
+        return 1;
     }
 
     size_t n_meta = 0;

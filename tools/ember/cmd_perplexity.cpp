@@ -48,7 +48,7 @@ bool logits_of(ember_session *s, Dist &d) {
 } // namespace
 
 int cmd_perplexity(int argc, char **argv) {
-    const Args a = parse(argc, argv, 2, {"-m", "--model", "-f", "-c", "-t", "--backend", "--kv-type", "--compare-kv", "--max-tokens", "--precision"}, {});
+    const Args a = parse(argc, argv, 2, {"-m", "--model", "-f", "-c", "-t", "--backend", "--kv-type", "--compare-kv", "--max-tokens", "--precision", EMBER_CLI_PLACEMENT_OPTIONS}, {});
     const std::string model_path = a.has("--model") ? a.str("--model", "") : a.str("-m", "");
     const std::string text_path = a.str("-f", "");
     if (model_path.empty() || text_path.empty()) return usage_error("perplexity: -m MODEL and -f TEXT_FILE are required (a text to try with the stories "

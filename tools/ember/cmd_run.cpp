@@ -28,7 +28,7 @@ int cmd_run(int argc, char **argv) {
                           "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--frequency-penalty",
                           "--presence-penalty", "-t", "--threads", "-c", "--ctx-size", "--backend", "--kv-type", "--precision", "--draft",
                           "--draft-k", "--grammar", "--json-schema", "--stop", "--tools", "--tool-choice",
-                          "--chat-template"},
+                          "--chat-template", EMBER_CLI_PLACEMENT_OPTIONS},
                          {"--no-bos", "--special", "--stats", "--lookup", "--mtp", "--draft-fixed"});
     auto alias = [&](const char *s, const char *l) { return a.has(l) ? a.str(l, "") : a.str(s, ""); };
     const std::string model_path = alias("-m", "--model");

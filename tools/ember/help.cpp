@@ -36,6 +36,10 @@ const CommandHelp kHelp[] = {
      "    Speculative decoding (same output, fewer passes): --draft MODEL (a smaller model), --lookup\n"
      "    (n-grams of the text so far) or --mtp (the model's own multi-token-prediction layers; `ember\n"
      "    info` counts them); --stats prints the acceptance.\n"
+     "    --gpu-layers N|auto|all, --experts-on-cpu N|all, --vram-budget MiB (also for bench, perplexity,\n"
+     "    info --fit): with a GPU backend, the last N layers on the GPU, the rest on the CPU; auto fits the\n"
+     "    budget (default the device's free memory less a margin); MoE experts of the first N GPU layers\n"
+     "    on the CPU (docs/offload.md).\n"
      "    example: ember run -m models/stories15M-q8_0.gguf -p \"Once upon a time\" -n 40 --temp 0\n"},
     {"tokenize",
      "ember tokenize -m MODEL [--no-bos] [--special] TEXT\n"
@@ -54,11 +58,14 @@ const CommandHelp kHelp[] = {
      "    {\"scores\": [...]} in the documents' order (higher: more relevant).\n"},
     {"info",
      "ember info -m MODEL [--tensors] [-c CTX] [--backend cpu|cuda|vulkan]\n"
+     "          [--fit [--gpu-layers N|auto|all] [--experts-on-cpu N|all] [--vram-budget MiB]]\n"
      "    What the file is (architecture, name, parameters, tokenizer, the tensor types it uses) and\n"
      "    whether this build can run it on the backend (default cpu; if not, the library's reason),\n"
      "    then its metadata and the memory a session of CTX tokens needs. --tensors lists every tensor.\n"
      "    A file this build does not support (architecture, tokenizer, weight type) is still described\n"
      "    (exit 0); a malformed one is described as far as its metadata goes and exits 1.\n"
+     "    --fit: the placement across GPU and CPU that fits (default --gpu-layers auto, the best backend),\n"
+     "    with the memory per device, chosen before anything is allocated; exits 1 when none fits.\n"
      "    Run it first on a model you downloaded.\n"},
     {"bench",
      "ember bench -m MODEL [-t THREADS] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-c CTX] [--parallel N]\n"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/remote-gpu/device.sh — the CUDA checks on a GPU machine, run from the checkout's root there over
 # what stage.sh packed into .gpu/ (nothing is built on that machine). Logs go to $OUT: info.txt,
-# ctest-cuda.log, hybrid.log, sanitizer.log, ctest-all.log, bench.jsonl, synth.log, summary.txt. Every step has its own time limit, so one hang costs that step only.
+# ctest-cuda.log, hybrid.log, sanitizer.log, ctest-all.log, bench.jsonl, synth.log, summary.txt (and with the
+# offload step, offload.jsonl). Every step has its own time limit, so one hang costs that step only.
 #
 # usage: tools/remote-gpu/device.sh [STEPS]   STEPS: any of "tests hybrid sanitizer suite bench" (default: all)
 # in the order tests, hybrid, suite, sanitizer (while the models are written), bench; EMBER_GPU_DEADLINE (s, default 420) ends it early;
@@ -124,5 +125,35 @@ if has bench; then
       stamp "bench $ty $args: ${r:0:300}"
     done
   done
+fi
+# offload: placement across devices (docs/offload.md), not in the default steps (the MoE file takes minutes
+# to write; run `EMBER_GPU_DEADLINE=900 device.sh offload`, then `peer.sh offload`): the 8B-shaped Q4_K_M with
+# half its layers (16 of 32) on the GPU beside hand-picked counts and auto, and a Qwen3-30B-A3B-shaped
+# Q4_K_M with every layer's experts on the CPU; each run's line in offload.jsonl with `ember info --fit`'s
+# plan (the estimate) beside the run's measured peak RSS.
+if has offload; then
+  e="$bp/tools/ember/ember"; m8="$models/llama3-8b-q4_k_m.gguf"; moe="$models/qwen3-30b-a3b-q4_k_m.gguf"
+  [ -s "$m8" ] || timeout 120 "$bp/bench/ember-synth" --preset llama3-8b --type q4_k_m --ctx 8192 --repeat-layers 1 -o "$m8" >> "$OUT/synth.log" 2>&1
+  if [ ! -s "$moe" ] && left 400; then
+    timeout 400 "$bp/bench/ember-synth" --preset qwen3-30b-a3b --type q4_k_m --repeat-layers 1 -o "$moe.part" >> "$OUT/synth.log" 2>&1 \
+      && mv "$moe.part" "$moe"
+  fi
+  offload_run() {  # model, label, ember options
+    local m=$1 label=$2; shift 2
+    left 90 || { stamp "skipped (deadline): offload $label"; return; }
+    local plan r
+    plan=$(timeout 60 "$e" info -m "$m" --fit --backend cuda -c 1024 "$@" 2>&1 | sed -n '/^placement:/,/^memory:/p' | tr '\n' ' ' | tr -d '"')
+    r=$(timeout 90 "$e" bench -m "$m" --backend cuda -p 512 -n 128 "$@" 2>>"$OUT/summary.txt" | grep '^{' | tail -1)
+    echo "{\"label\":\"$label\",\"args\":\"$*\",\"plan\":\"$plan\",\"result\":${r:-null}}" >> "$OUT/offload.jsonl"
+    stamp "offload $label: ${r:0:300}"
+  }
+  if [ -s "$m8" ]; then
+    for g in 16 8 24 32 auto; do offload_run "$m8" "8b-q4_k_m" --gpu-layers $g; done
+    offload_run "$m8" "8b-q4_k_m budget 4 GiB" --gpu-layers auto --vram-budget 4096
+  fi
+  if [ -s "$moe" ]; then
+    offload_run "$moe" "30b-a3b-q4_k_m experts on cpu" --experts-on-cpu all
+    offload_run "$moe" "30b-a3b-q4_k_m budget 8 GiB" --gpu-layers auto --vram-budget 8192
+  fi
 fi
 stamp "done"

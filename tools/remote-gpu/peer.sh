@@ -11,7 +11,8 @@ export EMBER_BACKEND_DIR=$bp
 export LD_LIBRARY_PATH="$bp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # the CLI's RUNPATH names the build tree device.sh unpacked
 models=/tmp/ember-gpu-models; e="$bp/tools/ember/ember"
 t0=$(date +%s)
-for ty in ${EMBER_PEER_TYPES:-q4_0 q4_k_m q8_0}; do
+types=${EMBER_PEER_TYPES:-q4_0 q4_k_m q8_0}; [ "${1:-}" = offload ] && types=""   # offload: only its own runs below
+for ty in $types; do
   m="$models/llama3-8b-$ty.gguf"; [ -s "$m" ] || { echo "no model $m"; continue; }
   for n in 1 16; do
     r=$(timeout 120 .gpu-peer/run.sh "$m" 512 128 $n 2>>"$OUT/peer-stderr.txt" | grep '^{' | tail -1)
@@ -22,3 +23,13 @@ for ty in ${EMBER_PEER_TYPES:-q4_0 q4_k_m q8_0}; do
     echo "[$(( $(date +%s) - t0 ))s] $ty n=$n done" >&2
   done
 done
+# `peer.sh offload`: llama.cpp's -ngl 16 on the 8B Q4_K_M beside `ember --gpu-layers 16` (device.sh's offload
+# step wrote the model). Its --cpu-moe has no counterpart in node-llama-cpp's API, and the packed kernels are
+# a Llama-shaped model's, so the MoE comparison needs a llama.cpp build of its own (docs/offload.md).
+if [ "${1:-}" = offload ]; then
+  m="$models/llama3-8b-q4_k_m.gguf"
+  r=$(timeout 180 .gpu-peer/run.sh "$m" 512 128 1 --gpu-layers 16 2>>"$OUT/peer-stderr.txt" | grep '^{' | tail -1)
+  echo "{\"runtime\":\"llama.cpp\",\"type\":\"q4_k_m\",\"gpu_layers\":16,\"result\":${r:-null}}" | tee -a "$OUT/peer.jsonl"
+  r=$(timeout 90 "$e" bench -m "$m" --backend cuda -p 512 -n 128 --gpu-layers 16 2>>"$OUT/peer-stderr.txt" | grep '^{' | tail -1)
+  echo "{\"runtime\":\"ember\",\"type\":\"q4_k_m\",\"gpu_layers\":16,\"result\":${r:-null}}" | tee -a "$OUT/peer.jsonl"
+fi

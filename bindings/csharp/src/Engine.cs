@@ -20,6 +20,15 @@ namespace Ember
         /// <summary>No worker thread: the caller advances the engine with Engine.Step().</summary>
         public bool ManualStep = false;
         public KvType KvType = KvType.F16;
+        /// <summary>Placement across devices with a GPU backend (docs/offload.md): the GPU's layer count,
+        /// GpuLayersAll (-1, default) or GpuLayersAuto (-2: the fit to GpuBudgetBytes); the rest run on the CPU.</summary>
+        public int GpuLayers = NativeConstants.EMBER_GPU_LAYERS_ALL;
+        /// <summary>GPU layers whose MoE experts run on the CPU (-1: every one).</summary>
+        public int ExpertsOnCpu = 0;
+        /// <summary>Bytes the GPU's part may take (0: its free memory less a margin).</summary>
+        public ulong GpuBudgetBytes = 0;
+        public const int GpuLayersAll = NativeConstants.EMBER_GPU_LAYERS_ALL;
+        public const int GpuLayersAuto = NativeConstants.EMBER_GPU_LAYERS_AUTO;
 
         internal ember_engine_params ToNative()
         {
@@ -33,6 +42,9 @@ namespace Ember
             p.backend = Backend;
             p.manual_step = ManualStep;
             p.kv_type = KvType;
+            p.gpu_layers = GpuLayers;
+            p.experts_on_cpu = ExpertsOnCpu;
+            p.gpu_budget_bytes = GpuBudgetBytes;
             return p;
         }
     }

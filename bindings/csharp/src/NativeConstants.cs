@@ -13,5 +13,7 @@ namespace Ember.Native
         internal const uint EMBER_DETOKENIZE_RENDER_SPECIAL = 1u << 0;
         internal const uint EMBER_DETOKENIZE_KEEP_LEADING_SPACE = 1u << 1;
         internal const uint EMBER_CPU_BUDGET_FIXED_THREADS = 1u << 0;
+        internal const int EMBER_GPU_LAYERS_ALL = -1;
+        internal const int EMBER_GPU_LAYERS_AUTO = -2;
     }
 }

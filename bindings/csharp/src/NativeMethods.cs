@@ -184,6 +184,15 @@ namespace Ember.Native
         internal static extern Status ember_estimate_memory_file(byte[] path, ref ember_engine_params p,
                                                                  ref ember_memory_estimate estimate);
         [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_placement_init(ref ember_placement placement);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_session_placement(SessionHandle session, ref ember_placement placement);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_engine_placement(EngineHandle engine, ref ember_placement placement);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_estimate_placement(ModelHandle model, ref ember_engine_params p,
+                                                               ref ember_placement placement);
+        [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_engine_pin_prefix(EngineHandle engine, int[] tokens, UIntPtr n_tokens);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern void ember_request_params_init(ref ember_request_params p);

@@ -65,6 +65,9 @@ namespace Ember.Native
         public uint n_seq_max;
         public KvType kv_type;
         public IntPtr device;   // const ember_device * (EMBER_1.4)
+        public int gpu_layers;          // EMBER_1.9: placement across devices
+        public int experts_on_cpu;
+        public ulong gpu_budget_bytes;
     }
 
     [StructLayout(LayoutKind.Sequential)]
@@ -144,6 +147,23 @@ namespace Ember.Native
         public KvType kv_type;
         public uint reserved;
         public IntPtr device;   // const ember_device * (EMBER_1.4)
+        public int gpu_layers;          // EMBER_1.9: placement across devices
+        public int experts_on_cpu;
+        public ulong gpu_budget_bytes;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_placement
+    {
+        public uint struct_size;
+        public uint n_layer;
+        public uint gpu_layers;
+        public uint experts_on_cpu;
+        public ulong gpu_bytes;
+        public ulong cpu_bytes;
+        public ulong gpu_budget_bytes;
+        [MarshalAs(UnmanagedType.I1)] public bool automatic;
+        [MarshalAs(UnmanagedType.ByValArray, SizeConst = 512)] public byte[] description;
     }
 
     [StructLayout(LayoutKind.Sequential)]

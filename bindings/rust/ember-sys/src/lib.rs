@@ -125,6 +125,9 @@ pub const EMBER_TOKENIZE_PARSE_SPECIAL: u32 = 2;
 pub const EMBER_DETOKENIZE_RENDER_SPECIAL: u32 = 1;
 pub const EMBER_DETOKENIZE_KEEP_LEADING_SPACE: u32 = 2;
 pub const EMBER_CPU_BUDGET_FIXED_THREADS: u32 = 1 << 0;
+/// ember_session_params.gpu_layers / ember_engine_params.gpu_layers (EMBER_1.9).
+pub const EMBER_GPU_LAYERS_ALL: i32 = -1;
+pub const EMBER_GPU_LAYERS_AUTO: i32 = -2;
 
 // ---- Sessions ----
 
@@ -166,6 +169,10 @@ pub struct ember_session_params {
     pub n_seq_max: u32,
     pub kv_type: ember_kv_type,
     pub device: *const ember_device,
+    // EMBER_1.9: placement across devices.
+    pub gpu_layers: i32,
+    pub experts_on_cpu: i32,
+    pub gpu_budget_bytes: u64,
 }
 
 // ---- Samplers ----
@@ -287,6 +294,25 @@ pub struct ember_engine_params {
     pub kv_type: ember_kv_type,
     pub reserved: u32,
     pub device: *const ember_device,
+    // EMBER_1.9: placement across devices.
+    pub gpu_layers: i32,
+    pub experts_on_cpu: i32,
+    pub gpu_budget_bytes: u64,
+}
+
+/// Where a session's or engine's model runs across devices (EMBER_1.9).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_placement {
+    pub struct_size: u32,
+    pub n_layer: u32,
+    pub gpu_layers: u32,
+    pub experts_on_cpu: u32,
+    pub gpu_bytes: u64,
+    pub cpu_bytes: u64,
+    pub gpu_budget_bytes: u64,
+    pub automatic: bool,
+    pub description: [c_char; 512],
 }
 
 #[repr(C)]
@@ -739,6 +765,14 @@ extern "C" {
         path: *const c_char,
         params: *const ember_engine_params,
         out: *mut ember_memory_estimate,
+    ) -> ember_status;
+    pub fn ember_placement_init(placement: *mut ember_placement);
+    pub fn ember_session_placement(session: *const ember_session, out: *mut ember_placement) -> ember_status;
+    pub fn ember_engine_placement(engine: *mut ember_engine, out: *mut ember_placement) -> ember_status;
+    pub fn ember_estimate_placement(
+        model: *const ember_model,
+        params: *const ember_engine_params,
+        out: *mut ember_placement,
     ) -> ember_status;
     pub fn ember_engine_pin_prefix(engine: *mut ember_engine, tokens: *const ember_token, n_tokens: usize) -> ember_status;
     pub fn ember_request_params_init(params: *mut ember_request_params);

@@ -64,7 +64,7 @@ fn compiled_layouts() -> Vec<StructLayout> {
                            state_bytes_per_sequence, n_kv_layers, n_recurrent_layers }
         ember_tensor_info { struct_size, name, type_, n_dims, dims, n_bytes }
         ember_session_params { struct_size, n_ctx, n_threads, n_batch, seed, backend, reserved, n_seq_max, kv_type,
-                               device }
+                               device, gpu_layers, experts_on_cpu, gpu_budget_bytes }
         ember_sampler_params { struct_size, temperature, top_k, top_p, min_p, repeat_penalty, frequency_penalty,
                                presence_penalty, penalty_last_n, seed, n_logprobs }
         ember_token_logprob { token, logprob }
@@ -74,7 +74,9 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_spec_stats { struct_size, k, drafted, accepted, target_passes, generated, acceptance_rate,
                            tokens_per_pass }
         ember_engine_params { struct_size, n_ctx, n_seq_max, kv_bytes, n_threads, n_batch, backend, manual_step,
-                              kv_type, reserved, device }
+                              kv_type, reserved, device, gpu_layers, experts_on_cpu, gpu_budget_bytes }
+        ember_placement { struct_size, n_layer, gpu_layers, experts_on_cpu, gpu_bytes, cpu_bytes, gpu_budget_bytes,
+                          automatic, description }
         ember_engine_stats { struct_size, n_blocks, n_blocks_used, n_blocks_cached, block_size, n_running,
                              n_queued, kv_bytes }
         ember_memory_estimate { struct_size, weights_bytes, kv_bytes, compute_bytes, total_bytes }
@@ -108,6 +110,7 @@ fn compiled_values() -> Vec<(&'static str, i64)> {
         EMBER_LOG_DEBUG, EMBER_LOG_INFO, EMBER_LOG_WARN, EMBER_LOG_ERROR,
         EMBER_TOKENIZE_ADD_SPECIAL, EMBER_TOKENIZE_PARSE_SPECIAL, EMBER_DETOKENIZE_RENDER_SPECIAL,
         EMBER_DETOKENIZE_KEEP_LEADING_SPACE, EMBER_CPU_BUDGET_FIXED_THREADS,
+        EMBER_GPU_LAYERS_ALL, EMBER_GPU_LAYERS_AUTO,
         EMBER_CPU_PRIORITY_NORMAL, EMBER_CPU_PRIORITY_LOW, EMBER_CPU_PRIORITY_HIGH,
         EMBER_BACKEND_AUTO, EMBER_BACKEND_CPU, EMBER_BACKEND_CUDA, EMBER_BACKEND_VULKAN,
         EMBER_KV_F16, EMBER_KV_Q8_0,

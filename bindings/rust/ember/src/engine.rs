@@ -23,6 +23,10 @@ pub struct EngineParams {
     /// No worker thread: the caller advances the engine with `Engine::step`.
     pub manual_step: bool,
     pub kv_type: KvType,
+    /// Placement across devices, as `SessionParams`'s.
+    pub gpu_layers: i32,
+    pub experts_on_cpu: i32,
+    pub gpu_budget_bytes: u64,
 }
 
 fn c_engine_params_default() -> sys::ember_engine_params {
@@ -46,6 +50,9 @@ impl Default for EngineParams {
             backend: Backend::Auto,
             manual_step: p.manual_step,
             kv_type: if p.kv_type == sys::EMBER_KV_Q8_0 { KvType::Q8_0 } else { KvType::F16 },
+            gpu_layers: p.gpu_layers,
+            experts_on_cpu: p.experts_on_cpu,
+            gpu_budget_bytes: p.gpu_budget_bytes,
         }
     }
 }
@@ -140,6 +147,9 @@ impl<'m> Engine<'m> {
             KvType::F16 => sys::EMBER_KV_F16,
             KvType::Q8_0 => sys::EMBER_KV_Q8_0,
         };
+        p.gpu_layers = params.gpu_layers;
+        p.experts_on_cpu = params.experts_on_cpu;
+        p.gpu_budget_bytes = params.gpu_budget_bytes;
         let mut raw = ptr::null_mut();
         // SAFETY: live model, params, out pointer.
         check(unsafe { sys::ember_engine_create(model.as_ptr(), &p, &mut raw) })?;

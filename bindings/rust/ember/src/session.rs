@@ -54,6 +54,13 @@ pub struct SessionParams {
     /// Sequences the KV cache is sized for (this session and its forks).
     pub n_seq_max: u32,
     pub kv_type: KvType,
+    /// Placement across devices with a GPU backend (docs/offload.md): the GPU's layer count,
+    /// `sys::EMBER_GPU_LAYERS_ALL` (default) or `sys::EMBER_GPU_LAYERS_AUTO`; the rest run on the CPU.
+    pub gpu_layers: i32,
+    /// GPU layers whose MoE experts run on the CPU (`sys::EMBER_GPU_LAYERS_ALL`: every one).
+    pub experts_on_cpu: i32,
+    /// Bytes the GPU's part may take (0: its free memory less a margin).
+    pub gpu_budget_bytes: u64,
 }
 
 fn c_session_params_default() -> sys::ember_session_params {
@@ -81,6 +88,9 @@ impl Default for SessionParams {
             },
             n_seq_max: p.n_seq_max,
             kv_type: if p.kv_type == sys::EMBER_KV_Q8_0 { KvType::Q8_0 } else { KvType::F16 },
+            gpu_layers: p.gpu_layers,
+            experts_on_cpu: p.experts_on_cpu,
+            gpu_budget_bytes: p.gpu_budget_bytes,
         }
     }
 }
@@ -109,6 +119,9 @@ impl SessionParams {
             KvType::F16 => sys::EMBER_KV_F16,
             KvType::Q8_0 => sys::EMBER_KV_Q8_0,
         };
+        p.gpu_layers = self.gpu_layers;
+        p.experts_on_cpu = self.experts_on_cpu;
+        p.gpu_budget_bytes = self.gpu_budget_bytes;
         p
     }
 }
