@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -118,9 +119,32 @@ Result run_case(const std::string &family, DType type, uint32_t precision = EMBE
     return run_spec(synthetic_family(family), type, precision);
 }
 
+// The families of this run: all, or with EMBER_TEST_SHARD=k/n those whose index is k modulo n (ctest
+// runs the shards as separate tests, so the two cases over every family and type share the cores and
+// each stays well inside the test timeout).
+struct Shard {
+    size_t k = 0, n = 1;
+};
+Shard shard() {
+    Shard s;
+    if (const char *e = std::getenv("EMBER_TEST_SHARD")) {
+        unsigned k = 0, n = 1;
+        if (std::sscanf(e, "%u/%u", &k, &n) == 2 && n > 0 && k < n) s.k = k, s.n = n;
+    }
+    return s;
+}
+std::vector<std::string> shard_families() {
+    const Shard sh = shard();
+    std::vector<std::string> out;
+    const std::vector<std::string> &all = synthetic_families();
+    for (size_t i = 0; i < all.size(); ++i)
+        if (i % sh.n == sh.k) out.push_back(all[i]);
+    return out;
+}
+
 void test_every_family_every_type(void **) {
     int failures = 0;
-    for (const std::string &family : synthetic_families()) {
+    for (const std::string &family : shard_families()) {
         for (DType type : weight_types()) {
             const Result r = run_case(family, type);
             const bool fl = is_float(type);
@@ -146,7 +170,7 @@ void test_every_family_every_type(void **) {
 // the reference's choice of experts is within a hundredth of a tie (printed, not failed).
 void test_precision_high(void **) {
     int failures = 0;
-    for (const std::string &family : synthetic_families()) {
+    for (const std::string &family : shard_families()) {
         for (DType type : weight_types()) {
             if (is_float(type)) continue;   // float weights never round activations: nothing changes
             const Result hi = run_case(family, type, EMBER_PRECISION_HIGH);
@@ -478,6 +502,10 @@ void test_longrope_long_factors_reference(void **) {
 } // namespace
 
 int main() {
+    const struct CMUnitTest every_family[] = {
+        cmocka_unit_test(test_every_family_every_type),
+        cmocka_unit_test(test_precision_high),
+    };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_family_every_type),
         cmocka_unit_test(test_window_changes_the_result),
@@ -490,5 +518,7 @@ int main() {
         cmocka_unit_test(test_precision_setting),
         cmocka_unit_test(test_cpu_host_layout),
     };
+    // Shards after the first run only the cases over every family; the first runs the rest too.
+    if (shard().k > 0) return cmocka_run_group_tests(every_family, nullptr, nullptr);
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
