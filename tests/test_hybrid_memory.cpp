@@ -115,13 +115,16 @@ void check_family(const char *family) {
     ember_model_info_init(&info);
     assert_int_equal(ember_model_get_info(m, &info), EMBER_OK);
     const uint32_t nv = info.n_vocab;
-    // Both kinds of memory reported: every layer keeps KV rows or a state, and a state layer holds its
-    // convolution window (conv - 1 inputs of q, k and v) and one head_dim^2 matrix per value head.
-    assert_true(info.n_recurrent_layers > 0 && info.n_kv_layers > 0);
+    // Both kinds of memory reported: every layer keeps KV rows or a state; a Gated DeltaNet layer's state
+    // is its convolution window (conv - 1 inputs of q, k and v) and one head_dim^2 matrix per value head.
+    assert_true(info.n_recurrent_layers > 0 && info.n_kv_layers > 0 && info.state_bytes_per_sequence > 0);
     assert_int_equal(info.n_kv_layers + info.n_recurrent_layers, info.n_layer);
-    const uint64_t S = spec.ssm_state, per_layer = uint64_t{spec.ssm_conv - 1} * (2 * spec.ssm_groups + spec.ssm_heads) * S +
-                                                   uint64_t{spec.ssm_heads} * S * S;
-    assert_int_equal(info.state_bytes_per_sequence, info.n_recurrent_layers * per_layer * sizeof(float));
+    if (spec.shortconv == 0 && !spec.mamba2) {
+        const uint64_t S = spec.ssm_state;
+        const uint64_t per_layer =
+            uint64_t{spec.ssm_conv - 1} * (2 * spec.ssm_groups + spec.ssm_heads) * S + uint64_t{spec.ssm_heads} * S * S;
+        assert_int_equal(info.state_bytes_per_sequence, info.n_recurrent_layers * per_layer * sizeof(float));
+    }
     const std::vector<ember_token> prompt = prompt_tokens(37, nv);
     const size_t n_gen = 24;
 

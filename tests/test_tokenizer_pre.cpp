@@ -667,7 +667,7 @@ void test_name_table(void **) {
         assert_true(t->tokenize("ab", false, false) == std::vector<int32_t>{2});
     }
     const std::vector<std::string_view> models = Tokenizer::supported_models();
-    assert_true(models == (std::vector<std::string_view>{"llama", "gpt2", "gemma4"}));
+    assert_true(models == (std::vector<std::string_view>{"llama", "gpt2", "gemma4", "bert"}));
 }
 
 // `test_tokenizer_pre --write DIR`: the variants as files, for bench/tokenizer_peer.mjs.

@@ -160,6 +160,11 @@ std::unique_ptr<ProgramPart> make_part(const ember_mod_model_desc &d, uint32_t f
     }
     renumber(logits), renumber(input);
     p->bufs = std::move(used);
+    // The hidden rows a multi-token-prediction draft reads (module_api.h's hidden_buf): the part whose nodes
+    // write them has them, renumbered; the others none.
+    int32_t hidden = -1;
+    if (d.hidden_buf >= 0)
+        if (auto it = buf_ids.find(d.hidden_buf); it != buf_ids.end()) hidden = it->second;
 
     ember_mod_model_desc &c = p->c;
     c = d;
@@ -176,6 +181,7 @@ std::unique_ptr<ProgramPart> make_part(const ember_mod_model_desc &d, uint32_t f
     c.state_floats = static_cast<uint32_t>(state_sum);
     c.has_input = input >= 0 ? 1u : 0u;
     c.input_buf = input;
+    c.hidden_buf = hidden;
     return p;
 }
 
