@@ -59,7 +59,8 @@ void append_tools_json(const char *text, std::vector<tools::Tool> &out) {
     }
 }
 
-tools::Format resolve_format(const ember_model *model, ember_chat_format format, const char *tmpl) {
+// `format` by reference: a caller's field may hold any integer, read as one (abi::enum_value) before it is an enum.
+tools::Format resolve_format(const ember_model *model, const ember_chat_format &format, const char *tmpl) {
     const int64_t f = abi::enum_value(format);
     if (f < 0 || f >= tools::kFormatCount) fail(EMBER_ERR_INVALID_ARGUMENT, "unknown chat format %lld", (long long)f);
     if (f != EMBER_CHAT_FORMAT_AUTO) return static_cast<tools::Format>(f);
@@ -166,7 +167,7 @@ ember_status ember_chat_format_detect(const ember_model *model, const char *tmpl
 }
 
 const char *ember_chat_format_name(ember_chat_format format) {
-    const int64_t f = static_cast<int64_t>(format);
+    const int64_t f = abi::enum_value(format);
     if (f < 0 || f >= tools::kFormatCount) return "unknown";
     return tools::format_name(static_cast<tools::Format>(f));
 }
