@@ -588,6 +588,10 @@ void check_tools(const char *server, const std::string &model, const std::string
     for (int i = 0; i < 4; ++i) {
         body["seed"] = 100 + i;
         r = post(srv.port, "/v1/chat/completions", body.dump());
+        if (r.status != 200 || !r.j.is_object() || !r.j.contains("choices")) {
+            CHECK(false, "tool_choice required: status %d, body %.300s", r.status, r.body.c_str());
+            continue;
+        }
         const json &choice = r.j["choices"][0];
         const json &calls = choice["message"]["tool_calls"];
         bool ok = r.status == 200 && choice["finish_reason"] == "tool_calls" && calls.is_array() && calls.size() == 1 &&
@@ -1022,8 +1026,13 @@ int main() {
         CHECK(t < 5, "the request after the hang-ups took %.2f s: were the streams cancelled?", t);
     }
 
-    check_tools(server_env, model, std::string(models_env ? models_env : "models") + "/../tests/data/chat_templates/Qwen3-0.6B.jinja",
-                port);
+    // The tool calls need a vocabulary that spells them (stories15M's; the sanitizer stage's stories260K has
+    // 512 tokens, too few for the grammar's text).
+    if (model_file == "stories15M-q8_0.gguf")
+        check_tools(server_env, model,
+                    std::string(models_env ? models_env : "models") + "/../tests/data/chat_templates/Qwen3-0.6B.jinja", port);
+    else
+        std::printf("tools: skipped on %s (the calls are checked on stories15M)\n", model_file.c_str());
 
     // SIGTERM with a stream in flight: the server cancels it and exits promptly with status 0.
     {
