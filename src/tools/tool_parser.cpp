@@ -398,8 +398,10 @@ bool ToolCallParser::scan_bare_json(bool final) {
     if (span.kind != JsonSpan::Complete) return true;   // not a call: plain content
     auto calls = decode_calls(s.substr(span.begin, span.end - span.begin));
     if (!calls) {
-        // JSON that is no call is an answer like any other, unless it was meant as one.
-        if (s.substr(span.begin, 8).find("\"name\"") != std::string_view::npos) out_.malformed = true;
+        // JSON that is no call is an answer like any other, unless it was meant as one (its first key is
+        // "name"). Only the span is read: text after it may not have arrived yet when streaming.
+        const std::string_view head = s.substr(span.begin, std::min<size_t>(8, span.end - span.begin));
+        if (head.find("\"name\"") != std::string_view::npos) out_.malformed = true;
         return true;
     }
     for (ToolCall &c : *calls) add_call(std::move(c));
