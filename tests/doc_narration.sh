@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test_doc_narration: the docs, tools, benchmarks, tests, samples, bindings, the sources (src/, include/,
 # cuda/, vulkan/: their comments) and every README speak of the product and its measurements, not of how
-# the work was organised: no tracker numbers ("issue 18"), no work sessions, leases or helpers, no
-# numbered rounds of work ("third pass"). The patterns leave the product's own words alone
-# (ember_session, "this session and its forks", a helper thread).
+# the work was organised: no tracker numbers, no account of who did what or when, no numbered rounds of
+# work. The patterns (below) are narrow enough to leave the product's own vocabulary alone: its sessions,
+# forks and worker threads.
 # Recorded outputs (docs/gpu-runs/*/run*/) are left as they came.
 # usage: doc_narration.sh SOURCE_DIR
 set -euo pipefail

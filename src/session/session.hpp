@@ -130,8 +130,7 @@ public:
     // its forks share.
     uint64_t context_bytes() const { return kv_->context_bytes; }
     ember_backend_kind backend_kind() const { return backend_kind_; }
-    // The backend context whose worker threads a context used by turns with this session may run on
-    // (ContextParams::share_threads_with).
+    // The backend context whose worker threads another context may share (ContextParams::share_threads_with).
     const BackendContext *threads_context() const { return kv_->ctx.get(); }
     // Where the placement across devices put the model (its backend is null on one device), and what was asked.
     const PlacementPlan &placement() const { return placement_; }
