@@ -14,14 +14,15 @@
 
 namespace server {
 
-namespace {
-ApiError bad(std::string message, std::string code = "invalid_value") {
+ApiError bad_request(std::string message, std::string code) {
     ApiError e;
     e.http_status = 400;
     e.message = std::move(message);
     e.code = std::move(code);
     return e;
 }
+
+namespace {
 
 // Content given as a string, null (an assistant turn with tool calls only), or an array of parts of
 // which only {"type": "text"} ones are understood.
@@ -32,11 +33,11 @@ std::optional<ApiError> read_content(const json &c, size_t i, std::string *out) 
         *out = c.get<std::string>();
         return std::nullopt;
     }
-    if (!c.is_array()) return bad(where + " must be a string or an array of text parts", "invalid_type");
+    if (!c.is_array()) return bad_request(where + " must be a string or an array of text parts", "invalid_type");
     for (const json &part : c) {
         if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
             !part["text"].is_string())
-            return bad(where + ": only parts of type \"text\" with a string \"text\" are supported", "invalid_type");
+            return bad_request(where + ": only parts of type \"text\" with a string \"text\" are supported", "invalid_type");
         *out += part["text"].get<std::string>();
     }
     return std::nullopt;
@@ -45,12 +46,12 @@ std::optional<ApiError> read_content(const json &c, size_t i, std::string *out) 
 std::optional<ApiError> read_number(const json &j, const char *name, double lo, double hi, bool lo_open,
                                     float *out) {
     if (!j.contains(name) || j[name].is_null()) return std::nullopt;
-    if (!j[name].is_number()) return bad(std::string(name) + " must be a number", "invalid_type");
+    if (!j[name].is_number()) return bad_request(std::string(name) + " must be a number", "invalid_type");
     const double v = j[name].get<double>();
     if (!std::isfinite(v) || v < lo || (lo_open && v == lo) || v > hi) {
         char msg[160];
         std::snprintf(msg, sizeof msg, "%s must be in %s%g, %g], not %g", name, lo_open ? "(" : "[", lo, hi, v);
-        return bad(msg);
+        return bad_request(msg);
     }
     *out = static_cast<float>(v);
     return std::nullopt;
@@ -96,33 +97,33 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
     // Before parsing: the JSON library parses any depth, but writing, comparing or converting a value
     // recurses once per level, and 50,000 levels fit in 100 KB (the stack ran out).
     if (json_nesting_depth(body) > kMaxJsonDepth)
-        return bad("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "invalid_json");
+        return bad_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "invalid_json");
     const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return bad("the request body is not valid JSON", "invalid_json");
-    if (!j.is_object()) return bad("the request body must be a JSON object", "invalid_type");
+    if (j.is_discarded()) return bad_request("the request body is not valid JSON", "invalid_json");
+    if (!j.is_object()) return bad_request("the request body must be a JSON object", "invalid_type");
     CompletionRequest r;
     r.endpoint = endpoint;
 
     if (endpoint == Endpoint::chat) {
-        if (!j.contains("messages")) return bad("messages is required", "missing_field");
+        if (!j.contains("messages")) return bad_request("messages is required", "missing_field");
         const json &msgs = j["messages"];
-        if (!msgs.is_array()) return bad("messages must be an array", "invalid_type");
-        if (msgs.empty()) return bad("messages must not be empty");
+        if (!msgs.is_array()) return bad_request("messages must be an array", "invalid_type");
+        if (msgs.empty()) return bad_request("messages must not be empty");
         for (size_t i = 0; i < msgs.size(); ++i) {
             const json &m = msgs[i];
-            if (!m.is_object()) return bad("messages[" + std::to_string(i) + "] must be an object", "invalid_type");
+            if (!m.is_object()) return bad_request("messages[" + std::to_string(i) + "] must be an object", "invalid_type");
             if (!m.contains("role") || !m["role"].is_string())
-                return bad("messages[" + std::to_string(i) + "].role must be a string", "invalid_type");
+                return bad_request("messages[" + std::to_string(i) + "].role must be a string", "invalid_type");
             ChatMessageText msg;
             msg.role = m["role"].get<std::string>();
             if (msg.role != "system" && msg.role != "developer" && msg.role != "user" && msg.role != "assistant" &&
                 msg.role != "tool")
-                return bad("messages[" + std::to_string(i) + "].role must be system, developer, user, assistant or tool");
+                return bad_request("messages[" + std::to_string(i) + "].role must be system, developer, user, assistant or tool");
             if (auto e = read_tool_message_fields(m, i, &msg)) return e;
             // A missing or null content is an assistant turn that only called tools; anyone else must say something.
             const bool no_content = !m.contains("content") || m["content"].is_null();
             if (no_content && !(msg.role == "assistant" && !msg.tool_calls.empty()))
-                return bad("messages[" + std::to_string(i) + "].content is required (it may be null or absent only in an assistant message with tool_calls)",
+                return bad_request("messages[" + std::to_string(i) + "].content is required (it may be null or absent only in an assistant message with tool_calls)",
                            m.contains("content") ? "invalid_type" : "missing_field");
             if (!no_content)
                 if (auto e = read_content(m["content"], i, &msg.content)) return e;
@@ -130,7 +131,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
         }
         if (auto e = read_tool_request(j, &r.tools)) return e;
     } else {
-        if (!j.contains("prompt")) return bad("prompt is required", "missing_field");
+        if (!j.contains("prompt")) return bad_request("prompt is required", "missing_field");
         const json &p = j["prompt"];
         if (p.is_string()) {
             r.prompt = p.get<std::string>();
@@ -140,11 +141,11 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
             r.prompt_is_tokens = true;
             for (const json &t : p) {
                 if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
-                    return bad("prompt given as tokens must be an array of non-negative integers", "invalid_type");
+                    return bad_request("prompt given as tokens must be an array of non-negative integers", "invalid_type");
                 r.prompt_tokens.push_back(t.get<int32_t>());
             }
         } else {
-            return bad("prompt must be a string, an array of one string, or an array of token ids "
+            return bad_request("prompt must be a string, an array of one string, or an array of token ids "
                        "(batches of prompts are not supported)", "invalid_type");
         }
     }
@@ -152,26 +153,26 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
     for (const char *name : {"max_tokens", "max_completion_tokens"}) {
         if (!j.contains(name) || j[name].is_null()) continue;
         const json &v = j[name];
-        if (!v.is_number_integer()) return bad(std::string(name) + " must be an integer", "invalid_type");
-        if (v.get<int64_t>() < 0) return bad(std::string(name) + " must not be negative");
+        if (!v.is_number_integer()) return bad_request(std::string(name) + " must be an integer", "invalid_type");
+        if (v.get<int64_t>() < 0) return bad_request(std::string(name) + " must not be negative");
         r.max_tokens = static_cast<uint32_t>(std::min<int64_t>(v.get<int64_t>(), std::numeric_limits<uint32_t>::max()));
     }
     if (auto e = read_number(j, "temperature", 0.0, 100.0, false, &r.temperature)) return e;
     if (auto e = read_number(j, "top_p", 0.0, 1.0, true, &r.top_p)) return e;
     if (j.contains("top_k") && !j["top_k"].is_null()) {
-        if (!j["top_k"].is_number_integer()) return bad("top_k must be an integer", "invalid_type");
+        if (!j["top_k"].is_number_integer()) return bad_request("top_k must be an integer", "invalid_type");
         const int64_t k = j["top_k"].get<int64_t>();
-        if (k < 0) return bad("top_k must not be negative");
+        if (k < 0) return bad_request("top_k must not be negative");
         r.top_k = static_cast<int32_t>(std::min<int64_t>(k, std::numeric_limits<int32_t>::max()));
     }
     if (j.contains("seed") && !j["seed"].is_null()) {
-        if (!j["seed"].is_number_integer()) return bad("seed must be an integer", "invalid_type");
+        if (!j["seed"].is_number_integer()) return bad_request("seed must be an integer", "invalid_type");
         r.seed = j["seed"].is_number_unsigned() ? j["seed"].get<uint64_t>()
                                                 : static_cast<uint64_t>(j["seed"].get<int64_t>());
     }
     if (j.contains("n") && !j["n"].is_null()) {
-        if (!j["n"].is_number_integer()) return bad("n must be an integer", "invalid_type");
-        if (j["n"].get<int64_t>() != 1) return bad("only n = 1 is supported");
+        if (!j["n"].is_number_integer()) return bad_request("n must be an integer", "invalid_type");
+        if (j["n"].get<int64_t>() != 1) return bad_request("only n = 1 is supported");
     }
     if (j.contains("stop") && !j["stop"].is_null()) {
         const json &s = j["stop"];
@@ -179,40 +180,40 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
             r.stop.push_back(s.get<std::string>());
         } else if (s.is_array()) {
             for (const json &x : s) {
-                if (!x.is_string()) return bad("stop must be a string or an array of strings", "invalid_type");
+                if (!x.is_string()) return bad_request("stop must be a string or an array of strings", "invalid_type");
                 r.stop.push_back(x.get<std::string>());
             }
         } else {
-            return bad("stop must be a string or an array of strings", "invalid_type");
+            return bad_request("stop must be a string or an array of strings", "invalid_type");
         }
         std::erase_if(r.stop, [](const std::string &x) { return x.empty(); });  // an empty stop matches nothing
     }
     if (j.contains("response_format") && !j["response_format"].is_null()) {
         const json &rf = j["response_format"];
         if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
-            return bad("response_format must be an object with a type", "invalid_type");
+            return bad_request("response_format must be an object with a type", "invalid_type");
         const std::string type = rf["type"].get<std::string>();
         if (type == "json_object") {
             r.json_schema = R"({"type":"object"})";
         } else if (type == "json_schema") {
             if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
-                return bad("response_format.json_schema must be an object", "invalid_type");
+                return bad_request("response_format.json_schema must be an object", "invalid_type");
             const json &js = rf["json_schema"];
             // OpenAI's "schema" may be absent: any JSON value then.
             r.json_schema = js.contains("schema") && !js["schema"].is_null() ? js["schema"].dump() : "{}";
         } else if (type != "text") {
-            return bad("response_format.type must be text, json_object or json_schema");
+            return bad_request("response_format.type must be text, json_object or json_schema");
         }
     }
     if (j.contains("logprobs") && !j["logprobs"].is_null()) {
         const json &lp = j["logprobs"];
         if (endpoint == Endpoint::chat) {
-            if (!lp.is_boolean()) return bad("logprobs must be a boolean", "invalid_type");
+            if (!lp.is_boolean()) return bad_request("logprobs must be a boolean", "invalid_type");
             r.logprobs = lp.get<bool>();
         } else {
             // completions: an integer, the number of top tokens (0-5)
             if (!lp.is_number_integer() || lp.get<int64_t>() < 0 || lp.get<int64_t>() > 5)
-                return bad("logprobs must be an integer from 0 to 5", "invalid_type");
+                return bad_request("logprobs must be an integer from 0 to 5", "invalid_type");
             r.logprobs = true;
             r.top_logprobs = static_cast<int32_t>(lp.get<int64_t>());
         }
@@ -220,22 +221,22 @@ std::optional<ApiError> parse_completion_request(std::string_view body, Endpoint
     if (endpoint == Endpoint::chat && j.contains("top_logprobs") && !j["top_logprobs"].is_null()) {
         const json &t = j["top_logprobs"];
         if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > 20)
-            return bad("top_logprobs must be an integer from 0 to 20", "invalid_type");
-        if (!r.logprobs) return bad("top_logprobs needs logprobs: true");
+            return bad_request("top_logprobs must be an integer from 0 to 20", "invalid_type");
+        if (!r.logprobs) return bad_request("top_logprobs needs logprobs: true");
         r.top_logprobs = static_cast<int32_t>(t.get<int64_t>());
     }
     if (j.contains("stream") && !j["stream"].is_null()) {
-        if (!j["stream"].is_boolean()) return bad("stream must be a boolean", "invalid_type");
+        if (!j["stream"].is_boolean()) return bad_request("stream must be a boolean", "invalid_type");
         r.stream = j["stream"].get<bool>();
     }
     if (j.contains("stream_options") && j["stream_options"].is_object()) {
         const json &so = j["stream_options"];
         if (so.contains("include_usage")) {
-            if (!so["include_usage"].is_boolean()) return bad("stream_options.include_usage must be a boolean", "invalid_type");
+            if (!so["include_usage"].is_boolean()) return bad_request("stream_options.include_usage must be a boolean", "invalid_type");
             r.include_usage = so["include_usage"].get<bool>();
         }
     }
-    if (r.stream && r.logprobs) return bad("logprobs are not supported with stream (ask without streaming)", "unsupported");
+    if (r.stream && r.logprobs) return bad_request("logprobs are not supported with stream (ask without streaming)", "unsupported");
     *out = std::move(r);
     return std::nullopt;
 }

@@ -22,6 +22,8 @@ struct ApiError {
     std::string code;  // machine-readable; "" is sent as null
 };
 std::string error_body(const ApiError &e);
+// A 400 for a body that is wrong, naming what (code: OpenAI's "invalid_value", "invalid_type", ...).
+ApiError bad_request(std::string message, std::string code = "invalid_value");
 
 enum class Endpoint { chat, completion };
 

@@ -6,13 +6,6 @@
 namespace server {
 
 namespace {
-ApiError bad(std::string message, std::string code = "invalid_value") {
-    ApiError e;
-    e.http_status = 400;
-    e.message = std::move(message);
-    e.code = std::move(code);
-    return e;
-}
 
 ApiError library_error(const char *what, ember_status st) {
     ApiError e;
@@ -27,7 +20,7 @@ ApiError library_error(const char *what, ember_status st) {
 std::optional<std::string> optional_string(const json &m, const char *key, const std::string &where, ApiError *err) {
     if (!m.contains(key) || m[key].is_null()) return std::nullopt;
     if (!m[key].is_string()) {
-        *err = bad(where + "." + key + " must be a string", "invalid_type");
+        *err = bad_request(where + "." + key + " must be a string", "invalid_type");
         return std::nullopt;
     }
     return m[key].get<std::string>();
@@ -63,20 +56,20 @@ std::optional<ApiError> read_tool_message_fields(const json &m, size_t i, ChatMe
     if (!err.message.empty()) return err;
     if (!m.contains("tool_calls") || m["tool_calls"].is_null()) return std::nullopt;
     const json &calls = m["tool_calls"];
-    if (!calls.is_array()) return bad(where + ".tool_calls must be an array", "invalid_type");
+    if (!calls.is_array()) return bad_request(where + ".tool_calls must be an array", "invalid_type");
     for (size_t k = 0; k < calls.size(); ++k) {
         const std::string at = where + ".tool_calls[" + std::to_string(k) + "]";
         const json &c = calls[k];
         if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
-            return bad(at + " must be an object with a function", "invalid_type");
+            return bad_request(at + " must be an object with a function", "invalid_type");
         const json &f = c["function"];
-        if (!f.contains("name") || !f["name"].is_string()) return bad(at + ".function.name must be a string", "invalid_type");
+        if (!f.contains("name") || !f["name"].is_string()) return bad_request(at + ".function.name must be a string", "invalid_type");
         ToolCallText t;
         t.name = f["name"].get<std::string>();
         // OpenAI sends arguments as a JSON string; a client may send the object itself.
         if (f.contains("arguments") && f["arguments"].is_string()) t.arguments = f["arguments"].get<std::string>();
         else if (f.contains("arguments") && f["arguments"].is_object()) t.arguments = f["arguments"].dump();
-        else return bad(at + ".function.arguments must be a JSON string or object", "invalid_type");
+        else return bad_request(at + ".function.arguments must be a JSON string or object", "invalid_type");
         if (auto id = optional_string(c, "id", at, &err)) t.id = *id;
         if (!err.message.empty()) return err;
         msg->tool_calls.push_back(std::move(t));
@@ -87,19 +80,19 @@ std::optional<ApiError> read_tool_message_fields(const json &m, size_t i, ChatMe
 std::optional<ApiError> read_tool_request(const json &j, ToolRequest *out) {
     if (j.contains("tools") && !j["tools"].is_null()) {
         const json &tools = j["tools"];
-        if (!tools.is_array()) return bad("tools must be an array", "invalid_type");
+        if (!tools.is_array()) return bad_request("tools must be an array", "invalid_type");
         for (size_t i = 0; i < tools.size(); ++i) {
             const std::string at = "tools[" + std::to_string(i) + "]";
             const json &t = tools[i];
             if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
-                return bad(at + " must be {\"type\": \"function\", \"function\": {...}}", "invalid_type");
+                return bad_request(at + " must be {\"type\": \"function\", \"function\": {...}}", "invalid_type");
             const json &f = t["function"];
-            if (!f.contains("name") || !f["name"].is_string()) return bad(at + ".function.name must be a string", "invalid_type");
+            if (!f.contains("name") || !f["name"].is_string()) return bad_request(at + ".function.name must be a string", "invalid_type");
             ToolSpec s;
             s.name = f["name"].get<std::string>();
             if (f.contains("description") && f["description"].is_string()) s.description = f["description"].get<std::string>();
             if (f.contains("parameters") && !f["parameters"].is_null()) {
-                if (!f["parameters"].is_object()) return bad(at + ".function.parameters must be an object", "invalid_type");
+                if (!f["parameters"].is_object()) return bad_request(at + ".function.parameters must be an object", "invalid_type");
                 s.parameters = f["parameters"].dump();
             }
             out->tools.push_back(std::move(s));
@@ -110,19 +103,19 @@ std::optional<ApiError> read_tool_request(const json &j, ToolRequest *out) {
         if (c.is_string()) {
             out->choice = c.get<std::string>();
             if (out->choice != "auto" && out->choice != "none" && out->choice != "required")
-                return bad("tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}");
+                return bad_request("tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}");
         } else if (c.is_object() && c.contains("function") && c["function"].is_object() &&
                    c["function"].contains("name") && c["function"]["name"].is_string()) {
             out->choice = "named";
             out->name = c["function"]["name"].get<std::string>();
         } else {
-            return bad("tool_choice must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}", "invalid_type");
+            return bad_request("tool_choice must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}", "invalid_type");
         }
         if (out->choice != "none" && out->choice != "auto" && out->tools.empty())
-            return bad("tool_choice asks for a call, but the request has no tools");
+            return bad_request("tool_choice asks for a call, but the request has no tools");
     }
     if (j.contains("parallel_tool_calls") && !j["parallel_tool_calls"].is_null()) {
-        if (!j["parallel_tool_calls"].is_boolean()) return bad("parallel_tool_calls must be a boolean", "invalid_type");
+        if (!j["parallel_tool_calls"].is_boolean()) return bad_request("parallel_tool_calls must be a boolean", "invalid_type");
         out->parallel = j["parallel_tool_calls"].get<bool>();
     }
     return std::nullopt;
