@@ -91,11 +91,26 @@ void ssm_scan(ThreadPool &pool, const float *xbc, const float *dt, float *y, con
             const float dA = std::exp(s * p.A[h]);
             float *out = y + int64_t{t} * H * P + int64_t{h} * P;
             for (int i = 0; i < P; ++i) {
+                // The row's update and its product with C in one pass of 8 lanes (the state is updated in
+                // place, which keeps the compiler from vectorising a plain loop); element k in lane k % 8,
+                // reduced as dot_lanes<Lanes8> reduces.
                 float *m = S + int64_t{i} * N;
                 const float *m_in = in + int64_t{i} * N;
                 const float xs = x[i] * s;
-                for (int k = 0; k < N; ++k) m[k] = m_in[k] * dA + B[k] * xs;
-                out[i] = detail::dot_lanes<detail::Lanes8>(m, C, N) + p.D[h] * x[i];
+                detail::V8 acc = {};
+                int k = 0;
+                for (; k + 8 <= N; k += 8) {
+                    const detail::V8 mv = detail::load8(m_in + k) * dA + detail::load8(B + k) * xs;
+                    detail::store8(m + k, mv);
+                    acc += mv * detail::load8(C + k);
+                }
+                for (int l = 0; k < N; ++k, ++l) {
+                    m[k] = m_in[k] * dA + B[k] * xs;
+                    acc[l] += m[k] * C[k];
+                }
+                float lanes[8];
+                detail::store8(lanes, acc);
+                out[i] = detail::reduce_lanes<8>(lanes) + p.D[h] * x[i];
             }
         }
     };
