@@ -233,6 +233,9 @@ void read_window_pattern(ArchBuilder &b, DecoderOptions &opt, uint32_t fallback_
 // build_decoder's readers, for architectures that write their own layers: the shape ("<arch>.*" keys,
 // checked; with experts) into b.hp(), and the rotary embedding (rope_mode: an ember_graph_rope_mode).
 void read_decoder_shape(ArchBuilder &b, bool moe);
+// The token embedding token_embd.weight ([n_embd, n_vocab]; refused when missing): sets hp.n_vocab from it
+// and returns its tensor index.
+int32_t token_embedding(ArchBuilder &b);
 // The decoder's head: the residual stream x's logits rows through output_norm and the vocabulary product
 // (output.weight, or the embedding tok_embd where tied); returns the logits buffer. `norm`: the final
 // norm's tensor (LFM2 names it token_embd_norm).

@@ -117,10 +117,7 @@ void build_gemma4(ArchBuilder &b) {
     hp.n_head_kv = (kv_width + hp.head_dim - 1) / hp.head_dim;
     hp.n_ff = *std::max_element(n_ff.begin(), n_ff.end());
 
-    const TensorRef *emb = b.find("token_embd.weight");
-    if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
-    hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
-    const int32_t tok_embd = b.matrix("token_embd.weight", d, hp.n_vocab);
+    const int32_t tok_embd = token_embedding(b);
 
     const bool moe = b.find("blk.0.ffn_gate_inp.weight") != nullptr;
     uint32_t n_ff_exp = 0;

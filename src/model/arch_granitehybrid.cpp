@@ -158,11 +158,8 @@ void build_granitehybrid(ArchBuilder &b) {
         n_ff_shexp = b.u32("expert_shared_feed_forward_length", 0u);
     }
 
-    const TensorRef *emb = b.find("token_embd.weight");
-    if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
-    hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
+    const int32_t tok_embd = token_embedding(b);
     const uint32_t d = hp.n_embd;
-    const int32_t tok_embd = b.matrix("token_embd.weight", d, hp.n_vocab);
     const float scale = attn_scale != 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
 
     const int32_t x = b.buf(d), xn = b.buf(d), tmp = b.buf(d);

@@ -107,11 +107,8 @@ void build_lfm2(ArchBuilder &b, bool moe) {
     const ArchBuilder::Rope rope = read_decoder_rope(b, EMBER_GRAPH_ROPE_NEOX);
     const Lfm2Moe experts = moe ? read_lfm2_moe(b) : Lfm2Moe{};
 
-    const TensorRef *emb = b.find("token_embd.weight");
-    if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
-    hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
+    const int32_t tok_embd = token_embedding(b);
     const uint32_t d = hp.n_embd;
-    const int32_t tok_embd = b.matrix("token_embd.weight", d, hp.n_vocab);
 
     const int32_t x = b.buf(d), xn = b.buf(d), tmp = b.buf(d);
     const int32_t bcx[3] = {b.buf(d), b.buf(d), b.buf(d)};

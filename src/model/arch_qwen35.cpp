@@ -207,11 +207,8 @@ void build_qwen35(ArchBuilder &b, bool moe, bool next) {
         fail(EMBER_ERR_INVALID_MODEL, "metadata '%s.attention.recurrent_layers' has %llu entries for %u layers",
              b.arch().c_str(), (unsigned long long)rec->count, hp.n_layer);
     for (uint32_t il = 0; il < hp.n_layer; ++il) recurrent[il] = rec ? rec->array_int(il) != 0 : (il + 1) % s.interval != 0;
-    const TensorRef *emb = b.find("token_embd.weight");
-    if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
-    hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
+    const int32_t tok_embd = token_embedding(b);
     const uint32_t d = hp.n_embd;
-    const int32_t tok_embd = b.matrix("token_embd.weight", d, hp.n_vocab);
 
     const int32_t x = b.buf(d), xn = b.buf(d), tmp = b.buf(d);
     const int32_t gate = hp.n_ff ? b.buf(hp.n_ff) : -1, up = hp.n_ff ? b.buf(hp.n_ff) : -1;
@@ -253,11 +250,8 @@ bool build_qwen35_mtp(ArchBuilder &b, bool moe) {
     hp.n_layer = 1;
     const float eps = b.f32("attention.layer_norm_rms_epsilon", 1e-6f);
     const ArchBuilder::Rope rope = read_decoder_rope(b, EMBER_GRAPH_ROPE_NEOX);
-    const TensorRef *emb = b.find("token_embd.weight");
-    if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
-    hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
+    const int32_t tok_embd = token_embedding(b);
     const uint32_t d = hp.n_embd;
-    const int32_t tok_embd = b.matrix("token_embd.weight", d, hp.n_vocab);
     const int32_t own_embd = b.matrix(p + "nextn.embed_tokens.weight", d, hp.n_vocab, false);
     int32_t head = b.matrix(p + "nextn.shared_head_head.weight", d, hp.n_vocab, false);
     if (head < 0) head = b.matrix("output.weight", d, hp.n_vocab, false);

@@ -167,6 +167,13 @@ int32_t logits_head(ArchBuilder &b, int32_t x, int32_t norm_w, int32_t out_w, fl
     return logits;
 }
 
+int32_t token_embedding(ArchBuilder &b) {
+    const TensorRef *emb = b.find("token_embd.weight");
+    if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
+    b.hp().n_vocab = static_cast<uint32_t>(emb->ne[1]);
+    return b.matrix("token_embd.weight", b.hp().n_embd, b.hp().n_vocab);
+}
+
 int32_t decoder_logits(ArchBuilder &b, int32_t x, int32_t tok_embd, float eps, const char *norm_name, bool hidden) {
     const int32_t norm = b.vector(norm_name, b.hp().n_embd);
     int32_t out = b.matrix("output.weight", b.hp().n_embd, b.hp().n_vocab, false);
@@ -209,14 +216,11 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
         window_rope.theta = opt.window_theta > 0 ? opt.window_theta : rope.theta;
     }
 
-    const TensorRef *emb = b.find("token_embd.weight");
-    if (!emb) fail(EMBER_ERR_INVALID_MODEL, "tensor 'token_embd.weight' is missing");
-    hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
+    const int32_t tok_embd = token_embedding(b);
     const uint32_t d = hp.n_embd, nq = hp.n_embd_q(), nkv = hp.n_embd_kv(), hd = hp.head_dim;
     const uint32_t n_ff_exp = moe ? b.u32("expert_feed_forward_length", hp.n_ff) : 0;
     if (moe && n_ff_exp == 0) fail(EMBER_ERR_INVALID_MODEL, "the experts' FFN width is missing");
     const uint32_t nff = moe ? n_ff_exp : hp.n_ff;
-    const int32_t tok_embd = b.matrix("token_embd.weight", d, hp.n_vocab);
     const float attn_scale = opt.attn_scale > 0 ? opt.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
 
     // Activations: the residual stream, its normed copy, attention's q/k/v and output, the FFN's halves
