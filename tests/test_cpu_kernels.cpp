@@ -1020,6 +1020,9 @@ static void test_matmul_panels(void **) {
         // remainder, an odd block count, partial 8- and 16-row panels, full and padded AMX token groups.
         {DType::Q8_0, 8192, 19, 133}, {DType::Q8_0, 2080, 9, 5}, {DType::Q8_0, 1056, 35, 300},
         {DType::Q8_0, 96, 17, 16},
+        // Float weights on two rows per AVX-512 register: 8-token tiles with a remainder, 4-row tiles with
+        // 2 or 1 rows left, an input count with a tail past the last 8.
+        {DType::F16, 1003, 13, 21}, {DType::BF16, 264, 7, 9}, {DType::F32, 520, 6, 8}, {DType::F16, 64, 5, 131},
     };
     for (const Shape &sh : shapes) {
         const TestWeight w = make_weight(sh.type, sh.n_out, sh.n_in, &st);
@@ -1883,6 +1886,31 @@ static void test_pool_stress(void **) {
 }
 
 // Destruction with workers never used, spinning, or asleep.
+// GELU (tanh form) and GEGLU at every level: within the parity harness's bound of the double-precision
+// formula, and the same bits at every level (8 lanes below AVX-512, 16 there), tails included.
+static void test_gelu_levels(void **) {
+    uint64_t st = 4242;
+    const int64_t n = 1000 + 13;
+    const std::vector<float> g = rand_vec(&st, static_cast<size_t>(n), -12, 12), u = rand_vec(&st, static_cast<size_t>(n), -3, 3);
+    std::vector<float> first_gelu, first_geglu;
+    for_each_variant([&](int) {
+        std::vector<float> y(static_cast<size_t>(n)), z(static_cast<size_t>(n));
+        gelu(g.data(), y.data(), n);
+        geglu(g.data(), u.data(), z.data(), n);
+        const double u_round = std::ldexp(1.0, -24);
+        for (int64_t i = 0; i < n; ++i) {
+            const double gd = g[static_cast<size_t>(i)];
+            const double want = 0.5 * gd * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (gd + 0.044715 * gd * gd * gd)));
+            const double bound = 32 * u_round * std::fabs(gd) * (2 + std::fabs(gd));
+            if (!(std::fabs(y[static_cast<size_t>(i)] - want) <= bound) ||
+                !(std::fabs(z[static_cast<size_t>(i)] - want * u[static_cast<size_t>(i)]) <= bound * (1 + std::fabs(u[static_cast<size_t>(i)]))))
+                fail_msg("%s gelu(%.9g): %.9g (geglu %.9g) vs %.9g", isa_name(), gd, y[static_cast<size_t>(i)], z[static_cast<size_t>(i)], want);
+        }
+        if (first_gelu.empty()) first_gelu = y, first_geglu = z;
+        else if (y != first_gelu || z != first_geglu) fail_msg("%s gelu: bits differ from the first level's", isa_name());
+    });
+}
+
 // The gated delta rule at every level against a double-precision reference (the bound of
 // parity_hybrid_ops.cpp: (4 S + 16) u per token on values of the state's size), with head sizes that
 // fill the lanes (128) and leave a tail (40); the prompt in one run and token by token give the same
@@ -2266,6 +2294,7 @@ int main(void) {
         cmocka_unit_test(test_rows_stealing),
         cmocka_unit_test(test_pool_stress),
         cmocka_unit_test(test_gated_delta_levels),
+        cmocka_unit_test(test_gelu_levels),
         cmocka_unit_test(test_pool_destroy),
         cmocka_unit_test(test_pool_chunks_budget),
         cmocka_unit_test(test_pool_adapts),

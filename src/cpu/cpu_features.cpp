@@ -54,6 +54,7 @@ const KernelTable kScalar = {
     false,
     gated_delta_head_scalar,
     ssm_conv_chunk_scalar,
+    gelu_lanes8,
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -76,6 +77,7 @@ const KernelTable kAvx2 = {
     false,
     gated_delta_head_avx2,
     ssm_conv_chunk_avx2,
+    gelu_lanes8,
 };
 
 // Q6_K at the AVX-512 and AMX levels: decode (one token) through the VPDPBUSD tile
@@ -93,6 +95,9 @@ const KernelTable kAvx512 = [] {
     // do not change).
     KernelTable t = kAvx2;
     t.name = "avx512";
+    t.matmul[kWF32] = matmul_rows_f32_avx512;
+    t.matmul[kWF16] = matmul_rows_f16_avx512;
+    t.matmul[kWBF16] = matmul_rows_bf16_avx512;
     t.matmul[kWQ8_0] = matmul_rows_q8_0_avx512;
     t.matmul[kWQ4_0] = matmul_rows_q4_0_avx512;
     t.matmul[kWQ4_K] = matmul_rows_q4_k_avx512;
@@ -105,6 +110,7 @@ const KernelTable kAvx512 = [] {
     t.quantize_acts = quantize_acts_avx512;
     t.quantize_acts_k = quantize_acts_k_avx512;
     t.swiglu = swiglu_avx512;
+    t.gelu = gelu_avx512;
     t.gated_delta_head = gated_delta_head_avx512;
     t.attend_heads = attend_heads_avx512;
     t.attend_heads_q8_0 = attend_heads_q8_0_avx512;

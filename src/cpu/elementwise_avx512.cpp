@@ -1,8 +1,9 @@
-// elementwise_avx512.cpp — swiglu on 512-bit vectors for the AVX-512 and AMX levels. The AVX2 kernel's
+// elementwise_avx512.cpp — swiglu and GELU on 512-bit vectors for the AVX-512 and AMX levels. The AVX2 kernel's
 // operations lane for lane (simd_avx512.hpp's avx512_exp is avx2_exp on 16 lanes; the division and the
 // multiply are IEEE operations), so each element gets the AVX2 level's bits; twice the elements per
 // instruction where the exp's 13 vector operations an element are the cost (2.7 % of a TinyLlama
 // prefill of 512 tokens at the AMX level before this).
+#include "cpu/gelu_lanes.hpp"
 #include "cpu/simd_avx512.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -23,5 +24,8 @@ void swiglu_avx512(const float *gate, const float *up, float *out, int64_t n) {
         _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, up + i)));
     }
 }
+
+// GELU on 16 lanes: gelu_lanes.hpp's operations, the baseline's bits.
+void gelu_avx512(const float *x, const float *up, float *out, int64_t n) { GeluLanes<GeluF16, GeluI16, 16>::rows(x, up, out, n); }
 
 } // namespace ember::cpu::detail

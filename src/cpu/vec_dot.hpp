@@ -152,6 +152,8 @@ struct KernelTable {
     // The recurrent layers' loops (recurrent_loops.hpp): the same bits at every level.
     void (*gated_delta_head)(const DeltaHead &job);
     void (*ssm_conv_chunk)(const ConvChunk &job);
+    // out = gelu(x) (tanh form), times up where up is not null (gelu_lanes.hpp: the same bits at every level).
+    void (*gelu)(const float *x, const float *up, float *out, int64_t n);
 };
 
 // The table in use (never null).
@@ -179,6 +181,7 @@ void quantize_acts_k_scalar(const float *x, int64_t n, int8_t *qs, float *d, int
 void attend_head_scalar(const AttnHead &a);
 void attend_head_q8_0_scalar(const AttnHead &a);
 void swiglu_scalar(const float *gate, const float *up, float *out, int64_t n);
+void gelu_lanes8(const float *x, const float *up, float *out, int64_t n);  // elementwise.cpp, every level below AVX-512
 void f32_to_f16_scalar(const float *src, uint16_t *dst, int64_t n);
 
 // AVX2+FMA+F16C variants (*_avx2.cpp); call only when the CPU has them.
@@ -246,8 +249,14 @@ void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_nl_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_iq4_xs_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_mxfp4_avx512(const MatmulJob &, int64_t, int64_t);
+// Float weights for 8 tokens or more on 512-bit registers holding two rows each, the AVX2 tiles' bits
+// (matmul_float_avx512.cpp); fewer tokens go to the AVX2 tiles.
+void matmul_rows_f32_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_f16_avx512(const MatmulJob &, int64_t, int64_t);
+void matmul_rows_bf16_avx512(const MatmulJob &, int64_t, int64_t);
 // swiglu on 16 lanes, the AVX2 kernel's bits (elementwise_avx512.cpp).
 void swiglu_avx512(const float *gate, const float *up, float *out, int64_t n);
+void gelu_avx512(const float *x, const float *up, float *out, int64_t n);  // gelu_lanes8's bits on 16 lanes
 
 // AMX (AMX-TILE, AMX-INT8) variants (matmul_panel_amx.cpp, built where the compiler has AMX); call only
 // when cpu_features.cpp allows the level. Its table is the AVX-512 one with these in place: prefill of
