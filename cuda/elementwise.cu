@@ -144,6 +144,31 @@ __global__ void k_kv_store_q8_0(const float *x, const int32_t *slots, int64_t n_
     if (lane == 0) *reinterpret_cast<uint16_t *>(blk) = __half_as_ushort(dh);
 }
 
+// One warp per block of 32 values, the bytes of cpu::quantize_row_q4_0: the element of largest magnitude
+// (the first of equals) with its sign, d = max / -8 as f16, codes clamp(round-to-even(x / d + 8), 0, 15);
+// lane j < 16 writes byte j, its own code low and lane j + 16's high.
+__global__ void k_kv_store_q4_0(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n, uint8_t *cache,
+                                size_t row_bytes) {
+    const int64_t nb = n / 32;
+    const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    if (b >= n_tokens * nb) return;
+    const int lane = threadIdx.x % 32;
+    const float v = x[b * 32 + lane];
+    const float amax = warp_max(fabsf(v));
+    const unsigned first = __ffs(__ballot_sync(0xffffffffu, fabsf(v) == amax)) - 1;
+    const float lead = __shfl_sync(0xffffffffu, v, static_cast<int>(first));
+    const float mx = amax == 0.0f ? 0.0f : lead;  // the CPU's max starts at +0, whatever sign a zero has
+    const __half dh = __float2half_rn(__fdiv_rn(mx, -8.0f));
+    const float d = __half2float(dh);
+    const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    int q = __float2int_rn(__fadd_rn(__fmul_rn(v, id), 8.0f));
+    q = q > 15 ? 15 : (q < 0 ? 0 : q);
+    const int hi = __shfl_down_sync(0xffffffffu, q, 16);
+    uint8_t *blk = cache + static_cast<size_t>(slots[b / nb]) * row_bytes + (b % nb) * 18;
+    if (lane < 16) blk[2 + lane] = static_cast<uint8_t>(q | (hi << 4));
+    if (lane == 0) *reinterpret_cast<uint16_t *>(blk) = __half_as_ushort(dh);
+}
+
 __global__ void k_copy_rows(const uint8_t *src, const int32_t *src_rows, uint8_t *dst, const int32_t *dst_rows,
                             size_t row_bytes) {
     const int64_t r = blockIdx.x;
@@ -221,6 +246,8 @@ void kv_store(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n,
     if (n_tokens <= 0 || n <= 0) return;
     if (kv_type == kQ8_0)
         k_kv_store_q8_0<<<blocks_for(n_tokens * n / 32, 8), 256, 0, s>>>(x, slots, n_tokens, n, cache, row_bytes);
+    else if (kv_type == kQ4_0)
+        k_kv_store_q4_0<<<blocks_for(n_tokens * n / 32, 8), 256, 0, s>>>(x, slots, n_tokens, n, cache, row_bytes);
     else
         k_kv_store_f16<<<blocks_for(n_tokens * n, 256), 256, 0, s>>>(x, slots, n_tokens, n, cache, row_bytes);
 }
