@@ -68,18 +68,6 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
             }
     const int64_t items_per_token = p.n_head / per_item;
 
-    // Items go out costliest first (a query's cost is its number of keys), so the dynamic hand-out
-    // below ends on small items and the threads finish together. For one sequence's run of positions
-    // that is just the tokens in reverse; a batch mixing sequences needs the sort.
-    bool ascending = true;
-    for (int64_t t = 1; t < n_tokens && ascending; ++t) ascending = q_pos[t] >= q_pos[t - 1];
-    std::vector<int64_t> order(static_cast<size_t>(n_tokens));
-    for (int64_t t = 0; t < n_tokens; ++t) order[static_cast<size_t>(t)] = n_tokens - 1 - t;
-    if (!ascending)
-        std::sort(order.begin(), order.end(), [q_pos](int64_t a, int64_t b) {
-            return q_pos[a] != q_pos[b] ? q_pos[a] > q_pos[b] : a > b;
-        });
-
     // The keys each query sees: up to its own position (causal), or up to its sequence's last in this pass
     // (bidirectional; a sequence's tokens are consecutive and share one block table).
     std::vector<int32_t> last_pos;
@@ -108,12 +96,33 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         const int64_t fair = n_tokens * items_per_token / (8 * static_cast<int64_t>(pool.size()));
         block_max = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(block_max, fair)));
     }
-    std::vector<int64_t> block_start;  // ranks in `order` where a block starts, then n_tokens
+    // The order items go out in: each sequence's run of tokens (consecutive in the batch, one block
+    // table) last token first, cut into blocks; then the blocks costliest first (a query's cost is its
+    // number of keys), so the dynamic hand-out ends on small items and the threads finish together. The
+    // blocks are cut before they are sorted: sorting tokens by position alone interleaved the sequences
+    // of a batch that holds several (an encoder's packed texts, an engine's prompts), which left every
+    // block one token long.
+    std::vector<int64_t> run_order;  // runs last token first, runs last first
+    run_order.reserve(static_cast<size_t>(n_tokens));
+    for (int64_t t = n_tokens - 1; t >= 0; --t) run_order.push_back(t);
+    struct Block {
+        int64_t begin, end, cost;  // [begin, end) in run_order
+    };
+    std::vector<Block> blocks;
     for (int64_t r = 0; r < n_tokens; ++r) {
-        const int64_t t = order[static_cast<size_t>(r)];
-        const int64_t first = block_start.empty() ? -1 : order[static_cast<size_t>(block_start.back())];
-        if (first < 0 || r - block_start.back() >= block_max || q_table[t] != q_table[first] || first_key(t) != first_key(first))
-            block_start.push_back(r);
+        const int64_t t = run_order[static_cast<size_t>(r)];
+        const int64_t first = blocks.empty() ? -1 : run_order[static_cast<size_t>(blocks.back().begin)];
+        if (first < 0 || r - blocks.back().begin >= block_max || q_table[t] != q_table[first] || first_key(t) != first_key(first))
+            blocks.push_back({r, r, keys_of(t) - first_key(t)});
+        blocks.back().end = r + 1;
+    }
+    std::stable_sort(blocks.begin(), blocks.end(), [](const Block &a, const Block &b) { return a.cost > b.cost; });
+    std::vector<int64_t> order;  // tokens by block, blocks in hand-out order
+    std::vector<int64_t> block_start;  // ranks in `order` where a block starts, then n_tokens
+    order.reserve(static_cast<size_t>(n_tokens));
+    for (const Block &bl : blocks) {
+        block_start.push_back(static_cast<int64_t>(order.size()));
+        order.insert(order.end(), run_order.begin() + bl.begin, run_order.begin() + bl.end);
     }
     const int64_t n_blocks = static_cast<int64_t>(block_start.size());
     block_start.push_back(n_tokens);
