@@ -205,7 +205,8 @@ void test_q4_offsets(void **) {
         std::memcpy(&h, row.data() + cu::q4_scale_offset(j), 2);
         const int c = cu::q4_code(row.data(), j);
         assert_true(c >= 0 && c <= 15);
-        if (fp16_to_fp32(h) * float(c - 8) != want[j]) fail_msg("q4_0 element %u: %g vs %g", j, fp16_to_fp32(h) * float(c - 8), want[j]);
+        const float got = fp16_to_fp32(h) * float(c - 8);
+        if (got != want[j]) fail_msg("q4_0 element %u: %g vs %g", j, got, want[j]);
     }
 }
 

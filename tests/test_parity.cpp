@@ -431,7 +431,8 @@ void test_kv_store(void **) {
                     const uint8_t *blk = row + (i / 32) * (q4 ? 18 : 34);
                     uint16_t dh;
                     std::memcpy(&dh, blk, 2);
-                    const int code = q4 ? ((blk[2 + i % 16] >> (i % 32 >= 16 ? 4 : 0)) & 15) - 8 : static_cast<int8_t>(blk[2 + i % 32]);
+                    const int code = q4 ? ((blk[2 + i % 16] >> (i % 32 >= 16 ? 4 : 0)) & 15) - 8
+                                        : static_cast<int8_t>(blk[2 + i % 32]);
                     got = fp16_to_fp32(dh) * code;
                     double amax = 0;
                     for (uint32_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(double(src[j])));

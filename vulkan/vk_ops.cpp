@@ -205,7 +205,8 @@ void run_op(Device &dev, const ember_mod_op &op) {
         break;
     }
     case EMBER_GRAPH_KV_STORE: {
-        if ((type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0) || op.n_in % (type == DType::F16 ? 2 : 32) != 0)
+        if ((type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0) ||
+            op.n_in % (type == DType::F16 ? 2 : 32) != 0)
             fail(EMBER_ERR_UNSUPPORTED, "vulkan kv_store: rows of %u values as %s", op.n_in, dtype_name(type));
         const size_t row_bytes = dtype_row_bytes(type, op.n_in);
         const size_t cache = size_t{op.n_blocks} * op.block_size * row_bytes;

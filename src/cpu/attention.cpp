@@ -50,7 +50,8 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
         fail(EMBER_ERR_UNSUPPORTED, "cpu attention: a %s KV cache needs head_dim a multiple of 8 (got %d)",
              dtype_name(kv.type), p.head_dim);
     const detail::KernelTable &k = detail::kernels();
-    const auto attend = kv.type == DType::Q8_0 ? k.attend_head_q8_0 : kv.type == DType::Q4_0 ? k.attend_head_q4_0 : k.attend_head;
+    const auto attend =
+        kv.type == DType::Q8_0 ? k.attend_head_q8_0 : kv.type == DType::Q4_0 ? k.attend_head_q4_0 : k.attend_head;
     const auto attend_n =
         kv.type == DType::Q8_0 ? k.attend_heads_q8_0 : kv.type == DType::Q4_0 ? k.attend_heads_q4_0 : k.attend_heads;
     const int group = p.n_head / p.n_head_kv;
