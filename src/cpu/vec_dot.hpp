@@ -81,8 +81,8 @@ enum WeightKind : int {
 // One (token, head) pair of attention over a paged cache: positions 0..n_keys-1, position j in row
 // j % block_size of block table[j / block_size]. Row n of the cache starts kv_stride bytes after row
 // n - 1, across block boundaries too. For an F16 cache k and v point at this head's slice of row 0 of
-// block 0; for a Q8_0 cache (rows of 32-element blocks, which may straddle heads) at the start of that
-// row, and the head's elements begin at element head_off of each row.
+// block 0; for a Q8_0 or Q4_0 cache (rows of 32-element blocks, which may straddle heads) at the start
+// of that row, and the head's elements begin at element head_off of each row.
 struct AttnHead {
     const float *q = nullptr;
     const uint8_t *k = nullptr;
