@@ -4,12 +4,13 @@
 //   ember-cuda-bench bandwidth [MIB=2048]
 //       Device-to-device copy bandwidth (cudaMemcpy, bytes read + written), best of 20: the ceiling of
 //       batch-1 decode, which streams every weight once per token.
-//   ember-cuda-bench attention [CTX=4096] [HEADS=32] [KV_HEADS=8] [HEAD_DIM=128] [KV=f16|q8_0]
+//   ember-cuda-bench attention [CTX=4096] [HEADS=32] [KV_HEADS=8] [HEAD_DIM=128] [KV=f16|q8_0|q4_0]
 //       The paged attention kernels at CTX keys: a causal prefill of CTX queries and one decode query
 //       at position CTX-1; TFLOP/s counts 4 * head_dim flops per (query, key, head) pair visited.
 //   ember-cuda-bench gemv [TYPE=q4_0] [N_IN=4096] [N_OUT=4096] [TOKENS=1]
 //       The matrix-vector kernel of a decode step (or a pass of TOKENS tokens) from DRAM (weights
 //       rotated past the L2 cache): microseconds per product and the weight bytes' GB/s.
+#include "attn_math.hpp"
 #include "family_kernels.hpp"
 #include "kernels.hpp"
 #include "quant_math.hpp"
@@ -64,9 +65,11 @@ int bandwidth(size_t mib) {
     return 0;
 }
 
-int attention(int ctx, int n_head, int n_head_kv, int hd, bool q8) {
+int attention(int ctx, int n_head, int n_head_kv, int hd, const std::string &kv) {
+    const uint32_t kv_type = kv == "q8_0" ? 8 : kv == "q4_0" ? 2 : kv == "f16" ? 1 : 0;
     const int bs = 16, n_blocks = (ctx + bs - 1) / bs;
-    const size_t nkv = size_t(n_head_kv) * hd, rb = q8 ? nkv / 32 * 34 : nkv * 2;
+    const size_t nkv = size_t(n_head_kv) * hd, rb = ember::cu::kv_cache_row_bytes(kv_type, nkv);
+    if (rb == 0) throw std::runtime_error("attention: KV f16, q8_0 or q4_0, rows of whole blocks of 32");
     const size_t cache = size_t(n_blocks) * bs * rb;
     std::vector<uint8_t> host(cache);
     uint32_t st = 1;
@@ -89,7 +92,7 @@ int attention(int ctx, int n_head, int n_head_kv, int hd, bool q8) {
     ck(cudaMemcpy(doff, off.data(), ctx * 4, cudaMemcpyHostToDevice), "upload");
     ck(cudaMemset(q, 0, nq * 4), "q");
     ember::cu::AttnArgs a;
-    a.q = q, a.k = k, a.v = v, a.kv_type = q8 ? 8 : 1, a.row_bytes = rb, a.block_size = bs;
+    a.q = q, a.k = k, a.v = v, a.kv_type = kv_type, a.row_bytes = rb, a.block_size = bs;
     a.tables = dtab, a.tab_off = doff, a.n_head = n_head, a.n_head_kv = n_head_kv, a.head_dim = hd;
     a.scale = 0.088f, a.partials = part, a.out = out;
     // As a context of ctx positions runs them (model.cpp): splits of kAttnSplitKeys positions, the
@@ -106,7 +109,7 @@ int attention(int ctx, int n_head, int n_head_kv, int hd, bool q8) {
     const double pairs_dec = double(ctx) * n_head;
     std::printf("{\"ctx\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"kv\":\"%s\",\"prefill_ms\":%.3f,"
                 "\"prefill_tflop_s\":%.2f,\"decode_us\":%.1f,\"decode_tflop_s\":%.3f,\"decode_kv_gb_s\":%.1f}\n",
-                ctx, n_head, n_head_kv, hd, q8 ? "q8_0" : "f16", ms_pf, 4.0 * hd * pairs_pf / (ms_pf * 1e-3) / 1e12,
+                ctx, n_head, n_head_kv, hd, kv.c_str(), ms_pf, 4.0 * hd * pairs_pf / (ms_pf * 1e-3) / 1e12,
                 ms_dec * 1e3, 4.0 * hd * pairs_dec / (ms_dec * 1e-3) / 1e12, 2.0 * ctx * rb / (ms_dec * 1e-3) / 1e9);
     return 0;
 }
@@ -175,12 +178,12 @@ int main(int argc, char **argv) {
         if (mode == "bandwidth") return bandwidth(static_cast<size_t>(arg(2, 2048)));
         if (mode == "gemv") return gemv_bench(argc > 2 ? argv[2] : "q4_0", arg(3, 4096), arg(4, 4096), arg(5, 1));
         if (mode == "attention")
-            return attention(arg(2, 4096), arg(3, 32), arg(4, 8), arg(5, 128), argc > 6 && std::strcmp(argv[6], "q8_0") == 0);
+            return attention(arg(2, 4096), arg(3, 32), arg(4, 8), arg(5, 128), argc > 6 ? argv[6] : "f16");
     } catch (const std::exception &e) {
         std::fprintf(stderr, "ember-cuda-bench: %s\n", e.what());
         return 1;
     }
-    std::fprintf(stderr, "usage: ember-cuda-bench bandwidth [MIB] | attention [CTX] [HEADS] [KV_HEADS] [HEAD_DIM] [f16|q8_0]\n"
+    std::fprintf(stderr, "usage: ember-cuda-bench bandwidth [MIB] | attention [CTX] [HEADS] [KV_HEADS] [HEAD_DIM] [f16|q8_0|q4_0]\n"
                          "       | gemv [q4_0|q8_0|q4_k|q6_k|f16] [N_IN] [N_OUT] [TOKENS]\n");
     return 2;
 }

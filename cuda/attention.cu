@@ -27,11 +27,15 @@ namespace ember::cu {
 
 namespace {
 
-template <bool Q8>
+// Element e of a cache row of type KV (kF16, kQ8_0 or kQ4_0; attn_math.hpp's offsets).
+template <uint32_t KV>
 __device__ __forceinline__ float kv_at(const uint8_t *row, int e) {
-    if constexpr (Q8) {
+    if constexpr (KV == kQ8_0) {
         const float d = half_bits_to_float(*reinterpret_cast<const uint16_t *>(row + q8_scale_offset(e)));
         return d * static_cast<float>(static_cast<int8_t>(row[q8_code_offset(e)]));
+    } else if constexpr (KV == kQ4_0) {
+        const float d = half_bits_to_float(*reinterpret_cast<const uint16_t *>(row + q4_scale_offset(e)));
+        return d * static_cast<float>(q4_code(row, e) - 8);
     } else {
         return half_bits_to_float(reinterpret_cast<const uint16_t *>(row)[e]);
     }
@@ -42,7 +46,7 @@ __device__ __forceinline__ float capped(float s, float cap) {
     return cap > 0.0f ? cap * tanhf(fminf(fmaxf(s / cap, -10.0f), 10.0f)) : s;
 }
 
-template <int DPL, bool Q8>
+template <int DPL, uint32_t KV>
 __global__ void k_attn_split(AttnArgs a, AttnExt x) {
     const int th = blockIdx.x, split = blockIdx.y, lane = threadIdx.x;
     const int t = th / a.n_head, h = th % a.n_head;
@@ -68,7 +72,7 @@ __global__ void k_attn_split(AttnArgs a, AttnExt x) {
 #pragma unroll
         for (int j = 0; j < DPL; ++j) {
             const int d = lane + 32 * j;
-            if (d < hd) part += q[j] * kv_at<Q8>(kr, head_off + d);
+            if (d < hd) part += q[j] * kv_at<KV>(kr, head_off + d);
         }
         const float s = capped(warp_sum(part) * scale, x.softcap);
         const float mn = fmaxf(m, s);
@@ -77,7 +81,7 @@ __global__ void k_attn_split(AttnArgs a, AttnExt x) {
 #pragma unroll
         for (int j = 0; j < DPL; ++j) {
             const int d = lane + 32 * j;
-            acc[j] = acc[j] * corr + (d < hd ? w * kv_at<Q8>(vr, head_off + d) : 0.0f);
+            acc[j] = acc[j] * corr + (d < hd ? w * kv_at<KV>(vr, head_off + d) : 0.0f);
         }
         m = mn;
     }
@@ -99,7 +103,7 @@ __global__ void k_attn_split(AttnArgs a, AttnExt x) {
 // masked, and a tile no key of which a token sees leaves that token's state untouched: with tiles at
 // absolute multiples of 32, a token's result is the same bits whichever tokens share its block.
 // The tokens of a tile share one block table, long enough for the tile's last position (tab_off[t0]).
-template <bool Q8>
+template <uint32_t KV>
 __global__ void k_attn_tiled(AttnArgs a, AttnExt x) {
     extern __shared__ float sm[];
     const int hd = a.head_dim, ld = hd + 1;
@@ -138,8 +142,8 @@ __global__ void k_attn_tiled(AttnArgs a, AttnExt x) {
             // released block (table entry -1): such rows are never read, only masked.
             if (p < r.end && p >= tile_first) {
                 const int64_t row = cache_row(table, p, a.block_size);
-                kv = kv_at<Q8>(a.k + row * a.row_bytes, head_off + d);
-                vv = kv_at<Q8>(a.v + row * a.row_bytes, head_off + d);
+                kv = kv_at<KV>(a.k + row * a.row_bytes, head_off + d);
+                vv = kv_at<KV>(a.v + row * a.row_bytes, head_off + d);
             }
             Ks[j * ld + d] = kv;
             Vs[j * ld + d] = vv;
@@ -212,13 +216,13 @@ __global__ void k_attn_combine(AttnArgs a, AttnExt x) {
         for (int d = threadIdx.x; d < hd; d += step) out[d] = 0.0f;  // no key (cannot happen: pos >= 0)
 }
 
-template <bool Q8>
+template <uint32_t KV>
 void launch_split(const AttnArgs &a, const AttnExt &x, cudaStream_t s) {
     const dim3 grid(static_cast<unsigned>(a.n_tokens * a.n_head), static_cast<unsigned>(a.n_splits));
-    if (a.head_dim <= 32) k_attn_split<1, Q8><<<grid, 32, 0, s>>>(a, x);
-    else if (a.head_dim <= 64) k_attn_split<2, Q8><<<grid, 32, 0, s>>>(a, x);
-    else if (a.head_dim <= 128) k_attn_split<4, Q8><<<grid, 32, 0, s>>>(a, x);
-    else k_attn_split<8, Q8><<<grid, 32, 0, s>>>(a, x);
+    if (a.head_dim <= 32) k_attn_split<1, KV><<<grid, 32, 0, s>>>(a, x);
+    else if (a.head_dim <= 64) k_attn_split<2, KV><<<grid, 32, 0, s>>>(a, x);
+    else if (a.head_dim <= 128) k_attn_split<4, KV><<<grid, 32, 0, s>>>(a, x);
+    else k_attn_split<8, KV><<<grid, 32, 0, s>>>(a, x);
 }
 
 } // namespace
@@ -249,12 +253,15 @@ void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s, int grou
         const dim3 grid(static_cast<unsigned>((a.n_tokens + a.q_tile - 1) / a.q_tile), static_cast<unsigned>(a.n_head_kv),
                         static_cast<unsigned>(a.n_splits));
         const unsigned threads = static_cast<unsigned>(32 * a.q_tile * (a.n_head / a.n_head_kv));
-        if (a.kv_type == kQ8_0) k_attn_tiled<true><<<grid, threads, tiled_smem(a), s>>>(a, x);
-        else k_attn_tiled<false><<<grid, threads, tiled_smem(a), s>>>(a, x);
+        if (a.kv_type == kQ8_0) k_attn_tiled<kQ8_0><<<grid, threads, tiled_smem(a), s>>>(a, x);
+        else if (a.kv_type == kQ4_0) k_attn_tiled<kQ4_0><<<grid, threads, tiled_smem(a), s>>>(a, x);
+        else k_attn_tiled<kF16><<<grid, threads, tiled_smem(a), s>>>(a, x);
     } else if (a.kv_type == kQ8_0) {
-        launch_split<true>(a, x, s);
+        launch_split<kQ8_0>(a, x, s);
+    } else if (a.kv_type == kQ4_0) {
+        launch_split<kQ4_0>(a, x, s);
     } else {
-        launch_split<false>(a, x, s);
+        launch_split<kF16>(a, x, s);
     }
     const unsigned combine_threads = static_cast<unsigned>(std::min(256, (a.head_dim + 31) / 32 * 32));
     k_attn_combine<<<static_cast<unsigned>(a.n_tokens * a.n_head), combine_threads, 0, s>>>(a, x);

@@ -100,6 +100,21 @@ EMBER_HD bool combine_partials(const float *part, int n_splits, int stride, int 
 // Element j of a cache row in Q8_0 (blocks of 32: f16 scale bits then 32 int8 codes): byte offsets.
 EMBER_HD uint32_t q8_scale_offset(uint32_t j) { return (j / 32) * 34; }
 EMBER_HD uint32_t q8_code_offset(uint32_t j) { return (j / 32) * 34 + 2 + j % 32; }
+// Bytes of a cache row of n values of GGUF type `type` (F16 = 1, Q8_0 = 8, Q4_0 = 2: kv_format.cpp's
+// rows); 0 for a type the cache cannot hold, or quantized rows that are not whole blocks of 32.
+EMBER_HD uint64_t kv_cache_row_bytes(uint32_t type, uint64_t n) {
+    if (type == 1) return n * 2;
+    if ((type != 8 && type != 2) || n % 32 != 0) return 0;
+    return n / 32 * (type == 8 ? 34 : 18);
+}
+// In Q4_0 (blocks of 32: f16 scale bits then 16 bytes, element j % 32 < 16 in the low nibble of byte
+// j % 16, the others in the high one): the scale's byte offset, and element j's code 0..15 (value
+// (code - 8) times the scale).
+EMBER_HD uint32_t q4_scale_offset(uint32_t j) { return (j / 32) * 18; }
+EMBER_HD int q4_code(const uint8_t *row, uint32_t j) {
+    const uint32_t o = j % 32;
+    return (row[(j / 32) * 18 + 2 + o % 16] >> (o >= 16 ? 4 : 0)) & 15;
+}
 
 // The cache row of position p for a sequence whose block table is `table`.
 EMBER_HD int64_t cache_row(const int32_t *table, int32_t p, uint32_t block_size) {

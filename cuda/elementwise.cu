@@ -125,23 +125,61 @@ __global__ void k_kv_store_f16(const float *x, const int32_t *slots, int64_t n_t
     row[e % n] = __float2half_rn(x[e]);
 }
 
+// The quantized kv_store kernels' thread: one warp per block of 32 values (block b of the n_tokens rows
+// of n), this lane's value v and the block's largest magnitude amax; live is false past the last block
+// (for a whole warp: n is a multiple of 32).
+struct KvBlockLane {
+    int64_t nb, b;
+    int lane;
+    float v = 0.0f, amax = 0.0f;
+    bool live;
+    __device__ KvBlockLane(const float *x, int64_t n_tokens, int64_t n)
+        : nb(n / 32), b(static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32),
+          lane(static_cast<int>(threadIdx.x % 32)), live(b < n_tokens * nb) {
+        if (!live) return;
+        v = x[b * 32 + lane];
+        amax = warp_max(fabsf(v));
+    }
+    // Where the block goes: its token's cache row slots[b / nb], block b % nb of block_bytes.
+    __device__ uint8_t *block(uint8_t *cache, const int32_t *slots, size_t row_bytes, size_t block_bytes) const {
+        return cache + static_cast<size_t>(slots[b / nb]) * row_bytes + static_cast<size_t>(b % nb) * block_bytes;
+    }
+};
+
 // One warp per block of 32 values, the bytes of cpu::quantize_row_q8_0 (see k_quantize_acts).
 __global__ void k_kv_store_q8_0(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n, uint8_t *cache,
                                 size_t row_bytes) {
-    const int64_t nb = n / 32;
-    const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-    if (b >= n_tokens * nb) return;
-    const int lane = threadIdx.x % 32;
-    const float v = x[b * 32 + lane];
-    const float amax = warp_max(fabsf(v));
-    const __half dh = __float2half_rn(__fdiv_rn(amax, 127.0f));
+    const KvBlockLane k(x, n_tokens, n);
+    if (!k.live) return;
+    const __half dh = __float2half_rn(__fdiv_rn(k.amax, 127.0f));
     const float d = __half2float(dh);
     const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-    int q = __float2int_rn(__fmul_rn(v, id));
+    int q = __float2int_rn(__fmul_rn(k.v, id));
     q = q > 127 ? 127 : (q < -127 ? -127 : q);
-    uint8_t *blk = cache + static_cast<size_t>(slots[b / nb]) * row_bytes + (b % nb) * 34;
-    blk[2 + lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
-    if (lane == 0) *reinterpret_cast<uint16_t *>(blk) = __half_as_ushort(dh);
+    uint8_t *blk = k.block(cache, slots, row_bytes, 34);
+    blk[2 + k.lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
+    if (k.lane == 0) *reinterpret_cast<uint16_t *>(blk) = __half_as_ushort(dh);
+}
+
+// One warp per block of 32 values, the bytes of cpu::quantize_row_q4_0: the element of largest magnitude
+// (the first of equals) with its sign, d = max / -8 as f16, codes clamp(round-to-even(x / d + 8), 0, 15);
+// lane j < 16 writes byte j, its own code low and lane j + 16's high.
+__global__ void k_kv_store_q4_0(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n, uint8_t *cache,
+                                size_t row_bytes) {
+    const KvBlockLane k(x, n_tokens, n);
+    if (!k.live) return;
+    const unsigned first = __ffs(__ballot_sync(0xffffffffu, fabsf(k.v) == k.amax)) - 1;
+    const float lead = __shfl_sync(0xffffffffu, k.v, static_cast<int>(first));
+    const float mx = k.amax == 0.0f ? 0.0f : lead;  // the CPU's max starts at +0, whatever sign a zero has
+    const __half dh = __float2half_rn(__fdiv_rn(mx, -8.0f));
+    const float d = __half2float(dh);
+    const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    int q = __float2int_rn(__fadd_rn(__fmul_rn(k.v, id), 8.0f));
+    q = q > 15 ? 15 : (q < 0 ? 0 : q);
+    const int hi = __shfl_down_sync(0xffffffffu, q, 16);
+    uint8_t *blk = k.block(cache, slots, row_bytes, 18);
+    if (k.lane < 16) blk[2 + k.lane] = static_cast<uint8_t>(q | (hi << 4));
+    if (k.lane == 0) *reinterpret_cast<uint16_t *>(blk) = __half_as_ushort(dh);
 }
 
 __global__ void k_copy_rows(const uint8_t *src, const int32_t *src_rows, uint8_t *dst, const int32_t *dst_rows,
@@ -221,6 +259,8 @@ void kv_store(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n,
     if (n_tokens <= 0 || n <= 0) return;
     if (kv_type == kQ8_0)
         k_kv_store_q8_0<<<blocks_for(n_tokens * n / 32, 8), 256, 0, s>>>(x, slots, n_tokens, n, cache, row_bytes);
+    else if (kv_type == kQ4_0)
+        k_kv_store_q4_0<<<blocks_for(n_tokens * n / 32, 8), 256, 0, s>>>(x, slots, n_tokens, n, cache, row_bytes);
     else
         k_kv_store_f16<<<blocks_for(n_tokens * n, 256), 256, 0, s>>>(x, slots, n_tokens, n, cache, row_bytes);
 }

@@ -48,7 +48,7 @@ void rope_angles(const int32_t *pos, int64_t n_tokens, int n_rot, float theta, f
 void rope_apply(float *x, int64_t n_tokens, int n_heads, int head_dim, int n_rot, bool neox, const float *cs,
                 const float *sn, cudaStream_t s);
 
-// Writes each token's row (n values) into the cache row slots[t] of `cache` (F16 or Q8_0 rows, the CPU's
+// Writes each token's row (n values) into the cache row slots[t] of `cache` (F16, Q8_0 or Q4_0 rows, the CPU's
 // bytes: kv_format.cpp).
 void kv_store(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n, uint32_t kv_type, uint8_t *cache,
               size_t row_bytes, cudaStream_t s);

@@ -149,9 +149,9 @@ void run_op(Device &dev, const ember_mod_op &op) {
     }
     case EMBER_MOD_OP_ATTENTION:
     case EMBER_GRAPH_ATTENTION_EXT: {
-        if (op.type != 1 && op.type != 8) fail(EMBER_ERR_UNSUPPORTED, "cuda attention: KV type %u", op.type);
         const size_t nkv = size_t{op.n_head_kv} * op.head_dim;
-        const size_t rb = op.type == 8 ? nkv / 32 * 34 : nkv * 2;
+        const size_t rb = kv_cache_row_bytes(op.type, nkv);
+        if (rb == 0) fail(EMBER_ERR_UNSUPPORTED, "cuda attention: KV type %u with rows of %zu values", op.type, nkv);
         const size_t cache = size_t{op.n_blocks} * op.block_size * rb;
         // The tables as a pass's (inputs.hpp's TablePack).
         TablePack pack;
@@ -244,9 +244,8 @@ void run_op(Device &dev, const ember_mod_op &op) {
         break;
     }
     case EMBER_GRAPH_KV_STORE: {
-        if (op.type != 1 && op.type != 8) fail(EMBER_ERR_UNSUPPORTED, "cuda kv_store: KV type %u", op.type);
-        if (op.type == 8 && op.n_in % 32 != 0) fail(EMBER_ERR_UNSUPPORTED, "cuda kv_store: Q8_0 rows of %u values", op.n_in);
-        const size_t rb = op.type == 8 ? op.n_in / 32 * 34 : size_t{op.n_in} * 2;
+        const size_t rb = kv_cache_row_bytes(op.type, op.n_in);
+        if (rb == 0) fail(EMBER_ERR_UNSUPPORTED, "cuda kv_store: KV type %u with rows of %u values", op.type, op.n_in);
         const size_t cache = size_t{op.n_blocks} * op.block_size * rb, nx = size_t{op.n_tokens} * op.n_in;
         std::vector<int32_t> slots(op.n_tokens);
         for (uint32_t t = 0; t < op.n_tokens; ++t) slots[t] = static_cast<int32_t>(cache_row(op.tables[t], op.ids[t], op.block_size));

@@ -320,12 +320,13 @@ Program program_of(const ember_mod_model_desc &d) {
 ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p) {
     if (p.n_blocks == 0 || p.block_size == 0 || p.n_batch == 0 || p.n_logits == 0)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cuda: n_blocks, block_size, n_batch and n_logits must be positive");
-    if (p.kv_type != 1 && p.kv_type != 8) fail(EMBER_ERR_UNSUPPORTED, "cuda: KV cache type %u (F16 or Q8_0)", p.kv_type);
-    if (p.kv_type == 8 && pg.kv_width % 32 != 0)
-        fail(EMBER_ERR_UNSUPPORTED, "cuda: a Q8_0 KV cache needs K/V rows of a multiple of 32 values (this model: %u)",
-             pg.kv_width);
+    if (p.kv_type != 1 && p.kv_type != 8 && p.kv_type != 2)
+        fail(EMBER_ERR_UNSUPPORTED, "cuda: KV cache type %u (F16, Q8_0 or Q4_0)", p.kv_type);
     ContextSizes z;
-    z.kv_row_bytes = p.kv_type == 8 ? pg.kv_width / 32 * 34 : size_t{pg.kv_width} * 2;
+    z.kv_row_bytes = kv_cache_row_bytes(p.kv_type, pg.kv_width);
+    if (z.kv_row_bytes == 0)
+        fail(EMBER_ERR_UNSUPPORTED, "cuda: a quantized KV cache needs K/V rows of a multiple of 32 values (this model: %u)",
+             pg.kv_width);
     z.n_window_blocks = context_window_blocks(p);
     z.windowed = window_pool_layers(pg.nodes, pg.n_layer, z.n_window_blocks);
     for (uint32_t il = 0; il < pg.n_layer; ++il) {

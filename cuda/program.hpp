@@ -111,7 +111,7 @@ struct ContextSizes {
     size_t total = 0;  // bytes of the activation allocation
     size_t bytes() const { return kv_bytes + state_bytes + total + kMatmulScratchBytes + kMatmulWorkspaceBytes; }
 };
-// Checks the parameters (positive counts, an F16 or Q8_0 cache that fits the rows, state slots for a
+// Checks the parameters (positive counts, an F16, Q8_0 or Q4_0 cache that fits the rows, state slots for a
 // model with recurrent state). A params struct that ends before n_window_blocks (n_state_slots) has none.
 ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p);
 

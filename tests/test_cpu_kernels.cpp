@@ -1402,7 +1402,8 @@ static void test_rope(void **) {
 namespace {
 
 // One sequence's cache as written: n_pos rows of n_head_kv * head_dim values, position-major (random
-// values in [-1, 1], stored by store_kv_row as the cache type: rounded to f16, or quantized to Q8_0),
+// values in [-1, 1], stored by store_kv_row as the cache type: rounded to f16, or quantized to Q8_0 or
+// Q4_0),
 // and the block table that places it in a pool.
 struct AttnSeq {
     int64_t n_pos = 0;
@@ -1435,9 +1436,9 @@ AttnSeq make_attn_seq(uint64_t *st, int64_t n_pos, int64_t kv_row, DType type = 
     return s;
 }
 
-// The cache types attention reads, and whether a shape suits one (Q8_0: rows of whole blocks, heads
-// read eight values at a time).
-constexpr DType kKvTypes[] = {DType::F16, DType::Q8_0};
+// The cache types attention reads, and whether a shape suits one (Q8_0, Q4_0: rows of whole blocks,
+// heads read eight values at a time).
+constexpr DType kKvTypes[] = {DType::F16, DType::Q8_0, DType::Q4_0};
 bool kv_shape_ok(DType type, int64_t kv_row, int hd) { return type == DType::F16 || (kv_row % 32 == 0 && hd % 8 == 0); }
 
 // Random 0..n-1 (Fisher-Yates).
@@ -1471,8 +1472,8 @@ struct AttnPool {
 // Gives each sequence ceil(n_pos / bs) blocks, in the order of `blocks` (a permutation of the pool's
 // blocks, which number the sequences' total plus `spare`), sets its table (exactly that long, so a
 // read past it is an ASan error) and copies its rows in. Rows that belong to no position hold NaN (the
-// bytes 00 7e repeated: an f16 NaN, and a NaN scale at the start of every Q8_0 block), so reading one
-// shows in the output.
+// bytes 00 7e repeated: an f16 NaN, and a NaN scale at the start of every Q8_0 or Q4_0 block), so
+// reading one shows in the output.
 AttnPool place_seqs(const std::vector<AttnSeq *> &seqs, uint32_t bs, int64_t, const std::vector<int32_t> &blocks) {
     AttnPool pool;
     pool.bs = bs;
@@ -2167,8 +2168,8 @@ static void bench_gemm(const char *env) {
 
 // EMBER_KERNEL_BENCH=attention: one layer's attention at TinyLlama's shape (32 query heads on 4 KV heads,
 // head_dim 64) over a 512-token sequence whose 16-row blocks lie scattered in the pool, 2 threads, at
-// each SIMD level: a prefill of 512 tokens in passes of 256 queries as the runtime cuts it (f16 and
-// Q8_0 caches), and 512 decode steps (passes of one query). Best and median of 7 layers (on a
+// each SIMD level: a prefill of 512 tokens in passes of 256 queries as the runtime cuts it (f16, Q8_0
+// and Q4_0 caches), and 512 decode steps (passes of one query). Best and median of 7 layers (on a
 // Sapphire Rapids VM, 2026-11-26: 4.7 ms per layer at `amx`, 8.3 at `avx2`, for the prefill of 512).
 static void bench_attention() {
     uint64_t st = 3;

@@ -188,8 +188,34 @@ void test_moe_route(void **) {
         }
 }
 
+// The kernels' Q4_0 codes and scale offsets read the CPU's cache rows back exactly, for rows whose
+// blocks straddle heads at any multiple of 8 (the attention kernels' head offsets).
+void test_q4_offsets(void **) {
+    uint64_t st = 10;
+    const int n = 160;
+    std::vector<float> x(n);
+    for (float &v : x) v = test_randf(&st, -3, 3);
+    std::vector<uint8_t> row(dtype_row_bytes(DType::Q4_0, n));
+    assert_int_equal(cu::kv_cache_row_bytes(2, n), row.size());
+    cpu::store_kv_row(DType::Q4_0, x.data(), row.data(), n);
+    std::vector<float> want(n);
+    cpu::dequantize_row(DType::Q4_0, row.data(), want.data(), n);
+    for (uint32_t j = 0; j < uint32_t(n); ++j) {
+        uint16_t h;
+        std::memcpy(&h, row.data() + cu::q4_scale_offset(j), 2);
+        const int c = cu::q4_code(row.data(), j);
+        assert_true(c >= 0 && c <= 15);
+        const float got = fp16_to_fp32(h) * float(c - 8);
+        if (got != want[j]) fail_msg("q4_0 element %u: %g vs %g", j, got, want[j]);
+    }
+}
+
 // The kernels' Q8_0 element offsets read the CPU's cache rows (cpu::store_kv_row) back exactly.
 void test_q8_offsets(void **) {
+    assert_int_equal(cu::kv_cache_row_bytes(1, 96), 192);
+    assert_int_equal(cu::kv_cache_row_bytes(8, 48), 0);   // not whole blocks
+    assert_int_equal(cu::kv_cache_row_bytes(2, 48), 0);
+    assert_int_equal(cu::kv_cache_row_bytes(0, 96), 0);   // F32: no cache type
     uint64_t st = 9;
     const int n = 96;
     std::vector<float> x(n);
@@ -204,6 +230,7 @@ void test_q8_offsets(void **) {
         const float got = fp16_to_fp32(h) * float(int8_t(row[cu::q8_code_offset(j)]));
         assert_true(got == want[j]);
     }
+    assert_int_equal(cu::kv_cache_row_bytes(8, n), row.size());
     const int32_t table[3] = {5, 0, 9};
     assert_int_equal(cu::cache_row(table, 0, 16), 80);
     assert_int_equal(cu::cache_row(table, 17, 16), 1);
@@ -622,7 +649,7 @@ void test_ssm_conv_windows(void **) {
 
 int main() {
     const CMUnitTest tests[] = {cmocka_unit_test(test_split_ranges),
-                                cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets),
+                                cmocka_unit_test(test_combine), cmocka_unit_test(test_q8_offsets), cmocka_unit_test(test_q4_offsets),
                                 cmocka_unit_test(test_step_inputs), cmocka_unit_test(test_step_inputs_window), cmocka_unit_test(test_kv_row_plan), cmocka_unit_test(test_weight_layouts),
                                 cmocka_unit_test(test_tile_fragments), cmocka_unit_test(test_kq_values8), cmocka_unit_test(test_rope_yarn),
                                 cmocka_unit_test(test_moe_route), cmocka_unit_test(test_state_runs),

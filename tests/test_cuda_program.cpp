@@ -356,6 +356,12 @@ void test_context_sizes(void **) {
     for (size_t i = 0; i + 1 < regions.size(); ++i) assert_true(regions[i].first + regions[i].second <= regions[i + 1].first);
     assert_true(regions.back().first + regions.back().second <= z.total);
     assert_true(z.bytes() > z.total + z.kv_bytes);
+    // Q4_0 rows: 18 bytes a block of 32, the same regions otherwise.
+    p.kv_type = 2;
+    const cu::ContextSizes z4 = cu::context_sizes(pg, p);
+    assert_int_equal(z4.kv_row_bytes, m->desc().hp.n_embd_kv() / 32 * 18);
+    assert_int_equal(z4.kv_bytes * 34, z.kv_bytes * 18);
+    assert_int_equal(z4.total, z.total);
     p.kv_type = 0;
     try {
         cu::context_sizes(pg, p);

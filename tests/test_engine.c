@@ -93,11 +93,11 @@ static const char *kPrompts[] = {
 };
 #define N_PROMPTS (sizeof kPrompts / sizeof kPrompts[0])
 
-/* For both cache types: each request's greedy tokens are those of a session with that cache type. */
+/* For every cache type: each request's greedy tokens are those of a session with that cache type. */
 static void test_batched_equals_alone(void **state) {
     (void)state;
-    for (int kv = 0; kv < 2; ++kv) {
-    const ember_kv_type kv_type = kv ? EMBER_KV_Q8_0 : EMBER_KV_F16;
+    for (int kv = 0; kv < 3; ++kv) {
+    const ember_kv_type kv_type = kv == 2 ? EMBER_KV_Q4_0 : kv ? EMBER_KV_Q8_0 : EMBER_KV_F16;
     ember_token prompts[N_PROMPTS][64], want[N_PROMPTS][N_GEN], got[N_PROMPTS][N_GEN + 4];
     size_t n[N_PROMPTS];
     for (size_t i = 0; i < N_PROMPTS; ++i) {
@@ -331,6 +331,33 @@ static void test_memory_estimate(void **state) {
     ember_engine_get_stats(e, &st);
     assert_true(st.n_blocks > q8_blocks_default); /* the f16-sized budget holds 1.88x the blocks */
     ember_engine_free(e);
+    /* A Q4_0 cache: 18 bytes per 32 values, and the f16-sized budget buys 64 / 18 = 3.56 times the f16
+     * engine's tokens (whole blocks: the floor of it). */
+    ep.kv_bytes = 0;
+    ep.kv_type = EMBER_KV_Q4_0;
+    assert_int_equal(ember_estimate_memory(g_model, &ep, &m2), EMBER_OK);
+    const uint64_t q4_block = 16 * (info.kv_bytes_per_token * 9 / 32);
+    assert_true(m2.kv_bytes == (uint64_t)(4 * (256 / 16) + 4) * q4_block);
+    assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_OK);
+    ember_engine_get_stats(e, &st);
+    assert_true(st.kv_bytes == m2.kv_bytes);
+    ember_engine_free(e);
+    const uint64_t f16_blocks = m.kv_bytes / (16 * info.kv_bytes_per_token);
+    ep.kv_bytes = m.kv_bytes;
+    assert_int_equal(ember_estimate_memory(g_model, &ep, &m2), EMBER_OK);
+    assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_OK);
+    ember_engine_get_stats(e, &st);
+    assert_true(st.kv_bytes == m2.kv_bytes && st.kv_bytes <= m.kv_bytes);
+    assert_true(st.n_blocks == m.kv_bytes / q4_block);
+    const double ratio = (double)st.n_blocks / (double)f16_blocks;
+    printf("q4_0 cache: %u blocks for the %llu bytes of %llu f16 blocks (%.3fx)\n", st.n_blocks,
+           (unsigned long long)m.kv_bytes, (unsigned long long)f16_blocks, ratio);
+    assert_true(ratio > 3.5 && ratio <= 64.0 / 18.0);
+    ember_engine_free(e);
+    ep.kv_type = (ember_kv_type)3; /* the first value past the known ones */
+    assert_int_equal(ember_estimate_memory(g_model, &ep, &m2), EMBER_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ember_last_error(), "kv_type"));
     ep.kv_type = (ember_kv_type)9;
     assert_int_equal(ember_estimate_memory(g_model, &ep, &m2), EMBER_ERR_INVALID_ARGUMENT);
 }

@@ -382,10 +382,13 @@ void test_gather_logits(void **) {
 // Rows land at their token's slot (block table[pos / block_size], row pos % block_size) and nowhere else.
 // F16: the value rounded to nearest, exactly as fp32_to_fp16 does. Q8_0 (per block of 32: d = amax / 127
 // as f16, codes round(x / d)): within half a step, d / 2, plus the clamp where d rounded down (amax -
-// 127 d <= amax 2^-11): bound 0.51 amax / 127.
+// 127 d <= amax 2^-11): bound 0.51 amax / 127. Q4_0 (per block: d = max / -8 as f16, max the element of
+// largest magnitude with its sign; codes clamp(round(x / d + 8), 0, 15)): within d / 2, except an element
+// of max's magnitude and the other sign, whose code 16 clamps to 15: off by |d| <= amax (1 + 2^-11) / 8,
+// plus amax 2^-11 where d rounded down: bound 1.01 amax / 8.
 void test_kv_store(void **) {
     uint64_t st = 37;
-    for (DType type : {DType::F16, DType::Q8_0}) {
+    for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0}) {
         const uint32_t width = 64, bs = 4, n_blocks = 6, nt = 5;
         const size_t rb = dtype_row_bytes(type, width), cache = size_t{n_blocks} * bs * rb;
         const int32_t table_a[2] = {5, 2}, table_b[2] = {0, 3};
@@ -404,6 +407,16 @@ void test_kv_store(void **) {
             for (int kv = 0; kv < 2; ++kv) {
                 const float *src = (kv ? v : k).data() + size_t{t} * width;
                 const uint8_t *row = (kv ? vc : kc).data() + slot * rb;
+                // A quantized row is the CPU quantizer's bytes on every backend (saved states move
+                // between them, and they read the same K/V values).
+                if (type != DType::F16) {
+                    std::vector<uint8_t> want(rb);
+                    cpu::store_kv_row(type, src, want.data(), width);
+                    for (size_t b = 0; b < rb; ++b)
+                        if (row[b] != want[b])
+                            fail_msg("%s kv_store %s token %u %c byte %zu: 0x%02x, the CPU's 0x%02x", target().name,
+                                     dtype_name(type), t, kv ? 'v' : 'k', b, row[b], want[b]);
+                }
                 for (uint32_t i = 0; i < width; ++i) {
                     double got, bound = 0.0;
                     if (type == DType::F16) {
@@ -414,14 +427,17 @@ void test_kv_store(void **) {
                         check("kv_store f16", t * width + i, got, want, 0.0);
                         continue;
                     }
-                    const uint8_t *blk = row + (i / 32) * 34;
+                    const bool q4 = type == DType::Q4_0;
+                    const uint8_t *blk = row + (i / 32) * (q4 ? 18 : 34);
                     uint16_t dh;
                     std::memcpy(&dh, blk, 2);
-                    got = fp16_to_fp32(dh) * static_cast<int8_t>(blk[2 + i % 32]);
+                    const int code = q4 ? ((blk[2 + i % 16] >> (i % 32 >= 16 ? 4 : 0)) & 15) - 8
+                                        : static_cast<int8_t>(blk[2 + i % 32]);
+                    got = fp16_to_fp32(dh) * code;
                     double amax = 0;
                     for (uint32_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(double(src[j])));
-                    bound = 0.51 * amax / 127;
-                    check("kv_store q8_0", t * width + i, got, src[i], bound);
+                    bound = q4 ? 1.01 * amax / 8 : 0.51 * amax / 127;
+                    check(q4 ? "kv_store q4_0" : "kv_store q8_0", t * width + i, got, src[i], bound);
                 }
             }
         }
@@ -435,14 +451,14 @@ void test_kv_store(void **) {
 // --- attention ---------------------------------------------------------------------------------------
 // Run whole and split-K (keys in chunks of 64 or 100 positions, partial results merged: the CPU ignores
 // the chunk, the Vulkan module's decode path uses it).
-// Against full softmax attention in double over the cache's values as stored (F16 or Q8_0, decoded
+// Against full softmax attention in double over the cache's values as stored (F16, Q8_0 or Q4_0, decoded
 // exactly), so only the kernel's own rounding counts. Bound 1e-4 absolute: the output is a convex
 // combination of V rows (|v| <= 1); score rounding (~hd u |q||k| scale ~ 1e-6) and exp (within
 // (3 + 2|s|) ulp, |s| <= 16 here) move the weights by a few 1e-6 relative, far inside 1e-4, while a row
 // read from the wrong block, a wrong head or a lost tile is off by ~1e-1.
 void test_attention(void **) {
     uint64_t st = 23;
-    for (DType type : {DType::F16, DType::Q8_0})
+    for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0})
         for (uint32_t bs : {16u, 7u})
             for (int prefill = 0; prefill < 3; ++prefill)  // decode; prefill of both; prefill of one
               for (uint32_t chunk : {UINT32_MAX, 64u, 100u}) {  // no split, split-K in tiles and across them

@@ -82,7 +82,7 @@ static void session_round(int round) {
     sp.n_ctx = 192;
     sp.n_threads = 1;
     sp.n_seq_max = 2;
-    sp.kv_type = round % 3 == 2 ? EMBER_KV_Q8_0 : EMBER_KV_F16;
+    sp.kv_type = round % 3 == 2 ? EMBER_KV_Q8_0 : round % 3 == 1 ? EMBER_KV_Q4_0 : EMBER_KV_F16;
     ember_session *s = NULL, *r = NULL, *f = NULL;
     assert_int_equal(ember_session_create(g_model, &sp, &s), EMBER_OK);
     ember_token prompt[64];
@@ -199,7 +199,7 @@ static void engine_lifecycle_round(int round) {
     ep.n_seq_max = 2;
     ep.n_threads = 1;
     ep.manual_step = round % 2 == 0;
-    ep.kv_type = round % 4 == 1 ? EMBER_KV_Q8_0 : EMBER_KV_F16;
+    ep.kv_type = round % 4 == 1 ? EMBER_KV_Q8_0 : round % 4 == 3 ? EMBER_KV_Q4_0 : EMBER_KV_F16;
     ember_engine *e = NULL;
     assert_int_equal(ember_engine_create(g_model, &ep, &e), EMBER_OK);
     ember_token prompt[64];

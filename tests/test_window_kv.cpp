@@ -105,16 +105,18 @@ void test_bounded_and_bit_identical(void **) {
     }
 }
 
-// The same with a Q8_0 cache (rows of 128 values: four blocks each), Gemma 3's layout.
-void test_q8_0_cache(void **) {
+// The same with a quantized cache (rows of 128 values: four blocks each), Gemma 3's layout.
+void quantized_cache_case(DType type) {
     auto model = load_synthetic(synthetic_family("gemma3"));
-    Session split(*model, options(true, DType::Q8_0)), flat(*model, options(false, DType::Q8_0));
+    Session split(*model, options(true, type)), flat(*model, options(false, type));
     assert_true(split.window_pool_blocks() > 0);
     assert_true(split.context_bytes() < flat.context_bytes());
     const std::vector<int32_t> t = token_run(g_len.run);
     run_both(split, flat, t, 0, g_len.prompt);
     assert_true(split.window_blocks_held() <= (4 - 1 + 64 + 15) / 16 + 1);
 }
+void test_q8_0_cache(void **) { quantized_cache_case(DType::Q8_0); }
+void test_q4_0_cache(void **) { quantized_cache_case(DType::Q4_0); }
 
 void test_truncate_fork_restore(void **) {
     auto model = load_synthetic(synthetic_family("gemma2"));
@@ -212,6 +214,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounded_and_bit_identical),
         cmocka_unit_test(test_q8_0_cache),
+        cmocka_unit_test(test_q4_0_cache),
         cmocka_unit_test(test_truncate_fork_restore),
         cmocka_unit_test(test_cancelled_feed_rolls_back),
     };

@@ -65,7 +65,8 @@ Model::~Model() { dev.destroy(weights); }
 
 ContextSizes context_sizes(const Program &prog, const ember_mod_context_params &p) {
     const DType kv = static_cast<DType>(p.kv_type);
-    if (kv != DType::F16 && kv != DType::Q8_0) fail(EMBER_ERR_UNSUPPORTED, "vulkan: KV cache type %u unsupported", p.kv_type);
+    if (kv != DType::F16 && kv != DType::Q8_0 && kv != DType::Q4_0)
+        fail(EMBER_ERR_UNSUPPORTED, "vulkan: KV cache type %u unsupported", p.kv_type);
     if (prog.kv_width % (kv == DType::F16 ? 2 : 32) != 0)
         fail(EMBER_ERR_UNSUPPORTED, "vulkan: a %s KV cache of rows of %u values", dtype_name(kv), prog.kv_width);
     ContextSizes z;

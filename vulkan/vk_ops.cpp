@@ -205,7 +205,8 @@ void run_op(Device &dev, const ember_mod_op &op) {
         break;
     }
     case EMBER_GRAPH_KV_STORE: {
-        if ((type != DType::F16 && type != DType::Q8_0) || op.n_in % (type == DType::F16 ? 2 : 32) != 0)
+        if ((type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0) ||
+            op.n_in % (type == DType::F16 ? 2 : 32) != 0)
             fail(EMBER_ERR_UNSUPPORTED, "vulkan kv_store: rows of %u values as %s", op.n_in, dtype_name(type));
         const size_t row_bytes = dtype_row_bytes(type, op.n_in);
         const size_t cache = size_t{op.n_blocks} * op.block_size * row_bytes;
@@ -235,7 +236,8 @@ void run_op(Device &dev, const ember_mod_op &op) {
     }
     case EMBER_MOD_OP_ATTENTION:
     case EMBER_GRAPH_ATTENTION_EXT: {
-        if (type != DType::F16 && type != DType::Q8_0) fail(EMBER_ERR_UNSUPPORTED, "vulkan attention: KV type %u", op.type);
+        if (type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
+            fail(EMBER_ERR_UNSUPPORTED, "vulkan attention: KV type %u", op.type);
         const uint32_t n_kv = op.n_head_kv * op.head_dim;
         const size_t row_bytes = dtype_row_bytes(type, n_kv);
         const size_t cache = size_t{op.n_blocks} * op.block_size * row_bytes;

@@ -84,6 +84,7 @@ type KVType int32
 const (
 	KVF16  KVType = 0
 	KVQ8_0 KVType = 1
+	KVQ4_0 KVType = 2 // EMBER_1.10
 )
 
 // Precision is ember_precision: how a session's products with quantized weights (Q8_0, Q4_0,

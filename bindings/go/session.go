@@ -22,7 +22,7 @@ type SessionOptions struct {
 	Seed     uint64  // seed for anything random the session does
 	Backend  Backend // BackendAuto (default), BackendCPU, ...
 	NSeqMax  uint32  // sequences the KV cache is sized for (this session and its forks)
-	KVType   KVType  // KVF16 (default) or KVQ8_0
+	KVType   KVType  // KVF16 (default), KVQ8_0 or KVQ4_0
 	// Placement across devices with a GPU backend (docs/offload.md): the GPU's layer count (0: the
 	// default, every layer; GPULayersAuto: the fit to GPUBudgetBytes), GPU layers whose MoE experts run
 	// on the CPU (GPULayersAll: every one), the GPU's budget in bytes (0: its free memory less a margin).

@@ -280,7 +280,7 @@
     E(ember_log_level, EMBER_LOG_WARN) E(ember_log_level, EMBER_LOG_ERROR)                            \
     E(ember_backend_kind, EMBER_BACKEND_AUTO) E(ember_backend_kind, EMBER_BACKEND_CPU)                \
     E(ember_backend_kind, EMBER_BACKEND_CUDA) E(ember_backend_kind, EMBER_BACKEND_VULKAN)             \
-    E(ember_kv_type, EMBER_KV_F16) E(ember_kv_type, EMBER_KV_Q8_0)                                    \
+    E(ember_kv_type, EMBER_KV_F16) E(ember_kv_type, EMBER_KV_Q8_0) E(ember_kv_type, EMBER_KV_Q4_0)    \
     E(ember_precision, EMBER_PRECISION_DEFAULT) E(ember_precision, EMBER_PRECISION_HIGH)              \
     E(ember_cpu_priority, EMBER_CPU_PRIORITY_NORMAL) E(ember_cpu_priority, EMBER_CPU_PRIORITY_LOW)    \
     E(ember_cpu_priority, EMBER_CPU_PRIORITY_HIGH)                                                   \

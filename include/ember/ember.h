@@ -341,10 +341,14 @@ typedef enum ember_backend_kind {
 /** Element type of the KV cache. Q8_0 stores K and V in GGUF's Q8_0 blocks (32 values and one f16
  *  scale: 1.0625 bytes per value instead of 2), so the same memory holds 1.88 times the tokens, for a
  *  small quality cost (docs/benchmarks.md measures it on stories15M). It needs a model whose K/V rows
- *  are a multiple of 32 values and whose head size is a multiple of 8 (EMBER_ERR_UNSUPPORTED otherwise). */
+ *  are a multiple of 32 values and whose head size is a multiple of 8 (EMBER_ERR_UNSUPPORTED otherwise).
+ *  Q4_0 (EMBER_1.10) stores them in GGUF's Q4_0 blocks (32 values as 4-bit codes and one f16 scale:
+ *  0.5625 bytes per value), 3.56 times the tokens of F16 for a larger quality cost (docs/benchmarks.md);
+ *  the same shape rules as Q8_0. */
 typedef enum ember_kv_type {
     EMBER_KV_F16 = 0,
-    EMBER_KV_Q8_0 = 1
+    EMBER_KV_Q8_0 = 1,
+    EMBER_KV_Q4_0 = 2 /**< EMBER_1.10 */
 } ember_kv_type;
 
 /** ember_session_params.gpu_layers and ember_engine_params.gpu_layers (EMBER_1.9): every layer on the GPU,
@@ -907,7 +911,8 @@ typedef struct ember_engine_params {
      *  engine with ember_engine_step() (e.g. once per frame of a game loop). */
     bool manual_step;
     /* --- EMBER_1.1 (a caller built against EMBER_1 passes struct_size 40 and gets the defaults) --- */
-    /** KV cache element type (default EMBER_KV_F16); kv_bytes then buys 1.88 times the tokens. */
+    /** KV cache element type (default EMBER_KV_F16); kv_bytes then buys 1.88 (Q8_0) or 3.56 (Q4_0) times
+     *  the tokens. */
     ember_kv_type kv_type;
     /* --- EMBER_1.4 (a caller built against EMBER_1.1 passes struct_size 48 and gets the default) --- */
     /** Keep 0 (what was padding in EMBER_1.1, named so that no later field lands in it). */

@@ -40,9 +40,8 @@ namespace {
 EngineOptions engine_options(const ember_engine_params *params, bool select_device) {
     const ember_engine_params p = abi::read_params(params, kEngineParamsV1Size, impl_ember_engine_params_init_1_9,
                                                    "ember_engine_params");
-    const int64_t kv_type = abi::enum_value(p.kv_type), backend = abi::enum_value(p.backend);
-    if (kv_type != EMBER_KV_F16 && kv_type != EMBER_KV_Q8_0)
-        fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %lld", (long long)kv_type);
+    const DType kv_type = abi::kv_dtype(p.kv_type);
+    const int64_t backend = abi::enum_value(p.backend);
     if (backend < EMBER_BACKEND_AUTO || backend > EMBER_BACKEND_VULKAN)
         fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %lld", (long long)backend);
     EngineOptions o;
@@ -53,7 +52,7 @@ EngineOptions engine_options(const ember_engine_params *params, bool select_devi
     o.n_batch = p.n_batch;
     o.backend = !p.device ? p.backend : select_device ? abi::use_device(p.device) : abi::device_backend(p.device);
     o.manual_step = p.manual_step;
-    o.kv_type = abi::kv_dtype(p.kv_type);
+    o.kv_type = kv_type;
     o.placement = abi::placement_request(p.gpu_layers, p.experts_on_cpu, p.gpu_budget_bytes);
     return o;
 }

@@ -43,9 +43,8 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         EMBER_REQUIRE_ARG(out);
         const ember_session_params p = abi::read_params(params, kSessionParamsV1Size,
                                                         impl_ember_session_params_init_1_9, "ember_session_params");
-        const int64_t kv_type = abi::enum_value(p.kv_type), backend = abi::enum_value(p.backend);
-        if (kv_type != EMBER_KV_F16 && kv_type != EMBER_KV_Q8_0)
-            fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %lld", (long long)kv_type);
+        const DType kv_type = abi::kv_dtype(p.kv_type);
+        const int64_t backend = abi::enum_value(p.backend);
         if (backend < EMBER_BACKEND_AUTO || backend > EMBER_BACKEND_VULKAN)
             fail(EMBER_ERR_INVALID_ARGUMENT, "unknown backend %lld", (long long)backend);
         SessionOptions o;
@@ -55,7 +54,7 @@ ember_status ember_session_create(const ember_model *model, const ember_session_
         o.seed = p.seed;
         o.backend = p.device ? abi::use_device(p.device) : p.backend;
         o.n_seq_max = p.n_seq_max;
-        o.kv_type = abi::kv_dtype(p.kv_type);
+        o.kv_type = kv_type;
         o.placement = abi::placement_request(p.gpu_layers, p.experts_on_cpu, p.gpu_budget_bytes);
         o.fingerprint = model->fingerprint;
         auto h = std::make_unique<ember_session>();

@@ -78,7 +78,15 @@ struct ember_request {
 
 namespace ember::abi {
 
-inline DType kv_dtype(ember_kv_type t) { return t == EMBER_KV_Q8_0 ? DType::Q8_0 : DType::F16; }
+// The cache type a params struct names; an enumerator this library does not know is refused.
+inline DType kv_dtype(ember_kv_type t) {
+    switch (enum_value(t)) {
+    case EMBER_KV_F16: return DType::F16;
+    case EMBER_KV_Q8_0: return DType::Q8_0;
+    case EMBER_KV_Q4_0: return DType::Q4_0;
+    default: fail(EMBER_ERR_INVALID_ARGUMENT, "unknown kv_type %lld", static_cast<long long>(enum_value(t)));
+    }
+}
 
 // The backend of a device from ember_devices() (EMBER_ERR_INVALID_ARGUMENT for a pointer that is not one).
 ember_backend_kind device_backend(const ember_device *device);

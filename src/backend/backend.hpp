@@ -33,7 +33,7 @@ struct ContextParams {
     uint32_t n_threads = 1;
     uint32_t n_batch = 256;    // largest n_tokens passed to forward()
     uint32_t n_logits = 1;     // largest n_logits passed to forward()
-    DType kv_type = DType::F16; // element type of the K/V rows (F16 or Q8_0, see kv_format.cpp)
+    DType kv_type = DType::F16; // element type of the K/V rows (F16, Q8_0 or Q4_0, see kv_format.cpp)
     // A context of the same backend whose worker threads this one runs on instead of starting its own
     // (then n_threads is that context's). For contexts used by turns, such as a speculative draft and
     // its target: two pools would each keep their workers spinning for a while after a pass, on the
@@ -49,7 +49,7 @@ struct ContextParams {
 
 // The KV cache's row format, the same on every backend (a saved state moves between them): a row is one
 // position's K (or V) of one layer, kv_width values of the cache type in GGUF's layout for that type.
-// Throws EMBER_ERR_UNSUPPORTED for a type or shape the cache cannot hold (Q8_0 needs kv_width a
+// Throws EMBER_ERR_UNSUPPORTED for a type or shape the cache cannot hold (Q8_0 and Q4_0 need kv_width a
 // multiple of 32 and head_dim a multiple of 8).
 void check_kv_type(const ember_mod_model_desc &d, DType kv_type);
 size_t kv_row_bytes(const ember_mod_model_desc &d, DType kv_type);

@@ -12,16 +12,18 @@ void check_kv_type(const ember_mod_model_desc &d, DType kv_type) {
     switch (kv_type) {
     case DType::F16: return;
     case DType::Q8_0:
-        // Rows are whole Q8_0 blocks; attention reads a head eight values at a time, and eight values
-        // starting at a multiple of 8 never straddle a block of 32.
-        if (d.kv_width % QK8_0 != 0 || d.head_dim % 8 != 0)
+    case DType::Q4_0:
+        // Rows are whole blocks of 32; attention reads a head eight values at a time, and eight values
+        // starting at a multiple of 8 never straddle a block of 32 (nor, in Q4_0, the low and high
+        // nibbles' halves of one).
+        if (d.kv_width % 32 != 0 || d.head_dim % 8 != 0)
             fail(EMBER_ERR_UNSUPPORTED,
-                 "a Q8_0 KV cache needs K/V rows of a multiple of 32 values and head_dim a multiple of 8 "
+                 "a %s KV cache needs K/V rows of a multiple of 32 values and head_dim a multiple of 8 "
                  "(this model: %u and %u)",
-                 d.kv_width, d.head_dim);
+                 dtype_name(kv_type), d.kv_width, d.head_dim);
         return;
     default:
-        fail(EMBER_ERR_UNSUPPORTED, "KV cache type %s is not supported (F16 or Q8_0)", dtype_name(kv_type));
+        fail(EMBER_ERR_UNSUPPORTED, "KV cache type %s is not supported (F16, Q8_0 or Q4_0)", dtype_name(kv_type));
     }
 }
 

@@ -85,7 +85,7 @@ typedef struct ember_mod_model_desc {
 typedef struct ember_mod_context_params {
     uint32_t struct_size;
     uint32_t n_blocks, block_size, n_batch, n_logits;
-    uint32_t kv_type; /* GGUF type id: F16 (1) or Q8_0 (8) */
+    uint32_t kv_type; /* GGUF type id: F16 (1), Q8_0 (8) or Q4_0 (2) */
     /* Host threads a context may use (the CPU backend's workers; GPU modules ignore it), and a context
      * of the same module whose threads this one runs on instead of starting its own (for contexts used
      * by turns, such as a speculative draft and its target), or NULL. */

@@ -1,4 +1,4 @@
-// attention.cpp — causal attention over the paged KV cache (f16 or Q8_0 rows): threading over (token,
+// attention.cpp — causal attention over the paged KV cache (f16, Q8_0 or Q4_0 rows): threading over (token,
 // head) pairs, or (block of neighbouring tokens of one sequence, group of the query heads that share a
 // KV head) where the level has a grouped kernel, and the scalar per-pair kernels (the AVX2 ones are in
 // attention_avx2.cpp).
@@ -41,14 +41,19 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
     if (kv.block_size == 0 || !q_table)
         fail(EMBER_ERR_INVALID_ARGUMENT, "cpu attention: block size %u, block tables %p", kv.block_size,
              static_cast<const void *>(q_table));
-    const bool q8 = kv.type == DType::Q8_0;
-    if (!q8 && kv.type != DType::F16)
+    // Quantized rows (Q8_0, Q4_0) are read by element offset within the row (head_off), f16 ones from
+    // the head's first byte.
+    const bool quant = kv.type == DType::Q8_0 || kv.type == DType::Q4_0;
+    if (!quant && kv.type != DType::F16)
         fail(EMBER_ERR_UNSUPPORTED, "cpu attention: KV cache type %s unsupported", dtype_name(kv.type));
-    if (q8 && p.head_dim % 8 != 0)
-        fail(EMBER_ERR_UNSUPPORTED, "cpu attention: a Q8_0 KV cache needs head_dim a multiple of 8 (got %d)", p.head_dim);
+    if (quant && p.head_dim % 8 != 0)
+        fail(EMBER_ERR_UNSUPPORTED, "cpu attention: a %s KV cache needs head_dim a multiple of 8 (got %d)",
+             dtype_name(kv.type), p.head_dim);
     const detail::KernelTable &k = detail::kernels();
-    const auto attend = q8 ? k.attend_head_q8_0 : k.attend_head;
-    const auto attend_n = q8 ? k.attend_heads_q8_0 : k.attend_heads;
+    const auto attend =
+        kv.type == DType::Q8_0 ? k.attend_head_q8_0 : kv.type == DType::Q4_0 ? k.attend_head_q4_0 : k.attend_head;
+    const auto attend_n =
+        kv.type == DType::Q8_0 ? k.attend_heads_q8_0 : kv.type == DType::Q4_0 ? k.attend_heads_q4_0 : k.attend_heads;
     const int group = p.n_head / p.n_head_kv;
     const int64_t q_row = static_cast<int64_t>(p.n_head) * p.head_dim;
     const bool grouped = attend_n && p.head_dim % 8 == 0;
@@ -128,11 +133,11 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
     auto head = [&](int64_t t, int h, detail::AttnHead &a) {
         a.q = q + t * q_row + static_cast<int64_t>(h) * p.head_dim;
         const int head_off = (h / group) * p.head_dim;
-        const size_t head_bytes = q8 ? 0 : static_cast<size_t>(head_off) * sizeof(uint16_t);
+        const size_t head_bytes = quant ? 0 : static_cast<size_t>(head_off) * sizeof(uint16_t);
         a.k = kv.k + head_bytes;
         a.v = kv.v + head_bytes;
         a.kv_stride = kv.row_bytes;
-        a.head_off = q8 ? head_off : 0;
+        a.head_off = quant ? head_off : 0;
         a.table = q_table[t];
         a.block_size = kv.block_size;
         a.n_keys = keys_of(t);
@@ -193,6 +198,19 @@ struct Q8Row {
     }
 };
 
+struct Q4Row {
+    int head_off;
+    float at(const uint8_t *row, int i) const {
+        const int e = head_off + i;
+        const uint8_t *b = row + static_cast<size_t>(e / QK4_0) * sizeof(BlockQ4_0);
+        const int o = e % QK4_0;
+        const int c = (b[2 + o % (QK4_0 / 2)] >> (o >= QK4_0 / 2 ? 4 : 0)) & 15;
+        uint16_t d;
+        std::memcpy(&d, b, sizeof d);
+        return fp16_to_fp32(d) * static_cast<float>(c - 8);
+    }
+};
+
 template <class Row>
 void attend_head(const AttnHead &a) {
     const Row row{a.head_off};
@@ -239,6 +257,7 @@ void attend_head(const AttnHead &a) {
 
 void attend_head_scalar(const AttnHead &a) { attend_head<F16Row>(a); }
 void attend_head_q8_0_scalar(const AttnHead &a) { attend_head<Q8Row>(a); }
+void attend_head_q4_0_scalar(const AttnHead &a) { attend_head<Q4Row>(a); }
 
 } // namespace detail
 

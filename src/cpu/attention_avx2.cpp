@@ -1,8 +1,9 @@
 // attention_avx2.cpp — the per-(token, head) attention kernel for AVX2 + FMA + F16C; the algorithm and
 // the paging are described in attention.cpp. K and V rows are read as f16 and widened with F16C on the
-// fly, or as Q8_0 and scaled on the fly, run by run (a tile may span several cache blocks). One kernel
-// body serves both cache types through a row reader (F16Row, Q8Row): eight elements at a time, which
-// for Q8_0 always lie in one 32-element block since head_dim and head offsets are multiples of 8.
+// fly, or as Q8_0 or Q4_0 and scaled on the fly, run by run (a tile may span several cache blocks). One
+// kernel body serves every cache type through a row reader (F16Row, Q8Row, Q4Row): eight elements at a
+// time, which for the quantized types always lie in one 32-element block since head_dim and head
+// offsets are multiples of 8.
 // attend_heads serves the query heads of one KV head together, widening each tile's rows once for all
 // of them and running two heads' FMA chains side by side (measured, TinyLlama prefill of 512 tokens at
 // the AMX level, 2 threads, 3 alternating runs each: Q4_0 292 -> 314 -> 334, Q4_K_M 246 -> 245 -> 257
@@ -292,5 +293,7 @@ void attend_head_avx2(const AttnHead &a) { attend_head<F16Row>(a); }
 void attend_head_q8_0_avx2(const AttnHead &a) { attend_head<Q8Row>(a); }
 void attend_heads_avx2(const AttnHead *a, int n, int n_tok) { attend_heads<F16Row>(a, n, n_tok); }
 void attend_heads_q8_0_avx2(const AttnHead *a, int n, int n_tok) { attend_heads<Q8Row>(a, n, n_tok); }
+void attend_head_q4_0_avx2(const AttnHead &a) { attend_head<Q4Row>(a); }
+void attend_heads_q4_0_avx2(const AttnHead *a, int n, int n_tok) { attend_heads<Q4Row>(a, n, n_tok); }
 
 } // namespace ember::cpu::detail

@@ -16,7 +16,7 @@
 // - values: each output element is acc * corr, then one FMA per key in key order; 16 elements per vector
 //   instead of 8 leaves every element's chain as it was;
 // - softmax: softmax_step's operations with the exp on 16 lanes (avx512_exp) and its sums in its order;
-// - widening (F16C or the Q8_0 scale) and finish are attention_x86.hpp's, shared.
+// - widening (F16C, or the Q8_0 or Q4_0 scale) and finish are attention_x86.hpp's, shared.
 // tests/test_cpu_kernels.cpp (test_attention_batch, test_attention_blocks) compares the levels bit for
 // bit.
 #include "cpu/attention_x86.hpp"
@@ -239,5 +239,6 @@ void attend_heads(const AttnHead *a, int n, int n_tok) {
 
 void attend_heads_avx512(const AttnHead *a, int n, int n_tok) { attend_heads<F16Row>(a, n, n_tok); }
 void attend_heads_q8_0_avx512(const AttnHead *a, int n, int n_tok) { attend_heads<Q8Row>(a, n, n_tok); }
+void attend_heads_q4_0_avx512(const AttnHead *a, int n, int n_tok) { attend_heads<Q4Row>(a, n, n_tok); }
 
 } // namespace ember::cpu::detail

@@ -36,6 +36,30 @@ struct Q8Row {
     }
 };
 
+// Q4_0 (GGUF's block of 18 bytes: f16 d, then 16 bytes whose low nibbles are elements 0..15 and high
+// nibbles 16..31, each code c standing for (c - 8) d). Eight elements from a multiple of 8 are all low or
+// all high nibbles of eight consecutive bytes.
+struct Q4Row {
+    int head_off;
+    __m256 load8(const uint8_t *row, int i) const {
+        const int e = head_off + i;
+        const uint8_t *b = row + static_cast<size_t>(e >> 5) * 18;   // 18 = sizeof(BlockQ4_0)
+        const int o = e & 31;
+        const __m256 d = _mm256_set1_ps(avx2_half_to_float(*reinterpret_cast<const uint16_t *>(b)));
+        __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(b + 2 + (o & 15)));
+        if (o >= 16) q = _mm_srli_epi16(q, 4);
+        q = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+    }
+    float at(const uint8_t *row, int i) const {
+        const int e = head_off + i;
+        const uint8_t *b = row + static_cast<size_t>(e >> 5) * 18;
+        const int o = e & 31;
+        const int c = (b[2 + (o & 15)] >> (o >= 16 ? 4 : 0)) & 15;
+        return avx2_half_to_float(*reinterpret_cast<const uint16_t *>(b)) * static_cast<float>(c - 8);
+    }
+};
+
 // Keeps v in a register: GCC otherwise folds a load that two heads' FMAs share into both, doubling the
 // loads of loops that the load ports then bound (attend_heads: AVX2 level 9.3 -> 8.2 ms for a TinyLlama
 // layer's prefill of 512 tokens, EMBER_KERNEL_BENCH=attention test_cpu_kernels).

@@ -1,5 +1,5 @@
 // cpu_context.hpp — the CPU backend's model (the description, weights used in place from the file
-// mapping) and context: a paged KV cache (f16 or Q8_0 rows), the program's activation buffers, threads.
+// mapping) and context: a paged KV cache (f16, Q8_0 or Q4_0 rows), the program's activation buffers, threads.
 #pragma once
 
 #include "backend/module_api.h"

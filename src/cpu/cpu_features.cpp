@@ -45,8 +45,10 @@ const KernelTable kScalar = {
     quantize_acts_k_scalar,
     attend_head_scalar,
     attend_head_q8_0_scalar,
+    attend_head_q4_0_scalar,
     swiglu_scalar,
     f32_to_f16_scalar,
+    nullptr,
     nullptr,
     nullptr,
     {matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_scalar>, matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_scalar>,
@@ -68,10 +70,12 @@ const KernelTable kAvx2 = {
     quantize_acts_k_avx2,
     attend_head_avx2,
     attend_head_q8_0_avx2,
+    attend_head_q4_0_avx2,
     swiglu_avx2,
     f32_to_f16_avx2,
     attend_heads_avx2,
     attend_heads_q8_0_avx2,
+    attend_heads_q4_0_avx2,
     {matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx2>, matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_avx2>,
      matmul_rows_rows16<DType::Q4_0, matmul_rows_q4_0_avx2>, matmul_rows_rows16<DType::Q8_0, matmul_rows_q8_0_avx2>},
     false,
@@ -114,6 +118,7 @@ const KernelTable kAvx512 = [] {
     t.gated_delta_head = gated_delta_head_avx512;
     t.attend_heads = attend_heads_avx512;
     t.attend_heads_q8_0 = attend_heads_q8_0_avx512;
+    t.attend_heads_q4_0 = attend_heads_q4_0_avx512;
     t.matmul_rows16[kR16Q4_K] = matmul_rows_rows16<DType::Q4_K, matmul_rows_q4_k_avx512, matmul_rows_q4_k_rows16_avx512,
                                                    matmul_panels_q4_k_rows16_avx512>;
     t.matmul_rows16[kR16Q6_K] = matmul_rows_rows16<DType::Q6_K, matmul_rows_q6_k_decode_first<matmul_rows_q6_k_avx512>,

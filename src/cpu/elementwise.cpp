@@ -95,6 +95,8 @@ void store_f16(const float *src, uint16_t *dst, int64_t n_rows, int64_t n) {
 void store_kv_row(DType type, const float *src, uint8_t *dst, int64_t n) {
     if (type == DType::Q8_0)
         quantize_row_q8_0(src, reinterpret_cast<BlockQ8_0 *>(dst), n);
+    else if (type == DType::Q4_0)
+        quantize_row_q4_0(src, reinterpret_cast<BlockQ4_0 *>(dst), n);
     else
         detail::kernels().f32_to_f16(src, reinterpret_cast<uint16_t *>(dst), n);
 }

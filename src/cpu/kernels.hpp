@@ -118,8 +118,8 @@ struct AttnParams {
 };
 // One layer's paged K/V cache: block b, row r (position r within that block) of K starts at
 // k + (b * block_size + r) * row_bytes; V likewise. A row holds n_head_kv * head_dim values of `type`:
-// F16, or Q8_0 (blocks of 32 values with one f16 scale, GGUF's layout; a block may straddle two heads,
-// and head_dim must be a multiple of 8).
+// F16, or Q8_0 or Q4_0 (blocks of 32 values with one f16 scale, GGUF's layouts; a block may straddle
+// two heads, and head_dim must be a multiple of 8).
 struct PagedKv {
     const uint8_t *k = nullptr;
     const uint8_t *v = nullptr;
@@ -158,7 +158,7 @@ void moe(ThreadPool &pool, Scratch &scratch, const MoeParams &p, const float *x,
 // Converts n_rows contiguous rows of n floats to f16 (round to nearest even) into dst, e.g. a KV cache
 // row range (the caller offsets dst to its first row).
 void store_f16(const float *src, uint16_t *dst, int64_t n_rows, int64_t n);
-// One row of n floats into a KV cache row of `type` (F16, or Q8_0 with n a multiple of 32).
+// One row of n floats into a KV cache row of `type` (F16, or Q8_0 or Q4_0 with n a multiple of 32).
 void store_kv_row(DType type, const float *src, uint8_t *dst, int64_t n);
 
 // The kernels' ISA levels, lowest first. Avx512 needs AVX-512 F, BW, VL, DQ and VNNI (and AVX2); Amx

@@ -81,8 +81,8 @@ enum WeightKind : int {
 // One (token, head) pair of attention over a paged cache: positions 0..n_keys-1, position j in row
 // j % block_size of block table[j / block_size]. Row n of the cache starts kv_stride bytes after row
 // n - 1, across block boundaries too. For an F16 cache k and v point at this head's slice of row 0 of
-// block 0; for a Q8_0 cache (rows of 32-element blocks, which may straddle heads) at the start of that
-// row, and the head's elements begin at element head_off of each row.
+// block 0; for a Q8_0 or Q4_0 cache (rows of 32-element blocks, which may straddle heads) at the start
+// of that row, and the head's elements begin at element head_off of each row.
 struct AttnHead {
     const float *q = nullptr;
     const uint8_t *k = nullptr;
@@ -135,6 +135,7 @@ struct KernelTable {
     void (*quantize_acts_k)(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum);
     void (*attend_head)(const AttnHead &a);          // F16 cache
     void (*attend_head_q8_0)(const AttnHead &a);     // Q8_0 cache (head_dim a multiple of 8)
+    void (*attend_head_q4_0)(const AttnHead &a);     // Q4_0 cache (head_dim a multiple of 8)
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
     // n (<= kMaxAttnGroup) query heads that read the same KV head, of n_tok tokens of one sequence
@@ -144,6 +145,7 @@ struct KernelTable {
     // calls attend_head per head).
     void (*attend_heads)(const AttnHead *a, int n, int n_tok);       // F16 cache
     void (*attend_heads_q8_0)(const AttnHead *a, int n, int n_tok);  // Q8_0 cache
+    void (*attend_heads_q4_0)(const AttnHead *a, int n, int n_tok);  // Q4_0 cache
     // Weights interleaved 16 rows at a time (rows16.hpp), by rows16_kind (Q4_K, Q6_K, Q4_0, Q8_0), and
     // whether this level reads them with tiles of its own (the loader then interleaves them; else they
     // go through rows copied back to the file's layout).
@@ -180,6 +182,7 @@ void quantize_acts_scalar(const float *x, int64_t n, int8_t *qs, float *d, float
 void quantize_acts_k_scalar(const float *x, int64_t n, int8_t *qs, float *d, int16_t *sum);
 void attend_head_scalar(const AttnHead &a);
 void attend_head_q8_0_scalar(const AttnHead &a);
+void attend_head_q4_0_scalar(const AttnHead &a);
 void swiglu_scalar(const float *gate, const float *up, float *out, int64_t n);
 void gelu_lanes8(const float *x, const float *up, float *out, int64_t n);  // elementwise.cpp, every level below AVX-512
 void f32_to_f16_scalar(const float *src, uint16_t *dst, int64_t n);
@@ -213,8 +216,10 @@ void matmul_panels_q3_k_avx2(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_mxfp4_avx2(const MatmulJob &, int64_t, int64_t);
 void attend_head_avx2(const AttnHead &a);
 void attend_head_q8_0_avx2(const AttnHead &a);
+void attend_head_q4_0_avx2(const AttnHead &a);
 void attend_heads_avx2(const AttnHead *a, int n, int n_tok);
 void attend_heads_q8_0_avx2(const AttnHead *a, int n, int n_tok);
+void attend_heads_q4_0_avx2(const AttnHead *a, int n, int n_tok);
 void swiglu_avx2(const float *gate, const float *up, float *out, int64_t n);
 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n);
 
@@ -243,6 +248,7 @@ void quantize_acts_k_avx512(const float *x, int64_t n, int8_t *qs, float *d, int
 // attend_heads on 512-bit vectors with the AVX2 kernels' bits (attention_avx512.cpp).
 void attend_heads_avx512(const AttnHead *a, int n, int n_tok);
 void attend_heads_q8_0_avx512(const AttnHead *a, int n, int n_tok);
+void attend_heads_q4_0_avx512(const AttnHead *a, int n, int n_tok);
 void matmul_panels_q8_0_avx512(const MatmulJob &, int64_t, int64_t);  // matmul_panel_avx512.cpp
 void matmul_panels_q2_k_avx512(const MatmulJob &, int64_t, int64_t);
 void matmul_panels_q3_k_avx512(const MatmulJob &, int64_t, int64_t);

@@ -1,9 +1,9 @@
 // fuzz_session_state.cpp — libFuzzer target: arbitrary bytes as a saved session state
-// (ember_session_restore), into sessions on models/stories260K.gguf with an f16 and a Q8_0 cache.
+// (ember_session_restore), into sessions on models/stories260K.gguf with an f16, a Q8_0 and a Q4_0 cache.
 //
 // A checksum guards the format, so random bytes stop at it. To get past it, the input's first byte says
 // what to repair in the rest before restoring: bit 0 the trailing checksum, bit 1 the model fingerprint,
-// bit 2 picks the Q8_0 session. The repairs mirror src/session/session_state.cpp; the initializer checks
+// bit 2 picks the Q8_0 session, bit 3 the Q4_0 one (over bit 2). The repairs mirror src/session/session_state.cpp; the initializer checks
 // them on a real save, so a format change that leaves them stale stops the fuzzer instead of weakening it.
 // Promises checked: restore gives EMBER_OK, EMBER_ERR_CORRUPT_DATA, EMBER_ERR_CONTEXT_FULL or
 // EMBER_ERR_OUT_OF_MEMORY; a refused state leaves the session as it was (its own saved bytes do not
@@ -24,7 +24,7 @@ namespace {
 constexpr size_t kFingerprintAt = 16;
 
 ember_model *g_model;
-ember_session *g_session[2];   // f16, Q8_0
+ember_session *g_session[3];   // f16, Q8_0, Q4_0
 ember_sampler *g_sampler;
 uint8_t g_fingerprint[8];
 
@@ -42,12 +42,13 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     const std::string path = fuzz::repo_model("stories260K.gguf");
     if (path.empty()) fuzz::broken("models/stories260K.gguf not found (set EMBER_REPO_MODELS)");
     if (ember_model_load(path.c_str(), nullptr, &g_model) != EMBER_OK) fuzz::broken("cannot load", path.c_str());
-    for (int i = 0; i < 2; ++i) {
+    const ember_kv_type types[3] = {EMBER_KV_F16, EMBER_KV_Q8_0, EMBER_KV_Q4_0};
+    for (int i = 0; i < 3; ++i) {
         ember_session_params sp;
         ember_session_params_init(&sp);
         sp.n_ctx = 64;
         sp.n_threads = 1;
-        sp.kv_type = i ? EMBER_KV_Q8_0 : EMBER_KV_F16;
+        sp.kv_type = types[i];
         if (ember_session_create(g_model, &sp, &g_session[i]) != EMBER_OK) fuzz::broken("cannot create a session");
     }
     ember_sampler_params smp;
@@ -75,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const uint64_t sum = ember::state_checksum(state.data(), state.size() - 8);
         std::memcpy(state.data() + state.size() - 8, &sum, 8);
     }
-    ember_session *s = g_session[(mode >> 2) & 1];
+    ember_session *s = g_session[(mode & 8) ? 2 : (mode >> 2) & 1];
     const std::vector<uint8_t> before = save(s);
     const ember_status st = ember_session_restore(s, state.data(), state.size());
     if (st != EMBER_OK) {

@@ -155,11 +155,12 @@ bool kv_type_option(const Args &a, const char *name, ember_kv_type *out) {
     const std::string v = a.str(name, kv_type_name(*out));
     if (v == "f16") *out = EMBER_KV_F16;
     else if (v == "q8_0") *out = EMBER_KV_Q8_0;
-    else return usage_error(std::string(name) + " must be f16 or q8_0"), false;
+    else if (v == "q4_0") *out = EMBER_KV_Q4_0;
+    else return usage_error(std::string(name) + " must be f16, q8_0 or q4_0"), false;
     return true;
 }
 
-const char *kv_type_name(ember_kv_type t) { return t == EMBER_KV_Q8_0 ? "q8_0" : "f16"; }
+const char *kv_type_name(ember_kv_type t) { return t == EMBER_KV_Q8_0 ? "q8_0" : t == EMBER_KV_Q4_0 ? "q4_0" : "f16"; }
 
 const char *backend_name(ember_backend_kind kind) {
     switch (kind) {

@@ -86,7 +86,7 @@ namespace cli {
 bool tokenize(const ember_model *model, const std::string &text, uint32_t flags, std::vector<ember_token> &out);
 // Creates a session from the common options (-t, -c, --backend, --kv-type); nullptr (after reporting) on error.
 ember_session *create_session(const ember_model *model, const Args &a);
-// Reads --backend, or a KV cache type option (f16 | q8_0; *out is the default); false after reporting.
+// Reads --backend, or a KV cache type option (f16 | q8_0 | q4_0; *out is the default); false after reporting.
 bool backend_option(const Args &a, ember_backend_kind *out);
 // JSON fields naming the backend the session runs on and, on a GPU backend, its device, e.g.
 // "\"backend\":\"cuda\",\"device\":\"NVIDIA H200\"," (for bench output); "" if the session cannot say.

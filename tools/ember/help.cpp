@@ -17,7 +17,7 @@ const CommandHelp kHelp[] = {
     {"run",
      "ember run -m MODEL -p PROMPT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
      "          [--repeat-penalty R] [--repeat-last-n N] [--frequency-penalty F] [--presence-penalty P]\n"
-     "          [-t THREADS] [-c CTX] [--backend auto|cpu|cuda|vulkan] [--kv-type f16|q8_0] [--no-bos]\n"
+     "          [-t THREADS] [-c CTX] [--backend auto|cpu|cuda|vulkan] [--kv-type f16|q8_0|q4_0] [--no-bos]\n"
      "          [--precision default|high]\n"
      "          [--special] [--stats] [--draft MODEL | --lookup | --mtp] [--draft-k K] [--draft-fixed]\n"
      "          [--grammar FILE.gbnf | --json-schema FILE.json] [--stop TEXT]...\n"

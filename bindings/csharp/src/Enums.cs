@@ -28,6 +28,8 @@ namespace Ember
         [NativeName("EMBER_KV_F16")] F16 = 0,
         /// <summary>1.88 times the tokens in the same memory, for a small quality cost.</summary>
         [NativeName("EMBER_KV_Q8_0")] Q8_0 = 1,
+        /// <summary>3.56 times the tokens of F16 in the same memory, for a larger quality cost (EMBER_1.10).</summary>
+        [NativeName("EMBER_KV_Q4_0")] Q4_0 = 2,
     }
 
     /// <summary>How a session's products with quantized weights (Q8_0, Q4_0, K-quants, ...) round the

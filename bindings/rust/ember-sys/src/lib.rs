@@ -145,6 +145,7 @@ pub const EMBER_BACKEND_VULKAN: ember_backend_kind = 3;
 pub type ember_kv_type = i32;
 pub const EMBER_KV_F16: ember_kv_type = 0;
 pub const EMBER_KV_Q8_0: ember_kv_type = 1;
+pub const EMBER_KV_Q4_0: ember_kv_type = 2; // EMBER_1.10
 
 /// How a session's products with quantized weights round the activations (`ember_session_set_precision`).
 pub type ember_precision = i32;

@@ -113,7 +113,7 @@ fn compiled_values() -> Vec<(&'static str, i64)> {
         EMBER_GPU_LAYERS_ALL, EMBER_GPU_LAYERS_AUTO,
         EMBER_CPU_PRIORITY_NORMAL, EMBER_CPU_PRIORITY_LOW, EMBER_CPU_PRIORITY_HIGH,
         EMBER_BACKEND_AUTO, EMBER_BACKEND_CPU, EMBER_BACKEND_CUDA, EMBER_BACKEND_VULKAN,
-        EMBER_KV_F16, EMBER_KV_Q8_0,
+        EMBER_KV_F16, EMBER_KV_Q8_0, EMBER_KV_Q4_0,
         EMBER_PRECISION_DEFAULT, EMBER_PRECISION_HIGH,
         EMBER_SPEC_OFF, EMBER_SPEC_DRAFT, EMBER_SPEC_LOOKUP, EMBER_SPEC_MTP,
         EMBER_REQUEST_QUEUED, EMBER_REQUEST_RUNNING, EMBER_REQUEST_DONE, EMBER_REQUEST_CANCELLED,
@@ -632,8 +632,8 @@ fn drift_enum_value() {
 
 #[test]
 fn drift_enum_value_added() {
-    assert_caught(Some(("enum ember_kv_type EMBER_KV_Q8_0 1", "enum ember_kv_type EMBER_KV_Q8_0 1\nenum ember_kv_type EMBER_KV_Q4_0 2")),
-                  None, "const EMBER_KV_Q4_0: in the table, not declared by the crate");
+    assert_caught(Some(("enum ember_kv_type EMBER_KV_Q4_0 2", "enum ember_kv_type EMBER_KV_Q4_0 2\nenum ember_kv_type EMBER_KV_Q5_0 3")),
+                  None, "const EMBER_KV_Q5_0: in the table, not declared by the crate");
 }
 
 #[test]

@@ -49,7 +49,7 @@ impl Default for EngineParams {
             n_batch: p.n_batch,
             backend: Backend::Auto,
             manual_step: p.manual_step,
-            kv_type: if p.kv_type == sys::EMBER_KV_Q8_0 { KvType::Q8_0 } else { KvType::F16 },
+            kv_type: KvType::from_sys(p.kv_type),
             gpu_layers: p.gpu_layers,
             experts_on_cpu: p.experts_on_cpu,
             gpu_budget_bytes: p.gpu_budget_bytes,
@@ -143,10 +143,7 @@ impl<'m> Engine<'m> {
             Backend::Vulkan => sys::EMBER_BACKEND_VULKAN,
         };
         p.manual_step = params.manual_step;
-        p.kv_type = match params.kv_type {
-            KvType::F16 => sys::EMBER_KV_F16,
-            KvType::Q8_0 => sys::EMBER_KV_Q8_0,
-        };
+        p.kv_type = params.kv_type.to_sys();
         p.gpu_layers = params.gpu_layers;
         p.experts_on_cpu = params.experts_on_cpu;
         p.gpu_budget_bytes = params.gpu_budget_bytes;

@@ -23,6 +23,25 @@ pub enum Backend {
 pub enum KvType {
     F16,
     Q8_0,
+    /// 3.56 times the tokens of F16 in the same memory, for a larger quality cost (EMBER_1.10).
+    Q4_0,
+}
+
+impl KvType {
+    pub(crate) fn from_sys(t: sys::ember_kv_type) -> KvType {
+        match t {
+            sys::EMBER_KV_Q8_0 => KvType::Q8_0,
+            sys::EMBER_KV_Q4_0 => KvType::Q4_0,
+            _ => KvType::F16,
+        }
+    }
+    pub(crate) fn to_sys(self) -> sys::ember_kv_type {
+        match self {
+            KvType::F16 => sys::EMBER_KV_F16,
+            KvType::Q8_0 => sys::EMBER_KV_Q8_0,
+            KvType::Q4_0 => sys::EMBER_KV_Q4_0,
+        }
+    }
 }
 
 /// How a session's products with quantized weights (Q8_0, Q4_0, K-quants, ...) round the activations
@@ -87,7 +106,7 @@ impl Default for SessionParams {
                 _ => Backend::Auto,
             },
             n_seq_max: p.n_seq_max,
-            kv_type: if p.kv_type == sys::EMBER_KV_Q8_0 { KvType::Q8_0 } else { KvType::F16 },
+            kv_type: KvType::from_sys(p.kv_type),
             gpu_layers: p.gpu_layers,
             experts_on_cpu: p.experts_on_cpu,
             gpu_budget_bytes: p.gpu_budget_bytes,
@@ -115,10 +134,7 @@ impl SessionParams {
             Backend::Vulkan => sys::EMBER_BACKEND_VULKAN,
         };
         p.n_seq_max = self.n_seq_max;
-        p.kv_type = match self.kv_type {
-            KvType::F16 => sys::EMBER_KV_F16,
-            KvType::Q8_0 => sys::EMBER_KV_Q8_0,
-        };
+        p.kv_type = self.kv_type.to_sys();
         p.gpu_layers = self.gpu_layers;
         p.experts_on_cpu = self.experts_on_cpu;
         p.gpu_budget_bytes = self.gpu_budget_bytes;
