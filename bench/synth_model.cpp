@@ -53,7 +53,7 @@
 //   nomic-embed-text-v1.5   nomic-embed-text-v1.5's shape (nomic-bert, 137M): 12 layers of width 768, 12 heads,
 //                           FFN 3072, 2048 positions, rope base 1000, the 30,522-token vocabulary size.
 //   gemma-embedding-tiny    the tests' gemma-embedding (--family gemma-embedding: gemma3's small shape, window
-//                           64, mean pooling, dense projections 256 -> 512 -> 256).
+//                           128, mean pooling, dense projections 256 -> 512 -> 256).
 //   embeddinggemma-300m     EmbeddingGemma-300M's shape (gemma-embedding): 24 layers of width 768, 3 heads and 1
 //                           KV head of width 256, FFN 1152, window 512 in five layers of six, rope bases 1e6
 //                           and 1e4, 262,144 tokens, mean pooling, dense projections 768 -> 3072 -> 768.

@@ -511,12 +511,12 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         if (arch == "gemma3-global") s.window = 0;
     } else if (arch == "gemma-embedding") {
         // EmbeddingGemma's layout on gemma3's small shape: no rope scaling, a window wide enough for the
-        // tests' texts (a bidirectional window is symmetric: texts up to 33 tokens), mean pooling, and the
+        // tests' texts (a bidirectional window is symmetric: texts up to 65 tokens), mean pooling, and the
         // dense projections.
         s = synthetic_family("gemma3");
         s.arch = arch;
         s.rope_scaling.clear(), s.rope_factor = 1.0f;
-        s.window = 64;
+        s.window = 128;
         s.logit_std = 0;
         s.pooling_type = 1;
         s.dense_features = 512;

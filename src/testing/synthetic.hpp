@@ -145,7 +145,7 @@ struct SyntheticSpec {
 // embeddings or sharing. gemma3-p2, gemma3-layers, gemma3-global: gemma3 with
 // attention.sliding_window_pattern 2, a per-layer pattern, and no attention.sliding_window.
 // Not in synthetic_families() (they do not generate): "gemma-embedding", gemma3's layers as EmbeddingGemma's
-// encoder (window 64, mean pooling, dense projections 256 -> 512 -> 256).
+// encoder (window 128, mean pooling, dense projections 256 -> 512 -> 256).
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();
