@@ -94,6 +94,9 @@ public:
             if (n.op == EMBER_GRAPH_ATTENTION_EXT) {
                 vector(n.w, n.n_head);  // the sinks
                 expect(n.softcap >= 0, "a negative softcap");
+                // Under the SEQUENCE mask attention.comp reads the sequence's last position as the query's.
+                expect(n.attn_mask != EMBER_GRAPH_MASK_SEQUENCE || (n.attn_temp_scale == 0 && n.attn_local_chunk == 0),
+                       "attends both ways with a temperature or local chunks");
             }
             break;
         case EMBER_GRAPH_ADD:
@@ -380,7 +383,7 @@ void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n,
 
 Program plan_program(const ember_mod_model_desc &d) {
     Program p;
-    p.nodes = read_program(d, "vulkan", kVulkanOps);
+    p.nodes = read_program(d, "vulkan", kVulkanOps, true);   // with ATTENTION_EXT's SEQUENCE mask (vk_model.cpp)
     p.n_vocab = d.n_vocab, p.n_layer = d.n_layer, p.kv_width = d.kv_width, p.logits_buf = d.logits_buf;
     p.hidden_buf = desc_hidden_buf(d);
     p.n_token_ids = UINT32_MAX;
