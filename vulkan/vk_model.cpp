@@ -280,6 +280,20 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
         r.rmsnorm(off(s.src), off(s.dst), m_.vec(nd.w), nd.n, P.width(s.dst) / nd.n, rows, s.gathered ? io.lrows : kNone,
                   nd.eps);
         break;
+    case EMBER_GRAPH_LAYER_NORM:
+        r.rmsnorm(off(s.src), off(s.dst), m_.vec(nd.w), P.width(s.dst), 1, rows, kNone, nd.eps, true, m_.vec(nd.b));
+        break;
+    case EMBER_GRAPH_GELU:
+        r.elementwise(Recorder::Ew::Gelu, off(s.src), kNone, off(s.dst), rows * P.width(s.dst));
+        break;
+    case EMBER_GRAPH_ADD_POS_ROWS: {
+        const WeightRef &t = m_.tensors[static_cast<size_t>(nd.w)];
+        if (io.max_keys > t.n_out)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan forward: position %u is past the position table's %u rows",
+                 io.max_keys - 1, t.n_out);
+        r.add_pos_rows(off(s.dst), t.off, rows, P.width(s.dst), io.pos);
+        break;
+    }
     case EMBER_GRAPH_MATMUL: {
         const WeightRef &w = m_.tensors[static_cast<size_t>(nd.w)];
         const Recorder::QActs q{z_.xq, z_.xd, z_.xs};

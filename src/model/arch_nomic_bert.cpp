@@ -63,20 +63,15 @@ void build_nomic_bert(ArchBuilder &b) {
         b.kv_store(k, v);
         b.attention(attn, q, hp.n_head, hp.n_head_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), ext);
         b.matmul(tmp, attn, b.matrix(p + "attn_output.weight", nq, d), b.vector(p + "attn_output.bias", d, false));
-        b.add(tmp, x);
-        b.layer_norm(x, tmp, b.vector(p + "attn_output_norm.weight", d), b.vector(p + "attn_output_norm.bias", d), eps);
+        encoder_residual_norm(b, x, tmp, p + "attn_output_norm", eps);
         // The gated FFN has no biases in these checkpoints (llama.cpp reads none for it either).
         b.matmul(gate, x, b.matrix(p + "ffn_gate.weight", d, nff));
         b.matmul(up, x, b.matrix(p + "ffn_up.weight", d, nff));
         b.swiglu(gate, gate, up);
         b.matmul(tmp, gate, b.matrix(p + "ffn_down.weight", nff, d));
-        b.add(tmp, x);
-        b.layer_norm(x, tmp, b.vector(p + "layer_output_norm.weight", d), b.vector(p + "layer_output_norm.bias", d), eps);
+        encoder_residual_norm(b, x, tmp, p + "layer_output_norm", eps);
     }
-    b.layer(static_cast<int32_t>(hp.n_layer));
-    const int32_t rows = b.buf(d, true);
-    b.gather_logits(rows, x);
-    embedding_output(b, rows, pooling);
+    encoder_output(b, x, pooling);
 }
 
 } // namespace
