@@ -1,7 +1,8 @@
 /* embed_speed.c — `ember-embed-speed`: texts per second of ember_embed on a file, for the comparison with
  * llama.cpp (bench/peer_embed.mjs; docs/embeddings.md). The texts are the words of the synthetic BERT
- * vocabulary (src/testing/synthetic_bert.cpp) or, for other files, letters: each word one token there.
- *   ember-embed-speed MODEL THREADS N_TEXTS TOKENS_PER_TEXT ROUNDS
+ * vocabulary (src/testing/synthetic_bert.cpp): each word one token there; with `letters`, runs of lowercase
+ * letters instead, one token each in the synthetic SentencePiece vocabularies (src/testing/synthetic.cpp).
+ *   ember-embed-speed MODEL THREADS N_TEXTS TOKENS_PER_TEXT ROUNDS [letters]
  * Prints one JSON line: the median of ROUNDS calls embedding all N_TEXTS texts (one call each round). */
 #include <ember/ember.h>
 
@@ -26,10 +27,11 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: ember-embed-speed MODEL THREADS N_TEXTS TOKENS_PER_TEXT ROUNDS\n");
+    if (argc != 6 && !(argc == 7 && strcmp(argv[6], "letters") == 0)) {
+        fprintf(stderr, "usage: ember-embed-speed MODEL THREADS N_TEXTS TOKENS_PER_TEXT ROUNDS [letters]\n");
         return 2;
     }
+    const int letters = argc == 7;
     const int threads = atoi(argv[2]), n = atoi(argv[3]), tokens = atoi(argv[4]), rounds = atoi(argv[5]);
     ember_model *m;
     if (ember_model_load(argv[1], NULL, &m) != EMBER_OK) {
@@ -45,12 +47,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "embedder: %s\n", ember_last_error());
         return 1;
     }
-    /* Texts of tokens-2 words (the special tokens make up the rest), each a different rotation of the list. */
+    /* Texts of tokens-2 words or letters (the special tokens and, for letters, the leading "▁" make up the
+     * rest), each a different rotation. */
     char **texts = calloc((size_t)n, sizeof *texts);
     const size_t nw = sizeof kWords / sizeof kWords[0];
     for (int i = 0; i < n; ++i) {
         texts[i] = calloc((size_t)tokens * 8 + 1, 1);
         for (int w = 0; w < tokens - 2; ++w) {
+            if (letters) {
+                texts[i][w] = (char)('a' + (i * 7 + w) % 26);
+                continue;
+            }
             if (w) strcat(texts[i], " ");
             strcat(texts[i], kWords[((size_t)i * 7 + (size_t)w) % nw]);
         }

@@ -1,16 +1,18 @@
 // peer_embed.mjs — llama.cpp's texts per second on the texts bench/embed_speed.c embeds, through
 // node-llama-cpp's embedding context (one getEmbeddingFor per text: the API evaluates a text per call).
-//   node peer_embed.mjs MODEL THREADS N_TEXTS TOKENS_PER_TEXT ROUNDS   (run from the peer's directory)
+//   node peer_embed.mjs MODEL THREADS N_TEXTS TOKENS_PER_TEXT ROUNDS [letters]   (run from the peer's directory)
+// letters: runs of lowercase letters instead of words, as ember-embed-speed's.
 import {getLlama} from "node-llama-cpp";
-const [model, threads, n, tokens, rounds] = process.argv.slice(2);
+const [model, threads, n, tokens, rounds, mode] = process.argv.slice(2);
 const words = ["the", "of", "and", "to", "in", "is", "was", "it", "for", "on", "with", "hello", "world", "cat", "dog",
                "sat", "mat", "run", "walk", "tree", "river", "stone", "light", "dark", "city", "game", "player",
                "sword", "shield", "king"];
 const texts = [];
 for (let i = 0; i < +n; ++i) {
   const w = [];
-  for (let k = 0; k < +tokens - 2; ++k) w.push(words[(i * 7 + k) % words.length]);
-  texts.push(w.join(" "));
+  for (let k = 0; k < +tokens - 2; ++k)
+    w.push(mode === "letters" ? String.fromCharCode(97 + (i * 7 + k) % 26) : words[(i * 7 + k) % words.length]);
+  texts.push(w.join(mode === "letters" ? "" : " "));
 }
 const llama = await getLlama({gpu: false, logLevel: "error"});
 const m = await llama.loadModel({modelPath: model, gpuLayers: 0});

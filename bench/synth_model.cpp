@@ -48,6 +48,15 @@
 //                           4: a ranking head). Our own small WordPiece vocabulary, padded to that size.
 //   qwen3-embedding-0.6b    Qwen3-Embedding-0.6B's shape (qwen3 with last-token pooling): 28 layers of width
 //                           1024, 16 heads, 8 KV heads of width 128, FFN 3072, 151,669 tokens, tied output.
+//   nomic-bert-tiny         the tests' nomic-bert (BERT-tiny's shape with rotary positions of base 1000, fused
+//                           QKV, a gated SiLU FFN).
+//   nomic-embed-text-v1.5   nomic-embed-text-v1.5's shape (nomic-bert, 137M): 12 layers of width 768, 12 heads,
+//                           FFN 3072, 2048 positions, rope base 1000, the 30,522-token vocabulary size.
+//   gemma-embedding-tiny    the tests' gemma-embedding (--family gemma-embedding: gemma3's small shape, window
+//                           128, mean pooling, dense projections 256 -> 512 -> 256).
+//   embeddinggemma-300m     EmbeddingGemma-300M's shape (gemma-embedding): 24 layers of width 768, 3 heads and 1
+//                           KV head of width 256, FFN 1152, window 512 in five layers of six, rope bases 1e6
+//                           and 1e4, 262,144 tokens, mean pooling, dense projections 768 -> 3072 -> 768.
 //      ember-synth -o qwen36-35b-a3b.gguf --preset qwen36-35b-a3b --type q4_k_m --repeat-layers 1
 // --rope-sections: rope.dimension_sections (4 counts of rotary pairs); --ssm-in 0|1: Qwen3-Next's
 // DeltaNet input as attn_qkv + attn_gate (0, what current converters write) or the older fused ssm_in (1).
@@ -161,6 +170,19 @@ int main(int argc, char **argv) {
             s.n_embd = 1024, s.n_layer = 28, s.n_head = 16, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 3072;
             s.n_vocab = 151669, s.tied_output = true, s.logit_std = 0, s.rope_theta = 1000000.0f, s.n_ctx = 32768;
             s.pooling_type = 3;
+        } else if (k == "--preset" && (v == "nomic-bert-tiny" || v == "nomic-embed-text-v1.5")) {
+            bert = true;
+            bs.arch = "nomic-bert";
+            if (v == "nomic-embed-text-v1.5")
+                bs.n_vocab = 30522, bs.n_embd = 768, bs.n_layer = 12, bs.n_head = 12, bs.n_ff = 3072, bs.n_ctx = 2048;
+        } else if (k == "--preset" && (v == "gemma-embedding-tiny" || v == "embeddinggemma-300m")) {
+            const uint64_t seed = s.seed;
+            s = synthetic_family("gemma-embedding");
+            s.seed = seed;
+            if (v == "embeddinggemma-300m") {
+                s.n_embd = 768, s.n_layer = 24, s.n_head = 3, s.n_head_kv = 1, s.head_dim = 256, s.n_ff = 1152;
+                s.n_vocab = 262144, s.n_ctx = 2048, s.window = 512, s.rope_theta = 1000000.0f, s.dense_features = 3072;
+            }
         } else if (k == "--pooling") {
             bs.pooling_type = n, s.pooling_type = n;
         } else if (k == "--preset" && v == "lfm2-1.2b") {

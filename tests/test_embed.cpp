@@ -4,6 +4,7 @@
 // files (pinned in tests/data/embed_llamacpp.inc), the tokens against llama.cpp's, batching, the pooling
 // and Matryoshka options, reranking, and the errors: generation refused, an embedder on a generating
 // model refused, over-long texts refused or truncated as asked.
+#include "embed_test_texts.hpp"
 #include "synthetic_model.hpp"
 #include "test_util.h"
 
@@ -27,12 +28,9 @@ using namespace ember;
 
 namespace {
 
-#include "data/embed_llamacpp.inc"
-
 const std::vector<int32_t> kLlamaTokens[] = {
     {std::begin(kLlamaTokens0), std::end(kLlamaTokens0)}, {std::begin(kLlamaTokens1), std::end(kLlamaTokens1)},
     {std::begin(kLlamaTokens2), std::end(kLlamaTokens2)}, {std::begin(kLlamaTokens3), std::end(kLlamaTokens3)}};
-constexpr size_t kTexts = sizeof kLlamaTexts / sizeof kLlamaTexts[0];
 
 struct Loaded {
     std::vector<uint8_t> bytes;
@@ -59,20 +57,6 @@ EmbedOptions cpu_options() {
     o.backend = EMBER_BACKEND_CPU;
     o.n_threads = 2;
     return o;
-}
-
-template <class A, class B>
-double cosine(const A &a, const B &b, size_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (size_t i = 0; i < n; ++i) ab += a[i] * double(b[i]), aa += a[i] * double(a[i]), bb += b[i] * double(b[i]);
-    return ab / std::sqrt(aa * bb);
-}
-
-std::vector<float> embed_all(Embedder &e) {
-    std::vector<std::string_view> texts(std::begin(kLlamaTexts), std::end(kLlamaTexts));
-    std::vector<float> out(kTexts * e.dim());
-    e.embed(texts, out.data());
-    return out;
 }
 
 // Our WordPiece tokens are llama.cpp's, and embedding adds [CLS] ... [SEP].
@@ -302,7 +286,7 @@ void test_decoder_embedding(void **) {
 }
 
 // On the Vulkan module (lavapipe in CI, under the validation layer), where there is one: a decoder
-// embedder's vectors agree with the CPU's; an encoder is refused at creation, naming the op it lacks.
+// embedder's vectors and BERT's vectors and scores agree with the CPU's.
 void test_vulkan(void **) {
     if (!backend_find(EMBER_BACKEND_VULKAN)) {
         std::printf("no Vulkan device or module here: this part is skipped\n");
@@ -324,13 +308,26 @@ void test_vulkan(void **) {
         std::printf("vulkan text %zu: cosine to the CPU %.8f\n", i, c);
         assert_true(c > 0.99999);
     }
-    auto l = load_bert(BertSpec{});
-    try {
-        Embedder bad(*l->model, o);
-        fail_msg("an encoder on Vulkan");
-    } catch (const Error &e) {
-        assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
-        assert_non_null(std::strstr(e.what(), "not supported by this backend"));
+    // BERT (the encoder ops: layer_norm, gelu, add_pos_rows, and the SEQUENCE mask): mean and CLS vectors,
+    // and a ranking head's scores, as the CPU's.
+    for (uint32_t pooling : {1u, 2u, 4u}) {
+        BertSpec bs;
+        bs.pooling_type = pooling;
+        auto l = load_bert(bs);
+        EmbedOptions co = cpu_options(), vo = co;
+        vo.backend = EMBER_BACKEND_VULKAN;
+        Embedder bc(*l->model, co), bv(*l->model, vo);
+        std::vector<std::vector<int32_t>> toks;
+        for (size_t i = 0; i < kTexts; ++i) toks.push_back(l->model->tokenizer().tokenize(kLlamaTexts[i], true, false));
+        const size_t per = bc.ranks() ? 1 : bc.dim();
+        std::vector<float> x(kTexts * per), y(kTexts * per);
+        bc.embed_tokens(toks, x.data());
+        bv.embed_tokens(toks, y.data());
+        for (size_t i = 0; i < kTexts; ++i) {
+            const double c = per == 1 ? 1.0 - std::fabs(x[i] - y[i]) : cosine(x.data() + i * per, y.data() + i * per, per);
+            std::printf("vulkan bert pooling %u text %zu: %s %.8f\n", pooling, i, per == 1 ? "1 - |score difference|" : "cosine to the CPU", c);
+            assert_true(c > 0.99999);
+        }
     }
 }
 

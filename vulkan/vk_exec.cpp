@@ -114,11 +114,11 @@ void Recorder::matmul(const WeightRef &w, uint32_t x_off, const QActs &q, uint32
 }
 
 void Recorder::rmsnorm(uint32_t x_off, uint32_t y_off, uint32_t w_off, uint32_t n, uint32_t groups_per_row,
-                       uint32_t rows, uint32_t rows_off, float eps) {
+                       uint32_t rows, uint32_t rows_off, float eps, bool center, uint32_t b_off) {
     const uint64_t n_groups = uint64_t{rows} * groups_per_row;
     if (n_groups > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan rmsnorm: %llu groups", (unsigned long long)n_groups);
-    struct { uint32_t x_off, y_off, w_off, n, gpr, n_groups, rows_off; float eps; } pc{
-        x_off, y_off, w_off, n, groups_per_row, static_cast<uint32_t>(n_groups), rows_off, eps};
+    struct { uint32_t x_off, y_off, w_off, n, gpr, n_groups, rows_off; float eps; uint32_t center, b_off; } pc{
+        x_off, y_off, w_off, n, groups_per_row, static_cast<uint32_t>(n_groups), rows_off, eps, center ? 1u : 0u, b_off};
     dispatch_flat(kRmsNorm, &pc, sizeof pc, n_groups);
 }
 
@@ -134,15 +134,23 @@ void Recorder::swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n
     dispatch_flat(kSwiglu, &pc, sizeof pc, groups(n, 64));
 }
 
-// elementwise.comp's push constants; x2_div: the values per gate of SIGMOID_MUL (1 for the other ops).
+// elementwise.comp's push constants; x2_div: the values per gate of SIGMOID_MUL, the row width of
+// ADD_POS_ROWS (1 for the other ops); pos_off: ADD_POS_ROWS's positions.
 struct ElementwisePc {
     uint32_t op, x_off, x2_off, y_off, n;
     float a, b;
-    uint32_t x2_div;
+    uint32_t x2_div, pos_off;
 };
 
 void Recorder::elementwise(Ew op, uint32_t x_off, uint32_t x2_off, uint32_t y_off, uint32_t n, float a, float b) {
-    const ElementwisePc pc{static_cast<uint32_t>(op), x_off, x2_off, y_off, n, a, b, 1};
+    const ElementwisePc pc{static_cast<uint32_t>(op), x_off, x2_off, y_off, n, a, b, 1, 0};
+    dispatch_flat(kElementwise, &pc, sizeof pc, groups(n, 64));
+}
+
+void Recorder::add_pos_rows(uint32_t x_off, uint32_t table_off, uint32_t rows, uint32_t width, uint32_t pos_off) {
+    const uint64_t n = uint64_t{rows} * width;
+    if (n > 0xffffffffu) fail(EMBER_ERR_UNSUPPORTED, "vulkan add_pos_rows: %llu values", (unsigned long long)n);
+    const ElementwisePc pc{7, x_off, table_off, x_off, static_cast<uint32_t>(n), 0, 0, width, pos_off};
     dispatch_flat(kElementwise, &pc, sizeof pc, groups(n, 64));
 }
 
@@ -156,7 +164,7 @@ void Recorder::copy_cols(uint32_t x_off, uint32_t y_off, uint32_t rows, const Co
 
 void Recorder::sigmoid_mul(uint32_t x_off, uint32_t g_off, uint32_t y_off, uint32_t rows, uint32_t width, uint32_t g_width) {
     const uint32_t n = rows * width;
-    const ElementwisePc pc{4, x_off, g_off, y_off, n, 0, 0, g_width == 1 ? width : 1};
+    const ElementwisePc pc{4, x_off, g_off, y_off, n, 0, 0, g_width == 1 ? width : 1, 0};
     dispatch_flat(kElementwise, &pc, sizeof pc, groups(n, 64));
 }
 

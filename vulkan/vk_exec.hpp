@@ -36,15 +36,19 @@ public:
                 bool accumulate);
     // Groups of n values, groups_per_row to a row; w_off kNone: no weight; rows_off: io offset of the source
     // row of each output row (kNone: row r reads row r).
+    // With b_off set (kNone: none) or center: graph.h's LAYER_NORM (the mean taken off, then the bias added).
     void rmsnorm(uint32_t x_off, uint32_t y_off, uint32_t w_off, uint32_t n, uint32_t groups_per_row, uint32_t rows,
-                 uint32_t rows_off, float eps);
+                 uint32_t rows_off, float eps, bool center = false, uint32_t b_off = kNone);
     void rope(uint32_t x_off, uint32_t rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool neox, uint32_t cs_off);
     void swiglu(uint32_t g_off, uint32_t u_off, uint32_t o_off, uint32_t n);
     // elementwise.comp's ops: y = x * a (SCALE), a * tanh(x / a) (SOFTCAP), gelu(x) * x2 (GEGLU), gpt-oss's
     // clamped SwiGLU with alpha a and limit b (SWIGLU_OAI). n values; y may be x or x2.
     // MUL: y = x * x2 (graph.h's MUL).
-    enum class Ew : uint32_t { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3, Mul = 5 };
+    enum class Ew : uint32_t { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3, Mul = 5, Gelu = 6 };
     void elementwise(Ew op, uint32_t x_off, uint32_t x2_off, uint32_t y_off, uint32_t n, float a = 0, float b = 0);
+    // graph.h's ADD_POS_ROWS: rows of `width` values at x_off += the F32 table's (weights word table_off) row of
+    // each token's position (io word pos_off on).
+    void add_pos_rows(uint32_t x_off, uint32_t table_off, uint32_t rows, uint32_t width, uint32_t pos_off);
 
     // The hybrid families' ops (graph.h). COPY_COLS: y[r][y_col + g*n + i] = x[r][g*stride + off + i] over rows
     // of x_width (y's of y_width), groups of n.

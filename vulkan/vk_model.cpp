@@ -202,6 +202,7 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
         }
     }
     size_t words = io.lrows + nl + (split ? 2 * n : 0);
+    io.seq_last = static_cast<uint32_t>(words), words += n;
     std::map<const int32_t *, uint32_t> table_at;
     for (auto [tab, len] : table_len) table_at[tab] = static_cast<uint32_t>(words), words += len;
     for (const RopeSet &rs : P.ropes) io.rope.push_back(static_cast<uint32_t>(words)), words += size_t{n} * rs.n_rot;
@@ -239,6 +240,15 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
         w[io.wtab + t] = static_cast<int32_t>(table_at[wt]);
     }
     for (uint32_t i = 0; i < nl; ++i) w[io.lrows + i] = b.logits_rows[i];
+    // A sequence's tokens are consecutive with one block table (graph.h): each gets its run's last position,
+    // which the attention under the SEQUENCE mask reads in place of the token's own.
+    for (uint32_t t0 = 0; t0 < n;) {
+        uint32_t t1 = t0 + 1;
+        int32_t last = b.pos[t0];
+        while (t1 < n && b.tables[t1] == b.tables[t0]) last = std::max(last, b.pos[t1++]);
+        for (uint32_t t = t0; t < t1; ++t) w[io.seq_last + t] = last;
+        t0 = t1;
+    }
     if (io.inputs != kNone) std::memcpy(w + io.inputs, b.inputs, size_t{n} * P.input_width * sizeof(float));
     for (auto [tab, at] : table_at) std::memcpy(w + at, tab, table_len[tab] * sizeof(int32_t));
     if (!runs.empty()) std::memcpy(w + io.runs, runs.data(), runs.size() * sizeof(int32_t));
@@ -271,6 +281,20 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
         r.rmsnorm(off(s.src), off(s.dst), m_.vec(nd.w), nd.n, P.width(s.dst) / nd.n, rows, s.gathered ? io.lrows : kNone,
                   nd.eps);
         break;
+    case EMBER_GRAPH_LAYER_NORM:
+        r.rmsnorm(off(s.src), off(s.dst), m_.vec(nd.w), P.width(s.dst), 1, rows, kNone, nd.eps, true, m_.vec(nd.b));
+        break;
+    case EMBER_GRAPH_GELU:
+        r.elementwise(Recorder::Ew::Gelu, off(s.src), kNone, off(s.dst), rows * P.width(s.dst));
+        break;
+    case EMBER_GRAPH_ADD_POS_ROWS: {
+        const WeightRef &t = m_.tensors[static_cast<size_t>(nd.w)];
+        if (io.max_keys > t.n_out)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan forward: position %u is past the position table's %u rows",
+                 io.max_keys - 1, t.n_out);
+        r.add_pos_rows(off(s.dst), t.off, rows, P.width(s.dst), io.pos);
+        break;
+    }
     case EMBER_GRAPH_MATMUL: {
         const WeightRef &w = m_.tensors[static_cast<size_t>(nd.w)];
         const Recorder::QActs q{z_.xq, z_.xd, z_.xs};
@@ -293,6 +317,9 @@ void Context::record(Recorder &r, const Step &s, const Io &io, uint32_t n, uint3
             a.window = nd.window, a.softcap = nd.softcap, a.sink_off = m_.vec(nd.w);
             a.local_chunk = nd.attn_local_chunk, a.temp_scale = nd.attn_temp_scale;
             a.temp_offset = nd.attn_temp_offset, a.temp_floor = nd.attn_temp_floor;
+            // Both ways: a query sees its sequence's keys up to the last one in the pass, so attention.comp
+            // reads that position where it reads the query's own (max_keys already covers it).
+            if (nd.attn_mask == EMBER_GRAPH_MASK_SEQUENCE) a.pos_off = io.seq_last;
         }
         // Under a window (or in a local chunk) a query sees at most `window` keys: the splits cover those.
         uint32_t keys = a.window ? std::min(io.max_keys, a.window) : io.max_keys;

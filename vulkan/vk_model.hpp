@@ -74,6 +74,7 @@ private:
         uint32_t wrows, wtab;        // the window layers' cache rows and table offsets (kNone: no window pool)
         std::vector<uint32_t> rope;  // the cos/sin table of each of the program's rope sets
         uint32_t max_keys;
+        uint32_t seq_last;           // per token, the last position of its sequence in the pass (SEQUENCE mask)
         uint32_t moe_logits;         // a MOE node's router logits, read back for the routing
         MoeIo moe;                   // its routing lists
         uint32_t runs, n_runs;       // the sequences' state runs (state_runs.glsl), for a model with state

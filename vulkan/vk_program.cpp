@@ -30,7 +30,8 @@ constexpr uint32_t kVulkanOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM, 
                                    EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
                                    EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
                                    EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_INPUT_ROWS,
-                                   EMBER_GRAPH_SSM_SCAN, EMBER_GRAPH_MUL};
+                                   EMBER_GRAPH_SSM_SCAN, EMBER_GRAPH_MUL,
+                                   EMBER_GRAPH_LAYER_NORM, EMBER_GRAPH_GELU, EMBER_GRAPH_ADD_POS_ROWS};
 
 // Checks one node's buffers, tensors and options (the shapes the shaders assume).
 class Checker {
@@ -54,6 +55,18 @@ public:
             same(n.src, n.dst);
             expect(n.n > 0 && p_.width(n.dst) % n.n == 0, "groups do not divide the row");
             vector(n.w, n.n);
+            break;
+        case EMBER_GRAPH_LAYER_NORM:
+            same(n.src, n.dst);
+            vector(n.w, p_.width(n.dst)), vector(n.b, p_.width(n.dst));
+            break;
+        case EMBER_GRAPH_GELU: same(n.src, n.dst); break;
+        case EMBER_GRAPH_ADD_POS_ROWS:
+            expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "its output is not per token");
+            matrix(n.w, p_.width(n.dst), 0);
+            if (d_.tensors[n.w].type != static_cast<uint32_t>(DType::F32))
+                fail(EMBER_ERR_UNSUPPORTED, "vulkan: position table '%s' of type %s (node %u; F32 only)",
+                     d_.tensors[n.w].name ? d_.tensors[n.w].name : "?", dtype_name(d_.tensors[n.w].type), i);
             break;
         case EMBER_GRAPH_MATMUL:
             buf(n.src);
@@ -94,6 +107,9 @@ public:
             if (n.op == EMBER_GRAPH_ATTENTION_EXT) {
                 vector(n.w, n.n_head);  // the sinks
                 expect(n.softcap >= 0, "a negative softcap");
+                // Under the SEQUENCE mask attention.comp reads the sequence's last position as the query's.
+                expect(n.attn_mask != EMBER_GRAPH_MASK_SEQUENCE || (n.attn_temp_scale == 0 && n.attn_local_chunk == 0),
+                       "attends both ways with a temperature or local chunks");
             }
             break;
         case EMBER_GRAPH_ADD:
@@ -380,7 +396,7 @@ void rope_table(const std::vector<double> &freq, const int32_t *pos, uint32_t n,
 
 Program plan_program(const ember_mod_model_desc &d) {
     Program p;
-    p.nodes = read_program(d, "vulkan", kVulkanOps);
+    p.nodes = read_program(d, "vulkan", kVulkanOps, true);   // with ATTENTION_EXT's SEQUENCE mask (vk_model.cpp)
     p.n_vocab = d.n_vocab, p.n_layer = d.n_layer, p.kv_width = d.kv_width, p.logits_buf = d.logits_buf;
     p.hidden_buf = desc_hidden_buf(d);
     p.n_token_ids = UINT32_MAX;

@@ -258,6 +258,11 @@ Pooling read_pooling(ArchBuilder &b, bool encoder);
 // (per token): every row's hidden state (mean, CLS, last pooling; the host pools), or for Rank the ranking
 // head — cls (+ bias, tanh) then cls_out (+ bias) — over the rows asked for. Sets the program's output.
 void embedding_output(ArchBuilder &b, int32_t hidden, Pooling pooling);
+// The encoders' pieces (arch_bert.cpp; nomic-bert's too): the post-norm residual x = LN(tmp + x) with the
+// LayerNorm <norm>.weight / <norm>.bias (tmp is overwritten), and the end of the program: every token row
+// of x to embedding_output.
+void encoder_residual_norm(ArchBuilder &b, int32_t x, int32_t tmp, const std::string &norm, float eps);
+void encoder_output(ArchBuilder &b, int32_t x, Pooling pooling);
 // An attention layer's common tail: rope of q and k (none for a null rope or n_rot 0), the KV store of k and
 // v, and the attention of q into attn with the model's heads (hp) and `scale`.
 void rope_store_attend(ArchBuilder &b, int32_t q, int32_t k, int32_t v, int32_t attn, const ArchBuilder::Rope *rope,

@@ -52,21 +52,29 @@ void build_bert(ArchBuilder &b) {
         b.kv_store(k, v);
         b.attention(attn, q, hp.n_head, hp.n_head_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), ext);
         b.matmul(tmp, attn, b.matrix(p + "attn_output.weight", nq, d), b.vector(p + "attn_output.bias", d, false));
-        b.add(tmp, x);
-        b.layer_norm(x, tmp, b.vector(p + "attn_output_norm.weight", d), b.vector(p + "attn_output_norm.bias", d), eps);
+        encoder_residual_norm(b, x, tmp, p + "attn_output_norm", eps);
         b.matmul(up, x, b.matrix(p + "ffn_up.weight", d, nff), b.vector(p + "ffn_up.bias", nff, false));
         b.gelu(up, up);
         b.matmul(tmp, up, b.matrix(p + "ffn_down.weight", nff, d), b.vector(p + "ffn_down.bias", d, false));
-        b.add(tmp, x);
-        b.layer_norm(x, tmp, b.vector(p + "layer_output_norm.weight", d), b.vector(p + "layer_output_norm.bias", d), eps);
+        encoder_residual_norm(b, x, tmp, p + "layer_output_norm", eps);
     }
-    b.layer(static_cast<int32_t>(hp.n_layer));
-    const int32_t rows = b.buf(d, true);
-    b.gather_logits(rows, x);
-    embedding_output(b, rows, pooling);
+    encoder_output(b, x, pooling);
 }
 
 } // namespace
+
+void encoder_residual_norm(ArchBuilder &b, int32_t x, int32_t tmp, const std::string &norm, float eps) {
+    const uint32_t d = b.hp().n_embd;
+    b.add(tmp, x);
+    b.layer_norm(x, tmp, b.vector(norm + ".weight", d), b.vector(norm + ".bias", d), eps);
+}
+
+void encoder_output(ArchBuilder &b, int32_t x, Pooling pooling) {
+    b.layer(static_cast<int32_t>(b.hp().n_layer));
+    const int32_t rows = b.buf(b.hp().n_embd, true);
+    b.gather_logits(rows, x);
+    embedding_output(b, rows, pooling);
+}
 
 // Found by arch.cpp through the list CMake writes from the arch_*.cpp files (arch_list.inc).
 extern const ArchSpec arch_spec_bert = {"bert", build_bert};

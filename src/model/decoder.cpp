@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ember {
@@ -216,6 +217,10 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
         window_rope.theta = opt.window_theta > 0 ? opt.window_theta : rope.theta;
     }
 
+    // An encoder with window layers (EmbeddingGemma): texts of at most window / 2 + 1 tokens, within which
+    // every token is in every other's symmetric window.
+    if (b.desc().embedding.encoder && opt.window > 0) hp.n_ctx_train = std::min(hp.n_ctx_train, opt.window / 2 + 1);
+
     const int32_t tok_embd = token_embedding(b);
     const uint32_t d = hp.n_embd, nq = hp.n_embd_q(), nkv = hp.n_embd_kv(), hd = hp.head_dim;
     const uint32_t n_ff_exp = moe ? b.u32("expert_feed_forward_length", hp.n_ff) : 0;
@@ -263,7 +268,10 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
         }
         b.kv_store(k, v);
         ArchBuilder::AttnExt ext;
-        ext.window = windowed ? opt.window : 0;
+        // A window in a pass both ways is symmetric (llama.cpp's "symmetric" type: positions within window / 2
+        // either side), which the SEQUENCE mask does not express: such a layer attends to the whole text,
+        // and texts are bounded (below) to where that is the same.
+        ext.window = windowed && !b.desc().embedding.encoder ? opt.window : 0;
         ext.softcap = opt.attn_softcap;
         ext.sinks = opt.sinks ? b.vector(p + "attn_sinks.weight", hp.n_head) : -1;
         ext.temp_scale = opt.attn_temp_scale, ext.temp_offset = opt.attn_temp_offset, ext.temp_floor = opt.attn_temp_floor;

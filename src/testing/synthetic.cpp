@@ -199,6 +199,10 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
     for (const auto &[key, v] : s.extra_f32) w.add_f32(a + key, v);
     for (const auto &[key, v] : s.extra_u32) w.add_u32(a + key, v);
     if (s.pooling_type) w.add_u32(a + "pooling_type", s.pooling_type);
+    if (s.dense_features) {
+        w.add_u32(a + "dense_2_feat_in", s.n_embd), w.add_u32(a + "dense_2_feat_out", s.dense_features);
+        w.add_u32(a + "dense_3_feat_in", s.dense_features), w.add_u32(a + "dense_3_feat_out", s.n_embd);
+    }
 
     // Vocabulary: <unk>, <s>, </s>; the 256 byte tokens when there is room; the control tokens; then "▁",
     // single letters and numbered pieces up to n_vocab.
@@ -261,6 +265,10 @@ std::vector<uint8_t> synthetic_model_gguf(const SyntheticSpec &s) {
         matrix("output.weight", s.n_embd, s.n_vocab, Role::Output, 0, 0,
                out_range > 0 ? out_range * std::sqrt(static_cast<float>(s.n_embd)) : 1.0f);
     if (s.rope_freqs) vector("rope_freqs.weight", n_rot / 2, 1.0f, 4.0f);
+    if (s.dense_features) {
+        matrix("dense_2.weight", s.n_embd, s.dense_features);
+        matrix("dense_3.weight", s.dense_features, s.n_embd);
+    }
     if (s.n_embd_per_layer) {
         // The per-layer embeddings: O(1) entries, as the token embeddings'.
         const uint32_t n_pl = s.n_embd_per_layer * s.n_layer;
@@ -501,6 +509,17 @@ SyntheticSpec synthetic_family(const std::string &arch) {
         if (arch == "gemma3-p2") s.swa_pattern = 2;
         if (arch == "gemma3-layers") s.swa_layers = {true, false, false, true, true, false};
         if (arch == "gemma3-global") s.window = 0;
+    } else if (arch == "gemma-embedding") {
+        // EmbeddingGemma's layout on gemma3's small shape: no rope scaling, a window wide enough for the
+        // tests' texts (a bidirectional window is symmetric: texts up to 65 tokens), mean pooling, and the
+        // dense projections.
+        s = synthetic_family("gemma3");
+        s.arch = arch;
+        s.rope_scaling.clear(), s.rope_factor = 1.0f;
+        s.window = 128;
+        s.logit_std = 0;
+        s.pooling_type = 1;
+        s.dense_features = 512;
     } else if (arch == "gemma2" || arch == "gemma3") {
         s.post_norms = true;
         s.tied_output = true;

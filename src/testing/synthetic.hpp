@@ -126,6 +126,9 @@ struct SyntheticSpec {
     bool mamba2 = false;
     uint32_t ssm_inner = 0;
     bool no_rope = false;          // rope.scaling.finetuned false: Granite's switch for no rope at all
+    // sentence-transformers' dense projections of an embedding model (EmbeddingGemma): dense_2 from n_embd to
+    // this many features, dense_3 back to n_embd, with their dense_*_feat_* keys (0: none).
+    uint32_t dense_features = 0;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
@@ -141,6 +144,8 @@ struct SyntheticSpec {
 // two layers reading layers 2 and 3's caches; gemma4moe: gemma4's attention with experts, no per-layer
 // embeddings or sharing. gemma3-p2, gemma3-layers, gemma3-global: gemma3 with
 // attention.sliding_window_pattern 2, a per-layer pattern, and no attention.sliding_window.
+// Not in synthetic_families() (they do not generate): "gemma-embedding", gemma3's layers as EmbeddingGemma's
+// encoder (window 128, mean pooling, dense projections 256 -> 512 -> 256).
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();

@@ -49,16 +49,20 @@ std::vector<uint8_t> synthetic_bert_gguf(const BertSpec &s) {
     std::mt19937_64 gen(s.seed);
     auto uniform = [&](float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen); };
     gguf::Writer w;
-    w.add_string("general.architecture", "bert");
-    w.add_string("general.name", "synthetic bert");
-    w.add_u32("bert.context_length", s.n_ctx);
-    w.add_u32("bert.embedding_length", s.n_embd);
-    w.add_u32("bert.block_count", s.n_layer);
-    w.add_u32("bert.feed_forward_length", s.n_ff);
-    w.add_u32("bert.attention.head_count", s.n_head);
-    w.add_f32("bert.attention.layer_norm_epsilon", 1e-12f);
-    w.add_bool("bert.attention.causal", false);
-    w.add_u32("bert.pooling_type", s.pooling_type);
+    const bool nomic = s.arch == "nomic-bert";
+    if (!nomic && s.arch != "bert") fail(EMBER_ERR_INVALID_ARGUMENT, "synthetic BERT: unknown architecture '%s'", s.arch.c_str());
+    const std::string a = s.arch + ".";
+    w.add_string("general.architecture", s.arch);
+    w.add_string("general.name", "synthetic " + s.arch);
+    w.add_u32(a + "context_length", s.n_ctx);
+    w.add_u32(a + "embedding_length", s.n_embd);
+    w.add_u32(a + "block_count", s.n_layer);
+    w.add_u32(a + "feed_forward_length", s.n_ff);
+    w.add_u32(a + "attention.head_count", s.n_head);
+    w.add_f32(a + "attention.layer_norm_epsilon", 1e-12f);
+    w.add_bool(a + "attention.causal", false);
+    w.add_u32(a + "pooling_type", s.pooling_type);
+    if (nomic && s.rope_theta > 0) w.add_f32(a + "rope.freq_base", s.rope_theta);
     w.add_u32("tokenizer.ggml.token_type_count", 2);
 
     // The vocabulary, in the GGUF form of WordPiece: "▁" before a word's first piece, continuations bare.
@@ -112,10 +116,21 @@ std::vector<uint8_t> synthetic_bert_gguf(const BertSpec &s) {
     };
     matrix("token_embd.weight", d, s.n_vocab, s.type == DType::F32 ? DType::F32 : DType::F16, 1.0f);
     matrix("token_types.weight", d, 2, DType::F32, 0.5f);
-    matrix("position_embd.weight", d, s.n_ctx, DType::F32, 0.5f);
+    if (!nomic) matrix("position_embd.weight", d, s.n_ctx, DType::F32, 0.5f);
     norm("token_embd_norm");
     for (uint32_t il = 0; il < s.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
+        if (nomic) {
+            const float r = 1.0f / std::sqrt(static_cast<float>(d));
+            matrix(p + "attn_qkv.weight", d, 3 * d, s.type, r);
+            matrix(p + "attn_output.weight", d, d, s.type, r);
+            norm(p + "attn_output_norm");
+            matrix(p + "ffn_gate.weight", d, s.n_ff, s.type, r);
+            matrix(p + "ffn_up.weight", d, s.n_ff, s.type, r);
+            matrix(p + "ffn_down.weight", s.n_ff, d, s.type, 1.0f / std::sqrt(static_cast<float>(s.n_ff)));
+            norm(p + "layer_output_norm");
+            continue;
+        }
         linear(p + "attn_q", d, d);
         linear(p + "attn_k", d, d);
         linear(p + "attn_v", d, d);

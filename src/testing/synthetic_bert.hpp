@@ -1,5 +1,6 @@
-// synthetic_bert.hpp — BERT-family GGUF files with random weights and a small WordPiece vocabulary of our
-// own (library ember_testing): for the embedding tests and the bge-small-shaped speed measurements.
+// synthetic_bert.hpp — BERT-family GGUF files (bert, nomic-bert) with random weights and a small WordPiece vocabulary of our
+// own (library ember_testing): for the embedding tests and the bge-small- and nomic-embed-text-shaped speed
+// measurements.
 #pragma once
 
 #include "core/dtype.hpp"
@@ -20,6 +21,11 @@ struct BertSpec {
     DType type = DType::F32;    // the matrices: F32, F16 or Q8_0 (norms, biases and position rows F32)
     uint32_t pooling_type = 1;  // 1 mean, 2 cls, 4 rank (adds the classification head cls / cls.output)
     uint64_t seed = 1;
+    // "nomic-bert" (nomic-embed-text's layout): rotary positions of base rope_theta instead of the position
+    // table (rope_theta 0: rope.freq_base not written), one fused attn_qkv and a gated SiLU FFN, without the
+    // biases of those and of attn_output.
+    std::string arch = "bert";
+    float rope_theta = 1000.0f;
 };
 
 // The file's bytes. Vocabulary: [PAD], [unused*], [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103, then

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Writes tests/data/embed_llamacpp.inc: llama.cpp's embeddings, scores and tokens for the synthetic files of
-# tests/test_embed.cpp, through node-llama-cpp (a peer install beside the checkout: see ../shared/peer).
+# tests/test_embed.cpp, and tests/data/embed_arch_llamacpp.inc: the same for tests/test_embed_arch.cpp's
+# nomic-bert and gemma-embedding files, through node-llama-cpp (a peer install beside the checkout: see
+# ../shared/peer).
 #   bash tests/data/gen_embed_llamacpp.sh BUILD_DIR PEER_DIR
 # BUILD_DIR has bench/ember-synth; PEER_DIR is a directory where `npm install node-llama-cpp` has run.
 set -euo pipefail
@@ -13,6 +15,8 @@ synth="$build/bench/ember-synth"
 "$synth" -o "$tmp/cls.gguf" --preset bert-tiny --pooling 2 > /dev/null
 "$synth" -o "$tmp/rank.gguf" --preset bert-tiny --pooling 4 > /dev/null
 "$synth" -o "$tmp/qwen3.gguf" --family qwen3 --pooling 3 > /dev/null
+"$synth" -o "$tmp/nomic.gguf" --preset nomic-bert-tiny > /dev/null
+"$synth" -o "$tmp/gemma.gguf" --preset gemma-embedding-tiny > /dev/null
 cat > "$peer/ember_embed_ref.mjs" <<'JS'
 // MODEL embed|rank TEXT...: vectors (getEmbeddingFor) and tokens, or rankAll's scores for TEXT[0] as query.
 import {getLlama} from "node-llama-cpp";
@@ -34,12 +38,12 @@ console.log(JSON.stringify(out));
 JS
 texts=("hello world" "The cat sat on the mat." "Where is the dragon? North of the castle, by the river!"
        "a quest for gold: find the king's sword and shield")
-for f in mean cls qwen3; do (cd "$peer" && node ember_embed_ref.mjs "$tmp/$f.gguf" embed "${texts[@]}") > "$tmp/$f.json"; done
+for f in mean cls qwen3 nomic gemma; do (cd "$peer" && node ember_embed_ref.mjs "$tmp/$f.gguf" embed "${texts[@]}") > "$tmp/$f.json"; done
 (cd "$peer" && node ember_embed_ref.mjs "$tmp/rank.gguf" rank "where is the dragon" "${texts[@]}") > "$tmp/rank.json"
 rm -f "$peer/ember_embed_ref.mjs"
-python3 - "$tmp" "$here/embed_llamacpp.inc" "${texts[@]}" <<'PY'
+python3 - "$tmp" "$here/embed_llamacpp.inc" "$here/embed_arch_llamacpp.inc" "${texts[@]}" <<'PY'
 import json, math, sys
-tmp, dst, texts = sys.argv[1], sys.argv[2], sys.argv[3:]
+tmp, dst, dst_arch, texts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 load = lambda n: json.load(open(f"{tmp}/{n}.json"))
 mean, cls, rank, qwen = load("mean"), load("cls"), load("rank"), load("qwen3")
 arr = lambda v: "{" + ", ".join("%.9g" % x for x in v) + "}"
@@ -58,5 +62,16 @@ o.append("// The qwen3 file (last-token pooling): vectors, and the tokens withou
 o += ["static const int32_t kLlamaQwenTokens%d[] = %s;" % (i, arr(t)) for i, t in enumerate(qwen["tokens"])]
 o.append("static const float kLlamaQwen[][256] = {" + ",\n    ".join(arr(v) for v in qwen["vectors"]) + "};")
 open(dst, "w").write("\n".join(o) + "\n")
+nomic, gemma = load("nomic"), load("gemma")
+o = ["// embed_arch_llamacpp.inc — llama.cpp's outputs for tests/test_embed_arch.cpp's synthetic files (ember-synth",
+     "// --preset nomic-bert-tiny and --preset gemma-embedding-tiny, both mean pooling), from node-llama-cpp 3.22.1's",
+     "// prebuilt CPU binaries: getEmbeddingFor's vectors (unnormalised) for the texts of embed_llamacpp.inc, and each",
+     "// text's tokens without special tokens (llama.cpp's tokenize). Written by tests/data/gen_embed_llamacpp.sh;",
+     "// pinned so that CI needs no peer."]
+o += ["static const int32_t kNomicTokens%d[] = %s;" % (i, arr(t)) for i, t in enumerate(nomic["tokens"])]
+o.append("static const float kNomicMean[][64] = {" + ",\n    ".join(arr(v) for v in nomic["vectors"]) + "};")
+o += ["static const int32_t kGemmaTokens%d[] = %s;" % (i, arr(t)) for i, t in enumerate(gemma["tokens"])]
+o.append("static const float kGemmaMean[][256] = {" + ",\n    ".join(arr(v) for v in gemma["vectors"]) + "};")
+open(dst_arch, "w").write("\n".join(o) + "\n")
 PY
-echo "wrote $here/embed_llamacpp.inc"
+echo "wrote $here/embed_llamacpp.inc and $here/embed_arch_llamacpp.inc"

@@ -48,10 +48,10 @@ const CommandHelp kHelp[] = {
     {"embed",
      "ember embed -m MODEL [--normalize] [--dimensions N] [--pooling model|mean|cls|last] [--max-tokens N]\n"
      "            [--truncate] [-t THREADS] [--backend B] TEXT...\n"
-     "    Embeds each TEXT with an embedding model (BERT encoders, Qwen3-Embedding: docs/embeddings.md) and\n"
-     "    prints {\"dim\": D, \"embeddings\": [[...], ...]}. --normalize: unit vectors; --dimensions: the\n"
-     "    first N values (Matryoshka); a text over --max-tokens (default: the model's context) is an error\n"
-     "    unless --truncate.\n"},
+     "    Embeds each TEXT with an embedding model (BERT encoders, nomic-embed-text, EmbeddingGemma,\n"
+     "    Qwen3-Embedding: docs/embeddings.md) and prints {\"dim\": D, \"embeddings\": [[...], ...]}.\n"
+     "    --normalize: unit vectors; --dimensions: the first N values (Matryoshka); a text over\n"
+     "    --max-tokens (default: the model's context) is an error unless --truncate.\n"},
     {"rerank",
      "ember rerank -m MODEL -q QUERY [--max-tokens N] [--truncate] [-t THREADS] [--backend B] DOC...\n"
      "    Scores each DOC for QUERY with a reranking model (BERT cross-encoders, Qwen3-Reranker) and prints\n"

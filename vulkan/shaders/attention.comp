@@ -2,7 +2,8 @@
 // attention.comp — causal attention over the paged cache, flash style (as cpu/attention.cpp): one
 // workgroup per (query token, head); keys in tiles of 64 positions, one score per invocation, an online
 // softmax (running max m, running sum l, output rescaled by e^(m_old - m_new)); each invocation keeps
-// up to 4 output dimensions (head_dim <= 256). Token t sees positions 0..io_i[pos_off + t]; position j
+// up to 4 output dimensions (head_dim <= 256). Token t sees positions 0..io_i[pos_off + t] (its own position,
+// or under graph.h's SEQUENCE mask the last position of its sequence in the pass); position j
 // is in cache row table[j / block_size] * block_size + j % block_size, where its table starts at
 // io_i[io_i[tab_off + t]].
 //
