@@ -126,6 +126,9 @@ struct SyntheticSpec {
     bool mamba2 = false;
     uint32_t ssm_inner = 0;
     bool no_rope = false;          // rope.scaling.finetuned false: Granite's switch for no rope at all
+    // Llama 4: experts (with an ungated shared expert of n_ff_shexp) only in the layers l with
+    // (l + 1) % moe_layer_step == 0, a dense FFN in the others (interleave_moe_layer_step; 0: not written).
+    uint32_t moe_layer_step = 0;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
@@ -141,6 +144,10 @@ struct SyntheticSpec {
 // two layers reading layers 2 and 3's caches; gemma4moe: gemma4's attention with experts, no per-layer
 // embeddings or sharing. gemma3-p2, gemma3-layers, gemma3-global: gemma3 with
 // attention.sliding_window_pattern 2, a per-layer pattern, and no attention.sliding_window.
+// llama4: 4 layers, experts in layers 1 and 3 (a shared expert beside them), no rope in layer 3, the
+// chunk size, no-rope step and temperature llama.cpp fixes (8192, 4, 0.1 over 8192) left unwritten;
+// llama4-chunked: the same with attention.chunk_size 4 and attention.temperature_length 6 written, so that
+// a short sequence crosses chunks and the temperature bites (llama.cpp reads neither key).
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();
