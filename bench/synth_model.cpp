@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
         else if (k == "--embd") s.n_embd = n;
         else if (k == "--layers") {
             s.n_layer = n, bs.n_layer = n, s.recurrent_layers.clear();   // the interval places the attention layers
-            s.swa_layers.resize(n, true);                // (a per-layer window pattern: cut, or window layers added)
+            if (!s.swa_layers.empty()) s.swa_layers.resize(n, true);   // (a per-layer window pattern: cut, or window layers added)
             s.shared_kv_layers = std::min(s.shared_kv_layers, n > 2 ? n / 2 : 0u);
         }
         else if (k == "--heads") s.n_head = n;

@@ -5,9 +5,9 @@
 //    and attend globally, their queries scaled by the attention temperature 1 + s ln(floor((p + 1) / n) + 1)
 //    at position p (s 0.1, n 8192: nothing changes before position 8191); the others rope and attend
 //    within chunks of attention.chunk_size positions (the query at p sees the keys j <= p with
-//    j / chunk == p / chunk), in the layers attention.sliding_window_pattern marks (period 4: three of
-//    four), and their q and k are RMS-normed per head without a weight after the rope (the checkpoint's
-//    L2 norm; not in the 128-expert Maverick, whose configuration turns it off).
+//    j / chunk == p / chunk), in the layers attention.sliding_window_pattern marks (a period, 4: three of
+//    four; or one flag per layer), and their q and k are RMS-normed per head without a weight after the
+//    rope (the checkpoint's L2 norm; not in the 128-expert Maverick, whose configuration turns it off).
 //  - FFN: every interleave_moe_layer_step-th layer ((il + 1) % step == 0) a mixture of experts: the
 //    router's expert_used_count largest logits chosen, each expert's input scaled by the sigmoid of its
 //    logit (graph.h's EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT), plus an ungated shared expert of the experts'
@@ -35,7 +35,8 @@ uint32_t positive(ArchBuilder &b, const char *key, std::optional<uint32_t> fallb
 
 // The layout of a Llama 4 file's layers (see the top of this file).
 struct Llama4Layout {
-    uint32_t moe_step = 0, no_rope_step = 0, chunk = 0, chunk_period = 0;
+    uint32_t moe_step = 0, no_rope_step = 0, chunk = 0;
+    std::vector<bool> chunked;   // [n_layer] the layers of chunked attention
     float temp_scale = 0;
     uint32_t temp_floor = 0;
     bool kq_norm = true;
@@ -51,7 +52,14 @@ Llama4Layout read_layout(ArchBuilder &b) {
     } else {
         l.chunk = positive(b, "attention.chunk_size", 8192u, "the local attention's chunk");
         l.no_rope_step = positive(b, "no_rope_layer_step", 4u, "the global layers' step");
-        l.chunk_period = positive(b, "attention.sliding_window_pattern", 4u, "the chunked layers' period");
+        // Which layers are chunked: attention.sliding_window_pattern as a period p (layer il when
+        // il % p < p - 1; 0: every layer) or one flag per layer, as llama.cpp reads it.
+        DecoderOptions pattern;
+        read_window_pattern(b, pattern, 4);
+        l.chunked.resize(hp.n_layer);
+        const uint32_t p = pattern.window_pattern;
+        for (uint32_t il = 0; il < hp.n_layer; ++il)
+            l.chunked[il] = pattern.window_layers.empty() ? p == 0 || il % p < p - 1 : bool(pattern.window_layers[il]);
         l.temp_scale = b.f32("attention.temperature_scale", 0.1f);
         l.temp_floor = positive(b, "attention.temperature_length", 8192u, "the attention temperature's length");
     }
@@ -61,7 +69,8 @@ Llama4Layout read_layout(ArchBuilder &b) {
 
 // out = ffn_down<sfx> · (silu(ffn_gate<sfx> · in) * ffn_up<sfx> · in), through the buffers gate and up
 // (their width the FFN's): the dense layers' FFN (sfx "") and the shared expert ("_shexp").
-void swiglu_ffn(ArchBuilder &b, const std::string &p, const char *sfx, int32_t in, int32_t out, int32_t gate, int32_t up) {
+void swiglu_ffn(ArchBuilder &b, const std::string &p, const char *sfx, int32_t in, int32_t out, int32_t gate,
+                int32_t up) {
     const uint32_t d = b.hp().n_embd, n_ff = b.desc().bufs[static_cast<size_t>(gate)].width;
     b.matmul(gate, in, b.matrix(p + "ffn_gate" + sfx + ".weight", d, n_ff));
     b.matmul(up, in, b.matrix(p + "ffn_up" + sfx + ".weight", d, n_ff));
@@ -100,7 +109,7 @@ void build_llama4(ArchBuilder &b) {
         const std::string p = "blk." + std::to_string(il) + ".";
         b.layer(static_cast<int32_t>(il));
         const bool roped = (il + 1) % lay.no_rope_step != 0;
-        const bool chunked = lay.chunk > 0 && il % lay.chunk_period < lay.chunk_period - 1;
+        const bool chunked = lay.chunk > 0 && lay.chunked[il];
         b.rms_norm(xn, x, b.vector(p + "attn_norm.weight", d), eps, d);
         b.matmul(q, xn, b.matrix(p + "attn_q.weight", d, nq));
         b.matmul(k, xn, b.matrix(p + "attn_k.weight", d, nkv));

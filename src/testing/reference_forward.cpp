@@ -245,7 +245,13 @@ private:
             return;
         }
         chunk = positive("attention.chunk_size", 8192);
-        chunk_period = positive("attention.sliding_window_pattern", 4);
+        // The chunked layers: a period p (il % p < p - 1; 0: all) or one flag per layer.
+        if (const gguf::Value *flags = g_.get_array(a_ + "attention.sliding_window_pattern")) {
+            for (uint32_t l = 0; l < n_layer; ++l) chunk_flags.push_back(l < flags->count && flags->array_int(l) != 0);
+        } else {
+            const uint32_t p = has("attention.sliding_window_pattern") ? u("attention.sliding_window_pattern") : 4;
+            for (uint32_t l = 0; l < n_layer; ++l) chunk_flags.push_back(p == 0 || l % p < p - 1);
+        }
         fam.no_rope_step = positive("no_rope_layer_step", 4);
         temp_scale = f("attention.temperature_scale", 0.1);
         temp_floor = positive("attention.temperature_length", 8192);
@@ -459,7 +465,7 @@ private:
         l_index = l;
         const bool roped = use_rope && (fam.no_rope_step == 0 || (l + 1) % fam.no_rope_step != 0);
         // Llama 4: chunks in the roped layers the period marks, the temperature in the unroped ones.
-        const bool chunked = chunk > 0 && l % chunk_period < chunk_period - 1;
+        const bool chunked = chunk > 0 && chunk_flags[l];
         const bool tempered = temp_scale != 0 && !(fam.llama4 && roped);
         std::vector<Vec> q(n), k(n), v(n), gate(n);
         for (size_t t = 0; t < n; ++t) {
@@ -733,7 +739,8 @@ private:
     uint32_t l_cache = 0, n_dense_lead = 0, ssm_inner = 0;
     bool use_rope = true;
     std::vector<bool> window_flags;   // per layer: a window layer (a per-layer sliding_window_pattern)
-    uint32_t moe_step = 0, chunk = 0, chunk_period = 1;   // Llama 4 (read_llama4)
+    uint32_t moe_step = 0, chunk = 0;   // Llama 4 (read_llama4)
+    std::vector<bool> chunk_flags;      // [n_layer] its chunked layers
     bool l2_norm = false;
     uint32_t l_index = 0;   // the layer being run
 
