@@ -48,7 +48,7 @@ inline void moe_select_sigmoid(const float *logits, size_t n_tokens, uint32_t n_
     }
 }
 
-// Whether the gating's weights scale each chosen expert's input (Llama 4's) rather than its output.
+// Whether the gating's weights scale each chosen expert's input rather than its output.
 inline bool moe_gate_on_input(uint32_t gating) { return gating == EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT; }
 
 inline void moe_select(const float *logits, size_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating,
