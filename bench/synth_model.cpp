@@ -4,7 +4,7 @@
 //
 //   ember-synth -o OUT.gguf [--preset tinyllama|llama3-8b|stories15m|qwen35-2b|qwen36-35b-a3b|gemma4-e4b|
 //               gemma4-26b-a4b|lfm2-1.2b|lfm2-8b-a1b|granite-4-h-tiny|bert-tiny|bge-small|qwen3-embedding-0.6b|
-//               qwen3-30b-a3b]
+//               qwen3-30b-a3b|llama4-scout]
 //               [--family NAME]
 //               [--arch llama|qwen2] [--type TYPE] [--embd N] [--layers N] [--heads N] [--kv-heads N] [--ff N]
 //               [--vocab N] [--ctx N] [--seed N] [--window N] [--repeat-layers 1] [--rope-sections A,B,C,D]
@@ -12,8 +12,9 @@
 //
 // --family: a small model of that family with all its parts (llama, mixtral, qwen2, qwen3, qwen3moe,
 // gemma2, gemma3, phi3, granite, olmo2, gpt-oss, qwen35, qwen35moe, qwen3next, smollm3, mistral3, gemma4,
-// gemma4moe, lfm2, lfm2moe, granitehybrid, and the metadata combinations olmo3-yarn, qwen3-yarn, gemma3-p2,
-// gemma3-layers and gemma3-global; see src/testing/synthetic.cpp) and decisive logits.
+// gemma4moe, lfm2, lfm2moe, granitehybrid, llama4, and the metadata combinations olmo3-yarn, qwen3-yarn,
+// gemma3-p2, gemma3-layers, gemma3-global and llama4-chunked; see src/testing/synthetic.cpp) and decisive
+// logits.
 //
 // The hybrid presets, for speed tests (their shapes from the checkpoints' config.json; the vocabulary
 // the real 248,320 tokens, since the output product's cost matters):
@@ -111,7 +112,7 @@ int main(int argc, char **argv) {
     SyntheticSpec s;
     s.n_ctx = 2048;
     std::string out;
-    bool bert = false;
+    bool bert = false, seed_given = false;
     BertSpec bs;
     for (int i = 1; i < argc; ++i) {
         const std::string k = argv[i];
@@ -214,6 +215,15 @@ int main(int argc, char **argv) {
             s.n_embd = 2048, s.n_layer = 48, s.n_head = 32, s.n_head_kv = 4, s.head_dim = 128, s.n_vocab = 151936;
             s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768, s.n_ff = 768;
             s.tied_output = false, s.rope_theta = 1000000.0f, s.n_ctx = 40960;
+        } else if (k == "--preset" && v == "llama4-scout") {
+            // Llama-4-Scout-17B-16E's text model (llama4): 48 layers of width 5120, 40 heads / 8 KV heads of
+            // width 128, 16 experts (1 used) of width 8192 and a shared expert of 8192 in every layer
+            // (interleave_moe_layer_step 1), 202,048 tokens, theta 5e5 with Llama-3 rope factors. About
+            // 60 GB in Q4_K_M: cut it with --layers for a machine of less memory.
+            s = synthetic_family("llama4");
+            s.n_embd = 5120, s.n_layer = 48, s.n_head = 40, s.n_head_kv = 8, s.head_dim = 128, s.n_vocab = 202048;
+            s.n_expert = 16, s.n_expert_used = 1, s.n_ff_exp = 8192, s.n_ff_shexp = 8192, s.n_ff = 16384;
+            s.moe_layer_step = 1, s.n_ctx = 262144, s.logit_std = 0;
         } else if (k == "--rope-sections") {
             s.rope_sections.clear();
             for (const char *q = v.c_str(); *q;) {
@@ -226,10 +236,10 @@ int main(int argc, char **argv) {
             s.ssm_fused_in = n != 0;
         } else if (k == "--family") {
             // Every part of the family switched on (testing/synthetic.hpp's synthetic_family); options
-            // after it still apply.
+            // after it still apply, and a --seed before it (else the family's own: the tests' file).
             const uint64_t seed = s.seed;
             s = synthetic_family(v);
-            s.seed = seed;
+            if (seed_given) s.seed = seed;
         } else if (k == "--arch") {
             s.arch = v;
             s.qkv_bias = v == "qwen2";
@@ -240,7 +250,7 @@ int main(int argc, char **argv) {
         else if (k == "--embd") s.n_embd = n;
         else if (k == "--layers") {
             s.n_layer = n, bs.n_layer = n, s.recurrent_layers.clear();   // the interval places the attention layers
-            s.swa_layers.resize(n, true);                // (a per-layer window pattern: cut, or window layers added)
+            if (!s.swa_layers.empty()) s.swa_layers.resize(n, true);   // (a per-layer window pattern: cut, or window layers added)
             s.shared_kv_layers = std::min(s.shared_kv_layers, n > 2 ? n / 2 : 0u);
         }
         else if (k == "--heads") s.n_head = n;
@@ -248,7 +258,7 @@ int main(int argc, char **argv) {
         else if (k == "--ff") s.n_ff = n;
         else if (k == "--vocab") s.n_vocab = n;
         else if (k == "--ctx") s.n_ctx = n;
-        else if (k == "--seed") s.seed = bs.seed = n;
+        else if (k == "--seed") s.seed = bs.seed = n, seed_given = true;
         else if (k == "--window") s.window = n;
         else if (k == "--repeat-layers") s.repeat_layers = n != 0;
         else if (k == "--mtp") s.n_nextn = n;

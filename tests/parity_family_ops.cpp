@@ -186,13 +186,16 @@ void test_attention_ext(void **) {
 // 7 tokens, 6 experts, 2 or 3 chosen, every activation and gating, with and without biases; F32 and F16
 // experts (read exactly: the bound is the products' float rounding, 1e-4 of the output's scale) and
 // Q8_0 ones (activations rounded to 8 bits per block: 2e-2). Router logits are spaced >= 0.3 apart so
-// the choice is unambiguous.
+// the choice is unambiguous. Gating on the input (Llama 4's): each chosen expert reads x times the sigmoid of
+// its logit, the outputs summed unweighted; the CUDA module refuses it (EMBER_ERR_UNSUPPORTED), which is
+// what is checked there.
 void test_moe(void **) {
     uint64_t st = 53;
     const uint32_t nt = 7, n_in = 64, n_ff = 96, n_out = 64, ne = 6;
     for (DType type : {DType::F32, DType::F16, DType::Q8_0})
         for (uint32_t act : {EMBER_GRAPH_ACT_SILU, EMBER_GRAPH_ACT_GELU, EMBER_GRAPH_ACT_SWIGLU_OAI})
-            for (uint32_t gating : {EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK, EMBER_GRAPH_MOE_GATE_SOFTMAX})
+            for (uint32_t gating : {EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK, EMBER_GRAPH_MOE_GATE_SOFTMAX,
+                                    EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT})
                 for (int bias = 0; bias < 2; ++bias) {
                     const uint32_t k = act == EMBER_GRAPH_ACT_GELU ? 3 : 2;
                     const std::vector<float> x = rand_vec(&st, size_t{nt} * n_in, -1, 1);
@@ -232,6 +235,16 @@ void test_moe(void **) {
                     op.w = gb.data(), op.w_bytes = gb.size(), op.w2 = ub.data(), op.w2_bytes = ub.size(), op.w3 = db.data(), op.w3_bytes = db.size();
                     op.bias = bias ? bg.data() : nullptr, op.bias2 = bias ? bu.data() : nullptr, op.bias3 = bias ? bd.data() : nullptr;
                     op.x = x.data(), op.x2 = logits.data(), op.y = y.data();
+                    const bool on_input = gating == EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT;
+                    if (on_input && std::strcmp(target().name, "cuda") == 0) {
+                        try {
+                            target().run(op);
+                            fail_msg("cuda: moe gated on its input ran");
+                        } catch (const ember::Error &e) {
+                            assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
+                        }
+                        continue;
+                    }
                     run(op);
                     const double bound = type == DType::Q8_0 ? 2e-2 : 1e-4;
                     for (uint32_t t = 0; t < nt; ++t) {
@@ -245,13 +258,15 @@ void test_moe(void **) {
                         double scale = 0;
                         for (uint32_t j = 0; j < k; ++j) {
                             const int e = idx[j];
-                            const double gw = std::exp(double(l[e]) - l[idx[0]]) / sum;
+                            const double sig = 1 / (1 + std::exp(-double(l[e])));
+                            const double gw = on_input ? 1.0 : std::exp(double(l[e]) - l[idx[0]]) / sum;
+                            const double in_scale = on_input ? sig : 1.0;
                             std::vector<double> h(n_ff);
                             for (uint32_t f = 0; f < n_ff; ++f) {
                                 double a = bias ? bg[e * n_ff + f] : 0, b = bias ? bu[e * n_ff + f] : 0;
                                 for (uint32_t i = 0; i < n_in; ++i) {
-                                    a += G[(size_t(e) * n_ff + f) * n_in + i] * x[t * n_in + i];
-                                    b += Up[(size_t(e) * n_ff + f) * n_in + i] * x[t * n_in + i];
+                                    a += G[(size_t(e) * n_ff + f) * n_in + i] * x[t * n_in + i] * in_scale;
+                                    b += Up[(size_t(e) * n_ff + f) * n_in + i] * x[t * n_in + i] * in_scale;
                                 }
                                 if (act == EMBER_GRAPH_ACT_SILU) h[f] = a / (1 + std::exp(-a)) * b;
                                 else if (act == EMBER_GRAPH_ACT_GELU) h[f] = 0.5 * a * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (a + 0.044715 * a * a * a))) * b;

@@ -333,9 +333,17 @@ void test_bad_metadata_names_the_key(void **) {
     for (const Case &c : {Case{"qwen3-yarn", "rope.scaling.yarn_attn_factor", -1.0f},
                           Case{"qwen3-yarn", "rope.scaling.yarn_log_multiplier", -20.0f},
                           Case{"mistral3", "rope.scaling.original_context_length", 0},
-                          Case{"qwen3moe", "expert_count", 0}, Case{"qwen3moe", "expert_used_count", 0}}) {
+                          Case{"qwen3moe", "expert_count", 0}, Case{"qwen3moe", "expert_used_count", 0},
+                          Case{"llama4", "expert_count", 0}, Case{"llama4", "interleave_moe_layer_step", 0},
+                          Case{"llama4", "attention.chunk_size", 0}, Case{"llama4", "no_rope_layer_step", 0},
+                          Case{"llama4", "attention.temperature_length", 0}}) {
         SyntheticSpec s = synthetic_family(c.family);
-        if (std::string(c.family) == "mistral3") {
+        const bool llama4_layout = std::string(c.family) == "llama4" && std::string(c.key).rfind("expert_", 0) != 0;
+        if (llama4_layout) {
+            // Llama 4's layout keys at 0 (interleave_moe_layer_step written by the test instead of the writer).
+            if (std::string(c.key) == "interleave_moe_layer_step") s.moe_layer_step = 0;
+            s.extra_u32 = {{c.key, 0u}};
+        } else if (std::string(c.family) == "mistral3") {
             // The temperature's length: no YaRN (whose own check would come first), an original context of 0.
             s.rope_scaling.clear();
             s.extra_u32 = {{c.key, 0u}};

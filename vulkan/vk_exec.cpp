@@ -212,8 +212,8 @@ void Recorder::moe_combine(uint32_t outs_off, uint32_t y_off, uint32_t rows, uin
     dispatch_flat(kMoeCombine, &pc, sizeof pc, groups(uint64_t{rows} * n_out, 64));
 }
 
-void Recorder::gather(uint32_t x_off, uint32_t y_off, uint32_t width, uint32_t rows, uint32_t rows_off) {
-    struct { uint32_t x_off, y_off, width, rows, rows_off; } pc{x_off, y_off, width, rows, rows_off};
+void Recorder::gather(uint32_t x_off, uint32_t y_off, uint32_t width, uint32_t rows, uint32_t rows_off, uint32_t scale_off) {
+    struct { uint32_t x_off, y_off, width, rows, rows_off, scale_off; } pc{x_off, y_off, width, rows, rows_off, scale_off};
     dispatch_flat(kGather, &pc, sizeof pc, groups(uint64_t{rows} * width, 64));
 }
 

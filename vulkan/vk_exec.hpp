@@ -83,8 +83,8 @@ public:
     // MOE's last step: y[t] = sum_j io_f[gate_off + t k + j] * outs[io_i[pos_off + t k + j]] (rows of n_out).
     void moe_combine(uint32_t outs_off, uint32_t y_off, uint32_t rows, uint32_t n_out, uint32_t k, uint32_t pos_off,
                      uint32_t gate_off);
-    // y[r] = x[io[rows_off + r]], rows of width floats.
-    void gather(uint32_t x_off, uint32_t y_off, uint32_t width, uint32_t rows, uint32_t rows_off);
+    // y[r] = x[io[rows_off + r]], rows of width floats; times io_f[scale_off + r] unless scale_off is kNone.
+    void gather(uint32_t x_off, uint32_t y_off, uint32_t width, uint32_t rows, uint32_t rows_off, uint32_t scale_off = kNone);
     void get_rows(const WeightRef &w, uint32_t ids_off, uint32_t rows, uint32_t y_off);
     void kv_store(uint32_t k_off, uint32_t v_off, uint32_t rows, uint32_t n_kv, uint32_t rows_off, uint32_t layer_byte,
                   uint32_t row_bytes, DType type);

@@ -209,7 +209,8 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     const size_t slots = size_t{std::max(n, nl)} * P.moe_used;
     io.moe_logits = static_cast<uint32_t>(words), words += size_t{std::max(n, nl)} * P.moe_experts;
     io.moe.token = static_cast<uint32_t>(words), io.moe.pos = static_cast<uint32_t>(words + slots);
-    io.moe.gate = static_cast<uint32_t>(words + 2 * slots), words += 3 * slots;
+    io.moe.gate = static_cast<uint32_t>(words + 2 * slots), io.moe.row_gate = static_cast<uint32_t>(words + 3 * slots);
+    words += 4 * slots;
     const std::vector<int32_t> runs = state_runs(b);
     io.runs = static_cast<uint32_t>(words), io.n_runs = static_cast<uint32_t>(runs.size() / 4), words += runs.size();
     io.inputs = io.hidden = kNone;

@@ -22,6 +22,10 @@ void moe_put_route(const MoeRoute &route, const MoeIo &at, int32_t *io) {
     std::memcpy(io + at.token, route.token.data(), route.token.size() * 4);
     std::memcpy(io + at.pos, route.pos.data(), route.pos.size() * 4);
     std::memcpy(io + at.gate, route.gate.data(), route.gate.size() * 4);
+    if (!route.row_gate.empty()) {
+        if (at.row_gate == kNone) fail(EMBER_ERR_INTERNAL, "vulkan moe: no room for the input gates");
+        std::memcpy(io + at.row_gate, route.row_gate.data(), route.row_gate.size() * 4);
+    }
 }
 
 void moe_record(Recorder &r, const MoeExperts &e, const MoeRoute &route, const MoeIo &io, const MoeWork &w,
@@ -34,7 +38,7 @@ void moe_record(Recorder &r, const MoeExperts &e, const MoeRoute &route, const M
     for (uint32_t ex = 0; ex < route.count.size(); ++ex) {
         const uint32_t c = route.count[ex], first = route.first[ex];
         if (c == 0) continue;  // an expert no token chose is not read
-        r.gather(x_off, w.xin, n_in, c, io.token + first);
+        r.gather(x_off, w.xin, n_in, c, io.token + first, route.row_gate.empty() ? kNone : io.row_gate + first);
         const WeightRef g = at(e.gate, e.gate_stride, ex), u = at(e.up, e.up_stride, ex), dn = at(e.down, e.down_stride, ex);
         // The gate and up products share one 8-bit copy of the gathered rows when both are quantized.
         bool have_q = false;

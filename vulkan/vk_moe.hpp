@@ -37,9 +37,10 @@ struct MoeWork {
     uint32_t xin = 0, g = 0, u = 0, outs = 0;
     Recorder::QActs q{};
 };
-// Where the route's lists sit in the io buffer (word offsets): route.token, route.pos, route.gate.
+// Where the route's lists sit in the io buffer (word offsets): route.token, route.pos, route.gate, and
+// route.row_gate where the gates scale the inputs (kNone: they do not).
 struct MoeIo {
-    uint32_t token = 0, pos = 0, gate = 0;
+    uint32_t token = 0, pos = 0, gate = 0, row_gate = kNone;
 };
 // Writes the route's lists at io (the io buffer's words) as MoeIo says.
 void moe_put_route(const MoeRoute &route, const MoeIo &at, int32_t *io);

@@ -182,6 +182,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
         MoeIo at;
         at.token = hb.put_io(nullptr, route.token.size()), at.pos = hb.put_io(nullptr, route.pos.size());
         at.gate = hb.put_io(nullptr, route.gate.size());
+        if (!route.row_gate.empty()) at.row_gate = hb.put_io(nullptr, route.row_gate.size());
         moe_put_route(route, at, hb.io.data());
         record = [=](Recorder &r) { moe_record(r, e, route, at, wk, x, y, n, k); };
         break;

@@ -253,7 +253,7 @@ private:
         if (quantized_type(dn->type)) expect(n_ff % 32 == 0, "quantized experts need rows of whole blocks of 32");
         expect(n.sel_bias < 0 || n.moe_gating == EMBER_GRAPH_MOE_GATE_SIGMOID, "a choice bias with a gating that takes none");
         vector(n.sel_bias, n.n_expert);
-        if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SIGMOID)
+        if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT)
             fail(EMBER_ERR_UNSUPPORTED, "vulkan: moe (node %u) of activation %u, gating %u is not supported", i_,
                  n.moe_act, n.moe_gating);
     }

@@ -122,6 +122,9 @@ enum ember_graph_op_kind {
      *     EMBER_GRAPH_MOE_GATE_SIGMOID: the k experts with the largest sigmoid(l_e) + s_e are chosen (s: the
      *         F32 [n_expert] tensor sel_bias, or 0 without; ties: the lower index first), weighted by
      *         g_j = sigmoid(l_{e_j}) / max(sum_{i<k} sigmoid(l_{e_i}), 2^-14) (LFM2-MoE)
+     *     EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT: the k largest logits (no bias), g_j = sigmoid(l_{e_j}) (not
+     *         renormalised), applied to the expert's input instead of its output: dst = sum_j (the
+     *         expression below with x replaced by g_j x and g_j itself by 1) (Llama 4)
      *   and dst = sum_j g_j (W3_{e_j} act(W_{e_j} x + b_{e_j}, W2_{e_j} x + b2_{e_j}) + b3_{e_j}), act by
      *   moe_act:
      *     EMBER_GRAPH_ACT_SILU:       silu(a) * u
@@ -246,7 +249,8 @@ enum ember_graph_rope_mode { EMBER_GRAPH_ROPE_NORMAL = 0, EMBER_GRAPH_ROPE_NEOX 
 enum ember_graph_rows { EMBER_GRAPH_ROWS_TOKENS = 0, EMBER_GRAPH_ROWS_LOGITS = 1 };
 /* MOE's gating (moe_gating) and activation (moe_act). */
 enum ember_graph_moe_gating {
-    EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK = 0, EMBER_GRAPH_MOE_GATE_SOFTMAX = 1, EMBER_GRAPH_MOE_GATE_SIGMOID = 2
+    EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK = 0, EMBER_GRAPH_MOE_GATE_SOFTMAX = 1, EMBER_GRAPH_MOE_GATE_SIGMOID = 2,
+    EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT = 3
 };
 enum ember_graph_act { EMBER_GRAPH_ACT_SILU = 0, EMBER_GRAPH_ACT_GELU = 1, EMBER_GRAPH_ACT_SWIGLU_OAI = 2 };
 /* SSM_CONV's activation (its node's n). */

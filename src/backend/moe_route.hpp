@@ -21,7 +21,9 @@ namespace ember {
 // equals, as graph.h says), largest first, into sel[t*k + j]; their gates into gate[t*k + j], by softmax
 // over the chosen (EMBER_GRAPH_MOE_GATE_SOFTMAX_TOPK) or over all experts (EMBER_GRAPH_MOE_GATE_SOFTMAX),
 // summed in double. EMBER_GRAPH_MOE_GATE_SIGMOID chooses by sigmoid(logit) + sel_bias (nullptr: none) and
-// weighs by the chosen sigmoids renormalised (moe_select_sigmoid). The caller checks 1 <= k <= n_expert.
+// weighs by the chosen sigmoids renormalised (moe_select_sigmoid); EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT chooses
+// by the logits and gates by their sigmoids as they are (the gates then scale the experts' inputs: see
+// moe_gate_on_input). The caller checks 1 <= k <= n_expert.
 inline void moe_select_sigmoid(const float *logits, size_t n_tokens, uint32_t n_expert, uint32_t k,
                                const float *sel_bias, int32_t *sel, float *gate) {
     std::vector<int32_t> idx(n_expert);
@@ -46,6 +48,9 @@ inline void moe_select_sigmoid(const float *logits, size_t n_tokens, uint32_t n_
     }
 }
 
+// Whether the gating's weights scale each chosen expert's input rather than its output.
+inline bool moe_gate_on_input(uint32_t gating) { return gating == EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT; }
+
 inline void moe_select(const float *logits, size_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating,
                        int32_t *sel, float *gate, const float *sel_bias = nullptr) {
     if (gating == EMBER_GRAPH_MOE_GATE_SIGMOID) return moe_select_sigmoid(logits, n_tokens, n_expert, k, sel_bias, sel, gate);
@@ -55,6 +60,13 @@ inline void moe_select(const float *logits, size_t n_tokens, uint32_t n_expert, 
         std::iota(idx.begin(), idx.end(), 0);
         std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
                           [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+        if (moe_gate_on_input(gating)) {
+            for (uint32_t j = 0; j < k; ++j) {
+                sel[t * k + j] = idx[j];
+                gate[t * k + j] = 1.0f / (1.0f + std::exp(-l[idx[j]]));
+            }
+            continue;
+        }
         const float mx = l[idx[0]];
         double sum = 0;
         if (gating == EMBER_GRAPH_MOE_GATE_SOFTMAX)
@@ -74,7 +86,9 @@ struct MoeRoute {
     std::vector<int32_t> token;          // [slots] the token row of each work row
     std::vector<uint32_t> first, count;  // [n_expert] each expert's work rows
     std::vector<int32_t> pos;            // [n_tokens * k] choice j of token t -> its work row
-    std::vector<float> gate;             // [n_tokens * k] its gate weight
+    std::vector<float> gate;             // [n_tokens * k] its gate weight (1 where the gate scales the input)
+    // Gates on the input (moe_gate_on_input): [slots] the factor of each work row's input; else empty.
+    std::vector<float> row_gate;
 };
 
 inline MoeRoute moe_route_rows(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k,
@@ -95,6 +109,10 @@ inline MoeRoute moe_route_rows(const float *logits, uint32_t n_tokens, uint32_t 
         const uint32_t row = next[static_cast<size_t>(sel[s])]++;
         r.token[row] = static_cast<int32_t>(s / k);
         r.pos[s] = static_cast<int32_t>(row);
+    }
+    if (moe_gate_on_input(gating)) {
+        r.row_gate.resize(slots);
+        for (size_t s = 0; s < slots; ++s) r.row_gate[static_cast<size_t>(r.pos[s])] = r.gate[s], r.gate[s] = 1.0f;
     }
     return r;
 }

@@ -197,7 +197,7 @@ void CpuModel::check_moe(uint32_t i, const ember_graph_node &n) const {
         if (b.type != static_cast<uint32_t>(DType::F32) || b.ne[0] != widths[k] || (b.n_dims == 2 ? b.ne[1] : 1) != ne)
             bad("an expert bias of the wrong shape or type");
     }
-    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SIGMOID)
+    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT)
         fail(EMBER_ERR_UNSUPPORTED, "cpu: node %u (moe): activation %u, gating %u", i, n.moe_act, n.moe_gating);
     if (n.sel_bias >= static_cast<int32_t>(desc.n_tensors) ||
         (n.sel_bias >= 0 && (n.moe_gating != EMBER_GRAPH_MOE_GATE_SIGMOID || desc.tensors[n.sel_bias].type != static_cast<uint32_t>(DType::F32) ||

@@ -49,6 +49,7 @@ void moe(ThreadPool &pool, Scratch &scratch, const MoeParams &p, const float *x,
     std::vector<int32_t> sel(slots);
     std::vector<float> weight(slots);
     moe_route(p, logits, n_tokens, sel.data(), weight.data());
+    const bool on_input = moe_gate_on_input(p.gating);   // the gates scale the inputs, the outputs sum as they are
 
     // Work: the gathered inputs [n_tokens][n_in], gate and up [n_tokens][n_ff], the down products
     // [n_tokens][n_out] and each (token, choice)'s expert output [slots][n_out].
@@ -62,8 +63,11 @@ void moe(ThreadPool &pool, Scratch &scratch, const MoeParams &p, const float *x,
             if (sel[s] == e) rows.push_back(static_cast<int32_t>(s));
         if (rows.empty()) continue;
         const int64_t m = static_cast<int64_t>(rows.size());
-        for (int64_t r = 0; r < m; ++r)
+        for (int64_t r = 0; r < m; ++r) {
             std::memcpy(xin + r * n_in, x + (rows[r] / k) * n_in, static_cast<size_t>(n_in) * sizeof(float));
+            if (on_input)
+                for (int64_t i = 0; i < n_in; ++i) xin[r * n_in + i] *= weight[static_cast<size_t>(rows[r])];
+        }
         const WeightView ge = expert(p.gate, e), ue = expert(p.up, e), de = expert(p.down, e);
         const WeightView *ws[2] = {&ge, &ue};
         float *ys[2] = {g, u};
@@ -84,7 +88,7 @@ void moe(ThreadPool &pool, Scratch &scratch, const MoeParams &p, const float *x,
         float *yt = y + t * n_out;
         std::fill(yt, yt + n_out, 0.0f);
         for (int j = 0; j < k; ++j) {
-            const float w = weight[t * k + j], *o = outs + (t * k + j) * n_out;
+            const float w = on_input ? 1.0f : weight[t * k + j], *o = outs + (t * k + j) * n_out;
             for (int64_t i = 0; i < n_out; ++i) yt[i] += w * o[i];
         }
     }

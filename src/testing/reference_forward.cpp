@@ -44,6 +44,10 @@ struct Family {
     // Granite 4 (granitehybrid): Mamba-2 layers where attention.head_count_kv (per layer) is 0, Granite's
     // multipliers, no rope where rope.scaling.finetuned is false, an unweighted shared expert.
     bool mamba2 = false;
+    // Llama 4: chunked local attention in the roped layers, where q and k are RMS-normed per head without a
+    // weight after the rope; the attention temperature in the unroped ones; experts every few layers, each
+    // chosen expert's input scaled by the sigmoid of its router logit, and an ungated shared expert.
+    bool llama4 = false;
 };
 
 Family family_of(const std::string &arch, bool has_window) {
@@ -54,6 +58,10 @@ Family family_of(const std::string &arch, bool has_window) {
         return f;
     }
     if (arch == "mistral3") return f;   // Llama's layers; YaRN and the attention temperature from metadata
+    if (arch == "llama4") {
+        f.llama4 = true;
+        return f;
+    }
     if (arch == "granitehybrid") {
         f.mamba2 = true;
         return f;
@@ -184,6 +192,7 @@ public:
                 fail(EMBER_ERR_INVALID_MODEL, "reference: inconsistent Mamba-2 shape");
             use_rope = g_.get_bool(a_ + "rope.scaling.finetuned").value_or(true);   // false: no rope (NoPE)
         }
+        if (fam.llama4) read_llama4();
         if (fam.imrope) {
             const gguf::Value *sec = g_.get_array(a_ + "rope.dimension_sections");
             if (!sec) fail(EMBER_ERR_INVALID_MODEL, "reference: rope.dimension_sections is missing");
@@ -217,6 +226,39 @@ public:
     }
 
 private:
+    // Llama 4's layout, from the checkpoint's definition: attention_chunk_size 8192, a global unroped layer
+    // every fourth, the temperature 1 + 0.1 ln(floor((p + 1) / 8192) + 1) in those (floor_scale 8192,
+    // attn_scale 0.1), the L2 norm unless the configuration turns it off (the 128-expert model), experts
+    // every interleave_moe_layer_step-th layer. A file may state the chunk, the step and the temperature
+    // (attention.chunk_size, no_rope_layer_step, attention.temperature_*); attention.sliding_window 0 means
+    // no chunks and no temperature, every layer roped but the last (MobileLLM-R1's files, as llama.cpp
+    // reads them).
+    void read_llama4() {
+        auto positive = [&](const char *k, uint32_t fallback) {
+            const uint32_t v = has(k) ? u(k) : fallback;
+            if (v == 0) fail(EMBER_ERR_INVALID_MODEL, "reference: %s is 0", k);
+            return v;
+        };
+        moe_step = positive("interleave_moe_layer_step", 0);
+        if (has("attention.sliding_window") && u("attention.sliding_window") == 0) {
+            fam.no_rope_step = n_layer;
+            return;
+        }
+        chunk = positive("attention.chunk_size", 8192);
+        // The chunked layers: a period p (il % p < p - 1; 0: all) or one flag per layer.
+        if (const gguf::Value *flags = g_.get_array(a_ + "attention.sliding_window_pattern")) {
+            for (uint32_t l = 0; l < n_layer; ++l) chunk_flags.push_back(l < flags->count && flags->array_int(l) != 0);
+        } else {
+            const uint32_t p = has("attention.sliding_window_pattern") ? u("attention.sliding_window_pattern") : 4;
+            for (uint32_t l = 0; l < n_layer; ++l) chunk_flags.push_back(p == 0 || l % p < p - 1);
+        }
+        fam.no_rope_step = positive("no_rope_layer_step", 4);
+        temp_scale = f("attention.temperature_scale", 0.1);
+        temp_floor = positive("attention.temperature_length", 8192);
+        temp_offset = 1.0;
+        l2_norm = n_expert != 128;
+    }
+
     struct Mat {
         int64_t n_in = 0, n_out = 0, n_mat = 1;
         std::vector<double> w;   // n_mat matrices of n_out rows of n_in
@@ -358,6 +400,8 @@ private:
         // the n_used largest sigmoid(logit) + exp_probs_b, weighted by their sigmoids over those chosen.
         const Vec l = matvec(p + "ffn_gate_inp.weight", xn, vec(p + "ffn_gate_inp.bias"));
         Vec score = l, prob(n_expert);
+        if (fam.llama4 && (l_index + 1) % moe_step != 0)
+            fail(EMBER_ERR_INVALID_MODEL, "reference: experts in %s, not an interleave_moe_layer_step layer", p.c_str());
         const float *sel_bias = fam.lfm2 ? vec(p + "exp_probs_b.bias") : nullptr;
         for (uint32_t e = 0; e < n_expert; ++e) {
             prob[e] = fam.lfm2 ? sigmoid(l[e]) : l[e];
@@ -374,13 +418,18 @@ private:
         const int64_t nff = mat(p + "ffn_gate_exps.weight").n_out;
         for (uint32_t j = 0; j < n_used; ++j) {
             const int e = idx[j];
-            const double gw = fam.lfm2 ? prob[e] / sum : std::exp(l[e] - l[idx[0]]) / sum;
+            double gw = fam.lfm2 ? prob[e] / sum : std::exp(l[e] - l[idx[0]]) / sum;
+            Vec xe = xn;
+            if (fam.llama4) {   // the sigmoid scales the expert's input; its output joins as it is
+                for (double &v : xe) v *= sigmoid(l[e]);
+                gw = 1.0;
+            }
             auto bias = [&](const char *name, int64_t width) {
                 const float *b = vec(p + name);
                 return b ? b + e * width : nullptr;
             };
-            Vec g = matvec(p + "ffn_gate_exps.weight", xn, bias("ffn_gate_exps.bias", nff), 0, -1, e);
-            const Vec up = matvec(p + "ffn_up_exps.weight", xn, bias("ffn_up_exps.bias", nff), 0, -1, e);
+            Vec g = matvec(p + "ffn_gate_exps.weight", xe, bias("ffn_gate_exps.bias", nff), 0, -1, e);
+            const Vec up = matvec(p + "ffn_up_exps.weight", xe, bias("ffn_up_exps.bias", nff), 0, -1, e);
             for (size_t i = 0; i < g.size(); ++i) {
                 if (fam.oss) {  // gpt-oss: gate clamped above at 7, up to [-7, 7], sigmoid(1.702 g), up + 1
                     const double gc = std::min(g[i], 7.0), uc = std::clamp(up[i], -7.0, 7.0);
@@ -398,8 +447,8 @@ private:
             const Vec up = matvec(p + "ffn_up_shexp.weight", xn);
             for (size_t i = 0; i < g.size(); ++i) g[i] = silu(g[i]) * up[i];
             const Vec o = matvec(p + "ffn_down_shexp.weight", g);
-            // Granite 4's shared expert joins unweighted (it has no gate).
-            const double gate = fam.mamba2 ? 1.0 : sigmoid(matvec(p + "ffn_gate_inp_shexp.weight", xn)[0]);
+            // Granite 4's and Llama 4's shared experts join unweighted (they have no gate).
+            const double gate = fam.mamba2 || fam.llama4 ? 1.0 : sigmoid(matvec(p + "ffn_gate_inp_shexp.weight", xn)[0]);
             for (uint32_t i = 0; i < d; ++i) out[i] += gate * o[i];
         }
         return out;
@@ -413,6 +462,11 @@ private:
         const size_t n = x.size();
         const uint32_t nq = n_head * head_dim, nkv = n_head_kv * head_dim, hd = head_dim;
         const bool local = windowed(l);
+        l_index = l;
+        const bool roped = use_rope && (fam.no_rope_step == 0 || (l + 1) % fam.no_rope_step != 0);
+        // Llama 4: chunks in the roped layers the period marks, the temperature in the unroped ones.
+        const bool chunked = chunk > 0 && chunk_flags[l];
+        const bool tempered = temp_scale != 0 && !(fam.llama4 && roped);
         std::vector<Vec> q(n), k(n), v(n), gate(n);
         for (size_t t = 0; t < n; ++t) {
             const Vec xn = fam.pre_norms ? rmsnorm(x[t], vec(p + "attn_norm.weight")) : x[t];
@@ -438,9 +492,10 @@ private:
                 norm_groups(q[t], vec(p + "attn_q_norm.weight"), fam.qk_norm == 1 ? hd : nq);
                 norm_groups(k[t], vec(p + "attn_k_norm.weight"), fam.qk_norm == 1 ? hd : nkv);
             }
-            if (use_rope && (fam.no_rope_step == 0 || (l + 1) % fam.no_rope_step != 0)) {
+            if (roped) {
                 rope(q[t], n_head, static_cast<int>(t), local);
                 rope(k[t], n_head_kv, static_cast<int>(t), local);
+                if (l2_norm) norm_groups(q[t], nullptr, hd), norm_groups(k[t], nullptr, hd);
             }
             for (double &e : k[t]) e = round_f16(e);
             for (double &e : v[t]) e = round_f16(e);
@@ -449,7 +504,7 @@ private:
         const float *sinks = fam.oss ? vec(p + "attn_sinks.weight") : nullptr;
         for (size_t t = 0; t < n; ++t) {
             Vec att(nq, 0.0);
-            const size_t first = local && t + 1 > window ? t + 1 - window : 0;
+            const size_t first = chunked ? t / chunk * chunk : local && t + 1 > window ? t + 1 - window : 0;
             for (uint32_t h = 0; h < n_head; ++h) {
                 const uint32_t kvh = h / group;
                 Vec s(t + 1 - first);
@@ -457,7 +512,7 @@ private:
                 for (size_t j = first; j <= t; ++j) {
                     double dot = 0;
                     for (uint32_t i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[j][kvh * hd + i];
-                    double sc = dot * attn_scale * temperature(static_cast<double>(t));
+                    double sc = dot * attn_scale * (tempered ? temperature(static_cast<double>(t)) : 1.0);
                     if (attn_softcap > 0) sc = attn_softcap * std::tanh(sc / attn_softcap);
                     s[j - first] = sc;
                     mx = std::max(mx, sc);
@@ -684,6 +739,10 @@ private:
     uint32_t l_cache = 0, n_dense_lead = 0, ssm_inner = 0;
     bool use_rope = true;
     std::vector<bool> window_flags;   // per layer: a window layer (a per-layer sliding_window_pattern)
+    uint32_t moe_step = 0, chunk = 0;   // Llama 4 (read_llama4)
+    std::vector<bool> chunk_flags;      // [n_layer] its chunked layers
+    bool l2_norm = false;
+    uint32_t l_index = 0;   // the layer being run
 
 public:
     ReferenceStats stats;

@@ -1,7 +1,7 @@
 // reference_forward.hpp — an exact (double-precision) forward pass of every supported family, for tests
 // and for the logit comparisons of bench/ (library ember_testing, not part of libember).
 //
-// Families: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss, and the
+// Families: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, granite, olmo2, gpt-oss, llama4, and the
 // Gated DeltaNet hybrids qwen35, qwen35moe (Qwen3.5 / Qwen3.6) and qwen3next, whose recurrent state
 // (convolution window and delta-rule matrices) is kept in double too.
 //

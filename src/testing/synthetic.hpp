@@ -129,6 +129,9 @@ struct SyntheticSpec {
     // sentence-transformers' dense projections of an embedding model (EmbeddingGemma): dense_2 from n_embd to
     // this many features, dense_3 back to n_embd, with their dense_*_feat_* keys (0: none).
     uint32_t dense_features = 0;
+    // Llama 4: experts (with an ungated shared expert of n_ff_shexp) only in the layers l with
+    // (l + 1) % moe_layer_step == 0, a dense FFN in the others (interleave_moe_layer_step; 0: not written).
+    uint32_t moe_layer_step = 0;
 };
 
 // A spec with every part `arch` has, exercised: small windows (so that a short test crosses them),
@@ -146,6 +149,10 @@ struct SyntheticSpec {
 // attention.sliding_window_pattern 2, a per-layer pattern, and no attention.sliding_window.
 // Not in synthetic_families() (they do not generate): "gemma-embedding", gemma3's layers as EmbeddingGemma's
 // encoder (window 128, mean pooling, dense projections 256 -> 512 -> 256).
+// llama4: 4 layers, experts in layers 1 and 3 (a shared expert beside them), no rope in layer 3, the
+// chunk size, no-rope step and temperature llama.cpp fixes (8192, 4, 0.1 over 8192) left unwritten;
+// llama4-chunked: the same with attention.chunk_size 4 and attention.temperature_length 6 written, so that
+// a short sequence crosses chunks and the temperature bites (llama.cpp reads neither key).
 SyntheticSpec synthetic_family(const std::string &arch);
 // The names synthetic_family knows, in a fixed order.
 const std::vector<std::string> &synthetic_families();
