@@ -1662,7 +1662,7 @@ typedef struct ember_grammar_triggers {
     uint32_t struct_size;
     const char *const *words;  /**< default NULL: up to 16 NUL-terminated texts of 1 to 256 bytes */
     size_t n_words;
-    const int32_t *tokens;     /**< default NULL: up to 16 token ids of the model's vocabulary */
+    const ember_token *tokens; /**< default NULL: up to 16 token ids of the model's vocabulary */
     size_t n_tokens;
     bool once;                 /**< default false: free text (and further triggers) may follow a match */
 } ember_grammar_triggers;
