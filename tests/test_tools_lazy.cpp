@@ -4,7 +4,7 @@
 // model's tokens, since a story model never writes it) 100 of 100 generations end by end-of-generation
 // with a call the parser reads and whose arguments validate against the tool's schema, the text before
 // it being content. A fifth of each in sanitizer builds, so the test takes seconds.
-#include "test_util.h"
+#include "tools_model_fixture.hpp"
 
 #include "core/error.hpp"
 #include "grammar/grammar.hpp"
@@ -19,52 +19,9 @@
 
 using namespace ember;
 using namespace ember::tools;
+using namespace tools_fixture;
 
 namespace {
-
-#if defined(EMBER_TEST_SANITIZED)
-constexpr int kDivisor = 5;
-#else
-constexpr int kDivisor = 1;
-#endif
-
-struct Fixture {
-    std::unique_ptr<Model> model;
-    std::unique_ptr<Session> session;
-    std::vector<float> prompt_logits;
-    uint32_t n_prompt = 0;
-    std::shared_ptr<const grammar::GrammarVocab> vocab;
-};
-Fixture *g_fx;
-
-int setup(void **) {
-    const char *path = test_find_model("stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf");
-    test_require(path, "stories15M-q8_0.gguf");
-    g_fx = new Fixture;
-    g_fx->model = Model::load(path, LoadOptions{});
-    SessionOptions o;
-    o.n_ctx = 1024;
-    g_fx->session = std::make_unique<Session>(*g_fx->model, o);
-    const auto prompt = g_fx->model->tokenizer().tokenize("The knight walked to the door and", true, false);
-    g_fx->session->feed(prompt.data(), prompt.size());
-    g_fx->n_prompt = static_cast<uint32_t>(prompt.size());
-    g_fx->prompt_logits.assign(g_fx->session->logits(), g_fx->session->logits() + g_fx->session->n_vocab());
-    g_fx->vocab = grammar::GrammarVocab::from_tokenizer(g_fx->model->tokenizer());
-    return 0;
-}
-
-int teardown(void **) {
-    delete g_fx;
-    return 0;
-}
-
-std::vector<Tool> npc_tools() {
-    return {
-        {"open_door", "Opens a door.", grammar::parse_json(R"({"type": "object", "properties": {"door": {"type": "string", "enum": ["north", "south", "east"]}}, "required": ["door"]})")},
-        {"say", "Says something aloud.", grammar::parse_json(R"({"type": "object", "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 40}, "mood": {"type": "string", "enum": ["calm", "angry"]}}, "required": ["text"]})")},
-        {"walk", "Walks to a tile.", grammar::parse_json(R"({"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 63}, "y": {"type": "integer", "minimum": 0, "maximum": 63}, "run": {"type": "boolean"}}, "required": ["x", "y"]})")},
-    };
-}
 
 // tool_choice auto's grammar for stories15M, whose vocabulary has no control token for any opener (so
 // each opener is a trigger word).
@@ -81,12 +38,6 @@ std::shared_ptr<grammar::CompiledGrammar> auto_grammar(Format format, bool paral
 }
 
 const std::string &piece(int32_t id) { return g_fx->vocab->pieces[static_cast<size_t>(id)]; }
-
-void restart() {
-    Session &s = *g_fx->session;
-    s.truncate(g_fx->n_prompt, g_fx->prompt_logits.data());
-    s.text_of(g_fx->model->tokenizer().eos());   // flushes what the previous sample left in the text stream
-}
 
 SamplerParams seeded(uint64_t seed) {
     SamplerParams p;
