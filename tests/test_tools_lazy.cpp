@@ -121,12 +121,7 @@ void calls_after_trigger(Format format, const std::string &opener, bool parallel
             fail_msg("%s, sample %d: the text before the call '%s' is not content ('%s')", format_name(format), i,
                      free_text.c_str(), r.content.c_str());
         for (const ToolCall &c : r.calls) {
-            const Tool *t = nullptr;
-            for (const Tool &x : tools)
-                if (x.name == c.name) t = &x;
-            if (!t) fail_msg("a call to the unknown tool '%s'", c.name.c_str());
-            const std::string err = test_schema::validate(grammar::parse_json(c.arguments), t->parameters, t->parameters);
-            if (!err.empty()) fail_msg("%s(%s): %s", c.name.c_str(), c.arguments.c_str(), err.c_str());
+            expect_valid_call(tools, c);
         }
         n_calls += r.calls.size();
     }

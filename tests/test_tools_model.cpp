@@ -63,12 +63,7 @@ void run(Format format, ToolChoice choice, const std::string &name, bool paralle
                      r.content.c_str());
         for (const ToolCall &c : r.calls) {
             if (choice == ToolChoice::Named && c.name != name) fail_msg("a call to %s, not %s", c.name.c_str(), name.c_str());
-            const Tool *t = nullptr;
-            for (const Tool &x : tools)
-                if (x.name == c.name) t = &x;
-            if (!t) fail_msg("a call to the unknown tool '%s'", c.name.c_str());
-            const std::string err = test_schema::validate(grammar::parse_json(c.arguments), t->parameters, t->parameters);
-            if (!err.empty()) fail_msg("%s(%s): %s", c.name.c_str(), c.arguments.c_str(), err.c_str());
+            expect_valid_call(tools, c);
         }
         n_calls += r.calls.size();
     }

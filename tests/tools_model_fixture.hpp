@@ -1,10 +1,13 @@
 // tools_model_fixture.hpp — what the tool tests on stories15M share (test_tools_model.cpp,
 // test_tools_lazy.cpp): the model with a session fed a story prompt (its logits kept, so each
-// generation starts from the same place without feeding the prompt again), the grammar vocabulary, and
-// three NPC tools whose schemas have enums, bounded strings, bounded integers and booleans.
+// generation starts from the same place without feeding the prompt again), the grammar vocabulary,
+// three NPC tools whose schemas have enums, bounded strings, bounded integers and booleans, and the
+// check that a call's arguments validate against its tool's schema.
 #pragma once
 
 #include "test_util.h"
+
+#include "json_schema_validator.hpp"
 
 #include "grammar/grammar.hpp"
 #include "model/model.hpp"
@@ -66,6 +69,16 @@ inline std::vector<ember::tools::Tool> npc_tools() {
         {"say", "Says something aloud.", parse_json(R"({"type": "object", "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 40}, "mood": {"type": "string", "enum": ["calm", "angry"]}}, "required": ["text"]})")},
         {"walk", "Walks to a tile.", parse_json(R"({"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 63}, "y": {"type": "integer", "minimum": 0, "maximum": 63}, "run": {"type": "boolean"}}, "required": ["x", "y"]})")},
     };
+}
+
+// Fails the test unless `c` calls one of `tools` with arguments its schema accepts.
+inline void expect_valid_call(const std::vector<ember::tools::Tool> &tools, const ember::tools::ToolCall &c) {
+    const ember::tools::Tool *t = nullptr;
+    for (const ember::tools::Tool &x : tools)
+        if (x.name == c.name) t = &x;
+    if (!t) fail_msg("a call to the unknown tool '%s'", c.name.c_str());
+    const std::string err = test_schema::validate(ember::grammar::parse_json(c.arguments), t->parameters, t->parameters);
+    if (!err.empty()) fail_msg("%s(%s): %s", c.name.c_str(), c.arguments.c_str(), err.c_str());
 }
 
 } // namespace tools_fixture
