@@ -3,7 +3,8 @@
  * be compiled, a template without tool support, struct_size too small); a reply parsed whole and one
  * byte at a time; and on stories15M, generations under ember_chat_tool_grammar (required) through
  * ember_generate and through the engine (ember_chat_parser_feed_request) whose text the parser turns into
- * calls. Also the sampling defaults a GGUF file carries (ember_sampler_params_from_model). */
+ * calls; under tool_choice auto's lazy grammar, free text as without a grammar until the opener. Also the
+ * sampling defaults a GGUF file carries (ember_sampler_params_from_model). */
 #include "test_api_util.h"
 
 #include <stdio.h>
@@ -361,6 +362,106 @@ static void test_generate_required(void **state) {
     ember_model_free(model);
 }
 
+/* tool_choice auto: a lazy grammar (EMBER_1.10). Free text under it is the text without it (the opener
+ * never comes in a story); the opener accepted switches it on; ember_grammar_create_lazy's bad input. */
+static void test_generate_auto(void **state) {
+    (void)state;
+    const char *path = test_find_model("stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf");
+    test_require(path, "stories15M-q8_0.gguf");
+    ember_model *model = NULL;
+    assert_int_equal(ember_model_load(path, NULL, &model), EMBER_OK);
+    ember_tool_grammar_params gp;
+    ember_tool_grammar_params_init(&gp);
+    gp.format = EMBER_CHAT_FORMAT_MISTRAL;   /* its opener was refused for AUTO before EMBER_1.10 */
+    gp.tools = kTools;
+    gp.n_tools = 2;
+    gp.choice = EMBER_TOOL_CHOICE_AUTO;
+    ember_grammar *g = NULL;
+    assert_int_equal(ember_chat_tool_grammar(model, &gp, &g), EMBER_OK);
+    assert_non_null(g);
+    size_t n = 99;
+    char prefix[8];
+    assert_int_equal(ember_chat_tool_prefix(model, &gp, prefix, sizeof prefix, &n), EMBER_OK);
+    assert_int_equal(n, 0);
+
+    ember_session *s = NULL;
+    assert_int_equal(ember_session_create(model, NULL, &s), EMBER_OK);
+    ember_token prompt[16];
+    const size_t n_prompt = test_tokenize(model, "The knight", prompt, 16);
+    struct collected texts[2];
+    for (int with = 0; with < 2; ++with) {
+        assert_int_equal(ember_session_truncate(s, 0), EMBER_OK);
+        assert_int_equal(ember_session_feed(s, prompt, n_prompt), EMBER_OK);
+        ember_sampler_params sp;
+        ember_sampler_params_init(&sp);
+        sp.seed = 3;
+        ember_sampler *smp = NULL;
+        assert_int_equal(ember_sampler_create(&sp, &smp), EMBER_OK);
+        ember_generate_params ge;
+        ember_generate_params_init(&ge);
+        ge.max_tokens = 40;
+        ge.grammar = with ? g : NULL;
+        ge.on_token = collect;
+        memset(&texts[with], 0, sizeof texts[with]);
+        ge.user_data = &texts[with];
+        const ember_status st = ember_generate(s, smp, &ge, NULL);
+        assert_true(st == EMBER_OK || st == EMBER_END_OF_GENERATION);
+        bool on = true;
+        assert_int_equal(ember_sampler_grammar_constraining(smp, &on), EMBER_OK);
+        assert_false(on);
+        ember_sampler_free(smp);
+    }
+    assert_int_equal(texts[0].len, texts[1].len);
+    assert_memory_equal(texts[0].text, texts[1].text, texts[0].len);
+    ember_session_free(s);
+
+    /* The opener, over several of the model's tokens, switches the grammar on. */
+    ember_sampler *smp = NULL;
+    assert_int_equal(ember_sampler_create(NULL, &smp), EMBER_OK);
+    assert_int_equal(ember_sampler_set_grammar(smp, g), EMBER_OK);
+    ember_token opener[16];
+    const size_t n_opener = test_tokenize(model, "Then [TOOL_CALLS]", opener, 16);
+    bool on = true;
+    for (size_t i = 0; i < n_opener; ++i) {
+        assert_int_equal(ember_sampler_grammar_constraining(smp, &on), EMBER_OK);
+        assert_false(on);
+        assert_int_equal(ember_sampler_accept(smp, opener[i]), EMBER_OK);
+    }
+    assert_int_equal(ember_sampler_grammar_constraining(smp, &on), EMBER_OK);
+    assert_true(on);
+    assert_int_equal(ember_sampler_accept(smp, opener[0]), EMBER_ERR_INVALID_ARGUMENT);   /* "Then" is no call */
+    assert_int_equal(ember_sampler_grammar_constraining(NULL, &on), EMBER_ERR_INVALID_ARGUMENT);
+    ember_sampler_free(smp);
+    ember_grammar_free(g);
+
+    /* ember_grammar_create_lazy's bad input. */
+    const char gbnf[] = "root ::= \"<a>\" [0-9]+ \"</a>\"";
+    ember_grammar_triggers t;
+    ember_grammar_triggers_init(&t);
+    assert_int_equal(t.struct_size, sizeof t);
+    ember_grammar *lazy = (ember_grammar *)1;
+    assert_int_equal(ember_grammar_create_lazy(model, gbnf, strlen(gbnf), NULL, &lazy), EMBER_ERR_INVALID_ARGUMENT);
+    assert_null(lazy);
+    assert_int_equal(ember_grammar_create_lazy(model, gbnf, strlen(gbnf), &t, &lazy), EMBER_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ember_last_error(), "trigger"));
+    const char *words[] = {"<a>", ""};
+    t.words = words;
+    t.n_words = 2;
+    assert_int_equal(ember_grammar_create_lazy(model, gbnf, strlen(gbnf), &t, &lazy), EMBER_ERR_INVALID_ARGUMENT);
+    const ember_token far = 1 << 24;
+    t.n_words = 1;
+    t.tokens = &far;
+    t.n_tokens = 1;
+    assert_int_equal(ember_grammar_create_lazy(model, gbnf, strlen(gbnf), &t, &lazy), EMBER_ERR_INVALID_ARGUMENT);
+    t.n_tokens = 0;
+    t.struct_size = 2;
+    assert_int_equal(ember_grammar_create_lazy(model, gbnf, strlen(gbnf), &t, &lazy), EMBER_ERR_INVALID_ARGUMENT);
+    t.struct_size = sizeof t;
+    assert_int_equal(ember_grammar_create_lazy(model, gbnf, strlen(gbnf), &t, &lazy), EMBER_OK);
+    ember_grammar_free(lazy);
+    ember_model_free(model);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render),
@@ -368,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_parser),
         cmocka_unit_test(test_sampling_defaults),
         cmocka_unit_test(test_generate_required),
+        cmocka_unit_test(test_generate_auto),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
 // parser of the same format) whose arguments validate against their tool's schema
 // (tests/json_schema_validator.hpp): 100 of 100 for Hermes/Qwen required, fewer for the other formats
 // and for parallel calls (a fifth of each in sanitizer builds), so the test takes seconds, not minutes.
-#include "test_util.h"
+#include "tools_model_fixture.hpp"
 
 #include "core/error.hpp"
 #include "grammar/grammar.hpp"
@@ -19,59 +19,16 @@
 
 using namespace ember;
 using namespace ember::tools;
+using namespace tools_fixture;
 using grammar::JsonValue;
 
 namespace {
 
-#if defined(EMBER_TEST_SANITIZED)
-constexpr int kDivisor = 5;
-#else
-constexpr int kDivisor = 1;
-#endif
 constexpr uint32_t kMaxTokens = 1000;
 
-struct Fixture {
-    std::unique_ptr<Model> model;
-    std::unique_ptr<Session> session;
-    std::vector<float> prompt_logits;
-    uint32_t n_prompt = 0;
-    std::shared_ptr<const grammar::GrammarVocab> vocab;
-};
-Fixture *g_fx;
-
-int setup(void **) {
-    const char *path = test_find_model("stories15M-q8_0.gguf", "stories15M/stories15M-q8_0.gguf");
-    test_require(path, "stories15M-q8_0.gguf");
-    g_fx = new Fixture;
-    g_fx->model = Model::load(path, LoadOptions{});
-    SessionOptions o;
-    o.n_ctx = 1024;
-    g_fx->session = std::make_unique<Session>(*g_fx->model, o);
-    const auto prompt = g_fx->model->tokenizer().tokenize("The knight walked to the door and", true, false);
-    g_fx->session->feed(prompt.data(), prompt.size());
-    g_fx->n_prompt = static_cast<uint32_t>(prompt.size());
-    g_fx->prompt_logits.assign(g_fx->session->logits(), g_fx->session->logits() + g_fx->session->n_vocab());
-    g_fx->vocab = grammar::GrammarVocab::from_tokenizer(g_fx->model->tokenizer());
-    return 0;
-}
-
-int teardown(void **) {
-    delete g_fx;
-    return 0;
-}
-
-std::vector<Tool> npc_tools() {
-    return {
-        {"open_door", "Opens a door.", grammar::parse_json(R"({"type": "object", "properties": {"door": {"type": "string", "enum": ["north", "south", "east"]}}, "required": ["door"]})")},
-        {"say", "Says something aloud.", grammar::parse_json(R"({"type": "object", "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 40}, "mood": {"type": "string", "enum": ["calm", "angry"]}}, "required": ["text"]})")},
-        {"walk", "Walks to a tile.", grammar::parse_json(R"({"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 63}, "y": {"type": "integer", "minimum": 0, "maximum": 63}, "run": {"type": "boolean"}}, "required": ["x", "y"]})")},
-    };
-}
-
 bool generate(const std::shared_ptr<grammar::CompiledGrammar> &g, uint64_t seed, std::string &text) {
+    restart();
     Session &s = *g_fx->session;
-    s.truncate(g_fx->n_prompt, g_fx->prompt_logits.data());
-    s.text_of(g_fx->model->tokenizer().eos());   // flushes what the previous sample left in the text stream
     SamplerParams p;
     p.temperature = 1.0f;
     p.seed = seed;
@@ -106,12 +63,7 @@ void run(Format format, ToolChoice choice, const std::string &name, bool paralle
                      r.content.c_str());
         for (const ToolCall &c : r.calls) {
             if (choice == ToolChoice::Named && c.name != name) fail_msg("a call to %s, not %s", c.name.c_str(), name.c_str());
-            const Tool *t = nullptr;
-            for (const Tool &x : tools)
-                if (x.name == c.name) t = &x;
-            if (!t) fail_msg("a call to the unknown tool '%s'", c.name.c_str());
-            const std::string err = test_schema::validate(grammar::parse_json(c.arguments), t->parameters, t->parameters);
-            if (!err.empty()) fail_msg("%s(%s): %s", c.name.c_str(), c.arguments.c_str(), err.c_str());
+            expect_valid_call(tools, c);
         }
         n_calls += r.calls.size();
     }

@@ -43,3 +43,40 @@ func TestGrammarConstrainsGreedyOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A lazy grammar: no trigger words is an error; with a word the story never writes, greedy output is
+// the same as without a grammar and the grammar never constrains.
+func TestLazyGrammarWaitsForItsTrigger(t *testing.T) {
+	m := loadModel(t)
+	if _, err := NewLazyGrammarGBNF(m, `root ::= "x"`, nil, nil, false); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("no triggers: %v", err)
+	}
+	g, err := NewLazyGrammarGBNF(m, `root ::= "<call>" [a-z]+ "</call>"`, []string{"<call>"}, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	texts := [2]string{}
+	for i := range texts {
+		sampler := greedy(t)
+		if i == 1 {
+			if err := sampler.SetGrammar(g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var text strings.Builder
+		if _, err := prompted(t, m).Generate(context.Background(), sampler, 24, func(p Piece) bool {
+			text.WriteString(p.Text)
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if on, err := sampler.GrammarConstraining(); err != nil || on {
+			t.Fatalf("constraining %v, %v", on, err)
+		}
+		texts[i] = text.String()
+	}
+	if texts[0] != texts[1] {
+		t.Fatalf("the lazy grammar changed free text: %q against %q", texts[1], texts[0])
+	}
+}

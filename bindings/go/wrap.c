@@ -164,6 +164,22 @@ ember_status eg_grammar_create(const ember_model *m, const char *text, size_t le
     EG_CALL(json_schema ? ember_grammar_create_json_schema(m, text, len, out) : ember_grammar_create_gbnf(m, text, len, out));
 }
 
+ember_status eg_grammar_create_lazy(const ember_model *m, const char *text, size_t len, char **words, size_t n_words,
+                                    const ember_token *tokens, size_t n_tokens, bool once, ember_grammar **out, char **err) {
+    ember_grammar_triggers t;
+    ember_grammar_triggers_init(&t);
+    t.words = (const char *const *)words;
+    t.n_words = n_words;
+    t.tokens = tokens;
+    t.n_tokens = n_tokens;
+    t.once = once;
+    EG_CALL(ember_grammar_create_lazy(m, text, len, &t, out));
+}
+
+ember_status eg_sampler_grammar_constraining(const ember_sampler *s, bool *out, char **err) {
+    EG_CALL(ember_sampler_grammar_constraining(s, out));
+}
+
 ember_status eg_sampler_set_grammar(ember_sampler *s, const ember_grammar *g, char **err) {
     EG_CALL(ember_sampler_set_grammar(s, g));
 }

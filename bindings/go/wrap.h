@@ -52,6 +52,9 @@ ember_status eg_sampler_accept(ember_sampler *s, ember_token t, char **err);
 ember_status eg_sampler_reset(ember_sampler *s, char **err);
 ember_status eg_grammar_create(const ember_model *m, const char *text, size_t len, int json_schema, ember_grammar **out,
                                char **err);
+ember_status eg_grammar_create_lazy(const ember_model *m, const char *text, size_t len, char **words, size_t n_words,
+                                    const ember_token *tokens, size_t n_tokens, bool once, ember_grammar **out, char **err);
+ember_status eg_sampler_grammar_constraining(const ember_sampler *s, bool *out, char **err);
 ember_status eg_sampler_set_grammar(ember_sampler *s, const ember_grammar *g, char **err);
 
 ember_status eg_generate_next(ember_session *s, ember_sampler *smp, ember_token *tok, const char **text,

@@ -162,6 +162,13 @@
       F(ember_placement, gpu_budget_bytes, uint64_t)                                                 \
       F(ember_placement, automatic, bool)                                                            \
       F(ember_placement, description, char[512]))                                                   \
+    S(ember_grammar_triggers,                                                                        \
+      F(ember_grammar_triggers, struct_size, uint32_t)                                               \
+      F(ember_grammar_triggers, words, const char *const *)                                          \
+      F(ember_grammar_triggers, n_words, size_t)                                                     \
+      F(ember_grammar_triggers, tokens, const ember_token *)                                         \
+      F(ember_grammar_triggers, n_tokens, size_t)                                                    \
+      F(ember_grammar_triggers, once, bool))                                                         \
     S(ember_request_params,                                                                          \
       F(ember_request_params, struct_size, uint32_t)                                                 \
       F(ember_request_params, prompt, const ember_token *)                                           \
@@ -443,7 +450,10 @@
     X(void, ember_placement_init, (ember_placement *)) \
     X(ember_status, ember_session_placement, (const ember_session *, ember_placement *)) \
     X(ember_status, ember_engine_placement, (ember_engine *, ember_placement *)) \
-    X(ember_status, ember_estimate_placement, (const ember_model *, const ember_engine_params *, ember_placement *))
+    X(ember_status, ember_estimate_placement, (const ember_model *, const ember_engine_params *, ember_placement *)) \
+    X(void, ember_grammar_triggers_init, (ember_grammar_triggers *)) \
+    X(ember_status, ember_grammar_create_lazy, (const ember_model *, const char *, size_t, const ember_grammar_triggers *, ember_grammar **)) \
+    X(ember_status, ember_sampler_grammar_constraining, (const ember_sampler *, bool *))
 
 /* Every entry is checked by the compiler: a wrong type here is a build error, not a wrong table. */
 #define CHECK_FN(ret, name, args) _Static_assert(SAME_TYPE(&name, ret(*) args), #name " has another type in ember.h");

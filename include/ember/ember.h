@@ -1517,11 +1517,13 @@ EMBER_API void ember_tool_grammar_params_init(ember_tool_grammar_params *params)
 
 /** A grammar under which generation writes only calls the parser reads, each call's arguments valid
  *  for its tool's schema (written as the family's template writes calls). *out is NULL for choice NONE.
- *  REQUIRED and NAMED: calls only. AUTO: free text, where the family's call opener switches the call's
- *  grammar on — for formats whose opener is text (Hermes; Llama 3.x, whose call is a JSON object at the
- *  start); formats that open calls with a control token give EMBER_ERR_UNSUPPORTED for AUTO (generate
- *  without a grammar: the parser keeps malformed calls as content). For those formats the grammar starts
- *  after the opener: append ember_chat_tool_prefix's text to the prompt. Errors:
+ *  REQUIRED and NAMED: calls only; for formats whose opener is a control token the grammar starts
+ *  after the opener: append ember_chat_tool_prefix's text to the prompt. AUTO: a lazy grammar (see
+ *  ember_grammar_create_lazy; since EMBER_1.10, for every format, where before it constrained from the
+ *  first token and refused formats with control-token openers): free text, and the family's call opener
+ *  (a control token is a trigger token, text a trigger word) switches the call's grammar on; the
+ *  prefix is "". With parallel false the reply ends after the call; gpt-oss's grammar holds only the
+ *  recipient's tool name (its arguments follow control tokens). Errors:
  *  EMBER_ERR_INVALID_ARGUMENT (no tools, a bad tool as in ember_chat_apply_template_v2, NAMED with a
  *  name not among the tools), EMBER_ERR_UNSUPPORTED (a format without calls, a schema keyword outside
  *  the subset, gpt-oss REQUIRED with several tools). Thread-safe. */
@@ -1642,6 +1644,46 @@ EMBER_API ember_status ember_engine_placement(ember_engine *engine, ember_placem
  *  params may be NULL (defaults: the whole model on the best backend). */
 EMBER_API ember_status ember_estimate_placement(const ember_model *model, const ember_engine_params *params,
                                                 ember_placement *out);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Lazy grammars (since EMBER_1.10; docs/tools.md)
+ *
+ * A lazy grammar lets the model write freely until a trigger appears in the generated text, then
+ * constrains what follows: tool_choice auto, where the model may answer in text or open a call. Until
+ * a trigger appears the sampler does no grammar work at all (its draws are those of a sampler without a
+ * grammar, for the same seed); a trigger costs a short search of each token's bytes. A trigger word is
+ * text: the grammar matches the text from the word's first byte, so a word split across tokens, or
+ * preceded by other text in its token, switches it on; where the text from the word on (to the end of
+ * its token) is not allowed by the grammar, the word is ignored and the text stays free. A trigger token
+ * is a token id (a control token such as [TOOL_CALLS], whose text a grammar cannot match): the grammar
+ * matches what follows it. Once the text matched since the trigger is complete under the grammar, the
+ * constraint ends and free text resumes until the next trigger (the grammar matches again from its
+ * beginning); with `once`, the grammar applies once and only an end-of-generation token may follow.
+ * A lazy grammar is attached as any grammar (ember_sampler_set_grammar, ember_generate_params.grammar,
+ * ember_request_params.grammar); with one, ember_generate does not speculate.
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct ember_grammar_triggers {
+    uint32_t struct_size;
+    const char *const *words;  /**< default NULL: up to 16 NUL-terminated texts of 1 to 256 bytes */
+    size_t n_words;
+    const ember_token *tokens; /**< default NULL: up to 16 token ids of the model's vocabulary */
+    size_t n_tokens;
+    bool once;                 /**< default false: free text (and further triggers) may follow a match */
+} ember_grammar_triggers;
+
+EMBER_API void ember_grammar_triggers_init(ember_grammar_triggers *triggers);
+
+/** A GBNF grammar (as ember_grammar_create_gbnf) that constrains only from a trigger on; its root
+ *  matches the text from a trigger word's first byte, or after a trigger token. Errors: those of
+ *  ember_grammar_create_gbnf, and EMBER_ERR_INVALID_ARGUMENT for NULL or no triggers, an empty or
+ *  over-long word, a token outside the vocabulary, or more triggers than the limits. Thread-safe. */
+EMBER_API ember_status ember_grammar_create_lazy(const ember_model *model, const char *gbnf, size_t len,
+                                                 const ember_grammar_triggers *triggers, ember_grammar **out);
+
+/** *out_constraining: whether the sampler's grammar constrains its next token (false without a grammar,
+ *  and while a lazy grammar waits for its trigger). Same threading as the sampler. */
+EMBER_API ember_status ember_sampler_grammar_constraining(const ember_sampler *sampler, bool *out_constraining);
 
 #ifdef __cplusplus
 }

@@ -174,7 +174,8 @@ std::optional<ApiError> tool_constraint(const ember_model *model, const ToolRequ
                                            : EMBER_TOOL_CHOICE_AUTO;
     gp.name = tools.name.c_str();
     ember_status st = ember_chat_tool_grammar(model, &gp, &out->grammar);
-    // auto without a grammar where the family's opener is a control token: the parser decides.
+    // auto: a lazy grammar (free text until the family's opener, then the call's grammar). A format
+    // without call syntax (plain content) has none: the parser decides.
     if (st == EMBER_ERR_UNSUPPORTED && gp.choice == EMBER_TOOL_CHOICE_AUTO) return std::nullopt;
     if (st != EMBER_OK) return library_error("tools", st);
     size_t len = 0;

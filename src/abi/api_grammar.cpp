@@ -4,6 +4,7 @@
 #include "grammar/json_schema.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 using namespace ember;
@@ -17,8 +18,34 @@ std::shared_ptr<const grammar::GrammarVocab> vocab_of(const ember_model &m) {
     return m.grammar_vocab;
 }
 
+void triggers_defaults(ember_grammar_triggers *t) {
+    std::memset(t, 0, sizeof *t);
+    t->struct_size = sizeof *t;
+}
+
+grammar::GrammarTriggers read_triggers(const ember_grammar_triggers *user) {
+    EMBER_REQUIRE_ARG(user);
+    const ember_grammar_triggers t = abi::read_params(user, sizeof(ember_grammar_triggers), triggers_defaults, "ember_grammar_triggers");
+    if (!t.words && t.n_words) fail(EMBER_ERR_INVALID_ARGUMENT, "triggers.words is NULL but n_words is %zu", t.n_words);
+    if (!t.tokens && t.n_tokens) fail(EMBER_ERR_INVALID_ARGUMENT, "triggers.tokens is NULL but n_tokens is %zu", t.n_tokens);
+    if (t.n_words == 0 && t.n_tokens == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "a lazy grammar needs at least one trigger");
+    // Counts checked before anything is read: they are the caller's and may be anything.
+    if (t.n_words > grammar::GrammarTriggers::kMaxWords || t.n_tokens > grammar::GrammarTriggers::kMaxTokens)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "%zu trigger words and %zu tokens, more than %zu of each", t.n_words, t.n_tokens,
+             grammar::GrammarTriggers::kMaxWords);
+    grammar::GrammarTriggers out;
+    for (size_t i = 0; i < t.n_words; ++i) {
+        if (!t.words[i]) fail(EMBER_ERR_INVALID_ARGUMENT, "triggers.words[%zu] is NULL", i);
+        const size_t n = strnlen(t.words[i], grammar::GrammarTriggers::kMaxWordBytes + 1);
+        out.words.emplace_back(t.words[i], n);   // a word too long is refused by check()
+    }
+    out.tokens.assign(t.tokens, t.tokens + t.n_tokens);
+    out.once = t.once;
+    return out;
+}
+
 ember_status create(const char *fn, const ember_model *model, const char *text, size_t len, ember_grammar **out,
-                    bool json_schema) {
+                    bool json_schema, bool lazy = false, const ember_grammar_triggers *triggers = nullptr) {
     if (out) *out = nullptr;
     return guard(fn, [&] {
         EMBER_REQUIRE_ARG(model);
@@ -28,10 +55,12 @@ ember_status create(const char *fn, const ember_model *model, const char *text, 
         if (len > grammar::GrammarLimits::kMaxTextBytes)
             fail(EMBER_ERR_INVALID_ARGUMENT, "the %s is %zu bytes, more than the limit of %zu", json_schema ? "schema" : "grammar",
                  len, grammar::GrammarLimits::kMaxTextBytes);
+        const grammar::GrammarTriggers trig = lazy ? read_triggers(triggers) : grammar::GrammarTriggers{};
         const std::string src(text ? text : "", len);
         const std::string gbnf = json_schema ? grammar::json_schema_to_gbnf(std::string_view(src)) : src;
         auto h = std::make_unique<ember_grammar>();
         h->grammar = std::make_shared<grammar::CompiledGrammar>(grammar::parse_gbnf(gbnf), vocab_of(*model));
+        if (lazy) h->grammar->set_triggers(trig);
         *out = h.release();
         return EMBER_OK;
     });
@@ -62,6 +91,26 @@ ember_status ember_grammar_create_gbnf(const ember_model *model, const char *gbn
 
 ember_status ember_grammar_create_json_schema(const ember_model *model, const char *schema, size_t len, ember_grammar **out) {
     return create("ember_grammar_create_json_schema", model, schema, len, out, true);
+}
+
+void ember_grammar_triggers_init(ember_grammar_triggers *triggers) {
+    if (triggers) triggers_defaults(triggers);
+}
+
+ember_status ember_grammar_create_lazy(const ember_model *model, const char *gbnf, size_t len,
+                                       const ember_grammar_triggers *triggers, ember_grammar **out) {
+    return create("ember_grammar_create_lazy", model, gbnf, len, out, false, true, triggers);
+}
+
+ember_status ember_sampler_grammar_constraining(const ember_sampler *sampler, bool *out_constraining) {
+    if (out_constraining) *out_constraining = false;
+    return guard("ember_sampler_grammar_constraining", [&] {
+        EMBER_REQUIRE_ARG(sampler);
+        EMBER_REQUIRE_ARG(out_constraining);
+        const abi::ExclusiveUse use_sampler = abi::claim(sampler, "ember_sampler_grammar_constraining");
+        *out_constraining = sampler->sampler->constrained();
+        return EMBER_OK;
+    });
 }
 
 void ember_grammar_free(ember_grammar *grammar) { delete grammar; }

@@ -83,6 +83,14 @@ void tool_grammar_defaults(ember_tool_grammar_params *p) {
     p->parallel = true;
 }
 
+// The control token whose text is `text` (a call opener such as [TOOL_CALLS]), or -1 where the text is
+// not one control token of the model's vocabulary.
+int32_t control_token(const ember_model &model, const std::string &text) {
+    const Tokenizer &tok = model.model->tokenizer();
+    const std::vector<int32_t> ids = tok.tokenize(text, false, true);
+    return ids.size() == 1 && tok.token_to_piece(ids[0], false).empty() ? ids[0] : -1;
+}
+
 tools::ToolGrammar build_tool_grammar(const ember_model *model, const ember_tool_grammar_params *params) {
     EMBER_REQUIRE_ARG(params);
     const ember_tool_grammar_params p = abi::read_params(params, sizeof(ember_tool_grammar_params),
@@ -95,8 +103,8 @@ tools::ToolGrammar build_tool_grammar(const ember_model *model, const ember_tool
         fail(EMBER_ERR_INVALID_ARGUMENT, "tool_choice is NAMED but name is NULL");
     std::vector<tools::Tool> list = read_tools(p.tools, p.n_tools);
     append_tools_json(p.tools_json, list);
-    return tools::tool_grammar(format, list, static_cast<tools::ToolChoice>(choice),
-                               text_or_empty(p.name), p.parallel);
+    return tools::tool_grammar(format, list, static_cast<tools::ToolChoice>(choice), text_or_empty(p.name), p.parallel,
+                               [&](const std::string &text) { return model && control_token(*model, text) >= 0; });
 }
 
 } // namespace
@@ -319,7 +327,23 @@ ember_status ember_chat_tool_grammar(const ember_model *model, const ember_tool_
         const tools::ToolGrammar g = build_tool_grammar(model, params);
         if (g.gbnf.empty()) return EMBER_OK;
         ember_grammar *h = nullptr;
-        const ember_status s = ember_grammar_create_gbnf(model, g.gbnf.data(), g.gbnf.size(), &h);
+        ember_status s;
+        if (g.trigger_words.empty() && g.trigger_tokens.empty()) {
+            s = ember_grammar_create_gbnf(model, g.gbnf.data(), g.gbnf.size(), &h);
+        } else {   // tool_choice auto: the opener switches the grammar on
+            std::vector<const char *> words;
+            for (const std::string &w : g.trigger_words) words.push_back(w.c_str());
+            std::vector<int32_t> tokens;
+            for (const std::string &t : g.trigger_tokens) tokens.push_back(control_token(*model, t));
+            ember_grammar_triggers trig;
+            ember_grammar_triggers_init(&trig);
+            trig.words = words.data();
+            trig.n_words = words.size();
+            trig.tokens = tokens.data();
+            trig.n_tokens = tokens.size();
+            trig.once = g.once;
+            s = ember_grammar_create_lazy(model, g.gbnf.data(), g.gbnf.size(), &trig, &h);
+        }
         if (s != EMBER_OK) throw Error(s, ember_last_error());
         *out = h;
         return EMBER_OK;

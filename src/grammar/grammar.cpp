@@ -136,10 +136,20 @@ CompiledGrammar::Stats CompiledGrammar::stats() {
 }
 
 void GrammarMatcher::accept(int32_t token) {
+    if (!constraining_) return watch(token);
     const int32_t next = g_->advance(state_, token);
     if (next == GrammarAutomaton::kDead)
         fail(EMBER_ERR_INVALID_ARGUMENT, "token %d is not allowed by the grammar here", token);
     state_ = next;
+    // A lazy grammar's match is over once complete: free text again (`once`: only the end may follow,
+    // which the complete state's mask allows).
+    if (g_->lazy() && !g_->triggers().once && g_->accepts(state_)) constraining_ = false;
+}
+
+void GrammarMatcher::reset() {
+    state_ = g_->start();
+    constraining_ = !g_->lazy();
+    recent_.clear();
 }
 
 } // namespace ember::grammar

@@ -48,12 +48,36 @@ struct GrammarVocab {
     bool is_eog(int32_t id) const;
 };
 
+// What switches a lazy grammar on (ember_grammar_create_lazy, tool_choice auto): until a trigger
+// appears in the generated text the grammar constrains nothing and costs nothing but a look at each
+// token's bytes. A word trigger is text: the grammar matches the text from the word's first byte (so a
+// word split across tokens, or preceded by other text in its token, is found). A token trigger is a
+// token id (a control token such as [TOOL_CALLS], whose text a grammar cannot match): the grammar
+// matches what follows it. Once the text matched since the trigger is complete under the grammar, the
+// constraint ends and free text resumes until the next trigger; with `once`, the grammar applies once
+// and only an end-of-generation token may follow it.
+struct GrammarTriggers {
+    static constexpr size_t kMaxWords = 16, kMaxWordBytes = 256, kMaxTokens = 16;
+    std::vector<std::string> words;
+    std::vector<int32_t> tokens;
+    bool once = false;
+    bool empty() const { return words.empty() && tokens.empty(); }
+    // Throws Error(EMBER_ERR_INVALID_ARGUMENT) for an empty or over-long word, a token outside the
+    // vocabulary, or more triggers than the limits.
+    void check(int32_t n_vocab) const;
+};
+
 class CompiledGrammar {
 public:
     // Throws Error(EMBER_ERR_INVALID_ARGUMENT) for a grammar beyond the limits.
     // max_automaton_bytes: the automaton's limit (GrammarAutomaton::kMaxBytes, or less in tests).
     CompiledGrammar(GrammarRules rules, std::shared_ptr<const GrammarVocab> vocab,
                     size_t max_automaton_bytes = GrammarAutomaton::kMaxBytes);
+
+    // Makes the grammar lazy (before it is shared: the triggers are read without the lock).
+    void set_triggers(GrammarTriggers t);
+    const GrammarTriggers &triggers() const { return triggers_; }
+    bool lazy() const { return !triggers_.empty(); }
 
     int32_t start() const { return start_; }
     // The state after token id, or GrammarAutomaton::kDead when the grammar does not allow it. An
@@ -90,28 +114,39 @@ private:
     std::vector<int32_t> walk_states_;   // per trie depth, reused
     Stats stats_;
     int32_t start_;
+    GrammarTriggers triggers_;
 };
 
-// One sequence's position in a grammar.
+// One sequence's position in a grammar. Of a lazy grammar, also whether it constrains now: before its
+// trigger (and after each complete match) it does not, and accept() only looks for the triggers.
 class GrammarMatcher {
 public:
-    explicit GrammarMatcher(std::shared_ptr<CompiledGrammar> g) : g_(std::move(g)), state_(g_->start()) {}
+    explicit GrammarMatcher(std::shared_ptr<CompiledGrammar> g)
+        : g_(std::move(g)), state_(g_->start()), constraining_(!g_->lazy()) {}
     // Throws Error(EMBER_ERR_INVALID_ARGUMENT) for a token the grammar does not allow here (the state
-    // is unchanged then).
+    // is unchanged then); while a lazy grammar does not constrain, every token is accepted.
     void accept(int32_t token);
+    // mask(), cached_mask(), allows() and complete() describe the grammar's position: ask them only
+    // while constraining() (a lazy grammar waiting for its trigger has no position yet).
+    bool constraining() const { return constraining_; }
     std::shared_ptr<const TokenMask> mask() { return g_->mask(state_); }
     std::shared_ptr<const TokenMask> cached_mask() { return g_->cached_mask(state_); }
     // Whether the grammar allows `token` next (its bytes stepped through; no mask needed).
     bool allows(int32_t token) { return g_->advance(state_, token) != GrammarAutomaton::kDead; }
     bool complete() { return g_->accepts(state_); }
-    void reset() { state_ = g_->start(); }
+    void reset();
     CompiledGrammar &grammar() { return *g_; }
     const std::shared_ptr<CompiledGrammar> &shared() const { return g_; }
     int32_t state() const { return state_; }
 
 private:
+    // A lazy grammar that does not constrain: looks for a trigger in what `token` adds.
+    void watch(int32_t token);
+
     std::shared_ptr<CompiledGrammar> g_;
     int32_t state_;
+    bool constraining_;
+    std::string recent_;   // lazy, waiting: the last bytes generated, where a word trigger may have begun
 };
 
 } // namespace ember::grammar

@@ -46,6 +46,8 @@ void Sampler::set_grammar(std::shared_ptr<grammar::CompiledGrammar> g) {
     matcher_ = g ? std::make_shared<grammar::GrammarMatcher>(std::move(g)) : nullptr;
 }
 
+bool Sampler::constrained() const { return matcher_ && matcher_->constraining(); }
+
 void Sampler::accept(int32_t token) {
     if (matcher_) matcher_->accept(token);   // first: a refused token changes nothing
     if (p_.penalty_last_n == 0) return;
@@ -72,7 +74,7 @@ int32_t Sampler::sample(const float *logits, size_t n_vocab) {
 }
 
 bool Sampler::draws_by_rejection(size_t n_vocab) const {
-    return matcher_ && !greedy() && (p_.top_k == 0 || static_cast<size_t>(p_.top_k) >= n_vocab) && p_.top_p >= 1.0f &&
+    return constrained() && !greedy() && (p_.top_k == 0 || static_cast<size_t>(p_.top_k) >= n_vocab) && p_.top_p >= 1.0f &&
            p_.min_p <= 0.0f;
 }
 
@@ -217,9 +219,11 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
     // seen before) is at hand and used as it is; one not computed yet is fetched only where needed below
     // (greedy decoding and top-k often need none). A mask that lists its tokens (few allowed) makes every
     // stage cost O(allowed tokens) instead of O(vocabulary).
-    std::shared_ptr<const grammar::TokenMask> mask = matcher_ ? matcher_->cached_mask() : nullptr;
+    // A lazy grammar waiting for its trigger takes no part: the chain is the one without a grammar.
+    const bool constrain = constrained();
+    std::shared_ptr<const grammar::TokenMask> mask = constrain ? matcher_->cached_mask() : nullptr;
     auto fetch_mask = [&] {
-        if (!matcher_) return;
+        if (!constrain) return;
         if (!mask) mask = matcher_->mask();
         if (mask->n_allowed == 0) fail(EMBER_ERR_GRAMMAR_DEAD_END, "the grammar allows no token here and is not complete");
     };
@@ -240,7 +244,7 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
             // With a grammar, the best token overall is the answer when the grammar allows it (it is then
             // also the best allowed one, ties included): checking its bytes spares computing the mask, which
             // is what a new grammar state costs (llama.cpp's common sampler checks first the same way).
-            if (matcher_ && !grammar_allows(static_cast<int32_t>(best))) {
+            if (constrain && !grammar_allows(static_cast<int32_t>(best))) {
                 fetch_mask();
                 best = mask->listed() ? best_listed(l, mask->ids) : best_masked(l, *mask);
             }
@@ -268,7 +272,7 @@ void Sampler::distribution(const float *logits, size_t n_vocab, const int32_t *e
     auto before = [](const Cand &a, const Cand &b) { return logit_before(a, b); };   // inlined, unlike a pointer
     const size_t k = p_.top_k > 0 ? static_cast<size_t>(p_.top_k) : 0;
     bool top_k_done = false;
-    if (k > 0 && k < n_vocab && !matcher_) {
+    if (k > 0 && k < n_vocab && !constrain) {
         top_by_logit(l, n_vocab, k, cand_);
         top_k_done = true;
     } else if (k > 0 && k < n_vocab && !listed) {

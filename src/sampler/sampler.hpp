@@ -79,6 +79,9 @@ public:
     // EMBER_ERR_INVALID_ARGUMENT for a token the grammar does not allow (changing nothing).
     void set_grammar(std::shared_ptr<grammar::CompiledGrammar> g);
     bool has_grammar() const { return matcher_ != nullptr; }
+    // Whether the grammar constrains the next token: false without one, and while a lazy grammar
+    // (grammar.hpp's GrammarTriggers) waits for its trigger, when sampling does no grammar work at all.
+    bool constrained() const;
     // The grammar position itself, to put aside and back (a grammar for one generate call).
     std::shared_ptr<grammar::GrammarMatcher> matcher_shared() const { return matcher_; }
     void set_matcher(std::shared_ptr<grammar::GrammarMatcher> m) { matcher_ = std::move(m); }

@@ -31,12 +31,10 @@ std::string literal(std::string_view s) {
 // A literal followed by a space, or nothing for the empty text.
 std::string literal_sp(std::string_view s) { return s.empty() ? std::string() : literal(s) + " "; }
 
-// A character of the trigger inside a class: hex-escaped so ] ^ - \ need no thought.
-std::string class_char(unsigned char c) { return format("\\x%02X", c); }
-
 // What one call of each family looks like, around the name and the arguments.
 struct CallShape {
-    std::string before_name, between, after;   // before_name NAME between ARGS after
+    std::string opener;                        // before each call (Hermes' <tool_call>), or ""
+    std::string before_name, between, after;   // opener before_name NAME between ARGS after
     std::string separator;                     // between two calls
     std::string open, close;                   // around all calls (a JSON array), or ""
     std::string prefix;                        // text the prompt must end with (control-token openers)
@@ -45,47 +43,60 @@ struct CallShape {
 
 CallShape shape(Format f) {
     switch (f) {
-    case Format::Hermes: return {"<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", "\n", "", "", "", true};
-    case Format::Llama3: return {"{\"name\": \"", "\", \"parameters\": ", "}", "", "", "", "", false};
-    case Format::Mistral: return {"{\"name\": \"", "\", \"arguments\": ", "}", ", ", "[", "]", "[TOOL_CALLS]", true};
+    case Format::Hermes: return {"<tool_call>", "\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", "\n", "", "", "", true};
+    case Format::Llama3: return {"", "{\"name\": \"", "\", \"parameters\": ", "}", "", "", "", "", false};
+    case Format::Mistral: return {"", "{\"name\": \"", "\", \"arguments\": ", "}", ", ", "[", "]", "[TOOL_CALLS]", true};
     case Format::Granite:
-    case Format::Phi4: return {"{\"name\": \"", "\", \"arguments\": ", "}", ", ", "[", "]", "<|tool_call|>", true};
-    case Format::GptOss: return {"", "", "", "", "", "", "<|channel|>commentary to=functions.", false};
+    case Format::Phi4: return {"", "{\"name\": \"", "\", \"arguments\": ", "}", ", ", "[", "]", "<|tool_call|>", true};
+    case Format::GptOss: return {"", "", "", "", "", "", "", "<|channel|>commentary to=functions.", false};
     default: fail(EMBER_ERR_UNSUPPORTED, "the format '%s' has no tool calls", format_name(f));
     }
 }
 
-// Rules matching the text of strings not containing `trigger`, which then continue with `after`:
-// one rule per matched length of the trigger (the automaton of a substring search), `start` the first.
-std::string until_trigger(const std::string &trigger, const std::string &start, const std::string &after) {
-    const size_t m = trigger.size();
-    // fallback[i]: the longest proper border of trigger[0, i) (Knuth-Morris-Pratt).
-    std::vector<size_t> border(m + 1, 0);
-    for (size_t i = 1, k = 0; i < m; ++i) {
-        while (k > 0 && trigger[i] != trigger[k]) k = border[k];
-        if (trigger[i] == trigger[k]) ++k;
-        border[i + 1] = k;
-    }
-    auto next = [&](size_t i, char c) {
-        while (i > 0 && trigger[i] != c) i = border[i];
-        return trigger[i] == c ? i + 1 : 0;
-    };
-    std::string chars;
-    for (char c : trigger)
-        if (chars.find(c) == std::string::npos) chars += c;
-    std::string others = "[^";
-    for (char c : chars) others += class_char(static_cast<unsigned char>(c));
-    others += "]";
-    std::string out;
-    for (size_t i = 0; i < m; ++i) {
-        out += start + "-" + std::to_string(i) + " ::= \"\" | " + others + " " + start + "-0";
-        for (char c : chars) {
-            const size_t j = next(i, c);
-            out += " | \"" + class_char(static_cast<unsigned char>(c)) + "\" " + (j == m ? after : start + "-" + std::to_string(j));
+// tool_choice auto: the grammar of the calls from the family's opener on, and the opener as its trigger
+// (grammar.hpp's GrammarTriggers): before the opener the model writes freely and the grammar costs
+// nothing. An opener that is one control token of the vocabulary is a token trigger (the grammar starts
+// after it); an opener that is text is a word trigger, and the grammar starts with its text.
+ToolGrammar lazy_calls(Format format, const CallShape &sh, const std::string &calls, const std::string &bodies,
+                       const std::string &rules, const std::string &more, bool parallel, const IsControlToken &is_control_token) {
+    ToolGrammar out;
+    auto token = [&](const std::string &text) { return is_control_token && is_control_token(text); };
+    switch (format) {
+    case Format::Hermes:
+        // One call per trigger: further calls open again (parallel), or only the end follows (once).
+        out.once = !parallel;
+        if (token(sh.opener)) {
+            out.trigger_tokens.push_back(sh.opener);
+            out.gbnf = "root ::= body\n" + bodies + rules;
+        } else {
+            out.trigger_words.push_back(sh.opener);
+            out.gbnf = "root ::= call\n" + calls + rules;
         }
-        out += "\n";
+        return out;
+    case Format::Llama3:
+        // A JSON object {"name": ...}, or <|python_tag|> before it: the object is the grammar either way.
+        out.trigger_words.push_back("{\"name\"");
+        if (token("<|python_tag|>")) out.trigger_tokens.push_back("<|python_tag|>");
+        out.once = true;
+        out.gbnf = "root ::= call\n" + calls + rules;
+        return out;
+    case Format::GptOss:
+        out.trigger_words.push_back("to=functions.");
+        out.gbnf = "root ::= \"to=functions.\" call\n" + calls;
+        return out;
+    default: {   // Mistral, Granite, Phi-4: an opener (a control token in their vocabularies), then a JSON array
+        out.once = !parallel;
+        const std::string array = literal_sp(sh.open) + "call " + more + literal_sp(sh.close);
+        if (token(sh.prefix)) {
+            out.trigger_tokens.push_back(sh.prefix);
+            out.gbnf = "root ::= " + array + "\n" + calls + rules;
+        } else {
+            out.trigger_words.push_back(sh.prefix);
+            out.gbnf = "root ::= " + literal(sh.prefix) + " " + array + "\n" + calls + rules;
+        }
+        return out;
     }
-    return out;
+    }
 }
 
 } // namespace
@@ -121,7 +132,7 @@ std::string prefix_rules(const std::string &gbnf, const std::string &prefix) {
 }
 
 ToolGrammar tool_grammar(Format format, const std::vector<Tool> &tools, ToolChoice choice, const std::string &name,
-                         bool parallel) {
+                         bool parallel, const IsControlToken &is_control_token) {
     if (choice == ToolChoice::None) return {};
     if (tools.empty()) fail(EMBER_ERR_INVALID_ARGUMENT, "tool_choice needs at least one tool");
     check_tools(tools);
@@ -134,50 +145,35 @@ ToolGrammar tool_grammar(Format format, const std::vector<Tool> &tools, ToolChoi
     ToolGrammar out;
     std::string rules;
     // One rule per tool: its name and its arguments (the schema's rules, renamed apart).
-    std::string calls = "call ::= (";
+    std::string calls = "call ::= (", bodies = "body ::= (";   // a call; a call after its opener
     for (size_t i = 0; i < allowed.size(); ++i) {
         const std::string p = "t" + std::to_string(i) + "-";
+        if (format == Format::GptOss && choice == ToolChoice::Auto) {
+            // The recipient is text in a message's header; the arguments follow control tokens, which a
+            // grammar cannot match: the lazy grammar holds the name to one of the tools.
+            calls += std::string(i ? " | " : "") + literal(allowed[i]->name);
+            continue;
+        }
         rules += prefix_rules(grammar::json_schema_to_gbnf(allowed[i]->parameters), p) + "\n";
         if (format == Format::GptOss) {
             // The name is in the prompt's prefix; the grammar is the arguments alone.
             if (allowed.size() > 1)
                 fail(EMBER_ERR_UNSUPPORTED, "gpt-oss writes the tool's name between control tokens: a grammar can "
                      "force one named tool, not a choice among %zu", allowed.size());
-            if (choice == ToolChoice::Auto)
-                fail(EMBER_ERR_UNSUPPORTED, "gpt-oss opens calls with control tokens: tool_choice auto runs without a grammar");
             out.prefix = sh.prefix + allowed[i]->name + " <|constrain|>json<|message|>";
             out.gbnf = "root ::= " + p + "root\n" + rules;
             return out;
         }
-        calls += std::string(i ? " | " : "") + literal(sh.before_name + allowed[i]->name + sh.between) + " " + p + "root";
+        const std::string rest = literal(sh.before_name + allowed[i]->name + sh.between) + " " + p + "root";
+        calls += std::string(i ? " | " : "") + literal_sp(sh.opener) + rest;
+        bodies += std::string(i ? " | " : "") + rest;
     }
     calls += ") " + literal_sp(sh.after) + "\n";
+    bodies += ") " + literal_sp(sh.after) + "\n";
     // Further calls: bounded, so that a model that keeps calling still ends.
     const std::string repeat = "{0," + std::to_string(kMaxParallelCalls - 1) + "} ";
     const std::string more = sh.several && parallel ? "(" + literal_sp(sh.separator) + "call)" + repeat : "";
-    if (choice == ToolChoice::Auto) {
-        if (format == Format::Hermes) {
-            // Free text; the opener switches the call's grammar on (its text is in `call`'s first literal).
-            const std::string opener = "<tool_call>";
-            std::string call_after = "call ::= (";
-            for (size_t i = 0; i < allowed.size(); ++i)
-                call_after += std::string(i ? " | " : "") +
-                              literal(sh.before_name.substr(opener.size()) + allowed[i]->name + sh.between) + " t" +
-                              std::to_string(i) + "-root";
-            call_after += ") " + literal(sh.after) + "\n";
-            out.gbnf = "root ::= free-0\n" + until_trigger(opener, "free", "first-call") +
-                       "first-call ::= call " + (parallel ? "(\"\\n\" " + literal(opener) + " call)" + repeat : "") +
-                       "\n" + call_after + rules;
-            return out;
-        }
-        if (format == Format::Llama3) {
-            // A reply is either a call (a JSON object first) or text that does not start with '{'.
-            out.gbnf = "root ::= call | text\ntext ::= ([^{] .*)?\n" + calls + rules;
-            return out;
-        }
-        fail(EMBER_ERR_UNSUPPORTED, "the format '%s' opens calls with a control token: tool_choice auto runs without a "
-             "grammar", format_name(format));
-    }
+    if (choice == ToolChoice::Auto) return lazy_calls(format, sh, calls, bodies, rules, more, parallel, is_control_token);
     out.prefix = sh.prefix;
     out.gbnf = "root ::= " + literal_sp(sh.open) + "call " + more + literal_sp(sh.close) + "\n" + calls + rules;
     return out;

@@ -4,7 +4,8 @@
 // Input: the grammar text; its last 8 bytes also steer a walk through the grammar.
 // Promises checked: parsing ends with a grammar or an ember error (never a crash, a hang or unbounded
 // memory: the limits in grammar_rules.hpp, checked after each input: InputBudget); for a grammar, every state's token mask equals stepping
-// each token on its own, and EOS is allowed exactly where the text is complete.
+// each token on its own, and EOS is allowed exactly where the text is complete; made lazy, the grammar
+// accepts every token until a trigger, then exactly the tokens its masks allow.
 #include "fuzz_grammar_common.hpp"
 
 #include "core/error.hpp"
@@ -26,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bool complete = false;
     try {
         fuzz::walk(*g, data + size - tail, tail, 24, complete);
+        fuzz::lazy_walk(*g, data, size < 64 ? size : 64);
     } catch (const Error &e) {
         // Only the matcher's memory limit may stop a walk.
         if (e.status() != EMBER_ERR_OUT_OF_MEMORY) fuzz::broken("walk threw", e.what());

@@ -4,6 +4,7 @@
 
 #include "fuzz_util.hpp"
 
+#include "core/error.hpp"
 #include "grammar/grammar.hpp"
 
 #include <chrono>
@@ -78,6 +79,35 @@ inline std::string walk(grammar::CompiledGrammar &g, const uint8_t *choices, siz
         s = g.advance(s, pick);
     }
     return text;
+}
+
+// The same grammar made lazy (the word {" and the token "true" its triggers), fed tokens chosen by the
+// bytes of `choices` whether allowed or not: while it waits for a trigger every token is accepted; while
+// it constrains, a token is accepted exactly where the mask allows it (a refused one changes nothing).
+inline void lazy_walk(grammar::CompiledGrammar &g, const uint8_t *choices, size_t n_choices) {
+    const grammar::GrammarVocab &v = g.vocab();
+    grammar::GrammarTriggers t;
+    t.words = {"{\""};
+    for (int32_t id = 0; id < v.n_vocab; ++id)
+        if (v.pieces[static_cast<size_t>(id)] == "true") t.tokens.push_back(id);
+    g.set_triggers(t);
+    grammar::GrammarMatcher m(std::shared_ptr<grammar::CompiledGrammar>(&g, [](grammar::CompiledGrammar *) {}));
+    for (size_t i = 0; i < n_choices; ++i) {
+        const int32_t id = static_cast<int32_t>(choices[i] % static_cast<uint8_t>(v.n_vocab));
+        if (!m.constraining()) {
+            m.accept(id);   // throws (a broken promise) if a waiting grammar refused it
+            continue;
+        }
+        const bool allowed = m.mask()->test(id);
+        const int32_t before = m.state();
+        try {
+            m.accept(id);
+            if (!allowed) broken("a constraining lazy grammar accepted a token its mask refuses");
+        } catch (const Error &e) {
+            if (allowed || e.status() != EMBER_ERR_INVALID_ARGUMENT || m.state() != before)
+                broken("a constraining lazy grammar refused a token its mask allows, or changed its state");
+        }
+    }
 }
 
 } // namespace ember::fuzz

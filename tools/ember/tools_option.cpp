@@ -60,7 +60,8 @@ bool tools_option(const Args &a, const ember_model *model, const std::string &us
                                      : EMBER_TOOL_CHOICE_NAMED;
     gp.name = choice.c_str();
     st = ember_chat_tool_grammar(model, &gp, &out->grammar);
-    // auto where the family opens calls with a control token: no grammar, the parser decides.
+    // auto: a lazy grammar, free text until the family's call opener. A format without call syntax
+    // (plain content) has none: the parser decides.
     if (st != EMBER_OK && !(st == EMBER_ERR_UNSUPPORTED && gp.choice == EMBER_TOOL_CHOICE_AUTO)) return ok(st, "--tool-choice");
     if (out->grammar) {
         std::string prefix(256, '\0');

@@ -137,6 +137,15 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)] internal static extern Status ember_grammar_memory(GrammarHandle grammar, out UIntPtr out_bytes);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_sampler_set_grammar(SamplerHandle sampler, GrammarHandle grammar);
+        // ---- lazy grammars (EMBER_1.10)
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_grammar_triggers_init(ref ember_grammar_triggers triggers);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_grammar_create_lazy(ModelHandle model, byte[] gbnf, UIntPtr len,
+                                                                ref ember_grammar_triggers triggers, out GrammarHandle grammar);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_sampler_grammar_constraining(SamplerHandle sampler,
+                                                                         [MarshalAs(UnmanagedType.I1)] out bool constraining);
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_generate_next(SessionHandle session, SamplerHandle sampler, out int token,
                                                           out IntPtr text, out UIntPtr text_len);

@@ -354,4 +354,16 @@ namespace Ember.Native
         public uint dimensions;
         public Pooling pooling;
     }
+
+    // What switches a lazy grammar on (ember_grammar_create_lazy, EMBER_1.10).
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_grammar_triggers
+    {
+        public uint struct_size;
+        public IntPtr words;               // const char *const *
+        public UIntPtr n_words;
+        public IntPtr tokens;              // const ember_token *
+        public UIntPtr n_tokens;
+        [MarshalAs(UnmanagedType.I1)] public bool once;
+    }
 }

@@ -316,6 +316,18 @@ pub struct ember_placement {
     pub description: [c_char; 512],
 }
 
+/// What switches a lazy grammar on (`ember_grammar_create_lazy`, EMBER_1.10).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_grammar_triggers {
+    pub struct_size: u32,
+    pub words: *const *const c_char,
+    pub n_words: usize,
+    pub tokens: *const ember_token,
+    pub n_tokens: usize,
+    pub once: bool,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ember_engine_stats {
@@ -927,4 +939,15 @@ extern "C" {
         n_docs: usize,
         scores: *mut f32,
     ) -> ember_status;
+
+    // ---- Lazy grammars (EMBER_1.10) ----
+    pub fn ember_grammar_triggers_init(triggers: *mut ember_grammar_triggers);
+    pub fn ember_grammar_create_lazy(
+        model: *const ember_model,
+        gbnf: *const c_char,
+        len: usize,
+        triggers: *const ember_grammar_triggers,
+        out: *mut *mut ember_grammar,
+    ) -> ember_status;
+    pub fn ember_sampler_grammar_constraining(sampler: *const ember_sampler, out_constraining: *mut bool) -> ember_status;
 }

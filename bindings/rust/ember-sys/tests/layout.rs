@@ -97,6 +97,7 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_chat_delta { struct_size, content, content_len, reasoning, reasoning_len, first_call, n_calls, malformed }
         ember_tool_grammar_params { struct_size, format, tmpl, tools, n_tools, choice, name, parallel, tools_json }
         ember_embed_params { struct_size, backend, n_threads, n_batch, max_tokens, truncate, normalize, dimensions, pooling }
+        ember_grammar_triggers { struct_size, words, n_words, tokens, n_tokens, once }
     }
 }
 
