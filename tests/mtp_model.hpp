@@ -4,9 +4,12 @@
 
 #include "test_util.h"
 
+#include "ember/ember.h"
 #include "gguf/gguf.hpp"
 #include "testing/synthetic.hpp"
 
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -46,6 +49,21 @@ inline std::string write_mtp_model(const ember::SyntheticSpec &spec, bool concen
     assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
     close(fd);
     return path;
+}
+
+// The backend these tests run on: the CPU, or Vulkan when argv[1] is "vulkan" (lavapipe in CI, with the
+// validation layer: many times slower, so the tests run shorter cases there: *short_cases). Returns -1 to
+// go on, else the exit code (EMBER_TEST_SKIP, the reason printed, where Vulkan has no device here).
+inline int mtp_test_backend(int argc, char **argv, ember_backend_kind *backend, bool *short_cases) {
+    *backend = EMBER_BACKEND_CPU;
+    *short_cases = false;
+    if (argc < 2 || std::strcmp(argv[1], "vulkan") != 0) return -1;
+    *backend = EMBER_BACKEND_VULKAN;
+    *short_cases = true;
+    size_t n = 0;
+    if (ember_backend_devices(EMBER_BACKEND_VULKAN, nullptr, 0, &n) != EMBER_OK || n == 0)
+        return std::printf("SKIP: no vulkan backend here: %s\n", ember_last_error()), EMBER_TEST_SKIP;
+    return -1;
 }
 
 // A family's synthetic spec with one multi-token-prediction layer.

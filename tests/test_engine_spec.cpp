@@ -200,21 +200,40 @@ void test_refusals(void **) {
     ember_model_free(m);
 }
 
+// The estimate counts what speculation adds: the second state slots (kv_bytes) and the MTP layer's
+// context (compute_bytes); NULL arguments of the stats call are refused.
+void test_estimate(void **) {
+    TempModelFile f{write_mtp_model(mtp_spec("qwen35"))};
+    ember_model *m = load(f.path);
+    ember_engine_params p;
+    ember_engine_params_init(&p);
+    p.n_ctx = 128;
+    p.n_seq_max = 4;
+    p.backend = g_backend;
+    ember_memory_estimate plain, spec;
+    ember_memory_estimate_init(&plain);
+    ember_memory_estimate_init(&spec);
+    assert_int_equal(ember_estimate_memory(m, &p, &plain), EMBER_OK);
+    p.speculation = EMBER_SPEC_MTP;
+    assert_int_equal(ember_estimate_memory(m, &p, &spec), EMBER_OK);
+    assert_true(spec.kv_bytes > plain.kv_bytes);
+    assert_true(spec.compute_bytes > plain.compute_bytes);
+    ember_request_stats st;
+    ember_request_stats_init(&st);
+    assert_int_equal(ember_request_get_stats(nullptr, &st), EMBER_ERR_INVALID_ARGUMENT);
+    ember_model_free(m);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-    if (argc > 1 && std::strcmp(argv[1], "vulkan") == 0) {
-        g_backend = EMBER_BACKEND_VULKAN;
-        g_short = true;
-        size_t n = 0;
-        if (ember_backend_devices(EMBER_BACKEND_VULKAN, nullptr, 0, &n) != EMBER_OK || n == 0)
-            return std::printf("SKIP: no vulkan backend here: %s\n", ember_last_error()), EMBER_TEST_SKIP;
-    }
+    if (const int rc = mtp_test_backend(argc, argv, &g_backend, &g_short); rc >= 0) return rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mtp),
         cmocka_unit_test(test_lookup),
         cmocka_unit_test(test_lookup_llama),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_estimate),
     };
     // On Vulkan (lavapipe with the validation layer: many times slower) the MTP draft alone: lookup's
     // part of a step runs on the host, the same on every backend.

@@ -195,13 +195,7 @@ void test_no_mtp_layers(void **) {
 } // namespace
 
 int main(int argc, char **argv) {
-    if (argc > 1 && std::strcmp(argv[1], "vulkan") == 0) {
-        g_backend = EMBER_BACKEND_VULKAN;
-        g_short = true;
-        size_t n = 0;
-        if (ember_backend_devices(EMBER_BACKEND_VULKAN, nullptr, 0, &n) != EMBER_OK || n == 0)
-            return std::printf("SKIP: no vulkan backend here: %s\n", ember_last_error()), EMBER_TEST_SKIP;
-    }
+    if (const int rc = mtp_test_backend(argc, argv, &g_backend, &g_short); rc >= 0) return rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen35),
         cmocka_unit_test(test_qwen35_concentrated),

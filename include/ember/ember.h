@@ -979,8 +979,10 @@ typedef struct ember_memory_estimate {
                               *   transparent huge pages on the model's first CPU session or engine (see
                               *   ember_model_load: then the memory check counts it) */
     uint64_t kv_bytes;       /**< the KV cache, and for a model with recurrent layers (Qwen3.5) their
-                              *   states: one per running sequence and as many prefix snapshots */
-    uint64_t compute_bytes;  /**< activations, scratch and logits */
+                              *   states: one per running sequence and as many prefix snapshots (with
+                              *   speculation, EMBER_1.10, a second one per running sequence) */
+    uint64_t compute_bytes;  /**< activations, scratch and logits (with EMBER_SPEC_MTP also the
+                              *   multi-token-prediction layers' context and KV rows) */
     uint64_t total_bytes;    /**< the sum */
 } ember_memory_estimate;
 
