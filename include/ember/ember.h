@@ -927,7 +927,8 @@ typedef struct ember_engine_params {
      *  none); EMBER_SPEC_LOOKUP: n-gram lookup in each request's own tokens; EMBER_SPEC_DRAFT:
      *  EMBER_ERR_UNSUPPORTED (an engine takes no draft model). */
     ember_spec_mode speculation;
-    /** Tokens a request drafts per step, 1..8 (default 4). */
+    /** The most tokens a request drafts in a step, 1..8 (default 4); it drafts one more than its last
+     *  step kept, so a draft that is seldom right costs one token a step. */
     uint32_t spec_k;
     /** EMBER_SPEC_LOOKUP: longest suffix matched, 1..16 (default 3). */
     uint32_t spec_ngram_max;

@@ -203,7 +203,10 @@ Engine::Engine(const Model &model, const EngineOptions &opts)
     if (plan_.n_window_blocks > 0) window_pool_ = std::make_unique<kv::BlockPool>(plan_.n_window_blocks, plan_.block_size);
     logits_.resize(size_t{plan_.n_seq_max} * (plan_.spec_k + 1) * model.desc().hp.n_vocab);
     if (plan_.spec_k) {
-        drafter_ = std::make_unique<EngineDrafter>(model, backend, *ctx_, plan_, opts.spec_mode, plan_.spec_k, opts.spec_ngram_max);
+        // The MTP layer on the device's own backend, as a session's (not split across devices: it is one layer).
+        Backend &draft_backend = placement_.backend ? backend_require(backend_kind_) : backend;
+        drafter_ = std::make_unique<EngineDrafter>(model, draft_backend, *ctx_, plan_, opts.spec_mode, plan_.spec_k,
+                                                   opts.spec_ngram_max);
         hidden_.resize(size_t{plan_.n_batch} * drafter_->hidden_width());
     }
     if (!opts_.manual_step) worker_ = std::thread([this] { worker_main(); });
@@ -389,6 +392,9 @@ void Engine::sample_decode(const std::shared_ptr<Request> &self, const float *ro
         r.spec_accepted += std::min(i, n_drafts);
     }
     if (ended) return;
+    // The next round drafts one more than this one kept: as many as the draft was right for in a row,
+    // up to spec_k, so a draft that is seldom right costs little (engine_spec.hpp).
+    if (n_drafts > 0) r.draft_len = i + 1;
     // i drafts agreed: the pending token and they stay, the rest go.
     if (i < n_drafts) roll_back(r, pos0 + 1 + i, pos0);
     else if (n_drafts > 0 && r.state_spare >= 0) std::swap(r.state_slot, r.state_spare);   // the pass's state is the request's

@@ -14,7 +14,7 @@ uint32_t draft_room(const Request &r, uint32_t k, uint32_t n_ctx) {
     if (!r.speculate || r.finished || r.pending < 0 || !r.replay.empty() || !r.seq) return 0;
     const uint32_t pos = r.seq->size();   // where the pending token goes
     if (pos + 1 >= n_ctx) return 0;
-    uint32_t room = std::min(k, n_ctx - 1 - pos);
+    uint32_t room = std::min({k, r.draft_len, n_ctx - 1 - pos});
     // The pass yields at most room + 1 tokens: no more than max_tokens still wants.
     if (r.max_tokens) room = r.generated + 1 >= r.max_tokens ? 0 : std::min(room, r.max_tokens - r.generated - 1);
     return room;

@@ -15,6 +15,9 @@
 // accepted, the two swap; one rejected, the first slot still holds the state before z, and z plus the
 // accepted drafts are fed again, with no drafts, in the request's next step.
 //
+// A request drafts at most k tokens, and one more than its last round kept: a draft right for a run of
+// m tokens is asked for m + 1 next, and one that is seldom right costs one drafted token a round.
+//
 // Drafts come from n-gram lookup in the request's own tokens (spec/lookup.hpp) or from the model's own
 // multi-token-prediction block (mtp_stream.hpp), which runs on a context of its own with a block pool
 // of its own: each step evaluates the pairs every request's last pass made known (one batch for all),

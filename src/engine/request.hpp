@@ -73,6 +73,7 @@ struct Request {
     // evaluate again (before `pending`), the second state slot a verifying pass writes (state_slot keeps
     // the state before it), and the multi-token-prediction block's rows.
     bool speculate = false;
+    uint32_t draft_len = ~0u;   // the most it drafts next: one more than its last round kept (engine_spec.hpp)
     std::vector<int32_t> drafts, replay;
     int32_t state_spare = -1;
     std::unique_ptr<MtpStream> mtp;
