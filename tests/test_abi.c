@@ -218,6 +218,9 @@ static void test_struct_size(void **state) {
         {"ember_engine_params_init", "EMBER_1.1", 48},
         {"ember_sampler_params_init", "EMBER_1", 48},
         {"ember_request_params_init", "EMBER_1", 56},
+        /* and in EMBER_1.10 (speculation): the EMBER_1.9 engine params, the EMBER_1.4 request params */
+        {"ember_engine_params_init", "EMBER_1.9", 72},
+        {"ember_request_params_init", "EMBER_1.4", 80},
     };
     for (size_t k = 0; k < sizeof grown_1_4 / sizeof grown_1_4[0]; ++k) {
         init_fn old = (init_fn)dlvsym(RTLD_DEFAULT, grown_1_4[k].name, grown_1_4[k].node);

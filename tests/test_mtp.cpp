@@ -11,8 +11,7 @@
 #include "test_util.h"
 
 #include "ember/ember.h"
-#include "gguf/gguf.hpp"
-#include "testing/synthetic.hpp"
+#include "mtp_model.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -27,41 +26,6 @@ ember_backend_kind g_backend = EMBER_BACKEND_CPU;
 // On Vulkan (lavapipe in CI, with the validation layer: many times slower than the CPU) fewer cases run:
 // one draft length and shorter generations.
 bool g_short = false;
-
-struct File {
-    std::string path;
-    ~File() {
-        if (!path.empty()) unlink(path.c_str());
-    }
-};
-
-// The output norm's weights and the MTP block's (shared_head_norm) set to keep one dimension alone: the
-// model's and the block's logits are then both the output matrix's first column times one value each,
-// so the block's guesses agree with the model now and then — random weights alone give a block that is
-// never right, which leaves the paths of accepted drafts untested.
-void concentrate_heads(std::vector<uint8_t> &bytes) {
-    const ember::gguf::File g = ember::gguf::File::parse(bytes.data(), bytes.size());
-    int patched = 0;
-    for (const ember::gguf::TensorInfo &t : g.tensors()) {
-        if (t.name != "output_norm.weight" && t.name.find("nextn.shared_head_norm.weight") == std::string_view::npos) continue;
-        float *w = reinterpret_cast<float *>(bytes.data() + (static_cast<const uint8_t *>(t.data) - bytes.data()));
-        const size_t n = t.n_bytes / sizeof(float);
-        for (size_t i = 0; i < n; ++i) w[i] = i == 0 ? 8.0f : 0.0f;
-        ++patched;
-    }
-    assert_int_equal(patched, 2);
-}
-
-std::string write_model(const ember::SyntheticSpec &spec, bool concentrated = false) {
-    std::vector<uint8_t> bytes = ember::synthetic_model_gguf(spec);
-    if (concentrated) concentrate_heads(bytes);
-    char path[] = "/tmp/ember_mtp_XXXXXX";
-    const int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, bytes.data(), bytes.size()), (ssize_t)bytes.size());
-    close(fd);
-    return path;
-}
 
 ember_model *load(const std::string &path) {
     ember_model *m = nullptr;
@@ -133,10 +97,7 @@ void expect_tokens(const char *family, const char *what, const std::vector<ember
 }
 
 void check_family(const char *family, bool concentrated) {
-    ember::SyntheticSpec spec = ember::synthetic_family(family);
-    spec.n_nextn = 1;
-    if (!spec.recurrent_layers.empty()) spec.recurrent_layers.resize(spec.n_layer + spec.n_nextn, false);
-    File f{write_model(spec, concentrated)};
+    TempModelFile f{write_mtp_model(mtp_spec(family), concentrated)};
     ember_model *m = load(f.path);
     int64_t n_mtp = 0;
     assert_int_equal(ember_model_meta_int(m, (std::string(family) + ".nextn_predict_layers").c_str(), &n_mtp), EMBER_OK);
@@ -215,7 +176,7 @@ void test_qwen35moe_concentrated(void **) { check_family("qwen35moe", true); }
 void test_no_mtp_layers(void **) {
     ember::SyntheticSpec spec = ember::synthetic_family("qwen35");
     spec.n_nextn = 0;
-    File f{write_model(spec)};
+    TempModelFile f{write_mtp_model(spec)};
     ember_model *m = load(f.path);
     ember_session *s = session(m);
     ember_spec_params sp;
@@ -234,13 +195,7 @@ void test_no_mtp_layers(void **) {
 } // namespace
 
 int main(int argc, char **argv) {
-    if (argc > 1 && std::strcmp(argv[1], "vulkan") == 0) {
-        g_backend = EMBER_BACKEND_VULKAN;
-        g_short = true;
-        size_t n = 0;
-        if (ember_backend_devices(EMBER_BACKEND_VULKAN, nullptr, 0, &n) != EMBER_OK || n == 0)
-            return std::printf("SKIP: no vulkan backend here: %s\n", ember_last_error()), EMBER_TEST_SKIP;
-    }
+    if (const int rc = mtp_test_backend(argc, argv, &g_backend, &g_short); rc >= 0) return rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen35),
         cmocka_unit_test(test_qwen35_concentrated),

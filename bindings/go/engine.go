@@ -26,6 +26,13 @@ type EngineOptions struct {
 	GPULayers      int32
 	ExpertsOnCPU   int32
 	GPUBudgetBytes uint64
+	// Speculative decoding for the requests that do not opt out (RequestOptions.NoSpeculation): SpecMTP
+	// (the model's own multi-token-prediction layers) or SpecLookup (n-gram lookup); a request's tokens
+	// are the same as without it. SpecK: tokens a request drafts per step, 1..8 (0: the default, 4);
+	// SpecNgramMax: SpecLookup's longest suffix, 1..16 (0: the default, 3).
+	Speculation  SpecMode
+	SpecK        uint32
+	SpecNgramMax uint32
 }
 
 // Engine batches many requests on one model (continuous batching on a worker thread). It and its
@@ -64,6 +71,13 @@ func (m *Model) NewEngine(opts *EngineOptions) (*Engine, error) {
 		}
 		p.experts_on_cpu = C.int32_t(opts.ExpertsOnCPU)
 		p.gpu_budget_bytes = C.uint64_t(opts.GPUBudgetBytes)
+		p.speculation = C.ember_spec_mode(opts.Speculation)
+		if opts.SpecK != 0 {
+			p.spec_k = C.uint32_t(opts.SpecK)
+		}
+		if opts.SpecNgramMax != 0 {
+			p.spec_ngram_max = C.uint32_t(opts.SpecNgramMax)
+		}
 	}
 	var h *C.ember_engine
 	var msg *C.char
@@ -138,6 +152,18 @@ type RequestOptions struct {
 	// Grammar constrains the request's sampling (the request keeps its own reference, so the grammar
 	// may be closed after submit). A dead end fails the request with ErrGrammarDeadEnd.
 	Grammar *Grammar
+	// NoSpeculation: plain decoding for this request even when the engine speculates (the tokens are the
+	// same either way).
+	NoSpeculation bool
+}
+
+// RequestStats are a request's counters (ember_request_stats).
+type RequestStats struct {
+	Tokens         uint64  // tokens generated so far
+	DecodeSteps    uint64  // engine steps whose pass evaluated its generated tokens
+	Drafted        uint64  // tokens it drafted
+	Accepted       uint64  // of those, kept
+	AcceptanceRate float64 // Accepted / Drafted (0 when nothing was drafted)
 }
 
 // SubmitWith queues a request with the options (see RequestOptions).
@@ -166,7 +192,7 @@ func (e *Engine) SubmitWith(prompt []Token, opts RequestOptions) (*Request, erro
 	err := useGrammar(op, opts.Grammar, func(g *C.ember_grammar) error {
 		var msg *C.char
 		st := C.eg_request_submit(e.h, tokenPtr(prompt), C.size_t(len(prompt)), C.uint32_t(maxTokens), sp, g, stopArr,
-			nStop, &h, &msg)
+			nStop, C.bool(!opts.NoSpeculation), &h, &msg)
 		return result(op, st, msg)
 	})
 	if err != nil {
@@ -187,6 +213,23 @@ func (r *Request) rlock(op string) error {
 		return closedError(op, "request")
 	}
 	return nil
+}
+
+// Stats reads the request's counters: tokens, steps, drafts and accepted drafts.
+func (r *Request) Stats() (RequestStats, error) {
+	const op = "ember_request_get_stats"
+	if err := r.rlock(op); err != nil {
+		return RequestStats{}, err
+	}
+	defer r.mu.RUnlock()
+	var cs C.ember_request_stats
+	C.ember_request_stats_init(&cs)
+	var msg *C.char
+	if err := result(op, C.eg_request_get_stats(r.h, &cs, &msg), msg); err != nil {
+		return RequestStats{}, err
+	}
+	return RequestStats{Tokens: uint64(cs.n_tokens), DecodeSteps: uint64(cs.decode_steps), Drafted: uint64(cs.drafted),
+		Accepted: uint64(cs.accepted), AcceptanceRate: float64(cs.acceptance_rate)}, nil
 }
 
 // Poll takes the tokens generated since the previous Poll and reports the state; it never blocks on

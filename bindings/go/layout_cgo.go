@@ -122,6 +122,10 @@ func cgoStructLayouts() []cStructLayout {
 			{"gpu_layers", unsafe.Offsetof(s6.gpu_layers), unsafe.Sizeof(s6.gpu_layers)},
 			{"experts_on_cpu", unsafe.Offsetof(s6.experts_on_cpu), unsafe.Sizeof(s6.experts_on_cpu)},
 			{"gpu_budget_bytes", unsafe.Offsetof(s6.gpu_budget_bytes), unsafe.Sizeof(s6.gpu_budget_bytes)},
+			{"speculation", unsafe.Offsetof(s6.speculation), unsafe.Sizeof(s6.speculation)},
+			{"spec_k", unsafe.Offsetof(s6.spec_k), unsafe.Sizeof(s6.spec_k)},
+			{"spec_ngram_max", unsafe.Offsetof(s6.spec_ngram_max), unsafe.Sizeof(s6.spec_ngram_max)},
+			{"reserved_1_10", unsafe.Offsetof(s6.reserved_1_10), unsafe.Sizeof(s6.reserved_1_10)},
 		}},
 		{"ember_engine_stats", C.sizeof_ember_engine_stats, unsafe.Alignof(s7), []cFieldLayout{
 			{"struct_size", unsafe.Offsetof(s7.struct_size), unsafe.Sizeof(s7.struct_size)},
@@ -144,6 +148,7 @@ func cgoStructLayouts() []cStructLayout {
 			{"grammar", unsafe.Offsetof(s8.grammar), unsafe.Sizeof(s8.grammar)},
 			{"stop", unsafe.Offsetof(s8.stop), unsafe.Sizeof(s8.stop)},
 			{"n_stop", unsafe.Offsetof(s8.n_stop), unsafe.Sizeof(s8.n_stop)},
+			{"speculate", unsafe.Offsetof(s8.speculate), unsafe.Sizeof(s8.speculate)},
 		}},
 		{"ember_chat_message", C.sizeof_ember_chat_message, unsafe.Alignof(s9), []cFieldLayout{
 			{"role", unsafe.Offsetof(s9.role), unsafe.Sizeof(s9.role)},

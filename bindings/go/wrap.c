@@ -229,7 +229,7 @@ ember_status eg_engine_get_stats(ember_engine *e, ember_engine_stats *stats, cha
  * passed here is not kept after the call. */
 ember_status eg_request_submit(ember_engine *e, const ember_token *prompt, size_t n_prompt, uint32_t max_tokens,
                                const ember_sampler_params *sampling, const ember_grammar *g, char **stop,
-                               size_t n_stop, ember_request **out, char **err) {
+                               size_t n_stop, bool speculate, ember_request **out, char **err) {
     ember_request_params p;
     ember_request_params_init(&p);
     p.prompt = prompt;
@@ -239,7 +239,12 @@ ember_status eg_request_submit(ember_engine *e, const ember_token *prompt, size_
     p.grammar = g;   /* the request takes its own reference */
     p.stop = (const char *const *)stop;
     p.n_stop = n_stop;
+    p.speculate = speculate;
     EG_CALL(ember_request_submit(e, &p, out));
+}
+
+ember_status eg_request_get_stats(ember_request *r, ember_request_stats *stats, char **err) {
+    EG_CALL(ember_request_get_stats(r, stats));
 }
 
 ember_status eg_request_logprobs(ember_request *r, size_t i, ember_token_logprob *sampled, ember_token_logprob *top,

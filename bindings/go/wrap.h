@@ -72,7 +72,8 @@ ember_status eg_engine_create(const ember_model *m, const ember_engine_params *p
 ember_status eg_engine_get_stats(ember_engine *e, ember_engine_stats *stats, char **err);
 ember_status eg_request_submit(ember_engine *e, const ember_token *prompt, size_t n_prompt, uint32_t max_tokens,
                                const ember_sampler_params *sampling, const ember_grammar *g, char **stop,
-                               size_t n_stop, ember_request **out, char **err);
+                               size_t n_stop, bool speculate, ember_request **out, char **err);
+ember_status eg_request_get_stats(ember_request *r, ember_request_stats *stats, char **err);
 ember_status eg_request_logprobs(ember_request *r, size_t i, ember_token_logprob *sampled, ember_token_logprob *top,
                                  size_t cap, size_t *count, char **err);
 ember_status eg_request_poll(ember_request *r, ember_token *toks, size_t cap, size_t *count,

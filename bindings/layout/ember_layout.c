@@ -136,7 +136,11 @@
       F(ember_engine_params, device, const ember_device *)                                           \
       F(ember_engine_params, gpu_layers, int32_t)                                                    \
       F(ember_engine_params, experts_on_cpu, int32_t)                                                \
-      F(ember_engine_params, gpu_budget_bytes, uint64_t))                                            \
+      F(ember_engine_params, gpu_budget_bytes, uint64_t)                                             \
+      F(ember_engine_params, speculation, ember_spec_mode)                                           \
+      F(ember_engine_params, spec_k, uint32_t)                                                       \
+      F(ember_engine_params, spec_ngram_max, uint32_t)                                               \
+      F(ember_engine_params, reserved_1_10, uint32_t))                                               \
     S(ember_engine_stats,                                                                            \
       F(ember_engine_stats, struct_size, uint32_t)                                                   \
       F(ember_engine_stats, n_blocks, uint32_t)                                                      \
@@ -179,7 +183,16 @@
       F(ember_request_params, user_data, void *)                                                     \
       F(ember_request_params, grammar, const ember_grammar *)                                        \
       F(ember_request_params, stop, const char *const *)                                             \
-      F(ember_request_params, n_stop, size_t))                                                       \
+      F(ember_request_params, n_stop, size_t)                                                        \
+      F(ember_request_params, speculate, bool))                                                      \
+    S(ember_request_stats,                                                                           \
+      F(ember_request_stats, struct_size, uint32_t)                                                  \
+      F(ember_request_stats, reserved, uint32_t)                                                     \
+      F(ember_request_stats, n_tokens, uint64_t)                                                     \
+      F(ember_request_stats, decode_steps, uint64_t)                                                 \
+      F(ember_request_stats, drafted, uint64_t)                                                      \
+      F(ember_request_stats, accepted, uint64_t)                                                     \
+      F(ember_request_stats, acceptance_rate, double))                                               \
     S(ember_device_info,                                                                             \
       F(ember_device_info, struct_size, uint32_t)                                                    \
       F(ember_device_info, index, uint32_t)                                                          \
@@ -406,6 +419,8 @@
     X(ember_status, ember_request_error, (ember_request *, ember_status *, const char **)) \
     X(ember_status, ember_request_logprobs, (ember_request *, size_t, ember_token_logprob *, ember_token_logprob *, size_t, size_t *)) \
     X(void, ember_request_free, (ember_request *)) \
+    X(void, ember_request_stats_init, (ember_request_stats *)) \
+    X(ember_status, ember_request_get_stats, (ember_request *, ember_request_stats *)) \
     X(void, ember_device_info_init, (ember_device_info *)) \
     X(ember_status, ember_backend_devices, (ember_backend_kind, ember_device_info *, size_t, size_t *)) \
     X(ember_status, ember_devices, (const ember_device **, size_t, size_t *)) \

@@ -925,6 +925,20 @@ typedef struct ember_engine_params {
     int32_t gpu_layers;
     int32_t experts_on_cpu;
     uint64_t gpu_budget_bytes;
+    /* --- EMBER_1.10 (a caller built against EMBER_1.9 passes struct_size 72 and gets the defaults) --- */
+    /** Speculative decoding for the requests that ask for it (ember_request_params.speculate; see
+     *  "Speculation in the engine" below). Default EMBER_SPEC_OFF. EMBER_SPEC_MTP: the model's own
+     *  multi-token-prediction layers draft (EMBER_ERR_INVALID_ARGUMENT at create when the file carries
+     *  none); EMBER_SPEC_LOOKUP: n-gram lookup in each request's own tokens; EMBER_SPEC_DRAFT:
+     *  EMBER_ERR_UNSUPPORTED (an engine takes no draft model). */
+    ember_spec_mode speculation;
+    /** The most tokens a request drafts in a step, 1..8 (default 4); it drafts one more than its last
+     *  step kept, so a draft that is seldom right costs one token a step. */
+    uint32_t spec_k;
+    /** EMBER_SPEC_LOOKUP: longest suffix matched, 1..16 (default 3). */
+    uint32_t spec_ngram_max;
+    /** Keep 0. */
+    uint32_t reserved_1_10;
 } ember_engine_params;
 
 EMBER_API void ember_engine_params_init(ember_engine_params *params);
@@ -971,8 +985,10 @@ typedef struct ember_memory_estimate {
                               *   transparent huge pages on the model's first CPU session or engine (see
                               *   ember_model_load: then the memory check counts it) */
     uint64_t kv_bytes;       /**< the KV cache, and for a model with recurrent layers (Qwen3.5) their
-                              *   states: one per running sequence and as many prefix snapshots */
-    uint64_t compute_bytes;  /**< activations, scratch and logits */
+                              *   states: one per running sequence and as many prefix snapshots (with
+                              *   speculation, EMBER_1.10, a second one per running sequence) */
+    uint64_t compute_bytes;  /**< activations, scratch and logits (with EMBER_SPEC_MTP also the
+                              *   multi-token-prediction layers' context and KV rows) */
     uint64_t total_bytes;    /**< the sum */
 } ember_memory_estimate;
 
@@ -1025,6 +1041,10 @@ typedef struct ember_request_params {
      *  stop text or anything after it. */
     const char *const *stop;
     size_t n_stop;
+    /* --- EMBER_1.10 (a caller built against EMBER_1.4 passes struct_size 80 and gets the default) --- */
+    /** Default true: the request drafts with its engine's speculation (ember_engine_params.speculation),
+     *  if any; false: plain decoding. Its tokens are the same either way. */
+    bool speculate;
 } ember_request_params;
 
 EMBER_API void ember_request_params_init(ember_request_params *params);
@@ -1074,6 +1094,32 @@ EMBER_API ember_status ember_request_logprobs(ember_request *request, size_t i, 
 
 /** Cancels the request if it still runs and frees the handle. NULL is a no-op. */
 EMBER_API void ember_request_free(ember_request *request);
+
+/* Speculation in the engine (EMBER_1.10). With ember_engine_params.speculation set, each step a request
+ * that speculates proposes up to spec_k tokens after its last one (the model's multi-token-prediction
+ * layers, or n-gram lookup in its own tokens), and the step's one forward pass evaluates them beside the
+ * other requests' work, with logits for each. The request's sampler then draws from those rows exactly
+ * as plain decoding draws (the same random numbers, in the same order) and keeps each draft its draw
+ * agrees with; the first draw that differs is the request's next token. So a request's tokens are those
+ * it gets without speculation, greedy or sampled with a seed, grammar and logprobs included; speculation
+ * changes only how many tokens a step yields. Rejected drafts are rolled back (their KV rows forgotten);
+ * on a model with recurrent layers (Qwen3.5) the request's state before the drafts is kept, and the
+ * tokens accepted before a rejection are evaluated again in its next step (which drafts nothing). */
+
+/** A request's counters, read at any time (like ember_request_poll, never blocking on a step). */
+typedef struct ember_request_stats {
+    uint32_t struct_size;
+    uint32_t reserved;          /**< 0 */
+    uint64_t n_tokens;          /**< tokens generated so far (those ember_request_poll returns) */
+    uint64_t decode_steps;      /**< engine steps whose forward pass evaluated its generated tokens */
+    uint64_t drafted;           /**< tokens it drafted (0 without speculation) */
+    uint64_t accepted;          /**< of those, kept */
+    double acceptance_rate;     /**< accepted / drafted (0 when nothing was drafted) */
+} ember_request_stats;
+
+EMBER_API void ember_request_stats_init(ember_request_stats *stats);
+/** Fills *stats (struct_size set by ember_request_stats_init). Also after the request ended. */
+EMBER_API ember_status ember_request_get_stats(ember_request *request, ember_request_stats *stats);
 
 /* ---------------------------------------------------------------------------------------------------
  * Backend devices (since EMBER_1.2)

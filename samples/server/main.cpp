@@ -92,6 +92,8 @@ int main(int argc, char **argv) {
     ep.n_ctx = opt.n_ctx;
     ep.n_threads = opt.n_threads;
     ep.backend = opt.backend;
+    ep.speculation = opt.speculation;
+    ep.spec_k = opt.spec_k;
     ember_engine *engine = nullptr;
     if ((st = ember_engine_create(model, &ep, &engine)) != EMBER_OK) {
         std::fprintf(stderr, "ember-server: cannot create the engine: %s\n", ember_last_error());

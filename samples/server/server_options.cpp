@@ -19,6 +19,10 @@ const char *const kUsage =
     "  -c, --ctx-size N     context per request in tokens (default: the model's, at most 4096)\n"
     "  -t, --threads N      CPU threads (default: physical cores, at most 8)\n"
     "  --backend NAME       auto, cpu, vulkan or cuda (default auto)\n"
+    "  --mtp                speculative decoding with the model's own multi-token-prediction layers\n"
+    "                       (Qwen3.5 / 3.6 files carry them); the same tokens, fewer steps when drafts are kept\n"
+    "  --lookup             speculative decoding with n-gram lookup in each request's own tokens\n"
+    "  --draft-k K          tokens drafted per request and step with --mtp or --lookup, 1..8 (default 4)\n"
     "  --max-body BYTES     largest request body accepted, decompressed (default 1048576)\n"
     "  --max-pending N      generations held at once, running or queued; more get 503 (default 2 x parallel)\n"
     "  --header-timeout S   seconds a client has to send a request's line and headers (default 10)\n"
@@ -90,6 +94,15 @@ bool parse_options(int argc, char **argv, Options *o, bool *exit_now) {
             o->verbose = true;
             continue;
         }
+        if (is("--mtp") || is("--lookup")) {
+            const ember_spec_mode mode = is("--mtp") ? EMBER_SPEC_MTP : EMBER_SPEC_LOOKUP;
+            if (o->speculation != EMBER_SPEC_OFF && o->speculation != mode) {
+                std::fprintf(stderr, "ember-server: --mtp and --lookup exclude each other\n");
+                return false;
+            }
+            o->speculation = mode;
+            continue;
+        }
         if (i + 1 >= argc) {
             std::fprintf(stderr, "ember-server: unknown option or missing value: %s\n%s", argv[i], kUsage);
             return false;
@@ -109,6 +122,7 @@ bool parse_options(int argc, char **argv, Options *o, bool *exit_now) {
         else if (is("--header-timeout")) ok = parse_seconds(arg, val, &o->header_timeout_ms);
         else if (is("--body-timeout")) ok = parse_seconds(arg, val, &o->body_timeout_ms);
         else if (is("--alias")) o->model_id = val;
+        else if (is("--draft-k")) ok = parse_uint(arg, val, 8u, &o->spec_k) && o->spec_k > 0;
         else if (is("--chat-template-file")) ok = read_text_file(std::string(val), &o->chat_template);
         else if (is("--backend")) {
             if (val == "auto") o->backend = EMBER_BACKEND_AUTO;

@@ -26,6 +26,8 @@ struct Options {
     std::string model_id;             // the name /v1/models reports (default: the file name without .gguf)
     bool verbose = false;             // log each request on stderr
     std::string chat_template;        // --chat-template-file: used instead of the model's ("" = the model's)
+    ember_spec_mode speculation = EMBER_SPEC_OFF;   // --mtp or --lookup: every request drafts (the engine's)
+    uint32_t spec_k = 4;                            // --draft-k
 };
 
 // Parses argv into *out. On a bad or missing option writes a message to stderr and returns false;

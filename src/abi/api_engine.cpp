@@ -11,13 +11,14 @@ using ember::abi::guard;
 
 extern "C" {
 
-// ember_engine_params grew in EMBER_1.1 (kv_type) and EMBER_1.4 (reserved, device): programs built against
-// EMBER_1 keep an init that writes only the 40 bytes their struct has, those built against EMBER_1.1 one
-// that writes 48 (see ember_session_params_init).
+// ember_engine_params grew in EMBER_1.1 (kv_type), EMBER_1.4 (reserved, device), EMBER_1.9 (placement) and
+// EMBER_1.10 (speculation): programs built against EMBER_1 keep an init that writes only the 40 bytes their
+// struct has, those built against EMBER_1.1 one that writes 48, and so on (see ember_session_params_init).
 namespace {
 constexpr uint32_t kEngineParamsV1Size = offsetof(ember_engine_params, kv_type);
 constexpr uint32_t kEngineParamsV2Size = offsetof(ember_engine_params, device);  // sizeof the EMBER_1.1 struct
 constexpr uint32_t kEngineParamsV3Size = offsetof(ember_engine_params, gpu_layers);  // sizeof the EMBER_1.4 struct
+constexpr uint32_t kEngineParamsV4Size = offsetof(ember_engine_params, speculation);  // sizeof the EMBER_1.9 struct
 ember_engine_params engine_params_defaults() {
     ember_engine_params p;
     std::memset(&p, 0, sizeof p);
@@ -27,18 +28,21 @@ ember_engine_params engine_params_defaults() {
     p.backend = EMBER_BACKEND_AUTO;
     p.kv_type = EMBER_KV_F16;
     p.gpu_layers = EMBER_GPU_LAYERS_ALL;
+    p.speculation = EMBER_SPEC_OFF;
+    p.spec_k = 4;
+    p.spec_ngram_max = 3;
     return p;
 }
 } // namespace
-EMBER_GROWN_THRICE_PARAMS_INIT_AT(ember_engine_params, ember_engine_params_init, engine_params_defaults, kEngineParamsV1Size,
-                                  kEngineParamsV2Size, 1_1, "EMBER_1.1", kEngineParamsV3Size, 1_4, "EMBER_1.4", 1_9,
-                                  "EMBER_1.9");
+EMBER_GROWN_FOUR_TIMES_PARAMS_INIT_AT(ember_engine_params, ember_engine_params_init, engine_params_defaults,
+                                      kEngineParamsV1Size, kEngineParamsV2Size, 1_1, "EMBER_1.1", kEngineParamsV3Size, 1_4,
+                                      "EMBER_1.4", kEngineParamsV4Size, 1_9, "EMBER_1.9", 1_10, "EMBER_1.10");
 
 namespace {
 // select_device: make the params' device the one its backend opens (creating an engine); an estimate only
 // needs the device's backend.
 EngineOptions engine_options(const ember_engine_params *params, bool select_device) {
-    const ember_engine_params p = abi::read_params(params, kEngineParamsV1Size, impl_ember_engine_params_init_1_9,
+    const ember_engine_params p = abi::read_params(params, kEngineParamsV1Size, impl_ember_engine_params_init_1_10,
                                                    "ember_engine_params");
     const DType kv_type = abi::kv_dtype(p.kv_type);
     const int64_t backend = abi::enum_value(p.backend);
@@ -54,6 +58,13 @@ EngineOptions engine_options(const ember_engine_params *params, bool select_devi
     o.manual_step = p.manual_step;
     o.kv_type = kv_type;
     o.placement = abi::placement_request(p.gpu_layers, p.experts_on_cpu, p.gpu_budget_bytes);
+    const int64_t spec = abi::enum_value(p.speculation);
+    if (spec < EMBER_SPEC_OFF || spec > EMBER_SPEC_MTP) fail(EMBER_ERR_INVALID_ARGUMENT, "unknown speculation mode %lld", (long long)spec);
+    if (spec == EMBER_SPEC_DRAFT)
+        fail(EMBER_ERR_UNSUPPORTED, "an engine does not speculate with a draft model (EMBER_SPEC_MTP and EMBER_SPEC_LOOKUP it does)");
+    o.spec_mode = static_cast<ember_spec_mode>(spec);
+    o.spec_k = p.spec_k;
+    o.spec_ngram_max = p.spec_ngram_max;
     return o;
 }
 
@@ -195,21 +206,23 @@ ember_status ember_engine_pin_prefix(ember_engine *engine, const ember_token *to
 
 } // extern "C"
 
-// ember_request_params grew in EMBER_1.4 (grammar, stop strings): programs built before keep an init
-// that writes only the 56 bytes their struct has.
+// ember_request_params grew in EMBER_1.4 (grammar, stop strings) and EMBER_1.10 (speculate): programs built
+// before keep an init that writes only the 56 (or 80) bytes their struct has.
 namespace {
 constexpr uint32_t kRequestParamsV1Size = offsetof(ember_request_params, grammar);
+constexpr uint32_t kRequestParamsV2Size = offsetof(ember_request_params, speculate);   // sizeof the EMBER_1.4 struct
 ember_request_params request_params_defaults() {
     ember_request_params p;
     std::memset(&p, 0, sizeof p);
     p.struct_size = sizeof p;
     p.max_tokens = 128;
+    p.speculate = true;
     return p;
 }
 } // namespace
 
-EMBER_GROWN_PARAMS_INIT_AT(ember_request_params, ember_request_params_init, request_params_defaults, kRequestParamsV1Size,
-                           1_4, "EMBER_1.4");
+EMBER_GROWN_TWICE_PARAMS_INIT_AT(ember_request_params, ember_request_params_init, request_params_defaults, kRequestParamsV1Size,
+                                 kRequestParamsV2Size, 1_4, "EMBER_1.4", 1_10, "EMBER_1.10");
 
 extern "C" {
 
@@ -219,7 +232,7 @@ ember_status ember_request_submit(ember_engine *engine, const ember_request_para
         EMBER_REQUIRE_ARG(engine);
         EMBER_REQUIRE_ARG(params);
         EMBER_REQUIRE_ARG(out);
-        const ember_request_params p = abi::read_params(params, kRequestParamsV1Size, impl_ember_request_params_init_1_4,
+        const ember_request_params p = abi::read_params(params, kRequestParamsV1Size, impl_ember_request_params_init_1_10,
                                                         "ember_request_params");
         if (!p.prompt && p.n_prompt) fail(EMBER_ERR_INVALID_ARGUMENT, "prompt is NULL but n_prompt is %zu", p.n_prompt);
         engine->engine->check_prompt(p.prompt, p.n_prompt);   // before copying: n_prompt may be anything
@@ -235,6 +248,7 @@ ember_status ember_request_submit(ember_engine *engine, const ember_request_para
         r->sampler = std::make_unique<Sampler>(sp);
         if (p.grammar) r->sampler->set_grammar(p.grammar->grammar);
         r->stop = abi::stop_strings_from(p.stop, p.n_stop);
+        r->speculate = p.speculate;
         auto h = std::make_unique<ember_request>();
         r->on_token = p.on_token;
         r->user_data = p.user_data;
@@ -323,6 +337,32 @@ ember_status ember_request_logprobs(ember_request *request, size_t i, ember_toke
         std::lock_guard<std::mutex> lock(r.mutex);
         if (i >= r.logprobs.size()) fail(EMBER_ERR_NOT_FOUND, "token %zu is not generated yet (%zu are)", i, r.logprobs.size());
         abi::request_logprobs_out(r.logprobs[i].sampled, r.logprobs[i].top, sampled, top, capacity, out_count);
+        return EMBER_OK;
+    });
+}
+
+void ember_request_stats_init(ember_request_stats *stats) {
+    if (!stats) return;
+    std::memset(stats, 0, sizeof *stats);
+    stats->struct_size = sizeof *stats;
+}
+
+ember_status ember_request_get_stats(ember_request *request, ember_request_stats *stats) {
+    return guard("ember_request_get_stats", [&] {
+        EMBER_REQUIRE_ARG(request);
+        EMBER_REQUIRE_ARG(stats);
+        ember_request_stats full;
+        ember_request_stats_init(&full);
+        Request &r = *request->request;
+        {
+            std::lock_guard<std::mutex> lock(r.mutex);
+            full.n_tokens = r.tokens.size();
+            full.decode_steps = r.decode_steps;
+            full.drafted = r.spec_drafted;
+            full.accepted = r.spec_accepted;
+        }
+        full.acceptance_rate = full.drafted ? static_cast<double>(full.accepted) / static_cast<double>(full.drafted) : 0.0;
+        abi::write_out(stats, full, sizeof(ember_request_stats), "ember_request_stats");
         return EMBER_OK;
     });
 }

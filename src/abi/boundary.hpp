@@ -82,6 +82,13 @@ inline void refuse_reentry(const void *handle, const char *fn_name) {
     extern "C" EMBER_API void impl_##name##_##mid2_tag(T *p) { ::ember::abi::write_defaults(p, defaults(), mid2_size); } \
     EMBER_SYMBOL_VERSION(impl_##name##_##mid2_tag, name, mid2_node);                                                   \
     EMBER_GROWN_TWICE_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, tag, node)
+// A struct that grew four times: name@<mid3_node> writes mid3_size bytes, the rest as three times.
+#define EMBER_GROWN_FOUR_TIMES_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, mid2_size,     \
+                                              mid2_tag, mid2_node, mid3_size, mid3_tag, mid3_node, tag, node)         \
+    extern "C" EMBER_API void impl_##name##_##mid3_tag(T *p) { ::ember::abi::write_defaults(p, defaults(), mid3_size); } \
+    EMBER_SYMBOL_VERSION(impl_##name##_##mid3_tag, name, mid3_node);                                                   \
+    EMBER_GROWN_THRICE_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, mid2_size, mid2_tag,      \
+                                      mid2_node, tag, node)
 #else
 #define EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)                                    \
     extern "C" void impl_##name##_##tag(T *p) { ::ember::abi::write_defaults(p, defaults(), sizeof(T)); }        \
@@ -90,6 +97,9 @@ inline void refuse_reentry(const void *handle, const char *fn_name) {
     EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)
 #define EMBER_GROWN_THRICE_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, mid2_size, mid2_tag,  \
                                           mid2_node, tag, node)                                                         \
+    EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)
+#define EMBER_GROWN_FOUR_TIMES_PARAMS_INIT_AT(T, name, defaults, v1_size, mid_size, mid_tag, mid_node, mid2_size,     \
+                                              mid2_tag, mid2_node, mid3_size, mid3_tag, mid3_node, tag, node)         \
     EMBER_GROWN_PARAMS_INIT_AT(T, name, defaults, v1_size, tag, node)
 #endif
 // The structs that grew in EMBER_1.1 and EMBER_1.2 (one growth each so far).

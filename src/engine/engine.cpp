@@ -78,10 +78,18 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
             p.n_window_blocks = n_window;
         }
     }
-    // Recurrent layers: a state per running sequence and as many snapshots (at least 2), bought first.
+    // Speculation: a pass of every running request's k + 1 tokens fits one batch.
+    if (opts.spec_mode != EMBER_SPEC_OFF) {
+        p.spec_k = opts.spec_k;
+        if (p.spec_k < 1 || p.spec_k > EngineDrafter::kMaxK)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "an engine's draft length must be in 1..%u, got %u", EngineDrafter::kMaxK, p.spec_k);
+        p.n_batch = std::max(p.n_batch, p.n_seq_max * (p.spec_k + 2));
+    }
+    // Recurrent layers: a state per running sequence and as many snapshots (at least 2), bought first;
+    // with speculation a second state per running sequence (engine_spec.hpp).
     if (const uint64_t sb = state_bytes(d); sb > 0) {
         p.n_snapshots = std::max(2u, p.n_seq_max);
-        p.n_state_slots = p.n_seq_max + p.n_snapshots;
+        p.n_state_slots = p.n_seq_max + p.n_snapshots + (p.spec_k ? p.n_seq_max : 0);
         p.state_bytes = uint64_t{p.n_state_slots} * sb;
         if (opts.kv_bytes) {
             if (opts.kv_bytes < p.state_bytes + (per_seq + 1) * block_bytes)
@@ -108,7 +116,7 @@ ContextParams context_params(const EnginePlan &p) {
     cp.block_size = p.block_size;
     cp.n_threads = p.n_threads;
     cp.n_batch = p.n_batch;
-    cp.n_logits = p.n_seq_max;
+    cp.n_logits = p.n_seq_max * (p.spec_k + 1);
     cp.kv_type = p.kv_type;
     cp.n_window_blocks = p.n_window_blocks;
     cp.n_state_slots = p.n_state_slots;
@@ -134,8 +142,13 @@ MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &o
     MemoryEstimate m;
     m.weights_bytes = model.size_bytes();
     m.kv_bytes = plan.kv_bytes;
-    const uint64_t context = engine_backend(model, opts, plan).context_bytes(model.desc().c, context_params(plan));
-    m.compute_bytes = context - plan.kv_bytes + static_cast<uint64_t>(plan.n_seq_max) * model.desc().hp.n_vocab * sizeof(float);
+    Backend &backend = engine_backend(model, opts, plan);
+    const uint64_t context = backend.context_bytes(model.desc().c, context_params(plan));
+    m.compute_bytes = context - plan.kv_bytes + uint64_t{plan.n_seq_max} * (plan.spec_k + 1) * model.desc().hp.n_vocab * sizeof(float);
+    // The multi-token-prediction block's context (its KV rows and activations) and the batch's hidden rows.
+    if (opts.spec_mode == EMBER_SPEC_MTP)
+        m.compute_bytes += backend.context_bytes(model.mtp_desc().c, EngineDrafter::mtp_context_params(plan)) +
+                           uint64_t{plan.n_batch} * model.mtp_desc().hp.n_embd * sizeof(float);
     return m;
 }
 
@@ -181,11 +194,21 @@ Engine::Engine(const Model &model, const EngineOptions &opts)
              model.desc().arch.c_str());
     ctx_ = model.backend_model(backend, plan_.n_ctx).create_context(context_params(plan_));
     if (plan_.n_state_slots > 0) {
+        // The running requests' slots, then the snapshots', then (speculation) the running requests' second ones.
+        const uint32_t spares = plan_.n_state_slots - plan_.n_seq_max - plan_.n_snapshots;
+        for (uint32_t i = spares; i-- > 0;) free_states_.push_back(static_cast<int32_t>(plan_.n_seq_max + plan_.n_snapshots + i));
         for (uint32_t i = plan_.n_seq_max; i-- > 0;) free_states_.push_back(static_cast<int32_t>(i));
         snapshots_ = std::make_unique<StateSnapshots>(static_cast<int32_t>(plan_.n_seq_max), plan_.n_snapshots);
     }
     if (plan_.n_window_blocks > 0) window_pool_ = std::make_unique<kv::BlockPool>(plan_.n_window_blocks, plan_.block_size);
-    logits_.resize(static_cast<size_t>(plan_.n_seq_max) * model.desc().hp.n_vocab);
+    logits_.resize(size_t{plan_.n_seq_max} * (plan_.spec_k + 1) * model.desc().hp.n_vocab);
+    if (plan_.spec_k) {
+        // The MTP layer on the device's own backend, as a session's (not split across devices: it is one layer).
+        Backend &draft_backend = placement_.backend ? backend_require(backend_kind_) : backend;
+        drafter_ = std::make_unique<EngineDrafter>(model, draft_backend, *ctx_, plan_, opts.spec_mode, plan_.spec_k,
+                                                   opts.spec_ngram_max);
+        hidden_.resize(size_t{plan_.n_batch} * drafter_->hidden_width());
+    }
     if (!opts_.manual_step) worker_ = std::thread([this] { worker_main(); });
 }
 
@@ -216,6 +239,7 @@ void Engine::check_prompt(const int32_t *tokens, size_t n) const {
 
 void Engine::submit(const std::shared_ptr<Request> &r) {
     check_prompt(r->prompt.data(), r->prompt.size());
+    r->speculate = r->speculate && drafter_ && !r->pin;
     {
         std::lock_guard<std::mutex> lock(queue_mutex_);
         if (stop_) fail(EMBER_ERR_INVALID_STATE, "the engine is shutting down");
@@ -273,10 +297,11 @@ void Engine::finish(const std::shared_ptr<Request> &r, ember_request_state state
     tail += r->stop.finish();
     ended_.push_back({r, state, error, message, std::move(tail)});  // first: if it throws, nothing changed
     r->finished = true;
-    if (r->state_slot >= 0) {   // (a pinned prefix's state lives on in its snapshot)
-        free_states_.push_back(r->state_slot);
-        r->state_slot = -1;
-    }
+    for (int32_t *slot : {&r->state_slot, &r->state_spare})   // (a pinned prefix's state lives on in its snapshot)
+        if (*slot >= 0) {
+            free_states_.push_back(*slot);
+            *slot = -1;
+        }
     if (!keep_seq) r->release_kv();  // full blocks stay cached in the pools for later prompts that share them
 }
 
@@ -310,6 +335,97 @@ void Engine::emit(Request &r, int32_t token) {
     if (r.on_token && !r.on_token(r.handle, token, text.data(), text.size(), r.user_data)) r.cancel = true;
 }
 
+uint32_t Engine::decode_tokens(Request &r, std::vector<int32_t> &out) const {
+    out.assign(r.replay.begin(), r.replay.end());
+    out.push_back(r.pending);
+    out.insert(out.end(), r.drafts.begin(), r.drafts.end());
+    return static_cast<uint32_t>(1 + r.drafts.size());
+}
+
+void Engine::sample_decode(const std::shared_ptr<Request> &self, const float *rows, const float *hidden) {
+    Request &r = *self;
+    const size_t n_vocab = model_.desc().hp.n_vocab;
+    const bool decode = r.pending >= 0;   // else the prompt's last chunk
+    const uint32_t n_drafts = static_cast<uint32_t>(r.drafts.size());
+    const size_t width = drafter_ ? drafter_->hidden_width() : 0;
+    // The hidden rows from the pending token on (the replayed tokens' came with the pass that drafted them).
+    const float *h = hidden ? hidden + r.replay.size() * width : nullptr;
+    r.replay.clear();   // evaluated again by this pass
+    // Logits row i follows the token at position pos0 + i: the pending token (or the prompt's last), then
+    // the drafts. Each row is sampled as plain decoding samples it; the next row only while the draw
+    // agrees with the draft there, whose K/V rows are then already in the cache.
+    const uint32_t pos0 = r.seq->size() - 1 - n_drafts;
+    int32_t next = -1;
+    bool ended = false;
+    uint32_t i = 0;
+    for (;; ++i) {
+        const int32_t tok = r.sampler->sample(rows + size_t{i} * n_vocab, n_vocab);
+        r.sampler->accept(tok);
+        ++r.generated;
+        const bool agrees = i < n_drafts && tok == r.drafts[i];
+        if (model_.tokenizer().is_eog(tok)) {
+            finish(self, EMBER_REQUEST_DONE);
+            ended = true;
+            break;
+        }
+        emit(r, tok);
+        // pos0 + 1 + i tokens are evaluated where plain decoding stands now.
+        if (r.stop.stopped() || (r.max_tokens && r.generated >= r.max_tokens) || pos0 + 1 + i + 1 > plan_.n_ctx) {
+            finish(self, EMBER_REQUEST_DONE);
+            ended = true;
+            break;
+        }
+        if (!agrees) {
+            next = tok;
+            break;
+        }
+        if (r.cancel) {   // its callback asked: plain decoding would end it before the next token too
+            finish(self, EMBER_REQUEST_CANCELLED);
+            ended = true;
+            break;
+        }
+    }
+    if (decode) {
+        std::lock_guard<std::mutex> lock(r.mutex);
+        ++r.decode_steps;
+        r.spec_drafted += n_drafts;
+        r.spec_accepted += std::min(i, n_drafts);
+    }
+    if (ended) return;
+    // The next round drafts one more than this one kept: as many as the draft was right for in a row,
+    // up to spec_k, so a draft that is seldom right costs little (engine_spec.hpp).
+    if (n_drafts > 0) r.draft_len = i + 1;
+    // i drafts agreed: the pending token and they stay, the rest go.
+    if (i < n_drafts) roll_back(r, pos0 + 1 + i, pos0);
+    else if (n_drafts > 0 && r.state_spare >= 0) std::swap(r.state_slot, r.state_spare);   // the pass's state is the request's
+    if (r.mtp) {
+        if (decode) {
+            r.mtp->hidden(h);
+            for (uint32_t j = 1; j <= i; ++j) {
+                r.mtp->token(r.drafts[j - 1]);
+                r.mtp->hidden(h + j * width);
+            }
+        }
+        r.mtp->token(next);
+    }
+    r.pending = next;
+}
+
+void Engine::roll_back(Request &r, uint32_t keep, uint32_t pos_z) {
+    uint32_t to = keep;
+    if (r.state_spare >= 0) {
+        // A recurrent model: the state slot holds the state before the pending token (the pass wrote the
+        // other one), so the tokens kept are fed again from there.
+        r.replay.assign(r.seq->tokens().begin() + pos_z, r.seq->tokens().begin() + keep);
+        to = pos_z;
+    }
+    if (r.win) {
+        if (!r.win->can_truncate(to)) fail(EMBER_ERR_INTERNAL, "speculation: the window blocks cannot roll back to position %u", to);
+        r.win->truncate(to);
+    }
+    r.seq->truncate(to);
+}
+
 uint32_t Engine::snapshot_point(const Request &r) const {
     return static_cast<uint32_t>(r.prompt.size()) / plan_.block_size * plan_.block_size;
 }
@@ -340,6 +456,7 @@ void Engine::admit() {
             queue_.pop_front();
             continue;
         }
+        if (drafter_) drafter_->start(*r);   // (first: its allocation is all that may fail)
         auto seq = std::make_unique<kv::KvSequence>(pool_);
         uint32_t adopted = seq->adopt_prefix(r->prompt.data(), static_cast<uint32_t>(r->prompt.size()));
         std::unique_ptr<kv::WindowTable> win;
@@ -351,14 +468,18 @@ void Engine::admit() {
             seq->truncate(adopted);
         }
         if (snapshots_) {
-            r->state_slot = free_states_.back();   // one per running request: never short here
+            r->state_slot = free_states_.back();   // one per running request (two speculating): never short here
             free_states_.pop_back();
+            if (r->speculate) {
+                r->state_spare = free_states_.back();
+                free_states_.pop_back();
+            }
             try {
                 adopted = adopt_state(*r, *seq, adopted);
                 if (win) adopted = win->adopt_prefix(seq->hashes(), adopted);
             } catch (...) {
-                free_states_.push_back(r->state_slot);
-                r->state_slot = -1;
+                for (int32_t *slot : {&r->state_slot, &r->state_spare})
+                    if (*slot >= 0) free_states_.push_back(*slot), *slot = -1;
                 throw;
             }
         }
@@ -390,7 +511,10 @@ bool Engine::step_locked() {
     });
     admit();
 
-    // 2. Build the batch: pending decode tokens first, then prompt chunks.
+    // Drafts for the requests that speculate (engine_spec.hpp).
+    if (drafter_) drafter_->propose(active_, plan_.n_ctx);
+
+    // 2. Build the batch: decode tokens first (with their drafts), then prompt chunks.
     const auto copy = [this](int32_t src, int32_t dst) { ctx_->copy_block(src, dst); };
     // The backend numbers the window pool's blocks after the main pool's (backend.hpp).
     const auto window_copy = [this](int32_t src, int32_t dst) {
@@ -402,12 +526,12 @@ bool Engine::step_locked() {
     b_tables_.clear();
     b_window_tables_.clear();
     b_logit_rows_.clear();
-    b_logit_req_.clear();
-    std::vector<std::pair<Request *, uint32_t>> &fed = b_fed_;
+    std::vector<Fed> &fed = b_fed_;
     fed.clear();
     uint32_t budget = plan_.n_batch;
     bool starved = false;
-    auto add = [&](const std::shared_ptr<Request> &self, const int32_t *toks, uint32_t n, bool logits) {
+    // Adds n tokens of a request, with logits for the last n_logits of them.
+    auto add = [&](const std::shared_ptr<Request> &self, const int32_t *toks, uint32_t n, uint32_t n_logits) {
         Request &r = *self;
         // A main reservation that stands while the window one fails is kept for the next try.
         if (!r.seq->reserve(n, copy) || (r.win && !r.win->reserve(n, window_copy))) {
@@ -415,20 +539,24 @@ bool Engine::step_locked() {
             return;
         }
         const uint32_t p0 = r.seq->size();
+        const Fed f{self, static_cast<uint32_t>(b_tokens_.size()), n, static_cast<uint32_t>(b_logit_rows_.size()), n_logits};
         for (uint32_t i = 0; i < n; ++i) {
             b_tokens_.push_back(toks[i]);
             b_pos_.push_back(static_cast<int32_t>(p0 + i));
             b_tables_.push_back(nullptr);  // set after all reserves (tables may move while they grow)
         }
-        if (logits) {
-            b_logit_rows_.push_back(static_cast<int32_t>(b_tokens_.size() - 1));
-            b_logit_req_.push_back(self);
-        }
-        fed.emplace_back(&r, n);
+        for (uint32_t i = n - n_logits; i < n; ++i) b_logit_rows_.push_back(static_cast<int32_t>(f.row + i));
+        fed.push_back(f);
         budget -= n;
     };
-    for (auto &r : active_)
-        if (r->pending >= 0 && budget > 0) add(r, &r->pending, 1, true);
+    for (auto &r : active_) {
+        if (r->pending < 0 || budget == 0) continue;
+        // (The plan's n_batch holds every request's k + 1 tokens; a long replay may wait for a step with room.)
+        if (r->replay.size() + 1 + r->drafts.size() > budget) r->drafts.clear();
+        const uint32_t n_logits = decode_tokens(*r, b_decode_);
+        if (b_decode_.size() > budget) continue;
+        add(r, b_decode_.data(), static_cast<uint32_t>(b_decode_.size()), n_logits);
+    }
     for (auto &r : active_) {
         const uint32_t left = static_cast<uint32_t>(r->prompt.size()) - r->n_evaluated;
         if (left == 0 || budget == 0) continue;
@@ -436,7 +564,7 @@ bool Engine::step_locked() {
         // A recurrent model's pass ends at the prompt's last whole block boundary, where its state is kept.
         const uint32_t point = snapshot_point(*r);
         if (snapshots_ && r->n_evaluated < point) n = std::min(n, point - r->n_evaluated);
-        add(r, r->prompt.data() + r->n_evaluated, n, n == left && !r->pin);
+        add(r, r->prompt.data() + r->n_evaluated, n, n == left && !r->pin ? 1 : 0);
     }
     if (fed.empty()) {
         if (starved) {
@@ -449,15 +577,11 @@ bool Engine::step_locked() {
         flush_ended();
         return busy;
     }
-    {
-        size_t row = 0;
-        for (auto &[r, n] : fed)
-            for (uint32_t i = 0; i < n; ++i) b_tables_[row++] = r->seq->blocks().data();
+    for (const Fed &f : fed) {
+        for (uint32_t i = 0; i < f.n; ++i) b_tables_[f.row + i] = f.r->seq->blocks().data();
         if (window_pool_) {
             b_window_tables_.resize(b_tables_.size());
-            row = 0;
-            for (auto &[r, n] : fed)
-                for (uint32_t i = 0; i < n; ++i) b_window_tables_[row++] = r->win->blocks().data();
+            for (uint32_t i = 0; i < f.n; ++i) b_window_tables_[f.row + i] = f.r->win->blocks().data();
         }
     }
 
@@ -471,64 +595,61 @@ bool Engine::step_locked() {
     b.logits_rows = b_logit_rows_.data();
     b.logits = logits_.data();
     if (window_pool_) b.window_tables = b_window_tables_.data();
+    const uint32_t width = drafter_ ? drafter_->hidden_width() : 0;
+    if (width) b.hidden = hidden_.data();
     if (snapshots_) {
         b_state_slots_.clear();
         b_state_src_.clear();
-        for (auto &[r, n] : fed)
-            for (uint32_t i = 0; i < n; ++i) {
-                b_state_slots_.push_back(r->state_slot);
-                b_state_src_.push_back(r->state_zero ? -1 : r->state_slot);
+        for (const Fed &f : fed) {
+            const Request &r = *f.r;
+            // A verifying pass forks: it writes the second slot, and the first keeps the state before its
+            // drafts in case one is rejected (engine_spec.hpp).
+            const bool fork = r.pending >= 0 && !r.drafts.empty();
+            for (uint32_t i = 0; i < f.n; ++i) {
+                b_state_slots_.push_back(fork ? r.state_spare : r.state_slot);
+                b_state_src_.push_back(r.state_zero ? -1 : r.state_slot);
             }
+        }
         b.state_slots = b_state_slots_.data();
         b.state_src = b_state_src_.data();
     }
     ctx_->forward(b);
-    {
-        size_t row = 0;
-        for (auto &[r, n] : fed) {
-            r->seq->commit(b_tokens_.data() + row, n);
-            // After the sequence's commit, whose chain hashes the window blocks are published under.
-            if (r->win) r->win->commit(n, &r->seq->hashes());
-            row += n;
-            const bool prompt_chunk = r->pending < 0;
-            if (r->pending >= 0) r->pending = -1;  // a decode token (always alone) was just fed
-            else r->n_evaluated += n;
-            r->state_zero = false;
-            // The prompt's last whole block boundary reached: its state becomes a snapshot (pinned for a
-            // pinned prefix). With every slot pinned, none is kept: later prompts recompute it.
-            if (snapshots_ && prompt_chunk && r->n_evaluated == snapshot_point(*r) && r->n_evaluated > 0) {
-                const uint32_t m = r->n_evaluated;
-                const int32_t snap = snapshots_->store(r->seq->hashes()[m / plan_.block_size - 1], m, r->pin);
-                if (snap >= 0) ctx_->copy_state(r->state_slot, snap);
+    for (const Fed &f : fed) {
+        Request &r = *f.r;
+        r.seq->commit(b_tokens_.data() + f.row, f.n);
+        // After the sequence's commit, whose chain hashes the window blocks are published under.
+        if (r.win) r.win->commit(f.n, &r.seq->hashes());
+        r.state_zero = false;
+        if (r.pending >= 0) continue;   // a generating request's tokens: sample_decode's
+        r.n_evaluated += f.n;
+        // The multi-token-prediction block's pairs of a prompt chunk: each token follows the position before.
+        if (r.mtp)
+            for (uint32_t i = 0; i < f.n; ++i) {
+                r.mtp->token(b_tokens_[f.row + i]);
+                r.mtp->hidden(hidden_.data() + size_t{f.row + i} * width);
             }
+        // The prompt's last whole block boundary reached: its state becomes a snapshot (pinned for a
+        // pinned prefix). With every slot pinned, none is kept: later prompts recompute it.
+        if (snapshots_ && r.n_evaluated == snapshot_point(r) && r.n_evaluated > 0) {
+            const uint32_t m = r.n_evaluated;
+            const int32_t snap = snapshots_->store(r.seq->hashes()[m / plan_.block_size - 1], m, r.pin);
+            if (snap >= 0) ctx_->copy_state(r.state_slot, snap);
         }
     }
 
     // 4. Sample, emit, and end what is done.
     const size_t n_vocab = model_.desc().hp.n_vocab;
-    for (size_t i = 0; i < b_logit_req_.size(); ++i) {
-        const std::shared_ptr<Request> &self = b_logit_req_[i];
-        Request &r = *self;
+    for (const Fed &f : fed) {
+        if (f.n_logits == 0) continue;
         // Whatever fails from here on (its grammar, sampler, stop strings, logprobs, text) is this
         // request's own: it fails alone and the step's others go on.
         try {
-            const int32_t tok = r.sampler->sample(logits_.data() + i * n_vocab, n_vocab);
-            r.sampler->accept(tok);
-            ++r.generated;
-            if (model_.tokenizer().is_eog(tok)) {
-                finish(self, EMBER_REQUEST_DONE);
-                continue;
-            }
-            emit(r, tok);
-            if (r.stop.stopped() || (r.max_tokens && r.generated >= r.max_tokens) || r.seq->size() + 1 > plan_.n_ctx) {
-                finish(self, EMBER_REQUEST_DONE);
-                continue;
-            }
-            r.pending = tok;
+            sample_decode(f.r, logits_.data() + size_t{f.logits_row} * n_vocab,
+                          width ? hidden_.data() + size_t{f.row} * width : nullptr);
         } catch (const Error &e) {
-            finish(self, EMBER_REQUEST_FAILED, e.status(), e.what());
+            finish(f.r, EMBER_REQUEST_FAILED, e.status(), e.what());
         } catch (const std::bad_alloc &) {
-            finish(self, EMBER_REQUEST_FAILED, EMBER_ERR_OUT_OF_MEMORY, "out of memory");
+            finish(f.r, EMBER_REQUEST_FAILED, EMBER_ERR_OUT_OF_MEMORY, "out of memory");
         }
     }
     // Pinned prefixes leave the active set once evaluated, keeping their blocks.

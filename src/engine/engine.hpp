@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "engine/engine_spec.hpp"
 #include "engine/request.hpp"
 #include "engine/state_snapshots.hpp"
 #include "backend/placement.hpp"
@@ -36,6 +37,11 @@ struct EngineOptions {
     // request that splits, the engine runs the placement plan_placement chooses for its plan.
     PlacementRequest placement;
     Backend *placed = nullptr;   // a backend to run on instead of `backend` (tests)
+    // Speculative decoding for the requests that ask for it (engine_spec.hpp): EMBER_SPEC_OFF,
+    // EMBER_SPEC_LOOKUP or EMBER_SPEC_MTP, the draft length, and lookup's longest n-gram.
+    ember_spec_mode spec_mode = EMBER_SPEC_OFF;
+    uint32_t spec_k = 4;
+    uint32_t spec_ngram_max = 3;
 };
 
 // The sizes an engine allocates, computed before allocating anything (ember_estimate_memory uses the
@@ -54,6 +60,10 @@ struct EnginePlan {
     uint64_t state_bytes = 0;
     uint64_t kv_bytes = 0;
     DType kv_type = DType::F16;
+    // With speculation: the draft length (0: none). A request's pass then carries up to spec_k + 1
+    // tokens with logits for each, and on a recurrent model a second state slot (n_state_slots counts
+    // n_seq_max of them after the snapshots').
+    uint32_t spec_k = 0;
 };
 EnginePlan plan_engine(const Model &model, const EngineOptions &opts);
 
@@ -89,6 +99,8 @@ public:
         uint32_t n_blocks_used = 0, n_blocks_cached = 0, n_running = 0, n_queued = 0;
         uint32_t n_window_blocks_used = 0, n_window_blocks_cached = 0;   // the window pool's, if any
     };
+    // The speculation an engine runs for the requests that ask for it (EMBER_SPEC_OFF: none).
+    ember_spec_mode speculation() const { return drafter_ ? opts_.spec_mode : EMBER_SPEC_OFF; }
     // Read under the locks the step publishes them with; a snapshot between steps.
     Stats stats();
 
@@ -114,6 +126,15 @@ private:
                 const std::string &message = {}, bool keep_seq = false);
     void flush_ended();
     void emit(Request &r, int32_t token);
+    // The batch's tokens of a generating request: what a rollback left to feed again, its pending token
+    // and its drafts; the number of logits rows (the last ones).
+    uint32_t decode_tokens(Request &r, std::vector<int32_t> &out) const;
+    // Samples a generating request's logits rows in order as plain decoding would, keeps the drafts the
+    // draws agree with, rolls back the others, emits and ends what is done. `rows`: its logits rows;
+    // `hidden`: the hidden rows of its tokens in the batch (nullptr without the MTP draft).
+    void sample_decode(const std::shared_ptr<Request> &self, const float *rows, const float *hidden);
+    // Rolls a request back to `keep` evaluated tokens after its drafts were rejected (engine_spec.hpp).
+    void roll_back(Request &r, uint32_t keep, uint32_t pos_z);
     std::string pin_refusal(size_t blocks) const;   // "" when pins may hold `blocks` more
 
     const Model &model_;
@@ -148,8 +169,14 @@ private:
     // Batch buffers, reused every step.
     std::vector<int32_t> b_tokens_, b_pos_, b_logit_rows_;
     std::vector<const int32_t *> b_tables_, b_window_tables_;
-    std::vector<std::shared_ptr<Request>> b_logit_req_;
-    std::vector<std::pair<Request *, uint32_t>> b_fed_;   // each request in the batch and its token count
+    // Each request in the batch: its first row, token count, and first logits row (n_logits of them).
+    struct Fed {
+        std::shared_ptr<Request> r;
+        uint32_t row = 0, n = 0, logits_row = 0, n_logits = 0;
+    };
+    std::vector<Fed> b_fed_;
+    std::vector<int32_t> b_decode_;   // a generating request's tokens (decode_tokens)
+    std::vector<float> hidden_;       // the batch's hidden rows, for the MTP draft
     struct Ended {
         std::shared_ptr<Request> request;
         ember_request_state state;
@@ -159,6 +186,7 @@ private:
     };
     std::vector<Ended> ended_;
     std::vector<float> logits_;
+    std::unique_ptr<EngineDrafter> drafter_;   // with speculation
 
     std::thread worker_;
 };

@@ -5,6 +5,7 @@
 // fields are guarded by `mutex`, held only for short copies: a poll never waits for a forward pass.
 #pragma once
 
+#include "engine/mtp_stream.hpp"
 #include "kv/kv_sequence.hpp"
 #include "kv/window_table.hpp"
 #include "sampler/sampler.hpp"
@@ -51,6 +52,9 @@ struct Request {
     ember_request_state state = EMBER_REQUEST_QUEUED;
     ember_status error = EMBER_OK;
     std::string error_message;
+    // Speculation's counters (engine_spec.hpp): tokens drafted, of those accepted, and the steps whose
+    // forward pass evaluated this request's generated tokens.
+    uint64_t spec_drafted = 0, spec_accepted = 0, decode_steps = 0;
 
     std::atomic<bool> cancel{false};
 
@@ -64,9 +68,19 @@ struct Request {
     bool state_zero = true;           // its state is still the zero state of position 0
     uint32_t generated = 0;
     Utf8Stream utf8;
+    // Speculation (engine_spec.hpp), with an engine that drafts and a request that asked for it: this
+    // step's drafts (after `pending`), the accepted tokens a rollback on a recurrent model left to
+    // evaluate again (before `pending`), the second state slot a verifying pass writes (state_slot keeps
+    // the state before it), and the multi-token-prediction block's rows.
+    bool speculate = false;
+    uint32_t draft_len = ~0u;   // the most it drafts next: one more than its last round kept (engine_spec.hpp)
+    std::vector<int32_t> drafts, replay;
+    int32_t state_spare = -1;
+    std::unique_ptr<MtpStream> mtp;
 
     // Gives the request's blocks back to the engine's pools (the window table first: it is the newer).
     void release_kv() {
+        mtp.reset();
         win.reset();
         seq.reset();
     }

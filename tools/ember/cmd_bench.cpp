@@ -65,14 +65,20 @@ bool greedy(ember_session *s, ember_sampler *sampler, ember_token *out) {
 namespace {
 // --parallel N: N requests with different prompts of P tokens run through one engine at once. Reports
 // the aggregate decode rate (N * G tokens over the time from the last first token to the end) and the
-// mean time to first token.
+// mean time to first token. With --mtp or --lookup (--draft-k K) every request speculates, and the
+// drafts and accepted ones of all requests are reported too.
 int bench_parallel(const Args &a, const std::string &model_path, long P, long G, long N) {
+    if (a.has("--draft")) return usage_error("bench: --parallel speculates with --mtp or --lookup (an engine takes no draft model)");
     const double t_load0 = now();
     ember_model *model = load_model(model_path, false, false);
     if (!model) return 1;
     ember_engine_params ep;
     if (!engine_params(a, &ep)) return ember_model_free(model), 2;
     ep.n_seq_max = static_cast<uint32_t>(N);
+    const bool mtp = a.flag("--mtp"), lookup = a.flag("--lookup");
+    if (mtp && lookup) return usage_error("bench: --lookup and --mtp exclude each other"), ember_model_free(model), 2;
+    ep.speculation = mtp ? EMBER_SPEC_MTP : lookup ? EMBER_SPEC_LOOKUP : EMBER_SPEC_OFF;
+    ep.spec_k = static_cast<uint32_t>(a.integer("--draft-k", 4));
     ep.n_ctx = static_cast<uint32_t>(a.integer("-c", ((P + G + 8 + 255) / 256) * 256));
     ember_engine *engine = nullptr;
     ember_status st = ember_engine_create(model, &ep, &engine);
@@ -129,19 +135,31 @@ int bench_parallel(const Args &a, const std::string &model_path, long P, long G,
     const double t_end = now();
     size_t generated = 0;
     double last_first = t0, ttft = 0;
+    uint64_t drafted = 0, accepted = 0, steps = 0;
     for (long i = 0; i < N; ++i) {
         const Track &t = track[static_cast<size_t>(i)];
         generated += t.n;
         last_first = std::max(last_first, t.first);
         ttft += t.first - t0;
+        ember_request_stats rs;
+        ember_request_stats_init(&rs);
+        if (ember_request_get_stats(reqs[static_cast<size_t>(i)], &rs) == EMBER_OK)
+            drafted += rs.drafted, accepted += rs.accepted, steps += rs.decode_steps;
         ember_request_free(reqs[static_cast<size_t>(i)]);
     }
+    char spec_json[256] = "";
+    if (ep.speculation != EMBER_SPEC_OFF)
+        std::snprintf(spec_json, sizeof spec_json, "\"speculation\":\"%s\",\"draft_k\":%u,\"drafted\":%llu,\"accepted\":%llu,\"acceptance\":%.3f,"
+                        "\"tokens_per_step\":%.3f,", mtp ? "mtp" : "lookup", ep.spec_k, (unsigned long long)drafted,
+                        (unsigned long long)accepted, drafted ? static_cast<double>(accepted) / drafted : 0.0,
+                        steps ? static_cast<double>(generated - static_cast<size_t>(N)) / steps : 0.0);
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",%s\"threads\":%ld,\"parallel\":%ld,"
+    std::printf("{\"runtime\":\"ember\",\"version\":\"%s\",\"model\":\"%s\",%s\"threads\":%ld,\"parallel\":%ld,%s"
                 "\"prompt_tokens\":%ld,\"gen_tokens\":%ld,\"generated_total\":%zu,\"decode_tok_s_total\":%.2f,"
                 "\"mean_ttft_s\":%.4f,\"wall_s\":%.3f,\"load_s\":%.3f,\"peak_rss_mb\":%.1f}\n",
-                ember_version(), model_path.c_str(), backend_json(engine).c_str(), engine_threads(a), N, P, G, generated,
+                ember_version(), model_path.c_str(), backend_json(engine).c_str(), engine_threads(a), N, spec_json, P, G,
+                generated,
                 (generated - static_cast<size_t>(N)) / std::max(1e-9, t_end - last_first), ttft / N, t_end - t0, load_s,
                 ru.ru_maxrss / 1024.0);
     ember_engine_free(engine);

@@ -27,6 +27,14 @@ namespace Ember
         public int ExpertsOnCpu = 0;
         /// <summary>Bytes the GPU's part may take (0: its free memory less a margin).</summary>
         public ulong GpuBudgetBytes = 0;
+        /// <summary>Speculative decoding for the requests that ask for it (RequestOptions.Speculate):
+        /// SpecMode.Mtp (the model's own multi-token-prediction layers) or SpecMode.Lookup (n-gram
+        /// lookup); a request's tokens are the same as without it.</summary>
+        public SpecMode Speculation = SpecMode.Off;
+        /// <summary>Tokens a request drafts per step, 1..8.</summary>
+        public uint SpecK = 4;
+        /// <summary>SpecMode.Lookup: longest suffix matched, 1..16.</summary>
+        public uint SpecNgramMax = 3;
         public const int GpuLayersAll = NativeConstants.EMBER_GPU_LAYERS_ALL;
         public const int GpuLayersAuto = NativeConstants.EMBER_GPU_LAYERS_AUTO;
 
@@ -45,6 +53,9 @@ namespace Ember
             p.gpu_layers = GpuLayers;
             p.experts_on_cpu = ExpertsOnCpu;
             p.gpu_budget_bytes = GpuBudgetBytes;
+            p.speculation = Speculation;
+            p.spec_k = SpecK;
+            p.spec_ngram_max = SpecNgramMax;
             return p;
         }
     }
@@ -106,6 +117,7 @@ namespace Ember
             var p = new ember_request_params();
             NativeMethods.ember_request_params_init(ref p);
             p.max_tokens = (uint)options.MaxTokens;
+            p.speculate = options.Speculate;
             // The stop strings are copied at submit; the request takes its own reference to the grammar.
             // Both are made before anything that needs freeing, as they may throw.
             using (var stop = new NativeStrings(options.Stop, "options"))
@@ -230,6 +242,23 @@ namespace Ember
                 byte[] buf = new byte[(int)len.ToUInt64() + 1];
                 EmberException.Check(NativeMethods.ember_request_text(Handle, buf, (UIntPtr)buf.Length, out len));
                 return System.Text.Encoding.UTF8.GetString(buf, 0, (int)len.ToUInt64());
+            }
+        }
+
+        /// <summary>Its counters (ember_request_get_stats): tokens, steps, drafts and accepted drafts.</summary>
+        public RequestStats Stats
+        {
+            get
+            {
+                ThrowIfDisposed();
+                var s = new ember_request_stats();
+                NativeMethods.ember_request_stats_init(ref s);
+                EmberException.Check(NativeMethods.ember_request_get_stats(Handle, ref s));
+                return new RequestStats
+                {
+                    Tokens = s.n_tokens, DecodeSteps = s.decode_steps, Drafted = s.drafted, Accepted = s.accepted,
+                    AcceptanceRate = s.acceptance_rate,
+                };
             }
         }
 

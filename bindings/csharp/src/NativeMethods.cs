@@ -225,6 +225,10 @@ namespace Ember.Native
                                                              [In, Out] ember_token_logprob[] top, UIntPtr capacity,
                                                              out UIntPtr out_count);
         [DllImport(Library, CallingConvention = Cdecl)] internal static extern void ember_request_free(IntPtr request);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_request_stats_init(ref ember_request_stats stats);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_request_get_stats(RequestHandle request, ref ember_request_stats stats);
 
         // ---- backend devices
         [DllImport(Library, CallingConvention = Cdecl)]

@@ -150,6 +150,10 @@ namespace Ember.Native
         public int gpu_layers;          // EMBER_1.9: placement across devices
         public int experts_on_cpu;
         public ulong gpu_budget_bytes;
+        public SpecMode speculation;    // EMBER_1.10: speculative decoding for the requests
+        public uint spec_k;
+        public uint spec_ngram_max;
+        public uint reserved_1_10;
     }
 
     [StructLayout(LayoutKind.Sequential)]
@@ -202,6 +206,19 @@ namespace Ember.Native
         public IntPtr grammar;             // EMBER_1.4: const ember_grammar *
         public IntPtr stop;                // const char *const *
         public UIntPtr n_stop;
+        [MarshalAs(UnmanagedType.I1)] public bool speculate;   // EMBER_1.10
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_request_stats
+    {
+        public uint struct_size;
+        public uint reserved;
+        public ulong n_tokens;
+        public ulong decode_steps;
+        public ulong drafted;
+        public ulong accepted;
+        public double acceptance_rate;
     }
 
     [StructLayout(LayoutKind.Sequential)]

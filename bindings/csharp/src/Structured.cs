@@ -30,6 +30,22 @@ namespace Ember
         /// <summary>Constrains the request's sampling; the request keeps its own reference, so the grammar
         /// may be disposed after submit. A dead end fails the request with Status.GrammarDeadEnd.</summary>
         public Grammar Grammar;
+        /// <summary>Draft with the engine's speculation (EngineOptions.Speculation), if any; false: plain
+        /// decoding. The tokens are the same either way.</summary>
+        public bool Speculate = true;
+    }
+
+    /// <summary>A request's counters (ember_request_stats).</summary>
+    public sealed class RequestStats
+    {
+        /// <summary>Tokens generated so far.</summary>
+        public ulong Tokens;
+        /// <summary>Engine steps whose pass evaluated its generated tokens.</summary>
+        public ulong DecodeSteps;
+        public ulong Drafted;
+        public ulong Accepted;
+        /// <summary>Accepted / Drafted (0 when nothing was drafted).</summary>
+        public double AcceptanceRate;
     }
 
     public sealed partial class Session

@@ -299,6 +299,11 @@ pub struct ember_engine_params {
     pub gpu_layers: i32,
     pub experts_on_cpu: i32,
     pub gpu_budget_bytes: u64,
+    // EMBER_1.10: speculative decoding for the requests.
+    pub speculation: ember_spec_mode,
+    pub spec_k: u32,
+    pub spec_ngram_max: u32,
+    pub reserved_1_10: u32,
 }
 
 /// Where a session's or engine's model runs across devices (EMBER_1.9).
@@ -375,6 +380,21 @@ pub struct ember_request_params {
     pub grammar: *const ember_grammar,
     pub stop: *const *const c_char,
     pub n_stop: usize,
+    /// EMBER_1.10
+    pub speculate: bool,
+}
+
+/// A request's counters (EMBER_1.10).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_request_stats {
+    pub struct_size: u32,
+    pub reserved: u32,
+    pub n_tokens: u64,
+    pub decode_steps: u64,
+    pub drafted: u64,
+    pub accepted: u64,
+    pub acceptance_rate: f64,
 }
 
 pub type ember_request_state = i32;
@@ -823,6 +843,8 @@ extern "C" {
         out_count: *mut usize,
     ) -> ember_status;
     pub fn ember_request_free(request: *mut ember_request);
+    pub fn ember_request_stats_init(stats: *mut ember_request_stats);
+    pub fn ember_request_get_stats(request: *mut ember_request, stats: *mut ember_request_stats) -> ember_status;
 
     pub fn ember_device_info_init(info: *mut ember_device_info);
     pub fn ember_backend_devices(

@@ -74,14 +74,16 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_spec_stats { struct_size, k, drafted, accepted, target_passes, generated, acceptance_rate,
                            tokens_per_pass }
         ember_engine_params { struct_size, n_ctx, n_seq_max, kv_bytes, n_threads, n_batch, backend, manual_step,
-                              kv_type, reserved, device, gpu_layers, experts_on_cpu, gpu_budget_bytes }
+                              kv_type, reserved, device, gpu_layers, experts_on_cpu, gpu_budget_bytes, speculation,
+                              spec_k, spec_ngram_max, reserved_1_10 }
         ember_placement { struct_size, n_layer, gpu_layers, experts_on_cpu, gpu_bytes, cpu_bytes, gpu_budget_bytes,
                           automatic, description }
         ember_engine_stats { struct_size, n_blocks, n_blocks_used, n_blocks_cached, block_size, n_running,
                              n_queued, kv_bytes }
         ember_memory_estimate { struct_size, weights_bytes, kv_bytes, compute_bytes, total_bytes }
         ember_request_params { struct_size, prompt, n_prompt, max_tokens, sampling, on_token, user_data, grammar, stop,
-                               n_stop }
+                               n_stop, speculate }
+        ember_request_stats { struct_size, reserved, n_tokens, decode_steps, drafted, accepted, acceptance_rate }
         ember_device_info { struct_size, index, name, type_, score }
         ember_vulkan_device_params { struct_size, device_index, instance, physical_device, device, queue,
                                      queue_family }

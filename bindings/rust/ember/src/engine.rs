@@ -27,6 +27,35 @@ pub struct EngineParams {
     pub gpu_layers: i32,
     pub experts_on_cpu: i32,
     pub gpu_budget_bytes: u64,
+    /// Speculative decoding for the requests that do not opt out (`RequestOptions::no_speculation`):
+    /// `Speculation::Mtp` (the model's own multi-token-prediction layers) or `Speculation::Lookup`
+    /// (n-gram lookup); a request's tokens are the same as without it.
+    pub speculation: Speculation,
+    /// Tokens a request drafts per step, 1..8.
+    pub spec_k: u32,
+    /// `Speculation::Lookup`: longest suffix matched, 1..16.
+    pub spec_ngram_max: u32,
+}
+
+/// An engine's speculative decoding (`ember_spec_mode`; an engine takes no draft model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Speculation {
+    Off,
+    Lookup,
+    Mtp,
+}
+
+/// A request's counters (`ember_request_stats`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestStats {
+    /// Tokens generated so far.
+    pub tokens: u64,
+    /// Engine steps whose pass evaluated its generated tokens.
+    pub decode_steps: u64,
+    pub drafted: u64,
+    pub accepted: u64,
+    /// accepted / drafted (0 when nothing was drafted).
+    pub acceptance_rate: f64,
 }
 
 fn c_engine_params_default() -> sys::ember_engine_params {
@@ -53,6 +82,9 @@ impl Default for EngineParams {
             gpu_layers: p.gpu_layers,
             experts_on_cpu: p.experts_on_cpu,
             gpu_budget_bytes: p.gpu_budget_bytes,
+            speculation: Speculation::Off,
+            spec_k: p.spec_k,
+            spec_ngram_max: p.spec_ngram_max,
         }
     }
 }
@@ -95,6 +127,8 @@ pub struct RequestOptions<'a> {
     /// Constrains the request's sampling; the request keeps its own reference, so the grammar may be
     /// dropped after submit. A dead end fails the request with `Status::GrammarDeadEnd`.
     pub grammar: Option<&'a Grammar>,
+    /// true: plain decoding for this request even when the engine speculates (the tokens are the same).
+    pub no_speculation: bool,
 }
 
 /// A submitted request. Freed on drop (cancelling it if it still runs).
@@ -147,6 +181,13 @@ impl<'m> Engine<'m> {
         p.gpu_layers = params.gpu_layers;
         p.experts_on_cpu = params.experts_on_cpu;
         p.gpu_budget_bytes = params.gpu_budget_bytes;
+        p.speculation = match params.speculation {
+            Speculation::Off => sys::EMBER_SPEC_OFF,
+            Speculation::Lookup => sys::EMBER_SPEC_LOOKUP,
+            Speculation::Mtp => sys::EMBER_SPEC_MTP,
+        };
+        p.spec_k = params.spec_k;
+        p.spec_ngram_max = params.spec_ngram_max;
         let mut raw = ptr::null_mut();
         // SAFETY: live model, params, out pointer.
         check(unsafe { sys::ember_engine_create(model.as_ptr(), &p, &mut raw) })?;
@@ -184,6 +225,7 @@ impl<'m> Engine<'m> {
         p.sampling = sp.as_ref().map_or(ptr::null(), |s| s as *const _);
         (p.stop, p.n_stop) = stop.as_c();
         p.grammar = options.grammar.map_or(ptr::null(), Grammar::as_ptr);
+        p.speculate = !options.no_speculation;
         let mut callback = on_token.map(Box::new);
         if let Some(cb) = callback.as_mut() {
             p.on_token = Some(request_trampoline);
@@ -263,6 +305,25 @@ impl Request {
         let ms = timeout.map_or(u32::MAX, |d| d.as_millis().min(u32::MAX as u128 - 1) as u32);
         // SAFETY: live request.
         Ok(check(unsafe { sys::ember_request_wait(self.raw.as_ptr(), ms) })? == sys::EMBER_OK)
+    }
+
+    /// Its counters: tokens, steps, drafts and accepted drafts.
+    pub fn stats(&self) -> Result<RequestStats> {
+        let mut s = std::mem::MaybeUninit::<sys::ember_request_stats>::uninit();
+        // SAFETY: init fills every field; live request.
+        let s = unsafe {
+            sys::ember_request_stats_init(s.as_mut_ptr());
+            let mut s = s.assume_init();
+            check(sys::ember_request_get_stats(self.raw.as_ptr(), &mut s))?;
+            s
+        };
+        Ok(RequestStats {
+            tokens: s.n_tokens,
+            decode_steps: s.decode_steps,
+            drafted: s.drafted,
+            accepted: s.accepted,
+            acceptance_rate: s.acceptance_rate,
+        })
     }
 
     /// Cancels at the next step boundary (nothing if it already ended).

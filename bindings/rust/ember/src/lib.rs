@@ -52,7 +52,7 @@ mod structured;
 
 pub use chat::ChatMessage;
 pub use ember_sys as sys;
-pub use engine::{Engine, EngineParams, Request, RequestOptions, RequestState};
+pub use engine::{Engine, EngineParams, Request, RequestOptions, RequestState, RequestStats, Speculation};
 pub use error::{Error, Result, Status};
 pub use generate::{Finish, GenerateOptions, Generated, Piece, Tokens};
 pub use model::{LoadOptions, Model, ModelInfo};
