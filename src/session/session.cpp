@@ -328,6 +328,7 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
                     b.state_keep = state_keep_.data();
                 }
             }
+            ++passes_;
             kv_->ctx->forward(b);
             seq_->commit(tokens + off, chunk);
             if (win_) win_->commit(chunk);

@@ -100,6 +100,8 @@ public:
     // The states a feed can keep (SessionOptions::kept_states; 0: none, a model without recurrent layers
     // or a backend that does not keep them).
     uint32_t kept_states() const { return static_cast<uint32_t>(kept_.size()); }
+    // Forward passes this session has run (feeds and the re-feeding of truncate): what a rollback cost.
+    uint64_t passes() const { return passes_; }
     // The tokens evaluated so far.
     const std::vector<int32_t> &tokens() const { return seq_->tokens(); }
     // The text a generated token completes (whole UTF-8 characters), advancing the session's text
@@ -220,6 +222,7 @@ private:
     int64_t checkpoint_ = -1;
     std::vector<int32_t> kept_;   // the kept states' slots (kv_->kept_states of them)
     uint32_t n_kept_ = 0;         // how many of them hold a state of the last feed
+    uint64_t passes_ = 0;
     std::vector<int32_t> pos_, rows_, state_slots_, state_src_, state_keep_;
     std::vector<const int32_t *> tables_, window_tables_;
     std::vector<float> logits_;
