@@ -4,8 +4,8 @@
 // bit what re-feeding gives on the CPU, for the three kinds of recurrent layer (Gated DeltaNet with its
 // causal convolution: qwen35, qwen35moe; LFM2's short convolution; Granite 4's Mamba-2 scan), across
 // passes (n_batch smaller than the feed), past the last kept state (re-feeding from it), and after a
-// cancelled feed (which leaves no state to take). `test_kept_states vulkan` runs a part of it on Vulkan,
-// where the kept states are the same bits as re-feeding's too.
+// cancelled feed (which leaves no state to take). `test_kept_states vulkan` (or `cuda`) runs a part of it
+// on that backend (on lavapipe the kept states are the same bits as re-feeding's too).
 #include "test_util.h"
 
 #include "core/error.hpp"
@@ -143,14 +143,14 @@ void test_attention_model_keeps_none(void **) {
 } // namespace
 
 int main(int argc, char **argv) {
-    if (argc > 1 && std::strcmp(argv[1], "vulkan") == 0) {
-        // The same checks on Vulkan (lavapipe here), where one is present.
-        g_backend = EMBER_BACKEND_VULKAN;
+    if (argc > 1 && (std::strcmp(argv[1], "vulkan") == 0 || std::strcmp(argv[1], "cuda") == 0)) {
+        // The same checks on a GPU backend (Vulkan: lavapipe here), where one is present.
+        g_backend = std::strcmp(argv[1], "cuda") == 0 ? EMBER_BACKEND_CUDA : EMBER_BACKEND_VULKAN;
         try {
             const auto model = load_synthetic(synthetic_family("llama"));
             Session s(*model, options(0, 256));
         } catch (const Error &e) {
-            return std::printf("SKIP: no vulkan backend here: %s\n", e.what()), EMBER_TEST_SKIP;
+            return std::printf("SKIP: no %s backend here: %s\n", argv[1], e.what()), EMBER_TEST_SKIP;
         }
     }
     if (g_backend != EMBER_BACKEND_CPU) {

@@ -45,7 +45,7 @@ struct SessionOptions {
     // states a feed asked to keep them (feed's keep_states) holds besides its two, for truncate() to take
     // instead of re-feeding (kKeptStates: a speculative verifying pass at the default draft length).
     uint32_t kept_states = kKeptStates;
-    static constexpr uint32_t kKeptStates = 4;
+    static constexpr uint32_t kKeptStates = EMBER_SESSION_KEPT_STATES;
 };
 
 // The KV cache of a session and its forks: one backend context, one block pool, and the lock that
