@@ -6,6 +6,7 @@
 #include "session/model_fingerprint.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -83,8 +84,10 @@ Session::Session(const Model &model, const SessionOptions &opts)
         if (!backend->recurrent_state())
             fail(EMBER_ERR_UNSUPPORTED, "the %s backend does not run models with recurrent layers (%s)", backend->name(),
                  model.desc().arch.c_str());
-        if (opts.kept_states > 64) fail(EMBER_ERR_INVALID_ARGUMENT, "kept_states %u is too large (at most 64)", opts.kept_states);
-        if (backend->keep_states()) kept = opts.kept_states;
+        kept = opts.kept_states;
+        if (const char *env = std::getenv("EMBER_KEPT_STATES"); env && env[0]) kept = static_cast<uint32_t>(std::atoi(env));
+        if (kept > 64) fail(EMBER_ERR_INVALID_ARGUMENT, "%u kept states is too many (at most 64)", kept);
+        if (!backend->keep_states()) kept = 0;
         cp.n_state_slots = (2 + kept) * n_seq;
     }
     placement_request_ = opts.placement;
