@@ -81,6 +81,18 @@ struct DeltaArgs {
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+// A warp's columns of a head's state (registers m, as k_gated_delta holds them) into `dst`.
+template <int E>
+__device__ __forceinline__ void store_columns(float *dst, const float (&m)[kDeltaCols][E], int j0, int lane, int S) {
+#pragma unroll
+    for (int c = 0; c < kDeltaCols; ++c)
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const int j = j0 + c, i = lane + 32 * e;
+            if (j < S && i < S) dst[static_cast<size_t>(j) * S + i] = m[c][e];
+        }
+}
+
 template <int E>
 __global__ void __launch_bounds__(kDeltaWarps * 32) k_gated_delta(DeltaArgs g, StateRuns r, uint32_t off) {
     const int64_t run = blockIdx.x;
@@ -136,24 +148,11 @@ __global__ void __launch_bounds__(kDeltaWarps * 32) k_gated_delta(DeltaArgs g, S
             o = warp_sum(o);
             if (lane == 0) yt[j] = o;
         }
-        if (r.keep && r.keep[t] >= 0) {  // the state after this token kept (a verifying pass)
-            float *kept = r.states + static_cast<size_t>(r.keep[t]) * r.state_floats + off + head;
-#pragma unroll
-            for (int c = 0; c < kDeltaCols; ++c)
-#pragma unroll
-                for (int e = 0; e < E; ++e) {
-                    const int j = j0 + c, i = lane + 32 * e;
-                    if (j < S && i < S) kept[static_cast<size_t>(j) * S + i] = m[c][e];
-                }
-        }
+        // The state after this token kept (a verifying pass).
+        if (r.keep && r.keep[t] >= 0)
+            store_columns<E>(r.states + static_cast<size_t>(r.keep[t]) * r.state_floats + off + head, m, j0, lane, S);
     }
-#pragma unroll
-    for (int c = 0; c < kDeltaCols; ++c)
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-            const int j = j0 + c, i = lane + 32 * e;
-            if (j < S && i < S) out[static_cast<size_t>(j) * S + i] = m[c][e];
-        }
+    store_columns<E>(out, m, j0, lane, S);
 }
 
 // SSM_SCAN, recurrent form: a thread per (run, head, row i of the head), walking the run's tokens with its
