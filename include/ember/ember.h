@@ -514,9 +514,7 @@ EMBER_API ember_status ember_session_truncate(ember_session *session, uint32_t n
 /** The recurrent states a session of a model with recurrent layers keeps besides its current one and the
  *  one a feed writes (ember_session_truncate): a session holds 2 + EMBER_SESSION_KEPT_STATES states of
  *  ember_model_info.state_bytes_per_sequence bytes (each fork as many), on backends that keep them (the
- *  CPU, Vulkan and CUDA backends of this release). $EMBER_KEPT_STATES (0..64), read when a session is
- *  created, replaces the count: 0 saves the memory, and a speculative rollback then re-evaluates the
- *  accepted tokens (bench/rollback_cost.c compares the two). */
+ *  CPU, Vulkan and CUDA backends of this release). */
 #define EMBER_SESSION_KEPT_STATES 4
 
 /** Saves the session's state — its tokens, KV cache rows, recurrent state (models with recurrent layers)
