@@ -84,6 +84,8 @@ Session::Session(const Model &model, const SessionOptions &opts)
         if (!backend->recurrent_state())
             fail(EMBER_ERR_UNSUPPORTED, "the %s backend does not run models with recurrent layers (%s)", backend->name(),
                  model.desc().arch.c_str());
+        // $EMBER_KEPT_STATES (0..64) replaces the count: 0 saves the memory and rollbacks re-feed
+        // (bench/rollback_cost.c compares the two).
         kept = opts.kept_states;
         if (const char *env = std::getenv("EMBER_KEPT_STATES"); env && env[0]) kept = static_cast<uint32_t>(std::atoi(env));
         if (kept > 64) fail(EMBER_ERR_INVALID_ARGUMENT, "%u kept states is too many (at most 64)", kept);

@@ -44,8 +44,6 @@ struct SessionOptions {
     // A model with recurrent layers on a backend that keeps per-token states (Backend::keep_states): the
     // states a feed asked to keep them (feed's keep_states) holds besides its two, for truncate() to take
     // instead of re-feeding (kKeptStates: a speculative verifying pass at the default draft length).
-    // $EMBER_KEPT_STATES (0..64), when set at the session's creation, replaces it: 0 saves the memory and
-    // rollbacks re-feed (bench/rollback_cost.c compares the two).
     uint32_t kept_states = kKeptStates;
     static constexpr uint32_t kKeptStates = EMBER_SESSION_KEPT_STATES;
 };
