@@ -5,7 +5,7 @@
 //      from the feed's start (a plain feed keeps no per-token state). Beside it, one copy of a sequence's
 //      state (state_bytes_per_sequence).
 //   2. Speculation both ways, alternating in one window: two sessions on the same prompt with n-gram
-//      lookup speculation (k = K, not adaptive, greedy), one created with $EMBER_KEPT_STATES=0 (its
+//      lookup speculation (k = K, not adaptive, sampled with one seed), one created with $EMBER_KEPT_STATES=0 (its
 //      rollbacks re-feed the accepted tokens) and one with the default kept states (its verifying pass
 //      keeps each token's state and a rollback takes one); each round generates TOKENS more tokens on
 //      each, which goes first alternating. Both make the same drafts and the same tokens (checked), so
@@ -73,7 +73,9 @@ int main(int argc, char **argv) {
 
     // 2. Speculation, re-feeding (EMBER_KEPT_STATES=0) against kept states, alternating.
     ember_session *sp[2] = {session(m, "0"), session(m, NULL)};
-    ember_sampler_params smp; ember_sampler_params_init(&smp); smp.temperature = 0;
+    // Sampled (seeded alike): a random-weight model's greedy text repeats, and lookup drafts of it are
+    // always accepted, which would leave nothing to roll back.
+    ember_sampler_params smp; ember_sampler_params_init(&smp); smp.temperature = 1.0f; smp.seed = 7;
     ember_sampler *g[2];
     ember_spec_params spec; ember_spec_params_init(&spec);
     spec.mode = EMBER_SPEC_LOOKUP, spec.k = (uint32_t)K, spec.adaptive = false;
