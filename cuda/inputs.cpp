@@ -65,7 +65,9 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
 uint32_t state_runs(const ember_mod_batch &b, uint32_t n_state_slots, size_t rows, int32_t *out) {
     const std::vector<SlotRun> runs = slot_runs(b, n_state_slots, "cuda forward");
     int32_t *run_of = out + StateIo::kRunOf * rows, *t0 = out + StateIo::kT0 * rows, *t1 = out + StateIo::kT1 * rows;
-    int32_t *from = out + StateIo::kFrom * rows, *slot = out + StateIo::kSlot * rows;
+    int32_t *from = out + StateIo::kFrom * rows, *slot = out + StateIo::kSlot * rows, *keep = out + StateIo::kKeep * rows;
+    const int32_t *kept = kept_slots(b, n_state_slots, runs, "cuda forward");
+    for (size_t t = 0; t < rows; ++t) keep[t] = kept && t < b.n_tokens ? kept[t] : -1;
     for (size_t n = 0; n < runs.size(); ++n) {
         const SlotRun &r = runs[n];
         t0[n] = static_cast<int32_t>(r.t0), t1[n] = static_cast<int32_t>(r.t1), from[n] = r.from, slot[n] = r.slot;

@@ -34,9 +34,10 @@ struct StepShape {
 // writes and the slot its first token reads (-1: zeros; the same slot: in place). Every array has `rows`
 // entries (a pass has at most as many runs as tokens), so the kernels' grids depend on the pass's token
 // count alone and a captured decode step reads whatever runs the next step brings.
+// kKeep: per token, the slot that keeps its state (module_api.h's state_keep; -1: none).
 struct StateIo {
-    static constexpr size_t kRunOf = 0, kT0 = 1, kT1 = 2, kFrom = 3, kSlot = 4;  // arrays of `rows`, in this order
-    static size_t words(size_t rows) { return 5 * rows + 1; }                   // then the number of runs
+    static constexpr size_t kRunOf = 0, kT0 = 1, kT1 = 2, kFrom = 3, kSlot = 4, kKeep = 5;  // arrays of `rows`, in order
+    static size_t words(size_t rows) { return 6 * rows + 1; }                               // then the number of runs
 };
 
 // Values of io, and where the window layers' slots and table offsets and the state runs start in it.

@@ -532,6 +532,7 @@ StateRuns Context::state_runs() const {
     r.run_of = io_state + StateIo::kRunOf * z_.rows;
     r.t0 = io_state + StateIo::kT0 * z_.rows, r.t1 = io_state + StateIo::kT1 * z_.rows;
     r.from = io_state + StateIo::kFrom * z_.rows, r.slot = io_state + StateIo::kSlot * z_.rows;
+    r.keep = io_state + StateIo::kKeep * z_.rows;
     r.n_runs = io_state + StateIo::words(z_.rows) - 1;
     r.states = state_slot(0), r.state_floats = m_.prog.state_floats;
     return r;

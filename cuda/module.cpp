@@ -38,7 +38,7 @@ struct Cuda {
     static constexpr const char *name = "cuda";
     static constexpr uint32_t kind = EMBER_BACKEND_CUDA;
     // program.hpp's ContextSizes: the window pool, the recurrent state slots (recurrent.hpp).
-    static constexpr uint32_t caps = EMBER_MOD_CAP_WINDOW_BLOCKS | EMBER_MOD_CAP_RECURRENT_STATE |
+    static constexpr uint32_t caps = EMBER_MOD_CAP_WINDOW_BLOCKS | EMBER_MOD_CAP_RECURRENT_STATE | EMBER_MOD_CAP_KEEP_STATES |
                                      EMBER_MOD_CAP_INPUT_ROWS;   // model.hpp's input_buf
 
     // Fails with the reason when no device is usable, so that the registry can say why.

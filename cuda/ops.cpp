@@ -3,6 +3,7 @@
 #include "ops.hpp"
 
 #include "backend/attn_options.hpp"
+#include "backend/state_runs.hpp"
 #include "attn_math.hpp"
 #include "core/dtype.hpp"
 #include "cu_check.hpp"
@@ -61,15 +62,20 @@ std::vector<DevWeight> upload_experts(std::vector<DevBuf> &keep, uint32_t t, con
 
 // One sequence of n tokens whose state (one slot, `floats` of it) goes up from the host and comes back: the
 // stateful kernels' runs for it, in place.
-StateRuns one_run(std::vector<DevBuf> &keep, float *host_state, size_t floats, uint32_t n) {
+// With `after` (ember_mod_op.states_after), token t also keeps its state in slot 1 + t.
+StateRuns one_run(std::vector<DevBuf> &keep, float *host_state, size_t floats, uint32_t n, bool after = false) {
     std::vector<int32_t> io(StateIo::words(n), 0);  // every token in run 0; it reads and writes slot 0
     io[StateIo::kT1 * n] = static_cast<int32_t>(n);
+    for (uint32_t t = 0; t < n; ++t) io[StateIo::kKeep * n + t] = after ? static_cast<int32_t>(t + 1) : -1;
     io.back() = 1;
     const int32_t *d = upload(keep, io.data(), io.size());
     StateRuns r;
     r.run_of = d + StateIo::kRunOf * n, r.t0 = d + StateIo::kT0 * n, r.t1 = d + StateIo::kT1 * n;
     r.from = d + StateIo::kFrom * n, r.slot = d + StateIo::kSlot * n, r.n_runs = d + io.size() - 1;
-    r.states = upload(keep, host_state, floats), r.state_floats = floats;
+    r.keep = d + StateIo::kKeep * n;
+    std::vector<float> slots(host_state, host_state + floats);
+    if (after) slots.resize(floats * (size_t{n} + 1));
+    r.states = upload(keep, slots.data(), slots.size()), r.state_floats = floats;
     return r;
 }
 
@@ -304,7 +310,9 @@ void run_op(Device &dev, const ember_mod_op &op) {
             fail(EMBER_ERR_INVALID_ARGUMENT, "cuda ssm_conv: kernel of %u (1..%lld) or no state", op.conv_kernel,
                  static_cast<long long>(kMaxConvKernel));
         const size_t floats = size_t{op.conv_kernel - 1} * op.n_in;
-        const StateRuns r = one_run(keep, op.state, floats, op.n_tokens);
+        float *const after = op_states_after(op);
+        const StateRuns r = one_run(keep, op.state, floats, op.n_tokens, after != nullptr);
+        if (after && floats) back.push_back({after, r.states + floats, size_t{op.n_tokens} * floats * sizeof(float)});
         out_n = size_t{op.n_tokens} * op.n_in;
         y = upload<float>(keep, nullptr, out_n);
         ssm_conv(upload(keep, op.x, out_n), y, op.n_tokens, op.n_in, static_cast<int>(op.conv_kernel),
@@ -318,7 +326,9 @@ void run_op(Device &dev, const ember_mod_op &op) {
         if (H == 0 || G == 0 || H % G != 0 || P == 0 || N == 0 || !op.state || !op.dt || !op.decay_a || !op.norm)
             fail(EMBER_ERR_INVALID_ARGUMENT, "cuda ssm_scan: %zu heads of %zu, %zu groups of %zu", H, P, G, N);
         const size_t floats = H * P * N;
-        const StateRuns r = one_run(keep, op.state, floats, op.n_tokens);
+        float *const after = op_states_after(op);
+        const StateRuns r = one_run(keep, op.state, floats, op.n_tokens, after != nullptr);
+        if (after && floats) back.push_back({after, r.states + floats, size_t{op.n_tokens} * floats * sizeof(float)});
         ScanShape p;
         p.n_head = static_cast<int>(H), p.head_dim = static_cast<int>(P), p.n_group = static_cast<int>(G);
         p.d_state = static_cast<int>(N);
@@ -341,7 +351,9 @@ void run_op(Device &dev, const ember_mod_op &op) {
             fail(EMBER_ERR_INVALID_ARGUMENT, "cuda gated_delta: %u value heads, %u key heads of %u (at most %u), mapping %u",
                  op.n_head, op.n_head_kv, op.head_dim, kMaxDeltaDim, op.col_offset);
         const size_t S = op.head_dim, H = op.n_head, n = op.n_tokens, floats = H * S * S;
-        const StateRuns r = one_run(keep, op.state, floats, op.n_tokens);
+        float *const after = op_states_after(op);
+        const StateRuns r = one_run(keep, op.state, floats, op.n_tokens, after != nullptr);
+        if (after && floats) back.push_back({after, r.states + floats, size_t{op.n_tokens} * floats * sizeof(float)});
         DeltaShape p;
         p.n_head = static_cast<int>(H), p.n_head_k = static_cast<int>(op.n_head_kv), p.head_dim = static_cast<int>(S);
         p.dt = upload(keep, op.dt, H), p.decay = upload(keep, op.decay_a, H);

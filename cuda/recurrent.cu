@@ -1,5 +1,6 @@
 // recurrent.cu — the hybrid families' stateful kernels: SSM_CONV (a causal depthwise convolution with a
-// carried window) and GATED_DELTA (the gated delta rule, recurrent form). See recurrent.hpp.
+// carried window), GATED_DELTA (the gated delta rule, recurrent form) and SSM_SCAN. See recurrent.hpp.
+// Each also writes the state after a token into the slot that token keeps it in (StateRuns::keep).
 //
 // Rounding: both follow cpu/recurrent.cpp's order where it is cheap (the convolution's sum term by term,
 // each product and sum rounded on its own, as the CPU's uncontracted loop); the delta rule's dot products
@@ -50,6 +51,16 @@ __global__ void k_ssm_conv_state(const float *x, int64_t max_runs, int64_t C, in
     const int64_t t0 = r.t0[run], t1 = r.t1[run];
     const float *old = slot_state(r, r.from[run], off);
     float *win = r.states + static_cast<size_t>(r.slot[run]) * r.state_floats + off;
+    // The windows kept after a verifying pass's tokens first: they may read the old window, which the run's
+    // own is written over when it goes on in place.
+    for (int64_t t = t0; r.keep && t < t1; ++t) {
+        if (r.keep[t] < 0) continue;
+        float *kw = r.states + static_cast<size_t>(r.keep[t]) * r.state_floats + off;
+        for (int64_t j = 0; j < K - 1; ++j) {
+            const ConvInput in = conv_window_after(j, t0, t + 1, K);
+            kw[j * C + c] = in.row ? x[in.index * C + c] : old ? old[in.index * C + c] : 0.0f;
+        }
+    }
     for (int64_t j = 0; j < K - 1; ++j) {
         const ConvInput in = conv_window_after(j, t0, t1, K);
         win[j * C + c] = in.row ? x[in.index * C + c] : old ? old[in.index * C + c] : 0.0f;
@@ -69,6 +80,18 @@ struct DeltaArgs {
 };
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// A warp's columns of a head's state (registers m, as k_gated_delta holds them) into `dst`.
+template <int E>
+__device__ __forceinline__ void store_columns(float *dst, const float (&m)[kDeltaCols][E], int j0, int lane, int S) {
+#pragma unroll
+    for (int c = 0; c < kDeltaCols; ++c)
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const int j = j0 + c, i = lane + 32 * e;
+            if (j < S && i < S) dst[static_cast<size_t>(j) * S + i] = m[c][e];
+        }
+}
 
 template <int E>
 __global__ void __launch_bounds__(kDeltaWarps * 32) k_gated_delta(DeltaArgs g, StateRuns r, uint32_t off) {
@@ -125,14 +148,11 @@ __global__ void __launch_bounds__(kDeltaWarps * 32) k_gated_delta(DeltaArgs g, S
             o = warp_sum(o);
             if (lane == 0) yt[j] = o;
         }
+        // The state after this token kept (a verifying pass).
+        if (r.keep && r.keep[t] >= 0)
+            store_columns<E>(r.states + static_cast<size_t>(r.keep[t]) * r.state_floats + off + head, m, j0, lane, S);
     }
-#pragma unroll
-    for (int c = 0; c < kDeltaCols; ++c)
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-            const int j = j0 + c, i = lane + 32 * e;
-            if (j < S && i < S) out[static_cast<size_t>(j) * S + i] = m[c][e];
-        }
+    store_columns<E>(out, m, j0, lane, S);
 }
 
 // SSM_SCAN, recurrent form: a thread per (run, head, row i of the head), walking the run's tokens with its
@@ -173,6 +193,10 @@ __global__ void k_ssm_scan(ScanArgs a, int64_t max_runs, StateRuns r, uint32_t o
         const float sum = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3])),
                                     __fadd_rn(__fadd_rn(acc[4], acc[5]), __fadd_rn(acc[6], acc[7])));
         a.y[t * inner + int64_t{h} * P + i] = __fadd_rn(sum, __fmul_rn(D, x));
+        if (r.keep && r.keep[t] >= 0) {  // the state after this token kept (a verifying pass)
+            float *kept = r.states + static_cast<size_t>(r.keep[t]) * r.state_floats + off + at;
+            for (int k = 0; k < N; ++k) kept[k] = m[k];
+        }
     }
 }
 

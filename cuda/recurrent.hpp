@@ -21,6 +21,7 @@ struct StateRuns {
     const int32_t *t0 = nullptr, *t1 = nullptr;  // [runs] tokens [t0, t1)
     const int32_t *from = nullptr, *slot = nullptr;  // [runs] the slot read first (-1: zeros), the slot written
     const int32_t *n_runs = nullptr;             // one value
+    const int32_t *keep = nullptr;               // [n_tokens] the slot keeping the state after each (-1: none)
     float *states = nullptr;                     // slot 0's state; slot s at states + s * state_floats
     size_t state_floats = 0;
 };

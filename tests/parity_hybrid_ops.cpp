@@ -1,8 +1,10 @@
 // parity_hybrid_ops.cpp — the parity harness's cases for the ops of the hybrid families (graph.h's ops
 // from COPY_COLS on: copy_cols, sigmoid_mul, ssm_conv, gated_delta, ssm_scan, mul), compiled into test_parity and run on
 // whichever backend it runs. Each result is held to a bound derived next to its op, against a
-// double-precision reference written from graph.h's definitions; the two recurrent ops also carry their
-// state across calls, and the state after the last token is checked too. u is float's unit roundoff.
+// double-precision reference written from graph.h's definitions; the recurrent ops also carry their
+// state across calls, and the state after the last token is checked too, as is the state each token
+// leaves where the op keeps it (ember_mod_op.states_after, a verifying pass's kept states). u is float's
+// unit roundoff.
 #include "parity_hybrid_ops.hpp"
 
 #include <algorithm>
@@ -61,12 +63,12 @@ void test_ssm_conv(void **) {
     const uint32_t C = 70, K = 4, T = 11, split = 6;
     const std::vector<float> x = rand_vec(&st, T * C, -3, 3), w = rand_vec(&st, C * K, -1, 1),
                              init = rand_vec(&st, (K - 1) * C, -3, 3);
-    std::vector<float> y(T * C), state = init;
+    std::vector<float> y(T * C), state = init, after(T * (K - 1) * C, -7.0f);
     for (uint32_t part = 0; part < 2; ++part) {
         const uint32_t t0 = part ? split : 0, t1 = part ? T : split;
         ember_mod_op op = make_op(EMBER_GRAPH_SSM_CONV);
         op.n_tokens = t1 - t0, op.n_in = C, op.conv_kernel = K, op.w = w.data(), op.x = x.data() + t0 * C;
-        op.y = y.data() + t0 * C, op.state = state.data();
+        op.y = y.data() + t0 * C, op.state = state.data(), op.states_after = after.data() + t0 * (K - 1) * C;
         run(op);
     }
     // The input history: the initial window, then x.
@@ -82,6 +84,12 @@ void test_ssm_conv(void **) {
         }
     for (uint32_t j = 0; j + 1 < K; ++j)
         for (uint32_t c = 0; c < C; ++c) check("ssm_conv state", j * C + c, state[j * C + c], input(T - K + 1 + j, c), 0);
+    // The window kept after each token (states_after, a verifying pass's): its last K - 1 inputs, exact.
+    for (uint32_t t = 0; t < T; ++t)
+        for (uint32_t j = 0; j + 1 < K; ++j)
+            for (uint32_t c = 0; c < C; ++c)
+                check("ssm_conv state after a token", (t * (K - 1) + j) * C + c, after[(t * (K - 1) + j) * C + c],
+                      input(int64_t(t) - K + 2 + j, c), 0);
 }
 
 // gated_delta in double from graph.h's definition. Bound: each token's state update is a decay, a dot
@@ -96,14 +104,16 @@ void test_gated_delta(void **) {
     const std::vector<float> qkv = rand_vec(&st, T * row, -1, 1), a = rand_vec(&st, T * H, -3, 2),
                              b = rand_vec(&st, T * H, -3, 3), dt = rand_vec(&st, H, -1, 1), decay = rand_vec(&st, H, -2, -0.1f),
                              init = rand_vec(&st, H * S * S, -0.5f, 0.5f);
+    const size_t floats = size_t(H) * S * S;
     for (int whole = 0; whole < 2; ++whole) {
-        std::vector<float> y(T * H * S), state = init;
+        std::vector<float> y(T * H * S), state = init, after(T * floats, -7.0f);
         for (uint32_t part = 0; part < (whole ? 1u : 2u); ++part) {
             const uint32_t t0 = whole ? 0 : part ? split : 0, t1 = whole ? T : part ? T : split;
             ember_mod_op op = make_op(EMBER_GRAPH_GATED_DELTA);
             op.n_tokens = t1 - t0, op.n_head = H, op.n_head_kv = Hk, op.head_dim = S, op.eps = eps, op.scale = scale;
             op.x = qkv.data() + t0 * row, op.x2 = a.data() + t0 * H, op.x3 = b.data() + t0 * H;
             op.dt = dt.data(), op.decay_a = decay.data(), op.y = y.data() + t0 * H * S, op.state = state.data();
+            op.states_after = after.data() + t0 * floats;   // each token's state kept, as a verifying pass keeps it
             run(op);
         }
         // Reference.
@@ -134,6 +144,9 @@ void test_gated_delta(void **) {
                     check(what, j, y[(t * H + h) * S + j], o, bound);
                 }
             }
+            for (size_t i = 0; i < floats; ++i)
+                check("gated_delta state after a token", t * floats + i, after[t * floats + i], M[i],
+                      (4.0 * S + 16) * kU * std::max(1.0, mag) * (t + 1));
         }
         for (size_t i = 0; i < M.size(); ++i)
             check(whole ? "gated_delta state" : "gated_delta state (two calls)", i, state[i], M[i],
@@ -185,14 +198,16 @@ void test_ssm_scan(void **) {
     const std::vector<float> xbc = rand_vec(&st, T * row, -1, 1), dt = rand_vec(&st, T * H, -3, 1),
                              A = rand_vec(&st, H, -4, -0.2f), D = rand_vec(&st, H, 0.5f, 1.5f),
                              dt_bias = rand_vec(&st, H, -1, 0.5f), init = rand_vec(&st, H * P * N, -0.5f, 0.5f);
+    const size_t floats = size_t(H) * P * N;
     for (int whole = 0; whole < 2; ++whole) {
-        std::vector<float> y(T * inner), state = init;
+        std::vector<float> y(T * inner), state = init, after(T * floats, -7.0f);
         for (uint32_t part = 0; part < (whole ? 1u : 2u); ++part) {
             const uint32_t t0 = whole ? 0 : part ? split : 0, t1 = whole ? T : part ? T : split;
             ember_mod_op op = make_op(EMBER_GRAPH_SSM_SCAN);
             op.n_tokens = t1 - t0, op.n_head = H, op.n_head_kv = G, op.head_dim = P, op.conv_kernel = N;
             op.x = xbc.data() + t0 * row, op.x2 = dt.data() + t0 * H, op.y = y.data() + t0 * inner;
             op.decay_a = A.data(), op.norm = D.data(), op.dt = dt_bias.data(), op.state = state.data();
+            op.states_after = after.data() + t0 * floats;   // each token's state kept, as a verifying pass keeps it
             run(op);
         }
         std::vector<double> S(init.begin(), init.end());
@@ -220,6 +235,8 @@ void test_ssm_scan(void **) {
                     check(what, i, y[t * inner + h * P + i], o, bound);
                 }
             }
+            for (size_t i = 0; i < floats; ++i)
+                check("ssm_scan state after a token", t * floats + i, after[t * floats + i], S[i], 20.0 * kU * mag * (t + 1));
         }
         for (size_t i = 0; i < S.size(); ++i)
             check(whole ? "ssm_scan state" : "ssm_scan state (two calls)", i, state[i], S[i], 20.0 * kU * mag * T);

@@ -31,7 +31,7 @@ using namespace ember;
 struct Vulkan {
     static constexpr const char *name = "vulkan";
     static constexpr uint32_t kind = EMBER_BACKEND_VULKAN;
-    static constexpr uint32_t caps = EMBER_MOD_CAP_WINDOW_BLOCKS | EMBER_MOD_CAP_RECURRENT_STATE |   // vk_model.hpp's ContextSizes, state slots
+    static constexpr uint32_t caps = EMBER_MOD_CAP_WINDOW_BLOCKS | EMBER_MOD_CAP_RECURRENT_STATE | EMBER_MOD_CAP_KEEP_STATES |   // vk_model.hpp's ContextSizes, state slots
                                      EMBER_MOD_CAP_INPUT_ROWS;   // Model::input_buf
 
     static int list_devices(ember_mod_device_info *out, uint32_t cap, uint32_t *n_out, char *msg, size_t msg_cap) {

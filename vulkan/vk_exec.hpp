@@ -58,7 +58,7 @@ public:
     void copy_cols(uint32_t x_off, uint32_t y_off, uint32_t rows, const Cols &c);
     // SIGMOID_MUL: y = x * sigmoid(g), rows of width values, g of width per row or (g_width 1) one.
     void sigmoid_mul(uint32_t x_off, uint32_t g_off, uint32_t y_off, uint32_t rows, uint32_t width, uint32_t g_width);
-    // Where the recurrent ops find their sequences' states: the runs (state_runs.glsl's 4 ints each) at
+    // Where the recurrent ops find their sequences' states: the runs (state_runs.glsl's 5 ints each) at
     // io offset runs_off, each slot slot_floats floats of the states buffer, the node's share at state_off.
     struct States {
         uint32_t runs_off, n_runs, slot_floats, state_off;

@@ -211,8 +211,9 @@ Context::Io Context::fill_io(const ember_mod_batch &b) {
     io.moe.token = static_cast<uint32_t>(words), io.moe.pos = static_cast<uint32_t>(words + slots);
     io.moe.gate = static_cast<uint32_t>(words + 2 * slots), io.moe.row_gate = static_cast<uint32_t>(words + 3 * slots);
     words += 4 * slots;
-    const std::vector<int32_t> runs = state_runs(b);
-    io.runs = static_cast<uint32_t>(words), io.n_runs = static_cast<uint32_t>(runs.size() / 4), words += runs.size();
+    uint32_t n_runs = 0;
+    const std::vector<int32_t> runs = state_runs(b, n_runs);
+    io.runs = static_cast<uint32_t>(words), io.n_runs = n_runs, words += runs.size();
     io.inputs = io.hidden = kNone;
     if (P.input_width) {
         if (b.struct_size < offsetof(ember_mod_batch, inputs) + sizeof b.inputs || !b.inputs)
@@ -600,11 +601,18 @@ void Context::check_slot(int32_t slot, const char *what) const {
         fail(EMBER_ERR_INTERNAL, "vulkan %s: state slot %d of %u", what, slot, z_.n_state_slots);
 }
 
-std::vector<int32_t> Context::state_runs(const ember_mod_batch &b) const {
-    std::vector<int32_t> runs;   // t0, t1, slot, src per run
+std::vector<int32_t> Context::state_runs(const ember_mod_batch &b, uint32_t &n_runs) const {
+    std::vector<int32_t> runs;   // t0, t1, slot, src, keep per run, then the kept slots of every token
+    n_runs = 0;
     if (m_.prog.state_floats == 0) return runs;
-    for (const SlotRun &r : slot_runs(b, z_.n_state_slots, "vulkan forward"))
-        runs.insert(runs.end(), {static_cast<int32_t>(r.t0), static_cast<int32_t>(r.t1), r.slot, r.from});
+    const std::vector<SlotRun> sr = slot_runs(b, z_.n_state_slots, "vulkan forward");
+    const int32_t *keep = kept_slots(b, z_.n_state_slots, sr, "vulkan forward");
+    n_runs = static_cast<uint32_t>(sr.size());
+    const int32_t list = static_cast<int32_t>(5 * sr.size());   // the kept slots' place after the runs
+    for (const SlotRun &r : sr)
+        runs.insert(runs.end(), {static_cast<int32_t>(r.t0), static_cast<int32_t>(r.t1), r.slot, r.from,
+                                 keep ? list + static_cast<int32_t>(r.t0) : -1});
+    if (keep) runs.insert(runs.end(), keep, keep + b.n_tokens);
     return runs;
 }
 

@@ -94,8 +94,9 @@ private:
                    std::vector<VkBufferCopy> &cv) const;
     uint32_t off(int32_t buf) const { return z_.buf_off[static_cast<size_t>(buf)]; }
     void check_slot(int32_t slot, const char *what) const;
-    // The batch's state runs (4 ints each, state_runs.glsl), checked as the CPU checks them.
-    std::vector<int32_t> state_runs(const ember_mod_batch &b) const;
+    // The batch's state runs (5 ints each, state_runs.glsl) and its kept-state slots, checked as the CPU
+    // checks them; n_runs gets the number of runs.
+    std::vector<int32_t> state_runs(const ember_mod_batch &b, uint32_t &n_runs) const;
     // Bytes of the staging of read_kv / write_kv: K and V rows of n positions of the layers that keep them.
     size_t kv_stage_bytes(uint32_t n) const;
 

@@ -2,6 +2,8 @@
 // Recorder calls the forward pass makes, on buffers made for the call.
 #include "vk_ops.hpp"
 
+#include "backend/state_runs.hpp"
+
 #include "backend/attn_options.hpp"
 #include "core/error.hpp"
 #include "vk_moe.hpp"
@@ -74,12 +76,16 @@ void run_op(Device &dev, const ember_mod_op &op) {
     if (op.kind >= EMBER_GRAPH_COPY_COLS && op.kind <= EMBER_GRAPH_GATED_DELTA &&
         op.struct_size < offsetof(ember_mod_op, col_offset) + sizeof op.col_offset)
         fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan run_op: op %u needs ember_mod_op's fields of the recurrent ops", op.kind);
-    // The recurrent ops: one sequence of n rows going on in place from the caller's state (slot 0).
+    // The recurrent ops: one sequence of n rows going on in place from the caller's state (slot 0), with
+    // states_after each token's state kept in slot 1 + t (state_runs.glsl).
+    float *const states_after = op_states_after(op);
     auto one_run = [&](const float *state, size_t floats) {
         if (!state) fail(EMBER_ERR_INVALID_ARGUMENT, "vulkan run_op: op %u without a state", op.kind);
         hb.state.assign(state, state + floats);
-        const int32_t run[4] = {0, static_cast<int32_t>(n), 0, 0};
-        return Recorder::States{hb.put_io(run, 4), 1, static_cast<uint32_t>(floats), 0};
+        if (states_after) hb.state.resize(floats * (size_t{n} + 1));
+        std::vector<int32_t> run = {0, static_cast<int32_t>(n), 0, 0, states_after ? 5 : -1};
+        for (uint32_t t = 0; states_after && t < n; ++t) run.push_back(static_cast<int32_t>(t + 1));
+        return Recorder::States{hb.put_io(run.data(), run.size()), 1, static_cast<uint32_t>(floats), 0};
     };
 
     switch (op.kind) {
@@ -386,7 +392,11 @@ void run_op(Device &dev, const ember_mod_op &op) {
             dev.download(bk, 0, op.k_out, kbytes.size());
             dev.download(bv, 0, op.v_out, vbytes.size());
         }
-        if (state_out) dev.download(bs, 0, op.state, hb.state.size() * 4);
+        if (state_out) {
+            const size_t floats = states_after ? hb.state.size() / (size_t{n} + 1) : hb.state.size();
+            dev.download(bs, 0, op.state, floats * 4);
+            if (states_after) dev.download(bs, floats * 4, states_after, size_t{n} * floats * 4);
+        }
     } catch (...) {
         bind.destroy(dev);
         for (Buffer *b : {&bw, &ba, &bk, &bv, &bio, &bs}) dev.destroy(*b);

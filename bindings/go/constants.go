@@ -160,6 +160,11 @@ const (
 	GPULayersAuto = -2
 )
 
+// SessionKeptStates: the recurrent states a session of a model with recurrent layers keeps besides its
+// two (a speculative verifying pass's, which truncation takes instead of re-evaluating): a session holds
+// 2 + SessionKeptStates states of ModelInfo's state bytes per sequence.
+const SessionKeptStates = 4
+
 // The header's version constants (what this binding was written against).
 const (
 	ABIVersion   = 1

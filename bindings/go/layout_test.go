@@ -85,6 +85,7 @@ var goConstants = []goConstant{
 	{"CPUBudgetFixedThreads", "EMBER_CPU_BUDGET_FIXED_THREADS", int64(CPUBudgetFixedThreads)},
 	{"GPULayersAll", "EMBER_GPU_LAYERS_ALL", GPULayersAll},
 	{"GPULayersAuto", "EMBER_GPU_LAYERS_AUTO", GPULayersAuto},
+	{"SessionKeptStates", "EMBER_SESSION_KEPT_STATES", SessionKeptStates},
 	{"ABIVersion", "EMBER_ABI_VERSION", ABIVersion},
 	{"VersionMajor", "EMBER_VERSION_MAJOR", VersionMajor},
 	{"VersionMinor", "EMBER_VERSION_MINOR", VersionMinor},

@@ -232,7 +232,8 @@ typedef struct ember_model_info {
     /* EMBER_1.9: the two kinds of per-sequence memory, for hybrid models whose recurrent layers carry a
      * fixed-size state instead of KV rows (ember_estimate_memory counts both). */
     uint64_t state_bytes_per_sequence; /**< recurrent-state bytes one sequence carries, whatever its
-                                        *  length (0: no recurrent layers) */
+                                        *  length (0: no recurrent layers); a session holds
+                                        *  2 + EMBER_SESSION_KEPT_STATES such states */
     uint32_t n_kv_layers;        /**< layers that keep KV rows (kv_bytes_per_token covers these) */
     uint32_t n_recurrent_layers; /**< layers that carry a recurrent state instead */
 } ember_model_info;
@@ -503,13 +504,22 @@ EMBER_API uint32_t ember_default_thread_count(void);
 
 /** Rolls the session back to its first `n_tokens` tokens (KV cache included); n_tokens must be <= the
  *  position. Logits are invalid afterwards until the next feed.
- *  Cost: nothing for a model of attention layers. A model with recurrent layers (Qwen3.5, Qwen3-Next)
- *  keeps one state per sequence, not one per position, so it re-evaluates tokens: those from the start of
- *  the last feed (ember_session_feed, or the last step of generation) up to n_tokens when n_tokens is not
- *  before that start — a speculative rollback is such a case — else all n_tokens from position 0, as
- *  costly as feeding them. If that re-evaluation fails the session is left at the position it
- *  re-evaluated from. */
+ *  Cost: nothing for a model of attention layers. A model with recurrent layers (Qwen3.5, Qwen3-Next,
+ *  LFM2, Granite 4 H) keeps one state per sequence, not one per position: it keeps the state at the start
+ *  of the last feed (ember_session_feed, or the last step of generation), and a speculative verifying
+ *  pass (ember_session_set_speculation) also keeps the state after each of its first
+ *  EMBER_SESSION_KEPT_STATES tokens. Truncating to a position that has such a state takes it: nothing is
+ *  re-evaluated (a speculative rollback within the default draft length). Otherwise it re-evaluates the
+ *  tokens up to n_tokens from the latest of those states before n_tokens when n_tokens is not before the
+ *  last feed's start, else all n_tokens from position 0, as costly as feeding them. If that re-evaluation
+ *  fails the session is left at the position it re-evaluated from. */
 EMBER_API ember_status ember_session_truncate(ember_session *session, uint32_t n_tokens);
+
+/** The recurrent states a session of a model with recurrent layers keeps besides its current one and the
+ *  one a feed writes (ember_session_truncate): a session holds 2 + EMBER_SESSION_KEPT_STATES states of
+ *  ember_model_info.state_bytes_per_sequence bytes (each fork as many), on backends that keep them (the
+ *  CPU, Vulkan and CUDA backends of this release). */
+#define EMBER_SESSION_KEPT_STATES 4
 
 /** Saves the session's state — its tokens, KV cache rows, recurrent state (models with recurrent layers)
  *  and last logits — in a versioned format with a

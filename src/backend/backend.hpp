@@ -109,6 +109,9 @@ struct Batch {
     // For a description with an input buffer (desc_input_buf): [n_tokens][its width] the activations the
     // pass starts from, computed by the part of the program before it.
     const float *input = nullptr;
+    // With keep_states(): nullptr, or [n_tokens] a slot that also receives the sequence's state after that
+    // token (-1: none); module_api.h's state_keep says the rules.
+    const int32_t *state_keep = nullptr;
 };
 
 class BackendContext {
@@ -157,6 +160,8 @@ public:
     virtual bool precision_high() const { return false; }
     // Whether it runs models with recurrent state (EMBER_MOD_CAP_RECURRENT_STATE).
     virtual bool recurrent_state() const { return false; }
+    // Whether its recurrent ops keep per-token states (EMBER_MOD_CAP_KEEP_STATES: Batch::state_keep).
+    virtual bool keep_states() const { return false; }
     // Whether it runs descriptions that start from activations (EMBER_MOD_CAP_INPUT_ROWS): the parts of a
     // program cut across devices after the first.
     virtual bool input_rows() const { return false; }

@@ -134,6 +134,11 @@ typedef struct ember_mod_batch {
     /* Appended: with a description's has_input, the rows written into its input_buf (else NULL); the
      * tokens are then only the sequence's bookkeeping (not read by any GET_ROWS). */
     const float *input;
+    /* Appended, with EMBER_MOD_CAP_KEEP_STATES (else NULL; NULL: nothing kept): [n_tokens] a state slot
+     * that the pass also leaves holding the sequence's state after that token (-1: none), as a
+     * speculative verifying pass keeps each drafted token's state so that a rejection only picks one.
+     * Such a slot is none of the pass's state_slots or state_src, and no two tokens name the same one. */
+    const int32_t *state_keep;
 } ember_mod_batch;
 
 /* What opening a backend may be told. Every pointer may be NULL. */
@@ -248,6 +253,10 @@ typedef struct ember_mod_op {
      *   ATTENTION_EXT attn_mask (graph.h's ember_graph_attn_mask): SEQUENCE, every key of the token's sequence
      *                 up to the position of its last token here (tokens of one table consecutive) */
     uint32_t attn_mask;
+    /* Appended for SSM_CONV, GATED_DELTA and SSM_SCAN (with EMBER_MOD_CAP_KEEP_STATES): NULL, or
+     * [n_tokens][the op's state floats] where the op writes the state after each token (the last row is
+     * `state` after the op). */
+    float *states_after;
 } ember_mod_op;
 
 typedef struct ember_backend_module {
@@ -314,6 +323,9 @@ typedef struct ember_backend_module {
 /* The module runs descriptions with has_input (a part of a program cut across devices, whose first nodes
  * read activations another backend computed: ember_mod_batch.input). */
 #define EMBER_MOD_CAP_INPUT_ROWS 8u
+/* The module's recurrent ops keep per-token states: ember_mod_batch.state_keep and
+ * ember_mod_op.states_after. */
+#define EMBER_MOD_CAP_KEEP_STATES 16u
 
 typedef const ember_backend_module *(*ember_backend_module_fn)(void);
 

@@ -116,6 +116,7 @@ public:
         mb.state_slots = b.state_slots, mb.state_src = b.state_src;
         mb.inputs = b.inputs, mb.hidden = b.hidden;
         mb.input = b.input;
+        mb.state_keep = b.state_keep;
         mb.n_logits = b.n_logits, mb.logits_rows = b.logits_rows, mb.logits = b.logits;
         if (b.cancel) {
             mb.cancel = [](void *flag) { return static_cast<const std::atomic<bool> *>(flag)->load() ? 1 : 0; };
@@ -207,6 +208,7 @@ public:
     bool window_blocks() const override { return takes_window_blocks(api_); }
     bool precision_high() const override { return has_cap(api_, EMBER_MOD_CAP_PRECISION_HIGH); }
     bool recurrent_state() const override { return takes_state(api_); }
+    bool keep_states() const override { return takes_state(api_) && has_cap(api_, EMBER_MOD_CAP_KEEP_STATES); }
     bool input_rows() const override { return has_cap(api_, EMBER_MOD_CAP_INPUT_ROWS); }
     const char *name() const override { return api_->name; }
     int score() const override {

@@ -92,7 +92,7 @@ public:
                 out_.resize(size_t{b.n_tokens} * p.out_width);
                 pb.n_logits = b.n_tokens, pb.logits_rows = rows_.data(), pb.logits = out_.data();
             }
-            if (p.c.state_floats == 0) pb.state_slots = pb.state_src = nullptr;
+            if (p.c.state_floats == 0) pb.state_slots = pb.state_src = pb.state_keep = nullptr;
             if (k > 0 && b.cancel && b.cancel->load()) fail(EMBER_ERR_CANCELLED, "forward cancelled between devices");
             ctxs_[k]->forward(pb);
             if (!last) in_.swap(out_);
@@ -182,6 +182,7 @@ public:
     bool window_blocks() const override { return gpu_.window_blocks() && cpu_.window_blocks(); }
     bool precision_high() const override { return gpu_.precision_high() && cpu_.precision_high(); }
     bool recurrent_state() const override { return gpu_.recurrent_state() && cpu_.recurrent_state(); }
+    bool keep_states() const override { return gpu_.keep_states() && cpu_.keep_states(); }
     std::unique_ptr<BackendModel> load_model(const ember_mod_model_desc &desc) override {
         return std::make_unique<SplitModel>(place_program(desc, gpu_, gpu_layers_, experts_));
     }

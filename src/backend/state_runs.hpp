@@ -53,4 +53,42 @@ inline std::vector<SlotRun> slot_runs(const ember_mod_batch &b, uint32_t n_slots
     return runs;
 }
 
+// The batch's kept-state slots (module_api.h's state_keep: [n_tokens], -1 for none), or nullptr when it
+// keeps none (no array, an older batch, or every entry -1). Refused (EMBER_ERR_INTERNAL): a slot out of
+// range, one that a run of the pass writes or reads, or one that two tokens name — each would make a
+// state depend on the order in which the backend runs the sequences.
+inline const int32_t *kept_slots(const ember_mod_batch &b, uint32_t n_slots, const std::vector<SlotRun> &runs,
+                                 const char *who) {
+    if (b.struct_size < offsetof(ember_mod_batch, state_keep) + sizeof b.state_keep || !b.state_keep) return nullptr;
+    bool any = false;
+    for (uint32_t t = 0; t < b.n_tokens; ++t) {
+        const int32_t k = b.state_keep[t];
+        if (k == -1) continue;
+        any = true;
+        if (k < 0 || static_cast<uint32_t>(k) >= n_slots) fail(EMBER_ERR_INTERNAL, "%s: kept state slot %d of %u", who, k, n_slots);
+        for (const SlotRun &r : runs)
+            if (k == r.slot || k == r.from)
+                fail(EMBER_ERR_INTERNAL, "%s: kept state slot %d is one the pass reads or writes", who, k);
+        for (uint32_t u = 0; u < t; ++u)
+            if (b.state_keep[u] == k) fail(EMBER_ERR_INTERNAL, "%s: two tokens keep their state in slot %d", who, k);
+    }
+    return any ? b.state_keep : nullptr;
+}
+
+// The floats of state one recurrent op of the single-op interface carries (module_api.h's ember_mod_op:
+// SSM_CONV's window, GATED_DELTA's and SSM_SCAN's heads): a row of its states_after.
+inline size_t op_state_floats(const ember_mod_op &op) {
+    switch (op.kind) {
+    case EMBER_GRAPH_SSM_CONV: return size_t{op.conv_kernel ? op.conv_kernel - 1 : 0} * op.n_in;
+    case EMBER_GRAPH_GATED_DELTA: return size_t{op.n_head} * op.head_dim * op.head_dim;
+    case EMBER_GRAPH_SSM_SCAN: return size_t{op.n_head} * op.head_dim * op.conv_kernel;
+    default: return 0;
+    }
+}
+
+// Whether a single op asks for its per-token states (an ember_mod_op with states_after set).
+inline float *op_states_after(const ember_mod_op &op) {
+    return op.struct_size >= offsetof(ember_mod_op, states_after) + sizeof op.states_after ? op.states_after : nullptr;
+}
+
 } // namespace ember

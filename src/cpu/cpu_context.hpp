@@ -102,6 +102,7 @@ private:
     std::vector<uint8_t> k_cache_, v_cache_;
     std::vector<float> states_;                // [n_state_slots][state_floats]
     std::vector<StateRun> runs_;               // this pass's sequences (recurrent models)
+    std::vector<float *> keep_;                // [n_tokens] the slots of this pass's kept states (StateRun::keep)
     std::vector<std::vector<float>> storage_;  // the activation buffers
     std::vector<float *> bufs_;                // [n_bufs]; the logits buffer is the batch's own array
 };

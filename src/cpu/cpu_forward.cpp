@@ -335,10 +335,17 @@ void CpuContext::write_state(int32_t slot, const float *src) {
 void CpuContext::prepare_state_runs(const ember_mod_batch &b) {
     runs_.clear();
     if (state_bytes(m_.desc) == 0) return;
-    for (const SlotRun &r : slot_runs(b, params_.n_state_slots, "cpu forward")) {
+    const std::vector<SlotRun> runs = slot_runs(b, params_.n_state_slots, "cpu forward");
+    const int32_t *keep = kept_slots(b, params_.n_state_slots, runs, "cpu forward");
+    if (keep) {
+        keep_.resize(b.n_tokens);
+        for (uint32_t t = 0; t < b.n_tokens; ++t) keep_[t] = keep[t] < 0 ? nullptr : state_slot(keep[t]);
+    }
+    for (const SlotRun &r : runs) {
         StateRun run;
         run.t0 = r.t0, run.t1 = r.t1, run.state = state_slot(r.slot);
         run.from = r.from == -1 ? nullptr : state_slot(r.from);
+        run.keep = keep ? keep_.data() + r.t0 : nullptr;
         runs_.push_back(run);
     }
 }

@@ -31,7 +31,7 @@ struct Cpu {
     static constexpr const char *name = "cpu";
     static constexpr uint32_t kind = EMBER_BACKEND_CPU;
     static constexpr uint32_t caps =
-        EMBER_MOD_CAP_WINDOW_BLOCKS | EMBER_MOD_CAP_PRECISION_HIGH | EMBER_MOD_CAP_RECURRENT_STATE |
+        EMBER_MOD_CAP_WINDOW_BLOCKS | EMBER_MOD_CAP_PRECISION_HIGH | EMBER_MOD_CAP_RECURRENT_STATE | EMBER_MOD_CAP_KEEP_STATES |
         EMBER_MOD_CAP_INPUT_ROWS;
 
     static int list_devices(ember_mod_device_info *out, uint32_t cap, uint32_t *n_out, char *msg, size_t msg_cap) {

@@ -3,6 +3,7 @@
 #include "cpu/cpu_ops.hpp"
 
 #include "backend/attn_options.hpp"
+#include "backend/state_runs.hpp"
 #include "cpu/recurrent.hpp"
 #include "core/error.hpp"
 
@@ -116,6 +117,13 @@ void run_op(const ember_mod_op &op) {
         // One sequence, going on in place from the caller's state.
         StateRun r;
         r.t0 = 0, r.t1 = op.n_tokens, r.state = op.state, r.from = op.state;
+        // states_after: each token's state kept, as a verifying pass keeps them (module_api.h).
+        std::vector<float *> keep;
+        if (float *after = op_states_after(op)) {
+            const size_t floats = op_state_floats(op);
+            for (uint32_t t = 0; t < op.n_tokens; ++t) keep.push_back(after + t * floats);
+            r.keep = keep.data();
+        }
         if (op.kind == EMBER_GRAPH_SSM_CONV) {
             ssm_conv(pool, op.x, op.y, op.n_in, op.conv_kernel, static_cast<const float *>(op.w), &r, 1, 0, op.bias,
                      op.n_out == EMBER_GRAPH_SSM_CONV_SILU);

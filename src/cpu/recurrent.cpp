@@ -37,7 +37,7 @@ void ssm_conv(ThreadPool &pool, const float *x, float *y, int64_t C, int64_t K, 
         const StateRun &r = runs[it / chunks_per_run];
         const int64_t c0 = (it % chunks_per_run) * kChunk;
         chunk({x, y, C, K, w, r.from ? r.from + state_offset : nullptr, r.state + state_offset, c0, std::min(C, c0 + kChunk),
-               r.t0, r.t1, bias, act_silu});
+               r.t0, r.t1, bias, act_silu, r.keep, state_offset});
     };
     if (n_items == 1 || pool.size() == 1) {
         for (int64_t it = 0; it < n_items; ++it) item(it);
@@ -59,7 +59,7 @@ void gated_delta(ThreadPool &pool, const float *qkv, const float *a, const float
         const int h = static_cast<int>(it % H), hk = p.grouped ? h / (H / Hk) : h % Hk;
         // The first token's decay reads the state it starts from (another slot's: no copy first).
         head({qkv, a, b, y, &p, h, hk, r.from ? r.from + state_offset + h * head_state : nullptr,
-              r.state + state_offset + h * head_state, r.t0, r.t1});
+              r.state + state_offset + h * head_state, r.t0, r.t1, r.keep, state_offset + h * head_state});
     };
     if (n_items == 1 || pool.size() == 1) {
         for (int64_t it = 0; it < n_items; ++it) item(it);
@@ -80,10 +80,12 @@ void ssm_scan(ThreadPool &pool, const float *xbc, const float *dt, float *y, con
     auto item = [&](int64_t it) {
         const StateRun &r = runs[it / H];
         const int h = static_cast<int>(it % H), g = h / (H / G);
-        float *S = r.state + state_offset + h * head_state;   // row i (head dim) of N state dims
-        const float *in = r.from ? r.from + state_offset + h * head_state : nullptr;
-        if (!in) std::fill(S, S + head_state, 0.0f), in = S;
-        for (uint32_t t = r.t0; t < r.t1; ++t, in = S) {
+        const int64_t off = state_offset + h * head_state;
+        float *const last = r.state + off;   // row i (head dim) of N state dims
+        const float *in = r.from ? r.from + off : nullptr;
+        if (!in) std::fill(last, last + head_state, 0.0f), in = last;
+        for (uint32_t t = r.t0; t < r.t1; ++t) {
+            float *S = detail::kept_or(r.keep, off, t, r.t0, r.t1, last);
             const float *xt = xbc + int64_t{t} * row;
             const float *x = xt + int64_t{h} * P, *B = xt + int64_t{H} * P + int64_t{g} * N,
                         *C = xt + int64_t{H} * P + int64_t{G} * N + int64_t{g} * N;
@@ -112,7 +114,9 @@ void ssm_scan(ThreadPool &pool, const float *xbc, const float *dt, float *y, con
                 detail::store8(lanes, acc);
                 out[i] = detail::reduce_lanes<8>(lanes) + p.D[h] * x[i];
             }
+            in = S;
         }
+        detail::keep_last_copy(r.keep, off, r.t0, r.t1, last, head_state);
     };
     if (n_items == 1 || pool.size() == 1) {
         for (int64_t it = 0; it < n_items; ++it) item(it);

@@ -15,11 +15,15 @@ namespace ember::cpu {
 
 // One sequence's run of tokens in a batch: rows [t0, t1), its state `state` (the slot written), and where
 // its first token's state comes from (`from`: another slot's, or nullptr for zeros; `from == state`: in
-// place).
+// place). `keep`, when not nullptr, is [t1 - t0]: per token a slot (its state's start, like `state`) that
+// also receives the state after that token, or nullptr (module_api.h's state_keep). The kernels write a
+// kept token's state straight into its slot and the next token reads it there (no copy but the last
+// token's): the same float operations, so the same bits as a run that keeps nothing.
 struct StateRun {
     uint32_t t0 = 0, t1 = 0;
     float *state = nullptr;
     const float *from = nullptr;
+    float *const *keep = nullptr;
 };
 
 // SSM_CONV: y_t[c] = act(sum_j w[c][j] x_{t-K+1+j}[c] + bias[c]) over rows of C channels, act SiLU or

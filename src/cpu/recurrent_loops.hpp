@@ -34,6 +34,8 @@ struct DeltaHead {
     const float *from;          // the state the run's first token starts from (nullptr: zeros; may be M)
     float *M;                   // the head's state written: head_dim rows (value dim) of head_dim key dims
     uint32_t t0, t1;
+    float *const *keep;         // StateRun::keep (nullptr: none), each slot's head at keep_off
+    int64_t keep_off;
 };
 
 // One channel range [c0, c1) of one sequence's run through the causal convolution (ssm_conv).
@@ -48,11 +50,22 @@ struct ConvChunk {
     uint32_t t0, t1;
     const float *bias;   // [C], added after the taps (nullptr: none)
     bool act_silu;       // silu of the sum (else the sum itself: a linear convolution)
+    float *const *keep;  // StateRun::keep (nullptr: none), each slot's window at keep_off
+    int64_t keep_off;
 };
 
 // The levels' entry points are declared in vec_dot.hpp with the other kernels' variants.
 
 namespace {
+
+// Where token t of a run [t0, t1) leaves its state: the slot it keeps it in (StateRun::keep), except the
+// last token, which writes the run's own (`last`, then copied to its kept slot: keep_last_copy).
+inline float *kept_or(float *const *keep, int64_t off, uint32_t t, uint32_t t0, uint32_t t1, float *last) {
+    return keep && keep[t - t0] && t + 1 < t1 ? keep[t - t0] + off : last;
+}
+inline void keep_last_copy(float *const *keep, int64_t off, uint32_t t0, uint32_t t1, const float *last, int64_t n) {
+    if (keep && t1 > t0 && keep[t1 - 1 - t0]) std::memcpy(keep[t1 - 1 - t0] + off, last, sizeof(float) * size_t(n));
+}
 
 typedef float V8 __attribute__((vector_size(32)));
 constexpr int kLanes = 8;
@@ -122,13 +135,13 @@ template <class L> inline void gated_delta_head(const DeltaHead &job) {
     const DeltaParams &p = *job.p;
     const int S = p.head_dim, H = p.n_head, Hk = p.n_head_k;
     const int64_t row = int64_t{2 * Hk + H} * S;
-    float *M = job.M;
     const float *in = job.from;
-    if (!in) std::fill(M, M + int64_t{S} * S, 0.0f), in = M;
+    if (!in) std::fill(job.M, job.M + int64_t{S} * S, 0.0f), in = job.M;
     float qk[2 * kMaxDeltaHeadDim];
     float *q = qk, *k = qk + S;
     float lanes[W];
-    for (uint32_t t = job.t0; t < job.t1; ++t, in = M) {
+    for (uint32_t t = job.t0; t < job.t1; ++t) {
+        float *M = kept_or(job.keep, job.keep_off, t, job.t0, job.t1, job.M);
         const float *xt = job.qkv + int64_t{t} * row;
         l2_normalize<L>(xt + int64_t{job.hk} * S, q, S, p.eps, p.scale);
         l2_normalize<L>(xt + int64_t{Hk + job.hk} * S, k, S, p.eps, 1.0f);
@@ -166,7 +179,9 @@ template <class L> inline void gated_delta_head(const DeltaHead &job) {
             }
             out[j] = reduce_lanes<W>(lanes);
         }
+        in = M;
     }
+    keep_last_copy(job.keep, job.keep_off, job.t0, job.t1, job.M, int64_t{S} * S);
 }
 
 // y_t[c] = act(sum_j w[c][j] x_{t-K+1+j}[c] + bias[c]), 8 channels at a time; each channel sums its taps in
@@ -204,6 +219,10 @@ inline void ssm_conv_chunk(const ConvChunk &job) {
         for (int64_t j = 0; j + 1 < W; ++j)
             std::memcpy(win + j * C + c0, win + (j + 1) * C + c0, sizeof(float) * size_t(n));
         if (W > 0) std::memcpy(win + (W - 1) * C + c0, xt, sizeof(float) * size_t(n));
+        // A kept token's window: the chunk's K - 1 rows of its channels (small; copied, not written there).
+        if (job.keep && job.keep[t - job.t0])
+            for (int64_t j = 0; j < W; ++j)
+                std::memcpy(job.keep[t - job.t0] + job.keep_off + j * C + c0, win + j * C + c0, sizeof(float) * size_t(n));
     }
 }
 

@@ -6,6 +6,7 @@
 #include "session/model_fingerprint.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -76,12 +77,20 @@ Session::Session(const Model &model, const SessionOptions &opts)
     const uint32_t window = wl.window;
     if (opts.window_blocks && wl.n_layers > 0 && backend->window_blocks())
         cp.n_window_blocks = kv::WindowTable::pool_blocks(window, kWindowKeep, n_batch_, 0, n_seq, n_blocks);
-    // Recurrent layers: two states a sequence (the current one and the one a feed writes).
+    // Recurrent layers: two states a sequence (the current one and the one a feed writes), and the states
+    // a feed may keep per token (see feed) where the backend keeps them.
+    uint32_t kept = 0;
     if (state_bytes(model.desc().c) > 0) {
         if (!backend->recurrent_state())
             fail(EMBER_ERR_UNSUPPORTED, "the %s backend does not run models with recurrent layers (%s)", backend->name(),
                  model.desc().arch.c_str());
-        cp.n_state_slots = 2 * n_seq;
+        // $EMBER_KEPT_STATES (0..64) replaces the count: 0 saves the memory and rollbacks re-feed
+        // (bench/rollback_cost.c compares the two).
+        kept = opts.kept_states;
+        if (const char *env = std::getenv("EMBER_KEPT_STATES"); env && env[0]) kept = static_cast<uint32_t>(std::atoi(env));
+        if (kept > 64) fail(EMBER_ERR_INVALID_ARGUMENT, "%u kept states is too many (at most 64)", kept);
+        if (!backend->keep_states()) kept = 0;
+        cp.n_state_slots = (2 + kept) * n_seq;
     }
     placement_request_ = opts.placement;
     if (!opts.placed && opts.placement.split() && backend->kind() != EMBER_BACKEND_CPU) {
@@ -109,6 +118,7 @@ Session::Session(const Model &model, const SessionOptions &opts)
     }
     kv_ = std::make_shared<SessionKv>();
     kv_->context_bytes = context_bytes;
+    kv_->kept_states = kept;
     kv_->ctx = model.backend_model(*backend, n_ctx_).create_context(cp);   // LongRoPE: its long factors past the original context
     kv_->pool = std::make_unique<kv::BlockPool>(cp.n_blocks, kv::kBlockSize);
     seq_ = std::make_unique<kv::KvSequence>(*kv_->pool);
@@ -129,7 +139,7 @@ Session::Session(const Model &model, const SessionOptions &opts)
 
 void Session::take_state_slots() {
     // The caller holds kv_->mutex (or is the constructor).
-    if (kv_->free_states.size() < 2)
+    if (kv_->free_states.size() < 2 + size_t{kv_->kept_states})
         fail(EMBER_ERR_OUT_OF_MEMORY,
              "the recurrent states this session shares with its forks are all in use (create the session with a "
              "larger n_seq_max)");
@@ -137,15 +147,22 @@ void Session::take_state_slots() {
     kv_->free_states.pop_back();
     work_state_ = kv_->free_states.back();
     kv_->free_states.pop_back();
+    kept_.assign(kv_->free_states.end() - kv_->kept_states, kv_->free_states.end());
+    kv_->free_states.resize(kv_->free_states.size() - kv_->kept_states);
+    n_kept_ = 0;
     state_slots_.resize(n_batch_);
     state_src_.resize(n_batch_);
+    state_keep_.assign(kept_.empty() ? 0 : n_batch_, -1);
 }
 
 void Session::release_state_slots() {
     if (!has_state()) return;
+    kv_->free_states.insert(kv_->free_states.end(), kept_.begin(), kept_.end());
     kv_->free_states.push_back(work_state_);
     kv_->free_states.push_back(cur_state_);
     cur_state_ = work_state_ = -1;
+    kept_.clear();
+    n_kept_ = 0;
 }
 
 Session::Session(const Session &parent, ForkTag)
@@ -212,13 +229,14 @@ std::vector<int32_t> Session::io_table(const kv::KvSequence &seq, const kv::Wind
     return t;
 }
 
-void Session::feed(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel) {
+void Session::feed(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel, bool keep_states) {
     if (n == 0) return;
     std::lock_guard<std::mutex> lock(kv_->mutex);
-    feed_locked(tokens, n, all_logits, cancel);
+    feed_locked(tokens, n, all_logits, cancel, keep_states);
 }
 
-void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel) {
+void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel,
+                          bool keep_states) {
     if (n > n_ctx_ - position())
         fail(EMBER_ERR_CONTEXT_FULL, "%zu tokens do not fit: %u of %u context positions are used", n, position(), n_ctx_);
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
@@ -235,6 +253,10 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
              n);
     const uint32_t start = position();
     const bool had_logits = logits_valid_;
+    // The states this feed keeps: after each of its first tokens but the last (whose state is the current
+    // one afterwards), as many as there are slots. The last feed's kept states are gone from here on.
+    const size_t n_keep = keep_states && has_state() ? std::min(n - 1, kept_.size()) : 0;
+    n_kept_ = 0;
     // A feed is all or nothing: when it stops early — cancelled, or a pass failed (a device lost, memory
     // a module could not get) — the chunks it already evaluated are forgotten, so the caller can retry
     // or go on from exactly where it was. The old logits survive unless the failing pass was the one
@@ -256,6 +278,8 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
             window_stale_ = true;
         }
         logits_valid_ = had_logits && (logits_untouched || !logits_pass);
+        // The passes wrote work_state_ (and kept slots): it no longer holds the last feed's start.
+        checkpoint_ = -1;
     };
     try {
         logits_valid_ = false;
@@ -301,7 +325,15 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
                 std::fill_n(state_src_.begin(), chunk, src);
                 b.state_slots = state_slots_.data();
                 b.state_src = state_src_.data();
+                if (n_keep > off) {
+                    // Token off + i keeps its state in kept_[off + i] (the pass's other tokens: none).
+                    const size_t k = std::min<size_t>(chunk, n_keep - off);
+                    std::copy_n(kept_.begin() + static_cast<std::ptrdiff_t>(off), k, state_keep_.begin());
+                    std::fill(state_keep_.begin() + static_cast<std::ptrdiff_t>(k), state_keep_.begin() + chunk, -1);
+                    b.state_keep = state_keep_.data();
+                }
             }
+            ++passes_;
             kv_->ctx->forward(b);
             seq_->commit(tokens + off, chunk);
             if (win_) win_->commit(chunk);
@@ -318,6 +350,7 @@ void Session::feed_locked(const int32_t *tokens, size_t n, float *all_logits, co
     if (has_state()) {
         std::swap(cur_state_, work_state_);
         checkpoint_ = start;
+        n_kept_ = static_cast<uint32_t>(n_keep);
     }
     if (all_logits) std::copy_n(all_logits + (n - 1) * logits_.size(), logits_.size(), logits_.data());
     logits_valid_ = true;
@@ -336,10 +369,17 @@ void Session::ensure_window() {
 
 void Session::truncate_state(uint32_t n) {
     if (n == position() && !window_stale_) return;
-    // From the checkpoint when it is at most n, else from the start; the KV rows of the positions re-fed
-    // are written again with the same values. If that feed fails the session is left at `from`.
+    // From the latest state the last feed left at most n: a kept one (checkpoint_ + 1 + i, kept_[i]), its
+    // start's (checkpoint_, work_state_), else the start; the KV rows of the positions re-fed are written
+    // again with the same values. If that feed fails the session is left at `from`.
     bool from_checkpoint = checkpoint_ >= 0 && static_cast<uint64_t>(checkpoint_) <= n;
     uint32_t from = from_checkpoint ? static_cast<uint32_t>(checkpoint_) : 0;
+    int32_t *base = &work_state_;
+    if (from_checkpoint && n > from && n_kept_ > 0) {
+        const uint32_t i = std::min(n - from, n_kept_) - 1;
+        base = &kept_[i];
+        from += i + 1;
+    }
     if (win_ && from > 0 && (window_stale_ || !win_->can_truncate(from))) from_checkpoint = false, from = 0;
     const std::vector<int32_t> keep(seq_->tokens().begin() + from, seq_->tokens().begin() + n);
     forget_hidden(from);
@@ -348,8 +388,9 @@ void Session::truncate_state(uint32_t n) {
         win_->truncate(from);
         window_stale_ = false;
     }
-    if (from_checkpoint) std::swap(cur_state_, work_state_);
+    if (from_checkpoint) std::swap(cur_state_, *base);
     checkpoint_ = -1;
+    n_kept_ = 0;
     logits_valid_ = false;
     if (!keep.empty()) feed_locked(keep.data(), keep.size(), nullptr);
 }

@@ -41,6 +41,11 @@ struct SessionOptions {
     PlacementRequest placement;
     // A backend to run on instead of `backend` (a placement's, from plan_placement): tests and engines.
     Backend *placed = nullptr;
+    // A model with recurrent layers on a backend that keeps per-token states (Backend::keep_states): the
+    // states a feed asked to keep them (feed's keep_states) holds besides its two, for truncate() to take
+    // instead of re-feeding (kKeptStates: a speculative verifying pass at the default draft length).
+    uint32_t kept_states = kKeptStates;
+    static constexpr uint32_t kKeptStates = EMBER_SESSION_KEPT_STATES;
 };
 
 // The KV cache of a session and its forks: one backend context, one block pool, and the lock that
@@ -53,8 +58,10 @@ struct SessionKv {
     std::unique_ptr<kv::BlockPool> window_pool;
     uint32_t window = 0, window_keep = 0;
     uint64_t context_bytes = 0;   // what the backend allocated for ctx (Backend::context_bytes)
-    // The recurrent states' free slots (a model with recurrent layers: two a sequence, see Session).
+    // The recurrent states' free slots (a model with recurrent layers: two a sequence and its kept
+    // states, see Session).
     std::vector<int32_t> free_states;
+    uint32_t kept_states = 0;   // SessionOptions::kept_states where the backend keeps them, else 0
     std::mutex mutex;
 };
 
@@ -85,7 +92,16 @@ public:
     // few free blocks.
     // With `cancel`: checked between chunks and handed to the backend (which checks it between layers);
     // when it is set the feed throws EMBER_ERR_CANCELLED and leaves the session as it was before.
-    void feed(const int32_t *tokens, size_t n, float *all_logits = nullptr, const std::atomic<bool> *cancel = nullptr);
+    // With keep_states (a model with recurrent layers; a speculative verifying pass): the passes also
+    // leave the state after each of the feed's first kept_states() tokens (but its last) in slots of their
+    // own, so that truncate() to a position inside the feed takes one instead of re-feeding.
+    void feed(const int32_t *tokens, size_t n, float *all_logits = nullptr, const std::atomic<bool> *cancel = nullptr,
+              bool keep_states = false);
+    // The states a feed can keep (SessionOptions::kept_states; 0: none, a model without recurrent layers
+    // or a backend that does not keep them).
+    uint32_t kept_states() const { return static_cast<uint32_t>(kept_.size()); }
+    // Forward passes this session has run (feeds and the re-feeding of truncate): what a rollback cost.
+    uint64_t passes() const { return passes_; }
     // The tokens evaluated so far.
     const std::vector<int32_t> &tokens() const { return seq_->tokens(); }
     // The text a generated token completes (whole UTF-8 characters), advancing the session's text
@@ -97,9 +113,10 @@ public:
     uint32_t position() const { return seq_->size(); }
     uint32_t n_ctx() const { return n_ctx_; }
     // Forgets the tokens from position n on. A model with recurrent layers (Qwen3.5) keeps no state per
-    // position: it re-evaluates tokens to reach n — from the state the last feed started at when that is at
-    // most n (a speculative rollback re-feeds only the accepted tokens), else from position 0 (every token
-    // up to n: as costly as feeding them).
+    // position, only those of the last feed: its start's, and with keep_states the states after its first
+    // tokens. It takes the one at n when there is one (a speculative rollback: no forward pass), else it
+    // re-evaluates tokens to reach n from the latest of them before n, or from position 0 when n is
+    // before the last feed (every token up to n: as costly as feeding them).
     void truncate(uint32_t n);
     // Truncates and takes `logits` (n_vocab floats, computed for the n-th token by an earlier feed with
     // all_logits) as the current logits, sparing the re-evaluation of that token. Unlike truncate(n),
@@ -152,7 +169,8 @@ public:
 private:
     struct ForkTag {};
     Session(const Session &parent, ForkTag);
-    void feed_locked(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel = nullptr);
+    void feed_locked(const int32_t *tokens, size_t n, float *all_logits, const std::atomic<bool> *cancel = nullptr,
+                     bool keep_states = false);
     kv::CopyBlockFn copy_fn() const;
     kv::CopyBlockFn window_copy_fn() const;
     // The block table read_kv/write_kv take for positions 0..n-1 (the window table's after the main one's
@@ -169,9 +187,11 @@ private:
     // none is read at position 0, whose state is zero), and a second slot that a feed writes, taking its
     // passes' state there and swapping the two only once every pass succeeded — so a cancelled or failed
     // feed leaves cur_state_ as it was, and after a feed work_state_ holds the state at the feed's start
-    // (checkpoint_, -1 when it holds none): what truncate() goes back to and re-feeds from.
+    // (checkpoint_, -1 when it holds none): what truncate() goes back to and re-feeds from. A feed with
+    // keep_states also leaves the state at position checkpoint_ + 1 + i in kept_[i], i < n_kept_; taking
+    // one swaps its slot number with cur_state_ (no copy).
     bool has_state() const { return cur_state_ >= 0; }
-    void take_state_slots();   // two slots from the shared free list, or EMBER_ERR_OUT_OF_MEMORY
+    void take_state_slots();   // two slots and the kept ones from the shared free list, or EMBER_ERR_OUT_OF_MEMORY
     void release_state_slots();
     // truncate()'s part for a recurrent model: the state at n from the checkpoint or from the start.
     void truncate_state(uint32_t n);
@@ -200,7 +220,10 @@ private:
     bool window_stale_ = false;              // win_ was emptied by a rollback: see ensure_window
     int32_t cur_state_ = -1, work_state_ = -1;
     int64_t checkpoint_ = -1;
-    std::vector<int32_t> pos_, rows_, state_slots_, state_src_;
+    std::vector<int32_t> kept_;   // the kept states' slots (kv_->kept_states of them)
+    uint32_t n_kept_ = 0;         // how many of them hold a state of the last feed
+    uint64_t passes_ = 0;
+    std::vector<int32_t> pos_, rows_, state_slots_, state_src_, state_keep_;
     std::vector<const int32_t *> tables_, window_tables_;
     std::vector<float> logits_;
     bool logits_valid_ = false;

@@ -205,6 +205,7 @@ void Session::restore(const uint8_t *data, size_t size) {
         std::memcpy(st.data(), state, sb);
         kv_->ctx->write_state(cur_state_, st.data());
         checkpoint_ = -1;
+        n_kept_ = 0;
     }
     restored.commit(ids.data(), n);
     *seq_ = std::move(restored);

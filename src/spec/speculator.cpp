@@ -167,7 +167,9 @@ ember_status Speculator::generate(Session &target, Sampler &sampler, uint32_t ma
         batch.assign(1, z);
         batch.insert(batch.end(), xs.begin(), xs.end());
         rows_.resize((kk + 1) * n_vocab);
-        target.feed(batch.data(), batch.size(), rows_.data());
+        // Keeping each drafted token's recurrent state (a hybrid target) makes the rollback below take one
+        // instead of re-feeding the accepted tokens (Session::truncate).
+        target.feed(batch.data(), batch.size(), rows_.data(), nullptr, true);
         const auto t2 = std::chrono::steady_clock::now();
         ++stats_.target_passes;
         stats_.drafted += kk;

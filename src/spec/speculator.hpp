@@ -9,7 +9,8 @@
 //   2. the target evaluates z, x1..xk in one pass, keeping the logits of every position;
 //   3. x_i is accepted against the target's p_i in order; the first rejection yields the replacement
 //      instead, and if all are accepted the last row yields a bonus token;
-//   4. the target's cache is truncated past what was accepted: rejected positions are simply forgotten.
+//   4. the target's cache is truncated past what was accepted: rejected positions are simply forgotten
+//      (a target with recurrent layers kept each token's state in step 2 and takes the accepted one's).
 // See ember.h (Speculative decoding) for the contract.
 #pragma once
 

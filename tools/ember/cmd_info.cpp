@@ -227,11 +227,14 @@ int cmd_info(int argc, char **argv) {
         if (n_ctx == 0) n_ctx = info.n_ctx_train && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
         const double weights = info.size_bytes / 1048576.0;
         const double kv = static_cast<double>(info.kv_bytes_per_token) * n_ctx / 1048576.0;
-        // A session keeps two states of its recurrent layers (the current one and the one a feed writes).
-        const double state = 2.0 * static_cast<double>(info.state_bytes_per_sequence) / 1048576.0;
+        // A session keeps 2 + EMBER_SESSION_KEPT_STATES states of its recurrent layers (the current one, the
+        // one a feed writes, and those a speculative verifying pass keeps: ember.h).
+        const unsigned copies = 2 + EMBER_SESSION_KEPT_STATES;
+        const double state = copies * static_cast<double>(info.state_bytes_per_sequence) / 1048576.0;
         std::printf("\nmemory for one session of %u tokens (CPU): weights %.2f MiB (mapped, or copied into huge pages) + "
                     "KV cache %.2f MiB (f16)", n_ctx, weights, kv);
-        if (state > 0) std::printf(" + recurrent state %.2f MiB (two copies)", state);
+        if (state > 0) std::printf(" + recurrent state %.2f MiB (%u copies: 2 + %u a verifying pass keeps)", state, copies,
+                                   copies - 2);
         std::printf(" = %.2f MiB, plus activations\n", weights + kv + state);
     }
     ember_model_free(model);

@@ -3,7 +3,7 @@
 // sequence run), walking the run's tokens in order; invocation j keeps row j of the head's state (M[i][j]
 // for the S key dims i, stored j outer, i inner as in the state slot) in registers for the whole run: the
 // state is read from its slot (zeros for a new sequence, another slot's for a copy) before the first token
-// and written back after the last. Per token the raw q and k of the head's key head go through shared
+// and written back after the last (and after each token that keeps its state, into that token's slot). Per token the raw q and k of the head's key head go through shared
 // memory; each invocation forms their norms itself (the same sums in every invocation), so one barrier
 // pair per token suffices.
 //
@@ -77,6 +77,12 @@ void main() {
             }
         precise float o = lanes_sum(acc);
         af[p.y_off + t * p.n_head * S + h * S + j] = o;
+        int ks = kept_slot(p.runs_off, r, t);   // the state after this token kept (a verifying pass)
+        if (ks >= 0) {
+            uint kd = uint(ks) * p.slot_floats + head;
+            [[unroll]] for (uint i = 0u; i < MAX_S; ++i)
+                if (i < S) sf[kd + i] = m[i];
+        }
     }
     if (!mine) return;
     uint dst = r.dst * p.slot_floats + head;

@@ -2,7 +2,8 @@
 // ssm_conv.comp — graph.h's SSM_CONV: a causal depthwise convolution of K taps over each sequence's
 // inputs, plus an optional bias (b_off 0xffffffff: none), then SiLU (silu 1) or nothing (0). One invocation per (sequence run, channel), walking the run's tokens in order with the
 // channel's window of the K - 1 earlier inputs in registers: the carried window from the state slot (zeros
-// for a new sequence), written back after the run's last token. A token's sum is the CPU's (cpu/recurrent.cpp):
+// for a new sequence), written back after the run's last token (and after each token that keeps its state,
+// into that token's slot). A token's sum is the CPU's (cpu/recurrent.cpp):
 // the window's products oldest first, then the token's own, each rounded (precise: no fused multiply-add),
 // so the result does not depend on how the tokens are split into passes.
 #include "common.glsl"
@@ -32,6 +33,9 @@ void main() {
         af[p.y_off + t * p.c + c] = y;
         for (uint j = 0u; j + 1u < w; ++j) win[j] = win[j + 1u];
         if (w > 0u) win[w - 1u] = x;
+        int ks = kept_slot(p.runs_off, r, t);   // the window after this token kept (a verifying pass)
+        if (ks >= 0)
+            for (uint j = 0u; j < w; ++j) sf[uint(ks) * p.slot_floats + p.state_off + j * p.c + c] = win[j];
     }
     uint dst = r.dst * p.slot_floats + p.state_off;
     for (uint j = 0u; j < w; ++j) sf[dst + j * p.c + c] = win[j];

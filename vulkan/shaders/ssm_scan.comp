@@ -3,7 +3,7 @@
 // sequence run), walking the run's tokens in order; invocation i keeps row i of the head's state (H[i][k]
 // for the d_state k, stored i outer, k inner as in the state slot) in registers for the whole run: read
 // from its slot (zeros for a new sequence, another slot's for a copy) before the first token, written back
-// after the last. Per token, B and C of the head's group go through shared memory.
+// after the last (and after each token that keeps its state, into that token's slot). Per token, B and C of the head's group go through shared memory.
 //
 // The float operations of a token are the CPU's (cpu/recurrent.cpp), in its order: H[i][k] dA + B[k] (x_i s)
 // each rounded (precise: no fused multiply-add), the sum over k in 8 lanes reduced in the CPU's order, then
@@ -54,6 +54,12 @@ void main() {
             }
         precise float y = lanes_sum(acc) + D * x;
         af[p.y_off + t * inner + h * P + i] = y;
+        int ks = kept_slot(p.runs_off, r, t);   // the state after this token kept (a verifying pass)
+        if (ks >= 0) {
+            uint kd = uint(ks) * p.slot_floats + head;
+            [[unroll]] for (uint k = 0u; k < MAX_N; ++k)
+                if (k < N) sf[kd + k] = m[k];
+        }
     }
     if (!mine) return;
     uint dst = r.dst * p.slot_floats + head;

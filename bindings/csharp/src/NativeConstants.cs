@@ -15,5 +15,6 @@ namespace Ember.Native
         internal const uint EMBER_CPU_BUDGET_FIXED_THREADS = 1u << 0;
         internal const int EMBER_GPU_LAYERS_ALL = -1;
         internal const int EMBER_GPU_LAYERS_AUTO = -2;
+        internal const uint EMBER_SESSION_KEPT_STATES = 4u;
     }
 }

@@ -128,6 +128,8 @@ pub const EMBER_CPU_BUDGET_FIXED_THREADS: u32 = 1 << 0;
 /// ember_session_params.gpu_layers / ember_engine_params.gpu_layers (EMBER_1.9).
 pub const EMBER_GPU_LAYERS_ALL: i32 = -1;
 pub const EMBER_GPU_LAYERS_AUTO: i32 = -2;
+/// Recurrent states a session keeps besides its two (a speculative verifying pass's; EMBER_1.10).
+pub const EMBER_SESSION_KEPT_STATES: u32 = 4;
 
 // ---- Sessions ----
 
