@@ -549,7 +549,7 @@ void test_state_runs(void **) {
     cu::StepShape z;
     z.rows = 8, z.block_size = 16, z.n_blocks = 2, z.n_vocab = 10, z.n_batch = 8, z.n_logits = 1, z.n_state_slots = 6;
     const size_t words = cu::step_io_words(z.rows, z.n_logits, false, true);
-    assert_int_equal(words, 4 * 8 + 1 + 5 * 8 + 1);
+    assert_int_equal(words, 4 * 8 + 1 + 6 * 8 + 1);
     std::vector<int32_t> io(words, -7), tabs;
     cu::step_inputs(b, z, io.data(), tabs);
     const int32_t *st = io.data() + cu::step_io_state(z.rows, z.n_logits, false);
@@ -563,6 +563,7 @@ void test_state_runs(void **) {
         assert_int_equal(at(cu::StateIo::kFrom, r), from[r]);
         assert_int_equal(at(cu::StateIo::kSlot, r), slot[r]);
     }
+    for (size_t t = 0; t < z.rows; ++t) assert_int_equal(at(cu::StateIo::kKeep, t), -1);  // no state kept per token
     assert_int_equal(st[cu::StateIo::words(z.rows) - 1], 3);
     assert_int_equal(io[4 * 8], 5);  // the logits row before the runs, untouched by them
 

@@ -583,7 +583,7 @@ void test_context_sizes_hybrid(void **) {
     assert_int_equal(z.kv_cache_bytes, (layer + 255) / 256 * 256);
     assert_int_equal(z.n_state_slots, 3);
     assert_true(z.state_bytes >= size_t{3} * pg.state_floats * 4 && z.state_bytes < size_t{3} * pg.state_floats * 4 + 256);
-    assert_int_equal(z.io_words, 4 * z.rows + p.n_logits + 5 * z.rows + 1);
+    assert_int_equal(z.io_words, 4 * z.rows + p.n_logits + 6 * z.rows + 1);  // the runs' five arrays and each token's kept slot
     assert_int_equal(z.bytes(), z.kv_bytes + z.state_bytes + z.total + cu::kMatmulScratchBytes + cu::kMatmulWorkspaceBytes);
     p.n_state_slots = 0;
     try {

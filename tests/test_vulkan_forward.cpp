@@ -214,6 +214,10 @@ void test_families(void **) {
     SyntheticSpec s = synthetic_family("gpt-oss");
     s.window = 72;
     compare(s, 1e-3, "gpt-oss F32, window 72 split in decode");
+    // Gemma 4's real head sizes: window layers 256 wide, global layers 512 (attention.comp's widest).
+    SyntheticSpec g = synthetic_family("gemma4");
+    g.head_dim = 512, g.head_dim_swa = 256;
+    compare(g, 1e-3, "gemma4 F32, heads of 256 and 512");
     assert_true(hybrids > 0);   // the recurrent layers were among the programs run
 }
 

@@ -98,8 +98,8 @@ public:
             same(n.src, n.dst);
             layer(n);
             expect(p_.bufs[n.dst].rows == EMBER_GRAPH_ROWS_TOKENS, "queries are not per token");
-            if (n.head_dim == 0 || n.head_dim > 256)
-                fail(EMBER_ERR_UNSUPPORTED, "vulkan: attention (node %u) of head dimension %u (1 to 256)", i, n.head_dim);
+            if (n.head_dim == 0 || n.head_dim > 512)
+                fail(EMBER_ERR_UNSUPPORTED, "vulkan: attention (node %u) of head dimension %u (1 to 512)", i, n.head_dim);
             expect(n.n_head_kv > 0 && n.n_head % n.n_head_kv == 0, "query heads are not a multiple of the KV heads");
             expect(uint64_t{n.n_head} * n.head_dim == p_.width(n.dst), "heads do not fill the row");
             expect(uint64_t{n.n_head_kv} * n.head_dim <= d_.kv_width, "KV heads wider than the cache's row");

@@ -133,8 +133,8 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     // tool_choice: a grammar of the family's calls, and the opener to put in the prompt where it is a
     // control token. The request takes its own reference to the grammar.
     ToolConstraint tools;
-    if (auto e = tool_constraint(ctx.model(), req.tools, ctx.chat_template(), &tools)) return *err = *e, nullptr;
-    const std::unique_ptr<ember_grammar, void (*)(ember_grammar *)> tool_grammar(tools.grammar, ember_grammar_free);
+    if (auto e = tool_constraint(ctx.model(), req.tools, ctx.chat_template(), ctx.grammars(), &tools)) return *err = *e, nullptr;
+    const std::shared_ptr<ember_grammar> &tool_grammar = tools.grammar;
     if (tool_grammar && grammar) {
         err->http_status = 400;
         err->code = "invalid_value";
@@ -163,7 +163,7 @@ std::shared_ptr<Generation> Generation::start(ServerContext &ctx, const Completi
     rp.on_token = &Generation::on_token;
     rp.user_data = g.get();
     rp.grammar = tool_grammar ? tool_grammar.get() : grammar.get();
-    if (grammar && !tool_grammar) g->schema_ = req.json_schema;
+    g->schema_ = tool_grammar ? tools.key : grammar ? req.json_schema : std::string();
     rp.stop = stops.data();
     rp.n_stop = stops.size();
     const ember_status st = ember_request_submit(ctx.engine(), &rp, &g->request_);   // takes its own grammar reference

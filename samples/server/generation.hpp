@@ -115,7 +115,7 @@ private:
     const int32_t top_logprobs_;   // -1: no logprobs asked for
     bool enrolled_ = false;
     bool reserved_ = false;   // holds a place of ServerContext's max_pending
-    std::string schema_;      // response_format's schema ("" for none): its cached grammar is measured at the end
+    std::string schema_;      // the cache key of its grammar (a schema's text, a tool set's key; "" for none): measured at the end
     std::string tool_prefix_;
 
     mutable std::mutex mutex_;

@@ -6,48 +6,54 @@
 
 namespace server {
 
-size_t GrammarCache::measure(const std::string &schema, const ember_grammar *g) {
+size_t GrammarCache::measure(const std::string &key, const ember_grammar *g) {
     size_t bytes = 0;
     if (ember_grammar_memory(g, &bytes) != EMBER_OK) bytes = 0;
-    return bytes + schema.size() * 2;   // the key, and its copy in the recency list
+    return bytes + key.size() * 2;   // the key, and its copy in the recency list
 }
 
 std::shared_ptr<ember_grammar> GrammarCache::get(const std::string &schema, std::string *message) {
+    return get(schema, message, [&](ember_grammar **g) {
+        return ember_grammar_create_json_schema(model_, schema.data(), schema.size(), g);
+    });
+}
+
+std::shared_ptr<ember_grammar> GrammarCache::get(const std::string &key, std::string *message, const Make &make) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        auto it = entries_.find(schema);
+        auto it = entries_.find(key);
         if (it != entries_.end()) {
             lru_.splice(lru_.begin(), lru_, it->second.lru);
             return it->second.grammar;
         }
     }
-    // Not under the lock: a schema may take a while, and other requests' lookups must not wait for it.
-    // Two requests with the same new schema may both compile it; the first one stored is kept.
+    // Not under the lock: a grammar may take a while, and other requests' lookups must not wait for it.
+    // Two requests with the same new key may both compile it; the first one stored is kept.
     ember_grammar *g = nullptr;
-    if (ember_grammar_create_json_schema(model_, schema.data(), schema.size(), &g) != EMBER_OK) {
+    if (make(&g) != EMBER_OK) {
         *message = ember_last_error();
         return nullptr;
     }
     std::shared_ptr<ember_grammar> shared(g, ember_grammar_free);
-    const size_t bytes = measure(schema, g);
+    const size_t bytes = measure(key, g);
     if (bytes > limits_.max_entry_bytes) return shared;   // served, not kept
     std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, added] = entries_.try_emplace(schema);
+    auto [it, added] = entries_.try_emplace(key);
     if (!added) return it->second.grammar;
-    lru_.push_front(schema);
+    lru_.push_front(key);
     it->second = Entry{shared, bytes, lru_.begin()};
     bytes_ += bytes;
     trim_locked();
     return shared;
 }
 
-void GrammarCache::used(const std::string &schema) {
+void GrammarCache::used(const std::string &key) {
     bool trimmed = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        auto it = entries_.find(schema);
+        auto it = entries_.find(key);
         if (it == entries_.end()) return;
-        const size_t now = measure(schema, it->second.grammar.get());
+        const size_t now = measure(key, it->second.grammar.get());
         bytes_ += now - it->second.bytes;   // unsigned arithmetic: wraps back correctly when it shrank
         it->second.bytes = now;
         const size_t before = entries_.size();

@@ -159,8 +159,18 @@ std::optional<ApiError> render_with_tools(const ember_model *model, const Comple
     return std::nullopt;
 }
 
+// The cache key of a tool set: every field that shapes the grammar, each preceded by its length, after
+// a byte no schema text (JSON) starts with.
+static std::string tool_key(const ToolRequest &tools, const char *tmpl) {
+    std::string key = "\x01tools";
+    auto add = [&key](const std::string &v) { key += std::to_string(v.size()) + ':' + v; };
+    add(tools.choice), add(tools.name), add(tools.parallel ? "1" : "0"), add(tmpl ? tmpl : "");
+    for (const ToolSpec &t : tools.tools) add(t.name), add(t.description), add(t.parameters);
+    return key;
+}
+
 std::optional<ApiError> tool_constraint(const ember_model *model, const ToolRequest &tools, const char *tmpl,
-                                        ToolConstraint *out) {
+                                        GrammarCache &cache, ToolConstraint *out) {
     if (tools.tools.empty() || tools.choice == "none") return std::nullopt;
     const std::vector<ember_chat_tool> ct = c_tools(tools.tools);
     ember_tool_grammar_params gp;
@@ -173,7 +183,11 @@ std::optional<ApiError> tool_constraint(const ember_model *model, const ToolRequ
               : tools.choice == "named"    ? EMBER_TOOL_CHOICE_NAMED
                                            : EMBER_TOOL_CHOICE_AUTO;
     gp.name = tools.name.c_str();
-    ember_status st = ember_chat_tool_grammar(model, &gp, &out->grammar);
+    ember_status st = EMBER_OK;
+    std::string why;
+    out->key = tool_key(tools, tmpl);
+    out->grammar = cache.get(out->key, &why, [&](ember_grammar **g) { return st = ember_chat_tool_grammar(model, &gp, g); });
+    if (!out->grammar) out->key.clear();
     // auto: a lazy grammar (free text until the family's opener, then the call's grammar). A format
     // without call syntax (plain content) has none: the parser decides.
     if (st == EMBER_ERR_UNSUPPORTED && gp.choice == EMBER_TOOL_CHOICE_AUTO) return std::nullopt;

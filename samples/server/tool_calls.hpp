@@ -4,6 +4,7 @@
 // split into content, `reasoning_content` and `tool_calls` (ember_chat_parser), whole or as stream deltas.
 #pragma once
 
+#include "grammar_cache.hpp"
 #include "openai_json.hpp"
 
 #include <ember/ember.h>
@@ -26,14 +27,16 @@ bool uses_tool_fields(const CompletionRequest &req);
 std::optional<ApiError> render_with_tools(const ember_model *model, const CompletionRequest &req, const char *tmpl,
                                           std::string *out);
 
-// What tool_choice asks of generation: a grammar (NULL for none; the caller frees it) and text to
-// append to the prompt before generating (a control-token opener, see ember_chat_tool_prefix).
+// What tool_choice asks of generation: a grammar (null for none), kept in `cache` under `key` (the
+// tools, the choice and the template: the same tools on a later request get the same, warm grammar),
+// and text to append to the prompt before generating (a control-token opener, see ember_chat_tool_prefix).
 struct ToolConstraint {
-    ember_grammar *grammar = nullptr;
+    std::shared_ptr<ember_grammar> grammar;
+    std::string key;
     std::string prefix;
 };
 std::optional<ApiError> tool_constraint(const ember_model *model, const ToolRequest &tools, const char *tmpl,
-                                        ToolConstraint *out);
+                                        GrammarCache &cache, ToolConstraint *out);
 
 // One reply's parser. make() gives nullptr when the reply needs none (no tools, and the model's
 // template writes no reasoning or calls).

@@ -2,8 +2,8 @@
 // attention.comp — causal attention over the paged cache, flash style (as cpu/attention.cpp): one
 // workgroup per (query token, head); keys in tiles of 64 positions, one score per invocation, an online
 // softmax (running max m, running sum l, output rescaled by e^(m_old - m_new)); each invocation keeps
-// up to 4 output dimensions (head_dim <= 256). Token t sees positions 0..io_i[pos_off + t] (its own position,
-// or under graph.h's SEQUENCE mask the last position of its sequence in the pass); position j
+// up to 8 output dimensions (head_dim <= 512). Token t sees positions 0..io_i[pos_off + t] (its own
+// position, or under graph.h's SEQUENCE mask the last position of its sequence in the pass); position j
 // is in cache row table[j / block_size] * block_size + j % block_size, where its table starts at
 // io_i[io_i[tab_off + t]].
 //
@@ -38,7 +38,7 @@ layout(push_constant) uniform P {
     uint temp_floor;
 } p;
 
-shared float q_s[256];
+shared float q_s[512];
 shared float p_s[64];
 shared uint row_s[64];
 
@@ -61,7 +61,7 @@ void main() {
         k_begin += gl_WorkGroupID.z * p.chunk;
         n_keys = min(n_keys, k_begin + p.chunk);
     }
-    float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+    float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     float m = -1.0 / 0.0, l = 0.0;
     for (uint j0 = k_begin; j0 < n_keys; j0 += 64u) {
         uint j = j0 + tid;
@@ -81,7 +81,7 @@ void main() {
         p_s[tid] = pj;
         l = l * corr + wg_sum(pj);  // wg_sum's barriers also publish p_s and row_s
         uint nk = min(64u, n_keys - j0);
-        [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+        [[unroll]] for (uint k = 0u; k < 8u; ++k) {
             uint i = tid + 64u * k;
             if (i < hd) {
                 float a = acc[k] * corr;
@@ -98,7 +98,7 @@ void main() {
             af[base] = m;  // -inf for a split past the query's keys; l = 0 then
             af[base + 1u] = l;
         }
-        [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+        [[unroll]] for (uint k = 0u; k < 8u; ++k) {
             uint i = tid + 64u * k;
             if (i < hd) af[base + 2u + i] = acc[k];
         }
@@ -111,7 +111,7 @@ void main() {
         l = l * corr + exp(sink - mf);
     }
     float inv = l > 0.0 ? corr / l : 0.0;
-    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    [[unroll]] for (uint k = 0u; k < 8u; ++k) {
         uint i = tid + 64u * k;
         if (i < hd) af[p.o_off + t * q_row + h * hd + i] = acc[k] * inv;
     }
