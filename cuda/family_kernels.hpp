@@ -39,5 +39,7 @@ void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s, int grou
 // choices.
 void moe_combine(const float *outs, const int32_t *pos, const float *gate, int64_t n_tokens, int64_t n_out, int k,
                  float *y, cudaStream_t s);
+// x (n_rows rows of n) scaled row by row in place: row r times factor[r] (experts gated on their input).
+void moe_scale_rows(float *x, const float *factor, int64_t n_rows, int64_t n, cudaStream_t s);
 
 } // namespace ember::cu

@@ -199,7 +199,7 @@ Context::Context(Model &m, const ember_mod_context_params &p) : m_(m), p_(p) {
     host_io_bytes_ = z_.io_words * sizeof(int32_t);
     host_io_ = HostBuf(host_io_bytes_);
     host_logits_ = HostBuf(static_cast<size_t>(p.n_logits) * m.prog.n_vocab * sizeof(float));
-    if (m.prog.has_moe()) host_moe_ = HostBuf(3 * z_.moe_slots * sizeof(int32_t));
+    if (m.prog.has_moe()) host_moe_ = HostBuf(4 * z_.moe_slots * sizeof(int32_t));
     mm_ = std::make_unique<Matmul>();
     if (const char *env = std::getenv("EMBER_CUDA_GRAPHS"); env && env[0] == '0') graphs_ = false;
     // The cache starts zeroed, as the CPU's (a saved state of unwritten rows is then the same bytes).
@@ -226,7 +226,7 @@ void Context::moe_node(const ember_graph_node &nd, uint32_t rows) {
     MoeWork w;
     w.xin = scratch(z_.moe_xin), w.g = scratch(z_.moe_g), w.u = scratch(z_.moe_u), w.outs = scratch(z_.moe_outs);
     w.token = reinterpret_cast<int32_t *>(scratch(z_.moe_token)), w.pos = reinterpret_cast<int32_t *>(scratch(z_.moe_pos));
-    w.gate = scratch(z_.moe_gate);
+    w.gate = scratch(z_.moe_gate), w.row_gate = scratch(z_.moe_row_gate);
     w.q = ActQ8{reinterpret_cast<int8_t *>(scratch(z_.act_codes)), scratch(z_.act_scales)};
     w.x16 = reinterpret_cast<uint16_t *>(scratch(z_.act16));
     moe_upload_route(route, w, s_, host_moe_.data());

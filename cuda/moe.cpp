@@ -11,7 +11,7 @@
 namespace ember::cu {
 
 void moe_upload_route(const MoeRoute &r, const MoeWork &w, cudaStream_t s, void *staging) {
-    // staging: 3 * slots words of host memory that stays untouched until the copies are done (the next
+    // staging: 4 * slots words of host memory that stays untouched until the copies are done (the next
     // MOE node synchronises the stream before it writes there again).
     const size_t slots = r.pos.size(), bytes = slots * 4;
     auto *h = static_cast<uint8_t *>(staging);
@@ -21,6 +21,11 @@ void moe_upload_route(const MoeRoute &r, const MoeWork &w, cudaStream_t s, void 
     EMBER_CU(cudaMemcpyAsync(w.token, h, bytes, cudaMemcpyHostToDevice, s));
     EMBER_CU(cudaMemcpyAsync(w.pos, h + bytes, bytes, cudaMemcpyHostToDevice, s));
     EMBER_CU(cudaMemcpyAsync(w.gate, h + 2 * bytes, bytes, cudaMemcpyHostToDevice, s));
+    if (!r.row_gate.empty()) {
+        if (!w.row_gate) fail(EMBER_ERR_INTERNAL, "cuda moe: no room for the input gates");
+        std::memcpy(h + 3 * bytes, r.row_gate.data(), bytes);
+        EMBER_CU(cudaMemcpyAsync(w.row_gate, h + 3 * bytes, bytes, cudaMemcpyHostToDevice, s));
+    }
 }
 
 void moe_enqueue(Matmul &mm, const MoeExperts &e, const MoeRoute &r, const MoeWork &w, const float *x, float *y,
@@ -31,6 +36,7 @@ void moe_enqueue(Matmul &mm, const MoeExperts &e, const MoeRoute &r, const MoeWo
         if (c == 0) continue;  // an expert no token chose is not read
         gather_rows(reinterpret_cast<const uint8_t *>(x), w.token + first, c, static_cast<size_t>(n_in) * sizeof(float),
                     reinterpret_cast<uint8_t *>(w.xin), s);
+        if (!r.row_gate.empty()) moe_scale_rows(w.xin, w.row_gate + first, c, n_in, s);
         // One Input for gate and up: the quantized (or f16) copy of the gathered rows serves both.
         Matmul::Input in{w.xin, c, n_in, w.q, w.x16};
         mm.run(e.gate[ex], in, w.g, e.gate_b ? e.gate_b + ex * n_ff : nullptr, false, s);

@@ -23,6 +23,7 @@ struct MoeWork {
     float *xin = nullptr, *g = nullptr, *u = nullptr, *outs = nullptr;
     int32_t *token = nullptr, *pos = nullptr;
     float *gate = nullptr;
+    float *row_gate = nullptr;   // experts gated on their input: each gathered row's factor, in `pos` order
     ActQ8 q{};
     uint16_t *x16 = nullptr;
 };

@@ -13,8 +13,6 @@ namespace ember::cu {
 MoeRoute moe_route(const float *logits, uint32_t n_tokens, uint32_t n_expert, uint32_t k, uint32_t gating,
                    const float *sel_bias) {
     if (k == 0 || k > n_expert) fail(EMBER_ERR_INVALID_ARGUMENT, "cuda moe: %u of %u experts", k, n_expert);
-    // The gathered rows are not scaled on the device yet: experts gated on their input are refused.
-    if (moe_gate_on_input(gating)) fail(EMBER_ERR_UNSUPPORTED, "cuda moe: gating %u (gates on the experts' inputs)", gating);
     return moe_route_rows(logits, n_tokens, n_expert, k, gating, sel_bias);
 }
 

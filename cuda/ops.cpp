@@ -237,10 +237,10 @@ void run_op(Device &dev, const ember_mod_op &op) {
         w.g = upload<float>(keep, nullptr, size_t{n} * op.n_ff), w.u = upload<float>(keep, nullptr, size_t{n} * op.n_ff);
         w.outs = upload<float>(keep, nullptr, slots * op.n_out);
         w.token = upload<int32_t>(keep, nullptr, slots), w.pos = upload<int32_t>(keep, nullptr, slots);
-        w.gate = upload<float>(keep, nullptr, slots);
+        w.gate = upload<float>(keep, nullptr, slots), w.row_gate = upload<float>(keep, nullptr, slots);
         w.q = ActQ8{upload<int8_t>(keep, nullptr, wide), upload<float>(keep, nullptr, 2 * (wide / 32 + 1))};
         w.x16 = upload<uint16_t>(keep, nullptr, wide);
-        std::vector<int32_t> staging(3 * slots);
+        std::vector<int32_t> staging(4 * slots);
         moe_upload_route(route, w, s, staging.data());
         EMBER_CU(cudaStreamSynchronize(s));  // staging is pageable and goes out of scope
         out_n = size_t{n} * op.n_out;

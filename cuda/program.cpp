@@ -51,7 +51,7 @@ void check_moe(const ember_mod_model_desc &d, Program &pg, uint32_t i, Tensor &t
         invalid("writes its input, or maps rows of one kind to another");
     if (n.n_expert == 0 || n.n_expert_used == 0 || n.n_expert_used > n.n_expert || pg.width(n.src2) != n.n_expert)
         invalid("the router's width or the number of chosen experts");
-    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SIGMOID)
+    if (n.moe_act > EMBER_GRAPH_ACT_SWIGLU_OAI || n.moe_gating > EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT)
         fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (moe): activation %u, gating %u", i, n.moe_act, n.moe_gating);
     if (n.sel_bias >= 0) {
         const ember_mod_tensor *sb = tensor(n.sel_bias, Program::kVector, true);
@@ -377,6 +377,7 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
         z.moe_g = take(z.rows * pg.moe_ff * f4), z.moe_u = take(z.rows * pg.moe_ff * f4);
         z.moe_outs = take(z.moe_slots * pg.moe_out * f4);
         z.moe_token = take(z.moe_slots * 4), z.moe_pos = take(z.moe_slots * 4), z.moe_gate = take(z.moe_slots * 4);
+        z.moe_row_gate = take(z.moe_slots * 4);
     }
     return z;
 }

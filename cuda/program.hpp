@@ -106,7 +106,7 @@ struct ContextSizes {
     size_t act_codes = 0, act_scales = 0, act16 = 0;  // a MATMUL input prepared: Q8 codes and scales, f16
     size_t rope_cos = 0, rope_sin = 0, partials = 0, io = 0;
     // MOE (moe.hpp's MoeWork): gathered inputs, gate and up products, expert outputs, the route's lists.
-    size_t moe_xin = 0, moe_g = 0, moe_u = 0, moe_outs = 0, moe_token = 0, moe_pos = 0, moe_gate = 0;
+    size_t moe_xin = 0, moe_g = 0, moe_u = 0, moe_outs = 0, moe_token = 0, moe_pos = 0, moe_gate = 0, moe_row_gate = 0;
     size_t moe_slots = 0;  // rows * moe_used
     size_t total = 0;  // bytes of the activation allocation
     size_t bytes() const { return kv_bytes + state_bytes + total + kMatmulScratchBytes + kMatmulWorkspaceBytes; }

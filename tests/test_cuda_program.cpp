@@ -249,20 +249,6 @@ void test_family_programs(void **) {
             std::printf("%s: not loaded (%s)\n", family.c_str(), e.what());
             continue;
         }
-        // Experts gated on their input (Llama 4): no kernel here yet, refused naming the MOE node.
-        bool input_gated = false;
-        for (const ember_graph_node &n : m->desc().nodes)
-            input_gated |= n.op == EMBER_GRAPH_MOE && n.moe_gating == EMBER_GRAPH_MOE_GATE_SIGMOID_INPUT;
-        if (input_gated) {
-            try {
-                cu::program_of(m->desc().c);
-                fail_msg("%s: the CUDA program took experts gated on their input", family.c_str());
-            } catch (const Error &e) {
-                assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
-                assert_non_null(std::strstr(e.what(), "moe"));
-            }
-            continue;
-        }
         const cu::Program pg = cu::program_of(m->desc().c);
         // A hybrid family: state for its recurrent layers, K/V rows for its attention layers only.
         if (pg.state_floats > 0) {
