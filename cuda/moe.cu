@@ -1,5 +1,5 @@
-// moe.cu — MOE's gated sum of the experts' outputs and the input gating of Llama 4's experts
-// (family_kernels.hpp's moe_combine, moe_scale_rows).
+// moe.cu — MOE's gated sum of the experts' outputs, and the scaling of an expert's gathered rows where
+// the gates scale the experts' inputs (family_kernels.hpp's moe_combine, moe_scale_rows).
 #include "cu_util.cuh"
 #include "family_kernels.hpp"
 
