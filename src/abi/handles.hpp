@@ -78,8 +78,9 @@ struct ember_request {
 
 namespace ember::abi {
 
-// The cache type a params struct names; an enumerator this library does not know is refused.
-inline DType kv_dtype(ember_kv_type t) {
+// The cache type a params struct names; an enumerator this library does not know is refused. By
+// reference: copying the field would load a value the enum may not hold (enum_value reads its bytes).
+inline DType kv_dtype(const ember_kv_type &t) {
     switch (enum_value(t)) {
     case EMBER_KV_F16: return DType::F16;
     case EMBER_KV_Q8_0: return DType::Q8_0;
