@@ -100,7 +100,7 @@ public:
     // The states a feed can keep (SessionOptions::kept_states; 0: none, a model without recurrent layers
     // or a backend that does not keep them).
     uint32_t kept_states() const { return static_cast<uint32_t>(kept_.size()); }
-    // Forward passes this session has run (feeds and the re-feeding of truncate): what a rollback cost.
+    // Forward passes run so far (feeds and the re-feeding of truncate): what a rollback cost.
     uint64_t passes() const { return passes_; }
     // The tokens evaluated so far.
     const std::vector<int32_t> &tokens() const { return seq_->tokens(); }
