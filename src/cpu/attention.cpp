@@ -103,16 +103,16 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
     // blocks are cut before they are sorted: sorting tokens by position alone interleaved the sequences
     // of a batch that holds several (an encoder's packed texts, an engine's prompts), which left every
     // block one token long.
-    std::vector<int64_t> run_order;  // runs last token first, runs last first
-    run_order.reserve(static_cast<size_t>(n_tokens));
-    for (int64_t t = n_tokens - 1; t >= 0; --t) run_order.push_back(t);
+    // Rank r of the batch taken last token first is token n_tokens - 1 - r: each sequence's run last token
+    // first, the runs last first.
+    auto reversed = [n_tokens](int64_t r) { return n_tokens - 1 - r; };
     struct Block {
-        int64_t begin, end, cost;  // [begin, end) in run_order
+        int64_t begin, end, cost;  // ranks [begin, end) of the reversed batch
     };
     std::vector<Block> blocks;
     for (int64_t r = 0; r < n_tokens; ++r) {
-        const int64_t t = run_order[static_cast<size_t>(r)];
-        const int64_t first = blocks.empty() ? -1 : run_order[static_cast<size_t>(blocks.back().begin)];
+        const int64_t t = reversed(r);
+        const int64_t first = blocks.empty() ? -1 : reversed(blocks.back().begin);
         if (first < 0 || r - blocks.back().begin >= block_max || q_table[t] != q_table[first] || first_key(t) != first_key(first))
             blocks.push_back({r, r, keys_of(t) - first_key(t)});
         blocks.back().end = r + 1;
@@ -123,7 +123,7 @@ void attention(ThreadPool &pool, const float *q, const int32_t *q_pos, const int
     order.reserve(static_cast<size_t>(n_tokens));
     for (const Block &bl : blocks) {
         block_start.push_back(static_cast<int64_t>(order.size()));
-        order.insert(order.end(), run_order.begin() + bl.begin, run_order.begin() + bl.end);
+        for (int64_t r = bl.begin; r < bl.end; ++r) order.push_back(reversed(r));
     }
     const int64_t n_blocks = static_cast<int64_t>(block_start.size());
     block_start.push_back(n_tokens);
