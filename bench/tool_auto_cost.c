@@ -10,8 +10,8 @@
  * the grammar until its end) and "plain-call" (the same prompt and opener, as many steps without a
  * grammar). A step is sample + accept + the forward pass of the token, timed whole; the sample + accept
  * part is also reported alone. Sampling is at temperature 1 with seed 1 and TOP_K (default 0: none). A
- * first auto-call meets every state of the call's grammar for the first time ("cold", its masks not yet
- * cached); then each round runs the four in turn, the pairs' order reversed every other round, with the
+ * first auto-call is the grammar's first use ("cold": its masks were computed when it was created, whose
+ * time is printed first, but the call's DFA steps and caches are met for the first time); then each round runs the four in turn, the pairs' order reversed every other round, with the
  * masks cached (warm). One JSON line per round and generation, then the medians and the ratios
  * auto-free / plain and auto-call / plain-call (per round, then their median). */
 #include <ember/ember.h>
@@ -133,7 +133,9 @@ int main(int argc, char **argv) {
     gp.choice = EMBER_TOOL_CHOICE_AUTO;
     gp.parallel = false;   /* the reply ends after the call */
     ember_grammar *grammar;
+    const double t_grammar = now_s();
     if (check(ember_chat_tool_grammar(model, &gp, &grammar), "tool grammar")) return 1;
+    printf("{\"grammar_create_ms\":%.3f}\n", 1e3 * (now_s() - t_grammar));
 
     ember_token prompt[64], opener[32];
     size_t n_prompt = 0, n_opener = 0;

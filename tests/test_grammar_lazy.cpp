@@ -158,6 +158,37 @@ void test_sampler_free_until_trigger(void **) {
     }
 }
 
+// prepare(): the masks of every state a call can reach are computed at once, equal to those computed
+// when first met, so that driving a whole call computes none; the budgets stop it.
+void test_prepared_masks(void **) {
+    auto g = lazy({"<tool_call>"}, {}, false);
+    const size_t n = g->prepare(1000, size_t(1) << 20);
+    assert_true(n >= 3);
+    assert_int_equal(g->stats().masks_computed, n);
+    auto fresh = lazy({"<tool_call>"}, {}, false);
+    GrammarMatcher a(g), b(fresh);
+    // The word split across tokens (it begins inside " <to"), then x x x and the closing dot.
+    for (int32_t id : {kHi, kOpenA, kOpenB, kOpenC, kX, kX, kX, kDot}) {
+        if (a.constraining()) {
+            auto cached = a.cached_mask();
+            assert_non_null(cached.get());
+            auto computed = b.mask();
+            assert_true(cached->bits == computed->bits);
+            assert_int_equal(cached->n_allowed, computed->n_allowed);
+        }
+        a.accept(id);
+        b.accept(id);
+        assert_int_equal(a.constraining(), b.constraining());
+    }
+    assert_false(a.constraining());   // the call is complete: free text again
+    assert_int_equal(g->stats().masks_computed, n);
+    // A second prepare finds everything cached.
+    assert_int_equal(g->prepare(1000, size_t(1) << 20), 0);
+    // Budgets: a number of states, and bytes (one mask of this vocabulary is one 64-bit word).
+    assert_int_equal(lazy({"<tool_call>"}, {}, false)->prepare(2, size_t(1) << 20), 2);
+    assert_int_equal(lazy({"<tool_call>"}, {}, false)->prepare(1000, 3 * sizeof(uint64_t)), 3);
+}
+
 } // namespace
 
 int main(void) {
@@ -167,6 +198,7 @@ int main(void) {
         cmocka_unit_test(test_token_trigger_and_once),
         cmocka_unit_test(test_trigger_limits),
         cmocka_unit_test(test_sampler_free_until_trigger),
+        cmocka_unit_test(test_prepared_masks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

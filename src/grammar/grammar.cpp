@@ -73,19 +73,62 @@ std::shared_ptr<const TokenMask> CompiledGrammar::mask(int32_t state) {
         return it->second;
     }
     auto m = compute_mask(state);
+    cache_mask(state, m);
+    return m;
+}
+
+void CompiledGrammar::cache_mask(int32_t state, std::shared_ptr<const TokenMask> m) {
     const size_t bytes = m->bits.size() * sizeof(uint64_t) + m->ids.size() * sizeof(int32_t);
     if (mask_bytes_ + bytes > kMaskCacheBytes) {   // simple bound: start over (the hot states return quickly)
         masks_.clear();
         mask_bytes_ = 0;
     }
-    masks_.emplace(state, m);
+    masks_.emplace(state, std::move(m));
     mask_bytes_ += bytes;
-    return m;
+}
+
+size_t CompiledGrammar::prepare(size_t max_states, size_t max_bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    max_bytes = std::min(max_bytes, kMaskCacheBytes);
+    std::vector<int32_t> queue{start_};
+    size_t computed = 0;
+    // The states met so far: the DFA grows as the walks step into new states, so seen_ grows with it.
+    ++seen_round_;
+    auto mark = [&](int32_t s) {
+        if (static_cast<size_t>(s) >= seen_.size()) seen_.resize(std::max<size_t>(dfa_.n_states(), size_t(s) + 1) * 2, 0);
+        if (seen_[static_cast<size_t>(s)] == seen_round_) return false;
+        seen_[static_cast<size_t>(s)] = seen_round_;
+        return true;
+    };
+    mark(start_);
+    // A trigger word found inside a token starts the grammar part-way through the word (the matcher
+    // steps the word's bytes from its first): every prefix of a word is a place a call may begin.
+    for (const std::string &w : triggers_.words) {
+        int32_t s = start_;
+        for (char c : w) {
+            s = dfa_.step(s, static_cast<uint8_t>(c));
+            if (s == GrammarAutomaton::kDead) break;
+            if (mark(s)) queue.push_back(s);
+        }
+    }
+    for (size_t head = 0; head < queue.size() && computed < max_states; ++head) {
+        const int32_t s = queue[head];
+        if (masks_.count(s)) continue;
+        std::vector<int32_t> next;
+        auto m = compute_mask(s, &next);
+        const size_t bytes = m->bits.size() * sizeof(uint64_t) + m->ids.size() * sizeof(int32_t);
+        if (mask_bytes_ + bytes > max_bytes) break;
+        cache_mask(s, std::move(m));
+        ++computed;
+        for (int32_t t : next)
+            if (mark(t)) queue.push_back(t);
+    }
+    return computed;
 }
 
 // One preorder pass over the trie: a node's state is its parent's (at depth - 1) stepped by its byte;
 // a dead node skips its subtree.
-std::shared_ptr<const TokenMask> CompiledGrammar::compute_mask(int32_t state) {
+std::shared_ptr<const TokenMask> CompiledGrammar::compute_mask(int32_t state, std::vector<int32_t> *next) {
     ++stats_.masks_computed;
     auto m = std::make_shared<TokenMask>();
     m->bits.assign((static_cast<size_t>(vocab_->n_vocab) + 63) / 64, 0);
@@ -101,6 +144,7 @@ std::shared_ptr<const TokenMask> CompiledGrammar::compute_mask(int32_t state) {
             continue;
         }
         walk_states_[t.depth[i]] = s;
+        if (next && t.tok_begin[i] < t.tok_begin[i + 1] && (next->empty() || next->back() != s)) next->push_back(s);
         for (uint32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) {
             const int32_t id = t.toks[k];
             m->bits[static_cast<size_t>(id) >> 6] |= uint64_t(1) << (id & 63);

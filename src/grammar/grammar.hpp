@@ -93,6 +93,14 @@ public:
     bool accepts(int32_t state);
     const GrammarVocab &vocab() const { return *vocab_; }
 
+    // Computes ahead the masks of the states that whole tokens reach from the start (and from each prefix
+    // of a trigger word, where a call found inside a token begins), breadth first, until
+    // every such state has its mask or `max_states` masks or `max_bytes` of them are cached; returns how
+    // many it computed. A lazy grammar's first call after its trigger then costs no more than later ones
+    // (each new state's mask is a walk of the vocabulary, which would otherwise fall in the middle of
+    // decoding); what does not fit is computed when first met, as for any grammar.
+    size_t prepare(size_t max_states, size_t max_bytes);
+
     // Counters for benchmarks and tests.
     struct Stats { uint64_t masks_computed = 0, mask_hits = 0, trie_nodes_visited = 0; size_t dfa_states = 0; };
     Stats stats();
@@ -104,7 +112,9 @@ public:
     size_t bytes();
 
 private:
-    std::shared_ptr<const TokenMask> compute_mask(int32_t state);
+    // next: where given, receives each state a token allowed here leads to, once (see prepare()).
+    std::shared_ptr<const TokenMask> compute_mask(int32_t state, std::vector<int32_t> *next = nullptr);
+    void cache_mask(int32_t state, std::shared_ptr<const TokenMask> m);
 
     std::mutex mutex_;
     GrammarAutomaton dfa_;
@@ -112,6 +122,8 @@ private:
     std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
     size_t mask_bytes_ = 0;
     std::vector<int32_t> walk_states_;   // per trie depth, reused
+    std::vector<uint32_t> seen_;         // per DFA state: the prepare() round that listed it
+    uint32_t seen_round_ = 0;
     Stats stats_;
     int32_t start_;
     GrammarTriggers triggers_;
