@@ -7,6 +7,7 @@
 // token groups (see vec_dot_avx2.cpp for the shape of the work and why).
 #pragma once
 
+#include "cpu/matmul_walk.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -159,19 +160,8 @@ void rows_for_tokens(const MatmulJob &job, int64_t rb, int64_t re, int64_t t0) {
 
 template <class K>
 void drive(const MatmulJob &job, int64_t r0, int64_t r1) {
-    int64_t block = static_cast<int64_t>(kRowBlockBytes / (job.row_bytes ? job.row_bytes : 1));
-    block = block < 4 ? 4 : block & ~int64_t{3};
-    for (int64_t rb = r0; rb < r1; rb += block) {
-        const int64_t re = rb + block < r1 ? rb + block : r1;
-        for (int64_t t0 = 0; t0 < job.n_tokens; t0 += kTokTile) {
-            switch (job.n_tokens - t0 < kTokTile ? job.n_tokens - t0 : kTokTile) {
-            case 1: rows_for_tokens<K, 1>(job, rb, re, t0); break;
-            case 2: rows_for_tokens<K, 2>(job, rb, re, t0); break;
-            case 3: rows_for_tokens<K, 3>(job, rb, re, t0); break;
-            default: rows_for_tokens<K, 4>(job, rb, re, t0); break;
-            }
-        }
-    }
+    walk_row_blocks<kTokTile>(job, r0, r1,
+                              [&job]<int T>(int64_t rb, int64_t re, int64_t t0) { rows_for_tokens<K, T>(job, rb, re, t0); });
 }
 
 } // namespace

@@ -9,6 +9,7 @@
 // Tiles of 2 row pairs x 8 tokens: 16 accumulators, 8 broadcast activation loads and 2 converted weight
 // loads per 8 inputs, so the FMAs rather than the loads or the conversions set the pace. Fewer than 8
 // tokens (decode, small batches) stay on the AVX2 tiles, which stream memory as fast.
+#include "cpu/matmul_walk.hpp"
 #include "cpu/simd_avx2.hpp"
 #include "cpu/vec_dot.hpp"
 
@@ -104,27 +105,11 @@ void rows_for_tokens(const MatmulJob &job, int64_t rb, int64_t re, int64_t t0) {
     else if (r < re) tile<L, 1, T>(job, r, static_cast<int>(re - r), t0);
 }
 
-// The AVX2 driver's walk (matmul_avx2.hpp's drive): blocks of rows that stay in L2 while every token
-// group passes over them.
+// The shared walk (matmul_walk.hpp) over 8-token groups.
 template <class L>
 void drive_pairs(const MatmulJob &job, int64_t r0, int64_t r1) {
-    int64_t block = static_cast<int64_t>(kRowBlockBytes / (job.row_bytes ? job.row_bytes : 1));
-    block = block < 4 ? 4 : block & ~int64_t{3};
-    for (int64_t rb = r0; rb < r1; rb += block) {
-        const int64_t re = rb + block < r1 ? rb + block : r1;
-        for (int64_t t0 = 0; t0 < job.n_tokens; t0 += kPairTokens) {
-            switch (job.n_tokens - t0 < kPairTokens ? job.n_tokens - t0 : kPairTokens) {
-            case 1: rows_for_tokens<L, 1>(job, rb, re, t0); break;
-            case 2: rows_for_tokens<L, 2>(job, rb, re, t0); break;
-            case 3: rows_for_tokens<L, 3>(job, rb, re, t0); break;
-            case 4: rows_for_tokens<L, 4>(job, rb, re, t0); break;
-            case 5: rows_for_tokens<L, 5>(job, rb, re, t0); break;
-            case 6: rows_for_tokens<L, 6>(job, rb, re, t0); break;
-            case 7: rows_for_tokens<L, 7>(job, rb, re, t0); break;
-            default: rows_for_tokens<L, 8>(job, rb, re, t0); break;
-            }
-        }
-    }
+    walk_row_blocks<kPairTokens>(job, r0, r1,
+                                 [&job]<int T>(int64_t rb, int64_t re, int64_t t0) { rows_for_tokens<L, T>(job, rb, re, t0); });
 }
 
 } // namespace
