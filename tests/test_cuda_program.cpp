@@ -40,7 +40,14 @@ namespace {
 struct Edited {
     ember_mod_model_desc d;
     std::vector<ember_graph_node> nodes;
+    std::vector<ember_mod_tensor> tensors;  // a copy of the description's, once one is edited
     explicit Edited(const Model &m) : d(m.desc().c), nodes(m.desc().nodes) {}
+    // Tensor t stored as `type` (GGUF id); returns its name.
+    const char *retype(int32_t t, uint32_t type) {
+        if (tensors.empty()) tensors.assign(d.tensors, d.tensors + d.n_tensors), d.tensors = tensors.data();
+        tensors[size_t(t)].type = type;
+        return tensors[size_t(t)].name;
+    }
     const ember_mod_model_desc &desc() {
         d.nodes = nodes.data(), d.n_nodes = static_cast<uint32_t>(nodes.size()), d.node_size = sizeof(ember_graph_node);
         return d;
@@ -231,11 +238,8 @@ void test_refusals(void **) {
     {
         // A norm weight stored as F16: refused at load, naming the tensor.
         Edited e(*m);
-        std::vector<ember_mod_tensor> tensors(e.d.tensors, e.d.tensors + e.d.n_tensors);
-        const int32_t w = e.nodes[e.find(EMBER_GRAPH_RMS_NORM)].w;
-        tensors[size_t(w)].type = 1;
-        e.d.tensors = tensors.data();
-        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, tensors[size_t(w)].name);
+        const char *name = e.retype(e.nodes[e.find(EMBER_GRAPH_RMS_NORM)].w, 1);
+        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, name);
     }
 }
 
@@ -654,6 +658,14 @@ void test_encoder_programs(void **) {
 // What the encoders' ops refuse: buffers of other widths, weights or biases not F32 or not of the row's
 // width, a position table that is not F32 / F16 rows of the buffer's width, a mask graph.h does not define,
 // the bidirectional mask with a local chunk or a temperature.
+// An edit of m's program, refused with `status` and a message containing `text`.
+template <class Edit>
+void expect_edit(const Model &m, Edit edit, ember_status status, const char *text) {
+    Edited e(m);
+    edit(e);
+    expect_error(e.desc(), status, text);
+}
+
 void test_encoder_refusals(void **) {
     auto m = load_encoder(BertSpec{});
     const size_t ln = Edited(*m).find(EMBER_GRAPH_LAYER_NORM);
@@ -664,64 +676,35 @@ void test_encoder_refusals(void **) {
     for (uint32_t t = 0; t < m->desc().c.n_tensors; ++t)
         if (std::string(m->desc().c.tensors[t].name) == "blk.0.ffn_down.weight") ffn_down = int32_t(t);
     assert_true(wide >= 0 && ffn_down >= 0);
-    {
-        Edited e(*m);
-        e.nodes[ln].dst = wide;
-        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "layer_norm");
-    }
+    const auto invalid = EMBER_ERR_INVALID_MODEL, unsupported = EMBER_ERR_UNSUPPORTED;
+    expect_edit(*m, [&](Edited &e) { e.nodes[ln].dst = wide; }, invalid, "layer_norm");
     {
         Edited e(*m);
         e.nodes[ln].b = e.nodes[e.find(EMBER_GRAPH_MATMUL)].b;   // the query's bias: of the row's width
         assert_true(e.nodes[ln].b >= 0);
         cu::program_of(e.desc());  // accepted
         e.nodes[ln].b = e.nodes[e.find(EMBER_GRAPH_GELU) - 1].b;  // the FFN's up bias: wider
-        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "weight or bias not of the row's width");
+        expect_error(e.desc(), invalid, "weight or bias not of the row's width");
     }
     {
         // A LayerNorm weight stored as F16: refused at load, naming the tensor.
         Edited e(*m);
-        std::vector<ember_mod_tensor> tensors(e.d.tensors, e.d.tensors + e.d.n_tensors);
-        const int32_t w = e.nodes[ln].w;
-        tensors[size_t(w)].type = 1;
-        e.d.tensors = tensors.data();
-        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, tensors[size_t(w)].name);
+        const char *name = e.retype(e.nodes[ln].w, 1);
+        expect_error(e.desc(), unsupported, name);
     }
-    {
-        Edited e(*m);
-        ember_graph_node &g = e.nodes[e.find(EMBER_GRAPH_GELU)];
-        g.src = e.nodes[ln].dst;  // the model's width into the FFN's
-        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "gelu");
-    }
-    {
-        Edited e(*m);
-        const size_t a = e.find(EMBER_GRAPH_ADD_POS_ROWS);
-        e.nodes[a].w = ffn_down;   // rows of the FFN's width
-        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "add_pos_rows");
-        e.nodes[a].w = -1;
-        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "tensor out of range");
-    }
-    {
-        // A Q8_0 table (rows of the right width): only F32 and F16 rows are added by position.
-        Edited e(*m);
-        std::vector<ember_mod_tensor> tensors(e.d.tensors, e.d.tensors + e.d.n_tensors);
-        tensors[size_t(e.nodes[e.find(EMBER_GRAPH_ADD_POS_ROWS)].w)].type = 8;
-        e.d.tensors = tensors.data();
-        expect_error(e.desc(), EMBER_ERR_INVALID_MODEL, "F32 or F16");
-    }
-    {
-        Edited e(*m);
-        e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)].attn_mask = 2;
-        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, "mask 2");
-    }
-    {
-        Edited e(*m);
-        e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)].attn_local_chunk = 4;
-        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, "bidirectional mask");
-        e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)].attn_local_chunk = 0;
-        e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)].attn_temp_scale = 0.1f;
-        e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)].attn_temp_floor = 8;
-        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, "bidirectional mask");
-    }
+    // The model's width into the FFN's.
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_GELU)].src = e.nodes[ln].dst; }, invalid, "gelu");
+    // A table of the FFN's width, none, and a Q8_0 one (rows of the right width: only F32 and F16 are added).
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_ADD_POS_ROWS)].w = ffn_down; }, invalid, "add_pos_rows");
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_ADD_POS_ROWS)].w = -1; }, invalid, "tensor out of range");
+    expect_edit(*m, [&](Edited &e) { e.retype(e.nodes[e.find(EMBER_GRAPH_ADD_POS_ROWS)].w, 8); }, invalid, "F32 or F16");
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)].attn_mask = 2; }, unsupported, "mask 2");
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)].attn_local_chunk = 4; }, unsupported,
+                "bidirectional mask");
+    expect_edit(*m, [&](Edited &e) {
+        ember_graph_node &a = e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)];
+        a.attn_temp_scale = 0.1f, a.attn_temp_floor = 8;
+    }, unsupported, "bidirectional mask");
 }
 
 // A pass's inputs for an encoder: each token's sequence's last position after the other arrays (two texts
