@@ -5,6 +5,7 @@
 #include "cu_check.hpp"
 #include "cu_util.cuh"
 #include "family_kernels.hpp"
+#include "gelu_math.hpp"
 #include "kernels.hpp"
 #include "recurrent.hpp"
 
@@ -116,30 +117,6 @@ __global__ void k_rope_apply(float *x, int64_t n_tokens, int n_heads, int head_d
 
 // tanh with its argument clamped (tanh(+-10) is +-1 in float); tanhf itself is accurate to 2 ulp.
 __device__ __forceinline__ float tanh_clamped(float x) { return tanhf(fminf(fmaxf(x, -10.0f), 10.0f)); }
-
-// GELU's tanh form exactly as the CPU computes it (cpu/gelu_lanes.hpp): 0.5 g (1 + tanh y) written as
-// g / (1 + e^-2y), y = sqrt(2/pi) (g + 0.044715 g^3), e^x by the same reduction and degree-7 polynomial,
-// every operation rounded on its own (no fused multiply-add): the CPU's bits for every input.
-__device__ __forceinline__ float gelu_exp(float x) {
-    x = x < -87.3f ? -87.3f : x;
-    x = x > 88.3f ? 88.3f : x;
-    const float t = __fmul_rn(x, 1.44269504088896341f);
-    const float n = __fsub_rn(__fadd_rn(t, 12582912.0f), 12582912.0f);  // nearest integer, ties to even
-    float r = __fsub_rn(x, __fmul_rn(n, 0.693359375f));
-    r = __fsub_rn(r, __fmul_rn(n, -2.12194440e-4f));
-    float p = __fadd_rn(__fmul_rn(r, 1.0f / 5040.0f), 1.0f / 720.0f);
-    p = __fadd_rn(__fmul_rn(p, r), 1.0f / 120.0f);
-    p = __fadd_rn(__fmul_rn(p, r), 1.0f / 24.0f);
-    p = __fadd_rn(__fmul_rn(p, r), 1.0f / 6.0f);
-    p = __fadd_rn(__fmul_rn(p, r), 0.5f);
-    p = __fadd_rn(__fmul_rn(p, r), 1.0f);
-    p = __fadd_rn(__fmul_rn(p, r), 1.0f);
-    return __fmul_rn(p, __int_as_float((static_cast<int>(n) + 127) << 23));
-}
-__device__ __forceinline__ float gelu(float g) {
-    const float y = __fmul_rn(__fadd_rn(g, __fmul_rn(__fmul_rn(__fmul_rn(g, g), g), 0.044715f)), 0.7978845608028654f);
-    return __fdiv_rn(g, __fadd_rn(1.0f, gelu_exp(__fmul_rn(y, -2.0f))));
-}
 
 // The elementwise ops of family_kernels.hpp's Ew, as cpu/elementwise.cpp and cpu/moe.cpp compute them
 // (each product rounded: no fused multiply-add, so that the CPU's roundings are the GPU's).

@@ -11,19 +11,24 @@
 // keeps K/V rows for its attention layer only, and its broken state shares and heads are refused. The
 // encoders' programs (BERT-, nomic-bert- and EmbeddingGemma-shaped synthetic files) are accepted with their
 // bidirectional attention, biased LayerNorms, GELU and position rows; malformed ones are refused; an
-// encoder pass's inputs carry each token's sequence's last position and refuse positions past the table.
+// encoder pass's inputs carry each token's sequence's last position and refuse positions past the table;
+// the kernels' GELU gives the CPU's bits.
 #include "synthetic_model.hpp"
 #include "test_util.h"
 
+#include "../cuda/gelu_math.hpp"
 #include "../cuda/inputs.hpp"
 #include "../cuda/program.hpp"
 #include "core/error.hpp"
+#include "cpu/kernels.hpp"
 #include "model/model.hpp"
 #include "testing/synthetic.hpp"
 #include "testing/synthetic_bert.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -740,6 +745,29 @@ void test_encoder_inputs(void **) {
     }
 }
 
+// The encoders' GELU (cuda/gelu_math.hpp, the kernels' arithmetic; this file is compiled without
+// contraction, as the CPU's) gives cpu::gelu's bits: [-12, 12] in steps of 2^-10, random values in
+// [-40, 40], zeros, tiny and huge values and infinities (the exponential's clamps).
+void test_gelu_bits(void **) {
+    std::vector<float> x;
+    for (int i = -12 * 1024; i <= 12 * 1024; ++i) x.push_back(float(i) / 1024.0f);
+    uint64_t st = 7;
+    for (int i = 0; i < 20000; ++i) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        x.push_back(float(double(st >> 11) / double(1ull << 53) * 80.0 - 40.0));
+    }
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, 60.0f, -60.0f, 1e4f, -1e4f, 3e38f, -3e38f, INFINITY,
+                    -INFINITY})
+        x.push_back(v);
+    std::vector<float> want(x.size());
+    cpu::gelu(x.data(), want.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+        const float got = cu::gelu(x[i]);
+        if (std::memcmp(&got, &want[i], sizeof got) != 0)
+            fail_msg("gelu(%.9g): %.9g, the CPU's %.9g", double(x[i]), double(got), double(want[i]));
+    }
+}
+
 } // namespace
 
 int main() {
@@ -749,6 +777,7 @@ int main() {
                                 cmocka_unit_test(test_context_sizes), cmocka_unit_test(test_context_sizes_window),
                                 cmocka_unit_test(test_hybrid_program), cmocka_unit_test(test_hybrid_refusals),
                                 cmocka_unit_test(test_context_sizes_hybrid), cmocka_unit_test(test_encoder_programs),
-                                cmocka_unit_test(test_encoder_refusals), cmocka_unit_test(test_encoder_inputs)};
+                                cmocka_unit_test(test_encoder_refusals), cmocka_unit_test(test_encoder_inputs),
+                                cmocka_unit_test(test_gelu_bits)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
