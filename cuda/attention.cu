@@ -11,7 +11,9 @@
 //
 // ATTENTION_EXT's options (AttnExt, family_kernels.hpp) are arguments of the same kernels: a sliding
 // window moves each query's first key (the splits cover the window), a softcap bends each score before
-// the softmax, and sinks join the normaliser in k_attn_combine.
+// the softmax, and sinks join the normaliser in k_attn_combine. Both kernels read a query's keys up to
+// last[t] (AttnArgs): its own position (causal), or its sequence's last in the pass (the bidirectional
+// mask); a window then counts back from there, as on the CPU.
 #include "attn_math.hpp"
 #include "backend/attn_options.hpp"
 #include "cu_check.hpp"
@@ -52,8 +54,8 @@ __global__ void k_attn_split(AttnArgs a, AttnExt x) {
     const int t = th / a.n_head, h = th % a.n_head;
     const int hd = a.head_dim;
     const int head_off = (h / (a.n_head / a.n_head_kv)) * hd;
-    const int32_t n_keys = a.pos[t] + 1;
-    const KeyRange r = split_keys_range(attn_first_key(a.pos[t], x.window, x.local_chunk), n_keys, a.split_keys, split, false);
+    const int32_t n_keys = a.last[t] + 1;
+    const KeyRange r = split_keys_range(attn_first_key(a.last[t], x.window, x.local_chunk), n_keys, a.split_keys, split, false);
     const float scale = a.scale * attn_temperature(x.temp_scale, x.temp_offset, static_cast<uint32_t>(x.temp_floor), a.pos[t]);
     const int32_t *table = a.tables + a.tab_off[t];
     const float *qr = a.q + (static_cast<int64_t>(t) * a.n_head + h) * hd;
@@ -119,11 +121,11 @@ __global__ void k_attn_tiled(AttnArgs a, AttnExt x) {
     // The tile's keys: from the earliest first key of its tokens (a window's) to the latest position.
     int32_t tile_keys = 0, tile_first = INT32_MAX;
     for (int i = 0; i < a.q_tile && t0 + i < a.n_tokens; ++i) {
-        tile_keys = max(tile_keys, a.pos[t0 + i] + 1);
-        tile_first = min(tile_first, attn_first_key(a.pos[t0 + i], x.window, x.local_chunk));
+        tile_keys = max(tile_keys, a.last[t0 + i] + 1);
+        tile_first = min(tile_first, attn_first_key(a.last[t0 + i], x.window, x.local_chunk));
     }
-    const int32_t my_keys = valid ? a.pos[t] + 1 : 0;
-    const int32_t my_first = valid ? attn_first_key(a.pos[t], x.window, x.local_chunk) : 0;
+    const int32_t my_keys = valid ? a.last[t] + 1 : 0;
+    const int32_t my_first = valid ? attn_first_key(a.last[t], x.window, x.local_chunk) : 0;
     const float scale =
         valid ? a.scale * attn_temperature(x.temp_scale, x.temp_offset, static_cast<uint32_t>(x.temp_floor), a.pos[t]) : a.scale;
     const int32_t *table = a.tables + a.tab_off[t0];
@@ -207,7 +209,7 @@ struct DevExp {
 // which the sums skip): they are not read, so a short sequence in a long context costs what it needs.
 __global__ void k_attn_combine(AttnArgs a, AttnExt x) {
     const int th = blockIdx.x, hd = a.head_dim;
-    const int n = min(a.n_splits, splits_for(a.pos[th / a.n_head] + 1, a.split_keys));
+    const int n = min(a.n_splits, splits_for(a.last[th / a.n_head] + 1, a.split_keys));
     const float *part = a.partials + static_cast<int64_t>(th) * a.n_splits * (hd + 2);
     float *out = a.out + static_cast<int64_t>(th) * hd;
     const float *sink = x.sinks ? x.sinks + th % a.n_head : nullptr;
@@ -239,11 +241,17 @@ void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s, int grou
             AttnArgs g = a;
             g.n_tokens = a.n_tokens - t0 < group ? a.n_tokens - t0 : group;
             g.q = a.q + t0 * width, g.out = a.out + t0 * width, g.pos = a.pos + t0, g.tab_off = a.tab_off + t0;
+            if (a.last) g.last = a.last + t0;
             attention_ext(g, x, s);
         }
         return;
     }
     if (a.head_dim > kMaxHeadDim) fail(EMBER_ERR_UNSUPPORTED, "cuda attention: head_dim %d > %d", a.head_dim, kMaxHeadDim);
+    if (!a.last) {  // the causal mask: each query's keys end at its own position
+        AttnArgs causal = a;
+        causal.last = a.pos;
+        return attention_ext(causal, x, s);
+    }
     if (a.q_tile > a.n_tokens && use_tiled(a)) {  // a decode step: no idle warps for tokens it lacks (same bits)
         AttnArgs one = a;
         one.q_tile = a.n_tokens;

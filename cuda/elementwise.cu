@@ -1,10 +1,11 @@
 // elementwise.cu — RMSNorm, adds, SwiGLU, RoPE, KV-cache stores and row copies; the families' elementwise
-// ops (scale, softcap, GeGLU, gpt-oss's SwiGLU), YaRN's rope angles, and the hybrid families' column copy
-// and sigmoid gate (recurrent.hpp).
+// ops (scale, softcap, GeGLU, gpt-oss's SwiGLU), YaRN's rope angles, the hybrid families' column copy
+// and sigmoid gate (recurrent.hpp), and the encoders' biased LayerNorm, GELU and position rows.
 #include "attn_math.hpp"
 #include "cu_check.hpp"
 #include "cu_util.cuh"
 #include "family_kernels.hpp"
+#include "gelu_math.hpp"
 #include "kernels.hpp"
 #include "recurrent.hpp"
 
@@ -14,6 +15,22 @@ namespace {
 
 constexpr int kNormThreads = 256;
 
+// The sum of v over a block of kNormThreads threads (every thread gets it): each warp's sum into part
+// (kNormThreads / 32 entries of shared memory, not reused by the caller's next sum), then warp 0's.
+template <class T>
+__device__ __forceinline__ T block_sum(T v, T *part) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        T u = threadIdx.x < kNormThreads / 32 ? part[threadIdx.x] : T(0);
+        for (int o = 16; o > 0; o >>= 1) u += __shfl_xor_sync(0xffffffffu, u, o);
+        if (threadIdx.x == 0) part[0] = u;
+    }
+    __syncthreads();
+    return part[0];
+}
+
 // One block per row. In place (y == x) is safe: each thread writes only the elements it read, after
 // the block's reduction.
 __global__ void k_rms_norm(const float *x, const float *w, float *y, int64_t dim, float eps) {
@@ -22,20 +39,42 @@ __global__ void k_rms_norm(const float *x, const float *w, float *y, int64_t dim
     float ss = 0;
     for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) ss += xr[i] * xr[i];
     __shared__ float part[kNormThreads / 32];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < kNormThreads / 32 ? part[threadIdx.x] : 0.0f;
-        v = warp_sum(v);
-        if (threadIdx.x == 0) part[0] = v;
-    }
-    __syncthreads();
-    const float scale = 1.0f / sqrtf(part[0] / static_cast<float>(dim) + eps);
+    const float scale = 1.0f / sqrtf(block_sum(ss, part) / static_cast<float>(dim) + eps);
     if (w)
         for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) y[r * dim + i] = xr[i] * scale * w[i];
     else
         for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) y[r * dim + i] = xr[i] * scale;
+}
+
+// graph.h's LAYER_NORM, one block per row, as cpu::layer_norm: the mean, then the sum of squared
+// deviations from it, in double (two passes over the row); the mean and 1 / sqrt(var + eps) rounded to
+// float, then (x - mean) * scale * w + b, each step rounded (w, b: null for none). In place as k_rms_norm.
+__global__ void k_layer_norm(const float *x, const float *w, const float *b, float *y, int64_t dim, float eps) {
+    const int64_t r = blockIdx.x;
+    const float *xr = x + r * dim;
+    __shared__ double part_sum[kNormThreads / 32], part_ss[kNormThreads / 32];
+    double sum = 0;
+    for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) sum += xr[i];
+    const double mean = block_sum(sum, part_sum) / static_cast<double>(dim);
+    double ss = 0;
+    for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) ss += (xr[i] - mean) * (xr[i] - mean);
+    const float scale = static_cast<float>(1.0 / sqrt(block_sum(ss, part_ss) / static_cast<double>(dim) + eps));
+    const float m = static_cast<float>(mean);
+    for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) {
+        float v = __fmul_rn(__fsub_rn(xr[i], m), scale);
+        if (w) v = __fmul_rn(v, w[i]);
+        if (b) v = __fadd_rn(v, b[i]);
+        y[r * dim + i] = v;
+    }
+}
+
+// graph.h's ADD_POS_ROWS: y[t] += row pos[t] of an F32 (half false) or F16 table of `width` values a row.
+__global__ void k_add_pos_rows(float *y, const void *table, bool half, const int32_t *pos, int64_t n, int64_t width) {
+    const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    const int64_t at = static_cast<int64_t>(pos[e / width]) * width + e % width;
+    const float v = half ? half_bits_to_float(static_cast<const uint16_t *>(table)[at]) : static_cast<const float *>(table)[at];
+    y[e] = __fadd_rn(y[e], v);
 }
 
 __global__ void k_add(float *y, const float *x, int64_t n) {
@@ -90,11 +129,8 @@ __global__ void k_elementwise(Ew op, const float *x, const float *x2, float *y, 
     case Ew::Scale: r = __fmul_rn(v, a); break;
     case Ew::Mul: r = __fmul_rn(v, x2[e]); break;
     case Ew::Softcap: r = __fmul_rn(a, tanh_clamped(__fdiv_rn(v, a))); break;
-    case Ew::Geglu: {
-        const float inner = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, v), v), v)));
-        r = __fmul_rn(__fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanh_clamped(inner))), x2[e]);
-        break;
-    }
+    case Ew::Geglu: r = __fmul_rn(gelu(v), x2[e]); break;
+    case Ew::Gelu: r = gelu(v); break;
     default: {
         const float g = fminf(v, b), u = fminf(fmaxf(x2[e], -b), b);
         r = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-__fmul_rn(a, g)))), __fadd_rn(u, 1.0f));
@@ -214,6 +250,16 @@ __global__ void k_probe(int *p) {
 
 void rms_norm(const float *x, const float *w, float *y, int64_t n_rows, int64_t dim, float eps, cudaStream_t s) {
     k_rms_norm<<<static_cast<unsigned>(n_rows), kNormThreads, 0, s>>>(x, w, y, dim, eps);
+}
+
+void layer_norm(const float *x, const float *w, const float *b, float *y, int64_t n_rows, int64_t dim, float eps,
+                cudaStream_t s) {
+    if (n_rows > 0) k_layer_norm<<<static_cast<unsigned>(n_rows), kNormThreads, 0, s>>>(x, w, b, y, dim, eps);
+}
+
+void add_pos_rows(float *y, const DevWeight &table, const int32_t *pos, int64_t n_tokens, int64_t width, cudaStream_t s) {
+    const int64_t n = n_tokens * width;
+    if (n > 0) k_add_pos_rows<<<blocks_for(n, 256), 256, 0, s>>>(y, table.codes, table.type == kF16, pos, n, width);
 }
 
 void add_inplace(float *y, const float *x, int64_t n, cudaStream_t s) {

@@ -11,7 +11,9 @@ namespace ember::cu {
 // y = x * a (SCALE), a * tanh(x / a) (SOFTCAP), gelu(x) * x2 in GELU's tanh form (GEGLU), or gpt-oss's
 // clamped SwiGLU x' sigmoid(a x') (u' + 1), x' = min(x, b), u' = clamp(x2, -b, b) (MOE's SWIGLU_OAI).
 // n values; y may be x or x2.
-enum class Ew { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3, Mul = 4 };   // Mul: y = x * x2 (graph.h's MUL)
+// Gelu: y = gelu(x), the tanh form (graph.h's GELU). GELU's tanh form is the CPU's arithmetic exactly
+// (cpu/gelu_lanes.hpp), so GEGLU and GELU give the CPU's bits.
+enum class Ew { Scale = 0, Softcap = 1, Geglu = 2, SwigluOai = 3, Mul = 4, Gelu = 5 };   // Mul: y = x * x2 (graph.h's MUL)
 void elementwise(Ew op, const float *x, const float *x2, float *y, int64_t n, float a, float b, cudaStream_t s);
 
 // rope_angles with ROPE_YARN's ramp and output scale (rope_math.hpp): cos and sin times mscale.
@@ -34,6 +36,14 @@ struct AttnExt {
 // `group` > 0: at most that many tokens at a time (the partials hold a.n_splits splits of `group`
 // tokens' heads); each token's result is its own whatever group it is in.
 void attention_ext(const AttnArgs &a, const AttnExt &x, cudaStream_t s, int group = 0);
+
+// The encoders' ops. graph.h's LAYER_NORM over n_rows rows of dim: y = (x - mean) / sqrt(var + eps) * w + b
+// (w, b: [dim] or null for none; y may be x), mean and variance in double as cpu::layer_norm.
+void layer_norm(const float *x, const float *w, const float *b, float *y, int64_t n_rows, int64_t dim, float eps,
+                cudaStream_t s);
+// ADD_POS_ROWS: y[t] += row pos[t] of `table` (an F32 or F16 weight of rows of `width`; the host checked
+// the positions against its rows).
+void add_pos_rows(float *y, const DevWeight &table, const int32_t *pos, int64_t n_tokens, int64_t width, cudaStream_t s);
 
 // MOE's last step: y[t] = sum_j gate[t k + j] * outs[pos[t k + j]] (rows of n_out), in the order of the
 // choices.

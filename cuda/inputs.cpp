@@ -34,6 +34,9 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
         }
         if (b.tokens[t] < 0 || static_cast<uint32_t>(b.tokens[t]) >= (z.n_token_ids ? z.n_token_ids : z.n_vocab))
             fail(EMBER_ERR_INTERNAL, "cuda forward: token id %d out of range", b.tokens[t]);
+        if (z.n_pos_rows && static_cast<uint32_t>(p) >= z.n_pos_rows)
+            fail(EMBER_ERR_INVALID_ARGUMENT, "cuda forward: position %d is past the model's %u position embeddings", p,
+                 z.n_pos_rows);
         io[t] = b.tokens[t];
         io[r + t] = p;
         io[2 * r + t] = b.tables[t][p / bs] * bs + p % bs;
@@ -59,7 +62,18 @@ int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, s
         io[4 * r + i] = b.logits_rows[i];
     }
     if (z.n_state_slots) state_runs(b, z.n_state_slots, r, io + step_io_state(r, z.n_logits, window));
+    if (z.seq_last) sequence_last(b, io + step_io_seq_last(r, z.n_logits, window, z.n_state_slots > 0));
     return max_keys;
+}
+
+void sequence_last(const ember_mod_batch &b, int32_t *out) {
+    for (uint32_t t0 = 0; t0 < b.n_tokens;) {
+        uint32_t t1 = t0 + 1;
+        int32_t m = b.pos[t0];
+        while (t1 < b.n_tokens && b.tables[t1] == b.tables[t0]) m = std::max(m, b.pos[t1++]);
+        std::fill(out + t0, out + t1, m);
+        t0 = t1;
+    }
 }
 
 uint32_t state_runs(const ember_mod_batch &b, uint32_t n_state_slots, size_t rows, int32_t *out) {

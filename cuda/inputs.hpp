@@ -5,7 +5,9 @@
 // [rows] (the row of each token's K/V: table[pos / block_size] * block_size + pos % block_size), table
 // offsets [rows], logits rows [n_logits], and with a window pool (backend.hpp's window tables, which the
 // sliding-window layers read and write instead) the window layers' cache slots [rows] and table offsets
-// [rows], and for a model with recurrent state (graph.h's state slots) its sequence runs (StateIo below).
+// [rows], for a model with recurrent state (graph.h's state slots) its sequence runs (StateIo below), and
+// for a program that attends both ways (graph.h's SEQUENCE mask) each token's sequence's last position in
+// the pass [rows] (a sequence's tokens are consecutive and share one block table).
 // tables: each distinct block table of the batch once (window tables among them), as many
 // blocks as its furthest token needs; a token's table starts at tables[offset]. Tokens of one sequence
 // share one table pointer, so a batch of decode steps of many sequences uploads each table once.
@@ -27,6 +29,10 @@ struct StepShape {
     // Token ids must be below this (the embedding's rows; 0: n_vocab). A part of a program cut across
     // devices returns other rows than the vocabulary's, or starts from activations (no embedding at all).
     uint32_t n_token_ids = 0;
+    // Positions must be below this (an ADD_POS_ROWS table's rows; 0: no such table).
+    uint32_t n_pos_rows = 0;
+    // The pass uploads each token's sequence's last position (step_io_seq_last).
+    bool seq_last = false;
 };
 
 // The recurrent layers' view of a pass (at step_io_state in io): its tokens grouped into runs, one per
@@ -42,8 +48,11 @@ struct StateIo {
 
 // Values of io, and where the window layers' slots and table offsets and the state runs start in it.
 inline size_t step_io_state(size_t rows, size_t n_logits, bool window) { return (window ? 6 : 4) * rows + n_logits; }
-inline size_t step_io_words(size_t rows, size_t n_logits, bool window, bool state = false) {
+inline size_t step_io_seq_last(size_t rows, size_t n_logits, bool window, bool state) {
     return step_io_state(rows, n_logits, window) + (state ? StateIo::words(rows) : 0);
+}
+inline size_t step_io_words(size_t rows, size_t n_logits, bool window, bool state = false, bool seq_last = false) {
+    return step_io_seq_last(rows, n_logits, window, state) + (seq_last ? rows : 0);
 }
 inline size_t step_io_window_slots(size_t rows, size_t n_logits) { return 4 * rows + n_logits; }
 inline size_t step_io_window_offsets(size_t rows, size_t n_logits) { return 5 * rows + n_logits; }
@@ -76,9 +85,15 @@ private:
 // (EMBER_ERR_INTERNAL, as the CPU backend). A window table's entries may be -1 (released) except the
 // token's own block: the window layers read no further back than the window, which the table keeps.
 // With n_state_slots, also the state runs, checked as the CPU backend checks them (slots in range, a
-// sequence's tokens consecutive and in position order, no run reading a slot this pass writes).
+// sequence's tokens consecutive and in position order, no run reading a slot this pass writes). With
+// n_pos_rows, positions past the table are EMBER_ERR_INVALID_ARGUMENT (as the CPU backend); with seq_last,
+// each token's sequence's last position (its run: consecutive tokens of one block table).
 // Returns the largest number of keys a query sees.
 int32_t step_inputs(const ember_mod_batch &b, const StepShape &z, int32_t *io, std::vector<int32_t> &tables);
+
+// out[t] = the largest position of token t's sequence in the batch: its run of consecutive tokens of one
+// block table (graph.h's SEQUENCE mask reads keys up to there).
+void sequence_last(const ember_mod_batch &b, int32_t *out);
 
 // read_kv/write_kv of one layer: the cache rows of the positions 0..n-1 whose block in `table` is held
 // (not -1, a released window block), and those positions.

@@ -59,7 +59,8 @@ void kv_store(const float *x, const int32_t *slots, int64_t n_tokens, int64_t n,
 // kernel (head_dim <= 128) shares each 32-key K/V tile, loaded once into shared memory, between the
 // heads of a GQA group and the q_tile tokens of a block; $EMBER_CUDA_ATTN=warp selects the simpler
 // warp-per-query kernel (also used for larger heads). Query t sees
-// positions 0..pos[t] of the sequence whose block table starts at tables + tab_off[t].
+// positions 0..last[t] (pos[t] when last is null: causal) of the sequence whose block table starts at
+// tables + tab_off[t]; last[t] past pos[t] is attention both ways (graph.h's SEQUENCE mask).
 struct AttnArgs {
     const float *q = nullptr;     // [n_tokens][n_head * head_dim]
     const uint8_t *k = nullptr, *v = nullptr;  // this layer's caches (row 0 of block 0)
@@ -67,6 +68,7 @@ struct AttnArgs {
     size_t row_bytes = 0;
     uint32_t block_size = 0;
     const int32_t *pos = nullptr, *tab_off = nullptr, *tables = nullptr;
+    const int32_t *last = nullptr;  // the last key position of each query (null: pos, the causal mask)
     int n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
     float scale = 0;
     // Splits of split_keys absolute positions each (attn_math.hpp: batch-invariant), n_splits of them:

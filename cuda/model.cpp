@@ -260,6 +260,8 @@ void Context::attention_node(const ember_graph_node &nd, uint32_t n) {
         x.window = static_cast<int32_t>(nd.window), x.softcap = nd.softcap, x.sinks = m_.vec(nd.w);
         x.local_chunk = static_cast<int32_t>(nd.attn_local_chunk), x.temp_floor = static_cast<int32_t>(nd.attn_temp_floor);
         x.temp_scale = nd.attn_temp_scale, x.temp_offset = nd.attn_temp_offset;
+        // Both ways: each query's keys end at its sequence's last position in the pass, not its own.
+        if (nd.attn_mask == EMBER_GRAPH_MASK_SEQUENCE) a.last = seq_last();
     }
     // The partials hold attn_group tokens: a longer pass goes in groups.
     attention_ext(a, x, s_, static_cast<int>(z_.attn_group));
@@ -350,6 +352,11 @@ void Context::enqueue(uint32_t n, uint32_t n_logits, bool cancellable, const emb
             break;
         }
         case EMBER_GRAPH_MUL: elementwise(Ew::Mul, buf(nd.src), buf(nd.src2), buf(nd.dst), values, 0, 0, s_); break;
+        case EMBER_GRAPH_LAYER_NORM:
+            layer_norm(buf(nd.src), m_.vec(nd.w), m_.vec(nd.b), buf(nd.dst), rows, width, nd.eps, s_);
+            break;
+        case EMBER_GRAPH_GELU: elementwise(Ew::Gelu, buf(nd.src), nullptr, buf(nd.dst), values, 0, 0, s_); break;
+        case EMBER_GRAPH_ADD_POS_ROWS: add_pos_rows(buf(nd.dst), m_.matrix(nd.w), pos, n, width, s_); break;
         case EMBER_GRAPH_GATED_DELTA: {
             DeltaShape p;
             p.n_head = static_cast<int>(nd.n_head), p.n_head_k = static_cast<int>(nd.n_head_kv);
@@ -377,7 +384,7 @@ void Context::forward(const ember_mod_batch &b) {
     shape.rows = static_cast<uint32_t>(z_.rows), shape.block_size = bs, shape.n_blocks = p_.n_blocks;
     shape.n_vocab = pg.n_vocab, shape.n_batch = p_.n_batch, shape.n_logits = p_.n_logits;
     shape.n_window_blocks = p_.n_window_blocks, shape.n_state_slots = z_.n_state_slots;
-    shape.n_token_ids = m_.n_token_ids;
+    shape.n_token_ids = m_.n_token_ids, shape.n_pos_rows = pg.n_pos_rows, shape.seq_last = pg.seq_mask;
     int32_t *h = reinterpret_cast<int32_t *>(host_io_.data());
     std::vector<int32_t> tabs;
     step_inputs(b, shape, h, tabs);

@@ -149,6 +149,10 @@ private:
     // Where the window layers' cache slots and table offsets are in io (inputs.hpp).
     const int32_t *window_slots() const { return io() + step_io_window_slots(z_.rows, p_.n_logits); }
     const int32_t *window_offsets() const { return io() + step_io_window_offsets(z_.rows, p_.n_logits); }
+    // Each token's sequence's last position in the pass (a program that attends both ways).
+    const int32_t *seq_last() const {
+        return io() + step_io_seq_last(z_.rows, p_.n_logits, p_.n_window_blocks > 0, z_.n_state_slots > 0);
+    }
 
     Model &m_;
     ember_mod_context_params p_;

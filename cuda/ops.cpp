@@ -170,6 +170,7 @@ void run_op(Device &dev, const ember_mod_op &op) {
         pack.pack(tabs);
         for (uint32_t t = 0; t < op.n_tokens; ++t) off[t] = pack.offset(op.tables[t]);
         AttnExt x;
+        bool bidirectional = false;
         if (op.kind == EMBER_GRAPH_ATTENTION_EXT) {
             x.window = static_cast<int32_t>(std::min<uint32_t>(op.window, INT32_MAX)), x.softcap = op.softcap;
             x.sinks = op.sinks ? upload(keep, op.sinks, op.n_head) : nullptr;
@@ -177,6 +178,10 @@ void run_op(Device &dev, const ember_mod_op &op) {
             x.local_chunk = static_cast<int32_t>(std::min<uint32_t>(ao.local_chunk, INT32_MAX));
             x.temp_floor = static_cast<int32_t>(std::min<uint32_t>(ao.temp_floor, INT32_MAX));
             x.temp_scale = ao.temp_scale, x.temp_offset = ao.temp_offset;
+            bidirectional = op.struct_size >= offsetof(ember_mod_op, attn_mask) + sizeof op.attn_mask &&
+                            op.attn_mask == EMBER_GRAPH_MASK_SEQUENCE;
+            if (bidirectional && (x.local_chunk > 0 || x.temp_scale != 0))
+                fail(EMBER_ERR_UNSUPPORTED, "cuda attention: the bidirectional mask with a local chunk or a temperature");
         }
         out_n = size_t{op.n_tokens} * op.n_head * op.head_dim;
         y = upload<float>(keep, nullptr, out_n);
@@ -185,6 +190,13 @@ void run_op(Device &dev, const ember_mod_op &op) {
         a.k = upload(keep, op.k_cache, cache), a.v = upload(keep, op.v_cache, cache);
         a.kv_type = op.type, a.row_bytes = rb, a.block_size = op.block_size;
         a.pos = upload(keep, op.ids, op.n_tokens), a.tab_off = upload(keep, off.data(), off.size());
+        if (bidirectional) {  // each token's sequence's last position, as a pass computes it (inputs.cpp)
+            ember_mod_batch b{};
+            b.struct_size = sizeof b, b.n_tokens = op.n_tokens, b.pos = op.ids, b.tables = op.tables;
+            std::vector<int32_t> last(op.n_tokens);
+            sequence_last(b, last.data());
+            a.last = upload(keep, last.data(), last.size());
+        }
         a.tables = upload(keep, tabs.data(), tabs.size());
         a.n_tokens = static_cast<int>(op.n_tokens), a.n_head = static_cast<int>(op.n_head);
         a.n_head_kv = static_cast<int>(op.n_head_kv), a.head_dim = static_cast<int>(op.head_dim), a.scale = op.scale;
@@ -203,6 +215,17 @@ void run_op(Device &dev, const ember_mod_op &op) {
         attention_ext(a, x, s);
         break;
     }
+    case EMBER_GRAPH_LAYER_NORM:
+        out_n = size_t{op.n_tokens} * op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        layer_norm(upload(keep, op.x, out_n), op.norm ? upload(keep, op.norm, op.n_in) : nullptr,
+                   op.bias ? upload(keep, op.bias, op.n_in) : nullptr, y, op.n_tokens, op.n_in, op.eps, s);
+        break;
+    case EMBER_GRAPH_GELU:
+        out_n = op.n_in;
+        y = upload<float>(keep, nullptr, out_n);
+        elementwise(Ew::Gelu, upload(keep, op.x, out_n), nullptr, y, op.n_in, 0, 0, s);
+        break;
     case EMBER_GRAPH_SCALE:
     case EMBER_GRAPH_SOFTCAP:
     case EMBER_GRAPH_GEGLU: {

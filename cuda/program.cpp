@@ -24,14 +24,15 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Every op of graph.h: this backend runs them all (read_program refuses any other).
+// Every op of graph.h but INPUT_ROWS (read_program refuses any other); ATTENTION_EXT with both of its masks.
 constexpr uint32_t kCudaOps[] = {EMBER_GRAPH_GET_ROWS,  EMBER_GRAPH_RMS_NORM,     EMBER_GRAPH_MATMUL,
                                  EMBER_GRAPH_ROPE,      EMBER_GRAPH_KV_STORE,     EMBER_GRAPH_ATTENTION,
                                  EMBER_GRAPH_ADD,       EMBER_GRAPH_SWIGLU,       EMBER_GRAPH_GATHER_LOGITS,
                                  EMBER_GRAPH_SCALE,     EMBER_GRAPH_SOFTCAP,      EMBER_GRAPH_GEGLU,
                                  EMBER_GRAPH_ATTENTION_EXT, EMBER_GRAPH_ROPE_YARN, EMBER_GRAPH_MOE,
                                  EMBER_GRAPH_COPY_COLS, EMBER_GRAPH_SIGMOID_MUL, EMBER_GRAPH_SSM_CONV,
-                                 EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_SSM_SCAN, EMBER_GRAPH_MUL};
+                                 EMBER_GRAPH_GATED_DELTA, EMBER_GRAPH_SSM_SCAN, EMBER_GRAPH_MUL,
+                                 EMBER_GRAPH_LAYER_NORM, EMBER_GRAPH_GELU, EMBER_GRAPH_ADD_POS_ROWS};
 
 // The fusions model.cpp's executor implements (backend/fusion_plan.hpp): a product accumulated into the
 // residual, and a product reusing the input (Q8 codes, f16 copy) prepared by the product just before it,
@@ -220,6 +221,14 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
             if (sinks && sinks->ne[0] != n.n_head) invalid("sinks are not one per query head");
             if (!(n.softcap >= 0) || n.window > INT32_MAX) invalid("a negative softcap or a window beyond positions");
             if (n.attn_local_chunk > INT32_MAX || n.attn_temp_floor > INT32_MAX) invalid("a local chunk or temperature floor beyond positions");
+            if (n.attn_mask == EMBER_GRAPH_MASK_SEQUENCE) {
+                // Both ways, a query's keys end at its sequence's last position: a local chunk (about the
+                // query's own position) or a temperature has no meaning the backends agree on.
+                if (n.attn_local_chunk > 0 || n.attn_temp_scale != 0)
+                    fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (attention_ext): the bidirectional mask with a local chunk "
+                         "or an attention temperature", i);
+                pg.seq_mask = true;
+            }
         }
         if (n.head_dim > static_cast<uint32_t>(kMaxHeadDim))
             fail(EMBER_ERR_UNSUPPORTED, "cuda: node %u (attention): head_dim %u (at most %d)", i, n.head_dim, kMaxHeadDim);
@@ -252,6 +261,30 @@ void check_node(const ember_mod_model_desc &d, Program &pg, uint32_t i) {
         need_buf(n.dst), need_buf(n.src), need_buf(n.src2);
         if (!same_shape(n.dst, n.src) || !same_shape(n.dst, n.src2)) invalid("the buffers' shapes differ");
         break;
+    case EMBER_GRAPH_LAYER_NORM: {
+        need_buf(n.dst), need_buf(n.src);
+        if (!same_shape(n.dst, n.src)) invalid("the buffers' shapes differ");
+        if (!(n.eps >= 0)) invalid("a negative epsilon");
+        for (int32_t t : {n.w, n.b}) {
+            const ember_mod_tensor *v = tensor(t, Program::kVector, false);
+            if (v && (v->n_dims != 1 || v->ne[0] != pg.width(n.dst))) invalid("a weight or bias not of the row's width");
+        }
+        break;
+    }
+    case EMBER_GRAPH_GELU:
+        need_buf(n.dst), need_buf(n.src);
+        if (!same_shape(n.dst, n.src)) invalid("the buffers' shapes differ");
+        break;
+    case EMBER_GRAPH_ADD_POS_ROWS: {
+        need_buf(n.dst);
+        const ember_mod_tensor *t = tensor(n.w, Program::kMatrix, true);
+        if (pg.logits_rows(n.dst) || (t->type != 0 && t->type != 1) || t->n_dims > 2 || t->ne[0] != pg.width(n.dst) ||
+            n_out(*t) < 1 || n_out(*t) > INT32_MAX)
+            invalid("the table is not F32 or F16 rows of the buffer's width, or the rows are not per token");
+        const uint32_t rows = static_cast<uint32_t>(n_out(*t));
+        pg.n_pos_rows = pg.n_pos_rows ? std::min(pg.n_pos_rows, rows) : rows;
+        break;
+    }
     case EMBER_GRAPH_GATHER_LOGITS:
         need_buf(n.dst), need_buf(n.src);
         if (!pg.logits_rows(n.dst) || pg.logits_rows(n.src) || pg.width(n.dst) != pg.width(n.src))
@@ -273,7 +306,7 @@ ember_mod_tensor expert_matrix(const ember_mod_tensor &t, uint32_t e) {
 
 Program program_of(const ember_mod_model_desc &d) {
     Program pg;
-    pg.nodes = read_program(d, "cuda", kCudaOps);
+    pg.nodes = read_program(d, "cuda", kCudaOps, true);
     pg.n_vocab = d.n_vocab, pg.n_layer = d.n_layer, pg.kv_width = d.kv_width, pg.logits_buf = d.logits_buf;
     pg.bufs.assign(d.bufs, d.bufs + d.n_bufs);
     pg.tensor_use.assign(d.n_tensors, 0);
@@ -344,7 +377,7 @@ ContextSizes context_sizes(const Program &pg, const ember_mod_context_params &p)
         z.state_bytes = align_up(size_t{z.n_state_slots} * pg.state_floats * sizeof(float));
     }
     z.rows = std::max(p.n_batch, p.n_logits);
-    z.io_words = step_io_words(z.rows, p.n_logits, z.n_window_blocks > 0, z.n_state_slots > 0);
+    z.io_words = step_io_words(z.rows, p.n_logits, z.n_window_blocks > 0, z.n_state_slots > 0, pg.seq_mask);
     // Groups of at least 16 tokens (a whole tile of the tiled kernel), more while the partials stay near
     // 64k rows (34 MB at 128-wide heads); a 128k-token context's 2048 splits take 16 x heads x 2048 rows.
     z.attn_splits = splits_for(static_cast<int32_t>(std::min<uint64_t>(uint64_t{p.n_blocks} * p.block_size, INT32_MAX)),

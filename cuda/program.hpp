@@ -56,6 +56,11 @@ struct Program {
     // Over its MOE nodes: the experts' widths and the most chosen experts (the MOE work buffers).
     uint32_t moe_in = 0, moe_ff = 0, moe_out = 0, moe_used = 0;
     bool has_moe() const { return moe_used > 0; }
+    // The encoders' inputs: rows of the smallest ADD_POS_ROWS table (0: no such node; a pass's positions
+    // must be below it), and whether an ATTENTION_EXT attends both ways (graph.h's SEQUENCE mask: the pass
+    // then uploads each token's sequence's last position, inputs.hpp).
+    uint32_t n_pos_rows = 0;
+    bool seq_mask = false;
 
     bool logits_rows(int32_t buf) const { return bufs[static_cast<size_t>(buf)].rows == EMBER_GRAPH_ROWS_LOGITS; }
     uint32_t width(int32_t buf) const { return bufs[static_cast<size_t>(buf)].width; }

@@ -65,23 +65,25 @@ void test_gelu(void **) {
 }
 
 // --- attention_ext with the SEQUENCE mask ------------------------------------------------------------
-// Two sequences of 37 and 20 tokens, all in one batch (consecutive, each with its block table): every query
+// Sequences of the given lengths, all in one batch (consecutive, each with its block table): every query
 // attends every key of its own sequence, before and after it. The reference is test_parity's attention
-// over those keys (K and V as the cache holds them); its bound, 1e-4 absolute on values of |v| <= 1.
-void test_attention_bidirectional(void **) {
-    uint64_t st = 79;
-    const uint32_t n_head = 4, n_head_kv = 2, hd = 32, n_kv = n_head_kv * hd, bs = 16, n_blocks = 8;
-    const uint32_t len[2] = {37, 20};
+// over those keys (K and V as the cache holds them); its bound, 1e-4 absolute on values of |v| <= 1. With a
+// window (graph.h's, counted back from the sequence's last position as from a query's own under the causal
+// mask) a sequence of n sees its last `window` keys only.
+void attention_bidirectional(uint64_t seed, const std::vector<uint32_t> &len, uint32_t n_head, uint32_t n_head_kv,
+                             uint32_t hd, uint32_t window = 0) {
+    uint64_t st = seed;
+    const uint32_t n_kv = n_head_kv * hd, bs = 16, n_blocks = 8;
     const size_t rb = dtype_row_bytes(DType::F16, n_kv);
     std::vector<uint8_t> kc(size_t{n_blocks} * bs * rb), vc(kc.size());
-    std::vector<int32_t> table[2] = {{0, 1, 2}, {5, 3}};
-    std::vector<std::vector<double>> kd(2), vd(2);
+    const std::vector<int32_t> blocks[2] = {{0, 1, 2}, {5, 3}};   // each sequence's table: at most 48 / 32 tokens
+    std::vector<std::vector<double>> kd(len.size()), vd(len.size());
     std::vector<int32_t> pos;
     std::vector<const int32_t *> tabs;
-    std::vector<int> which;
-    for (int s = 0; s < 2; ++s)
+    std::vector<size_t> which;
+    for (size_t s = 0; s < len.size(); ++s)
         for (uint32_t j = 0; j < len[s]; ++j) {
-            const size_t row = (size_t(table[s][j / bs]) * bs + j % bs) * rb;
+            const size_t row = (size_t(blocks[s][j / bs]) * bs + j % bs) * rb;
             for (auto [cache, dec] : {std::pair{&kc, &kd[s]}, std::pair{&vc, &vd[s]}}) {
                 const std::vector<float> vals = rand_vec(&st, n_kv, -1, 1);
                 cpu::store_kv_row(DType::F16, vals.data(), cache->data() + row, n_kv);
@@ -89,7 +91,7 @@ void test_attention_bidirectional(void **) {
                 cpu::dequantize_row(DType::F16, cache->data() + row, back.data(), n_kv);
                 dec->insert(dec->end(), back.begin(), back.end());
             }
-            pos.push_back(int32_t(j)), tabs.push_back(table[s].data()), which.push_back(s);
+            pos.push_back(int32_t(j)), tabs.push_back(blocks[s].data()), which.push_back(s);
         }
     const uint32_t nt = uint32_t(pos.size());
     const std::vector<float> q = rand_vec(&st, size_t{nt} * n_head * hd, -1, 1);
@@ -99,30 +101,40 @@ void test_attention_bidirectional(void **) {
     op.head_dim = hd, op.scale = 8.0f / std::sqrt(float(hd));
     op.x = q.data(), op.ids = pos.data(), op.tables = tabs.data(), op.k_cache = kc.data(), op.v_cache = vc.data();
     op.n_blocks = n_blocks, op.block_size = bs, op.y = y.data(), op.attn_chunk = 0;
-    op.attn_mask = EMBER_GRAPH_MASK_SEQUENCE;
+    op.attn_mask = EMBER_GRAPH_MASK_SEQUENCE, op.window = window;
     run(op);
     for (uint32_t t = 0; t < nt; ++t)
         for (uint32_t h = 0; h < n_head; ++h) {
             const uint32_t kvo = (h / (n_head / n_head_kv)) * hd, n = len[which[t]];
+            const uint32_t first = window > 0 && n > window ? n - window : 0;
             const std::vector<double> &K = kd[which[t]], &V = vd[which[t]];
-            std::vector<double> s(n);
+            std::vector<double> s(n, -INFINITY);
             double m = -INFINITY;
-            for (uint32_t j = 0; j < n; ++j) {
+            for (uint32_t j = first; j < n; ++j) {
                 double d = 0;
                 for (uint32_t i = 0; i < hd; ++i) d += double(q[(t * n_head + h) * hd + i]) * K[size_t(j) * n_kv + kvo + i];
                 s[j] = d * op.scale;
                 m = std::fmax(m, s[j]);
             }
             double l = 0;
-            for (double &e : s) l += (e = std::exp(e - m));
+            for (double &e : s) l += (e = std::exp(e - m));   // exp(-inf) = 0: the keys outside the window
             for (uint32_t i = 0; i < hd; ++i) {
                 double o = 0;
-                for (uint32_t j = 0; j < n; ++j) o += s[j] * V[size_t(j) * n_kv + kvo + i];
-                char what[64];
-                std::snprintf(what, sizeof what, "attention (bidirectional) t %u h %u", t, h);
+                for (uint32_t j = first; j < n; ++j) o += s[j] * V[size_t(j) * n_kv + kvo + i];
+                char what[96];
+                std::snprintf(what, sizeof what, "attention (bidirectional, head_dim %u) t %u h %u", hd, t, h);
                 check(what, i, y[(t * n_head + h) * hd + i], o / l, 1e-4);
             }
         }
+}
+
+// Two sequences of 37 and 20 tokens (a query tile of one token on the GPU: several tables); one sequence
+// of 45 (its queries share tiles), also under a window of 20; heads of 256 (the GPU's warp-per-query kernel).
+void test_attention_bidirectional(void **) {
+    attention_bidirectional(79, {37, 20}, 4, 2, 32);
+    attention_bidirectional(83, {45}, 4, 2, 32);
+    attention_bidirectional(97, {45, 12}, 4, 2, 32, 20);
+    attention_bidirectional(89, {21, 30}, 3, 1, 256);
 }
 
 } // namespace

@@ -8,17 +8,27 @@
 // regions do not overlap. The model families' programs (every synthetic family of docs/model-families.md) are accepted,
 // their expert stacks uploaded as stacks, their YaRN ropes given tables of their own. A hybrid program
 // (a recurrent layer and an attention layer, built here as Qwen3.5's layers are) is accepted with its state,
-// keeps K/V rows for its attention layer only, and its broken state shares and heads are refused.
+// keeps K/V rows for its attention layer only, and its broken state shares and heads are refused. The
+// encoders' programs (BERT-, nomic-bert- and EmbeddingGemma-shaped synthetic files) are accepted with their
+// bidirectional attention, biased LayerNorms, GELU and position rows; malformed ones are refused; an
+// encoder pass's inputs carry each token's sequence's last position and refuse positions past the table;
+// the kernels' GELU gives the CPU's bits.
 #include "synthetic_model.hpp"
 #include "test_util.h"
 
+#include "../cuda/gelu_math.hpp"
+#include "../cuda/inputs.hpp"
 #include "../cuda/program.hpp"
 #include "core/error.hpp"
+#include "cpu/kernels.hpp"
 #include "model/model.hpp"
 #include "testing/synthetic.hpp"
+#include "testing/synthetic_bert.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -35,7 +45,14 @@ namespace {
 struct Edited {
     ember_mod_model_desc d;
     std::vector<ember_graph_node> nodes;
+    std::vector<ember_mod_tensor> tensors;  // a copy of the description's, once one is edited
     explicit Edited(const Model &m) : d(m.desc().c), nodes(m.desc().nodes) {}
+    // Tensor t stored as `type` (GGUF id); returns its name.
+    const char *retype(int32_t t, uint32_t type) {
+        if (tensors.empty()) tensors.assign(d.tensors, d.tensors + d.n_tensors), d.tensors = tensors.data();
+        tensors[size_t(t)].type = type;
+        return tensors[size_t(t)].name;
+    }
     const ember_mod_model_desc &desc() {
         d.nodes = nodes.data(), d.n_nodes = static_cast<uint32_t>(nodes.size()), d.node_size = sizeof(ember_graph_node);
         return d;
@@ -226,11 +243,8 @@ void test_refusals(void **) {
     {
         // A norm weight stored as F16: refused at load, naming the tensor.
         Edited e(*m);
-        std::vector<ember_mod_tensor> tensors(e.d.tensors, e.d.tensors + e.d.n_tensors);
-        const int32_t w = e.nodes[e.find(EMBER_GRAPH_RMS_NORM)].w;
-        tensors[size_t(w)].type = 1;
-        e.d.tensors = tensors.data();
-        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, tensors[size_t(w)].name);
+        const char *name = e.retype(e.nodes[e.find(EMBER_GRAPH_RMS_NORM)].w, 1);
+        expect_error(e.desc(), EMBER_ERR_UNSUPPORTED, name);
     }
 }
 
@@ -587,6 +601,173 @@ void test_context_sizes_hybrid(void **) {
     }
 }
 
+// --- the encoders (BERT-shaped, nomic-bert-shaped, EmbeddingGemma-shaped) -----------------------------
+
+std::unique_ptr<Model> load_encoder(const BertSpec &spec) { return load_gguf_bytes(synthetic_bert_gguf(spec)); }
+
+// An encoder's program is accepted: its attention both ways (the pass then uploads each token's sequence's
+// last position), its LayerNorms' weights and biases read as F32 vectors, its position table (BERT's) as a
+// matrix whose rows bound the positions; the io words grow by one per row.
+void check_encoder(const Model &m, uint32_t pos_rows) {
+    const cu::Program pg = cu::program_of(m.desc().c);
+    assert_true(pg.seq_mask);
+    assert_int_equal(pg.n_pos_rows, pos_rows);
+    size_t bidirectional = 0;
+    for (const ember_graph_node &n : pg.nodes) {
+        if (n.op == EMBER_GRAPH_LAYER_NORM) {
+            for (int32_t t : {n.w, n.b})
+                if (t >= 0) assert_int_equal(pg.tensor_use[size_t(t)], cu::Program::kVector);
+        }
+        if (n.op == EMBER_GRAPH_ADD_POS_ROWS) assert_int_equal(pg.tensor_use[size_t(n.w)], cu::Program::kMatrix);
+        if (n.op == EMBER_GRAPH_ATTENTION_EXT) bidirectional += n.attn_mask == EMBER_GRAPH_MASK_SEQUENCE;
+        assert_true(n.op != EMBER_GRAPH_ATTENTION);  // every attention is both ways
+    }
+    assert_int_equal(bidirectional, m.desc().hp.n_layer);
+    ember_mod_context_params p{};
+    p.struct_size = sizeof p;
+    p.n_blocks = 16, p.block_size = 16, p.n_batch = 64, p.n_logits = 64, p.kv_type = 1;
+    const cu::ContextSizes z = cu::context_sizes(pg, p);
+    assert_int_equal(z.io_words, cu::step_io_words(z.rows, p.n_logits, false, false, true));
+    assert_int_equal(z.io_words, 5 * z.rows + p.n_logits);
+}
+
+void test_encoder_programs(void **) {
+    for (uint32_t pooling : {1u, 2u, 4u})
+        for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+            BertSpec spec;
+            spec.pooling_type = pooling, spec.type = type;
+            auto m = load_encoder(spec);
+            check_encoder(*m, spec.n_ctx);
+            size_t norms = 0, gelus = 0;
+            for (const ember_graph_node &n : m->desc().nodes) norms += n.op == EMBER_GRAPH_LAYER_NORM, gelus += n.op == EMBER_GRAPH_GELU;
+            assert_int_equal(norms, 1 + 2 * spec.n_layer);  // the embeddings' and two per layer
+            assert_int_equal(gelus, spec.n_layer);
+        }
+    BertSpec nomic;
+    nomic.arch = "nomic-bert";
+    auto n = load_encoder(nomic);
+    check_encoder(*n, n->desc().hp.n_ctx_train);  // the token-type row as a table by position
+    // EmbeddingGemma's layers: per-head norms, GeGLU, window layers (no window both ways), heads of 256 at
+    // most, and the dense projections over the pooled rows (products over logits rows).
+    auto g = load_synthetic(synthetic_family("gemma-embedding"));
+    check_encoder(*g, 0);
+    const cu::Program pg = cu::program_of(g->desc().c);
+    size_t dense = 0;
+    for (const ember_graph_node &nd : pg.nodes) {
+        if (nd.op == EMBER_GRAPH_ATTENTION_EXT) assert_int_equal(nd.window, 0);
+        dense += nd.op == EMBER_GRAPH_MATMUL && pg.logits_rows(nd.dst);
+    }
+    assert_int_equal(dense, 2);
+}
+
+// What the encoders' ops refuse: buffers of other widths, weights or biases not F32 or not of the row's
+// width, a position table that is not F32 / F16 rows of the buffer's width, a mask graph.h does not define,
+// the bidirectional mask with a local chunk or a temperature.
+// An edit of m's program, refused with `status` and a message containing `text`.
+template <class Edit>
+void expect_edit(const Model &m, Edit edit, ember_status status, const char *text) {
+    Edited e(m);
+    edit(e);
+    expect_error(e.desc(), status, text);
+}
+
+void test_encoder_refusals(void **) {
+    auto m = load_encoder(BertSpec{});
+    const size_t ln = Edited(*m).find(EMBER_GRAPH_LAYER_NORM);
+    // A buffer of another width than the model's (the FFN's), and a tensor of another length.
+    int32_t wide = -1, ffn_down = -1;
+    for (const ember_graph_node &n : m->desc().nodes)
+        if (n.op == EMBER_GRAPH_GELU) wide = n.dst;
+    for (uint32_t t = 0; t < m->desc().c.n_tensors; ++t)
+        if (std::string(m->desc().c.tensors[t].name) == "blk.0.ffn_down.weight") ffn_down = int32_t(t);
+    assert_true(wide >= 0 && ffn_down >= 0);
+    const auto invalid = EMBER_ERR_INVALID_MODEL, unsupported = EMBER_ERR_UNSUPPORTED;
+    expect_edit(*m, [&](Edited &e) { e.nodes[ln].dst = wide; }, invalid, "layer_norm");
+    {
+        Edited e(*m);
+        e.nodes[ln].b = e.nodes[e.find(EMBER_GRAPH_MATMUL)].b;   // the query's bias: of the row's width
+        assert_true(e.nodes[ln].b >= 0);
+        cu::program_of(e.desc());  // accepted
+        e.nodes[ln].b = e.nodes[e.find(EMBER_GRAPH_GELU) - 1].b;  // the FFN's up bias: wider
+        expect_error(e.desc(), invalid, "weight or bias not of the row's width");
+    }
+    {
+        // A LayerNorm weight stored as F16: refused at load, naming the tensor.
+        Edited e(*m);
+        const char *name = e.retype(e.nodes[ln].w, 1);
+        expect_error(e.desc(), unsupported, name);
+    }
+    // The model's width into the FFN's.
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_GELU)].src = e.nodes[ln].dst; }, invalid, "gelu");
+    // A table of the FFN's width, none, and a Q8_0 one (rows of the right width: only F32 and F16 are added).
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_ADD_POS_ROWS)].w = ffn_down; }, invalid, "add_pos_rows");
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_ADD_POS_ROWS)].w = -1; }, invalid, "tensor out of range");
+    expect_edit(*m, [&](Edited &e) { e.retype(e.nodes[e.find(EMBER_GRAPH_ADD_POS_ROWS)].w, 8); }, invalid, "F32 or F16");
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)].attn_mask = 2; }, unsupported, "mask 2");
+    expect_edit(*m, [&](Edited &e) { e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)].attn_local_chunk = 4; }, unsupported,
+                "bidirectional mask");
+    expect_edit(*m, [&](Edited &e) {
+        ember_graph_node &a = e.nodes[e.find(EMBER_GRAPH_ATTENTION_EXT)];
+        a.attn_temp_scale = 0.1f, a.attn_temp_floor = 8;
+    }, unsupported, "bidirectional mask");
+}
+
+// A pass's inputs for an encoder: each token's sequence's last position after the other arrays (two texts
+// of one block table each, the second given last token first), and a position past the table refused.
+void test_encoder_inputs(void **) {
+    const int32_t ta[2] = {0, 1}, tb[1] = {2};
+    const int32_t tokens[5] = {1, 2, 3, 4, 5}, pos[5] = {0, 1, 2, 1, 0};
+    const int32_t *tables[5] = {ta, ta, ta, tb, tb};
+    const int32_t lrows[5] = {0, 1, 2, 3, 4};
+    ember_mod_batch b{};
+    b.struct_size = sizeof b;
+    b.n_tokens = 5, b.tokens = tokens, b.pos = pos, b.tables = tables, b.n_logits = 5, b.logits_rows = lrows;
+    cu::StepShape z;
+    z.rows = 8, z.block_size = 16, z.n_blocks = 4, z.n_vocab = 10, z.n_batch = 8, z.n_logits = 8;
+    z.seq_last = true, z.n_pos_rows = 3;
+    std::vector<int32_t> io(cu::step_io_words(z.rows, z.n_logits, false, false, true), -7), tabs;
+    assert_int_equal(io.size(), 5 * 8 + 8);
+    cu::step_inputs(b, z, io.data(), tabs);
+    const size_t at = cu::step_io_seq_last(z.rows, z.n_logits, false, false);
+    assert_int_equal(at, 4 * 8 + 8);
+    const int32_t want[5] = {2, 2, 2, 1, 1};
+    for (size_t t = 0; t < 5; ++t) assert_int_equal(io[at + t], want[t]);
+    assert_int_equal(io[at + 5], -7);  // rows past the pass's tokens untouched
+    for (size_t t = 0; t < 5; ++t) assert_int_equal(io[8 + t], pos[t]);
+    const int32_t past[5] = {0, 1, 3, 1, 0};
+    b.pos = past;
+    try {
+        cu::step_inputs(b, z, io.data(), tabs);
+        fail_msg("position 3 of a 3-row table was accepted");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_INVALID_ARGUMENT);
+        assert_non_null(std::strstr(e.what(), "position embeddings"));
+    }
+}
+
+// The encoders' GELU (cuda/gelu_math.hpp, the kernels' arithmetic; this file is compiled without
+// contraction, as the CPU's) gives cpu::gelu's bits: [-12, 12] in steps of 2^-10, random values in
+// [-40, 40], zeros, tiny and huge values and infinities (the exponential's clamps).
+void test_gelu_bits(void **) {
+    std::vector<float> x;
+    for (int i = -12 * 1024; i <= 12 * 1024; ++i) x.push_back(float(i) / 1024.0f);
+    uint64_t st = 7;
+    for (int i = 0; i < 20000; ++i) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        x.push_back(float(double(st >> 11) / double(1ull << 53) * 80.0 - 40.0));
+    }
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, 60.0f, -60.0f, 1e4f, -1e4f, 3e38f, -3e38f, INFINITY,
+                    -INFINITY})
+        x.push_back(v);
+    std::vector<float> want(x.size());
+    cpu::gelu(x.data(), want.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+        const float got = cu::gelu(x[i]);
+        if (std::memcmp(&got, &want[i], sizeof got) != 0)
+            fail_msg("gelu(%.9g): %.9g, the CPU's %.9g", double(x[i]), double(got), double(want[i]));
+    }
+}
+
 } // namespace
 
 int main() {
@@ -595,6 +776,8 @@ int main() {
                                 cmocka_unit_test(test_family_programs), cmocka_unit_test(test_family_refusals),
                                 cmocka_unit_test(test_context_sizes), cmocka_unit_test(test_context_sizes_window),
                                 cmocka_unit_test(test_hybrid_program), cmocka_unit_test(test_hybrid_refusals),
-                                cmocka_unit_test(test_context_sizes_hybrid)};
+                                cmocka_unit_test(test_context_sizes_hybrid), cmocka_unit_test(test_encoder_programs),
+                                cmocka_unit_test(test_encoder_refusals), cmocka_unit_test(test_encoder_inputs),
+                                cmocka_unit_test(test_gelu_bits)};
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
