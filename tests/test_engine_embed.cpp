@@ -10,6 +10,7 @@
 //   - cancel and free mid-way; generation refused on an embedding engine; bad params refused.
 // Bounds: on the CPU the engine's vectors are the embedder's bit for bit (a row does not depend on the other
 // rows of its pass); on Vulkan within cosine 0.99999 (passes of other sizes may split work differently).
+#include "test_api_util.h"
 #include "test_util.h"
 
 #include "data/embed_llamacpp.inc"
@@ -17,6 +18,7 @@
 #include "testing/synthetic.hpp"
 #include "testing/synthetic_bert.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -128,20 +130,26 @@ uint32_t expect_blocks_free(ember_engine *e, bool embeddings_only = true) {
     return s.n_blocks_cached;
 }
 
-// Requests from several threads at once, on an encoder (mean and CLS) and a decoder embedder, equal
-// ember_embed's vectors of the same texts.
+// Requests from several threads at once, on encoders (BERT with mean and CLS pooling, nomic-bert,
+// gemma-embedding) and a decoder embedder (qwen3, last pooling), equal ember_embed's vectors of the same texts.
 void test_concurrent_requests_equal_ember_embed(void **) {
-    for (int which = 0; which < 3; ++which) {
+    ember::BertSpec mean, cls, nomic;
+    cls.pooling_type = 2;
+    nomic.arch = "nomic-bert";
+    ember::SyntheticSpec qwen = ember::synthetic_family("qwen3");
+    qwen.pooling_type = 3;
+    const struct {
+        const char *what;
         std::vector<uint8_t> bytes;
-        if (which < 2) {
-            ember::BertSpec b;
-            b.pooling_type = which == 0 ? 1 : 2;
-            bytes = ember::synthetic_bert_gguf(b);
-        } else {
-            ember::SyntheticSpec s = ember::synthetic_family("qwen3");
-            s.pooling_type = 3;
-            bytes = ember::synthetic_model_gguf(s);
-        }
+    } files[] = {
+        {"bert mean", ember::synthetic_bert_gguf(mean)},
+        {"bert cls", ember::synthetic_bert_gguf(cls)},
+        {"nomic-bert", ember::synthetic_bert_gguf(nomic)},
+        {"gemma-embedding", ember::synthetic_model_gguf(ember::synthetic_family("gemma-embedding"))},
+        {"qwen3 last", ember::synthetic_model_gguf(qwen)},
+    };
+    for (const auto &file : files) {
+        const std::vector<uint8_t> &bytes = file.bytes;
         TempModel m(bytes);
         ember_embedder *emb = embedder(m.model, EMBER_POOLING_MODEL);
         const size_t dim = ember_embedder_dim(emb);
@@ -162,7 +170,7 @@ void test_concurrent_requests_equal_ember_embed(void **) {
         for (auto &th : threads) th.join();
         for (size_t t = 0; t < kTexts; ++t) {
             assert_int_equal(got[t].size(), (kTexts - t) * dim);
-            expect_same(got[t].data(), want.data() + t * dim, kTexts - t, dim, which == 2 ? "qwen3 last" : which ? "bert cls" : "bert mean");
+            expect_same(got[t].data(), want.data() + t * dim, kTexts - t, dim, file.what);
         }
         expect_blocks_free(e);
         ember_engine_free(e);
@@ -260,29 +268,34 @@ std::vector<std::vector<ember_token>> run_generations(const ember_model *gen_mod
 
 // On a generating model, embedding requests beside running generations: the generations' tokens are
 // those of an engine without them (greedy and seeded sampled), and the vectors those of the embedder on
-// the same weights with a pooling type.
+// the same weights with a pooling type. On qwen3, and on gemma3 (window layers: each text gets a window
+// table of its own beside its blocks).
 void test_generations_unchanged(void **) {
-    ember::SyntheticSpec s = ember::synthetic_family("qwen3");
-    TempModel gen(ember::synthetic_model_gguf(s));
-    s.pooling_type = 3;
-    TempModel pooled(ember::synthetic_model_gguf(s));
-    std::vector<Gen> gens(3);
-    for (size_t i = 0; i < gens.size(); ++i) {
-        gens[i].prompt.assign(kLlamaQwenTokens2, kLlamaQwenTokens2 + 6 + 5 * i);
-        ember_sampler_params_init(&gens[i].sampling);
-        gens[i].sampling.temperature = 0.9f;
-        gens[i].sampling.seed = 42 + i;
-        gens[i].sampled = i != 1;
-    }
-    uint32_t cached_plain = 0, cached_beside = 0;
-    const auto plain = run_generations(gen.model, gens, false, nullptr, &cached_plain);
-    const auto beside = run_generations(gen.model, gens, true, pooled.model, &cached_beside);
-    assert_int_equal(cached_plain, cached_beside);
-    for (size_t i = 0; i < gens.size(); ++i) {
-        std::printf("generation %zu (%s): %zu tokens plain, %zu beside embeddings\n", i, gens[i].sampled ? "sampled" : "greedy",
-                    plain[i].size(), beside[i].size());
-        assert_true(plain[i].size() > 4);
-        assert_true(plain[i] == beside[i]);
+    for (const char *family : {"qwen3", "gemma3"}) {
+        ember::SyntheticSpec s = ember::synthetic_family(family);
+        TempModel gen(ember::synthetic_model_gguf(s));
+        s.pooling_type = 3;
+        TempModel pooled(ember::synthetic_model_gguf(s));
+        ember_token prompt[64];
+        const size_t n_prompt = test_tokenize(gen.model, kLlamaTexts[3], prompt, 64);
+        std::vector<Gen> gens(3);
+        for (size_t i = 0; i < gens.size(); ++i) {
+            gens[i].prompt.assign(prompt, prompt + std::min(n_prompt, 6 + 5 * i));
+            ember_sampler_params_init(&gens[i].sampling);
+            gens[i].sampling.temperature = 0.9f;
+            gens[i].sampling.seed = 42 + i;
+            gens[i].sampled = i != 1;
+        }
+        uint32_t cached_plain = 0, cached_beside = 0;
+        const auto plain = run_generations(gen.model, gens, false, nullptr, &cached_plain);
+        const auto beside = run_generations(gen.model, gens, true, pooled.model, &cached_beside);
+        assert_int_equal(cached_plain, cached_beside);
+        for (size_t i = 0; i < gens.size(); ++i) {
+            std::printf("%s generation %zu (%s): %zu tokens plain, %zu beside embeddings\n", family, i,
+                        gens[i].sampled ? "sampled" : "greedy", plain[i].size(), beside[i].size());
+            assert_true(plain[i].size() > 4);
+            assert_true(plain[i] == beside[i]);
+        }
     }
 }
 

@@ -62,7 +62,8 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
     // Vulkan and CUDA modules) and it is smaller than the main pool. It costs only the window layers' rows; the
     // main blocks then hold only the other layers' rows, so a budget buys more of them.
     const WindowLayers wl = window_layers(d);
-    if (opts.window_blocks && wl.n_layers > 0 && find_backend(opts.backend).window_blocks()) {
+    // (Not on an embedding model: its texts live for one pass, and its window layers may attend both ways.)
+    if (opts.window_blocks && wl.n_layers > 0 && !model.desc().embedding.outputs_hidden && find_backend(opts.backend).window_blocks()) {
         const uint32_t n_window = kv::WindowTable::pool_blocks(wl.window, kWindowKeep, p.block_size, p.n_batch, p.n_seq_max, blocks);
         const uint64_t window_block_bytes = uint64_t{p.block_size} * 2 * wl.n_layers * kv_row_bytes(d, p.kv_type);
         const uint64_t main_block_bytes = block_bytes - window_block_bytes;
