@@ -23,26 +23,16 @@ type EmbedRequestOptions struct {
 // with the running generations in its forward passes. Read the vectors with Embeddings once it is done.
 func (e *Engine) SubmitEmbed(texts []string, o EmbedRequestOptions) (*Request, error) {
 	const op = "ember_engine_submit_embed"
-	if e == nil {
-		return nil, argError(op, "engine is nil")
+	if err := e.rlock(op); err != nil {
+		return nil, err
 	}
-	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.h == nil {
-		return nil, closedError(op, "engine")
-	}
 	arr, n, free := cStrings(texts)
 	defer free()
-	b2i := func(b bool) C.int {
-		if b {
-			return 1
-		}
-		return 0
-	}
 	var h *C.ember_request
 	var msg *C.char
-	st := C.eg_engine_submit_embed(e.h, arr, nil, n, C.int(o.Pooling), b2i(o.Normalize), C.uint32_t(o.Dimensions),
-		b2i(o.Truncate), C.uint32_t(o.MaxTokens), &h, &msg)
+	st := C.eg_engine_submit_embed(e.h, arr, nil, n, C.int(o.Pooling), cFlag(o.Normalize), C.uint32_t(o.Dimensions),
+		cFlag(o.Truncate), C.uint32_t(o.MaxTokens), &h, &msg)
 	if err := result(op, st, msg); err != nil {
 		return nil, err
 	}
