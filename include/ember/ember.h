@@ -1765,7 +1765,7 @@ EMBER_API ember_status ember_sampler_grammar_constraining(const ember_sampler *s
  * The longest text: on an embedding model its ember_embed default (an encoder's trained positions, at most
  * 2048 tokens for a decoder; the engine's n_batch is raised to hold it), on a generating model what a
  * pass holds beside every running request's decode tokens, n_batch - n_seq_max (with speculation,
- * n_batch - n_seq_max * (spec_k + 1)), and never past n_ctx.
+ * n_batch - n_seq_max * (spec_k + 1)), at most 2048; never past n_ctx.
  *
  * An embedding request is an ember_request: ember_request_wait, ember_request_cancel (between passes; the
  * texts already embedded are dropped), ember_request_error, ember_request_free and ember_request_poll's
