@@ -331,7 +331,8 @@ void test_vulkan(void **) {
     }
 }
 
-// An encoder does not generate; a generating model does not embed.
+// An encoder does not generate (an engine on it only embeds), a reranker has no engine, and a generating
+// model does not embed in an embedder.
 void test_wrong_model_errors(void **) {
     auto l = load_bert(BertSpec{});
     try {
@@ -341,14 +342,29 @@ void test_wrong_model_errors(void **) {
         assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
         assert_non_null(std::strstr(e.what(), "embedding model"));
     }
+    // An engine on it takes embedding requests (test_engine_embed), not prompts to generate from.
+    EngineOptions eo;
+    eo.backend = EMBER_BACKEND_CPU;
+    eo.manual_step = true;
+    Engine en(*l->model, eo);
+    const int32_t prompt[] = {101, 102};
     try {
-        EngineOptions eo;
-        eo.backend = EMBER_BACKEND_CPU;
-        Engine en(*l->model, eo);
-        fail_msg("an engine on an encoder");
+        en.check_prompt(prompt, 2);
+        fail_msg("a prompt for generation accepted by an engine on an encoder");
     } catch (const Error &e) {
         assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
-        assert_non_null(std::strstr(e.what(), "engines cannot generate"));
+        assert_non_null(std::strstr(e.what(), "takes embedding requests"));
+    }
+    // A reranking model scores pairs, which an engine does not take.
+    BertSpec rank;
+    rank.pooling_type = 4;
+    auto r = load_bert(rank);
+    try {
+        Engine ranking(*r->model, eo);
+        fail_msg("an engine on a reranking model");
+    } catch (const Error &e) {
+        assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
+        assert_non_null(std::strstr(e.what(), "ember_rerank"));
     }
     SyntheticSpec dec;
     auto m = load_synthetic(dec);

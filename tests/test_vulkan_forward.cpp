@@ -255,7 +255,9 @@ void test_unfolded_program_same_logits(void **) {
     auto model = Model::load(file.path, LoadOptions{});
     uint32_t n_apart = 0;
     ProgramCopy u = unfolded(model->desc(), &n_apart);
-    assert_int_equal(n_apart, 2 * s.n_layer + 1);  // each layer's two residual adds, the logits rows
+    // Each layer's two residual adds. (The head normalises every row, its hidden rows, and gathers the
+    // logits rows from them: no gather-then-norm run there.)
+    assert_int_equal(n_apart, 2 * s.n_layer);
     const std::vector<int32_t> tokens = prompt(s.n_vocab);
     for (uint32_t chunk : {40u, 1u}) {
         const std::vector<float> folded = run(*g_vulkan, model->desc().c, tokens, chunk);
@@ -263,6 +265,18 @@ void test_unfolded_program_same_logits(void **) {
         assert_int_equal(std::memcmp(folded.data(), apart.data(), folded.size() * sizeof(float)), 0);
     }
     compare(u.desc(), 2e-2, "llama Q8_0, folded runs kept apart");
+    // A decoder embedder's head gathers its rows, then normalises them: that run, folded and kept apart.
+    SyntheticSpec e = s;
+    e.pooling_type = 3;
+    TempFile efile(synthetic_model_gguf(e));
+    auto emodel = Model::load(efile.path, LoadOptions{});
+    ProgramCopy eu = unfolded(emodel->desc(), &n_apart);
+    assert_int_equal(n_apart, 2 * s.n_layer + 1);  // each layer's two residual adds, the pooled rows
+    for (uint32_t chunk : {40u, 1u}) {
+        const std::vector<float> folded = run(*g_vulkan, emodel->desc().c, tokens, chunk);
+        const std::vector<float> apart = run(*g_vulkan, eu.desc(), tokens, chunk);
+        assert_int_equal(std::memcmp(folded.data(), apart.data(), folded.size() * sizeof(float)), 0);
+    }
 }
 
 void test_norms_without_weights(void **) {

@@ -37,14 +37,8 @@ func NewEmbedder(m *Model, o EmbedOptions) (*Embedder, error) {
 	err := m.use("ember_embedder_create", func(h *C.ember_model) error {
 		var out *C.ember_embedder
 		var msg *C.char
-		b2i := func(b bool) C.int {
-			if b {
-				return 1
-			}
-			return 0
-		}
-		st := C.eg_embedder_create(h, b2i(o.Normalize), C.uint32_t(o.Dimensions), C.int(o.Pooling), C.uint32_t(o.Threads),
-			C.uint32_t(o.MaxTokens), b2i(o.Truncate), &out, &msg)
+		st := C.eg_embedder_create(h, cFlag(o.Normalize), C.uint32_t(o.Dimensions), C.int(o.Pooling), C.uint32_t(o.Threads),
+			C.uint32_t(o.MaxTokens), cFlag(o.Truncate), &out, &msg)
 		if err := result("ember_embedder_create", st, msg); err != nil {
 			return err
 		}
@@ -121,4 +115,12 @@ func (e *Embedder) Close() error {
 		runtime.SetFinalizer(e, nil)
 	}
 	return nil
+}
+
+// cFlag is a bool as the wrappers of wrap.c take it (an int).
+func cFlag(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -173,14 +173,10 @@ func (e *Engine) SubmitWith(prompt []Token, opts RequestOptions) (*Request, erro
 	if maxTokens < 0 || int64(maxTokens) > int64(^uint32(0)) {
 		return nil, argError(op, "maxTokens %d is out of range", maxTokens)
 	}
-	if e == nil {
-		return nil, argError(op, "engine is nil")
+	if err := e.rlock(op); err != nil {
+		return nil, err
 	}
-	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.h == nil {
-		return nil, closedError(op, "engine")
-	}
 	var sp *C.ember_sampler_params
 	if sampling != nil {
 		p := sampling.toC()
@@ -201,6 +197,19 @@ func (e *Engine) SubmitWith(prompt []Token, opts RequestOptions) (*Request, erro
 	r := &Request{h: h}
 	runtime.SetFinalizer(r, (*Request).Close)
 	return r, nil
+}
+
+// rlock takes the engine's read lock for op; an error (and no lock) for a nil or closed engine.
+func (e *Engine) rlock(op string) error {
+	if e == nil {
+		return argError(op, "engine is nil")
+	}
+	e.mu.RLock()
+	if e.h == nil {
+		e.mu.RUnlock()
+		return closedError(op, "engine")
+	}
+	return nil
 }
 
 func (r *Request) rlock(op string) error {

@@ -312,3 +312,23 @@ ember_status eg_embed(ember_embedder *e, const char *const *texts, const size_t 
 ember_status eg_rerank(ember_embedder *e, const char *query, const char *const *docs, size_t n, float *scores, char **err) {
     EG_CALL(ember_rerank(e, query, docs, n, scores));
 }
+
+ember_status eg_engine_submit_embed(ember_engine *e, const char *const *texts, const size_t *lengths, size_t n, int pooling,
+                                    int normalize, uint32_t dimensions, int truncate, uint32_t max_tokens, ember_request **out,
+                                    char **err) {
+    ember_embed_request_params p;
+    ember_embed_request_params_init(&p);
+    p.texts = texts;
+    p.lengths = lengths;
+    p.n_texts = n;
+    p.pooling = (ember_pooling)pooling;
+    p.normalize = normalize != 0;
+    p.dimensions = dimensions;
+    p.truncate = truncate != 0;
+    p.max_tokens = max_tokens;
+    EG_CALL(ember_engine_submit_embed(e, &p, out));
+}
+
+ember_status eg_request_embeddings(ember_request *r, float *out, size_t capacity, size_t *count, char **err) {
+    EG_CALL(ember_request_embeddings(r, out, capacity, count));
+}

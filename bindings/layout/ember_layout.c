@@ -283,7 +283,19 @@
       F(ember_embed_params, truncate, bool)                                                          \
       F(ember_embed_params, normalize, bool)                                                         \
       F(ember_embed_params, dimensions, uint32_t)                                                    \
-      F(ember_embed_params, pooling, ember_pooling))
+      F(ember_embed_params, pooling, ember_pooling))                                                 \
+    S(ember_embed_request_params,                                                                    \
+      F(ember_embed_request_params, struct_size, uint32_t)                                           \
+      F(ember_embed_request_params, texts, const char *const *)                                      \
+      F(ember_embed_request_params, lengths, const size_t *)                                         \
+      F(ember_embed_request_params, tokens, const ember_token *const *)                              \
+      F(ember_embed_request_params, n_tokens, const size_t *)                                        \
+      F(ember_embed_request_params, n_texts, size_t)                                                 \
+      F(ember_embed_request_params, pooling, ember_pooling)                                          \
+      F(ember_embed_request_params, dimensions, uint32_t)                                            \
+      F(ember_embed_request_params, normalize, bool)                                                 \
+      F(ember_embed_request_params, truncate, bool)                                                  \
+      F(ember_embed_request_params, max_tokens, uint32_t))
 
 /* ---- enums: E(type, NAME) ---- */
 #define EMBER_ENUMS(E)                                                                               \
@@ -468,7 +480,11 @@
     X(ember_status, ember_estimate_placement, (const ember_model *, const ember_engine_params *, ember_placement *)) \
     X(void, ember_grammar_triggers_init, (ember_grammar_triggers *)) \
     X(ember_status, ember_grammar_create_lazy, (const ember_model *, const char *, size_t, const ember_grammar_triggers *, ember_grammar **)) \
-    X(ember_status, ember_sampler_grammar_constraining, (const ember_sampler *, bool *))
+    X(ember_status, ember_sampler_grammar_constraining, (const ember_sampler *, bool *)) \
+    X(void, ember_embed_request_params_init, (ember_embed_request_params *)) \
+    X(ember_status, ember_engine_submit_embed, (ember_engine *, const ember_embed_request_params *, ember_request **)) \
+    X(size_t, ember_request_embedding_dim, (const ember_request *)) \
+    X(ember_status, ember_request_embeddings, (ember_request *, float *, size_t, size_t *))
 
 /* Every entry is checked by the compiler: a wrong type here is a build error, not a wrong table. */
 #define CHECK_FN(ret, name, args) _Static_assert(SAME_TYPE(&name, ret(*) args), #name " has another type in ember.h");

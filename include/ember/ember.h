@@ -1599,8 +1599,9 @@ EMBER_API ember_status ember_chat_tool_prefix(const ember_model *model, const em
  * An embedding model (a file with <arch>.pooling_type: BERT encoders such as bge or all-MiniLM, decoder
  * embedders such as Qwen3-Embedding) turns a text into a vector; a reranking model (pooling type rank:
  * BERT cross-encoders, Qwen3-Reranker) scores a (query, document) pair. Both run in an ember_embedder,
- * which packs many texts into each forward pass. Such models do not generate: ember_session_create and
- * ember_engine_create refuse them (EMBER_ERR_UNSUPPORTED), and an embedder refuses a generating model.
+ * which packs many texts into each forward pass. Such models do not generate: ember_session_create
+ * refuses them (EMBER_ERR_UNSUPPORTED), an engine on one takes embedding requests only (since EMBER_1.11;
+ * see "Embedding requests on an engine"), and an embedder refuses a generating model.
  * ------------------------------------------------------------------------------------------------- */
 
 typedef struct ember_embedder ember_embedder;
@@ -1743,6 +1744,82 @@ EMBER_API ember_status ember_grammar_create_lazy(const ember_model *model, const
 /** *out_constraining: whether the sampler's grammar constrains its next token (false without a grammar,
  *  and while a lazy grammar waits for its trigger). Same threading as the sampler. */
 EMBER_API ember_status ember_sampler_grammar_constraining(const ember_sampler *sampler, bool *out_constraining);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Embedding requests on an engine (since EMBER_1.11; docs/embeddings.md)
+ *
+ * An app that serves chat and retrieval from one loaded model submits embedding work to its engine: the
+ * texts of every caller go into the engine's steps whole (a text is never split across passes), in the
+ * same forward pass as the running generations' tokens, so the weights are read once for both; each text
+ * is a sequence of its own whose KV blocks are freed after its pass. Generations are not disturbed: their
+ * tokens, greedy or sampled with a seed, are those of an engine without embedding requests. A text's
+ * vector is the one ember_embed gives for the same text and options, to float rounding: the same rows are
+ * pooled the same way, and a row does not depend on the other texts of its pass (on the CPU backend, the
+ * bits are the same).
+ *
+ * Which models. An engine on an embedding model (a file with <arch>.pooling_type: BERT encoders,
+ * nomic-bert, gemma-embedding, decoder embedders such as Qwen3-Embedding) takes embedding requests only:
+ * ember_request_submit and ember_engine_pin_prefix on it fail with EMBER_ERR_UNSUPPORTED. On a generating
+ * model, an embedding request names its pooling, EMBER_POOLING_MEAN or EMBER_POOLING_LAST, over the
+ * model's final normed hidden states (EMBER_POOLING_MODEL or CLS: EMBER_ERR_INVALID_ARGUMENT, saying why;
+ * a model with recurrent layers: EMBER_ERR_UNSUPPORTED). Reranking models are refused by
+ * ember_engine_create (EMBER_ERR_UNSUPPORTED): score pairs with ember_rerank on an ember_embedder.
+ *
+ * The longest text: on an embedding model its ember_embed default (an encoder's trained positions, at most
+ * 2048 tokens for a decoder; the engine's n_batch is raised to hold it), on a generating model what a
+ * pass holds beside every running request's decode tokens, n_batch - n_seq_max (with speculation,
+ * n_batch - n_seq_max * (spec_k + 1)), at most 2048; never past n_ctx.
+ *
+ * An embedding request is an ember_request: ember_request_wait, ember_request_cancel (between passes; the
+ * texts already embedded are dropped), ember_request_error, ember_request_free and ember_request_poll's
+ * state work as for generation; it generates no tokens and no text (ember_request_logprobs:
+ * EMBER_ERR_INVALID_STATE). ember_engine_stats counts it in n_running until it ends.
+ * ------------------------------------------------------------------------------------------------- */
+
+typedef struct ember_embed_request_params {
+    uint32_t struct_size;
+    /** The texts, copied at submit: texts[i] of lengths[i] bytes (lengths NULL: NUL-terminated), each
+     *  tokenized with the model's special tokens. NULL to give token sequences instead. */
+    const char *const *texts;
+    const size_t *lengths;
+    /** With texts NULL: token sequences as they are (no special tokens added), tokens[i] of n_tokens[i]. */
+    const ember_token *const *tokens;
+    const size_t *n_tokens;
+    /** How many texts (at least one). */
+    size_t n_texts;
+    /** Default EMBER_POOLING_MODEL: an embedding model's own. On a generating model MEAN or LAST. */
+    ember_pooling pooling;
+    /** Matryoshka truncation, as ember_embed_params.dimensions (default 0: every value). */
+    uint32_t dimensions;
+    /** L2-normalise each vector (default true). */
+    bool normalize;
+    /** A text over max_tokens: false (default) fails the submit with EMBER_ERR_INVALID_ARGUMENT naming its
+     *  length; true cuts it to max_tokens, keeping a closing SEP / EOS token last. */
+    bool truncate;
+    /** The longest text in tokens (default 0: the engine's longest, above; more is refused). */
+    uint32_t max_tokens;
+} ember_embed_request_params;
+
+EMBER_API void ember_embed_request_params_init(ember_embed_request_params *params);
+
+/** Queues an embedding request; *out receives its handle, freed with ember_request_free (also after the
+ *  engine is gone). The texts are checked and tokenized here. Errors: EMBER_ERR_INVALID_ARGUMENT (NULL,
+ *  struct_size, no texts, an empty text, one over max_tokens without truncate, a token outside the
+ *  vocabulary, a pooling or dimensions that do not fit the model), EMBER_ERR_UNSUPPORTED (see above),
+ *  EMBER_ERR_INVALID_STATE (the engine is shutting down). Thread-safe. */
+EMBER_API ember_status ember_engine_submit_embed(ember_engine *engine, const ember_embed_request_params *params,
+                                                 ember_request **out);
+
+/** Floats per text of an embedding request's result (the model's width, or `dimensions`), fixed at submit;
+ *  0 for NULL or a generation request. */
+EMBER_API size_t ember_request_embedding_dim(const ember_request *request);
+
+/** Copies an embedding request's vectors once it is EMBER_REQUEST_DONE: n_texts * dim floats, text i's at
+ *  i * dim, into out (capacity: floats at out); *out_count receives n_texts * dim. Two-call idiom: out NULL
+ *  and capacity 0 give the count alone. Errors: EMBER_ERR_INVALID_ARGUMENT (NULL, capacity too small),
+ *  EMBER_ERR_INVALID_STATE (a generation request, or one not DONE: still running, cancelled or failed,
+ *  ember_request_error says why). Thread-safe; may be called any number of times. */
+EMBER_API ember_status ember_request_embeddings(ember_request *request, float *out, size_t capacity, size_t *out_count);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
@@ -18,13 +17,6 @@
 namespace server {
 
 namespace {
-
-struct Service {
-    ember_model *model;
-    ember_embedder *embedder;
-    std::string model_id;
-    std::mutex mutex;   // one request at a time uses the embedder
-};
 
 void send_error(httplib::Response &res, int status, const std::string &message) {
     ApiError e;
@@ -68,54 +60,78 @@ size_t count_tokens(const ember_model *m, const std::string &text) {
     return n;
 }
 
-void embeddings(Service &s, const httplib::Request &req, httplib::Response &res) {
+// The pooling of a request on a generating model: its "pooling" field ("mean", the default, or "last");
+// an embedding model's own otherwise. false (after the 400) for another value.
+bool request_pooling(const EmbeddingService &s, const json &body, ember_pooling *out, httplib::Response &res) {
+    *out = s.generating ? EMBER_POOLING_MEAN : EMBER_POOLING_MODEL;
+    const auto it = body.find("pooling");
+    if (it == body.end()) return true;
+    if (it->is_string() && it->get<std::string>() == "mean") return *out = EMBER_POOLING_MEAN, true;
+    if (it->is_string() && it->get<std::string>() == "last") return *out = EMBER_POOLING_LAST, true;
+    if (it->is_string() && it->get<std::string>() == "cls" && !s.generating) return *out = EMBER_POOLING_CLS, true;
+    send_error(res, 400, s.generating ? "'pooling' must be \"mean\" or \"last\"" : "'pooling' must be \"mean\", \"cls\" or \"last\"");
+    return false;
+}
+
+void embeddings(EmbeddingService &s, const httplib::Request &req, httplib::Response &res) {
     json body;
     std::vector<std::string> input;
     if (!parse(req, &body, res) || !strings(body, "input", &input, res)) return;
-    if (ember_embedder_is_reranker(s.embedder)) return send_error(res, 400, "this model ranks documents: use /v1/rerank");
-    const size_t dim = ember_embedder_dim(s.embedder);
-    size_t keep = dim;
+    if (!s.engine) return send_error(res, 400, "this model ranks documents: use /v1/rerank");
+    ember_embed_request_params p;
+    ember_embed_request_params_init(&p);
+    if (!request_pooling(s, body, &p.pooling, res)) return;
     if (body.contains("dimensions")) {
+        // Cut to the dimensions asked for, then L2-normalised (OpenAI's); the engine checks the upper bound.
         const json &d = body["dimensions"];
-        if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<uint64_t>() > dim)
-            return send_error(res, 400, "'dimensions' must be an integer from 1 to " + std::to_string(dim));
-        keep = d.get<size_t>();
+        if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<uint64_t>() > UINT32_MAX)
+            return send_error(res, 400, "'dimensions' must be a positive integer");
+        p.dimensions = d.get<uint32_t>();
     }
     std::vector<const char *> texts;
     std::vector<size_t> lengths;
     for (const std::string &t : input) texts.push_back(t.data()), lengths.push_back(t.size());
-    std::vector<float> out(input.size() * dim);
-    size_t tokens = 0;
-    {
-        std::lock_guard<std::mutex> lock(s.mutex);
-        if (ember_embed(s.embedder, texts.data(), lengths.data(), texts.size(), out.data(), out.size()) != EMBER_OK)
-            return send_error(res, 400, ember_last_error());
+    p.texts = texts.data();
+    p.lengths = lengths.data();
+    p.n_texts = texts.size();
+    ember_request *r = nullptr;
+    if (ember_engine_submit_embed(s.engine, &p, &r) != EMBER_OK) return send_error(res, 400, ember_last_error());
+    // The engine batches these texts with the other clients' work; a client that hangs up cancels them.
+    while (ember_request_wait(r, 100) == EMBER_STOPPED)
+        if (HttpServer::client_gone()) ember_request_cancel(r);
+    std::vector<float> out(input.size() * ember_request_embedding_dim(r));
+    size_t n = 0;
+    const ember_status st = ember_request_embeddings(r, out.data(), out.size(), &n);
+    if (st != EMBER_OK) {
+        ember_status why = st;
+        const char *message = nullptr;
+        ember_request_error(r, &why, &message);
+        const std::string text = message && *message ? message : "the request was cancelled";
+        ember_request_free(r);
+        if (HttpServer::client_gone()) return HttpServer::close_after_response();
+        return send_error(res, why == EMBER_ERR_OUT_OF_MEMORY ? 503 : 500, text);
     }
+    const size_t dim = ember_request_embedding_dim(r);
+    ember_request_free(r);
+    size_t tokens = 0;
     for (const std::string &t : input) tokens += count_tokens(s.model, t);
     json data = json::array();
     for (size_t i = 0; i < input.size(); ++i) {
-        // The vectors come unnormalised: cut to the dimensions asked for, then L2-normalised (OpenAI's).
-        const float *v = out.data() + i * dim;
-        double ss = 0;
-        for (size_t k = 0; k < keep; ++k) ss += double(v[k]) * v[k];
-        const double scale = ss > 0 ? 1.0 / std::sqrt(ss) : 1.0;
-        std::vector<float> e(keep);
-        for (size_t k = 0; k < keep; ++k) e[k] = static_cast<float>(v[k] * scale);
-        data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", e}});
+        const std::vector<float> v(out.begin() + i * dim, out.begin() + (i + 1) * dim);
+        data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", v}});
     }
-    json r = {{"object", "list"}, {"data", data}, {"model", s.model_id},
-              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
-    res.set_content(r.dump(), "application/json");
+    json r_json = {{"object", "list"}, {"data", data}, {"model", s.model_id},
+                   {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+    res.set_content(r_json.dump(), "application/json");
 }
 
-void rerank(Service &s, const httplib::Request &req, httplib::Response &res) {
+void rerank(EmbeddingService &s, const httplib::Request &req, httplib::Response &res) {
     json body;
     std::vector<std::string> docs;
     if (!parse(req, &body, res)) return;
     if (!body.contains("query") || !body["query"].is_string()) return send_error(res, 400, "'query' must be a string");
     if (!strings(body, "documents", &docs, res)) return;
-    if (!ember_embedder_is_reranker(s.embedder))
-        return send_error(res, 400, "this model embeds texts (/v1/embeddings); it has no ranking head");
+    if (!s.reranker) return send_error(res, 400, "this model embeds texts (/v1/embeddings); it has no ranking head");
     size_t top_n = docs.size();
     if (body.contains("top_n")) {
         if (!body["top_n"].is_number_integer() || body["top_n"].get<int64_t>() < 1)
@@ -127,8 +143,8 @@ void rerank(Service &s, const httplib::Request &req, httplib::Response &res) {
     for (const std::string &d : docs) ptrs.push_back(d.c_str());
     std::vector<float> scores(docs.size());
     {
-        std::lock_guard<std::mutex> lock(s.mutex);
-        if (ember_rerank(s.embedder, query.c_str(), ptrs.data(), ptrs.size(), scores.data()) != EMBER_OK)
+        std::lock_guard<std::mutex> lock(s.rerank_mutex);
+        if (ember_rerank(s.reranker, query.c_str(), ptrs.data(), ptrs.size(), scores.data()) != EMBER_OK)
             return send_error(res, 400, ember_last_error());
     }
     std::vector<size_t> order(docs.size());
@@ -141,8 +157,11 @@ void rerank(Service &s, const httplib::Request &req, httplib::Response &res) {
 
 } // namespace
 
-int serve_embeddings(const Options &opt, ember_model *model, ember_embedder *embedder, const sigset_t *sigs) {
-    Service s{model, embedder, opt.model_id, {}};
+void add_embedding_route(HttpServer &svr, EmbeddingService &s) {
+    svr.Post("/v1/embeddings", [&s](const httplib::Request &req, httplib::Response &res) { embeddings(s, req, res); });
+}
+
+int serve_embeddings(const Options &opt, EmbeddingService &s, const sigset_t *sigs) {
     HttpServer::Limits limits;
     limits.header_timeout = std::chrono::milliseconds(opt.header_timeout_ms);
     limits.body_timeout = std::chrono::milliseconds(opt.body_timeout_ms);
@@ -155,7 +174,7 @@ int serve_embeddings(const Options &opt, ember_model *model, ember_embedder *emb
         res.set_content(json({{"object", "list"}, {"data", {{{"id", s.model_id}, {"object", "model"}, {"owned_by", "ember"}}}}}).dump(),
                         "application/json");
     });
-    svr.Post("/v1/embeddings", [&s](const httplib::Request &req, httplib::Response &res) { embeddings(s, req, res); });
+    add_embedding_route(svr, s);
     svr.Post("/v1/rerank", [&s](const httplib::Request &req, httplib::Response &res) { rerank(s, req, res); });
     const int port = svr.bind(opt.host, opt.port);
     if (port <= 0) {
@@ -172,8 +191,8 @@ int serve_embeddings(const Options &opt, ember_model *model, ember_embedder *emb
             if (stopping) svr.stop(), nanosleep(&tick, nullptr);
         }
     });
-    std::fprintf(stderr, "ember-server: model %s, %s, %zu floats per vector\n", opt.model_id.c_str(),
-                 ember_embedder_is_reranker(embedder) ? "reranking" : "embeddings", ember_embedder_dim(embedder));
+    std::fprintf(stderr, "ember-server: model %s, %s\n", opt.model_id.c_str(),
+                 s.reranker ? "reranking" : "embeddings batched by an engine");
     std::printf("listening on http://%s:%d\n", opt.host.c_str(), port);
     std::fflush(stdout);
     bool ok = false;

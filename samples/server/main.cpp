@@ -1,6 +1,7 @@
 // main.cpp — ember-server: loads one model, creates one engine, and serves the OpenAI API over HTTP
 // until SIGINT or SIGTERM. Every HTTP worker submits into that engine, which batches the requests
-// running at each step (continuous batching), so concurrent clients share each forward pass.
+// running at each step (continuous batching), so concurrent clients share each forward pass: chats and
+// embeddings alike.
 #include "embeddings.hpp"
 #include "generation.hpp"
 #include "http_routes.hpp"
@@ -72,18 +73,29 @@ int main(int argc, char **argv) {
     ember_model_info_init(&info);
     ember_model_get_info(model, &info);
 
-    // An embedding or reranking model gets the embedding routes instead of the engine (embeddings.hpp).
+    // A reranking model gets one embedder behind /v1/rerank instead of the engine; an embedding model an
+    // engine that serves /v1/embeddings alone; a generating model an engine that serves both the
+    // completions and /v1/embeddings (embeddings.hpp). An embedder is made only where the model has a
+    // pooling type, which is how the kinds are told apart.
     ember_embed_params emp;
     ember_embed_params_init(&emp);
-    emp.normalize = false;   // normalised per request, after its `dimensions` cut
     emp.n_threads = opt.n_threads;
     emp.backend = opt.backend;
+    server::EmbeddingService embedding;
+    embedding.model = model;
+    embedding.model_id = opt.model_id;
+    bool embedding_model = false;
     if (ember_embedder *embedder = nullptr; ember_embedder_create(model, &emp, &embedder) == EMBER_OK) {
-        const int rc = server::serve_embeddings(opt, model, embedder, &sigs);
+        embedding_model = true;
+        if (ember_embedder_is_reranker(embedder)) {
+            embedding.reranker = embedder;
+            const int rc = server::serve_embeddings(opt, embedding, &sigs);
+            ember_embedder_free(embedder);
+            ember_model_free(model);
+            std::fprintf(stderr, "ember-server: stopped\n");
+            return rc;
+        }
         ember_embedder_free(embedder);
-        ember_model_free(model);
-        std::fprintf(stderr, "ember-server: stopped\n");
-        return rc;
     }
 
     ember_engine_params ep;
@@ -92,7 +104,7 @@ int main(int argc, char **argv) {
     ep.n_ctx = opt.n_ctx;
     ep.n_threads = opt.n_threads;
     ep.backend = opt.backend;
-    ep.speculation = opt.speculation;
+    ep.speculation = embedding_model ? EMBER_SPEC_OFF : opt.speculation;   // (nothing to draft on an embedding model)
     ep.spec_k = opt.spec_k;
     ember_engine *engine = nullptr;
     if ((st = ember_engine_create(model, &ep, &engine)) != EMBER_OK) {
@@ -100,6 +112,15 @@ int main(int argc, char **argv) {
         ember_model_free(model);
         return 1;
     }
+    embedding.engine = engine;
+    if (embedding_model) {
+        const int rc = server::serve_embeddings(opt, embedding, &sigs);
+        ember_engine_free(engine);
+        ember_model_free(model);
+        std::fprintf(stderr, "ember-server: stopped\n");
+        return rc;
+    }
+    embedding.generating = true;
     // The engine's own default, which the prompt-length check must know.
     const uint32_t n_ctx = opt.n_ctx ? opt.n_ctx : (info.n_ctx_train && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
 
@@ -116,6 +137,7 @@ int main(int argc, char **argv) {
         server::HttpServer svr(limits);
         const size_t n_http = opt.http_threads;
         server::add_routes(svr, ctx, opt.max_body, opt.verbose);
+        server::add_embedding_route(svr, embedding);   // embeddings beside the chats, batched by the same engine
 
         const int port = svr.bind(opt.host, opt.port);
         if (port <= 0) {

@@ -332,6 +332,7 @@ ember_status ember_request_logprobs(ember_request *request, size_t i, ember_toke
         EMBER_REQUIRE_ARG(request);
         if (!top && capacity) fail(EMBER_ERR_INVALID_ARGUMENT, "top is NULL but capacity is %zu", capacity);
         Request &r = *request->request;
+        if (!r.sampler) fail(EMBER_ERR_INVALID_STATE, "an embedding request generates no tokens and records no logprobs");
         if (r.sampler->params().n_logprobs == 0)
             fail(EMBER_ERR_INVALID_STATE, "the request records no logprobs (its sampling params' n_logprobs is 0)");
         std::lock_guard<std::mutex> lock(r.mutex);

@@ -16,38 +16,19 @@ constexpr uint32_t kBlockSize = 16;
 // Texts per pass at most (each takes at least one cache block of its own).
 constexpr uint32_t kMaxSeqPerPass = 256;
 
-const char *pooling_name(Pooling p) {
-    static const char *const kNames[] = {"none", "mean", "cls", "last", "rank"};
-    return kNames[static_cast<uint32_t>(p)];
+PoolingOptions pooling_options(const Model &model, const EmbedOptions &opts) {
+    if (model.vocab_only()) fail(EMBER_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; load it with weights to embed");
+    return {opts.pooling, opts.dimensions, opts.normalize};
 }
 
 } // namespace
 
-Embedder::Embedder(const Model &model, const EmbedOptions &opts) : model_(model), opts_(opts) {
-    if (model.vocab_only()) fail(EMBER_ERR_INVALID_ARGUMENT, "the model was loaded vocab-only; load it with weights to embed");
+Embedder::Embedder(const Model &model, const EmbedOptions &opts)
+    : model_(model), opts_(opts), pooling_(model, pooling_options(model, opts)) {
     const ModelDesc &d = model.desc();
-    const EmbeddingInfo &e = d.embedding;
-    if (!e.outputs_hidden)
-        fail(EMBER_ERR_UNSUPPORTED, "'%s' (%s) is not an embedding model: it has no pooling type (%s.pooling_type), "
-             "so its outputs are next-token logits, not vectors", model.name().c_str(), d.arch.c_str(), d.arch.c_str());
-    pooling_ = e.pooling;
-    if (opts.pooling != Pooling::None && opts.pooling != pooling_) {
-        if (pooling_ == Pooling::Rank || opts.pooling == Pooling::Rank)
-            fail(EMBER_ERR_INVALID_ARGUMENT, "pooling %s cannot replace a model's %s pooling (a ranking head scores pairs)",
-                 pooling_name(opts.pooling), pooling_name(pooling_));
-        pooling_ = opts.pooling;
-    }
-    out_width_ = d.c.n_vocab;
-    dim_ = out_width_;
-    if (opts.dimensions) {
-        if (pooling_ == Pooling::Rank) fail(EMBER_ERR_INVALID_ARGUMENT, "dimensions apply to embeddings, not to scores");
-        if (opts.dimensions > out_width_)
-            fail(EMBER_ERR_INVALID_ARGUMENT, "dimensions %u is more than the model's %u", opts.dimensions, out_width_);
-        dim_ = opts.dimensions;
-    }
     const uint32_t train = d.hp.n_ctx_train ? d.hp.n_ctx_train : 512;
-    max_tokens_ = opts.max_tokens ? opts.max_tokens : e.encoder ? train : std::min(train, 2048u);
-    if (e.encoder && max_tokens_ > train)
+    max_tokens_ = opts.max_tokens ? opts.max_tokens : default_max_tokens(d);
+    if (d.embedding.encoder && max_tokens_ > train)
         fail(EMBER_ERR_INVALID_ARGUMENT, "max_tokens %u is past the model's %u positions", max_tokens_, train);
     if (max_tokens_ > (1u << 20)) fail(EMBER_ERR_INVALID_ARGUMENT, "max_tokens %u is too large", max_tokens_);
     n_batch_ = std::max(opts.n_batch ? opts.n_batch : 2048u, max_tokens_);
@@ -62,32 +43,18 @@ Embedder::Embedder(const Model &model, const EmbedOptions &opts) : model_(model)
     cp.n_threads = opts.n_threads;
     cp.n_batch = n_batch_;
     cp.n_logits = n_batch_;   // mean pooling reads every row
-    const uint64_t bytes = backend.context_bytes(d.c, cp) + uint64_t{n_batch_} * out_width_ * sizeof(float);
+    const uint64_t bytes = backend.context_bytes(d.c, cp) + uint64_t{n_batch_} * pooling_.width() * sizeof(float);
     if (backend.kind() == EMBER_BACKEND_CPU) {
         const uint64_t weights = model.cpu_weights_reserve(bytes);
         check_host_memory(bytes + weights, "an embedder's context");
     }
     ctx_ = model.backend_model(backend).create_context(cp);
-    outputs_.resize(size_t{n_batch_} * out_width_);
+    outputs_.resize(size_t{n_batch_} * pooling_.width());
 }
 
 Embedder::~Embedder() = default;
 
-std::vector<int32_t> Embedder::fit(std::vector<int32_t> toks) const {
-    if (toks.empty()) fail(EMBER_ERR_INVALID_ARGUMENT, "an empty text (no tokens) has no embedding");
-    if (toks.size() <= max_tokens_) return toks;
-    if (!opts_.truncate)
-        fail(EMBER_ERR_INVALID_ARGUMENT, "a text of %zu tokens is longer than the embedder's %u (truncate, or raise max_tokens)",
-             toks.size(), max_tokens_);
-    // Keep a closing special token (SEP, EOS) where the text had one: encoders were trained with it last.
-    const int32_t last = toks.back();
-    const bool closing = model_.tokenizer().type(last) == TokenType::CONTROL && max_tokens_ > 1;
-    toks.resize(max_tokens_);
-    if (closing) toks.back() = last;
-    return toks;
-}
-
-void Embedder::run_pass(const std::vector<std::vector<int32_t>> &texts, size_t i0, size_t i1, float *raw) {
+void Embedder::run_pass(const std::vector<std::vector<int32_t>> &texts, size_t i0, size_t i1, float *out) {
     tokens_.clear(), pos_.clear(), rows_.clear(), tables_.clear(), blocks_.clear();
     // Each text's block table: consecutive block ids, so one vector holds them all (sized first: tables_
     // points into it).
@@ -106,15 +73,8 @@ void Embedder::run_pass(const std::vector<std::vector<int32_t>> &texts, size_t i
             pos_.push_back(static_cast<int32_t>(p));
             tables_.push_back(table);
         }
-        const int32_t last = static_cast<int32_t>(tokens_.size()) - 1;
-        // Rows the pooling reads: every token's (mean), the first's (cls; a BERT ranking head reads the CLS
-        // row) or the last's (last; a decoder's ranking head reads where the next token would be predicted).
-        if (pooling_ == Pooling::Mean) {
-            for (int32_t r = first; r <= last; ++r) rows_.push_back(r);
-        } else {
-            const bool first_row = pooling_ == Pooling::Cls || (pooling_ == Pooling::Rank && model_.desc().embedding.encoder);
-            rows_.push_back(first_row ? first : last);
-        }
+        const TextPooling::Rows r = pooling_.rows(static_cast<uint32_t>(t.size()));
+        for (uint32_t k = 0; k < r.count; ++k) rows_.push_back(first + static_cast<int32_t>(r.first + k));
     }
     Batch b;
     b.n_tokens = static_cast<uint32_t>(tokens_.size());
@@ -126,55 +86,23 @@ void Embedder::run_pass(const std::vector<std::vector<int32_t>> &texts, size_t i
     b.logits = outputs_.data();
     ctx_->forward(b);
 
-    const size_t w = out_width_;
+    const size_t w = pooling_.width();
     size_t row = 0;
     for (size_t i = i0; i < i1; ++i) {
-        float *o = raw + (i - i0) * w;
-        if (pooling_ == Pooling::Mean) {
-            const size_t n = texts[i].size();
-            std::vector<double> acc(w, 0.0);
-            for (size_t r = 0; r < n; ++r, ++row)
-                for (size_t k = 0; k < w; ++k) acc[k] += outputs_[row * w + k];
-            for (size_t k = 0; k < w; ++k) o[k] = static_cast<float>(acc[k] / static_cast<double>(n));
-        } else {
-            std::copy(outputs_.begin() + static_cast<std::ptrdiff_t>(row * w),
-                      outputs_.begin() + static_cast<std::ptrdiff_t>((row + 1) * w), o);
-            ++row;
-        }
+        const uint32_t count = pooling_.rows(static_cast<uint32_t>(texts[i].size())).count;
+        pooling_.pool(outputs_.data() + row * w, count, w, out + (i - i0) * pooling_.per_text());
+        row += count;
     }
-}
-
-void Embedder::finish_vector(const float *raw, float *out) const {
-    if (pooling_ == Pooling::Rank) {
-        float s = raw[0];
-        if (model_.desc().embedding.rank_softmax) {
-            // P(first class): softmax over the head's outputs.
-            float m = raw[0];
-            for (uint32_t k = 1; k < out_width_; ++k) m = std::max(m, raw[k]);
-            double z = 0;
-            for (uint32_t k = 0; k < out_width_; ++k) z += std::exp(static_cast<double>(raw[k] - m));
-            s = static_cast<float>(std::exp(static_cast<double>(raw[0] - m)) / z);
-        }
-        out[0] = s;
-        return;
-    }
-    double ss = 0;
-    for (uint32_t k = 0; k < dim_; ++k) ss += static_cast<double>(raw[k]) * raw[k];
-    const double scale = opts_.normalize && ss > 0 ? 1.0 / std::sqrt(ss) : 1.0;
-    for (uint32_t k = 0; k < dim_; ++k) out[k] = static_cast<float>(raw[k] * scale);
 }
 
 void Embedder::embed_tokens(const std::vector<std::vector<int32_t>> &in, float *out) {
     std::vector<std::vector<int32_t>> texts;
     texts.reserve(in.size());
-    const int32_t n_vocab = model_.tokenizer().n_vocab();
     for (const std::vector<int32_t> &t : in) {
-        for (int32_t id : t)
-            if (id < 0 || id >= n_vocab) fail(EMBER_ERR_INVALID_ARGUMENT, "token %d is outside the vocabulary (0..%d)", id, n_vocab - 1);
-        texts.push_back(fit(t));
+        check_text_tokens(model_.tokenizer(), t);
+        texts.push_back(fit_text(model_.tokenizer(), t, max_tokens_, opts_.truncate, "the embedder's"));
     }
-    const size_t per = ranks() ? 1 : dim_;
-    std::vector<float> raw;
+    const size_t per = pooling_.per_text();
     for (size_t i0 = 0; i0 < texts.size();) {
         // As many whole texts as the pass holds.
         size_t i1 = i0, n_tok = 0, n_blk = 0;
@@ -183,9 +111,7 @@ void Embedder::embed_tokens(const std::vector<std::vector<int32_t>> &in, float *
             if (n_tok + len > n_batch_ || n_blk + blk > n_blocks_) break;
             n_tok += len, n_blk += blk, ++i1;
         }
-        raw.resize((i1 - i0) * out_width_);
-        run_pass(texts, i0, i1, raw.data());
-        for (size_t i = i0; i < i1; ++i) finish_vector(raw.data() + (i - i0) * out_width_, out + i * per);
+        run_pass(texts, i0, i1, out + i0 * per);
         i0 = i1;
     }
 }
@@ -224,7 +150,7 @@ std::vector<int32_t> Embedder::rerank_tokens(std::string_view query, std::string
 void Embedder::rerank(std::string_view query, const std::vector<std::string_view> &docs, float *scores) {
     if (!ranks())
         fail(EMBER_ERR_INVALID_ARGUMENT, "'%s' is not a reranking model (pooling %s): embed the query and documents and "
-             "compare the vectors instead", model_.name().c_str(), pooling_name(pooling_));
+             "compare the vectors instead", model_.name().c_str(), pooling_name(pooling()));
     std::vector<std::vector<int32_t>> toks;
     toks.reserve(docs.size());
     for (std::string_view d : docs) toks.push_back(rerank_tokens(query, d));

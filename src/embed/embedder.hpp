@@ -9,6 +9,7 @@
 #pragma once
 
 #include "backend/backend.hpp"
+#include "embed/pooling.hpp"
 #include "model/model.hpp"
 
 #include <cstdint>
@@ -42,10 +43,10 @@ public:
     Embedder(const Model &model, const EmbedOptions &opts);
     ~Embedder();
 
-    uint32_t dim() const { return dim_; }            // floats per vector
+    uint32_t dim() const { return pooling_.dim(); }   // floats per vector
     uint32_t max_tokens() const { return max_tokens_; }
-    Pooling pooling() const { return pooling_; }
-    bool ranks() const { return pooling_ == Pooling::Rank; }
+    Pooling pooling() const { return pooling_.pooling(); }
+    bool ranks() const { return pooling_.ranks(); }
 
     // Token sequences (add_special already applied) to vectors: out gets texts.size() * dim() floats.
     // Empty sequences are refused; longer than max_tokens() truncated or refused as the options say.
@@ -60,15 +61,13 @@ public:
     std::vector<int32_t> rerank_tokens(std::string_view query, std::string_view doc) const;
 
 private:
-    // One forward pass over texts [i0, i1) of `texts`, writing their pooled outputs (raw: width out_width_).
-    void run_pass(const std::vector<std::vector<int32_t>> &texts, size_t i0, size_t i1, float *raw);
-    void finish_vector(const float *raw, float *out) const;
-    std::vector<int32_t> fit(std::vector<int32_t> toks) const;
+    // One forward pass over texts [i0, i1) of `texts`, writing their results (per_text() floats each).
+    void run_pass(const std::vector<std::vector<int32_t>> &texts, size_t i0, size_t i1, float *out);
 
     const Model &model_;
     EmbedOptions opts_;
-    Pooling pooling_ = Pooling::None;
-    uint32_t out_width_ = 0, dim_ = 0, max_tokens_ = 0, n_batch_ = 0, n_blocks_ = 0;
+    TextPooling pooling_;
+    uint32_t max_tokens_ = 0, n_batch_ = 0, n_blocks_ = 0;
     std::unique_ptr<BackendContext> ctx_;
     // Per pass: tokens, positions, block tables, the rows asked for and their outputs.
     std::vector<int32_t> tokens_, pos_, rows_, blocks_;

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
 #include "backend/window_layers.hpp"
+#include "embed/pooling.hpp"
 #include "session/session.hpp"
 
 #include <algorithm>
@@ -61,7 +62,8 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
     // Vulkan and CUDA modules) and it is smaller than the main pool. It costs only the window layers' rows; the
     // main blocks then hold only the other layers' rows, so a budget buys more of them.
     const WindowLayers wl = window_layers(d);
-    if (opts.window_blocks && wl.n_layers > 0 && find_backend(opts.backend).window_blocks()) {
+    // (Not on an embedding model: its texts live for one pass, and its window layers may attend both ways.)
+    if (opts.window_blocks && wl.n_layers > 0 && !model.desc().embedding.outputs_hidden && find_backend(opts.backend).window_blocks()) {
         const uint32_t n_window = kv::WindowTable::pool_blocks(wl.window, kWindowKeep, p.block_size, p.n_batch, p.n_seq_max, blocks);
         const uint64_t window_block_bytes = uint64_t{p.block_size} * 2 * wl.n_layers * kv_row_bytes(d, p.kv_type);
         const uint64_t main_block_bytes = block_bytes - window_block_bytes;
@@ -84,6 +86,13 @@ EnginePlan plan_engine(const Model &model, const EngineOptions &opts) {
         if (p.spec_k < 1 || p.spec_k > EngineDrafter::kMaxK)
             fail(EMBER_ERR_INVALID_ARGUMENT, "an engine's draft length must be in 1..%u, got %u", EngineDrafter::kMaxK, p.spec_k);
         p.n_batch = std::max(p.n_batch, p.n_seq_max * (p.spec_k + 2));
+    }
+    p.n_logits = p.n_seq_max * (p.spec_k + 1);
+    if (model.desc().embedding.outputs_hidden) {
+        // An embedding model's engine: a pass holds its longest text (an encoder's text must be in one pass,
+        // as it attends both ways), and mean pooling reads every row of it.
+        p.n_batch = std::max(p.n_batch, std::min(default_max_tokens(model.desc()), p.n_ctx));
+        p.n_logits = p.n_batch;
     }
     // Recurrent layers: a state per running sequence and as many snapshots (at least 2), bought first;
     // with speculation a second state per running sequence (engine_spec.hpp).
@@ -116,7 +125,7 @@ ContextParams context_params(const EnginePlan &p) {
     cp.block_size = p.block_size;
     cp.n_threads = p.n_threads;
     cp.n_batch = p.n_batch;
-    cp.n_logits = p.n_seq_max * (p.spec_k + 1);
+    cp.n_logits = p.n_logits;
     cp.kv_type = p.kv_type;
     cp.n_window_blocks = p.n_window_blocks;
     cp.n_state_slots = p.n_state_slots;
@@ -144,7 +153,7 @@ MemoryEstimate estimate_engine_memory(const Model &model, const EngineOptions &o
     m.kv_bytes = plan.kv_bytes;
     Backend &backend = engine_backend(model, opts, plan);
     const uint64_t context = backend.context_bytes(model.desc().c, context_params(plan));
-    m.compute_bytes = context - plan.kv_bytes + uint64_t{plan.n_seq_max} * (plan.spec_k + 1) * model.desc().hp.n_vocab * sizeof(float);
+    m.compute_bytes = context - plan.kv_bytes + uint64_t{plan.n_logits} * model.desc().c.n_vocab * sizeof(float);
     // The multi-token-prediction block's context (its KV rows and activations) and the batch's hidden rows.
     if (opts.spec_mode == EMBER_SPEC_MTP)
         m.compute_bytes += backend.context_bytes(model.mtp_desc().c, EngineDrafter::mtp_context_params(plan)) +
@@ -185,7 +194,15 @@ EnginePlan plan_within_memory(const Model &model, const EngineOptions &opts) {
 Engine::Engine(const Model &model, const EngineOptions &opts)
     : model_(model), opts_(opts), plan_(plan_within_memory(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
     // plan_.n_ctx is each request's context: LongRoPE files get their long factors past the original one.
-    refuse_embedding_model(model, "engines");
+    const EmbeddingInfo &e = model.desc().embedding;
+    if (e.pooling == Pooling::Rank)
+        fail(EMBER_ERR_UNSUPPORTED, "'%s' is a reranking model: an engine takes embedding and generation requests, not "
+             "pairs to score; use ember_embedder_create and ember_rerank", model.arch().c_str());
+    if (e.outputs_hidden && opts.spec_mode != EMBER_SPEC_OFF)
+        fail(EMBER_ERR_UNSUPPORTED, "'%s' is an embedding model: it generates nothing, so an engine on it does not speculate",
+             model.arch().c_str());
+    if (!e.outputs_hidden && model.desc().hidden_buf >= 0)
+        hidden_width_ = model.desc().bufs[static_cast<size_t>(model.desc().hidden_buf)].width;
     Backend &backend = engine_backend(model, opts, plan_, &placement_);
     if (placement_.backend) log_msg(&model.log(), EMBER_LOG_INFO, "placement: %s", placement_.describe().c_str());
     backend_kind_ = backend.kind();
@@ -201,7 +218,7 @@ Engine::Engine(const Model &model, const EngineOptions &opts)
         snapshots_ = std::make_unique<StateSnapshots>(static_cast<int32_t>(plan_.n_seq_max), plan_.n_snapshots);
     }
     if (plan_.n_window_blocks > 0) window_pool_ = std::make_unique<kv::BlockPool>(plan_.n_window_blocks, plan_.block_size);
-    logits_.resize(size_t{plan_.n_seq_max} * (plan_.spec_k + 1) * model.desc().hp.n_vocab);
+    logits_.resize(size_t{plan_.n_logits} * model.desc().c.n_vocab);
     if (plan_.spec_k) {
         // The MTP layer on the device's own backend, as a session's (not split across devices: it is one layer).
         Backend &draft_backend = placement_.backend ? backend_require(backend_kind_) : backend;
@@ -223,11 +240,18 @@ Engine::~Engine() {
     // Sequences hold blocks of pool_, which dies with the engine: release them first.
     for (auto &r : active_) finish(r, EMBER_REQUEST_CANCELLED);
     for (auto &r : queue_) finish(r, EMBER_REQUEST_CANCELLED);
+    for (auto &r : embeds_) finish(r, EMBER_REQUEST_CANCELLED);
+    for (auto &r : embed_queue_) finish(r, EMBER_REQUEST_CANCELLED);
+    b_embed_.clear();
     for (auto &r : pinned_) r->release_kv();
     flush_ended();
 }
 
 void Engine::check_prompt(const int32_t *tokens, size_t n) const {
+    if (embeds_only())
+        fail(EMBER_ERR_UNSUPPORTED, "'%s' is an embedding model (pooling %s): it has no next-token logits, so an engine on "
+             "it takes embedding requests (ember_engine_submit_embed), not generation", model_.arch().c_str(),
+             pooling_name(model_.desc().embedding.pooling));
     const int32_t n_vocab = static_cast<int32_t>(model_.desc().hp.n_vocab);
     if (n == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "the prompt is empty");
     if (n >= plan_.n_ctx)
@@ -252,7 +276,9 @@ void Engine::worker_main() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(queue_mutex_);
-            queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty() || published_.n_running > 0; });
+            queue_cv_.wait(lock, [this] {
+                return stop_ || !queue_.empty() || !embed_queue_.empty() || published_.n_running > 0;
+            });
             if (stop_) return;
         }
         try {
@@ -277,6 +303,10 @@ void Engine::fail_step(ember_status status, const char *message) noexcept {
     } catch (...) {
     }
     std::erase_if(active_, [](const std::shared_ptr<Request> &r) { return r->finished; });
+    try {
+        fail_embeds(status, message);
+    } catch (...) {
+    }
     try {
         publish();
         flush_ended();
@@ -510,6 +540,7 @@ bool Engine::step_locked() {
         return true;
     });
     admit();
+    admit_embeds();
 
     // Drafts for the requests that speculate (engine_spec.hpp).
     if (drafter_) drafter_->propose(active_, plan_.n_ctx);
@@ -557,6 +588,15 @@ bool Engine::step_locked() {
         if (b_decode_.size() > budget) continue;
         add(r, b_decode_.data(), static_cast<uint32_t>(b_decode_.size()), n_logits);
     }
+    // Then embedding texts, whole: before the prompt chunks, which can be cut to any length, so that a
+    // text always finds room beside the decode tokens (embed_max_tokens); while prompts wait, texts after
+    // the first take at most half of what is left, so neither kind starves the other. They share the
+    // generations' pass rather than run one of their own: the weights are read once for both, and a
+    // row's result does not depend on the other rows of its pass (each sequence attends to its own blocks).
+    bool prompts_wait = false;
+    for (auto &r : active_) prompts_wait = prompts_wait || r->n_evaluated < r->prompt.size();
+    bool embed_starved = false;
+    add_embed_texts(budget, prompts_wait ? budget / 2 : budget, embed_starved);
     for (auto &r : active_) {
         const uint32_t left = static_cast<uint32_t>(r->prompt.size()) - r->n_evaluated;
         if (left == 0 || budget == 0) continue;
@@ -566,8 +606,13 @@ bool Engine::step_locked() {
         if (snapshots_ && r->n_evaluated < point) n = std::min(n, point - r->n_evaluated);
         add(r, r->prompt.data() + r->n_evaluated, n, n == left && !r->pin ? 1 : 0);
     }
-    if (fed.empty()) {
-        if (starved) {
+    if (fed.empty() && b_embed_.empty()) {
+        if (embed_starved && active_.empty()) {
+            // Blocks that nothing running will release (pinned prefixes hold the rest): the text never fits.
+            finish(embeds_.front(), EMBER_REQUEST_FAILED, EMBER_ERR_OUT_OF_MEMORY,
+                   "the KV cache has no room for the embedding text beside the pinned prefixes");
+            embeds_.erase(embeds_.begin());
+        } else if (starved) {
             // Nothing can run and nothing holds blocks that a step would free: the budget is too small
             // for even one of the waiting requests. Fail the newest one so the others can proceed.
             finish(active_.back(), EMBER_REQUEST_FAILED, EMBER_ERR_OUT_OF_MEMORY, "the KV cache budget is exhausted");
@@ -577,13 +622,14 @@ bool Engine::step_locked() {
         flush_ended();
         return busy;
     }
-    for (const Fed &f : fed) {
-        for (uint32_t i = 0; i < f.n; ++i) b_tables_[f.row + i] = f.r->seq->blocks().data();
-        if (window_pool_) {
-            b_window_tables_.resize(b_tables_.size());
-            for (uint32_t i = 0; i < f.n; ++i) b_window_tables_[f.row + i] = f.r->win->blocks().data();
-        }
-    }
+    if (window_pool_) b_window_tables_.resize(b_tables_.size());
+    const auto set_tables = [this](uint32_t row, uint32_t n, const kv::KvSequence &seq, const kv::WindowTable *win) {
+        for (uint32_t i = 0; i < n; ++i) b_tables_[row + i] = seq.blocks().data();
+        if (window_pool_)
+            for (uint32_t i = 0; i < n; ++i) b_window_tables_[row + i] = win->blocks().data();
+    };
+    for (const Fed &f : fed) set_tables(f.row, f.n, *f.r->seq, f.r->win.get());
+    for (const EmbedFed &e : b_embed_) set_tables(e.row, e.n, *e.seq, e.win.get());
 
     // 3. One forward pass for everything.
     Batch b;
@@ -596,7 +642,10 @@ bool Engine::step_locked() {
     b.logits = logits_.data();
     if (window_pool_) b.window_tables = b_window_tables_.data();
     const uint32_t width = drafter_ ? drafter_->hidden_width() : 0;
-    if (width) b.hidden = hidden_.data();
+    // The hidden rows: the MTP draft's, and an embedding text's on a generating model (its pooled rows).
+    if (!b_embed_.empty() && !embeds_only() && hidden_.size() < size_t{plan_.n_batch} * hidden_width_)
+        hidden_.resize(size_t{plan_.n_batch} * hidden_width_);
+    if (width || (!b_embed_.empty() && !embeds_only())) b.hidden = hidden_.data();
     if (snapshots_) {
         b_state_slots_.clear();
         b_state_src_.clear();
@@ -614,6 +663,7 @@ bool Engine::step_locked() {
         b.state_src = b_state_src_.data();
     }
     ctx_->forward(b);
+    finish_embed_texts();
     for (const Fed &f : fed) {
         Request &r = *f.r;
         r.seq->commit(b_tokens_.data() + f.row, f.n);
@@ -676,9 +726,10 @@ bool Engine::publish() {
         published_.n_window_blocks_cached = window_pool_->n_cached();
         published_.n_window_blocks_used = window_pool_->n_blocks() - window_pool_->n_free();
     }
-    published_.n_running = static_cast<uint32_t>(active_.size());
+    published_.n_embedding = static_cast<uint32_t>(embeds_.size() + embed_queue_.size());
+    published_.n_running = static_cast<uint32_t>(active_.size()) + published_.n_embedding;
     published_.n_queued = static_cast<uint32_t>(queue_.size());
-    return !active_.empty() || !queue_.empty();
+    return !active_.empty() || !queue_.empty() || published_.n_embedding > 0;
 }
 
 Engine::Stats Engine::stats() {

@@ -64,6 +64,9 @@ struct EnginePlan {
     // tokens with logits for each, and on a recurrent model a second state slot (n_state_slots counts
     // n_seq_max of them after the snapshots').
     uint32_t spec_k = 0;
+    // Output rows a pass returns at most: a logits row per running request and draft, or on an embedding
+    // model every row of a pass (mean pooling reads them all; its n_batch holds its longest text).
+    uint32_t n_logits = 0;
 };
 EnginePlan plan_engine(const Model &model, const EngineOptions &opts);
 
@@ -90,6 +93,24 @@ public:
     void check_prompt(const int32_t *tokens, size_t n) const;
     // Validates (check_prompt) and queues. Throws EMBER_ERR_INVALID_ARGUMENT / EMBER_ERR_INVALID_STATE.
     void submit(const std::shared_ptr<Request> &r);
+
+    // Embedding requests (engine_embed.cpp). On an embedding model its own pooling or another, on a
+    // generating model mean or last pooling over its final normed hidden rows. Texts are token sequences
+    // with the model's special tokens applied.
+    struct EmbedRequestOptions {
+        PoolingOptions pooling;
+        uint32_t max_tokens = 0;   // 0: embed_max_tokens()
+        bool truncate = false;
+    };
+    // The texts checked and fitted, the pooling resolved: what submit_embed queues. Throws
+    // EMBER_ERR_INVALID_ARGUMENT (bad options, an empty text, one over max_tokens without truncate, a token
+    // outside the vocabulary) and EMBER_ERR_UNSUPPORTED (a model whose program returns no rows to pool).
+    std::unique_ptr<EmbedWork> embed_work(std::vector<std::vector<int32_t>> texts, const EmbedRequestOptions &o) const;
+    void submit_embed(const std::shared_ptr<Request> &r);
+    // The longest text a pass takes beside the running requests' decode tokens.
+    uint32_t embed_max_tokens() const;
+    // An engine on an embedding model: it takes embedding requests only.
+    bool embeds_only() const { return model_.desc().embedding.outputs_hidden; }
     // Manual mode: one step; returns whether work remains.
     bool step();
     // Evaluates tokens and keeps them resident (see ember_engine_pin_prefix). Blocks.
@@ -98,6 +119,7 @@ public:
     struct Stats {
         uint32_t n_blocks_used = 0, n_blocks_cached = 0, n_running = 0, n_queued = 0;
         uint32_t n_window_blocks_used = 0, n_window_blocks_cached = 0;   // the window pool's, if any
+        uint32_t n_embedding = 0;   // embedding requests with texts still to embed (in n_running too)
     };
     // The speculation an engine runs for the requests that ask for it (EMBER_SPEC_OFF: none).
     ember_spec_mode speculation() const { return drafter_ ? opts_.spec_mode : EMBER_SPEC_OFF; }
@@ -119,6 +141,13 @@ private:
     void worker_main();
     void fail_step(ember_status status, const char *message) noexcept;
     void admit();
+    // Embedding requests in a step (engine_embed.cpp): take the new ones and drop the cancelled; put whole
+    // texts into the batch within `budget` (at most `share` of it once one text is in); after the pass,
+    // pool their rows and free their blocks; fail those of a failed step.
+    void admit_embeds();
+    void add_embed_texts(uint32_t &budget, uint32_t share, bool &starved);
+    void finish_embed_texts();
+    void fail_embeds(ember_status status, const char *message);
     // Ends a request: releases its KV sequence (unless keep_seq: a pinned prefix) and queues its final
     // state, which flush_ended() makes visible after the step published its stats, so whoever sees the
     // request end also sees the engine's counts without it.
@@ -176,7 +205,21 @@ private:
     };
     std::vector<Fed> b_fed_;
     std::vector<int32_t> b_decode_;   // a generating request's tokens (decode_tokens)
-    std::vector<float> hidden_;       // the batch's hidden rows, for the MTP draft
+    std::vector<float> hidden_;       // the batch's hidden rows, for the MTP draft and embedding texts
+    // Embedding requests: submitted (under queue_mutex_), then the engine thread's until they end.
+    std::deque<std::shared_ptr<Request>> embed_queue_;
+    std::vector<std::shared_ptr<Request>> embeds_;
+    // Each embedding text in the batch: its first row and length, its first output row (an embedding
+    // model's pooled rows), and the sequence that holds its K/V rows for this pass only.
+    struct EmbedFed {
+        std::shared_ptr<Request> r;
+        size_t text = 0;
+        uint32_t row = 0, n = 0, out_row = 0;
+        std::unique_ptr<kv::KvSequence> seq;
+        std::unique_ptr<kv::WindowTable> win;
+    };
+    std::vector<EmbedFed> b_embed_;
+    uint32_t hidden_width_ = 0;       // the program's hidden rows (a generating model's final normed state)
     struct Ended {
         std::shared_ptr<Request> request;
         ember_request_state state;

@@ -1,10 +1,11 @@
-// request.hpp — one generation request: what the app submitted, what the engine produced so far, and
-// the engine-side state (its KV sequence, how much of the prompt is evaluated).
+// request.hpp — one generation or embedding request: what the app submitted, what the engine produced so
+// far, and the engine-side state (its KV sequence, how much of the prompt is evaluated).
 //
 // Shared between the app's handle and the engine (shared_ptr), so either side may go first. The output
 // fields are guarded by `mutex`, held only for short copies: a poll never waits for a forward pass.
 #pragma once
 
+#include "embed/pooling.hpp"
 #include "engine/mtp_stream.hpp"
 #include "kv/kv_sequence.hpp"
 #include "kv/window_table.hpp"
@@ -22,6 +23,15 @@
 #include <vector>
 
 namespace ember {
+
+// An embedding request's texts and results (Engine::submit_embed). Its texts go into the engine's passes
+// whole, in order, each in a sequence of its own whose KV blocks live for that pass only.
+struct EmbedWork {
+    std::vector<std::vector<int32_t>> texts;   // fitted (pooling.hpp's fit_text)
+    TextPooling pooling;
+    size_t next = 0;             // engine thread: texts whose vectors are written
+    std::vector<float> vectors;  // texts.size() * pooling.per_text(); read by the app once the request is DONE
+};
 
 struct Request {
     // Fixed at submit.
@@ -77,6 +87,8 @@ struct Request {
     std::vector<int32_t> drafts, replay;
     int32_t state_spare = -1;
     std::unique_ptr<MtpStream> mtp;
+    // An embedding request (no prompt, no sampler): its texts and vectors.
+    std::unique_ptr<EmbedWork> embed;
 
     // Gives the request's blocks back to the engine's pools (the window table first: it is the newer).
     void release_kv() {

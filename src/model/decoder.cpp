@@ -311,7 +311,10 @@ void build_decoder(ArchBuilder &b, const DecoderOptions &opt) {
         }
         residual(p + "post_ffw_norm.weight");
     }
-    const int32_t logits = decoder_logits(b, x, tok_embd, eps);
+    // Every token row through the output norm, returned as the program's hidden rows: an engine's
+    // embedding requests on a generating model pool them (engine/engine.hpp); a norm per row, read only
+    // when a pass asks for them.
+    const int32_t logits = decoder_logits(b, x, tok_embd, eps, "output_norm.weight", true);
     if (b.desc().embedding.outputs_hidden) return;   // its output is set
     if (opt.logit_scale != 1.0f) b.scale(logits, logits, opt.logit_scale);
     if (opt.final_softcap > 0) b.softcap(logits, logits, opt.final_softcap);

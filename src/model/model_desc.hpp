@@ -77,8 +77,9 @@ struct ModelDesc {
     // Floats of one sequence's recurrent state (the SSM_CONV and GATED_DELTA nodes' parts): 0 for a model
     // of attention layers only.
     uint32_t state_floats = 0;
-    // A per-token buffer a pass returns on request (module_api.h's hidden_buf): the final hidden state of
-    // a model whose file carries multi-token-prediction layers, and that block's own; -1: none.
+    // A per-token buffer a pass returns on request (module_api.h's hidden_buf): the final normed hidden
+    // state of the decoders build_decoder makes (engine embedding requests pool it) and of a model whose
+    // file carries multi-token-prediction layers, and that block's own; -1: none.
     int32_t hidden_buf = -1;
     EmbeddingInfo embedding;
 

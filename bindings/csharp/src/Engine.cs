@@ -64,7 +64,7 @@ namespace Ember
     /// Many sequences on one model, batched continuously. Every method of Engine and Request may be
     /// called from any thread. Request callbacks run on the engine's worker thread (or inside Step).
     /// </summary>
-    public sealed class Engine : IDisposable
+    public sealed partial class Engine : IDisposable
     {
         internal readonly EngineHandle Handle;
 

@@ -331,5 +331,15 @@ namespace Ember.Native
         [DllImport(Library, CallingConvention = Cdecl)]
         internal static extern Status ember_rerank(IntPtr embedder, byte[] query, IntPtr docs, UIntPtr n_docs,
                                                    [In, Out] float[] scores);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern void ember_embed_request_params_init(ref ember_embed_request_params p);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_engine_submit_embed(EngineHandle engine, ref ember_embed_request_params p,
+                                                                out RequestHandle request);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern UIntPtr ember_request_embedding_dim(RequestHandle request);
+        [DllImport(Library, CallingConvention = Cdecl)]
+        internal static extern Status ember_request_embeddings(RequestHandle request, [In, Out] float[] out_vectors,
+                                                               UIntPtr capacity, out UIntPtr out_count);
     }
 }

@@ -383,4 +383,21 @@ namespace Ember.Native
         public UIntPtr n_tokens;
         [MarshalAs(UnmanagedType.I1)] public bool once;
     }
+
+    // An embedding request on an engine (ember_engine_submit_embed, EMBER_1.11).
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct ember_embed_request_params
+    {
+        public uint struct_size;
+        public IntPtr texts;               // const char *const *
+        public IntPtr lengths;             // const size_t *
+        public IntPtr tokens;              // const ember_token *const *
+        public IntPtr n_tokens;            // const size_t *
+        public UIntPtr n_texts;
+        public Pooling pooling;
+        public uint dimensions;
+        [MarshalAs(UnmanagedType.I1)] public bool normalize;
+        [MarshalAs(UnmanagedType.I1)] public bool truncate;
+        public uint max_tokens;
+    }
 }

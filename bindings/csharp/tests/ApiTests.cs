@@ -37,6 +37,7 @@ namespace Ember.Tests
             add("cancel_feed_with_token", CancelFeed);
             add("callback_exception_is_rethrown", CallbackExceptionIsRethrown);
             add("engine_request_equals_c_reference", EngineRequest);
+            add("engine_embedding_request", EngineEmbed);
             add("grammar_constrains_and_logprobs", GrammarAndLogprobs);
         }
 
@@ -538,6 +539,31 @@ namespace Ember.Tests
                     Check.Equal(RequestState.Cancelled, r.State, "state");
                 }
                 var ex = Check.Throws<EmberException>(() => engine.Submit(new int[0]), "an empty prompt");
+                Check.Equal(Status.InvalidArgument, ex.Status, "status");
+            }
+        }
+
+        // An embedding request beside a generation on the same engine: unit vectors of the model's width,
+        // the same for the same text; a generation request has none.
+        private static void EngineEmbed()
+        {
+            Model m = SharedModel();
+            using (var engine = new Engine(m, new EngineOptions { ContextLength = 256, MaxSequences = 2 }))
+            using (var gen = engine.Submit(m.Tokenize(Prompt, true), N))
+            using (var r = engine.SubmitEmbed(new[] { Prompt, "another text", Prompt }, Pooling.Mean))
+            {
+                Check.True(r.Wait(TimeSpan.FromSeconds(30)), "ended");
+                Check.Equal(RequestState.Done, r.State, "state");
+                float[][] v = r.Embeddings();
+                Check.Equal(3, v.Length, "vectors");
+                Check.Equal(r.EmbeddingDimensions, v[0].Length, "dimensions");
+                double norm = 0;
+                foreach (float x in v[0]) norm += (double)x * x;
+                Check.True(Math.Abs(norm - 1.0) < 1e-4, "normalised");
+                for (int k = 0; k < v[0].Length; ++k) Check.True(v[0][k] == v[2][k], "the same text, the same vector");
+                Check.True(gen.Wait(TimeSpan.FromSeconds(30)), "the generation ended");
+                Check.Equal(0, gen.EmbeddingDimensions, "a generation request has no embeddings");
+                var ex = Check.Throws<EmberException>(() => engine.SubmitEmbed(new[] { "x" }), "the model's own pooling");
                 Check.Equal(Status.InvalidArgument, ex.Status, "status");
             }
         }

@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <chrono>
 #include <csignal>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -961,6 +962,38 @@ int main() {
                     "8 at once %zu tokens in %.2f s (%.1f tok/s)\n",
                     single_tokens, t_single, single_tokens / t_single, together_tokens, t_together,
                     together_tokens / t_together);
+    }
+
+    // /v1/embeddings on the chat engine (mean pooling over the final hidden states), alone and beside
+    // concurrent completions: the same vectors (unit length), and the completions' texts those they have
+    // alone; a pooling the model cannot take is a 400.
+    {
+        const json eb = {{"input", {"Once upon a time", "The little dog"}}, {"pooling", "mean"}};
+        const Reply alone = post(port, "/v1/embeddings", eb.dump());
+        CHECK(alone.status == 200, "embeddings: status %d %s", alone.status, alone.body.c_str());
+        const std::string text_alone = text_of(post(port, "/v1/completions", completion("Tim had a red ball", 24).dump()));
+        if (alone.status == 200) {
+            CHECK(alone.j["data"].size() == 2, "embeddings: %zu vectors", alone.j["data"].size());
+            double norm = 0;
+            for (const json &x : alone.j["data"][0]["embedding"]) norm += x.get<double>() * x.get<double>();
+            CHECK(std::fabs(norm - 1.0) < 1e-4, "embeddings: norm %f", norm);
+        }
+        std::vector<Reply> replies(6);
+        std::vector<std::thread> clients;
+        for (size_t i = 0; i < replies.size(); ++i)
+            clients.emplace_back([&, i] {
+                replies[i] = i % 2 ? post(port, "/v1/embeddings", eb.dump())
+                                   : post(port, "/v1/completions", completion("Tim had a red ball", 24).dump());
+            });
+        for (std::thread &t : clients) t.join();
+        for (size_t i = 0; i < replies.size(); ++i) {
+            CHECK(replies[i].status == 200, "beside: client %zu status %d", i, replies[i].status);
+            if (replies[i].status != 200) continue;
+            if (i % 2) CHECK(replies[i].j["data"] == alone.j["data"], "beside: client %zu's vectors differ from alone", i);
+            else CHECK(text_of(replies[i]) == text_alone, "beside: client %zu's text differs from alone", i);
+        }
+        const Reply bad = post(port, "/v1/embeddings", json({{"input", "x"}, {"pooling", "cls"}}).dump());
+        CHECK(bad.status == 400, "embeddings with cls pooling on a generating model: status %d", bad.status);
     }
 
     // Bad requests: the right status and an OpenAI-style JSON error.

@@ -616,6 +616,23 @@ pub struct ember_embed_params {
     pub pooling: ember_pooling,
 }
 
+/// An embedding request on an engine (EMBER_1.11).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ember_embed_request_params {
+    pub struct_size: u32,
+    pub texts: *const *const c_char,
+    pub lengths: *const usize,
+    pub tokens: *const *const ember_token,
+    pub n_tokens: *const usize,
+    pub n_texts: usize,
+    pub pooling: ember_pooling,
+    pub dimensions: u32,
+    pub normalize: bool,
+    pub truncate: bool,
+    pub max_tokens: u32,
+}
+
 // ---- Functions, in the header's order ----
 
 extern "C" {
@@ -974,4 +991,19 @@ extern "C" {
         out: *mut *mut ember_grammar,
     ) -> ember_status;
     pub fn ember_sampler_grammar_constraining(sampler: *const ember_sampler, out_constraining: *mut bool) -> ember_status;
+
+    // ---- Embedding requests on an engine (EMBER_1.11) ----
+    pub fn ember_embed_request_params_init(params: *mut ember_embed_request_params);
+    pub fn ember_engine_submit_embed(
+        engine: *mut ember_engine,
+        params: *const ember_embed_request_params,
+        out: *mut *mut ember_request,
+    ) -> ember_status;
+    pub fn ember_request_embedding_dim(request: *const ember_request) -> usize;
+    pub fn ember_request_embeddings(
+        request: *mut ember_request,
+        out: *mut f32,
+        capacity: usize,
+        out_count: *mut usize,
+    ) -> ember_status;
 }

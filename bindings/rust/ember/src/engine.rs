@@ -239,6 +239,10 @@ impl<'m> Engine<'m> {
         Ok(Request { raw: NonNull::new(raw).expect("ember returned OK with a NULL request"), _callback: callback })
     }
 
+    pub(crate) fn as_ptr(&self) -> *mut sys::ember_engine {
+        self.raw.as_ptr()
+    }
+
     /// Manual mode only: one step; returns whether requests are still queued or running.
     pub fn step(&self) -> Result<bool> {
         let mut busy = false;
@@ -274,6 +278,11 @@ fn state_of(s: sys::ember_request_state) -> RequestState {
 impl Request {
     pub(crate) fn as_ptr(&self) -> *mut sys::ember_request {
         self.raw.as_ptr()
+    }
+
+    /// A request without a callback, from a handle the library returned with EMBER_OK.
+    pub(crate) fn from_raw(raw: *mut sys::ember_request) -> Request {
+        Request { raw: NonNull::new(raw).expect("ember returned OK with a NULL request"), _callback: None }
     }
 
     /// Takes the tokens generated since the last poll, and the state; never blocks on the engine.

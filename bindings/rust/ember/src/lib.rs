@@ -41,6 +41,7 @@
 //! closures passed to the library run under `catch_unwind`, and a caught panic resumes after the C call.
 
 mod chat;
+mod embed;
 mod engine;
 mod error;
 mod generate;
@@ -51,6 +52,7 @@ mod strings;
 mod structured;
 
 pub use chat::ChatMessage;
+pub use embed::{EmbedOptions, Pooling};
 pub use ember_sys as sys;
 pub use engine::{Engine, EngineParams, Request, RequestOptions, RequestState, RequestStats, Speculation};
 pub use error::{Error, Result, Status};

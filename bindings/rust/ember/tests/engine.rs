@@ -63,3 +63,25 @@ fn manual_steps() {
     }
     assert_eq!(r.poll().unwrap(), (greedy(&model, &prompt, 6), RequestState::Done));
 }
+
+#[test]
+fn embedding_requests_beside_a_generation() {
+    let Some(path) = model_path() else { return };
+    let model = Model::load(&path).unwrap();
+    let prompt = model.tokenize(PROMPT, true, false).unwrap();
+    let engine = Engine::new(&model, &EngineParams { n_ctx: 256, n_seq_max: 2, n_threads: 2, ..Default::default() }).unwrap();
+    let gen = engine.submit(&prompt, 8, None, None).unwrap();
+    let options = ember::EmbedOptions { pooling: ember::Pooling::Mean, ..Default::default() };
+    let r = engine.submit_embed(&[PROMPT, "another text", PROMPT], &options).unwrap();
+    assert!(r.wait(None).unwrap() && gen.wait(None).unwrap());
+    let v = r.embeddings().unwrap();
+    assert_eq!(v.len(), 3);
+    assert_eq!(v[0].len(), r.embedding_dim());
+    let norm: f64 = v[0].iter().map(|&x| x as f64 * x as f64).sum();
+    assert!((norm - 1.0).abs() < 1e-4);
+    assert_eq!(v[0], v[2]);
+    assert_eq!(gen.embedding_dim(), 0);
+    // A generating model has no pooling of its own.
+    let err = engine.submit_embed(&["x"], &ember::EmbedOptions::default()).err().expect("the model's pooling accepted");
+    assert_eq!(err.status, ember::Status::InvalidArgument);
+}
