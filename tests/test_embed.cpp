@@ -331,7 +331,7 @@ void test_vulkan(void **) {
     }
 }
 
-// An encoder does not generate (an engine on it only embeds), a reranker has no engine, and a generating
+// An encoder does not generate (an engine on it only embeds, one on a reranker only scores), and a generating
 // model does not embed in an embedder.
 void test_wrong_model_errors(void **) {
     auto l = load_bert(BertSpec{});
@@ -355,16 +355,17 @@ void test_wrong_model_errors(void **) {
         assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
         assert_non_null(std::strstr(e.what(), "takes embedding requests"));
     }
-    // A reranking model scores pairs, which an engine does not take.
+    // A reranking model's engine scores pairs (test_engine_embed); it does not generate either.
     BertSpec rank;
     rank.pooling_type = 4;
     auto r = load_bert(rank);
+    Engine ranking(*r->model, eo);
     try {
-        Engine ranking(*r->model, eo);
-        fail_msg("an engine on a reranking model");
+        ranking.check_prompt(prompt, 2);
+        fail_msg("a prompt for generation accepted by an engine on a reranking model");
     } catch (const Error &e) {
         assert_int_equal(e.status(), EMBER_ERR_UNSUPPORTED);
-        assert_non_null(std::strstr(e.what(), "ember_rerank"));
+        assert_non_null(std::strstr(e.what(), "pooling rank"));
     }
     SyntheticSpec dec;
     auto m = load_synthetic(dec);

@@ -6,8 +6,11 @@
 //   - on the same decoder without a pooling type (a generating model), mean and last pooling over its
 //     final normed hidden rows give the embedder's vectors of the pooled file, while generations run,
 //     and their tokens (greedy and seeded sampled) are those of an engine without embedding requests;
+//   - an engine on a BERT cross-encoder scores (query, document) pairs from several threads as ember_rerank
+//     does;
 //   - the KV blocks of embedded texts are free after their pass (nothing used, nothing cached);
-//   - cancel and free mid-way; generation refused on an embedding engine; bad params refused.
+//   - cancel and free mid-way; generation refused on an embedding engine; bad params refused, and a query
+//     where it does not fit (or none on a reranking model).
 // Bounds: on the CPU the engine's vectors are the embedder's bit for bit (a row does not depend on the other
 // rows of its pass); on Vulkan within cosine 0.99999 (passes of other sizes may split work differently).
 #include "test_api_util.h"
@@ -20,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -102,7 +106,7 @@ ember_embed_request_params text_params(const char *const *texts, size_t n, ember
     return p;
 }
 
-// a and b equal: bit for bit on the CPU, within cosine 0.99999 per vector elsewhere.
+// a and b equal: bit for bit on the CPU, within cosine 0.99999 per vector elsewhere (scores within 1e-3).
 void expect_same(const float *a, const float *b, size_t n_vec, size_t dim, const char *what) {
     double max_diff = 0, min_cos = 1;
     for (size_t i = 0; i < n_vec; ++i) {
@@ -116,6 +120,7 @@ void expect_same(const float *a, const float *b, size_t n_vec, size_t dim, const
     }
     std::printf("%s: %zu vectors of %zu, max |engine - embedder| %.3g, min cosine %.9f\n", what, n_vec, dim, max_diff, min_cos);
     if (g_backend == EMBER_BACKEND_CPU) assert_true(max_diff == 0.0);
+    else if (dim == 1) assert_true(max_diff < 1e-3);   // scores: a cosine of one value says only its sign
     else assert_true(min_cos > 0.99999);
 }
 
@@ -128,6 +133,27 @@ uint32_t expect_blocks_free(ember_engine *e, bool embeddings_only = true) {
     assert_int_equal(s.n_blocks_used, 0);
     if (embeddings_only) assert_int_equal(s.n_blocks_cached, 0);
     return s.n_blocks_cached;
+}
+
+// Four threads, each a request of the texts from its own index on (so passes mix their texts), with the
+// query (scoring requests) or without: their results equal `want`, dim floats per text.
+void expect_threads_same(ember_engine *e, const char *query, const std::vector<float> &want, size_t dim, const char *what) {
+    std::vector<std::vector<float>> got(kTexts);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < kTexts; ++t)
+        threads.emplace_back([&, t] {
+            ember_embed_request_params p = text_params(kLlamaTexts + t, kTexts - t, EMBER_POOLING_MODEL);
+            p.query = query;
+            ember_request *r = nullptr;
+            if (ember_engine_submit_embed(e, &p, &r) != EMBER_OK) return;
+            if (ember_request_embedding_dim(r) == dim) got[t] = vectors(e, r, false);
+            ember_request_free(r);
+        });
+    for (auto &th : threads) th.join();
+    for (size_t t = 0; t < kTexts; ++t) {
+        assert_int_equal(got[t].size(), (kTexts - t) * dim);
+        expect_same(got[t].data(), want.data() + t * dim, kTexts - t, dim, what);
+    }
 }
 
 // Requests from several threads at once, on encoders (BERT with mean and CLS pooling, nomic-bert,
@@ -156,26 +182,30 @@ void test_concurrent_requests_equal_ember_embed(void **) {
         std::vector<float> want(kTexts * dim);
         assert_int_equal(ember_embed(emb, kLlamaTexts, nullptr, kTexts, want.data(), want.size()), EMBER_OK);
         ember_engine *e = engine(m.model, false);
-        // Four threads, each a request of the texts from its own index on (so passes mix their texts).
-        std::vector<std::vector<float>> got(kTexts);
-        std::vector<std::thread> threads;
-        for (size_t t = 0; t < kTexts; ++t)
-            threads.emplace_back([&, t] {
-                ember_embed_request_params p = text_params(kLlamaTexts + t, kTexts - t, EMBER_POOLING_MODEL);
-                ember_request *r = nullptr;
-                if (ember_engine_submit_embed(e, &p, &r) != EMBER_OK) return;
-                if (ember_request_embedding_dim(r) == dim) got[t] = vectors(e, r, false);
-                ember_request_free(r);
-            });
-        for (auto &th : threads) th.join();
-        for (size_t t = 0; t < kTexts; ++t) {
-            assert_int_equal(got[t].size(), (kTexts - t) * dim);
-            expect_same(got[t].data(), want.data() + t * dim, kTexts - t, dim, file.what);
-        }
+        expect_threads_same(e, nullptr, want, dim, file.what);
         expect_blocks_free(e);
         ember_engine_free(e);
         ember_embedder_free(emb);
     }
+}
+
+// A reranking model's engine (a BERT cross-encoder: the CLS row's head) scores each document for the query:
+// requests from several threads at once give ember_rerank's scores, pairs formed the same way.
+void test_scoring_requests_equal_ember_rerank(void **) {
+    ember::BertSpec rank;
+    rank.pooling_type = 4;
+    TempModel m(ember::synthetic_bert_gguf(rank));
+    ember_embedder *emb = embedder(m.model, EMBER_POOLING_MODEL);
+    const char *const query = "where is the dragon";
+    std::vector<float> want(kTexts);
+    assert_int_equal(ember_rerank(emb, query, kLlamaTexts, kTexts, want.data()), EMBER_OK);
+    ember_engine *e = engine(m.model, false);
+    expect_threads_same(e, query, want, 1, "bert rerank");
+    // The scores are not all one value (a test of equal scores would pass on a constant).
+    assert_true(*std::min_element(want.begin(), want.end()) < *std::max_element(want.begin(), want.end()));
+    expect_blocks_free(e);
+    ember_engine_free(e);
+    ember_embedder_free(emb);
 }
 
 struct Gen {
@@ -413,15 +443,66 @@ void test_refusals_and_cancel(void **) {
     expect_status(ember_request_embeddings(r, nullptr, 0, &n), EMBER_ERR_INVALID_STATE, "generation request");
     assert_int_equal(ember_request_embedding_dim(r), 0);
     ember_request_free(r);
+    // A query on a generating model.
+    p = text_params(kLlamaTexts, kTexts, EMBER_POOLING_MEAN);
+    p.query = "where is the dragon";
+    expect_status(ember_engine_submit_embed(e, &p, &r), EMBER_ERR_INVALID_ARGUMENT, "query is for a reranking model");
     ember_engine_free(e);
-    // A reranking model: no engine.
+}
+
+// params with one change, refused with EMBER_ERR_INVALID_ARGUMENT naming `needle`.
+template <class Change>
+void expect_refused(ember_engine *e, ember_embed_request_params p, Change change, const char *needle) {
+    change(p);
+    ember_request *r = nullptr;
+    expect_status(ember_engine_submit_embed(e, &p, &r), EMBER_ERR_INVALID_ARGUMENT, needle);
+    assert_null(r);
+}
+
+// A reranking model's engine takes scoring requests only: no lone texts (params of an older struct_size
+// read as no query), no tokens with the query, no pooling or dimensions of its own, no generation; and a
+// query on an embedding model's engine is refused.
+void test_scoring_refusals(void **) {
+    ember::BertSpec b;
     b.pooling_type = 4;
     TempModel rank(ember::synthetic_bert_gguf(b));
-    ember_engine_params ep;
-    ember_engine_params_init(&ep);
-    ember_engine *none = nullptr;
-    expect_status(ember_engine_create(rank.model, &ep, &none), EMBER_ERR_UNSUPPORTED, "reranking model");
-    assert_null(none);
+    ember_engine *e = engine(rank.model, true, 0);
+    ember_embed_request_params p = text_params(kLlamaTexts, kTexts, EMBER_POOLING_MODEL);
+    expect_refused(e, p, [](ember_embed_request_params &) {}, "is a reranking model");
+    p.query = "where is the dragon";
+    const auto old_size = [](ember_embed_request_params &q) { q.struct_size = offsetof(ember_embed_request_params, query); };
+    expect_refused(e, p, old_size, "is a reranking model");
+    expect_refused(e, p, [](ember_embed_request_params &q) { q.dimensions = 1; }, "dimensions");
+    expect_refused(e, p, [](ember_embed_request_params &q) { q.pooling = EMBER_POOLING_MEAN; }, "ranking head");
+    static const ember_token pair[] = {101, 1000, 102, 1001, 102};
+    static const ember_token *const pairs[] = {pair};
+    static const size_t n_pair[] = {5};
+    expect_refused(e, p, [](ember_embed_request_params &q) { q.texts = nullptr, q.tokens = pairs, q.n_tokens = n_pair, q.n_texts = 1; },
+                   "not token sequences");
+    const ember_token prompt[] = {101, 102};
+    ember_request_params gp;
+    ember_request_params_init(&gp);
+    gp.prompt = prompt;
+    gp.n_prompt = 2;
+    ember_request *r = nullptr;
+    expect_status(ember_request_submit(e, &gp, &r), EMBER_ERR_UNSUPPORTED, "embedding requests");
+    assert_null(r);
+    expect_status(ember_engine_submit_embed(e, &p, &r), EMBER_OK, nullptr);
+    assert_int_equal(ember_request_embedding_dim(r), 1);
+    assert_int_equal(vectors(e, r, true).size(), kTexts);
+    ember_request_free(r);
+    ember_engine_free(e);
+
+    // An embedding model: a query is refused; an older struct_size reads as no query.
+    b.pooling_type = 1;
+    TempModel bert(ember::synthetic_bert_gguf(b));
+    e = engine(bert.model, true, 0);
+    expect_refused(e, p, [](ember_embed_request_params &) {}, "query is for a reranking model");
+    old_size(p);
+    expect_status(ember_engine_submit_embed(e, &p, &r), EMBER_OK, nullptr);
+    assert_int_equal(vectors(e, r, true).size(), kTexts * 64);
+    ember_request_free(r);
+    ember_engine_free(e);
 }
 
 } // namespace
@@ -435,10 +516,12 @@ int main(int argc, char **argv) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_requests_equal_ember_embed),
+        cmocka_unit_test(test_scoring_requests_equal_ember_rerank),
         cmocka_unit_test(test_generations_unchanged),
         cmocka_unit_test(test_refusals_and_cancel),
+        cmocka_unit_test(test_scoring_refusals),
     };
     // On Vulkan (lavapipe, under the validation layer) the backend-dependent parts only.
-    const size_t n = g_backend == EMBER_BACKEND_VULKAN ? 2 : sizeof tests / sizeof tests[0];
+    const size_t n = g_backend == EMBER_BACKEND_VULKAN ? 3 : sizeof tests / sizeof tests[0];
     return _cmocka_run_group_tests("test_engine_embed", tests, n, nullptr, nullptr);
 }

@@ -22,6 +22,20 @@ type EmbedRequestOptions struct {
 // SubmitEmbed queues an embedding request for texts (ember_engine_submit_embed): the engine batches them
 // with the running generations in its forward passes. Read the vectors with Embeddings once it is done.
 func (e *Engine) SubmitEmbed(texts []string, o EmbedRequestOptions) (*Request, error) {
+	return e.submitEmbed(nil, texts, o)
+}
+
+// SubmitRerank queues a scoring request on an engine over a reranking model (ember_engine_submit_embed
+// with a query): each document is scored as the pair (query, document) that ember_rerank forms. Once it
+// is done, Embeddings gives one []float32{score} per document. Any other model refuses it
+// (ErrInvalidArgument); Pooling and Dimensions stay zero.
+func (e *Engine) SubmitRerank(query string, docs []string, o EmbedRequestOptions) (*Request, error) {
+	q := C.CString(query)
+	defer C.free(unsafe.Pointer(q))
+	return e.submitEmbed(q, docs, o)
+}
+
+func (e *Engine) submitEmbed(query *C.char, texts []string, o EmbedRequestOptions) (*Request, error) {
 	const op = "ember_engine_submit_embed"
 	if err := e.rlock(op); err != nil {
 		return nil, err
@@ -32,7 +46,7 @@ func (e *Engine) SubmitEmbed(texts []string, o EmbedRequestOptions) (*Request, e
 	var h *C.ember_request
 	var msg *C.char
 	st := C.eg_engine_submit_embed(e.h, arr, nil, n, C.int(o.Pooling), cFlag(o.Normalize), C.uint32_t(o.Dimensions),
-		cFlag(o.Truncate), C.uint32_t(o.MaxTokens), &h, &msg)
+		cFlag(o.Truncate), C.uint32_t(o.MaxTokens), query, &h, &msg)
 	if err := result(op, st, msg); err != nil {
 		return nil, err
 	}

@@ -48,4 +48,7 @@ func TestEngineEmbedRequest(t *testing.T) {
 	}
 	_, err = e.SubmitEmbed([]string{"x"}, EmbedRequestOptions{})
 	asError(t, err, ErrInvalidArgument)
+	// A query is for a reranking model only.
+	_, err = e.SubmitRerank("a query", []string{"x"}, EmbedRequestOptions{Pooling: 1})
+	asError(t, err, ErrInvalidArgument)
 }

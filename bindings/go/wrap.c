@@ -314,8 +314,8 @@ ember_status eg_rerank(ember_embedder *e, const char *query, const char *const *
 }
 
 ember_status eg_engine_submit_embed(ember_engine *e, const char *const *texts, const size_t *lengths, size_t n, int pooling,
-                                    int normalize, uint32_t dimensions, int truncate, uint32_t max_tokens, ember_request **out,
-                                    char **err) {
+                                    int normalize, uint32_t dimensions, int truncate, uint32_t max_tokens, const char *query,
+                                    ember_request **out, char **err) {
     ember_embed_request_params p;
     ember_embed_request_params_init(&p);
     p.texts = texts;
@@ -326,6 +326,7 @@ ember_status eg_engine_submit_embed(ember_engine *e, const char *const *texts, c
     p.dimensions = dimensions;
     p.truncate = truncate != 0;
     p.max_tokens = max_tokens;
+    p.query = query;
     EG_CALL(ember_engine_submit_embed(e, &p, out));
 }
 

@@ -96,8 +96,8 @@ ember_status eg_embed(ember_embedder *e, const char *const *texts, const size_t 
 ember_status eg_rerank(ember_embedder *e, const char *query, const char *const *docs, size_t n, float *scores, char **err);
 /* Embedding requests on an engine (engine_embed.go, EMBER_1.11): the params as Go passes them. */
 ember_status eg_engine_submit_embed(ember_engine *e, const char *const *texts, const size_t *lengths, size_t n, int pooling,
-                                    int normalize, uint32_t dimensions, int truncate, uint32_t max_tokens, ember_request **out,
-                                    char **err);
+                                    int normalize, uint32_t dimensions, int truncate, uint32_t max_tokens, const char *query,
+                                    ember_request **out, char **err);
 ember_status eg_request_embeddings(ember_request *r, float *out, size_t capacity, size_t *count, char **err);
 
 #endif

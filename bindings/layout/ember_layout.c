@@ -295,7 +295,8 @@
       F(ember_embed_request_params, dimensions, uint32_t)                                            \
       F(ember_embed_request_params, normalize, bool)                                                 \
       F(ember_embed_request_params, truncate, bool)                                                  \
-      F(ember_embed_request_params, max_tokens, uint32_t))
+      F(ember_embed_request_params, max_tokens, uint32_t)                                           \
+      F(ember_embed_request_params, query, const char *))
 
 /* ---- enums: E(type, NAME) ---- */
 #define EMBER_ENUMS(E)                                                                               \

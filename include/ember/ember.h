@@ -1600,8 +1600,9 @@ EMBER_API ember_status ember_chat_tool_prefix(const ember_model *model, const em
  * embedders such as Qwen3-Embedding) turns a text into a vector; a reranking model (pooling type rank:
  * BERT cross-encoders, Qwen3-Reranker) scores a (query, document) pair. Both run in an ember_embedder,
  * which packs many texts into each forward pass. Such models do not generate: ember_session_create
- * refuses them (EMBER_ERR_UNSUPPORTED), an engine on one takes embedding requests only (since EMBER_1.11;
- * see "Embedding requests on an engine"), and an embedder refuses a generating model.
+ * refuses them (EMBER_ERR_UNSUPPORTED), an engine on one takes embedding requests only (on a reranking
+ * model, scoring requests: texts with a query; since EMBER_1.11, see "Embedding requests on an engine"),
+ * and an embedder refuses a generating model.
  * ------------------------------------------------------------------------------------------------- */
 
 typedef struct ember_embedder ember_embedder;
@@ -1762,8 +1763,12 @@ EMBER_API ember_status ember_sampler_grammar_constraining(const ember_sampler *s
  * ember_request_submit and ember_engine_pin_prefix on it fail with EMBER_ERR_UNSUPPORTED. On a generating
  * model, an embedding request names its pooling, EMBER_POOLING_MEAN or EMBER_POOLING_LAST, over the
  * model's final normed hidden states (EMBER_POOLING_MODEL or CLS: EMBER_ERR_INVALID_ARGUMENT, saying why;
- * a model with recurrent layers: EMBER_ERR_UNSUPPORTED). Reranking models are refused by
- * ember_engine_create (EMBER_ERR_UNSUPPORTED): score pairs with ember_rerank on an ember_embedder.
+ * a model with recurrent layers: EMBER_ERR_UNSUPPORTED). An engine on a reranking model (pooling type
+ * rank: BERT cross-encoders, Qwen3-Reranker) takes scoring requests only: ember_embed_request_params.query
+ * set, the texts its documents, each scored as the pair (query, document) that ember_rerank forms, one
+ * float per document (ember_request_embedding_dim is 1) equal to ember_rerank's (the same bits on the CPU
+ * backend). A query on any other model, no query on a reranking model, or a query with token sequences:
+ * EMBER_ERR_INVALID_ARGUMENT.
  *
  * The longest text: on an embedding model its ember_embed default (an encoder's trained positions, at most
  * 2048 tokens for a decoder; the engine's n_batch is raised to hold it), on a generating model what a
@@ -1779,7 +1784,8 @@ EMBER_API ember_status ember_sampler_grammar_constraining(const ember_sampler *s
 typedef struct ember_embed_request_params {
     uint32_t struct_size;
     /** The texts, copied at submit: texts[i] of lengths[i] bytes (lengths NULL: NUL-terminated), each
-     *  tokenized with the model's special tokens. NULL to give token sequences instead. */
+     *  tokenized with the model's special tokens (with a query: each a document, paired with it as
+     *  ember_rerank pairs them). NULL to give token sequences instead. */
     const char *const *texts;
     const size_t *lengths;
     /** With texts NULL: token sequences as they are (no special tokens added), tokens[i] of n_tokens[i]. */
@@ -1796,8 +1802,14 @@ typedef struct ember_embed_request_params {
     /** A text over max_tokens: false (default) fails the submit with EMBER_ERR_INVALID_ARGUMENT naming its
      *  length; true cuts it to max_tokens, keeping a closing SEP / EOS token last. */
     bool truncate;
-    /** The longest text in tokens (default 0: the engine's longest, above; more is refused). */
+    /** The longest text in tokens (default 0: the engine's longest, above; more is refused). A scoring
+     *  request's limit is on each (query, document) pair's tokens. */
     uint32_t max_tokens;
+    /** EMBER_1.11. A reranking model's query (NUL-terminated; default NULL, as is every struct_size before
+     *  this field): the texts are documents, each scored for it as ember_rerank scores a pair, and the result
+     *  is one score per text (pooling MODEL, dimensions 0, normalize unused). Only for a reranking model,
+     *  which needs it; not with tokens. */
+    const char *query;
 } ember_embed_request_params;
 
 EMBER_API void ember_embed_request_params_init(ember_embed_request_params *params);
@@ -1805,13 +1817,14 @@ EMBER_API void ember_embed_request_params_init(ember_embed_request_params *param
 /** Queues an embedding request; *out receives its handle, freed with ember_request_free (also after the
  *  engine is gone). The texts are checked and tokenized here. Errors: EMBER_ERR_INVALID_ARGUMENT (NULL,
  *  struct_size, no texts, an empty text, one over max_tokens without truncate, a token outside the
- *  vocabulary, a pooling or dimensions that do not fit the model), EMBER_ERR_UNSUPPORTED (see above),
+ *  vocabulary, a pooling or dimensions that do not fit the model, a query where it does not fit or none on
+ *  a reranking model), EMBER_ERR_UNSUPPORTED (see above),
  *  EMBER_ERR_INVALID_STATE (the engine is shutting down). Thread-safe. */
 EMBER_API ember_status ember_engine_submit_embed(ember_engine *engine, const ember_embed_request_params *params,
                                                  ember_request **out);
 
-/** Floats per text of an embedding request's result (the model's width, or `dimensions`), fixed at submit;
- *  0 for NULL or a generation request. */
+/** Floats per text of an embedding request's result (the model's width, or `dimensions`; 1 for a scoring
+ *  request on a reranking model), fixed at submit; 0 for NULL or a generation request. */
 EMBER_API size_t ember_request_embedding_dim(const ember_request *request);
 
 /** Copies an embedding request's vectors once it is EMBER_REQUEST_DONE: n_texts * dim floats, text i's at

@@ -1,7 +1,10 @@
-// api_engine_embed.cpp — embedding requests on an engine through the C ABI (engine/engine_embed.cpp does
+// api_engine_embed.cpp — embedding requests (and a reranking model's scoring requests, texts with a query)
+// on an engine through the C ABI (engine/engine_embed.cpp does
 // the work; the request handle and its lifecycle are api_engine.cpp's).
 #include "abi/handles.hpp"
+#include "embed/rerank_pair.hpp"
 
+#include <cstddef>
 #include <cstring>
 
 using namespace ember;
@@ -23,12 +26,16 @@ std::vector<std::vector<int32_t>> request_texts(const Model &model, const ember_
     if (p.n_texts == 0) fail(EMBER_ERR_INVALID_ARGUMENT, "an embedding request needs at least one text (n_texts is 0)");
     if (!p.texts && (!p.tokens || !p.n_tokens))
         fail(EMBER_ERR_INVALID_ARGUMENT, "an embedding request needs texts, or tokens and n_tokens");
+    if (p.query && !p.texts)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "a query scores documents given as texts, not token sequences "
+             "(tokens): leave texts set, or query NULL");
     std::vector<std::vector<int32_t>> out(p.n_texts);
     for (size_t i = 0; i < p.n_texts; ++i) {
         if (p.texts) {
             if (!p.texts[i]) fail(EMBER_ERR_INVALID_ARGUMENT, "text %zu is NULL", i);
             const std::string_view t = p.lengths ? std::string_view(p.texts[i], p.lengths[i]) : std::string_view(p.texts[i]);
-            out[i] = model.tokenizer().tokenize(t, true, false);
+            // With a query, each text is a document: the pair's tokens, as ember_rerank forms them.
+            out[i] = p.query ? rerank_pair_tokens(model, p.query, t) : model.tokenizer().tokenize(t, true, false);
         } else {
             if (!p.tokens[i] && p.n_tokens[i]) fail(EMBER_ERR_INVALID_ARGUMENT, "tokens %zu is NULL", i);
             out[i].assign(p.tokens[i], p.tokens[i] + p.n_tokens[i]);
@@ -51,7 +58,8 @@ ember_status ember_engine_submit_embed(ember_engine *engine, const ember_embed_r
         EMBER_REQUIRE_ARG(engine);
         EMBER_REQUIRE_ARG(params);
         EMBER_REQUIRE_ARG(out);
-        const ember_embed_request_params p = abi::read_params(params, sizeof(ember_embed_request_params),
+        // The struct's first version ends before query: such a struct_size reads as no query.
+        const ember_embed_request_params p = abi::read_params(params, offsetof(ember_embed_request_params, query),
                                                               [](ember_embed_request_params *d) { *d = embed_request_params_defaults(); },
                                                               "ember_embed_request_params");
         const int64_t pooling = abi::enum_value(p.pooling);
@@ -62,6 +70,7 @@ ember_status ember_engine_submit_embed(ember_engine *engine, const ember_embed_r
         o.pooling = {static_cast<Pooling>(pooling), p.dimensions, p.normalize};   // EMBER_POOLING_MODEL: Pooling::None
         o.max_tokens = p.max_tokens;
         o.truncate = p.truncate;
+        o.pairs = p.query != nullptr;
         auto r = std::make_shared<Request>();
         r->embed = e.embed_work(request_texts(e.model(), p), o);
         auto h = std::make_unique<ember_request>();

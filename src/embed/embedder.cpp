@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
+#include "embed/rerank_pair.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -125,35 +126,13 @@ void Embedder::embed(const std::vector<std::string_view> &texts, float *out) {
     embed_tokens(toks, out);
 }
 
-std::vector<int32_t> Embedder::rerank_tokens(std::string_view query, std::string_view doc) const {
-    const Tokenizer &tok = model_.tokenizer();
-    if (std::optional<std::string_view> tmpl = model_.gguf().get_string("tokenizer.chat_template.rerank")) {
-        // The template's text with its two fields filled in; its special tokens are the template's own.
-        std::string text;
-        std::string_view t = *tmpl;
-        for (size_t i = 0; i < t.size();) {
-            if (t.compare(i, 7, "{query}") == 0) text += query, i += 7;
-            else if (t.compare(i, 10, "{document}") == 0) text += doc, i += 10;
-            else text += t[i++];
-        }
-        return tok.tokenize(text, false, true);   // the template writes its own special tokens
-    }
-    std::vector<int32_t> q = tok.tokenize(query, true, false), dd = tok.tokenize(doc, false, false);
-    // [CLS] query [SEP] (q already ends with SEP for a WordPiece vocabulary), then document [SEP].
-    const int32_t sep = !q.empty() && tok.type(q.back()) == TokenType::CONTROL ? q.back() : tok.eos();
-    if (sep >= 0 && (q.empty() || q.back() != sep)) q.push_back(sep);
-    q.insert(q.end(), dd.begin(), dd.end());
-    if (sep >= 0) q.push_back(sep);
-    return q;
-}
-
 void Embedder::rerank(std::string_view query, const std::vector<std::string_view> &docs, float *scores) {
     if (!ranks())
         fail(EMBER_ERR_INVALID_ARGUMENT, "'%s' is not a reranking model (pooling %s): embed the query and documents and "
              "compare the vectors instead", model_.name().c_str(), pooling_name(pooling()));
     std::vector<std::vector<int32_t>> toks;
     toks.reserve(docs.size());
-    for (std::string_view d : docs) toks.push_back(rerank_tokens(query, d));
+    for (std::string_view d : docs) toks.push_back(rerank_pair_tokens(model_, query, d));
     embed_tokens(toks, scores);
 }
 

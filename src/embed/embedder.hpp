@@ -53,12 +53,8 @@ public:
     void embed_tokens(const std::vector<std::vector<int32_t>> &texts, float *out);
     // Texts, tokenized with the model's special tokens (CLS/SEP, BOS/EOS as its metadata says).
     void embed(const std::vector<std::string_view> &texts, float *out);
-    // A reranking model's score of each document for the query.
+    // A reranking model's score of each document for the query (pairs formed by rerank_pair_tokens).
     void rerank(std::string_view query, const std::vector<std::string_view> &docs, float *scores);
-
-    // The tokens rerank() evaluates for one pair: the model's "rerank" chat template with {query} and
-    // {document} where it has one (Qwen3-Reranker), else [CLS] query [SEP] document [SEP] (BERT's pairs).
-    std::vector<int32_t> rerank_tokens(std::string_view query, std::string_view doc) const;
 
 private:
     // One forward pass over texts [i0, i1) of `texts`, writing their results (per_text() floats each).

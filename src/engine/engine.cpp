@@ -195,9 +195,6 @@ Engine::Engine(const Model &model, const EngineOptions &opts)
     : model_(model), opts_(opts), plan_(plan_within_memory(model, opts)), pool_(plan_.n_blocks, plan_.block_size) {
     // plan_.n_ctx is each request's context: LongRoPE files get their long factors past the original one.
     const EmbeddingInfo &e = model.desc().embedding;
-    if (e.pooling == Pooling::Rank)
-        fail(EMBER_ERR_UNSUPPORTED, "'%s' is a reranking model: an engine takes embedding and generation requests, not "
-             "pairs to score; use ember_embedder_create and ember_rerank", model.arch().c_str());
     if (e.outputs_hidden && opts.spec_mode != EMBER_SPEC_OFF)
         fail(EMBER_ERR_UNSUPPORTED, "'%s' is an embedding model: it generates nothing, so an engine on it does not speculate",
              model.arch().c_str());

@@ -101,10 +101,14 @@ public:
         PoolingOptions pooling;
         uint32_t max_tokens = 0;   // 0: embed_max_tokens()
         bool truncate = false;
+        // The texts are (query, document) pairs' tokens (rerank_pair_tokens) for a reranking model to score;
+        // a reranking model takes only these, and they are for a reranking model only.
+        bool pairs = false;
     };
     // The texts checked and fitted, the pooling resolved: what submit_embed queues. Throws
-    // EMBER_ERR_INVALID_ARGUMENT (bad options, an empty text, one over max_tokens without truncate, a token
-    // outside the vocabulary) and EMBER_ERR_UNSUPPORTED (a model whose program returns no rows to pool).
+    // EMBER_ERR_INVALID_ARGUMENT (bad options, pairs for a model that does not rank or lone texts for one
+    // that does, an empty text, one over max_tokens without truncate, a token outside the vocabulary) and
+    // EMBER_ERR_UNSUPPORTED (a model whose program returns no rows to pool).
     std::unique_ptr<EmbedWork> embed_work(std::vector<std::vector<int32_t>> texts, const EmbedRequestOptions &o) const;
     void submit_embed(const std::shared_ptr<Request> &r);
     // The longest text a pass takes beside the running requests' decode tokens.

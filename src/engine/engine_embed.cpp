@@ -1,4 +1,5 @@
-// engine_embed.cpp — embedding requests in the engine's steps (Engine::submit_embed).
+// engine_embed.cpp — embedding requests in the engine's steps (Engine::submit_embed), and a reranking
+// model's scoring requests, whose texts are (query, document) pairs and whose result is one score each.
 //
 // A request's texts go into the step's one forward pass, whole and in order, after the generating
 // requests' decode tokens. Each text is a sequence of its own at positions 0.. with blocks reserved for
@@ -24,6 +25,14 @@ uint32_t Engine::embed_max_tokens() const {
 
 std::unique_ptr<EmbedWork> Engine::embed_work(std::vector<std::vector<int32_t>> texts, const EmbedRequestOptions &o) const {
     const ModelDesc &d = model_.desc();
+    const bool ranks = d.embedding.pooling == Pooling::Rank;
+    // A reranking model's head scores pairs: a lone text has no score, and an embedding has no query.
+    if (ranks && !o.pairs)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "'%s' is a reranking model: it scores (query, document) pairs; give the query "
+             "(ember_embed_request_params.query) and the documents as texts", model_.name().c_str());
+    if (o.pairs && !ranks)
+        fail(EMBER_ERR_INVALID_ARGUMENT, "a query is for a reranking model, and '%s' is not one (pooling %s): leave "
+             "query NULL to embed the texts", model_.name().c_str(), pooling_name(d.embedding.pooling));
     std::unique_ptr<EmbedWork> w;
     if (embeds_only()) {
         w = std::make_unique<EmbedWork>(EmbedWork{{}, TextPooling(model_, o.pooling), 0, {}});

@@ -1,4 +1,5 @@
 using System;
+using System.Runtime.InteropServices;
 using System.Threading;
 using Ember.Native;
 
@@ -15,8 +16,33 @@ namespace Ember
         public Request SubmitEmbed(string[] texts, Pooling pooling = Pooling.Model, bool normalize = true,
                                    uint dimensions = 0, bool truncate = false, uint maxTokens = 0)
         {
+            return Submit(texts, "texts", pooling, normalize, dimensions, truncate, maxTokens, IntPtr.Zero);
+        }
+
+        /// <summary>Queues a scoring request on an engine over a reranking model (ember_engine_submit_embed
+        /// with a query): each document is scored as the pair (query, document) that Embedder.Rerank forms;
+        /// Request.Embeddings() gives one float[] { score } per document once it is done. EmberException:
+        /// InvalidArgument (a model that does not rank, no documents, an empty one, a pair too long without
+        /// truncate).</summary>
+        public Request SubmitRerank(string query, string[] docs, bool truncate = false, uint maxTokens = 0)
+        {
+            byte[] cquery = Utf8.ToNative(query, "query");
+            GCHandle pin = GCHandle.Alloc(cquery, GCHandleType.Pinned);
+            try
+            {
+                return Submit(docs, "docs", Pooling.Model, true, 0, truncate, maxTokens, pin.AddrOfPinnedObject());
+            }
+            finally
+            {
+                pin.Free();
+            }
+        }
+
+        private Request Submit(string[] texts, string textsName, Pooling pooling, bool normalize, uint dimensions,
+                               bool truncate, uint maxTokens, IntPtr query)
+        {
             ThrowIfDisposed();
-            if (texts == null) throw new ArgumentNullException("texts");
+            if (texts == null) throw new ArgumentNullException(textsName);
             var p = new ember_embed_request_params();
             NativeMethods.ember_embed_request_params_init(ref p);
             p.pooling = pooling;
@@ -24,7 +50,8 @@ namespace Ember
             p.dimensions = dimensions;
             p.truncate = truncate;
             p.max_tokens = maxTokens;
-            using (var native = new NativeStrings(texts, "texts"))
+            p.query = query;
+            using (var native = new NativeStrings(texts, textsName))
             {
                 p.texts = native.Array;
                 p.n_texts = native.Count;

@@ -399,5 +399,6 @@ namespace Ember.Native
         [MarshalAs(UnmanagedType.I1)] public bool normalize;
         [MarshalAs(UnmanagedType.I1)] public bool truncate;
         public uint max_tokens;
+        public IntPtr query;               // const char * (EMBER_1.11): a reranking model's query
     }
 }

@@ -565,6 +565,8 @@ namespace Ember.Tests
                 Check.Equal(0, gen.EmbeddingDimensions, "a generation request has no embeddings");
                 var ex = Check.Throws<EmberException>(() => engine.SubmitEmbed(new[] { "x" }), "the model's own pooling");
                 Check.Equal(Status.InvalidArgument, ex.Status, "status");
+                ex = Check.Throws<EmberException>(() => engine.SubmitRerank("a query", new[] { "x" }), "a query on a generating model");
+                Check.Equal(Status.InvalidArgument, ex.Status, "status");
             }
         }
     }

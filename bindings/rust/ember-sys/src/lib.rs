@@ -631,6 +631,8 @@ pub struct ember_embed_request_params {
     pub normalize: bool,
     pub truncate: bool,
     pub max_tokens: u32,
+    /// EMBER_1.11: a reranking model's query (NULL: embed the texts).
+    pub query: *const c_char,
 }
 
 // ---- Functions, in the header's order ----

@@ -101,7 +101,7 @@ fn compiled_layouts() -> Vec<StructLayout> {
         ember_embed_params { struct_size, backend, n_threads, n_batch, max_tokens, truncate, normalize, dimensions, pooling }
         ember_grammar_triggers { struct_size, words, n_words, tokens, n_tokens, once }
         ember_embed_request_params { struct_size, texts, lengths, tokens, n_tokens, n_texts, pooling, dimensions, normalize,
-                                     truncate, max_tokens }
+                                     truncate, max_tokens, query }
     }
 }
 

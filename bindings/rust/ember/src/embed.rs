@@ -2,9 +2,9 @@
 //! running generations in the engine's forward passes (docs/embeddings.md).
 use crate::engine::{Engine, Request};
 use crate::error::{check, Result};
-use crate::strings::two_call;
+use crate::strings::{str_to_c, two_call};
 use ember_sys as sys;
-use std::ffi::c_char;
+use std::ffi::{c_char, CStr};
 use std::ptr;
 
 /// How a text's rows become one vector (`ember_pooling`).
@@ -43,6 +43,19 @@ impl Engine<'_> {
     /// Queues an embedding request for `texts` (each tokenized with the model's special tokens); read
     /// its vectors with `Request::embeddings` once it is done.
     pub fn submit_embed(&self, texts: &[&str], options: &EmbedOptions) -> Result<Request> {
+        self.submit_texts(texts, None, options)
+    }
+
+    /// Queues a scoring request on an engine over a reranking model (`ember_engine_submit_embed` with a
+    /// query): each document is scored as the pair (query, document) that `ember_rerank` forms;
+    /// `Request::embeddings` gives one `vec![score]` per document once it is done. Any other model
+    /// refuses it (`Status::InvalidArgument`); leave `pooling` and `dimensions` at their defaults.
+    pub fn submit_rerank(&self, query: &str, docs: &[&str], options: &EmbedOptions) -> Result<Request> {
+        let query = str_to_c(query, "query")?;
+        self.submit_texts(docs, Some(&query), options)
+    }
+
+    fn submit_texts(&self, texts: &[&str], query: Option<&CStr>, options: &EmbedOptions) -> Result<Request> {
         let ptrs: Vec<*const c_char> = texts.iter().map(|t| t.as_ptr() as *const c_char).collect();
         let lengths: Vec<usize> = texts.iter().map(|t| t.len()).collect();
         let mut p = std::mem::MaybeUninit::<sys::ember_embed_request_params>::uninit();
@@ -64,8 +77,9 @@ impl Engine<'_> {
         p.dimensions = options.dimensions;
         p.truncate = options.truncate;
         p.max_tokens = options.max_tokens;
+        p.query = query.map_or(ptr::null(), |q| q.as_ptr());
         let mut raw = ptr::null_mut();
-        // SAFETY: the texts (with their lengths) are valid for the call, which copies them.
+        // SAFETY: the texts (with their lengths) and the query are valid for the call, which copies them.
         check(unsafe { sys::ember_engine_submit_embed(self.as_ptr(), &p, &mut raw) })?;
         Ok(Request::from_raw(raw))
     }

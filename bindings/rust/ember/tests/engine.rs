@@ -84,4 +84,7 @@ fn embedding_requests_beside_a_generation() {
     // A generating model has no pooling of its own.
     let err = engine.submit_embed(&["x"], &ember::EmbedOptions::default()).err().expect("the model's pooling accepted");
     assert_eq!(err.status, ember::Status::InvalidArgument);
+    // A query is for a reranking model only.
+    let err = engine.submit_rerank("a query", &["x"], &options).err().expect("a query on a generating model accepted");
+    assert_eq!(err.status, ember::Status::InvalidArgument);
 }
