@@ -460,8 +460,8 @@ void expect_refused(ember_engine *e, ember_embed_request_params p, Change change
 }
 
 // A reranking model's engine takes scoring requests only: no lone texts (params of an older struct_size
-// read as no query), no tokens with the query, no pooling or dimensions of its own, no generation; and a
-// query on an embedding model's engine is refused.
+// read as no query), no tokens with the query, no pooling or dimensions of its own, no generation; its
+// max_tokens bounds each pair; and a query on an embedding model's engine is refused.
 void test_scoring_refusals(void **) {
     ember::BertSpec b;
     b.pooling_type = 4;
@@ -474,6 +474,15 @@ void test_scoring_refusals(void **) {
     expect_refused(e, p, old_size, "is a reranking model");
     expect_refused(e, p, [](ember_embed_request_params &q) { q.dimensions = 1; }, "dimensions");
     expect_refused(e, p, [](ember_embed_request_params &q) { q.pooling = EMBER_POOLING_MEAN; }, "ranking head");
+    // max_tokens bounds each pair (query and document): over it refused, or cut with truncate.
+    expect_refused(e, p, [](ember_embed_request_params &q) { q.max_tokens = 8; }, "is longer than");
+    ember_embed_request_params cut = p;
+    cut.max_tokens = 8;
+    cut.truncate = true;
+    ember_request *r = nullptr;
+    expect_status(ember_engine_submit_embed(e, &cut, &r), EMBER_OK, nullptr);
+    assert_int_equal(vectors(e, r, true).size(), kTexts);
+    ember_request_free(r);
     static const ember_token pair[] = {101, 1000, 102, 1001, 102};
     static const ember_token *const pairs[] = {pair};
     static const size_t n_pair[] = {5};
@@ -484,7 +493,6 @@ void test_scoring_refusals(void **) {
     ember_request_params_init(&gp);
     gp.prompt = prompt;
     gp.n_prompt = 2;
-    ember_request *r = nullptr;
     expect_status(ember_request_submit(e, &gp, &r), EMBER_ERR_UNSUPPORTED, "embedding requests");
     assert_null(r);
     expect_status(ember_engine_submit_embed(e, &p, &r), EMBER_OK, nullptr);
