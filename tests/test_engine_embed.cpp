@@ -334,6 +334,18 @@ void expect_status(ember_status got, ember_status want, const char *needle) {
     if (needle && !std::strstr(ember_last_error(), needle)) fail_msg("'%s' does not say '%s'", ember_last_error(), needle);
 }
 
+// A generation request on an engine over an embedding or reranking model: refused, naming what it takes.
+void expect_generation_refused(ember_engine *e) {
+    const ember_token prompt[] = {101, 102};
+    ember_request_params gp;
+    ember_request_params_init(&gp);
+    gp.prompt = prompt;
+    gp.n_prompt = 2;
+    ember_request *r = nullptr;
+    expect_status(ember_request_submit(e, &gp, &r), EMBER_ERR_UNSUPPORTED, "embedding requests");
+    assert_null(r);
+}
+
 // What is refused, and cancel / free of a request in the middle of its texts.
 void test_refusals_and_cancel(void **) {
     ember::BertSpec b;
@@ -341,13 +353,8 @@ void test_refusals_and_cancel(void **) {
     ember_engine *e = engine(bert.model, true, 0);
     ember_request *r = nullptr;
     // Generation on an embedding engine.
+    expect_generation_refused(e);
     const ember_token prompt[] = {101, 102};
-    ember_request_params gp;
-    ember_request_params_init(&gp);
-    gp.prompt = prompt;
-    gp.n_prompt = 2;
-    expect_status(ember_request_submit(e, &gp, &r), EMBER_ERR_UNSUPPORTED, "embedding requests");
-    assert_null(r);
     expect_status(ember_engine_pin_prefix(e, prompt, 2), EMBER_ERR_UNSUPPORTED, "embedding model");
     // Bad params.
     ember_embed_request_params p = text_params(kLlamaTexts, kTexts, EMBER_POOLING_MODEL);
@@ -436,6 +443,8 @@ void test_refusals_and_cancel(void **) {
     expect_status(ember_engine_submit_embed(e, &p, &r), EMBER_ERR_INVALID_ARGUMENT, "no pooling type");
     p.pooling = EMBER_POOLING_CLS;
     expect_status(ember_engine_submit_embed(e, &p, &r), EMBER_ERR_INVALID_ARGUMENT, "use mean or last");
+    ember_request_params gp;
+    ember_request_params_init(&gp);
     gp.prompt = kLlamaQwenTokens0;
     gp.n_prompt = 4;
     gp.max_tokens = 2;
@@ -488,13 +497,7 @@ void test_scoring_refusals(void **) {
     static const size_t n_pair[] = {5};
     expect_refused(e, p, [](ember_embed_request_params &q) { q.texts = nullptr, q.tokens = pairs, q.n_tokens = n_pair, q.n_texts = 1; },
                    "not token sequences");
-    const ember_token prompt[] = {101, 102};
-    ember_request_params gp;
-    ember_request_params_init(&gp);
-    gp.prompt = prompt;
-    gp.n_prompt = 2;
-    expect_status(ember_request_submit(e, &gp, &r), EMBER_ERR_UNSUPPORTED, "embedding requests");
-    assert_null(r);
+    expect_generation_refused(e);
     expect_status(ember_engine_submit_embed(e, &p, &r), EMBER_OK, nullptr);
     assert_int_equal(ember_request_embedding_dim(r), 1);
     assert_int_equal(vectors(e, r, true).size(), kTexts);
