@@ -2,8 +2,9 @@
 // shape) submits embedding requests to the server's engine, which batches the texts of every client with
 // the running chats in its forward passes: on an embedding model the engine serves embeddings alone, on a
 // generating model beside the completion routes (the final hidden states pooled, "pooling": "mean" by
-// default or "last"). A reranking model has no engine: one embedder serves POST /v1/rerank (the shape
-// Jina, Cohere and llama.cpp's server share), one request at a time.
+// default or "last"). A reranking model is served by one embedder here, POST /v1/rerank (the shape Jina,
+// Cohere and llama.cpp's server share), one request at a time; the library's engine could batch its
+// pairs too (ember_embed_request_params.query), which this sample does not use yet.
 #pragma once
 
 #include "http_server.hpp"
