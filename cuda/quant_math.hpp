@@ -4,6 +4,7 @@
 #pragma once
 
 #include "attn_math.hpp"  // EMBER_HD
+#include "rounded_math.hpp"
 #include "tile_layout.hpp"
 #include "types.hpp"
 
@@ -29,21 +30,6 @@ EMBER_HD float bf16_bits_to_f32(uint16_t h) {
     return __uint_as_float(static_cast<uint32_t>(h) << 16);
 #else
     return bf16_to_fp32(h);
-#endif
-}
-// Rounded products and differences that nvcc may not fuse (the CPU's code is not contracted either).
-EMBER_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-EMBER_HD float sub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-    return __fsub_rn(a, b);
-#else
-    return a - b;
 #endif
 }
 EMBER_HD uint16_t load_u16(const uint8_t *p) {  // p is 2-byte aligned in every layout used
