@@ -309,7 +309,11 @@ static void check_sampled(const ember_model *target, const ember_model *draft, e
     spec.mode = mode;
     spec.draft_model = draft;
     spec.k = 3;
+#ifdef EMBER_TEST_SANITIZED
+    const int N = 1500; /* sanitized builds run several times slower: fewer samples, the same test */
+#else
     const int N = 4000;
+#endif
     uint64_t drafted = 0, accepted = 0;
     for (int i = 0; i < N; ++i) {
         ember_session *f = NULL;
